@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""A small demo payment origin for idempotency-edge, on loopback only.
+
+POST /v1/charges  charges the ledger (slowly, on purpose) and answers 201 with the charge.
+GET  /v1/ledger   lists every charge, so you can see one charge per key.
+
+It logs one line per execution, so a prevented duplicate is visible: the worker answers the
+retry, and no new line appears here.
+"""
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DELAY_SECONDS = float(os.environ.get("DEMO_DELAY_MS", "700")) / 1000
+LEDGER = []
+LOCK = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def _send(self, status, payload):
+        body = json.dumps(payload, indent=2).encode() + b"\n"
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path.startswith("/v1/ledger"):
+            with LOCK:
+                self._send(200, {"charges": LEDGER, "total_cents": sum(c["amount"] for c in LEDGER)})
+        else:
+            self._send(200, {"service": "demo payment origin", "try": "POST /v1/charges"})
+
+    def do_POST(self):
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length)
+        if not self.path.startswith("/v1/charges"):
+            self._send(404, {"error": "not found"})
+            return
+        try:
+            request = json.loads(raw or b"{}")
+            amount = int(request["amount"])
+        except (ValueError, KeyError, TypeError):
+            self._send(400, {"error": "expected a JSON body with an integer amount"})
+            return
+        time.sleep(DELAY_SECONDS)  # a slow payment processor
+        with LOCK:
+            charge = {"id": "ch_%04d" % (len(LEDGER) + 1), "amount": amount,
+                      "currency": request.get("currency", "eur"), "created": int(time.time())}
+            LEDGER.append(charge)
+        print("origin: executed charge %s for %d" % (charge["id"], amount), file=sys.stderr, flush=True)
+        self._send(201, charge)
+
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 8788
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    print("origin: demo payment origin on http://127.0.0.1:%d" % port, file=sys.stderr, flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything the worker needs to build and run locally, from the package
+# registries only. Idempotent: each step is skipped when its result is already in place.
+#   - the wasm32 target (rustup)
+#   - worker-build 0.8.7 and wasm-bindgen-cli (the version Cargo.lock pins), via cargo install
+#   - wrangler (workerd) and binaryen (wasm-opt), via npm ci
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  say "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+WORKER_BUILD_VERSION=0.8.7
+# wasm-bindgen-cli must equal the wasm-bindgen crate in Cargo.lock to the patch.
+WASM_BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
+
+if ! worker-build --version 2>/dev/null | grep -q "$WORKER_BUILD_VERSION"; then
+  say "installing worker-build $WORKER_BUILD_VERSION (a few minutes, once)"
+  cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked
+fi
+if ! wasm-bindgen --version 2>/dev/null | grep -q "$WASM_BINDGEN_VERSION"; then
+  say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (several minutes, once)"
+  # Not --locked: the crate's own lockfile names a webpki-roots release the registry no
+  # longer serves. The version itself is pinned exactly.
+  cargo install wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION" --force
+fi
+
+if [[ ! -x node_modules/.bin/wrangler || package-lock.json -nt node_modules/.package-lock.json ]]; then
+  say "installing wrangler and binaryen (npm ci)"
+  npm ci --no-audit --no-fund
+fi

@@ -1,0 +1,267 @@
+//! Configuration: the wrangler `[vars]`, parsed and validated.
+//!
+//! Owns the variable names, their defaults and their limits. It sees only strings; the
+//! runtime looks the variables up and passes them in.
+//!
+//! An invalid value is a [`ConfigError`] naming the variable. The worker then answers 500
+//! problem+json and forwards nothing: a typo must never turn protection off silently.
+
+use super::machine::Timing;
+
+/// The variables, as the runtime should look them up.
+pub const VAR_ORIGIN_URL: &str = "ORIGIN_URL";
+pub const VAR_TTL_SECONDS: &str = "IDEMPOTENCY_TTL_SECONDS";
+pub const VAR_DUPLICATE_WAIT_SECONDS: &str = "DUPLICATE_WAIT_SECONDS";
+pub const VAR_ORIGIN_TIMEOUT_SECONDS: &str = "ORIGIN_TIMEOUT_SECONDS";
+pub const VAR_MAX_BODY_BYTES: &str = "MAX_BODY_BYTES";
+pub const VAR_SCOPE_HEADER: &str = "SCOPE_HEADER";
+
+pub const ALL_VARS: [&str; 6] = [
+    VAR_ORIGIN_URL,
+    VAR_TTL_SECONDS,
+    VAR_DUPLICATE_WAIT_SECONDS,
+    VAR_ORIGIN_TIMEOUT_SECONDS,
+    VAR_MAX_BODY_BYTES,
+    VAR_SCOPE_HEADER,
+];
+
+/// Thirty days: longer retention is allowed by nothing in the product, and a typo of
+/// several extra digits should fail loudly rather than keep records for years.
+const MAX_TTL_SECONDS: u64 = 30 * 24 * 3600;
+/// A duplicate holds a connection open while it waits; more than five minutes is a mistake.
+const MAX_DUPLICATE_WAIT_SECONDS: u64 = 300;
+/// Workers' own subrequest limits make longer origin calls pointless.
+const MAX_ORIGIN_TIMEOUT_SECONDS: u64 = 600;
+/// The Worker buffers the body in memory (128 MB per isolate); keep well below that.
+const MAX_MAX_BODY_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The validated configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Base URL without a trailing slash; `None` forwards to the request's own URL.
+    pub origin_url: Option<String>,
+    pub timing: Timing,
+    pub max_body_bytes: u64,
+    /// Lowercase header name.
+    pub scope_header: String,
+}
+
+/// A variable with an invalid value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub reason: String,
+}
+
+impl ConfigError {
+    fn new(variable: &'static str, reason: impl Into<String>) -> Self {
+        ConfigError { variable, reason: reason.into() }
+    }
+
+    /// A sentence for the problem's `detail`.
+    pub fn detail(&self) -> String {
+        format!("{} is invalid: {}", self.variable, self.reason)
+    }
+}
+
+impl Config {
+    /// Parses the variables; `lookup` returns a variable's value, `None` when unset (then
+    /// the default applies).
+    pub fn from_vars<'a>(lookup: impl Fn(&'static str) -> Option<&'a str>) -> Result<Config, ConfigError> {
+        let origin_url = parse_origin_url(lookup(VAR_ORIGIN_URL).unwrap_or(""))?;
+        let ttl = parse_number(VAR_TTL_SECONDS, lookup(VAR_TTL_SECONDS), 86_400, 1, MAX_TTL_SECONDS)?;
+        let wait = parse_number(
+            VAR_DUPLICATE_WAIT_SECONDS,
+            lookup(VAR_DUPLICATE_WAIT_SECONDS),
+            10,
+            0,
+            MAX_DUPLICATE_WAIT_SECONDS,
+        )?;
+        let timeout = parse_number(
+            VAR_ORIGIN_TIMEOUT_SECONDS,
+            lookup(VAR_ORIGIN_TIMEOUT_SECONDS),
+            30,
+            1,
+            MAX_ORIGIN_TIMEOUT_SECONDS,
+        )?;
+        let max_body_bytes =
+            parse_number(VAR_MAX_BODY_BYTES, lookup(VAR_MAX_BODY_BYTES), 1_048_576, 0, MAX_MAX_BODY_BYTES)?;
+        let scope_header =
+            parse_header_name(VAR_SCOPE_HEADER, lookup(VAR_SCOPE_HEADER).unwrap_or("Authorization"))?;
+        Ok(Config {
+            origin_url,
+            timing: Timing {
+                ttl_ms: ttl * 1_000,
+                duplicate_wait_ms: wait * 1_000,
+                origin_timeout_ms: timeout * 1_000,
+            },
+            max_body_bytes,
+            scope_header,
+        })
+    }
+
+    /// The URL the first attempt goes to: the origin base plus the request's path and
+    /// query, or the request's own URL in route mode.
+    pub fn origin_target(&self, request_url: &str, path_and_query: &str) -> String {
+        match &self.origin_url {
+            Some(base) => format!("{base}{path_and_query}"),
+            None => request_url.to_owned(),
+        }
+    }
+}
+
+/// The timing as the Worker hands it to the key's object in one header value
+/// (`ttl_ms,wait_ms,timeout_ms`), so the object does not parse configuration again.
+pub fn encode_timing(timing: &Timing) -> String {
+    format!("{},{},{}", timing.ttl_ms, timing.duplicate_wait_ms, timing.origin_timeout_ms)
+}
+
+/// The inverse of [`encode_timing`].
+pub fn decode_timing(value: &str) -> Option<Timing> {
+    let mut parts = value.split(',').map(|part| part.trim().parse::<u64>().ok());
+    let timing = Timing {
+        ttl_ms: parts.next()??,
+        duplicate_wait_ms: parts.next()??,
+        origin_timeout_ms: parts.next()??,
+    };
+    parts.next().is_none().then_some(timing)
+}
+
+fn parse_number(
+    variable: &'static str,
+    raw: Option<&str>,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, ConfigError> {
+    let Some(raw) = raw else { return Ok(default) };
+    let text = raw.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ConfigError::new(variable, format!("expected a whole number from {min} to {max}")));
+    }
+    match text.parse::<u64>() {
+        Ok(value) if (min..=max).contains(&value) => Ok(value),
+        _ => Err(ConfigError::new(variable, format!("expected a whole number from {min} to {max}"))),
+    }
+}
+
+fn parse_origin_url(raw: &str) -> Result<Option<String>, ConfigError> {
+    let url = raw.trim();
+    if url.is_empty() {
+        return Ok(None);
+    }
+    let invalid = |why: &str| Err(ConfigError::new(VAR_ORIGIN_URL, why));
+    let rest = if let Some(rest) = url.strip_prefix("https://") {
+        rest
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        rest
+    } else {
+        return invalid("expected an http:// or https:// URL, or empty for route mode");
+    };
+    if url.bytes().any(|b| b <= b' ' || b >= 0x7f) {
+        return invalid("the URL contains whitespace, control or non-ASCII characters");
+    }
+    if url.contains(['?', '#']) {
+        return invalid("the base URL must not have a query or fragment; the request's own are appended");
+    }
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() || host.contains('@') {
+        return invalid("the URL needs a host (and no user info)");
+    }
+    Ok(Some(url.trim_end_matches('/').to_owned()))
+}
+
+fn parse_header_name(variable: &'static str, raw: &str) -> Result<String, ConfigError> {
+    let name = raw.trim();
+    // RFC 9110 token characters.
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if name.is_empty() || !name.bytes().all(tchar) {
+        return Err(ConfigError::new(variable, "expected an HTTP header name"));
+    }
+    Ok(name.to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(vars: &[(&'static str, &'static str)]) -> Result<Config, ConfigError> {
+        Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
+    }
+
+    #[test]
+    fn defaults_apply_when_unset() {
+        let config = parse(&[]).unwrap();
+        assert_eq!(config.origin_url, None);
+        assert_eq!(
+            config.timing,
+            Timing { ttl_ms: 86_400_000, duplicate_wait_ms: 10_000, origin_timeout_ms: 30_000 }
+        );
+        assert_eq!(config.max_body_bytes, 1_048_576);
+        assert_eq!(config.scope_header, "authorization");
+    }
+
+    #[test]
+    fn values_are_parsed() {
+        let config = parse(&[
+            (VAR_ORIGIN_URL, "http://127.0.0.1:8080/base/"),
+            (VAR_TTL_SECONDS, "60"),
+            (VAR_DUPLICATE_WAIT_SECONDS, "0"),
+            (VAR_ORIGIN_TIMEOUT_SECONDS, " 5 "),
+            (VAR_MAX_BODY_BYTES, "4096"),
+            (VAR_SCOPE_HEADER, "X-Api-Key"),
+        ])
+        .unwrap();
+        assert_eq!(config.origin_url.as_deref(), Some("http://127.0.0.1:8080/base"));
+        assert_eq!(
+            config.origin_target("https://edge.example/v1/pay?x=1", "/v1/pay?x=1"),
+            "http://127.0.0.1:8080/base/v1/pay?x=1"
+        );
+        assert_eq!(config.timing.ttl_ms, 60_000);
+        assert_eq!(config.timing.origin_timeout_ms, 5_000);
+        assert_eq!(config.max_body_bytes, 4096);
+        assert_eq!(config.scope_header, "x-api-key");
+    }
+
+    #[test]
+    fn timing_round_trips_through_its_header() {
+        let timing = Timing { ttl_ms: 1, duplicate_wait_ms: 0, origin_timeout_ms: 30_000 };
+        assert_eq!(decode_timing(&encode_timing(&timing)), Some(timing));
+        assert_eq!(decode_timing("1,2"), None);
+        assert_eq!(decode_timing("1,2,3,4"), None);
+        assert_eq!(decode_timing("1,x,3"), None);
+    }
+
+    #[test]
+    fn route_mode_forwards_to_the_request_url() {
+        let config = parse(&[(VAR_ORIGIN_URL, "")]).unwrap();
+        assert_eq!(
+            config.origin_target("https://api.example/v1/pay", "/v1/pay"),
+            "https://api.example/v1/pay"
+        );
+    }
+
+    #[test]
+    fn invalid_values_name_their_variable() {
+        let cases: &[(&'static str, &'static str)] = &[
+            (VAR_ORIGIN_URL, "ftp://x"),
+            (VAR_ORIGIN_URL, "http://"),
+            (VAR_ORIGIN_URL, "http://a b"),
+            (VAR_ORIGIN_URL, "http://a/?q=1"),
+            (VAR_TTL_SECONDS, "0"),
+            (VAR_TTL_SECONDS, "1d"),
+            (VAR_TTL_SECONDS, "-5"),
+            (VAR_TTL_SECONDS, "99999999999999999999999"),
+            (VAR_DUPLICATE_WAIT_SECONDS, ""),
+            (VAR_ORIGIN_TIMEOUT_SECONDS, "0"),
+            (VAR_MAX_BODY_BYTES, "1e6"),
+            (VAR_SCOPE_HEADER, "Bad Header"),
+            (VAR_SCOPE_HEADER, ""),
+        ];
+        for &(variable, value) in cases {
+            let err = parse(&[(variable, value)]).expect_err(value);
+            assert_eq!(err.variable, variable, "{value:?}");
+            assert!(err.detail().starts_with(variable));
+        }
+    }
+}

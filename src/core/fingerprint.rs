@@ -1,0 +1,240 @@
+//! Who owns a key (scope), where its Durable Object lives (object name), and what payload
+//! it was first used with (fingerprint).
+//!
+//! Owns the hashing; never sees a clock or the network.
+//!
+//! 1. The caller's scope is a SHA-256 of the value of the configured scope header (by
+//!    default `Authorization`), or the anonymous scope when the header is absent. The raw
+//!    credential is hashed at once and never kept.
+//! 2. The object name is a SHA-256 over the scope and the key, so two callers using one key
+//!    get two objects, and the name reveals neither the credential nor the key.
+//! 3. The path is not in the object name but in the fingerprint: a key reused on another
+//!    endpoint reaches the same object and is refused there as reused (422).
+//! 4. The fingerprint is a SHA-256 over method, path and query, content type and body. A
+//!    JSON body (`application/json` or `…+json`) is canonicalised first (see
+//!    `canonical_json`); a body that does not parse is fingerprinted as raw bytes, so it is
+//!    still forwarded and deduplicated, never refused for its encoding.
+//! 5. Every field is length-prefixed, so no two different requests share an encoding.
+
+use sha2::{Digest, Sha256};
+
+use super::canonical_json;
+
+/// A SHA-256 digest. `Debug` and `Display` print hex.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest256(pub [u8; 32]);
+
+impl Digest256 {
+    pub fn to_hex(&self) -> String {
+        hex(&self.0)
+    }
+
+    /// Parses 64 lowercase or uppercase hex digits.
+    pub fn from_hex(text: &str) -> Option<Self> {
+        let bytes = text.as_bytes();
+        if bytes.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in bytes.chunks_exact(2).enumerate() {
+            out[i] = (hex_value(pair[0])? << 4) | hex_value(pair[1])?;
+        }
+        Some(Digest256(out))
+    }
+
+    /// The first 8 bytes in hex: enough to tell records apart in a log line.
+    pub fn short_hex(&self) -> String {
+        hex(&self.0[..8])
+    }
+}
+
+impl std::fmt::Debug for Digest256 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl std::fmt::Display for Digest256 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 0xf) as usize] as char);
+    }
+    out
+}
+
+fn hex_value(digit: u8) -> Option<u8> {
+    match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'a'..=b'f' => Some(digit - b'a' + 10),
+        b'A'..=b'F' => Some(digit - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Whose keys these are: a hash of the caller's credential, or nobody's in particular.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Anonymous,
+    Caller(Digest256),
+}
+
+impl Scope {
+    /// The scope of a request whose scope header has this value (`None`: absent).
+    pub fn from_header(value: Option<&[u8]>) -> Scope {
+        match value {
+            None => Scope::Anonymous,
+            Some(credential) => Scope::Caller(sha256_fields(b"idempotency-edge scope v1", &[credential])),
+        }
+    }
+}
+
+/// The Durable Object name for `key` within `scope`: 64 hex digits, no raw input in it.
+pub fn object_name(scope: Scope, key: &str) -> String {
+    let scope_bytes: &[u8] = match &scope {
+        Scope::Anonymous => b"",
+        Scope::Caller(digest) => &digest.0,
+    };
+    let tag: &[u8] = match scope {
+        Scope::Anonymous => b"anonymous",
+        Scope::Caller(_) => b"caller",
+    };
+    sha256_fields(b"idempotency-edge object v1", &[tag, scope_bytes, key.as_bytes()]).to_hex()
+}
+
+/// The parts of a request that make up its payload.
+#[derive(Clone, Copy, Debug)]
+pub struct Payload<'a> {
+    pub method: &'a str,
+    /// Path and query, exactly as the client sent them (`/v1/charges?expand=x`).
+    pub path_and_query: &'a str,
+    /// The `Content-Type` value, if any.
+    pub content_type: Option<&'a str>,
+    pub body: &'a [u8],
+}
+
+/// The payload fingerprint.
+pub fn fingerprint(payload: &Payload<'_>) -> Digest256 {
+    let content_type = payload.content_type.map(|v| v.trim().to_ascii_lowercase());
+    let content_type_bytes = content_type.as_deref().unwrap_or("").as_bytes();
+    let canonical = if content_type.as_deref().is_some_and(is_json_media_type) {
+        canonical_json::canonicalize(payload.body)
+    } else {
+        None
+    };
+    let (body_form, body): (&[u8], &[u8]) = match &canonical {
+        Some(canonical) => (b"json", canonical),
+        None => (b"raw", payload.body),
+    };
+    sha256_fields(
+        b"idempotency-edge fingerprint v1",
+        &[payload.method.as_bytes(), payload.path_and_query.as_bytes(), content_type_bytes, body_form, body],
+    )
+}
+
+/// `application/json`, or any `type/subtype+json`, parameters ignored.
+pub fn is_json_media_type(content_type: &str) -> bool {
+    let media_type = content_type.split(';').next().unwrap_or("").trim();
+    media_type.eq_ignore_ascii_case("application/json") || media_type.to_ascii_lowercase().ends_with("+json")
+}
+
+fn sha256_fields(domain: &[u8], fields: &[&[u8]]) -> Digest256 {
+    let mut hasher = Sha256::new();
+    hasher.update((domain.len() as u64).to_be_bytes());
+    hasher.update(domain);
+    for field in fields {
+        hasher.update((field.len() as u64).to_be_bytes());
+        hasher.update(field);
+    }
+    Digest256(hasher.finalize().into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload<'a>(path: &'a str, content_type: Option<&'a str>, body: &'a [u8]) -> Payload<'a> {
+        Payload { method: "POST", path_and_query: path, content_type, body }
+    }
+
+    #[test]
+    fn reordered_json_is_the_same_payload() {
+        let a = fingerprint(&payload("/pay", Some("application/json"), br#"{"a":1,"b":2}"#));
+        let b = fingerprint(&payload(
+            "/pay",
+            Some("application/json; charset=utf-8 "),
+            b"{ \"b\": 2,\n \"a\": 1 }",
+        ));
+        // Parameters are part of the content type, so they still differ…
+        assert_ne!(a, b);
+        // …but the same content type with reordered keys is the same payload.
+        let c = fingerprint(&payload("/pay", Some("application/json"), b"{ \"b\": 2,\n \"a\": 1 }"));
+        assert_eq!(a, c);
+    }
+
+    #[test]
+    fn every_part_of_the_payload_counts() {
+        let base = fingerprint(&payload("/pay", Some("application/json"), br#"{"a":1}"#));
+        assert_ne!(base, fingerprint(&payload("/refund", Some("application/json"), br#"{"a":1}"#)));
+        assert_ne!(base, fingerprint(&payload("/pay?x=1", Some("application/json"), br#"{"a":1}"#)));
+        assert_ne!(base, fingerprint(&payload("/pay", Some("text/plain"), br#"{"a":1}"#)));
+        assert_ne!(base, fingerprint(&payload("/pay", Some("application/json"), br#"{"a":2}"#)));
+        let patch = Payload { method: "PATCH", ..payload("/pay", Some("application/json"), br#"{"a":1}"#) };
+        assert_ne!(base, fingerprint(&patch));
+    }
+
+    #[test]
+    fn non_json_bodies_are_fingerprinted_raw() {
+        let a = fingerprint(&payload("/pay", Some("text/plain"), br#"{"a":1,"b":2}"#));
+        let b = fingerprint(&payload("/pay", Some("text/plain"), br#"{"b":2,"a":1}"#));
+        assert_ne!(a, b);
+        // Invalid UTF-8 under a JSON content type is hashed as it is, not refused.
+        let c = fingerprint(&payload("/pay", Some("application/json"), b"\xff\xfe"));
+        let d = fingerprint(&payload("/pay", Some("application/json"), b"\xff\xfd"));
+        assert_ne!(c, d);
+    }
+
+    #[test]
+    fn json_media_types() {
+        assert!(is_json_media_type("application/json"));
+        assert!(is_json_media_type("Application/JSON; charset=utf-8"));
+        assert!(is_json_media_type("application/merge-patch+json"));
+        assert!(!is_json_media_type("text/plain"));
+        assert!(!is_json_media_type("application/jsonx"));
+    }
+
+    #[test]
+    fn scopes_separate_callers_and_hide_credentials() {
+        let alice = Scope::from_header(Some(b"Bearer alice"));
+        let bob = Scope::from_header(Some(b"Bearer bob"));
+        let anon = Scope::from_header(None);
+        let names = [object_name(alice, "k"), object_name(bob, "k"), object_name(anon, "k")];
+        assert_ne!(names[0], names[1]);
+        assert_ne!(names[0], names[2]);
+        assert_ne!(names[1], names[2]);
+        assert_eq!(object_name(alice, "k"), names[0]);
+        for name in &names {
+            assert_eq!(name.len(), 64);
+            assert!(
+                !name.contains("alice") && !name.contains('k') || name.chars().all(|c| c.is_ascii_hexdigit())
+            );
+        }
+        // An empty credential is still a caller, not the anonymous scope.
+        assert_ne!(object_name(Scope::from_header(Some(b"")), "k"), names[2]);
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let digest = fingerprint(&payload("/", None, b""));
+        assert_eq!(Digest256::from_hex(&digest.to_hex()), Some(digest));
+        assert_eq!(Digest256::from_hex("zz"), None);
+        assert_eq!(digest.short_hex().len(), 16);
+    }
+}

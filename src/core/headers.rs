@@ -1,0 +1,99 @@
+//! Which headers cross which hop.
+//!
+//! Owns the header rules; it sees names (and the `Connection` value), never a request.
+//!
+//! 1. Hop-by-hop headers (RFC 9110 §7.6.1, plus any named in `Connection`) never cross the
+//!    proxy, in either direction.
+//! 2. Towards the origin, `Host` and `Content-Length` are left for the runtime to set, and
+//!    the worker's own internal headers are dropped. `Idempotency-Key` is forwarded, so an
+//!    origin that honours keys can deduplicate too.
+//! 3. A stored response keeps its end-to-end headers except `Set-Cookie` (a session cookie
+//!    for the first caller must not be handed to whoever retries) and `Content-Length`
+//!    (recomputed from the stored body).
+
+/// Prefix of the headers the Worker uses to talk to its Durable Object. Never forwarded.
+pub const INTERNAL_PREFIX: &str = "x-idempotency-edge-";
+
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The header names listed in a `Connection` value, lowercased.
+pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
+    connection
+        .unwrap_or("")
+        .split(',')
+        .map(|token| token.trim().to_ascii_lowercase())
+        .filter(|token| !token.is_empty())
+        .collect()
+}
+
+/// True for a hop-by-hop header, given the tokens of the message's `Connection` header.
+pub fn is_hop_by_hop(name: &str, connection_tokens: &[String]) -> bool {
+    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+        || connection_tokens.iter().any(|t| name.eq_ignore_ascii_case(t))
+}
+
+/// Whether a client request header is sent on to the origin.
+pub fn forward_to_origin(name: &str, connection_tokens: &[String]) -> bool {
+    !is_hop_by_hop(name, connection_tokens)
+        && !name.eq_ignore_ascii_case("host")
+        && !name.eq_ignore_ascii_case("content-length")
+        && !is_internal(name)
+}
+
+/// Whether an origin response header is stored for replay.
+pub fn store_for_replay(name: &str, connection_tokens: &[String]) -> bool {
+    !is_hop_by_hop(name, connection_tokens)
+        && !name.eq_ignore_ascii_case("set-cookie")
+        && !name.eq_ignore_ascii_case("content-length")
+}
+
+/// Whether an origin response header is passed to the caller whose request executed.
+pub fn pass_to_caller(name: &str, connection_tokens: &[String]) -> bool {
+    !is_hop_by_hop(name, connection_tokens) && !name.eq_ignore_ascii_case("content-length")
+}
+
+fn is_internal(name: &str) -> bool {
+    name.len() >= INTERNAL_PREFIX.len() && name[..INTERNAL_PREFIX.len()].eq_ignore_ascii_case(INTERNAL_PREFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_never_cross() {
+        let tokens = connection_tokens(Some("close, X-Trace"));
+        for name in ["Connection", "keep-alive", "Transfer-Encoding", "Upgrade", "TE", "x-trace"] {
+            assert!(!forward_to_origin(name, &tokens), "{name}");
+            assert!(!store_for_replay(name, &tokens), "{name}");
+            assert!(!pass_to_caller(name, &tokens), "{name}");
+        }
+    }
+
+    #[test]
+    fn request_headers_towards_the_origin() {
+        assert!(forward_to_origin("Idempotency-Key", &[]));
+        assert!(forward_to_origin("Authorization", &[]));
+        assert!(forward_to_origin("content-type", &[]));
+        assert!(!forward_to_origin("Host", &[]));
+        assert!(!forward_to_origin("X-Idempotency-Edge-Fingerprint", &[]));
+    }
+
+    #[test]
+    fn stored_headers_leave_out_cookies() {
+        assert!(store_for_replay("content-type", &[]));
+        assert!(store_for_replay("x-request-id", &[]));
+        assert!(!store_for_replay("Set-Cookie", &[]));
+        assert!(pass_to_caller("Set-Cookie", &[]));
+    }
+}

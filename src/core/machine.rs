@@ -1,0 +1,318 @@
+//! The per-key state machine: (record, event, now) → record change + actions.
+//!
+//! Owns every decision a key's Durable Object makes. It reads no clock, does no I/O and
+//! keeps no state: the object passes in what it has stored and what happened, and carries
+//! out the returned [`Step`] in order: first the record change (durably), then the actions.
+//! If the record change cannot be written, the object steps again with the matching
+//! `*WriteFailed` event and carries out that step instead.
+//!
+//! Rules:
+//! 1. An absent or expired record is claimed: an in-flight record with a lease is written
+//!    before anything is forwarded.
+//! 2. A request whose fingerprint differs from the record's is refused (422), whatever the
+//!    state, and nothing is forwarded.
+//! 3. While the claim's owner is alive in this object, duplicates join it (bounded by the
+//!    duplicate wait and the waiter cap). A claim with no live owner (the object restarted)
+//!    is answered 409 until its lease ends, and outcome-unknown afterwards: it is never
+//!    forwarded again.
+//! 4. An origin result is recorded only for the claim that is still current (fencing).
+//! 5. A completed record is replayed unchanged until it expires.
+//! 6. A failed claim write forwards nothing (503). A failed outcome write still answers the
+//!    caller, and the key stays held: the stored claim outlives its lease as unknown.
+
+use std::sync::Arc;
+
+use super::fingerprint::Digest256;
+use super::policy::{disposition, Disposition, OriginResult};
+use super::problem::{Problem, ProblemKind};
+use super::record::{AttemptId, Completed, InFlight, Millis, Record, StoredResponse, Unknown, UnknownReason};
+
+/// Extra lease beyond the origin timeout: time to read the origin's body and write the
+/// outcome after the origin call returns.
+pub const LEASE_MARGIN_MS: u64 = 10_000;
+
+/// Most requests that may wait on one running execution. Past it, a duplicate gets 409
+/// at once, so memory per key stays bounded whatever a client does.
+pub const MAX_WAITERS_PER_KEY: usize = 1_000;
+
+/// Largest response (body plus headers) that is stored for replay. SQLite-backed Durable
+/// Objects hold at most 2 MB per row; a larger final answer is held as outcome-unknown.
+pub const MAX_STORED_RESPONSE_BYTES: usize = 1_900_000;
+
+/// The timing that applies to one request (from configuration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    pub ttl_ms: u64,
+    pub duplicate_wait_ms: u64,
+    pub origin_timeout_ms: u64,
+}
+
+impl Timing {
+    pub fn lease_ms(&self) -> u64 {
+        self.origin_timeout_ms.saturating_add(LEASE_MARGIN_MS)
+    }
+}
+
+/// Something that happened to the key.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A covered request arrived.
+    Arrival {
+        fingerprint: Digest256,
+        /// The id this request's claim gets if it executes (the runtime draws it at random).
+        new_attempt: AttemptId,
+        /// The claim this object instance is executing right now, if any.
+        live_attempt: Option<AttemptId>,
+        /// How many requests already wait on the live attempt.
+        waiters: usize,
+        timing: Timing,
+    },
+    /// The claim could not be written.
+    ClaimWriteFailed { attempt: AttemptId },
+    /// The forwarded attempt finished. `response` is the origin's answer, as it would be
+    /// stored, when `result` is `Responded`.
+    OriginFinished {
+        attempt: AttemptId,
+        result: OriginResult,
+        response: Option<Arc<StoredResponse>>,
+        timing: Timing,
+    },
+    /// The outcome of `attempt` could not be written; `answer` is what its callers get, as
+    /// the failed step's `Settle` said.
+    OutcomeWriteFailed { attempt: AttemptId, answer: Arc<StoredResponse>, origin_answered: bool },
+    /// A duplicate's wait on `attempt` ran out.
+    WaitExpired { attempt: AttemptId },
+    /// The object's alarm fired. `live_attempt` as for an arrival.
+    Alarm { live_attempt: Option<AttemptId> },
+}
+
+/// What becomes of the stored record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordChange {
+    Keep,
+    Put(Record),
+    /// Forget the key: delete all of the object's storage.
+    Delete,
+}
+
+/// Something for the object to carry out, after the record change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Schedule the object's alarm at this time.
+    SetAlarm(Millis),
+    /// Send this request to the origin as `attempt`.
+    Forward { attempt: AttemptId },
+    /// Answer with the stored response, marked `Idempotent-Replayed: true`.
+    Replay(Arc<StoredResponse>),
+    /// Wait up to `wait_ms` for `attempt` to settle, then answer with its outcome.
+    Join { attempt: AttemptId, wait_ms: u64 },
+    /// Answer with this problem.
+    Reject(Problem),
+    /// `attempt` is over: its own caller gets the origin's live answer (or `answer` when the
+    /// origin gave none), and every waiter gets `answer`, marked replayed.
+    Settle { attempt: AttemptId, answer: Arc<StoredResponse>, origin_answered: bool },
+}
+
+/// The result of one event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub change: RecordChange,
+    pub actions: Vec<Action>,
+}
+
+impl Step {
+    fn keep(actions: Vec<Action>) -> Step {
+        Step { change: RecordChange::Keep, actions }
+    }
+}
+
+/// Decides what `event` does to a key whose stored record is `record`, at `now`.
+pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
+    match event {
+        Event::Arrival { fingerprint, new_attempt, live_attempt, waiters, timing } => {
+            on_arrival(record, fingerprint, new_attempt, live_attempt, waiters, timing, now)
+        }
+        Event::ClaimWriteFailed { .. } => Step::keep(vec![Action::Reject(
+            Problem::new(
+                ProblemKind::StorageUnavailable,
+                "The key could not be claimed durably, so the request was not forwarded. Retry with the same key.",
+            )
+            .with_retry_after(1),
+        )]),
+        Event::OriginFinished { attempt, result, response, timing } => {
+            on_origin_finished(record, attempt, result, response, timing, now)
+        }
+        Event::OutcomeWriteFailed { attempt, answer, origin_answered } => {
+            // The claim stays stored: once its lease ends the key reads as unknown, and it
+            // is never forwarded again. The callers still get what the origin said.
+            Step::keep(vec![Action::Settle { attempt, answer, origin_answered }])
+        }
+        Event::WaitExpired { attempt } => {
+            let lease_left = match record {
+                Some(Record::InFlight(claim)) if claim.attempt == attempt => claim.lease_until.saturating_sub(now),
+                _ => 0,
+            };
+            Step::keep(vec![Action::Reject(in_progress(lease_left.min(5_000)))])
+        }
+        Event::Alarm { live_attempt } => match record {
+            // An execution still running keeps its claim, even past expiry; look again later.
+            Some(Record::InFlight(claim)) if live_attempt == Some(claim.attempt) => {
+                Step::keep(vec![Action::SetAlarm(now.saturating_add(LEASE_MARGIN_MS).max(claim.expires_at))])
+            }
+            Some(record) if !record.is_expired(now) => Step::keep(vec![Action::SetAlarm(record.expires_at())]),
+            _ => Step { change: RecordChange::Delete, actions: vec![] },
+        },
+    }
+}
+
+fn on_arrival(
+    record: Option<&Record>,
+    fingerprint: Digest256,
+    new_attempt: AttemptId,
+    live_attempt: Option<AttemptId>,
+    waiters: usize,
+    timing: Timing,
+    now: Millis,
+) -> Step {
+    let live = |attempt: AttemptId| live_attempt == Some(attempt);
+    let current = match record {
+        Some(Record::InFlight(claim)) if live(claim.attempt) => record,
+        Some(record) if record.is_expired(now) => None,
+        other => other,
+    };
+    let Some(current) = current else {
+        let lease_until = now.saturating_add(timing.lease_ms());
+        let expires_at = now.saturating_add(timing.ttl_ms).max(lease_until);
+        let claim = InFlight { attempt: new_attempt, fingerprint, claimed_at: now, lease_until, expires_at };
+        return Step {
+            change: RecordChange::Put(Record::InFlight(claim)),
+            actions: vec![Action::SetAlarm(expires_at), Action::Forward { attempt: new_attempt }],
+        };
+    };
+    if current.fingerprint() != fingerprint {
+        return Step::keep(vec![Action::Reject(Problem::new(
+            ProblemKind::KeyReused,
+            "This Idempotency-Key was first used with a different request (method, path, content type or body). Use a new key for a new request.",
+        ))]);
+    }
+    let action = match current {
+        Record::Completed(done) => Action::Replay(done.response.clone()),
+        Record::Unknown(unknown) => Action::Reject(outcome_unknown(unknown.reason)),
+        Record::InFlight(claim) if live(claim.attempt) => {
+            if waiters >= MAX_WAITERS_PER_KEY {
+                Action::Reject(in_progress(1_000))
+            } else {
+                Action::Join { attempt: claim.attempt, wait_ms: timing.duplicate_wait_ms }
+            }
+        }
+        // Claimed by an instance that is gone (a restart or reset). It may still be running
+        // until its lease ends; afterwards nobody can know whether it executed.
+        Record::InFlight(claim) if now < claim.lease_until => {
+            Action::Reject(in_progress(claim.lease_until - now))
+        }
+        Record::InFlight(_) => Action::Reject(outcome_unknown(UnknownReason::OriginTimeout)),
+    };
+    Step::keep(vec![action])
+}
+
+fn on_origin_finished(
+    record: Option<&Record>,
+    attempt: AttemptId,
+    result: OriginResult,
+    response: Option<Arc<StoredResponse>>,
+    timing: Timing,
+    now: Millis,
+) -> Step {
+    // A "response" without its answer cannot be stored or replayed; all that is known is
+    // that the request was sent.
+    let result = match (result, &response) {
+        (OriginResult::Responded(_), None) => OriginResult::ResetAfterSend,
+        (result, _) => result,
+    };
+    let disposition = disposition(result);
+    let (answer, origin_answered) = match (&response, result) {
+        (Some(response), OriginResult::Responded(_)) => (response.clone(), true),
+        (_, OriginResult::ConnectRefused) => (
+            Arc::new(problem_response(&Problem::new(
+                ProblemKind::OriginUnreachable,
+                "The origin refused the connection before the request was sent. Nothing was executed; retry with the same key.",
+            ).with_retry_after(1))),
+            false,
+        ),
+        (_, OriginResult::ResetAfterSend) => (Arc::new(problem_response(&outcome_unknown(UnknownReason::ResetAfterSend))), false),
+        _ => (Arc::new(problem_response(&outcome_unknown(UnknownReason::OriginTimeout))), false),
+    };
+    let settle = Action::Settle { attempt, answer: answer.clone(), origin_answered };
+
+    // Fencing: only the claim that is still current may record an outcome.
+    let claim = match record {
+        Some(Record::InFlight(claim)) if claim.attempt == attempt => claim,
+        _ => return Step::keep(vec![settle]),
+    };
+    let fingerprint = claim.fingerprint;
+    let retained_until = now.saturating_add(timing.ttl_ms).max(claim.expires_at);
+    let unknown = |reason| {
+        Record::Unknown(Unknown { attempt, fingerprint, since: now, expires_at: retained_until, reason })
+    };
+    let next = match disposition {
+        Disposition::Release => return Step { change: RecordChange::Delete, actions: vec![settle] },
+        Disposition::Unknown => unknown(match result {
+            OriginResult::ResetAfterSend => UnknownReason::ResetAfterSend,
+            _ => UnknownReason::OriginTimeout,
+        }),
+        Disposition::Final if stored_size(&answer) > MAX_STORED_RESPONSE_BYTES => {
+            unknown(UnknownReason::ResponseTooLarge { status: answer.status })
+        }
+        Disposition::Final => Record::Completed(Completed {
+            attempt,
+            fingerprint,
+            completed_at: now,
+            expires_at: now.saturating_add(timing.ttl_ms),
+            response: answer,
+        }),
+    };
+    let expires_at = next.expires_at();
+    Step { change: RecordChange::Put(next), actions: vec![Action::SetAlarm(expires_at), settle] }
+}
+
+fn stored_size(response: &StoredResponse) -> usize {
+    response.body.len() + response.headers.iter().map(|(n, v)| n.len() + v.len() + 8).sum::<usize>()
+}
+
+/// 409 with a `Retry-After` of the given time, rounded up to whole seconds.
+fn in_progress(retry_after_ms: u64) -> Problem {
+    Problem::new(
+        ProblemKind::InProgress,
+        "A request with this Idempotency-Key is still being processed. Retry later with the same key and payload.",
+    )
+    .with_retry_after(retry_after_ms.div_ceil(1_000))
+}
+
+/// The problem every caller of a key with an unknown outcome gets.
+pub fn outcome_unknown(reason: UnknownReason) -> Problem {
+    let why = match reason {
+        UnknownReason::OriginTimeout => "The origin did not answer in time".to_owned(),
+        UnknownReason::ResetAfterSend => {
+            "The connection to the origin broke after the request was sent".to_owned()
+        }
+        UnknownReason::ResponseTooLarge { status } => {
+            format!("The origin answered {status}, but the response is too large to store for replay")
+        }
+    };
+    Problem::new(
+        ProblemKind::OutcomeUnknown,
+        format!("{why}, so the request may or may not have been executed. It will not be forwarded again with this key; reconcile with the origin before creating a new request."),
+    )
+}
+
+/// A problem in the form of a stored response, so that waiters can be given it.
+pub fn problem_response(problem: &Problem) -> StoredResponse {
+    let mut headers = vec![("content-type".to_owned(), super::problem::PROBLEM_CONTENT_TYPE.to_owned())];
+    if let Some(seconds) = problem.retry_after {
+        headers.push(("retry-after".to_owned(), seconds.to_string()));
+    }
+    StoredResponse { status: problem.status(), headers, body: problem.to_json() }
+}
+
+#[cfg(test)]
+mod tests;

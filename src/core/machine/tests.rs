@@ -1,0 +1,1067 @@
+//! Tests of the per-key state machine ([`step`]).
+//!
+//! - Unit tests, grouped by the rules in the module doc: claiming an absent or expired
+//!   key, refusing a reused key, replaying a completed one, joining a live attempt (and
+//!   the waiter cap), orphaned claims, every row of the outcome table, oversized
+//!   responses, fencing of stale finishers, failed writes, expired waits and alarms.
+//! - Property tests: a small simulator plays random event sequences the way the runtime
+//!   does (record change first, durably; a failed write is re-stepped as
+//!   `ClaimWriteFailed` / `OutcomeWriteFailed`; `Forward` makes an attempt live in memory,
+//!   `Settle` ends it; a crash forgets memory and keeps storage) and checks the safety
+//!   invariants after every step.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use proptest::sample::Index;
+
+use super::*;
+use crate::core::problem::PROBLEM_CONTENT_TYPE;
+
+// ---------------------------------------------------------------------------------------
+// Fixtures
+// ---------------------------------------------------------------------------------------
+
+const T0: Millis = 1_700_000_000_000;
+const TTL: u64 = 86_400_000;
+const ORIGIN_TIMEOUT: u64 = 30_000;
+const WAIT: u64 = 5_000;
+const LEASE: u64 = ORIGIN_TIMEOUT + LEASE_MARGIN_MS;
+
+const A: AttemptId = AttemptId(1);
+const B: AttemptId = AttemptId(2);
+const FP: Digest256 = Digest256([1; 32]);
+const OTHER_FP: Digest256 = Digest256([2; 32]);
+
+fn timing() -> Timing {
+    Timing { ttl_ms: TTL, duplicate_wait_ms: WAIT, origin_timeout_ms: ORIGIN_TIMEOUT }
+}
+
+fn arrival(fingerprint: Digest256, new_attempt: AttemptId, live_attempt: Option<AttemptId>) -> Event {
+    arrival_with_waiters(fingerprint, new_attempt, live_attempt, 0)
+}
+
+fn arrival_with_waiters(
+    fingerprint: Digest256,
+    new_attempt: AttemptId,
+    live_attempt: Option<AttemptId>,
+    waiters: usize,
+) -> Event {
+    Event::Arrival { fingerprint, new_attempt, live_attempt, waiters, timing: timing() }
+}
+
+/// The claim the machine writes when `attempt` arrives first at `at` (with [`timing`]).
+fn claim(attempt: AttemptId, at: Millis) -> InFlight {
+    InFlight { attempt, fingerprint: FP, claimed_at: at, lease_until: at + LEASE, expires_at: at + TTL }
+}
+
+fn in_flight(attempt: AttemptId, at: Millis) -> Record {
+    Record::InFlight(claim(attempt, at))
+}
+
+fn completed(attempt: AttemptId, at: Millis, response: Arc<StoredResponse>) -> Record {
+    Record::Completed(Completed {
+        attempt,
+        fingerprint: FP,
+        completed_at: at,
+        expires_at: at + TTL,
+        response,
+    })
+}
+
+fn unknown(attempt: AttemptId, at: Millis, reason: UnknownReason) -> Record {
+    Record::Unknown(Unknown { attempt, fingerprint: FP, since: at, expires_at: at + TTL, reason })
+}
+
+/// A small origin response with this status.
+fn response(status: u16) -> Arc<StoredResponse> {
+    Arc::new(StoredResponse {
+        status,
+        headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+        body: format!("{{\"status\":{status}}}").into_bytes(),
+    })
+}
+
+/// A response whose stored size (body plus headers, as the machine counts it) is `size`.
+fn response_of_size(status: u16, size: usize) -> Arc<StoredResponse> {
+    let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    let header_bytes: usize = headers.iter().map(|(n, v)| n.len() + v.len() + 8).sum();
+    Arc::new(StoredResponse { status, headers, body: vec![b'x'; size - header_bytes] })
+}
+
+/// The origin finished `attempt` with `result`; a `Responded` result carries `response`.
+fn finished(attempt: AttemptId, result: OriginResult, response: Option<Arc<StoredResponse>>) -> Event {
+    Event::OriginFinished { attempt, result, response, timing: timing() }
+}
+
+/// The origin answered `attempt` with `answer`.
+fn responded(attempt: AttemptId, answer: &Arc<StoredResponse>) -> Event {
+    finished(attempt, OriginResult::Responded(answer.status), Some(answer.clone()))
+}
+
+/// The problem of a step that must keep the record and do nothing but answer with it.
+fn rejection(step: &Step) -> &Problem {
+    assert_eq!(step.change, RecordChange::Keep, "a rejection keeps the record: {step:?}");
+    match step.actions.as_slice() {
+        [Action::Reject(problem)] => problem,
+        other => panic!("expected a single Reject, got {other:?}"),
+    }
+}
+
+/// The single `Settle` of a step: (attempt, answer, origin_answered).
+fn settle_of(actions: &[Action]) -> (AttemptId, &Arc<StoredResponse>, bool) {
+    settle_of_checked(actions).unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// [`rejection`] for property tests.
+fn rejection_of(step: &Step) -> Result<&Problem, TestCaseError> {
+    prop_assert_eq!(&step.change, &RecordChange::Keep);
+    match step.actions.as_slice() {
+        [Action::Reject(problem)] => Ok(problem),
+        other => Err(TestCaseError::fail(format!("expected a single Reject, got {other:?}"))),
+    }
+}
+
+/// [`settle_of`] for property tests.
+fn settle_of_checked(actions: &[Action]) -> Result<(AttemptId, &Arc<StoredResponse>, bool), TestCaseError> {
+    let settles: Vec<_> = actions
+        .iter()
+        .filter_map(|action| match action {
+            Action::Settle { attempt, answer, origin_answered } => Some((*attempt, answer, *origin_answered)),
+            _ => None,
+        })
+        .collect();
+    prop_assert_eq!(settles.len(), 1, "expected exactly one Settle in {:?}", actions);
+    Ok(settles[0])
+}
+
+fn forwards(actions: &[Action]) -> Vec<AttemptId> {
+    actions
+        .iter()
+        .filter_map(|action| match action {
+            Action::Forward { attempt } => Some(*attempt),
+            _ => None,
+        })
+        .collect()
+}
+
+fn problem_json(response: &StoredResponse) -> serde_json::Value {
+    serde_json::from_slice(&response.body).expect("a problem body is JSON")
+}
+
+fn header<'a>(response: &'a StoredResponse, name: &str) -> Option<&'a str> {
+    response.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+}
+
+// ---------------------------------------------------------------------------------------
+// Rule 1: an absent or expired record is claimed before anything is forwarded
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn first_arrival_claims_then_forwards() {
+    let step = step(None, arrival(FP, A, None), T0);
+    let lease_until = T0 + ORIGIN_TIMEOUT + LEASE_MARGIN_MS;
+    let expires_at = T0 + TTL;
+    assert_eq!(
+        step.change,
+        RecordChange::Put(Record::InFlight(InFlight {
+            attempt: A,
+            fingerprint: FP,
+            claimed_at: T0,
+            lease_until,
+            expires_at,
+        }))
+    );
+    assert_eq!(step.actions, vec![Action::SetAlarm(expires_at), Action::Forward { attempt: A }]);
+}
+
+#[test]
+fn a_claim_is_retained_at_least_until_its_lease_ends() {
+    let short = Timing { ttl_ms: 1_000, ..timing() };
+    let event =
+        Event::Arrival { fingerprint: FP, new_attempt: A, live_attempt: None, waiters: 0, timing: short };
+    let step = step(None, event, T0);
+    let RecordChange::Put(Record::InFlight(claim)) = &step.change else { panic!("no claim: {step:?}") };
+    assert_eq!(claim.lease_until, T0 + short.lease_ms());
+    assert_eq!(claim.expires_at, claim.lease_until, "expires_at = max(now + ttl, lease_until)");
+    assert_eq!(step.actions, vec![Action::SetAlarm(claim.lease_until), Action::Forward { attempt: A }]);
+}
+
+#[test]
+fn claim_times_saturate_instead_of_overflowing() {
+    let now = u64::MAX - 5;
+    let step = step(None, arrival(FP, A, None), now);
+    let RecordChange::Put(Record::InFlight(claim)) = &step.change else { panic!("no claim: {step:?}") };
+    assert_eq!((claim.lease_until, claim.expires_at), (u64::MAX, u64::MAX));
+}
+
+#[test]
+fn expired_records_of_every_kind_are_claimed_anew() {
+    let records = [
+        in_flight(A, T0),
+        completed(A, T0, response(201)),
+        unknown(A, T0, UnknownReason::OriginTimeout),
+        unknown(A, T0, UnknownReason::ResetAfterSend),
+        unknown(A, T0, UnknownReason::ResponseTooLarge { status: 200 }),
+    ];
+    for record in &records {
+        for now in [record.expires_at(), record.expires_at() + 1, record.expires_at() + TTL] {
+            for fingerprint in [FP, OTHER_FP] {
+                // The new request is not the claim's owner, whatever this instance runs.
+                for live in [None, Some(AttemptId(99))] {
+                    let step = step(Some(record), arrival(fingerprint, B, live), now);
+                    let expected = InFlight {
+                        attempt: B,
+                        fingerprint,
+                        claimed_at: now,
+                        lease_until: now + LEASE,
+                        expires_at: now + TTL,
+                    };
+                    assert_eq!(
+                        step.change,
+                        RecordChange::Put(Record::InFlight(expected)),
+                        "{record:?} at {now}"
+                    );
+                    assert_eq!(
+                        step.actions,
+                        vec![Action::SetAlarm(now + TTL), Action::Forward { attempt: B }]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_record_is_held_until_the_millisecond_it_expires() {
+    let records =
+        [in_flight(A, T0), completed(A, T0, response(201)), unknown(A, T0, UnknownReason::OriginTimeout)];
+    for record in &records {
+        let step = step(Some(record), arrival(FP, B, None), record.expires_at() - 1);
+        assert_eq!(step.change, RecordChange::Keep, "{record:?}");
+        assert!(forwards(&step.actions).is_empty(), "{record:?}: {step:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Rule 2: a different fingerprint is refused (422) in every state
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_reused_key_is_refused_in_every_state() {
+    let cases: [(&str, Record, Option<AttemptId>, Millis); 8] = [
+        ("in flight, owner live", in_flight(A, T0), Some(A), T0 + 1),
+        ("in flight, owner live, past expiry", in_flight(A, T0), Some(A), T0 + TTL + 1),
+        ("in flight, orphaned within lease", in_flight(A, T0), None, T0 + 1),
+        ("in flight, orphaned after lease", in_flight(A, T0), Some(B), T0 + LEASE),
+        ("completed", completed(A, T0, response(200)), None, T0 + 1),
+        ("unknown (timeout)", unknown(A, T0, UnknownReason::OriginTimeout), None, T0 + 1),
+        ("unknown (reset)", unknown(A, T0, UnknownReason::ResetAfterSend), None, T0 + 1),
+        (
+            "unknown (too large)",
+            unknown(A, T0, UnknownReason::ResponseTooLarge { status: 200 }),
+            None,
+            T0 + 1,
+        ),
+    ];
+    for (name, record, live, now) in cases {
+        for waiters in [0, MAX_WAITERS_PER_KEY] {
+            let step = step(Some(&record), arrival_with_waiters(OTHER_FP, B, live, waiters), now);
+            let problem = rejection(&step);
+            assert_eq!(problem.kind, ProblemKind::KeyReused, "{name}");
+            assert_eq!(problem.status(), 422, "{name}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Rule 5: a completed record is replayed unchanged
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_completed_record_is_replayed_with_the_stored_response() {
+    let stored = response(201);
+    let record = completed(A, T0, stored.clone());
+    for now in [T0, T0 + 1, T0 + TTL - 1] {
+        for live in [None, Some(A), Some(B)] {
+            let step = step(Some(&record), arrival(FP, B, live), now);
+            assert_eq!(step.change, RecordChange::Keep);
+            match step.actions.as_slice() {
+                [Action::Replay(replayed)] => assert!(Arc::ptr_eq(replayed, &stored), "replays the same Arc"),
+                other => panic!("expected a Replay, got {other:?}"),
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Rule 3: duplicates join a live attempt; an orphaned claim is 409, then outcome-unknown
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_duplicate_joins_the_live_attempt() {
+    let record = in_flight(A, T0);
+    for now in [T0, T0 + LEASE - 1, T0 + LEASE + 1] {
+        let step = step(Some(&record), arrival_with_waiters(FP, B, Some(A), MAX_WAITERS_PER_KEY - 1), now);
+        assert_eq!(
+            step,
+            Step { change: RecordChange::Keep, actions: vec![Action::Join { attempt: A, wait_ms: WAIT }] }
+        );
+    }
+}
+
+#[test]
+fn past_the_waiter_cap_a_duplicate_is_told_to_retry() {
+    let record = in_flight(A, T0);
+    for waiters in [MAX_WAITERS_PER_KEY, MAX_WAITERS_PER_KEY + 1, usize::MAX] {
+        let step = step(Some(&record), arrival_with_waiters(FP, B, Some(A), waiters), T0 + 1);
+        let problem = rejection(&step);
+        assert_eq!(problem.kind, ProblemKind::InProgress);
+        assert_eq!(problem.status(), 409);
+        assert_eq!(problem.retry_after, Some(1));
+    }
+}
+
+#[test]
+fn an_orphaned_claim_within_its_lease_is_in_progress_for_the_rest_of_the_lease() {
+    let record = in_flight(A, T0);
+    // (time since the claim, expected Retry-After seconds: remaining lease rounded up)
+    let cases = [(0, 40), (1, 40), (12_345, 28), (LEASE - 1_001, 2), (LEASE - 1_000, 1), (LEASE - 1, 1)];
+    for (elapsed, seconds) in cases {
+        for live in [None, Some(B)] {
+            let step = step(Some(&record), arrival(FP, B, live), T0 + elapsed);
+            let problem = rejection(&step);
+            assert_eq!(problem.kind, ProblemKind::InProgress, "after {elapsed} ms");
+            assert_eq!(problem.retry_after, Some(seconds), "after {elapsed} ms");
+        }
+    }
+}
+
+#[test]
+fn an_orphaned_claim_after_its_lease_is_outcome_unknown() {
+    let record = in_flight(A, T0);
+    for now in [T0 + LEASE, T0 + LEASE + 1, T0 + TTL - 1] {
+        for live in [None, Some(B)] {
+            let step = step(Some(&record), arrival(FP, B, live), now);
+            assert_eq!(rejection(&step), &outcome_unknown(UnknownReason::OriginTimeout));
+            assert_eq!(rejection(&step).status(), 502);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The outcome table, applied to the current claim
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn final_answers_are_stored_for_replay() {
+    let record = in_flight(A, T0);
+    let now = T0 + 2_000;
+    for status in [200, 201, 204, 302, 400, 402, 404, 422, 500, 502, 504] {
+        let answer = response(status);
+        let step = step(Some(&record), responded(A, &answer), now);
+        let RecordChange::Put(Record::Completed(done)) = &step.change else { panic!("{status}: {step:?}") };
+        assert_eq!((done.attempt, done.fingerprint), (A, FP), "{status}");
+        assert_eq!((done.completed_at, done.expires_at), (now, now + TTL), "{status}");
+        assert!(Arc::ptr_eq(&done.response, &answer), "{status}: stores the origin's response");
+        assert_eq!(step.actions.len(), 2, "{status}: {step:?}");
+        assert_eq!(step.actions[0], Action::SetAlarm(now + TTL), "{status}");
+        let (attempt, settled, origin_answered) = settle_of(&step.actions[1..]);
+        assert_eq!(attempt, A);
+        assert!(Arc::ptr_eq(settled, &answer), "{status}");
+        assert!(origin_answered, "{status}");
+    }
+}
+
+#[test]
+fn answers_that_mean_not_executed_release_the_key() {
+    let record = in_flight(A, T0);
+    for status in [408, 409, 425, 429, 503] {
+        let answer = response(status);
+        let step = step(Some(&record), responded(A, &answer), T0 + 2_000);
+        assert_eq!(step.change, RecordChange::Delete, "{status}");
+        assert_eq!(step.actions.len(), 1, "{status}: {step:?}");
+        let (attempt, settled, origin_answered) = settle_of(&step.actions);
+        assert_eq!(attempt, A);
+        assert!(Arc::ptr_eq(settled, &answer), "{status}: passes the origin's answer on");
+        assert!(origin_answered, "{status}");
+        // Released: the next retry runs.
+        let retry = super::step(None, arrival(FP, B, None), T0 + 3_000);
+        assert_eq!(forwards(&retry.actions), vec![B]);
+    }
+}
+
+#[test]
+fn a_refused_connection_releases_the_key_with_origin_unreachable() {
+    let record = in_flight(A, T0);
+    let step = step(Some(&record), finished(A, OriginResult::ConnectRefused, None), T0 + 2_000);
+    assert_eq!(step.change, RecordChange::Delete);
+    assert_eq!(step.actions.len(), 1, "{step:?}");
+    let (attempt, answer, origin_answered) = settle_of(&step.actions);
+    assert_eq!(attempt, A);
+    assert!(!origin_answered);
+    assert_eq!(answer.status, 502);
+    assert_eq!(header(answer, "content-type"), Some(PROBLEM_CONTENT_TYPE));
+    assert_eq!(header(answer, "retry-after"), Some("1"));
+    let body = problem_json(answer);
+    assert_eq!(body["type"], "urn:idempotency-edge:problem:origin-unreachable");
+    assert_eq!(body["status"], 502);
+}
+
+#[test]
+fn a_timeout_or_reset_holds_the_key_as_unknown() {
+    let record = in_flight(A, T0);
+    let now = T0 + 35_000;
+    for (result, reason) in [
+        (OriginResult::TimedOut, UnknownReason::OriginTimeout),
+        (OriginResult::ResetAfterSend, UnknownReason::ResetAfterSend),
+    ] {
+        let step = step(Some(&record), finished(A, result, None), now);
+        let expected = Record::Unknown(Unknown {
+            attempt: A,
+            fingerprint: FP,
+            since: now,
+            expires_at: now + TTL,
+            reason,
+        });
+        assert_eq!(step.change, RecordChange::Put(expected.clone()), "{result:?}");
+        let problem = outcome_unknown(reason);
+        assert_eq!(
+            step.actions,
+            vec![
+                Action::SetAlarm(now + TTL),
+                Action::Settle {
+                    attempt: A,
+                    answer: Arc::new(problem_response(&problem)),
+                    origin_answered: false
+                },
+            ],
+            "{result:?}"
+        );
+        let (_, answer, _) = settle_of(&step.actions);
+        assert_eq!(answer.status, 502);
+        assert_eq!(problem_json(answer)["type"], "urn:idempotency-edge:problem:outcome-unknown");
+
+        // A later retry is never forwarded: it is told the outcome is unknown.
+        for later in [now + 1, now + TTL - 1] {
+            for live in [None, Some(A)] {
+                let retry = super::step(Some(&expected), arrival(FP, B, live), later);
+                assert_eq!(rejection(&retry), &problem, "{result:?} at {later}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_unknown_outcome_keeps_the_claims_expiry_when_that_is_later() {
+    // With a TTL shorter than the lease, the claim outlives now + ttl.
+    let short = Timing { ttl_ms: 1_000, ..timing() };
+    let record = Record::InFlight(InFlight { expires_at: T0 + short.lease_ms(), ..claim(A, T0) });
+    let now = T0 + 5_000;
+    let event =
+        Event::OriginFinished { attempt: A, result: OriginResult::TimedOut, response: None, timing: short };
+    let step = step(Some(&record), event, now);
+    let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
+    assert_eq!(held.expires_at, T0 + short.lease_ms());
+    assert_eq!(step.actions[0], Action::SetAlarm(T0 + short.lease_ms()));
+}
+
+#[test]
+fn a_response_too_large_to_store_is_held_as_unknown() {
+    let record = in_flight(A, T0);
+    let now = T0 + 2_000;
+
+    let fits = response_of_size(200, MAX_STORED_RESPONSE_BYTES);
+    let step_fits = step(Some(&record), responded(A, &fits), now);
+    assert!(
+        matches!(&step_fits.change, RecordChange::Put(Record::Completed(_))),
+        "exactly the limit is stored"
+    );
+
+    let big = response_of_size(200, MAX_STORED_RESPONSE_BYTES + 1);
+    let step = step(Some(&record), responded(A, &big), now);
+    let expected = Record::Unknown(Unknown {
+        attempt: A,
+        fingerprint: FP,
+        since: now,
+        expires_at: now + TTL,
+        reason: UnknownReason::ResponseTooLarge { status: 200 },
+    });
+    assert_eq!(step.change, RecordChange::Put(expected.clone()));
+    assert_eq!(step.actions[0], Action::SetAlarm(now + TTL));
+    let (attempt, answer, origin_answered) = settle_of(&step.actions);
+    assert_eq!(attempt, A);
+    assert!(Arc::ptr_eq(answer, &big), "the callers of the attempt still get the origin's answer");
+    assert!(origin_answered);
+
+    let retry = super::step(Some(&expected), arrival(FP, B, None), now + 1);
+    assert_eq!(rejection(&retry), &outcome_unknown(UnknownReason::ResponseTooLarge { status: 200 }));
+}
+
+// ---------------------------------------------------------------------------------------
+// Rule 4: fencing
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_finisher_of_a_claim_that_is_not_current_only_settles() {
+    let records = [
+        None,
+        Some(in_flight(B, T0)),
+        Some(completed(A, T0, response(201))),
+        Some(completed(B, T0, response(201))),
+        Some(unknown(A, T0, UnknownReason::OriginTimeout)),
+        Some(unknown(B, T0, UnknownReason::ResetAfterSend)),
+    ];
+    let results = [
+        (OriginResult::Responded(201), Some(response(201))),
+        (OriginResult::Responded(429), Some(response(429))),
+        (OriginResult::Responded(200), Some(response_of_size(200, MAX_STORED_RESPONSE_BYTES + 1))),
+        (OriginResult::ConnectRefused, None),
+        (OriginResult::TimedOut, None),
+        (OriginResult::ResetAfterSend, None),
+    ];
+    for record in &records {
+        for (result, answer) in &results {
+            let step = step(record.as_ref(), finished(A, *result, answer.clone()), T0 + 2_000);
+            assert_eq!(step.change, RecordChange::Keep, "{record:?} / {result:?}");
+            assert_eq!(step.actions.len(), 1, "{record:?} / {result:?}: {step:?}");
+            assert_eq!(settle_of(&step.actions).0, A);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Rule 6: failed writes
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_failed_claim_write_forwards_nothing() {
+    for record in [None, Some(completed(A, T0, response(200)))] {
+        let step = step(record.as_ref(), Event::ClaimWriteFailed { attempt: B }, T0 + TTL + 1);
+        let problem = rejection(&step);
+        assert_eq!(problem.kind, ProblemKind::StorageUnavailable);
+        assert_eq!(problem.status(), 503);
+        assert_eq!(problem.retry_after, Some(1));
+    }
+}
+
+#[test]
+fn a_failed_outcome_write_settles_and_the_key_stays_held() {
+    let record = in_flight(A, T0);
+    let answer = response(201);
+
+    // The outcome cannot be written; the runtime steps again.
+    let first = step(Some(&record), responded(A, &answer), T0 + 2_000);
+    assert_ne!(first.change, RecordChange::Keep);
+    let failed = step(
+        Some(&record),
+        Event::OutcomeWriteFailed { attempt: A, answer: answer.clone(), origin_answered: true },
+        T0 + 2_000,
+    );
+    assert_eq!(failed.change, RecordChange::Keep);
+    assert_eq!(failed.actions.len(), 1, "{failed:?}");
+    let (attempt, settled, _) = settle_of(&failed.actions);
+    assert_eq!(attempt, A);
+    assert!(Arc::ptr_eq(settled, &answer), "the callers still get what the origin said");
+
+    // The claim is still stored and its owner has settled (no live attempt): 409 while
+    // the lease lasts, outcome-unknown afterwards, never forwarded until it expires.
+    let during = step(Some(&record), arrival(FP, B, None), T0 + 3_000);
+    assert_eq!(rejection(&during).kind, ProblemKind::InProgress);
+    assert_eq!(rejection(&during).retry_after, Some(37));
+    for now in [T0 + LEASE, T0 + TTL - 1] {
+        let after = step(Some(&record), arrival(FP, B, None), now);
+        assert_eq!(rejection(&after), &outcome_unknown(UnknownReason::OriginTimeout));
+    }
+    let expired = step(Some(&record), arrival(FP, B, None), T0 + TTL);
+    assert_eq!(forwards(&expired.actions), vec![B]);
+}
+
+#[test]
+fn a_failed_release_write_also_holds_the_key() {
+    let record = in_flight(A, T0);
+    let first = step(Some(&record), finished(A, OriginResult::ConnectRefused, None), T0 + 2_000);
+    assert_eq!(first.change, RecordChange::Delete);
+    let (_, answer, _) = settle_of(&first.actions);
+    let failed = step(
+        Some(&record),
+        Event::OutcomeWriteFailed { attempt: A, answer: answer.clone(), origin_answered: true },
+        T0 + 2_000,
+    );
+    assert_eq!(failed.change, RecordChange::Keep);
+    assert_eq!(settle_of(&failed.actions).1, answer);
+    let retry = step(Some(&record), arrival(FP, B, None), T0 + 3_000);
+    assert_eq!(rejection(&retry).kind, ProblemKind::InProgress);
+}
+
+// ---------------------------------------------------------------------------------------
+// Expired waits and alarms
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn an_expired_wait_is_in_progress_with_a_retry_after_of_at_least_a_second() {
+    // (stored record, elapsed since T0, expected Retry-After)
+    let cases = [
+        (Some(in_flight(A, T0)), 0, 5),             // lease left 40 s, capped at 5 s
+        (Some(in_flight(A, T0)), LEASE - 2_500, 3), // 2.5 s left, rounded up
+        (Some(in_flight(A, T0)), LEASE, 1),         // lease over
+        (Some(in_flight(A, T0)), TTL + 1, 1),       // expired
+        (Some(in_flight(B, T0)), 0, 1),             // another claim
+        (Some(completed(A, T0, response(200))), 0, 1),
+        (Some(unknown(A, T0, UnknownReason::OriginTimeout)), 0, 1),
+        (None, 0, 1),
+    ];
+    for (record, elapsed, seconds) in cases {
+        let step = step(record.as_ref(), Event::WaitExpired { attempt: A }, T0 + elapsed);
+        let problem = rejection(&step);
+        assert_eq!(problem.kind, ProblemKind::InProgress, "{record:?}");
+        assert_eq!(problem.retry_after, Some(seconds), "{record:?} after {elapsed} ms");
+    }
+}
+
+#[test]
+fn an_alarm_before_expiry_reschedules() {
+    let records =
+        [in_flight(A, T0), completed(A, T0, response(200)), unknown(A, T0, UnknownReason::ResetAfterSend)];
+    for record in &records {
+        for now in [T0, record.expires_at() - 1] {
+            let step = step(Some(record), Event::Alarm { live_attempt: None }, now);
+            assert_eq!(
+                step,
+                Step { change: RecordChange::Keep, actions: vec![Action::SetAlarm(record.expires_at())] }
+            );
+        }
+    }
+}
+
+#[test]
+fn an_alarm_at_or_after_expiry_forgets_the_key() {
+    let records =
+        [in_flight(A, T0), completed(A, T0, response(200)), unknown(A, T0, UnknownReason::ResetAfterSend)];
+    for record in &records {
+        for now in [record.expires_at(), record.expires_at() + TTL] {
+            let step = step(Some(record), Event::Alarm { live_attempt: None }, now);
+            assert_eq!(step, Step { change: RecordChange::Delete, actions: vec![] }, "{record:?}");
+        }
+    }
+    assert_eq!(
+        step(None, Event::Alarm { live_attempt: None }, T0),
+        Step { change: RecordChange::Delete, actions: vec![] }
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Property tests: random event sequences through a simulated object
+// ---------------------------------------------------------------------------------------
+
+/// One thing that happens to the simulated object.
+#[derive(Clone, Debug)]
+enum Op {
+    /// A request arrives with fingerprint 0 or 1 while `waiters` wait; its claim write may fail.
+    Arrive { fingerprint: u8, waiters: usize, write_fails: bool },
+    /// The live attempt (if any) finishes; its outcome write may fail.
+    Finish { result: OriginResult, oversized: bool, write_fails: bool },
+    /// An attempt forwarded earlier, and no longer live, reports in late.
+    LateFinish { pick: Index, result: OriginResult },
+    /// The instance resets: memory (the live attempt) is lost, storage is kept.
+    Crash,
+    /// A duplicate's wait on some attempt runs out.
+    WaitExpired { pick: Index },
+    /// The alarm fires; deleting the record may fail (the runtime just tries again later).
+    Alarm { write_fails: bool },
+    /// The clock moves on.
+    Advance(u64),
+}
+
+fn origin_result() -> impl Strategy<Value = OriginResult> {
+    prop_oneof![
+        4 => prop::sample::select(vec![200u16, 201, 400, 404, 409, 429, 500, 502, 503]).prop_map(OriginResult::Responded),
+        1 => Just(OriginResult::ConnectRefused),
+        1 => Just(OriginResult::TimedOut),
+        1 => Just(OriginResult::ResetAfterSend),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let waiters = prop_oneof![0usize..3, Just(MAX_WAITERS_PER_KEY - 1), Just(MAX_WAITERS_PER_KEY)];
+    let advance = prop_oneof![0u64..2_000, 0u64..120_000, Just(TTL), Just(TTL + LEASE + 1)];
+    prop_oneof![
+        5 => (0u8..2, waiters, prop::bool::weighted(0.15))
+            .prop_map(|(fingerprint, waiters, write_fails)| Op::Arrive { fingerprint, waiters, write_fails }),
+        3 => (origin_result(), prop::bool::weighted(0.05), prop::bool::weighted(0.2))
+            .prop_map(|(result, oversized, write_fails)| Op::Finish { result, oversized, write_fails }),
+        1 => (any::<Index>(), origin_result()).prop_map(|(pick, result)| Op::LateFinish { pick, result }),
+        1 => Just(Op::Crash),
+        1 => any::<Index>().prop_map(|pick| Op::WaitExpired { pick }),
+        1 => prop::bool::weighted(0.2).prop_map(|write_fails| Op::Alarm { write_fails }),
+        3 => advance.prop_map(Op::Advance),
+    ]
+}
+
+fn timing_strategy() -> impl Strategy<Value = Timing> {
+    (prop::sample::select(vec![2_000u64, 60_000, TTL]), prop::sample::select(vec![1_000u64, ORIGIN_TIMEOUT]))
+        .prop_map(|(ttl_ms, origin_timeout_ms)| Timing { ttl_ms, duplicate_wait_ms: WAIT, origin_timeout_ms })
+}
+
+/// A key's Durable Object as the runtime drives it: storage, memory and a clock, plus
+/// what the rules say about when the key may run again.
+struct Sim {
+    timing: Timing,
+    now: Millis,
+    /// What storage holds.
+    stored: Option<Record>,
+    /// The attempt this instance is executing (memory: lost in a crash).
+    live: Option<AttemptId>,
+    next_attempt: u64,
+    /// Every attempt ever forwarded, in order.
+    forwarded: Vec<AttemptId>,
+    /// What the origin answered to each attempt.
+    answers: HashMap<AttemptId, Arc<StoredResponse>>,
+    /// Until when the key must not be executed again, derived from the rules rather than
+    /// read from the stored record: a claim holds it until its expiry, a final answer for
+    /// the TTL, an unknown outcome for at least as long as its claim; only a release (a
+    /// deleted record) frees it early.
+    held_until: Option<Millis>,
+}
+
+impl Sim {
+    fn new(timing: Timing) -> Sim {
+        Sim {
+            timing,
+            now: T0,
+            stored: None,
+            live: None,
+            next_attempt: 1,
+            forwarded: Vec::new(),
+            answers: HashMap::new(),
+            held_until: None,
+        }
+    }
+
+    fn fingerprint(n: u8) -> Digest256 {
+        Digest256([n + 1; 32])
+    }
+
+    fn step(&self, event: Event) -> Step {
+        step(self.stored.as_ref(), event, self.now)
+    }
+
+    /// Carries out a step: the record change (unless its write fails), then the actions.
+    fn carry_out(&mut self, step: &Step, write_succeeds: bool) -> Result<(), TestCaseError> {
+        if write_succeeds {
+            match &step.change {
+                RecordChange::Keep => {}
+                RecordChange::Put(record) => self.stored = Some(record.clone()),
+                RecordChange::Delete => self.stored = None,
+            }
+        }
+        for action in &step.actions {
+            match action {
+                Action::Forward { attempt } => {
+                    prop_assert!(!self.forwarded.contains(attempt), "{attempt:?} forwarded twice");
+                    prop_assert!(
+                        matches!(&self.stored, Some(Record::InFlight(c)) if c.attempt == *attempt),
+                        "{attempt:?} forwarded without its claim stored: {:?}",
+                        self.stored
+                    );
+                    self.forwarded.push(*attempt);
+                    self.live = Some(*attempt);
+                }
+                Action::Settle { attempt, .. } if self.live == Some(*attempt) => self.live = None,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        let before = self.stored.clone();
+        match op {
+            Op::Arrive { fingerprint, waiters, write_fails } => {
+                self.arrive(Sim::fingerprint(*fingerprint), *waiters, *write_fails)?
+            }
+            Op::Finish { result, oversized, write_fails } => {
+                if let Some(attempt) = self.live {
+                    self.attempt_finishes(attempt, *result, *oversized, *write_fails)?
+                }
+            }
+            Op::LateFinish { pick, result } => {
+                let old: Vec<AttemptId> =
+                    self.forwarded.iter().copied().filter(|a| self.live != Some(*a)).collect();
+                if !old.is_empty() {
+                    self.attempt_finishes(old[pick.index(old.len())], *result, false, false)?
+                }
+            }
+            Op::Crash => self.live = None,
+            Op::WaitExpired { pick } => {
+                let mut attempts = self.forwarded.clone();
+                attempts.push(AttemptId(0));
+                let step = self.step(Event::WaitExpired { attempt: attempts[pick.index(attempts.len())] });
+                let problem = rejection_of(&step)?;
+                prop_assert_eq!(problem.kind, ProblemKind::InProgress);
+                prop_assert!(problem.retry_after.is_some_and(|s| s >= 1), "{:?}", problem.retry_after);
+            }
+            Op::Alarm { write_fails } => {
+                let step = self.step(Event::Alarm { live_attempt: None });
+                match &before {
+                    Some(record) if !record.is_expired(self.now) => prop_assert_eq!(
+                        &step,
+                        &Step {
+                            change: RecordChange::Keep,
+                            actions: vec![Action::SetAlarm(record.expires_at())]
+                        }
+                    ),
+                    _ => prop_assert_eq!(&step, &Step { change: RecordChange::Delete, actions: vec![] }),
+                }
+                self.carry_out(&step, !write_fails)?;
+            }
+            Op::Advance(ms) => self.now += ms,
+        }
+
+        // A completed record never changes before it expires.
+        if let Some(Record::Completed(done)) = &before {
+            if !before.as_ref().is_some_and(|r| r.is_expired(self.now)) {
+                let Some(Record::Completed(now_stored)) = &self.stored else {
+                    return Err(TestCaseError::fail(format!("completed record replaced: {:?}", self.stored)));
+                };
+                prop_assert_eq!(now_stored, done);
+                prop_assert!(Arc::ptr_eq(&now_stored.response, &done.response));
+            }
+        }
+        // Whatever is stored was written by a claim that was forwarded.
+        if let Some(record) = &self.stored {
+            prop_assert!(self.forwarded.contains(&record.attempt()), "{record:?} was never forwarded");
+        }
+        Ok(())
+    }
+
+    /// A request arrives.
+    fn arrive(
+        &mut self,
+        fingerprint: Digest256,
+        waiters: usize,
+        write_fails: bool,
+    ) -> Result<(), TestCaseError> {
+        let before = self.stored.clone();
+        let new_attempt = AttemptId(self.next_attempt);
+        self.next_attempt += 1;
+        let step = self.step(Event::Arrival {
+            fingerprint,
+            new_attempt,
+            live_attempt: self.live,
+            waiters,
+            timing: self.timing,
+        });
+
+        // At most one Forward, for this request's own new claim, written first.
+        let sent = forwards(&step.actions);
+        prop_assert!(sent.len() <= 1, "several forwards: {step:?}");
+        if let Some(&attempt) = sent.first() {
+            prop_assert_eq!(attempt, new_attempt);
+            prop_assert!(
+                matches!(&step.change, RecordChange::Put(Record::InFlight(c)) if c.attempt == attempt && c.fingerprint == fingerprint),
+                "forward without a claim: {step:?}"
+            );
+            // Never while a record that has not expired exists...
+            prop_assert!(
+                before.as_ref().is_none_or(|r| r.is_expired(self.now)),
+                "forwarded while {before:?} is held at {}",
+                self.now
+            );
+            // ...and, by the rules, only once the previous execution was released or expired.
+            prop_assert!(
+                self.held_until.is_none_or(|until| self.now >= until),
+                "executed again at {} although the key is held until {:?}",
+                self.now,
+                self.held_until
+            );
+        }
+
+        // A held record: unexpired, or still being run by its live owner.
+        let held = before.as_ref().filter(|r| {
+            !r.is_expired(self.now) || matches!(r, Record::InFlight(c) if self.live == Some(c.attempt))
+        });
+        if let Some(record) = held {
+            prop_assert!(sent.is_empty(), "forwarded while {record:?} is held");
+            let problem = match step.actions.as_slice() {
+                [Action::Reject(problem)] => Some(problem),
+                _ => None,
+            };
+            if record.fingerprint() != fingerprint {
+                // A mismatched fingerprint never forwards and never changes the record.
+                prop_assert_eq!(&step.change, &RecordChange::Keep);
+                prop_assert_eq!(problem.map(|p| p.kind), Some(ProblemKind::KeyReused));
+            } else {
+                let orphaned = matches!(record, Record::InFlight(c) if self.live != Some(c.attempt));
+                if orphaned || matches!(record, Record::Unknown(_)) {
+                    // After an unknown outcome or an orphaned claim: no Forward until expiry.
+                    let kind = problem.map(|p| p.kind);
+                    prop_assert!(
+                        matches!(kind, Some(ProblemKind::InProgress | ProblemKind::OutcomeUnknown)),
+                        "{record:?} answered {step:?}"
+                    );
+                }
+            }
+        }
+
+        if write_fails && step.change != RecordChange::Keep {
+            let failed = self.step(Event::ClaimWriteFailed { attempt: new_attempt });
+            prop_assert!(forwards(&failed.actions).is_empty(), "a failed claim write forwarded: {failed:?}");
+            prop_assert_eq!(rejection_of(&failed)?.kind, ProblemKind::StorageUnavailable);
+            return self.carry_out(&failed, true);
+        }
+        if !sent.is_empty() {
+            let expires_at = self.now + self.timing.ttl_ms.max(self.timing.lease_ms());
+            prop_assert_eq!(
+                step.change.clone(),
+                RecordChange::Put(Record::InFlight(InFlight {
+                    attempt: new_attempt,
+                    fingerprint,
+                    claimed_at: self.now,
+                    lease_until: self.now + self.timing.lease_ms(),
+                    expires_at,
+                }))
+            );
+            self.held_until = Some(expires_at);
+        }
+        self.carry_out(&step, true)
+    }
+
+    /// `attempt` finishes (the live one, or a late one); the outcome write may fail.
+    fn attempt_finishes(
+        &mut self,
+        attempt: AttemptId,
+        result: OriginResult,
+        oversized: bool,
+        write_fails: bool,
+    ) -> Result<(), TestCaseError> {
+        let response = match result {
+            OriginResult::Responded(status) if oversized => {
+                Some(response_of_size(status, MAX_STORED_RESPONSE_BYTES + 1))
+            }
+            OriginResult::Responded(status) => Some(response(status)),
+            _ => None,
+        };
+        if let Some(response) = &response {
+            self.answers.insert(attempt, response.clone());
+        }
+        let claim = match &self.stored {
+            Some(Record::InFlight(claim)) if claim.attempt == attempt => Some(claim.clone()),
+            _ => None,
+        };
+        let step = self.step(Event::OriginFinished { attempt, result, response, timing: self.timing });
+        prop_assert!(forwards(&step.actions).is_empty());
+        let (settled, answer, origin_answered) = settle_of_checked(&step.actions)?;
+        prop_assert_eq!(settled, attempt);
+
+        let Some(claim) = claim else {
+            // Fencing: a finisher of a claim that is not the stored one never changes the record.
+            prop_assert_eq!(
+                &step.change,
+                &RecordChange::Keep,
+                "a finisher of a stale claim changed the record"
+            );
+            prop_assert_eq!(step.actions.len(), 1);
+            return self.carry_out(&step, true);
+        };
+
+        // The outcome table, and how long the key is held afterwards.
+        let ttl_end = self.now + self.timing.ttl_ms;
+        let held_until = match (disposition(result), &step.change) {
+            (Disposition::Release, RecordChange::Delete) => None,
+            (Disposition::Final, RecordChange::Put(Record::Completed(done))) if !oversized => {
+                prop_assert_eq!(done.attempt, attempt);
+                prop_assert!(
+                    Arc::ptr_eq(&done.response, &self.answers[&attempt]),
+                    "stores the origin's answer"
+                );
+                prop_assert_eq!(done.expires_at, ttl_end);
+                Some(ttl_end)
+            }
+            (Disposition::Final | Disposition::Unknown, RecordChange::Put(Record::Unknown(unknown)))
+                if oversized || disposition(result) == Disposition::Unknown =>
+            {
+                prop_assert_eq!(unknown.attempt, attempt);
+                prop_assert_eq!(unknown.expires_at, ttl_end.max(claim.expires_at));
+                Some(unknown.expires_at)
+            }
+            (_, change) => {
+                return Err(TestCaseError::fail(format!(
+                    "{result:?} (oversized: {oversized}) became {change:?}"
+                )))
+            }
+        };
+
+        if write_fails {
+            // The claim stays stored and keeps holding the key.
+            let failed =
+                self.step(Event::OutcomeWriteFailed { attempt, answer: answer.clone(), origin_answered });
+            prop_assert_eq!(&failed.change, &RecordChange::Keep);
+            prop_assert_eq!(failed.actions.len(), 1);
+            let (settled, failed_answer, failed_origin_answered) = settle_of_checked(&failed.actions)?;
+            prop_assert_eq!(failed_origin_answered, origin_answered);
+            prop_assert_eq!(settled, attempt);
+            prop_assert!(Arc::ptr_eq(failed_answer, answer));
+            return self.carry_out(&failed, true);
+        }
+        self.held_until = held_until;
+        self.carry_out(&step, true)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_event_sequences_keep_the_invariants(
+        timing in timing_strategy(),
+        ops in prop::collection::vec(op(), 1..60),
+    ) {
+        let mut sim = Sim::new(timing);
+        for op in &ops {
+            sim.run(op)?;
+        }
+    }
+}
+
+#[test]
+fn an_alarm_never_deletes_a_claim_whose_execution_is_still_running() {
+    let timing = Timing { ttl_ms: 1_000, duplicate_wait_ms: 1_000, origin_timeout_ms: 1_000 };
+    let claim = Record::InFlight(InFlight {
+        attempt: AttemptId(1),
+        fingerprint: Digest256([1; 32]),
+        claimed_at: 0,
+        lease_until: timing.lease_ms(),
+        expires_at: timing.lease_ms(),
+    });
+    let late = timing.lease_ms() + 5_000;
+    let live = step(Some(&claim), Event::Alarm { live_attempt: Some(AttemptId(1)) }, late);
+    assert_eq!(
+        live,
+        Step { change: RecordChange::Keep, actions: vec![Action::SetAlarm(late + LEASE_MARGIN_MS)] }
+    );
+    let orphaned = step(Some(&claim), Event::Alarm { live_attempt: None }, late);
+    assert_eq!(orphaned.change, RecordChange::Delete);
+}
+
+#[test]
+fn a_response_status_without_its_answer_is_held_as_unknown() {
+    let timing = Timing { ttl_ms: 60_000, duplicate_wait_ms: 1_000, origin_timeout_ms: 1_000 };
+    let claim = Record::InFlight(InFlight {
+        attempt: AttemptId(1),
+        fingerprint: Digest256([1; 32]),
+        claimed_at: 0,
+        lease_until: timing.lease_ms(),
+        expires_at: 60_000,
+    });
+    for status in [201, 429] {
+        let finished = Event::OriginFinished {
+            attempt: AttemptId(1),
+            result: OriginResult::Responded(status),
+            response: None,
+            timing,
+        };
+        let next = step(Some(&claim), finished, 10);
+        assert!(matches!(next.change, RecordChange::Put(Record::Unknown(_))), "{status}: {next:?}");
+    }
+}

@@ -1,0 +1,14 @@
+//! The pure core: every decision the worker makes, with no clock, no I/O and no `worker`
+//! import. It builds and is tested on the host with plain `cargo test`; the wasm32 runtime
+//! (`crate::runtime`) converts between the platform's types and these, and carries out
+//! what the core decides.
+
+pub mod canonical_json;
+pub mod config;
+pub mod fingerprint;
+pub mod headers;
+pub mod key;
+pub mod machine;
+pub mod policy;
+pub mod problem;
+pub mod record;

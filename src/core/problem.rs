@@ -1,0 +1,145 @@
+//! Rejections and faults as RFC 9457 `application/problem+json` values.
+//!
+//! Owns the problem kinds, their status codes and stable `type` URIs, and their encoding.
+//! A problem is a plain value; the runtime only turns it into a response.
+
+use serde::Serialize;
+
+/// The media type of every problem body.
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+
+/// Prefix of every problem `type`. URNs, so that they are stable identifiers and nobody
+/// mistakes them for a page to fetch.
+pub const PROBLEM_TYPE_PREFIX: &str = "urn:idempotency-edge:problem:";
+
+/// Every kind of problem the worker answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// A covered request without an `Idempotency-Key`.
+    MissingKey,
+    /// A malformed `Idempotency-Key`.
+    InvalidKey,
+    /// The key was first used with another payload (method, path, content type or body).
+    KeyReused,
+    /// The first attempt is still running (or its lease is) and the wait ran out.
+    InProgress,
+    /// The body is over `MAX_BODY_BYTES`.
+    BodyTooLarge,
+    /// The first attempt may or may not have executed at the origin.
+    OutcomeUnknown,
+    /// The origin refused the connection; nothing was executed and the key was released.
+    OriginUnreachable,
+    /// The object or its storage failed; nothing was forwarded.
+    StorageUnavailable,
+    /// A configuration variable is invalid; nothing is forwarded until it is fixed.
+    InvalidConfig,
+}
+
+impl ProblemKind {
+    pub fn status(self) -> u16 {
+        match self {
+            ProblemKind::MissingKey | ProblemKind::InvalidKey => 400,
+            ProblemKind::KeyReused => 422,
+            ProblemKind::InProgress => 409,
+            ProblemKind::BodyTooLarge => 413,
+            ProblemKind::OutcomeUnknown | ProblemKind::OriginUnreachable => 502,
+            ProblemKind::StorageUnavailable => 503,
+            ProblemKind::InvalidConfig => 500,
+        }
+    }
+
+    /// The last segment of the `type` URI; also the name used in logs.
+    pub fn slug(self) -> &'static str {
+        match self {
+            ProblemKind::MissingKey => "missing-key",
+            ProblemKind::InvalidKey => "invalid-key",
+            ProblemKind::KeyReused => "key-reused",
+            ProblemKind::InProgress => "in-progress",
+            ProblemKind::BodyTooLarge => "body-too-large",
+            ProblemKind::OutcomeUnknown => "outcome-unknown",
+            ProblemKind::OriginUnreachable => "origin-unreachable",
+            ProblemKind::StorageUnavailable => "storage-unavailable",
+            ProblemKind::InvalidConfig => "invalid-config",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            ProblemKind::MissingKey => "Idempotency-Key is required",
+            ProblemKind::InvalidKey => "Idempotency-Key is malformed",
+            ProblemKind::KeyReused => "Idempotency-Key was used with a different payload",
+            ProblemKind::InProgress => "A request with this Idempotency-Key is in progress",
+            ProblemKind::BodyTooLarge => "Request body is too large",
+            ProblemKind::OutcomeUnknown => "The outcome of this request is unknown",
+            ProblemKind::OriginUnreachable => "The origin could not be reached",
+            ProblemKind::StorageUnavailable => "Idempotency storage is unavailable",
+            ProblemKind::InvalidConfig => "The idempotency worker is misconfigured",
+        }
+    }
+}
+
+/// One problem response: a kind, a detail sentence and, where a retry makes sense, how
+/// long to wait.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    pub detail: String,
+    /// Seconds for a `Retry-After` header.
+    pub retry_after: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct ProblemBody<'a> {
+    #[serde(rename = "type")]
+    type_uri: String,
+    title: &'a str,
+    status: u16,
+    detail: &'a str,
+}
+
+impl Problem {
+    pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Self {
+        Problem { kind, detail: detail.into(), retry_after: None }
+    }
+
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds.max(1));
+        self
+    }
+
+    pub fn status(&self) -> u16 {
+        self.kind.status()
+    }
+
+    pub fn type_uri(&self) -> String {
+        format!("{PROBLEM_TYPE_PREFIX}{}", self.kind.slug())
+    }
+
+    /// The `application/problem+json` body.
+    pub fn to_json(&self) -> Vec<u8> {
+        let body = ProblemBody {
+            type_uri: self.type_uri(),
+            title: self.kind.title(),
+            status: self.status(),
+            detail: &self.detail,
+        };
+        // Serialising a struct of strings and a number cannot fail.
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problem_json_has_the_rfc_9457_members() {
+        let problem = Problem::new(ProblemKind::InProgress, "wait").with_retry_after(0);
+        let value: serde_json::Value = serde_json::from_slice(&problem.to_json()).unwrap();
+        assert_eq!(value["type"], "urn:idempotency-edge:problem:in-progress");
+        assert_eq!(value["status"], 409);
+        assert_eq!(value["title"], ProblemKind::InProgress.title());
+        assert_eq!(value["detail"], "wait");
+        assert_eq!(problem.retry_after, Some(1));
+    }
+}

@@ -1,0 +1,418 @@
+//! The per-key record and its stored encoding.
+//!
+//! Owns what a Durable Object keeps about its key and the bytes it is stored as. Never
+//! touches storage itself.
+//!
+//! 1. A key is in one of three stored states: in flight (claimed, with a lease), completed
+//!    (a final response to replay) or unknown (it may have executed; never forward again).
+//!    A released key has no record at all.
+//! 2. Every record carries the attempt id of the claim that wrote it (fencing), the payload
+//!    fingerprint, and `expires_at`, after which it is as if absent.
+//! 3. The encoding is versioned from day one: two magic bytes, a version byte, a kind byte,
+//!    then fixed big-endian fields and length-prefixed strings. A decoder of a later version
+//!    must keep reading version 1 records, so old and new code can overlap in a deploy.
+//!    Decoding never panics: any malformed input is a [`DecodeError`].
+
+use std::sync::Arc;
+
+use super::fingerprint::Digest256;
+
+/// Milliseconds since the Unix epoch, as the runtime's clock reports them.
+pub type Millis = u64;
+
+/// Identifies one claim of a key. A new claim gets a new id, so a late finisher of an older
+/// claim can be told apart and ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AttemptId(pub u64);
+
+/// A response as stored and replayed: status, the headers worth keeping, the body bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Why an outcome is unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnknownReason {
+    /// The origin did not answer completely within the origin timeout.
+    OriginTimeout,
+    /// The connection broke after the request was sent.
+    ResetAfterSend,
+    /// The origin answered, but the response is too large to store and replay.
+    ResponseTooLarge { status: u16 },
+}
+
+/// A claimed key whose first attempt is (or was, before a crash) at the origin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InFlight {
+    pub attempt: AttemptId,
+    pub fingerprint: Digest256,
+    pub claimed_at: Millis,
+    /// Until then, the claim's owner may still be running; afterwards an orphaned claim
+    /// means the outcome is unknown.
+    pub lease_until: Millis,
+    pub expires_at: Millis,
+}
+
+/// A key with a final response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completed {
+    pub attempt: AttemptId,
+    pub fingerprint: Digest256,
+    pub completed_at: Millis,
+    pub expires_at: Millis,
+    /// Shared, so that every waiter and replay reads one copy of the body.
+    pub response: Arc<StoredResponse>,
+}
+
+/// A key whose first attempt may have executed, with no answer to replay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unknown {
+    pub attempt: AttemptId,
+    pub fingerprint: Digest256,
+    pub since: Millis,
+    pub expires_at: Millis,
+    pub reason: UnknownReason,
+}
+
+/// What a Durable Object keeps about its key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    InFlight(InFlight),
+    Completed(Completed),
+    Unknown(Unknown),
+}
+
+impl Record {
+    pub fn attempt(&self) -> AttemptId {
+        match self {
+            Record::InFlight(r) => r.attempt,
+            Record::Completed(r) => r.attempt,
+            Record::Unknown(r) => r.attempt,
+        }
+    }
+
+    pub fn fingerprint(&self) -> Digest256 {
+        match self {
+            Record::InFlight(r) => r.fingerprint,
+            Record::Completed(r) => r.fingerprint,
+            Record::Unknown(r) => r.fingerprint,
+        }
+    }
+
+    pub fn expires_at(&self) -> Millis {
+        match self {
+            Record::InFlight(r) => r.expires_at,
+            Record::Completed(r) => r.expires_at,
+            Record::Unknown(r) => r.expires_at,
+        }
+    }
+
+    pub fn is_expired(&self, now: Millis) -> bool {
+        now >= self.expires_at()
+    }
+
+    /// The state's name, for logs and the inspect API.
+    pub fn state_name(&self) -> &'static str {
+        match self {
+            Record::InFlight(_) => "in-flight",
+            Record::Completed(_) => "completed",
+            Record::Unknown(_) => "unknown",
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        out.extend_from_slice(MAGIC);
+        out.push(VERSION_1);
+        match self {
+            Record::InFlight(r) => {
+                out.push(KIND_IN_FLIGHT);
+                put_common(&mut out, r.attempt, &r.fingerprint);
+                put_u64(&mut out, r.claimed_at);
+                put_u64(&mut out, r.lease_until);
+                put_u64(&mut out, r.expires_at);
+            }
+            Record::Completed(r) => {
+                out.push(KIND_COMPLETED);
+                put_common(&mut out, r.attempt, &r.fingerprint);
+                put_u64(&mut out, r.completed_at);
+                put_u64(&mut out, r.expires_at);
+                let response = &r.response;
+                out.reserve(response.body.len() + 64);
+                out.extend_from_slice(&response.status.to_be_bytes());
+                put_len(&mut out, response.headers.len());
+                for (name, value) in &response.headers {
+                    put_bytes(&mut out, name.as_bytes());
+                    put_bytes(&mut out, value.as_bytes());
+                }
+                put_bytes(&mut out, &response.body);
+            }
+            Record::Unknown(r) => {
+                out.push(KIND_UNKNOWN);
+                put_common(&mut out, r.attempt, &r.fingerprint);
+                put_u64(&mut out, r.since);
+                put_u64(&mut out, r.expires_at);
+                let (reason, status) = match r.reason {
+                    UnknownReason::OriginTimeout => (1u8, 0u16),
+                    UnknownReason::ResetAfterSend => (2, 0),
+                    UnknownReason::ResponseTooLarge { status } => (3, status),
+                };
+                out.push(reason);
+                out.extend_from_slice(&status.to_be_bytes());
+            }
+        }
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
+        let mut input = Reader { bytes, pos: 0 };
+        if input.take(2)? != MAGIC {
+            return Err(DecodeError::NotARecord);
+        }
+        let version = input.u8()?;
+        if version != VERSION_1 {
+            return Err(DecodeError::UnsupportedVersion(version));
+        }
+        let kind = input.u8()?;
+        let attempt = AttemptId(input.u64()?);
+        let fingerprint = Digest256(input.array32()?);
+        let record = match kind {
+            KIND_IN_FLIGHT => Record::InFlight(InFlight {
+                attempt,
+                fingerprint,
+                claimed_at: input.u64()?,
+                lease_until: input.u64()?,
+                expires_at: input.u64()?,
+            }),
+            KIND_COMPLETED => {
+                let completed_at = input.u64()?;
+                let expires_at = input.u64()?;
+                let status = input.u16()?;
+                let count = input.len()?;
+                // Each header takes at least 8 bytes, so a count larger than what is left
+                // is corrupt; checking first keeps a forged count from allocating.
+                if count > input.remaining() / 8 {
+                    return Err(DecodeError::Truncated);
+                }
+                let mut headers = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let name = input.string()?;
+                    let value = input.string()?;
+                    headers.push((name, value));
+                }
+                let body = input.bytes()?.to_vec();
+                Record::Completed(Completed {
+                    attempt,
+                    fingerprint,
+                    completed_at,
+                    expires_at,
+                    response: Arc::new(StoredResponse { status, headers, body }),
+                })
+            }
+            KIND_UNKNOWN => {
+                let since = input.u64()?;
+                let expires_at = input.u64()?;
+                let reason_code = input.u8()?;
+                let status = input.u16()?;
+                let reason = match reason_code {
+                    1 => UnknownReason::OriginTimeout,
+                    2 => UnknownReason::ResetAfterSend,
+                    3 => UnknownReason::ResponseTooLarge { status },
+                    other => return Err(DecodeError::BadField(other)),
+                };
+                Record::Unknown(Unknown { attempt, fingerprint, since, expires_at, reason })
+            }
+            other => return Err(DecodeError::BadKind(other)),
+        };
+        if input.remaining() != 0 {
+            return Err(DecodeError::TrailingBytes);
+        }
+        Ok(record)
+    }
+}
+
+/// Why stored bytes are not a record this version can read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    NotARecord,
+    UnsupportedVersion(u8),
+    BadKind(u8),
+    BadField(u8),
+    Truncated,
+    NotUtf8,
+    TrailingBytes,
+}
+
+const MAGIC: &[u8; 2] = b"IE";
+const VERSION_1: u8 = 1;
+const KIND_IN_FLIGHT: u8 = 1;
+const KIND_COMPLETED: u8 = 2;
+const KIND_UNKNOWN: u8 = 3;
+
+fn put_common(out: &mut Vec<u8>, attempt: AttemptId, fingerprint: &Digest256) {
+    put_u64(out, attempt.0);
+    out.extend_from_slice(&fingerprint.0);
+}
+
+fn put_u64(out: &mut Vec<u8>, value: u64) {
+    out.extend_from_slice(&value.to_be_bytes());
+}
+
+fn put_len(out: &mut Vec<u8>, len: usize) {
+    // Lengths are bounded far below 4 GiB by the storage's 2 MB row limit.
+    out.extend_from_slice(&(len as u32).to_be_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_len(out, bytes.len());
+    out.extend_from_slice(bytes);
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if n > self.remaining() {
+            return Err(DecodeError::Truncated);
+        }
+        let slice = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(slice)
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        let b = self.take(2)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_be_bytes(b))
+    }
+
+    fn array32(&mut self) -> Result<[u8; 32], DecodeError> {
+        let mut b = [0u8; 32];
+        b.copy_from_slice(self.take(32)?);
+        Ok(b)
+    }
+
+    fn len(&mut self) -> Result<usize, DecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let len = self.len()?;
+        self.take(len)
+    }
+
+    fn string(&mut self) -> Result<String, DecodeError> {
+        let bytes = self.bytes()?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::NotUtf8)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(n: u8) -> Digest256 {
+        Digest256([n; 32])
+    }
+
+    fn samples() -> Vec<Record> {
+        vec![
+            Record::InFlight(InFlight {
+                attempt: AttemptId(7),
+                fingerprint: fp(1),
+                claimed_at: 1_000,
+                lease_until: 41_000,
+                expires_at: 86_401_000,
+            }),
+            Record::Completed(Completed {
+                attempt: AttemptId(u64::MAX),
+                fingerprint: fp(2),
+                completed_at: 2_000,
+                expires_at: 3_000,
+                response: Arc::new(StoredResponse {
+                    status: 201,
+                    headers: vec![
+                        ("content-type".into(), "application/json".into()),
+                        ("x-a".into(), "".into()),
+                    ],
+                    body: b"{\"id\":1}\xff".to_vec(),
+                }),
+            }),
+            Record::Unknown(Unknown {
+                attempt: AttemptId(0),
+                fingerprint: fp(3),
+                since: 5,
+                expires_at: 6,
+                reason: UnknownReason::ResponseTooLarge { status: 200 },
+            }),
+            Record::Unknown(Unknown {
+                attempt: AttemptId(1),
+                fingerprint: fp(4),
+                since: 5,
+                expires_at: 6,
+                reason: UnknownReason::OriginTimeout,
+            }),
+        ]
+    }
+
+    #[test]
+    fn records_round_trip() {
+        for record in samples() {
+            assert_eq!(Record::decode(&record.encode()), Ok(record));
+        }
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        for record in samples() {
+            let bytes = record.encode();
+            for cut in 0..bytes.len() {
+                assert!(Record::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert_eq!(Record::decode(&longer), Err(DecodeError::TrailingBytes));
+        }
+    }
+
+    #[test]
+    fn unknown_versions_and_kinds_are_refused() {
+        let mut bytes = samples()[0].encode();
+        bytes[2] = 2;
+        assert_eq!(Record::decode(&bytes), Err(DecodeError::UnsupportedVersion(2)));
+        bytes[2] = 1;
+        bytes[3] = 9;
+        assert_eq!(Record::decode(&bytes), Err(DecodeError::BadKind(9)));
+        assert_eq!(Record::decode(b"{}"), Err(DecodeError::NotARecord));
+    }
+
+    #[test]
+    fn a_forged_header_count_does_not_allocate() {
+        let mut bytes = samples()[1].encode();
+        // The header count sits after magic, version, kind, attempt, fingerprint, two
+        // timestamps and the status.
+        let at = 2 + 1 + 1 + 8 + 32 + 8 + 8 + 2;
+        bytes[at..at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(Record::decode(&bytes), Err(DecodeError::Truncated));
+    }
+}

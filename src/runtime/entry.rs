@@ -1,0 +1,169 @@
+//! The Worker's fetch handler: the edge in front of the origin.
+//!
+//! Owns the request's way to its key's object. For a covered request (POST, PATCH) it:
+//! 1. loads the configuration (an invalid variable is a 500 naming it; nothing forwarded);
+//! 2. parses the `Idempotency-Key` (400 when missing or malformed);
+//! 3. reads the body up to `MAX_BODY_BYTES`, counting a streamed body as it arrives and
+//!    never trusting `Content-Length` alone (413 above it);
+//! 4. computes the scope, the object name and the fingerprint;
+//! 5. hands the object the origin URL, the end-to-end headers, the body bytes, the
+//!    fingerprint and the timing, so the object repeats none of this work.
+//!
+//! Rejections in steps 1–3 happen before any object exists. Any other method passes
+//! through to the origin untouched. If the object cannot be reached, the answer is 503 and
+//! nothing is forwarded unprotected.
+
+use futures_util::StreamExt;
+use wasm_bindgen::JsCast;
+use worker::web_sys;
+use worker::{
+    console_error, event, Context, Env, Fetch, Headers, Method, Request, RequestInit, Response, Result,
+};
+
+use super::{internal, respond};
+use crate::core::config::{encode_timing, Config, ALL_VARS};
+use crate::core::fingerprint::{fingerprint, object_name, Payload, Scope};
+use crate::core::headers::{connection_tokens, forward_to_origin};
+use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
+use crate::core::problem::{Problem, ProblemKind};
+
+/// The Durable Object namespace binding (wrangler.toml).
+const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    let config = match load_config(&env) {
+        Ok(config) => config,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let method = req.inner().method();
+    if method == "POST" || method == "PATCH" {
+        covered(req, &env, &config).await
+    } else {
+        pass_through(req, &config).await
+    }
+}
+
+fn load_config(env: &Env) -> std::result::Result<Config, Problem> {
+    let values: Vec<(&'static str, Option<String>)> =
+        ALL_VARS.iter().map(|&name| (name, env.var(name).ok().map(|v| v.to_string()))).collect();
+    Config::from_vars(|name| values.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_deref()))
+        .map_err(|error| Problem::new(ProblemKind::InvalidConfig, error.detail()))
+}
+
+/// Any uncovered method: to the origin as it is, body streamed, no key needed.
+async fn pass_through(req: Request, config: &Config) -> Result<Response> {
+    let url = req.url()?;
+    let target = config.origin_target(url.as_str(), &path_and_query(&url));
+    if target == url.as_str() {
+        return Fetch::Request(req).send().await;
+    }
+    // `new Request(url, request)`: the same method, headers and body stream, another URL.
+    let init: &web_sys::RequestInit = req.inner().unchecked_ref();
+    let forwarded = web_sys::Request::new_with_str_and_init(&target, init)?;
+    Fetch::Request(forwarded.into()).send().await
+}
+
+async fn covered(mut req: Request, env: &Env, config: &Config) -> Result<Response> {
+    let key = match idempotency_key(req.headers()) {
+        Ok(key) => key,
+        Err(KeyError::Missing) => {
+            return respond::problem(&Problem::new(ProblemKind::MissingKey, KeyError::Missing.detail()))
+        }
+        Err(error) => return respond::problem(&Problem::new(ProblemKind::InvalidKey, error.detail())),
+    };
+    let body = match read_body(&mut req, config.max_body_bytes).await? {
+        Some(body) => body,
+        None => {
+            return respond::problem(&Problem::new(
+                ProblemKind::BodyTooLarge,
+                format!("The request body is larger than {} bytes.", config.max_body_bytes),
+            ))
+        }
+    };
+
+    let url = req.url()?;
+    let path_and_query = path_and_query(&url);
+    let headers = req.headers();
+    let scope_value = headers.get(&config.scope_header)?;
+    let scope = Scope::from_header(scope_value.as_deref().map(str::as_bytes));
+    let content_type = headers.get("content-type")?;
+    let method = req.inner().method();
+    let payload = Payload {
+        method: &method,
+        path_and_query: &path_and_query,
+        content_type: content_type.as_deref(),
+        body: &body,
+    };
+    let fingerprint = fingerprint(&payload);
+    let name = object_name(scope, key.as_str());
+
+    let outgoing = Headers::new();
+    let tokens = connection_tokens(headers.get("connection")?.as_deref());
+    for (name, value) in headers.entries() {
+        if forward_to_origin(&name, &tokens) {
+            outgoing.append(&name, &value)?;
+        }
+    }
+    outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
+    outgoing.set(internal::TIMING, &encode_timing(&config.timing))?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::from(method.clone()))
+        .with_headers(outgoing)
+        .with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
+    // The object's request URL is where the first attempt goes.
+    let target = config.origin_target(url.as_str(), &path_and_query);
+    let to_object = Request::new_with_init(&target, &init)?;
+
+    let stub = env.durable_object(OBJECT_BINDING)?.id_from_name(&name)?.get_stub()?;
+    match stub.fetch_with_request(to_object).await {
+        Ok(response) => Ok(response),
+        Err(error) => {
+            // The object name is a hash: safe to log, unlike the key or the credential.
+            console_error!("object {}: unavailable: {}", &name[..16], error);
+            respond::problem(
+                &Problem::new(
+                    ProblemKind::StorageUnavailable,
+                    "The idempotency record for this key could not be reached, so the request was not forwarded. Retry with the same key.",
+                )
+                .with_retry_after(1),
+            )
+        }
+    }
+}
+
+fn idempotency_key(headers: &Headers) -> std::result::Result<IdempotencyKey, KeyError> {
+    // workerd joins repeated header lines with ", "; the parser treats a top-level comma
+    // as a second value.
+    let value = headers.get("idempotency-key").map_err(|_| KeyError::NotPrintableAscii)?;
+    parse_key_fields(value.as_deref().map(str::as_bytes))
+}
+
+/// The body, or `None` when it is larger than `limit`. `Content-Length` can only make the
+/// answer come sooner; the bytes are counted as they stream in either way.
+async fn read_body(req: &mut Request, limit: u64) -> Result<Option<Vec<u8>>> {
+    let declared = req.headers().get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Ok(None);
+    }
+    if req.inner().body().is_none() {
+        return Ok(Some(Vec::new()));
+    }
+    let mut stream = req.stream()?;
+    let mut body = Vec::with_capacity(declared.unwrap_or(0).min(limit) as usize);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if (body.len() + chunk.len()) as u64 > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
+fn path_and_query(url: &worker::Url) -> String {
+    match url.query() {
+        Some(query) => format!("{}?{}", url.path(), query),
+        None => url.path().to_owned(),
+    }
+}

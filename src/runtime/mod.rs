@@ -1,0 +1,25 @@
+//! The wasm32 runtime: carries out what `crate::core` decides, and nothing else.
+//!
+//! - `entry`: the Worker's fetch handler. Validates the request, fingerprints it and hands
+//!   it to the key's Durable Object; passes uncovered methods through.
+//! - `object`: the Durable Object, single writer for one (scope, key).
+//! - `storage`: the object's one-row SQLite record.
+//! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
+//! - `respond`: core values (problems, stored responses) into `Response`s.
+
+mod entry;
+mod object;
+mod origin;
+mod respond;
+mod storage;
+
+/// The header names the Worker uses to talk to its object (see `core::headers`).
+mod internal {
+    pub const FINGERPRINT: &str = "x-idempotency-edge-fingerprint";
+    pub const TIMING: &str = "x-idempotency-edge-timing";
+}
+
+/// Milliseconds since the epoch. Only the runtime reads the clock; the core is handed it.
+fn now_ms() -> u64 {
+    js_sys::Date::now() as u64
+}

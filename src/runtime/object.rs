@@ -1,0 +1,366 @@
+//! The Durable Object for one (caller scope, idempotency key): the key's single writer.
+//!
+//! Owns the in-memory side of a key: the cached record and the live execution that
+//! duplicates join. Every decision comes from `core::machine::step`; this file loads, steps
+//! and carries out.
+//!
+//! Order inside `fetch`, which is what makes duplicates safe:
+//! 1. Decide from the headers, the cached record (one synchronous SQL read the first time)
+//!    and the live execution, and write the claim, all before the first `.await`. Other
+//!    requests reach the object whenever the handler awaits, so whatever they must see has
+//!    to be in place by then.
+//! 2. Read the request body (every path reads it: the runtime drops a connection whose
+//!    request body was left unread).
+//! 3. Carry out the actions: forward, replay, join, reject.
+//!
+//! The execution runs inside the first caller's handler. If that caller disconnects, the
+//! handler still runs to the end (the runtime keeps driving it), so the outcome is recorded
+//! and every waiter is answered.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_channel::oneshot;
+use futures_util::future::{select, Either, FutureExt, Shared};
+use worker::{
+    console_error, durable_object, Delay, DurableObject, Env, Headers, Request, Response, Result, State,
+};
+
+use super::origin::{self, OriginAnswer};
+use super::storage::{self, StorageError};
+use super::{internal, now_ms, respond};
+use crate::core::config::decode_timing;
+use crate::core::fingerprint::Digest256;
+use crate::core::headers::{pass_to_caller, store_for_replay};
+use crate::core::machine::{self, Action, Event, RecordChange, Step, Timing};
+use crate::core::policy::OriginResult;
+use crate::core::problem::{Problem, ProblemKind};
+use crate::core::record::{AttemptId, Record, StoredResponse};
+
+/// The answer that settles an execution, shared by its waiters.
+type Settlement = Shared<oneshot::Receiver<Arc<StoredResponse>>>;
+
+/// The execution this instance is running for its key.
+struct LiveAttempt {
+    attempt: AttemptId,
+    waiters: usize,
+    settled: Settlement,
+}
+
+/// What this instance knows of the stored record.
+enum Cached {
+    NotLoaded,
+    Loaded(Option<Record>),
+}
+
+#[durable_object]
+pub struct KeyObject {
+    state: State,
+    cached: RefCell<Cached>,
+    live: RefCell<Option<LiveAttempt>>,
+}
+
+impl DurableObject for KeyObject {
+    fn new(state: State, _env: Env) -> Self {
+        KeyObject { state, cached: RefCell::new(Cached::NotLoaded), live: RefCell::new(None) }
+    }
+
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let now = now_ms();
+        let Some((fingerprint, timing)) = internal_headers(&req)? else {
+            return respond::problem(&Problem::new(
+                ProblemKind::InvalidConfig,
+                "The key's object was called without its internal headers.",
+            ));
+        };
+        let record = match self.record() {
+            Ok(record) => record,
+            Err(error) => {
+                console_error!("object {}: reading the record failed: {}", self.short_id(), error);
+                let _ = req.bytes().await;
+                return respond::problem(&storage_unavailable());
+            }
+        };
+        let (live_attempt, waiters) = match &*self.live.borrow() {
+            Some(live) => (Some(live.attempt), live.waiters),
+            None => (None, 0),
+        };
+        let new_attempt = AttemptId(random_u64());
+        let arrival = Event::Arrival { fingerprint, new_attempt, live_attempt, waiters, timing };
+        let mut step = machine::step(record.as_ref(), arrival, now);
+        if let Err(error) = self.apply(&step.change).await {
+            console_error!("object {}: writing the claim failed: {}", self.short_id(), error);
+            step = machine::step(record.as_ref(), Event::ClaimWriteFailed { attempt: new_attempt }, now);
+        }
+
+        // Still before any await that lets other requests in: become the live execution, or
+        // take a place among its waiters.
+        let mut execution = None;
+        let mut joined = None;
+        for action in &step.actions {
+            match action {
+                Action::Forward { attempt } => execution = Some(self.begin_execution(*attempt)),
+                Action::Join { attempt, .. } => joined = self.join(*attempt),
+                _ => {}
+            }
+        }
+
+        // Reading the body is the first await. A failure matters only to an execution, which
+        // then forwards nothing and releases the key.
+        let body = req.bytes().await;
+        let mut response = None;
+        for action in step.actions {
+            match action {
+                Action::SetAlarm(at) => self.set_alarm(at).await,
+                Action::Forward { attempt } => {
+                    let Some(settle) = execution.take() else { continue };
+                    let body = body.as_deref().ok();
+                    response = Some(self.execute(&req, body, attempt, timing, settle).await);
+                }
+                Action::Replay(stored) => response = Some(respond::stored(&stored, true)),
+                Action::Join { attempt, wait_ms } => {
+                    response = Some(self.wait(attempt, joined.take(), wait_ms).await);
+                }
+                Action::Reject(problem) => response = Some(respond::problem(&problem)),
+                // Settling only follows an origin result, never an arrival.
+                Action::Settle { .. } => {}
+            }
+        }
+        response.unwrap_or_else(|| respond::problem(&storage_unavailable()))
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let record = match self.record() {
+            Ok(record) => record,
+            Err(error) => {
+                console_error!("object {}: alarm could not read the record: {}", self.short_id(), error);
+                // A corrupt record is still a record: keep it (never forward unprotected).
+                return Response::ok("");
+            }
+        };
+        let live_attempt = self.live.borrow().as_ref().map(|live| live.attempt);
+        let step = machine::step(record.as_ref(), Event::Alarm { live_attempt }, now_ms());
+        if let Err(error) = self.apply(&step.change).await {
+            console_error!("object {}: alarm clean-up failed: {}", self.short_id(), error);
+        }
+        for action in step.actions {
+            if let Action::SetAlarm(at) = action {
+                self.set_alarm(at).await;
+            }
+        }
+        Response::ok("")
+    }
+}
+
+impl KeyObject {
+    /// The record, read from storage the first time and from memory afterwards.
+    fn record(&self) -> std::result::Result<Option<Record>, StorageError> {
+        if let Cached::Loaded(record) = &*self.cached.borrow() {
+            return Ok(record.clone());
+        }
+        let record = storage::load(&self.state.storage().sql())?;
+        *self.cached.borrow_mut() = Cached::Loaded(record.clone());
+        Ok(record)
+    }
+
+    /// Writes a record change to storage, then to memory. A `Put` is synchronous, so a
+    /// claim is in place before the caller awaits anything.
+    async fn apply(&self, change: &RecordChange) -> std::result::Result<(), StorageError> {
+        match change {
+            RecordChange::Keep => Ok(()),
+            RecordChange::Put(record) => {
+                storage::put(&self.state.storage().sql(), record)?;
+                *self.cached.borrow_mut() = Cached::Loaded(Some(record.clone()));
+                Ok(())
+            }
+            RecordChange::Delete => {
+                *self.cached.borrow_mut() = Cached::Loaded(None);
+                // Deletes the table and the alarm too: a released or expired key leaves
+                // nothing behind.
+                self.state.storage().delete_all().await.map_err(|e| StorageError::Sql(e.to_string()))
+            }
+        }
+    }
+
+    async fn set_alarm(&self, at: u64) {
+        let offset_ms = at.saturating_sub(now_ms()).max(1);
+        let offset = Duration::from_millis(offset_ms);
+        if let Err(error) = self.state.storage().set_alarm(offset).await {
+            // The read path checks expiry anyway; a missing alarm only delays clean-up.
+            console_error!("object {}: setting the alarm failed: {}", self.short_id(), error);
+        }
+    }
+
+    fn begin_execution(&self, attempt: AttemptId) -> oneshot::Sender<Arc<StoredResponse>> {
+        let (settle, settled) = oneshot::channel();
+        *self.live.borrow_mut() = Some(LiveAttempt { attempt, waiters: 0, settled: settled.shared() });
+        settle
+    }
+
+    fn join(&self, attempt: AttemptId) -> Option<Settlement> {
+        let mut live = self.live.borrow_mut();
+        let live = live.as_mut().filter(|live| live.attempt == attempt)?;
+        live.waiters += 1;
+        Some(live.settled.clone())
+    }
+
+    fn leave(&self, attempt: AttemptId) {
+        if let Some(live) = self.live.borrow_mut().as_mut().filter(|live| live.attempt == attempt) {
+            live.waiters = live.waiters.saturating_sub(1);
+        }
+    }
+
+    /// Runs the first attempt: forwards it, records the outcome, wakes the waiters and
+    /// answers the caller.
+    async fn execute(
+        &self,
+        req: &Request,
+        body: Option<&[u8]>,
+        attempt: AttemptId,
+        timing: Timing,
+        settle: oneshot::Sender<Arc<StoredResponse>>,
+    ) -> Result<Response> {
+        let target = req.url()?.to_string();
+        let (result, answer) = match body {
+            Some(body) => {
+                origin::forward(&target, req.method(), req.headers(), body, timing.origin_timeout_ms).await
+            }
+            None => (OriginResult::ConnectRefused, None),
+        };
+        let stored = answer.as_ref().map(|answer| Arc::new(storable(answer)));
+        let record = self.cached_record();
+        let finished = Event::OriginFinished { attempt, result, response: stored, timing };
+        let mut step = machine::step(record.as_ref(), finished, now_ms());
+        if let Err(error) = self.apply(&step.change).await {
+            console_error!("object {}: writing the outcome failed: {}", self.short_id(), error);
+            step = outcome_write_failed(record.as_ref(), attempt, &step);
+        }
+        let mut settle = Some(settle);
+        let mut response = None;
+        for action in step.actions {
+            match action {
+                Action::SetAlarm(at) => self.set_alarm(at).await,
+                Action::Settle { attempt, answer: shared, origin_answered } => {
+                    self.end_execution(attempt);
+                    if let Some(settle) = settle.take() {
+                        let _ = settle.send(shared.clone());
+                    }
+                    response = Some(match (&answer, origin_answered) {
+                        (Some(answer), true) => live_response(answer),
+                        _ => respond::stored(&shared, false),
+                    });
+                }
+                _ => {}
+            }
+        }
+        // Should the step not settle (it always does), the waiters are released by the
+        // dropped sender and get 409.
+        self.end_execution(attempt);
+        response.unwrap_or_else(|| respond::problem(&storage_unavailable()))
+    }
+
+    fn end_execution(&self, attempt: AttemptId) {
+        let mut live = self.live.borrow_mut();
+        if live.as_ref().is_some_and(|live| live.attempt == attempt) {
+            *live = None;
+        }
+    }
+
+    fn cached_record(&self) -> Option<Record> {
+        match &*self.cached.borrow() {
+            Cached::Loaded(record) => record.clone(),
+            Cached::NotLoaded => None,
+        }
+    }
+
+    /// A duplicate waits for the live execution's answer, at most `wait_ms`.
+    async fn wait(&self, attempt: AttemptId, settled: Option<Settlement>, wait_ms: u64) -> Result<Response> {
+        let outcome = match settled {
+            Some(settled) => {
+                let timeout = Delay::from(Duration::from_millis(wait_ms));
+                let outcome = match select(settled, timeout).await {
+                    Either::Left((Ok(answer), _)) => Some(answer),
+                    _ => None,
+                };
+                self.leave(attempt);
+                outcome
+            }
+            None => None,
+        };
+        match outcome {
+            Some(answer) => respond::stored(&answer, true),
+            None => {
+                let step =
+                    machine::step(self.cached_record().as_ref(), Event::WaitExpired { attempt }, now_ms());
+                match step.actions.into_iter().next() {
+                    Some(Action::Reject(problem)) => respond::problem(&problem),
+                    _ => respond::problem(&storage_unavailable()),
+                }
+            }
+        }
+    }
+
+    fn short_id(&self) -> String {
+        let id = self.state.id().to_string();
+        id.chars().take(16).collect()
+    }
+}
+
+/// Steps with `OutcomeWriteFailed`, carrying the answer the original step would have given.
+fn outcome_write_failed(record: Option<&Record>, attempt: AttemptId, failed: &Step) -> Step {
+    let settled = failed.actions.iter().find_map(|action| match action {
+        Action::Settle { answer, origin_answered, .. } => Some((answer.clone(), *origin_answered)),
+        _ => None,
+    });
+    match settled {
+        Some((answer, origin_answered)) => {
+            machine::step(record, Event::OutcomeWriteFailed { attempt, answer, origin_answered }, now_ms())
+        }
+        None => failed.clone(),
+    }
+}
+
+/// The origin's answer as it is stored for replay.
+fn storable(answer: &OriginAnswer) -> StoredResponse {
+    let headers = answer
+        .headers
+        .iter()
+        .filter(|(name, _)| store_for_replay(name, &answer.connection_tokens))
+        .cloned()
+        .collect();
+    StoredResponse { status: answer.status, headers, body: answer.body.clone() }
+}
+
+/// The origin's answer for the caller whose request executed: every end-to-end header,
+/// cookies included.
+fn live_response(answer: &OriginAnswer) -> Result<Response> {
+    let headers = Headers::new();
+    for (name, value) in &answer.headers {
+        if pass_to_caller(name, &answer.connection_tokens) {
+            headers.append(name, value)?;
+        }
+    }
+    Ok(respond::build(answer.status, headers, answer.body.clone()))
+}
+
+fn internal_headers(req: &Request) -> Result<Option<(Digest256, Timing)>> {
+    let fingerprint = req.headers().get(internal::FINGERPRINT)?.and_then(|v| Digest256::from_hex(&v));
+    let timing = req.headers().get(internal::TIMING)?.and_then(|v| decode_timing(&v));
+    Ok(fingerprint.zip(timing))
+}
+
+fn storage_unavailable() -> Problem {
+    Problem::new(
+        ProblemKind::StorageUnavailable,
+        "The idempotency record could not be read or written, so the request was not forwarded. Retry with the same key.",
+    )
+    .with_retry_after(1)
+}
+
+/// A fresh attempt id. Fencing needs uniqueness per key, not secrecy.
+fn random_u64() -> u64 {
+    let high = (js_sys::Math::random() * 4_294_967_296.0) as u64;
+    let low = (js_sys::Math::random() * 4_294_967_296.0) as u64;
+    (high << 32) | low
+}

@@ -1,0 +1,54 @@
+//! The object's stored record: one row in the object's own SQLite database.
+//!
+//! Owns the SQL. Every call is synchronous (SQLite-backed Durable Objects run SQL in the
+//! same turn), so a claim is written before the handler awaits anything, and the runtime's
+//! output gate holds the origin fetch until the write is durable.
+
+use worker::{SqlStorage, SqlStorageValue};
+
+use crate::core::record::{DecodeError, Record};
+
+const CREATE_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)";
+const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
+const UPSERT: &str = "INSERT OR REPLACE INTO idempotency_record (id, record) VALUES (1, ?)";
+
+/// Why the record could not be read or written.
+#[derive(Debug)]
+pub enum StorageError {
+    Sql(String),
+    Corrupt(DecodeError),
+}
+
+impl std::fmt::Display for StorageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StorageError::Sql(message) => write!(f, "SQL error: {message}"),
+            StorageError::Corrupt(error) => write!(f, "stored record is unreadable: {error:?}"),
+        }
+    }
+}
+
+/// Reads the record. The table is created by the first claim, not before, so an object that
+/// only ever refused requests leaves no storage behind; a missing table means no record.
+pub fn load(sql: &SqlStorage) -> Result<Option<Record>, StorageError> {
+    let cursor = match sql.exec(SELECT, None) {
+        Ok(cursor) => cursor,
+        Err(error) if error.to_string().contains("no such table") => return Ok(None),
+        Err(error) => return Err(StorageError::Sql(error.to_string())),
+    };
+    let Some(row) = cursor.raw().next() else { return Ok(None) };
+    let row = row.map_err(|e| StorageError::Sql(e.to_string()))?;
+    match row.into_iter().next() {
+        Some(SqlStorageValue::Blob(bytes)) => Record::decode(&bytes).map(Some).map_err(StorageError::Corrupt),
+        _ => Err(StorageError::Corrupt(DecodeError::NotARecord)),
+    }
+}
+
+/// Writes the record (one row, one statement after the table exists).
+pub fn put(sql: &SqlStorage, record: &Record) -> Result<(), StorageError> {
+    sql.exec(CREATE_TABLE, None).map_err(|e| StorageError::Sql(e.to_string()))?;
+    sql.exec(UPSERT, vec![SqlStorageValue::Blob(record.encode())])
+        .map_err(|e| StorageError::Sql(e.to_string()))?;
+    Ok(())
+}

@@ -107,6 +107,9 @@ async fn covered(mut req: Request, env: &Env, config: &Config) -> Result<Respons
     }
     outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
     outgoing.set(internal::TIMING, &encode_timing(&config.timing))?;
+    if config.origin_url.is_some() {
+        outgoing.set(internal::PROBE_ORIGIN, "1")?;
+    }
     let mut init = RequestInit::new();
     init.with_method(Method::from(method.clone()))
         .with_headers(outgoing)

@@ -17,6 +17,9 @@ mod storage;
 mod internal {
     pub const FINGERPRINT: &str = "x-idempotency-edge-fingerprint";
     pub const TIMING: &str = "x-idempotency-edge-timing";
+    /// Present when the origin is a configured `ORIGIN_URL` (not route mode): the object may
+    /// probe it with a TCP connect before sending (see `origin`).
+    pub const PROBE_ORIGIN: &str = "x-idempotency-edge-probe-origin";
 }
 
 /// Milliseconds since the epoch. Only the runtime reads the clock; the core is handed it.

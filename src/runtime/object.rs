@@ -222,9 +222,18 @@ impl KeyObject {
         settle: oneshot::Sender<Arc<StoredResponse>>,
     ) -> Result<Response> {
         let target = req.url()?.to_string();
+        let probe_first = req.headers().has(internal::PROBE_ORIGIN)?;
         let (result, answer) = match body {
             Some(body) => {
-                origin::forward(&target, req.method(), req.headers(), body, timing.origin_timeout_ms).await
+                origin::forward(
+                    &target,
+                    req.method(),
+                    req.headers(),
+                    body,
+                    timing.origin_timeout_ms,
+                    probe_first,
+                )
+                .await
             }
             None => (OriginResult::ConnectRefused, None),
         };

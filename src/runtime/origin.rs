@@ -4,13 +4,22 @@
 //! Owns the mapping from the runtime's fetch failures to the core's results. When it cannot
 //! tell whether the request reached the origin, it says `ResetAfterSend` (unknown), never
 //! `ConnectRefused`: mistaking an executed payment for an unexecuted one would charge twice.
+//!
+//! workerd reports every failed fetch alike ("Network connection lost."), a refused connect
+//! and a reset after the request was sent included. So, in `ORIGIN_URL` mode, the attempt
+//! first opens a plain TCP connection to the origin's host and port: if that is refused,
+//! nothing was sent and the key can be released. Any later fetch failure is unknown. In
+//! route mode the origin sits behind Cloudflare, where outbound sockets may not connect, so
+//! there is no probe and every fetch failure is unknown.
 
 use futures_util::future::{select, Either};
 use std::time::Duration;
 use wasm_bindgen::JsValue;
 use worker::{
-    AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response,
+    console_warn, AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect,
+    Response,
 };
+use worker::{Socket, Url};
 
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::policy::OriginResult;
@@ -33,7 +42,11 @@ pub async fn forward(
     headers: &Headers,
     body: &[u8],
     timeout_ms: u64,
+    probe_first: bool,
 ) -> (OriginResult, Option<OriginAnswer>) {
+    if probe_first && !accepts_connections(target).await {
+        return (OriginResult::ConnectRefused, None);
+    }
     let request = match build_request(target, method, headers, body) {
         Ok(request) => request,
         // Nothing was sent.
@@ -86,13 +99,20 @@ async fn read_answer(mut response: Response) -> worker::Result<OriginAnswer> {
     Ok(OriginAnswer { status, headers, connection_tokens, body })
 }
 
-/// workerd reports a refused TCP connect with a message naming it; every other failure
-/// (reset, connection lost, TLS error mid-stream) may have happened after the request left.
+/// A fetch failure may have happened after the request left: the outcome is unknown.
 fn classify_fetch_error(error: worker::Error) -> OriginResult {
-    let message = error.to_string().to_ascii_lowercase();
-    if message.contains("refused") {
-        OriginResult::ConnectRefused
-    } else {
-        OriginResult::ResetAfterSend
+    console_warn!("origin fetch failed: {}", error);
+    OriginResult::ResetAfterSend
+}
+
+/// Whether a TCP connection to the target's host and port opens. Sends no byte.
+async fn accepts_connections(target: &str) -> bool {
+    let Ok(url) = Url::parse(target) else { return false };
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else { return false };
+    let Ok(mut socket) = Socket::builder().connect(host, port) else { return false };
+    let opened = socket.opened().await.is_ok();
+    if opened {
+        let _ = socket.close().await;
     }
+    opened
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs the worker locally (wrangler dev, local Durable Objects) in front of the demo payment
+# origin (demo/origin.py), both on loopback. Ctrl-C stops both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh
+
+WORKER_PORT=${WORKER_PORT:-8787}
+ORIGIN_PORT=${ORIGIN_PORT:-8788}
+python3 demo/origin.py "$ORIGIN_PORT" &
+origin_pid=$!
+trap 'kill $origin_pid 2>/dev/null' EXIT
+
+cat <<EOT
+
+  idempotency-edge on http://127.0.0.1:$WORKER_PORT, in front of the demo origin on :$ORIGIN_PORT.
+  In another terminal, charge once and retry with the same key:
+
+    curl -i -X POST http://127.0.0.1:$WORKER_PORT/v1/charges \\
+      -H 'Idempotency-Key: order-42-charge' -H 'content-type: application/json' \\
+      -d '{"amount": 1000, "currency": "eur"}'
+
+  The retry answers with the same charge and 'idempotent-replayed: true'; the origin logs one
+  execution. Then look at the ledger: curl http://127.0.0.1:$WORKER_PORT/v1/ledger
+
+EOT
+WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false \
+  node_modules/.bin/wrangler dev --ip 127.0.0.1 --port "$WORKER_PORT" \
+  --persist-to .wrangler/demo-state --show-interactive-dev-session=false \
+  --var "ORIGIN_URL:http://127.0.0.1:$ORIGIN_PORT"

@@ -17,7 +17,8 @@ use futures_util::StreamExt;
 use wasm_bindgen::JsCast;
 use worker::web_sys;
 use worker::{
-    console_error, event, Context, Env, Fetch, Headers, Method, Request, RequestInit, Response, Result,
+    console_error, event, ByteStream, Context, Env, Fetch, Headers, Method, Request, RequestInit, Response,
+    Result,
 };
 
 use super::{internal, respond};
@@ -56,21 +57,33 @@ async fn pass_through(req: Request, config: &Config) -> Result<Response> {
     let url = req.url()?;
     let target = config.origin_target(url.as_str(), &path_and_query(&url));
     if target == url.as_str() {
-        return Fetch::Request(req).send().await;
+        return origin_or_problem(Fetch::Request(req).send().await);
     }
     // `new Request(url, request)`: the same method, headers and body stream, another URL.
     let init: &web_sys::RequestInit = req.inner().unchecked_ref();
     let forwarded = web_sys::Request::new_with_str_and_init(&target, init)?;
-    Fetch::Request(forwarded.into()).send().await
+    origin_or_problem(Fetch::Request(forwarded.into()).send().await)
+}
+
+/// A pass-through answer, or 502 problem+json when the origin could not be reached.
+fn origin_or_problem(result: Result<Response>) -> Result<Response> {
+    result.or_else(|_| {
+        respond::problem(&Problem::new(
+            ProblemKind::OriginUnreachable,
+            "The origin could not be reached. This method is passed through without idempotency protection.",
+        ))
+    })
 }
 
 async fn covered(mut req: Request, env: &Env, config: &Config) -> Result<Response> {
     let key = match idempotency_key(req.headers()) {
         Ok(key) => key,
-        Err(KeyError::Missing) => {
-            return respond::problem(&Problem::new(ProblemKind::MissingKey, KeyError::Missing.detail()))
+        Err(error) => {
+            let kind =
+                if error == KeyError::Missing { ProblemKind::MissingKey } else { ProblemKind::InvalidKey };
+            discard_body(&mut req).await;
+            return respond::problem(&Problem::new(kind, error.detail()));
         }
-        Err(error) => return respond::problem(&Problem::new(ProblemKind::InvalidKey, error.detail())),
     };
     let body = match read_body(&mut req, config.max_body_bytes).await? {
         Some(body) => body,
@@ -157,11 +170,38 @@ async fn read_body(req: &mut Request, limit: u64) -> Result<Option<Vec<u8>>> {
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
         if (body.len() + chunk.len()) as u64 > limit {
+            drop(body);
+            drain(&mut stream).await;
             return Ok(None);
         }
         body.extend_from_slice(&chunk);
     }
     Ok(Some(body))
+}
+
+/// Most bytes read and thrown away after a rejection. Answering before the request body is
+/// consumed makes workerd drop the connection (a proxy in front then fails the next request
+/// on it), so the rest is read, but not without end.
+const DRAIN_LIMIT_BYTES: usize = 8 * 1024 * 1024;
+
+/// Reads and discards a rejected request's body, up to [`DRAIN_LIMIT_BYTES`].
+async fn discard_body(req: &mut Request) {
+    if req.inner().body().is_none() {
+        return;
+    }
+    if let Ok(mut stream) = req.stream() {
+        drain(&mut stream).await;
+    }
+}
+
+async fn drain(stream: &mut ByteStream) {
+    let mut drained = 0usize;
+    while let Some(Ok(chunk)) = stream.next().await {
+        drained += chunk.len();
+        if drained > DRAIN_LIMIT_BYTES {
+            break;
+        }
+    }
 }
 
 fn path_and_query(url: &worker::Url) -> String {

@@ -1,0 +1,256 @@
+//! Runs the built worker in real workerd through `wrangler dev` (local mode).
+//!
+//! Each instance gets its own ports, its own `--persist-to` directory and a log file with
+//! wrangler's stdout and stderr. A bash supervisor starts wrangler with `setsid` (so wrangler
+//! leads a process group that also holds workerd) and kills that group as soon as the test
+//! process is gone, so no process outlives the test binary.
+
+use super::http::{Request, Response};
+use std::fs;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, Once};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long an instance may take to become ready (the first start may be slow).
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What proves that an instance is ready.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// A GET through the worker is answered by the test origin (`x-origin-execution`).
+    OriginAnswers,
+    /// Any HTTP response from the worker (its origin is down on purpose).
+    AnyResponse,
+}
+
+pub struct WorkerConfig {
+    /// A short label for the temp directory and messages.
+    pub name: String,
+    /// Every variable, passed as `--var NAME:VALUE`.
+    pub vars: Vec<(String, String)>,
+    pub readiness: Readiness,
+}
+
+pub struct Worker {
+    pub name: String,
+    pub addr: SocketAddr,
+    dir: PathBuf,
+    log: PathBuf,
+    pid_file: PathBuf,
+    supervisor: Mutex<Child>,
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Panics unless the build output and wrangler are in place.
+pub fn require_build() {
+    let root = repo_root();
+    let shim = root.join("build/worker/shim.mjs");
+    let wrangler = root.join("node_modules/.bin/wrangler");
+    let mut missing = Vec::new();
+    if !shim.exists() {
+        missing.push(shim.display().to_string());
+    }
+    if !wrangler.exists() {
+        missing.push(wrangler.display().to_string());
+    }
+    if !missing.is_empty() {
+        panic!(
+            "end-to-end tests need the built worker and wrangler, but {} missing: {}. \
+             Run ./scripts/test.sh (it installs the toolchain, builds the worker and runs the tests).",
+            if missing.len() == 1 { "this is" } else { "these are" },
+            missing.join(", ")
+        );
+    }
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("bind 127.0.0.1:0")
+}
+
+fn temp_base() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e")
+}
+
+/// Removes run directories left by earlier test processes that are gone.
+fn clean_stale_dirs() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let Ok(entries) = fs::read_dir(temp_base()) else { return };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            let Some(pid) = name.strip_prefix("run-").and_then(|r| r.split('-').next()) else { continue };
+            if pid != std::process::id().to_string() && !Path::new("/proc").join(pid).exists() {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    });
+}
+
+/// Startups run one at a time: each runs the `[build]` command, and they share two cores.
+static START_LOCK: Mutex<()> = Mutex::new(());
+
+const SUPERVISOR: &str = r#"
+log=$1; pidfile=$2; state=$3; testpid=$4; shift 4
+setsid "$@" >"$log" 2>&1 </dev/null &
+w=$!
+echo "$w" >"$pidfile"
+while kill -0 "$testpid" 2>/dev/null && kill -0 "$w" 2>/dev/null; do sleep 0.5; done
+kill -TERM -- -"$w" 2>/dev/null
+sleep 1
+kill -KILL -- -"$w" 2>/dev/null
+rm -rf "$state"
+"#;
+
+impl Worker {
+    pub fn start(config: WorkerConfig) -> Result<Worker, String> {
+        require_build();
+        clean_stale_dirs();
+        let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+
+        let root = repo_root();
+        let dir = temp_base().join(format!("run-{}-{}", std::process::id(), config.name));
+        let _ = fs::remove_dir_all(&dir);
+        let state = dir.join("state");
+        fs::create_dir_all(&state).map_err(|e| format!("create {}: {e}", state.display()))?;
+        let log = dir.join("wrangler.log");
+        let pid_file = dir.join("wrangler.pid");
+
+        let port = free_port();
+        let mut inspector_port = free_port();
+        while inspector_port == port {
+            inspector_port = free_port();
+        }
+        let mut args: Vec<String> = vec![
+            "node_modules/.bin/wrangler".into(),
+            "dev".into(),
+            "--ip".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.to_string(),
+            "--inspector-port".into(),
+            inspector_port.to_string(),
+            "--persist-to".into(),
+            state.display().to_string(),
+            "--show-interactive-dev-session=false".into(),
+        ];
+        for (name, value) in &config.vars {
+            args.push("--var".into());
+            args.push(format!("{name}:{value}"));
+        }
+
+        let supervisor = Command::new("bash")
+            .arg("-c")
+            .arg(SUPERVISOR)
+            .arg("e2e-supervisor")
+            .arg(&log)
+            .arg(&pid_file)
+            .arg(&state)
+            .arg(std::process::id().to_string())
+            .args(&args)
+            .current_dir(&root)
+            .env("WRANGLER_SEND_METRICS", "false")
+            .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
+            .env("NO_COLOR", "1")
+            .env("FORCE_COLOR", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("spawn bash supervisor: {e}"))?;
+
+        let worker = Worker {
+            name: config.name.clone(),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            dir,
+            log,
+            pid_file,
+            supervisor: Mutex::new(supervisor),
+        };
+        worker.wait_ready(config.readiness)?;
+        Ok(worker)
+    }
+
+    fn wait_ready(&self, readiness: Readiness) -> Result<(), String> {
+        let started = Instant::now();
+        let mut last = String::from("no attempt yet");
+        while started.elapsed() < STARTUP_TIMEOUT {
+            if let Ok(Some(status)) = self.supervisor.lock().unwrap().try_wait() {
+                return Err(format!(
+                    "wrangler dev for instance '{}' exited ({status}) before it was ready. Log tail:\n{}",
+                    self.name,
+                    self.log_tail(60)
+                ));
+            }
+            let probe = Request::get("/__e2e/ready").timeout(Duration::from_secs(10)).send(self.addr);
+            match probe {
+                Ok(r) if readiness == Readiness::AnyResponse => {
+                    let _ = r;
+                    return Ok(());
+                }
+                Ok(r) if r.has_header("x-origin-execution") => return Ok(()),
+                Ok(r) => last = format!("{r:?}"),
+                Err(e) => last = e.to_string(),
+            }
+            thread::sleep(Duration::from_millis(250));
+        }
+        Err(format!(
+            "wrangler dev for instance '{}' was not ready within {:?} (last probe: {last}). Log tail:\n{}",
+            self.name,
+            STARTUP_TIMEOUT,
+            self.log_tail(60)
+        ))
+    }
+
+    /// Everything wrangler and workerd printed so far.
+    pub fn log_contents(&self) -> String {
+        fs::read(&self.log).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = self.log_contents();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Sends a request to this worker; panics (with the log tail) when no response comes.
+    pub fn send(&self, request: &Request) -> Response {
+        match request.send(self.addr) {
+            Ok(r) => r,
+            Err(e) => panic!(
+                "{} {} to worker '{}' got no response: {e}. Worker log tail:\n{}",
+                request.method,
+                request.path,
+                self.name,
+                self.log_tail(40)
+            ),
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Ok(pid) = fs::read_to_string(&self.pid_file) {
+            let pid = pid.trim();
+            if !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()) {
+                let group = format!("-{pid}");
+                let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+                thread::sleep(Duration::from_millis(500));
+                let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+            }
+        }
+        if let Ok(mut child) = self.supervisor.lock() {
+            let _ = child.wait();
+        }
+    }
+}

@@ -8,6 +8,7 @@ pub mod config;
 pub mod fingerprint;
 pub mod headers;
 pub mod key;
+pub mod log;
 pub mod machine;
 pub mod policy;
 pub mod problem;

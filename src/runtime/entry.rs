@@ -35,7 +35,7 @@ const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let config = match load_config(&env) {
         Ok(config) => config,
-        Err(problem) => return respond::problem(&problem),
+        Err(problem) => return respond::refused(&problem),
     };
     let method = req.inner().method();
     if method == "POST" || method == "PATCH" {
@@ -82,13 +82,13 @@ async fn covered(mut req: Request, env: &Env, config: &Config) -> Result<Respons
             let kind =
                 if error == KeyError::Missing { ProblemKind::MissingKey } else { ProblemKind::InvalidKey };
             discard_body(&mut req).await;
-            return respond::problem(&Problem::new(kind, error.detail()));
+            return respond::refused(&Problem::new(kind, error.detail()));
         }
     };
     let body = match read_body(&mut req, config.max_body_bytes).await? {
         Some(body) => body,
         None => {
-            return respond::problem(&Problem::new(
+            return respond::refused(&Problem::new(
                 ProblemKind::BodyTooLarge,
                 format!("The request body is larger than {} bytes.", config.max_body_bytes),
             ))
@@ -137,7 +137,7 @@ async fn covered(mut req: Request, env: &Env, config: &Config) -> Result<Respons
         Err(error) => {
             // The object name is a hash: safe to log, unlike the key or the credential.
             console_error!("object {}: unavailable: {}", &name[..16], error);
-            respond::problem(
+            respond::refused(
                 &Problem::new(
                     ProblemKind::StorageUnavailable,
                     "The idempotency record for this key could not be reached, so the request was not forwarded. Retry with the same key.",

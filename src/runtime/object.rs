@@ -24,7 +24,8 @@ use std::time::Duration;
 use futures_channel::oneshot;
 use futures_util::future::{select, Either, FutureExt, Shared};
 use worker::{
-    console_error, durable_object, Delay, DurableObject, Env, Headers, Request, Response, Result, State,
+    console_error, console_log, durable_object, Delay, DurableObject, Env, Headers, Request, Response,
+    Result, State,
 };
 
 use super::origin::{self, OriginAnswer};
@@ -33,6 +34,7 @@ use super::{internal, now_ms, respond};
 use crate::core::config::decode_timing;
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{pass_to_caller, store_for_replay};
+use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::{self, Action, Event, RecordChange, Step, Timing};
 use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
@@ -109,6 +111,14 @@ impl DurableObject for KeyObject {
         // Reading the body is the first await. A failure matters only to an execution, which
         // then forwards nothing and releases the key.
         let body = req.bytes().await;
+        let mut log = RequestLog {
+            object: Some(self.state.id().to_string()),
+            decision: Decision::Rejected(ProblemKind::StorageUnavailable),
+            status: 0,
+            origin_status: None,
+            origin_ms: None,
+            wait_ms: None,
+        };
         let mut response = None;
         for action in step.actions {
             match action {
@@ -116,18 +126,27 @@ impl DurableObject for KeyObject {
                 Action::Forward { attempt } => {
                     let Some(settle) = execution.take() else { continue };
                     let body = body.as_deref().ok();
-                    response = Some(self.execute(&req, body, attempt, timing, settle).await);
+                    response = Some(self.execute(&req, body, attempt, timing, settle, &mut log).await);
                 }
-                Action::Replay(stored) => response = Some(respond::stored(&stored, true)),
+                Action::Replay(stored) => {
+                    log.decision = Decision::Replayed;
+                    response = Some(respond::stored(&stored, true));
+                }
                 Action::Join { attempt, wait_ms } => {
-                    response = Some(self.wait(attempt, joined.take(), wait_ms).await);
+                    response = Some(self.wait(attempt, joined.take(), wait_ms, &mut log).await);
                 }
-                Action::Reject(problem) => response = Some(respond::problem(&problem)),
+                Action::Reject(problem) => {
+                    log.decision = Decision::Rejected(problem.kind);
+                    response = Some(respond::problem(&problem));
+                }
                 // Settling only follows an origin result, never an arrival.
                 Action::Settle { .. } => {}
             }
         }
-        response.unwrap_or_else(|| respond::problem(&storage_unavailable()))
+        let response = response.unwrap_or_else(|| respond::problem(&storage_unavailable()));
+        log.status = response.as_ref().map_or(500, Response::status_code);
+        console_log!("{}", log.to_json());
+        response
     }
 
     async fn alarm(&self) -> Result<Response> {
@@ -220,7 +239,9 @@ impl KeyObject {
         attempt: AttemptId,
         timing: Timing,
         settle: oneshot::Sender<Arc<StoredResponse>>,
+        log: &mut RequestLog,
     ) -> Result<Response> {
+        let started = now_ms();
         let target = req.url()?.to_string();
         let probe_first = req.headers().has(internal::PROBE_ORIGIN)?;
         let (result, answer) = match body {
@@ -237,6 +258,9 @@ impl KeyObject {
             }
             None => (OriginResult::ConnectRefused, None),
         };
+        log.decision = Decision::after_forward(result);
+        log.origin_status = answer.as_ref().map(|answer| answer.status);
+        log.origin_ms = Some(now_ms().saturating_sub(started));
         let stored = answer.as_ref().map(|answer| Arc::new(storable(answer)));
         let record = self.cached_record();
         let finished = Event::OriginFinished { attempt, result, response: stored, timing };
@@ -284,7 +308,14 @@ impl KeyObject {
     }
 
     /// A duplicate waits for the live execution's answer, at most `wait_ms`.
-    async fn wait(&self, attempt: AttemptId, settled: Option<Settlement>, wait_ms: u64) -> Result<Response> {
+    async fn wait(
+        &self,
+        attempt: AttemptId,
+        settled: Option<Settlement>,
+        wait_ms: u64,
+        log: &mut RequestLog,
+    ) -> Result<Response> {
+        let started = now_ms();
         let outcome = match settled {
             Some(settled) => {
                 let timeout = Delay::from(Duration::from_millis(wait_ms));
@@ -297,13 +328,20 @@ impl KeyObject {
             }
             None => None,
         };
+        log.wait_ms = Some(now_ms().saturating_sub(started));
         match outcome {
-            Some(answer) => respond::stored(&answer, true),
+            Some(answer) => {
+                log.decision = Decision::Coalesced;
+                respond::stored(&answer, true)
+            }
             None => {
                 let step =
                     machine::step(self.cached_record().as_ref(), Event::WaitExpired { attempt }, now_ms());
                 match step.actions.into_iter().next() {
-                    Some(Action::Reject(problem)) => respond::problem(&problem),
+                    Some(Action::Reject(problem)) => {
+                        log.decision = Decision::Rejected(problem.kind);
+                        respond::problem(&problem)
+                    }
                     _ => respond::problem(&storage_unavailable()),
                 }
             }

@@ -1,7 +1,8 @@
 //! Turns core values into `Response`s. Owns no decision.
 
-use worker::{Headers, Response, ResponseBuilder, Result};
+use worker::{console_log, Headers, Response, ResponseBuilder, Result};
 
+use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::problem_response;
 use crate::core::problem::Problem;
 use crate::core::record::StoredResponse;
@@ -12,6 +13,21 @@ pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 /// A problem+json response.
 pub fn problem(problem: &Problem) -> Result<Response> {
     stored(&problem_response(problem), false)
+}
+
+/// A problem+json response for a request refused before it reached a key's object, with
+/// its log line (no object: none exists for it).
+pub fn refused(problem: &Problem) -> Result<Response> {
+    let log = RequestLog {
+        object: None,
+        decision: Decision::Rejected(problem.kind),
+        status: problem.status(),
+        origin_status: None,
+        origin_ms: None,
+        wait_ms: None,
+    };
+    console_log!("{}", log.to_json());
+    self::problem(problem)
 }
 
 /// A stored response, marked `Idempotent-Replayed: true` when `replayed`.

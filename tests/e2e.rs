@@ -108,6 +108,20 @@ fn refused_worker() -> &'static (Worker, u16) {
     })
 }
 
+/// A worker with an invalid variable: it must refuse everything and forward nothing.
+fn misconfigured_worker() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    shared(&CELL, || {
+        let mut vars = vars(&origin().url(), 600);
+        for (name, value) in &mut vars {
+            if name == "IDEMPOTENCY_TTL_SECONDS" {
+                *value = "one day".to_string();
+            }
+        }
+        Worker::start(WorkerConfig { name: "misconfigured".into(), vars, readiness: Readiness::AnyResponse })
+    })
+}
+
 // ---------------------------------------------------------------------------------------
 // Helpers
 
@@ -418,6 +432,40 @@ fn retry_during_flight_joins_running_execution() {
     assert!(!first.is_replayed(), "the first caller's response is not a replay: {first:?}");
     assert_replay_of(&retry, &first);
     assert_eq!(o.executions(&key), 1, "the retry joins the running execution");
+}
+
+#[test]
+fn waiters_that_disconnect_cancel_nothing() {
+    let w = main_worker();
+    let o = origin();
+    let key = new_key();
+    let req = payment(&new_path(), &key).header("x-test-delay-ms", "2000");
+
+    let first = {
+        let req = req.clone();
+        thread::spawn(move || w.send(&req))
+    };
+    assert!(
+        o.wait_for_executions(&key, 1, Duration::from_secs(30)),
+        "the first attempt never reached the origin"
+    );
+    let quitters: Vec<_> = (0..5)
+        .map(|_| {
+            let req = req.clone().timeout(Duration::from_millis(200));
+            thread::spawn(move || req.send(w.addr))
+        })
+        .collect();
+    for quitter in quitters {
+        match quitter.join().expect("waiter thread") {
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            other => panic!("expected the waiter to give up after 200 ms, got {other:?}"),
+        }
+    }
+    let first = first.join().expect("first request thread");
+    assert_from_origin(&first, 201);
+    let retry = w.send(&req);
+    assert_replay_of(&retry, &first);
+    assert_eq!(o.executions(&key), 1, "waiters that left changed nothing");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -868,4 +916,40 @@ fn worker_logs_never_contain_keys_or_credentials() {
             w.dir().display()
         );
     }
+    // One structured line per covered request; the main instance's log holds every test's
+    // lines, so only the kinds this test caused are looked for.
+    let decisions: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|line| line.find("{\"event\":\"idempotency\"").map(|at| &line[at..]))
+        .filter_map(|json| serde_json::from_str(json.trim_end()).ok())
+        .collect();
+    for (decision, problem) in [
+        ("executed", None),
+        ("replayed", None),
+        ("rejected", Some("key-reused")),
+        ("rejected", Some("invalid-key")),
+        ("unknown", None),
+    ] {
+        assert!(
+            decisions.iter().any(
+                |line| line["decision"] == decision && problem.is_none_or(|kind| line["problem"] == kind)
+            ),
+            "no structured log line with decision {decision} {problem:?}; see {}",
+            w.dir().display()
+        );
+    }
+}
+
+#[test]
+fn invalid_configuration_answers_500_naming_the_variable_and_forwards_nothing() {
+    let w = misconfigured_worker();
+    let o = origin();
+    let path = new_path();
+    for request in [payment(&path, &new_key()), Request::get(&path)] {
+        let r = w.send(&request);
+        assert_problem(&r, 500, "invalid-config");
+        let detail = r.json()["detail"].as_str().unwrap_or_default().to_string();
+        assert!(detail.contains("IDEMPOTENCY_TTL_SECONDS"), "the problem names the variable: {detail}");
+    }
+    assert_eq!(o.executions_at(&path), 0, "a misconfigured worker forwards nothing");
 }

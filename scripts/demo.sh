@@ -11,6 +11,11 @@ ORIGIN_PORT=${ORIGIN_PORT:-8788}
 python3 demo/origin.py "$ORIGIN_PORT" &
 origin_pid=$!
 trap 'kill $origin_pid 2>/dev/null' EXIT
+sleep 0.5
+if ! kill -0 "$origin_pid" 2>/dev/null; then
+  echo "demo: the demo origin could not start on port $ORIGIN_PORT (set ORIGIN_PORT to another port)" >&2
+  exit 1
+fi
 
 cat <<EOT
 
@@ -23,6 +28,9 @@ cat <<EOT
 
   The retry answers with the same charge and 'idempotent-replayed: true'; the origin logs one
   execution. Then look at the ledger: curl http://127.0.0.1:$WORKER_PORT/v1/ledger
+
+  Or run the scripted walkthrough (first charge and replay, 10 concurrent duplicates, a lost
+  reply, a mismatched payload, the ledger): python3 demo/walkthrough.py http://127.0.0.1:$WORKER_PORT
 
 EOT
 WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false \

@@ -7,6 +7,7 @@
 //! problem+json and forwards nothing: a typo must never turn protection off silently.
 
 use super::machine::Timing;
+use super::routes::{parse_routes, pattern_matches, Route, Unavailable};
 
 /// The variables, as the runtime should look them up.
 pub const VAR_ORIGIN_URL: &str = "ORIGIN_URL";
@@ -15,23 +16,25 @@ pub const VAR_DUPLICATE_WAIT_SECONDS: &str = "DUPLICATE_WAIT_SECONDS";
 pub const VAR_ORIGIN_TIMEOUT_SECONDS: &str = "ORIGIN_TIMEOUT_SECONDS";
 pub const VAR_MAX_BODY_BYTES: &str = "MAX_BODY_BYTES";
 pub const VAR_SCOPE_HEADER: &str = "SCOPE_HEADER";
+pub const VAR_ROUTES: &str = "IDEMPOTENCY_ROUTES";
 
-pub const ALL_VARS: [&str; 6] = [
+pub const ALL_VARS: [&str; 7] = [
     VAR_ORIGIN_URL,
     VAR_TTL_SECONDS,
     VAR_DUPLICATE_WAIT_SECONDS,
     VAR_ORIGIN_TIMEOUT_SECONDS,
     VAR_MAX_BODY_BYTES,
     VAR_SCOPE_HEADER,
+    VAR_ROUTES,
 ];
 
 /// Thirty days: longer retention is allowed by nothing in the product, and a typo of
 /// several extra digits should fail loudly rather than keep records for years.
-const MAX_TTL_SECONDS: u64 = 30 * 24 * 3600;
+pub(crate) const MAX_TTL_SECONDS: u64 = 30 * 24 * 3600;
 /// A duplicate holds a connection open while it waits; more than five minutes is a mistake.
-const MAX_DUPLICATE_WAIT_SECONDS: u64 = 300;
+pub(crate) const MAX_DUPLICATE_WAIT_SECONDS: u64 = 300;
 /// Workers' own subrequest limits make longer origin calls pointless.
-const MAX_ORIGIN_TIMEOUT_SECONDS: u64 = 600;
+pub(crate) const MAX_ORIGIN_TIMEOUT_SECONDS: u64 = 600;
 /// The Worker buffers the body in memory (128 MB per isolate); keep well below that.
 const MAX_MAX_BODY_BYTES: u64 = 32 * 1024 * 1024;
 
@@ -44,6 +47,31 @@ pub struct Config {
     pub max_body_bytes: u64,
     /// Lowercase header name.
     pub scope_header: String,
+    /// Per-route overrides, tried in order (`IDEMPOTENCY_ROUTES`).
+    pub routes: Vec<Route>,
+}
+
+/// The policy that applies to one request path: the flat variables, overridden by the
+/// first matching route.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy<'a> {
+    /// Covered methods; `None` means the default, `POST` and `PATCH`.
+    pub methods: Option<&'a [String]>,
+    pub key_required: bool,
+    pub timing: Timing,
+    pub on_unavailable: Unavailable,
+    /// Lowercase names of request headers that are part of the payload.
+    pub fingerprint_headers: &'a [String],
+}
+
+impl Policy<'_> {
+    /// Whether requests with this method are deduplicated.
+    pub fn covers(&self, method: &str) -> bool {
+        match self.methods {
+            Some(methods) => methods.iter().any(|m| m.eq_ignore_ascii_case(method)),
+            None => method.eq_ignore_ascii_case("POST") || method.eq_ignore_ascii_case("PATCH"),
+        }
+    }
 }
 
 /// A variable with an invalid value.
@@ -88,6 +116,8 @@ impl Config {
             parse_number(VAR_MAX_BODY_BYTES, lookup(VAR_MAX_BODY_BYTES), 1_048_576, 0, MAX_MAX_BODY_BYTES)?;
         let scope_header =
             parse_header_name(VAR_SCOPE_HEADER, lookup(VAR_SCOPE_HEADER).unwrap_or("Authorization"))?;
+        let routes = parse_routes(lookup(VAR_ROUTES).unwrap_or(""))
+            .map_err(|reason| ConfigError::new(VAR_ROUTES, reason))?;
         Ok(Config {
             origin_url,
             timing: Timing {
@@ -97,7 +127,27 @@ impl Config {
             },
             max_body_bytes,
             scope_header,
+            routes,
         })
+    }
+
+    /// The policy for a request to `path`.
+    pub fn policy_for(&self, path: &str) -> Policy<'_> {
+        let route = self.routes.iter().find(|route| pattern_matches(&route.pattern, path));
+        let seconds = |pick: fn(&Route) -> Option<u64>, default_ms: u64| {
+            route.and_then(pick).map_or(default_ms, |s| s * 1_000)
+        };
+        Policy {
+            methods: route.and_then(|r| r.methods.as_deref()),
+            key_required: route.and_then(|r| r.key_required).unwrap_or(true),
+            timing: Timing {
+                ttl_ms: seconds(|r| r.ttl_seconds, self.timing.ttl_ms),
+                duplicate_wait_ms: seconds(|r| r.duplicate_wait_seconds, self.timing.duplicate_wait_ms),
+                origin_timeout_ms: seconds(|r| r.origin_timeout_seconds, self.timing.origin_timeout_ms),
+            },
+            on_unavailable: route.and_then(|r| r.on_unavailable).unwrap_or(Unavailable::FailClosed),
+            fingerprint_headers: route.and_then(|r| r.fingerprint_headers.as_deref()).unwrap_or(&[]),
+        }
     }
 
     /// The URL the first attempt goes to: the origin base plus the request's path and
@@ -230,6 +280,41 @@ mod tests {
         assert_eq!(decode_timing("1,2"), None);
         assert_eq!(decode_timing("1,2,3,4"), None);
         assert_eq!(decode_timing("1,x,3"), None);
+    }
+
+    #[test]
+    fn routes_override_the_flat_variables() {
+        let config = parse(&[
+            (VAR_TTL_SECONDS, "600"),
+            (
+                VAR_ROUTES,
+                r#"[{"pattern":"/v1/refunds*","methods":["POST","PUT"],"ttl_seconds":60,"fingerprint_headers":["X-Api-Version"]},
+                    {"pattern":"/v1/*","key":"optional","on_object_unavailable":"fail-open"}]"#,
+            ),
+        ])
+        .unwrap();
+        let refunds = config.policy_for("/v1/refunds/r_1");
+        assert!(refunds.covers("PUT") && refunds.covers("post") && !refunds.covers("PATCH"));
+        assert_eq!(refunds.timing.ttl_ms, 60_000);
+        assert_eq!(refunds.timing.duplicate_wait_ms, 10_000);
+        assert!(refunds.key_required);
+        assert_eq!(refunds.fingerprint_headers, &["x-api-version".to_owned()]);
+        let other = config.policy_for("/v1/charges");
+        assert!(other.covers("POST") && other.covers("PATCH") && !other.covers("PUT"));
+        assert!(!other.key_required);
+        assert_eq!(other.on_unavailable, Unavailable::FailOpen);
+        assert_eq!(other.timing.ttl_ms, 600_000);
+        let unrouted = config.policy_for("/health");
+        assert!(unrouted.key_required);
+        assert_eq!(unrouted.on_unavailable, Unavailable::FailClosed);
+        assert!(unrouted.fingerprint_headers.is_empty());
+    }
+
+    #[test]
+    fn invalid_routes_name_the_variable_and_the_member() {
+        let err = parse(&[(VAR_ROUTES, r#"[{"pattern":"/a","ttl_seconds":-1}]"#)]).unwrap_err();
+        assert_eq!(err.variable, VAR_ROUTES);
+        assert!(err.detail().contains("[0].ttl_seconds"), "{}", err.detail());
     }
 
     #[test]

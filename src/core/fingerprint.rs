@@ -117,6 +117,9 @@ pub struct Payload<'a> {
     pub path_and_query: &'a str,
     /// The `Content-Type` value, if any.
     pub content_type: Option<&'a str>,
+    /// Extra request headers that are part of the payload for this route (lowercase name,
+    /// value if present), e.g. an API version.
+    pub extra_headers: &'a [(&'a str, Option<&'a str>)],
     pub body: &'a [u8],
 }
 
@@ -133,10 +136,20 @@ pub fn fingerprint(payload: &Payload<'_>) -> Digest256 {
         Some(canonical) => (b"json", canonical),
         None => (b"raw", payload.body),
     };
-    sha256_fields(
-        b"idempotency-edge fingerprint v1",
-        &[payload.method.as_bytes(), payload.path_and_query.as_bytes(), content_type_bytes, body_form, body],
-    )
+    let mut fields: Vec<&[u8]> = vec![
+        payload.method.as_bytes(),
+        payload.path_and_query.as_bytes(),
+        content_type_bytes,
+        body_form,
+        body,
+    ];
+    // An absent header and an empty one differ: the presence marker comes first.
+    for (name, value) in payload.extra_headers {
+        fields.push(name.as_bytes());
+        fields.push(if value.is_some() { b"present" } else { b"absent" });
+        fields.push(value.unwrap_or("").as_bytes());
+    }
+    sha256_fields(b"idempotency-edge fingerprint v1", &fields)
 }
 
 /// `application/json`, or any `type/subtype+json`, parameters ignored.
@@ -161,7 +174,18 @@ mod tests {
     use super::*;
 
     fn payload<'a>(path: &'a str, content_type: Option<&'a str>, body: &'a [u8]) -> Payload<'a> {
-        Payload { method: "POST", path_and_query: path, content_type, body }
+        Payload { method: "POST", path_and_query: path, content_type, extra_headers: &[], body }
+    }
+
+    #[test]
+    fn extra_headers_are_part_of_the_payload() {
+        let with = |extra: &[(&str, Option<&str>)]| {
+            fingerprint(&Payload { extra_headers: extra, ..payload("/pay", None, b"x") })
+        };
+        let v1 = with(&[("api-version", Some("2024-01-01"))]);
+        assert_ne!(v1, with(&[("api-version", Some("2025-01-01"))]));
+        assert_ne!(with(&[("api-version", None)]), with(&[("api-version", Some(""))]));
+        assert_eq!(v1, with(&[("api-version", Some("2024-01-01"))]));
     }
 
     #[test]

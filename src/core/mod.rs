@@ -13,3 +13,4 @@ pub mod machine;
 pub mod policy;
 pub mod problem;
 pub mod record;
+pub mod routes;

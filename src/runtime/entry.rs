@@ -22,11 +22,12 @@ use worker::{
 };
 
 use super::{internal, respond};
-use crate::core::config::{encode_timing, Config, ALL_VARS};
+use crate::core::config::{encode_timing, Config, Policy, ALL_VARS};
 use crate::core::fingerprint::{fingerprint, object_name, Payload, Scope};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
 use crate::core::problem::{Problem, ProblemKind};
+use crate::core::routes::Unavailable;
 
 /// The Durable Object namespace binding (wrangler.toml).
 const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
@@ -37,9 +38,10 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         Ok(config) => config,
         Err(problem) => return respond::refused(&problem),
     };
-    let method = req.inner().method();
-    if method == "POST" || method == "PATCH" {
-        covered(req, &env, &config).await
+    let url = req.url()?;
+    let policy = config.policy_for(url.path());
+    if policy.covers(&req.inner().method()) {
+        covered(req, &env, &config, &policy).await
     } else {
         pass_through(req, &config).await
     }
@@ -75,9 +77,11 @@ fn origin_or_problem(result: Result<Response>) -> Result<Response> {
     })
 }
 
-async fn covered(mut req: Request, env: &Env, config: &Config) -> Result<Response> {
+async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'_>) -> Result<Response> {
     let key = match idempotency_key(req.headers()) {
         Ok(key) => key,
+        // A route may make the key optional: without one, the request is not protected.
+        Err(KeyError::Missing) if !policy.key_required => return pass_through(req, config).await,
         Err(error) => {
             let kind =
                 if error == KeyError::Missing { ProblemKind::MissingKey } else { ProblemKind::InvalidKey };
@@ -102,10 +106,19 @@ async fn covered(mut req: Request, env: &Env, config: &Config) -> Result<Respons
     let scope = Scope::from_header(scope_value.as_deref().map(str::as_bytes));
     let content_type = headers.get("content-type")?;
     let method = req.inner().method();
+    let extra_values: Vec<Option<String>> =
+        policy.fingerprint_headers.iter().map(|name| headers.get(name).ok().flatten()).collect();
+    let extra_headers: Vec<(&str, Option<&str>)> = policy
+        .fingerprint_headers
+        .iter()
+        .map(String::as_str)
+        .zip(extra_values.iter().map(Option::as_deref))
+        .collect();
     let payload = Payload {
         method: &method,
         path_and_query: &path_and_query,
         content_type: content_type.as_deref(),
+        extra_headers: &extra_headers,
         body: &body,
     };
     let fingerprint = fingerprint(&payload);
@@ -118,8 +131,12 @@ async fn covered(mut req: Request, env: &Env, config: &Config) -> Result<Respons
             outgoing.append(&name, &value)?;
         }
     }
+    // The target and the end-to-end headers, kept for a fail-open forward.
+    let target = config.origin_target(url.as_str(), &path_and_query);
+    let unprotected = (policy.on_unavailable == Unavailable::FailOpen)
+        .then(|| (target.clone(), Method::from(method.clone()), copy_headers(&outgoing), body.clone()));
     outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
-    outgoing.set(internal::TIMING, &encode_timing(&config.timing))?;
+    outgoing.set(internal::TIMING, &encode_timing(&policy.timing))?;
     if config.origin_url.is_some() {
         outgoing.set(internal::PROBE_ORIGIN, "1")?;
     }
@@ -128,15 +145,27 @@ async fn covered(mut req: Request, env: &Env, config: &Config) -> Result<Respons
         .with_headers(outgoing)
         .with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
     // The object's request URL is where the first attempt goes.
-    let target = config.origin_target(url.as_str(), &path_and_query);
     let to_object = Request::new_with_init(&target, &init)?;
 
-    let stub = env.durable_object(OBJECT_BINDING)?.id_from_name(&name)?.get_stub()?;
-    match stub.fetch_with_request(to_object).await {
+    let reached = match env.durable_object(OBJECT_BINDING).and_then(|ns| ns.id_from_name(&name)?.get_stub()) {
+        Ok(stub) => stub.fetch_with_request(to_object).await.and_then(answered_by_object),
+        Err(error) => Err(error),
+    };
+    match reached {
         Ok(response) => Ok(response),
         Err(error) => {
             // The object name is a hash: safe to log, unlike the key or the credential.
             console_error!("object {}: unavailable: {}", &name[..16], error);
+            if let Some((target, method, headers, body)) = unprotected {
+                // The route chose availability over protection: forward without a claim.
+                console_error!("object {}: failing open, forwarding without protection", &name[..16]);
+                let mut init = RequestInit::new();
+                init.with_method(method)
+                    .with_headers(headers)
+                    .with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
+                let forwarded = Request::new_with_init(&target, &init)?;
+                return origin_or_problem(Fetch::Request(forwarded).send().await);
+            }
             respond::refused(
                 &Problem::new(
                     ProblemKind::StorageUnavailable,
@@ -146,6 +175,32 @@ async fn covered(mut req: Request, env: &Env, config: &Config) -> Result<Respons
             )
         }
     }
+}
+
+/// The object's answer without its marker, or an error when the answer did not come from
+/// the object at all (the platform answered for an object it could not run).
+fn answered_by_object(response: Response) -> Result<Response> {
+    if !response.headers().has(internal::ANSWERED)? {
+        return Err(worker::Error::RustError(format!(
+            "the object did not answer (the platform said {})",
+            response.status_code()
+        )));
+    }
+    let headers = Headers::new();
+    for (name, value) in response.headers().entries() {
+        if !name.eq_ignore_ascii_case(internal::ANSWERED) {
+            headers.append(&name, &value)?;
+        }
+    }
+    Ok(response.with_headers(headers))
+}
+
+fn copy_headers(headers: &Headers) -> Headers {
+    let copy = Headers::new();
+    for (name, value) in headers.entries() {
+        let _ = copy.append(&name, &value);
+    }
+    copy
 }
 
 fn idempotency_key(headers: &Headers) -> std::result::Result<IdempotencyKey, KeyError> {

@@ -20,6 +20,10 @@ mod internal {
     /// Present when the origin is a configured `ORIGIN_URL` (not route mode): the object may
     /// probe it with a TCP connect before sending (see `origin`).
     pub const PROBE_ORIGIN: &str = "x-idempotency-edge-probe-origin";
+    /// Set by the object on every answer it gives, and removed by the Worker. An answer
+    /// without it came from the platform (the object never ran), so the object counts as
+    /// unavailable.
+    pub const ANSWERED: &str = "x-idempotency-edge-answered";
 }
 
 /// Milliseconds since the epoch. Only the runtime reads the clock; the core is handed it.

@@ -146,7 +146,10 @@ impl DurableObject for KeyObject {
         let response = response.unwrap_or_else(|| respond::problem(&storage_unavailable()));
         log.status = response.as_ref().map_or(500, Response::status_code);
         console_log!("{}", log.to_json());
-        response
+        response.and_then(|response| {
+            response.headers().set(internal::ANSWERED, "1")?;
+            Ok(response)
+        })
     }
 
     async fn alarm(&self) -> Result<Response> {

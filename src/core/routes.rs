@@ -1,0 +1,282 @@
+//! Per-route policy: the optional `IDEMPOTENCY_ROUTES` variable.
+//!
+//! Owns the route list's format, its validation and the choice of a route for a path. The
+//! flat variables stay the defaults; a route overrides only what it names.
+//!
+//! Format: a JSON array, tried in order; the first route whose `pattern` matches the path
+//! wins. A pattern is a path in which `*` stands for any run of characters (`/v1/charges*`,
+//! `/v1/*/refunds`). Every other member is optional:
+//!
+//! | member | meaning |
+//! |---|---|
+//! | `methods` | covered methods among `POST`, `PUT`, `PATCH`, `DELETE` (default `POST`, `PATCH`) |
+//! | `key` | `"required"` (default) or `"optional"`: without a key the request passes through |
+//! | `ttl_seconds`, `duplicate_wait_seconds`, `origin_timeout_seconds` | timing overrides |
+//! | `on_object_unavailable` | `"fail-closed"` (default, 503) or `"fail-open"` (forward unprotected) |
+//! | `fingerprint_headers` | request headers that are part of the payload, e.g. `["Stripe-Version"]` |
+//!
+//! Any other member, a wrong type or a value out of range is an error that says where
+//! (`IDEMPOTENCY_ROUTES[1].ttl_seconds: …`), so a typo never disables protection silently.
+
+use serde_json::{Map, Value};
+
+use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
+
+/// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
+/// forwards only standard methods from an object.
+const COVERABLE_METHODS: [&str; 4] = ["POST", "PUT", "PATCH", "DELETE"];
+
+/// Most routes accepted: every covered request walks the list.
+const MAX_ROUTES: usize = 64;
+/// Most fingerprint headers per route.
+const MAX_FINGERPRINT_HEADERS: usize = 16;
+
+/// What to do when the key's Durable Object cannot be reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// Answer 503; forward nothing.
+    FailClosed,
+    /// Forward to the origin without protection.
+    FailOpen,
+}
+
+/// One route: a pattern and the overrides it carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub pattern: String,
+    /// Uppercase method names.
+    pub methods: Option<Vec<String>>,
+    pub key_required: Option<bool>,
+    pub ttl_seconds: Option<u64>,
+    pub duplicate_wait_seconds: Option<u64>,
+    pub origin_timeout_seconds: Option<u64>,
+    pub on_unavailable: Option<Unavailable>,
+    /// Lowercase header names.
+    pub fingerprint_headers: Option<Vec<String>>,
+}
+
+/// Parses `IDEMPOTENCY_ROUTES`. An empty value means no routes. The error says which route
+/// and which member is wrong.
+pub fn parse_routes(raw: &str) -> Result<Vec<Route>, String> {
+    if raw.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let value: Value = serde_json::from_str(raw).map_err(|e| format!("not valid JSON ({e})"))?;
+    let Value::Array(items) = value else {
+        return Err("expected a JSON array of routes, tried in order".to_owned());
+    };
+    if items.len() > MAX_ROUTES {
+        return Err(format!("at most {MAX_ROUTES} routes are allowed"));
+    }
+    items.iter().enumerate().map(|(i, item)| parse_route(i, item)).collect()
+}
+
+fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
+    let at = |member: &str| format!("[{index}].{member}");
+    let Value::Object(members) = item else {
+        return Err(format!("[{index}]: expected an object with a \"pattern\""));
+    };
+    const KNOWN: [&str; 8] = [
+        "pattern",
+        "methods",
+        "key",
+        "ttl_seconds",
+        "duplicate_wait_seconds",
+        "origin_timeout_seconds",
+        "on_object_unavailable",
+        "fingerprint_headers",
+    ];
+    if let Some(unknown) = members.keys().find(|name| !KNOWN.contains(&name.as_str())) {
+        return Err(format!("{}: unknown member (known: {})", at(unknown), KNOWN.join(", ")));
+    }
+    let pattern = match members.get("pattern") {
+        Some(Value::String(p)) if p.starts_with('/') || p == "*" => p.clone(),
+        _ => return Err(format!("{}: expected a path pattern starting with \"/\"", at("pattern"))),
+    };
+    let methods = string_list(members, "methods", &at)?
+        .map(|list| {
+            list.into_iter()
+                .map(|m| {
+                    let upper = m.to_ascii_uppercase();
+                    if COVERABLE_METHODS.contains(&upper.as_str()) {
+                        Ok(upper)
+                    } else {
+                        Err(format!(
+                            "{}: {m:?} cannot be covered (use {})",
+                            at("methods"),
+                            COVERABLE_METHODS.join(", ")
+                        ))
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    let key_required = match members.get("key") {
+        None => None,
+        Some(Value::String(s)) if s == "required" => Some(true),
+        Some(Value::String(s)) if s == "optional" => Some(false),
+        Some(_) => return Err(format!("{}: expected \"required\" or \"optional\"", at("key"))),
+    };
+    let on_unavailable = match members.get("on_object_unavailable") {
+        None => None,
+        Some(Value::String(s)) if s == "fail-closed" => Some(Unavailable::FailClosed),
+        Some(Value::String(s)) if s == "fail-open" => Some(Unavailable::FailOpen),
+        Some(_) => {
+            return Err(format!("{}: expected \"fail-closed\" or \"fail-open\"", at("on_object_unavailable")))
+        }
+    };
+    let fingerprint_headers = string_list(members, "fingerprint_headers", &at)?
+        .map(|list| {
+            if list.len() > MAX_FINGERPRINT_HEADERS {
+                return Err(format!(
+                    "{}: at most {MAX_FINGERPRINT_HEADERS} headers",
+                    at("fingerprint_headers")
+                ));
+            }
+            list.into_iter()
+                .map(|name| {
+                    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+                    if name.is_empty() || !name.bytes().all(tchar) {
+                        Err(format!("{}: {name:?} is not a header name", at("fingerprint_headers")))
+                    } else {
+                        Ok(name.to_ascii_lowercase())
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    Ok(Route {
+        pattern,
+        methods,
+        key_required,
+        ttl_seconds: seconds(members, "ttl_seconds", 1, MAX_TTL_SECONDS, &at)?,
+        duplicate_wait_seconds: seconds(
+            members,
+            "duplicate_wait_seconds",
+            0,
+            MAX_DUPLICATE_WAIT_SECONDS,
+            &at,
+        )?,
+        origin_timeout_seconds: seconds(
+            members,
+            "origin_timeout_seconds",
+            1,
+            MAX_ORIGIN_TIMEOUT_SECONDS,
+            &at,
+        )?,
+        on_unavailable,
+        fingerprint_headers,
+    })
+}
+
+fn string_list(
+    members: &Map<String, Value>,
+    name: &str,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<Vec<String>>, String> {
+    match members.get(name) {
+        None => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(s) => Ok(s.clone()),
+                _ => Err(format!("{}: expected an array of strings", at(name))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(format!("{}: expected an array of strings", at(name))),
+    }
+}
+
+fn seconds(
+    members: &Map<String, Value>,
+    name: &str,
+    min: u64,
+    max: u64,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<u64>, String> {
+    match members.get(name) {
+        None => Ok(None),
+        Some(value) => match value.as_u64() {
+            Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(format!("{}: expected a whole number from {min} to {max}", at(name))),
+        },
+    }
+}
+
+/// Whether `path` matches `pattern`, where `*` stands for any run of characters.
+pub fn pattern_matches(pattern: &str, path: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = path.strip_prefix(first) else { return false };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else { return rest.is_empty() };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns() {
+        assert!(pattern_matches("/v1/charges", "/v1/charges"));
+        assert!(!pattern_matches("/v1/charges", "/v1/charges/1"));
+        assert!(pattern_matches("/v1/charges*", "/v1/charges/1"));
+        assert!(pattern_matches("/v1/*/refunds", "/v1/ch_1/refunds"));
+        assert!(!pattern_matches("/v1/*/refunds", "/v1/ch_1/refunds/x"));
+        assert!(pattern_matches("*", "/anything"));
+        assert!(pattern_matches("/a*b*c", "/aXbYc"));
+        assert!(!pattern_matches("/a*b*c", "/aXcYb"));
+        assert!(!pattern_matches("/ab*ba", "/aba"));
+    }
+
+    #[test]
+    fn a_full_route_is_parsed() {
+        let routes = parse_routes(
+            r#"[{"pattern":"/v1/charges*","methods":["post"],"key":"optional","ttl_seconds":60,
+                "duplicate_wait_seconds":0,"origin_timeout_seconds":5,"on_object_unavailable":"fail-open",
+                "fingerprint_headers":["Stripe-Version"]},{"pattern":"/v1/*"}]"#,
+        )
+        .unwrap();
+        assert_eq!(routes.len(), 2);
+        let first = &routes[0];
+        assert_eq!(first.methods.as_deref(), Some(&["POST".to_owned()][..]));
+        assert_eq!(first.key_required, Some(false));
+        assert_eq!(first.ttl_seconds, Some(60));
+        assert_eq!(first.duplicate_wait_seconds, Some(0));
+        assert_eq!(first.origin_timeout_seconds, Some(5));
+        assert_eq!(first.on_unavailable, Some(Unavailable::FailOpen));
+        assert_eq!(first.fingerprint_headers.as_deref(), Some(&["stripe-version".to_owned()][..]));
+        assert_eq!(routes[1].methods, None);
+        assert_eq!(parse_routes("  ").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn errors_say_where() {
+        let cases = [
+            ("{", "not valid JSON"),
+            ("{}", "expected a JSON array"),
+            ("[1]", "[0]: expected an object"),
+            (r#"[{"methods":["POST"]}]"#, "[0].pattern"),
+            (r#"[{"pattern":"/a"},{"pattern":"/b","ttl_seconds":0}]"#, "[1].ttl_seconds"),
+            (r#"[{"pattern":"/a","ttl_seconds":"60"}]"#, "[0].ttl_seconds"),
+            (r#"[{"pattern":"/a","key":"maybe"}]"#, "[0].key"),
+            (r#"[{"pattern":"/a","methods":["PO ST"]}]"#, "[0].methods"),
+            (r#"[{"pattern":"/a","methods":["GET"]}]"#, "[0].methods"),
+            (r#"[{"pattern":"/a","fingerprint_headers":["bad header"]}]"#, "[0].fingerprint_headers"),
+            (r#"[{"pattern":"/a","on_object_unavailable":"open"}]"#, "[0].on_object_unavailable"),
+            (r#"[{"pattern":"/a","ttl":60}]"#, "[0].ttl: unknown member"),
+        ];
+        for (raw, expected) in cases {
+            let err = parse_routes(raw).expect_err(raw);
+            assert!(err.contains(expected), "{raw}: {err}");
+        }
+    }
+}

@@ -110,6 +110,16 @@ rm -rf "$state"
 
 impl Worker {
     pub fn start(config: WorkerConfig) -> Result<Worker, String> {
+        Worker::start_with(config, None)
+    }
+
+    /// Starts the built worker under a wrangler configuration of the test's own (written to
+    /// the instance's directory; `{MAIN}` in it is replaced by the built shim's path).
+    pub fn start_with_config(config: WorkerConfig, wrangler_toml: &str) -> Result<Worker, String> {
+        Worker::start_with(config, Some(wrangler_toml))
+    }
+
+    fn start_with(config: WorkerConfig, wrangler_toml: Option<&str>) -> Result<Worker, String> {
         require_build();
         clean_stale_dirs();
         let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -140,6 +150,14 @@ impl Worker {
             state.display().to_string(),
             "--show-interactive-dev-session=false".into(),
         ];
+        if let Some(toml) = wrangler_toml {
+            let main = root.join("build/worker/shim.mjs");
+            let file = dir.join("wrangler.toml");
+            fs::write(&file, toml.replace("{MAIN}", &main.display().to_string()))
+                .map_err(|e| format!("write {}: {e}", file.display()))?;
+            args.push("--config".into());
+            args.push(file.display().to_string());
+        }
         for (name, value) in &config.vars {
             args.push("--var".into());
             args.push(format!("{name}:{value}"));

@@ -1,0 +1,272 @@
+//! End-to-end tests of per-route policy (`IDEMPOTENCY_ROUTES`): every override, in real
+//! workerd in front of a real loopback origin.
+//!
+//! Instances:
+//! - `routed()`: one route per override, under `/routes/<override>/…`;
+//! - `detached()`: its Durable Object binding names a worker that is not running, so every
+//!   object call fails; `/open/…` fails open, everything else fails closed;
+//! - `misrouted()`: an invalid route list.
+
+mod support;
+
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::http::{Request, Response};
+use support::origin::Origin;
+use support::unique;
+use support::worker::{require_build, Readiness, Worker, WorkerConfig};
+
+const ROUTES: &str = r#"[
+  {"pattern": "/routes/put/*", "methods": ["PUT"]},
+  {"pattern": "/routes/optional/*", "key": "optional"},
+  {"pattern": "/routes/ttl/*", "ttl_seconds": 2},
+  {"pattern": "/routes/no-wait/*", "duplicate_wait_seconds": 0},
+  {"pattern": "/routes/timeout/*", "origin_timeout_seconds": 1},
+  {"pattern": "/routes/versioned/*", "fingerprint_headers": ["X-Api-Version"]}
+]"#;
+
+fn origin() -> &'static Origin {
+    static ORIGIN: OnceLock<Origin> = OnceLock::new();
+    ORIGIN.get_or_init(Origin::start)
+}
+
+fn vars(routes: &str) -> Vec<(String, String)> {
+    [
+        ("ORIGIN_URL", origin().url()),
+        ("IDEMPOTENCY_TTL_SECONDS", "600".to_string()),
+        ("DUPLICATE_WAIT_SECONDS", "10".to_string()),
+        ("ORIGIN_TIMEOUT_SECONDS", "20".to_string()),
+        ("IDEMPOTENCY_ROUTES", routes.to_string()),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect()
+}
+
+fn instance(
+    cell: &'static OnceLock<Result<Worker, String>>,
+    start: impl FnOnce() -> Result<Worker, String>,
+) -> &'static Worker {
+    require_build();
+    match cell.get_or_init(start) {
+        Ok(worker) => worker,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn routed() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    instance(&CELL, || {
+        Worker::start(WorkerConfig {
+            name: "routed".into(),
+            vars: vars(ROUTES),
+            readiness: Readiness::OriginAnswers,
+        })
+    })
+}
+
+fn detached() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    instance(&CELL, || {
+        let toml = r#"
+name = "idempotency-edge-detached"
+main = "{MAIN}"
+compatibility_date = "2026-04-26"
+
+[[durable_objects.bindings]]
+name = "IDEMPOTENCY_KEYS"
+class_name = "KeyObject"
+script_name = "idempotency-edge-not-running"
+"#;
+        let routes = r#"[{"pattern": "/open/*", "on_object_unavailable": "fail-open"},
+                         {"pattern": "/closed/*", "on_object_unavailable": "fail-closed"}]"#;
+        Worker::start_with_config(
+            WorkerConfig { name: "detached".into(), vars: vars(routes), readiness: Readiness::OriginAnswers },
+            toml,
+        )
+    })
+}
+
+fn misrouted() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    instance(&CELL, || {
+        let routes = r#"[{"pattern": "/a"}, {"pattern": "/b", "ttl_seconds": "sixty"}]"#;
+        Worker::start(WorkerConfig {
+            name: "misrouted".into(),
+            vars: vars(routes),
+            readiness: Readiness::AnyResponse,
+        })
+    })
+}
+
+fn payment(method: &str, path: &str, key: &str) -> Request {
+    Request::new(method, path).header("Idempotency-Key", key).json(r#"{"amount":700,"currency":"eur"}"#)
+}
+
+fn path_under(prefix: &str) -> String {
+    format!("{prefix}/{}", unique("p"))
+}
+
+fn problem_type(r: &Response) -> String {
+    r.json()["type"].as_str().unwrap_or_default().to_string()
+}
+
+fn assert_problem(r: &Response, status: u16, kind: &str) {
+    assert_eq!(r.status, status, "expected {status} {kind}, got {r:?}");
+    assert_eq!(problem_type(r), format!("urn:idempotency-edge:problem:{kind}"), "{r:?}");
+}
+
+#[test]
+fn a_route_can_cover_put_and_leave_post_uncovered() {
+    let (w, o) = (routed(), origin());
+    let path = path_under("/routes/put");
+    let key = unique("put");
+    // The test origin answers PUT with 200.
+    let first = w.send(&payment("PUT", &path, &key));
+    assert_eq!(first.status, 200, "{first:?}");
+    let retry = w.send(&payment("PUT", &path, &key));
+    assert!(retry.is_replayed(), "PUT is covered on this route: {retry:?}");
+    assert_eq!(retry.body, first.body);
+    assert_eq!(o.executions(&key), 1);
+
+    // The route names only PUT, so POST passes through: no key needed, no deduplication.
+    let post_path = path_under("/routes/put");
+    for _ in 0..2 {
+        let r = w.send(&Request::post(&post_path).json("{}"));
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    assert_eq!(o.executions_at(&post_path), 2);
+
+    // Outside the route the defaults hold: PUT passes through, POST needs a key.
+    let elsewhere = path_under("/elsewhere");
+    assert_eq!(w.send(&Request::new("PUT", &elsewhere).json("{}")).status, 200);
+    assert_eq!(o.executions_at(&elsewhere), 1);
+    assert_problem(&w.send(&Request::post(&elsewhere).json("{}")), 400, "missing-key");
+}
+
+#[test]
+fn a_route_can_make_the_key_optional() {
+    let (w, o) = (routed(), origin());
+    let path = path_under("/routes/optional");
+    for _ in 0..2 {
+        let r = w.send(&Request::post(&path).json("{}"));
+        assert_eq!(r.status, 201, "without a key the request passes through: {r:?}");
+    }
+    assert_eq!(o.executions_at(&path), 2);
+    let key = unique("optional");
+    let keyed = path_under("/routes/optional");
+    let first = w.send(&payment("POST", &keyed, &key));
+    let retry = w.send(&payment("POST", &keyed, &key));
+    assert!(!first.is_replayed() && retry.is_replayed(), "with a key it is protected: {retry:?}");
+    assert_eq!(o.executions(&key), 1);
+}
+
+#[test]
+fn a_route_overrides_the_ttl() {
+    let (w, o) = (routed(), origin());
+    let key = unique("ttl");
+    let path = path_under("/routes/ttl");
+    assert_eq!(w.send(&payment("POST", &path, &key)).status, 201);
+    assert!(w.send(&payment("POST", &path, &key)).is_replayed());
+    thread::sleep(Duration::from_millis(3_500));
+    let again = w.send(&payment("POST", &path, &key));
+    assert_eq!(again.status, 201);
+    assert!(!again.is_replayed(), "the route's 2 s TTL has passed: {again:?}");
+    assert_eq!(o.executions(&key), 2);
+}
+
+#[test]
+fn a_route_overrides_the_duplicate_wait() {
+    let (w, o) = (routed(), origin());
+    let key = unique("no-wait");
+    let path = path_under("/routes/no-wait");
+    let slow = payment("POST", &path, &key).header("x-test-delay-ms", "3000");
+    let first = {
+        let slow = slow.clone();
+        thread::spawn(move || w.send(&slow))
+    };
+    assert!(o.wait_for_executions(&key, 1, Duration::from_secs(30)), "the first attempt never arrived");
+    let started = Instant::now();
+    let duplicate = w.send(&slow);
+    assert_problem(&duplicate, 409, "in-progress");
+    assert!(duplicate.header("retry-after").is_some(), "{duplicate:?}");
+    assert!(started.elapsed() < Duration::from_millis(2_500), "a zero wait answers before the origin does");
+    assert_eq!(first.join().expect("first request").status, 201);
+    assert_eq!(o.executions(&key), 1);
+}
+
+#[test]
+fn a_route_overrides_the_origin_timeout() {
+    let (w, o) = (routed(), origin());
+    let key = unique("timeout");
+    let path = path_under("/routes/timeout");
+    let slow = payment("POST", &path, &key).header("x-test-delay-ms", "4000");
+    assert_problem(&w.send(&slow), 502, "outcome-unknown");
+    assert_problem(&w.send(&slow), 502, "outcome-unknown");
+    assert_eq!(o.executions(&key), 1, "an unknown outcome is never forwarded again");
+}
+
+#[test]
+fn a_route_adds_headers_to_the_fingerprint() {
+    let (w, o) = (routed(), origin());
+    let key = unique("versioned");
+    let path = path_under("/routes/versioned");
+    let v1 = payment("POST", &path, &key).header("X-Api-Version", "2024-01-01");
+    assert_eq!(w.send(&v1).status, 201);
+    assert!(w.send(&v1).is_replayed());
+    let v2 = payment("POST", &path, &key).header("X-Api-Version", "2025-06-01");
+    assert_problem(&w.send(&v2), 422, "key-reused");
+    assert_problem(&w.send(&payment("POST", &path, &key)), 422, "key-reused");
+    assert_eq!(o.executions(&key), 1);
+
+    // Elsewhere the header is not part of the payload.
+    let other = path_under("/elsewhere");
+    let other_key = unique("unversioned");
+    let plain = payment("POST", &other, &other_key).header("X-Api-Version", "2024-01-01");
+    assert_eq!(w.send(&plain).status, 201);
+    let changed = payment("POST", &other, &other_key).header("X-Api-Version", "2025-06-01");
+    assert!(w.send(&changed).is_replayed());
+}
+
+#[test]
+fn an_unavailable_object_fails_closed_by_default() {
+    let (w, o) = (detached(), origin());
+    for prefix in ["/closed", "/unrouted"] {
+        let key = unique("closed");
+        let r = w.send(&payment("POST", &path_under(prefix), &key));
+        assert_problem(&r, 503, "storage-unavailable");
+        assert!(r.header("retry-after").is_some(), "{r:?}");
+        assert_eq!(o.executions(&key), 0, "nothing is forwarded unprotected");
+    }
+}
+
+#[test]
+fn an_unavailable_object_fails_open_where_a_route_says_so() {
+    let (w, o) = (detached(), origin());
+    let key = unique("open");
+    let path = path_under("/open");
+    for _ in 0..2 {
+        let r = w.send(&payment("POST", &path, &key));
+        assert_eq!(r.status, 201, "fail-open forwards without protection: {r:?}");
+        assert!(!r.is_replayed());
+    }
+    assert_eq!(o.executions(&key), 2, "fail-open means no deduplication while the object is down");
+    let forwarded = o.last_headers(&key).expect("the origin saw the request");
+    assert!(
+        forwarded.iter().all(|(name, _)| !name.to_ascii_lowercase().starts_with("x-idempotency-edge-")),
+        "internal headers are not forwarded: {forwarded:?}"
+    );
+}
+
+#[test]
+fn invalid_routes_answer_500_saying_what_is_wrong() {
+    let (w, o) = (misrouted(), origin());
+    let path = path_under("/b");
+    let r = w.send(&payment("POST", &path, &unique("misrouted")));
+    assert_problem(&r, 500, "invalid-config");
+    let detail = r.json()["detail"].as_str().unwrap_or_default().to_string();
+    assert!(detail.contains("IDEMPOTENCY_ROUTES") && detail.contains("[1].ttl_seconds"), "{detail}");
+    assert_eq!(o.executions_at(&path), 0);
+}

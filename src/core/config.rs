@@ -17,8 +17,9 @@ pub const VAR_ORIGIN_TIMEOUT_SECONDS: &str = "ORIGIN_TIMEOUT_SECONDS";
 pub const VAR_MAX_BODY_BYTES: &str = "MAX_BODY_BYTES";
 pub const VAR_SCOPE_HEADER: &str = "SCOPE_HEADER";
 pub const VAR_ROUTES: &str = "IDEMPOTENCY_ROUTES";
+pub const VAR_ADMIN_PATH_PREFIX: &str = "ADMIN_PATH_PREFIX";
 
-pub const ALL_VARS: [&str; 7] = [
+pub const ALL_VARS: [&str; 8] = [
     VAR_ORIGIN_URL,
     VAR_TTL_SECONDS,
     VAR_DUPLICATE_WAIT_SECONDS,
@@ -26,6 +27,7 @@ pub const ALL_VARS: [&str; 7] = [
     VAR_MAX_BODY_BYTES,
     VAR_SCOPE_HEADER,
     VAR_ROUTES,
+    VAR_ADMIN_PATH_PREFIX,
 ];
 
 /// Thirty days: longer retention is allowed by nothing in the product, and a typo of
@@ -49,6 +51,8 @@ pub struct Config {
     pub scope_header: String,
     /// Per-route overrides, tried in order (`IDEMPOTENCY_ROUTES`).
     pub routes: Vec<Route>,
+    /// Where the admin API lives (when `ADMIN_TOKEN` is set); starts and ends with `/`.
+    pub admin_prefix: String,
 }
 
 /// The policy that applies to one request path: the flat variables, overridden by the
@@ -118,6 +122,7 @@ impl Config {
             parse_header_name(VAR_SCOPE_HEADER, lookup(VAR_SCOPE_HEADER).unwrap_or("Authorization"))?;
         let routes = parse_routes(lookup(VAR_ROUTES).unwrap_or(""))
             .map_err(|reason| ConfigError::new(VAR_ROUTES, reason))?;
+        let admin_prefix = parse_admin_prefix(lookup(VAR_ADMIN_PATH_PREFIX))?;
         Ok(Config {
             origin_url,
             timing: Timing {
@@ -128,6 +133,7 @@ impl Config {
             max_body_bytes,
             scope_header,
             routes,
+            admin_prefix,
         })
     }
 
@@ -219,6 +225,22 @@ fn parse_origin_url(raw: &str) -> Result<Option<String>, ConfigError> {
         return invalid("the URL needs a host (and no user info)");
     }
     Ok(Some(url.trim_end_matches('/').to_owned()))
+}
+
+fn parse_admin_prefix(raw: Option<&str>) -> Result<String, ConfigError> {
+    let prefix = raw.map(str::trim).filter(|p| !p.is_empty()).unwrap_or(super::admin::DEFAULT_PREFIX);
+    let valid = prefix.len() > 2
+        && prefix.starts_with('/')
+        && prefix.ends_with('/')
+        && prefix.bytes().all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#' && b != b'*');
+    if valid {
+        Ok(prefix.to_owned())
+    } else {
+        Err(ConfigError::new(
+            VAR_ADMIN_PATH_PREFIX,
+            "expected a path that starts and ends with \"/\", like /__idempotency/",
+        ))
+    }
 }
 
 fn parse_header_name(variable: &'static str, raw: &str) -> Result<String, ConfigError> {
@@ -342,6 +364,8 @@ mod tests {
             (VAR_MAX_BODY_BYTES, "1e6"),
             (VAR_SCOPE_HEADER, "Bad Header"),
             (VAR_SCOPE_HEADER, ""),
+            (VAR_ADMIN_PATH_PREFIX, "admin"),
+            (VAR_ADMIN_PATH_PREFIX, "/"),
         ];
         for &(variable, value) in cases {
             let err = parse(&[(variable, value)]).expect_err(value);

@@ -3,6 +3,7 @@
 //! (`crate::runtime`) converts between the platform's types and these, and carries out
 //! what the core decides.
 
+pub mod admin;
 pub mod canonical_json;
 pub mod config;
 pub mod fingerprint;

@@ -33,6 +33,12 @@ pub enum ProblemKind {
     StorageUnavailable,
     /// A configuration variable is invalid; nothing is forwarded until it is fixed.
     InvalidConfig,
+    /// An admin call without the right bearer token.
+    Unauthorized,
+    /// An admin path that does not exist.
+    NotFound,
+    /// An admin path called with a method it does not take.
+    MethodNotAllowed,
 }
 
 impl ProblemKind {
@@ -45,6 +51,9 @@ impl ProblemKind {
             ProblemKind::OutcomeUnknown | ProblemKind::OriginUnreachable => 502,
             ProblemKind::StorageUnavailable => 503,
             ProblemKind::InvalidConfig => 500,
+            ProblemKind::Unauthorized => 401,
+            ProblemKind::NotFound => 404,
+            ProblemKind::MethodNotAllowed => 405,
         }
     }
 
@@ -60,6 +69,9 @@ impl ProblemKind {
             ProblemKind::OriginUnreachable => "origin-unreachable",
             ProblemKind::StorageUnavailable => "storage-unavailable",
             ProblemKind::InvalidConfig => "invalid-config",
+            ProblemKind::Unauthorized => "unauthorized",
+            ProblemKind::NotFound => "not-found",
+            ProblemKind::MethodNotAllowed => "method-not-allowed",
         }
     }
 
@@ -74,6 +86,9 @@ impl ProblemKind {
             ProblemKind::OriginUnreachable => "The origin could not be reached",
             ProblemKind::StorageUnavailable => "Idempotency storage is unavailable",
             ProblemKind::InvalidConfig => "The idempotency worker is misconfigured",
+            ProblemKind::Unauthorized => "A valid admin bearer token is required",
+            ProblemKind::NotFound => "No such admin endpoint",
+            ProblemKind::MethodNotAllowed => "Method not allowed on this admin endpoint",
         }
     }
 }

@@ -21,7 +21,8 @@ use worker::{
     Result,
 };
 
-use super::{internal, respond};
+use super::{admin, internal, respond};
+use crate::core::admin::is_admin_path;
 use crate::core::config::{encode_timing, Config, Policy, ALL_VARS};
 use crate::core::fingerprint::{fingerprint, object_name, Payload, Scope};
 use crate::core::headers::{connection_tokens, forward_to_origin};
@@ -30,7 +31,7 @@ use crate::core::problem::{Problem, ProblemKind};
 use crate::core::routes::Unavailable;
 
 /// The Durable Object namespace binding (wrangler.toml).
-const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
+pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
@@ -39,6 +40,11 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         Err(problem) => return respond::refused(&problem),
     };
     let url = req.url()?;
+    if let Some(token) = admin::token(&env) {
+        if is_admin_path(&config.admin_prefix, url.path()) {
+            return admin::call(req, &env, &config.admin_prefix, &token).await;
+        }
+    }
     let policy = config.policy_for(url.path());
     if policy.covers(&req.inner().method()) {
         covered(req, &env, &config, &policy).await
@@ -179,7 +185,7 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
 
 /// The object's answer without its marker, or an error when the answer did not come from
 /// the object at all (the platform answered for an object it could not run).
-fn answered_by_object(response: Response) -> Result<Response> {
+pub(super) fn answered_by_object(response: Response) -> Result<Response> {
     if !response.headers().has(internal::ANSWERED)? {
         return Err(worker::Error::RustError(format!(
             "the object did not answer (the platform said {})",

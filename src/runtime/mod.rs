@@ -5,8 +5,10 @@
 //! - `object`: the Durable Object, single writer for one (scope, key).
 //! - `storage`: the object's one-row SQLite record.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
+//! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `respond`: core values (problems, stored responses) into `Response`s.
 
+mod admin;
 mod entry;
 mod object;
 mod origin;
@@ -24,6 +26,8 @@ mod internal {
     /// without it came from the platform (the object never ran), so the object counts as
     /// unavailable.
     pub const ANSWERED: &str = "x-idempotency-edge-answered";
+    /// An admin operation for the object: `inspect`, `purge` or `purge-force`.
+    pub const ADMIN: &str = "x-idempotency-edge-admin";
 }
 
 /// Milliseconds since the epoch. Only the runtime reads the clock; the core is handed it.

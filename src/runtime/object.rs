@@ -31,6 +31,7 @@ use worker::{
 use super::origin::{self, OriginAnswer};
 use super::storage::{self, StorageError};
 use super::{internal, now_ms, respond};
+use crate::core::admin;
 use crate::core::config::decode_timing;
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{pass_to_caller, store_for_replay};
@@ -69,6 +70,9 @@ impl DurableObject for KeyObject {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
+        if let Some(operation) = req.headers().get(internal::ADMIN)? {
+            return self.admin(&operation).await;
+        }
         let now = now_ms();
         let Some((fingerprint, timing)) = internal_headers(&req)? else {
             return respond::problem(&Problem::new(
@@ -146,10 +150,7 @@ impl DurableObject for KeyObject {
         let response = response.unwrap_or_else(|| respond::problem(&storage_unavailable()));
         log.status = response.as_ref().map_or(500, Response::status_code);
         console_log!("{}", log.to_json());
-        response.and_then(|response| {
-            response.headers().set(internal::ANSWERED, "1")?;
-            Ok(response)
-        })
+        mark_answered(response)
     }
 
     async fn alarm(&self) -> Result<Response> {
@@ -176,6 +177,49 @@ impl DurableObject for KeyObject {
 }
 
 impl KeyObject {
+    /// Inspects or purges the record for the admin API (`core::admin` has the rules).
+    async fn admin(&self, operation: &str) -> Result<Response> {
+        let now = now_ms();
+        let object_id = self.state.id().to_string();
+        let record = match self.record() {
+            Ok(record) => record,
+            Err(error) => {
+                console_error!("object {}: admin could not read the record: {}", self.short_id(), error);
+                return mark_answered(respond::problem(&storage_unavailable()));
+            }
+        };
+        let live = self.live.borrow().is_some();
+        let response = match operation {
+            "inspect" => json_response(&admin::summary(&object_id, record.as_ref(), live, now)),
+            "purge" | "purge-force" => {
+                let force = operation == "purge-force";
+                if admin::purge_refused(record.as_ref(), now, force) || (live && !force) {
+                    respond::problem(&Problem::new(
+                        ProblemKind::InProgress,
+                        "The record is in flight: its execution may still be running. Add ?force=true to purge it anyway.",
+                    ))
+                } else {
+                    match self.apply(&RecordChange::Delete).await {
+                        Ok(()) => {
+                            console_log!(
+                                "{{\"event\":\"admin-purge\",\"object\":\"{}\",\"forced\":{}}}",
+                                object_id,
+                                force
+                            );
+                            json_response(&serde_json::json!({ "object_id": object_id, "purged": true }))
+                        }
+                        Err(error) => {
+                            console_error!("object {}: purge failed: {}", self.short_id(), error);
+                            respond::problem(&storage_unavailable())
+                        }
+                    }
+                }
+            }
+            _ => respond::problem(&Problem::new(ProblemKind::NotFound, "Unknown admin operation.")),
+        };
+        mark_answered(response)
+    }
+
     /// The record, read from storage the first time and from memory afterwards.
     fn record(&self) -> std::result::Result<Option<Record>, StorageError> {
         if let Cached::Loaded(record) = &*self.cached.borrow() {
@@ -355,6 +399,19 @@ impl KeyObject {
         let id = self.state.id().to_string();
         id.chars().take(16).collect()
     }
+}
+
+/// Marks an answer as the object's own (see `internal::ANSWERED`).
+fn mark_answered(response: Result<Response>) -> Result<Response> {
+    let response = response?;
+    response.headers().set(internal::ANSWERED, "1")?;
+    Ok(response)
+}
+
+fn json_response(value: &serde_json::Value) -> Result<Response> {
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    Ok(respond::build(200, headers, serde_json::to_vec(value).unwrap_or_default()))
 }
 
 /// Steps with `OutcomeWriteFailed`, carrying the answer the original step would have given.

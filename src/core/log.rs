@@ -78,7 +78,40 @@ struct Line<'a> {
     wait_ms: Option<u64>,
 }
 
+/// One Workers Analytics Engine data point: the same fields as the log line.
+/// Layout (documented in docs/operations.md): index1 = decision; blob1 = decision,
+/// blob2 = problem kind or "", blob3 = object id or ""; double1 = status, double2 = origin
+/// status (0: none), double3 = origin latency in ms, double4 = wait in ms (-1: none).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataPoint {
+    pub index: &'static str,
+    pub blobs: [String; 3],
+    pub doubles: [f64; 4],
+}
+
 impl RequestLog {
+    pub fn data_point(&self) -> DataPoint {
+        let problem = match self.decision {
+            Decision::Rejected(kind) => kind.slug(),
+            _ => "",
+        };
+        let millis = |value: Option<u64>| value.map_or(-1.0, |v| v as f64);
+        DataPoint {
+            index: self.decision.name(),
+            blobs: [
+                self.decision.name().to_owned(),
+                problem.to_owned(),
+                self.object.clone().unwrap_or_default(),
+            ],
+            doubles: [
+                f64::from(self.status),
+                f64::from(self.origin_status.unwrap_or(0)),
+                millis(self.origin_ms),
+                millis(self.wait_ms),
+            ],
+        }
+    }
+
     pub fn to_json(&self) -> String {
         let problem = match self.decision {
             Decision::Rejected(kind) => Some(kind.slug()),
@@ -134,6 +167,22 @@ mod tests {
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
         assert_eq!(value["decision"], "rejected");
         assert_eq!(value["problem"], "key-reused");
+    }
+
+    #[test]
+    fn data_points_carry_the_same_fields() {
+        let line = RequestLog {
+            object: None,
+            decision: Decision::Rejected(ProblemKind::InProgress),
+            status: 409,
+            origin_status: None,
+            origin_ms: None,
+            wait_ms: Some(5_000),
+        };
+        let point = line.data_point();
+        assert_eq!(point.index, "rejected");
+        assert_eq!(point.blobs, ["rejected".to_owned(), "in-progress".to_owned(), String::new()]);
+        assert_eq!(point.doubles, [409.0, 0.0, -1.0, 5_000.0]);
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let config = match load_config(&env) {
         Ok(config) => config,
-        Err(problem) => return respond::refused(&problem),
+        Err(problem) => return respond::refused(&env, &problem),
     };
     let url = req.url()?;
     if let Some(token) = admin::token(&env) {
@@ -92,16 +92,19 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
             let kind =
                 if error == KeyError::Missing { ProblemKind::MissingKey } else { ProblemKind::InvalidKey };
             discard_body(&mut req).await;
-            return respond::refused(&Problem::new(kind, error.detail()));
+            return respond::refused(env, &Problem::new(kind, error.detail()));
         }
     };
     let body = match read_body(&mut req, config.max_body_bytes).await? {
         Some(body) => body,
         None => {
-            return respond::refused(&Problem::new(
-                ProblemKind::BodyTooLarge,
-                format!("The request body is larger than {} bytes.", config.max_body_bytes),
-            ))
+            return respond::refused(
+                env,
+                &Problem::new(
+                    ProblemKind::BodyTooLarge,
+                    format!("The request body is larger than {} bytes.", config.max_body_bytes),
+                ),
+            )
         }
     };
 
@@ -173,6 +176,7 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
                 return origin_or_problem(Fetch::Request(forwarded).send().await);
             }
             respond::refused(
+                env,
                 &Problem::new(
                     ProblemKind::StorageUnavailable,
                     "The idempotency record for this key could not be reached, so the request was not forwarded. Retry with the same key.",

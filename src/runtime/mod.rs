@@ -6,10 +6,12 @@
 //! - `storage`: the object's one-row SQLite record.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
 //! - `admin`: the admin API's edge half (token, routing to the object).
+//! - `metrics`: the log line and the optional Analytics Engine data point.
 //! - `respond`: core values (problems, stored responses) into `Response`s.
 
 mod admin;
 mod entry;
+mod metrics;
 mod object;
 mod origin;
 mod respond;

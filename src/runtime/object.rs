@@ -28,6 +28,7 @@ use worker::{
     Result, State,
 };
 
+use super::metrics;
 use super::origin::{self, OriginAnswer};
 use super::storage::{self, StorageError};
 use super::{internal, now_ms, respond};
@@ -60,13 +61,14 @@ enum Cached {
 #[durable_object]
 pub struct KeyObject {
     state: State,
+    env: Env,
     cached: RefCell<Cached>,
     live: RefCell<Option<LiveAttempt>>,
 }
 
 impl DurableObject for KeyObject {
-    fn new(state: State, _env: Env) -> Self {
-        KeyObject { state, cached: RefCell::new(Cached::NotLoaded), live: RefCell::new(None) }
+    fn new(state: State, env: Env) -> Self {
+        KeyObject { state, env, cached: RefCell::new(Cached::NotLoaded), live: RefCell::new(None) }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
@@ -149,7 +151,7 @@ impl DurableObject for KeyObject {
         }
         let response = response.unwrap_or_else(|| respond::problem(&storage_unavailable()));
         log.status = response.as_ref().map_or(500, Response::status_code);
-        console_log!("{}", log.to_json());
+        metrics::record(&self.env, &log);
         mark_answered(response)
     }
 

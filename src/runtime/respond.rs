@@ -1,7 +1,8 @@
 //! Turns core values into `Response`s. Owns no decision.
 
-use worker::{console_log, Headers, Response, ResponseBuilder, Result};
+use worker::{Env, Headers, Response, ResponseBuilder, Result};
 
+use super::metrics;
 use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::problem_response;
 use crate::core::problem::Problem;
@@ -17,7 +18,7 @@ pub fn problem(problem: &Problem) -> Result<Response> {
 
 /// A problem+json response for a request refused before it reached a key's object, with
 /// its log line (no object: none exists for it).
-pub fn refused(problem: &Problem) -> Result<Response> {
+pub fn refused(env: &Env, problem: &Problem) -> Result<Response> {
     let log = RequestLog {
         object: None,
         decision: Decision::Rejected(problem.kind),
@@ -26,7 +27,7 @@ pub fn refused(problem: &Problem) -> Result<Response> {
         origin_ms: None,
         wait_ms: None,
     };
-    console_log!("{}", log.to_json());
+    metrics::record(env, &log);
     self::problem(problem)
 }
 

@@ -4,17 +4,26 @@
 POST /v1/charges  charges the ledger (slowly, on purpose) and answers 201 with the charge.
 GET  /v1/ledger   lists every charge, so you can see one charge per key.
 
+Now and then (DEMO_DROP_RATE, default 0.1) it charges the ledger and then drops the
+connection instead of answering, like a payment processor that crashes after acting. The
+worker cannot know whether that charge happened: it answers 502 outcome-unknown and never
+sends the key again. A request with "X-Demo-Drop-Reply: 1" is always dropped this way.
+
 It logs one line per execution, so a prevented duplicate is visible: the worker answers the
 retry, and no new line appears here.
 """
 import json
 import os
+import random
+import socket
+import struct
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DELAY_SECONDS = float(os.environ.get("DEMO_DELAY_MS", "700")) / 1000
+DROP_RATE = float(os.environ.get("DEMO_DROP_RATE", "0.1"))
 LEDGER = []
 LOCK = threading.Lock()
 
@@ -55,6 +64,12 @@ class Handler(BaseHTTPRequestHandler):
                       "currency": request.get("currency", "eur"), "created": int(time.time())}
             LEDGER.append(charge)
         print("origin: executed charge %s for %d" % (charge["id"], amount), file=sys.stderr, flush=True)
+        if self.headers.get("X-Demo-Drop-Reply") == "1" or random.random() < DROP_RATE:
+            print("origin: dropped the reply to charge %s" % charge["id"], file=sys.stderr, flush=True)
+            # A reset, not a clean close: the caller sees the connection break.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            return
         self._send(201, charge)
 
     def log_message(self, *args):

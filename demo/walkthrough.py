@@ -6,7 +6,12 @@ Runs, against the live worker on loopback:
   2. ten concurrent duplicates of a new charge (one execution);
   3. a reply lost to a client that gives up, then the retry (replayed);
   4. the same key with another amount (422 key-reused);
-  5. the ledger, showing one charge per key.
+  5. a reply the origin drops after charging (502 outcome-unknown, never re-sent);
+  6. the ledger, showing one charge per key.
+
+The demo origin also drops a reply at random now and then (DEMO_DROP_RATE); a step that
+meets one shows 502 outcome-unknown instead of the charge, and the ledger still has one
+charge for that key.
 
 It prints one line per request: status, whether it was replayed, and the latency.
 Usage: python3 demo/walkthrough.py [worker base URL, default http://127.0.0.1:8787]
@@ -25,11 +30,13 @@ if TARGET.hostname not in ("127.0.0.1", "localhost", "::1"):
     sys.exit("the walkthrough only talks to a worker on loopback")
 
 
-def charge(key, amount, timeout=60.0):
+def charge(key, amount, timeout=60.0, drop=False):
     """POST /v1/charges with this key; returns (status, replayed, latency ms, body) or raises."""
     conn = http.client.HTTPConnection(TARGET.hostname, TARGET.port or 80, timeout=timeout)
     body = json.dumps({"amount": amount, "currency": "eur"})
     headers = {"Idempotency-Key": key, "Content-Type": "application/json"}
+    if drop:
+        headers["X-Demo-Drop-Reply"] = "1"
     started = time.monotonic()
     try:
         conn.request("POST", "/v1/charges", body=body, headers=headers)
@@ -85,7 +92,12 @@ def main():
     print("4. The same key with a different amount")
     show("mismatched payload", charge(key, 9999))
 
-    print("5. The ledger: one charge per key")
+    print("5. The origin charges, then drops its reply")
+    key = new_key("order-5-charge")
+    show("first attempt", charge(key, 5100, drop=True))
+    show("retry", charge(key, 5100, drop=True))
+
+    print("6. The ledger: one charge per key")
     conn = http.client.HTTPConnection(TARGET.hostname, TARGET.port or 80, timeout=30)
     conn.request("GET", "/v1/ledger")
     ledger = json.loads(conn.getresponse().read())

@@ -270,3 +270,35 @@ fn invalid_routes_answer_500_saying_what_is_wrong() {
     assert!(detail.contains("IDEMPOTENCY_ROUTES") && detail.contains("[1].ttl_seconds"), "{detail}");
     assert_eq!(o.executions_at(&path), 0);
 }
+
+/// `DURABLE_OBJECT_JURISDICTION` restricts where key objects live (EU data residency).
+/// Local workerd does not implement jurisdictions ("Jurisdiction restrictions are not
+/// implemented in workerd"), which makes it a real test of the promise that matters: when
+/// the restriction cannot be honoured, nothing is forwarded unprotected.
+#[test]
+fn a_jurisdiction_that_cannot_be_honoured_fails_closed() {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    let w = instance(&CELL, || {
+        let mut vars = vars("[]");
+        vars.push(("DURABLE_OBJECT_JURISDICTION".to_string(), "eu".to_string()));
+        Worker::start(WorkerConfig { name: "eu".into(), vars, readiness: Readiness::OriginAnswers })
+    });
+    let o = origin();
+    let key = unique("eu");
+    let r = w.send(&payment("POST", &path_under("/v1/charges"), &key));
+    assert_problem(&r, 503, "storage-unavailable");
+    assert_eq!(o.executions(&key), 0);
+    // wrangler writes workerd's output a moment later.
+    let explained = (0..20).any(|_| {
+        let found = w.log_contents().contains("Jurisdiction restrictions are not implemented in workerd");
+        if !found {
+            thread::sleep(Duration::from_millis(250));
+        }
+        found
+    });
+    assert!(
+        explained,
+        "the refusal should come from the runtime's missing jurisdiction support; see {}",
+        w.dir().display()
+    );
+}

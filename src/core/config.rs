@@ -18,8 +18,9 @@ pub const VAR_MAX_BODY_BYTES: &str = "MAX_BODY_BYTES";
 pub const VAR_SCOPE_HEADER: &str = "SCOPE_HEADER";
 pub const VAR_ROUTES: &str = "IDEMPOTENCY_ROUTES";
 pub const VAR_ADMIN_PATH_PREFIX: &str = "ADMIN_PATH_PREFIX";
+pub const VAR_JURISDICTION: &str = "DURABLE_OBJECT_JURISDICTION";
 
-pub const ALL_VARS: [&str; 8] = [
+pub const ALL_VARS: [&str; 9] = [
     VAR_ORIGIN_URL,
     VAR_TTL_SECONDS,
     VAR_DUPLICATE_WAIT_SECONDS,
@@ -28,6 +29,7 @@ pub const ALL_VARS: [&str; 8] = [
     VAR_SCOPE_HEADER,
     VAR_ROUTES,
     VAR_ADMIN_PATH_PREFIX,
+    VAR_JURISDICTION,
 ];
 
 /// Thirty days: longer retention is allowed by nothing in the product, and a typo of
@@ -53,6 +55,9 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// Where the admin API lives (when `ADMIN_TOKEN` is set); starts and ends with `/`.
     pub admin_prefix: String,
+    /// Where the key objects (and so the stored responses) must live, e.g. `eu` for EU
+    /// data residency; `None`: anywhere.
+    pub jurisdiction: Option<String>,
 }
 
 /// The policy that applies to one request path: the flat variables, overridden by the
@@ -123,6 +128,11 @@ impl Config {
         let routes = parse_routes(lookup(VAR_ROUTES).unwrap_or(""))
             .map_err(|reason| ConfigError::new(VAR_ROUTES, reason))?;
         let admin_prefix = parse_admin_prefix(lookup(VAR_ADMIN_PATH_PREFIX))?;
+        let jurisdiction = match lookup(VAR_JURISDICTION).map(str::trim).unwrap_or("") {
+            "" => None,
+            known @ ("eu" | "fedramp") => Some(known.to_owned()),
+            _ => return Err(ConfigError::new(VAR_JURISDICTION, "expected eu, fedramp or empty")),
+        };
         Ok(Config {
             origin_url,
             timing: Timing {
@@ -134,6 +144,7 @@ impl Config {
             scope_header,
             routes,
             admin_prefix,
+            jurisdiction,
         })
     }
 
@@ -366,6 +377,7 @@ mod tests {
             (VAR_SCOPE_HEADER, ""),
             (VAR_ADMIN_PATH_PREFIX, "admin"),
             (VAR_ADMIN_PATH_PREFIX, "/"),
+            (VAR_JURISDICTION, "mars"),
         ];
         for &(variable, value) in cases {
             let err = parse(&[(variable, value)]).expect_err(value);

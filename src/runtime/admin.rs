@@ -4,9 +4,10 @@
 
 use worker::{Env, Headers, Request, RequestInit, Response, Result};
 
-use super::entry::{answered_by_object, OBJECT_BINDING};
+use super::entry::{answered_by_object, key_namespace};
 use super::{internal, respond};
 use crate::core::admin::{parse_call, token_matches, AdminCall};
+use crate::core::config::Config;
 use crate::core::problem::{Problem, ProblemKind};
 
 /// The admin token, when the `ADMIN_TOKEN` secret (or, in local development, variable) is
@@ -20,7 +21,8 @@ pub fn token(env: &Env) -> Option<String> {
 }
 
 /// Answers one admin call.
-pub async fn call(req: Request, env: &Env, prefix: &str, token: &str) -> Result<Response> {
+pub async fn call(req: Request, env: &Env, config: &Config, token: &str) -> Result<Response> {
+    let prefix = config.admin_prefix.as_str();
     // The token is checked before anything else, so a refused call learns nothing about
     // which paths or records exist.
     if !token_matches(req.headers().get("authorization")?.as_deref(), token) {
@@ -54,7 +56,7 @@ pub async fn call(req: Request, env: &Env, prefix: &str, token: &str) -> Result<
     let mut init = RequestInit::new();
     init.with_headers(headers);
     let to_object = Request::new_with_init("https://admin.invalid/", &init)?;
-    let namespace = env.durable_object(OBJECT_BINDING)?;
+    let namespace = key_namespace(env, config.jurisdiction.as_deref())?;
     let stub = namespace.id_from_string(&object_id)?.get_stub()?;
     match stub.fetch_with_request(to_object).await.and_then(answered_by_object) {
         Ok(response) => Ok(response),

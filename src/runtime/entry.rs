@@ -14,11 +14,11 @@
 //! nothing is forwarded unprotected.
 
 use futures_util::StreamExt;
-use wasm_bindgen::JsCast;
+use wasm_bindgen::{JsCast, JsValue};
 use worker::web_sys;
 use worker::{
-    console_error, event, ByteStream, Context, Env, Fetch, Headers, Method, Request, RequestInit, Response,
-    Result,
+    console_error, event, ByteStream, Context, Env, Fetch, Headers, Method, ObjectNamespace, Request,
+    RequestInit, Response, Result,
 };
 
 use super::{admin, internal, respond};
@@ -42,7 +42,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let url = req.url()?;
     if let Some(token) = admin::token(&env) {
         if is_admin_path(&config.admin_prefix, url.path()) {
-            return admin::call(req, &env, &config.admin_prefix, &token).await;
+            return admin::call(req, &env, &config, &token).await;
         }
     }
     let policy = config.policy_for(url.path());
@@ -156,7 +156,8 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
     // The object's request URL is where the first attempt goes.
     let to_object = Request::new_with_init(&target, &init)?;
 
-    let reached = match env.durable_object(OBJECT_BINDING).and_then(|ns| ns.id_from_name(&name)?.get_stub()) {
+    let namespace = key_namespace(env, config.jurisdiction.as_deref());
+    let reached = match namespace.and_then(|ns| ns.id_from_name(&name)?.get_stub()) {
         Ok(stub) => stub.fetch_with_request(to_object).await.and_then(answered_by_object),
         Err(error) => Err(error),
     };
@@ -189,6 +190,17 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
 
 /// The object's answer without its marker, or an error when the answer did not come from
 /// the object at all (the platform answered for an object it could not run).
+/// The key objects' namespace, restricted to the configured jurisdiction if any (as
+/// `env.IDEMPOTENCY_KEYS.jurisdiction("eu")` in JavaScript; workers-rs has no wrapper).
+pub(super) fn key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
+    let namespace = env.durable_object(OBJECT_BINDING)?;
+    let Some(jurisdiction) = jurisdiction else { return Ok(namespace) };
+    let raw = JsValue::from(namespace);
+    let restrict: js_sys::Function =
+        js_sys::Reflect::get(&raw, &JsValue::from("jurisdiction"))?.dyn_into()?;
+    Ok(restrict.call1(&raw, &JsValue::from(jurisdiction))?.unchecked_into())
+}
+
 pub(super) fn answered_by_object(response: Response) -> Result<Response> {
     if !response.headers().has(internal::ANSWERED)? {
         return Err(worker::Error::RustError(format!(

@@ -1,0 +1,550 @@
+//! The retry policy of the reference client: pure, with no I/O, no clock and no randomness
+//! of its own. The caller passes in what happened, how many attempts were made, how much
+//! time has passed and a random number; the policy answers what to do next.
+//!
+//! | attempt result                                              | decision |
+//! |-------------------------------------------------------------|----------|
+//! | 2xx                                                         | `Done` (a replay too) |
+//! | problem `outcome-unknown` (502)                             | `NeedsReconciliation`, never retried |
+//! | problem `in-progress` (409)                                 | retry, not before `Retry-After` |
+//! | problem `origin-unreachable` (502): nothing was executed    | retry |
+//! | problem `storage-unavailable`, any 503, any 429             | retry, not before `Retry-After` |
+//! | timeout, connection refused / reset / other transport error | retry |
+//! | a transport failure retrying cannot fix (say, an unsupported URL) | `Fail` |
+//! | anything else: 400, 422 `key-reused`, other 4xx, 500, 502, 504, 3xx | `Fail`, never retried |
+//!
+//! A retryable result is retried while attempts are left and the wait fits in the overall
+//! deadline; otherwise the decision is `GiveUp`. The wait is full-jitter exponential
+//! backoff, `random × min(cap, base × 2^(attempts − 1))`, raised to `Retry-After` when the
+//! answer carries one. The worker stores 500, 502 and 504 from the origin as final answers
+//! (the origin may have acted), so retrying them would only replay them: they fail at once.
+
+use std::time::Duration;
+
+use crate::core::problem::{ProblemKind, PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX};
+
+/// How an attempt failed below HTTP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportErrorKind {
+    /// No complete answer within the attempt's timeout (connect, send or receive).
+    Timeout,
+    /// The server refused the connection: nothing was sent.
+    ConnectionRefused,
+    /// The connection broke (reset, aborted, closed before a complete answer).
+    ConnectionReset,
+    /// Any other failure to get an answer: name resolution, a malformed response, …
+    Other,
+    /// A failure that retrying cannot fix: a URL the transport cannot reach (`https://` with
+    /// the built-in transport), a malformed request, a response over the size limit.
+    Fatal,
+}
+
+impl TransportErrorKind {
+    /// Everything but [`TransportErrorKind::Fatal`]: with the same key a retry is safe.
+    pub fn is_retryable(self) -> bool {
+        self != TransportErrorKind::Fatal
+    }
+}
+
+/// What one attempt produced, as far as the policy cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptResult<'a> {
+    Transport(TransportErrorKind),
+    Response {
+        status: u16,
+        /// The parsed `Retry-After` (see [`parse_retry_after`]).
+        retry_after: Option<Duration>,
+        /// The problem `type`, when the answer is `application/problem+json` (see
+        /// [`problem_type`]).
+        problem_type: Option<&'a str>,
+    },
+}
+
+/// What an attempt's result means, before attempts and time are counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Done,
+    Fail,
+    NeedsReconciliation,
+    Retryable { retry_after: Option<Duration> },
+}
+
+/// The whole decision after an attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// A 2xx answer: the operation succeeded (the answer may be a replay).
+    Done,
+    /// A final answer that is not a success, or an unfixable transport failure.
+    Fail,
+    /// `outcome-unknown`: the operation may or may not have executed. Retrying with the same
+    /// key gets the same problem; the caller must reconcile with the payment system.
+    NeedsReconciliation,
+    /// Send the same request again after this wait.
+    Retry { after: Duration },
+    /// Retryable, but no attempts or time are left.
+    GiveUp(GiveUpReason),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GiveUpReason {
+    /// `max_attempts` attempts were made.
+    AttemptsExhausted,
+    /// The next attempt could not start before the overall deadline.
+    DeadlineExceeded,
+}
+
+/// Timing and limits of the retry loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryConfig {
+    /// Backoff ceiling before the first retry; it doubles with every attempt.
+    pub base_backoff: Duration,
+    /// Largest backoff ceiling (`Retry-After` may ask for longer and is honoured).
+    pub max_backoff: Duration,
+    /// Attempts in all, the first included (0 counts as 1).
+    pub max_attempts: u32,
+    /// Time from the first attempt's start after which no attempt starts; a running
+    /// attempt's timeout is cut to end by then.
+    pub deadline: Duration,
+    /// Time one attempt may take (connect, send, whole answer). Choose it longer than the
+    /// worker's `ORIGIN_TIMEOUT_SECONDS` so that a slow but normal answer is not cut off;
+    /// a shorter one still works (the retry joins or replays the running execution).
+    pub attempt_timeout: Duration,
+}
+
+impl Default for RetryConfig {
+    /// 200 ms base, 10 s cap, 8 attempts, 2 min deadline, 35 s per attempt (longer than
+    /// the worker's default 30 s origin timeout).
+    fn default() -> Self {
+        RetryConfig {
+            base_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(10),
+            max_attempts: 8,
+            deadline: Duration::from_secs(120),
+            attempt_timeout: Duration::from_secs(35),
+        }
+    }
+}
+
+impl RetryConfig {
+    /// `min(cap, base × 2^(attempts_made − 1))`: the largest backoff after `attempts_made`
+    /// attempts.
+    pub fn backoff_ceiling(&self, attempts_made: u32) -> Duration {
+        let exponent = attempts_made.saturating_sub(1);
+        let factor = 1u32.checked_shl(exponent).unwrap_or(0);
+        let grown = if factor == 0 { None } else { self.base_backoff.checked_mul(factor) };
+        grown.unwrap_or(Duration::MAX).min(self.max_backoff)
+    }
+
+    /// Full jitter: `random × backoff_ceiling(attempts_made)`, `random` in `[0, 1]` (values
+    /// outside are clamped, NaN counts as 0).
+    pub fn backoff(&self, attempts_made: u32, random: f64) -> Duration {
+        let random = if random.is_nan() { 0.0 } else { random.clamp(0.0, 1.0) };
+        self.backoff_ceiling(attempts_made).mul_f64(random)
+    }
+
+    /// The timeout for an attempt that starts `elapsed` after the first one: the attempt
+    /// timeout, cut to the deadline. `None` when the deadline has passed.
+    pub fn attempt_timeout_at(&self, elapsed: Duration) -> Option<Duration> {
+        let left = self.deadline.checked_sub(elapsed).filter(|left| !left.is_zero())?;
+        Some(left.min(self.attempt_timeout))
+    }
+
+    /// The decision after attempt number `attempts_made` (1 for the first), `elapsed`
+    /// after the first attempt started, with `random` in `[0, 1]` for the jitter.
+    pub fn decide(
+        &self,
+        result: AttemptResult<'_>,
+        attempts_made: u32,
+        elapsed: Duration,
+        random: f64,
+    ) -> Decision {
+        match classify(result) {
+            Verdict::Done => Decision::Done,
+            Verdict::Fail => Decision::Fail,
+            Verdict::NeedsReconciliation => Decision::NeedsReconciliation,
+            Verdict::Retryable { retry_after } => {
+                if attempts_made >= self.max_attempts.max(1) {
+                    return Decision::GiveUp(GiveUpReason::AttemptsExhausted);
+                }
+                let after = self.backoff(attempts_made, random).max(retry_after.unwrap_or(Duration::ZERO));
+                match elapsed.checked_add(after) {
+                    Some(next_start) if next_start < self.deadline => Decision::Retry { after },
+                    _ => Decision::GiveUp(GiveUpReason::DeadlineExceeded),
+                }
+            }
+        }
+    }
+}
+
+/// What a result means on its own (see the module doc's table).
+pub fn classify(result: AttemptResult<'_>) -> Verdict {
+    let (status, retry_after, problem_type) = match result {
+        AttemptResult::Transport(kind) if kind.is_retryable() => {
+            return Verdict::Retryable { retry_after: None }
+        }
+        AttemptResult::Transport(_) => return Verdict::Fail,
+        AttemptResult::Response { status, retry_after, problem_type } => (status, retry_after, problem_type),
+    };
+    if (200..300).contains(&status) {
+        return Verdict::Done;
+    }
+    let is = |kind: ProblemKind| problem_type.is_some_and(|t| is_problem(t, kind));
+    if is(ProblemKind::OutcomeUnknown) {
+        return Verdict::NeedsReconciliation;
+    }
+    if is(ProblemKind::InProgress) || is(ProblemKind::OriginUnreachable) || matches!(status, 429 | 503) {
+        return Verdict::Retryable { retry_after };
+    }
+    Verdict::Fail
+}
+
+/// Whether a problem `type` URI is the worker's problem of this kind.
+pub fn is_problem(problem_type: &str, kind: ProblemKind) -> bool {
+    problem_type.strip_prefix(PROBLEM_TYPE_PREFIX) == Some(kind.slug())
+}
+
+/// The `type` member of an RFC 9457 problem body, when the content type is
+/// `application/problem+json` (parameters allowed) and the body is a JSON object with a
+/// string `type`.
+pub fn problem_type(content_type: Option<&str>, body: &[u8]) -> Option<String> {
+    let media_type = content_type?.split(';').next()?.trim();
+    if !media_type.eq_ignore_ascii_case(PROBLEM_CONTENT_TYPE) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    value.get("type")?.as_str().map(str::to_owned)
+}
+
+/// Parses a `Retry-After` value: delay-seconds (`120`) or an IMF-fixdate
+/// (`Sun, 06 Nov 1994 08:49:37 GMT`), the latter relative to `now_unix_seconds`. A date in
+/// the past is a zero wait. Anything else (including the obsolete date forms) is `None`.
+pub fn parse_retry_after(value: &str, now_unix_seconds: u64) -> Option<Duration> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // Too many digits to fit is still "very long".
+        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
+    }
+    let at = parse_imf_fixdate(value)?;
+    Some(Duration::from_secs(at.saturating_sub(now_unix_seconds)))
+}
+
+/// `Sun, 06 Nov 1994 08:49:37 GMT` → seconds since the Unix epoch (RFC 9110 §5.6.7).
+fn parse_imf_fixdate(value: &str) -> Option<u64> {
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+    let (day_name, rest) = value.split_once(", ")?;
+    if !DAYS.contains(&day_name) {
+        return None;
+    }
+    let parts: Vec<&str> = rest.split(' ').collect();
+    let [day, month, year, time, "GMT"] = parts.as_slice() else { return None };
+    let number = |text: &str, digits: usize| -> Option<u64> {
+        (text.len() == digits && text.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok())?
+    };
+    let day = number(day, 2)?;
+    let month = MONTHS.iter().position(|m| m == month)? as u64 + 1;
+    let year = number(year, 4)?;
+    let hms: Vec<&str> = time.split(':').collect();
+    let [h, m, s] = hms.as_slice() else { return None };
+    let (h, m, s) = (number(h, 2)?, number(m, 2)?, number(s, 2)?);
+    if !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 || year < 1970 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    Some(days * 86_400 + h * 3_600 + m * 60 + s)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date, for years from 1970 (H. Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year / 400;
+    let year_of_era = year - era * 400;
+    let month_from_march = (month + 9) % 12;
+    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use AttemptResult::{Response, Transport};
+    use TransportErrorKind::*;
+
+    const UNKNOWN: &str = "urn:idempotency-edge:problem:outcome-unknown";
+    const IN_PROGRESS: &str = "urn:idempotency-edge:problem:in-progress";
+    const UNREACHABLE: &str = "urn:idempotency-edge:problem:origin-unreachable";
+    const STORAGE: &str = "urn:idempotency-edge:problem:storage-unavailable";
+    const KEY_REUSED: &str = "urn:idempotency-edge:problem:key-reused";
+    const MISSING_KEY: &str = "urn:idempotency-edge:problem:missing-key";
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    fn config() -> RetryConfig {
+        RetryConfig {
+            base_backoff: ms(100),
+            max_backoff: secs(2),
+            max_attempts: 5,
+            deadline: secs(30),
+            attempt_timeout: secs(10),
+        }
+    }
+
+    fn response(status: u16) -> AttemptResult<'static> {
+        Response { status, retry_after: None, problem_type: None }
+    }
+
+    fn problem(
+        status: u16,
+        problem_type: &'static str,
+        retry_after: Option<Duration>,
+    ) -> AttemptResult<'static> {
+        Response { status, retry_after, problem_type: Some(problem_type) }
+    }
+
+    #[test]
+    fn problem_constants_match_the_core() {
+        for (uri, kind) in [
+            (UNKNOWN, ProblemKind::OutcomeUnknown),
+            (IN_PROGRESS, ProblemKind::InProgress),
+            (UNREACHABLE, ProblemKind::OriginUnreachable),
+            (STORAGE, ProblemKind::StorageUnavailable),
+            (KEY_REUSED, ProblemKind::KeyReused),
+        ] {
+            assert!(is_problem(uri, kind), "{uri}");
+            assert_eq!(uri, format!("{PROBLEM_TYPE_PREFIX}{}", kind.slug()));
+        }
+        assert!(!is_problem(UNKNOWN, ProblemKind::InProgress));
+        assert!(!is_problem("urn:other:problem:outcome-unknown", ProblemKind::OutcomeUnknown));
+    }
+
+    #[test]
+    fn every_row_of_the_table() {
+        use Verdict::*;
+        let retry = |retry_after| Retryable { retry_after };
+        let cases: Vec<(&str, AttemptResult<'static>, Verdict)> = vec![
+            ("200", response(200), Done),
+            ("201", response(201), Done),
+            ("204", response(204), Done),
+            ("timeout", Transport(Timeout), retry(None)),
+            ("refused", Transport(ConnectionRefused), retry(None)),
+            ("reset", Transport(ConnectionReset), retry(None)),
+            ("other transport error", Transport(Other), retry(None)),
+            ("fatal transport error", Transport(Fatal), Fail),
+            ("409 in-progress", problem(409, IN_PROGRESS, Some(secs(3))), retry(Some(secs(3)))),
+            ("409 in-progress without Retry-After", problem(409, IN_PROGRESS, None), retry(None)),
+            (
+                "429",
+                Response { status: 429, retry_after: Some(secs(7)), problem_type: None },
+                retry(Some(secs(7))),
+            ),
+            ("429 without Retry-After", response(429), retry(None)),
+            (
+                "503",
+                Response { status: 503, retry_after: Some(secs(2)), problem_type: None },
+                retry(Some(secs(2))),
+            ),
+            ("503 storage-unavailable", problem(503, STORAGE, Some(secs(1))), retry(Some(secs(1)))),
+            ("502 origin-unreachable", problem(502, UNREACHABLE, Some(secs(1))), retry(Some(secs(1)))),
+            ("502 outcome-unknown", problem(502, UNKNOWN, None), NeedsReconciliation),
+            ("outcome-unknown with Retry-After", problem(502, UNKNOWN, Some(secs(1))), NeedsReconciliation),
+            ("422 key-reused", problem(422, KEY_REUSED, None), Fail),
+            ("400 missing-key", problem(400, MISSING_KEY, None), Fail),
+            ("400 from the origin", response(400), Fail),
+            ("402", response(402), Fail),
+            ("404", response(404), Fail),
+            ("409 that is not in-progress", response(409), Fail),
+            ("408 (not in the retry list)", response(408), Fail),
+            ("413", response(413), Fail),
+            ("500 (stored as final)", response(500), Fail),
+            ("502 from the origin (stored as final)", response(502), Fail),
+            ("504 (stored as final)", response(504), Fail),
+            ("301", response(301), Fail),
+            ("a foreign problem type", problem(409, "https://example.com/in-progress", None), Fail),
+        ];
+        for (label, result, expected) in cases {
+            assert_eq!(classify(result), expected, "{label}");
+        }
+    }
+
+    #[test]
+    fn decide_follows_the_verdict() {
+        let c = config();
+        assert_eq!(c.decide(response(201), 1, ms(0), 0.5), Decision::Done);
+        assert_eq!(c.decide(response(201), 5, ms(0), 0.5), Decision::Done, "success on the last attempt");
+        assert_eq!(c.decide(problem(422, KEY_REUSED, None), 1, ms(0), 0.5), Decision::Fail);
+        assert_eq!(c.decide(response(400), 1, ms(0), 0.5), Decision::Fail);
+        assert_eq!(c.decide(Transport(Fatal), 1, ms(0), 0.5), Decision::Fail);
+        assert_eq!(c.decide(problem(502, UNKNOWN, None), 1, ms(0), 0.5), Decision::NeedsReconciliation);
+        assert_eq!(
+            c.decide(problem(502, UNKNOWN, None), 1, ms(0), 0.5),
+            Decision::NeedsReconciliation,
+            "reconciliation is never retried, even with attempts and time left"
+        );
+        assert_eq!(c.decide(Transport(Timeout), 1, ms(0), 1.0), Decision::Retry { after: ms(100) });
+    }
+
+    #[test]
+    fn full_jitter_exponential_backoff() {
+        let c = config();
+        // Ceilings: 100, 200, 400, 800, 1600, then the 2 s cap.
+        let ceilings: Vec<u64> = (1..=8).map(|n| c.backoff_ceiling(n).as_millis() as u64).collect();
+        assert_eq!(ceilings, [100, 200, 400, 800, 1600, 2000, 2000, 2000]);
+        assert_eq!(c.backoff(3, 0.0), ms(0));
+        assert_eq!(c.backoff(3, 0.5), ms(200));
+        assert_eq!(c.backoff(3, 1.0), ms(400));
+        assert_eq!(c.backoff(3, 0.25), ms(100));
+        assert_eq!(c.backoff(3, 7.0), ms(400), "clamped to 1");
+        assert_eq!(c.backoff(3, -1.0), ms(0), "clamped to 0");
+        assert_eq!(c.backoff(3, f64::NAN), ms(0));
+        assert_eq!(c.backoff(0, 1.0), ms(100), "attempt 0 counts as the first");
+        // Huge exponents saturate at the cap instead of overflowing.
+        assert_eq!(c.backoff_ceiling(40), secs(2));
+        assert_eq!(c.backoff_ceiling(u32::MAX), secs(2));
+        let huge = RetryConfig { base_backoff: Duration::MAX, max_backoff: secs(5), ..c };
+        assert_eq!(huge.backoff_ceiling(3), secs(5));
+    }
+
+    #[test]
+    fn retry_waits_the_jittered_backoff() {
+        let c = config();
+        for (attempt, random, wait) in
+            [(1, 1.0, 100), (1, 0.5, 50), (2, 1.0, 200), (4, 0.5, 400), (4, 0.0, 0)]
+        {
+            assert_eq!(
+                c.decide(Transport(ConnectionReset), attempt, secs(1), random),
+                Decision::Retry { after: ms(wait) },
+                "attempt {attempt}, random {random}"
+            );
+        }
+    }
+
+    #[test]
+    fn retry_after_is_a_lower_bound() {
+        let c = config();
+        let limited = Response { status: 429, retry_after: Some(secs(3)), problem_type: None };
+        // The jitter (at most 100 ms here) is below Retry-After: Retry-After wins.
+        assert_eq!(c.decide(limited, 1, ms(0), 1.0), Decision::Retry { after: secs(3) });
+        assert_eq!(c.decide(limited, 1, ms(0), 0.0), Decision::Retry { after: secs(3) });
+        // A backoff above Retry-After is kept.
+        let brief = Response { status: 503, retry_after: Some(ms(50)), problem_type: None };
+        assert_eq!(c.decide(brief, 4, ms(0), 1.0), Decision::Retry { after: ms(800) });
+        // Retry-After above the cap is still honoured.
+        let long = problem(409, IN_PROGRESS, Some(secs(5)));
+        assert_eq!(c.decide(long, 1, ms(0), 1.0), Decision::Retry { after: secs(5) });
+        // Zero Retry-After: the backoff alone.
+        let zero = Response { status: 503, retry_after: Some(ms(0)), problem_type: None };
+        assert_eq!(c.decide(zero, 1, ms(0), 0.5), Decision::Retry { after: ms(50) });
+    }
+
+    #[test]
+    fn attempt_cap() {
+        let c = config();
+        assert_eq!(c.decide(Transport(Timeout), 4, ms(0), 1.0), Decision::Retry { after: ms(800) });
+        assert_eq!(
+            c.decide(Transport(Timeout), 5, ms(0), 1.0),
+            Decision::GiveUp(GiveUpReason::AttemptsExhausted)
+        );
+        assert_eq!(c.decide(response(503), 6, ms(0), 1.0), Decision::GiveUp(GiveUpReason::AttemptsExhausted));
+        let once = RetryConfig { max_attempts: 1, ..c };
+        assert_eq!(
+            once.decide(response(429), 1, ms(0), 0.0),
+            Decision::GiveUp(GiveUpReason::AttemptsExhausted)
+        );
+        let zero = RetryConfig { max_attempts: 0, ..c };
+        assert_eq!(
+            zero.decide(response(429), 1, ms(0), 0.0),
+            Decision::GiveUp(GiveUpReason::AttemptsExhausted)
+        );
+        assert_eq!(zero.decide(response(201), 1, ms(0), 0.0), Decision::Done);
+    }
+
+    #[test]
+    fn overall_deadline() {
+        let c = config(); // 30 s
+        assert_eq!(c.decide(Transport(Timeout), 1, ms(29_800), 1.0), Decision::Retry { after: ms(100) });
+        assert_eq!(
+            c.decide(Transport(Timeout), 1, ms(29_900), 1.0),
+            Decision::GiveUp(GiveUpReason::DeadlineExceeded),
+            "the next attempt would start exactly at the deadline"
+        );
+        assert_eq!(
+            c.decide(Transport(Timeout), 1, secs(31), 0.0),
+            Decision::GiveUp(GiveUpReason::DeadlineExceeded)
+        );
+        // A Retry-After that ends past the deadline gives up now instead of sleeping in vain.
+        let late = Response { status: 503, retry_after: Some(secs(20)), problem_type: None };
+        assert_eq!(c.decide(late, 1, secs(11), 0.0), Decision::GiveUp(GiveUpReason::DeadlineExceeded));
+        assert_eq!(c.decide(late, 1, secs(9), 0.0), Decision::Retry { after: secs(20) });
+        let forever = Response { status: 503, retry_after: Some(Duration::MAX), problem_type: None };
+        assert_eq!(c.decide(forever, 1, secs(1), 0.0), Decision::GiveUp(GiveUpReason::DeadlineExceeded));
+        // The deadline does not turn a final answer into a give-up.
+        assert_eq!(c.decide(response(201), 1, secs(60), 0.0), Decision::Done);
+        assert_eq!(c.decide(problem(502, UNKNOWN, None), 1, secs(60), 0.0), Decision::NeedsReconciliation);
+    }
+
+    #[test]
+    fn attempt_timeouts_end_by_the_deadline() {
+        let c = config(); // 10 s per attempt, 30 s deadline
+        assert_eq!(c.attempt_timeout_at(secs(0)), Some(secs(10)));
+        assert_eq!(c.attempt_timeout_at(secs(20)), Some(secs(10)));
+        assert_eq!(c.attempt_timeout_at(secs(25)), Some(secs(5)));
+        assert_eq!(c.attempt_timeout_at(ms(29_999)), Some(ms(1)));
+        assert_eq!(c.attempt_timeout_at(secs(30)), None);
+        assert_eq!(c.attempt_timeout_at(secs(31)), None);
+    }
+
+    #[test]
+    fn problem_type_needs_the_problem_media_type() {
+        let body = br#"{"type":"urn:idempotency-edge:problem:in-progress","status":409}"#;
+        assert_eq!(problem_type(Some("application/problem+json"), body).as_deref(), Some(IN_PROGRESS));
+        assert_eq!(
+            problem_type(Some("Application/Problem+JSON; charset=utf-8"), body).as_deref(),
+            Some(IN_PROGRESS)
+        );
+        assert_eq!(problem_type(Some("application/json"), body), None, "an origin's JSON is not a problem");
+        assert_eq!(problem_type(None, body), None);
+        assert_eq!(problem_type(Some("application/problem+json"), b"not json"), None);
+        assert_eq!(problem_type(Some("application/problem+json"), br#"{"type":7}"#), None);
+        assert_eq!(problem_type(Some("application/problem+json"), br#"["type"]"#), None);
+    }
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        // Sun, 06 Nov 1994 08:49:37 GMT is 784111777.
+        let now = 784_111_777;
+        assert_eq!(parse_retry_after("5", now), Some(secs(5)));
+        assert_eq!(parse_retry_after(" 120 ", now), Some(secs(120)));
+        assert_eq!(parse_retry_after("0", now), Some(secs(0)));
+        assert_eq!(parse_retry_after("99999999999999999999999", now), Some(secs(u64::MAX)));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now), Some(secs(0)));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:50:07 GMT", now), Some(secs(30)));
+        assert_eq!(parse_retry_after("Mon, 07 Nov 1994 08:49:37 GMT", now), Some(secs(86_400)));
+        assert_eq!(parse_retry_after("Sat, 05 Nov 1994 08:49:37 GMT", now), Some(secs(0)), "past: no wait");
+        assert_eq!(parse_retry_after("Thu, 01 Jan 1970 00:00:00 GMT", 0), Some(secs(0)));
+        assert_eq!(parse_retry_after("Tue, 29 Feb 2000 00:00:10 GMT", 951_782_400), Some(secs(10)));
+        assert_eq!(parse_retry_after("Fri, 01 Mar 2024 00:00:00 GMT", 1_709_251_200 - 60), Some(secs(60)));
+        for bad in [
+            "",
+            "-1",
+            "1.5",
+            "soon",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 6 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 25:49:37 GMT",
+        ] {
+            assert_eq!(parse_retry_after(bad, now), None, "{bad:?}");
+        }
+    }
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 use support::http::{Request, Response};
 use support::origin::Origin;
 use support::unique;
-use support::worker::{require_build, Readiness, Worker, WorkerConfig};
+use support::worker::{shared, Readiness, Worker, WorkerConfig};
 
 const TOKEN: &str = "e2e-admin-token-7f3a";
 
@@ -39,11 +39,7 @@ fn instance(
     name: &str,
     token: Option<&str>,
 ) -> &'static Worker {
-    require_build();
-    match cell.get_or_init(|| start(name, token)) {
-        Ok(worker) => worker,
-        Err(e) => panic!("{e}"),
-    }
+    shared(cell, || start(name, token))
 }
 
 fn with_token() -> &'static Worker {
@@ -72,23 +68,27 @@ fn problem_type(r: &Response) -> String {
     r.json()["type"].as_str().unwrap_or_default().to_string()
 }
 
-/// The object id of the last executed request in the worker's log.
-fn last_executed_object(w: &Worker) -> String {
-    for _ in 0..20 {
-        let log = w.log_contents();
-        let id = log
-            .lines()
-            .filter_map(|line| line.find("{\"event\":\"idempotency\"").map(|at| &line[at..]))
-            .filter_map(|json| serde_json::from_str::<serde_json::Value>(json.trim_end()).ok())
-            .filter(|line| line["decision"] == "executed")
-            .filter_map(|line| line["object"].as_str().map(str::to_owned))
-            .next_back();
-        if let Some(id) = id {
-            return id;
+/// The object ids of the executed requests in the worker's log, oldest first.
+fn executed_objects(w: &Worker) -> Vec<String> {
+    w.log_contents()
+        .lines()
+        .filter_map(|line| line.find("{\"event\":\"idempotency\"").map(|at| &line[at..]))
+        .filter_map(|json| serde_json::from_str::<serde_json::Value>(json.trim_end()).ok())
+        .filter(|line| line["decision"] == "executed")
+        .filter_map(|line| line["object"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The object id of the execution logged after the first `seen` ones (wrangler writes the
+/// log a moment after the response).
+fn next_executed_object(w: &Worker, seen: usize) -> String {
+    for _ in 0..40 {
+        if let Some(id) = executed_objects(w).get(seen) {
+            return id.clone();
         }
         thread::sleep(Duration::from_millis(250));
     }
-    panic!("no executed log line with an object id; see {}", w.dir().display());
+    panic!("no new executed log line with an object id; see {}", w.dir().display());
 }
 
 #[test]
@@ -96,8 +96,9 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     let (w, o) = (with_token(), origin());
     let key = unique("admin");
     let path = format!("/v1/charges/{}", unique("p"));
+    let seen = executed_objects(w).len();
     assert_eq!(w.send(&payment(&path, &key)).status, 201);
-    let object = last_executed_object(w);
+    let object = next_executed_object(w, seen);
     let record = format!("/__idempotency/records/{object}");
 
     // A wrong or absent token is 401 and says nothing about the record.
@@ -132,6 +133,7 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     let purged = w.send(&admin("DELETE", &record, Some(TOKEN)));
     assert_eq!(purged.status, 200, "{purged:?}");
     assert_eq!(w.send(&admin("GET", &record, Some(TOKEN))).json()["state"], "absent");
+    let seen = executed_objects(w).len();
     let again = w.send(&payment(&path, &key));
     assert_eq!(again.status, 201);
     assert!(!again.is_replayed(), "a purged key executes again: {again:?}");
@@ -149,7 +151,7 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     // same key again: it is in flight under the same id for 2.5 s.
     let done = first.join().expect("slow request");
     assert_eq!(done.status, 201);
-    let slow_object = last_executed_object(w);
+    let slow_object = next_executed_object(w, seen + 1);
     let slow_record = format!("/__idempotency/records/{slow_object}");
     assert_eq!(w.send(&admin("GET", &slow_record, Some(TOKEN))).json()["state"], "completed");
     assert_eq!(w.send(&admin("DELETE", &slow_record, Some(TOKEN))).status, 200);

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use support::http::{Request, Response};
 use support::origin::Origin;
 use support::unique;
-use support::worker::{free_port, require_build, Readiness, Worker, WorkerConfig};
+use support::worker::{free_port, shared, Readiness, Worker, WorkerConfig};
 
 const PROBLEM_PREFIX: &str = "urn:idempotency-edge:problem:";
 const MAX_BODY_BYTES: usize = 4096;
@@ -49,49 +49,35 @@ fn vars(origin_url: &str, ttl_seconds: u32) -> Vec<(String, String)> {
     .collect()
 }
 
-fn shared<T>(
-    cell: &'static OnceLock<Result<T, String>>,
-    start: impl FnOnce() -> Result<T, String>,
-) -> &'static T {
-    require_build();
-    match cell.get_or_init(start) {
-        Ok(v) => v,
-        Err(e) => panic!("{e}"),
-    }
+/// An instance in front of the shared origin with the standard variables and this TTL.
+fn standard(
+    cell: &'static OnceLock<Result<Worker, String>>,
+    name: &str,
+    ttl_seconds: u32,
+) -> &'static Worker {
+    shared(cell, || {
+        Worker::start(WorkerConfig {
+            name: name.into(),
+            vars: vars(&origin().url(), ttl_seconds),
+            readiness: Readiness::OriginAnswers,
+        })
+    })
 }
 
 fn main_worker() -> &'static Worker {
     static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
-    shared(&CELL, || {
-        Worker::start(WorkerConfig {
-            name: "main".into(),
-            vars: vars(&origin().url(), 600),
-            readiness: Readiness::OriginAnswers,
-        })
-    })
+    standard(&CELL, "main", 600)
 }
 
 fn short_ttl_worker() -> &'static Worker {
     static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
-    shared(&CELL, || {
-        Worker::start(WorkerConfig {
-            name: "short-ttl".into(),
-            vars: vars(&origin().url(), 2),
-            readiness: Readiness::OriginAnswers,
-        })
-    })
+    standard(&CELL, "short-ttl", 2)
 }
 
 /// The main configuration again, for the chunked-body limit test alone.
 fn limits_worker() -> &'static Worker {
     static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
-    shared(&CELL, || {
-        Worker::start(WorkerConfig {
-            name: "limits".into(),
-            vars: vars(&origin().url(), 600),
-            readiness: Readiness::OriginAnswers,
-        })
-    })
+    standard(&CELL, "limits", 600)
 }
 
 /// A worker whose origin port has nothing listening (until a test starts an origin there).

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use support::http::{Request, Response};
 use support::origin::Origin;
 use support::unique;
-use support::worker::{require_build, Readiness, Worker, WorkerConfig};
+use support::worker::{shared as instance, Readiness, Worker, WorkerConfig};
 
 const ROUTES: &str = r#"[
   {"pattern": "/routes/put/*", "methods": ["PUT"]},
@@ -43,17 +43,6 @@ fn vars(routes: &str) -> Vec<(String, String)> {
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))
     .collect()
-}
-
-fn instance(
-    cell: &'static OnceLock<Result<Worker, String>>,
-    start: impl FnOnce() -> Result<Worker, String>,
-) -> &'static Worker {
-    require_build();
-    match cell.get_or_init(start) {
-        Ok(worker) => worker,
-        Err(e) => panic!("{e}"),
-    }
 }
 
 fn routed() -> &'static Worker {

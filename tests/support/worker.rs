@@ -10,7 +10,7 @@ use std::fs;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, Once};
+use std::sync::{Mutex, Once, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -91,6 +91,19 @@ fn clean_stale_dirs() {
             }
         }
     });
+}
+
+/// A value (usually a `Worker`) shared by the tests of one binary: started on first use; a
+/// failed start is reported, with its reason, to every test that needs it.
+pub fn shared<T>(
+    cell: &'static OnceLock<Result<T, String>>,
+    start: impl FnOnce() -> Result<T, String>,
+) -> &'static T {
+    require_build();
+    match cell.get_or_init(start) {
+        Ok(value) => value,
+        Err(e) => panic!("{e}"),
+    }
 }
 
 /// Startups run one at a time: each runs the `[build]` command, and they share two cores.

@@ -21,6 +21,9 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
+use wasm_bindgen::JsValue;
+use wasm_bindgen_futures::JsFuture;
+
 use futures_channel::oneshot;
 use futures_util::future::{select, Either, FutureExt, Shared};
 use worker::{
@@ -104,12 +107,15 @@ impl DurableObject for KeyObject {
 
         // Still before any await that lets other requests in: become the live execution, or
         // take a place among its waiters.
+        // The alarm is issued here too, so that it joins the claim in one durable write.
         let mut execution = None;
         let mut joined = None;
+        let mut alarm = None;
         for action in &step.actions {
             match action {
                 Action::Forward { attempt } => execution = Some(self.begin_execution(*attempt)),
                 Action::Join { attempt, .. } => joined = self.join(*attempt),
+                Action::SetAlarm(at) => alarm = Some(self.issue_alarm(*at)),
                 _ => {}
             }
         }
@@ -117,6 +123,9 @@ impl DurableObject for KeyObject {
         // Reading the body is the first await. A failure matters only to an execution, which
         // then forwards nothing and releases the key.
         let body = req.bytes().await;
+        if let Some(alarm) = alarm {
+            self.confirm_alarm(alarm).await;
+        }
         let mut log = RequestLog {
             object: Some(self.state.id().to_string()),
             decision: Decision::Rejected(ProblemKind::StorageUnavailable),
@@ -128,7 +137,8 @@ impl DurableObject for KeyObject {
         let mut response = None;
         for action in step.actions {
             match action {
-                Action::SetAlarm(at) => self.set_alarm(at).await,
+                // Issued above, with the claim.
+                Action::SetAlarm(_) => {}
                 Action::Forward { attempt } => {
                     let Some(settle) = execution.take() else { continue };
                     let body = body.as_deref().ok();
@@ -252,11 +262,25 @@ impl KeyObject {
     }
 
     async fn set_alarm(&self, at: u64) {
-        let offset_ms = at.saturating_sub(now_ms()).max(1);
-        let offset = Duration::from_millis(offset_ms);
-        if let Err(error) = self.state.storage().set_alarm(offset).await {
+        let alarm = self.issue_alarm(at);
+        self.confirm_alarm(alarm).await;
+    }
+
+    /// Calls `setAlarm` now, without awaiting it: issued in the same turn as a record write,
+    /// the two reach storage as one durable write.
+    fn issue_alarm(&self, at: u64) -> std::result::Result<JsFuture, JsValue> {
+        let when = js_sys::Date::new(&JsValue::from_f64(at as f64));
+        self.state.storage().as_raw().set_alarm(when, JsValue::NULL.into()).map(JsFuture::from)
+    }
+
+    async fn confirm_alarm(&self, alarm: std::result::Result<JsFuture, JsValue>) {
+        let confirmed = match alarm {
+            Ok(pending) => pending.await.map(|_| ()),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = confirmed {
             // The read path checks expiry anyway; a missing alarm only delays clean-up.
-            console_error!("object {}: setting the alarm failed: {}", self.short_id(), error);
+            console_error!("object {}: setting the alarm failed: {:?}", self.short_id(), error.as_string());
         }
     }
 

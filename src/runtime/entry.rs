@@ -142,8 +142,10 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
     }
     // The target and the end-to-end headers, kept for a fail-open forward.
     let target = config.origin_target(url.as_str(), &path_and_query);
+    // One JavaScript copy of the body serves the object call and a fail-open forward.
+    let body = js_sys::Uint8Array::from(body.as_slice());
     let unprotected = (policy.on_unavailable == Unavailable::FailOpen)
-        .then(|| (target.clone(), Method::from(method.clone()), copy_headers(&outgoing), body.clone()));
+        .then(|| (target.clone(), Method::from(method.clone()), copy_headers(&outgoing)));
     outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
     outgoing.set(internal::TIMING, &encode_timing(&policy.timing))?;
     if config.origin_url.is_some() {
@@ -152,7 +154,7 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
     let mut init = RequestInit::new();
     init.with_method(Method::from(method.clone()))
         .with_headers(outgoing)
-        .with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
+        .with_body(Some(body.clone().into()));
     // The object's request URL is where the first attempt goes.
     let to_object = Request::new_with_init(&target, &init)?;
 
@@ -166,13 +168,11 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
         Err(error) => {
             // The object name is a hash: safe to log, unlike the key or the credential.
             console_error!("object {}: unavailable: {}", &name[..16], error);
-            if let Some((target, method, headers, body)) = unprotected {
+            if let Some((target, method, headers)) = unprotected {
                 // The route chose availability over protection: forward without a claim.
                 console_error!("object {}: failing open, forwarding without protection", &name[..16]);
                 let mut init = RequestInit::new();
-                init.with_method(method)
-                    .with_headers(headers)
-                    .with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
+                init.with_method(method).with_headers(headers).with_body(Some(body.into()));
                 let forwarded = Request::new_with_init(&target, &init)?;
                 return origin_or_problem(Fetch::Request(forwarded).send().await);
             }

@@ -1,0 +1,71 @@
+// Plain-JS steps between the pass-through and the Rust worker, to show where a first
+// attempt's time goes. Not an implementation of the worker: no fingerprint, no
+// validation, no coalescing. `LADDER_MODE` picks the step:
+//
+//   "do"      the Worker reads the body and hands it to one new Durable Object per
+//             Idempotency-Key, which forwards it to the origin. Nothing stored.
+//   "do-sql"  the same, plus the Rust object's storage pattern: a SELECT on the first
+//             request of the object's life (the table does not exist yet, so it throws),
+//             CREATE TABLE IF NOT EXISTS + INSERT of the claim and an alarm before the
+//             origin, INSERT of the outcome and an alarm after; replays answer from memory.
+import { DurableObject } from "cloudflare:workers";
+
+export default {
+  async fetch(req, env) {
+    const key = req.headers.get("idempotency-key");
+    if (!key) return new Response("missing key", { status: 400 });
+    const body = await req.arrayBuffer();
+    const u = new URL(req.url);
+    const stub = env.LADDER.get(env.LADDER.idFromName(key));
+    return stub.fetch(new Request(env.ORIGIN_URL + u.pathname + u.search, { method: req.method, headers: req.headers, body }));
+  },
+};
+
+const DAY_MS = 86_400_000;
+
+export class LadderObject extends DurableObject {
+  loaded = false;
+  record = null; // { status, headers, body }
+
+  async fetch(req) {
+    const mode = this.env.LADDER_MODE;
+    if (mode === "do-sql") {
+      if (!this.loaded) {
+        try {
+          const rows = this.ctx.storage.sql.exec("SELECT record FROM r WHERE id = 1").toArray();
+          if (rows.length) this.record = JSON.parse(new TextDecoder().decode(rows[0].record));
+        } catch {
+          // no such table: no record
+        }
+        this.loaded = true;
+      }
+      if (this.record) {
+        await req.arrayBuffer();
+        const headers = new Headers(this.record.headers);
+        headers.set("idempotent-replayed", "true");
+        return new Response(this.record.body, { status: this.record.status, headers });
+      }
+      const sql = this.ctx.storage.sql;
+      sql.exec("CREATE TABLE IF NOT EXISTS r (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)");
+      sql.exec("INSERT OR REPLACE INTO r (id, record) VALUES (1, ?)", new TextEncoder().encode('{"inflight":true}'));
+      const body = await req.arrayBuffer();
+      await this.ctx.storage.setAlarm(Date.now() + DAY_MS);
+      const answer = await fetch(req.url, { method: req.method, headers: req.headers, body, redirect: "manual" });
+      const answerBody = await answer.arrayBuffer();
+      const record = { status: answer.status, headers: [...answer.headers], body: new Uint8Array(answerBody) };
+      sql.exec(
+        "INSERT OR REPLACE INTO r (id, record) VALUES (1, ?)",
+        new TextEncoder().encode(JSON.stringify({ ...record, body: [...record.body] })),
+      );
+      await this.ctx.storage.setAlarm(Date.now() + DAY_MS);
+      this.record = record;
+      return new Response(answerBody, { status: answer.status, headers: answer.headers });
+    }
+    const body = await req.arrayBuffer();
+    return fetch(req.url, { method: req.method, headers: req.headers, body, redirect: "manual" });
+  }
+
+  async alarm() {
+    await this.ctx.storage.deleteAll();
+  }
+}

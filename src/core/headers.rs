@@ -63,7 +63,11 @@ pub fn pass_to_caller(name: &str, connection_tokens: &[String]) -> bool {
 }
 
 fn is_internal(name: &str) -> bool {
-    name.len() >= INTERNAL_PREFIX.len() && name[..INTERNAL_PREFIX.len()].eq_ignore_ascii_case(INTERNAL_PREFIX)
+    // Compared as bytes: slicing the `str` would panic when a non-ASCII character straddles
+    // the prefix's end.
+    name.as_bytes()
+        .get(..INTERNAL_PREFIX.len())
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case(INTERNAL_PREFIX.as_bytes()))
 }
 
 #[cfg(test)]
@@ -87,6 +91,15 @@ mod tests {
         assert!(forward_to_origin("content-type", &[]));
         assert!(!forward_to_origin("Host", &[]));
         assert!(!forward_to_origin("X-Idempotency-Edge-Fingerprint", &[]));
+    }
+
+    #[test]
+    fn non_ascii_names_are_classified_without_panicking() {
+        // Found by the key fuzz check: a multi-byte character across the prefix's end.
+        assert!(forward_to_origin("x-idempotency-edg\u{e9}", &[]));
+        assert!(forward_to_origin("x-idempotency-edge\u{e9}", &[]));
+        assert!(!forward_to_origin("X-IDEMPOTENCY-EDGE-\u{e9}", &[]));
+        assert!(forward_to_origin("\u{e9}", &[]));
     }
 
     #[test]

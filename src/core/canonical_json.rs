@@ -4,22 +4,30 @@
 //!
 //! Rules (what makes two bodies "the same payload"):
 //! 1. Insignificant whitespace is dropped.
-//! 2. Object members are sorted by their key, compared as the raw bytes of the key token
-//!    (escapes are not decoded). The sort is stable, so duplicate keys keep their order:
-//!    parsers disagree on which duplicate wins, so their order stays part of the payload.
+//! 2. Object members are sorted by the value of their key: escapes decoded, compared by
+//!    code point. The sort is stable, so duplicate keys (also `"a"` and `"\u0061"`) keep
+//!    their written order: parsers disagree on which duplicate wins, so their order stays
+//!    part of the payload, and `{"a":1,"a":2}` and `{"a":2,"a":1}` differ.
 //! 3. Strings and numbers are kept exactly as written. `1.0` and `1`, `"\u0041"` and `"A"`
 //!    therefore differ. That errs towards calling two payloads different (a 422), never
-//!    towards replaying one payload's outcome for another. Huge numbers are never rounded.
-//! 4. Nesting deeper than [`MAX_DEPTH`], or anything that is not a single JSON value, yields
-//!    `None`; the caller then fingerprints the raw bytes. Recursion is bounded by the depth
-//!    limit, so no input can overflow the stack.
+//!    towards replaying one payload's outcome for another. Huge numbers (`1e400`, a 40-digit
+//!    integer) are kept digit for digit: never rounded, never refused.
+//! 4. A body that is not UTF-8, nesting deeper than [`MAX_DEPTH`], or anything that is not
+//!    a single JSON value yields `None`; the caller then fingerprints the raw bytes (and still
+//!    forwards the body). Recursion is bounded by the depth limit, so no input can overflow
+//!    the stack (tested with 100,000 levels).
+
+use std::borrow::Cow;
 
 /// Deepest nesting of arrays and objects that is canonicalised.
 pub const MAX_DEPTH: usize = 128;
 
-/// Returns the canonical bytes of `body`, or `None` when it is not one JSON value within
-/// the depth limit.
+/// Returns the canonical bytes of `body`, or `None` when it is not one JSON value in UTF-8
+/// within the depth limit.
 pub fn canonicalize(body: &[u8]) -> Option<Vec<u8>> {
+    // RFC 8259 §8.1. Parsers differ in what they make of invalid UTF-8 (refuse it, or read
+    // distinct byte sequences as the same U+FFFD), so such a body is only ever raw bytes.
+    std::str::from_utf8(body).ok()?;
     let mut parser = Parser { input: body, pos: 0 };
     let mut out = Vec::with_capacity(body.len());
     parser.skip_ws();
@@ -101,7 +109,7 @@ impl<'a> Parser<'a> {
                 break;
             }
         }
-        members.sort_by(|a, b| a.0.cmp(b.0));
+        members.sort_by_cached_key(|(key, _)| key_value(key));
         out.push(b'{');
         for (i, (key, value)) in members.iter().enumerate() {
             if i > 0 {
@@ -206,6 +214,74 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// The value of a validated string token, for sorting: its escapes decoded, as generalised
+/// UTF-8 (a lone surrogate escape is encoded like a code point), whose byte order is code
+/// point order. Borrowed when the token has no escape.
+fn key_value(token: &[u8]) -> Cow<'_, [u8]> {
+    let inner = token.get(1..token.len().saturating_sub(1)).unwrap_or_default();
+    if !inner.contains(&b'\\') {
+        return Cow::Borrowed(inner);
+    }
+    let mut out = Vec::with_capacity(inner.len());
+    let mut rest = inner;
+    while let Some((&byte, tail)) = rest.split_first() {
+        rest = tail;
+        if byte != b'\\' {
+            out.push(byte);
+            continue;
+        }
+        let Some((&escape, tail)) = rest.split_first() else { break };
+        rest = tail;
+        let unit = match escape {
+            b'u' => match hex4(rest) {
+                Some(unit) => {
+                    rest = &rest[4..];
+                    unit
+                }
+                None => break,
+            },
+            b'b' => 0x08,
+            b'f' => 0x0c,
+            b'n' => 0x0a,
+            b'r' => 0x0d,
+            b't' => 0x09,
+            other => u32::from(other),
+        };
+        // A high surrogate followed by a low one is one code point.
+        let low = rest.strip_prefix(b"\\u").and_then(hex4).filter(|low| (0xdc00..0xe000).contains(low));
+        let code_point = match low {
+            Some(low) if (0xd800..0xdc00).contains(&unit) => {
+                rest = &rest[6..];
+                0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00)
+            }
+            _ => unit,
+        };
+        push_code_point(&mut out, code_point);
+    }
+    Cow::Owned(out)
+}
+
+fn hex4(bytes: &[u8]) -> Option<u32> {
+    let digits = bytes.get(..4)?;
+    digits.iter().try_fold(0, |value, &digit| Some(value << 4 | char::from(digit).to_digit(16)?))
+}
+
+/// UTF-8's encoding of any code point below 0x110000, surrogates included.
+fn push_code_point(out: &mut Vec<u8>, cp: u32) {
+    let continuation = |shift: u32| 0x80 | ((cp >> shift) & 0x3f) as u8;
+    match cp {
+        0..=0x7f => out.push(cp as u8),
+        0x80..=0x7ff => out.extend_from_slice(&[0xc0 | (cp >> 6) as u8, continuation(0)]),
+        0x800..=0xffff => out.extend_from_slice(&[0xe0 | (cp >> 12) as u8, continuation(6), continuation(0)]),
+        _ => out.extend_from_slice(&[
+            0xf0 | (cp >> 18) as u8,
+            continuation(12),
+            continuation(6),
+            continuation(0),
+        ]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,11 +316,30 @@ mod tests {
     }
 
     #[test]
+    fn duplicates_spelled_with_escapes_keep_their_order() {
+        // Found by the json fuzz check: sorting raw tokens put "\u0061" before "a", so two
+        // bodies that a last-wins parser reads as a=1 and a=2 had one canonical form.
+        assert_eq!(canon(r#"{"a":1,"\u0061":2}"#).as_deref(), Some(r#"{"a":1,"\u0061":2}"#));
+        assert_eq!(canon(r#"{"\u0061":2,"a":1}"#).as_deref(), Some(r#"{"\u0061":2,"a":1}"#));
+        assert_eq!(canon(r#"{"b":1,"\u0061":2}"#).as_deref(), Some(r#"{"\u0061":2,"b":1}"#));
+        // Keys sort by code point, escaped or not; a surrogate pair is one code point.
+        let sorted = r#"{"\n":0,"A":1,"\u00e9":2,"\ud83e":4,"\ud83d\ude00":3}"#;
+        assert_eq!(canon(sorted).as_deref(), Some(sorted));
+        let reversed = r#"{"\ud83e":4,"\ud83d\ude00":3,"\u00e9":2,"A":1,"\n":0}"#;
+        assert_eq!(canon(reversed).as_deref(), Some(sorted));
+        assert_eq!(
+            canon("{\"\u{1f600}\":1,\"\u{e9}\":2}").as_deref(),
+            Some("{\"\u{e9}\":2,\"\u{1f600}\":1}")
+        );
+    }
+
+    #[test]
     fn invalid_json_is_not_canonicalised() {
         for bad in ["", "{", "[1,]", "{\"a\"}", "01", "1.", "\"\u{1}\"", "\"\\x\"", "tru", "1 2"] {
             assert_eq!(canon(bad), None, "{bad:?}");
         }
-        assert_eq!(canonicalize(b"\"\xff\""), Some(b"\"\xff\"".to_vec()));
+        assert_eq!(canonicalize(b"\"\xff\""), None, "not UTF-8: fingerprinted raw");
+        assert_eq!(canonicalize(b"{\"b\":1,\"\xff\":2}"), None);
     }
 
     #[test]

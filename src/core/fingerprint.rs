@@ -12,8 +12,10 @@
 //!    endpoint reaches the same object and is refused there as reused (422).
 //! 4. The fingerprint is a SHA-256 over method, path and query, content type and body. A
 //!    JSON body (`application/json` or `…+json`) is canonicalised first (see
-//!    `canonical_json`); a body that does not parse is fingerprinted as raw bytes, so it is
-//!    still forwarded and deduplicated, never refused for its encoding.
+//!    `canonical_json`); a body that does not parse, is not UTF-8 or nests too deeply is
+//!    fingerprinted as raw bytes, so it is still forwarded and deduplicated, never refused
+//!    for its encoding. Huge numbers count digit for digit (never rounded), and duplicate
+//!    object keys count in their written order (which one wins is left to the origin).
 //! 5. Every field is length-prefixed, so no two different requests share an encoding.
 
 use sha2::{Digest, Sha256};

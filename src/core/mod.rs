@@ -7,6 +7,8 @@ pub mod admin;
 pub mod canonical_json;
 pub mod config;
 pub mod fingerprint;
+#[doc(hidden)]
+pub mod fuzz_checks;
 pub mod headers;
 pub mod key;
 pub mod log;

@@ -1,0 +1,538 @@
+//! The bodies of the `cargo fuzz` targets in `fuzz/`, as plain functions.
+//!
+//! Each function takes arbitrary bytes, must not panic on any of them, and asserts cheap
+//! properties of what the core makes of them; a failed assertion is a bug. The fuzz
+//! targets call these functions and nothing else, and the smoke tests below (run by plain
+//! `cargo test` on stable Rust) feed them the seed corpus, mutations of it and
+//! proptest-generated inputs, so the two never drift apart.
+//!
+//! | function   | fuzz target | what it reads the bytes as |
+//! |------------|-------------|----------------------------|
+//! | [`key`]    | `key`       | an `Idempotency-Key` field value; also a header name |
+//! | [`json`]   | `json`      | a request body: canonical JSON and the payload fingerprint |
+//! | [`record`] | `record`    | stored record bytes, and the seed of a generated record |
+//! | [`config`] | `config`    | the wrangler variables, NUL-separated |
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::admin;
+use super::canonical_json::canonicalize;
+use super::config::{decode_timing, encode_timing, Config, ALL_VARS};
+use super::fingerprint::{fingerprint, is_json_media_type, object_name, Digest256, Payload, Scope};
+use super::headers;
+use super::key::{parse_key, parse_key_fields, KeyError, MAX_KEY_LEN};
+use super::machine::{step, Action, Event, RecordChange, Timing};
+use super::policy::OriginResult;
+use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
+use super::routes::pattern_matches;
+
+/// Key parsing: `parse_key` and `parse_key_fields`, and the header-name rules.
+///
+/// A key that parses is 1..=255 printable ASCII characters, came from a field of printable
+/// ASCII (plus optional whitespace), re-parses to itself in its sf-string form (and in its
+/// bare form where one exists), and turns into a second value when the runtime joins
+/// another field to it.
+pub fn key(data: &[u8]) {
+    let parsed = parse_key(data);
+    assert_eq!(parse_key(data), parsed, "parsing is deterministic");
+    assert_eq!(parse_key_fields([data]), parsed, "one field is the same as the value");
+    assert_eq!(parse_key_fields([data, data]), Err(KeyError::SeveralValues));
+    assert_eq!(parse_key_fields(std::iter::empty()), Err(KeyError::Missing));
+
+    match &parsed {
+        Ok(key) => {
+            let text = key.as_str();
+            assert!(!text.is_empty() && text.len() <= MAX_KEY_LEN, "length {}", text.len());
+            assert!(text.bytes().all(|b| (0x20..=0x7e).contains(&b)), "not printable ASCII");
+            assert!(
+                data.iter().all(|&b| (0x20..=0x7e).contains(&b) || b == b'\t'),
+                "accepted a field with control or non-ASCII bytes"
+            );
+
+            let quoted = sf_string(text);
+            assert_eq!(parse_key(quoted.as_bytes()).as_ref(), Ok(key), "sf-string form");
+            assert_eq!(parse_key(format!(" \t{quoted}\t ").as_bytes()).as_ref(), Ok(key), "with OWS");
+            let bare_allowed =
+                !text.starts_with(' ') && !text.ends_with(' ') && !text.contains(['"', '\\', ',']);
+            if bare_allowed {
+                assert_eq!(parse_key(text.as_bytes()).as_ref(), Ok(key), "bare form");
+            }
+            // The runtime joins repeated fields with ", ".
+            let joined = [data, b", ", quoted.as_bytes()].concat();
+            assert_eq!(parse_key(&joined), Err(KeyError::SeveralValues));
+
+            assert_eq!(format!("{key:?}"), format!("IdempotencyKey(<{} chars>)", text.len()));
+            let name = object_name(Scope::from_header(Some(b"Bearer x")), text);
+            assert!(name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+        }
+        Err(error) => assert!(!error.detail().is_empty()),
+    }
+
+    // The same bytes as a header name (and a `Connection` value): hop-by-hop and internal
+    // headers never cross towards the origin.
+    let name = String::from_utf8_lossy(data);
+    let tokens = headers::connection_tokens(Some(&name));
+    let forwarded = headers::forward_to_origin(&name, &[]);
+    let stored = headers::store_for_replay(&name, &tokens);
+    let passed = headers::pass_to_caller(&name, &tokens);
+    let lower = name.to_ascii_lowercase();
+    if lower.starts_with(headers::INTERNAL_PREFIX) || lower == "host" || lower == "content-length" {
+        assert!(!forwarded, "{name:?} forwarded");
+    }
+    if headers::is_hop_by_hop(&name, &tokens) {
+        assert!(!stored && !passed, "hop-by-hop {name:?} crossed");
+        assert!(!headers::forward_to_origin(&name, &tokens));
+    }
+}
+
+/// The sf-string form of a key: quoted, with `"` and `\` escaped.
+fn sf_string(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 2);
+    out.push('"');
+    for c in key.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// JSON canonicalisation and the payload fingerprint.
+///
+/// Canonicalisation is deterministic and idempotent, never lengthens the body, keeps its
+/// meaning (serde_json reads the same value from both), and accepts whatever serde_json
+/// (a strict RFC 8259 parser, depth limit 127) accepts. The fingerprint is deterministic,
+/// the same for a JSON body and its canonical form, and depends on the content type.
+pub fn json(data: &[u8]) {
+    let canonical = canonicalize(data);
+    assert_eq!(canonicalize(data), canonical, "canonicalisation is deterministic");
+    let strict = serde_json::from_slice::<Value>(data).ok();
+    if strict.is_some() {
+        assert!(canonical.is_some(), "valid JSON was not canonicalised");
+    }
+    if let Some(canonical) = &canonical {
+        assert_eq!(canonicalize(canonical).as_ref(), Some(canonical), "canonicalisation is idempotent");
+        assert!(canonical.len() <= data.len(), "canonical form is longer");
+        if let Some(value) = &strict {
+            let reread = serde_json::from_slice::<Value>(canonical).ok();
+            assert_eq!(reread.as_ref(), Some(value), "canonical form means something else");
+        }
+    }
+
+    let fp = |content_type: Option<&str>, body: &[u8]| {
+        fingerprint(&Payload {
+            method: "POST",
+            path_and_query: "/v1/charges?expand=x",
+            content_type,
+            extra_headers: &[("api-version", Some("2024-01-01"))],
+            body,
+        })
+    };
+    let as_json = fp(Some("application/json"), data);
+    assert_eq!(as_json, fp(Some("application/json"), data), "fingerprint is deterministic");
+    let as_text = fp(Some("text/plain"), data);
+    assert_ne!(as_json, as_text, "the content type is part of the payload");
+    if let Some(canonical) = &canonical {
+        assert_eq!(as_json, fp(Some("application/json"), canonical), "canonical form, same payload");
+        assert_eq!(
+            fp(Some("application/vnd.x+json; charset=utf-8"), data),
+            fp(Some("application/vnd.x+json; charset=utf-8"), canonical)
+        );
+    } else {
+        // Not JSON (or too deep): the raw bytes are the payload, under either content type.
+        assert_ne!(as_json, fp(Some("application/json"), &[data, b" "].concat()));
+    }
+
+    // A leading content type, up to the first NUL, then the body.
+    if let Some(split) = data.iter().take(256).position(|&b| b == 0) {
+        let content_type = String::from_utf8_lossy(&data[..split]);
+        let body = &data[split + 1..];
+        let first = fp(Some(&content_type), body);
+        assert_eq!(first, fp(Some(&content_type), body));
+        if is_json_media_type(&content_type) {
+            if let Some(canonical) = canonicalize(body) {
+                assert_eq!(first, fp(Some(&content_type), &canonical));
+            }
+        }
+    }
+
+    // Scopes and object names never carry the input.
+    let scope = Scope::from_header(Some(data));
+    assert_ne!(scope, Scope::Anonymous);
+    let text = String::from_utf8_lossy(data);
+    let name = object_name(scope, &text);
+    assert!(name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+    if let Some(digest) = Digest256::from_hex(&text) {
+        assert_eq!(text.to_ascii_lowercase(), digest.to_hex());
+    }
+    assert_eq!(Digest256::from_hex(&as_json.to_hex()), Some(as_json));
+}
+
+/// Stored-record decoding, and the state machine on whatever decodes.
+///
+/// A record that decodes re-encodes to the same bytes (except the unused status of an
+/// unknown outcome whose reason carries none) and decodes again to itself. A record built
+/// from the bytes round-trips through the encoding. The state machine takes any decoded
+/// record, at any time and with any timing, without panicking, and never forwards while an
+/// unexpired record is stored.
+pub fn record(data: &[u8]) {
+    if let Ok(decoded) = Record::decode(data) {
+        let bytes = decoded.encode();
+        assert_eq!(Record::decode(&bytes).as_ref(), Ok(&decoded), "decode(encode(r)) == r");
+        if bytes != data {
+            let statusless = matches!(
+                &decoded,
+                Record::Unknown(Unknown {
+                    reason: UnknownReason::OriginTimeout | UnknownReason::ResetAfterSend,
+                    ..
+                })
+            );
+            assert!(statusless, "re-encoding changed the bytes of {decoded:?}");
+            assert_eq!(bytes.len(), data.len());
+            assert_eq!(bytes[..bytes.len() - 2], data[..data.len() - 2]);
+        }
+        drive(&decoded, &mut Source(data));
+    }
+
+    let mut source = Source(data);
+    let built = build_record(&mut source);
+    let bytes = built.encode();
+    assert_eq!(Record::decode(&bytes).as_ref(), Ok(&built), "decode(encode(r)) == r");
+    for cut in [0, 1, 3, 4, bytes.len() / 2, bytes.len() - 1] {
+        assert!(Record::decode(&bytes[..cut]).is_err(), "a truncated record decoded");
+    }
+    drive(&built, &mut source);
+}
+
+/// Reads values from the fuzz input, and zeros once it is used up.
+struct Source<'a>(&'a [u8]);
+
+impl Source<'_> {
+    fn u8(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((&first, rest)) => {
+                self.0 = rest;
+                first
+            }
+            None => 0,
+        }
+    }
+
+    fn u16(&mut self) -> u16 {
+        u16::from_be_bytes([self.u8(), self.u8()])
+    }
+
+    /// A time or duration: often an edge (0, 1, huge), otherwise any value.
+    fn u64(&mut self) -> u64 {
+        match self.u8() % 8 {
+            0 => 0,
+            1 => u64::MAX,
+            2 => u64::MAX - u64::from(self.u8()),
+            3 => u64::from(self.u16()),
+            4 => 1_700_000_000_000 + u64::from(self.u16()) * 1_000,
+            _ => u64::from_be_bytes(std::array::from_fn(|_| self.u8())),
+        }
+    }
+
+    fn bytes(&mut self) -> Vec<u8> {
+        let len = usize::from(self.u8() % 32).min(self.0.len());
+        let (taken, rest) = self.0.split_at(len);
+        self.0 = rest;
+        taken.to_vec()
+    }
+
+    fn string(&mut self) -> String {
+        String::from_utf8_lossy(&self.bytes()).into_owned()
+    }
+}
+
+fn build_record(source: &mut Source<'_>) -> Record {
+    let attempt = AttemptId(source.u64());
+    let fingerprint = Digest256(std::array::from_fn(|_| source.u8()));
+    match source.u8() % 3 {
+        0 => Record::InFlight(InFlight {
+            attempt,
+            fingerprint,
+            claimed_at: source.u64(),
+            lease_until: source.u64(),
+            expires_at: source.u64(),
+        }),
+        1 => Record::Completed(Completed {
+            attempt,
+            fingerprint,
+            completed_at: source.u64(),
+            expires_at: source.u64(),
+            response: Arc::new(StoredResponse {
+                status: source.u16(),
+                headers: (0..source.u8() % 4).map(|_| (source.string(), source.string())).collect(),
+                body: source.bytes(),
+            }),
+        }),
+        _ => Record::Unknown(Unknown {
+            attempt,
+            fingerprint,
+            since: source.u64(),
+            expires_at: source.u64(),
+            reason: match source.u8() % 3 {
+                0 => UnknownReason::OriginTimeout,
+                1 => UnknownReason::ResetAfterSend,
+                _ => UnknownReason::ResponseTooLarge { status: source.u16() },
+            },
+        }),
+    }
+}
+
+/// Puts a stored record through the admin view and every event of the state machine.
+fn drive(record: &Record, source: &mut Source<'_>) {
+    let now = source.u64();
+    let timing =
+        Timing { ttl_ms: source.u64(), duplicate_wait_ms: source.u64(), origin_timeout_ms: source.u64() };
+    let live = source.u8() % 2 == 0;
+    let live_attempt = live.then(|| record.attempt());
+    let id = "0".repeat(64);
+
+    let view = admin::summary(&id, Some(record), live, now);
+    assert_eq!(view["state"] == "absent", record.is_expired(now));
+    let _ = admin::purge_refused(Some(record), now, false);
+
+    let other = AttemptId(record.attempt().0.wrapping_add(1));
+    for fingerprint in [record.fingerprint(), Digest256([source.u8(); 32])] {
+        let waiters = usize::from(source.u16());
+        let arrival = Event::Arrival { fingerprint, new_attempt: other, live_attempt, waiters, timing };
+        let next = step(Some(record), arrival, now);
+        let forwarded = next.actions.iter().any(|a| matches!(a, Action::Forward { .. }));
+        let held = !record.is_expired(now) || (live && matches!(record, Record::InFlight(_)));
+        if held {
+            assert!(!forwarded, "forwarded while {record:?} is held at {now}: {next:?}");
+        }
+        if forwarded {
+            let Some(Action::SetAlarm(alarm)) = next.actions.first() else {
+                panic!("a forward without its alarm: {next:?}");
+            };
+            match &next.change {
+                RecordChange::Put(Record::InFlight(claim)) => {
+                    assert!(claim.attempt == other && claim.claimed_at == now);
+                    assert!(claim.lease_until >= now && claim.expires_at >= claim.lease_until);
+                    assert_eq!(*alarm, claim.expires_at);
+                }
+                change => panic!("a forward without its claim: {change:?}"),
+            }
+        }
+    }
+
+    let results = [
+        OriginResult::Responded(source.u16()),
+        OriginResult::ConnectRefused,
+        OriginResult::TimedOut,
+        OriginResult::ResetAfterSend,
+    ];
+    for result in results {
+        for attempt in [record.attempt(), other] {
+            let response = matches!(result, OriginResult::Responded(_))
+                .then(|| Arc::new(StoredResponse { status: 200, headers: Vec::new(), body: source.bytes() }));
+            let next = step(Some(record), Event::OriginFinished { attempt, result, response, timing }, now);
+            let settles = next.actions.iter().filter(|a| matches!(a, Action::Settle { .. })).count();
+            assert_eq!(settles, 1, "{next:?}");
+            if attempt != record.attempt() || !matches!(record, Record::InFlight(_)) {
+                assert_eq!(next.change, RecordChange::Keep, "fencing: a stale finisher wrote");
+            }
+        }
+    }
+
+    let next = step(Some(record), Event::WaitExpired { attempt: record.attempt() }, now);
+    match next.actions.as_slice() {
+        [Action::Reject(problem)] => assert!(problem.retry_after.is_some_and(|s| s >= 1)),
+        other => panic!("an expired wait answered {other:?}"),
+    }
+    let _ = step(Some(record), Event::Alarm { live_attempt }, now);
+    let _ = step(Some(record), Event::ClaimWriteFailed { attempt: other }, now);
+}
+
+/// Configuration: the wrangler variables, in the order of [`ALL_VARS`], separated by NUL
+/// bytes (a missing part, or one that is a single `\x01`, is unset). The rest after the
+/// last variable is a request path.
+///
+/// Parsing never panics; a valid configuration's timing stays in range and round-trips
+/// through its internal header; every route pattern matches itself; the policy, the
+/// origin target and the admin routing take any path.
+pub fn config(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut parts = text.split('\0');
+    let values: Vec<Option<&str>> =
+        ALL_VARS.iter().map(|_| parts.next().filter(|part| *part != "\u{1}")).collect();
+    let path = parts.next().unwrap_or("/");
+    let lookup = |name: &'static str| ALL_VARS.iter().position(|v| *v == name).and_then(|i| values[i]);
+
+    if let Some(timing) = decode_timing(&text) {
+        assert_eq!(decode_timing(&encode_timing(&timing)), Some(timing));
+    }
+    let path_and_query = format!("/{}", path.trim_start_matches('/'));
+    let (path_only, query) = match path_and_query.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (path_and_query.as_str(), None),
+    };
+
+    let Ok(config) = Config::from_vars(lookup) else { return };
+    assert_eq!(decode_timing(&encode_timing(&config.timing)), Some(config.timing));
+    assert!(config.timing.ttl_ms >= 1_000 && config.timing.origin_timeout_ms >= 1_000);
+    for route in &config.routes {
+        assert!(pattern_matches(&route.pattern, &route.pattern), "{:?} does not match itself", route.pattern);
+        let _ = pattern_matches(&route.pattern, path_only);
+    }
+    let policy = config.policy_for(path_only);
+    assert_eq!(decode_timing(&encode_timing(&policy.timing)), Some(policy.timing));
+    let _ = policy.covers(path);
+    let _ = config.origin_target("https://edge.example/", &path_and_query);
+    if admin::is_admin_path(&config.admin_prefix, path_only) {
+        let _ = admin::parse_call(&config.admin_prefix, "DELETE", path_only, query);
+    }
+    let _ = admin::token_matches(Some(path), &text);
+}
+
+#[cfg(test)]
+mod tests {
+    //! Smoke runs of the fuzz checks on stable Rust: the seed corpus in `fuzz/seeds/`,
+    //! deterministic mutations of it, and proptest-generated inputs. A few thousand inputs
+    //! per target, in well under a second each in a release build.
+
+    use std::path::Path;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// How many mutants of the seeds each smoke test runs.
+    const MUTANTS: usize = 3_000;
+
+    fn seeds(target: &str) -> Vec<Vec<u8>> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds").join(target);
+        let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|entry| std::fs::read(entry.expect("a seed").path()).expect("a readable seed"))
+            .collect();
+        assert!(!seeds.is_empty(), "no seeds in {}", dir.display());
+        seeds.sort();
+        seeds
+    }
+
+    /// A small deterministic generator (xorshift64*), so that a failure reproduces.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    /// Bytes that matter to the parsers under test.
+    const INTERESTING: &[u8] = b"\"\\,{}[]:0123456789-+.eE tfnu \t\r\n\x00\x01\x7f\xff\xc3\xa9";
+
+    /// The libFuzzer mutations that matter here, in miniature: flip, replace with an
+    /// interesting byte, insert, delete, duplicate a run, splice in another seed.
+    fn mutate(rng: &mut Rng, input: &[u8], seeds: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = input.to_vec();
+        for _ in 0..=rng.below(4) {
+            let at = rng.below(out.len() + 1);
+            match rng.below(6) {
+                0 if at < out.len() => out[at] ^= 1 << rng.below(8),
+                1 if at < out.len() => out[at] = INTERESTING[rng.below(INTERESTING.len())],
+                2 => out.insert(at, INTERESTING[rng.below(INTERESTING.len())]),
+                3 if at < out.len() => {
+                    out.remove(at);
+                }
+                4 => {
+                    let end = (at + rng.below(16)).min(out.len());
+                    let run = out[at..end].to_vec();
+                    out.splice(at..at, run);
+                }
+                _ => {
+                    let other = &seeds[rng.below(seeds.len())];
+                    let from = rng.below(other.len() + 1);
+                    let end = (from + rng.below(32)).min(other.len());
+                    out.splice(at..at, other[from..end].iter().copied());
+                }
+            }
+        }
+        out
+    }
+
+    fn smoke(target: &str, check: fn(&[u8])) {
+        let seeds = seeds(target);
+        for seed in &seeds {
+            check(seed);
+        }
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut input = seeds[0].clone();
+        for i in 0..MUTANTS {
+            // Mostly mutate the previous mutant (to go deeper), sometimes restart from a seed.
+            if i % 8 == 0 {
+                input = seeds[rng.below(seeds.len())].clone();
+            }
+            input = mutate(&mut rng, &input, &seeds);
+            input.truncate(4_096);
+            check(&input);
+        }
+    }
+
+    #[test]
+    fn key_smoke() {
+        smoke("key", key);
+    }
+
+    #[test]
+    fn json_smoke() {
+        smoke("json", json);
+    }
+
+    #[test]
+    fn record_smoke() {
+        smoke("record", record);
+    }
+
+    #[test]
+    fn config_smoke() {
+        smoke("config", config);
+    }
+
+    fn bytes_from(alphabet: &'static [u8], max: usize) -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(prop_oneof![prop::sample::select(alphabet), any::<u8>()], 0..max)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1_000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn key_proptest(data in bytes_from(b" \t\"\\,abcXYZ019-_~", 300)) {
+            key(&data);
+        }
+
+        #[test]
+        fn json_proptest(data in bytes_from(b" {}[]:,\"\\u0123456789-.eEtrufalsn", 200)) {
+            json(&data);
+        }
+
+        #[test]
+        fn record_proptest(data in bytes_from(b"IE\x01\x02\x03\x00\xff", 300)) {
+            record(&data);
+            let mut stored = b"IE\x01".to_vec();
+            stored.extend_from_slice(&data);
+            record(&stored);
+        }
+
+        #[test]
+        fn config_proptest(data in bytes_from(b"\x00\x01/*[]{}\":,0123456789httpsp:/a", 200)) {
+            config(&data);
+        }
+    }
+}

@@ -802,8 +802,19 @@ impl Sim {
                 prop_assert!(problem.retry_after.is_some_and(|s| s >= 1), "{:?}", problem.retry_after);
             }
             Op::Alarm { write_fails } => {
-                let step = self.step(Event::Alarm { live_attempt: None });
+                // The runtime passes the attempt it is executing, as it does for an arrival.
+                let step = self.step(Event::Alarm { live_attempt: self.live });
                 match &before {
+                    // A running execution keeps its claim, even past the claim's expiry.
+                    Some(Record::InFlight(claim)) if self.live == Some(claim.attempt) => prop_assert_eq!(
+                        &step,
+                        &Step {
+                            change: RecordChange::Keep,
+                            actions: vec![Action::SetAlarm(
+                                (self.now + LEASE_MARGIN_MS).max(claim.expires_at)
+                            )]
+                        }
+                    ),
                     Some(record) if !record.is_expired(self.now) => prop_assert_eq!(
                         &step,
                         &Step {
@@ -900,6 +911,18 @@ impl Sim {
                         matches!(kind, Some(ProblemKind::InProgress | ProblemKind::OutcomeUnknown)),
                         "{record:?} answered {step:?}"
                     );
+                    prop_assert_eq!(&step.change, &RecordChange::Keep);
+                }
+                // A claim orphaned by a crash: in progress (with a Retry-After covering the
+                // rest of the lease) until its lease expires, outcome-unknown afterwards.
+                if let (Record::InFlight(c), true) = (record, orphaned) {
+                    if self.now < c.lease_until {
+                        prop_assert_eq!(problem.map(|p| p.kind), Some(ProblemKind::InProgress));
+                        let retry_after_ms = problem.and_then(|p| p.retry_after).unwrap_or(0) * 1_000;
+                        prop_assert!(retry_after_ms >= c.lease_until - self.now, "{step:?}");
+                    } else {
+                        prop_assert_eq!(problem.map(|p| p.kind), Some(ProblemKind::OutcomeUnknown));
+                    }
                 }
             }
         }

@@ -105,58 +105,77 @@ impl Request {
     /// response is not complete within `timeout` (the stream is then dropped, as a client
     /// that gives up would).
     pub fn send(&self, addr: SocketAddr) -> io::Result<Response> {
-        let deadline = Instant::now() + self.timeout;
-        let mut stream = TcpStream::connect_timeout(&addr, self.timeout.min(Duration::from_secs(10)))?;
-        stream.set_nodelay(true).ok();
-        stream.set_write_timeout(Some(self.timeout))?;
-        let request = self.encode(addr);
-        // A server may answer (413, say) and close before reading the whole body; then the
-        // write fails but the response is still there to read.
-        let write_error = stream.write_all(&request).and_then(|_| stream.flush()).err();
+        send_raw(addr, &self.encode(addr), self.timeout)
+    }
+}
 
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 16 * 1024];
-        loop {
-            let now = Instant::now();
-            if now >= deadline {
+/// Sends `request` exactly as given (a whole HTTP/1.1 message, however malformed) and reads
+/// one response, with the same rules as [`Request::send`]. For framing a well-formed
+/// request cannot express: a lying `Content-Length`, conflicting framing headers.
+pub fn send_raw(addr: SocketAddr, request: &[u8], timeout: Duration) -> io::Result<Response> {
+    exchange(addr, request, timeout, false)
+}
+
+/// [`send_raw`], then closes the sending half of the connection: the server sees the end
+/// of the stream right after `request` (a client that declared more than it sent).
+pub fn send_raw_then_close(addr: SocketAddr, request: &[u8], timeout: Duration) -> io::Result<Response> {
+    exchange(addr, request, timeout, true)
+}
+
+fn exchange(addr: SocketAddr, request: &[u8], timeout: Duration, half_close: bool) -> io::Result<Response> {
+    let deadline = Instant::now() + timeout;
+    let mut stream = TcpStream::connect_timeout(&addr, timeout.min(Duration::from_secs(10)))?;
+    stream.set_nodelay(true).ok();
+    stream.set_write_timeout(Some(timeout))?;
+    // A server may answer (413, say) and close before reading the whole body; then the
+    // write fails but the response is still there to read.
+    let write_error = stream.write_all(request).and_then(|_| stream.flush()).err();
+    if half_close {
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+    }
+
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "response not complete before the client timeout",
+            ));
+        }
+        stream.set_read_timeout(Some(deadline - now))?;
+        match stream.read(&mut chunk) {
+            Ok(0) => {
+                return match parse_response(&buf, true) {
+                    Some(Ok(response)) => Ok(response),
+                    Some(Err(e)) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+                    None => Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed before a response",
+                    )),
+                };
+            }
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                match parse_response(&buf, false) {
+                    Some(Ok(response)) => return Ok(response),
+                    Some(Err(e)) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+                    None => {}
+                }
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     "response not complete before the client timeout",
                 ));
             }
-            stream.set_read_timeout(Some(deadline - now))?;
-            match stream.read(&mut chunk) {
-                Ok(0) => {
-                    return match parse_response(&buf, true) {
-                        Some(Ok(response)) => Ok(response),
-                        Some(Err(e)) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
-                        None => Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            "connection closed before a response",
-                        )),
-                    };
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                if let Some(Ok(response)) = parse_response(&buf, true) {
+                    return Ok(response);
                 }
-                Ok(n) => {
-                    buf.extend_from_slice(&chunk[..n]);
-                    match parse_response(&buf, false) {
-                        Some(Ok(response)) => return Ok(response),
-                        Some(Err(e)) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
-                        None => {}
-                    }
-                }
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "response not complete before the client timeout",
-                    ));
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    if let Some(Ok(response)) = parse_response(&buf, true) {
-                        return Ok(response);
-                    }
-                    return Err(write_error.unwrap_or(e));
-                }
+                return Err(write_error.unwrap_or(e));
             }
         }
     }

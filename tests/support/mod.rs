@@ -3,8 +3,10 @@
 
 #![allow(dead_code)]
 
+pub mod hostile;
 pub mod http;
 pub mod origin;
+pub mod storage;
 pub mod worker;
 
 use sha2::{Digest, Sha256};

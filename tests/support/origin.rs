@@ -5,7 +5,12 @@
 //! - `x-test-delay-ms: N`   sleep N ms before answering (or before closing, with reset);
 //! - `x-test-status: N`     answer with status N (default 201 for POST/PATCH, 200 otherwise);
 //! - `x-test-retry-after: N` add `Retry-After: N`;
-//! - `x-test-reset: 1`      read the request, count it, then close without answering.
+//! - `x-test-reset: 1`      read the request, count it, then close without answering;
+//! - `x-test-stall-body-ms: N` send the head and half the body, stall N ms, then close
+//!   without sending the rest (the declared `Content-Length` is never reached).
+//!
+//! [`Origin::stop`] closes the listening socket (connections are refused) and
+//! [`Origin::resume`] listens on the same port again, with the same counts.
 //!
 //! An execution is counted once the whole request has been read, per raw
 //! `Idempotency-Key` value as received, per request target, and in total.
@@ -14,7 +19,7 @@ use super::http::{decode_chunked, find_head_end, header_value, is_chunked, parse
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -34,6 +39,14 @@ struct State {
 pub struct Origin {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
+    listener: Arc<Mutex<Listening>>,
+}
+
+/// The accept loop that is running, if any.
+#[derive(Default)]
+struct Listening {
+    stop: Option<Arc<AtomicBool>>,
+    thread: Option<thread::JoinHandle<()>>,
 }
 
 impl Origin {
@@ -46,18 +59,63 @@ impl Origin {
     pub fn start_on(port: u16) -> io::Result<Origin> {
         let listener = TcpListener::bind(("127.0.0.1", port))?;
         let addr = listener.local_addr()?;
-        let state = Arc::new(Mutex::new(State::default()));
-        let shared = state.clone();
-        thread::Builder::new().name(format!("origin-{}", addr.port())).spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let state = shared.clone();
-                let _ = thread::Builder::new()
-                    .name("origin-conn".to_string())
-                    .spawn(move || handle(stream, state));
+        let origin = Origin {
+            addr,
+            state: Arc::new(Mutex::new(State::default())),
+            listener: Arc::new(Mutex::new(Listening::default())),
+        };
+        origin.serve(listener)?;
+        Ok(origin)
+    }
+
+    fn serve(&self, listener: TcpListener) -> io::Result<()> {
+        let shared = self.state.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread =
+            thread::Builder::new().name(format!("origin-{}", self.addr.port())).spawn(move || {
+                for stream in listener.incoming() {
+                    if stopping.load(Ordering::SeqCst) {
+                        // Returning drops the listener: from now on connections are refused.
+                        return;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let state = shared.clone();
+                    let _ = thread::Builder::new()
+                        .name("origin-conn".to_string())
+                        .spawn(move || handle(stream, state));
+                }
+            })?;
+        *self.listener.lock().unwrap() = Listening { stop: Some(stop), thread: Some(thread) };
+        Ok(())
+    }
+
+    /// Stops listening: until [`Origin::resume`], connecting to the origin is refused.
+    /// Connections already accepted finish normally.
+    pub fn stop(&self) {
+        let mut listening = self.listener.lock().unwrap();
+        let Some(stop) = listening.stop.take() else { return };
+        stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so that it sees the flag and drops the socket.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5));
+        if let Some(thread) = listening.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
+    /// Listens on the same port again (retrying for a while if the port is still busy).
+    pub fn resume(&self) -> io::Result<()> {
+        if self.listener.lock().unwrap().stop.is_some() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match TcpListener::bind(self.addr) {
+                Ok(listener) => return self.serve(listener),
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => thread::sleep(Duration::from_millis(100)),
             }
-        })?;
-        Ok(Origin { addr, state })
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -238,6 +296,14 @@ fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         head.push_str(&format!("retry-after: {after}\r\n"));
     }
     head.push_str("connection: close\r\n\r\n");
+    if let Some(ms) = control("x-test-stall-body-ms").and_then(|v| v.parse::<u64>().ok()) {
+        let _ = stream.write_all(head.as_bytes());
+        let _ = stream.write_all(&body.as_bytes()[..body.len() / 2]);
+        let _ = stream.flush();
+        thread::sleep(Duration::from_millis(ms));
+        let _ = stream.shutdown(Shutdown::Both);
+        return;
+    }
     let _ = stream.write_all(head.as_bytes());
     let _ = stream.write_all(body.as_bytes());
     let _ = stream.flush();

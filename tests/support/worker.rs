@@ -4,6 +4,10 @@
 //! wrangler's stdout and stderr. A bash supervisor starts wrangler with `setsid` (so wrangler
 //! leads a process group that also holds workerd) and kills that group as soon as the test
 //! process is gone, so no process outlives the test binary.
+//!
+//! For crash tests, [`Worker::crash`] kills the whole group with SIGKILL (wrangler and
+//! workerd die at once, as in a power cut) and [`Worker::restart`] starts it again on the
+//! same ports and the same `--persist-to` state.
 
 use super::http::{Request, Response};
 use std::fs;
@@ -40,6 +44,10 @@ pub struct Worker {
     dir: PathBuf,
     log: PathBuf,
     pid_file: PathBuf,
+    /// The `--persist-to` directory.
+    state: PathBuf,
+    /// wrangler's command line, kept for a restart.
+    args: Vec<String>,
     supervisor: Mutex<Child>,
 }
 
@@ -109,17 +117,41 @@ pub fn shared<T>(
 /// Startups run one at a time: each runs the `[build]` command, and they share two cores.
 static START_LOCK: Mutex<()> = Mutex::new(());
 
+/// Appends to the log, so that a restarted instance's log holds every incarnation. Keeps
+/// the state when `<state>.keep` exists (a crash test is about to restart on it).
 const SUPERVISOR: &str = r#"
 log=$1; pidfile=$2; state=$3; testpid=$4; shift 4
-setsid "$@" >"$log" 2>&1 </dev/null &
+setsid "$@" >>"$log" 2>&1 </dev/null &
 w=$!
 echo "$w" >"$pidfile"
 while kill -0 "$testpid" 2>/dev/null && kill -0 "$w" 2>/dev/null; do sleep 0.5; done
 kill -TERM -- -"$w" 2>/dev/null
 sleep 1
 kill -KILL -- -"$w" 2>/dev/null
-rm -rf "$state"
+[ -e "$state.keep" ] || rm -rf "$state"
 "#;
+
+fn spawn_supervisor(log: &Path, pid_file: &Path, state: &Path, args: &[String]) -> Result<Child, String> {
+    Command::new("bash")
+        .arg("-c")
+        .arg(SUPERVISOR)
+        .arg("e2e-supervisor")
+        .arg(log)
+        .arg(pid_file)
+        .arg(state)
+        .arg(std::process::id().to_string())
+        .args(args)
+        .current_dir(repo_root())
+        .env("WRANGLER_SEND_METRICS", "false")
+        .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
+        .env("NO_COLOR", "1")
+        .env("FORCE_COLOR", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("spawn bash supervisor: {e}"))
+}
 
 impl Worker {
     pub fn start(config: WorkerConfig) -> Result<Worker, String> {
@@ -176,36 +208,73 @@ impl Worker {
             args.push(format!("{name}:{value}"));
         }
 
-        let supervisor = Command::new("bash")
-            .arg("-c")
-            .arg(SUPERVISOR)
-            .arg("e2e-supervisor")
-            .arg(&log)
-            .arg(&pid_file)
-            .arg(&state)
-            .arg(std::process::id().to_string())
-            .args(&args)
-            .current_dir(&root)
-            .env("WRANGLER_SEND_METRICS", "false")
-            .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
-            .env("NO_COLOR", "1")
-            .env("FORCE_COLOR", "0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("spawn bash supervisor: {e}"))?;
-
+        let supervisor = spawn_supervisor(&log, &pid_file, &state, &args)?;
         let worker = Worker {
             name: config.name.clone(),
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             dir,
             log,
             pid_file,
+            state,
+            args,
             supervisor: Mutex::new(supervisor),
         };
         worker.wait_ready(config.readiness)?;
         Ok(worker)
+    }
+
+    /// Kills wrangler and workerd at once with SIGKILL (the whole process group), keeping
+    /// the `--persist-to` state. Returns once every process of the group is gone. Nothing
+    /// gets a chance to clean up or flush: only what was durably written survives.
+    pub fn crash(&self) {
+        let keep = self.keep_marker();
+        fs::write(&keep, b"").unwrap_or_else(|e| panic!("write {}: {e}", keep.display()));
+        let pid = fs::read_to_string(&self.pid_file).unwrap_or_default();
+        let pid = pid.trim();
+        assert!(
+            !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()),
+            "no wrangler pid for instance '{}'",
+            self.name
+        );
+        let group = format!("-{pid}");
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        // The supervisor notices within half a second and exits, leaving the state alone.
+        let _ = self.supervisor.lock().unwrap().wait();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Command::new("kill")
+            .args(["-0", "--", &group])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the process group of instance '{}' outlived SIGKILL",
+                self.name
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+        let _ = fs::remove_file(&keep);
+    }
+
+    /// Starts wrangler again after [`Worker::crash`], on the same ports and the same
+    /// `--persist-to` state; returns once the instance is ready.
+    pub fn restart(&self, readiness: Readiness) -> Result<(), String> {
+        let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let child = spawn_supervisor(&self.log, &self.pid_file, &self.state, &self.args)?;
+        *self.supervisor.lock().unwrap() = child;
+        self.wait_ready(readiness)
+    }
+
+    fn keep_marker(&self) -> PathBuf {
+        let mut marker = self.state.clone().into_os_string();
+        marker.push(".keep");
+        PathBuf::from(marker)
+    }
+
+    /// The `--persist-to` directory: workerd's SQLite files live under it.
+    pub fn persist_dir(&self) -> &Path {
+        &self.state
     }
 
     fn wait_ready(&self, readiness: Readiness) -> Result<(), String> {

@@ -1,0 +1,167 @@
+//! Reads the Durable Object storage that `wrangler dev --persist-to` leaves on disk, from
+//! the outside, with Python's `sqlite3` module (Python 3 is a prerequisite of the project).
+//!
+//! Layout (wrangler 4.86, local mode): `<persist>/v3/do/<script>-<Class>/<object id>.sqlite`
+//! is one object's own SQLite database (with `-wal` and `-shm` beside it while workerd has
+//! it open), and `metadata.sqlite` in the same directory holds the pending alarms
+//! (`_cf_ALARM`, one row per object with an alarm). An object's database holds its tables
+//! (`idempotency_record`), workerd's `_cf_METADATA` (alarm bookkeeping) and miniflare's
+//! `__miniflare_do_name` (the name the object was addressed by); `deleteAll()` drops them
+//! all and leaves an empty 4 KiB file.
+//!
+//! Each database is copied (with its WAL) to a temporary directory before it is read, so
+//! the running workerd is never disturbed and never locked out.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One object's database.
+#[derive(Clone, Debug)]
+pub struct ObjectFile {
+    /// The object id (the file name without `.sqlite`): a hex digest, never a name.
+    pub id: String,
+    /// Every table with its row count.
+    pub tables: Vec<(String, u64)>,
+    /// The name the object was addressed by (`__miniflare_do_name`), while stored.
+    pub name: Option<String>,
+}
+
+impl ObjectFile {
+    /// Rows over every table.
+    pub fn rows(&self) -> u64 {
+        self.tables.iter().map(|(_, rows)| rows).sum()
+    }
+
+    /// No row in any table: nothing of the object is stored any more.
+    pub fn is_empty(&self) -> bool {
+        self.rows() == 0
+    }
+
+    /// Rows of the worker's own record table.
+    pub fn records(&self) -> u64 {
+        self.tables.iter().filter(|(name, _)| name == "idempotency_record").map(|(_, rows)| rows).sum()
+    }
+}
+
+/// Everything stored for the key objects of one persist directory.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub objects: Vec<ObjectFile>,
+    /// Pending alarms (rows of `_cf_ALARM` in every `metadata.sqlite`).
+    pub alarms: u64,
+}
+
+impl Snapshot {
+    pub fn non_empty(&self) -> Vec<&ObjectFile> {
+        self.objects.iter().filter(|o| !o.is_empty()).collect()
+    }
+
+    pub fn records(&self) -> u64 {
+        self.objects.iter().map(ObjectFile::records).sum()
+    }
+
+    /// One line per object that still stores something, for failure messages.
+    pub fn describe(&self) -> String {
+        let mut lines =
+            vec![format!("{} object file(s), {} pending alarm(s)", self.objects.len(), self.alarms)];
+        for object in self.non_empty() {
+            lines.push(format!("  {}: {:?}", &object.id[..16.min(object.id.len())], object.tables));
+        }
+        lines.join("\n")
+    }
+}
+
+const INSPECT: &str = r#"
+import glob, json, os, shutil, sqlite3, sys, tempfile
+root = sys.argv[1]
+objects, alarms = [], 0
+tmp = tempfile.mkdtemp(prefix="do-inspect-")
+try:
+    for path in sorted(glob.glob(os.path.join(root, "v3", "do", "*", "*.sqlite"))):
+        copy = os.path.join(tmp, "copy.sqlite")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(copy + suffix):
+                os.remove(copy + suffix)
+        shutil.copyfile(path, copy)
+        if os.path.exists(path + "-wal"):
+            shutil.copyfile(path + "-wal", copy + "-wal")
+        con = sqlite3.connect(copy)
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        tables = [[t, con.execute('SELECT count(*) FROM "%s"' % t.replace('"', '""')).fetchone()[0]] for t in names]
+        base = os.path.basename(path)[: -len(".sqlite")]
+        if base == "metadata":
+            alarms += sum(rows for t, rows in tables if t == "_cf_ALARM")
+        else:
+            name = None
+            if "__miniflare_do_name" in names:
+                row = con.execute("SELECT * FROM __miniflare_do_name").fetchone()
+                name = None if row is None else str(row[-1])
+            objects.append({"id": base, "tables": tables, "name": name})
+        con.close()
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+print(json.dumps({"objects": objects, "alarms": alarms}))
+"#;
+
+/// Reads every key object's database under `persist_dir`. Panics with Python's error if
+/// the files cannot be read.
+pub fn snapshot(persist_dir: &Path) -> Snapshot {
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(INSPECT)
+        .arg(persist_dir)
+        .output()
+        .unwrap_or_else(|e| panic!("run python3 to read the SQLite files: {e}"));
+    assert!(
+        output.status.success(),
+        "reading the SQLite files under {} failed: {}",
+        persist_dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("python3 printed no JSON ({e}): {}", String::from_utf8_lossy(&output.stdout))
+    });
+    let objects = json["objects"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|o| ObjectFile {
+                    id: o["id"].as_str().unwrap_or_default().to_string(),
+                    tables: o["tables"]
+                        .as_array()
+                        .map(|ts| {
+                            ts.iter()
+                                .map(|t| {
+                                    (
+                                        t[0].as_str().unwrap_or_default().to_string(),
+                                        t[1].as_u64().unwrap_or(0),
+                                    )
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    name: o["name"].as_str().map(str::to_string),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Snapshot { objects, alarms: json["alarms"].as_u64().unwrap_or(0) }
+}
+
+/// Every file and directory name under `dir`, recursively (to check that no name carries
+/// a raw key or credential).
+pub fn file_names(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path.clone());
+            }
+            out.push(path);
+        }
+    }
+    out
+}

@@ -1,0 +1,857 @@
+//! Reliability and security, end to end (issue 3): the built worker in real workerd
+//! (`wrangler dev`, local mode) in front of a real loopback origin, under faults, load and
+//! hostile input. `docs/reliability.md` explains what each test proves.
+//!
+//! Instances:
+//! - `hostile_worker()`: origin timeout 4 s, duplicate wait 30 s, 256 KiB body limit, TTL
+//!   600 s; the stalled-body, 503, hostile-input, scope and log tests share it;
+//! - `storm_worker()`: its own instance for the storm (so no other test's traffic is in it);
+//! - `storage_worker()`: TTL 5 s and origin timeout 5 s, alone in its `--persist-to`
+//!   directory, whose SQLite files the storage test reads;
+//! - the crash test starts (and SIGKILLs) an instance of its own.
+//!
+//! Prerequisites: `./scripts/test.sh` (installs the toolchain and builds the worker).
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::hostile::{bad_inputs, check_problem, hex_tokens, is_problem};
+use support::http::{send_raw, send_raw_then_close, Request, Response};
+use support::origin::Origin;
+use support::storage::{self, Snapshot};
+use support::unique;
+use support::worker::{shared, Readiness, Worker, WorkerConfig};
+
+const MAX_BODY_BYTES: usize = 262_144;
+const HOSTILE_ORIGIN_TIMEOUT_SECONDS: u64 = 4;
+
+// ---------------------------------------------------------------------------------------
+// Instances and helpers
+
+fn origin() -> &'static Origin {
+    static ORIGIN: OnceLock<Origin> = OnceLock::new();
+    ORIGIN.get_or_init(Origin::start)
+}
+
+fn vars(pairs: &[(&str, String)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(n, v)| (n.to_string(), v.clone())).collect()
+}
+
+fn start(name: &str, ttl: u64, wait: u64, timeout: u64, max_body: usize) -> Result<Worker, String> {
+    Worker::start(WorkerConfig {
+        name: name.into(),
+        vars: vars(&[
+            ("ORIGIN_URL", origin().url()),
+            ("IDEMPOTENCY_TTL_SECONDS", ttl.to_string()),
+            ("DUPLICATE_WAIT_SECONDS", wait.to_string()),
+            ("ORIGIN_TIMEOUT_SECONDS", timeout.to_string()),
+            ("MAX_BODY_BYTES", max_body.to_string()),
+            ("SCOPE_HEADER", "Authorization".to_string()),
+        ]),
+        readiness: Readiness::OriginAnswers,
+    })
+}
+
+fn hostile_worker() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    shared(&CELL, || start("rel-hostile", 600, 30, HOSTILE_ORIGIN_TIMEOUT_SECONDS, MAX_BODY_BYTES))
+}
+
+fn storm_worker() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    shared(&CELL, || start("rel-storm", 600, 120, 30, 4096))
+}
+
+const STORAGE_TTL_SECONDS: u64 = 5;
+const STORAGE_ORIGIN_TIMEOUT_SECONDS: u64 = 5;
+
+fn storage_worker() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    shared(&CELL, || start("rel-storage", STORAGE_TTL_SECONDS, 10, STORAGE_ORIGIN_TIMEOUT_SECONDS, 4096))
+}
+
+fn new_key() -> String {
+    unique("rel")
+}
+
+fn new_path() -> String {
+    format!("/v1/payments/{}", unique("p"))
+}
+
+fn payment(path: &str, key: &str) -> Request {
+    Request::post(path).header("Idempotency-Key", key).json(r#"{"amount":1000,"currency":"eur"}"#)
+}
+
+fn assert_problem(r: &Response, status: u16, kind: &str) {
+    if let Err(e) = check_problem(r, status, kind) {
+        panic!("{e}\nresponse: {r:?}");
+    }
+    let body = r.json();
+    assert!(body["title"].is_string() && body["detail"].is_string(), "problem members: {r:?}");
+}
+
+fn assert_from_origin(r: &Response, status: u16) -> serde_json::Value {
+    assert_eq!(r.status, status, "expected {status} from the origin, got {r:?}");
+    assert!(r.has_header("x-origin-execution"), "expected the origin's answer, got {r:?}");
+    r.json()
+}
+
+fn assert_replay_of(replay: &Response, original: &Response) {
+    assert_eq!(replay.status, original.status, "replay status; original {original:?}\nreplay {replay:?}");
+    assert_eq!(replay.body, original.body, "replay body; original {original:?}\nreplay {replay:?}");
+    assert!(replay.is_replayed(), "replay lacks Idempotent-Replayed: true: {replay:?}");
+}
+
+fn retry_after_seconds(r: &Response) -> u64 {
+    let value = r.header("retry-after").unwrap_or_else(|| panic!("no Retry-After: {r:?}"));
+    value.trim().parse().unwrap_or_else(|_| panic!("Retry-After is not whole seconds: {r:?}"))
+}
+
+/// The worker still executes and replays a normal request: whatever came before did not
+/// break it (a panic would reset the instance and could break the connection).
+fn assert_still_serves(w: &Worker, after: &str) {
+    let key = new_key();
+    let req = payment(&new_path(), &key);
+    let first = w.send(&req);
+    assert!(
+        first.status == 201 && first.has_header("x-origin-execution"),
+        "after {after}, a normal request failed: {first:?}"
+    );
+    let second = w.send(&req);
+    assert!(
+        second.is_replayed() && second.body == first.body,
+        "after {after}, the replay failed: {second:?}"
+    );
+    assert_eq!(origin().executions(&key), 1, "after {after}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Faults
+
+/// Issue 3, faults 1 and 2: workerd dies (SIGKILL of wrangler and workerd together) while
+/// the first attempt is at the origin, and starts again on the same state. The in-memory
+/// execution and its waiters are gone, exactly as after a panic (which resets the Wasm
+/// instance), so this also covers "panic or instance reset".
+#[test]
+fn sigkill_mid_flight_then_restart_never_executes_again() {
+    const ORIGIN_TIMEOUT_SECONDS: u64 = 20;
+    // LEASE_MARGIN_MS in src/core/machine.rs.
+    let lease = Duration::from_secs(ORIGIN_TIMEOUT_SECONDS + 10);
+    support::worker::require_build();
+    let o = origin();
+    let w = start("rel-crash", 600, 5, ORIGIN_TIMEOUT_SECONDS, 4096).unwrap_or_else(|e| panic!("{e}"));
+
+    // A key completed before the crash: its stored answer must survive it.
+    let done_key = new_key();
+    let done_req = payment(&new_path(), &done_key);
+    let done = w.send(&done_req);
+    assert_from_origin(&done, 201);
+
+    // The first attempt of another key is at the origin (which takes a minute) when
+    // workerd dies.
+    let key = new_key();
+    let path = new_path();
+    let first = {
+        let req = payment(&path, &key).header("x-test-delay-ms", "60000").timeout(Duration::from_secs(120));
+        let addr = w.addr;
+        thread::spawn(move || req.send(addr))
+    };
+    assert!(
+        o.wait_for_executions(&key, 1, Duration::from_secs(60)),
+        "the first attempt never reached the origin"
+    );
+    // The claim was written before the origin saw the request, so its lease ends before
+    // `at_origin + lease`, and not much earlier.
+    let at_origin = Instant::now();
+    w.crash();
+    let cut = first.join().expect("first request thread");
+    assert!(cut.is_err(), "the caller's connection must die with workerd, got {cut:?}");
+
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart on the same state: {e}"));
+    let restarted_after = at_origin.elapsed();
+
+    // The stored answer is still replayed.
+    assert_replay_of(&w.send(&done_req), &done);
+    assert_eq!(o.executions(&done_key), 1);
+
+    // During the lease: 409 in-progress with Retry-After, nothing forwarded.
+    let during = w.send(&payment(&path, &key));
+    let during_at = at_origin.elapsed();
+    assert!(
+        during_at + Duration::from_secs(1) < lease,
+        "the restart took {restarted_after:?}, too long to observe the {lease:?} lease; \
+         the machine is overloaded (answer: {during:?})"
+    );
+    assert_problem(&during, 409, "in-progress");
+    let retry_after = retry_after_seconds(&during);
+    assert!((1..=lease.as_secs()).contains(&retry_after), "Retry-After {retry_after} s: {during:?}");
+    assert_eq!(o.executions(&key), 1, "a retry during the lease must not execute");
+    // Another payload under the key is still refused: the fingerprint survived the crash.
+    let other = w.send(&Request::post(&path).header("Idempotency-Key", &key).json(r#"{"amount":1}"#));
+    assert_problem(&other, 422, "key-reused");
+
+    // After the lease: outcome unknown, for every retry, and still one execution.
+    thread::sleep((lease + Duration::from_secs(2)).saturating_sub(at_origin.elapsed()));
+    for _ in 0..3 {
+        let after = w.send(&payment(&path, &key));
+        assert_problem(&after, 502, "outcome-unknown");
+        assert!(!after.has_header("x-origin-execution"), "{after:?}");
+    }
+    assert_eq!(o.executions(&key), 1, "the key was executed again after the crash");
+    assert_eq!(o.executions_at(&path), 1, "the path was executed again after the crash");
+    let log = w.log_contents();
+    assert!(log.matches("Ready on").count() >= 2, "the log should show two starts of wrangler");
+}
+
+/// Issue 3, fault 3: the origin sends its headers and part of the body, then stalls. The
+/// body is part of the answer, so the origin timeout covers it: the caller gets 502
+/// outcome-unknown once the timeout passes, and the key is never forwarded again.
+#[test]
+fn origin_that_stalls_the_body_is_outcome_unknown_and_never_retried() {
+    const STALL: Duration = Duration::from_secs(20);
+    let w = hostile_worker();
+    let o = origin();
+    let key = new_key();
+    let path = new_path();
+    let sent = Instant::now();
+    let first = w.send(&payment(&path, &key).header("x-test-stall-body-ms", STALL.as_millis().to_string()));
+    let answered_after = sent.elapsed();
+    assert_problem(&first, 502, "outcome-unknown");
+    assert!(
+        answered_after < STALL - Duration::from_secs(2),
+        "the worker waited {answered_after:?} for a stalled body; its origin timeout is {HOSTILE_ORIGIN_TIMEOUT_SECONDS} s"
+    );
+    assert_eq!(o.executions(&key), 1);
+
+    let retry = w.send(&payment(&path, &key));
+    assert_problem(&retry, 502, "outcome-unknown");
+    assert_eq!(o.executions(&key), 1, "an unknown outcome is never forwarded again");
+
+    // Once the origin has given up on the connection, still unknown.
+    thread::sleep((STALL + Duration::from_secs(1)).saturating_sub(sent.elapsed()));
+    let late = w.send(&payment(&path, &key));
+    assert_problem(&late, 502, "outcome-unknown");
+    assert_eq!(o.executions(&key), 1);
+}
+
+/// Issue 3, fault 3: 503 with Retry-After is passed on as the origin sent it (header
+/// included) and releases the key. (429 with Retry-After: `tests/e2e.rs`,
+/// `status_429_keeps_retry_after_and_releases_the_key`.)
+#[test]
+fn status_503_passes_retry_after_on_and_releases_the_key() {
+    let w = hostile_worker();
+    let o = origin();
+    let key = new_key();
+    let path = new_path();
+    let busy = w.send(&payment(&path, &key).header("x-test-status", "503").header("x-test-retry-after", "9"));
+    assert_from_origin(&busy, 503);
+    assert_eq!(busy.header("retry-after"), Some("9"), "Retry-After passed on: {busy:?}");
+    assert!(!busy.is_replayed(), "{busy:?}");
+
+    let retry = w.send(&payment(&path, &key));
+    assert_from_origin(&retry, 201);
+    assert!(!retry.is_replayed(), "the released key executes on retry: {retry:?}");
+    assert_eq!(o.executions(&key), 2);
+    assert_replay_of(&w.send(&payment(&path, &key)), &retry);
+    assert_eq!(o.executions(&key), 2);
+}
+
+// ---------------------------------------------------------------------------------------
+// Load
+
+/// A small deterministic generator (xorshift64*), so that a failing order can be replayed
+/// from the printed seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            items.swap(i, j);
+        }
+    }
+}
+
+/// One storm request: which key, and its answer or why none came.
+type Answer = (usize, Result<Response, String>);
+
+/// Issue 3, storm: 200 keys × 10 duplicates, shuffled, 32 connections at once, origin
+/// delay 50 ms. Exactly one execution per key, one answer per key, no 5xx, nothing lost.
+#[test]
+fn storm_of_duplicates_executes_each_key_exactly_once() {
+    const KEYS: usize = 200;
+    const DUPLICATES: usize = 10;
+    const CONNECTIONS: usize = 32;
+    let w = storm_worker();
+    let o = origin();
+    let keys: Vec<(String, String)> = (0..KEYS).map(|_| (new_key(), new_path())).collect();
+    let mut order: Vec<usize> = (0..KEYS).flat_map(|k| std::iter::repeat_n(k, DUPLICATES)).collect();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64 | 1)
+        .unwrap_or(0x9e37_79b9_7f4a_7c15);
+    Rng(seed).shuffle(&mut order);
+
+    let order = Arc::new(order);
+    let keys = Arc::new(keys);
+    let next = Arc::new(AtomicUsize::new(0));
+    let results: Arc<Mutex<Vec<Answer>>> = Arc::new(Mutex::new(Vec::new()));
+    let started = Instant::now();
+    let threads: Vec<_> = (0..CONNECTIONS)
+        .map(|_| {
+            let (order, keys, next, results) = (order.clone(), keys.clone(), next.clone(), results.clone());
+            let addr = w.addr;
+            thread::spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(&k) = order.get(i) else { break };
+                let (key, path) = &keys[k];
+                let req =
+                    payment(path, key).header("x-test-delay-ms", "50").timeout(Duration::from_secs(180));
+                let answer = req.send(addr).map_err(|e| e.to_string());
+                results.lock().unwrap().push((k, answer));
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("storm thread");
+    }
+    let elapsed = started.elapsed();
+    let results = std::mem::take(&mut *results.lock().unwrap());
+
+    let mut failures = Vec::new();
+    let mut by_key: HashMap<usize, Vec<Response>> = HashMap::new();
+    let mut lost = 0;
+    for (k, answer) in results {
+        match answer {
+            Ok(r) => by_key.entry(k).or_default().push(r),
+            Err(e) => {
+                lost += 1;
+                failures.push(format!("key #{k}: no answer ({e})"));
+            }
+        }
+    }
+    let answered: usize = by_key.values().map(Vec::len).sum();
+    let server_errors = by_key.values().flatten().filter(|r| r.status >= 500).count();
+    let replayed = by_key.values().flatten().filter(|r| r.is_replayed()).count();
+    for (k, responses) in &by_key {
+        let first = &responses[0];
+        if responses.iter().any(|r| r.status != first.status || r.body != first.body) {
+            let statuses: Vec<u16> = responses.iter().map(|r| r.status).collect();
+            failures.push(format!("key #{k}: answers differ (statuses {statuses:?})"));
+        }
+        if first.status != 201 {
+            failures.push(format!("key #{k}: expected 201, got {first:?}"));
+        }
+    }
+    let executions: Vec<usize> = keys.iter().map(|(key, _)| o.executions(key)).collect();
+    let total: usize = executions.iter().sum();
+    for (k, n) in executions.iter().enumerate() {
+        if *n != 1 {
+            failures.push(format!("key #{k}: {n} executions"));
+        }
+    }
+    println!(
+        "storm: {} requests ({KEYS} keys x {DUPLICATES}), {CONNECTIONS} connections, origin delay 50 ms: \
+         {answered} answered, {lost} lost, {server_errors} 5xx, {total} executions, {replayed} marked replayed, \
+         {:.1} s ({:.0} req/s), seed {seed:#x}",
+        KEYS * DUPLICATES,
+        elapsed.as_secs_f64(),
+        (KEYS * DUPLICATES) as f64 / elapsed.as_secs_f64()
+    );
+    assert_eq!(answered, KEYS * DUPLICATES, "every request gets an answer; {}", failures.join("\n"));
+    assert_eq!(server_errors, 0, "no 5xx in the storm");
+    assert_eq!(total, KEYS, "exactly one execution per key");
+    assert_eq!(replayed, KEYS * DUPLICATES - KEYS, "every answer but the executing one is marked replayed");
+    assert!(failures.is_empty(), "storm failures (seed {seed:#x}):\n{}", failures.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Bounded storage, read from the SQLite files that `wrangler dev --persist-to` leaves
+
+/// Issue 3, bounded storage: keys that were only released or refused leave nothing, and
+/// everything else is gone from the object's SQLite file after the TTL and the alarm.
+#[test]
+fn storage_is_empty_after_ttl_and_released_or_refused_keys_leave_nothing() {
+    let w = storage_worker();
+    let o = origin();
+    let persist = w.persist_dir();
+    let snap = || storage::snapshot(persist);
+    let before = snap();
+    assert!(before.objects.is_empty(), "a fresh instance stores no key objects: {}", before.describe());
+
+    // Released keys (the origin answered 503 or 429): the object deletes its storage.
+    let mut released = Vec::new();
+    for status in ["503", "429", "503", "429"] {
+        let key = new_key();
+        let r = w.send(&payment(&new_path(), &key).header("x-test-status", status));
+        assert_from_origin(&r, status.parse().unwrap());
+        released.push(key);
+    }
+    let after_released = snap();
+    assert!(
+        after_released.non_empty().is_empty(),
+        "released keys must leave nothing behind: {}",
+        after_released.describe()
+    );
+    assert_eq!(after_released.alarms, 0, "released keys leave no alarm: {}", after_released.describe());
+
+    // Refused before any claim (400, 413): no object is even created.
+    let files_before = after_released.objects.len();
+    let mut refused = 0;
+    for case in bad_inputs(4096) {
+        case.check(w.addr, o).unwrap_or_else(|e| panic!("{e}"));
+        refused += 1;
+    }
+    let after_refused = snap();
+    assert_eq!(
+        after_refused.objects.len(),
+        files_before,
+        "{refused} refused requests created object files: {}",
+        after_refused.describe()
+    );
+    assert!(after_refused.non_empty().is_empty(), "{}", after_refused.describe());
+
+    // Stored outcomes: completed (201 and a final 500), unknown (reset after send), and a
+    // 422 refused while its key was in flight.
+    let mut stored_keys = Vec::new();
+    for status in ["201", "201", "201", "500"] {
+        let key = new_key();
+        let r = w.send(&payment(&new_path(), &key).header("x-test-status", status));
+        assert_from_origin(&r, status.parse().unwrap());
+        stored_keys.push(key);
+    }
+    for _ in 0..2 {
+        let key = new_key();
+        let r = w.send(&payment(&new_path(), &key).header("x-test-reset", "1"));
+        assert_problem(&r, 502, "outcome-unknown");
+        stored_keys.push(key);
+    }
+    let key = new_key();
+    let path = new_path();
+    let slow = {
+        let req = payment(&path, &key).header("x-test-delay-ms", "1500");
+        thread::spawn(move || w.send(&req))
+    };
+    assert!(o.wait_for_executions(&key, 1, Duration::from_secs(30)));
+    let reused = w.send(&Request::post(&path).header("Idempotency-Key", &key).json(r#"{"amount":2}"#));
+    assert_problem(&reused, 422, "key-reused");
+    assert_from_origin(&slow.join().expect("slow request"), 201);
+    stored_keys.push(key);
+
+    let stored = snap();
+    // The unknown outcomes are retained for the lease (origin timeout + 10 s), so at least
+    // they are certainly still there: the check sees stored data when there is some.
+    assert!(stored.records() >= 2, "stored outcomes must show in the SQLite files: {}", stored.describe());
+    assert!(stored.alarms >= 2, "stored outcomes have their alarm: {}", stored.describe());
+    for object in &stored.objects {
+        if let Some(name) = &object.name {
+            assert!(
+                name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit()),
+                "an object name is a hash, got one of {} characters",
+                name.len()
+            );
+        }
+    }
+    for path in storage::file_names(persist) {
+        let name = path.to_string_lossy();
+        for key in stored_keys.iter().chain(&released) {
+            assert!(!name.contains(key.as_str()), "a stored file name contains a raw key");
+        }
+    }
+
+    // After the TTL (5 s) and the lease of the unknown ones (15 s), the alarms delete it all.
+    let started = Instant::now();
+    let deadline = Duration::from_secs(120);
+    let emptied: Snapshot = loop {
+        let now = snap();
+        if now.non_empty().is_empty() && now.alarms == 0 {
+            break now;
+        }
+        assert!(
+            started.elapsed() < deadline,
+            "storage not empty {deadline:?} after the TTL: {}",
+            now.describe()
+        );
+        thread::sleep(Duration::from_secs(1));
+    };
+    println!(
+        "storage: {} object files, all empty, no pending alarm, {:.0} s after the last outcome was stored",
+        emptied.objects.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(emptied.records(), 0);
+    for key in &stored_keys {
+        assert!(o.executions(key) >= 1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Hostile input
+
+/// Keys and bodies that must be refused with a problem (or by the HTTP server in front),
+/// with nothing forwarded, and the worker still serving afterwards.
+#[test]
+fn hostile_keys_and_bodies_are_refused_and_nothing_is_forwarded() {
+    let w = hostile_worker();
+    let o = origin();
+    let mut failures = Vec::new();
+    let cases = bad_inputs(MAX_BODY_BYTES);
+    for case in &cases {
+        if let Err(e) = case.check(w.addr, o) {
+            failures.push(e);
+        }
+        assert_still_serves(w, case.label);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} hostile inputs mishandled:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+/// Framing a client can lie with. `Content-Length` frames the body, so a small one makes
+/// the surplus bytes not part of the request: only the declared bytes are forwarded.
+#[test]
+fn lying_or_broken_framing_never_forwards_more_than_the_declared_body() {
+    let w = hostile_worker();
+    let o = origin();
+
+    // Declares 10 bytes, sends 300 KB (over the limit).
+    let path = new_path();
+    let key = new_key();
+    let mut raw = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nIdempotency-Key: {key}\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\n"
+    )
+    .into_bytes();
+    raw.extend(vec![b'x'; MAX_BODY_BYTES + 40_000]);
+    let r = send_raw(w.addr, &raw, Duration::from_secs(60)).expect("an answer to a small Content-Length");
+    let json = assert_from_origin(&r, 201);
+    assert_eq!(json["body_len"], 10, "only the declared bytes are the body");
+    assert_eq!(o.executions_at(&path), 1);
+    assert_still_serves(w, "a lying small Content-Length");
+
+    // Declares more than the limit, sends 3 bytes and ends the stream. The worker refuses
+    // on the declared length before reading; under `wrangler dev` its dev-only middleware
+    // first tries to drain the body, fails, and its proxy answers 503 text/plain ("Your
+    // worker restarted mid-request"). Either way nothing is forwarded.
+    let path = new_path();
+    let raw = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nIdempotency-Key: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\nabc",
+        new_key(),
+        MAX_BODY_BYTES + 1
+    );
+    let r = send_raw_then_close(w.addr, raw.as_bytes(), Duration::from_secs(60)).expect("an answer");
+    let refused = check_problem(&r, 413, "body-too-large").is_ok() || (r.status == 503 && !is_problem(&r));
+    assert!(refused, "a lying large Content-Length: expected 413, or wrangler dev's 503; got {r:?}");
+    assert_eq!(o.executions_at(&path), 0);
+    assert_still_serves(w, "a lying large Content-Length");
+
+    // Malformed framing never reaches the worker: workerd's HTTP parser refuses it (it
+    // answers 500 with no body type of ours; Cloudflare's edge answers 400).
+    for (label, header) in [
+        ("two different Content-Length values", "Content-Length: 2\r\nContent-Length: 3"),
+        ("a negative Content-Length", "Content-Length: -5"),
+        ("a Content-Length that is not a number", "Content-Length: 12abc"),
+    ] {
+        let path = new_path();
+        let raw = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nIdempotency-Key: {}\r\n{header}\r\nConnection: close\r\n\r\n{{}}x",
+            new_key()
+        );
+        match send_raw(w.addr, raw.as_bytes(), Duration::from_secs(60)) {
+            Ok(r) => assert!(
+                matches!(r.status, 400 | 500) && !is_problem(&r),
+                "{label}: expected the HTTP layer's 400 or 500, got {r:?}"
+            ),
+            Err(e) => panic!("{label}: no answer ({e})"),
+        }
+        assert_eq!(o.executions_at(&path), 0, "{label}: forwarded");
+        assert_still_serves(w, label);
+    }
+}
+
+#[test]
+fn invalid_utf8_json_body_is_forwarded_and_fingerprinted_raw() {
+    let w = hostile_worker();
+    let o = origin();
+    let key = new_key();
+    let path = new_path();
+    let body = b"{\"note\":\"\xff\xfe\xc3\x28\"}".to_vec();
+    let req = Request::post(&path).header("Idempotency-Key", &key).header("Content-Type", "application/json");
+    let first = w.send(&req.clone().body(body.clone()));
+    let json = assert_from_origin(&first, 201);
+    assert_eq!(json["body_len"], body.len(), "forwarded as sent");
+    assert_replay_of(&w.send(&req.clone().body(body.clone())), &first);
+    // Other invalid bytes are another payload: the raw bytes are the fingerprint.
+    let other = w.send(&req.clone().body(b"{\"note\":\"\xff\xfd\xc3\x28\"}".to_vec()));
+    assert_problem(&other, 422, "key-reused");
+    assert_eq!(o.executions(&key), 1);
+    assert_still_serves(w, "an invalid UTF-8 JSON body");
+}
+
+#[test]
+fn json_nested_100000_levels_is_forwarded_once_and_replayed() {
+    let w = hostile_worker();
+    let o = origin();
+    let arrays = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let objects = format!("{}1{}", "{\"a\":".repeat(40_000), "}".repeat(40_000));
+    for (label, body) in [("arrays", arrays), ("objects", objects)] {
+        assert!(body.len() <= MAX_BODY_BYTES);
+        let key = new_key();
+        let path = new_path();
+        let req = Request::post(&path).header("Idempotency-Key", &key).json(&body);
+        let first = w.send(&req);
+        let json = assert_from_origin(&first, 201);
+        assert_eq!(json["body_len"], body.len(), "{label}: forwarded whole");
+        assert_replay_of(&w.send(&req), &first);
+        // Beyond the canonicaliser's depth bound the raw bytes are the fingerprint, so
+        // the same value with whitespace added is another payload.
+        let spaced = format!(" {body}");
+        let other = w.send(&Request::post(&path).header("Idempotency-Key", &key).json(&spaced));
+        assert_problem(&other, 422, "key-reused");
+        assert_eq!(o.executions(&key), 1, "{label}");
+        assert_still_serves(w, label);
+    }
+}
+
+/// `src/core/canonical_json.rs`: numbers are kept as written (never rounded), members are
+/// sorted by key with a stable sort, so duplicate keys keep their order.
+#[test]
+fn huge_numbers_and_duplicate_keys_have_a_defined_fingerprint() {
+    let w = hostile_worker();
+    let o = origin();
+    let send = |path: &str, key: &str, body: &str| {
+        w.send(&Request::post(path).header("Idempotency-Key", key).json(body))
+    };
+
+    let key = new_key();
+    let path = new_path();
+    let huge = r#"{"amount":123456789012345678901234567890.000000000000000000001e999999,"fee":-0.0}"#;
+    let first = send(&path, &key, huge);
+    assert_from_origin(&first, 201);
+    assert_replay_of(&send(&path, &key, huge), &first);
+    let reordered =
+        r#"{ "fee": -0.0, "amount": 123456789012345678901234567890.000000000000000000001e999999 }"#;
+    assert_replay_of(&send(&path, &key, reordered), &first);
+    for other in [
+        r#"{"amount":1.2345678901234568e1000028,"fee":-0.0}"#,
+        r#"{"amount":123456789012345678901234567890.000000000000000000001e999999,"fee":0}"#,
+    ] {
+        assert_problem(&send(&path, &key, other), 422, "key-reused");
+    }
+    assert_eq!(o.executions(&key), 1);
+
+    let key = new_key();
+    let path = new_path();
+    let first = send(&path, &key, r#"{"a":1,"b":0,"a":2}"#);
+    assert_from_origin(&first, 201);
+    assert_replay_of(&send(&path, &key, r#"{"a":1,"b":0,"a":2}"#), &first);
+    // Members sorted, duplicates in their order: the same payload.
+    assert_replay_of(&send(&path, &key, r#"{"b":0,"a":1,"a":2}"#), &first);
+    // The duplicates the other way round: parsers that keep the last one disagree.
+    assert_problem(&send(&path, &key, r#"{"a":2,"b":0,"a":1}"#), 422, "key-reused");
+    assert_problem(&send(&path, &key, r#"{"a":2,"b":0}"#), 422, "key-reused");
+    assert_eq!(o.executions(&key), 1);
+}
+
+/// Long paths and large header sets get a clean answer: the worker's own (executed, then
+/// replayed), or the HTTP server's 4xx for what exceeds its limits. Never a hang, never a
+/// 5xx.
+#[test]
+fn very_long_paths_and_huge_header_sets_get_a_clean_answer() {
+    let w = hostile_worker();
+    let o = origin();
+    let mut outcomes = Vec::new();
+    let mut check = |label: String, path: &str, req: Request, key: &str| {
+        let req = req.timeout(Duration::from_secs(120));
+        let r = w.send(&req);
+        assert!(r.status < 500, "{label}: a 5xx: {r:?}");
+        if r.status == 201 {
+            assert_from_origin(&r, 201);
+            assert_replay_of(&w.send(&req), &r);
+            assert_eq!(o.executions(key), 1, "{label}");
+            outcomes.push(format!("{label}: executed, replayed"));
+        } else {
+            assert!(matches!(r.status, 400 | 414 | 431), "{label}: unexpected {r:?}");
+            assert!(!is_problem(&r), "{label}: {r:?}");
+            assert_eq!(o.executions_at(path), 0, "{label}: forwarded");
+            outcomes.push(format!("{label}: HTTP {} from the HTTP server", r.status));
+        }
+        assert_still_serves(w, &label);
+    };
+    for len in [8_000usize, 60_000, 200_000] {
+        let key = new_key();
+        let path = format!("{}/{}", new_path(), "a".repeat(len));
+        check(format!("path of {len} bytes"), &path, payment(&path, &key), &key);
+    }
+    for (count, size) in [(1000usize, 100usize), (1, 100_000), (5000, 50)] {
+        let key = new_key();
+        let path = new_path();
+        let mut req = payment(&path, &key);
+        for i in 0..count {
+            req = req.header(&format!("x-extra-{i}"), "v".repeat(size));
+        }
+        check(format!("{count} headers of {size} bytes"), &path, req, &key);
+    }
+    println!("long paths and header sets:\n  {}", outcomes.join("\n  "));
+}
+
+/// The same key under several callers (`SCOPE_HEADER` values) and under none: one
+/// execution each, and each caller only ever gets its own answer. Object names are hashes:
+/// no file name or stored object name holds the key or a credential.
+#[test]
+fn one_key_under_different_scopes_executes_separately_and_never_crosses() {
+    let w = hostile_worker();
+    let o = origin();
+    let key = new_key();
+    let path = new_path();
+    let callers: Vec<Option<String>> = vec![
+        Some(format!("Bearer {}", unique("alice"))),
+        Some(format!("Bearer {}", unique("bob"))),
+        Some(format!("Basic {}", unique("carol"))),
+        None,
+    ];
+    let request = |caller: &Option<String>| {
+        let req = payment(&path, &key);
+        match caller {
+            Some(auth) => req.header("Authorization", auth),
+            None => req,
+        }
+    };
+    let firsts: Vec<Response> = callers.iter().map(|c| w.send(&request(c))).collect();
+    let executions: Vec<String> =
+        firsts.iter().map(|r| assert_from_origin(r, 201)["execution"].to_string()).collect();
+    for r in &firsts {
+        assert!(!r.is_replayed(), "each caller's first attempt executes: {r:?}");
+    }
+    let mut distinct = executions.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), callers.len(), "one execution per caller");
+    assert_eq!(o.executions(&key), callers.len());
+
+    // Retries, interleaved and concurrent: each caller gets its own answer only.
+    let retries: Vec<_> = (0..3)
+        .flat_map(|_| callers.iter().enumerate())
+        .map(|(i, c)| {
+            let req = request(c);
+            let addr = w.addr;
+            thread::spawn(move || (i, req.send(addr)))
+        })
+        .collect();
+    for t in retries {
+        let (i, r) = t.join().expect("retry thread");
+        let r = r.expect("an answer");
+        assert_replay_of(&r, &firsts[i]);
+    }
+    assert_eq!(o.executions(&key), callers.len());
+
+    let credentials: Vec<&str> = callers.iter().flatten().map(|c| c.split(' ').nth(1).unwrap()).collect();
+    let snapshot = storage::snapshot(w.persist_dir());
+    for path in storage::file_names(w.persist_dir()) {
+        let name = path.to_string_lossy();
+        assert!(!name.contains(key.as_str()), "a file name holds the raw key");
+        for c in &credentials {
+            assert!(!name.contains(c), "a file name holds a credential");
+        }
+    }
+    for object in &snapshot.objects {
+        if let Some(name) = &object.name {
+            assert!(!name.contains(key.as_str()) && credentials.iter().all(|c| !name.contains(c)));
+            assert!(name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit()), "object name is a hash");
+        }
+    }
+}
+
+/// Issue 3, logs: workerd's captured output holds no raw key, no Authorization value and
+/// no body, whatever the request did; and no panic was ever reported.
+#[test]
+fn logs_hold_no_keys_credentials_or_bodies_and_no_panic() {
+    let w = hostile_worker();
+    let o = origin();
+    let token = unique("token");
+    let auth = format!("Bearer {token}");
+    let marker = unique("body");
+    let body = format!(r#"{{"amount":1000,"note":"{marker}"}}"#);
+    let mut keys = Vec::new();
+    // Executed and replayed, then the key reused.
+    let k = new_key();
+    let logged = |k: &str, body: &str| {
+        w.send(
+            &Request::post("/v1/logs").header("Idempotency-Key", k).header("Authorization", &auth).json(body),
+        )
+    };
+    let first = logged(&k, &body);
+    assert_from_origin(&first, 201);
+    assert_replay_of(&logged(&k, &body), &first);
+    assert_problem(&logged(&k, r#"{"amount":1}"#), 422, "key-reused");
+    keys.push(k);
+    // Origin outcomes, a refused body, invalid keys.
+    let mut send = |key: String, extra: &[(&str, &str)], body: &str| {
+        let mut req = Request::post(&new_path())
+            .header("Idempotency-Key", &key)
+            .header("Authorization", &auth)
+            .json(body);
+        for (n, v) in extra {
+            req = req.header(n, v);
+        }
+        keys.push(key);
+        w.send(&req)
+    };
+    assert_problem(&send(new_key(), &[("x-test-reset", "1")], &body), 502, "outcome-unknown");
+    assert_from_origin(&send(new_key(), &[("x-test-status", "503")], &body), 503);
+    assert_from_origin(&send(new_key(), &[("x-test-status", "400")], &body), 400);
+    let big = format!(r#"{{"note":"{marker}","pad":"{}"}}"#, "x".repeat(MAX_BODY_BYTES));
+    assert_problem(&send(new_key(), &[], &big), 413, "body-too-large");
+    assert_problem(&send(format!("{}\x01", new_key()), &[], &body), 400, "invalid-key");
+    assert_problem(&send(format!("{}-clé", new_key()), &[], &body), 400, "invalid-key");
+    // Every hostile input, too.
+    let cases = bad_inputs(MAX_BODY_BYTES);
+    let mut case_tokens = Vec::new();
+    for case in &cases {
+        let _ = case.send(w.addr);
+        case_tokens.extend(case.key_tokens());
+    }
+    assert_eq!(o.executions_at("/v1/logs"), 1);
+
+    thread::sleep(Duration::from_millis(1500));
+    let log = w.log_contents();
+    assert!(log.contains("\"event\":\"idempotency\""), "the log holds the worker's lines");
+    let mut leaks = Vec::new();
+    for k in &keys {
+        for t in hex_tokens(k.as_bytes()) {
+            if log.contains(&t) {
+                leaks.push("an Idempotency-Key".to_string());
+            }
+        }
+    }
+    for t in &case_tokens {
+        if log.contains(t.as_str()) {
+            leaks.push("a hostile Idempotency-Key".to_string());
+        }
+    }
+    if log.contains(&token) {
+        leaks.push("the Authorization token".to_string());
+    }
+    if log.contains(&marker) {
+        leaks.push("a request body".to_string());
+    }
+    assert!(leaks.is_empty(), "the worker log leaks: {leaks:?}; see {}", w.dir().display());
+    for sign in ["panicked at", "RuntimeError: unreachable", "Worker exceeded"] {
+        assert!(!log.contains(sign), "the worker log reports a panic ({sign}); see {}", w.dir().display());
+    }
+}

@@ -1,0 +1,494 @@
+//! The reliability run (`./scripts/reliability.sh`): mixed traffic against the built worker
+//! in real workerd, with faults injected along the way, then a summary.
+//!
+//! Phases, all against one instance and its own test origin:
+//! 1. Mixed load: normal keys with concurrent duplicates, final 400/500 answers, and the
+//!    first attempts of fault keys (reset after send, origin timeout, stalled body, 503 and
+//!    429 with Retry-After); the hostile inputs run alongside.
+//! 2. Refused: the origin stops listening; first attempts of more keys are refused.
+//! 3. Crash: first attempts of more keys are at the (slow) origin when wrangler and workerd
+//!    are killed with SIGKILL; the instance restarts on the same `--persist-to` state.
+//! 4. Retries of every fault key, with duplicates, and new keys after the restart.
+//! 5. Verification: every key once more, and the origin's execution counts.
+//!
+//! The run fails unless there are no duplicate executions, no lost outcomes (every request
+//! answered, except the ones the SIGKILL cut, and every stored answer replayed unchanged),
+//! no unexpected answers, and every hostile input refused correctly.
+
+mod support;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::hostile::{bad_inputs, is_problem};
+use support::http::{Request, Response};
+use support::origin::Origin;
+use support::unique;
+use support::worker::{repo_root, require_build, Readiness, Worker, WorkerConfig};
+
+const ORIGIN_TIMEOUT_SECONDS: u64 = 3;
+const MAX_BODY_BYTES: usize = 4096;
+const CONNECTIONS: usize = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Kind {
+    Normal,
+    Final400,
+    Final500,
+    Reset,
+    Timeout,
+    StalledBody,
+    Status503,
+    Status429,
+    Refused,
+    InFlightAtCrash,
+}
+
+impl Kind {
+    /// Executions the origin must see for one key of this kind, in the whole run.
+    fn expected_executions(self) -> usize {
+        match self {
+            // The released attempt, then the retry that executes.
+            Kind::Status503 | Kind::Status429 => 2,
+            // The refused attempt never reached the origin; the retry executes.
+            _ => 1,
+        }
+    }
+
+    fn fault(self) -> Option<&'static str> {
+        match self {
+            Kind::Reset => Some("reset after send"),
+            Kind::Timeout => Some("origin timeout"),
+            Kind::StalledBody => Some("stalled body"),
+            Kind::Status503 => Some("503 + Retry-After"),
+            Kind::Status429 => Some("429 + Retry-After"),
+            Kind::Refused => Some("connection refused"),
+            _ => None,
+        }
+    }
+
+    fn unknown(self) -> bool {
+        matches!(self, Kind::Reset | Kind::Timeout | Kind::StalledBody)
+    }
+}
+
+struct Key {
+    key: String,
+    path: String,
+    body: String,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Mixed,
+    Refused,
+    Crash,
+    Retries,
+    Verify,
+}
+
+#[derive(Clone)]
+struct Job {
+    key: usize,
+    phase: Phase,
+    headers: Vec<(&'static str, String)>,
+    timeout: Duration,
+}
+
+struct Sent {
+    job: Job,
+    answer: Result<Response, String>,
+}
+
+/// Deterministic shuffling (xorshift64*), seeded and printed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            items.swap(i, j);
+        }
+    }
+}
+
+fn request(k: &Key, job: &Job) -> Request {
+    let mut req = Request::post(&k.path).header("Idempotency-Key", &k.key).json(&k.body).timeout(job.timeout);
+    for (name, value) in &job.headers {
+        req = req.header(name, value);
+    }
+    req
+}
+
+/// Sends every job over `CONNECTIONS` connections at once, in the given order.
+fn run_jobs(addr: std::net::SocketAddr, keys: &Arc<Vec<Key>>, jobs: Vec<Job>) -> Vec<Sent> {
+    let jobs = Arc::new(jobs);
+    let next = Arc::new(AtomicUsize::new(0));
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..CONNECTIONS)
+        .map(|_| {
+            let (jobs, next, sent, keys) = (jobs.clone(), next.clone(), sent.clone(), keys.clone());
+            thread::spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(job) = jobs.get(i) else { break };
+                let answer = request(&keys[job.key], job).send(addr).map_err(|e| e.to_string());
+                sent.lock().unwrap().push(Sent { job: job.clone(), answer });
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("load thread");
+    }
+    let mut sent = sent.lock().unwrap();
+    std::mem::take(&mut *sent)
+}
+
+fn job(key: usize, phase: Phase, headers: Vec<(&'static str, String)>) -> Job {
+    Job { key, phase, headers, timeout: Duration::from_secs(120) }
+}
+
+/// What an answer is, for the checks (and, through `Debug`, for failure messages).
+#[derive(Debug)]
+#[allow(dead_code)]
+enum Seen {
+    /// The origin's answer (live or replayed).
+    Outcome {
+        status: u16,
+        replayed: bool,
+    },
+    /// The worker's problem.
+    Problem(u16, String),
+    Other(u16),
+}
+
+fn seen(r: &Response) -> Seen {
+    if r.has_header("x-origin-execution") {
+        Seen::Outcome { status: r.status, replayed: r.is_replayed() }
+    } else if is_problem(r) {
+        let kind = r.json()["type"].as_str().unwrap_or("").rsplit(':').next().unwrap_or("").to_string();
+        Seen::Problem(r.status, kind)
+    } else {
+        Seen::Other(r.status)
+    }
+}
+
+/// Whether an answer is one this kind of key may get in this phase.
+fn acceptable(kind: Kind, phase: Phase, s: &Seen) -> bool {
+    let problem = |status: u16, name: &str| matches!(s, Seen::Problem(st, k) if *st == status && k == name);
+    let outcome = |status: u16| matches!(s, Seen::Outcome { status: st, .. } if *st == status);
+    match (kind, phase) {
+        (Kind::Normal, _) => outcome(201),
+        (Kind::Final400, _) => outcome(400),
+        (Kind::Final500, _) => outcome(500),
+        (k, _) if k.unknown() => problem(502, "outcome-unknown"),
+        (Kind::Status503, Phase::Mixed) => matches!(s, Seen::Outcome { status: 503, replayed: false }),
+        (Kind::Status429, Phase::Mixed) => matches!(s, Seen::Outcome { status: 429, replayed: false }),
+        (Kind::Refused, Phase::Refused) => problem(502, "origin-unreachable"),
+        (Kind::Status503 | Kind::Status429 | Kind::Refused, _) => outcome(201),
+        // Cut by the crash, or (should the origin have answered first) its answer.
+        (Kind::InFlightAtCrash, Phase::Crash) => outcome(201),
+        // The orphaned claim: in progress until its lease ends, unknown afterwards.
+        (Kind::InFlightAtCrash, _) => {
+            problem(409, "in-progress") || problem(502, "outcome-unknown") || outcome(201)
+        }
+        _ => false,
+    }
+}
+
+#[test]
+fn reliability_run() {
+    require_build();
+    let started = Instant::now();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64 | 1)
+        .unwrap_or(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng(seed);
+    let origin = Origin::start();
+    let w = Worker::start(WorkerConfig {
+        name: "reliability-run".into(),
+        vars: [
+            ("ORIGIN_URL", origin.url()),
+            ("IDEMPOTENCY_TTL_SECONDS", "600".to_string()),
+            ("DUPLICATE_WAIT_SECONDS", "30".to_string()),
+            ("ORIGIN_TIMEOUT_SECONDS", ORIGIN_TIMEOUT_SECONDS.to_string()),
+            ("MAX_BODY_BYTES", MAX_BODY_BYTES.to_string()),
+            ("SCOPE_HEADER", "Authorization".to_string()),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect(),
+        readiness: Readiness::OriginAnswers,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    // The keys.
+    let plan: &[(Kind, usize)] = &[
+        (Kind::Normal, 250),
+        (Kind::Final400, 10),
+        (Kind::Final500, 10),
+        (Kind::Reset, 10),
+        (Kind::Timeout, 6),
+        (Kind::StalledBody, 6),
+        (Kind::Status503, 10),
+        (Kind::Status429, 8),
+        (Kind::Refused, 8),
+        (Kind::InFlightAtCrash, 6),
+        // Normal keys first used after the restart.
+        (Kind::Normal, 80),
+    ];
+    let mut keys = Vec::new();
+    let mut after_restart = Vec::new();
+    for (i, &(kind, n)) in plan.iter().enumerate() {
+        for _ in 0..n {
+            if i == plan.len() - 1 {
+                after_restart.push(keys.len());
+            }
+            keys.push(Key {
+                key: unique("run"),
+                path: format!("/v1/charges/{}", unique("c")),
+                body: format!(r#"{{"amount":{},"currency":"eur"}}"#, 100 + rng.below(100_000)),
+                kind,
+            });
+        }
+    }
+    let keys = Arc::new(keys);
+    let of_kind = |kind: Kind| -> Vec<usize> {
+        (0..keys.len()).filter(|&i| keys[i].kind == kind && !after_restart.contains(&i)).collect()
+    };
+    let delay = |rng: &mut Rng| ("x-test-delay-ms", (20 + rng.below(60)).to_string());
+    let mut sent: Vec<Sent> = Vec::new();
+    let mut faults: HashMap<&'static str, usize> = HashMap::new();
+
+    // 1. Mixed load, with the hostile inputs alongside.
+    let bad = bad_inputs(MAX_BODY_BYTES);
+    let bad_tried = bad.len();
+    let bad_thread = {
+        let (addr, origin) = (w.addr, origin.clone());
+        thread::spawn(move || {
+            bad.iter().filter_map(|case| case.check(addr, &origin).err()).collect::<Vec<_>>()
+        })
+    };
+    let mut jobs = Vec::new();
+    for kind in [Kind::Normal, Kind::Final400, Kind::Final500] {
+        for k in of_kind(kind) {
+            for _ in 0..2 + rng.below(5) {
+                let mut headers = vec![delay(&mut rng)];
+                match kind {
+                    Kind::Final400 => headers.push(("x-test-status", "400".into())),
+                    Kind::Final500 => headers.push(("x-test-status", "500".into())),
+                    _ => {}
+                }
+                jobs.push(job(k, Phase::Mixed, headers));
+            }
+        }
+    }
+    let slow = ((ORIGIN_TIMEOUT_SECONDS + 3) * 1000).to_string();
+    for kind in [Kind::Reset, Kind::Timeout, Kind::StalledBody, Kind::Status503, Kind::Status429] {
+        for k in of_kind(kind) {
+            let headers = match kind {
+                Kind::Reset => vec![("x-test-reset", "1".to_string()), delay(&mut rng)],
+                Kind::Timeout => vec![("x-test-delay-ms", slow.clone())],
+                Kind::StalledBody => vec![("x-test-stall-body-ms", slow.clone())],
+                Kind::Status503 => vec![("x-test-status", "503".into()), ("x-test-retry-after", "1".into())],
+                _ => vec![("x-test-status", "429".into()), ("x-test-retry-after", "1".into())],
+            };
+            jobs.push(job(k, Phase::Mixed, headers));
+            *faults.entry(kind.fault().unwrap()).or_default() += 1;
+        }
+    }
+    rng.shuffle(&mut jobs);
+    sent.extend(run_jobs(w.addr, &keys, jobs));
+    let bad_failures = bad_thread.join().expect("hostile input thread");
+
+    // 2. The origin refuses connections (nothing else is in flight).
+    origin.stop();
+    let jobs: Vec<Job> = of_kind(Kind::Refused).into_iter().map(|k| job(k, Phase::Refused, vec![])).collect();
+    *faults.entry(Kind::Refused.fault().unwrap()).or_default() += jobs.len();
+    sent.extend(run_jobs(w.addr, &keys, jobs));
+    origin.resume().expect("the origin listens again");
+
+    // 3. SIGKILL while first attempts are at the origin, then restart on the same state.
+    let crash_keys = of_kind(Kind::InFlightAtCrash);
+    let in_flight = {
+        let jobs: Vec<Job> = crash_keys
+            .iter()
+            .map(|&k| {
+                job(
+                    k,
+                    Phase::Crash,
+                    vec![("x-test-delay-ms", ((ORIGIN_TIMEOUT_SECONDS - 1) * 1000).to_string())],
+                )
+            })
+            .collect();
+        let (addr, keys) = (w.addr, keys.clone());
+        thread::spawn(move || run_jobs(addr, &keys, jobs))
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while crash_keys.iter().any(|&k| origin.executions(&keys[k].key) == 0) {
+        assert!(Instant::now() < deadline, "the in-flight attempts never reached the origin");
+        thread::sleep(Duration::from_millis(20));
+    }
+    w.crash();
+    let cut = in_flight.join().expect("in-flight thread");
+    let cut_keys: Vec<usize> = cut.iter().filter(|s| s.answer.is_err()).map(|s| s.job.key).collect();
+    let cut_by_crash = cut_keys.len();
+    sent.extend(cut.into_iter().filter(|s| s.answer.is_ok()));
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
+    *faults.entry("restart (SIGKILL)").or_default() += 1;
+
+    // 4. Retries of every fault key with duplicates, and new keys after the restart.
+    let mut jobs = Vec::new();
+    for kind in [
+        Kind::Reset,
+        Kind::Timeout,
+        Kind::StalledBody,
+        Kind::Status503,
+        Kind::Status429,
+        Kind::Refused,
+        Kind::InFlightAtCrash,
+    ] {
+        for k in of_kind(kind) {
+            for _ in 0..2 + rng.below(3) {
+                jobs.push(job(k, Phase::Retries, vec![delay(&mut rng)]));
+            }
+        }
+    }
+    for &k in &after_restart {
+        for _ in 0..1 + rng.below(5) {
+            jobs.push(job(k, Phase::Retries, vec![delay(&mut rng)]));
+        }
+    }
+    rng.shuffle(&mut jobs);
+    sent.extend(run_jobs(w.addr, &keys, jobs));
+
+    // 5. Every key once more.
+    let jobs: Vec<Job> = (0..keys.len()).map(|k| job(k, Phase::Verify, vec![])).collect();
+    sent.extend(run_jobs(w.addr, &keys, jobs));
+
+    // The checks.
+    let requests = sent.len() + cut_by_crash + bad_tried;
+    let mut per_key = vec![0usize; keys.len()];
+    for s in &sent {
+        per_key[s.job.key] += 1;
+    }
+    for &k in &cut_keys {
+        per_key[k] += 1;
+    }
+    let (fewest, most) =
+        (per_key.iter().min().copied().unwrap_or(0), per_key.iter().max().copied().unwrap_or(0));
+    let mut unanswered = Vec::new();
+    let mut unexpected = Vec::new();
+    let mut by_key: HashMap<usize, Vec<(Phase, Response)>> = HashMap::new();
+    for s in sent {
+        let k = &keys[s.job.key];
+        match s.answer {
+            Err(e) => unanswered.push(format!("{:?} key #{} in {:?}: {e}", k.kind, s.job.key, s.job.phase)),
+            Ok(r) => {
+                let what = seen(&r);
+                if !acceptable(k.kind, s.job.phase, &what) {
+                    unexpected
+                        .push(format!("{:?} key #{} in {:?}: {what:?}", k.kind, s.job.key, s.job.phase));
+                }
+                by_key.entry(s.job.key).or_default().push((s.job.phase, r));
+            }
+        }
+    }
+    // A stored answer (any final origin answer) must be the only one the key ever gives,
+    // through the last verification.
+    let mut divergent = Vec::new();
+    for (k, answers) in &by_key {
+        let finals: Vec<&Response> = answers
+            .iter()
+            .map(|(_, r)| r)
+            .filter(|r| r.has_header("x-origin-execution") && !matches!(r.status, 503 | 429))
+            .collect();
+        if let Some(first) = finals.first() {
+            if finals.iter().any(|r| r.status != first.status || r.body != first.body) {
+                divergent.push(format!("{:?} key #{k}: its stored answer changed", keys[*k].kind));
+            }
+            let last = &answers.iter().rev().find(|(p, _)| *p == Phase::Verify);
+            match last {
+                Some((_, r)) if r.body == first.body && r.is_replayed() => {}
+                _ => divergent.push(format!("{:?} key #{k}: not replayed at the end", keys[*k].kind)),
+            }
+        }
+    }
+    let mut duplicate_executions = 0;
+    let mut execution_mismatches = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let n = origin.executions(&k.key);
+        let expected = k.kind.expected_executions();
+        duplicate_executions += n.saturating_sub(expected);
+        if n != expected {
+            execution_mismatches.push(format!("{:?} key #{i}: {n} executions, expected {expected}", k.kind));
+        }
+    }
+    let lost = unanswered.len() + divergent.len();
+    let after_crash = |status: u16| {
+        crash_keys
+            .iter()
+            .filter_map(|k| by_key.get(k))
+            .flatten()
+            .filter(|(phase, r)| *phase != Phase::Crash && r.status == status && is_problem(r))
+            .count()
+    };
+    let (in_progress, unknown) = (after_crash(409), after_crash(502));
+    let bad_refused = bad_tried - bad_failures.len();
+    let fault_total: usize = faults.values().sum();
+    let mut fault_list: Vec<_> = faults.iter().collect();
+    fault_list.sort();
+    let elapsed = started.elapsed();
+
+    let mut summary = String::new();
+    let _ = writeln!(summary, "reliability run (seed {seed:#x})");
+    let _ = writeln!(summary, "  requests sent          {requests}");
+    let _ = writeln!(summary, "  keys                   {} (each sent {fewest} to {most} times)", keys.len());
+    let _ = writeln!(
+        summary,
+        "  faults injected        {fault_total}: {}",
+        fault_list.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+    );
+    let _ = writeln!(
+        summary,
+        "  cut by the SIGKILL     {cut_by_crash} requests; their retries got {in_progress} x 409 in-progress, {unknown} x 502 outcome-unknown"
+    );
+    let _ = writeln!(summary, "  duplicate executions   {duplicate_executions}");
+    let _ = writeln!(
+        summary,
+        "  lost outcomes          {lost} ({} unanswered, {} stored answers not replayed unchanged)",
+        unanswered.len(),
+        divergent.len()
+    );
+    let _ = writeln!(summary, "  unexpected answers     {}", unexpected.len());
+    let _ = writeln!(summary, "  bad inputs             {bad_tried} tried, {bad_refused} refused correctly");
+    let _ = writeln!(summary, "  origin executions      {}", origin.total());
+    let _ = write!(summary, "  time                   {:.0} s", elapsed.as_secs_f64());
+    println!("{summary}");
+    let out = repo_root().join("target/reliability");
+    let _ = std::fs::create_dir_all(&out);
+    let _ = std::fs::write(out.join("latest.txt"), format!("{summary}\n"));
+
+    let show = |v: &[String]| v.iter().take(20).cloned().collect::<Vec<_>>().join("\n");
+    assert_eq!(duplicate_executions, 0, "duplicate executions:\n{}", show(&execution_mismatches));
+    assert!(execution_mismatches.is_empty(), "execution counts:\n{}", show(&execution_mismatches));
+    assert_eq!(lost, 0, "lost outcomes:\n{}\n{}", show(&unanswered), show(&divergent));
+    assert!(unexpected.is_empty(), "unexpected answers:\n{}", show(&unexpected));
+    assert!(bad_failures.is_empty(), "hostile inputs not refused correctly:\n{}", show(&bad_failures));
+}

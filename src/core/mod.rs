@@ -15,3 +15,4 @@ pub mod policy;
 pub mod problem;
 pub mod record;
 pub mod routes;
+pub mod url;

@@ -9,6 +9,7 @@ use super::{internal, respond};
 use crate::core::admin::{parse_call, token_matches, AdminCall};
 use crate::core::config::Config;
 use crate::core::problem::{Problem, ProblemKind};
+use crate::core::url::path_and_query_parts;
 
 /// The admin token, when the `ADMIN_TOKEN` secret (or, in local development, variable) is
 /// set and not empty. Without it the admin API does not exist.
@@ -33,8 +34,9 @@ pub async fn call(req: Request, env: &Env, config: &Config, token: &str) -> Resu
         response.headers().set("www-authenticate", "Bearer")?;
         return Ok(response);
     }
-    let url = req.url()?;
-    let (object_id, operation) = match parse_call(prefix, &req.inner().method(), url.path(), url.query()) {
+    let url = req.inner().url();
+    let (path, query) = path_and_query_parts(&url);
+    let (object_id, operation) = match parse_call(prefix, &req.inner().method(), path, query) {
         AdminCall::Inspect { object_id } => (object_id, "inspect"),
         AdminCall::Purge { object_id, force: false } => (object_id, "purge"),
         AdminCall::Purge { object_id, force: true } => (object_id, "purge-force"),

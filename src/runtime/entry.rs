@@ -29,6 +29,7 @@ use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::routes::Unavailable;
+use crate::core::url::{path_and_query, path_and_query_parts};
 
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
@@ -39,13 +40,14 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         Ok(config) => config,
         Err(problem) => return respond::refused(&env, &problem),
     };
-    let url = req.url()?;
+    let url = req.inner().url();
+    let (path, _) = path_and_query_parts(&url);
     if let Some(token) = admin::token(&env) {
-        if is_admin_path(&config.admin_prefix, url.path()) {
+        if is_admin_path(&config.admin_prefix, path) {
             return admin::call(req, &env, &config, &token).await;
         }
     }
-    let policy = config.policy_for(url.path());
+    let policy = config.policy_for(path);
     if policy.covers(&req.inner().method()) {
         covered(req, &env, &config, &policy).await
     } else {
@@ -62,9 +64,9 @@ fn load_config(env: &Env) -> std::result::Result<Config, Problem> {
 
 /// Any uncovered method: to the origin as it is, body streamed, no key needed.
 async fn pass_through(req: Request, config: &Config) -> Result<Response> {
-    let url = req.url()?;
-    let target = config.origin_target(url.as_str(), &path_and_query(&url));
-    if target == url.as_str() {
+    let url = req.inner().url();
+    let target = config.origin_target(&url, &path_and_query(&url));
+    if target == url {
         return origin_or_problem(Fetch::Request(req).send().await);
     }
     // `new Request(url, request)`: the same method, headers and body stream, another URL.
@@ -108,7 +110,7 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
         }
     };
 
-    let url = req.url()?;
+    let url = req.inner().url();
     let path_and_query = path_and_query(&url);
     let headers = req.headers();
     let scope_value = headers.get(&config.scope_header)?;
@@ -141,7 +143,7 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
         }
     }
     // The target and the end-to-end headers, kept for a fail-open forward.
-    let target = config.origin_target(url.as_str(), &path_and_query);
+    let target = config.origin_target(&url, &path_and_query);
     // One JavaScript copy of the body serves the object call and a fail-open forward.
     let body = js_sys::Uint8Array::from(body.as_slice());
     let unprotected = (policy.on_unavailable == Unavailable::FailOpen)
@@ -278,12 +280,5 @@ async fn drain(stream: &mut ByteStream) {
         if drained > DRAIN_LIMIT_BYTES {
             break;
         }
-    }
-}
-
-fn path_and_query(url: &worker::Url) -> String {
-    match url.query() {
-        Some(query) => format!("{}?{}", url.path(), query),
-        None => url.path().to_owned(),
     }
 }

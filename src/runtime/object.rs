@@ -61,7 +61,7 @@ enum Cached {
     Loaded(Option<Record>),
 }
 
-#[durable_object]
+#[durable_object(alarm)]
 pub struct KeyObject {
     state: State,
     env: Env,
@@ -315,7 +315,7 @@ impl KeyObject {
         log: &mut RequestLog,
     ) -> Result<Response> {
         let started = now_ms();
-        let target = req.url()?.to_string();
+        let target = req.inner().url();
         let probe_first = req.headers().has(internal::PROBE_ORIGIN)?;
         let (result, answer) = match body {
             Some(body) => {

@@ -15,14 +15,15 @@
 use futures_util::future::{select, Either};
 use std::time::Duration;
 use wasm_bindgen::JsValue;
+use worker::Socket;
 use worker::{
     console_warn, AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect,
     Response,
 };
-use worker::{Socket, Url};
 
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::policy::OriginResult;
+use crate::core::url::host_and_port;
 
 /// A complete answer from the origin.
 pub struct OriginAnswer {
@@ -107,8 +108,7 @@ fn classify_fetch_error(error: worker::Error) -> OriginResult {
 
 /// Whether a TCP connection to the target's host and port opens. Sends no byte.
 async fn accepts_connections(target: &str) -> bool {
-    let Ok(url) = Url::parse(target) else { return false };
-    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else { return false };
+    let Some((host, port)) = host_and_port(target) else { return false };
     let Ok(mut socket) = Socket::builder().connect(host, port) else { return false };
     let opened = socket.opened().await.is_ok();
     if opened {

@@ -18,6 +18,8 @@
 //! `worker::Request`, which reads the method, the URL, the headers and `request.cf` for
 //! every request whether they are needed or not.
 
+use std::cell::OnceCell;
+
 use futures_util::StreamExt;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -153,13 +155,8 @@ async fn covered(
     drop(body);
     let name = object_name(scope, key.as_str());
 
-    let outgoing = Headers::new()?;
     let tokens = connection_tokens(headers.get("connection")?.as_deref());
-    for (name, value) in worker::Headers(headers).entries() {
-        if forward_to_origin(&name, &tokens) {
-            outgoing.append(&name, &value)?;
-        }
-    }
+    let outgoing = filtered_copy(&headers, |name| forward_to_origin(name, &tokens))?;
     // The target and the end-to-end headers, kept for a fail-open forward.
     let target = config.origin_target(url, &path_and_query);
     let unprotected = (policy.on_unavailable == Unavailable::FailOpen)
@@ -181,8 +178,8 @@ async fn covered(
     // The object's request URL is where the first attempt goes.
     let to_object = Request::new_with_str_and_init(&target, &init)?;
 
-    let reached = match key_namespace(env, config.jurisdiction.as_deref())
-        .and_then(|ns| ns.id_from_name(&name)?.get_stub())
+    let reached = match cached_key_namespace(env, config.jurisdiction.as_deref())
+        .and_then(|ns| ns.get_by_name(&name))
     {
         Ok(stub) => call_object(stub, &to_object).await,
         Err(error) => Err(error),
@@ -223,6 +220,35 @@ pub(super) fn key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<Obj
     let restrict: js_sys::Function =
         js_sys::Reflect::get(&raw, &JsValue::from("jurisdiction"))?.dyn_into()?;
     Ok(restrict.call1(&raw, &JsValue::from(jurisdiction))?.unchecked_into())
+}
+
+thread_local! {
+    static NAMESPACE: OnceCell<ObjectNamespace> = const { OnceCell::new() };
+}
+
+/// [`key_namespace`], looked up once per isolate (bindings, like variables, cannot change
+/// while an isolate lives). A failed lookup is not kept: it is tried again next time.
+fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
+    if let Some(namespace) = NAMESPACE.with(|cell| cell.get().map(|ns| JsValue::from(ns).unchecked_into())) {
+        return Ok(namespace);
+    }
+    let namespace = key_namespace(env, jurisdiction)?;
+    NAMESPACE.with(|cell| {
+        let _ = cell.set(JsValue::from(&namespace).unchecked_into());
+    });
+    Ok(namespace)
+}
+
+/// A copy of `headers` (one call) without the names `keep` refuses (one `delete` each). Only
+/// the names cross into Wasm, not the values.
+pub(super) fn filtered_copy(headers: &Headers, keep: impl Fn(&str) -> bool) -> Result<Headers> {
+    let copy = Headers::new_with_headers(headers)?;
+    for name in worker::Headers(headers.clone()).keys() {
+        if !keep(&name) {
+            copy.delete(&name)?;
+        }
+    }
+    Ok(copy)
 }
 
 /// Sends `req` to the object behind `stub` and takes its answer (see

@@ -118,11 +118,16 @@ impl KeyObject {
 impl KeyObject {
     async fn handle(&self, req: web_sys::Request) -> Result<Response> {
         let headers = req.headers();
-        if let Some(operation) = headers.get(internal::ADMIN)? {
-            return self.admin(&operation).await;
+        // Key requests carry a fingerprint, admin calls do not: look for the admin header
+        // only when the fingerprint is missing.
+        let fingerprint = headers.get(internal::FINGERPRINT)?;
+        if fingerprint.is_none() {
+            if let Some(operation) = headers.get(internal::ADMIN)? {
+                return self.admin(&operation).await;
+            }
         }
         let now = now_ms();
-        let Some((fingerprint, timing)) = internal_headers(&headers)? else {
+        let Some((fingerprint, timing)) = internal_headers(fingerprint, &headers)? else {
             return respond::problem(&Problem::new(
                 ProblemKind::InvalidConfig,
                 "The key's object was called without its internal headers.",
@@ -556,8 +561,8 @@ fn live_response(answer: &OriginAnswer) -> Result<Response> {
     respond::build(answer.status, &headers, &answer.body)
 }
 
-fn internal_headers(headers: &Headers) -> Result<Option<(Digest256, Timing)>> {
-    let fingerprint = headers.get(internal::FINGERPRINT)?.and_then(|v| Digest256::from_hex(&v));
+fn internal_headers(fingerprint: Option<String>, headers: &Headers) -> Result<Option<(Digest256, Timing)>> {
+    let fingerprint = fingerprint.and_then(|v| Digest256::from_hex(&v));
     let timing = headers.get(internal::TIMING)?.and_then(|v| decode_timing(&v));
     Ok(fingerprint.zip(timing))
 }

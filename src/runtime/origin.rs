@@ -19,6 +19,7 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, AbortController, Headers, Request, RequestInit, RequestRedirect, Response};
 use worker::{console_warn, Delay};
 
+use super::entry::filtered_copy;
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::policy::OriginResult;
 use crate::core::url::host_and_port;
@@ -79,12 +80,7 @@ fn build_request(
     signal: &web_sys::AbortSignal,
 ) -> Result<Request, JsValue> {
     let tokens = connection_tokens(headers.get("connection")?.as_deref());
-    let outgoing = Headers::new()?;
-    for (name, value) in worker::Headers(headers.clone()).entries() {
-        if forward_to_origin(&name, &tokens) {
-            outgoing.append(&name, &value)?;
-        }
-    }
+    let outgoing = filtered_copy(headers, |name| forward_to_origin(name, &tokens)).map_err(JsValue::from)?;
     let init = RequestInit::new();
     init.set_method(method);
     init.set_headers(&outgoing);

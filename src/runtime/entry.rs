@@ -83,15 +83,21 @@ async fn send(req: &Request) -> Result<Response> {
 
 /// A pass-through answer, or 502 problem+json when the origin could not be reached. The
 /// answer goes out as a new `Response` over the origin's body, status and headers (as
-/// `worker::Response` did before).
+/// `worker::Response` did before), or as it is when it carries a WebSocket (an upgrade).
 fn origin_or_problem(result: Result<Response>) -> Result<Response> {
     match result {
+        Ok(response) if has_websocket(&response) => Ok(response),
         Ok(response) => rewrap(&response, &response.headers()),
         Err(_) => respond::problem(&Problem::new(
             ProblemKind::OriginUnreachable,
             "The origin could not be reached. This method is passed through without idempotency protection.",
         )),
     }
+}
+
+fn has_websocket(response: &Response) -> bool {
+    js_sys::Reflect::get(response, &JsValue::from_str("webSocket"))
+        .is_ok_and(|socket| !socket.is_null() && !socket.is_undefined())
 }
 
 /// `new Response(response.body, { status, headers })`.

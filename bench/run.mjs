@@ -118,6 +118,10 @@ function snapshotBuild() {
   for (const file of ["index_bg.wasm", "index.js", "worker/shim.mjs"]) {
     fs.copyFileSync(path.join(ROOT, "build", file), path.join(SNAPSHOT, file));
   }
+  // scripts/build.sh strips the function names from build/ and keeps a named copy for the
+  // breakdown by crate.
+  const named = path.join(ROOT, "target/wasm-names/index_bg.wasm");
+  if (fs.existsSync(named)) fs.copyFileSync(named, path.join(SNAPSHOT, "index_bg.named.wasm"));
 }
 
 function bundle() {
@@ -127,12 +131,15 @@ function bundle() {
     return { file, raw: buf.length, gzip: gz(buf) };
   });
   const wasm = fs.readFileSync(path.join(SNAPSHOT, "index_bg.wasm"));
+  const namedPath = path.join(SNAPSHOT, "index_bg.named.wasm");
+  const named = fs.existsSync(namedPath) ? fs.readFileSync(namedPath) : wasm;
   const secs = sections(wasm).map((s) => ({ section: s.name, bytes: s.bytes }));
   const stripped = withoutNameSection(wasm);
   const whatIf = [{ variant: "name section removed", raw: stripped.length, gzip: gz(stripped) }];
+  if (named !== wasm) whatIf.push({ variant: "worker-build's output, names kept (before build.sh's -Oz pass)", raw: named.length, gzip: gz(named) });
   // What wasm-opt -Oz (instead of worker-build's `-O --debuginfo`) would give.
   const wasmOpt = path.join(ROOT, "node_modules/.bin/wasm-opt");
-  if (fs.existsSync(wasmOpt)) {
+  if (fs.existsSync(wasmOpt) && named === wasm) {
     const out = path.join(OUT_DIR, "whatif-Oz.wasm");
     const features = [
       "mutable-globals", "sign-ext", "nontrapping-float-to-int", "bulk-memory", "multivalue",
@@ -146,7 +153,7 @@ function bundle() {
       whatIf.push({ variant: "wasm-opt -Oz", error: String(error.message ?? error).slice(0, 200) });
     }
   }
-  const code = codeBreakdown(wasm);
+  const code = codeBreakdown(named);
   const data = dataStrings(wasm);
   return {
     gzipLevel: 9,

@@ -17,3 +17,4 @@ pub mod policy;
 pub mod problem;
 pub mod record;
 pub mod routes;
+pub mod url;

@@ -2,26 +2,18 @@
 //! object named by the id. The object inspects or purges (see `object`). The rules are in
 //! `core::admin`.
 
-use worker::{Env, Headers, Request, RequestInit, Response, Result};
+use worker::web_sys::{Headers, Request, RequestInit, Response};
+use worker::{Env, Result};
 
-use super::entry::{answered_by_object, key_namespace};
+use super::entry::{call_object, key_namespace};
 use super::{internal, respond};
 use crate::core::admin::{parse_call, token_matches, AdminCall};
 use crate::core::config::Config;
 use crate::core::problem::{Problem, ProblemKind};
-
-/// The admin token, when the `ADMIN_TOKEN` secret (or, in local development, variable) is
-/// set and not empty. Without it the admin API does not exist.
-pub fn token(env: &Env) -> Option<String> {
-    let value = env
-        .secret("ADMIN_TOKEN")
-        .map(|s| s.to_string())
-        .or_else(|_| env.var("ADMIN_TOKEN").map(|v| v.to_string()));
-    value.ok().filter(|token| !token.is_empty())
-}
+use crate::core::url::path_and_query_parts;
 
 /// Answers one admin call.
-pub async fn call(req: Request, env: &Env, config: &Config, token: &str) -> Result<Response> {
+pub async fn call(req: Request, url: &str, env: &Env, config: &Config, token: &str) -> Result<Response> {
     let prefix = config.admin_prefix.as_str();
     // The token is checked before anything else, so a refused call learns nothing about
     // which paths or records exist.
@@ -33,8 +25,8 @@ pub async fn call(req: Request, env: &Env, config: &Config, token: &str) -> Resu
         response.headers().set("www-authenticate", "Bearer")?;
         return Ok(response);
     }
-    let url = req.url()?;
-    let (object_id, operation) = match parse_call(prefix, &req.inner().method(), url.path(), url.query()) {
+    let (path, query) = path_and_query_parts(url);
+    let (object_id, operation) = match parse_call(prefix, &req.method(), path, query) {
         AdminCall::Inspect { object_id } => (object_id, "inspect"),
         AdminCall::Purge { object_id, force: false } => (object_id, "purge"),
         AdminCall::Purge { object_id, force: true } => (object_id, "purge-force"),
@@ -51,14 +43,14 @@ pub async fn call(req: Request, env: &Env, config: &Config, token: &str) -> Resu
             ))
         }
     };
-    let headers = Headers::new();
+    let headers = Headers::new()?;
     headers.set(internal::ADMIN, operation)?;
-    let mut init = RequestInit::new();
-    init.with_headers(headers);
-    let to_object = Request::new_with_init("https://admin.invalid/", &init)?;
+    let init = RequestInit::new();
+    init.set_headers(&headers);
+    let to_object = Request::new_with_str_and_init("https://admin.invalid/", &init)?;
     let namespace = key_namespace(env, config.jurisdiction.as_deref())?;
     let stub = namespace.id_from_string(&object_id)?.get_stub()?;
-    match stub.fetch_with_request(to_object).await.and_then(answered_by_object) {
+    match call_object(stub, &to_object).await {
         Ok(response) => Ok(response),
         Err(_) => respond::problem(
             &Problem::new(ProblemKind::StorageUnavailable, "The record's object could not be reached.")

@@ -13,108 +13,135 @@
 //! through to the origin untouched. If the object cannot be reached, the answer is 503 and
 //! nothing is forwarded unprotected.
 
+//!
+//! It works on the runtime's own `Request` and `Response` objects (`web_sys`), not on
+//! `worker::Request`, which reads the method, the URL, the headers and `request.cf` for
+//! every request whether they are needed or not.
+
+use std::cell::OnceCell;
+
 use futures_util::StreamExt;
 use wasm_bindgen::{JsCast, JsValue};
-use worker::web_sys;
-use worker::{
-    console_error, event, ByteStream, Context, Env, Fetch, Headers, Method, ObjectNamespace, Request,
-    RequestInit, Response, Result,
-};
+use wasm_bindgen_futures::JsFuture;
+use worker::web_sys::{self, Headers, Request, RequestInit, Response, ResponseInit};
+use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Result, Stub};
 
-use super::{admin, internal, respond};
+use super::{admin, internal, respond, settings};
 use crate::core::admin::is_admin_path;
-use crate::core::config::{encode_timing, Config, Policy, ALL_VARS};
+use crate::core::config::{encode_timing, Config, Policy};
 use crate::core::fingerprint::{fingerprint, object_name, Payload, Scope};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::routes::Unavailable;
+use crate::core::url::{path_and_query, path_and_query_parts};
 
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let config = match load_config(&env) {
+    let settings = settings::get(&env);
+    let config = match &settings.config {
         Ok(config) => config,
-        Err(problem) => return respond::refused(&env, &problem),
+        Err(problem) => return respond::refused(&env, problem),
     };
-    let url = req.url()?;
-    if let Some(token) = admin::token(&env) {
-        if is_admin_path(&config.admin_prefix, url.path()) {
-            return admin::call(req, &env, &config, &token).await;
+    let url = req.url();
+    let (path, _) = path_and_query_parts(&url);
+    if let Some(token) = &settings.admin_token {
+        if is_admin_path(&config.admin_prefix, path) {
+            return admin::call(req, &url, &env, config, token).await;
         }
     }
-    let policy = config.policy_for(url.path());
-    if policy.covers(&req.inner().method()) {
-        covered(req, &env, &config, &policy).await
+    let policy = config.policy_for(path);
+    let method = req.method();
+    if policy.covers(&method) {
+        covered(req, &url, &method, &env, config, &policy).await
     } else {
-        pass_through(req, &config).await
+        pass_through(req, &url, config).await
     }
-}
-
-fn load_config(env: &Env) -> std::result::Result<Config, Problem> {
-    let values: Vec<(&'static str, Option<String>)> =
-        ALL_VARS.iter().map(|&name| (name, env.var(name).ok().map(|v| v.to_string()))).collect();
-    Config::from_vars(|name| values.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_deref()))
-        .map_err(|error| Problem::new(ProblemKind::InvalidConfig, error.detail()))
 }
 
 /// Any uncovered method: to the origin as it is, body streamed, no key needed.
-async fn pass_through(req: Request, config: &Config) -> Result<Response> {
-    let url = req.url()?;
-    let target = config.origin_target(url.as_str(), &path_and_query(&url));
-    if target == url.as_str() {
-        return origin_or_problem(Fetch::Request(req).send().await);
+async fn pass_through(req: Request, url: &str, config: &Config) -> Result<Response> {
+    let target = config.origin_target(url, &path_and_query(url));
+    if target == url {
+        return origin_or_problem(send(&req).await);
     }
     // `new Request(url, request)`: the same method, headers and body stream, another URL.
-    let init: &web_sys::RequestInit = req.inner().unchecked_ref();
-    let forwarded = web_sys::Request::new_with_str_and_init(&target, init)?;
-    origin_or_problem(Fetch::Request(forwarded.into()).send().await)
+    let init: &RequestInit = req.unchecked_ref();
+    let forwarded = Request::new_with_str_and_init(&target, init)?;
+    origin_or_problem(send(&forwarded).await)
 }
 
-/// A pass-through answer, or 502 problem+json when the origin could not be reached.
+/// The global `fetch`.
+async fn send(req: &Request) -> Result<Response> {
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    let response = JsFuture::from(global.fetch_with_request(req)).await?;
+    Ok(response.dyn_into()?)
+}
+
+/// A pass-through answer, or 502 problem+json when the origin could not be reached. The
+/// answer goes out as a new `Response` over the origin's body, status and headers (as
+/// `worker::Response` did before), or as it is when it carries a WebSocket (an upgrade).
 fn origin_or_problem(result: Result<Response>) -> Result<Response> {
-    result.or_else(|_| {
-        respond::problem(&Problem::new(
+    match result {
+        Ok(response) if has_websocket(&response) => Ok(response),
+        Ok(response) => rewrap(&response, &response.headers()),
+        Err(_) => respond::problem(&Problem::new(
             ProblemKind::OriginUnreachable,
             "The origin could not be reached. This method is passed through without idempotency protection.",
-        ))
-    })
+        )),
+    }
 }
 
-async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'_>) -> Result<Response> {
-    let key = match idempotency_key(req.headers()) {
+fn has_websocket(response: &Response) -> bool {
+    js_sys::Reflect::get(response, &JsValue::from_str("webSocket"))
+        .is_ok_and(|socket| !socket.is_null() && !socket.is_undefined())
+}
+
+/// `new Response(response.body, { status, headers })`.
+fn rewrap(response: &Response, headers: &Headers) -> Result<Response> {
+    let init = ResponseInit::new();
+    init.set_status(response.status());
+    init.set_headers(headers);
+    Ok(Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?)
+}
+
+async fn covered(
+    req: Request,
+    url: &str,
+    method: &str,
+    env: &Env,
+    config: &Config,
+    policy: &Policy<'_>,
+) -> Result<Response> {
+    let headers = req.headers();
+    let key = match idempotency_key(&headers) {
         Ok(key) => key,
         // A route may make the key optional: without one, the request is not protected.
-        Err(KeyError::Missing) if !policy.key_required => return pass_through(req, config).await,
+        Err(KeyError::Missing) if !policy.key_required => return pass_through(req, url, config).await,
         Err(error) => {
             let kind =
                 if error == KeyError::Missing { ProblemKind::MissingKey } else { ProblemKind::InvalidKey };
-            discard_body(&mut req).await;
+            discard_body(&req).await;
             return respond::refused(env, &Problem::new(kind, error.detail()));
         }
     };
-    let body = match read_body(&mut req, config.max_body_bytes).await? {
-        Some(body) => body,
-        None => {
-            return respond::refused(
-                env,
-                &Problem::new(
-                    ProblemKind::BodyTooLarge,
-                    format!("The request body is larger than {} bytes.", config.max_body_bytes),
-                ),
-            )
-        }
+    let Some((body, js_body)) = read_body(&req, &headers, config.max_body_bytes).await? else {
+        return respond::refused(
+            env,
+            &Problem::new(
+                ProblemKind::BodyTooLarge,
+                format!("The request body is larger than {} bytes.", config.max_body_bytes),
+            ),
+        );
     };
 
-    let url = req.url()?;
-    let path_and_query = path_and_query(&url);
-    let headers = req.headers();
+    let path_and_query = path_and_query(url);
     let scope_value = headers.get(&config.scope_header)?;
     let scope = Scope::from_header(scope_value.as_deref().map(str::as_bytes));
     let content_type = headers.get("content-type")?;
-    let method = req.inner().method();
     let extra_values: Vec<Option<String>> =
         policy.fingerprint_headers.iter().map(|name| headers.get(name).ok().flatten()).collect();
     let extra_headers: Vec<(&str, Option<&str>)> = policy
@@ -124,43 +151,43 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
         .zip(extra_values.iter().map(Option::as_deref))
         .collect();
     let payload = Payload {
-        method: &method,
+        method,
         path_and_query: &path_and_query,
         content_type: content_type.as_deref(),
         extra_headers: &extra_headers,
         body: &body,
     };
     let fingerprint = fingerprint(&payload);
+    drop(body);
     let name = object_name(scope, key.as_str());
 
-    let outgoing = Headers::new();
     let tokens = connection_tokens(headers.get("connection")?.as_deref());
-    for (name, value) in headers.entries() {
-        if forward_to_origin(&name, &tokens) {
-            outgoing.append(&name, &value)?;
-        }
-    }
+    let outgoing = filtered_copy(&headers, |name| forward_to_origin(name, &tokens))?;
     // The target and the end-to-end headers, kept for a fail-open forward.
-    let target = config.origin_target(url.as_str(), &path_and_query);
-    // One JavaScript copy of the body serves the object call and a fail-open forward.
-    let body = js_sys::Uint8Array::from(body.as_slice());
+    let target = config.origin_target(url, &path_and_query);
     let unprotected = (policy.on_unavailable == Unavailable::FailOpen)
-        .then(|| (target.clone(), Method::from(method.clone()), copy_headers(&outgoing)));
+        .then(|| Headers::new_with_headers(&outgoing).map(|headers| (target.clone(), headers)))
+        .transpose()?;
     outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
     outgoing.set(internal::TIMING, &encode_timing(&policy.timing))?;
     if config.origin_url.is_some() {
         outgoing.set(internal::PROBE_ORIGIN, "1")?;
     }
-    let mut init = RequestInit::new();
-    init.with_method(Method::from(method.clone()))
-        .with_headers(outgoing)
-        .with_body(Some(body.clone().into()));
+    // The method as `worker::Method` spells it (an unknown one becomes GET), as before.
+    let wire_method = worker::Method::from(method.to_owned());
+    let wire_method = wire_method.as_ref();
+    // One JavaScript copy of the body serves the object call and a fail-open forward.
+    let init = RequestInit::new();
+    init.set_method(wire_method);
+    init.set_headers(&outgoing);
+    init.set_body(&js_body);
     // The object's request URL is where the first attempt goes.
-    let to_object = Request::new_with_init(&target, &init)?;
+    let to_object = Request::new_with_str_and_init(&target, &init)?;
 
-    let namespace = key_namespace(env, config.jurisdiction.as_deref());
-    let reached = match namespace.and_then(|ns| ns.id_from_name(&name)?.get_stub()) {
-        Ok(stub) => stub.fetch_with_request(to_object).await.and_then(answered_by_object),
+    let reached = match cached_key_namespace(env, config.jurisdiction.as_deref())
+        .and_then(|ns| ns.get_by_name(&name))
+    {
+        Ok(stub) => call_object(stub, &to_object).await,
         Err(error) => Err(error),
     };
     match reached {
@@ -168,13 +195,15 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
         Err(error) => {
             // The object name is a hash: safe to log, unlike the key or the credential.
             console_error!("object {}: unavailable: {}", &name[..16], error);
-            if let Some((target, method, headers)) = unprotected {
+            if let Some((target, headers)) = unprotected {
                 // The route chose availability over protection: forward without a claim.
                 console_error!("object {}: failing open, forwarding without protection", &name[..16]);
-                let mut init = RequestInit::new();
-                init.with_method(method).with_headers(headers).with_body(Some(body.into()));
-                let forwarded = Request::new_with_init(&target, &init)?;
-                return origin_or_problem(Fetch::Request(forwarded).send().await);
+                let init = RequestInit::new();
+                init.set_method(wire_method);
+                init.set_headers(&headers);
+                init.set_body(&js_body);
+                let forwarded = Request::new_with_str_and_init(&target, &init)?;
+                return origin_or_problem(send(&forwarded).await);
             }
             respond::refused(
                 env,
@@ -188,8 +217,6 @@ async fn covered(mut req: Request, env: &Env, config: &Config, policy: &Policy<'
     }
 }
 
-/// The object's answer without its marker, or an error when the answer did not come from
-/// the object at all (the platform answered for an object it could not run).
 /// The key objects' namespace, restricted to the configured jurisdiction if any (as
 /// `env.IDEMPOTENCY_KEYS.jurisdiction("eu")` in JavaScript; workers-rs has no wrapper).
 pub(super) fn key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
@@ -201,28 +228,57 @@ pub(super) fn key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<Obj
     Ok(restrict.call1(&raw, &JsValue::from(jurisdiction))?.unchecked_into())
 }
 
-pub(super) fn answered_by_object(response: Response) -> Result<Response> {
-    if !response.headers().has(internal::ANSWERED)? {
-        return Err(worker::Error::RustError(format!(
-            "the object did not answer (the platform said {})",
-            response.status_code()
-        )));
-    }
-    let headers = Headers::new();
-    for (name, value) in response.headers().entries() {
-        if !name.eq_ignore_ascii_case(internal::ANSWERED) {
-            headers.append(&name, &value)?;
-        }
-    }
-    Ok(response.with_headers(headers))
+thread_local! {
+    static NAMESPACE: OnceCell<ObjectNamespace> = const { OnceCell::new() };
 }
 
-fn copy_headers(headers: &Headers) -> Headers {
-    let copy = Headers::new();
-    for (name, value) in headers.entries() {
-        let _ = copy.append(&name, &value);
+/// [`key_namespace`], looked up once per isolate (bindings, like variables, cannot change
+/// while an isolate lives). A failed lookup is not kept: it is tried again next time.
+fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
+    if let Some(namespace) = NAMESPACE.with(|cell| cell.get().map(|ns| JsValue::from(ns).unchecked_into())) {
+        return Ok(namespace);
     }
-    copy
+    let namespace = key_namespace(env, jurisdiction)?;
+    NAMESPACE.with(|cell| {
+        let _ = cell.set(JsValue::from(&namespace).unchecked_into());
+    });
+    Ok(namespace)
+}
+
+/// A copy of `headers` (one call) without the names `keep` refuses (one `delete` each). Only
+/// the names cross into Wasm, not the values.
+pub(super) fn filtered_copy(headers: &Headers, keep: impl Fn(&str) -> bool) -> Result<Headers> {
+    let copy = Headers::new_with_headers(headers)?;
+    for name in worker::Headers(headers.clone()).keys() {
+        if !keep(&name) {
+            copy.delete(&name)?;
+        }
+    }
+    Ok(copy)
+}
+
+/// Sends `req` to the object behind `stub` and takes its answer (see
+/// [`answered_by_object`]).
+pub(super) async fn call_object(stub: Stub, req: &Request) -> Result<Response> {
+    let stub: worker::worker_sys::DurableObject = stub.into_rpc();
+    let response = JsFuture::from(stub.fetch_with_request(req)?).await?;
+    answered_by_object(response.dyn_into()?)
+}
+
+/// The object's answer without its marker, or an error when the answer did not come from
+/// the object at all (the platform answered for an object it could not run).
+fn answered_by_object(response: Response) -> Result<Response> {
+    let received = response.headers();
+    if !received.has(internal::ANSWERED)? {
+        return Err(worker::Error::RustError(format!(
+            "the object did not answer (the platform said {})",
+            response.status()
+        )));
+    }
+    // A fetched response's headers are immutable: copy them (one call), drop the marker.
+    let headers = Headers::new_with_headers(&received)?;
+    headers.delete(internal::ANSWERED)?;
+    rewrap(&response, &headers)
 }
 
 fn idempotency_key(headers: &Headers) -> std::result::Result<IdempotencyKey, KeyError> {
@@ -232,18 +288,26 @@ fn idempotency_key(headers: &Headers) -> std::result::Result<IdempotencyKey, Key
     parse_key_fields(value.as_deref().map(str::as_bytes))
 }
 
-/// The body, or `None` when it is larger than `limit`. `Content-Length` can only make the
-/// answer come sooner; the bytes are counted as they stream in either way.
-async fn read_body(req: &mut Request, limit: u64) -> Result<Option<Vec<u8>>> {
-    let declared = req.headers().get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
+/// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
+/// when it is larger than `limit`. `Content-Length` can only make the answer come sooner; a
+/// body without one is counted as it streams in.
+async fn read_body(req: &Request, headers: &Headers, limit: u64) -> Result<Option<(Vec<u8>, JsValue)>> {
+    let declared = headers.get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit) {
         return Ok(None);
     }
-    if req.inner().body().is_none() {
-        return Ok(Some(Vec::new()));
+    let Some(stream) = req.body() else {
+        return Ok(Some((Vec::new(), js_sys::Uint8Array::new_with_length(0).into())));
+    };
+    if declared.is_some() {
+        // A declared length is the body's length (HTTP framing): read it in one call, and
+        // send the same `ArrayBuffer` on.
+        let buffer = JsFuture::from(req.array_buffer()?).await?;
+        let body = js_sys::Uint8Array::new(&buffer).to_vec();
+        return Ok(Some((body, buffer)));
     }
-    let mut stream = req.stream()?;
-    let mut body = Vec::with_capacity(declared.unwrap_or(0).min(limit) as usize);
+    let mut stream = ByteStream::from(stream);
+    let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
         if (body.len() + chunk.len()) as u64 > limit {
@@ -253,7 +317,8 @@ async fn read_body(req: &mut Request, limit: u64) -> Result<Option<Vec<u8>>> {
         }
         body.extend_from_slice(&chunk);
     }
-    Ok(Some(body))
+    let js_body = js_sys::Uint8Array::from(body.as_slice()).into();
+    Ok(Some((body, js_body)))
 }
 
 /// Most bytes read and thrown away after a rejection. Answering before the request body is
@@ -262,12 +327,9 @@ async fn read_body(req: &mut Request, limit: u64) -> Result<Option<Vec<u8>>> {
 const DRAIN_LIMIT_BYTES: usize = 8 * 1024 * 1024;
 
 /// Reads and discards a rejected request's body, up to [`DRAIN_LIMIT_BYTES`].
-async fn discard_body(req: &mut Request) {
-    if req.inner().body().is_none() {
-        return;
-    }
-    if let Ok(mut stream) = req.stream() {
-        drain(&mut stream).await;
+async fn discard_body(req: &Request) {
+    if let Some(stream) = req.body() {
+        drain(&mut ByteStream::from(stream)).await;
     }
 }
 
@@ -278,12 +340,5 @@ async fn drain(stream: &mut ByteStream) {
         if drained > DRAIN_LIMIT_BYTES {
             break;
         }
-    }
-}
-
-fn path_and_query(url: &worker::Url) -> String {
-    match url.query() {
-        Some(query) => format!("{}?{}", url.path(), query),
-        None => url.path().to_owned(),
     }
 }

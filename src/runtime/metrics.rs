@@ -1,16 +1,18 @@
 //! Where a request's log line goes: the log, and the optional Workers Analytics Engine
 //! dataset bound as `IDEMPOTENCY_METRICS`. The worker runs the same without the binding.
 
-use worker::{console_log, AnalyticsEngineDataPointBuilder, Env};
+use wasm_bindgen::JsValue;
+use worker::{console_log, web_sys, AnalyticsEngineDataPointBuilder, Env};
 
+use super::settings::{self, METRICS_BINDING};
 use crate::core::log::RequestLog;
-
-/// The optional Analytics Engine binding.
-const METRICS_BINDING: &str = "IDEMPOTENCY_METRICS";
 
 /// Logs the line and, when the binding exists, writes its data point.
 pub fn record(env: &Env, log: &RequestLog) {
-    console_log!("{}", log.to_json());
+    web_sys::console::log_1(&JsValue::from_str(&log.to_json()));
+    if !settings::get(env).metrics_bound {
+        return;
+    }
     if let Ok(dataset) = env.analytics_engine(METRICS_BINDING) {
         let point = log.data_point();
         let written = AnalyticsEngineDataPointBuilder::new()

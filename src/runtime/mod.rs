@@ -7,7 +7,9 @@
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
 //! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `metrics`: the log line and the optional Analytics Engine data point.
-//! - `respond`: core values (problems, stored responses) into `Response`s.
+//! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
+//!   answer prepared once for replays.
+//! - `settings`: the configuration and bindings, read once per isolate.
 
 mod admin;
 mod entry;
@@ -15,6 +17,7 @@ mod metrics;
 mod object;
 mod origin;
 mod respond;
+mod settings;
 mod storage;
 
 /// The header names the Worker uses to talk to its object (see `core::headers`).

@@ -17,24 +17,27 @@
 //! handler still runs to the end (the runtime keeps driving it), so the outcome is recorded
 //! and every waiter is answered.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
+use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either, FutureExt, Shared};
-use worker::{
-    console_error, console_log, durable_object, Delay, DurableObject, Env, Headers, Request, Response,
-    Result, State,
-};
+use worker::web_sys::{self, Headers, Response};
+use worker::worker_sys::{DurableObjectState, DurableObjectStorage};
+use worker::{console_error, console_log, Delay, Env, Result, SqlStorage, State, Storage};
 
 use super::metrics;
 use super::origin::{self, OriginAnswer};
+use super::respond::{self, Prepared};
 use super::storage::{self, StorageError};
-use super::{internal, now_ms, respond};
+use super::{internal, now_ms};
 use crate::core::admin;
 use crate::core::config::decode_timing;
 use crate::core::fingerprint::Digest256;
@@ -45,8 +48,9 @@ use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record, StoredResponse};
 
-/// The answer that settles an execution, shared by its waiters.
-type Settlement = Shared<oneshot::Receiver<Arc<StoredResponse>>>;
+/// The answer that settles an execution, shared by its waiters: prepared once, so every
+/// waiter's response shares one body.
+type Settlement = Shared<oneshot::Receiver<Rc<Prepared>>>;
 
 /// The execution this instance is running for its key.
 struct LiveAttempt {
@@ -61,25 +65,69 @@ enum Cached {
     Loaded(Option<Record>),
 }
 
-#[durable_object]
+/// The object. Exported to the runtime by hand (rather than with `#[durable_object]`), so
+/// that `fetch` takes and returns the runtime's own `Request` and `Response`: the
+/// `worker::Request` conversion reads the method, URL, headers and `cf` of every request,
+/// and `worker::Response` builds a second `Response` on the way out.
+#[wasm_bindgen]
 pub struct KeyObject {
     state: State,
     env: Env,
     cached: RefCell<Cached>,
     live: RefCell<Option<LiveAttempt>>,
+    /// The stored answer made ready for replays (see `respond::Prepared`).
+    prepared: RefCell<Option<Rc<Prepared>>>,
+    /// The object id as text, for log lines.
+    id: OnceCell<String>,
+    storage: OnceCell<Storage>,
+    sql: OnceCell<SqlStorage>,
 }
 
-impl DurableObject for KeyObject {
-    fn new(state: State, env: Env) -> Self {
-        KeyObject { state, env, cached: RefCell::new(Cached::NotLoaded), live: RefCell::new(None) }
+#[wasm_bindgen]
+impl KeyObject {
+    #[wasm_bindgen(constructor)]
+    pub fn new(state: DurableObjectState, env: Env) -> KeyObject {
+        KeyObject {
+            state: State::from(state),
+            env,
+            cached: RefCell::new(Cached::NotLoaded),
+            live: RefCell::new(None),
+            prepared: RefCell::new(None),
+            id: OnceCell::new(),
+            storage: OnceCell::new(),
+            sql: OnceCell::new(),
+        }
     }
 
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
-        if let Some(operation) = req.headers().get(internal::ADMIN)? {
-            return self.admin(&operation).await;
+    /// The runtime's `fetch` on the object.
+    pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
+        AssertUnwindSafe(async move { self.handle(req).await.map(JsValue::from).map_err(JsValue::from) })
+            .await
+    }
+
+    /// The runtime's `alarm` on the object.
+    pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
+        AssertUnwindSafe(async move {
+            self.on_alarm().await;
+            Ok(JsValue::UNDEFINED)
+        })
+        .await
+    }
+}
+
+impl KeyObject {
+    async fn handle(&self, req: web_sys::Request) -> Result<Response> {
+        let headers = req.headers();
+        // Key requests carry a fingerprint, admin calls do not: look for the admin header
+        // only when the fingerprint is missing.
+        let fingerprint = headers.get(internal::FINGERPRINT)?;
+        if fingerprint.is_none() {
+            if let Some(operation) = headers.get(internal::ADMIN)? {
+                return self.admin(&operation).await;
+            }
         }
         let now = now_ms();
-        let Some((fingerprint, timing)) = internal_headers(&req)? else {
+        let Some((fingerprint, timing)) = internal_headers(fingerprint, &headers)? else {
             return respond::problem(&Problem::new(
                 ProblemKind::InvalidConfig,
                 "The key's object was called without its internal headers.",
@@ -89,7 +137,7 @@ impl DurableObject for KeyObject {
             Ok(record) => record,
             Err(error) => {
                 console_error!("object {}: reading the record failed: {}", self.short_id(), error);
-                let _ = req.bytes().await;
+                let _ = read_body(&req).await;
                 return respond::problem(&storage_unavailable());
             }
         };
@@ -121,19 +169,21 @@ impl DurableObject for KeyObject {
         }
 
         // Reading the body is the first await. A failure matters only to an execution, which
-        // then forwards nothing and releases the key.
-        let body = req.bytes().await;
+        // then forwards nothing and releases the key. The body stays a JavaScript value: the
+        // object forwards it and never looks inside.
+        let body = read_body(&req).await;
         if let Some(alarm) = alarm {
             self.confirm_alarm(alarm).await;
         }
         let mut log = RequestLog {
-            object: Some(self.state.id().to_string()),
+            object: Some(self.object_id().to_owned()),
             decision: Decision::Rejected(ProblemKind::StorageUnavailable),
             status: 0,
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
         };
+        // The answer, and whether it already carries the object's marker.
         let mut response = None;
         for action in step.actions {
             match action {
@@ -141,37 +191,43 @@ impl DurableObject for KeyObject {
                 Action::SetAlarm(_) => {}
                 Action::Forward { attempt } => {
                     let Some(settle) = execution.take() else { continue };
-                    let body = body.as_deref().ok();
-                    response = Some(self.execute(&req, body, attempt, timing, settle, &mut log).await);
+                    let body = body.as_ref().ok();
+                    response =
+                        Some((self.execute(&req, body, attempt, timing, settle, &mut log).await, false));
                 }
                 Action::Replay(stored) => {
                     log.decision = Decision::Replayed;
-                    response = Some(respond::stored(&stored, true));
+                    response = Some((self.prepared(&stored).response(), true));
                 }
                 Action::Join { attempt, wait_ms } => {
                     response = Some(self.wait(attempt, joined.take(), wait_ms, &mut log).await);
                 }
                 Action::Reject(problem) => {
                     log.decision = Decision::Rejected(problem.kind);
-                    response = Some(respond::problem(&problem));
+                    response = Some((respond::problem(&problem), false));
                 }
                 // Settling only follows an origin result, never an arrival.
                 Action::Settle { .. } => {}
             }
         }
-        let response = response.unwrap_or_else(|| respond::problem(&storage_unavailable()));
-        log.status = response.as_ref().map_or(500, Response::status_code);
+        let (response, marked) =
+            response.unwrap_or_else(|| (respond::problem(&storage_unavailable()), false));
+        log.status = response.as_ref().map_or(500, Response::status);
         metrics::record(&self.env, &log);
-        mark_answered(response)
+        if marked {
+            response
+        } else {
+            mark_answered(response)
+        }
     }
 
-    async fn alarm(&self) -> Result<Response> {
+    async fn on_alarm(&self) {
         let record = match self.record() {
             Ok(record) => record,
             Err(error) => {
                 console_error!("object {}: alarm could not read the record: {}", self.short_id(), error);
                 // A corrupt record is still a record: keep it (never forward unprotected).
-                return Response::ok("");
+                return;
             }
         };
         let live_attempt = self.live.borrow().as_ref().map(|live| live.attempt);
@@ -184,11 +240,7 @@ impl DurableObject for KeyObject {
                 self.set_alarm(at).await;
             }
         }
-        Response::ok("")
     }
-}
-
-impl KeyObject {
     /// Inspects or purges the record for the admin API (`core::admin` has the rules).
     async fn admin(&self, operation: &str) -> Result<Response> {
         let now = now_ms();
@@ -237,7 +289,7 @@ impl KeyObject {
         if let Cached::Loaded(record) = &*self.cached.borrow() {
             return Ok(record.clone());
         }
-        let record = storage::load(&self.state.storage().sql())?;
+        let record = storage::load(self.sql())?;
         *self.cached.borrow_mut() = Cached::Loaded(record.clone());
         Ok(record)
     }
@@ -248,7 +300,7 @@ impl KeyObject {
         match change {
             RecordChange::Keep => Ok(()),
             RecordChange::Put(record) => {
-                storage::put(&self.state.storage().sql(), record)?;
+                storage::put(self.sql(), record)?;
                 *self.cached.borrow_mut() = Cached::Loaded(Some(record.clone()));
                 Ok(())
             }
@@ -270,7 +322,7 @@ impl KeyObject {
     /// the two reach storage as one durable write.
     fn issue_alarm(&self, at: u64) -> std::result::Result<JsFuture, JsValue> {
         let when = js_sys::Date::new(&JsValue::from_f64(at as f64));
-        self.state.storage().as_raw().set_alarm(when, JsValue::NULL.into()).map(JsFuture::from)
+        self.raw_storage().set_alarm(when, JsValue::NULL.into()).map(JsFuture::from)
     }
 
     async fn confirm_alarm(&self, alarm: std::result::Result<JsFuture, JsValue>) {
@@ -284,7 +336,7 @@ impl KeyObject {
         }
     }
 
-    fn begin_execution(&self, attempt: AttemptId) -> oneshot::Sender<Arc<StoredResponse>> {
+    fn begin_execution(&self, attempt: AttemptId) -> oneshot::Sender<Rc<Prepared>> {
         let (settle, settled) = oneshot::channel();
         *self.live.borrow_mut() = Some(LiveAttempt { attempt, waiters: 0, settled: settled.shared() });
         settle
@@ -307,27 +359,21 @@ impl KeyObject {
     /// answers the caller.
     async fn execute(
         &self,
-        req: &Request,
-        body: Option<&[u8]>,
+        req: &web_sys::Request,
+        body: Option<&JsValue>,
         attempt: AttemptId,
         timing: Timing,
-        settle: oneshot::Sender<Arc<StoredResponse>>,
+        settle: oneshot::Sender<Rc<Prepared>>,
         log: &mut RequestLog,
     ) -> Result<Response> {
         let started = now_ms();
-        let target = req.url()?.to_string();
-        let probe_first = req.headers().has(internal::PROBE_ORIGIN)?;
+        let target = req.url();
+        let headers = req.headers();
+        let probe_first = headers.has(internal::PROBE_ORIGIN)?;
         let (result, answer) = match body {
             Some(body) => {
-                origin::forward(
-                    &target,
-                    req.method(),
-                    req.headers(),
-                    body,
-                    timing.origin_timeout_ms,
-                    probe_first,
-                )
-                .await
+                origin::forward(&target, &req.method(), &headers, body, timing.origin_timeout_ms, probe_first)
+                    .await
             }
             None => (OriginResult::ConnectRefused, None),
         };
@@ -344,13 +390,16 @@ impl KeyObject {
         }
         let mut settle = Some(settle);
         let mut response = None;
+        let mut alarms = Vec::new();
         for action in step.actions {
             match action {
-                Action::SetAlarm(at) => self.set_alarm(at).await,
+                // Issued in the same turn as the outcome write (one durable write), and
+                // confirmed once the waiters are woken.
+                Action::SetAlarm(at) => alarms.push(self.issue_alarm(at)),
                 Action::Settle { attempt, answer: shared, origin_answered } => {
                     self.end_execution(attempt);
                     if let Some(settle) = settle.take() {
-                        let _ = settle.send(shared.clone());
+                        let _ = settle.send(self.prepared(&shared));
                     }
                     response = Some(match (&answer, origin_answered) {
                         (Some(answer), true) => live_response(answer),
@@ -360,10 +409,27 @@ impl KeyObject {
                 _ => {}
             }
         }
+        for alarm in alarms {
+            self.confirm_alarm(alarm).await;
+        }
         // Should the step not settle (it always does), the waiters are released by the
         // dropped sender and get 409.
         self.end_execution(attempt);
         response.unwrap_or_else(|| respond::problem(&storage_unavailable()))
+    }
+
+    /// The stored answer prepared for replays: made once per stored answer and object life,
+    /// then shared by every replay and waiter.
+    fn prepared(&self, stored: &Arc<StoredResponse>) -> Rc<Prepared> {
+        let mut prepared = self.prepared.borrow_mut();
+        match &*prepared {
+            Some(ready) if ready.is_for(stored) => ready.clone(),
+            _ => {
+                let ready = Rc::new(Prepared::new(stored.clone()));
+                *prepared = Some(ready.clone());
+                ready
+            }
+        }
     }
 
     fn end_execution(&self, attempt: AttemptId) {
@@ -380,14 +446,15 @@ impl KeyObject {
         }
     }
 
-    /// A duplicate waits for the live execution's answer, at most `wait_ms`.
+    /// A duplicate waits for the live execution's answer, at most `wait_ms`. Returns the
+    /// answer and whether it already carries the object's marker.
     async fn wait(
         &self,
         attempt: AttemptId,
         settled: Option<Settlement>,
         wait_ms: u64,
         log: &mut RequestLog,
-    ) -> Result<Response> {
+    ) -> (Result<Response>, bool) {
         let started = now_ms();
         let outcome = match settled {
             Some(settled) => {
@@ -405,7 +472,7 @@ impl KeyObject {
         match outcome {
             Some(answer) => {
                 log.decision = Decision::Coalesced;
-                respond::stored(&answer, true)
+                (answer.response(), true)
             }
             None => {
                 let step =
@@ -413,17 +480,29 @@ impl KeyObject {
                 match step.actions.into_iter().next() {
                     Some(Action::Reject(problem)) => {
                         log.decision = Decision::Rejected(problem.kind);
-                        respond::problem(&problem)
+                        (respond::problem(&problem), false)
                     }
-                    _ => respond::problem(&storage_unavailable()),
+                    _ => (respond::problem(&storage_unavailable()), false),
                 }
             }
         }
     }
 
-    fn short_id(&self) -> String {
-        let id = self.state.id().to_string();
-        id.chars().take(16).collect()
+    /// The object id as text (64 hex digits), read once.
+    fn object_id(&self) -> &str {
+        self.id.get_or_init(|| self.state.id().to_string())
+    }
+
+    fn sql(&self) -> &SqlStorage {
+        self.sql.get_or_init(|| self.state.storage().sql())
+    }
+
+    fn raw_storage(&self) -> &DurableObjectStorage {
+        self.storage.get_or_init(|| self.state.storage()).as_raw()
+    }
+
+    fn short_id(&self) -> &str {
+        &self.object_id()[..16]
     }
 }
 
@@ -435,9 +514,14 @@ fn mark_answered(response: Result<Response>) -> Result<Response> {
 }
 
 fn json_response(value: &serde_json::Value) -> Result<Response> {
-    let headers = Headers::new();
+    let headers = Headers::new()?;
     headers.set("content-type", "application/json")?;
-    Ok(respond::build(200, headers, serde_json::to_vec(value).unwrap_or_default()))
+    respond::build(200, &headers, &serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// The request body as one `ArrayBuffer`.
+async fn read_body(req: &web_sys::Request) -> std::result::Result<JsValue, JsValue> {
+    JsFuture::from(req.array_buffer()?).await
 }
 
 /// Steps with `OutcomeWriteFailed`, carrying the answer the original step would have given.
@@ -468,18 +552,18 @@ fn storable(answer: &OriginAnswer) -> StoredResponse {
 /// The origin's answer for the caller whose request executed: every end-to-end header,
 /// cookies included.
 fn live_response(answer: &OriginAnswer) -> Result<Response> {
-    let headers = Headers::new();
+    let headers = Headers::new()?;
     for (name, value) in &answer.headers {
         if pass_to_caller(name, &answer.connection_tokens) {
             headers.append(name, value)?;
         }
     }
-    Ok(respond::build(answer.status, headers, answer.body.clone()))
+    respond::build(answer.status, &headers, &answer.body)
 }
 
-fn internal_headers(req: &Request) -> Result<Option<(Digest256, Timing)>> {
-    let fingerprint = req.headers().get(internal::FINGERPRINT)?.and_then(|v| Digest256::from_hex(&v));
-    let timing = req.headers().get(internal::TIMING)?.and_then(|v| decode_timing(&v));
+fn internal_headers(fingerprint: Option<String>, headers: &Headers) -> Result<Option<(Digest256, Timing)>> {
+    let fingerprint = fingerprint.and_then(|v| Digest256::from_hex(&v));
+    let timing = headers.get(internal::TIMING)?.and_then(|v| decode_timing(&v));
     Ok(fingerprint.zip(timing))
 }
 

@@ -14,15 +14,15 @@
 
 use futures_util::future::{select, Either};
 use std::time::Duration;
-use wasm_bindgen::JsValue;
-use worker::{
-    console_warn, AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect,
-    Response,
-};
-use worker::{Socket, Url};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use worker::web_sys::{self, AbortController, Headers, Request, RequestInit, RequestRedirect, Response};
+use worker::{console_warn, Delay};
 
+use super::entry::filtered_copy;
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::policy::OriginResult;
+use crate::core::url::host_and_port;
 
 /// A complete answer from the origin.
 pub struct OriginAnswer {
@@ -35,28 +35,30 @@ pub struct OriginAnswer {
 }
 
 /// Sends one attempt and waits at most `timeout_ms` for the whole answer, body included: a
-/// body that stalls is a timeout like any other.
+/// body that stalls is a timeout like any other. `body` is the request body as the object
+/// received it (a JavaScript value: it never enters Wasm memory on this path).
 pub async fn forward(
     target: &str,
-    method: Method,
+    method: &str,
     headers: &Headers,
-    body: &[u8],
+    body: &JsValue,
     timeout_ms: u64,
     probe_first: bool,
 ) -> (OriginResult, Option<OriginAnswer>) {
     if probe_first && !accepts_connections(target).await {
         return (OriginResult::ConnectRefused, None);
     }
-    let request = match build_request(target, method, headers, body) {
+    let Ok(controller) = AbortController::new() else { return (OriginResult::ConnectRefused, None) };
+    let request = match build_request(target, method, headers, body, &controller.signal()) {
         Ok(request) => request,
         // Nothing was sent.
         Err(_) => return (OriginResult::ConnectRefused, None),
     };
-    let controller = AbortController::default();
-    let signal = controller.signal();
     let exchange = Box::pin(async move {
-        let fetch = Fetch::Request(request);
-        let response = fetch.send_with_signal(&signal).await.map_err(classify_fetch_error)?;
+        let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+        let response =
+            JsFuture::from(global.fetch_with_request(&request)).await.map_err(classify_fetch_error)?;
+        let response: Response = response.dyn_into().map_err(|_| OriginResult::ResetAfterSend)?;
         read_answer(response).await.map_err(|_| OriginResult::ResetAfterSend)
     });
     let timeout = Delay::from(Duration::from_millis(timeout_ms));
@@ -70,49 +72,61 @@ pub async fn forward(
     }
 }
 
-fn build_request(target: &str, method: Method, headers: &Headers, body: &[u8]) -> worker::Result<Request> {
+fn build_request(
+    target: &str,
+    method: &str,
+    headers: &Headers,
+    body: &JsValue,
+    signal: &web_sys::AbortSignal,
+) -> Result<Request, JsValue> {
     let tokens = connection_tokens(headers.get("connection")?.as_deref());
-    let outgoing = Headers::new();
-    for (name, value) in headers.entries() {
-        if forward_to_origin(&name, &tokens) {
-            outgoing.append(&name, &value)?;
-        }
-    }
-    let mut init = RequestInit::new();
-    init.with_method(method)
-        .with_headers(outgoing)
-        // A proxy hands redirects to the client; following one would be a second request.
-        .with_redirect(RequestRedirect::Manual)
-        .with_body(Some(JsValue::from(js_sys::Uint8Array::from(body))));
-    Request::new_with_init(target, &init)
+    let outgoing = filtered_copy(headers, |name| forward_to_origin(name, &tokens)).map_err(JsValue::from)?;
+    let init = RequestInit::new();
+    init.set_method(method);
+    init.set_headers(&outgoing);
+    // A proxy hands redirects to the client; following one would be a second request.
+    init.set_redirect(RequestRedirect::Manual);
+    init.set_body(body);
+    init.set_signal(Some(signal));
+    Request::new_with_str_and_init(target, &init)
 }
 
-async fn read_answer(mut response: Response) -> worker::Result<OriginAnswer> {
-    let status = response.status_code();
-    let headers: Vec<(String, String)> = response.headers().entries().collect();
+async fn read_answer(response: Response) -> Result<OriginAnswer, JsValue> {
+    let status = response.status();
+    let headers: Vec<(String, String)> = worker::Headers(response.headers()).entries().collect();
     let connection = headers
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
         .map(|(_, value)| value.as_str());
     let connection_tokens = connection_tokens(connection);
-    let body = response.bytes().await?;
+    let buffer = JsFuture::from(response.array_buffer()?).await?;
+    let body = js_sys::Uint8Array::new(&buffer).to_vec();
     Ok(OriginAnswer { status, headers, connection_tokens, body })
 }
 
 /// A fetch failure may have happened after the request left: the outcome is unknown.
-fn classify_fetch_error(error: worker::Error) -> OriginResult {
-    console_warn!("origin fetch failed: {}", error);
+fn classify_fetch_error(error: JsValue) -> OriginResult {
+    console_warn!("origin fetch failed: {}", worker::Error::from(error));
     OriginResult::ResetAfterSend
 }
 
-/// Whether a TCP connection to the target's host and port opens. Sends no byte.
+/// Whether a TCP connection to the target's host and port opens. Sends no byte. The probe
+/// socket is closed without waiting for the close to finish.
 async fn accepts_connections(target: &str) -> bool {
-    let Ok(url) = Url::parse(target) else { return false };
-    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else { return false };
-    let Ok(mut socket) = Socket::builder().connect(host, port) else { return false };
-    let opened = socket.opened().await.is_ok();
+    let Some((host, port)) = host_and_port(target) else { return false };
+    let mut address = String::with_capacity(host.len() + 6);
+    address.push_str(host);
+    address.push(':');
+    address.push_str(&port.to_string());
+    let Ok(socket) = worker::worker_sys::connect(JsValue::from(address), JsValue::UNDEFINED) else {
+        return false;
+    };
+    let opened = match socket.opened() {
+        Ok(opened) => JsFuture::from(opened).await.is_ok(),
+        Err(_) => false,
+    };
     if opened {
-        let _ = socket.close().await;
+        let _ = socket.close();
     }
     opened
 }

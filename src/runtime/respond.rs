@@ -1,8 +1,16 @@
-//! Turns core values into `Response`s. Owns no decision.
+//! Turns core values into the runtime's `Response`s. Owns no decision.
+//!
+//! Works on the raw `web_sys` types: a response built here goes back to the runtime as it
+//! is, without `worker::Response`'s conversions (each of which reads the headers, the status
+//! and the body stream back and builds another `Response`).
 
-use worker::{Env, Headers, Response, ResponseBuilder, Result};
+use std::sync::Arc;
 
-use super::metrics;
+use wasm_bindgen::JsValue;
+use worker::web_sys::{Blob, Headers, Response, ResponseInit};
+use worker::{Env, Result};
+
+use super::{internal, metrics};
 use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::problem_response;
 use crate::core::problem::Problem;
@@ -33,23 +41,84 @@ pub fn refused(env: &Env, problem: &Problem) -> Result<Response> {
 
 /// A stored response, marked `Idempotent-Replayed: true` when `replayed`.
 pub fn stored(response: &StoredResponse, replayed: bool) -> Result<Response> {
-    let headers = Headers::new();
+    let headers = Headers::new()?;
     for (name, value) in &response.headers {
         headers.append(name, value)?;
     }
     if replayed {
         headers.set(REPLAYED_HEADER, "true")?;
     }
-    Ok(build(response.status, headers, response.body.clone()))
+    build(response.status, &headers, &response.body)
 }
 
 /// A response from parts. Statuses that may not carry a body get none (the runtime throws
 /// otherwise).
-pub fn build(status: u16, headers: Headers, body: Vec<u8>) -> Response {
-    let builder = ResponseBuilder::new().with_status(status).with_headers(headers);
-    if matches!(status, 101 | 204 | 205 | 304) {
-        builder.empty()
+pub fn build(status: u16, headers: &Headers, body: &[u8]) -> Result<Response> {
+    let init = ResponseInit::new();
+    init.set_status(status);
+    init.set_headers(headers);
+    let response = if has_no_body(status) {
+        Response::new_with_opt_str_and_init(None, &init)?
     } else {
-        builder.fixed(body)
+        let body = js_sys::Uint8Array::from(body);
+        Response::new_with_opt_buffer_source_and_init(Some(&body), &init)?
+    };
+    Ok(response)
+}
+
+fn has_no_body(status: u16) -> bool {
+    matches!(status, 101 | 204 | 205 | 304)
+}
+
+/// A stored answer made ready for replays once per object life: the headers (with
+/// `Idempotent-Replayed: true` and the object's answer marker) as one `Headers`, the body as
+/// one `Blob`. Every replay and every coalesced waiter is then one `new Response(blob,
+/// init)`: the runtime copies the headers but shares the blob's bytes, so a hundred waiters
+/// hold one body, not a hundred.
+pub struct Prepared {
+    stored: Arc<StoredResponse>,
+    /// `None` when the runtime refused to build them; every response is then built from
+    /// `stored` as before.
+    parts: Option<(Headers, Option<Blob>)>,
+}
+
+impl Prepared {
+    pub fn new(stored: Arc<StoredResponse>) -> Prepared {
+        let parts = prepare(&stored).ok();
+        Prepared { stored, parts }
     }
+
+    /// Whether this is the preparation of `stored` (the same stored answer, not an equal one).
+    pub fn is_for(&self, stored: &Arc<StoredResponse>) -> bool {
+        Arc::ptr_eq(&self.stored, stored)
+    }
+
+    /// One replay of the answer, marked as the object's own.
+    pub fn response(&self) -> Result<Response> {
+        let Some((headers, body)) = &self.parts else {
+            let response = stored(&self.stored, true)?;
+            response.headers().set(internal::ANSWERED, "1")?;
+            return Ok(response);
+        };
+        let init = ResponseInit::new();
+        init.set_status(self.stored.status);
+        init.set_headers(headers);
+        Ok(Response::new_with_opt_blob_and_init(body.as_ref(), &init)?)
+    }
+}
+
+fn prepare(stored: &StoredResponse) -> Result<(Headers, Option<Blob>)> {
+    let headers = Headers::new()?;
+    for (name, value) in &stored.headers {
+        headers.append(name, value)?;
+    }
+    headers.set(REPLAYED_HEADER, "true")?;
+    headers.set(internal::ANSWERED, "1")?;
+    let body = if has_no_body(stored.status) {
+        None
+    } else {
+        let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(stored.body.as_slice()));
+        Some(Blob::new_with_u8_array_sequence(&JsValue::from(parts))?)
+    };
+    Ok((headers, body))
 }

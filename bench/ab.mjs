@@ -1,0 +1,108 @@
+// A/B of two builds of the worker: the same phase against both, interleaved round by round
+// (order alternating), medians of the rounds. Small differences drown in this machine's
+// noise when two full benchmark runs are compared; interleaving in one process shows them.
+//
+//   node bench/ab.mjs DIR_A DIR_B [replay|first|burst] [rounds=6] [connections=16] [ms=2000]
+//
+// DIR_A and DIR_B are build directories (index.js, index_bg.wasm, worker/shim.mjs), e.g. a
+// copy of build/ from two commits. Prints per build: median req/s, median p50 and median
+// workerd CPU per request. For `burst` (100 concurrent requests for one new key, origin
+// delay 300 ms) the p50 column is the last response − 300 ms and the CPU column the first
+// response − 300 ms. Set AB_BODY=524288 for a 512 KiB answer in the burst.
+import { fork } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { writeConfig, startWorker } from "./lib/workers.mjs";
+import { pool, send, runLoad } from "./lib/load.mjs";
+import { cpuMs, settle } from "./lib/proc.mjs";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-ab-"));
+const [dirA, dirB, phase = "replay", roundsArg = "6", connArg = "16", msArg = "2000"] = process.argv.slice(2);
+if (!dirA || !dirB) {
+  console.error("usage: node bench/ab.mjs DIR_A DIR_B [replay|first|burst] [rounds] [connections] [ms]");
+  process.exit(2);
+}
+const rounds = Number(roundsArg);
+const conns = Number(connArg);
+const durationMs = Number(msArg);
+
+function startOrigin() {
+  const child = fork(path.join(ROOT, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  return new Promise((resolve) =>
+    child.on("message", (m) => {
+      if (m.ready) resolve({ pid: child.pid, port: m.port, stop: () => (child.disconnect(), child.kill()) });
+    }),
+  );
+}
+
+const payment = (key, extra = {}) => ({
+  method: "POST",
+  path: "/v1/payments",
+  headers: { "content-type": "application/json", authorization: "Bearer sk_test_bench", "idempotency-key": key, ...extra },
+  body: Buffer.from(
+    JSON.stringify({ amount: 1999, currency: "eur", customer: "cus_bench_0001", description: "Benchmark payment", metadata: { order: key.slice(-24) } }),
+  ),
+});
+
+const origin = await startOrigin();
+const targets = {};
+for (const [name, dir] of [["a", dirA], ["b", dirB]]) {
+  const file = path.join(WORK, `${name}.toml`);
+  writeConfig(file, {
+    from: path.join(ROOT, "wrangler.toml"),
+    main: path.join(path.resolve(dir), "worker/shim.mjs"),
+    vars: { ORIGIN_URL: `http://127.0.0.1:${origin.port}` },
+  });
+  fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace(/^name\s*=.*$/m, `name = "ab-${name}"`));
+  targets[name] = await startWorker({ name, config: file, persistDir: path.join(WORK, `state-${name}`), registryDir: path.join(WORK, "registry") });
+  targets[name].agent = pool(conns);
+}
+
+const results = { a: [], b: [] };
+const id = Date.now().toString(36);
+// Round -1 warms both up and is not counted.
+for (let r = -1; r < rounds; r++) {
+  for (const name of r % 2 ? ["a", "b"] : ["b", "a"]) {
+    const t = targets[name];
+    const key = `${id}-${name}-${r}`;
+    if (phase === "burst") {
+      const agent = pool(100);
+      const extra = { "x-bench-delay-ms": "300", ...(process.env.AB_BODY ? { "x-bench-response-bytes": process.env.AB_BODY } : {}) };
+      await settle([t.pid]);
+      const started = performance.now();
+      const answers = await Promise.all(Array.from({ length: 100 }, () => send(agent, t, payment(key, extra))));
+      agent.destroy();
+      const ends = answers.map((a) => a.end - started - 300);
+      if (r >= 0) results[name].push({ rps: 0, p50: Math.max(...ends), cpu: Math.min(...ends) });
+      continue;
+    }
+    if (phase === "replay") await send(t.agent, t, payment(key));
+    await settle([t.pid]);
+    const cpu0 = cpuMs(t.pid);
+    const out = await runLoad({
+      agent: t.agent,
+      target: t,
+      connections: conns,
+      durationMs,
+      makeRequest: (i) => payment(phase === "replay" ? key : `${key}-${i}`),
+    });
+    await settle([t.pid]);
+    if (r >= 0) results[name].push({ rps: out.rps, p50: out.p50, cpu: (cpuMs(t.pid) - cpu0) / out.requests });
+  }
+}
+
+const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+for (const [name, dir] of [["a", dirA], ["b", dirB]]) {
+  const rs = results[name];
+  console.log(
+    `${name.toUpperCase()} ${dir}: req/s ${median(rs.map((x) => x.rps)).toFixed(0)}  p50 ${median(rs.map((x) => x.p50)).toFixed(2)} ms  ` +
+      `CPU ${median(rs.map((x) => x.cpu)).toFixed(3)} ms/req  (rounds: ${rs.map((x) => x.cpu.toFixed(2)).join(" ")})`,
+  );
+}
+for (const t of Object.values(targets)) await t.dispose();
+origin.stop();
+fs.rmSync(WORK, { recursive: true, force: true });
+process.exit(0);

@@ -95,4 +95,21 @@ mod tests {
         assert_eq!(host_and_port("http:///x"), None);
         assert_eq!(host_and_port("http://h:99999/"), None);
     }
+
+    proptest::proptest! {
+        // The runtime serialises the URL, but the helpers must not panic on anything: every
+        // slice is cut at an ASCII delimiter, so it is always on a character boundary.
+        #[test]
+        fn any_string_is_split_without_panicking(url in "\\PC*", scheme in "(https?|ftp)://") {
+            for url in [url.clone(), format!("{scheme}{url}")] {
+                let (path, query) = path_and_query_parts(&url);
+                proptest::prop_assert!(path.starts_with('/'));
+                proptest::prop_assert!(url.contains(path) || path == "/");
+                proptest::prop_assert!(query.is_none_or(|q| url.contains(q)));
+                if let Some((host, _port)) = host_and_port(&url) {
+                    proptest::prop_assert!(!host.is_empty() && url.contains(host));
+                }
+            }
+        }
+    }
 }

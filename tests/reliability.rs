@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use support::hostile::{bad_inputs, check_problem, hex_tokens, is_problem};
 use support::http::{send_raw, send_raw_then_close, Request, Response};
 use support::origin::Origin;
+use support::rng::Rng;
 use support::storage::{self, Snapshot};
 use support::unique;
 use support::worker::{shared, Readiness, Worker, WorkerConfig};
@@ -263,26 +264,6 @@ fn status_503_passes_retry_after_on_and_releases_the_key() {
 
 // ---------------------------------------------------------------------------------------
 // Load
-
-/// A small deterministic generator (xorshift64*), so that a failing order can be replayed
-/// from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            items.swap(i, j);
-        }
-    }
-}
 
 /// One storm request: which key, and its answer or why none came.
 type Answer = (usize, Result<Response, String>);

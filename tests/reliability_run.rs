@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use support::hostile::{bad_inputs, is_problem};
 use support::http::{Request, Response};
 use support::origin::Origin;
+use support::rng::Rng;
 use support::unique;
 use support::worker::{repo_root, require_build, Readiness, Worker, WorkerConfig};
 
@@ -103,29 +104,6 @@ struct Job {
 struct Sent {
     job: Job,
     answer: Result<Response, String>,
-}
-
-/// Deterministic shuffling (xorshift64*), seeded and printed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.below(i as u64 + 1) as usize;
-            items.swap(i, j);
-        }
-    }
 }
 
 fn request(k: &Key, job: &Job) -> Request {

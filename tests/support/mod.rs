@@ -6,6 +6,7 @@
 pub mod hostile;
 pub mod http;
 pub mod origin;
+pub mod rng;
 pub mod storage;
 pub mod worker;
 

@@ -19,12 +19,12 @@ use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use support::hostile::{assert_problem, PROBLEM_PREFIX};
 use support::http::{Request, Response};
 use support::origin::Origin;
 use support::unique;
 use support::worker::{free_port, shared, Readiness, Worker, WorkerConfig};
 
-const PROBLEM_PREFIX: &str = "urn:idempotency-edge:problem:";
 const MAX_BODY_BYTES: usize = 4096;
 
 // ---------------------------------------------------------------------------------------
@@ -121,21 +121,6 @@ fn new_path() -> String {
 
 fn payment(path: &str, key: &str) -> Request {
     Request::post(path).header("Idempotency-Key", key).json(r#"{"amount":1000,"currency":"eur"}"#)
-}
-
-/// Asserts an RFC 9457 problem of this kind and status.
-fn assert_problem(r: &Response, status: u16, kind: &str) {
-    assert_eq!(r.status, status, "expected {status} {kind}, got {r:?}");
-    let content_type = r.header("content-type").unwrap_or("");
-    assert!(
-        content_type.to_ascii_lowercase().starts_with("application/problem+json"),
-        "expected application/problem+json for {kind}, got {r:?}"
-    );
-    let body = r.json();
-    assert_eq!(body["type"], format!("{PROBLEM_PREFIX}{kind}"), "problem type, got {r:?}");
-    assert_eq!(body["status"], status, "problem status member, got {r:?}");
-    assert!(body["title"].is_string(), "problem title, got {r:?}");
-    assert!(body["detail"].is_string(), "problem detail, got {r:?}");
 }
 
 /// Asserts a response produced by the test origin; returns its JSON body.

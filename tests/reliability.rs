@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::hostile::{bad_inputs, check_problem, hex_tokens, is_problem};
+use support::hostile::{assert_problem, bad_inputs, check_problem, hex_tokens, is_problem};
 use support::http::{send_raw, send_raw_then_close, Request, Response};
 use support::origin::Origin;
 use support::rng::Rng;
@@ -86,14 +86,6 @@ fn new_path() -> String {
 
 fn payment(path: &str, key: &str) -> Request {
     Request::post(path).header("Idempotency-Key", key).json(r#"{"amount":1000,"currency":"eur"}"#)
-}
-
-fn assert_problem(r: &Response, status: u16, kind: &str) {
-    if let Err(e) = check_problem(r, status, kind) {
-        panic!("{e}\nresponse: {r:?}");
-    }
-    let body = r.json();
-    assert!(body["title"].is_string() && body["detail"].is_string(), "problem members: {r:?}");
 }
 
 fn assert_from_origin(r: &Response, status: u16) -> serde_json::Value {

@@ -93,6 +93,15 @@ pub fn check_problem(r: &Response, status: u16, kind: &str) -> Result<(), String
     Ok(())
 }
 
+/// Asserts an RFC 9457 problem of this status and kind, with its `title` and `detail`.
+pub fn assert_problem(r: &Response, status: u16, kind: &str) {
+    if let Err(e) = check_problem(r, status, kind) {
+        panic!("{e}\nresponse: {r:?}");
+    }
+    let body = r.json();
+    assert!(body["title"].is_string() && body["detail"].is_string(), "problem members: {r:?}");
+}
+
 /// The start of a body, for messages (never used for request bodies or keys).
 fn short(r: &Response) -> String {
     r.text().chars().take(160).collect()

@@ -19,14 +19,15 @@ use serde_json::Value;
 
 use super::admin;
 use super::canonical_json::canonicalize;
-use super::config::{decode_timing, encode_timing, Config, ALL_VARS};
+use super::config::{decode_object_policy, encode_object_policy, Config, ALL_VARS};
 use super::fingerprint::{fingerprint, is_json_media_type, object_name, Digest256, Payload, Scope};
 use super::headers;
 use super::key::{parse_key, parse_key_fields, KeyError, MAX_KEY_LEN};
-use super::machine::{step, Action, Event, RecordChange, Timing};
-use super::policy::OriginResult;
+use super::machine::{step, Action, Event, RecordChange, Timing, WaiterLimits};
+use super::policy::{OriginResult, OutcomePolicy, StatusSet};
 use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
 use super::routes::pattern_matches;
+use super::url::normalised_path;
 
 /// Key parsing: `parse_key` and `parse_key_fields`, and the header-name rules.
 ///
@@ -302,7 +303,16 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     let other = AttemptId(record.attempt().0.wrapping_add(1));
     for fingerprint in [record.fingerprint(), Digest256([source.u8(); 32])] {
         let waiters = usize::from(source.u16());
-        let arrival = Event::Arrival { fingerprint, new_attempt: other, live_attempt, waiters, timing };
+        let arrival = Event::Arrival {
+            fingerprint,
+            new_attempt: other,
+            live_attempt,
+            waiters,
+            waiting_bytes: u64::from(source.u16()) << 10,
+            body_bytes: u64::from(source.u16()) << 10,
+            limits: WaiterLimits::default(),
+            timing,
+        };
         let next = step(Some(record), arrival, now);
         let forwarded = next.actions.iter().any(|a| matches!(a, Action::Forward { .. }));
         let held = !record.is_expired(now) || (live && matches!(record, Record::InFlight(_)));
@@ -324,8 +334,20 @@ fn drive(record: &Record, source: &mut Source<'_>) {
         }
     }
 
+    let flags = source.u8();
+    let outcome = OutcomePolicy {
+        unknown: if flags & 4 != 0 {
+            StatusSet::of(&[502, 504]).unwrap_or_default()
+        } else {
+            StatusSet::default()
+        },
+        release_requires_header: flags & 2 != 0,
+        via_cloudflare: flags & 1 != 0,
+        ..OutcomePolicy::default()
+    };
     let results = [
         OriginResult::Responded(source.u16()),
+        OriginResult::Oversized(source.u16()),
         OriginResult::ConnectRefused,
         OriginResult::TimedOut,
         OriginResult::ResetAfterSend,
@@ -334,7 +356,8 @@ fn drive(record: &Record, source: &mut Source<'_>) {
         for attempt in [record.attempt(), other] {
             let response = matches!(result, OriginResult::Responded(_))
                 .then(|| Arc::new(StoredResponse { status: 200, headers: Vec::new(), body: source.bytes() }));
-            let next = step(Some(record), Event::OriginFinished { attempt, result, response, timing }, now);
+            let finished = Event::OriginFinished { attempt, result, response, timing, outcome };
+            let next = step(Some(record), finished, now);
             let settles = next.actions.iter().filter(|a| matches!(a, Action::Settle { .. })).count();
             assert_eq!(settles, 1, "{next:?}");
             if attempt != record.attempt() || !matches!(record, Record::InFlight(_)) {
@@ -367,9 +390,10 @@ pub fn config(data: &[u8]) {
     let path = parts.next().unwrap_or("/");
     let lookup = |name: &'static str| ALL_VARS.iter().position(|v| *v == name).and_then(|i| values[i]);
 
-    if let Some(timing) = decode_timing(&text) {
-        assert_eq!(decode_timing(&encode_timing(&timing)), Some(timing));
+    if let Some(policy) = decode_object_policy(&text) {
+        assert_eq!(decode_object_policy(&encode_object_policy(&policy)), Some(policy));
     }
+    let _ = normalised_path(path);
     let path_and_query = format!("/{}", path.trim_start_matches('/'));
     let (path_only, query) = match path_and_query.split_once('?') {
         Some((path, query)) => (path, Some(query)),
@@ -377,14 +401,16 @@ pub fn config(data: &[u8]) {
     };
 
     let Ok(config) = Config::from_vars(lookup) else { return };
-    assert_eq!(decode_timing(&encode_timing(&config.timing)), Some(config.timing));
+    let flat = config.object_policy(&config.policy_for("/"));
+    assert_eq!(decode_object_policy(&encode_object_policy(&flat)), Some(flat));
     assert!(config.timing.ttl_ms >= 1_000 && config.timing.origin_timeout_ms >= 1_000);
     for route in &config.routes {
         assert!(pattern_matches(&route.pattern, &route.pattern), "{:?} does not match itself", route.pattern);
         let _ = pattern_matches(&route.pattern, path_only);
     }
     let policy = config.policy_for(path_only);
-    assert_eq!(decode_timing(&encode_timing(&policy.timing)), Some(policy.timing));
+    let object_policy = config.object_policy(&policy);
+    assert_eq!(decode_object_policy(&encode_object_policy(&object_policy)), Some(object_policy));
     let _ = policy.covers(path);
     let _ = config.origin_target("https://edge.example/", &path_and_query);
     if admin::is_admin_path(&config.admin_prefix, path_only) {

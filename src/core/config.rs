@@ -25,8 +25,10 @@ pub const VAR_JURISDICTION: &str = "DURABLE_OBJECT_JURISDICTION";
 pub const VAR_MAX_WAITERS_PER_KEY: &str = "MAX_WAITERS_PER_KEY";
 pub const VAR_MAX_WAITING_BYTES: &str = "MAX_WAITING_BYTES";
 pub const VAR_MAX_STORED_RESPONSE_BYTES: &str = "MAX_STORED_RESPONSE_BYTES";
+pub const VAR_ORIGIN_DEDUPLICATES: &str = "ORIGIN_DEDUPLICATES";
+pub const VAR_MAX_ORIGIN_ATTEMPTS: &str = "MAX_ORIGIN_ATTEMPTS";
 
-pub const ALL_VARS: [&str; 12] = [
+pub const ALL_VARS: [&str; 14] = [
     VAR_ORIGIN_URL,
     VAR_TTL_SECONDS,
     VAR_DUPLICATE_WAIT_SECONDS,
@@ -39,6 +41,8 @@ pub const ALL_VARS: [&str; 12] = [
     VAR_MAX_WAITERS_PER_KEY,
     VAR_MAX_WAITING_BYTES,
     VAR_MAX_STORED_RESPONSE_BYTES,
+    VAR_ORIGIN_DEDUPLICATES,
+    VAR_MAX_ORIGIN_ATTEMPTS,
 ];
 
 /// Thirty days: longer retention is allowed by nothing in the product, and a typo of
@@ -52,6 +56,8 @@ pub(crate) const MAX_ORIGIN_TIMEOUT_SECONDS: u64 = 600;
 const MAX_MAX_BODY_BYTES: u64 = 32 * 1024 * 1024;
 /// The waiters of one key may bring in at most this many body bytes, whatever is set.
 const MAX_MAX_WAITING_BYTES: u64 = 64 * 1024 * 1024;
+/// One key is never sent to the origin more often than this, whatever is set.
+const MAX_MAX_ORIGIN_ATTEMPTS: u64 = 100;
 /// A stored answer lives in one SQLite row, which holds at most 2 MB.
 pub const MAX_MAX_STORED_RESPONSE_BYTES: u64 = super::machine::MAX_STORED_RESPONSE_BYTES as u64;
 
@@ -75,6 +81,10 @@ pub struct Config {
     /// Largest origin answer (body plus headers) that is read into memory and stored for
     /// replay; a larger one is streamed to its caller and the key is held unknown.
     pub max_stored_response_bytes: u64,
+    /// The origin honours `Idempotency-Key` itself (`ORIGIN_DEDUPLICATES`).
+    pub origin_deduplicates: bool,
+    /// How many times one key may be sent to such an origin.
+    pub max_origin_attempts: u16,
 }
 
 /// The policy that applies to one request path: the flat variables, overridden by the
@@ -92,6 +102,9 @@ pub struct Policy<'a> {
     pub outcome: OutcomePolicy,
     /// Method-override headers may pass on uncovered methods.
     pub allow_method_override: bool,
+    /// `Some(n)`: the origin deduplicates by key, and an unknown outcome may be sent again
+    /// until the key was sent `n` times (see `core::machine`, rule 7).
+    pub max_origin_attempts: Option<u16>,
 }
 
 impl Policy<'_> {
@@ -179,6 +192,18 @@ impl Config {
             0,
             MAX_MAX_STORED_RESPONSE_BYTES,
         )?;
+        let origin_deduplicates = match lookup(VAR_ORIGIN_DEDUPLICATES).map(str::trim).unwrap_or("") {
+            "" | "false" => false,
+            "true" => true,
+            _ => return Err(ConfigError::new(VAR_ORIGIN_DEDUPLICATES, "expected true or false")),
+        };
+        let max_origin_attempts = parse_number(
+            VAR_MAX_ORIGIN_ATTEMPTS,
+            lookup(VAR_MAX_ORIGIN_ATTEMPTS),
+            5,
+            1,
+            MAX_MAX_ORIGIN_ATTEMPTS,
+        )? as u16;
         Ok(Config {
             origin_url,
             timing: Timing {
@@ -193,6 +218,8 @@ impl Config {
             jurisdiction,
             limits: WaiterLimits { max_waiters: max_waiters as usize, max_waiting_bytes },
             max_stored_response_bytes,
+            origin_deduplicates,
+            max_origin_attempts,
         })
     }
 
@@ -220,6 +247,10 @@ impl Config {
                 via_cloudflare: self.origin_url.is_none(),
             },
             allow_method_override: route.and_then(|r| r.allow_method_override).unwrap_or(false),
+            max_origin_attempts: route
+                .and_then(|r| r.origin_deduplicates)
+                .unwrap_or(self.origin_deduplicates)
+                .then_some(self.max_origin_attempts),
         }
     }
 
@@ -241,6 +272,7 @@ impl Config {
             limits: self.limits,
             outcome: policy.outcome,
             max_stored_response_bytes: self.max_stored_response_bytes,
+            max_origin_attempts: policy.max_origin_attempts,
         }
     }
 
@@ -262,17 +294,19 @@ pub struct ObjectPolicy {
     pub limits: WaiterLimits,
     pub outcome: OutcomePolicy,
     pub max_stored_response_bytes: u64,
+    pub max_origin_attempts: Option<u16>,
 }
 
-/// `ttl_ms,wait_ms,timeout_ms,max_waiters,max_waiting_bytes,max_stored_bytes,flags,release,unknown`:
+/// `ttl_ms,wait_ms,timeout_ms,max_waiters,max_waiting_bytes,max_stored_bytes,flags,release,unknown,max_attempts`:
 /// flags bit 0 is "via Cloudflare", bit 1 "release requires the header"; the status lists
-/// are joined with `.` and may be empty.
+/// are joined with `.` and may be empty; `max_attempts` is 0 when the origin does not
+/// deduplicate.
 pub fn encode_object_policy(policy: &ObjectPolicy) -> String {
     let statuses = |set: &StatusSet| set.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(".");
     let flags =
         u8::from(policy.outcome.via_cloudflare) | u8::from(policy.outcome.release_requires_header) << 1;
     format!(
-        "{},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{}",
         policy.timing.ttl_ms,
         policy.timing.duplicate_wait_ms,
         policy.timing.origin_timeout_ms,
@@ -282,6 +316,7 @@ pub fn encode_object_policy(policy: &ObjectPolicy) -> String {
         flags,
         statuses(&policy.outcome.release),
         statuses(&policy.outcome.unknown),
+        policy.max_origin_attempts.unwrap_or(0),
     )
 }
 
@@ -308,11 +343,16 @@ pub fn decode_object_policy(value: &str) -> Option<ObjectPolicy> {
         release_requires_header: flags & 2 != 0,
         via_cloudflare: flags & 1 != 0,
     };
+    let max_origin_attempts = match parts.next()?.parse::<u16>().ok()? {
+        0 => None,
+        n => Some(n),
+    };
     (flags < 4 && parts.next().is_none()).then_some(ObjectPolicy {
         timing,
         limits,
         outcome,
         max_stored_response_bytes,
+        max_origin_attempts,
     })
 }
 
@@ -448,13 +488,16 @@ mod tests {
             ..routed
         };
         assert_eq!(decode_object_policy(&encode_object_policy(&empty)), Some(empty));
+        let deduplicating = ObjectPolicy { max_origin_attempts: Some(5), ..routed };
+        assert_eq!(decode_object_policy(&encode_object_policy(&deduplicating)), Some(deduplicating));
         for bad in [
             "",
             "1,2,3",
-            "1,2,3,4,5,6,0,503",
+            "1,2,3,4,5,6,0,503,",
             "1,2,3,4,5,6,0,503,,x",
-            "1,2,3,4,5,6,9,503,",
-            "1,2,3,4,5,6,0,200,",
+            "1,2,3,4,5,6,9,503,,0",
+            "1,2,3,4,5,6,0,200,,0",
+            "1,2,3,4,5,6,0,503,,0,1",
         ] {
             assert_eq!(decode_object_policy(bad), None, "{bad:?}");
         }
@@ -477,6 +520,28 @@ mod tests {
             (VAR_MAX_WAITERS_PER_KEY, "1001"),
             (VAR_MAX_WAITING_BYTES, "x"),
             (VAR_MAX_STORED_RESPONSE_BYTES, "2000000"),
+        ] {
+            assert_eq!(parse(&[(variable, value)]).unwrap_err().variable, variable);
+        }
+    }
+
+    #[test]
+    fn an_origin_that_deduplicates_is_named_per_deployment_or_route() {
+        let off = parse(&[]).unwrap();
+        assert_eq!(off.policy_for("/x").max_origin_attempts, None, "off by default");
+        let on = parse(&[(VAR_ORIGIN_DEDUPLICATES, "true"), (VAR_MAX_ORIGIN_ATTEMPTS, "3")]).unwrap();
+        assert_eq!(on.policy_for("/x").max_origin_attempts, Some(3));
+        let routed = parse(&[(
+            VAR_ROUTES,
+            r#"[{"pattern":"/a","origin_deduplicates":true},{"pattern":"/b","origin_deduplicates":false}]"#,
+        )])
+        .unwrap();
+        assert_eq!(routed.policy_for("/a").max_origin_attempts, Some(5));
+        assert_eq!(routed.policy_for("/b").max_origin_attempts, None);
+        for (variable, value) in [
+            (VAR_ORIGIN_DEDUPLICATES, "yes"),
+            (VAR_MAX_ORIGIN_ATTEMPTS, "0"),
+            (VAR_MAX_ORIGIN_ATTEMPTS, "101"),
         ] {
             assert_eq!(parse(&[(variable, value)]).unwrap_err().variable, variable);
         }

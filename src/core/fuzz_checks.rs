@@ -258,6 +258,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
         0 => Record::InFlight(InFlight {
             attempt,
             fingerprint,
+            origin_attempts: source.u16(),
             claimed_at: source.u64(),
             lease_until: source.u64(),
             expires_at: source.u64(),
@@ -276,6 +277,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
         _ => Record::Unknown(Unknown {
             attempt,
             fingerprint,
+            origin_attempts: source.u16(),
             since: source.u64(),
             expires_at: source.u64(),
             reason: match source.u8() % 3 {
@@ -303,12 +305,14 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     let other = AttemptId(record.attempt().0.wrapping_add(1));
     for fingerprint in [record.fingerprint(), Digest256([source.u8(); 32])] {
         let waiters = usize::from(source.u16());
+        let max_origin_attempts = (source.u8() % 2 == 0).then(|| u16::from(source.u8() % 8));
         let arrival = Event::Arrival {
             fingerprint,
             new_attempt: other,
             live_attempt,
             waiters,
             waiting_bytes: u64::from(source.u16()) << 10,
+            max_origin_attempts,
             body_bytes: u64::from(source.u16()) << 10,
             limits: WaiterLimits::default(),
             timing,
@@ -316,8 +320,21 @@ fn drive(record: &Record, source: &mut Source<'_>) {
         let next = step(Some(record), arrival, now);
         let forwarded = next.actions.iter().any(|a| matches!(a, Action::Forward { .. }));
         let held = !record.is_expired(now) || (live && matches!(record, Record::InFlight(_)));
-        if held {
-            assert!(!forwarded, "forwarded while {record:?} is held at {now}: {next:?}");
+        if held && forwarded {
+            // Only rule 7 sends a held key again: the origin deduplicates, the payload is the
+            // same, the attempts allow it, and nothing may still be running.
+            let reforwardable = match record {
+                Record::Unknown(unknown) => !matches!(unknown.reason, UnknownReason::ResponseTooLarge { .. }),
+                Record::InFlight(claim) => !live && now >= claim.lease_until,
+                Record::Completed(_) => false,
+            };
+            let allowed = max_origin_attempts.is_some_and(|max| record.origin_attempts() < max);
+            assert!(
+                reforwardable && allowed && fingerprint == record.fingerprint(),
+                "forwarded while {record:?} is held at {now}: {next:?}"
+            );
+            let RecordChange::Put(Record::InFlight(claim)) = &next.change else { panic!("{next:?}") };
+            assert_eq!(claim.origin_attempts, record.origin_attempts() + 1);
         }
         if forwarded {
             let Some(Action::SetAlarm(alarm)) = next.actions.first() else {

@@ -14,11 +14,18 @@
 //! 3. While the claim's owner is alive in this object, duplicates join it (bounded by the
 //!    duplicate wait and the waiter cap). A claim with no live owner (the object restarted)
 //!    is answered 409 until its lease ends, and outcome-unknown afterwards: it is never
-//!    forwarded again.
+//!    forwarded again, unless the origin deduplicates by key itself (rule 7).
 //! 4. An origin result is recorded only for the claim that is still current (fencing).
 //! 5. A completed record is replayed unchanged until it expires.
 //! 6. A failed claim write forwards nothing (503). A failed outcome write still answers the
 //!    caller, and the key stays held: the stored claim outlives its lease as unknown.
+//! 7. Where the origin honours `Idempotency-Key` itself (`ORIGIN_DEDUPLICATES`), sending the
+//!    same request again under the same key cannot execute it twice, and it turns an
+//!    unknown outcome into the real answer. So an unknown outcome, or a claim whose lease
+//!    ran out with no live owner, is claimed again under a new fenced attempt and
+//!    forwarded, until the key has been sent `MAX_ORIGIN_ATTEMPTS` times; then it is held
+//!    unknown as without the option. An answer too large to store is never sent again: it
+//!    would be too large again.
 
 use std::sync::Arc;
 
@@ -88,6 +95,9 @@ pub enum Event {
         waiters: usize,
         /// The body bytes those waiters brought in.
         waiting_bytes: u64,
+        /// `Some(n)` where the origin deduplicates by key itself: an unknown outcome may be
+        /// sent again, until the key has been sent `n` times in all (rule 7).
+        max_origin_attempts: Option<u16>,
         /// This request's body size.
         body_bytes: u64,
         limits: WaiterLimits,
@@ -163,12 +173,14 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
             live_attempt,
             waiters,
             waiting_bytes,
+            max_origin_attempts,
             body_bytes,
             limits,
             timing,
         } => {
             let room = Room { waiters, waiting_bytes, body_bytes, limits };
-            on_arrival(record, fingerprint, new_attempt, live_attempt, room, timing, now)
+            let arrival = Arrival { fingerprint, new_attempt, live_attempt, room, max_origin_attempts, timing };
+            on_arrival(record, arrival, now)
         }
         Event::ClaimWriteFailed { .. } => Step::keep(vec![Action::Reject(
             Problem::new(
@@ -218,15 +230,49 @@ impl Room {
     }
 }
 
-fn on_arrival(
-    record: Option<&Record>,
+/// An arrival's facts, gathered for [`on_arrival`].
+struct Arrival {
     fingerprint: Digest256,
     new_attempt: AttemptId,
     live_attempt: Option<AttemptId>,
     room: Room,
+    max_origin_attempts: Option<u16>,
     timing: Timing,
-    now: Millis,
-) -> Step {
+}
+
+/// A claim for `new_attempt`, forwarded at once: the key's `origin_attempts`-th sending.
+fn claim_and_forward(arrival: &Arrival, origin_attempts: u16, keep_until: Millis, now: Millis) -> Step {
+    let lease_until = now.saturating_add(arrival.timing.lease_ms());
+    let expires_at = now.saturating_add(arrival.timing.ttl_ms).max(lease_until).max(keep_until);
+    let claim = InFlight {
+        attempt: arrival.new_attempt,
+        fingerprint: arrival.fingerprint,
+        origin_attempts,
+        claimed_at: now,
+        lease_until,
+        expires_at,
+    };
+    Step {
+        change: RecordChange::Put(Record::InFlight(claim)),
+        actions: vec![Action::SetAlarm(expires_at), Action::Forward { attempt: arrival.new_attempt }],
+    }
+}
+
+/// Rule 7 for a key whose outcome is unknown: claim it again, or say why not.
+fn reforward_or_hold(arrival: &Arrival, record: &Record, reason: UnknownReason, now: Millis) -> Step {
+    let sent = record.origin_attempts();
+    match arrival.max_origin_attempts {
+        Some(max) if sent < max && !matches!(reason, UnknownReason::ResponseTooLarge { .. }) => {
+            claim_and_forward(arrival, sent.saturating_add(1), record.expires_at(), now)
+        }
+        Some(max) if sent >= max => Step::keep(vec![Action::Reject(attempts_exhausted(reason, sent))]),
+        _ => Step::keep(vec![Action::Reject(outcome_unknown(reason))]),
+    }
+}
+
+fn on_arrival(record: Option<&Record>, arrival: Arrival, now: Millis) -> Step {
+    let Arrival { fingerprint, live_attempt, timing, .. } = arrival;
+    let room = &arrival.room;
     let live = |attempt: AttemptId| live_attempt == Some(attempt);
     let current = match record {
         Some(Record::InFlight(claim)) if live(claim.attempt) => record,
@@ -234,13 +280,7 @@ fn on_arrival(
         other => other,
     };
     let Some(current) = current else {
-        let lease_until = now.saturating_add(timing.lease_ms());
-        let expires_at = now.saturating_add(timing.ttl_ms).max(lease_until);
-        let claim = InFlight { attempt: new_attempt, fingerprint, claimed_at: now, lease_until, expires_at };
-        return Step {
-            change: RecordChange::Put(Record::InFlight(claim)),
-            actions: vec![Action::SetAlarm(expires_at), Action::Forward { attempt: new_attempt }],
-        };
+        return claim_and_forward(&arrival, 1, 0, now);
     };
     if current.fingerprint() != fingerprint {
         return Step::keep(vec![Action::Reject(Problem::new(
@@ -250,7 +290,7 @@ fn on_arrival(
     }
     let action = match current {
         Record::Completed(done) => Action::Replay(done.response.clone()),
-        Record::Unknown(unknown) => Action::Reject(outcome_unknown(unknown.reason)),
+        Record::Unknown(unknown) => return reforward_or_hold(&arrival, current, unknown.reason, now),
         Record::InFlight(claim) if live(claim.attempt) => {
             if room.is_full() {
                 Action::Reject(in_progress(1_000))
@@ -263,7 +303,9 @@ fn on_arrival(
         Record::InFlight(claim) if now < claim.lease_until => {
             Action::Reject(in_progress(claim.lease_until - now))
         }
-        Record::InFlight(_) => Action::Reject(outcome_unknown(UnknownReason::OriginTimeout)),
+        Record::InFlight(_) => {
+            return reforward_or_hold(&arrival, current, UnknownReason::OriginTimeout, now)
+        }
     };
     Step::keep(vec![action])
 }
@@ -333,8 +375,16 @@ fn on_origin_finished(
     };
     let fingerprint = claim.fingerprint;
     let retained_until = now.saturating_add(timing.ttl_ms).max(claim.expires_at);
+    let origin_attempts = claim.origin_attempts;
     let unknown = |reason| {
-        Record::Unknown(Unknown { attempt, fingerprint, since: now, expires_at: retained_until, reason })
+        Record::Unknown(Unknown {
+            attempt,
+            fingerprint,
+            origin_attempts,
+            since: now,
+            expires_at: retained_until,
+            reason,
+        })
     };
     let next = match disposition {
         Disposition::Release => return Step { change: RecordChange::Delete, actions: vec![settle] },
@@ -381,6 +431,16 @@ pub fn outcome_unknown(reason: UnknownReason) -> Problem {
     Problem::new(
         ProblemKind::OutcomeUnknown,
         format!("{why}, so the request may or may not have been executed. It will not be forwarded again with this key; reconcile with the origin before creating a new request."),
+    )
+}
+
+/// The problem for a key that was sent to the origin as often as allowed, and whose outcome
+/// is still unknown.
+pub fn attempts_exhausted(reason: UnknownReason, sent: u16) -> Problem {
+    let unknown = outcome_unknown(reason);
+    Problem::new(
+        ProblemKind::OutcomeUnknown,
+        format!("{} The request was sent to the origin {sent} times with this key, the most allowed (MAX_ORIGIN_ATTEMPTS).", unknown.detail),
     )
 }
 

@@ -18,6 +18,7 @@
 //! | `release_requires_header` | `true`: a release status releases only with `Idempotency-Released: true` from the origin, else the outcome is unknown |
 //! | `unknown_statuses` | origin statuses that leave the outcome unknown, e.g. `[502, 504]` for a gateway in front of the application |
 //! | `allow_method_override` | `true`: let `X-HTTP-Method-Override` and its kin through on uncovered methods (refused with 400 by default) |
+//! | `origin_deduplicates` | `true` or `false`: overrides `ORIGIN_DEDUPLICATES` for this route |
 //!
 //! Any other member, a wrong type or a value out of range is an error that says where
 //! (`IDEMPOTENCY_ROUTES[1].ttl_seconds: …`), so a typo never disables protection silently.
@@ -89,6 +90,7 @@ pub struct Route {
     pub release_requires_header: Option<bool>,
     pub unknown_statuses: Option<StatusSet>,
     pub allow_method_override: Option<bool>,
+    pub origin_deduplicates: Option<bool>,
 }
 
 /// Parses `IDEMPOTENCY_ROUTES`. An empty value means no routes. The error says which route
@@ -112,7 +114,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 12] = [
+    const KNOWN: [&str; 13] = [
         "pattern",
         "methods",
         "key",
@@ -125,6 +127,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         "release_requires_header",
         "unknown_statuses",
         "allow_method_override",
+        "origin_deduplicates",
     ];
     if let Some(unknown) = members.keys().find(|name| !KNOWN.contains(&name.as_str())) {
         return Err(format!("{}: unknown member (known: {})", at(unknown), KNOWN.join(", ")));
@@ -219,6 +222,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         release_requires_header: flag(members, "release_requires_header", &at)?,
         unknown_statuses,
         allow_method_override: flag(members, "allow_method_override", &at)?,
+        origin_deduplicates: flag(members, "origin_deduplicates", &at)?,
     })
 }
 

@@ -179,6 +179,7 @@ impl KeyObject {
             live_attempt,
             waiters,
             waiting_bytes,
+            max_origin_attempts: policy.max_origin_attempts,
             body_bytes,
             limits: policy.limits,
             timing,

@@ -53,6 +53,7 @@ fn arrival_with_waiters(
         live_attempt,
         waiters,
         waiting_bytes: 0,
+        max_origin_attempts: None,
         body_bytes: 0,
         limits: WaiterLimits::default(),
         timing: timing(),
@@ -61,7 +62,14 @@ fn arrival_with_waiters(
 
 /// The claim the machine writes when `attempt` arrives first at `at` (with [`timing`]).
 fn claim(attempt: AttemptId, at: Millis) -> InFlight {
-    InFlight { attempt, fingerprint: FP, claimed_at: at, lease_until: at + LEASE, expires_at: at + TTL }
+    InFlight {
+        attempt,
+        fingerprint: FP,
+        origin_attempts: 1,
+        claimed_at: at,
+        lease_until: at + LEASE,
+        expires_at: at + TTL,
+    }
 }
 
 fn in_flight(attempt: AttemptId, at: Millis) -> Record {
@@ -79,7 +87,14 @@ fn completed(attempt: AttemptId, at: Millis, response: Arc<StoredResponse>) -> R
 }
 
 fn unknown(attempt: AttemptId, at: Millis, reason: UnknownReason) -> Record {
-    Record::Unknown(Unknown { attempt, fingerprint: FP, since: at, expires_at: at + TTL, reason })
+    Record::Unknown(Unknown {
+        attempt,
+        fingerprint: FP,
+        origin_attempts: 1,
+        since: at,
+        expires_at: at + TTL,
+        reason,
+    })
 }
 
 /// A small origin response with this status.
@@ -176,6 +191,7 @@ fn first_arrival_claims_then_forwards() {
         RecordChange::Put(Record::InFlight(InFlight {
             attempt: A,
             fingerprint: FP,
+            origin_attempts: 1,
             claimed_at: T0,
             lease_until,
             expires_at,
@@ -193,6 +209,7 @@ fn a_claim_is_retained_at_least_until_its_lease_ends() {
         live_attempt: None,
         waiters: 0,
         waiting_bytes: 0,
+        max_origin_attempts: None,
         body_bytes: 0,
         limits: WaiterLimits::default(),
         timing: short,
@@ -230,6 +247,7 @@ fn expired_records_of_every_kind_are_claimed_anew() {
                     let expected = InFlight {
                         attempt: B,
                         fingerprint,
+                        origin_attempts: 1,
                         claimed_at: now,
                         lease_until: now + LEASE,
                         expires_at: now + TTL,
@@ -338,6 +356,7 @@ fn past_the_waiting_bytes_a_duplicate_is_told_to_retry() {
         live_attempt: Some(A),
         waiters: 3,
         waiting_bytes,
+        max_origin_attempts: None,
         body_bytes,
         limits,
         timing: timing(),
@@ -520,6 +539,7 @@ fn a_timeout_or_reset_holds_the_key_as_unknown() {
         let expected = Record::Unknown(Unknown {
             attempt: A,
             fingerprint: FP,
+            origin_attempts: 1,
             since: now,
             expires_at: now + TTL,
             reason,
@@ -588,6 +608,7 @@ fn a_response_too_large_to_store_is_held_as_unknown() {
     let expected = Record::Unknown(Unknown {
         attempt: A,
         fingerprint: FP,
+        origin_attempts: 1,
         since: now,
         expires_at: now + TTL,
         reason: UnknownReason::ResponseTooLarge { status: 200 },
@@ -967,6 +988,7 @@ impl Sim {
             live_attempt: self.live,
             waiters,
             waiting_bytes: 0,
+            max_origin_attempts: None,
             body_bytes: 0,
             limits: WaiterLimits::default(),
             timing: self.timing,
@@ -1048,6 +1070,7 @@ impl Sim {
                 RecordChange::Put(Record::InFlight(InFlight {
                     attempt: new_attempt,
                     fingerprint,
+                    origin_attempts: 1,
                     claimed_at: self.now,
                     lease_until: self.now + self.timing.lease_ms(),
                     expires_at,
@@ -1168,6 +1191,7 @@ fn an_alarm_never_deletes_a_claim_whose_execution_is_still_running() {
     let claim = Record::InFlight(InFlight {
         attempt: AttemptId(1),
         fingerprint: Digest256([1; 32]),
+        origin_attempts: 1,
         claimed_at: 0,
         lease_until: timing.lease_ms(),
         expires_at: timing.lease_ms(),
@@ -1188,6 +1212,7 @@ fn a_response_status_without_its_answer_is_held_as_unknown() {
     let claim = Record::InFlight(InFlight {
         attempt: AttemptId(1),
         fingerprint: Digest256([1; 32]),
+        origin_attempts: 1,
         claimed_at: 0,
         lease_until: timing.lease_ms(),
         expires_at: 60_000,
@@ -1203,4 +1228,102 @@ fn a_response_status_without_its_answer_is_held_as_unknown() {
         let next = step(Some(&claim), finished, 10);
         assert!(matches!(next.change, RecordChange::Put(Record::Unknown(_))), "{status}: {next:?}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Rule 7: an origin that deduplicates by key lets an unknown outcome be sent again
+// ---------------------------------------------------------------------------------------
+
+fn arrival_to_deduplicating_origin(max: u16, live_attempt: Option<AttemptId>) -> Event {
+    Event::Arrival {
+        fingerprint: FP,
+        new_attempt: B,
+        live_attempt,
+        waiters: 0,
+        waiting_bytes: 0,
+        max_origin_attempts: Some(max),
+        body_bytes: 0,
+        limits: WaiterLimits::default(),
+        timing: timing(),
+    }
+}
+
+fn unknown_sent(times: u16, reason: UnknownReason) -> Record {
+    Record::Unknown(Unknown {
+        attempt: A,
+        fingerprint: FP,
+        origin_attempts: times,
+        since: T0,
+        expires_at: T0 + TTL,
+        reason,
+    })
+}
+
+#[test]
+fn an_unknown_outcome_is_sent_again_to_an_origin_that_deduplicates() {
+    let record = unknown_sent(1, UnknownReason::OriginTimeout);
+    let step = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + 100);
+    let RecordChange::Put(Record::InFlight(claim)) = &step.change else { panic!("{step:?}") };
+    assert_eq!(claim.attempt, B, "a new fenced attempt");
+    assert_eq!(claim.origin_attempts, 2);
+    assert_eq!(claim.fingerprint, FP);
+    assert!(claim.expires_at >= T0 + TTL, "the key is kept at least as long as before");
+    assert_eq!(step.actions, vec![Action::SetAlarm(claim.expires_at), Action::Forward { attempt: B }]);
+}
+
+#[test]
+fn without_the_option_an_unknown_outcome_is_never_sent_again() {
+    let record = unknown_sent(1, UnknownReason::ResetAfterSend);
+    let step = step(Some(&record), arrival(FP, B, None), T0 + 100);
+    assert_eq!(rejection(&step).kind, ProblemKind::OutcomeUnknown);
+}
+
+#[test]
+fn the_attempts_are_bounded() {
+    let record = unknown_sent(5, UnknownReason::OriginTimeout);
+    let step = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + 100);
+    let problem = rejection(&step);
+    assert_eq!(problem.kind, ProblemKind::OutcomeUnknown);
+    assert!(
+        problem.detail.contains("5 times") && problem.detail.contains("MAX_ORIGIN_ATTEMPTS"),
+        "{}",
+        problem.detail
+    );
+    // A lower limit after a configuration change holds too.
+    let step = super::step(Some(&record), arrival_to_deduplicating_origin(2, None), T0 + 100);
+    assert_eq!(rejection(&step).kind, ProblemKind::OutcomeUnknown);
+}
+
+#[test]
+fn an_answer_too_large_to_store_is_never_sent_again() {
+    let record = unknown_sent(1, UnknownReason::ResponseTooLarge { status: 200 });
+    let step = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + 100);
+    assert_eq!(rejection(&step).kind, ProblemKind::OutcomeUnknown);
+}
+
+#[test]
+fn an_orphaned_claim_is_sent_again_only_after_its_lease() {
+    let record = in_flight(A, T0);
+    let within = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + LEASE - 1);
+    assert_eq!(rejection(&within).kind, ProblemKind::InProgress, "it may still be running");
+    let live = step(Some(&record), arrival_to_deduplicating_origin(5, Some(A)), T0 + LEASE + 1);
+    assert!(matches!(live.actions[..], [Action::Join { .. }]), "a live attempt is joined: {live:?}");
+    let after = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + LEASE);
+    let RecordChange::Put(Record::InFlight(claim)) = &after.change else { panic!("{after:?}") };
+    assert_eq!((claim.attempt, claim.origin_attempts), (B, 2));
+}
+
+#[test]
+fn a_resent_attempt_that_stays_unknown_keeps_its_count() {
+    let claim = Record::InFlight(InFlight { origin_attempts: 3, ..claim(B, T0) });
+    let step = step(Some(&claim), finished(B, OriginResult::TimedOut, None), T0 + 10);
+    let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
+    assert_eq!(held.origin_attempts, 3);
+    // A different payload is still refused.
+    let mut arrival = arrival_to_deduplicating_origin(5, None);
+    if let Event::Arrival { fingerprint, .. } = &mut arrival {
+        *fingerprint = OTHER_FP;
+    }
+    let other = super::step(Some(&unknown_sent(1, UnknownReason::OriginTimeout)), arrival, T0);
+    assert_eq!(rejection(&other).kind, ProblemKind::KeyReused);
 }

@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use crate::core::problem::{ProblemKind, PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX};
+use idempotency_edge::core::problem::{ProblemKind, PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX};
 
 /// How an attempt failed below HTTP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,6 +14,8 @@
 //!   (the key fixed with it, for instance from a business id with [`key_for`]) and want the
 //!   whole story back: [`Outcome`] or [`ClientError`], each with every attempt.
 //!   [`blocking::Client`] is a thin blocking facade.
+//! - The `idempotency-edge-check` binary checks any endpoint (this worker or another
+//!   implementation of the IETF draft) for what the draft promises; see `docs/deploy.md`.
 //!
 //! # The middleware
 //!

@@ -2,14 +2,21 @@
 //! serving HTTPS with a certificate of the test's own CA) in front of the test origin on
 //! loopback. The client trusts that CA explicitly, and only it: certificate checks stay on.
 //!
+//! Also the conformance checker, run as the binary it is, against the worker (every
+//! applicable check holds), against a bare origin that executes everything (it falls
+//! short, exit 1), and against an origin that answers 200 with one body to everything
+//! (it is not fooled).
+//!
 //! Needs the built worker and wrangler, as the worker's own e2e tests do
 //! (`./scripts/test.sh`).
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::thread;
@@ -25,7 +32,7 @@ use reqwest_middleware::{ClientBuilder, Middleware, Next};
 use support::hostile::{assert_problem, PROBLEM_PREFIX};
 use support::origin::Origin;
 use support::unique;
-use support::worker::{shared, Https, Readiness, Worker, WorkerConfig};
+use support::worker::{require_build, shared, Https, Readiness, Worker, WorkerConfig};
 
 // ---------------------------------------------------------------------------------------
 // TLS: a CA and a leaf certificate for 127.0.0.1, made for this test process
@@ -33,6 +40,12 @@ use support::worker::{shared, Https, Readiness, Worker, WorkerConfig};
 struct Tls {
     dir: PathBuf,
     ca_pem: Vec<u8>,
+}
+
+impl Tls {
+    fn ca_path(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
 }
 
 fn tls() -> &'static Tls {
@@ -475,4 +488,198 @@ async fn an_untrusted_certificate_is_refused() {
     let http = reqwest::Client::builder().build().unwrap();
     let e = http.get(format!("{}/__e2e/ready", base_url(w))).send().await.expect_err("an unknown CA");
     assert!(e.is_connect(), "a TLS handshake failure: {e:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// The conformance checker, run as a binary
+
+struct Run {
+    code: i32,
+    stdout: String,
+    report: serde_json::Value,
+}
+
+impl Run {
+    fn result(&self, id: &str) -> String {
+        let checks = self.report["checks"].as_array().cloned().unwrap_or_default();
+        let check =
+            checks.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no check {id}: {}", self.stdout));
+        check["result"].as_str().unwrap_or_default().to_string()
+    }
+
+    fn ids_with(&self, result: &str) -> Vec<String> {
+        let checks = self.report["checks"].as_array().cloned().unwrap_or_default();
+        checks
+            .iter()
+            .filter(|c| c["result"] == result)
+            .map(|c| c["id"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+}
+
+fn run_checker(args: &[String]) -> Run {
+    let json = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}.json", unique("check-report")));
+    let output = Command::new(env!("CARGO_BIN_EXE_idempotency-edge-check"))
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run idempotency-edge-check");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let report = std::fs::read(&json)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_else(|| panic!("no JSON report; stdout:\n{stdout}\nstderr:\n{stderr}"));
+    let _ = std::fs::remove_file(&json);
+    Run { code: output.status.code().unwrap_or(-1), stdout, report }
+}
+
+fn s(text: &str) -> String {
+    text.to_string()
+}
+
+#[test]
+fn the_checker_finds_every_applicable_check_holding_on_the_worker() {
+    require_build();
+    let w = worker();
+    let base = base_url(w);
+    let run = run_checker(&[
+        s("--url"),
+        format!("{base}/v1/payments/{}", unique("check")),
+        s("--url2"),
+        format!("{base}/v1/refunds/{}", unique("check")),
+        s("--header"),
+        s("Authorization: Bearer checker-test"),
+        s("--body"),
+        s(r#"{"amount":1}"#),
+        s("--slow-header"),
+        s("x-test-delay-ms: 4000"),
+        s("--ca-cert"),
+        tls().ca_path().display().to_string(),
+    ]);
+    assert_eq!(run.code, 0, "every applicable check holds:\n{}", run.stdout);
+    for id in [
+        "replay",
+        "set-cookie",
+        "concurrent",
+        "reuse-body",
+        "reuse-path",
+        "missing-key",
+        "malformed-key",
+        "retry-in-flight",
+        "problem-json",
+    ] {
+        assert_eq!(run.result(id), "holds", "{id}:\n{}", run.stdout);
+    }
+    assert_eq!(run.report["executions_distinguishable"], true);
+    assert!(!run.stdout.contains("checker-test"), "a credential is never printed:\n{}", run.stdout);
+}
+
+#[test]
+fn the_checker_fails_a_bare_origin_that_executes_everything() {
+    let bare = Origin::start();
+    let run = run_checker(&[
+        s("--url"),
+        format!("{}/v1/payments/{}", bare.url(), unique("bare")),
+        s("--url2"),
+        format!("{}/v1/refunds/{}", bare.url(), unique("bare")),
+        s("--slow-header"),
+        s("x-test-delay-ms: 1500"),
+        s("--slow-lead-ms"),
+        s("300"),
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let mut short = run.ids_with("falls short");
+    short.sort();
+    assert_eq!(
+        short,
+        [
+            "concurrent",
+            "malformed-key",
+            "missing-key",
+            "replay",
+            "retry-in-flight",
+            "reuse-body",
+            "reuse-path"
+        ],
+        "{}",
+        run.stdout
+    );
+    assert!(run.ids_with("holds").is_empty(), "{}", run.stdout);
+    assert_eq!(run.report["executions_distinguishable"], true, "the origin's answers carry a serial number");
+    assert!(run.stdout.contains("falls short"), "the table names the verdicts:\n{}", run.stdout);
+}
+
+/// Answers `200 {"ok":true}` to every request, keys or not.
+fn same_answer_origin() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            thread::spawn(move || {
+                stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // The head, then as much body as announced.
+                let head_end = loop {
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                while buf.len() - head_end < length {
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let body = r#"{"ok":true}"#;
+                let _ = stream.write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn the_checker_is_not_fooled_by_one_answer_to_everything() {
+    let addr = same_answer_origin();
+    let run = run_checker(&[
+        s("--url"),
+        format!("http://{addr}/v1/payments/x"),
+        s("--url2"),
+        format!("http://{addr}/v1/refunds/x"),
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.ids_with("holds").is_empty(),
+        "nothing holds on an endpoint that ignores keys:\n{}",
+        run.stdout
+    );
+    for id in ["replay", "reuse-body", "reuse-path", "missing-key", "malformed-key"] {
+        assert_eq!(run.result(id), "falls short", "{id}:\n{}", run.stdout);
+    }
+    assert_eq!(
+        run.result("concurrent"),
+        "not applicable",
+        "one body cannot count executions:\n{}",
+        run.stdout
+    );
+    assert_eq!(run.report["executions_distinguishable"], false);
 }

@@ -454,6 +454,21 @@ async fn outcome_unknown_is_a_typed_error_without_a_retry() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_5xx_stored_by_the_worker_asks_for_reconciliation() {
+    let w = start_worker().await;
+    let o = origin();
+    for status in ["500", "502", "504"] {
+        let (key, path) = (new_key(), new_path());
+        let op = payment(&path, &key).header("x-test-status", status).unwrap();
+        let e = client(w, quick_retries()).send(&op).await.expect_err("a 5xx is no success");
+        assert!(e.needs_reconciliation(), "{status}: the origin may have acted: {e:?}");
+        assert_eq!(e.attempts(), 1, "{status}: {e:?}");
+        assert_from_origin(e.response().expect("the origin's answer"), status.parse().unwrap());
+        assert_eq!(o.executions(&key), 1, "{status}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_reuse_and_final_4xx_are_not_retried() {
     let w = start_worker().await;
     let o = origin();

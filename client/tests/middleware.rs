@@ -345,6 +345,44 @@ async fn outcome_unknown_is_a_typed_error_with_the_key() {
 }
 
 #[tokio::test]
+async fn a_5xx_that_is_not_the_workers_asks_for_reconciliation() {
+    for (status, content_type) in [
+        (500, "application/json"),
+        (502, "text/html"),
+        (503, "text/plain"),
+        (504, "text/html"),
+        (520, "text/html"),
+        (524, "text/html"),
+    ] {
+        let server = Scripted::start(vec![answer(
+            status,
+            &[("content-type", content_type), ("Retry-After", "1")],
+            "x",
+        )]);
+        let (client, waits) = stack(config());
+        let e = client
+            .post(server.url("/x"))
+            .header("Idempotency-Key", "k")
+            .body("{}")
+            .send()
+            .await
+            .expect_err("the request may have executed: not a final answer");
+        let e = reconciliation(&e);
+        assert!(e.needs_reconciliation(), "{status}: {e:?}");
+        assert_eq!(e.response().map(|r| (r.status, r.text())), Some((status, "x".to_string())), "{status}");
+        assert_eq!(server.seen().len(), 1, "{status} is not retried");
+        assert!(waits.lock().unwrap().is_empty(), "{status}");
+    }
+    // The worker's own invalid-config says nothing was forwarded: a final answer.
+    let server = Scripted::start(vec![problem(500, "invalid-config", None)]);
+    let (client, _) = stack(config());
+    let response =
+        client.post(server.url("/x")).header("Idempotency-Key", "k").body("{}").send().await.unwrap();
+    assert_eq!(response.status(), 500);
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
 async fn retryable_to_the_end_is_a_give_up_with_the_last_answer() {
     let server = Scripted::start((0..3).map(|_| answer(429, &[("Retry-After", "1")], "{}")).collect());
     let (client, waits) = stack(RetryConfig { max_attempts: 3, ..config() });

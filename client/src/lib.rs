@@ -85,7 +85,7 @@ mod attempt;
 pub mod blocking;
 mod client;
 mod key;
-mod middleware;
+pub mod middleware;
 mod operation;
 pub mod policy;
 

@@ -47,7 +47,7 @@ type Sleeper = Arc<dyn Fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> 
 type RandomSource = Arc<dyn Fn() -> f64 + Send + Sync>;
 
 /// Retries covered requests under one `Idempotency-Key`, exactly as far as that is safe
-/// (see the [module docs](self)). Add it with one line:
+/// (see the [module docs](crate::middleware)). Add it with one line:
 ///
 /// ```
 /// # use idempotency_edge_client::IdempotencyMiddleware;

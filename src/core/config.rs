@@ -10,7 +10,7 @@ use super::machine::{
     Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
 };
 use super::policy::{OutcomePolicy, StatusSet};
-use super::routes::{parse_routes, pattern_matches, Route, Unavailable};
+use super::routes::{parse_routes, pattern_matches, Route, RouteRateLimit, Unavailable};
 
 /// The variables, as the runtime should look them up.
 pub const VAR_ORIGIN_URL: &str = "ORIGIN_URL";
@@ -105,6 +105,18 @@ pub struct Policy<'a> {
     /// `Some(n)`: the origin deduplicates by key, and an unknown outcome may be sent again
     /// until the key was sent `n` times (see `core::machine`, rule 7).
     pub max_origin_attempts: Option<u16>,
+    /// The rate-limiting binding for this path: `RATE_LIMITER` (applied when bound) unless
+    /// a route names another (which must be bound) or turns it off (`None`).
+    pub rate_limiter: Option<RateLimiterChoice<'a>>,
+}
+
+/// Which Workers Rate Limiting binding limits a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateLimiterChoice<'a> {
+    /// `RATE_LIMITER`, when it is bound; no limit when it is not.
+    Default,
+    /// A route's own binding: unbound is a configuration error.
+    Named(&'a str),
 }
 
 impl Policy<'_> {
@@ -251,6 +263,11 @@ impl Config {
                 .and_then(|r| r.origin_deduplicates)
                 .unwrap_or(self.origin_deduplicates)
                 .then_some(self.max_origin_attempts),
+            rate_limiter: match route.and_then(|r| r.rate_limit.as_ref()) {
+                None => Some(RateLimiterChoice::Default),
+                Some(RouteRateLimit::Off) => None,
+                Some(RouteRateLimit::Binding(name)) => Some(RateLimiterChoice::Named(name)),
+            },
         }
     }
 

@@ -45,6 +45,9 @@ pub enum ProblemKind {
     /// A method-override header on a method that is not covered: the origin might execute
     /// it as a covered method without a key.
     MethodOverride,
+    /// The caller (its scope, or its IP when anonymous) is over the rate limit; nothing was
+    /// created or forwarded.
+    RateLimited,
 }
 
 impl ProblemKind {
@@ -63,6 +66,7 @@ impl ProblemKind {
             ProblemKind::Unauthorized => 401,
             ProblemKind::NotFound => 404,
             ProblemKind::MethodNotAllowed => 405,
+            ProblemKind::RateLimited => 429,
         }
     }
 
@@ -78,6 +82,7 @@ impl ProblemKind {
             ProblemKind::OriginUnreachable => "origin-unreachable",
             ProblemKind::StorageUnavailable => "storage-unavailable",
             ProblemKind::InvalidConfig => "invalid-config",
+            ProblemKind::RateLimited => "rate-limited",
             ProblemKind::Unauthorized => "unauthorized",
             ProblemKind::NotFound => "not-found",
             ProblemKind::MethodNotAllowed => "method-not-allowed",
@@ -102,6 +107,7 @@ impl ProblemKind {
             ProblemKind::MethodNotAllowed => "Method not allowed on this admin endpoint",
             ProblemKind::InvalidPath => "The request path is ambiguous",
             ProblemKind::MethodOverride => "Method-override headers are not accepted here",
+            ProblemKind::RateLimited => "Too many requests",
         }
     }
 }

@@ -19,6 +19,7 @@
 //! | `unknown_statuses` | origin statuses that leave the outcome unknown, e.g. `[502, 504]` for a gateway in front of the application |
 //! | `allow_method_override` | `true`: let `X-HTTP-Method-Override` and its kin through on uncovered methods (refused with 400 by default) |
 //! | `origin_deduplicates` | `true` or `false`: overrides `ORIGIN_DEDUPLICATES` for this route |
+//! | `rate_limit` | `false`: no rate limit on this route; a binding name (`"RATE_LIMITER_PAYOUTS"`): limit with that `[[ratelimits]]` binding instead of `RATE_LIMITER` (an unbound name is a 500) |
 //!
 //! Any other member, a wrong type or a value out of range is an error that says where
 //! (`IDEMPOTENCY_ROUTES[1].ttl_seconds: …`), so a typo never disables protection silently.
@@ -91,6 +92,15 @@ pub struct Route {
     pub unknown_statuses: Option<StatusSet>,
     pub allow_method_override: Option<bool>,
     pub origin_deduplicates: Option<bool>,
+    pub rate_limit: Option<RouteRateLimit>,
+}
+
+/// A route's `rate_limit` member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RouteRateLimit {
+    Off,
+    /// A Workers Rate Limiting binding's name.
+    Binding(String),
 }
 
 /// Parses `IDEMPOTENCY_ROUTES`. An empty value means no routes. The error says which route
@@ -114,7 +124,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 13] = [
+    const KNOWN: [&str; 14] = [
         "pattern",
         "methods",
         "key",
@@ -128,6 +138,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         "unknown_statuses",
         "allow_method_override",
         "origin_deduplicates",
+        "rate_limit",
     ];
     if let Some(unknown) = members.keys().find(|name| !KNOWN.contains(&name.as_str())) {
         return Err(format!("{}: unknown member (known: {})", at(unknown), KNOWN.join(", ")));
@@ -223,6 +234,16 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         unknown_statuses,
         allow_method_override: flag(members, "allow_method_override", &at)?,
         origin_deduplicates: flag(members, "origin_deduplicates", &at)?,
+        rate_limit: match members.get("rate_limit") {
+            None => None,
+            Some(Value::Bool(false)) => Some(RouteRateLimit::Off),
+            Some(Value::String(name))
+                if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+            {
+                Some(RouteRateLimit::Binding(name.clone()))
+            }
+            Some(_) => return Err(format!("{}: expected false or a binding name", at("rate_limit"))),
+        },
     })
 }
 
@@ -362,6 +383,20 @@ mod tests {
     }
 
     #[test]
+    fn rate_limits_per_route() {
+        let routes = parse_routes(
+            r#"[{"pattern":"/a","rate_limit":false},{"pattern":"/b","rate_limit":"RL_PAYOUTS"}]"#,
+        )
+        .unwrap();
+        assert_eq!(routes[0].rate_limit, Some(RouteRateLimit::Off));
+        assert_eq!(routes[1].rate_limit, Some(RouteRateLimit::Binding("RL_PAYOUTS".into())));
+        for bad in ["true", "\"\"", "\"a b\"", "3"] {
+            let error = parse_routes(&format!(r#"[{{"pattern":"/a","rate_limit":{bad}}}]"#)).unwrap_err();
+            assert!(error.contains("[0].rate_limit"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
     fn outcome_options_are_parsed() {
         let routes = parse_routes(
             r#"[{"pattern":"/a","release_statuses":[429],"unknown_statuses":[502,504],
@@ -373,6 +408,7 @@ mod tests {
         assert_eq!(routes[0].unknown_statuses, StatusSet::of(&[502, 504]));
         assert_eq!(routes[0].release_requires_header, Some(true));
         assert_eq!(routes[0].allow_method_override, Some(true));
+        assert_eq!(routes[0].rate_limit, None);
         // With no release statuses, 503 may be called unknown.
         assert_eq!(routes[1].release_statuses, StatusSet::of(&[]));
         assert_eq!(routes[1].unknown_statuses, StatusSet::of(&[503]));

@@ -9,7 +9,14 @@
 //! 5. hands the object the origin URL, the end-to-end headers, the body bytes, the
 //!    fingerprint and the timing, so the object repeats none of this work.
 //!
-//! Rejections in steps 1–3 happen before any object exists. Any other method passes
+//! Rejections in steps 1–3 happen before any object exists, and so does the rate limit
+//! (`RATE_LIMITER`, a Workers Rate Limiting binding; keyed by the caller's scope, or by
+//! `CF-Connecting-IP` for an anonymous caller; 429 with `Retry-After` over the limit).
+//!
+//! Every forward the Worker makes itself (pass-through and fail-open) is signed like the
+//! object's (`ORIGIN_AUTH_SECRET`, `runtime::origin_auth`), and with `TRUSTED_CLIENT_IP`
+//! the client's own `X-Forwarded-For`, `Forwarded` and `X-Real-IP` are replaced by the
+//! connecting IP. With `OBJECT_NAME_KEY` the object name is keyed (`core::keyed_name`). Any other method passes
 //! through to the origin untouched, except that a method-override header on it is refused
 //! (the origin might execute it as a covered method without a key). On a method that a
 //! route could cover, a path that origins may read as another path is refused, and route
@@ -37,13 +44,15 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, Headers, Request, RequestInit, Response, ResponseInit};
 use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Result, Stub};
 
-use super::{admin, internal, metrics, respond, settings};
+use super::{admin, internal, metrics, origin_auth, respond, settings};
 use crate::core::admin::is_admin_path;
-use crate::core::config::{encode_object_policy, Config, Policy};
+use crate::core::config::{encode_object_policy, Config, Policy, RateLimiterChoice};
 use crate::core::fingerprint::{fingerprint, object_name, Payload, Scope};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
+use crate::core::keyed_name::keyed_object_name;
 use crate::core::log::{Decision, RequestLog};
+use crate::core::origin_auth::SIGNATURE_HEADER;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::routes::{ObjectCallFailure, Unavailable};
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
@@ -63,6 +72,9 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         Err(problem) => return respond::refused(&env, problem),
     };
     if let Err(problem) = &settings.storage_keys {
+        return respond::refused(&env, problem);
+    }
+    if let Some(problem) = &settings.refusal {
         return respond::refused(&env, problem);
     }
     let url = req.url();
@@ -100,20 +112,129 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
                 );
             }
         }
-        pass_through(req, &url, config).await
+        pass_through(req, &url, &env, config).await
     }
 }
 
-/// Any uncovered method: to the origin as it is, body streamed, no key needed.
-async fn pass_through(req: Request, url: &str, config: &Config) -> Result<Response> {
+/// Any uncovered method: to the origin as it is, body streamed, no key needed. When the
+/// hop is signed, the body is read first (up to `MAX_BODY_BYTES`, 413 above) to digest it.
+async fn pass_through(req: Request, url: &str, env: &Env, config: &Config) -> Result<Response> {
+    let settings = settings::get(env);
     let target = config.origin_target(url, &path_and_query(url));
-    if target == url {
+    let untouched = settings.origin_auth_secret.is_none() && !settings.trusted_client_ip;
+    if untouched && target == url {
         return origin_or_problem(send(&req).await);
     }
     // `new Request(url, request)`: the same method, headers and body stream, another URL.
     let init: &RequestInit = req.unchecked_ref();
-    let forwarded = Request::new_with_str_and_init(&target, init)?;
+    let mut forwarded = Request::new_with_str_and_init(&target, init)?;
+    if settings.trusted_client_ip {
+        replace_client_ip(&forwarded.headers())?;
+    }
+    if let Some(secret) = &settings.origin_auth_secret {
+        let body = match forwarded.body() {
+            None => None,
+            Some(_) => {
+                let headers = forwarded.headers();
+                match read_body(&forwarded, &headers, config.max_body_bytes).await? {
+                    Some((_, js_body)) => Some(js_body),
+                    None => {
+                        return respond::refused(
+                            env,
+                            &Problem::new(
+                                ProblemKind::BodyTooLarge,
+                                format!("The request body is larger than {} bytes.", config.max_body_bytes),
+                            ),
+                        )
+                    }
+                }
+            }
+        };
+        let method = forwarded.method();
+        let signature =
+            match origin_auth::signature(secret, &method, &path_and_query(&target), body.as_ref()).await {
+                Ok(signature) => signature,
+                Err(_) => return origin_or_problem(Err(worker::Error::RustError("not signed".into()))),
+            };
+        let init = RequestInit::new();
+        init.set_method(&method);
+        init.set_headers(&forwarded.headers());
+        init.set_redirect(forwarded.redirect());
+        if let Some(body) = &body {
+            init.set_body(body);
+        }
+        forwarded = Request::new_with_str_and_init(&target, &init)?;
+        forwarded.headers().set(SIGNATURE_HEADER, &signature)?;
+    }
     origin_or_problem(send(&forwarded).await)
+}
+
+/// `TRUSTED_CLIENT_IP`: the client's own forwarding headers are dropped, and the connecting
+/// IP (`CF-Connecting-IP`, set by Cloudflare's edge and not by the client) takes their place.
+fn replace_client_ip(headers: &Headers) -> Result<()> {
+    let connecting = headers.get("cf-connecting-ip")?;
+    for name in ["x-forwarded-for", "forwarded", "x-real-ip"] {
+        headers.delete(name)?;
+    }
+    if let Some(ip) = connecting {
+        headers.set("x-forwarded-for", &ip)?;
+        headers.set("x-real-ip", &ip)?;
+    }
+    Ok(())
+}
+
+/// The rate limit for a covered request, checked before any object exists: `None` to go
+/// on, or the answer (429, or 500 when a route names a binding that is not bound).
+async fn rate_limited(
+    env: &Env,
+    choice: Option<RateLimiterChoice<'_>>,
+    limit_key: &str,
+) -> Option<Result<Response>> {
+    let binding = match choice? {
+        RateLimiterChoice::Default => settings::binding(env, settings::RATE_LIMITER_BINDING)?,
+        RateLimiterChoice::Named(name) => match settings::binding(env, name) {
+            Some(binding) => binding,
+            None => {
+                return Some(respond::refused(
+                    env,
+                    &Problem::new(
+                        ProblemKind::InvalidConfig,
+                        format!("IDEMPOTENCY_ROUTES names the rate-limiting binding {name}, which is not bound. Nothing was forwarded."),
+                    ),
+                ))
+            }
+        },
+    };
+    match limit(&binding, limit_key).await {
+        Ok(true) => None,
+        Ok(false) => Some(respond::refused(
+            env,
+            &Problem::new(
+                ProblemKind::RateLimited,
+                "Too many requests from this caller. Nothing was stored or forwarded; retry with the same key after Retry-After seconds.",
+            )
+            .with_retry_after(RATE_LIMIT_RETRY_AFTER_SECONDS),
+        )),
+        // The limiter is a guard against floods, not a part of the idempotency promise: a
+        // limiter that fails lets the request on, and says so.
+        Err(error) => {
+            console_error!("rate limiter failed, request let through: {}", worker::Error::from(error));
+            None
+        }
+    }
+}
+
+/// Seconds a limited caller is told to wait: the shortest period a binding can have.
+const RATE_LIMIT_RETRY_AFTER_SECONDS: u64 = 10;
+
+/// `binding.limit({ key })`; whether the request is within the limit.
+async fn limit(binding: &JsValue, key: &str) -> std::result::Result<bool, JsValue> {
+    let call: js_sys::Function = js_sys::Reflect::get(binding, &JsValue::from_str("limit"))?.dyn_into()?;
+    let options = js_sys::Object::new();
+    js_sys::Reflect::set(&options, &JsValue::from_str("key"), &JsValue::from_str(key))?;
+    let pending: js_sys::Promise = call.call1(binding, &options)?.dyn_into()?;
+    let outcome = JsFuture::from(pending).await?;
+    Ok(js_sys::Reflect::get(&outcome, &JsValue::from_str("success"))?.as_bool() == Some(true))
 }
 
 /// The global `fetch`.
@@ -162,7 +283,7 @@ async fn covered(
     let key = match idempotency_key(&headers) {
         Ok(key) => key,
         // A route may make the key optional: without one, the request is not protected.
-        Err(KeyError::Missing) if !policy.key_required => return pass_through(req, url, config).await,
+        Err(KeyError::Missing) if !policy.key_required => return pass_through(req, url, env, config).await,
         Err(error) => {
             let kind =
                 if error == KeyError::Missing { ProblemKind::MissingKey } else { ProblemKind::InvalidKey };
@@ -203,10 +324,22 @@ async fn covered(
     let fingerprint = fingerprint(&payload);
     let body_bytes = body.len();
     drop(body);
-    let name = object_name(scope, key.as_str());
+    let settings = settings::get(env);
+    // Anonymous callers share one scope, so they are limited by IP instead.
+    let limit_key = match scope {
+        Scope::Anonymous => format!("ip:{}", headers.get("cf-connecting-ip")?.unwrap_or_default()),
+        _ => format!("scope:{}", scope_salt.to_hex()),
+    };
+    if let Some(answer) = rate_limited(env, policy.rate_limiter, &limit_key).await {
+        return answer;
+    }
+    let name = keyed_object_name(settings.object_name_key.as_deref(), object_name(scope, key.as_str()));
 
     let tokens = connection_tokens(headers.get("connection")?.as_deref());
     let outgoing = filtered_copy(&headers, |name| forward_to_origin(name, &tokens))?;
+    if settings.trusted_client_ip {
+        replace_client_ip(&outgoing)?;
+    }
     // The target and the end-to-end headers, kept for a fail-open forward.
     let target = config.origin_target(url, &path_and_query);
     let unprotected = (policy.on_unavailable == Unavailable::FailOpen)
@@ -264,6 +397,19 @@ async fn covered(
                 short,
                 error
             );
+            if let Some(secret) = &settings.origin_auth_secret {
+                match origin_auth::signature(
+                    secret,
+                    wire_method,
+                    &crate::core::url::path_and_query(&target),
+                    Some(&js_body),
+                )
+                .await
+                {
+                    Ok(signature) => headers.set(SIGNATURE_HEADER, &signature)?,
+                    Err(_) => return origin_or_problem(Err(worker::Error::RustError("not signed".into()))),
+                }
+            }
             let init = RequestInit::new();
             init.set_method(wire_method);
             init.set_headers(&headers);

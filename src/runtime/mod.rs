@@ -11,12 +11,14 @@
 //!   answer prepared once for replays.
 //! - `settings`: the configuration and bindings, read once per isolate.
 //! - `seal`: stored answers sealed and opened with WebCrypto.
+//! - `origin_auth`: the origin requests' signature, made with WebCrypto.
 
 mod admin;
 mod entry;
 mod metrics;
 mod object;
 mod origin;
+mod origin_auth;
 mod respond;
 mod seal;
 mod settings;
@@ -39,7 +41,8 @@ mod internal {
     /// without it came from the platform, which may have answered after the object ran: it
     /// is a 503, never a reason to fail open.
     pub const ANSWERED: &str = "x-idempotency-edge-answered";
-    /// An admin operation for the object: `inspect`, `purge` or `purge-force`.
+    /// An admin operation for the object: `inspect`, `inspect-reveal`, `purge` or
+    /// `purge-force`.
     pub const ADMIN: &str = "x-idempotency-edge-admin";
 }
 

@@ -14,6 +14,10 @@
 //! of the origin timeout: a black-holed origin must not hold a key past its lease, and a
 //! probe that never connected sent nothing.
 //!
+//! With `ORIGIN_AUTH_SECRET` set, the request carries `Idempotency-Edge-Signature`
+//! (`core::origin_auth`), made just before it is sent; a client-sent header of that name
+//! never passes (it is replaced).
+//!
 //! The answer's body is read as a stream, up to the stored-size cap. An answer over the cap
 //! is not read into memory: its caller gets it as a stream (what was read, then the rest),
 //! and the result says `Oversized`, so the key is held unknown.
@@ -27,9 +31,11 @@ use worker::web_sys::{self, AbortController, Headers, Request, RequestInit, Requ
 use worker::{console_warn, Delay};
 
 use super::entry::filtered_copy;
+use super::origin_auth;
 use crate::core::headers::{connection_tokens, forward_to_origin};
+use crate::core::origin_auth::SIGNATURE_HEADER;
 use crate::core::policy::OriginResult;
-use crate::core::url::host_and_port;
+use crate::core::url::{host_and_port, path_and_query};
 
 /// The origin's answer.
 pub struct OriginAnswer {
@@ -54,6 +60,8 @@ const PROBE_SHARE_OF_TIMEOUT: u64 = 4;
 /// Sends one attempt and waits at most `timeout_ms` for the whole answer, body included: a
 /// body that stalls is a timeout like any other. `body` is the request body as the object
 /// received it (a JavaScript value: it never enters Wasm memory on this path).
+// One attempt's every input, each used once; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub async fn forward(
     target: &str,
     method: &str,
@@ -62,6 +70,7 @@ pub async fn forward(
     timeout_ms: u64,
     probe_first: bool,
     max_stored_bytes: u64,
+    origin_auth_secret: Option<&str>,
 ) -> (OriginResult, Option<OriginAnswer>) {
     if probe_first {
         // Nothing is sent until the probe connects, so a probe that times out is a refusal.
@@ -79,12 +88,26 @@ pub async fn forward(
             }
         }
     }
-    let Ok(controller) = AbortController::new() else { return (OriginResult::ConnectRefused, None) };
-    let request = match build_request(target, method, headers, body, &controller.signal()) {
-        Ok(request) => request,
-        // Nothing was sent.
-        Err(_) => return (OriginResult::ConnectRefused, None),
+    // Signed before anything is sent: a signature that cannot be made sends nothing.
+    let signature = match origin_auth_secret {
+        None => None,
+        Some(secret) => {
+            match origin_auth::signature(secret, method, &path_and_query(target), Some(body)).await {
+                Ok(value) => Some(value),
+                Err(error) => {
+                    console_warn!("origin signature failed: {}", worker::Error::from(error));
+                    return (OriginResult::ConnectRefused, None);
+                }
+            }
+        }
     };
+    let Ok(controller) = AbortController::new() else { return (OriginResult::ConnectRefused, None) };
+    let request =
+        match build_request(target, method, headers, body, &controller.signal(), signature.as_deref()) {
+            Ok(request) => request,
+            // Nothing was sent.
+            Err(_) => return (OriginResult::ConnectRefused, None),
+        };
     let exchange = Box::pin(async move {
         let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
         let response =
@@ -115,9 +138,13 @@ fn build_request(
     headers: &Headers,
     body: &JsValue,
     signal: &web_sys::AbortSignal,
+    signature: Option<&str>,
 ) -> Result<Request, JsValue> {
     let tokens = connection_tokens(headers.get("connection")?.as_deref());
     let outgoing = filtered_copy(headers, |name| forward_to_origin(name, &tokens)).map_err(JsValue::from)?;
+    if let Some(signature) = signature {
+        outgoing.set(SIGNATURE_HEADER, signature)?;
+    }
     let init = RequestInit::new();
     init.set_method(method);
     init.set_headers(&outgoing);

@@ -10,7 +10,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, CryptoKey, SubtleCrypto};
 
-use crate::core::origin_auth::{canonical_string, header_value};
+use crate::core::origin_auth::{canonical_string, header_value, Signed, NONCE_BYTES};
 
 thread_local! {
     static HMAC_KEY: RefCell<Option<CryptoKey>> = const { RefCell::new(None) };
@@ -31,10 +31,14 @@ pub async fn signature(
     let digest = JsFuture::from(subtle.digest_with_str_and_buffer_source("SHA-256", &body)?).await?;
     let digest_hex: String = Uint8Array::new(&digest).to_vec().iter().map(|b| format!("{b:02x}")).collect();
     let timestamp = (js_sys::Date::now() / 1000.0) as u64;
-    let canonical = canonical_string(method, path_and_query, timestamp, &digest_hex);
+    let mut nonce = [0u8; NONCE_BYTES];
+    crypto()?.get_random_values_with_u8_array(&mut nonce)?;
+    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let signed = Signed { method, path_and_query, timestamp, nonce: &nonce };
+    let canonical = canonical_string(&signed, &digest_hex);
     let key = hmac_key(&subtle, secret).await?;
     let mac = JsFuture::from(subtle.sign_with_str_and_u8_array("HMAC", &key, canonical.as_bytes())?).await?;
-    Ok(header_value(timestamp, &Uint8Array::new(&mac).to_vec()))
+    Ok(header_value(&signed, &Uint8Array::new(&mac).to_vec()))
 }
 
 async fn hmac_key(subtle: &SubtleCrypto, secret: &str) -> Result<CryptoKey, JsValue> {
@@ -57,7 +61,11 @@ async fn hmac_key(subtle: &SubtleCrypto, secret: &str) -> Result<CryptoKey, JsVa
     Ok(key)
 }
 
-fn subtle() -> Result<SubtleCrypto, JsValue> {
+fn crypto() -> Result<web_sys::Crypto, JsValue> {
     let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
-    Ok(global.crypto()?.subtle())
+    global.crypto()
+}
+
+fn subtle() -> Result<SubtleCrypto, JsValue> {
+    Ok(crypto()?.subtle())
 }

@@ -341,6 +341,7 @@ fn client_sent_forwarding_headers_are_replaced_by_the_connecting_ip() {
     // In local workerd the connecting IP is the loopback client's.
     let forwarded_for = header_value(headers, "x-forwarded-for");
     assert_eq!(forwarded_for, header_value(headers, "x-real-ip"), "{headers:?}");
+    assert_eq!(forwarded_for, Some("127.0.0.1"), "the test connects from loopback: {headers:?}");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ use support::origin::Origin;
 use support::unique;
 use support::worker::{shared, Readiness, Worker, WorkerConfig};
 
-const TOKEN: &str = "e2e-admin-token-7f3a";
+const TOKEN: &str = "e2e-admin-token-7f3a-0123456789abcdef01234567";
 
 fn origin() -> &'static Origin {
     static ORIGIN: OnceLock<Origin> = OnceLock::new();
@@ -53,11 +53,14 @@ fn without_token() -> &'static Worker {
 }
 
 fn payment(path: &str, key: &str) -> Request {
-    Request::post(path).header("Idempotency-Key", key).json(r#"{"amount":300,"currency":"eur"}"#)
+    Request::post(path)
+        .header("Idempotency-Key", key)
+        .header("Authorization", "Bearer test-caller")
+        .json(r#"{"amount":300,"currency":"eur"}"#)
 }
 
 fn admin(method: &str, path: &str, token: Option<&str>) -> Request {
-    let request = Request::new(method, path);
+    let request = Request::new(method, path).header("X-Operator", "alice@example.com");
     match token {
         Some(token) => request.header("Authorization", format!("Bearer {token}")),
         None => request,
@@ -102,7 +105,7 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     let record = format!("/__idempotency/records/{object}");
 
     // A wrong or absent token is 401 and says nothing about the record.
-    for token in [None, Some("wrong-token"), Some("e2e-admin-token-7f3")] {
+    for token in [None, Some("wrong-token"), Some(&TOKEN[..TOKEN.len() - 1])] {
         for method in ["GET", "DELETE"] {
             let r = w.send(&admin(method, &record, token));
             assert_eq!(r.status, 401, "{method} with {token:?}: {r:?}");
@@ -121,7 +124,9 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     assert_eq!(view["state"], "completed", "{view}");
     assert_eq!(view["status"], 201);
     assert!(view["body_bytes"].as_u64().unwrap_or(0) > 0, "{view}");
-    assert_eq!(view["fingerprint"].as_str().map(str::len), Some(64));
+    assert!(view.get("fingerprint").is_none(), "no fingerprint unless revealed: {view}");
+    let revealed = w.send(&admin("GET", &format!("{record}?reveal=fingerprint"), Some(TOKEN))).json();
+    assert_eq!(revealed["fingerprint"].as_str().map(str::len), Some(64), "{revealed}");
     assert!(view["expires_at_ms"].as_u64() > view["created_at_ms"].as_u64(), "{view}");
     assert!(!inspected.text().contains("amount"), "inspect never shows the stored body: {view}");
 
@@ -129,8 +134,12 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     assert_eq!(w.send(&admin("GET", "/__idempotency/records/not-an-id", Some(TOKEN))).status, 404);
     assert_eq!(w.send(&admin("POST", &record, Some(TOKEN))).status, 405);
 
-    // Purge: the key executes again.
-    let purged = w.send(&admin("DELETE", &record, Some(TOKEN)));
+    // A completed record is only purged with force: the next retry would charge again.
+    let refused = w.send(&admin("DELETE", &record, Some(TOKEN)));
+    assert_eq!(refused.status, 409, "{refused:?}");
+    assert!(w.send(&payment(&path, &key)).is_replayed(), "the refused purge changed nothing");
+    // Purge with force: the key executes again.
+    let purged = w.send(&admin("DELETE", &format!("{record}?force=true"), Some(TOKEN)));
     assert_eq!(purged.status, 200, "{purged:?}");
     assert_eq!(w.send(&admin("GET", &record, Some(TOKEN))).json()["state"], "absent");
     let seen = executed_objects(w).len();
@@ -154,7 +163,7 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     let slow_object = next_executed_object(w, seen + 1);
     let slow_record = format!("/__idempotency/records/{slow_object}");
     assert_eq!(w.send(&admin("GET", &slow_record, Some(TOKEN))).json()["state"], "completed");
-    assert_eq!(w.send(&admin("DELETE", &slow_record, Some(TOKEN))).status, 200);
+    assert_eq!(w.send(&admin("DELETE", &format!("{slow_record}?force=true"), Some(TOKEN))).status, 200);
     let second = {
         let slow = slow.clone();
         thread::spawn(move || w.send(&slow))
@@ -168,6 +177,33 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     let forced = w.send(&admin("DELETE", &format!("{slow_record}?force=true"), Some(TOKEN)));
     assert_eq!(forced.status, 200, "{forced:?}");
     assert_eq!(second.join().expect("second slow request").status, 201);
+
+    // Every call wrote an audit line naming the operator, refused ones included, and no
+    // line holds the token.
+    let audits = audit_lines(w);
+    let about = |operation: &str, status: u64| {
+        audits.iter().any(|a| {
+            a["operation"] == operation
+                && a["status"] == status
+                && a["object"] == object.as_str()
+                && a["operator"] == "alice@example.com"
+        })
+    };
+    assert!(about("refused", 401), "{audits:?}");
+    assert!(about("inspect", 200), "{audits:?}");
+    assert!(about("inspect-reveal", 200), "{audits:?}");
+    assert!(about("purge", 409), "{audits:?}");
+    assert!(about("purge-force", 200), "{audits:?}");
+    assert!(!w.log_contents().contains(TOKEN), "the token is never logged");
+}
+
+/// The audit lines in the worker's log.
+fn audit_lines(w: &Worker) -> Vec<serde_json::Value> {
+    w.log_contents()
+        .lines()
+        .filter_map(|line| line.find("{\"event\":\"admin-audit\"").map(|at| line[at..].trim_end().to_owned()))
+        .filter_map(|json| serde_json::from_str(&json).ok())
+        .collect()
 }
 
 #[test]

@@ -25,6 +25,10 @@ pub const OTHER_NAMES: [&str; 9] = [
     "ALARM_FAULT_INJECTION",
 ];
 
+/// The names that hold secrets: set with `wrangler secret put`, never in `[vars]`.
+pub const SECRETS: [&str; 4] =
+    ["ADMIN_TOKEN", "STORAGE_ENCRYPTION_KEYS", "ORIGIN_AUTH_SECRET", "OBJECT_NAME_KEY"];
+
 /// Every name the worker knows.
 pub fn known_names() -> impl Iterator<Item = &'static str> {
     ALL_VARS.iter().copied().chain(OTHER_NAMES)
@@ -121,6 +125,26 @@ mod tests {
                     assert!(!resembles(a, b), "{a} and {b} are too alike to tell a typo from either");
                 }
             }
+        }
+    }
+
+    /// Secrets are set with `wrangler secret put`, never in `[vars]` (which the dashboard
+    /// shows and git keeps). The runtime cannot tell the two apart, so the repository's own
+    /// configuration is checked here.
+    #[test]
+    fn wrangler_toml_names_no_secret_in_vars() {
+        let toml = include_str!("../../wrangler.toml");
+        let assignments: Vec<&str> = toml
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split_once('=').map(|(name, _)| name.trim()))
+            .collect();
+        for secret in SECRETS {
+            assert!(
+                !assignments.contains(&secret),
+                "{secret} is set in wrangler.toml; use `wrangler secret put {secret}`"
+            );
         }
     }
 

@@ -48,6 +48,29 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
+    /// Every kind, for parsing a slug back.
+    pub const ALL: [ProblemKind; 14] = [
+        ProblemKind::MissingKey,
+        ProblemKind::InvalidKey,
+        ProblemKind::KeyReused,
+        ProblemKind::InProgress,
+        ProblemKind::BodyTooLarge,
+        ProblemKind::OutcomeUnknown,
+        ProblemKind::OriginUnreachable,
+        ProblemKind::StorageUnavailable,
+        ProblemKind::InvalidConfig,
+        ProblemKind::Unauthorized,
+        ProblemKind::NotFound,
+        ProblemKind::MethodNotAllowed,
+        ProblemKind::InvalidPath,
+        ProblemKind::MethodOverride,
+    ];
+
+    /// The kind whose [`ProblemKind::slug`] is `slug`.
+    pub fn from_slug(slug: &str) -> Option<ProblemKind> {
+        Self::ALL.into_iter().find(|kind| kind.slug() == slug)
+    }
+
     pub fn status(self) -> u16 {
         match self {
             ProblemKind::MissingKey

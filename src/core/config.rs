@@ -100,6 +100,8 @@ pub struct Config {
 /// first matching route.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy<'a> {
+    /// The pattern of the route that matched, if any (log lines name it).
+    pub route: Option<&'a str>,
     /// Covered methods; `None` means the default, `POST` and `PATCH`.
     pub methods: Option<&'a [String]>,
     pub key_required: bool,
@@ -268,6 +270,7 @@ impl Config {
             route.and_then(pick).map_or(default_ms, |s| s * 1_000)
         };
         Policy {
+            route: route.map(|r| r.pattern.as_str()),
             methods: route.and_then(|r| r.methods.as_deref()),
             key_required: route.and_then(|r| r.key_required).unwrap_or(true),
             timing: Timing {

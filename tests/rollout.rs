@@ -95,6 +95,11 @@ fn assert_untouched(r: &Response, status: u16) {
     assert_eq!(r.header("x-custom"), Some("kept"), "{r:?}");
     assert_eq!(r.header("set-cookie"), Some("sid=abc; Path=/"), "{r:?}");
     assert!(!r.headers.iter().any(|(n, _)| n.starts_with("x-idempotency-edge")), "{r:?}");
+    assert_eq!(
+        r.header("content-length").and_then(|v| v.parse::<usize>().ok()),
+        Some(r.body.len()),
+        "framed as the origin framed it: {r:?}"
+    );
 }
 
 fn decision(line: &serde_json::Value) -> (String, String) {
@@ -327,8 +332,10 @@ fn serviced() -> &'static Worker {
         let origin_toml = dir.join("payments.toml");
         fs::write(
             &origin_toml,
+            // Unbundled: wrangler's dev middleware would turn a thrown error into a 500
+            // answer, which a deployed service binding never does.
             format!(
-                "name = \"{origin_name}\"\nmain = \"{}\"\ncompatibility_date = \"2026-04-26\"\n",
+                "name = \"{origin_name}\"\nmain = \"{}\"\ncompatibility_date = \"2026-04-26\"\nno_bundle = true\n",
                 js.display()
             ),
         )

@@ -67,6 +67,9 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         Ok(config) => config,
         Err(problem) => return respond::refused(&env, problem),
     };
+    if let Err(problem) = &settings.storage_keys {
+        return respond::refused(&env, problem);
+    }
     let url = req.url();
     let (path, _) = path_and_query_parts(&url);
     if let Some(token) = &settings.admin_token {
@@ -227,7 +230,8 @@ async fn covered(
     };
 
     let path_and_query = path_and_query(url);
-    let (fingerprint, name) = identify(&headers, method, &path_and_query, &key, config, policy, &body)?;
+    let (fingerprint, name, scope_salt) =
+        identify(&headers, method, &path_and_query, &key, config, policy, &body)?;
     let body_bytes = body.len();
     drop(body);
 
@@ -241,6 +245,7 @@ async fn covered(
     outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
     outgoing.set(internal::POLICY, &encode_object_policy(&config.object_policy(policy)))?;
     outgoing.set(internal::BODY_BYTES, &body_bytes.to_string())?;
+    outgoing.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
     if config.probes_origin(policy) {
         outgoing.set(internal::PROBE_ORIGIN, "1")?;
     }
@@ -320,8 +325,9 @@ async fn covered(
     }
 }
 
-/// The request's fingerprint and its key's object name (a hash of the caller's scope and
-/// the key). Enforce and observe mode share it, so both reach the same object.
+/// The request's fingerprint, its key's object name (a hash of the caller's scope and the
+/// key) and the scope's key salt (for sealing the stored answer). Enforce and observe mode
+/// share it, so both reach the same object and seal alike.
 pub(super) fn identify(
     headers: &Headers,
     method: &str,
@@ -330,9 +336,10 @@ pub(super) fn identify(
     config: &Config,
     policy: &Policy<'_>,
     body: &[u8],
-) -> Result<(Digest256, String)> {
+) -> Result<(Digest256, String, Digest256)> {
     let scope_value = headers.get(&config.scope_header)?;
     let scope = Scope::from_header(scope_value.as_deref().map(str::as_bytes));
+    let scope_salt = scope.key_salt();
     let content_type = headers.get("content-type")?;
     let extra_values: Vec<Option<String>> =
         policy.fingerprint_headers.iter().map(|name| headers.get(name).ok().flatten()).collect();
@@ -349,7 +356,7 @@ pub(super) fn identify(
         extra_headers: &extra_headers,
         body,
     };
-    Ok((fingerprint(&payload), object_name(scope, key.as_str())))
+    Ok((fingerprint(&payload), object_name(scope, key.as_str()), scope_salt))
 }
 
 /// The key objects' namespace, restricted to the configured jurisdiction if any (as

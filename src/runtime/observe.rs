@@ -121,12 +121,13 @@ pub(super) async fn covered(
     let started = now_ms();
     let pending = entry::start_send(env, policy.origin_service, &forwarded);
 
-    let (fingerprint, name) =
+    let (fingerprint, name, scope_salt) =
         entry::identify(&headers, method, &path_and_query, &key, config, policy, &body)?;
     let internal_headers = Headers::new()?;
     internal_headers.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
     internal_headers.set(internal::POLICY, &encode_object_policy(&config.object_policy(policy)))?;
     internal_headers.set(internal::BODY_BYTES, &body.len().to_string())?;
+    internal_headers.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
     drop(body);
     let recording = Recording {
         env: env.clone(),
@@ -249,7 +250,7 @@ struct Recording {
     name: String,
     /// The URL the object's requests carry (it reads only their headers).
     target: String,
-    /// Fingerprint, policy and body size, as enforce mode sends them.
+    /// Fingerprint, policy, body size and scope salt, as enforce mode sends them.
     internal_headers: Headers,
     route: Option<String>,
     fail_open: bool,

@@ -164,6 +164,10 @@ fn observe_mode_forwards_everything_and_logs_what_enforce_would_have_done() {
     assert_eq!(record.status, 200, "{record:?}");
     assert_eq!(record.json()["state"], "completed", "the object kept the key's record: {record:?}");
     assert_eq!(record.json()["status"], 201, "{record:?}");
+    assert!(
+        record.json()["body_bytes"].as_u64().unwrap_or(0) > 0,
+        "the answer is stored for replay: {record:?}"
+    );
 
     // A retry: forwarded again and answered by the origin, logged as a replay.
     let retry = w.send(&payment(&path, &key));
@@ -296,6 +300,39 @@ fn observe_mode_forwards_when_the_object_is_unreachable() {
         "a line says the request went unrecorded: {}",
         w.log_tail(30)
     );
+}
+
+/// With an Analytics Engine dataset bound, observe mode writes its points (which carry the
+/// mode and the route; their layout is unit-tested in `core::log`) and answers the same.
+#[test]
+fn observe_mode_writes_its_data_points() {
+    let toml = format!(
+        "name = \"rollout-metrics-{}\"\nmain = \"{{MAIN}}\"\ncompatibility_date = \"2026-04-26\"\n\n\
+         [[durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n\n\
+         [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"KeyObject\"]\n\n\
+         [[analytics_engine_datasets]]\nbinding = \"IDEMPOTENCY_METRICS\"\ndataset = \"idempotency_edge\"\n",
+        std::process::id()
+    );
+    let w = Worker::start_with_config(
+        WorkerConfig {
+            name: "observe-metrics".into(),
+            vars: vars(&[("ORIGIN_URL", &origin().url()), ("MODE", "observe")]),
+            readiness: Readiness::OriginAnswers,
+        },
+        &toml,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (path, key) = (path_under("/v1/charges"), unique("observe-metrics"));
+    for _ in 0..2 {
+        assert_untouched(&w.send(&payment(&path, &key)), 201);
+    }
+    let keyless = w.send(&Request::post(&path).header("Authorization", CALLER).json(BODY));
+    assert_untouched(&keyless, 201);
+    let lines = next_observe_lines(&w, 0, 3);
+    let decisions: Vec<(String, String)> = lines.iter().map(decision).collect();
+    assert!(decisions.contains(&("replayed".into(), String::new())), "{lines:?}");
+    assert!(decisions.contains(&("rejected".into(), "missing-key".into())), "{lines:?}");
+    assert!(!w.log_contents().contains("metrics: writing a data point failed"), "{}", w.log_tail(40));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -302,6 +302,51 @@ fn observe_mode_forwards_when_the_object_is_unreachable() {
     );
 }
 
+/// The records observe mode keeps are the ones enforce mode uses: after the switch, a retry
+/// of a key first seen under observe is replayed from the answer stored then.
+#[test]
+fn a_route_switched_from_observe_to_enforce_replays_what_was_observed() {
+    let toml = |mode: &str| {
+        format!(
+            "name = \"rollout-switch-{}\"\nmain = \"{{MAIN}}\"\ncompatibility_date = \"2026-04-26\"\n\n\
+             [[durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n\n\
+             [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"KeyObject\"]\n\n[vars]\nMODE = \"{mode}\"\n",
+            std::process::id()
+        )
+    };
+    let w = Worker::start_with_config(
+        WorkerConfig {
+            name: "observe-switch".into(),
+            vars: vars(&[("ORIGIN_URL", &origin().url())]),
+            readiness: Readiness::OriginAnswers,
+        },
+        &toml("observe"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (path, key) = (path_under("/v1/charges"), unique("switch"));
+    let observed = w.send(&payment(&path, &key));
+    assert_untouched(&observed, 201);
+    // The outcome is recorded once its line is written.
+    assert_eq!(decision(&next_observe_lines(&w, 0, 1)[0]), ("executed".into(), String::new()));
+
+    // Deploy the same worker in enforce mode, on the same storage.
+    w.crash();
+    let config = w.dir().join("wrangler.toml");
+    let enforcing =
+        toml("enforce").replace("{MAIN}", &repo_root().join("build/worker/shim.mjs").display().to_string());
+    fs::write(&config, enforcing).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart in enforce mode: {e}"));
+    let retry = w.send(&payment(&path, &key));
+    assert_eq!(retry.status, 201, "{retry:?}");
+    assert!(retry.is_replayed(), "{retry:?}");
+    assert_eq!(retry.body, observed.body, "the answer observed before the switch");
+    assert_eq!(origin().executions(&key), 1, "not executed again after the switch");
+    let reused = w.send(
+        &Request::post(&path).header("Authorization", CALLER).header("Idempotency-Key", &key).json("{}"),
+    );
+    assert_eq!(reused.status, 422, "{reused:?}");
+}
+
 /// With an Analytics Engine dataset bound, observe mode writes its points (which carry the
 /// mode and the route; their layout is unit-tested in `core::log`) and answers the same.
 #[test]

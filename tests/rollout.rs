@@ -396,56 +396,63 @@ fn origin_worker_js(port: u16) -> String {
       await response.arrayBuffer();
       throw new Error("the payments worker failed after the payment executed");
     }}
-    return response;
+    const answer = new Response(response.body, response);
+    answer.headers.set("x-via-service", "payments");
+    return answer;
   }},
 }};
 "#
     )
 }
 
+/// The edge (the built worker) and the payments worker in one `wrangler dev`, the edge
+/// bound to it as `PAYMENTS`.
+fn start_with_payments(name: &str, vars: Vec<(String, String)>) -> Result<Worker, String> {
+    let pid = std::process::id();
+    let dir = scratch(name);
+    let origin_name = format!("rollout-payments-{name}-{pid}");
+    let js = dir.join("payments.js");
+    fs::write(&js, origin_worker_js(origin().port())).map_err(|e| e.to_string())?;
+    let origin_toml = dir.join("payments.toml");
+    fs::write(
+        &origin_toml,
+        // Unbundled: wrangler's dev middleware would turn a thrown error into a 500
+        // answer, which a deployed service binding never does.
+        format!(
+            "name = \"{origin_name}\"\nmain = \"{}\"\ncompatibility_date = \"2026-04-26\"\nno_bundle = true\n",
+            js.display()
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let edge_toml = dir.join("edge.toml");
+    fs::write(
+        &edge_toml,
+        format!(
+            "name = \"rollout-edge-{name}-{pid}\"\nmain = \"{}\"\ncompatibility_date = \"2026-04-26\"\n\n\
+             [[durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n\n\
+             [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"KeyObject\"]\n\n\
+             [[services]]\nbinding = \"PAYMENTS\"\nservice = \"{origin_name}\"\n",
+            repo_root().join("build/worker/shim.mjs").display()
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let (edge, payments) = (edge_toml.display().to_string(), origin_toml.display().to_string());
+    Worker::start_with_args(
+        WorkerConfig { name: name.into(), vars, readiness: Readiness::OriginAnswers },
+        &["-c", &edge, "-c", &payments],
+    )
+}
+
 fn serviced() -> &'static Worker {
     static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
     instance(&CELL, || {
-        let pid = std::process::id();
-        let dir = scratch("service");
-        let origin_name = format!("rollout-payments-{pid}");
-        let js = dir.join("payments.js");
-        fs::write(&js, origin_worker_js(origin().port())).map_err(|e| e.to_string())?;
-        let origin_toml = dir.join("payments.toml");
-        fs::write(
-            &origin_toml,
-            // Unbundled: wrangler's dev middleware would turn a thrown error into a 500
-            // answer, which a deployed service binding never does.
-            format!(
-                "name = \"{origin_name}\"\nmain = \"{}\"\ncompatibility_date = \"2026-04-26\"\nno_bundle = true\n",
-                js.display()
-            ),
-        )
-        .map_err(|e| e.to_string())?;
-        let edge_toml = dir.join("edge.toml");
-        fs::write(
-            &edge_toml,
-            format!(
-                "name = \"rollout-edge-{pid}\"\nmain = \"{}\"\ncompatibility_date = \"2026-04-26\"\n\n\
-                 [[durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n\n\
-                 [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"KeyObject\"]\n\n\
-                 [[services]]\nbinding = \"PAYMENTS\"\nservice = \"{origin_name}\"\n",
-                repo_root().join("build/worker/shim.mjs").display()
-            ),
-        )
-        .map_err(|e| e.to_string())?;
-        let (edge, payments) = (edge_toml.display().to_string(), origin_toml.display().to_string());
-        Worker::start_with_args(
-            WorkerConfig {
-                name: "service-origin".into(),
-                vars: vars(&[
-                    ("ORIGIN_SERVICE", "PAYMENTS"),
-                    ("ORIGIN_TIMEOUT_SECONDS", "30"),
-                    ("IDEMPOTENCY_ROUTES", r#"[{"pattern": "/observed/*", "mode": "observe"}]"#),
-                ]),
-                readiness: Readiness::OriginAnswers,
-            },
-            &["-c", &edge, "-c", &payments],
+        start_with_payments(
+            "service-origin",
+            vars(&[
+                ("ORIGIN_SERVICE", "PAYMENTS"),
+                ("ORIGIN_TIMEOUT_SECONDS", "30"),
+                ("IDEMPOTENCY_ROUTES", r#"[{"pattern": "/observed/*", "mode": "observe"}]"#),
+            ]),
         )
     })
 }
@@ -458,6 +465,7 @@ fn a_service_binding_origin_executes_once_and_replays() {
     let first = w.send(&payment(&path, &key));
     assert_eq!(first.status, 201, "{first:?}");
     assert!(!first.is_replayed() && first.header("x-origin-execution").is_some(), "{first:?}");
+    assert_eq!(first.header("x-via-service"), Some("payments"), "through the binding: {first:?}");
     let retry = w.send(&payment(&path, &key));
     assert!(retry.is_replayed(), "{retry:?}");
     assert_eq!(retry.body, first.body);
@@ -489,6 +497,32 @@ fn a_service_binding_that_throws_leaves_the_outcome_unknown() {
     assert_eq!(o.executions(&key), 1, "held as unknown, never forwarded again");
 }
 
+/// A route names its own binding; the others keep `ORIGIN_URL`.
+#[test]
+fn a_route_may_reach_its_origin_through_a_service_binding() {
+    let o = origin();
+    let w = start_with_payments(
+        "service-route",
+        vars(&[
+            ("ORIGIN_URL", &o.url()),
+            ("IDEMPOTENCY_ROUTES", r#"[{"pattern": "/svc/*", "origin_service": "PAYMENTS"}]"#),
+        ]),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let key = unique("service-route");
+    let routed = w.send(&payment(&path_under("/svc"), &key));
+    assert_eq!(routed.status, 201, "{routed:?}");
+    assert_eq!(routed.header("x-via-service"), Some("payments"), "{routed:?}");
+    let thrown_key = unique("service-route-throw");
+    let thrown = w.send(&payment(&path_under("/svc"), &thrown_key).header("x-test-throw", "1"));
+    assert_eq!(thrown.json()["type"], "urn:idempotency-edge:problem:outcome-unknown", "{thrown:?}");
+    let direct_key = unique("direct");
+    let direct = w.send(&payment(&path_under("/v1/charges"), &direct_key));
+    assert_eq!(direct.status, 201, "{direct:?}");
+    assert_eq!(direct.header("x-via-service"), None, "ORIGIN_URL, not the binding: {direct:?}");
+    assert_eq!((o.executions(&key), o.executions(&thrown_key), o.executions(&direct_key)), (1, 1, 1));
+}
+
 #[test]
 fn observe_mode_forwards_through_the_service_binding() {
     let (w, o) = (serviced(), origin());
@@ -497,6 +531,7 @@ fn observe_mode_forwards_through_the_service_binding() {
     for _ in 0..2 {
         let r = w.send(&payment(&path, &key));
         assert_untouched(&r, 201);
+        assert_eq!(r.header("x-via-service"), Some("payments"), "{r:?}");
     }
     assert_eq!(o.executions(&key), 2, "observe mode forwards every attempt");
 }

@@ -2,10 +2,13 @@
 //!
 //! Owns the fields and their names. It is built from values that are safe to log by
 //! construction: the object id digest (a hash of scope and key), decisions, statuses and
-//! durations. There is no field for a key, a credential or a body, so none can leak.
+//! durations, and how the scope was reached (`claim`, `credential`, `anonymous`, with the
+//! rule an unverified token failed). There is no field for a key, a credential, a token, a
+//! claim value or a body, so none can leak.
 
 use super::policy::{disposition, Disposition, OriginResult};
 use super::problem::ProblemKind;
+use super::scope::ScopeLog;
 
 /// What the worker did with a covered request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,16 +60,19 @@ pub struct RequestLog {
     pub origin_status: Option<u16>,
     pub origin_ms: Option<u64>,
     pub wait_ms: Option<u64>,
+    /// How the scope was reached; absent for requests refused before a scope.
+    pub scope: Option<ScopeLog>,
 }
 
 /// One Workers Analytics Engine data point: the same fields as the log line.
 /// Layout (documented in docs/operations.md): index1 = decision; blob1 = decision,
 /// blob2 = problem kind or "", blob3 = object id or ""; double1 = status, double2 = origin
-/// status (0: none), double3 = origin latency in ms, double4 = wait in ms (-1: none).
+/// status (0: none), double3 = origin latency in ms, double4 = wait in ms (-1: none);
+/// blob4 = scope kind or "", blob5 = why a token did not verify or "".
 #[derive(Clone, Debug, PartialEq)]
 pub struct DataPoint {
     pub index: &'static str,
-    pub blobs: [String; 3],
+    pub blobs: [String; 5],
     pub doubles: [f64; 4],
 }
 
@@ -83,6 +89,8 @@ impl RequestLog {
                 self.decision.name().to_owned(),
                 problem.to_owned(),
                 self.object.clone().unwrap_or_default(),
+                self.scope.map_or("", |scope| scope.kind.slug()).to_owned(),
+                self.scope.and_then(|scope| scope.unverified).map_or("", |reason| reason.slug()).to_owned(),
             ],
             doubles: [
                 f64::from(self.status),
@@ -115,6 +123,16 @@ impl RequestLog {
         push_number(&mut line, "origin_status", self.origin_status.map(u64::from));
         push_number(&mut line, "origin_ms", self.origin_ms);
         push_number(&mut line, "wait_ms", self.wait_ms);
+        if let Some(scope) = self.scope {
+            line.push_str(",\"scope\":\"");
+            line.push_str(scope.kind.slug());
+            line.push('"');
+            if let Some(reason) = scope.unverified {
+                line.push_str(",\"unverified\":\"");
+                line.push_str(reason.slug());
+                line.push('"');
+            }
+        }
         line.push('}');
         line
     }
@@ -161,6 +179,8 @@ fn push_json_string(line: &mut String, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::jwt::Unverified;
+    use crate::core::scope::ScopeKind;
 
     #[test]
     fn a_line_has_only_safe_fields() {
@@ -171,6 +191,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(42),
             wait_ms: None,
+            scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
         assert_eq!(value["event"], "idempotency");
@@ -191,6 +212,7 @@ mod tests {
                 origin_status: Some(201),
                 origin_ms: Some(0),
                 wait_ms: Some(u64::MAX),
+                scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
             },
             RequestLog {
                 object: None,
@@ -199,6 +221,7 @@ mod tests {
                 origin_status: None,
                 origin_ms: None,
                 wait_ms: None,
+                scope: None,
             },
         ];
         for line in lines {
@@ -211,6 +234,8 @@ mod tests {
                 "origin_status": line.origin_status,
                 "origin_ms": line.origin_ms,
                 "wait_ms": line.wait_ms,
+                "scope": line.scope.map(|s| s.kind.slug()),
+                "unverified": line.scope.and_then(|s| s.unverified).map(|r| r.slug()),
             });
             let parsed: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
             let mut expected = expected.as_object().unwrap().clone();
@@ -224,6 +249,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(42),
             wait_ms: None,
+            scope: None,
         };
         assert_eq!(
             executed.to_json(),
@@ -240,6 +266,7 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
+            scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
         assert_eq!(value["decision"], "rejected");
@@ -255,10 +282,20 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: Some(5_000),
+            scope: Some(ScopeLog { kind: ScopeKind::Claim, unverified: None }),
         };
         let point = line.data_point();
         assert_eq!(point.index, "rejected");
-        assert_eq!(point.blobs, ["rejected".to_owned(), "in-progress".to_owned(), String::new()]);
+        assert_eq!(
+            point.blobs,
+            [
+                "rejected".to_owned(),
+                "in-progress".to_owned(),
+                String::new(),
+                "claim".to_owned(),
+                String::new()
+            ]
+        );
         assert_eq!(point.doubles, [409.0, 0.0, -1.0, 5_000.0]);
     }
 

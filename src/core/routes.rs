@@ -14,6 +14,8 @@
 //! | `ttl_seconds`, `duplicate_wait_seconds`, `origin_timeout_seconds` | timing overrides |
 //! | `on_object_unavailable` | `"fail-closed"` (default, 503) or `"fail-open"` (forward unprotected) |
 //! | `fingerprint_headers` | request headers that are part of the payload, e.g. `["Stripe-Version"]` |
+//! | `scope_claim` | the JWT claim that names the caller on this route (`core::scope`); `""`: the credential hash |
+//! | `anonymous` | `"allow"`: callers without the scope header share one scope here; `"deny"` (the default unless `ALLOW_ANONYMOUS`): 401 |
 //!
 //! Any other member, a wrong type or a value out of range is an error that says where
 //! (`IDEMPOTENCY_ROUTES[1].ttl_seconds: …`), so a typo never disables protection silently.
@@ -21,6 +23,7 @@
 use serde_json::{Map, Value};
 
 use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
+use super::jwt::ClaimPath;
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
 /// forwards only standard methods from an object.
@@ -53,6 +56,9 @@ pub struct Route {
     pub on_unavailable: Option<Unavailable>,
     /// Lowercase header names.
     pub fingerprint_headers: Option<Vec<String>>,
+    /// `Some(None)`: `""`, the credential hash, whatever `SCOPE_JWT_CLAIM` says.
+    pub scope_claim: Option<Option<ClaimPath>>,
+    pub anonymous_allowed: Option<bool>,
 }
 
 /// Parses `IDEMPOTENCY_ROUTES`. An empty value means no routes. The error says which route
@@ -76,7 +82,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 8] = [
+    const KNOWN: [&str; 10] = [
         "pattern",
         "methods",
         "key",
@@ -85,6 +91,8 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         "origin_timeout_seconds",
         "on_object_unavailable",
         "fingerprint_headers",
+        "scope_claim",
+        "anonymous",
     ];
     if let Some(unknown) = members.keys().find(|name| !KNOWN.contains(&name.as_str())) {
         return Err(format!("{}: unknown member (known: {})", at(unknown), KNOWN.join(", ")));
@@ -145,6 +153,22 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
                 .collect::<Result<Vec<_>, _>>()
         })
         .transpose()?;
+    let scope_claim = match members.get("scope_claim") {
+        None => None,
+        Some(Value::String(s)) if s.trim().is_empty() => Some(None),
+        Some(Value::String(s)) => {
+            Some(Some(ClaimPath::parse(s).map_err(|e| format!("{}: {e}", at("scope_claim")))?))
+        }
+        Some(_) => {
+            return Err(format!("{}: expected a claim name, a dotted path or \"\"", at("scope_claim")))
+        }
+    };
+    let anonymous_allowed = match members.get("anonymous") {
+        None => None,
+        Some(Value::String(s)) if s == "allow" => Some(true),
+        Some(Value::String(s)) if s == "deny" => Some(false),
+        Some(_) => return Err(format!("{}: expected \"allow\" or \"deny\"", at("anonymous"))),
+    };
     Ok(Route {
         pattern,
         methods,
@@ -166,6 +190,8 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         )?,
         on_unavailable,
         fingerprint_headers,
+        scope_claim,
+        anonymous_allowed,
     })
 }
 
@@ -273,6 +299,9 @@ mod tests {
             (r#"[{"pattern":"/a","fingerprint_headers":["bad header"]}]"#, "[0].fingerprint_headers"),
             (r#"[{"pattern":"/a","on_object_unavailable":"open"}]"#, "[0].on_object_unavailable"),
             (r#"[{"pattern":"/a","ttl":60}]"#, "[0].ttl: unknown member"),
+            (r#"[{"pattern":"/a","scope_claim":1}]"#, "[0].scope_claim"),
+            (r#"[{"pattern":"/a","scope_claim":"org..id"}]"#, "[0].scope_claim"),
+            (r#"[{"pattern":"/a","anonymous":"yes"}]"#, "[0].anonymous"),
         ];
         for (raw, expected) in cases {
             let err = parse_routes(raw).expect_err(raw);

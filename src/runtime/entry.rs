@@ -5,7 +5,8 @@
 //! 2. parses the `Idempotency-Key` (400 when missing or malformed);
 //! 3. reads the body up to `MAX_BODY_BYTES`, counting a streamed body as it arrives and
 //!    never trusting `Content-Length` alone (413 above it);
-//! 4. computes the scope, the object name and the fingerprint;
+//! 4. computes the scope (`identity`: 401 when a credential is missing, or a required
+//!    token does not verify), the object name and the fingerprint;
 //! 5. hands the object the origin URL, the end-to-end headers, the body bytes, the
 //!    fingerprint and the timing, so the object repeats none of this work.
 //!
@@ -26,10 +27,10 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, Headers, Request, RequestInit, Response, ResponseInit};
 use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Result, Stub};
 
-use super::{admin, internal, respond, settings};
+use super::{admin, identity, internal, respond, settings};
 use crate::core::admin::is_admin_path;
 use crate::core::config::{encode_timing, Config, Policy};
-use crate::core::fingerprint::{fingerprint, object_name, Payload, Scope};
+use crate::core::fingerprint::{fingerprint, object_name, Payload};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
 use crate::core::problem::{Problem, ProblemKind};
@@ -139,8 +140,10 @@ async fn covered(
     };
 
     let path_and_query = path_and_query(url);
-    let scope_value = headers.get(&config.scope_header)?;
-    let scope = Scope::from_header(scope_value.as_deref().map(str::as_bytes));
+    let (scope, scope_log) = match identity::scope(&headers, config, policy).await? {
+        Ok(scope) => scope,
+        Err(problem) => return respond::refused(env, &problem),
+    };
     let content_type = headers.get("content-type")?;
     let extra_values: Vec<Option<String>> =
         policy.fingerprint_headers.iter().map(|name| headers.get(name).ok().flatten()).collect();
@@ -170,6 +173,7 @@ async fn covered(
         .transpose()?;
     outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
     outgoing.set(internal::TIMING, &encode_timing(&policy.timing))?;
+    outgoing.set(internal::SCOPE, &scope_log.encode())?;
     if config.origin_url.is_some() {
         outgoing.set(internal::PROBE_ORIGIN, "1")?;
     }

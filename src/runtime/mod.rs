@@ -5,6 +5,7 @@
 //! - `object`: the Durable Object, single writer for one (scope, key).
 //! - `storage`: the object's one-row SQLite record.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
+//! - `identity`: the caller's scope: JWKS fetch and cache, WebCrypto signature checks.
 //! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `metrics`: the log line and the optional Analytics Engine data point.
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
@@ -13,6 +14,7 @@
 
 mod admin;
 mod entry;
+mod identity;
 mod metrics;
 mod object;
 mod origin;
@@ -24,6 +26,8 @@ mod storage;
 mod internal {
     pub const FINGERPRINT: &str = "x-idempotency-edge-fingerprint";
     pub const TIMING: &str = "x-idempotency-edge-timing";
+    /// How the scope was reached (`core::scope::ScopeLog`), for the object's log line.
+    pub const SCOPE: &str = "x-idempotency-edge-scope";
     /// Present when the origin is a configured `ORIGIN_URL` (not route mode): the object may
     /// probe it with a TCP connect before sending (see `origin`).
     pub const PROBE_ORIGIN: &str = "x-idempotency-edge-probe-origin";

@@ -47,6 +47,7 @@ use crate::core::machine::{self, Action, Event, RecordChange, Step, Timing};
 use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record, StoredResponse};
+use crate::core::scope::ScopeLog;
 
 /// The answer that settles an execution, shared by its waiters: prepared once, so every
 /// waiter's response shares one body.
@@ -182,6 +183,7 @@ impl KeyObject {
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
+            scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
         };
         // The answer, and whether it already carries the object's marker.
         let mut response = None;

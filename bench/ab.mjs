@@ -12,6 +12,8 @@
 // AB_JWT=a, b or both: that target scopes keys by a verified claim (SCOPE_JWT_CLAIM=sub, an
 // inline JWKS with one P-256 key made here) and every request carries one ES256 token for
 // one subject, as a client reusing its access token does; the others send an opaque key.
+// With AB_JWT_FRESH=1 every request carries a new token (a new `jti`), so none is found in
+// the worker's cache of verified tokens: the cost of a signature check every time.
 import { fork } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -48,9 +50,18 @@ function jwtScope() {
   const b64 = (x) => Buffer.from(x).toString("base64url");
   const jwk = { ...publicKey.export({ format: "jwk" }), kid: "bench-1" };
   const exp = Math.floor(Date.now() / 1000) + 3600;
-  const input = `${b64(JSON.stringify({ alg: "ES256", kid: "bench-1" }))}.${b64(JSON.stringify({ sub: "acct_bench", exp }))}`;
-  const signature = crypto.sign("sha256", Buffer.from(input), { key: privateKey, dsaEncoding: "ieee-p1363" });
-  return { vars: { SCOPE_JWT_CLAIM: "sub", SCOPE_JWKS: JSON.stringify({ keys: [jwk] }) }, authorization: `Bearer ${input}.${b64(signature)}` };
+  let jti = 0;
+  const mint = () => {
+    const claims = { sub: "acct_bench", exp, jti: String(jti++) };
+    const input = `${b64(JSON.stringify({ alg: "ES256", kid: "bench-1" }))}.${b64(JSON.stringify(claims))}`;
+    const signature = crypto.sign("sha256", Buffer.from(input), { key: privateKey, dsaEncoding: "ieee-p1363" });
+    return `Bearer ${input}.${b64(signature)}`;
+  };
+  const reused = mint();
+  return {
+    vars: { SCOPE_JWT_CLAIM: "sub", SCOPE_JWKS: JSON.stringify({ keys: [jwk] }) },
+    authorization: () => (process.env.AB_JWT_FRESH ? mint() : reused),
+  };
 }
 const JWT = jwtScope();
 const usesJwt = (name) => ["both", name].includes(process.env.AB_JWT);
@@ -60,7 +71,7 @@ const payment = (key, extra = {}, name = "a") => ({
   path: "/v1/payments",
   headers: {
     "content-type": "application/json",
-    authorization: usesJwt(name) ? JWT.authorization : "Bearer sk_test_bench",
+    authorization: usesJwt(name) ? JWT.authorization() : "Bearer sk_test_bench",
     "idempotency-key": key,
     ...extra,
   },

@@ -7,7 +7,7 @@
 //! - `jwt_worker()`: `SCOPE_JWT_CLAIM=sub`, an inline JWKS with one key of each type, an
 //!   HS256 secret, issuer and audience, `SCOPE_HEADER: Authorization, Stripe-Account`;
 //!   routes `/v1/opaque/*` (`scope_claim: ""`) and `/v1/open/*` (`anonymous: "allow"`);
-//! - `required_worker()`: the same keys with `SCOPE_JWT_REQUIRED=true`;
+//! - `required_worker()`: the same keys with `SCOPE_JWT_REQUIRED=true` and no leeway;
 //! - `url_worker()`: keys from `SCOPE_JWKS_URL`, served by [`JwksServer`] on loopback;
 //! - `down_worker()`: `SCOPE_JWKS_URL` where nothing listens, and `ALLOW_ANONYMOUS=true`.
 //!
@@ -229,6 +229,8 @@ fn required_worker() -> &'static Worker {
                 ("SCOPE_JWKS", inline_jwks()),
                 ("SCOPE_JWT_HS256_SECRET", keys().hs256.clone()),
                 ("SCOPE_JWT_REQUIRED", "true".to_string()),
+                // No leeway, so a token's expiry comes within the test's patience.
+                ("SCOPE_JWT_LEEWAY_SECONDS", "0".to_string()),
             ],
         )
     })
@@ -571,6 +573,28 @@ fn required_verification_answers_401_and_forwards_nothing() {
     let execution = assert_executed(&ok);
     let retry = w.send(&charge(&path, &key, &bearer(&mint(Signing::Hs256, &claims(&subject)))));
     assert_replay_of(&retry, &execution);
+}
+
+/// The worker remembers tokens that verified; a remembered token still expires at its `exp`.
+#[test]
+fn a_token_that_verified_before_is_refused_once_it_expires() {
+    let w = required_worker();
+    let o = origin();
+    let mut short_lived = claims(&unique("acct"));
+    let exp = now() + 3;
+    short_lived["exp"] = json!(exp);
+    let token = bearer(&mint(Signing::Es256, &short_lived));
+    let (key, path) = (unique("expiring"), new_path("/v1/charges/"));
+    let execution = assert_executed(&w.send(&charge(&path, &key, &token)));
+    assert_replay_of(&w.send(&charge(&path, &key, &token)), &execution);
+    // Wait for the clock, not for the worker: the token's `exp` must be in the past.
+    while now() <= exp + 1 {
+        thread::sleep(Duration::from_millis(200));
+    }
+    let late = w.send(&charge(&path, &key, &token));
+    assert_problem(&late, 401, "unverified-credential");
+    assert!(late.text().contains("expired"), "{late:?}");
+    assert_eq!(o.executions(&key), 1);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -252,6 +252,42 @@ pub fn check_claims(
     Ok(())
 }
 
+/// The time window in which a token's `exp` and `nbf` hold, leeway included: what a
+/// cached verification must still check on every use.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Validity {
+    from_seconds: f64,
+    until_seconds: f64,
+}
+
+impl Validity {
+    /// The window of claims that [`check_claims`] accepted.
+    pub fn of(claims: &Map<String, Value>, rules: &Validation) -> Validity {
+        let leeway = rules.leeway_seconds as f64;
+        let exp = claims.get("exp").and_then(Value::as_f64).unwrap_or(f64::NEG_INFINITY);
+        let nbf = claims.get("nbf").and_then(Value::as_f64).unwrap_or(f64::NEG_INFINITY);
+        Validity { from_seconds: nbf - leeway, until_seconds: exp + leeway }
+    }
+
+    /// Whether [`check_claims`] would still accept the token's `exp` and `nbf` at `now_seconds`.
+    pub fn contains(&self, now_seconds: u64) -> bool {
+        let now = now_seconds as f64;
+        now >= self.from_seconds && now <= self.until_seconds
+    }
+}
+
+/// What a verification is remembered by: a SHA-256 over the claim path and the whole
+/// token (signature included), so only the very token that verified, read for the same
+/// claim, finds it.
+pub fn verification_id(claim_path: &ClaimPath, token: &str) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update((claim_path.text.len() as u64).to_be_bytes());
+    hasher.update(claim_path.text.as_bytes());
+    hasher.update(token.as_bytes());
+    hasher.finalize().into()
+}
+
 /// The path of the claim that names the caller: `sub`, or `org.id` for a nested one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClaimPath {

@@ -6,6 +6,9 @@
 //! fetch and the signature check (no RSA or EC code is compiled into the Wasm).
 //!
 //! Per isolate it keeps:
+//! - the tokens that verified, by a hash of token and claim path, for at most 10 minutes
+//!   and never past their `exp` (checked again on every use): a client sends one access
+//!   token many times, and a signature check is most of the cost of a verified scope;
 //! - the imported `CryptoKey`s, by the key's public JWK (an import costs more than a check);
 //! - the JWKS fetched from `SCOPE_JWKS_URL`, for its `Cache-Control` max-age (clamped to
 //!   30 s … 1 day), or 10 minutes without one. Concurrent requests share one fetch.
@@ -30,7 +33,8 @@ use super::now_ms;
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::Scope;
 use crate::core::jwt::{
-    self, max_age_seconds, parse_jwks, Algorithm, Identity, Jwk, JwksSource, KeySet, Unverified,
+    self, max_age_seconds, parse_jwks, verification_id, Algorithm, Identity, Jwk, JwksSource, KeySet,
+    Unverified, Validity,
 };
 use crate::core::problem::Problem;
 use crate::core::scope::{self, ScopeConfig, ScopeLog, Start};
@@ -49,6 +53,11 @@ const REFETCH_INTERVAL_MS: u64 = 30_000;
 /// Imported keys kept per isolate; past this the cache starts again (rotation leaves old
 /// keys behind).
 const MAX_CACHED_CRYPTO_KEYS: usize = 64;
+/// How long a verified token is remembered (never past its `exp`): a key removed from the
+/// JWKS stops verifying within the JWKS cache time plus this.
+const VERIFIED_TOKEN_TTL_MS: u64 = 600_000;
+/// Verified tokens remembered per isolate; past this the cache starts again.
+const MAX_VERIFIED_TOKENS: usize = 1_024;
 
 /// The scope of a covered request, with its log form, or the 401 problem refusing it.
 pub async fn scope(
@@ -88,6 +97,10 @@ async fn verify(
     config: &ScopeConfig,
     claim: &jwt::ClaimPath,
 ) -> std::result::Result<Identity, Unverified> {
+    let id = verification_id(claim, token);
+    if let Some(identity) = remembered(&id) {
+        return Ok(identity);
+    }
     let (token, identity) = jwt::prepare(token, &config.validation, claim, now_ms() / 1_000)?;
     let verified = if token.algorithm == Algorithm::Hs256 {
         let secret = config.hs256_secret.as_ref().ok_or(Unverified::NoKey)?;
@@ -109,10 +122,47 @@ async fn verify(
         any
     };
     if verified {
+        remember(id, &identity, Validity::of(&token.claims, &config.validation));
         Ok(identity)
     } else {
         Err(Unverified::Signature)
     }
+}
+
+/// A token that verified, and until when that may be reused.
+struct VerifiedToken {
+    identity: Identity,
+    validity: Validity,
+    remembered_until_ms: u64,
+}
+
+thread_local! {
+    static VERIFIED: RefCell<HashMap<[u8; 32], VerifiedToken>> = RefCell::new(HashMap::new());
+}
+
+/// The identity of a token that verified before, while its `exp`/`nbf` still hold.
+fn remembered(id: &[u8; 32]) -> Option<Identity> {
+    let now = now_ms();
+    VERIFIED.with(|cell| {
+        let mut verified = cell.borrow_mut();
+        let entry = verified.get(id)?;
+        if now < entry.remembered_until_ms && entry.validity.contains(now / 1_000) {
+            return Some(entry.identity.clone());
+        }
+        verified.remove(id);
+        None
+    })
+}
+
+fn remember(id: [u8; 32], identity: &Identity, validity: Validity) {
+    let remembered_until_ms = now_ms() + VERIFIED_TOKEN_TTL_MS;
+    VERIFIED.with(|cell| {
+        let mut verified = cell.borrow_mut();
+        if verified.len() >= MAX_VERIFIED_TOKENS {
+            verified.clear();
+        }
+        verified.insert(id, VerifiedToken { identity: identity.clone(), validity, remembered_until_ms });
+    });
 }
 
 /// The keys `token` may verify under, from the inline JWKS and the JWKS URL. An unknown

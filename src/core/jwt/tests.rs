@@ -133,6 +133,33 @@ fn claim_rules() {
     assert_eq!(check(with("exp", json!(NOW - 1)), &open), Err(Unverified::Expired));
 }
 
+/// A cached verification checks the same window as `check_claims`.
+#[test]
+fn validity_windows_agree_with_the_claim_rules() {
+    let open = Validation { issuer: None, audience: None, leeway_seconds: 60 };
+    for (exp, nbf) in [
+        (NOW, None),
+        (NOW - 60, Some(NOW + 60)),
+        (NOW - 61, None),
+        (NOW + 10, Some(NOW + 61)),
+        (NOW + 10, Some(NOW - 5)),
+    ] {
+        let mut claims = json!({"exp": exp});
+        if let Some(nbf) = nbf {
+            claims["nbf"] = json!(nbf);
+        }
+        let claims = claims.as_object().unwrap();
+        for now in [NOW - 200, NOW - 1, NOW, NOW + 1, NOW + 200] {
+            let accepted = check_claims(claims, &open, now).is_ok();
+            assert_eq!(
+                Validity::of(claims, &open).contains(now),
+                accepted,
+                "exp {exp} nbf {nbf:?} now {now}"
+            );
+        }
+    }
+}
+
 #[test]
 fn claim_paths() {
     let claims = json!({"sub": "acct_1", "org": {"id": 42, "name": {"x": true}}, "https://ex.com/tenant": "t1", "n": null});
@@ -305,8 +332,10 @@ proptest! {
         prop_assert_eq!(parsed.kid, kid);
         prop_assert_eq!(&parsed.claims["sub"], &json!(sub));
         prop_assert_eq!(parsed.signing_input, text.rsplit_once('.').unwrap().0.as_bytes());
-        let verdict = check_claims(&parsed.claims, &Validation { issuer: None, audience: None, leeway_seconds: 0 }, NOW);
+        let open = Validation { issuer: None, audience: None, leeway_seconds: 0 };
+        let verdict = check_claims(&parsed.claims, &open, NOW);
         prop_assert_eq!(verdict.is_ok(), exp >= NOW);
+        prop_assert_eq!(Validity::of(&parsed.claims, &open).contains(NOW), exp >= NOW);
     }
 
     #[test]

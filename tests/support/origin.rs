@@ -7,7 +7,10 @@
 //! - `x-test-retry-after: N` add `Retry-After: N`;
 //! - `x-test-reset: 1`      read the request, count it, then close without answering;
 //! - `x-test-stall-body-ms: N` send the head and half the body, stall N ms, then close
-//!   without sending the rest (the declared `Content-Length` is never reached).
+//!   without sending the rest (the declared `Content-Length` is never reached);
+//! - `x-test-released: 1`   add `Idempotency-Released: true` (the origin confirms that it
+//!   did not execute the request);
+//! - `x-test-pad-bytes: N`  add a `pad` member of N bytes to the JSON body (large answers).
 //!
 //! [`Origin::stop`] closes the listening socket (connections are refused) and
 //! [`Origin::resume`] listens on the same port again, with the same counts.
@@ -279,12 +282,14 @@ fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) {
     }
     let default_status = if matches!(received.method.as_str(), "POST" | "PATCH") { 201 } else { 200 };
     let status = control("x-test-status").and_then(|v| v.parse::<u16>().ok()).unwrap_or(default_status);
+    let pad = control("x-test-pad-bytes").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
     let body = serde_json::json!({
         "execution": serial,
         "key": key,
         "method": received.method,
         "path": received.target,
         "body_len": received.body_len,
+        "pad": "x".repeat(pad),
     })
     .to_string();
     let mut head = format!(
@@ -294,6 +299,9 @@ fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) {
     );
     if let Some(after) = control("x-test-retry-after") {
         head.push_str(&format!("retry-after: {after}\r\n"));
+    }
+    if control("x-test-released").as_deref() == Some("1") {
+        head.push_str("idempotency-released: true\r\n");
     }
     head.push_str("connection: close\r\n\r\n");
     if let Some(ms) = control("x-test-stall-body-ms").and_then(|v| v.parse::<u64>().ok()) {

@@ -155,16 +155,25 @@ fn spawn_supervisor(log: &Path, pid_file: &Path, state: &Path, args: &[String]) 
 
 impl Worker {
     pub fn start(config: WorkerConfig) -> Result<Worker, String> {
-        Worker::start_with(config, None)
+        Worker::start_with(config, None, &[])
+    }
+
+    /// Starts the built worker with more `wrangler dev` arguments (e.g. `--local-upstream`).
+    pub fn start_with_args(config: WorkerConfig, extra: &[&str]) -> Result<Worker, String> {
+        Worker::start_with(config, None, extra)
     }
 
     /// Starts the built worker under a wrangler configuration of the test's own (written to
     /// the instance's directory; `{MAIN}` in it is replaced by the built shim's path).
     pub fn start_with_config(config: WorkerConfig, wrangler_toml: &str) -> Result<Worker, String> {
-        Worker::start_with(config, Some(wrangler_toml))
+        Worker::start_with(config, Some(wrangler_toml), &[])
     }
 
-    fn start_with(config: WorkerConfig, wrangler_toml: Option<&str>) -> Result<Worker, String> {
+    fn start_with(
+        config: WorkerConfig,
+        wrangler_toml: Option<&str>,
+        extra: &[&str],
+    ) -> Result<Worker, String> {
         require_build();
         clean_stale_dirs();
         let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -203,6 +212,7 @@ impl Worker {
             args.push("--config".into());
             args.push(file.display().to_string());
         }
+        args.extend(extra.iter().map(|arg| arg.to_string()));
         for (name, value) in &config.vars {
             args.push("--var".into());
             args.push(format!("{name}:{value}"));

@@ -14,6 +14,7 @@
 // one subject, as a client reusing its access token does; the others send an opaque key.
 // With AB_JWT_FRESH=1 every request carries a new token (a new `jti`), so none is found in
 // the worker's cache of verified tokens: the cost of a signature check every time.
+// AB_JWT_ALG=HS256 signs with an HMAC secret (SCOPE_JWT_HS256_SECRET) instead of ES256.
 import { fork } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -51,15 +52,20 @@ function jwtScope() {
   const jwk = { ...publicKey.export({ format: "jwk" }), kid: "bench-1" };
   const exp = Math.floor(Date.now() / 1000) + 3600;
   let jti = 0;
+  const hs256 = process.env.AB_JWT_ALG === "HS256";
+  const secret = crypto.randomBytes(32).toString("hex");
   const mint = () => {
     const claims = { sub: "acct_bench", exp, jti: String(jti++) };
-    const input = `${b64(JSON.stringify({ alg: "ES256", kid: "bench-1" }))}.${b64(JSON.stringify(claims))}`;
-    const signature = crypto.sign("sha256", Buffer.from(input), { key: privateKey, dsaEncoding: "ieee-p1363" });
+    const header = hs256 ? { alg: "HS256" } : { alg: "ES256", kid: "bench-1" };
+    const input = `${b64(JSON.stringify(header))}.${b64(JSON.stringify(claims))}`;
+    const signature = hs256
+      ? crypto.createHmac("sha256", secret).update(input).digest()
+      : crypto.sign("sha256", Buffer.from(input), { key: privateKey, dsaEncoding: "ieee-p1363" });
     return `Bearer ${input}.${b64(signature)}`;
   };
   const reused = mint();
   return {
-    vars: { SCOPE_JWT_CLAIM: "sub", SCOPE_JWKS: JSON.stringify({ keys: [jwk] }) },
+    vars: { SCOPE_JWT_CLAIM: "sub", ...(hs256 ? { SCOPE_JWT_HS256_SECRET: secret } : { SCOPE_JWKS: JSON.stringify({ keys: [jwk] }) }) },
     authorization: () => (process.env.AB_JWT_FRESH ? mint() : reused),
   };
 }

@@ -38,6 +38,19 @@ pub struct WorkerConfig {
     pub readiness: Readiness,
 }
 
+/// Proves an HTTPS instance ready (see [`Https`]).
+pub type HttpsProbe = Box<dyn Fn(SocketAddr) -> Result<bool, String> + Send + Sync>;
+
+/// Serve over HTTPS (`--local-protocol https`) with the test's own key and certificate.
+/// This harness speaks plain HTTP only, so the test proves readiness with `probe`: `Ok(true)`
+/// once a request through the worker is answered by the origin, `Ok(false)` or `Err(why)`
+/// while it is not.
+pub struct Https {
+    pub key_path: PathBuf,
+    pub cert_path: PathBuf,
+    pub probe: HttpsProbe,
+}
+
 pub struct Worker {
     pub name: String,
     pub addr: SocketAddr,
@@ -49,10 +62,14 @@ pub struct Worker {
     /// wrangler's command line, kept for a restart.
     args: Vec<String>,
     supervisor: Mutex<Child>,
+    https_probe: Option<HttpsProbe>,
 }
 
+/// The worker's directory: this package's, or the workspace root when a member crate
+/// (client/) includes this support code.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    dir.ancestors().find(|d| d.join("wrangler.toml").exists()).map(Path::to_path_buf).unwrap_or(dir)
 }
 
 /// Panics unless the build output and wrangler are in place.
@@ -155,24 +172,30 @@ fn spawn_supervisor(log: &Path, pid_file: &Path, state: &Path, args: &[String]) 
 
 impl Worker {
     pub fn start(config: WorkerConfig) -> Result<Worker, String> {
-        Worker::start_with(config, None, &[])
+        Worker::start_with(config, None, &[], None)
     }
 
     /// Starts the built worker with more `wrangler dev` arguments (e.g. `--local-upstream`).
     pub fn start_with_args(config: WorkerConfig, extra: &[&str]) -> Result<Worker, String> {
-        Worker::start_with(config, None, extra)
+        Worker::start_with(config, None, extra, None)
+    }
+
+    /// Starts the built worker serving HTTPS (see [`Https`]).
+    pub fn start_https(config: WorkerConfig, https: Https) -> Result<Worker, String> {
+        Worker::start_with(config, None, &[], Some(https))
     }
 
     /// Starts the built worker under a wrangler configuration of the test's own (written to
     /// the instance's directory; `{MAIN}` in it is replaced by the built shim's path).
     pub fn start_with_config(config: WorkerConfig, wrangler_toml: &str) -> Result<Worker, String> {
-        Worker::start_with(config, Some(wrangler_toml), &[])
+        Worker::start_with(config, Some(wrangler_toml), &[], None)
     }
 
     fn start_with(
         config: WorkerConfig,
         wrangler_toml: Option<&str>,
         extra: &[&str],
+        https: Option<Https>,
     ) -> Result<Worker, String> {
         require_build();
         clean_stale_dirs();
@@ -217,6 +240,12 @@ impl Worker {
             args.push("--var".into());
             args.push(format!("{name}:{value}"));
         }
+        let https_probe = https.map(|https| {
+            args.push("--local-protocol=https".into());
+            args.push(format!("--https-key-path={}", https.key_path.display()));
+            args.push(format!("--https-cert-path={}", https.cert_path.display()));
+            https.probe
+        });
 
         let supervisor = spawn_supervisor(&log, &pid_file, &state, &args)?;
         let worker = Worker {
@@ -228,6 +257,7 @@ impl Worker {
             state,
             args,
             supervisor: Mutex::new(supervisor),
+            https_probe,
         };
         worker.wait_ready(config.readiness)?;
         Ok(worker)
@@ -297,6 +327,15 @@ impl Worker {
                     self.name,
                     self.log_tail(60)
                 ));
+            }
+            if let Some(probe) = &self.https_probe {
+                match probe(self.addr) {
+                    Ok(true) => return Ok(()),
+                    Ok(false) => last = "not ready".into(),
+                    Err(e) => last = e,
+                }
+                thread::sleep(Duration::from_millis(250));
+                continue;
             }
             let probe = Request::get("/__e2e/ready").timeout(Duration::from_secs(10)).send(self.addr);
             match probe {

@@ -161,6 +161,23 @@ fn push_extras<'a>(fields: &mut Vec<&'a [u8]>, extras: &[ScopeField<'a>]) {
     }
 }
 
+impl Scope {
+    /// The salt that derives this scope's storage encryption key (`core::seal`): a digest
+    /// of the scope, so that one caller's derived key opens no other caller's records.
+    pub fn key_salt(&self) -> Digest256 {
+        match self {
+            Scope::Anonymous(None) => sha256_fields(b"idempotency-edge key salt v1", &[b"anonymous"]),
+            Scope::Anonymous(Some(digest)) => {
+                sha256_fields(b"idempotency-edge key salt v1", &[b"anonymous", &digest.0])
+            }
+            Scope::Credential(digest) => {
+                sha256_fields(b"idempotency-edge key salt v1", &[b"caller", &digest.0])
+            }
+            Scope::Claim(digest) => sha256_fields(b"idempotency-edge key salt v1", &[b"claim", &digest.0]),
+        }
+    }
+}
+
 /// The Durable Object name for `key` within `scope`: 64 hex digits, no raw input in it.
 pub fn object_name(scope: Scope, key: &str) -> String {
     let (tag, scope_bytes): (&[u8], &[u8]) = match &scope {

@@ -19,4 +19,5 @@ pub mod problem;
 pub mod record;
 pub mod routes;
 pub mod scope;
+pub mod seal;
 pub mod url;

@@ -63,6 +63,9 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         Ok(config) => config,
         Err(problem) => return respond::refused(&env, problem),
     };
+    if let Err(problem) = &settings.storage_keys {
+        return respond::refused(&env, problem);
+    }
     let url = req.url();
     let (path, _) = path_and_query_parts(&url);
     if let Some(token) = &settings.admin_token {
@@ -183,6 +186,7 @@ async fn covered(
         Ok(scope) => scope,
         Err(problem) => return respond::refused(env, &problem),
     };
+    let scope_salt = scope.key_salt();
     let content_type = headers.get("content-type")?;
     let extra_values: Vec<Option<String>> =
         policy.fingerprint_headers.iter().map(|name| headers.get(name).ok().flatten()).collect();
@@ -215,6 +219,7 @@ async fn covered(
     outgoing.set(internal::POLICY, &encode_object_policy(&config.object_policy(policy)))?;
     outgoing.set(internal::BODY_BYTES, &body_bytes.to_string())?;
     outgoing.set(internal::SCOPE, &scope_log.encode())?;
+    outgoing.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
     if config.origin_url.is_some() {
         outgoing.set(internal::PROBE_ORIGIN, "1")?;
     }

@@ -306,6 +306,31 @@ impl Worker {
         self.wait_ready(readiness)
     }
 
+    /// [`Worker::restart`] with some variables changed (`--var NAME:VALUE` replaced), as an
+    /// operator changes a secret and redeploys: the state is kept.
+    pub fn restart_with_vars(&self, readiness: Readiness, vars: &[(&str, &str)]) -> Result<(), String> {
+        let mut args = Vec::with_capacity(self.args.len());
+        let mut iter = self.args.iter();
+        while let Some(arg) = iter.next() {
+            if arg == "--var" {
+                if let Some(pair) = iter.next() {
+                    if !vars.iter().any(|(name, _)| pair.starts_with(&format!("{name}:"))) {
+                        args.extend([arg.clone(), pair.clone()]);
+                    }
+                }
+                continue;
+            }
+            args.push(arg.clone());
+        }
+        for (name, value) in vars {
+            args.extend(["--var".to_owned(), format!("{name}:{value}")]);
+        }
+        let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let child = spawn_supervisor(&self.log, &self.pid_file, &self.state, &args)?;
+        *self.supervisor.lock().unwrap() = child;
+        self.wait_ready(readiness)
+    }
+
     fn keep_marker(&self) -> PathBuf {
         let mut marker = self.state.clone().into_os_string();
         marker.push(".keep");

@@ -398,6 +398,22 @@ mod tests {
     }
 
     #[test]
+    fn every_scope_kind_has_its_own_key_salt() {
+        let digest = Digest256([7; 32]);
+        let salts = [
+            Scope::Anonymous(None).key_salt(),
+            Scope::Anonymous(Some(digest)).key_salt(),
+            Scope::Credential(digest).key_salt(),
+            Scope::Claim(digest).key_salt(),
+        ];
+        for (i, a) in salts.iter().enumerate() {
+            for b in &salts[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[test]
     fn hex_round_trips() {
         let digest = fingerprint(&payload("/", None, b""));
         assert_eq!(Digest256::from_hex(&digest.to_hex()), Some(digest));

@@ -27,6 +27,9 @@ import urllib.parse
 import uuid
 
 BASE = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8787"
+# Keys are scoped by caller, so every charge names one (an opaque demo API key; without it
+# the worker answers 401 missing-credential).
+CREDENTIAL = "Bearer sk_test_demo"
 TARGET = urllib.parse.urlparse(BASE)
 if TARGET.hostname not in ("127.0.0.1", "localhost", "::1"):
     sys.exit("the walkthrough only talks to a worker on loopback")
@@ -36,7 +39,7 @@ def charge(key, amount, timeout=60.0, drop=False):
     """POST /v1/charges with this key; returns (status, replayed, latency ms, body) or raises."""
     conn = http.client.HTTPConnection(TARGET.hostname, TARGET.port or 80, timeout=timeout)
     body = json.dumps({"amount": amount, "currency": "eur"})
-    headers = {"Idempotency-Key": key, "Content-Type": "application/json"}
+    headers = {"Idempotency-Key": key, "Content-Type": "application/json", "Authorization": CREDENTIAL}
     if drop:
         headers["X-Demo-Drop-Reply"] = "1"
     started = time.monotonic()

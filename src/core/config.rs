@@ -11,6 +11,7 @@ use super::machine::{
 };
 use super::policy::{OutcomePolicy, StatusSet};
 use super::routes::{is_binding_name, parse_routes, pattern_matches, Mode, Route, Unavailable};
+use super::scope::{ScopeConfig, ScopePolicy};
 
 /// The variables, as the runtime should look them up.
 pub const VAR_ORIGIN_URL: &str = "ORIGIN_URL";
@@ -72,8 +73,8 @@ pub struct Config {
     pub origin_url: Option<String>,
     pub timing: Timing,
     pub max_body_bytes: u64,
-    /// Lowercase header name.
-    pub scope_header: String,
+    /// Who a key belongs to: the scope headers, claim and keys (`core::scope`).
+    pub scope: ScopeConfig,
     /// Per-route overrides, tried in order (`IDEMPOTENCY_ROUTES`).
     pub routes: Vec<Route>,
     /// Where the admin API lives (when `ADMIN_TOKEN` is set); starts and ends with `/`.
@@ -109,6 +110,8 @@ pub struct Policy<'a> {
     pub on_unavailable: Unavailable,
     /// Lowercase names of request headers that are part of the payload.
     pub fingerprint_headers: &'a [String],
+    /// The claim that names the caller, and whether anonymous callers are let in.
+    pub scope: ScopePolicy<'a>,
     /// How the origin's answers are classified.
     pub outcome: OutcomePolicy,
     /// Method-override headers may pass on uncovered methods.
@@ -144,7 +147,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(variable: &'static str, reason: impl Into<String>) -> Self {
+    pub(crate) fn new(variable: &'static str, reason: impl Into<String>) -> Self {
         ConfigError { variable, reason: reason.into() }
     }
 
@@ -176,10 +179,12 @@ impl Config {
         )?;
         let max_body_bytes =
             parse_number(VAR_MAX_BODY_BYTES, lookup(VAR_MAX_BODY_BYTES), 1_048_576, 0, MAX_MAX_BODY_BYTES)?;
-        let scope_header =
-            parse_header_name(VAR_SCOPE_HEADER, lookup(VAR_SCOPE_HEADER).unwrap_or("Authorization"))?;
+        let scope = ScopeConfig::from_vars(&lookup)?;
         let routes = parse_routes(lookup(VAR_ROUTES).unwrap_or(""))
             .map_err(|reason| ConfigError::new(VAR_ROUTES, reason))?;
+        let route_claims: Vec<_> =
+            routes.iter().map(|r| r.scope_claim.as_ref().and_then(Option::as_ref)).collect();
+        scope.check_route_claims(&route_claims)?;
         let admin_prefix = parse_admin_prefix(lookup(VAR_ADMIN_PATH_PREFIX))?;
         let jurisdiction = match lookup(VAR_JURISDICTION).map(str::trim).unwrap_or("") {
             "" => None,
@@ -248,7 +253,7 @@ impl Config {
                 origin_timeout_ms: timeout * 1_000,
             },
             max_body_bytes,
-            scope_header,
+            scope,
             routes,
             admin_prefix,
             jurisdiction,
@@ -280,6 +285,16 @@ impl Config {
             },
             on_unavailable: route.and_then(|r| r.on_unavailable).unwrap_or(Unavailable::FailClosed),
             fingerprint_headers: route.and_then(|r| r.fingerprint_headers.as_deref()).unwrap_or(&[]),
+            scope: ScopePolicy {
+                claim: match route.and_then(|r| r.scope_claim.as_ref()) {
+                    // A route's `scope_claim` wins, `""` (None) meaning the credential hash.
+                    Some(claim) => claim.as_ref(),
+                    None => self.scope.claim.as_ref(),
+                },
+                anonymous_allowed: route
+                    .and_then(|r| r.anonymous_allowed)
+                    .unwrap_or(self.scope.allow_anonymous),
+            },
             outcome: OutcomePolicy {
                 release: route.and_then(|r| r.release_statuses).unwrap_or(OutcomePolicy::default().release),
                 unknown: route.and_then(|r| r.unknown_statuses).unwrap_or_default(),
@@ -492,16 +507,6 @@ fn parse_admin_prefix(raw: Option<&str>) -> Result<String, ConfigError> {
     }
 }
 
-fn parse_header_name(variable: &'static str, raw: &str) -> Result<String, ConfigError> {
-    let name = raw.trim();
-    // RFC 9110 token characters.
-    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if name.is_empty() || !name.bytes().all(tchar) {
-        return Err(ConfigError::new(variable, "expected an HTTP header name"));
-    }
-    Ok(name.to_ascii_lowercase())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -519,7 +524,8 @@ mod tests {
             Timing { ttl_ms: 86_400_000, duplicate_wait_ms: 10_000, origin_timeout_ms: 30_000 }
         );
         assert_eq!(config.max_body_bytes, 1_048_576);
-        assert_eq!(config.scope_header, "authorization");
+        assert_eq!(config.scope.headers, ["authorization"]);
+        assert!(!config.scope.allow_anonymous && config.scope.claim.is_none() && !config.scope.required);
     }
 
     #[test]
@@ -541,7 +547,7 @@ mod tests {
         assert_eq!(config.timing.ttl_ms, 60_000);
         assert_eq!(config.timing.origin_timeout_ms, 5_000);
         assert_eq!(config.max_body_bytes, 4096);
-        assert_eq!(config.scope_header, "x-api-key");
+        assert_eq!(config.scope.headers, ["x-api-key"]);
     }
 
     #[test]

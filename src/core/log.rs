@@ -2,7 +2,9 @@
 //!
 //! Owns the fields and their names. It is built from values that are safe to log by
 //! construction: the object id digest (a hash of scope and key), decisions, statuses and
-//! durations. There is no field for a key, a credential or a body, so none can leak.
+//! durations, and how the scope was reached (`claim`, `credential`, `anonymous`, with the
+//! rule an unverified token failed). There is no field for a key, a credential, a token, a
+//! claim value or a body, so none can leak.
 //!
 //! In observe mode (`core::routes::Mode`) the line is the one enforce mode would have
 //! written, with the same `decision` and `problem`, plus `"mode":"observe"`; `status` is
@@ -11,6 +13,7 @@
 use super::policy::Disposition;
 use super::problem::ProblemKind;
 use super::routes::Mode;
+use super::scope::ScopeLog;
 
 /// What the worker did with a covered request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +95,8 @@ pub struct RequestLog {
     pub origin_status: Option<u16>,
     pub origin_ms: Option<u64>,
     pub wait_ms: Option<u64>,
+    /// How the scope was reached; absent for requests refused before a scope.
+    pub scope: Option<ScopeLog>,
 }
 
 /// Where a line was written: the mode, and the route pattern that matched (observe-mode
@@ -105,12 +110,13 @@ pub struct LineContext<'a> {
 /// One Workers Analytics Engine data point: the same fields as the log line.
 /// Layout (documented in docs/operations.md): index1 = decision; blob1 = decision,
 /// blob2 = problem kind or "", blob3 = object id or "", blob4 = mode (`enforce` or
-/// `observe`), blob5 = route pattern or ""; double1 = status, double2 = origin status (0: none), double3 = origin latency
-/// in ms, double4 = wait in ms (-1: none).
+/// `observe`), blob5 = route pattern or "", blob6 = scope kind or "", blob7 = why a token
+/// did not verify or ""; double1 = status, double2 = origin status (0: none), double3 =
+/// origin latency in ms, double4 = wait in ms (-1: none).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DataPoint {
     pub index: &'static str,
-    pub blobs: [String; 5],
+    pub blobs: [String; 7],
     pub doubles: [f64; 4],
 }
 
@@ -134,6 +140,8 @@ impl RequestLog {
                 self.object.clone().unwrap_or_default(),
                 context.mode.name().to_owned(),
                 context.route.unwrap_or_default().to_owned(),
+                self.scope.map_or("", |scope| scope.kind.slug()).to_owned(),
+                self.scope.and_then(|scope| scope.unverified).map_or("", |reason| reason.slug()).to_owned(),
             ],
             doubles: [
                 f64::from(self.status),
@@ -173,6 +181,16 @@ impl RequestLog {
         push_number(&mut line, "origin_status", self.origin_status.map(u64::from));
         push_number(&mut line, "origin_ms", self.origin_ms);
         push_number(&mut line, "wait_ms", self.wait_ms);
+        if let Some(scope) = self.scope {
+            line.push_str(",\"scope\":\"");
+            line.push_str(scope.kind.slug());
+            line.push('"');
+            if let Some(reason) = scope.unverified {
+                line.push_str(",\"unverified\":\"");
+                line.push_str(reason.slug());
+                line.push('"');
+            }
+        }
         if let Some(route) = context.route {
             line.push_str(",\"route\":");
             push_json_string(&mut line, route);
@@ -226,6 +244,8 @@ fn push_json_string(line: &mut String, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::jwt::Unverified;
+    use crate::core::scope::ScopeKind;
 
     #[test]
     fn a_line_has_only_safe_fields() {
@@ -236,6 +256,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(42),
             wait_ms: None,
+            scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
         assert_eq!(value["event"], "idempotency");
@@ -256,6 +277,7 @@ mod tests {
                 origin_status: Some(201),
                 origin_ms: Some(0),
                 wait_ms: Some(u64::MAX),
+                scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
             },
             RequestLog {
                 object: None,
@@ -264,6 +286,7 @@ mod tests {
                 origin_status: None,
                 origin_ms: None,
                 wait_ms: None,
+                scope: None,
             },
         ];
         for line in lines {
@@ -276,6 +299,8 @@ mod tests {
                 "origin_status": line.origin_status,
                 "origin_ms": line.origin_ms,
                 "wait_ms": line.wait_ms,
+                "scope": line.scope.map(|s| s.kind.slug()),
+                "unverified": line.scope.and_then(|s| s.unverified).map(|r| r.slug()),
             });
             let parsed: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
             let mut expected = expected.as_object().unwrap().clone();
@@ -289,6 +314,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(42),
             wait_ms: None,
+            scope: None,
         };
         assert_eq!(
             executed.to_json(),
@@ -305,6 +331,7 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
+            scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
         assert_eq!(value["decision"], "rejected");
@@ -320,6 +347,7 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: Some(5_000),
+            scope: Some(ScopeLog { kind: ScopeKind::Claim, unverified: None }),
         };
         let point = line.data_point();
         assert_eq!(point.index, "rejected");
@@ -330,6 +358,8 @@ mod tests {
                 "in-progress".to_owned(),
                 String::new(),
                 "enforce".to_owned(),
+                String::new(),
+                "claim".to_owned(),
                 String::new()
             ]
         );
@@ -345,6 +375,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(3),
             wait_ms: None,
+            scope: None,
         };
         let observed = LineContext { mode: Mode::Observe, route: Some("/v1/charges*") };
         let value: serde_json::Value = serde_json::from_str(&line.to_json_in(observed)).unwrap();
@@ -394,6 +425,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: None,
             wait_ms: None,
+            scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
         assert_eq!(value["decision"], "failed-open");

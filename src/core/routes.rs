@@ -14,6 +14,8 @@
 //! | `ttl_seconds`, `duplicate_wait_seconds`, `origin_timeout_seconds` | timing overrides |
 //! | `on_object_unavailable` | `"fail-closed"` (default, 503) or `"fail-open"` (forward unprotected) |
 //! | `fingerprint_headers` | request headers that are part of the payload, e.g. `["Stripe-Version"]` |
+//! | `scope_claim` | the JWT claim that names the caller on this route (`core::scope`); `""`: the credential hash |
+//! | `anonymous` | `"allow"`: callers without the scope header share one scope here; `"deny"` (the default unless `ALLOW_ANONYMOUS`): 401 |
 //! | `release_statuses` | origin statuses that mean "not executed" and release the key (default `[408, 409, 425, 429, 503]`; `[]` for none) |
 //! | `release_requires_header` | `true`: a release status releases only with `Idempotency-Released: true` from the origin, else the outcome is unknown |
 //! | `unknown_statuses` | origin statuses that leave the outcome unknown, e.g. `[502, 504]` for a gateway in front of the application |
@@ -28,6 +30,7 @@
 use serde_json::{Map, Value};
 
 use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
+use super::jwt::ClaimPath;
 use super::policy::StatusSet;
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
@@ -124,6 +127,9 @@ pub struct Route {
     pub on_unavailable: Option<Unavailable>,
     /// Lowercase header names.
     pub fingerprint_headers: Option<Vec<String>>,
+    /// `Some(None)`: `""`, the credential hash, whatever `SCOPE_JWT_CLAIM` says.
+    pub scope_claim: Option<Option<ClaimPath>>,
+    pub anonymous_allowed: Option<bool>,
     pub release_statuses: Option<StatusSet>,
     pub release_requires_header: Option<bool>,
     pub unknown_statuses: Option<StatusSet>,
@@ -155,7 +161,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 15] = [
+    const KNOWN: [&str; 17] = [
         "pattern",
         "methods",
         "key",
@@ -164,6 +170,8 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         "origin_timeout_seconds",
         "on_object_unavailable",
         "fingerprint_headers",
+        "scope_claim",
+        "anonymous",
         "release_statuses",
         "release_requires_header",
         "unknown_statuses",
@@ -247,6 +255,22 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
             ))
         }
     };
+    let scope_claim = match members.get("scope_claim") {
+        None => None,
+        Some(Value::String(s)) if s.trim().is_empty() => Some(None),
+        Some(Value::String(s)) => {
+            Some(Some(ClaimPath::parse(s).map_err(|e| format!("{}: {e}", at("scope_claim")))?))
+        }
+        Some(_) => {
+            return Err(format!("{}: expected a claim name, a dotted path or \"\"", at("scope_claim")))
+        }
+    };
+    let anonymous_allowed = match members.get("anonymous") {
+        None => None,
+        Some(Value::String(s)) if s == "allow" => Some(true),
+        Some(Value::String(s)) if s == "deny" => Some(false),
+        Some(_) => return Err(format!("{}: expected \"allow\" or \"deny\"", at("anonymous"))),
+    };
     let release_statuses = statuses(members, "release_statuses", &at)?;
     let unknown_statuses = statuses(members, "unknown_statuses", &at)?;
     let release = release_statuses.unwrap_or_else(|| super::policy::OutcomePolicy::default().release);
@@ -277,6 +301,8 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         )?,
         on_unavailable,
         fingerprint_headers,
+        scope_claim,
+        anonymous_allowed,
         release_statuses,
         release_requires_header: flag(members, "release_requires_header", &at)?,
         unknown_statuses,
@@ -476,6 +502,9 @@ mod tests {
             (r#"[{"pattern":"/a","fingerprint_headers":["bad header"]}]"#, "[0].fingerprint_headers"),
             (r#"[{"pattern":"/a","on_object_unavailable":"open"}]"#, "[0].on_object_unavailable"),
             (r#"[{"pattern":"/a","ttl":60}]"#, "[0].ttl: unknown member"),
+            (r#"[{"pattern":"/a","scope_claim":1}]"#, "[0].scope_claim"),
+            (r#"[{"pattern":"/a","scope_claim":"org..id"}]"#, "[0].scope_claim"),
+            (r#"[{"pattern":"/a","anonymous":"yes"}]"#, "[0].anonymous"),
             (r#"[{"pattern":"/a","release_statuses":[200]}]"#, "[0].release_statuses"),
             (r#"[{"pattern":"/a","release_statuses":[600]}]"#, "[0].release_statuses"),
             (r#"[{"pattern":"/a","release_statuses":"503"}]"#, "[0].release_statuses"),

@@ -5,7 +5,8 @@
 //! 2. parses the `Idempotency-Key` (400 when missing or malformed);
 //! 3. reads the body up to `MAX_BODY_BYTES`, counting a streamed body as it arrives and
 //!    never trusting `Content-Length` alone (413 above it);
-//! 4. computes the scope, the object name and the fingerprint;
+//! 4. computes the scope (`identity`: 401 when a credential is missing, or a required
+//!    token does not verify), the object name and the fingerprint;
 //! 5. hands the object the origin URL, the end-to-end headers, the body bytes, the
 //!    fingerprint and the timing, so the object repeats none of this work.
 //!
@@ -42,15 +43,16 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, Headers, Request, RequestInit, Response, ResponseInit};
 use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Result, Stub};
 
-use super::{admin, internal, metrics, observe, respond, settings};
+use super::{admin, identity, internal, metrics, observe, respond, settings};
 use crate::core::admin::is_admin_path;
 use crate::core::config::{encode_object_policy, Config, Policy};
-use crate::core::fingerprint::{fingerprint, object_name, Digest256, Payload, Scope};
+use crate::core::fingerprint::{fingerprint, object_name, Digest256, Payload};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
 use crate::core::log::{Decision, RequestLog};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::routes::{Mode, ObjectCallFailure, Unavailable};
+use crate::core::scope::ScopeLog;
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
 
 /// Headers with which clients and frameworks ask a server to treat a request as another
@@ -230,8 +232,11 @@ async fn covered(
     };
 
     let path_and_query = path_and_query(url);
-    let (fingerprint, name, scope_salt) =
-        identify(&headers, method, &path_and_query, &key, config, policy, &body)?;
+    let Identified { fingerprint, name, scope_salt, scope_log } =
+        match identify(&headers, method, &path_and_query, &key, config, policy, &body).await? {
+            Ok(identified) => identified,
+            Err(problem) => return respond::refused(env, &problem),
+        };
     let body_bytes = body.len();
     drop(body);
 
@@ -245,6 +250,7 @@ async fn covered(
     outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
     outgoing.set(internal::POLICY, &encode_object_policy(&config.object_policy(policy)))?;
     outgoing.set(internal::BODY_BYTES, &body_bytes.to_string())?;
+    outgoing.set(internal::SCOPE, &scope_log.encode())?;
     outgoing.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
     if config.probes_origin(policy) {
         outgoing.set(internal::PROBE_ORIGIN, "1")?;
@@ -307,6 +313,7 @@ async fn covered(
                 origin_status: None,
                 origin_ms: None,
                 wait_ms: None,
+                scope: Some(scope_log),
             };
             metrics::record(env, &log);
             answer
@@ -328,7 +335,19 @@ async fn covered(
 /// The request's fingerprint, its key's object name (a hash of the caller's scope and the
 /// key) and the scope's key salt (for sealing the stored answer). Enforce and observe mode
 /// share it, so both reach the same object and seal alike.
-pub(super) fn identify(
+/// Who a covered request belongs to and what it asks for: its fingerprint, its object's
+/// name, the scope's key salt and the scope for the log line.
+pub(super) struct Identified {
+    pub fingerprint: Digest256,
+    pub name: String,
+    pub scope_salt: Digest256,
+    pub scope_log: ScopeLog,
+}
+
+/// Identifies a covered request, the same way in enforce and observe mode so that both
+/// reach the same object: the caller's scope (`runtime::identity`; a 401 problem when the
+/// request may not be scoped) and the payload fingerprint.
+pub(super) async fn identify(
     headers: &Headers,
     method: &str,
     path_and_query: &str,
@@ -336,9 +355,11 @@ pub(super) fn identify(
     config: &Config,
     policy: &Policy<'_>,
     body: &[u8],
-) -> Result<(Digest256, String, Digest256)> {
-    let scope_value = headers.get(&config.scope_header)?;
-    let scope = Scope::from_header(scope_value.as_deref().map(str::as_bytes));
+) -> Result<std::result::Result<Identified, Problem>> {
+    let (scope, scope_log) = match identity::scope(headers, config, policy).await? {
+        Ok(scope) => scope,
+        Err(problem) => return Ok(Err(problem)),
+    };
     let scope_salt = scope.key_salt();
     let content_type = headers.get("content-type")?;
     let extra_values: Vec<Option<String>> =
@@ -356,7 +377,12 @@ pub(super) fn identify(
         extra_headers: &extra_headers,
         body,
     };
-    Ok((fingerprint(&payload), object_name(scope, key.as_str()), scope_salt))
+    Ok(Ok(Identified {
+        fingerprint: fingerprint(&payload),
+        name: object_name(scope, key.as_str()),
+        scope_salt,
+        scope_log,
+    }))
 }
 
 /// The key objects' namespace, restricted to the configured jurisdiction if any (as

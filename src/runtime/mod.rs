@@ -6,6 +6,7 @@
 //! - `observe`: observe mode's edge half: forward as the request came, record beside it.
 //! - `storage`: the object's one-row SQLite record.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
+//! - `identity`: the caller's scope: JWKS fetch and cache, WebCrypto signature checks.
 //! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `metrics`: the log line and the optional Analytics Engine data point.
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
@@ -15,6 +16,7 @@
 
 mod admin;
 mod entry;
+mod identity;
 mod metrics;
 mod object;
 mod observe;
@@ -27,6 +29,8 @@ mod storage;
 /// The header names the Worker uses to talk to its object (see `core::headers`).
 mod internal {
     pub const FINGERPRINT: &str = "x-idempotency-edge-fingerprint";
+    /// How the scope was reached (`core::scope::ScopeLog`), for the object's log line.
+    pub const SCOPE: &str = "x-idempotency-edge-scope";
     /// What the object needs of the configuration (`core::config::encode_object_policy`).
     pub const POLICY: &str = "x-idempotency-edge-policy";
     /// The caller scope's key salt (`core::fingerprint::Scope::key_salt`), for sealing the

@@ -64,6 +64,7 @@ use crate::core::machine::{self, Action, Event, RecordChange, Step};
 use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Completed, Record, StoredResponse};
+use crate::core::scope::ScopeLog;
 
 /// The answer that settles an execution, shared by its waiters: prepared once, so every
 /// waiter's response shares one body.
@@ -194,6 +195,7 @@ impl KeyObject {
                 origin_status: None,
                 origin_ms: None,
                 wait_ms: None,
+                scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
             };
             metrics::record(&self.env, &log);
             return respond::problem(&storage_unavailable());
@@ -219,6 +221,7 @@ impl KeyObject {
                     origin_status: None,
                     origin_ms: None,
                     wait_ms: None,
+                    scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
                 };
                 metrics::record(&self.env, &log);
                 return respond::problem(&storage_unavailable());
@@ -280,6 +283,7 @@ impl KeyObject {
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
+            scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
         };
         let mut response = None;
         for action in step.actions {

@@ -40,6 +40,7 @@ use crate::core::key::KeyError;
 use crate::core::log::{Decision, LineContext, RequestLog};
 use crate::core::problem::ProblemKind;
 use crate::core::routes::{Mode, ObjectCallFailure, Unavailable};
+use crate::core::scope::ScopeLog;
 use crate::core::url::path_and_query;
 
 /// What became of the forward, handed from the caller's side to the recording.
@@ -75,6 +76,7 @@ fn log_refusal(env: &Env, policy: &Policy<'_>, kind: ProblemKind, answer: &Resul
         origin_status: None,
         origin_ms: Some(now_ms().saturating_sub(started)),
         wait_ms: None,
+        scope: None,
     };
     metrics::record_in(env, &log, LineContext { mode: Mode::Observe, route: policy.route });
 }
@@ -121,13 +123,29 @@ pub(super) async fn covered(
     let started = now_ms();
     let pending = entry::start_send(env, policy.origin_service, &forwarded);
 
-    let (fingerprint, name, scope_salt) =
-        entry::identify(&headers, method, &path_and_query, &key, config, policy, &body)?;
+    let identified = entry::identify(&headers, method, &path_and_query, &key, config, policy, &body).await?;
+    let entry::Identified { fingerprint, name, scope_salt, scope_log } = match identified {
+        Ok(identified) => identified,
+        Err(problem) => {
+            // Enforce mode would refuse the caller (401): log that, answer as the origin did.
+            let answered = match pending {
+                Ok(promise) => JsFuture::from(promise)
+                    .await
+                    .map_err(worker::Error::from)
+                    .and_then(|value| value.dyn_into::<Response>().map_err(worker::Error::from)),
+                Err(error) => Err(error),
+            };
+            let answer = entry::origin_or_problem(answered);
+            log_refusal(env, policy, problem.kind, &answer, started);
+            return answer;
+        }
+    };
     let internal_headers = Headers::new()?;
     internal_headers.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
     internal_headers.set(internal::POLICY, &encode_object_policy(&config.object_policy(policy)))?;
     internal_headers.set(internal::BODY_BYTES, &body.len().to_string())?;
     internal_headers.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
+    internal_headers.set(internal::SCOPE, &scope_log.encode())?;
     drop(body);
     let recording = Recording {
         env: env.clone(),
@@ -136,6 +154,7 @@ pub(super) async fn covered(
         target,
         internal_headers,
         route: policy.route.map(str::to_owned),
+        scope: scope_log,
         fail_open: policy.on_unavailable == Unavailable::FailOpen,
         origin_timeout_ms: policy.timing.origin_timeout_ms,
     };
@@ -253,6 +272,8 @@ struct Recording {
     /// Fingerprint, policy, body size and scope salt, as enforce mode sends them.
     internal_headers: Headers,
     route: Option<String>,
+    /// How the caller was scoped, for the outcome's log line.
+    scope: ScopeLog,
     fail_open: bool,
     origin_timeout_ms: u64,
 }
@@ -315,6 +336,7 @@ impl Recording {
             origin_status,
             origin_ms: Some(ms),
             wait_ms: None,
+            scope: Some(self.scope),
         };
         metrics::record_in(
             &self.env,

@@ -21,7 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use support::hostile::{assert_problem, bad_inputs, check_problem, hex_tokens, is_problem};
-use support::http::{send_raw, send_raw_then_close, Request, Response};
+use support::http::{send_raw, send_raw_then_close, Request, Response, DEFAULT_CREDENTIAL};
 use support::origin::Origin;
 use support::rng::Rng;
 use support::storage::{self, Snapshot};
@@ -507,7 +507,7 @@ fn lying_or_broken_framing_never_forwards_more_than_the_declared_body() {
     let path = new_path();
     let key = new_key();
     let mut raw = format!(
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nIdempotency-Key: {key}\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\n"
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nIdempotency-Key: {key}\r\nAuthorization: {DEFAULT_CREDENTIAL}\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\n"
     )
     .into_bytes();
     raw.extend(vec![b'x'; MAX_BODY_BYTES + 40_000]);
@@ -683,7 +683,8 @@ fn very_long_paths_and_huge_header_sets_get_a_clean_answer() {
     println!("long paths and header sets:\n  {}", outcomes.join("\n  "));
 }
 
-/// The same key under several callers (`SCOPE_HEADER` values) and under none: one
+/// The same key under several callers (`SCOPE_HEADER` values, the last one the support
+/// client's default credential): one
 /// execution each, and each caller only ever gets its own answer. Object names are hashes:
 /// no file name or stored object name holds the key or a credential.
 #[test]

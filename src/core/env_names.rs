@@ -11,8 +11,10 @@
 //! compared without case). Unrelated names of the operator's own pass.
 
 use super::config::ALL_VARS;
+use super::scope::SCOPE_VARS;
 
-/// Names read from the environment besides `config::ALL_VARS`: secrets and bindings.
+/// Names read from the environment besides `config::ALL_VARS` and `scope::SCOPE_VARS`:
+/// secrets and bindings.
 pub const OTHER_NAMES: [&str; 9] = [
     "ADMIN_TOKEN",
     "STORAGE_ENCRYPTION_KEYS",
@@ -31,7 +33,7 @@ pub const SECRETS: [&str; 4] =
 
 /// Every name the worker knows.
 pub fn known_names() -> impl Iterator<Item = &'static str> {
-    ALL_VARS.iter().copied().chain(OTHER_NAMES)
+    ALL_VARS.iter().copied().chain(SCOPE_VARS).chain(OTHER_NAMES)
 }
 
 /// A misspelt name: what was set and the known name it resembles.
@@ -104,6 +106,7 @@ mod tests {
         assert_eq!(find_misspelt(["scope_header"]).unwrap().resembles, "SCOPE_HEADER");
         assert_eq!(find_misspelt(["IDEMPOTENCY_TTL_SECOND"]).unwrap().resembles, "IDEMPOTENCY_TTL_SECONDS");
         assert_eq!(find_misspelt(["ADMIN_TOKENS"]).unwrap().resembles, "ADMIN_TOKEN");
+        assert_eq!(find_misspelt(["SCOPE_JWT_ISSUR"]).unwrap().resembles, "SCOPE_JWT_ISSUER");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::core::env_names::find_misspelt;
 use crate::core::keyed_name::{check_name_key, VAR_OBJECT_NAME_KEY};
 use crate::core::origin_auth::{check_secret, VAR_ORIGIN_AUTH_SECRET};
 use crate::core::problem::{Problem, ProblemKind};
+use crate::core::scope::{SCOPE_VARS, VAR_JWT_HS256_SECRET};
 use crate::core::seal::{KeyRing, VAR_STORAGE_ENCRYPTION_KEYS};
 
 /// The optional Analytics Engine binding.
@@ -130,8 +131,19 @@ fn misspelt_variable(env: &Env) -> Option<crate::core::env_names::Misspelt> {
 }
 
 fn load_config(env: &Env) -> Result<Config, Problem> {
-    let values: Vec<(&'static str, Option<String>)> =
-        ALL_VARS.iter().map(|&name| (name, env.var(name).ok().map(|v| v.to_string()))).collect();
+    let values: Vec<(&'static str, Option<String>)> = ALL_VARS
+        .iter()
+        .chain(SCOPE_VARS.iter())
+        .map(|&name| {
+            // The HS256 key is a secret in production, a `--var` in local development.
+            let value = if name == VAR_JWT_HS256_SECRET {
+                env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string()))
+            } else {
+                env.var(name).map(|v| v.to_string())
+            };
+            (name, value.ok())
+        })
+        .collect();
     Config::from_vars(|name| values.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_deref()))
         .map_err(|error| Problem::new(ProblemKind::InvalidConfig, error.detail()))
 }

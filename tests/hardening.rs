@@ -194,6 +194,7 @@ fn hardened() -> &'static Worker {
     shared(&CELL, || {
         let routes = r#"[{"pattern":"/v1/limited/*"},
             {"pattern":"/v1/short/*","ttl_seconds":2,"rate_limit":false},
+            {"pattern":"/v1/observed/*","mode":"observe","rate_limit":false},
             {"pattern":"/*","rate_limit":false}]"#;
         Worker::start_with_config(
             WorkerConfig {
@@ -300,6 +301,13 @@ fn every_forward_is_signed_and_the_origin_refuses_replays_and_alterations() {
     let seen = o.seen_at(&marker);
     assert_eq!(seen.len(), 2, "one covered forward and one pass-through: {seen:?}");
     assert!(seen.iter().all(|s| s.verdict.is_ok()), "{seen:?}");
+    // A route in observe mode forwards from the Worker itself: signed as well.
+    let observed_marker = unique("observed");
+    let observed = w.send(&payment(&format!("/v1/observed/{observed_marker}"), &unique("k")));
+    assert_eq!(observed.status, 201, "{observed:?}");
+    let observed_seen = o.seen_at(&observed_marker);
+    assert_eq!(observed_seen.len(), 1, "{observed_seen:?}");
+    assert!(observed_seen[0].verdict.is_ok(), "{observed_seen:?}");
 
     // An attacker who captured a request replays it verbatim: refused (nonce seen).
     let captured = &seen[0].raw;

@@ -211,7 +211,7 @@ pub(super) async fn pass_through(
 
 /// `TRUSTED_CLIENT_IP`: the client's own forwarding headers are dropped, and the connecting
 /// IP (`CF-Connecting-IP`, set by Cloudflare's edge and not by the client) takes their place.
-fn replace_client_ip(headers: &Headers) -> Result<()> {
+pub(super) fn replace_client_ip(headers: &Headers) -> Result<()> {
     let connecting = headers.get("cf-connecting-ip")?;
     for name in ["x-forwarded-for", "forwarded", "x-real-ip"] {
         headers.delete(name)?;

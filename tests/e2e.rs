@@ -1209,3 +1209,34 @@ fn client_does_not_retry_a_final_4xx() {
     }
     assert_eq!(o.executions(&key), 1);
 }
+
+// ---------------------------------------------------------------------------------------
+// The test origin itself: its gate is what the tests above synchronise on, so it is
+// checked directly (no worker in between).
+
+#[test]
+fn test_origin_holds_requests_at_a_gate_until_released() {
+    let o = Origin::start();
+    let gate = o.gate();
+    let key = new_key();
+    let held = gate.on(payment("/gate/held", &key)).start(o.addr()).expect("send to the origin");
+    assert!(gate.wait_arrived(1, Duration::from_secs(30)), "the origin reports the arrival");
+    assert_eq!((gate.arrived(), gate.held(), o.executions(&key), o.answers(&key)), (1, 1, 1, 0));
+
+    // A second request is held too; one that gives up is reported as abandoned.
+    let quitter = gate.on(payment("/gate/quitter", &new_key())).start(o.addr()).expect("send");
+    assert!(gate.wait_arrived(2, Duration::from_secs(30)));
+    quitter.abandon();
+    assert!(gate.wait_abandoned(1, Duration::from_secs(30)), "the origin notices a closed connection");
+
+    gate.release();
+    let answer = held.finish().expect("the released request is answered");
+    assert_from_origin(&answer, 201);
+    assert!(o.wait_for_answers(&key, 1, Duration::from_secs(30)));
+    assert_eq!(gate.held(), 0);
+
+    // After the release, the gate holds nothing.
+    let later = gate.on(payment("/gate/later", &new_key())).send(o.addr()).expect("answered at once");
+    assert_from_origin(&later, 201);
+    assert_eq!(gate.arrived(), 3);
+}

@@ -252,9 +252,16 @@ impl KeyObject {
                 return mark_answered(respond::problem(&storage_unavailable()));
             }
         };
-        let live = self.live.borrow().is_some();
+        let waiters = self.live.borrow().as_ref().map(|live| live.waiters);
+        let live = waiters.is_some();
         let response = match operation {
-            "inspect" => json_response(&admin::summary(&object_id, record.as_ref(), live, now)),
+            "inspect" => {
+                let mut view = admin::summary(&object_id, record.as_ref(), live, now);
+                // Duplicates waiting on the running execution: an operator (and the tests)
+                // can see who waits, and that nobody is left waiting once it settles.
+                view["waiters"] = serde_json::json!(waiters.unwrap_or(0));
+                json_response(&view)
+            }
             "purge" | "purge-force" => {
                 let force = operation == "purge-force";
                 if admin::purge_refused(record.as_ref(), now, force) || (live && !force) {

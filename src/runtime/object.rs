@@ -128,17 +128,31 @@ impl KeyObject {
         }
         let now = now_ms();
         let Some((fingerprint, timing)) = internal_headers(fingerprint, &headers)? else {
-            return respond::problem(&Problem::new(
+            return mark_answered(respond::problem(&Problem::new(
                 ProblemKind::InvalidConfig,
                 "The key's object was called without its internal headers.",
-            ));
+            )));
         };
         let record = match self.record() {
             Ok(record) => record,
             Err(error) => {
                 console_error!("object {}: reading the record failed: {}", self.short_id(), error);
                 let _ = read_body(&req).await;
-                return respond::problem(&storage_unavailable());
+                // The object's own answer, marked: the Worker must not mistake it for an
+                // object that never ran (and fail open past a record it cannot read).
+                let response = respond::problem(&storage_unavailable());
+                metrics::record(
+                    &self.env,
+                    &RequestLog {
+                        object: Some(self.object_id().to_owned()),
+                        decision: Decision::Rejected(ProblemKind::StorageUnavailable),
+                        status: response.as_ref().map_or(500, Response::status),
+                        origin_status: None,
+                        origin_ms: None,
+                        wait_ms: None,
+                    },
+                );
+                return mark_answered(response);
             }
         };
         let (live_attempt, waiters) = match &*self.live.borrow() {

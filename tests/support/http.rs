@@ -50,6 +50,17 @@ impl Request {
         self
     }
 
+    /// Replaces every header line of this name (case-insensitively) with one.
+    pub fn set_header(self, name: &str, value: impl AsRef<[u8]>) -> Request {
+        self.without_header(name).header(name, value)
+    }
+
+    /// Removes every header line of this name (case-insensitively).
+    pub fn without_header(mut self, name: &str) -> Request {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        self
+    }
+
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Request {
         self.body = body.into();
         self

@@ -304,6 +304,12 @@ impl Gate {
         self.shared.wait_until(timeout, |state| state.gates.get(&self.name).is_some_and(|g| g.abandoned >= n))
     }
 
+    /// Waits until no request is held at the gate (after a release, every held request
+    /// has gone on to its answer).
+    pub fn wait_none_held(&self, timeout: Duration) -> bool {
+        self.shared.wait_until(timeout, |state| state.gates.get(&self.name).is_some_and(|g| g.held == 0))
+    }
+
     /// [`Gate::wait_arrived`] for one request, or a panic naming `what`.
     pub fn expect_arrival(&self, what: &str) {
         assert!(

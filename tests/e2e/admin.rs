@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use crate::support::assert::{assert_problem, is_problem};
+use crate::support::assert::{assert_problem, is_problem, problem_kind};
 use crate::support::http::Request;
 use crate::support::logs;
 use crate::support::origin::Origin;
@@ -98,8 +98,10 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     assert_eq!(view["waiters"], 0, "{view}");
     assert!(!inspected.text().contains("amount"), "inspect never shows the stored body: {view}");
 
-    // Endpoints that do not exist.
+    // Endpoints and objects that do not exist.
     assert_problem(&w.send(&admin("GET", "/__idempotency/records/not-an-id", Some(TOKEN))), 404, "not-found");
+    let never_issued = format!("/__idempotency/records/{}", "b".repeat(64));
+    assert_problem(&w.send(&admin("GET", &never_issued, Some(TOKEN))), 404, "not-found");
     assert_problem(&w.send(&admin("POST", &record, Some(TOKEN))), 405, "method-not-allowed");
 
     // Purge: the key executes again.
@@ -124,7 +126,8 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     assert_eq!(view["state"], "in-flight", "{view}");
     assert_eq!(view["executing_now"], true, "{view}");
     let refused = w.send(&admin("DELETE", &slow_record, Some(TOKEN)));
-    assert_problem(&refused, 409, "in-progress");
+    assert_eq!(refused.status, 409, "an in-flight record needs force: {refused:?}");
+    assert_eq!(problem_kind(&refused).as_deref(), Some("in-progress"), "{refused:?}");
     let forced = w.send(&admin("DELETE", &format!("{slow_record}?force=true"), Some(TOKEN)));
     assert_eq!(forced.status, 200, "{forced:?}");
     assert_eq!(w.send(&admin("GET", &slow_record, Some(TOKEN))).json()["state"], "absent");

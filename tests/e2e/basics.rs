@@ -921,13 +921,15 @@ fn test_origin_holds_requests_at_a_gate_until_released() {
     let key = new_key();
     let held = gate.on(payment("/gate/held", &key)).start(o.addr()).expect("send to the origin");
     assert!(gate.wait_arrived(1, Duration::from_secs(30)), "the origin reports the arrival");
-    assert_eq!((gate.arrived(), gate.held(), o.executions(&key), o.answers(&key)), (1, 1, 1, 0));
+    assert!(o.wait_for_executions(&key, 1, Duration::from_secs(30)), "a held request has executed");
+    assert_eq!((gate.arrived(), gate.held(), gate.abandoned(), o.answers(&key)), (1, 1, 0, 0));
 
     // A second request is held too; one that gives up is reported as abandoned.
     let quitter = gate.on(payment("/gate/quitter", &new_key())).start(o.addr()).expect("send");
     assert!(gate.wait_arrived(2, Duration::from_secs(30)));
     quitter.abandon();
     assert!(gate.wait_abandoned(1, Duration::from_secs(30)), "the origin notices a closed connection");
+    assert_eq!(gate.abandoned(), 1);
 
     gate.release();
     let answer = held.finish().expect("the released request is answered");

@@ -284,7 +284,9 @@ fn client_does_not_retry_key_reused() {
     let first = w.send(&payment(&path, &key));
     assert_from_origin(&first, 201);
 
-    let other = Operation::post_json(&key, &path, r#"{"amount":2000,"currency":"eur"}"#).unwrap();
+    let other = Operation::post_json(&key, &path, r#"{"amount":2000,"currency":"eur"}"#)
+        .and_then(|op| op.header("Authorization", DEFAULT_AUTHORIZATION))
+        .unwrap();
     match client_for(w, quick_retries()).send(&other) {
         Err(ClientError::Rejected { response, report }) => {
             assert_problem(&as_support(&response), 422, "key-reused");

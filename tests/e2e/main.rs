@@ -26,14 +26,14 @@
 mod support;
 
 mod admin;
-// mod answers;
+mod answers;
 mod basics;
 mod client;
 mod metrics;
 mod reliability;
 mod reliability_run;
-// mod route_mode;
+mod route_mode;
 mod routes;
 mod storage_faults;
 mod waiters;
-// mod zz_after_all;
+mod zz_after_all;

@@ -140,8 +140,7 @@ fn job(key: usize, phase: Phase, headers: Vec<(&'static str, String)>) -> Job {
     Job { key, phase, headers, timeout: Duration::from_secs(120) }
 }
 
-/// What an answer is, for the checks (and, through `Debug`, for failure messages).
-#[derive(Debug)]
+/// What an answer is, for the checks and for failure messages.
 enum Seen {
     /// The origin's answer (live or replayed).
     Outcome {
@@ -151,6 +150,16 @@ enum Seen {
     /// The worker's problem.
     Problem(u16, String),
     Other(u16),
+}
+
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Seen::Outcome { status, replayed } => write!(f, "the origin's {status} (replayed: {replayed})"),
+            Seen::Problem(status, kind) => write!(f, "{status} {kind}"),
+            Seen::Other(status) => write!(f, "HTTP {status}, neither the origin's nor a problem"),
+        }
+    }
 }
 
 fn seen(r: &Response) -> Seen {

@@ -7,12 +7,12 @@
 //! every other one (the test origin answers it with a status no other request gets), sent
 //! after everything the check is about. Its line is waited for, never slept for.
 
-use super::http::Response;
 use super::origin::Origin;
-use super::requests::{new_key, payment, secret_tokens, unique};
-use super::worker::Worker;
+use super::requests::{new_key, payment, request, secret_tokens, unique};
+use super::worker::{Recorded, Worker};
 use serde_json::Value;
 use std::collections::HashSet;
+use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,7 @@ pub const LOG_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Signs of a panic or a reset instance in workerd's output.
 pub const PANIC_SIGNS: &[&str] =
-    &["panicked at", "RuntimeError: unreachable", "Worker exceeded", "Uncaught", "RangeError"];
+    &["panicked at", "RuntimeError: unreachable", "Worker exceeded", "RangeError"];
 
 /// Every structured decision line (`{"event":"idempotency",…}`) in `text`, in order.
 pub fn decision_lines(text: &str) -> Vec<Value> {
@@ -70,17 +70,10 @@ pub fn wait_for_lines_of(w: &Worker, object: &str, n: usize) -> Vec<Value> {
     }
 }
 
-/// A request whose decision line is unique in its instance's log, once that line is there.
-pub struct Sentinel {
-    /// The object id of the sentinel's key, as its line names it.
-    pub object: String,
-    pub status: u16,
-    pub response: Response,
-}
-
 /// Sends a sentinel through `w` (whose origin is `origin`) and waits for its line: every
-/// line of a request answered before this call is in the log once it returns.
-pub fn sentinel(w: &Worker, origin: &Origin) -> Sentinel {
+/// line of a request answered before this call is in the log once it returns. Returns the
+/// sentinel's object id.
+pub fn sentinel(w: &Worker, origin: &Origin) -> String {
     let status = w.next_marker_status();
     let key = new_key();
     let response = w.send(
@@ -92,9 +85,10 @@ pub fn sentinel(w: &Worker, origin: &Origin) -> Sentinel {
     let line = wait_for_line(w, &format!("of the sentinel (origin status {status})"), |line| {
         line["decision"] == "executed" && line["origin_status"] == status
     });
-    let object =
-        line["object"].as_str().unwrap_or_else(|| panic!("the sentinel's line names no object: {line}"));
-    Sentinel { object: object.to_string(), status, response }
+    line["object"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the sentinel's line names no object: {line}"))
+        .to_string()
 }
 
 /// The object id of `key`'s object, found by executing a first request with a unique
@@ -109,18 +103,25 @@ pub fn object_of(w: &Worker, request: &super::http::Request) -> String {
     line["object"].as_str().unwrap_or_else(|| panic!("no object in {line}")).to_string()
 }
 
-/// Waits until everything the worker printed so far is in its log, when no other test uses
-/// the instance: one more decision line (of any request) must appear after this call. For
-/// instances whose origin cannot answer a sentinel (down, misconfigured, detached object).
-pub fn flush_quiet_instance(w: &Worker) {
-    let before = decision_lines(&w.log_contents()).len();
-    let _ = w.send(&super::requests::request("POST", &format!("/__e2e/flush/{}", unique("f"))).json("{}"));
+/// Waits until everything a recorded instance printed so far is in its log, when no
+/// other test uses it: a covered request without a key (which the worker answers itself,
+/// whatever its origin) must add a decision line. An instance that no longer runs has
+/// printed everything already.
+pub fn flush_recorded(instance: &Recorded) {
+    let log =
+        || std::fs::read(&instance.log).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    let before = decision_lines(&log()).len();
+    let probe =
+        request("POST", &format!("/__e2e/flush/{}", unique("f"))).json("{}").timeout(Duration::from_secs(30));
+    if probe.send(instance.addr).is_err() {
+        return;
+    }
     let deadline = Instant::now() + LOG_TIMEOUT;
-    while decision_lines(&w.log_contents()).len() <= before {
+    while decision_lines(&log()).len() <= before {
         assert!(
             Instant::now() < deadline,
             "no new log line within {LOG_TIMEOUT:?}; see {}",
-            w.dir().display()
+            instance.dir.display()
         );
         thread::sleep(Duration::from_millis(100));
     }
@@ -130,19 +131,28 @@ pub fn flush_quiet_instance(w: &Worker) {
 /// (keys, credentials, body markers: `requests::secret`), any of `extra`, or a sign of a
 /// panic.
 pub fn scan_for_leaks(w: &Worker, extra: &[&str]) -> Result<(), String> {
-    let log = w.log_contents();
+    scan_text(&w.name, &w.log_contents(), w.dir(), extra)
+}
+
+/// [`scan_for_leaks`] for a recorded instance's log file.
+pub fn scan_log(name: &str, log: &Path, dir: &Path, extra: &[&str]) -> Result<(), String> {
+    let text = std::fs::read(log).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    scan_text(name, &text, dir, extra)
+}
+
+fn scan_text(name: &str, log: &str, dir: &Path, extra: &[&str]) -> Result<(), String> {
     if log.is_empty() {
-        return Err(format!("the log of instance '{}' is empty: the harness captures nothing", w.name));
+        return Err(format!("the log of instance '{name}' is empty: the harness captures nothing"));
     }
     let mut problems = Vec::new();
-    let tokens = hex_tokens_in(&log);
+    let tokens = hex_tokens_in(log);
     let leaked = secret_tokens().into_iter().filter(|t| tokens.contains(t.as_str())).count();
     if leaked > 0 {
         problems.push(format!("{leaked} secret(s) (keys, credentials or bodies)"));
     }
     for value in extra {
-        if log.contains(value) {
-            problems.push("a configured secret (ADMIN_TOKEN or similar)".to_string());
+        if !value.is_empty() && log.contains(value) {
+            problems.push("the value of a secret variable (ADMIN_TOKEN or similar)".to_string());
         }
     }
     for sign in PANIC_SIGNS {
@@ -153,12 +163,7 @@ pub fn scan_for_leaks(w: &Worker, extra: &[&str]) -> Result<(), String> {
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "the log of instance '{}' holds {}; see {}",
-            w.name,
-            problems.join(", "),
-            w.dir().display()
-        ))
+        Err(format!("the log of instance '{name}' holds {}; see {}", problems.join(", "), dir.display()))
     }
 }
 

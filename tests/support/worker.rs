@@ -31,7 +31,8 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
 pub enum Readiness {
     /// A GET through the worker is answered by the test origin (`x-origin-execution`).
     OriginAnswers,
-    /// Any HTTP response from the worker (its origin is down on purpose).
+    /// Any HTTP response from the worker to a covered request without a key (its origin is
+    /// down on purpose, or is the request's own URL).
     AnyResponse,
 }
 
@@ -79,10 +80,20 @@ pub fn instances() -> Vec<Arc<Recorded>> {
 static RUNNING_USERS: AtomicUsize = AtomicUsize::new(0);
 
 /// Held in a thread-local by a test that uses an instance; its thread's end drops it.
-struct RunningUser;
+/// Dropping it also appends the test's time (from its first use of an instance) to
+/// `target/e2e-times.txt`, where `scripts/test.sh` finds the slowest tests.
+struct RunningUser {
+    test: String,
+    since: Instant,
+}
 
 impl Drop for RunningUser {
     fn drop(&mut self) {
+        let line = format!("{:.1} {}\n", self.since.elapsed().as_secs_f64(), self.test);
+        let file = repo_root().join("target/e2e-times.txt");
+        if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(file) {
+            let _ = std::io::Write::write_all(&mut f, line.as_bytes());
+        }
         RUNNING_USERS.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -95,14 +106,15 @@ thread_local! {
 /// test on a thread of its own (unless it runs one at a time, on the main thread, and then
 /// nothing else runs beside the scan anyway).
 fn note_user() {
-    if std::thread::current().name() == Some("main") {
-        return;
-    }
+    let test = match std::thread::current().name() {
+        Some("main") | None => return,
+        Some(name) => name.to_string(),
+    };
     USER.with(|user| {
         let mut user = user.borrow_mut();
         if user.is_none() {
             RUNNING_USERS.fetch_add(1, Ordering::SeqCst);
-            *user = Some(RunningUser);
+            *user = Some(RunningUser { test, since: Instant::now() });
         }
     });
 }
@@ -460,7 +472,16 @@ impl Worker {
                     self.log_tail(60)
                 ));
             }
-            let probe = Request::get("/__e2e/ready").timeout(Duration::from_secs(10)).send(self.addr);
+            // A GET reaches the origin. Any other readiness is probed with a covered request
+            // without a key, which the worker answers itself (a GET in route mode would be
+            // forwarded to the worker's own URL, itself).
+            let probe = match readiness {
+                Readiness::OriginAnswers => Request::get("/__e2e/ready"),
+                Readiness::AnyResponse => {
+                    Request::post("/__e2e/ready").header("Content-Type", "application/json").body("{}")
+                }
+            };
+            let probe = probe.timeout(Duration::from_secs(10)).send(self.addr);
             match probe {
                 Ok(r) if readiness == Readiness::AnyResponse => {
                     let _ = r;

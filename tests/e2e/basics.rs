@@ -436,6 +436,39 @@ fn waiters_that_disconnect_cancel_nothing() {
     assert_eq!(o.executions(&key), 2, "the marker execution, then one: waiters that left changed nothing");
 }
 
+/// Fencing, end to end: the claim of a running attempt is force-purged (admin) and a new
+/// attempt claims the key while the first is still at the origin. When the first finishes,
+/// its caller gets its own answer, but only the current claim's outcome is recorded.
+#[test]
+fn a_late_finisher_of_a_purged_claim_records_nothing() {
+    let w = main_worker();
+    let o = origin();
+    let key = new_key();
+    let req = payment(&new_path(), &key);
+    let object = fresh_object(w, &req, admin);
+    let (late, current) = (o.gate(), o.gate());
+
+    let first = late.on(req.clone()).start(w.addr).expect("send the first attempt");
+    late.expect_arrival("the first attempt");
+    let forced = w.send(&admin("DELETE", &object, "?force=true"));
+    assert_eq!(forced.status, 200, "{forced:?}");
+    let second = current.on(req.clone()).start(w.addr).expect("send the second attempt");
+    current.expect_arrival("the second attempt, which claimed the purged key");
+
+    late.release();
+    let first = first.finish().expect("the first attempt's answer");
+    assert_executed(&first, 201);
+    let view = inspect(w, &object);
+    assert_eq!(view["state"], "in-flight", "the late finisher recorded nothing: {view}");
+    assert_eq!(view["executing_now"], true, "{view}");
+
+    current.release();
+    let second = second.finish().expect("the second attempt's answer");
+    assert_executed(&second, 201);
+    assert_replay_of(&w.send(&req), &second);
+    assert_eq!(o.executions(&key), 3, "the marker execution and the two attempts");
+}
+
 // ---------------------------------------------------------------------------------------
 // Payload fingerprint
 

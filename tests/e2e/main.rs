@@ -4,7 +4,8 @@
 //! One test binary, so that every helper in `tests/support` is used by some test (an unused
 //! one is reported as dead code) and the tests of every module run side by side.
 //!
-//! - `basics`: keys, execute and replay, coalescing, fingerprints, origin outcomes, the TTL;
+//! - `basics`: keys, execute and replay, coalescing, fencing, fingerprints, origin outcomes,
+//!   the TTL, and the test origin's gate itself;
 //! - `answers`: how each kind of origin answer is stored, released and replayed;
 //! - `waiters`: duplicates waiting on an attempt, whatever its end;
 //! - `storage_faults`: a corrupt, unreadable or unwritable record inside the object;
@@ -12,6 +13,7 @@
 //! - `routes`: per-route policy (`IDEMPOTENCY_ROUTES`) and an unreachable object;
 //! - `admin`: the admin API; `metrics`: the Analytics Engine binding;
 //! - `client`: the reference retrying client against the real worker;
+//! - `docs_citations`: every test the docs cite exists (no worker);
 //! - `reliability`: faults, load, hostile input, bounded storage, logs;
 //! - `reliability_run`: the long mixed run (`./scripts/reliability.sh`; `./scripts/test.sh`
 //!   runs it only with `--with-reliability-run`, as CI does);
@@ -29,6 +31,7 @@ mod admin;
 mod answers;
 mod basics;
 mod client;
+mod docs_citations;
 mod metrics;
 mod reliability;
 mod reliability_run;

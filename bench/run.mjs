@@ -36,6 +36,8 @@ const option = (name, fallback) => {
   return i >= 0 ? args[i + 1] : fallback;
 };
 const QUICK = flag("--quick");
+// Only the memory-bound phases (duplicates with large bodies, an answer over the stored cap).
+const MEMORY_ONLY = flag("--memory-only");
 const RUNS = Number(option("--runs", QUICK ? 1 : 3));
 const LADDER = !flag("--no-ladder");
 // Where workerd keeps the Durable Objects' SQLite files: "disk" (target/bench/state) or
@@ -63,6 +65,9 @@ const PLAN = {
   profileFirstMs: ms(3000),
   profileReplayMs: ms(2000),
   largeBodyBytes: 512 * 1024,
+  duplicateCount: 200,
+  duplicateBodyBytes: 1024 * 1024 - 64,
+  oversizedAnswerBytes: 5 * 1024 * 1024,
   warmupMs: ms(1000),
   time_limit_minutes: 15,
 };
@@ -615,6 +620,76 @@ async function largeBodyBursts(origin) {
 }
 
 /**
+ * Memory under duplicates (issue 10): 200 concurrent requests of one key, each with a 1 MiB
+ * body, while the origin holds the first for 1 s; then a burst of 100 against an answer of
+ * 5 MiB, over the stored-size cap (streamed to its caller, never buffered; the key held
+ * unknown). RSS of the worker's workerd before, at the peak (sampled every 50 ms) and 3 s
+ * after, on a fresh instance.
+ */
+async function duplicateMemory(origin) {
+  const targets = await startTargets(origin, ["worker"], "-dupmem");
+  const t = targets.worker;
+  try {
+    await check(targets, origin);
+    const sampleWhile = async (work) => {
+      let peak = rssKiB(t.pid);
+      const timer = setInterval(() => {
+        peak = Math.max(peak, rssKiB(t.pid));
+      }, 50);
+      try {
+        const result = await work();
+        return { result, peakKiB: peak };
+      } finally {
+        clearInterval(timer);
+      }
+    };
+    const out = {};
+    {
+      const key = `${RUN_ID}-dupbodies`;
+      const blob = "m".repeat(PLAN.duplicateBodyBytes - 32);
+      const body = Buffer.from(JSON.stringify({ amount: 1, blob }));
+      const request = { ...payment(key, { "x-bench-delay-ms": "1000" }), body };
+      const agent = t.agent(PLAN.duplicateCount);
+      const before = rssKiB(t.pid);
+      const { result: answers, peakKiB } = await sampleWhile(() =>
+        Promise.all(
+          Array.from({ length: PLAN.duplicateCount }, () =>
+            send(agent, t, request).catch((error) => ({ error: String(error.message) })),
+          ),
+        ),
+      );
+      await settle([t.pid]);
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      const after = rssKiB(t.pid);
+      const counted = await origin.ask({ cmd: "count", key });
+      const statuses = {};
+      for (const a of answers) statuses[a.status ?? "error"] = (statuses[a.status ?? "error"] ?? 0) + 1;
+      out.duplicateBodies = { requests: PLAN.duplicateCount, bodyBytes: body.length, executions: counted.executions, statuses, rssBeforeKiB: before, rssPeakKiB: peakKiB, rssAfter3sKiB: after };
+      log(`memory duplicates: ${PLAN.duplicateCount} x ${(body.length / 1048576).toFixed(2)} MiB bodies of one key: RSS ${(before / 1024).toFixed(1)} -> peak ${(peakKiB / 1024).toFixed(1)} -> ${(after / 1024).toFixed(1)} MiB 3 s later; executions ${counted.executions}; statuses ${JSON.stringify(statuses)}`);
+    }
+    {
+      const key = `${RUN_ID}-oversized`;
+      const before = rssKiB(t.pid);
+      const { result, peakKiB } = await sampleWhile(() =>
+        burst(t, origin, key, {
+          size: PLAN.burstSize,
+          delayMs: PLAN.burstDelayMs,
+          extraHeaders: { "x-bench-response-bytes": String(PLAN.oversizedAnswerBytes) },
+        }),
+      );
+      await settle([t.pid]);
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      const after = rssKiB(t.pid);
+      out.oversizedAnswer = { requests: PLAN.burstSize, answerBytes: PLAN.oversizedAnswerBytes, executions: result.executions, statuses: result.statuses, rssBeforeKiB: before, rssPeakKiB: peakKiB, rssAfter3sKiB: after };
+      log(`memory oversized answer: ${PLAN.burstSize} requests, one ${PLAN.oversizedAnswerBytes / 1048576} MiB answer: RSS ${(before / 1024).toFixed(1)} -> peak ${(peakKiB / 1024).toFixed(1)} -> ${(after / 1024).toFixed(1)} MiB 3 s later; executions ${result.executions}; statuses ${JSON.stringify(result.statuses)}`);
+    }
+    return out;
+  } finally {
+    await t.dispose();
+  }
+}
+
+/**
  * V8 CPU profiles of the worker's isolate (first attempts and replays at c16), to say where
  * the time goes. The profiler slows the worker down, so only the shares count.
  */
@@ -819,6 +894,17 @@ async function main() {
   });
   cleanup.push(() => origin.stop());
 
+  if (MEMORY_ONLY) {
+    try {
+      result.raw = { memory: { duplicates: await duplicateMemory(origin) } };
+      fs.writeFileSync(OUT_FILE, JSON.stringify(result, null, 2));
+      log(`wrote ${OUT_FILE}`);
+    } finally {
+      await stopAll();
+    }
+    return;
+  }
+
   const firstNames = ["direct", "passthrough", ...(LADDER ? ["js-do", "js-do-sql", "worker-route"] : []), "worker"];
   const replayNames = [...(LADDER ? ["js-do-sql", "worker-route"] : []), "worker"];
   let targets;
@@ -856,6 +942,7 @@ async function main() {
     log("memory (fresh instances)");
     raw.memory = await memory(origin, ["passthrough", ...(LADDER ? ["js-do-sql"] : []), "worker"]);
     raw.memory.largeBodyBurst = await largeBodyBursts(origin);
+    raw.memory.duplicates = await duplicateMemory(origin);
     result.raw = raw;
 
     // Summary

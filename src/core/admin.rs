@@ -181,6 +181,7 @@ mod tests {
         let claim = Record::InFlight(InFlight {
             attempt: AttemptId(1),
             fingerprint: Digest256([7; 32]),
+            origin_attempts: 1,
             claimed_at: 0,
             lease_until: 100,
             expires_at: 1_000,

@@ -8,6 +8,14 @@
 //!    code point. The sort is stable, so duplicate keys (also `"a"` and `"\u0061"`) keep
 //!    their written order: parsers disagree on which duplicate wins, so their order stays
 //!    part of the payload, and `{"a":1,"a":2}` and `{"a":2,"a":1}` differ.
+//!    An object with two keys that differ as written but that some common decoder reads as
+//!    one key is not sorted at all: its members keep their written order. Such lookalikes
+//!    are keys equal when compared case-insensitively (Go's `encoding/json`, ASP.NET's
+//!    defaults; full Unicode case folding, so `K`, `k` and the Kelvin sign are one), or when
+//!    a lone surrogate escape is read as U+FFFD. `{"amount":100,"Amount":200}` and
+//!    `{"Amount":200,"amount":100}` are 100 and 200 to such a decoder, so they must differ.
+//!    Objects without lookalikes canonicalise as they always did, so stored fingerprints
+//!    stay valid.
 //! 3. Strings and numbers are kept exactly as written. `1.0` and `1`, `"\u0041"` and `"A"`
 //!    therefore differ. That errs towards calling two payloads different (a 422), never
 //!    towards replaying one payload's outcome for another. Huge numbers (`1e400`, a 40-digit
@@ -109,7 +117,9 @@ impl<'a> Parser<'a> {
                 break;
             }
         }
-        members.sort_by_cached_key(|(key, _)| key_value(key));
+        if !has_lookalike_keys(&members) {
+            members.sort_by_cached_key(|(key, _)| key_value(key));
+        }
         out.push(b'{');
         for (i, (key, value)) in members.iter().enumerate() {
             if i > 0 {
@@ -261,6 +271,56 @@ fn key_value(token: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
+/// Whether two of these keys differ as written but are one key to a case-insensitive
+/// decoder, or to one that reads a lone surrogate as U+FFFD (see rule 2).
+fn has_lookalike_keys(members: &[(&[u8], Vec<u8>)]) -> bool {
+    // Lowercase ASCII keys without escapes are their own folded form: only exact duplicates
+    // can look alike, and the stable sort keeps those in order.
+    let plain = |key: &[u8]| key.iter().all(|&b| b.is_ascii() && !b.is_ascii_uppercase() && b != b'\\');
+    if members.len() < 2 || members.iter().all(|(key, _)| plain(key)) {
+        return false;
+    }
+    let mut keys: Vec<(String, Cow<'_, [u8]>)> =
+        members.iter().map(|(key, _)| (folded_key(key), key_value(key))).collect();
+    keys.sort();
+    keys.windows(2).any(|pair| pair[0].0 == pair[1].0 && pair[0].1 != pair[1].1)
+}
+
+/// A key as the most lenient common decoder reads it: escapes decoded, a lone surrogate as
+/// U+FFFD, and fully case-folded (upper case, then lower case, so that `ſ`, `S` and `s`, or
+/// the Kelvin sign and `k`, come out equal). Folding too much only keeps more objects in
+/// written order, which errs towards a 422, never towards a wrong replay.
+fn folded_key(token: &[u8]) -> String {
+    let value = key_value(token);
+    let mut folded = String::with_capacity(value.len());
+    for code_point in generalised_code_points(&value) {
+        let c = char::from_u32(code_point).unwrap_or(char::REPLACEMENT_CHARACTER);
+        for upper in c.to_uppercase() {
+            folded.extend(upper.to_lowercase());
+        }
+    }
+    folded
+}
+
+/// The code points of generalised UTF-8 (as [`key_value`] writes it: surrogates encoded
+/// like any other code point).
+fn generalised_code_points(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        let (&lead, tail) = rest.split_first()?;
+        let (len, initial) = match lead {
+            0x00..=0x7f => (0, u32::from(lead)),
+            0xc0..=0xdf => (1, u32::from(lead & 0x1f)),
+            0xe0..=0xef => (2, u32::from(lead & 0x0f)),
+            _ => (3, u32::from(lead & 0x07)),
+        };
+        let take = len.min(tail.len());
+        let code_point = tail[..take].iter().fold(initial, |cp, &b| cp << 6 | u32::from(b & 0x3f));
+        rest = &tail[take..];
+        Some(code_point)
+    })
+}
+
 fn hex4(bytes: &[u8]) -> Option<u32> {
     let digits = bytes.get(..4)?;
     digits.iter().try_fold(0, |value, &digit| Some(value << 4 | char::from(digit).to_digit(16)?))
@@ -331,6 +391,107 @@ mod tests {
             canon("{\"\u{1f600}\":1,\"\u{e9}\":2}").as_deref(),
             Some("{\"\u{e9}\":2,\"\u{1f600}\":1}")
         );
+    }
+
+    #[test]
+    fn keys_that_differ_only_in_case_keep_their_order() {
+        // A case-insensitive, last-wins decoder reads the first as 200 and the second as 100.
+        let first = canon(r#"{"amount":100,"Amount":200}"#);
+        let second = canon(r#"{"Amount":200,"amount":100}"#);
+        assert_ne!(first, second);
+        assert_eq!(first.as_deref(), Some(r#"{"amount":100,"Amount":200}"#));
+        // The whole object keeps its written order, other members too.
+        assert_eq!(canon(r#"{"z":1,"ID":2,"id":3}"#).as_deref(), Some(r#"{"z":1,"ID":2,"id":3}"#));
+        assert_ne!(canon(r#"{"z":1,"ID":2,"id":3}"#), canon(r#"{"ID":2,"z":1,"id":3}"#));
+        // Full folding: the Kelvin sign and the long s fold onto ASCII letters.
+        assert_ne!(canon("{\"k\":1,\"\u{212a}\":2}"), canon("{\"\u{212a}\":2,\"k\":1}"));
+        assert_ne!(canon("{\"s\":1,\"\u{17f}\":2}"), canon("{\"\u{17f}\":2,\"s\":1}"));
+        assert_ne!(canon(r#"{"k":1,"\u212A":2}"#), canon(r#"{"\u212A":2,"k":1}"#));
+        // In nested objects too.
+        assert_ne!(canon(r#"{"x":{"a":1,"A":2}}"#), canon(r#"{"x":{"A":2,"a":1}}"#));
+    }
+
+    #[test]
+    fn lone_surrogates_and_the_replacement_character_keep_their_order() {
+        // A decoder that reads a lone surrogate as U+FFFD sees one key twice.
+        assert_ne!(canon(r#"{"\ud800":1,"\ufffd":2}"#), canon(r#"{"\ufffd":2,"\ud800":1}"#));
+        assert_ne!(canon(r#"{"\udc00":1,"\ud800":2}"#), canon(r#"{"\ud800":2,"\udc00":1}"#));
+    }
+
+    #[test]
+    fn objects_without_lookalikes_sort_as_before() {
+        // Mixed case alone changes nothing: stored fingerprints stay valid across the fix.
+        assert_eq!(canon(r#"{"b":1,"B":2,"a":3}"#).as_deref(), Some(r#"{"b":1,"B":2,"a":3}"#));
+        assert_eq!(canon(r#"{"b":1,"A":3}"#).as_deref(), Some(r#"{"A":3,"b":1}"#));
+        assert_eq!(canon(r#"{"Zeta":1,"alpha":2}"#).as_deref(), Some(r#"{"Zeta":1,"alpha":2}"#));
+        assert_eq!(canon(r#"{"alpha":2,"Zeta":1}"#).as_deref(), Some(r#"{"Zeta":1,"alpha":2}"#));
+    }
+
+    use proptest::strategy::Strategy;
+
+    /// What a decoder makes of an object with duplicate or lookalike keys.
+    #[derive(Clone, Copy, Debug)]
+    enum Decoder {
+        /// Exact keys, the last duplicate wins (JavaScript, Python, serde_json's Map).
+        LastWins,
+        /// Exact keys, the first duplicate wins.
+        FirstWins,
+        /// Case-insensitive matching, the last wins (Go's encoding/json into a struct).
+        CaseInsensitiveLastWins,
+        /// Lone surrogates read as U+FFFD, the last wins.
+        LossyLastWins,
+    }
+
+    fn decode(members: &[(&str, u8)], decoder: Decoder) -> Vec<(String, u8)> {
+        let mut seen: Vec<(String, u8)> = Vec::new();
+        for &(key, value) in members {
+            let token = format!("\"{key}\"");
+            let name = match decoder {
+                Decoder::LastWins | Decoder::FirstWins => format!("{:?}", key_value(token.as_bytes())),
+                Decoder::CaseInsensitiveLastWins | Decoder::LossyLastWins => folded_key(token.as_bytes()),
+            };
+            match seen.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) if !matches!(decoder, Decoder::FirstWins) => slot.1 = value,
+                Some(_) => {}
+                None => seen.push((name, value)),
+            }
+        }
+        seen.sort();
+        seen
+    }
+
+    const LOOKALIKE_KEYS: [&str; 12] = [
+        "a", "A", "\\u0061", "amount", "Amount", "AMOUNT", "k", "\\u212A", "s", "\u{17f}", "\\ud800",
+        "\\ufffd",
+    ];
+
+    proptest::proptest! {
+        // Two payloads with one canonical form are read alike by every decoder above.
+        #[test]
+        fn one_canonical_form_means_one_reading(
+            (a, b) in proptest::collection::vec((0..LOOKALIKE_KEYS.len(), 0u8..3), 1..6)
+                .prop_flat_map(|members| {
+                    let shuffled = proptest::strategy::Just(members.clone()).prop_shuffle();
+                    (proptest::strategy::Just(members), shuffled)
+                })
+        ) {
+            let render = |members: &[(usize, u8)]| {
+                let body: Vec<String> =
+                    members.iter().map(|&(k, v)| format!("\"{}\":{v}", LOOKALIKE_KEYS[k])).collect();
+                format!("{{{}}}", body.join(","))
+            };
+            let (text_a, text_b) = (render(&a), render(&b));
+            if canon(&text_a) == canon(&text_b) {
+                let members = |m: &[(usize, u8)]| m.iter().map(|&(k, v)| (LOOKALIKE_KEYS[k], v)).collect::<Vec<_>>();
+                for decoder in [Decoder::LastWins, Decoder::FirstWins, Decoder::CaseInsensitiveLastWins, Decoder::LossyLastWins] {
+                    proptest::prop_assert_eq!(
+                        decode(&members(&a), decoder),
+                        decode(&members(&b), decoder),
+                        "{} and {} share a fingerprint but {:?} reads them differently", text_a, text_b, decoder
+                    );
+                }
+            }
+        }
     }
 
     #[test]

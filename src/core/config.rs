@@ -6,7 +6,10 @@
 //! An invalid value is a [`ConfigError`] naming the variable. The worker then answers 500
 //! problem+json and forwards nothing: a typo must never turn protection off silently.
 
-use super::machine::Timing;
+use super::machine::{
+    Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
+};
+use super::policy::{OutcomePolicy, StatusSet};
 use super::routes::{parse_routes, pattern_matches, Route, Unavailable};
 
 /// The variables, as the runtime should look them up.
@@ -19,8 +22,13 @@ pub const VAR_SCOPE_HEADER: &str = "SCOPE_HEADER";
 pub const VAR_ROUTES: &str = "IDEMPOTENCY_ROUTES";
 pub const VAR_ADMIN_PATH_PREFIX: &str = "ADMIN_PATH_PREFIX";
 pub const VAR_JURISDICTION: &str = "DURABLE_OBJECT_JURISDICTION";
+pub const VAR_MAX_WAITERS_PER_KEY: &str = "MAX_WAITERS_PER_KEY";
+pub const VAR_MAX_WAITING_BYTES: &str = "MAX_WAITING_BYTES";
+pub const VAR_MAX_STORED_RESPONSE_BYTES: &str = "MAX_STORED_RESPONSE_BYTES";
+pub const VAR_ORIGIN_DEDUPLICATES: &str = "ORIGIN_DEDUPLICATES";
+pub const VAR_MAX_ORIGIN_ATTEMPTS: &str = "MAX_ORIGIN_ATTEMPTS";
 
-pub const ALL_VARS: [&str; 9] = [
+pub const ALL_VARS: [&str; 14] = [
     VAR_ORIGIN_URL,
     VAR_TTL_SECONDS,
     VAR_DUPLICATE_WAIT_SECONDS,
@@ -30,6 +38,11 @@ pub const ALL_VARS: [&str; 9] = [
     VAR_ROUTES,
     VAR_ADMIN_PATH_PREFIX,
     VAR_JURISDICTION,
+    VAR_MAX_WAITERS_PER_KEY,
+    VAR_MAX_WAITING_BYTES,
+    VAR_MAX_STORED_RESPONSE_BYTES,
+    VAR_ORIGIN_DEDUPLICATES,
+    VAR_MAX_ORIGIN_ATTEMPTS,
 ];
 
 /// Thirty days: longer retention is allowed by nothing in the product, and a typo of
@@ -41,6 +54,12 @@ pub(crate) const MAX_DUPLICATE_WAIT_SECONDS: u64 = 300;
 pub(crate) const MAX_ORIGIN_TIMEOUT_SECONDS: u64 = 600;
 /// The Worker buffers the body in memory (128 MB per isolate); keep well below that.
 const MAX_MAX_BODY_BYTES: u64 = 32 * 1024 * 1024;
+/// The waiters of one key may bring in at most this many body bytes, whatever is set.
+const MAX_MAX_WAITING_BYTES: u64 = 64 * 1024 * 1024;
+/// One key is never sent to the origin more often than this, whatever is set.
+const MAX_MAX_ORIGIN_ATTEMPTS: u64 = 100;
+/// A stored answer lives in one SQLite row, which holds at most 2 MB.
+pub const MAX_MAX_STORED_RESPONSE_BYTES: u64 = super::machine::MAX_STORED_RESPONSE_BYTES as u64;
 
 /// The validated configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +77,14 @@ pub struct Config {
     /// Where the key objects (and so the stored responses) must live, e.g. `eu` for EU
     /// data residency; `None`: anywhere.
     pub jurisdiction: Option<String>,
+    pub limits: WaiterLimits,
+    /// Largest origin answer (body plus headers) that is read into memory and stored for
+    /// replay; a larger one is streamed to its caller and the key is held unknown.
+    pub max_stored_response_bytes: u64,
+    /// The origin honours `Idempotency-Key` itself (`ORIGIN_DEDUPLICATES`).
+    pub origin_deduplicates: bool,
+    /// How many times one key may be sent to such an origin.
+    pub max_origin_attempts: u16,
 }
 
 /// The policy that applies to one request path: the flat variables, overridden by the
@@ -71,6 +98,13 @@ pub struct Policy<'a> {
     pub on_unavailable: Unavailable,
     /// Lowercase names of request headers that are part of the payload.
     pub fingerprint_headers: &'a [String],
+    /// How the origin's answers are classified.
+    pub outcome: OutcomePolicy,
+    /// Method-override headers may pass on uncovered methods.
+    pub allow_method_override: bool,
+    /// `Some(n)`: the origin deduplicates by key, and an unknown outcome may be sent again
+    /// until the key was sent `n` times (see `core::machine`, rule 7).
+    pub max_origin_attempts: Option<u16>,
 }
 
 impl Policy<'_> {
@@ -78,8 +112,12 @@ impl Policy<'_> {
     pub fn covers(&self, method: &str) -> bool {
         match self.methods {
             Some(methods) => methods.iter().any(|m| m.eq_ignore_ascii_case(method)),
-            None => method.eq_ignore_ascii_case("POST") || method.eq_ignore_ascii_case("PATCH"),
+            None => Policy::default_covers(method),
         }
+    }
+
+    fn default_covers(method: &str) -> bool {
+        method.eq_ignore_ascii_case("POST") || method.eq_ignore_ascii_case("PATCH")
     }
 }
 
@@ -133,6 +171,39 @@ impl Config {
             known @ ("eu" | "fedramp") => Some(known.to_owned()),
             _ => return Err(ConfigError::new(VAR_JURISDICTION, "expected eu, fedramp or empty")),
         };
+        let max_waiters = parse_number(
+            VAR_MAX_WAITERS_PER_KEY,
+            lookup(VAR_MAX_WAITERS_PER_KEY),
+            DEFAULT_WAITERS_PER_KEY as u64,
+            0,
+            MAX_WAITERS_PER_KEY as u64,
+        )?;
+        let max_waiting_bytes = parse_number(
+            VAR_MAX_WAITING_BYTES,
+            lookup(VAR_MAX_WAITING_BYTES),
+            DEFAULT_WAITING_BYTES,
+            0,
+            MAX_MAX_WAITING_BYTES,
+        )?;
+        let max_stored_response_bytes = parse_number(
+            VAR_MAX_STORED_RESPONSE_BYTES,
+            lookup(VAR_MAX_STORED_RESPONSE_BYTES),
+            MAX_MAX_STORED_RESPONSE_BYTES,
+            0,
+            MAX_MAX_STORED_RESPONSE_BYTES,
+        )?;
+        let origin_deduplicates = match lookup(VAR_ORIGIN_DEDUPLICATES).map(str::trim).unwrap_or("") {
+            "" | "false" => false,
+            "true" => true,
+            _ => return Err(ConfigError::new(VAR_ORIGIN_DEDUPLICATES, "expected true or false")),
+        };
+        let max_origin_attempts = parse_number(
+            VAR_MAX_ORIGIN_ATTEMPTS,
+            lookup(VAR_MAX_ORIGIN_ATTEMPTS),
+            5,
+            1,
+            MAX_MAX_ORIGIN_ATTEMPTS,
+        )? as u16;
         Ok(Config {
             origin_url,
             timing: Timing {
@@ -145,6 +216,10 @@ impl Config {
             routes,
             admin_prefix,
             jurisdiction,
+            limits: WaiterLimits { max_waiters: max_waiters as usize, max_waiting_bytes },
+            max_stored_response_bytes,
+            origin_deduplicates,
+            max_origin_attempts,
         })
     }
 
@@ -164,6 +239,40 @@ impl Config {
             },
             on_unavailable: route.and_then(|r| r.on_unavailable).unwrap_or(Unavailable::FailClosed),
             fingerprint_headers: route.and_then(|r| r.fingerprint_headers.as_deref()).unwrap_or(&[]),
+            outcome: OutcomePolicy {
+                release: route.and_then(|r| r.release_statuses).unwrap_or(OutcomePolicy::default().release),
+                unknown: route.and_then(|r| r.unknown_statuses).unwrap_or_default(),
+                release_requires_header: route.and_then(|r| r.release_requires_header).unwrap_or(false),
+                // Route mode: the fetch goes through Cloudflare to the origin.
+                via_cloudflare: self.origin_url.is_none(),
+            },
+            allow_method_override: route.and_then(|r| r.allow_method_override).unwrap_or(false),
+            max_origin_attempts: route
+                .and_then(|r| r.origin_deduplicates)
+                .unwrap_or(self.origin_deduplicates)
+                .then_some(self.max_origin_attempts),
+        }
+    }
+
+    /// Whether some policy (a route, or the default) covers `method` on some path: where a
+    /// method may be covered, a path that an origin may read as another path is refused.
+    pub fn may_cover(&self, method: &str) -> bool {
+        let default = Policy::default_covers(method);
+        let routed = self.routes.iter().any(|route| match &route.methods {
+            Some(methods) => methods.iter().any(|m| m.eq_ignore_ascii_case(method)),
+            None => default,
+        });
+        default || routed
+    }
+
+    /// What the key's object needs of the configuration for a request under `policy`.
+    pub fn object_policy(&self, policy: &Policy<'_>) -> ObjectPolicy {
+        ObjectPolicy {
+            timing: policy.timing,
+            limits: self.limits,
+            outcome: policy.outcome,
+            max_stored_response_bytes: self.max_stored_response_bytes,
+            max_origin_attempts: policy.max_origin_attempts,
         }
     }
 
@@ -177,21 +286,74 @@ impl Config {
     }
 }
 
-/// The timing as the Worker hands it to the key's object in one header value
-/// (`ttl_ms,wait_ms,timeout_ms`), so the object does not parse configuration again.
-pub fn encode_timing(timing: &Timing) -> String {
-    format!("{},{},{}", timing.ttl_ms, timing.duplicate_wait_ms, timing.origin_timeout_ms)
+/// What the key's object needs of the configuration for one request. The Worker hands it
+/// over in one header value, so the object parses no configuration itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectPolicy {
+    pub timing: Timing,
+    pub limits: WaiterLimits,
+    pub outcome: OutcomePolicy,
+    pub max_stored_response_bytes: u64,
+    pub max_origin_attempts: Option<u16>,
 }
 
-/// The inverse of [`encode_timing`].
-pub fn decode_timing(value: &str) -> Option<Timing> {
-    let mut parts = value.split(',').map(|part| part.trim().parse::<u64>().ok());
-    let timing = Timing {
-        ttl_ms: parts.next()??,
-        duplicate_wait_ms: parts.next()??,
-        origin_timeout_ms: parts.next()??,
+/// `ttl_ms,wait_ms,timeout_ms,max_waiters,max_waiting_bytes,max_stored_bytes,flags,release,unknown,max_attempts`:
+/// flags bit 0 is "via Cloudflare", bit 1 "release requires the header"; the status lists
+/// are joined with `.` and may be empty; `max_attempts` is 0 when the origin does not
+/// deduplicate.
+pub fn encode_object_policy(policy: &ObjectPolicy) -> String {
+    let statuses = |set: &StatusSet| set.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(".");
+    let flags =
+        u8::from(policy.outcome.via_cloudflare) | u8::from(policy.outcome.release_requires_header) << 1;
+    format!(
+        "{},{},{},{},{},{},{},{},{},{}",
+        policy.timing.ttl_ms,
+        policy.timing.duplicate_wait_ms,
+        policy.timing.origin_timeout_ms,
+        policy.limits.max_waiters,
+        policy.limits.max_waiting_bytes,
+        policy.max_stored_response_bytes,
+        flags,
+        statuses(&policy.outcome.release),
+        statuses(&policy.outcome.unknown),
+        policy.max_origin_attempts.unwrap_or(0),
+    )
+}
+
+/// The inverse of [`encode_object_policy`].
+pub fn decode_object_policy(value: &str) -> Option<ObjectPolicy> {
+    let mut parts = value.split(',');
+    let mut number = || parts.next()?.trim().parse::<u64>().ok();
+    let timing = Timing { ttl_ms: number()?, duplicate_wait_ms: number()?, origin_timeout_ms: number()? };
+    let limits = WaiterLimits { max_waiters: usize::try_from(number()?).ok()?, max_waiting_bytes: number()? };
+    let max_stored_response_bytes = number()?;
+    let flags = number()?;
+    let mut statuses = || -> Option<StatusSet> {
+        let list = parts.next()?;
+        let numbers = list
+            .split('.')
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse::<u16>().ok())
+            .collect::<Option<Vec<_>>>()?;
+        StatusSet::of(&numbers)
     };
-    parts.next().is_none().then_some(timing)
+    let outcome = OutcomePolicy {
+        release: statuses()?,
+        unknown: statuses()?,
+        release_requires_header: flags & 2 != 0,
+        via_cloudflare: flags & 1 != 0,
+    };
+    let max_origin_attempts = match parts.next()?.parse::<u16>().ok()? {
+        0 => None,
+        n => Some(n),
+    };
+    (flags < 4 && parts.next().is_none()).then_some(ObjectPolicy {
+        timing,
+        limits,
+        outcome,
+        max_stored_response_bytes,
+        max_origin_attempts,
+    })
 }
 
 fn parse_number(
@@ -307,12 +469,91 @@ mod tests {
     }
 
     #[test]
-    fn timing_round_trips_through_its_header() {
-        let timing = Timing { ttl_ms: 1, duplicate_wait_ms: 0, origin_timeout_ms: 30_000 };
-        assert_eq!(decode_timing(&encode_timing(&timing)), Some(timing));
-        assert_eq!(decode_timing("1,2"), None);
-        assert_eq!(decode_timing("1,2,3,4"), None);
-        assert_eq!(decode_timing("1,x,3"), None);
+    fn the_object_policy_round_trips_through_its_header() {
+        let config = parse(&[(
+            VAR_ROUTES,
+            r#"[{"pattern":"/a","release_statuses":[429],"unknown_statuses":[502,504],"release_requires_header":true}]"#,
+        )])
+        .unwrap();
+        for path in ["/a", "/b"] {
+            let policy = config.object_policy(&config.policy_for(path));
+            assert_eq!(decode_object_policy(&encode_object_policy(&policy)), Some(policy), "{path}");
+        }
+        let routed = config.object_policy(&config.policy_for("/a"));
+        assert_eq!(routed.outcome.release, StatusSet::of(&[429]).unwrap());
+        assert!(routed.outcome.via_cloudflare, "no ORIGIN_URL: route mode");
+        assert!(routed.outcome.release_requires_header);
+        let empty = ObjectPolicy {
+            outcome: OutcomePolicy { release: StatusSet::default(), ..OutcomePolicy::default() },
+            ..routed
+        };
+        assert_eq!(decode_object_policy(&encode_object_policy(&empty)), Some(empty));
+        let deduplicating = ObjectPolicy { max_origin_attempts: Some(5), ..routed };
+        assert_eq!(decode_object_policy(&encode_object_policy(&deduplicating)), Some(deduplicating));
+        for bad in [
+            "",
+            "1,2,3",
+            "1,2,3,4,5,6,0,503,",
+            "1,2,3,4,5,6,0,503,,x",
+            "1,2,3,4,5,6,9,503,,0",
+            "1,2,3,4,5,6,0,200,,0",
+            "1,2,3,4,5,6,0,503,,0,1",
+        ] {
+            assert_eq!(decode_object_policy(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn limits_have_defaults_and_bounds() {
+        let config = parse(&[]).unwrap();
+        assert_eq!(config.limits, WaiterLimits::default());
+        assert_eq!(config.max_stored_response_bytes, MAX_MAX_STORED_RESPONSE_BYTES);
+        let set = parse(&[
+            (VAR_MAX_WAITERS_PER_KEY, "10"),
+            (VAR_MAX_WAITING_BYTES, "1024"),
+            (VAR_MAX_STORED_RESPONSE_BYTES, "4096"),
+        ])
+        .unwrap();
+        assert_eq!(set.limits, WaiterLimits { max_waiters: 10, max_waiting_bytes: 1024 });
+        assert_eq!(set.max_stored_response_bytes, 4096);
+        for (variable, value) in [
+            (VAR_MAX_WAITERS_PER_KEY, "1001"),
+            (VAR_MAX_WAITING_BYTES, "x"),
+            (VAR_MAX_STORED_RESPONSE_BYTES, "2000000"),
+        ] {
+            assert_eq!(parse(&[(variable, value)]).unwrap_err().variable, variable);
+        }
+    }
+
+    #[test]
+    fn an_origin_that_deduplicates_is_named_per_deployment_or_route() {
+        let off = parse(&[]).unwrap();
+        assert_eq!(off.policy_for("/x").max_origin_attempts, None, "off by default");
+        let on = parse(&[(VAR_ORIGIN_DEDUPLICATES, "true"), (VAR_MAX_ORIGIN_ATTEMPTS, "3")]).unwrap();
+        assert_eq!(on.policy_for("/x").max_origin_attempts, Some(3));
+        let routed = parse(&[(
+            VAR_ROUTES,
+            r#"[{"pattern":"/a","origin_deduplicates":true},{"pattern":"/b","origin_deduplicates":false}]"#,
+        )])
+        .unwrap();
+        assert_eq!(routed.policy_for("/a").max_origin_attempts, Some(5));
+        assert_eq!(routed.policy_for("/b").max_origin_attempts, None);
+        for (variable, value) in [
+            (VAR_ORIGIN_DEDUPLICATES, "yes"),
+            (VAR_MAX_ORIGIN_ATTEMPTS, "0"),
+            (VAR_MAX_ORIGIN_ATTEMPTS, "101"),
+        ] {
+            assert_eq!(parse(&[(variable, value)]).unwrap_err().variable, variable);
+        }
+    }
+
+    #[test]
+    fn methods_that_some_route_may_cover() {
+        let config = parse(&[(VAR_ROUTES, r#"[{"pattern":"/v1/refunds*","methods":["PUT"]}]"#)]).unwrap();
+        assert!(config.may_cover("POST") && config.may_cover("patch") && config.may_cover("PUT"));
+        assert!(!config.may_cover("DELETE") && !config.may_cover("GET"));
+        let plain = parse(&[]).unwrap();
+        assert!(plain.may_cover("POST") && !plain.may_cover("PUT"));
     }
 
     #[test]

@@ -19,14 +19,15 @@ use serde_json::Value;
 
 use super::admin;
 use super::canonical_json::canonicalize;
-use super::config::{decode_timing, encode_timing, Config, ALL_VARS};
+use super::config::{decode_object_policy, encode_object_policy, Config, ALL_VARS};
 use super::fingerprint::{fingerprint, is_json_media_type, object_name, Digest256, Payload, Scope};
 use super::headers;
 use super::key::{parse_key, parse_key_fields, KeyError, MAX_KEY_LEN};
-use super::machine::{step, Action, Event, RecordChange, Timing};
-use super::policy::OriginResult;
+use super::machine::{step, Action, Event, RecordChange, Timing, WaiterLimits};
+use super::policy::{OriginResult, OutcomePolicy, StatusSet};
 use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
 use super::routes::pattern_matches;
+use super::url::normalised_path;
 
 /// Key parsing: `parse_key` and `parse_key_fields`, and the header-name rules.
 ///
@@ -257,6 +258,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
         0 => Record::InFlight(InFlight {
             attempt,
             fingerprint,
+            origin_attempts: source.u16(),
             claimed_at: source.u64(),
             lease_until: source.u64(),
             expires_at: source.u64(),
@@ -275,6 +277,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
         _ => Record::Unknown(Unknown {
             attempt,
             fingerprint,
+            origin_attempts: source.u16(),
             since: source.u64(),
             expires_at: source.u64(),
             reason: match source.u8() % 3 {
@@ -302,12 +305,36 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     let other = AttemptId(record.attempt().0.wrapping_add(1));
     for fingerprint in [record.fingerprint(), Digest256([source.u8(); 32])] {
         let waiters = usize::from(source.u16());
-        let arrival = Event::Arrival { fingerprint, new_attempt: other, live_attempt, waiters, timing };
+        let max_origin_attempts = (source.u8() % 2 == 0).then(|| u16::from(source.u8() % 8));
+        let arrival = Event::Arrival {
+            fingerprint,
+            new_attempt: other,
+            live_attempt,
+            waiters,
+            waiting_bytes: u64::from(source.u16()) << 10,
+            max_origin_attempts,
+            body_bytes: u64::from(source.u16()) << 10,
+            limits: WaiterLimits::default(),
+            timing,
+        };
         let next = step(Some(record), arrival, now);
         let forwarded = next.actions.iter().any(|a| matches!(a, Action::Forward { .. }));
         let held = !record.is_expired(now) || (live && matches!(record, Record::InFlight(_)));
-        if held {
-            assert!(!forwarded, "forwarded while {record:?} is held at {now}: {next:?}");
+        if held && forwarded {
+            // Only rule 7 sends a held key again: the origin deduplicates, the payload is the
+            // same, the attempts allow it, and nothing may still be running.
+            let reforwardable = match record {
+                Record::Unknown(unknown) => !matches!(unknown.reason, UnknownReason::ResponseTooLarge { .. }),
+                Record::InFlight(claim) => !live && now >= claim.lease_until,
+                Record::Completed(_) => false,
+            };
+            let allowed = max_origin_attempts.is_some_and(|max| record.origin_attempts() < max);
+            assert!(
+                reforwardable && allowed && fingerprint == record.fingerprint(),
+                "forwarded while {record:?} is held at {now}: {next:?}"
+            );
+            let RecordChange::Put(Record::InFlight(claim)) = &next.change else { panic!("{next:?}") };
+            assert_eq!(claim.origin_attempts, record.origin_attempts() + 1);
         }
         if forwarded {
             let Some(Action::SetAlarm(alarm)) = next.actions.first() else {
@@ -324,8 +351,20 @@ fn drive(record: &Record, source: &mut Source<'_>) {
         }
     }
 
+    let flags = source.u8();
+    let outcome = OutcomePolicy {
+        unknown: if flags & 4 != 0 {
+            StatusSet::of(&[502, 504]).unwrap_or_default()
+        } else {
+            StatusSet::default()
+        },
+        release_requires_header: flags & 2 != 0,
+        via_cloudflare: flags & 1 != 0,
+        ..OutcomePolicy::default()
+    };
     let results = [
         OriginResult::Responded(source.u16()),
+        OriginResult::Oversized(source.u16()),
         OriginResult::ConnectRefused,
         OriginResult::TimedOut,
         OriginResult::ResetAfterSend,
@@ -334,7 +373,8 @@ fn drive(record: &Record, source: &mut Source<'_>) {
         for attempt in [record.attempt(), other] {
             let response = matches!(result, OriginResult::Responded(_))
                 .then(|| Arc::new(StoredResponse { status: 200, headers: Vec::new(), body: source.bytes() }));
-            let next = step(Some(record), Event::OriginFinished { attempt, result, response, timing }, now);
+            let finished = Event::OriginFinished { attempt, result, response, timing, outcome };
+            let next = step(Some(record), finished, now);
             let settles = next.actions.iter().filter(|a| matches!(a, Action::Settle { .. })).count();
             assert_eq!(settles, 1, "{next:?}");
             if attempt != record.attempt() || !matches!(record, Record::InFlight(_)) {
@@ -367,9 +407,10 @@ pub fn config(data: &[u8]) {
     let path = parts.next().unwrap_or("/");
     let lookup = |name: &'static str| ALL_VARS.iter().position(|v| *v == name).and_then(|i| values[i]);
 
-    if let Some(timing) = decode_timing(&text) {
-        assert_eq!(decode_timing(&encode_timing(&timing)), Some(timing));
+    if let Some(policy) = decode_object_policy(&text) {
+        assert_eq!(decode_object_policy(&encode_object_policy(&policy)), Some(policy));
     }
+    let _ = normalised_path(path);
     let path_and_query = format!("/{}", path.trim_start_matches('/'));
     let (path_only, query) = match path_and_query.split_once('?') {
         Some((path, query)) => (path, Some(query)),
@@ -377,14 +418,16 @@ pub fn config(data: &[u8]) {
     };
 
     let Ok(config) = Config::from_vars(lookup) else { return };
-    assert_eq!(decode_timing(&encode_timing(&config.timing)), Some(config.timing));
+    let flat = config.object_policy(&config.policy_for("/"));
+    assert_eq!(decode_object_policy(&encode_object_policy(&flat)), Some(flat));
     assert!(config.timing.ttl_ms >= 1_000 && config.timing.origin_timeout_ms >= 1_000);
     for route in &config.routes {
         assert!(pattern_matches(&route.pattern, &route.pattern), "{:?} does not match itself", route.pattern);
         let _ = pattern_matches(&route.pattern, path_only);
     }
     let policy = config.policy_for(path_only);
-    assert_eq!(decode_timing(&encode_timing(&policy.timing)), Some(policy.timing));
+    let object_policy = config.object_policy(&policy);
+    assert_eq!(decode_object_policy(&encode_object_policy(&object_policy)), Some(object_policy));
     let _ = policy.covers(path);
     let _ = config.origin_target("https://edge.example/", &path_and_query);
     if admin::is_admin_path(&config.admin_prefix, path_only) {

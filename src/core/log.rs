@@ -4,7 +4,7 @@
 //! construction: the object id digest (a hash of scope and key), decisions, statuses and
 //! durations. There is no field for a key, a credential or a body, so none can leak.
 
-use super::policy::{disposition, Disposition, OriginResult};
+use super::policy::Disposition;
 use super::problem::ProblemKind;
 
 /// What the worker did with a covered request.
@@ -22,12 +22,15 @@ pub enum Decision {
     Coalesced,
     /// Refused with a problem of this kind.
     Rejected(ProblemKind),
+    /// The key's object provably never received the request, and the route chose
+    /// availability: forwarded without protection.
+    FailedOpen,
 }
 
 impl Decision {
-    /// The decision for a forwarded attempt, from its origin result.
-    pub fn after_forward(result: OriginResult) -> Decision {
-        match disposition(result) {
+    /// The decision for a forwarded attempt, from its classified origin result.
+    pub fn after_forward(disposition: Disposition) -> Decision {
+        match disposition {
             Disposition::Final => Decision::Executed,
             Disposition::Release => Decision::Released,
             Disposition::Unknown => Decision::Unknown,
@@ -42,6 +45,7 @@ impl Decision {
             Decision::Replayed => "replayed",
             Decision::Coalesced => "coalesced",
             Decision::Rejected(_) => "rejected",
+            Decision::FailedOpen => "failed-open",
         }
     }
 }
@@ -264,9 +268,23 @@ mod tests {
 
     #[test]
     fn forwarded_decisions_follow_the_outcome_table() {
-        assert_eq!(Decision::after_forward(OriginResult::Responded(201)), Decision::Executed);
-        assert_eq!(Decision::after_forward(OriginResult::Responded(503)), Decision::Released);
-        assert_eq!(Decision::after_forward(OriginResult::ConnectRefused), Decision::Released);
-        assert_eq!(Decision::after_forward(OriginResult::TimedOut), Decision::Unknown);
+        assert_eq!(Decision::after_forward(Disposition::Final), Decision::Executed);
+        assert_eq!(Decision::after_forward(Disposition::Release), Decision::Released);
+        assert_eq!(Decision::after_forward(Disposition::Unknown), Decision::Unknown);
+    }
+
+    #[test]
+    fn a_failed_open_forward_has_its_own_decision() {
+        let line = RequestLog {
+            object: Some("0123456789abcdef".into()),
+            decision: Decision::FailedOpen,
+            status: 201,
+            origin_status: Some(201),
+            origin_ms: None,
+            wait_ms: None,
+        };
+        let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
+        assert_eq!(value["decision"], "failed-open");
+        assert_eq!(line.data_point().index, "failed-open");
     }
 }

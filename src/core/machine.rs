@@ -14,16 +14,23 @@
 //! 3. While the claim's owner is alive in this object, duplicates join it (bounded by the
 //!    duplicate wait and the waiter cap). A claim with no live owner (the object restarted)
 //!    is answered 409 until its lease ends, and outcome-unknown afterwards: it is never
-//!    forwarded again.
+//!    forwarded again, unless the origin deduplicates by key itself (rule 7).
 //! 4. An origin result is recorded only for the claim that is still current (fencing).
 //! 5. A completed record is replayed unchanged until it expires.
 //! 6. A failed claim write forwards nothing (503). A failed outcome write still answers the
 //!    caller, and the key stays held: the stored claim outlives its lease as unknown.
+//! 7. Where the origin honours `Idempotency-Key` itself (`ORIGIN_DEDUPLICATES`), sending the
+//!    same request again under the same key cannot execute it twice, and it turns an
+//!    unknown outcome into the real answer. So an unknown outcome, or a claim whose lease
+//!    ran out with no live owner, is claimed again under a new fenced attempt and
+//!    forwarded, until the key has been sent `MAX_ORIGIN_ATTEMPTS` times; then it is held
+//!    unknown as without the option. An answer too large to store is never sent again: it
+//!    would be too large again.
 
 use std::sync::Arc;
 
 use super::fingerprint::Digest256;
-use super::policy::{disposition, Disposition, OriginResult};
+use super::policy::{disposition, release_confirmed, Disposition, OriginResult, OutcomePolicy};
 use super::problem::{Problem, ProblemKind};
 use super::record::{AttemptId, Completed, InFlight, Millis, Record, StoredResponse, Unknown, UnknownReason};
 
@@ -31,9 +38,13 @@ use super::record::{AttemptId, Completed, InFlight, Millis, Record, StoredRespon
 /// outcome after the origin call returns.
 pub const LEASE_MARGIN_MS: u64 = 10_000;
 
-/// Most requests that may wait on one running execution. Past it, a duplicate gets 409
-/// at once, so memory per key stays bounded whatever a client does.
+/// The most `MAX_WAITERS_PER_KEY` may be set to.
 pub const MAX_WAITERS_PER_KEY: usize = 1_000;
+/// Requests that may wait on one running execution unless configured otherwise.
+pub const DEFAULT_WAITERS_PER_KEY: usize = 100;
+/// Request-body bytes that the waiters of one execution may have brought in, unless
+/// configured otherwise.
+pub const DEFAULT_WAITING_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Largest response (body plus headers) that is stored for replay. SQLite-backed Durable
 /// Objects hold at most 2 MB per row; a larger final answer is held as outcome-unknown.
@@ -53,6 +64,23 @@ impl Timing {
     }
 }
 
+/// How many duplicates may wait on one running execution. Past either limit a duplicate
+/// gets 409 at once, so the memory that waiters hold stays bounded whatever a client does.
+/// A waiter keeps no body (the object drains it), but every duplicate's body is in memory
+/// while it is read, on the Worker's side too, so bytes are capped as well as requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaiterLimits {
+    pub max_waiters: usize,
+    /// Sum of the waiting requests' body sizes, this one included.
+    pub max_waiting_bytes: u64,
+}
+
+impl Default for WaiterLimits {
+    fn default() -> Self {
+        WaiterLimits { max_waiters: DEFAULT_WAITERS_PER_KEY, max_waiting_bytes: DEFAULT_WAITING_BYTES }
+    }
+}
+
 /// Something that happened to the key.
 #[derive(Clone, Debug)]
 pub enum Event {
@@ -65,6 +93,14 @@ pub enum Event {
         live_attempt: Option<AttemptId>,
         /// How many requests already wait on the live attempt.
         waiters: usize,
+        /// The body bytes those waiters brought in.
+        waiting_bytes: u64,
+        /// `Some(n)` where the origin deduplicates by key itself: an unknown outcome may be
+        /// sent again, until the key has been sent `n` times in all (rule 7).
+        max_origin_attempts: Option<u16>,
+        /// This request's body size.
+        body_bytes: u64,
+        limits: WaiterLimits,
         timing: Timing,
     },
     /// The claim could not be written.
@@ -76,6 +112,8 @@ pub enum Event {
         result: OriginResult,
         response: Option<Arc<StoredResponse>>,
         timing: Timing,
+        /// How this route's origin answers are classified.
+        outcome: OutcomePolicy,
     },
     /// The outcome of `attempt` could not be written; `answer` is what its callers get, as
     /// the failed step's `Settle` said.
@@ -129,8 +167,20 @@ impl Step {
 /// Decides what `event` does to a key whose stored record is `record`, at `now`.
 pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
     match event {
-        Event::Arrival { fingerprint, new_attempt, live_attempt, waiters, timing } => {
-            on_arrival(record, fingerprint, new_attempt, live_attempt, waiters, timing, now)
+        Event::Arrival {
+            fingerprint,
+            new_attempt,
+            live_attempt,
+            waiters,
+            waiting_bytes,
+            max_origin_attempts,
+            body_bytes,
+            limits,
+            timing,
+        } => {
+            let room = Room { waiters, waiting_bytes, body_bytes, limits };
+            let arrival = Arrival { fingerprint, new_attempt, live_attempt, room, max_origin_attempts, timing };
+            on_arrival(record, arrival, now)
         }
         Event::ClaimWriteFailed { .. } => Step::keep(vec![Action::Reject(
             Problem::new(
@@ -139,8 +189,8 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
             )
             .with_retry_after(1),
         )]),
-        Event::OriginFinished { attempt, result, response, timing } => {
-            on_origin_finished(record, attempt, result, response, timing, now)
+        Event::OriginFinished { attempt, result, response, timing, outcome } => {
+            on_origin_finished(record, attempt, result, response, timing, &outcome, now)
         }
         Event::OutcomeWriteFailed { attempt, answer, origin_answered } => {
             // The claim stays stored: once its lease ends the key reads as unknown, and it
@@ -165,15 +215,64 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
     }
 }
 
-fn on_arrival(
-    record: Option<&Record>,
+/// What one more waiter would add to the live execution's waiters.
+struct Room {
+    waiters: usize,
+    waiting_bytes: u64,
+    body_bytes: u64,
+    limits: WaiterLimits,
+}
+
+impl Room {
+    fn is_full(&self) -> bool {
+        self.waiters >= self.limits.max_waiters
+            || self.waiting_bytes.saturating_add(self.body_bytes) > self.limits.max_waiting_bytes
+    }
+}
+
+/// An arrival's facts, gathered for [`on_arrival`].
+struct Arrival {
     fingerprint: Digest256,
     new_attempt: AttemptId,
     live_attempt: Option<AttemptId>,
-    waiters: usize,
+    room: Room,
+    max_origin_attempts: Option<u16>,
     timing: Timing,
-    now: Millis,
-) -> Step {
+}
+
+/// A claim for `new_attempt`, forwarded at once: the key's `origin_attempts`-th sending.
+fn claim_and_forward(arrival: &Arrival, origin_attempts: u16, keep_until: Millis, now: Millis) -> Step {
+    let lease_until = now.saturating_add(arrival.timing.lease_ms());
+    let expires_at = now.saturating_add(arrival.timing.ttl_ms).max(lease_until).max(keep_until);
+    let claim = InFlight {
+        attempt: arrival.new_attempt,
+        fingerprint: arrival.fingerprint,
+        origin_attempts,
+        claimed_at: now,
+        lease_until,
+        expires_at,
+    };
+    Step {
+        change: RecordChange::Put(Record::InFlight(claim)),
+        actions: vec![Action::SetAlarm(expires_at), Action::Forward { attempt: arrival.new_attempt }],
+    }
+}
+
+/// Rule 7 for a key whose outcome is unknown: claim it again, or say why not.
+fn reforward_or_hold(arrival: &Arrival, record: &Record, reason: UnknownReason, now: Millis) -> Step {
+    let sent = record.origin_attempts();
+    match arrival.max_origin_attempts {
+        Some(max) if sent < max && !matches!(reason, UnknownReason::ResponseTooLarge { .. }) => {
+            claim_and_forward(arrival, sent.saturating_add(1), record.expires_at(), now)
+        }
+        Some(max) if sent >= max => Step::keep(vec![Action::Reject(attempts_exhausted(reason, sent))]),
+        _ => Step::keep(vec![Action::Reject(outcome_unknown(reason))]),
+    }
+}
+
+fn on_arrival(record: Option<&Record>, arrival: Arrival, now: Millis) -> Step {
+    let Arrival { fingerprint, live_attempt, timing, .. } = arrival;
+    let room = &arrival.room;
     let live = |attempt: AttemptId| live_attempt == Some(attempt);
     let current = match record {
         Some(Record::InFlight(claim)) if live(claim.attempt) => record,
@@ -181,13 +280,7 @@ fn on_arrival(
         other => other,
     };
     let Some(current) = current else {
-        let lease_until = now.saturating_add(timing.lease_ms());
-        let expires_at = now.saturating_add(timing.ttl_ms).max(lease_until);
-        let claim = InFlight { attempt: new_attempt, fingerprint, claimed_at: now, lease_until, expires_at };
-        return Step {
-            change: RecordChange::Put(Record::InFlight(claim)),
-            actions: vec![Action::SetAlarm(expires_at), Action::Forward { attempt: new_attempt }],
-        };
+        return claim_and_forward(&arrival, 1, 0, now);
     };
     if current.fingerprint() != fingerprint {
         return Step::keep(vec![Action::Reject(Problem::new(
@@ -197,9 +290,9 @@ fn on_arrival(
     }
     let action = match current {
         Record::Completed(done) => Action::Replay(done.response.clone()),
-        Record::Unknown(unknown) => Action::Reject(outcome_unknown(unknown.reason)),
+        Record::Unknown(unknown) => return reforward_or_hold(&arrival, current, unknown.reason, now),
         Record::InFlight(claim) if live(claim.attempt) => {
-            if waiters >= MAX_WAITERS_PER_KEY {
+            if room.is_full() {
                 Action::Reject(in_progress(1_000))
             } else {
                 Action::Join { attempt: claim.attempt, wait_ms: timing.duplicate_wait_ms }
@@ -210,9 +303,40 @@ fn on_arrival(
         Record::InFlight(claim) if now < claim.lease_until => {
             Action::Reject(in_progress(claim.lease_until - now))
         }
-        Record::InFlight(_) => Action::Reject(outcome_unknown(UnknownReason::OriginTimeout)),
+        Record::InFlight(_) => {
+            return reforward_or_hold(&arrival, current, UnknownReason::OriginTimeout, now)
+        }
     };
     Step::keep(vec![action])
+}
+
+/// The disposition of a finished attempt: the outcome table applied to its result and, for
+/// an answer, to its `Idempotency-Released` header. A "response" without its answer cannot
+/// be stored or replayed; all that is known is that the request was sent.
+pub fn classify(
+    result: OriginResult,
+    response: Option<&StoredResponse>,
+    outcome: &OutcomePolicy,
+) -> (OriginResult, Disposition) {
+    let result = match (result, response) {
+        (OriginResult::Responded(_), None) => OriginResult::ResetAfterSend,
+        (result, _) => result,
+    };
+    let confirmed = response.is_some_and(|response| {
+        release_confirmed(response.headers.iter().map(|(name, value)| (name.as_str(), value.as_str())))
+    });
+    (result, disposition(result, outcome, confirmed))
+}
+
+/// Why an attempt's outcome is unknown, in the record's terms. A status that leaves the
+/// outcome unknown is told as what it stands for: a timeout (504, 524, 408) or a connection
+/// that broke after the request was sent (520, a gateway's 502, anything else).
+fn unknown_reason(result: OriginResult) -> UnknownReason {
+    match result {
+        OriginResult::TimedOut | OriginResult::Responded(408 | 504 | 524) => UnknownReason::OriginTimeout,
+        OriginResult::Oversized(status) => UnknownReason::ResponseTooLarge { status },
+        _ => UnknownReason::ResetAfterSend,
+    }
 }
 
 fn on_origin_finished(
@@ -221,17 +345,17 @@ fn on_origin_finished(
     result: OriginResult,
     response: Option<Arc<StoredResponse>>,
     timing: Timing,
+    outcome: &OutcomePolicy,
     now: Millis,
 ) -> Step {
-    // A "response" without its answer cannot be stored or replayed; all that is known is
-    // that the request was sent.
-    let result = match (result, &response) {
-        (OriginResult::Responded(_), None) => OriginResult::ResetAfterSend,
-        (result, _) => result,
-    };
-    let disposition = disposition(result);
+    let (result, disposition) = classify(result, response.as_deref(), outcome);
     let (answer, origin_answered) = match (&response, result) {
         (Some(response), OriginResult::Responded(_)) => (response.clone(), true),
+        // The answer went to its caller as a stream; waiters cannot share it.
+        (_, OriginResult::Oversized(status)) => (
+            Arc::new(problem_response(&outcome_unknown(UnknownReason::ResponseTooLarge { status }))),
+            true,
+        ),
         (_, OriginResult::ConnectRefused) => (
             Arc::new(problem_response(&Problem::new(
                 ProblemKind::OriginUnreachable,
@@ -251,15 +375,20 @@ fn on_origin_finished(
     };
     let fingerprint = claim.fingerprint;
     let retained_until = now.saturating_add(timing.ttl_ms).max(claim.expires_at);
+    let origin_attempts = claim.origin_attempts;
     let unknown = |reason| {
-        Record::Unknown(Unknown { attempt, fingerprint, since: now, expires_at: retained_until, reason })
+        Record::Unknown(Unknown {
+            attempt,
+            fingerprint,
+            origin_attempts,
+            since: now,
+            expires_at: retained_until,
+            reason,
+        })
     };
     let next = match disposition {
         Disposition::Release => return Step { change: RecordChange::Delete, actions: vec![settle] },
-        Disposition::Unknown => unknown(match result {
-            OriginResult::ResetAfterSend => UnknownReason::ResetAfterSend,
-            _ => UnknownReason::OriginTimeout,
-        }),
+        Disposition::Unknown => unknown(unknown_reason(result)),
         Disposition::Final if stored_size(&answer) > MAX_STORED_RESPONSE_BYTES => {
             unknown(UnknownReason::ResponseTooLarge { status: answer.status })
         }
@@ -293,7 +422,7 @@ pub fn outcome_unknown(reason: UnknownReason) -> Problem {
     let why = match reason {
         UnknownReason::OriginTimeout => "The origin did not answer in time".to_owned(),
         UnknownReason::ResetAfterSend => {
-            "The connection to the origin broke after the request was sent".to_owned()
+            "The connection to the origin broke after the request was sent, or the origin's answer did not say whether it was executed".to_owned()
         }
         UnknownReason::ResponseTooLarge { status } => {
             format!("The origin answered {status}, but the response is too large to store for replay")
@@ -302,6 +431,16 @@ pub fn outcome_unknown(reason: UnknownReason) -> Problem {
     Problem::new(
         ProblemKind::OutcomeUnknown,
         format!("{why}, so the request may or may not have been executed. It will not be forwarded again with this key; reconcile with the origin before creating a new request."),
+    )
+}
+
+/// The problem for a key that was sent to the origin as often as allowed, and whose outcome
+/// is still unknown.
+pub fn attempts_exhausted(reason: UnknownReason, sent: u16) -> Problem {
+    let unknown = outcome_unknown(reason);
+    Problem::new(
+        ProblemKind::OutcomeUnknown,
+        format!("{} The request was sent to the origin {sent} times with this key, the most allowed (MAX_ORIGIN_ATTEMPTS).", unknown.detail),
     )
 }
 

@@ -39,12 +39,21 @@ pub enum ProblemKind {
     NotFound,
     /// An admin path called with a method it does not take.
     MethodNotAllowed,
+    /// A path that origins may read as another path (an encoded `/`, `\` or dot segment,
+    /// or `//`), on a method that a route could cover.
+    InvalidPath,
+    /// A method-override header on a method that is not covered: the origin might execute
+    /// it as a covered method without a key.
+    MethodOverride,
 }
 
 impl ProblemKind {
     pub fn status(self) -> u16 {
         match self {
-            ProblemKind::MissingKey | ProblemKind::InvalidKey => 400,
+            ProblemKind::MissingKey
+            | ProblemKind::InvalidKey
+            | ProblemKind::InvalidPath
+            | ProblemKind::MethodOverride => 400,
             ProblemKind::KeyReused => 422,
             ProblemKind::InProgress => 409,
             ProblemKind::BodyTooLarge => 413,
@@ -72,6 +81,8 @@ impl ProblemKind {
             ProblemKind::Unauthorized => "unauthorized",
             ProblemKind::NotFound => "not-found",
             ProblemKind::MethodNotAllowed => "method-not-allowed",
+            ProblemKind::InvalidPath => "invalid-path",
+            ProblemKind::MethodOverride => "method-override",
         }
     }
 
@@ -89,6 +100,8 @@ impl ProblemKind {
             ProblemKind::Unauthorized => "A valid admin bearer token is required",
             ProblemKind::NotFound => "No such admin endpoint",
             ProblemKind::MethodNotAllowed => "Method not allowed on this admin endpoint",
+            ProblemKind::InvalidPath => "The request path is ambiguous",
+            ProblemKind::MethodOverride => "Method-override headers are not accepted here",
         }
     }
 }

@@ -12,6 +12,17 @@
 //!    then fixed big-endian fields and length-prefixed strings. A decoder of a later version
 //!    must keep reading version 1 records, so old and new code can overlap in a deploy.
 //!    Decoding never panics: any malformed input is a [`DecodeError`].
+//! 4. Version 2 is version 1 plus a list of extensions at the end: a count, then for each a
+//!    tag byte and a length-prefixed value. New facts about a key are new tags, not new
+//!    versions. A tag with its high bit clear is critical: a reader that does not know it
+//!    refuses the record (the object answers 503 and forwards nothing); a tag with the high
+//!    bit set may be skipped. A record with no extension is written as version 1, so that a
+//!    release which uses no new feature writes what the release before it reads, and a
+//!    rollback finds nothing it cannot read.
+//!
+//! | tag | extension | kinds |
+//! |---|---|---|
+//! | 1 (critical) | origin attempts: how many times the key was sent to the origin (u16; absent: 1), for `ORIGIN_DEDUPLICATES` | in flight, unknown |
 
 use std::sync::Arc;
 
@@ -49,6 +60,8 @@ pub enum UnknownReason {
 pub struct InFlight {
     pub attempt: AttemptId,
     pub fingerprint: Digest256,
+    /// How many times this key has been sent to the origin, this claim included.
+    pub origin_attempts: u16,
     pub claimed_at: Millis,
     /// Until then, the claim's owner may still be running; afterwards an orphaned claim
     /// means the outcome is unknown.
@@ -72,6 +85,8 @@ pub struct Completed {
 pub struct Unknown {
     pub attempt: AttemptId,
     pub fingerprint: Digest256,
+    /// How many times this key has been sent to the origin.
+    pub origin_attempts: u16,
     pub since: Millis,
     pub expires_at: Millis,
     pub reason: UnknownReason,
@@ -123,10 +138,23 @@ impl Record {
         }
     }
 
+    /// How many times the key was sent to the origin, when the record says so.
+    pub fn origin_attempts(&self) -> u16 {
+        match self {
+            Record::InFlight(r) => r.origin_attempts,
+            Record::Unknown(r) => r.origin_attempts,
+            Record::Completed(_) => 1,
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
+        let mut extensions: Vec<(u8, Vec<u8>)> = Vec::new();
+        if self.origin_attempts() != 1 {
+            extensions.push((EXT_ORIGIN_ATTEMPTS, self.origin_attempts().to_be_bytes().to_vec()));
+        }
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(MAGIC);
-        out.push(VERSION_1);
+        out.push(if extensions.is_empty() { VERSION_1 } else { VERSION_2 });
         match self {
             Record::InFlight(r) => {
                 out.push(KIND_IN_FLIGHT);
@@ -164,6 +192,13 @@ impl Record {
                 out.extend_from_slice(&status.to_be_bytes());
             }
         }
+        if !extensions.is_empty() {
+            out.push(extensions.len() as u8);
+            for (tag, value) in extensions {
+                out.push(tag);
+                put_bytes(&mut out, &value);
+            }
+        }
         out
     }
 
@@ -173,7 +208,7 @@ impl Record {
             return Err(DecodeError::NotARecord);
         }
         let version = input.u8()?;
-        if version != VERSION_1 {
+        if version != VERSION_1 && version != VERSION_2 {
             return Err(DecodeError::UnsupportedVersion(version));
         }
         let kind = input.u8()?;
@@ -183,6 +218,7 @@ impl Record {
             KIND_IN_FLIGHT => Record::InFlight(InFlight {
                 attempt,
                 fingerprint,
+                origin_attempts: 1,
                 claimed_at: input.u64()?,
                 lease_until: input.u64()?,
                 expires_at: input.u64()?,
@@ -223,10 +259,34 @@ impl Record {
                     3 => UnknownReason::ResponseTooLarge { status },
                     other => return Err(DecodeError::BadField(other)),
                 };
-                Record::Unknown(Unknown { attempt, fingerprint, since, expires_at, reason })
+                Record::Unknown(Unknown {
+                    attempt,
+                    fingerprint,
+                    origin_attempts: 1,
+                    since,
+                    expires_at,
+                    reason,
+                })
             }
             other => return Err(DecodeError::BadKind(other)),
         };
+        let mut record = record;
+        if version == VERSION_2 {
+            let count = input.u8()?;
+            for _ in 0..count {
+                let tag = input.u8()?;
+                let value = input.bytes()?;
+                match (tag, &mut record) {
+                    (EXT_ORIGIN_ATTEMPTS, Record::InFlight(InFlight { origin_attempts, .. }))
+                    | (EXT_ORIGIN_ATTEMPTS, Record::Unknown(Unknown { origin_attempts, .. })) => {
+                        let bytes: [u8; 2] = value.try_into().map_err(|_| DecodeError::BadField(tag))?;
+                        *origin_attempts = u16::from_be_bytes(bytes);
+                    }
+                    (tag, _) if tag & EXT_SKIPPABLE != 0 => {}
+                    (tag, _) => return Err(DecodeError::UnknownExtension(tag)),
+                }
+            }
+        }
         if input.remaining() != 0 {
             return Err(DecodeError::TrailingBytes);
         }
@@ -244,10 +304,16 @@ pub enum DecodeError {
     Truncated,
     NotUtf8,
     TrailingBytes,
+    /// A critical extension this version does not know (see the module doc).
+    UnknownExtension(u8),
 }
 
 const MAGIC: &[u8; 2] = b"IE";
 const VERSION_1: u8 = 1;
+const VERSION_2: u8 = 2;
+const EXT_ORIGIN_ATTEMPTS: u8 = 1;
+/// Extension tags with this bit may be skipped by a reader that does not know them.
+const EXT_SKIPPABLE: u8 = 0x80;
 const KIND_IN_FLIGHT: u8 = 1;
 const KIND_COMPLETED: u8 = 2;
 const KIND_UNKNOWN: u8 = 3;
@@ -340,6 +406,7 @@ mod tests {
             Record::InFlight(InFlight {
                 attempt: AttemptId(7),
                 fingerprint: fp(1),
+                origin_attempts: 1,
                 claimed_at: 1_000,
                 lease_until: 41_000,
                 expires_at: 86_401_000,
@@ -361,6 +428,7 @@ mod tests {
             Record::Unknown(Unknown {
                 attempt: AttemptId(0),
                 fingerprint: fp(3),
+                origin_attempts: 1,
                 since: 5,
                 expires_at: 6,
                 reason: UnknownReason::ResponseTooLarge { status: 200 },
@@ -368,9 +436,27 @@ mod tests {
             Record::Unknown(Unknown {
                 attempt: AttemptId(1),
                 fingerprint: fp(4),
+                origin_attempts: 1,
                 since: 5,
                 expires_at: 6,
                 reason: UnknownReason::OriginTimeout,
+            }),
+            // Version 2: with the origin-attempts extension.
+            Record::InFlight(InFlight {
+                attempt: AttemptId(8),
+                fingerprint: fp(5),
+                origin_attempts: 3,
+                claimed_at: 1_000,
+                lease_until: 41_000,
+                expires_at: 86_401_000,
+            }),
+            Record::Unknown(Unknown {
+                attempt: AttemptId(9),
+                fingerprint: fp(6),
+                origin_attempts: u16::MAX,
+                since: 5,
+                expires_at: 6,
+                reason: UnknownReason::ResetAfterSend,
             }),
         ]
     }
@@ -398,12 +484,55 @@ mod tests {
     #[test]
     fn unknown_versions_and_kinds_are_refused() {
         let mut bytes = samples()[0].encode();
-        bytes[2] = 2;
-        assert_eq!(Record::decode(&bytes), Err(DecodeError::UnsupportedVersion(2)));
+        bytes[2] = 3;
+        assert_eq!(Record::decode(&bytes), Err(DecodeError::UnsupportedVersion(3)));
         bytes[2] = 1;
         bytes[3] = 9;
         assert_eq!(Record::decode(&bytes), Err(DecodeError::BadKind(9)));
         assert_eq!(Record::decode(b"{}"), Err(DecodeError::NotARecord));
+    }
+
+    #[test]
+    fn records_without_extensions_stay_version_1() {
+        // What the release before version 2 reads: a rollback finds nothing it cannot read.
+        for record in &samples()[..4] {
+            assert_eq!(record.encode()[2], 1, "{record:?}");
+        }
+        for record in &samples()[4..] {
+            assert_eq!(record.encode()[2], 2, "{record:?}");
+        }
+        // A version 1 record of an unknown outcome reads as sent once.
+        assert_eq!(Record::decode(&samples()[3].encode()).unwrap().origin_attempts(), 1);
+    }
+
+    #[test]
+    fn unknown_extensions_are_refused_unless_skippable() {
+        let base = samples()[4].encode();
+        // One more extension: bump the count, append tag + empty value.
+        let with = |tag: u8| {
+            let mut bytes = base.clone();
+            let count_at = bytes.len() - (1 + 4 + 2) - 1;
+            bytes[count_at] += 1;
+            bytes.push(tag);
+            bytes.extend_from_slice(&0u32.to_be_bytes());
+            bytes
+        };
+        assert_eq!(Record::decode(&with(0x7f)), Err(DecodeError::UnknownExtension(0x7f)));
+        assert_eq!(Record::decode(&with(0x90)), Ok(samples()[4].clone()));
+        // The attempts extension on a completed record is not a known combination.
+        let mut completed = samples()[1].encode();
+        completed[2] = 2;
+        completed.push(1);
+        completed.push(EXT_ORIGIN_ATTEMPTS);
+        completed.extend_from_slice(&2u32.to_be_bytes());
+        completed.extend_from_slice(&3u16.to_be_bytes());
+        assert_eq!(Record::decode(&completed), Err(DecodeError::UnknownExtension(EXT_ORIGIN_ATTEMPTS)));
+        // A malformed value is refused.
+        let mut short = base.clone();
+        let value_len_at = short.len() - 2 - 4;
+        short[value_len_at..value_len_at + 4].copy_from_slice(&1u32.to_be_bytes());
+        short.pop();
+        assert_eq!(Record::decode(&short), Err(DecodeError::BadField(EXT_ORIGIN_ATTEMPTS)));
     }
 
     #[test]

@@ -14,6 +14,11 @@
 //! | `ttl_seconds`, `duplicate_wait_seconds`, `origin_timeout_seconds` | timing overrides |
 //! | `on_object_unavailable` | `"fail-closed"` (default, 503) or `"fail-open"` (forward unprotected) |
 //! | `fingerprint_headers` | request headers that are part of the payload, e.g. `["Stripe-Version"]` |
+//! | `release_statuses` | origin statuses that mean "not executed" and release the key (default `[408, 409, 425, 429, 503]`; `[]` for none) |
+//! | `release_requires_header` | `true`: a release status releases only with `Idempotency-Released: true` from the origin, else the outcome is unknown |
+//! | `unknown_statuses` | origin statuses that leave the outcome unknown, e.g. `[502, 504]` for a gateway in front of the application |
+//! | `allow_method_override` | `true`: let `X-HTTP-Method-Override` and its kin through on uncovered methods (refused with 400 by default) |
+//! | `origin_deduplicates` | `true` or `false`: overrides `ORIGIN_DEDUPLICATES` for this route |
 //!
 //! Any other member, a wrong type or a value out of range is an error that says where
 //! (`IDEMPOTENCY_ROUTES[1].ttl_seconds: …`), so a typo never disables protection silently.
@@ -21,6 +26,7 @@
 use serde_json::{Map, Value};
 
 use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
+use super::policy::StatusSet;
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
 /// forwards only standard methods from an object.
@@ -40,6 +46,33 @@ pub enum Unavailable {
     FailOpen,
 }
 
+/// How a call to a key's object failed, as far as the Worker can see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectCallFailure {
+    /// No stub could be made, or the call threw before it was sent.
+    BeforeSend,
+    /// The call's promise was rejected, with the platform error's `overloaded` and
+    /// `remote` flags.
+    Rejected { overloaded: bool, remote: bool },
+    /// An answer without the object's marker: the platform answered, perhaps after the
+    /// object ran.
+    UnmarkedAnswer,
+}
+
+impl ObjectCallFailure {
+    /// Whether the object provably never received the request. Only then may a fail-open
+    /// route forward it: a running object that dies (a deploy, a limit, a lost machine) may
+    /// already have sent it to the origin. `overloaded` is raised for a request queued and
+    /// refused before it ran; a remote error came from the object's own code.
+    pub fn provably_undelivered(self) -> bool {
+        match self {
+            ObjectCallFailure::BeforeSend => true,
+            ObjectCallFailure::Rejected { overloaded, remote } => overloaded && !remote,
+            ObjectCallFailure::UnmarkedAnswer => false,
+        }
+    }
+}
+
 /// One route: a pattern and the overrides it carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
@@ -53,6 +86,11 @@ pub struct Route {
     pub on_unavailable: Option<Unavailable>,
     /// Lowercase header names.
     pub fingerprint_headers: Option<Vec<String>>,
+    pub release_statuses: Option<StatusSet>,
+    pub release_requires_header: Option<bool>,
+    pub unknown_statuses: Option<StatusSet>,
+    pub allow_method_override: Option<bool>,
+    pub origin_deduplicates: Option<bool>,
 }
 
 /// Parses `IDEMPOTENCY_ROUTES`. An empty value means no routes. The error says which route
@@ -76,7 +114,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 8] = [
+    const KNOWN: [&str; 13] = [
         "pattern",
         "methods",
         "key",
@@ -85,6 +123,11 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         "origin_timeout_seconds",
         "on_object_unavailable",
         "fingerprint_headers",
+        "release_statuses",
+        "release_requires_header",
+        "unknown_statuses",
+        "allow_method_override",
+        "origin_deduplicates",
     ];
     if let Some(unknown) = members.keys().find(|name| !KNOWN.contains(&name.as_str())) {
         return Err(format!("{}: unknown member (known: {})", at(unknown), KNOWN.join(", ")));
@@ -145,6 +188,15 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
                 .collect::<Result<Vec<_>, _>>()
         })
         .transpose()?;
+    let release_statuses = statuses(members, "release_statuses", &at)?;
+    let unknown_statuses = statuses(members, "unknown_statuses", &at)?;
+    let release = release_statuses.unwrap_or_else(|| super::policy::OutcomePolicy::default().release);
+    if unknown_statuses.is_some_and(|unknown| unknown.intersects(&release)) {
+        return Err(format!(
+            "{}: a status cannot both release the key and leave the outcome unknown (check release_statuses)",
+            at("unknown_statuses")
+        ));
+    }
     Ok(Route {
         pattern,
         methods,
@@ -166,7 +218,41 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         )?,
         on_unavailable,
         fingerprint_headers,
+        release_statuses,
+        release_requires_header: flag(members, "release_requires_header", &at)?,
+        unknown_statuses,
+        allow_method_override: flag(members, "allow_method_override", &at)?,
+        origin_deduplicates: flag(members, "origin_deduplicates", &at)?,
     })
+}
+
+/// A list of origin statuses from 400 to 599. A 2xx never releases a key nor is it ever
+/// unknown: the origin said that it executed.
+fn statuses(
+    members: &Map<String, Value>,
+    name: &str,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<StatusSet>, String> {
+    let Some(value) = members.get(name) else { return Ok(None) };
+    let invalid = || format!("{}: expected an array of HTTP statuses from 400 to 599", at(name));
+    let Value::Array(items) = value else { return Err(invalid()) };
+    let numbers = items
+        .iter()
+        .map(|item| item.as_u64().and_then(|n| u16::try_from(n).ok()).ok_or_else(invalid))
+        .collect::<Result<Vec<u16>, _>>()?;
+    StatusSet::of(&numbers).map(Some).ok_or_else(invalid)
+}
+
+fn flag(
+    members: &Map<String, Value>,
+    name: &str,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<bool>, String> {
+    match members.get(name) {
+        None => Ok(None),
+        Some(Value::Bool(value)) => Ok(Some(*value)),
+        Some(_) => Err(format!("{}: expected true or false", at(name))),
+    }
 }
 
 fn string_list(
@@ -225,6 +311,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_a_provably_undelivered_call_may_fail_open() {
+        use ObjectCallFailure::*;
+        let rows = [
+            (BeforeSend, true),
+            (Rejected { overloaded: true, remote: false }, true),
+            (Rejected { overloaded: true, remote: true }, false),
+            (Rejected { overloaded: false, remote: false }, false),
+            (Rejected { overloaded: false, remote: true }, false),
+            (UnmarkedAnswer, false),
+        ];
+        for (failure, expected) in rows {
+            assert_eq!(failure.provably_undelivered(), expected, "{failure:?}");
+        }
+    }
+
+    #[test]
     fn patterns() {
         assert!(pattern_matches("/v1/charges", "/v1/charges"));
         assert!(!pattern_matches("/v1/charges", "/v1/charges/1"));
@@ -255,7 +357,25 @@ mod tests {
         assert_eq!(first.on_unavailable, Some(Unavailable::FailOpen));
         assert_eq!(first.fingerprint_headers.as_deref(), Some(&["stripe-version".to_owned()][..]));
         assert_eq!(routes[1].methods, None);
+        assert_eq!(routes[1].release_statuses, None);
         assert_eq!(parse_routes("  ").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn outcome_options_are_parsed() {
+        let routes = parse_routes(
+            r#"[{"pattern":"/a","release_statuses":[429],"unknown_statuses":[502,504],
+                 "release_requires_header":true,"allow_method_override":true},
+                {"pattern":"/b","release_statuses":[],"unknown_statuses":[503]}]"#,
+        )
+        .unwrap();
+        assert_eq!(routes[0].release_statuses, StatusSet::of(&[429]));
+        assert_eq!(routes[0].unknown_statuses, StatusSet::of(&[502, 504]));
+        assert_eq!(routes[0].release_requires_header, Some(true));
+        assert_eq!(routes[0].allow_method_override, Some(true));
+        // With no release statuses, 503 may be called unknown.
+        assert_eq!(routes[1].release_statuses, StatusSet::of(&[]));
+        assert_eq!(routes[1].unknown_statuses, StatusSet::of(&[503]));
     }
 
     #[test]
@@ -273,6 +393,17 @@ mod tests {
             (r#"[{"pattern":"/a","fingerprint_headers":["bad header"]}]"#, "[0].fingerprint_headers"),
             (r#"[{"pattern":"/a","on_object_unavailable":"open"}]"#, "[0].on_object_unavailable"),
             (r#"[{"pattern":"/a","ttl":60}]"#, "[0].ttl: unknown member"),
+            (r#"[{"pattern":"/a","release_statuses":[200]}]"#, "[0].release_statuses"),
+            (r#"[{"pattern":"/a","release_statuses":[600]}]"#, "[0].release_statuses"),
+            (r#"[{"pattern":"/a","release_statuses":"503"}]"#, "[0].release_statuses"),
+            (r#"[{"pattern":"/a","release_statuses":[503.5]}]"#, "[0].release_statuses"),
+            (r#"[{"pattern":"/a","unknown_statuses":[503]}]"#, "[0].unknown_statuses: a status cannot"),
+            (
+                r#"[{"pattern":"/a","release_statuses":[502],"unknown_statuses":[502]}]"#,
+                "[0].unknown_statuses",
+            ),
+            (r#"[{"pattern":"/a","release_requires_header":"yes"}]"#, "[0].release_requires_header"),
+            (r#"[{"pattern":"/a","allow_method_override":1}]"#, "[0].allow_method_override"),
         ];
         for (raw, expected) in cases {
             let err = parse_routes(raw).expect_err(raw);

@@ -66,9 +66,135 @@ pub fn host_and_port(url: &str) -> Option<(&str, u16)> {
     (!host.is_empty()).then_some((host, port))
 }
 
+/// Why a path is refused where a route could cover it: an origin might read it as another
+/// path than the route patterns see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AmbiguousPath {
+    /// `%2F`: many servers decode it into a segment separator.
+    EncodedSlash,
+    /// `\` or `%5C`: some servers treat it as `/`.
+    Backslash,
+    /// A `.` or `..` segment, written or percent-encoded, left in the path.
+    DotSegment,
+    /// `//`: some servers merge it into one `/`.
+    EmptySegment,
+    /// A `%` that does not start a percent-escape: decoding what follows it can make a new
+    /// escape (`%%61%30` reads as `%a0`).
+    BareEscape,
+}
+
+impl AmbiguousPath {
+    pub fn detail(self) -> &'static str {
+        match self {
+            AmbiguousPath::EncodedSlash => "The path contains an encoded slash (%2F), which servers read in different ways. Send the path without it.",
+            AmbiguousPath::Backslash => "The path contains a backslash (\\ or %5C), which some servers read as a slash. Send the path without it.",
+            AmbiguousPath::DotSegment => "The path contains a dot segment (. or .., possibly percent-encoded). Send the resolved path.",
+            AmbiguousPath::EmptySegment => "The path contains an empty segment (//), which some servers merge. Send the path without it.",
+            AmbiguousPath::BareEscape => "The path contains a % that does not start a percent-escape. Encode it as %25.",
+        }
+    }
+}
+
+/// The path as an origin would route it, for matching route patterns: percent-encoded
+/// unreserved characters (`%61` for `a`) decoded and other escapes' hex digits in upper
+/// case. A path that origins may read as a different path is refused instead: route
+/// patterns would match one path while the origin executes another.
+///
+/// The runtime's URL parser has already resolved literal `.`/`..` segments and their
+/// `%2E` spellings; they are checked again here so that the rule does not depend on it.
+pub fn normalised_path(path: &str) -> Result<String, AmbiguousPath> {
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' {
+            if let Some(value) = bytes.get(i + 1..i + 3).and_then(hex_pair) {
+                match value {
+                    b'/' => return Err(AmbiguousPath::EncodedSlash),
+                    b'\\' => return Err(AmbiguousPath::Backslash),
+                    v if v.is_ascii_alphanumeric() || matches!(v, b'-' | b'.' | b'_' | b'~') => {
+                        out.push(char::from(v));
+                    }
+                    v => {
+                        const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                        out.push('%');
+                        out.push(char::from(HEX[usize::from(v >> 4)]));
+                        out.push(char::from(HEX[usize::from(v & 0xf)]));
+                    }
+                }
+                i += 3;
+                continue;
+            }
+            return Err(AmbiguousPath::BareEscape);
+        }
+        if b == b'\\' {
+            return Err(AmbiguousPath::Backslash);
+        }
+        // Copy the run up to the next escape as it is (it may hold non-ASCII text).
+        let run_end = bytes[i..].iter().position(|&c| c == b'%' || c == b'\\').map_or(bytes.len(), |n| i + n);
+        let run_end = if run_end == i { i + 1 } else { run_end };
+        out.push_str(&path[i..run_end]);
+        i = run_end;
+    }
+    let mut segments = out.split('/').skip(1).peekable();
+    while let Some(segment) = segments.next() {
+        if segment == "." || segment == ".." {
+            return Err(AmbiguousPath::DotSegment);
+        }
+        // An empty last segment is a trailing slash, not a doubled one.
+        if segment.is_empty() && segments.peek().is_some() {
+            return Err(AmbiguousPath::EmptySegment);
+        }
+    }
+    Ok(out)
+}
+
+fn hex_pair(pair: &[u8]) -> Option<u8> {
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    Some(digit(pair[0])? << 4 | digit(pair[1])?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normalised_paths() {
+        assert_eq!(normalised_path("/v1/charges").as_deref(), Ok("/v1/charges"));
+        assert_eq!(normalised_path("/").as_deref(), Ok("/"));
+        assert_eq!(normalised_path("/v1/charges/").as_deref(), Ok("/v1/charges/"));
+        assert_eq!(normalised_path("/v1/ch%61rges").as_deref(), Ok("/v1/charges"));
+        assert_eq!(normalised_path("/v1/%7Euser%2d1").as_deref(), Ok("/v1/~user-1"));
+        assert_eq!(normalised_path("/v1/a%20b%3f").as_deref(), Ok("/v1/a%20b%3F"));
+        assert_eq!(normalised_path("/v1/100%25").as_deref(), Ok("/v1/100%25"));
+        assert_eq!(normalised_path("/v1/caf\u{e9}").as_deref(), Ok("/v1/caf\u{e9}"));
+    }
+
+    #[test]
+    fn ambiguous_paths_are_refused() {
+        let cases = [
+            ("/v1/quotes%2F..%2Fcharges", AmbiguousPath::EncodedSlash),
+            ("/v1/quotes%2fx", AmbiguousPath::EncodedSlash),
+            ("/v1/quotes%5C..%5Ccharges", AmbiguousPath::Backslash),
+            ("/v1/quotes\\charges", AmbiguousPath::Backslash),
+            ("/v1/quotes/../charges", AmbiguousPath::DotSegment),
+            ("/v1/quotes/%2e%2E/charges", AmbiguousPath::DotSegment),
+            ("/v1/./charges", AmbiguousPath::DotSegment),
+            ("/v1/.%2e", AmbiguousPath::DotSegment),
+            ("/v1//charges", AmbiguousPath::EmptySegment),
+            ("//v1/charges", AmbiguousPath::EmptySegment),
+            ("/v1/100%", AmbiguousPath::BareEscape),
+            ("/v1/%zz", AmbiguousPath::BareEscape),
+            ("/%%61%30", AmbiguousPath::BareEscape),
+        ];
+        for (path, expected) in cases {
+            assert_eq!(normalised_path(path), Err(expected), "{path}");
+        }
+        // Dots inside a segment are ordinary characters.
+        assert!(normalised_path("/v1/charges.json").is_ok());
+        assert!(normalised_path("/v1/...").is_ok());
+    }
 
     #[test]
     fn path_and_query_from_serialised_urls() {
@@ -109,6 +235,16 @@ mod tests {
                 if let Some((host, _port)) = host_and_port(&url) {
                     proptest::prop_assert!(!host.is_empty() && url.contains(host));
                 }
+            }
+        }
+
+        // Normalising never panics, and a path it accepts is a fixed point: decoding is
+        // done once, so no second reading of the result finds another path.
+        #[test]
+        fn normalising_is_idempotent(path in "(/([a-z.%]|%2[eEfF]|%5[cC]|%6[1-9]|%7[eE]|%[0-9a-fA-F]{2}){0,6}){1,5}/?") {
+            if let Ok(once) = normalised_path(&path) {
+                let twice = normalised_path(&once);
+                proptest::prop_assert_eq!(twice.as_deref(), Ok(once.as_str()), "{} -> {}", path, once);
             }
         }
     }

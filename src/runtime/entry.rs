@@ -10,14 +10,25 @@
 //!    fingerprint and the timing, so the object repeats none of this work.
 //!
 //! Rejections in steps 1–3 happen before any object exists. Any other method passes
-//! through to the origin untouched. If the object cannot be reached, the answer is 503 and
-//! nothing is forwarded unprotected.
+//! through to the origin untouched, except that a method-override header on it is refused
+//! (the origin might execute it as a covered method without a key). On a method that a
+//! route could cover, a path that origins may read as another path is refused, and route
+//! patterns match the normalised path (`core::url::normalised_path`).
+//!
+//! If the object cannot be reached, the answer is 503 and nothing is forwarded. A route with
+//! `on_object_unavailable: "fail-open"` forwards without protection only when the request
+//! provably never reached an object: the stub could not be made, the call threw before it
+//! was sent, or the platform's error says `overloaded` (a request queued and refused before
+//! it ran). Any other failure may come after the object sent the request on (a deploy or a
+//! limit resets a running object), so it is 503 on every route. A missing binding or an
+//! unsupported jurisdiction is a configuration error: 500 everywhere.
 
 //!
 //! It works on the runtime's own `Request` and `Response` objects (`web_sys`), not on
 //! `worker::Request`, which reads the method, the URL, the headers and `request.cf` for
 //! every request whether they are needed or not.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use futures_util::StreamExt;
@@ -26,15 +37,20 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Result, Stub};
 
-use super::{admin, internal, respond, settings};
+use super::{admin, internal, metrics, respond, settings};
 use crate::core::admin::is_admin_path;
-use crate::core::config::{encode_timing, Config, Policy};
+use crate::core::config::{encode_object_policy, Config, Policy};
 use crate::core::fingerprint::{fingerprint, object_name, Payload, Scope};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
+use crate::core::log::{Decision, RequestLog};
 use crate::core::problem::{Problem, ProblemKind};
-use crate::core::routes::Unavailable;
-use crate::core::url::{path_and_query, path_and_query_parts};
+use crate::core::routes::{ObjectCallFailure, Unavailable};
+use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
+
+/// Headers with which clients and frameworks ask a server to treat a request as another
+/// method.
+const METHOD_OVERRIDE_HEADERS: [&str; 3] = ["x-http-method-override", "x-method-override", "x-http-method"];
 
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
@@ -53,11 +69,34 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
             return admin::call(req, &url, &env, config, token).await;
         }
     }
-    let policy = config.policy_for(path);
     let method = req.method();
+    let routed_path = match normalised_path(path) {
+        Ok(normalised) => Cow::Owned(normalised),
+        Err(ambiguous) if config.may_cover(&method) => {
+            discard_body(&req).await;
+            return respond::refused(&env, &Problem::new(ProblemKind::InvalidPath, ambiguous.detail()));
+        }
+        // No route covers this method anywhere: the origin gets the path as it came.
+        Err(_) => Cow::Borrowed(path),
+    };
+    let policy = config.policy_for(&routed_path);
     if policy.covers(&method) {
         covered(req, &url, &method, &env, config, &policy).await
     } else {
+        if !policy.allow_method_override {
+            let headers = req.headers();
+            if let Some(name) = METHOD_OVERRIDE_HEADERS.iter().find(|name| headers.has(name).unwrap_or(true))
+            {
+                discard_body(&req).await;
+                return respond::refused(
+                    &env,
+                    &Problem::new(
+                        ProblemKind::MethodOverride,
+                        format!("{name} is not accepted on {method} here: the origin might execute the request as another method, without idempotency protection. Send the method itself."),
+                    ),
+                );
+            }
+        }
         pass_through(req, &url, config).await
     }
 }
@@ -158,6 +197,7 @@ async fn covered(
         body: &body,
     };
     let fingerprint = fingerprint(&payload);
+    let body_bytes = body.len();
     drop(body);
     let name = object_name(scope, key.as_str());
 
@@ -169,7 +209,8 @@ async fn covered(
         .then(|| Headers::new_with_headers(&outgoing).map(|headers| (target.clone(), headers)))
         .transpose()?;
     outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
-    outgoing.set(internal::TIMING, &encode_timing(&policy.timing))?;
+    outgoing.set(internal::POLICY, &encode_object_policy(&config.object_policy(policy)))?;
+    outgoing.set(internal::BODY_BYTES, &body_bytes.to_string())?;
     if config.origin_url.is_some() {
         outgoing.set(internal::PROBE_ORIGIN, "1")?;
     }
@@ -186,30 +227,62 @@ async fn covered(
     init.set_redirect(RequestRedirect::Manual);
     // The object's request URL is where the first attempt goes.
     let to_object = Request::new_with_str_and_init(&target, &init)?;
+    // The request holds its own copy of the body; keep this one only for a fail-open
+    // forward, so that a waiting duplicate holds no second copy.
+    let js_body = unprotected.is_some().then_some(js_body);
 
-    let reached = match cached_key_namespace(env, config.jurisdiction.as_deref())
-        .and_then(|ns| ns.get_by_name(&name))
-    {
-        Ok(stub) => call_object(stub, &to_object).await,
-        Err(error) => Err(error),
-    };
-    match reached {
-        Ok(response) => Ok(response),
+    let namespace = match cached_key_namespace(env, config.jurisdiction.as_deref()) {
+        Ok(namespace) => namespace,
         Err(error) => {
-            // The object name is a hash: safe to log, unlike the key or the credential.
-            console_error!("object {}: unavailable: {}", &name[..16], error);
-            if let Some((target, headers)) = unprotected {
-                // The route chose availability over protection: forward without a claim.
-                console_error!("object {}: failing open, forwarding without protection", &name[..16]);
-                let init = RequestInit::new();
-                init.set_method(wire_method);
-                init.set_headers(&headers);
-                init.set_body(&js_body);
-                // A proxy hands redirects to the client; following one is a second request.
-                init.set_redirect(RequestRedirect::Manual);
-                let forwarded = Request::new_with_str_and_init(&target, &init)?;
-                return origin_or_problem(send(&forwarded).await);
-            }
+            console_error!("configuration: the Durable Object namespace is unusable: {}", error);
+            return respond::refused(
+                env,
+                &Problem::new(
+                    ProblemKind::InvalidConfig,
+                    format!("The Durable Object binding {OBJECT_BINDING} is missing, or its jurisdiction is not supported, so no request can be protected. Nothing was forwarded."),
+                ),
+            );
+        }
+    };
+    // The object name is a hash: safe to log, unlike the key or the credential.
+    let short = &name[..16];
+    let (failure, error) = match namespace.get_by_name(&name) {
+        Err(error) => (ObjectCallFailure::BeforeSend, error.to_string()),
+        Ok(stub) => match call_object(stub, &to_object).await {
+            Ok(response) => return Ok(response),
+            Err(failure) => failure,
+        },
+    };
+    match (failure.provably_undelivered(), unprotected, js_body) {
+        (true, Some((target, headers)), Some(js_body)) => {
+            // The route chose availability over protection, and the object never had the
+            // request, so nothing can have been sent for this attempt.
+            console_error!(
+                "object {}: not reached ({}); failing open, forwarding without protection",
+                short,
+                error
+            );
+            let init = RequestInit::new();
+            init.set_method(wire_method);
+            init.set_headers(&headers);
+            init.set_body(&js_body);
+            // A proxy hands redirects to the client; following one is a second request.
+            init.set_redirect(RequestRedirect::Manual);
+            let forwarded = Request::new_with_str_and_init(&target, &init)?;
+            let answer = origin_or_problem(send(&forwarded).await);
+            let log = RequestLog {
+                object: Some(short.to_owned()),
+                decision: Decision::FailedOpen,
+                status: answer.as_ref().map_or(500, Response::status),
+                origin_status: None,
+                origin_ms: None,
+                wait_ms: None,
+            };
+            metrics::record(env, &log);
+            answer
+        }
+        _ => {
+            console_error!("object {}: unavailable ({:?}): {}", short, failure, error);
             respond::refused(
                 env,
                 &Problem::new(
@@ -263,15 +336,32 @@ pub(super) fn filtered_copy(headers: &Headers, keep: impl Fn(&str) -> bool) -> R
 }
 
 /// Sends `req` to the object behind `stub` and takes its answer (see
-/// [`answered_by_object`]).
-pub(super) async fn call_object(stub: Stub, req: &Request) -> Result<Response> {
+/// [`answered_by_object`]). A call that throws before it is sent, or that the platform
+/// refuses as `overloaded` (queued and never run), was not delivered; any other failure
+/// may have come after the object sent the request on.
+pub(super) async fn call_object(
+    stub: Stub,
+    req: &Request,
+) -> std::result::Result<Response, (ObjectCallFailure, String)> {
     let stub: worker::worker_sys::DurableObject = stub.into_rpc();
-    let response = JsFuture::from(stub.fetch_with_request(req)?).await?;
-    answered_by_object(response.dyn_into()?)
+    let pending = stub
+        .fetch_with_request(req)
+        .map_err(|error| (ObjectCallFailure::BeforeSend, worker::Error::from(error).to_string()))?;
+    let response = JsFuture::from(pending).await.map_err(|error| {
+        let flag = |name: &str| {
+            js_sys::Reflect::get(&error, &JsValue::from_str(name))
+                .is_ok_and(|flag| flag.as_bool() == Some(true))
+        };
+        let failure = ObjectCallFailure::Rejected { overloaded: flag("overloaded"), remote: flag("remote") };
+        (failure, worker::Error::from(error).to_string())
+    })?;
+    let unmarked = |error: String| (ObjectCallFailure::UnmarkedAnswer, error);
+    let response: Response = response.dyn_into().map_err(|_| unmarked("not a Response".to_owned()))?;
+    answered_by_object(response).map_err(|error| unmarked(error.to_string()))
 }
 
 /// The object's answer without its marker, or an error when the answer did not come from
-/// the object at all (the platform answered for an object it could not run).
+/// the object (the platform answered, perhaps after the object ran).
 fn answered_by_object(response: Response) -> Result<Response> {
     let received = response.headers();
     if !received.has(internal::ANSWERED)? {

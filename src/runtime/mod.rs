@@ -23,13 +23,16 @@ mod storage;
 /// The header names the Worker uses to talk to its object (see `core::headers`).
 mod internal {
     pub const FINGERPRINT: &str = "x-idempotency-edge-fingerprint";
-    pub const TIMING: &str = "x-idempotency-edge-timing";
+    /// What the object needs of the configuration (`core::config::encode_object_policy`).
+    pub const POLICY: &str = "x-idempotency-edge-policy";
+    /// The request body's size, for the waiters' byte limit.
+    pub const BODY_BYTES: &str = "x-idempotency-edge-body-bytes";
     /// Present when the origin is a configured `ORIGIN_URL` (not route mode): the object may
     /// probe it with a TCP connect before sending (see `origin`).
     pub const PROBE_ORIGIN: &str = "x-idempotency-edge-probe-origin";
     /// Set by the object on every answer it gives, and removed by the Worker. An answer
-    /// without it came from the platform (the object never ran), so the object counts as
-    /// unavailable.
+    /// without it came from the platform, which may have answered after the object ran: it
+    /// is a 503, never a reason to fail open.
     pub const ANSWERED: &str = "x-idempotency-edge-answered";
     /// An admin operation for the object: `inspect`, `purge` or `purge-force`.
     pub const ADMIN: &str = "x-idempotency-edge-admin";

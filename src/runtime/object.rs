@@ -10,8 +10,13 @@
 //!    requests reach the object whenever the handler awaits, so whatever they must see has
 //!    to be in place by then.
 //! 2. Read the request body (every path reads it: the runtime drops a connection whose
-//!    request body was left unread).
+//!    request body was left unread). Only the execution keeps it, to forward it; every
+//!    other path drains it chunk by chunk, so a waiter holds no body.
 //! 3. Carry out the actions: forward, replay, join, reject.
+//!
+//! Every answer the object gives carries its marker (`internal::ANSWERED`), added in one
+//! place (`fetch`) whatever path made the answer, errors included: the Worker treats an
+//! unmarked answer as one the object may not have given, and never fails open on it.
 //!
 //! The execution runs inside the first caller's handler. If that caller disconnects, the
 //! handler still runs to the end (the runtime keeps driving it), so the outcome is recorded
@@ -24,26 +29,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either, FutureExt, Shared};
+use futures_util::StreamExt;
 use worker::web_sys::{self, Headers, Response};
 use worker::worker_sys::{DurableObjectState, DurableObjectStorage};
 use worker::{console_error, console_log, Delay, Env, Result, SqlStorage, State, Storage};
 
 use super::metrics;
-use super::origin::{self, OriginAnswer};
+use super::origin::{self, AnswerBody, OriginAnswer};
 use super::respond::{self, Prepared};
 use super::storage::{self, StorageError};
 use super::{internal, now_ms};
 use crate::core::admin;
-use crate::core::config::decode_timing;
+use crate::core::config::{decode_object_policy, ObjectPolicy};
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{pass_to_caller, store_for_replay};
 use crate::core::log::{Decision, RequestLog};
-use crate::core::machine::{self, Action, Event, RecordChange, Step, Timing};
+use crate::core::machine::{self, Action, Event, RecordChange, Step};
 use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record, StoredResponse};
@@ -56,6 +62,8 @@ type Settlement = Shared<oneshot::Receiver<Rc<Prepared>>>;
 struct LiveAttempt {
     attempt: AttemptId,
     waiters: usize,
+    /// The body bytes the waiters brought in (see `machine::WaiterLimits`).
+    waiting_bytes: u64,
     settled: Settlement,
 }
 
@@ -99,10 +107,18 @@ impl KeyObject {
         }
     }
 
-    /// The runtime's `fetch` on the object.
+    /// The runtime's `fetch` on the object. The one place where answers leave it: each
+    /// gets the object's marker, and an error becomes a marked 503 (never a thrown error,
+    /// which the Worker could not tell from a platform failure).
     pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
-        AssertUnwindSafe(async move { self.handle(req).await.map(JsValue::from).map_err(JsValue::from) })
-            .await
+        AssertUnwindSafe(async move {
+            let answer = self.handle(req).await.or_else(|error| {
+                console_error!("object {}: answering failed: {}", self.short_id(), error);
+                respond::problem(&storage_unavailable())
+            });
+            mark_answered(answer).map(JsValue::from).map_err(JsValue::from)
+        })
+        .await
     }
 
     /// The runtime's `alarm` on the object.
@@ -127,40 +143,47 @@ impl KeyObject {
             }
         }
         let now = now_ms();
-        let Some((fingerprint, timing)) = internal_headers(fingerprint, &headers)? else {
-            return mark_answered(respond::problem(&Problem::new(
+        let Some((fingerprint, policy, body_bytes)) = internal_headers(fingerprint, &headers)? else {
+            drain_body(&req).await;
+            return respond::problem(&Problem::new(
                 ProblemKind::InvalidConfig,
                 "The key's object was called without its internal headers.",
-            )));
+            ));
         };
+        let timing = policy.timing;
         let record = match self.record() {
             Ok(record) => record,
             Err(error) => {
                 console_error!("object {}: reading the record failed: {}", self.short_id(), error);
-                let _ = read_body(&req).await;
-                // The object's own answer, marked: the Worker must not mistake it for an
-                // object that never ran (and fail open past a record it cannot read).
-                let response = respond::problem(&storage_unavailable());
-                metrics::record(
-                    &self.env,
-                    &RequestLog {
-                        object: Some(self.object_id().to_owned()),
-                        decision: Decision::Rejected(ProblemKind::StorageUnavailable),
-                        status: response.as_ref().map_or(500, Response::status),
-                        origin_status: None,
-                        origin_ms: None,
-                        wait_ms: None,
-                    },
-                );
-                return mark_answered(response);
+                drain_body(&req).await;
+                let log = RequestLog {
+                    object: Some(self.object_id().to_owned()),
+                    decision: Decision::Rejected(ProblemKind::StorageUnavailable),
+                    status: 503,
+                    origin_status: None,
+                    origin_ms: None,
+                    wait_ms: None,
+                };
+                metrics::record(&self.env, &log);
+                return respond::problem(&storage_unavailable());
             }
         };
-        let (live_attempt, waiters) = match &*self.live.borrow() {
-            Some(live) => (Some(live.attempt), live.waiters),
-            None => (None, 0),
+        let (live_attempt, waiters, waiting_bytes) = match &*self.live.borrow() {
+            Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
+            None => (None, 0, 0),
         };
         let new_attempt = AttemptId(random_u64());
-        let arrival = Event::Arrival { fingerprint, new_attempt, live_attempt, waiters, timing };
+        let arrival = Event::Arrival {
+            fingerprint,
+            new_attempt,
+            live_attempt,
+            waiters,
+            waiting_bytes,
+            max_origin_attempts: policy.max_origin_attempts,
+            body_bytes,
+            limits: policy.limits,
+            timing,
+        };
         let mut step = machine::step(record.as_ref(), arrival, now);
         if let Err(error) = self.apply(&step.change).await {
             console_error!("object {}: writing the claim failed: {}", self.short_id(), error);
@@ -176,7 +199,7 @@ impl KeyObject {
         for action in &step.actions {
             match action {
                 Action::Forward { attempt } => execution = Some(self.begin_execution(*attempt)),
-                Action::Join { attempt, .. } => joined = self.join(*attempt),
+                Action::Join { attempt, .. } => joined = self.join(*attempt, body_bytes),
                 Action::SetAlarm(at) => alarm = Some(self.issue_alarm(*at)),
                 _ => {}
             }
@@ -184,8 +207,13 @@ impl KeyObject {
 
         // Reading the body is the first await. A failure matters only to an execution, which
         // then forwards nothing and releases the key. The body stays a JavaScript value: the
-        // object forwards it and never looks inside.
-        let body = read_body(&req).await;
+        // object forwards it and never looks inside. Any other request only drains its body.
+        let body = if execution.is_some() {
+            Some(read_body(&req).await)
+        } else {
+            drain_body(&req).await;
+            None
+        };
         if let Some(alarm) = alarm {
             self.confirm_alarm(alarm).await;
         }
@@ -197,7 +225,6 @@ impl KeyObject {
             origin_ms: None,
             wait_ms: None,
         };
-        // The answer, and whether it already carries the object's marker.
         let mut response = None;
         for action in step.actions {
             match action {
@@ -205,34 +232,28 @@ impl KeyObject {
                 Action::SetAlarm(_) => {}
                 Action::Forward { attempt } => {
                     let Some(settle) = execution.take() else { continue };
-                    let body = body.as_ref().ok();
-                    response =
-                        Some((self.execute(&req, body, attempt, timing, settle, &mut log).await, false));
+                    let body = body.as_ref().and_then(|body| body.as_ref().ok());
+                    response = Some(self.execute(&req, body, attempt, &policy, settle, &mut log).await);
                 }
                 Action::Replay(stored) => {
                     log.decision = Decision::Replayed;
-                    response = Some((self.prepared(&stored).response(), true));
+                    response = Some(self.prepared(&stored).response());
                 }
                 Action::Join { attempt, wait_ms } => {
-                    response = Some(self.wait(attempt, joined.take(), wait_ms, &mut log).await);
+                    response = Some(self.wait(attempt, joined.take(), body_bytes, wait_ms, &mut log).await);
                 }
                 Action::Reject(problem) => {
                     log.decision = Decision::Rejected(problem.kind);
-                    response = Some((respond::problem(&problem), false));
+                    response = Some(respond::problem(&problem));
                 }
                 // Settling only follows an origin result, never an arrival.
                 Action::Settle { .. } => {}
             }
         }
-        let (response, marked) =
-            response.unwrap_or_else(|| (respond::problem(&storage_unavailable()), false));
+        let response = response.unwrap_or_else(|| respond::problem(&storage_unavailable()));
         log.status = response.as_ref().map_or(500, Response::status);
         metrics::record(&self.env, &log);
-        if marked {
-            response
-        } else {
-            mark_answered(response)
-        }
+        response
     }
 
     async fn on_alarm(&self) {
@@ -263,7 +284,7 @@ impl KeyObject {
             Ok(record) => record,
             Err(error) => {
                 console_error!("object {}: admin could not read the record: {}", self.short_id(), error);
-                return mark_answered(respond::problem(&storage_unavailable()));
+                return respond::problem(&storage_unavailable());
             }
         };
         let waiters = self.live.borrow().as_ref().map(|live| live.waiters);
@@ -302,7 +323,7 @@ impl KeyObject {
             }
             _ => respond::problem(&Problem::new(ProblemKind::NotFound, "Unknown admin operation.")),
         };
-        mark_answered(response)
+        response
     }
 
     /// The record, read from storage the first time and from memory afterwards.
@@ -359,20 +380,23 @@ impl KeyObject {
 
     fn begin_execution(&self, attempt: AttemptId) -> oneshot::Sender<Rc<Prepared>> {
         let (settle, settled) = oneshot::channel();
-        *self.live.borrow_mut() = Some(LiveAttempt { attempt, waiters: 0, settled: settled.shared() });
+        *self.live.borrow_mut() =
+            Some(LiveAttempt { attempt, waiters: 0, waiting_bytes: 0, settled: settled.shared() });
         settle
     }
 
-    fn join(&self, attempt: AttemptId) -> Option<Settlement> {
+    fn join(&self, attempt: AttemptId, body_bytes: u64) -> Option<Settlement> {
         let mut live = self.live.borrow_mut();
         let live = live.as_mut().filter(|live| live.attempt == attempt)?;
         live.waiters += 1;
+        live.waiting_bytes = live.waiting_bytes.saturating_add(body_bytes);
         Some(live.settled.clone())
     }
 
-    fn leave(&self, attempt: AttemptId) {
+    fn leave(&self, attempt: AttemptId, body_bytes: u64) {
         if let Some(live) = self.live.borrow_mut().as_mut().filter(|live| live.attempt == attempt) {
             live.waiters = live.waiters.saturating_sub(1);
+            live.waiting_bytes = live.waiting_bytes.saturating_sub(body_bytes);
         }
     }
 
@@ -383,7 +407,7 @@ impl KeyObject {
         req: &web_sys::Request,
         body: Option<&JsValue>,
         attempt: AttemptId,
-        timing: Timing,
+        policy: &ObjectPolicy,
         settle: oneshot::Sender<Rc<Prepared>>,
         log: &mut RequestLog,
     ) -> Result<Response> {
@@ -391,19 +415,34 @@ impl KeyObject {
         let target = req.url();
         let headers = req.headers();
         let probe_first = headers.has(internal::PROBE_ORIGIN)?;
-        let (result, answer) = match body {
+        let (result, mut answer) = match body {
             Some(body) => {
-                origin::forward(&target, &req.method(), &headers, body, timing.origin_timeout_ms, probe_first)
-                    .await
+                origin::forward(
+                    &target,
+                    &req.method(),
+                    &headers,
+                    body,
+                    policy.timing.origin_timeout_ms,
+                    probe_first,
+                    policy.max_stored_response_bytes,
+                )
+                .await
             }
             None => (OriginResult::ConnectRefused, None),
         };
-        log.decision = Decision::after_forward(result);
+        let stored = answer.as_ref().and_then(storable).map(Arc::new);
+        let (_, disposition) = machine::classify(result, stored.as_deref(), &policy.outcome);
+        log.decision = Decision::after_forward(disposition);
         log.origin_status = answer.as_ref().map(|answer| answer.status);
         log.origin_ms = Some(now_ms().saturating_sub(started));
-        let stored = answer.as_ref().map(|answer| Arc::new(storable(answer)));
         let record = self.cached_record();
-        let finished = Event::OriginFinished { attempt, result, response: stored, timing };
+        let finished = Event::OriginFinished {
+            attempt,
+            result,
+            response: stored,
+            timing: policy.timing,
+            outcome: policy.outcome,
+        };
         let mut step = machine::step(record.as_ref(), finished, now_ms());
         if let Err(error) = self.apply(&step.change).await {
             console_error!("object {}: writing the outcome failed: {}", self.short_id(), error);
@@ -422,7 +461,7 @@ impl KeyObject {
                     if let Some(settle) = settle.take() {
                         let _ = settle.send(self.prepared(&shared));
                     }
-                    response = Some(match (&answer, origin_answered) {
+                    response = Some(match (answer.take(), origin_answered) {
                         (Some(answer), true) => live_response(answer),
                         _ => respond::stored(&shared, false),
                     });
@@ -473,9 +512,10 @@ impl KeyObject {
         &self,
         attempt: AttemptId,
         settled: Option<Settlement>,
+        body_bytes: u64,
         wait_ms: u64,
         log: &mut RequestLog,
-    ) -> (Result<Response>, bool) {
+    ) -> Result<Response> {
         let started = now_ms();
         let outcome = match settled {
             Some(settled) => {
@@ -484,7 +524,7 @@ impl KeyObject {
                     Either::Left((Ok(answer), _)) => Some(answer),
                     _ => None,
                 };
-                self.leave(attempt);
+                self.leave(attempt, body_bytes);
                 outcome
             }
             None => None,
@@ -493,7 +533,7 @@ impl KeyObject {
         match outcome {
             Some(answer) => {
                 log.decision = Decision::Coalesced;
-                (answer.response(), true)
+                answer.response()
             }
             None => {
                 let step =
@@ -501,9 +541,9 @@ impl KeyObject {
                 match step.actions.into_iter().next() {
                     Some(Action::Reject(problem)) => {
                         log.decision = Decision::Rejected(problem.kind);
-                        (respond::problem(&problem), false)
+                        respond::problem(&problem)
                     }
-                    _ => (respond::problem(&storage_unavailable()), false),
+                    _ => respond::problem(&storage_unavailable()),
                 }
             }
         }
@@ -527,11 +567,21 @@ impl KeyObject {
     }
 }
 
-/// Marks an answer as the object's own (see `internal::ANSWERED`).
+/// Marks an answer as the object's own (see `internal::ANSWERED`). Prepared replays carry
+/// the marker already. Should the answer's headers be immutable, it is rebuilt around the
+/// same body with a marked copy of them.
 fn mark_answered(response: Result<Response>) -> Result<Response> {
     let response = response?;
-    response.headers().set(internal::ANSWERED, "1")?;
-    Ok(response)
+    let headers = response.headers();
+    if headers.has(internal::ANSWERED)? || headers.set(internal::ANSWERED, "1").is_ok() {
+        return Ok(response);
+    }
+    let copy = Headers::new_with_headers(&headers)?;
+    copy.set(internal::ANSWERED, "1")?;
+    let init = web_sys::ResponseInit::new();
+    init.set_status(response.status());
+    init.set_headers(&copy);
+    Ok(Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?)
 }
 
 fn json_response(value: &serde_json::Value) -> Result<Response> {
@@ -543,6 +593,14 @@ fn json_response(value: &serde_json::Value) -> Result<Response> {
 /// The request body as one `ArrayBuffer`.
 async fn read_body(req: &web_sys::Request) -> std::result::Result<JsValue, JsValue> {
     JsFuture::from(req.array_buffer()?).await
+}
+
+/// Reads the request body to its end and keeps none of it: each chunk stays a JavaScript
+/// value and is dropped at once (the runtime drops a connection whose body is left unread).
+async fn drain_body(req: &web_sys::Request) {
+    let Some(raw) = req.body() else { return };
+    let mut chunks = wasm_streams::ReadableStream::from_raw(raw.unchecked_into()).into_stream();
+    while let Some(Ok(_)) = chunks.next().await {}
 }
 
 /// Steps with `OutcomeWriteFailed`, carrying the answer the original step would have given.
@@ -559,33 +617,47 @@ fn outcome_write_failed(record: Option<&Record>, attempt: AttemptId, failed: &St
     }
 }
 
-/// The origin's answer as it is stored for replay.
-fn storable(answer: &OriginAnswer) -> StoredResponse {
+/// The origin's answer as it is stored for replay; `None` for one streamed past the cap.
+fn storable(answer: &OriginAnswer) -> Option<StoredResponse> {
+    let AnswerBody::Complete(body) = &answer.body else { return None };
     let headers = answer
         .headers
         .iter()
         .filter(|(name, _)| store_for_replay(name, &answer.connection_tokens))
         .cloned()
         .collect();
-    StoredResponse { status: answer.status, headers, body: answer.body.clone() }
+    Some(StoredResponse { status: answer.status, headers, body: body.clone() })
 }
 
 /// The origin's answer for the caller whose request executed: every end-to-end header,
-/// cookies included.
-fn live_response(answer: &OriginAnswer) -> Result<Response> {
+/// cookies included; a body over the stored-size cap as the stream it is.
+fn live_response(answer: OriginAnswer) -> Result<Response> {
     let headers = Headers::new()?;
     for (name, value) in &answer.headers {
         if pass_to_caller(name, &answer.connection_tokens) {
             headers.append(name, value)?;
         }
     }
-    respond::build(answer.status, &headers, &answer.body)
+    match answer.body {
+        AnswerBody::Complete(body) => respond::build(answer.status, &headers, &body),
+        AnswerBody::Streamed(stream) => {
+            let init = web_sys::ResponseInit::new();
+            init.set_status(answer.status);
+            init.set_headers(&headers);
+            Ok(Response::new_with_opt_readable_stream_and_init(Some(&stream), &init)?)
+        }
+    }
 }
 
-fn internal_headers(fingerprint: Option<String>, headers: &Headers) -> Result<Option<(Digest256, Timing)>> {
+/// The fingerprint, the policy and the body size that the Worker sent with a key request.
+fn internal_headers(
+    fingerprint: Option<String>,
+    headers: &Headers,
+) -> Result<Option<(Digest256, ObjectPolicy, u64)>> {
     let fingerprint = fingerprint.and_then(|v| Digest256::from_hex(&v));
-    let timing = headers.get(internal::TIMING)?.and_then(|v| decode_timing(&v));
-    Ok(fingerprint.zip(timing))
+    let policy = headers.get(internal::POLICY)?.and_then(|v| decode_object_policy(&v));
+    let body_bytes = headers.get(internal::BODY_BYTES)?.and_then(|v| v.parse::<u64>().ok());
+    Ok(fingerprint.zip(policy).zip(body_bytes).map(|((f, p), b)| (f, p, b)))
 }
 
 fn storage_unavailable() -> Problem {

@@ -10,9 +10,16 @@
 //! first opens a plain TCP connection to the origin's host and port: if that is refused,
 //! nothing was sent and the key can be released. Any later fetch failure is unknown. In
 //! route mode the origin sits behind Cloudflare, where outbound sockets may not connect, so
-//! there is no probe and every fetch failure is unknown.
+//! there is no probe and every fetch failure is unknown. The probe is bounded by a fraction
+//! of the origin timeout: a black-holed origin must not hold a key past its lease, and a
+//! probe that never connected sent nothing.
+//!
+//! The answer's body is read as a stream, up to the stored-size cap. An answer over the cap
+//! is not read into memory: its caller gets it as a stream (what was read, then the rest),
+//! and the result says `Oversized`, so the key is held unknown.
 
 use futures_util::future::{select, Either};
+use futures_util::stream::{self, StreamExt};
 use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -24,15 +31,25 @@ use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::policy::OriginResult;
 use crate::core::url::host_and_port;
 
-/// A complete answer from the origin.
+/// The origin's answer.
 pub struct OriginAnswer {
     pub status: u16,
     /// Every header as received, in order (`Set-Cookie` lines separately).
     pub headers: Vec<(String, String)>,
     /// Tokens of the answer's `Connection` header (they name more hop-by-hop headers).
     pub connection_tokens: Vec<String>,
-    pub body: Vec<u8>,
+    pub body: AnswerBody,
 }
+
+pub enum AnswerBody {
+    /// The whole body, within the stored-size cap.
+    Complete(Vec<u8>),
+    /// Over the cap: the body as a stream for the one caller, never held whole in memory.
+    Streamed(web_sys::ReadableStream),
+}
+
+/// The share of the origin timeout that a TCP probe may take.
+const PROBE_SHARE_OF_TIMEOUT: u64 = 4;
 
 /// Sends one attempt and waits at most `timeout_ms` for the whole answer, body included: a
 /// body that stalls is a timeout like any other. `body` is the request body as the object
@@ -44,9 +61,23 @@ pub async fn forward(
     body: &JsValue,
     timeout_ms: u64,
     probe_first: bool,
+    max_stored_bytes: u64,
 ) -> (OriginResult, Option<OriginAnswer>) {
-    if probe_first && !accepts_connections(target).await {
-        return (OriginResult::ConnectRefused, None);
+    if probe_first {
+        // Nothing is sent until the probe connects, so a probe that times out is a refusal.
+        let probe_timeout = Delay::from(Duration::from_millis(timeout_ms / PROBE_SHARE_OF_TIMEOUT));
+        let probe = Box::pin(accepts_connections(target));
+        match select(probe, probe_timeout).await {
+            Either::Left((true, _)) => {}
+            Either::Left((false, _)) => return (OriginResult::ConnectRefused, None),
+            Either::Right(((), _)) => {
+                console_warn!(
+                    "origin probe: no connection within {} ms",
+                    timeout_ms / PROBE_SHARE_OF_TIMEOUT
+                );
+                return (OriginResult::ConnectRefused, None);
+            }
+        }
     }
     let Ok(controller) = AbortController::new() else { return (OriginResult::ConnectRefused, None) };
     let request = match build_request(target, method, headers, body, &controller.signal()) {
@@ -59,11 +90,17 @@ pub async fn forward(
         let response =
             JsFuture::from(global.fetch_with_request(&request)).await.map_err(classify_fetch_error)?;
         let response: Response = response.dyn_into().map_err(|_| OriginResult::ResetAfterSend)?;
-        read_answer(response).await.map_err(|_| OriginResult::ResetAfterSend)
+        read_answer(response, max_stored_bytes).await.map_err(|_| OriginResult::ResetAfterSend)
     });
     let timeout = Delay::from(Duration::from_millis(timeout_ms));
     match select(exchange, timeout).await {
-        Either::Left((Ok(answer), _)) => (OriginResult::Responded(answer.status), Some(answer)),
+        Either::Left((Ok(answer), _)) => {
+            let result = match answer.body {
+                AnswerBody::Complete(_) => OriginResult::Responded(answer.status),
+                AnswerBody::Streamed(_) => OriginResult::Oversized(answer.status),
+            };
+            (result, Some(answer))
+        }
         Either::Left((Err(result), _)) => (result, None),
         Either::Right(((), _)) => {
             controller.abort();
@@ -91,7 +128,9 @@ fn build_request(
     Request::new_with_str_and_init(target, &init)
 }
 
-async fn read_answer(response: Response) -> Result<OriginAnswer, JsValue> {
+/// Reads the answer: the whole body when the answer (body and headers, counted as the
+/// machine counts a stored response) fits in `max_stored_bytes`, else a stream of it.
+async fn read_answer(response: Response, max_stored_bytes: u64) -> Result<OriginAnswer, JsValue> {
     let status = response.status();
     let headers: Vec<(String, String)> = worker::Headers(response.headers()).entries().collect();
     let connection = headers
@@ -99,9 +138,38 @@ async fn read_answer(response: Response) -> Result<OriginAnswer, JsValue> {
         .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
         .map(|(_, value)| value.as_str());
     let connection_tokens = connection_tokens(connection);
-    let buffer = JsFuture::from(response.array_buffer()?).await?;
-    let body = js_sys::Uint8Array::new(&buffer).to_vec();
+    let header_bytes: u64 = headers.iter().map(|(n, v)| (n.len() + v.len() + 8) as u64).sum();
+    let body_cap = max_stored_bytes.saturating_sub(header_bytes);
+    let body = match response.body() {
+        None => AnswerBody::Complete(Vec::new()),
+        Some(raw) => read_capped(raw, body_cap).await?,
+    };
     Ok(OriginAnswer { status, headers, connection_tokens, body })
+}
+
+/// Reads `raw` chunk by chunk. Within `cap`, the bytes (copied into Wasm once); past it,
+/// a stream of the chunks read so far followed by the rest, which is never buffered here.
+async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Result<AnswerBody, JsValue> {
+    let mut chunks = wasm_streams::ReadableStream::from_raw(raw.unchecked_into()).into_stream();
+    let mut held: Vec<js_sys::Uint8Array> = Vec::new();
+    let mut total = 0u64;
+    while let Some(chunk) = chunks.next().await {
+        let chunk: js_sys::Uint8Array = chunk?.unchecked_into();
+        total += u64::from(chunk.length());
+        held.push(chunk);
+        if total > cap {
+            let read = stream::iter(held.into_iter().map(|chunk| Ok(JsValue::from(chunk))));
+            let whole = wasm_streams::ReadableStream::from_stream(read.chain(chunks));
+            return Ok(AnswerBody::Streamed(whole.into_raw().unchecked_into()));
+        }
+    }
+    let mut body = Vec::with_capacity(total as usize);
+    for chunk in held {
+        let at = body.len();
+        body.resize(at + chunk.length() as usize, 0);
+        chunk.copy_to(&mut body[at..]);
+    }
+    Ok(AnswerBody::Complete(body))
 }
 
 /// A fetch failure may have happened after the request left: the outcome is unknown.

@@ -7,6 +7,8 @@
 //! - `basics`: keys, execute and replay, coalescing, fencing, fingerprints, origin outcomes,
 //!   the TTL, and the test origin's gate itself;
 //! - `answers`: how each kind of origin answer is stored, released and replayed;
+//! - `boundaries`: where one key could reach the origin twice (fail-open, the outcome table,
+//!   bounded memory, policy bypass);
 //! - `waiters`: duplicates waiting on an attempt, whatever its end;
 //! - `storage_faults`: a corrupt, unreadable or unwritable record inside the object;
 //! - `route_mode`: `ORIGIN_URL` empty, the request's own URL is the origin;
@@ -30,6 +32,7 @@ mod support;
 mod admin;
 mod answers;
 mod basics;
+mod boundaries;
 mod client;
 mod docs_citations;
 mod metrics;

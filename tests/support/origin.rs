@@ -9,10 +9,12 @@
 //!   header, since a runtime may join repeated ones with `", "`);
 //! - `x-test-connection: a, b` answer `Connection: close, a, b` (naming more hop-by-hop
 //!   headers);
-//! - `x-test-body-bytes: N`  pad the JSON body to about N bytes;
 //! - `x-test-reset: 1`      read the request, count it, then close without answering;
 //! - `x-test-stall-body-ms: N` send the head and half the body, stall N ms, then close
 //!   without sending the rest (the declared `Content-Length` is never reached);
+//! - `x-test-released: 1`   add `Idempotency-Released: true` (the origin confirms that it
+//!   did not execute the request);
+//! - `x-test-pad-bytes: N`  add a `pad` member of N bytes to the JSON body (large answers);
 //! - `x-test-hold: NAME`    hold the request at the gate NAME (see [`Gate`]) until the test
 //!   releases it, then carry on with the other control headers.
 //!
@@ -504,17 +506,15 @@ fn handle(mut stream: TcpStream, state: Arc<Shared>) {
     }
     let default_status = if matches!(received.method.as_str(), "POST" | "PATCH") { 201 } else { 200 };
     let status = control("x-test-status").and_then(|v| v.parse::<u16>().ok()).unwrap_or(default_status);
-    let mut json = serde_json::json!({
+    let pad = control("x-test-pad-bytes").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
+    let json = serde_json::json!({
         "execution": serial,
         "key": key,
         "method": received.method,
         "path": received.target,
         "body_len": received.body_len,
+        "pad": "x".repeat(pad),
     });
-    if let Some(size) = control("x-test-body-bytes").and_then(|v| v.parse::<usize>().ok()) {
-        let base = json.to_string().len() + ",\"pad\":\"\"".len();
-        json["pad"] = serde_json::Value::String("p".repeat(size.saturating_sub(base)));
-    }
     // 204 and 304 answers have no body, and say no length.
     let bodiless = matches!(status, 204 | 304);
     let body = if bodiless { String::new() } else { json.to_string() };
@@ -527,6 +527,9 @@ fn handle(mut stream: TcpStream, state: Arc<Shared>) {
     }
     if let Some(after) = control("x-test-retry-after") {
         head.push_str(&format!("retry-after: {after}\r\n"));
+    }
+    if control("x-test-released").as_deref() == Some("1") {
+        head.push_str("idempotency-released: true\r\n");
     }
     for line in control("x-test-response-headers").iter().flat_map(|v| v.split(" | ")) {
         if let Some((name, value)) = line.split_once(':') {

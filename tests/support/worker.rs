@@ -291,13 +291,18 @@ impl Worker {
     }
 
     pub fn start(config: WorkerConfig) -> Result<Worker, String> {
-        Worker::start_with(config, None, &[])
+        Worker::start_with(config, None, &[], &[])
+    }
+
+    /// Starts the built worker with more `wrangler dev` arguments (e.g. `--local-upstream`).
+    pub fn start_with_args(config: WorkerConfig, extra: &[&str]) -> Result<Worker, String> {
+        Worker::start_with(config, None, extra, &[])
     }
 
     /// Starts the built worker under a wrangler configuration of the test's own (written to
     /// the instance's directory; `{MAIN}` in it is replaced by the built shim's path).
     pub fn start_with_config(config: WorkerConfig, wrangler_toml: &str) -> Result<Worker, String> {
-        Worker::start_with(config, Some(wrangler_toml), &[])
+        Worker::start_with(config, Some(wrangler_toml), &[], &[])
     }
 
     /// [`Worker::start_with_config`], plus more workers in the same workerd (`-c` once per
@@ -319,12 +324,13 @@ impl Worker {
         let more: Vec<String> =
             more.iter().map(|toml| toml.replace("{DIR}", &dir.display().to_string())).collect();
         let more: Vec<&str> = more.iter().map(String::as_str).collect();
-        Worker::start_with(config, Some(wrangler_toml), &more)
+        Worker::start_with(config, Some(wrangler_toml), &[], &more)
     }
 
     fn start_with(
         config: WorkerConfig,
         wrangler_toml: Option<&str>,
+        extra: &[&str],
         more: &[&str],
     ) -> Result<Worker, String> {
         require_build();
@@ -374,6 +380,7 @@ impl Worker {
             args.push("--config".into());
             args.push(file.display().to_string());
         }
+        args.extend(extra.iter().map(|arg| arg.to_string()));
         for (name, value) in &config.vars {
             args.push("--var".into());
             args.push(format!("{name}:{value}"));

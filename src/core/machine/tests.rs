@@ -47,12 +47,29 @@ fn arrival_with_waiters(
     live_attempt: Option<AttemptId>,
     waiters: usize,
 ) -> Event {
-    Event::Arrival { fingerprint, new_attempt, live_attempt, waiters, timing: timing() }
+    Event::Arrival {
+        fingerprint,
+        new_attempt,
+        live_attempt,
+        waiters,
+        waiting_bytes: 0,
+        max_origin_attempts: None,
+        body_bytes: 0,
+        limits: WaiterLimits::default(),
+        timing: timing(),
+    }
 }
 
 /// The claim the machine writes when `attempt` arrives first at `at` (with [`timing`]).
 fn claim(attempt: AttemptId, at: Millis) -> InFlight {
-    InFlight { attempt, fingerprint: FP, claimed_at: at, lease_until: at + LEASE, expires_at: at + TTL }
+    InFlight {
+        attempt,
+        fingerprint: FP,
+        origin_attempts: 1,
+        claimed_at: at,
+        lease_until: at + LEASE,
+        expires_at: at + TTL,
+    }
 }
 
 fn in_flight(attempt: AttemptId, at: Millis) -> Record {
@@ -70,7 +87,14 @@ fn completed(attempt: AttemptId, at: Millis, response: Arc<StoredResponse>) -> R
 }
 
 fn unknown(attempt: AttemptId, at: Millis, reason: UnknownReason) -> Record {
-    Record::Unknown(Unknown { attempt, fingerprint: FP, since: at, expires_at: at + TTL, reason })
+    Record::Unknown(Unknown {
+        attempt,
+        fingerprint: FP,
+        origin_attempts: 1,
+        since: at,
+        expires_at: at + TTL,
+        reason,
+    })
 }
 
 /// A small origin response with this status.
@@ -91,7 +115,7 @@ fn response_of_size(status: u16, size: usize) -> Arc<StoredResponse> {
 
 /// The origin finished `attempt` with `result`; a `Responded` result carries `response`.
 fn finished(attempt: AttemptId, result: OriginResult, response: Option<Arc<StoredResponse>>) -> Event {
-    Event::OriginFinished { attempt, result, response, timing: timing() }
+    Event::OriginFinished { attempt, result, response, timing: timing(), outcome: OutcomePolicy::default() }
 }
 
 /// The origin answered `attempt` with `answer`.
@@ -167,6 +191,7 @@ fn first_arrival_claims_then_forwards() {
         RecordChange::Put(Record::InFlight(InFlight {
             attempt: A,
             fingerprint: FP,
+            origin_attempts: 1,
             claimed_at: T0,
             lease_until,
             expires_at,
@@ -178,8 +203,17 @@ fn first_arrival_claims_then_forwards() {
 #[test]
 fn a_claim_is_retained_at_least_until_its_lease_ends() {
     let short = Timing { ttl_ms: 1_000, ..timing() };
-    let event =
-        Event::Arrival { fingerprint: FP, new_attempt: A, live_attempt: None, waiters: 0, timing: short };
+    let event = Event::Arrival {
+        fingerprint: FP,
+        new_attempt: A,
+        live_attempt: None,
+        waiters: 0,
+        waiting_bytes: 0,
+        max_origin_attempts: None,
+        body_bytes: 0,
+        limits: WaiterLimits::default(),
+        timing: short,
+    };
     let step = step(None, event, T0);
     let RecordChange::Put(Record::InFlight(claim)) = &step.change else { panic!("no claim: {step:?}") };
     assert_eq!(claim.lease_until, T0 + short.lease_ms());
@@ -213,6 +247,7 @@ fn expired_records_of_every_kind_are_claimed_anew() {
                     let expected = InFlight {
                         attempt: B,
                         fingerprint,
+                        origin_attempts: 1,
                         claimed_at: now,
                         lease_until: now + LEASE,
                         expires_at: now + TTL,
@@ -265,7 +300,7 @@ fn a_reused_key_is_refused_in_every_state() {
         ),
     ];
     for (name, record, live, now) in cases {
-        for waiters in [0, MAX_WAITERS_PER_KEY] {
+        for waiters in [0, DEFAULT_WAITERS_PER_KEY] {
             let step = step(Some(&record), arrival_with_waiters(OTHER_FP, B, live, waiters), now);
             let problem = rejection(&step);
             assert_eq!(problem.kind, ProblemKind::KeyReused, "{name}");
@@ -302,7 +337,8 @@ fn a_completed_record_is_replayed_with_the_stored_response() {
 fn a_duplicate_joins_the_live_attempt() {
     let record = in_flight(A, T0);
     for now in [T0, T0 + LEASE - 1, T0 + LEASE + 1] {
-        let step = step(Some(&record), arrival_with_waiters(FP, B, Some(A), MAX_WAITERS_PER_KEY - 1), now);
+        let step =
+            step(Some(&record), arrival_with_waiters(FP, B, Some(A), DEFAULT_WAITERS_PER_KEY - 1), now);
         assert_eq!(
             step,
             Step { change: RecordChange::Keep, actions: vec![Action::Join { attempt: A, wait_ms: WAIT }] }
@@ -311,9 +347,92 @@ fn a_duplicate_joins_the_live_attempt() {
 }
 
 #[test]
+fn past_the_waiting_bytes_a_duplicate_is_told_to_retry() {
+    let record = in_flight(A, T0);
+    let limits = WaiterLimits { max_waiters: 1_000, max_waiting_bytes: 10 * 1024 * 1024 };
+    let arrive = |waiting_bytes: u64, body_bytes: u64| Event::Arrival {
+        fingerprint: FP,
+        new_attempt: B,
+        live_attempt: Some(A),
+        waiters: 3,
+        waiting_bytes,
+        max_origin_attempts: None,
+        body_bytes,
+        limits,
+        timing: timing(),
+    };
+    let fits = step(Some(&record), arrive(9 * 1024 * 1024, 1024 * 1024), T0 + 1);
+    assert_eq!(fits.actions, vec![Action::Join { attempt: A, wait_ms: WAIT }]);
+    let over = step(Some(&record), arrive(9 * 1024 * 1024, 1024 * 1024 + 1), T0 + 1);
+    assert_eq!(rejection(&over).kind, ProblemKind::InProgress);
+    let huge = step(Some(&record), arrive(u64::MAX, u64::MAX), T0 + 1);
+    assert_eq!(rejection(&huge).status(), 409, "sums saturate instead of wrapping");
+}
+
+#[test]
+fn the_route_outcome_policy_decides_what_a_status_means() {
+    let record = in_flight(A, T0);
+    let route_mode = OutcomePolicy { via_cloudflare: true, ..OutcomePolicy::default() };
+    let finish = |status: u16, outcome: OutcomePolicy, confirmed: bool| {
+        let mut answer = (*response(status)).clone();
+        if confirmed {
+            answer.headers.push(("Idempotency-Released".to_owned(), "true".to_owned()));
+        }
+        let event = Event::OriginFinished {
+            attempt: A,
+            result: OriginResult::Responded(status),
+            response: Some(Arc::new(answer)),
+            timing: timing(),
+            outcome,
+        };
+        step(Some(&record), event, T0 + 10)
+    };
+    // 520 and 524 through Cloudflare may have executed: held, and their callers get them.
+    for status in [520, 524] {
+        let step = finish(status, route_mode, false);
+        let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{status}: {step:?}") };
+        let expected =
+            if status == 524 { UnknownReason::OriginTimeout } else { UnknownReason::ResetAfterSend };
+        assert_eq!(held.reason, expected);
+        assert!(matches!(step.actions[1], Action::Settle { origin_answered: true, .. }));
+    }
+    // 521..526 say that nothing was delivered: released.
+    for status in [521, 522, 523, 525, 526] {
+        assert_eq!(finish(status, route_mode, false).change, RecordChange::Delete, "{status}");
+    }
+    // Outside route mode the same statuses are the origin's own final word.
+    assert!(matches!(
+        finish(521, OutcomePolicy::default(), false).change,
+        RecordChange::Put(Record::Completed(_))
+    ));
+    // A release status without the origin's confirmation, where the route asks for it.
+    let strict = OutcomePolicy { release_requires_header: true, ..OutcomePolicy::default() };
+    assert!(matches!(finish(503, strict, false).change, RecordChange::Put(Record::Unknown(_))));
+    assert_eq!(finish(503, strict, true).change, RecordChange::Delete);
+}
+
+#[test]
+fn an_oversized_answer_goes_to_its_caller_and_the_key_is_held() {
+    let record = in_flight(A, T0);
+    let event = Event::OriginFinished {
+        attempt: A,
+        result: OriginResult::Oversized(200),
+        response: None,
+        timing: timing(),
+        outcome: OutcomePolicy::default(),
+    };
+    let step = step(Some(&record), event, T0 + 10);
+    let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
+    assert_eq!(held.reason, UnknownReason::ResponseTooLarge { status: 200 });
+    let Action::Settle { answer, origin_answered, .. } = &step.actions[1] else { panic!("{step:?}") };
+    assert!(origin_answered, "the caller gets the streamed answer");
+    assert_eq!(answer.status, 502, "waiters get outcome-unknown, not a copy of the stream");
+}
+
+#[test]
 fn past_the_waiter_cap_a_duplicate_is_told_to_retry() {
     let record = in_flight(A, T0);
-    for waiters in [MAX_WAITERS_PER_KEY, MAX_WAITERS_PER_KEY + 1, usize::MAX] {
+    for waiters in [DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITERS_PER_KEY + 1, usize::MAX] {
         let step = step(Some(&record), arrival_with_waiters(FP, B, Some(A), waiters), T0 + 1);
         let problem = rejection(&step);
         assert_eq!(problem.kind, ProblemKind::InProgress);
@@ -420,6 +539,7 @@ fn a_timeout_or_reset_holds_the_key_as_unknown() {
         let expected = Record::Unknown(Unknown {
             attempt: A,
             fingerprint: FP,
+            origin_attempts: 1,
             since: now,
             expires_at: now + TTL,
             reason,
@@ -458,8 +578,13 @@ fn an_unknown_outcome_keeps_the_claims_expiry_when_that_is_later() {
     let short = Timing { ttl_ms: 1_000, ..timing() };
     let record = Record::InFlight(InFlight { expires_at: T0 + short.lease_ms(), ..claim(A, T0) });
     let now = T0 + 5_000;
-    let event =
-        Event::OriginFinished { attempt: A, result: OriginResult::TimedOut, response: None, timing: short };
+    let event = Event::OriginFinished {
+        attempt: A,
+        result: OriginResult::TimedOut,
+        response: None,
+        timing: short,
+        outcome: OutcomePolicy::default(),
+    };
     let step = step(Some(&record), event, now);
     let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
     assert_eq!(held.expires_at, T0 + short.lease_ms());
@@ -483,6 +608,7 @@ fn a_response_too_large_to_store_is_held_as_unknown() {
     let expected = Record::Unknown(Unknown {
         attempt: A,
         fingerprint: FP,
+        origin_attempts: 1,
         since: now,
         expires_at: now + TTL,
         reason: UnknownReason::ResponseTooLarge { status: 200 },
@@ -683,7 +809,7 @@ fn origin_result() -> impl Strategy<Value = OriginResult> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let waiters = prop_oneof![0usize..3, Just(MAX_WAITERS_PER_KEY - 1), Just(MAX_WAITERS_PER_KEY)];
+    let waiters = prop_oneof![0usize..3, Just(DEFAULT_WAITERS_PER_KEY - 1), Just(DEFAULT_WAITERS_PER_KEY)];
     let advance = prop_oneof![0u64..2_000, 0u64..120_000, Just(TTL), Just(TTL + LEASE + 1)];
     prop_oneof![
         5 => (0u8..2, waiters, prop::bool::weighted(0.15))
@@ -861,6 +987,10 @@ impl Sim {
             new_attempt,
             live_attempt: self.live,
             waiters,
+            waiting_bytes: 0,
+            max_origin_attempts: None,
+            body_bytes: 0,
+            limits: WaiterLimits::default(),
             timing: self.timing,
         });
 
@@ -940,6 +1070,7 @@ impl Sim {
                 RecordChange::Put(Record::InFlight(InFlight {
                     attempt: new_attempt,
                     fingerprint,
+                    origin_attempts: 1,
                     claimed_at: self.now,
                     lease_until: self.now + self.timing.lease_ms(),
                     expires_at,
@@ -972,7 +1103,13 @@ impl Sim {
             Some(Record::InFlight(claim)) if claim.attempt == attempt => Some(claim.clone()),
             _ => None,
         };
-        let step = self.step(Event::OriginFinished { attempt, result, response, timing: self.timing });
+        let step = self.step(Event::OriginFinished {
+            attempt,
+            result,
+            response,
+            timing: self.timing,
+            outcome: OutcomePolicy::default(),
+        });
         prop_assert!(forwards(&step.actions).is_empty());
         let (settled, answer, origin_answered) = settle_of_checked(&step.actions)?;
         prop_assert_eq!(settled, attempt);
@@ -990,7 +1127,7 @@ impl Sim {
 
         // The outcome table, and how long the key is held afterwards.
         let ttl_end = self.now + self.timing.ttl_ms;
-        let held_until = match (disposition(result), &step.change) {
+        let held_until = match (disposition(result, &OutcomePolicy::default(), false), &step.change) {
             (Disposition::Release, RecordChange::Delete) => None,
             (Disposition::Final, RecordChange::Put(Record::Completed(done))) if !oversized => {
                 prop_assert_eq!(done.attempt, attempt);
@@ -1002,7 +1139,8 @@ impl Sim {
                 Some(ttl_end)
             }
             (Disposition::Final | Disposition::Unknown, RecordChange::Put(Record::Unknown(unknown)))
-                if oversized || disposition(result) == Disposition::Unknown =>
+                if oversized
+                    || disposition(result, &OutcomePolicy::default(), false) == Disposition::Unknown =>
             {
                 prop_assert_eq!(unknown.attempt, attempt);
                 prop_assert_eq!(unknown.expires_at, ttl_end.max(claim.expires_at));
@@ -1053,6 +1191,7 @@ fn an_alarm_never_deletes_a_claim_whose_execution_is_still_running() {
     let claim = Record::InFlight(InFlight {
         attempt: AttemptId(1),
         fingerprint: Digest256([1; 32]),
+        origin_attempts: 1,
         claimed_at: 0,
         lease_until: timing.lease_ms(),
         expires_at: timing.lease_ms(),
@@ -1073,6 +1212,7 @@ fn a_response_status_without_its_answer_is_held_as_unknown() {
     let claim = Record::InFlight(InFlight {
         attempt: AttemptId(1),
         fingerprint: Digest256([1; 32]),
+        origin_attempts: 1,
         claimed_at: 0,
         lease_until: timing.lease_ms(),
         expires_at: 60_000,
@@ -1083,8 +1223,107 @@ fn a_response_status_without_its_answer_is_held_as_unknown() {
             result: OriginResult::Responded(status),
             response: None,
             timing,
+            outcome: OutcomePolicy::default(),
         };
         let next = step(Some(&claim), finished, 10);
         assert!(matches!(next.change, RecordChange::Put(Record::Unknown(_))), "{status}: {next:?}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Rule 7: an origin that deduplicates by key lets an unknown outcome be sent again
+// ---------------------------------------------------------------------------------------
+
+fn arrival_to_deduplicating_origin(max: u16, live_attempt: Option<AttemptId>) -> Event {
+    Event::Arrival {
+        fingerprint: FP,
+        new_attempt: B,
+        live_attempt,
+        waiters: 0,
+        waiting_bytes: 0,
+        max_origin_attempts: Some(max),
+        body_bytes: 0,
+        limits: WaiterLimits::default(),
+        timing: timing(),
+    }
+}
+
+fn unknown_sent(times: u16, reason: UnknownReason) -> Record {
+    Record::Unknown(Unknown {
+        attempt: A,
+        fingerprint: FP,
+        origin_attempts: times,
+        since: T0,
+        expires_at: T0 + TTL,
+        reason,
+    })
+}
+
+#[test]
+fn an_unknown_outcome_is_sent_again_to_an_origin_that_deduplicates() {
+    let record = unknown_sent(1, UnknownReason::OriginTimeout);
+    let step = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + 100);
+    let RecordChange::Put(Record::InFlight(claim)) = &step.change else { panic!("{step:?}") };
+    assert_eq!(claim.attempt, B, "a new fenced attempt");
+    assert_eq!(claim.origin_attempts, 2);
+    assert_eq!(claim.fingerprint, FP);
+    assert!(claim.expires_at >= T0 + TTL, "the key is kept at least as long as before");
+    assert_eq!(step.actions, vec![Action::SetAlarm(claim.expires_at), Action::Forward { attempt: B }]);
+}
+
+#[test]
+fn without_the_option_an_unknown_outcome_is_never_sent_again() {
+    let record = unknown_sent(1, UnknownReason::ResetAfterSend);
+    let step = step(Some(&record), arrival(FP, B, None), T0 + 100);
+    assert_eq!(rejection(&step).kind, ProblemKind::OutcomeUnknown);
+}
+
+#[test]
+fn the_attempts_are_bounded() {
+    let record = unknown_sent(5, UnknownReason::OriginTimeout);
+    let step = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + 100);
+    let problem = rejection(&step);
+    assert_eq!(problem.kind, ProblemKind::OutcomeUnknown);
+    assert!(
+        problem.detail.contains("5 times") && problem.detail.contains("MAX_ORIGIN_ATTEMPTS"),
+        "{}",
+        problem.detail
+    );
+    // A lower limit after a configuration change holds too.
+    let step = super::step(Some(&record), arrival_to_deduplicating_origin(2, None), T0 + 100);
+    assert_eq!(rejection(&step).kind, ProblemKind::OutcomeUnknown);
+}
+
+#[test]
+fn an_answer_too_large_to_store_is_never_sent_again() {
+    let record = unknown_sent(1, UnknownReason::ResponseTooLarge { status: 200 });
+    let step = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + 100);
+    assert_eq!(rejection(&step).kind, ProblemKind::OutcomeUnknown);
+}
+
+#[test]
+fn an_orphaned_claim_is_sent_again_only_after_its_lease() {
+    let record = in_flight(A, T0);
+    let within = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + LEASE - 1);
+    assert_eq!(rejection(&within).kind, ProblemKind::InProgress, "it may still be running");
+    let live = step(Some(&record), arrival_to_deduplicating_origin(5, Some(A)), T0 + LEASE + 1);
+    assert!(matches!(live.actions[..], [Action::Join { .. }]), "a live attempt is joined: {live:?}");
+    let after = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + LEASE);
+    let RecordChange::Put(Record::InFlight(claim)) = &after.change else { panic!("{after:?}") };
+    assert_eq!((claim.attempt, claim.origin_attempts), (B, 2));
+}
+
+#[test]
+fn a_resent_attempt_that_stays_unknown_keeps_its_count() {
+    let claim = Record::InFlight(InFlight { origin_attempts: 3, ..claim(B, T0) });
+    let step = step(Some(&claim), finished(B, OriginResult::TimedOut, None), T0 + 10);
+    let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
+    assert_eq!(held.origin_attempts, 3);
+    // A different payload is still refused.
+    let mut arrival = arrival_to_deduplicating_origin(5, None);
+    if let Event::Arrival { fingerprint, .. } = &mut arrival {
+        *fingerprint = OTHER_FP;
+    }
+    let other = super::step(Some(&unknown_sent(1, UnknownReason::OriginTimeout)), arrival, T0);
+    assert_eq!(rejection(&other).kind, ProblemKind::KeyReused);
 }

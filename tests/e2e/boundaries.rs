@@ -18,7 +18,7 @@
 use std::process::Command;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::support::assert::{assert_executed, assert_problem, assert_replay_of};
 use crate::support::http::{Request, Response};
@@ -150,27 +150,29 @@ fn an_object_that_dies_mid_flight_on_a_fail_open_route_is_never_forwarded_again(
     assert_executed(&edge.send(&payment(&path, &unique("done"))), 201);
     // The first attempt is held at the origin when the objects' process dies, as a deploy,
     // a resource limit or a lost machine ends a running object.
-    let first = {
-        let request = payment(&path, &key).header("x-test-delay-ms", "6000");
-        let addr = edge.addr;
-        thread::spawn(move || request.send(addr))
-    };
-    assert!(
-        o.wait_for_executions(&key, 1, Duration::from_secs(60)),
-        "the first attempt never reached the origin"
-    );
+    let gate = o.gate();
+    let first = gate.on(payment(&path, &key)).start(edge.addr).expect("send the first attempt");
+    gate.expect_arrival("the first attempt");
     objects.crash();
 
     // The edge lives on: its caller gets 503, not a second, unprotected forward.
-    let cut = first.join().expect("first request thread").expect("the edge answers its caller");
+    let cut = first.finish().expect("the edge answers its caller");
     assert_problem(&cut, 503, "storage-unavailable");
-    assert!(cut.header("retry-after").is_some(), "{cut:?}");
+    gate.release();
 
-    // The claim outlived the process: after a restart a retry waits out the lease.
+    // The claim outlived the process: after a restart a retry waits out the lease. Until
+    // the edge finds the restarted objects (wrangler's dev registry), it answers 503.
     objects.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart the objects: {e}"));
-    let retry = edge.send(&payment(&path, &key));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let retry = loop {
+        let retry = edge.send(&payment(&path, &key));
+        if retry.status != 503 || Instant::now() >= deadline {
+            break retry;
+        }
+        assert_problem(&retry, 503, "storage-unavailable");
+        thread::sleep(Duration::from_millis(250));
+    };
     assert_problem(&retry, 409, "in-progress");
-    thread::sleep(Duration::from_secs(7));
     assert_eq!(o.executions(&key), 1, "a request its object may have sent is never forwarded twice");
     assert!(
         !log_lines(edge).iter().any(|line| line["decision"] == "failed-open"),
@@ -438,24 +440,30 @@ fn method_override_headers_are_refused_on_uncovered_methods() {
 
 #[test]
 fn a_black_holed_origin_releases_the_key_once_the_probe_gives_up() {
-    // A port that serves until the instance is ready, then swallows every connect: its
-    // listener never accepts and its accept queue is full, so the kernel drops new SYNs.
-    let served = Origin::start();
-    let w = start(
-        "black-hole",
-        vars(&[("ORIGIN_URL", &served.url()), ("ORIGIN_TIMEOUT_SECONDS", "8"), ("IDEMPOTENCY_ROUTES", "")]),
-    )
+    // A port whose listener never accepts and whose accept queue is full, so the kernel
+    // drops new SYNs. The instance is ready once it answers a request itself (its origin
+    // never answers), so the port is never given up and taken by another test meanwhile.
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port for the black hole");
+    let hole_addr = hole.local_addr().expect("the black hole's address");
+    let w = Worker::start(WorkerConfig {
+        name: "black-hole".into(),
+        vars: vars(&[
+            ("ORIGIN_URL", &format!("http://{hole_addr}")),
+            ("ORIGIN_TIMEOUT_SECONDS", "8"),
+            ("IDEMPOTENCY_ROUTES", ""),
+        ]),
+        readiness: Readiness::AnyResponse,
+    })
     .unwrap_or_else(|e| panic!("{e}"));
-    served.stop();
-    let hole = std::net::TcpListener::bind(served.addr()).expect("rebind the origin's port");
     let mut queued = Vec::new();
     loop {
-        match std::net::TcpStream::connect_timeout(&served.addr(), Duration::from_millis(500)) {
+        match std::net::TcpStream::connect_timeout(&hole_addr, Duration::from_millis(500)) {
             Ok(stream) => queued.push(stream),
             Err(_) => break,
         }
         assert!(queued.len() < 10_000, "the accept queue never filled");
     }
+    let served = origin();
 
     let key = unique("hole");
     let path = path_under("/plain");

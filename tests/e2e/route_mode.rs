@@ -25,7 +25,11 @@ fn route_mode_worker() -> &'static Worker {
             .into_iter()
             .map(|(n, v)| (n.to_string(), v))
             .collect();
-        Worker::start(WorkerConfig { name: "route-mode".into(), vars, readiness: Readiness::AnyResponse })
+        Worker::start(WorkerConfig {
+            name: "route-mode-host".into(),
+            vars,
+            readiness: Readiness::AnyResponse,
+        })
     })
 }
 

@@ -335,6 +335,14 @@ impl Worker {
     ) -> Result<Worker, String> {
         require_build();
         note_user();
+        {
+            // Each instance has a directory (state, log) named after it: two of one name
+            // would share them.
+            let instances = INSTANCES.lock().unwrap_or_else(|e| e.into_inner());
+            if instances.iter().any(|known| known.name == config.name) {
+                return Err(format!("two instances are named '{}': give each its own name", config.name));
+            }
+        }
         clean_stale_dirs();
         let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
 

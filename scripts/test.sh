@@ -37,6 +37,7 @@ awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += 
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 if [[ -s target/e2e-times.txt ]]; then
   echo "slowest end-to-end tests (seconds from first use of an instance):"
-  sort -rn target/e2e-times.txt | head -10 | sed 's/^/  /'
+  # sed reads all of sort's output (head would close the pipe early: SIGPIPE, pipefail).
+  sort -rn target/e2e-times.txt | sed -n '1,10s/^/  /p'
 fi
 exit "$status"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: installs the toolchain if needed (scripts/setup.sh), builds the
-# worker, checks that the fuzz targets build, then runs the host unit and property tests of
-# the core and the client, and the end-to-end tests (tests/e2e: real workerd, wrangler dev,
-# in front of a real origin on loopback). Ends with one line adding up every test binary's
-# results, and the slowest end-to-end tests.
+# worker, checks that the fuzz targets build, then runs every test of the workspace's two
+# crates: the worker's (host unit and property tests of the core; the end-to-end tests in
+# tests/e2e, which start real workerd with wrangler dev in front of a real origin on
+# loopback) and the client's (unit tests, the middleware against a scripted server,
+# doctests, and end-to-end tests against the worker over TLS, the checker binary included).
+# Ends with one line adding up every test binary's results, and the slowest e2e tests.
 #
 #   ./scripts/test.sh                         # everything but the long reliability run
 #   ./scripts/test.sh --with-reliability-run  # and the reliability run (CI does this)
@@ -32,7 +34,7 @@ rm -f target/e2e-times.txt
 skip=(--skip reliability_run)
 [[ -n $run_reliability ]] && skip=()
 status=0
-cargo test "${cargo_args[@]}" -- "${skip[@]}" 2>&1 | tee "$log" || status=$?
+cargo test --workspace "${cargo_args[@]}" -- "${skip[@]}" 2>&1 | tee "$log" || status=$?
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 if [[ -s target/e2e-times.txt ]]; then

@@ -3,14 +3,13 @@
 //! - [`core`] decides (pure, host-tested).
 //! - `runtime` (wasm32 only) carries out: the Worker entry, the per-key Durable Object,
 //!   its storage and the origin fetch.
-//! - [`client`] (native targets only) is the client half: a reference retrying client that
-//!   sends one key per operation and retries only when that is safe and useful.
+//!
+//! The client half (a reqwest middleware that retries only when safe, and a conformance
+//! checker) is the workspace's other crate, `idempotency-edge-client` in `client/`, so the
+//! worker's Wasm carries none of it.
 #![forbid(unsafe_code)]
 
 pub mod core;
-
-#[cfg(not(target_arch = "wasm32"))]
-pub mod client;
 
 #[cfg(target_arch = "wasm32")]
 mod runtime;

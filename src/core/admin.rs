@@ -88,8 +88,19 @@ pub fn summary(object_id: &str, record: Option<&Record>, live: bool, now: Millis
         }
         Record::Completed(done) => {
             view["created_at_ms"] = json!(done.completed_at);
-            view["status"] = json!(done.response.status);
-            view["body_bytes"] = json!(done.response.body.len());
+            match &done.sealed_answer {
+                // Sealed: not even the status is known without opening it.
+                Some(sealed) => {
+                    view["sealed"] = json!(true);
+                    if let Some(envelope) = super::seal::Envelope::decode(sealed) {
+                        view["key_id"] = json!(envelope.key_id);
+                    }
+                }
+                None => {
+                    view["status"] = json!(done.response.status);
+                    view["body_bytes"] = json!(done.response.body.len());
+                }
+            }
         }
         Record::Unknown(unknown) => {
             view["created_at_ms"] = json!(unknown.since);
@@ -166,6 +177,7 @@ mod tests {
                 headers: vec![],
                 body: b"secret body".to_vec(),
             }),
+            sealed_answer: None,
         });
         let view = summary(ID, Some(&done), false, 20);
         assert_eq!(view["state"], "completed");

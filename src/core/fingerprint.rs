@@ -98,6 +98,17 @@ impl Scope {
     }
 }
 
+impl Scope {
+    /// The salt that derives this scope's storage encryption key (`core::seal`): a digest
+    /// of the scope, so that one caller's derived key opens no other caller's records.
+    pub fn key_salt(&self) -> Digest256 {
+        match self {
+            Scope::Anonymous => sha256_fields(b"idempotency-edge key salt v1", &[b"anonymous"]),
+            Scope::Caller(digest) => sha256_fields(b"idempotency-edge key salt v1", &[b"caller", &digest.0]),
+        }
+    }
+}
+
 /// The Durable Object name for `key` within `scope`: 64 hex digits, no raw input in it.
 pub fn object_name(scope: Scope, key: &str) -> String {
     let scope_bytes: &[u8] = match &scope {

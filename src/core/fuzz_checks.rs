@@ -263,17 +263,29 @@ fn build_record(source: &mut Source<'_>) -> Record {
             lease_until: source.u64(),
             expires_at: source.u64(),
         }),
-        1 => Record::Completed(Completed {
-            attempt,
-            fingerprint,
-            completed_at: source.u64(),
-            expires_at: source.u64(),
-            response: Arc::new(StoredResponse {
-                status: source.u16(),
-                headers: (0..source.u8() % 4).map(|_| (source.string(), source.string())).collect(),
-                body: source.bytes(),
-            }),
-        }),
+        1 => {
+            let completed_at = source.u64();
+            let expires_at = source.u64();
+            let sealed_answer =
+                (source.u8() % 4 == 0).then(|| source.bytes()).filter(|sealed| !sealed.is_empty());
+            let response = if sealed_answer.is_some() {
+                StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() }
+            } else {
+                StoredResponse {
+                    status: source.u16(),
+                    headers: (0..source.u8() % 4).map(|_| (source.string(), source.string())).collect(),
+                    body: source.bytes(),
+                }
+            };
+            Record::Completed(Completed {
+                attempt,
+                fingerprint,
+                completed_at,
+                expires_at,
+                response: Arc::new(response),
+                sealed_answer,
+            })
+        }
         _ => Record::Unknown(Unknown {
             attempt,
             fingerprint,

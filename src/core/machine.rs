@@ -398,6 +398,7 @@ fn on_origin_finished(
             completed_at: now,
             expires_at: now.saturating_add(timing.ttl_ms),
             response: answer,
+            sealed_answer: None,
         }),
     };
     let expires_at = next.expires_at();

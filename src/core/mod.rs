@@ -17,4 +17,5 @@ pub mod policy;
 pub mod problem;
 pub mod record;
 pub mod routes;
+pub mod seal;
 pub mod url;

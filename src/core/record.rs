@@ -23,6 +23,7 @@
 //! | tag | extension | kinds |
 //! |---|---|---|
 //! | 1 (critical) | origin attempts: how many times the key was sent to the origin (u16; absent: 1), for `ORIGIN_DEDUPLICATES` | in flight, unknown |
+//! | 2 (critical) | sealed answer: a `core::seal::Envelope` of the encoded [`StoredResponse`]; the inline response is then empty | completed |
 
 use std::sync::Arc;
 
@@ -42,6 +43,24 @@ pub struct StoredResponse {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+}
+
+impl StoredResponse {
+    /// The response's own encoding (as inside a record): what a sealed answer seals.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.body.len() + 64);
+        put_response(&mut out, self);
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<StoredResponse, DecodeError> {
+        let mut input = Reader { bytes, pos: 0 };
+        let response = read_response(&mut input)?;
+        if input.remaining() != 0 {
+            return Err(DecodeError::TrailingBytes);
+        }
+        Ok(response)
+    }
 }
 
 /// Why an outcome is unknown.
@@ -76,8 +95,12 @@ pub struct Completed {
     pub fingerprint: Digest256,
     pub completed_at: Millis,
     pub expires_at: Millis,
-    /// Shared, so that every waiter and replay reads one copy of the body.
+    /// Shared, so that every waiter and replay reads one copy of the body. Empty while
+    /// `sealed_answer` holds it, until the runtime has opened it.
     pub response: Arc<StoredResponse>,
+    /// The answer as stored when stored answers are encrypted: an encoded
+    /// `core::seal::Envelope`, as read from storage and not yet opened.
+    pub sealed_answer: Option<Vec<u8>>,
 }
 
 /// A key whose first attempt may have executed, with no answer to replay.
@@ -147,14 +170,32 @@ impl Record {
         }
     }
 
+    /// Whether the record holds an answer that must be opened before it can be replayed.
+    pub fn is_sealed(&self) -> bool {
+        matches!(self, Record::Completed(Completed { sealed_answer: Some(_), .. }))
+    }
+
+    /// The version [`Record::encode`] writes for this record.
+    pub fn version(&self) -> u8 {
+        if self.origin_attempts() != 1 || self.is_sealed() {
+            VERSION_2
+        } else {
+            VERSION_1
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
-        let mut extensions: Vec<(u8, Vec<u8>)> = Vec::new();
+        let mut extensions: Vec<(u8, &[u8])> = Vec::new();
+        let attempts = self.origin_attempts().to_be_bytes();
         if self.origin_attempts() != 1 {
-            extensions.push((EXT_ORIGIN_ATTEMPTS, self.origin_attempts().to_be_bytes().to_vec()));
+            extensions.push((EXT_ORIGIN_ATTEMPTS, &attempts));
+        }
+        if let Record::Completed(Completed { sealed_answer: Some(sealed), .. }) = self {
+            extensions.push((EXT_SEALED_ANSWER, sealed));
         }
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(MAGIC);
-        out.push(if extensions.is_empty() { VERSION_1 } else { VERSION_2 });
+        out.push(self.version());
         match self {
             Record::InFlight(r) => {
                 out.push(KIND_IN_FLIGHT);
@@ -168,15 +209,15 @@ impl Record {
                 put_common(&mut out, r.attempt, &r.fingerprint);
                 put_u64(&mut out, r.completed_at);
                 put_u64(&mut out, r.expires_at);
-                let response = &r.response;
-                out.reserve(response.body.len() + 64);
-                out.extend_from_slice(&response.status.to_be_bytes());
-                put_len(&mut out, response.headers.len());
-                for (name, value) in &response.headers {
-                    put_bytes(&mut out, name.as_bytes());
-                    put_bytes(&mut out, value.as_bytes());
+                if r.sealed_answer.is_some() {
+                    // The answer is in the extension; nothing of it in the clear.
+                    put_response(
+                        &mut out,
+                        &StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() },
+                    );
+                } else {
+                    put_response(&mut out, &r.response);
                 }
-                put_bytes(&mut out, &response.body);
             }
             Record::Unknown(r) => {
                 out.push(KIND_UNKNOWN);
@@ -226,26 +267,14 @@ impl Record {
             KIND_COMPLETED => {
                 let completed_at = input.u64()?;
                 let expires_at = input.u64()?;
-                let status = input.u16()?;
-                let count = input.len()?;
-                // Each header takes at least 8 bytes, so a count larger than what is left
-                // is corrupt; checking first keeps a forged count from allocating.
-                if count > input.remaining() / 8 {
-                    return Err(DecodeError::Truncated);
-                }
-                let mut headers = Vec::with_capacity(count);
-                for _ in 0..count {
-                    let name = input.string()?;
-                    let value = input.string()?;
-                    headers.push((name, value));
-                }
-                let body = input.bytes()?.to_vec();
+                let response = read_response(&mut input)?;
                 Record::Completed(Completed {
                     attempt,
                     fingerprint,
                     completed_at,
                     expires_at,
-                    response: Arc::new(StoredResponse { status, headers, body }),
+                    response: Arc::new(response),
+                    sealed_answer: None,
                 })
             }
             KIND_UNKNOWN => {
@@ -273,14 +302,29 @@ impl Record {
         let mut record = record;
         if version == VERSION_2 {
             let count = input.u8()?;
+            let mut seen: Vec<u8> = Vec::new();
             for _ in 0..count {
                 let tag = input.u8()?;
                 let value = input.bytes()?;
+                // One value per fact: a repeated tag would make two readings of one record.
+                if seen.contains(&tag) {
+                    return Err(DecodeError::BadField(tag));
+                }
+                seen.push(tag);
                 match (tag, &mut record) {
                     (EXT_ORIGIN_ATTEMPTS, Record::InFlight(InFlight { origin_attempts, .. }))
                     | (EXT_ORIGIN_ATTEMPTS, Record::Unknown(Unknown { origin_attempts, .. })) => {
                         let bytes: [u8; 2] = value.try_into().map_err(|_| DecodeError::BadField(tag))?;
                         *origin_attempts = u16::from_be_bytes(bytes);
+                    }
+                    (EXT_SEALED_ANSWER, Record::Completed(Completed { sealed_answer, response, .. })) => {
+                        // Nothing of a sealed answer is stored in the clear.
+                        let empty =
+                            response.status == 0 && response.headers.is_empty() && response.body.is_empty();
+                        if !empty || value.is_empty() {
+                            return Err(DecodeError::BadField(tag));
+                        }
+                        *sealed_answer = Some(value.to_vec());
                     }
                     (tag, _) if tag & EXT_SKIPPABLE != 0 => {}
                     (tag, _) => return Err(DecodeError::UnknownExtension(tag)),
@@ -312,11 +356,43 @@ const MAGIC: &[u8; 2] = b"IE";
 const VERSION_1: u8 = 1;
 const VERSION_2: u8 = 2;
 const EXT_ORIGIN_ATTEMPTS: u8 = 1;
+const EXT_SEALED_ANSWER: u8 = 2;
+/// The record version a sealed answer is stored under (bound into its associated data).
+pub const SEALED_RECORD_VERSION: u8 = VERSION_2;
 /// Extension tags with this bit may be skipped by a reader that does not know them.
 const EXT_SKIPPABLE: u8 = 0x80;
 const KIND_IN_FLIGHT: u8 = 1;
 const KIND_COMPLETED: u8 = 2;
 const KIND_UNKNOWN: u8 = 3;
+
+fn put_response(out: &mut Vec<u8>, response: &StoredResponse) {
+    out.reserve(response.body.len() + 64);
+    out.extend_from_slice(&response.status.to_be_bytes());
+    put_len(out, response.headers.len());
+    for (name, value) in &response.headers {
+        put_bytes(out, name.as_bytes());
+        put_bytes(out, value.as_bytes());
+    }
+    put_bytes(out, &response.body);
+}
+
+fn read_response(input: &mut Reader<'_>) -> Result<StoredResponse, DecodeError> {
+    let status = input.u16()?;
+    let count = input.len()?;
+    // Each header takes at least 8 bytes, so a count larger than what is left is corrupt;
+    // checking first keeps a forged count from allocating.
+    if count > input.remaining() / 8 {
+        return Err(DecodeError::Truncated);
+    }
+    let mut headers = Vec::with_capacity(count);
+    for _ in 0..count {
+        let name = input.string()?;
+        let value = input.string()?;
+        headers.push((name, value));
+    }
+    let body = input.bytes()?.to_vec();
+    Ok(StoredResponse { status, headers, body })
+}
 
 fn put_common(out: &mut Vec<u8>, attempt: AttemptId, fingerprint: &Digest256) {
     put_u64(out, attempt.0);
@@ -424,6 +500,7 @@ mod tests {
                     ],
                     body: b"{\"id\":1}\xff".to_vec(),
                 }),
+                sealed_answer: None,
             }),
             Record::Unknown(Unknown {
                 attempt: AttemptId(0),
@@ -440,6 +517,15 @@ mod tests {
                 since: 5,
                 expires_at: 6,
                 reason: UnknownReason::OriginTimeout,
+            }),
+            // Version 2: a sealed answer (the inline response is empty).
+            Record::Completed(Completed {
+                attempt: AttemptId(10),
+                fingerprint: fp(7),
+                completed_at: 2_000,
+                expires_at: 3_000,
+                response: Arc::new(StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() }),
+                sealed_answer: Some(vec![7, b'2', b'0', b'2', b'6', b'-', b'1', b'2', 0, 1, 2]),
             }),
             // Version 2: with the origin-attempts extension.
             Record::InFlight(InFlight {
@@ -507,7 +593,7 @@ mod tests {
 
     #[test]
     fn unknown_extensions_are_refused_unless_skippable() {
-        let base = samples()[4].encode();
+        let base = samples()[5].encode();
         // One more extension: bump the count, append tag + empty value.
         let with = |tag: u8| {
             let mut bytes = base.clone();
@@ -518,7 +604,7 @@ mod tests {
             bytes
         };
         assert_eq!(Record::decode(&with(0x7f)), Err(DecodeError::UnknownExtension(0x7f)));
-        assert_eq!(Record::decode(&with(0x90)), Ok(samples()[4].clone()));
+        assert_eq!(Record::decode(&with(0x90)), Ok(samples()[5].clone()));
         // The attempts extension on a completed record is not a known combination.
         let mut completed = samples()[1].encode();
         completed[2] = 2;
@@ -533,6 +619,45 @@ mod tests {
         short[value_len_at..value_len_at + 4].copy_from_slice(&1u32.to_be_bytes());
         short.pop();
         assert_eq!(Record::decode(&short), Err(DecodeError::BadField(EXT_ORIGIN_ATTEMPTS)));
+    }
+
+    #[test]
+    fn a_sealed_answer_leaves_nothing_in_the_clear() {
+        let sealed = &samples()[4];
+        assert!(sealed.is_sealed());
+        assert_eq!(sealed.version(), 2);
+        let answer =
+            StoredResponse { status: 201, headers: vec![("a".into(), "b".into())], body: b"secret".to_vec() };
+        let Record::Completed(done) = sealed else { unreachable!() };
+        // Even given a plaintext response, the encoding writes only the envelope.
+        let with_plaintext =
+            Record::Completed(Completed { response: Arc::new(answer.clone()), ..done.clone() });
+        let bytes = with_plaintext.encode();
+        assert!(!bytes.windows(6).any(|w| w == b"secret"), "no answer byte in the clear");
+        // A stored record with both is refused, as is a repeated extension.
+        let mut both = Record::Completed(Completed { sealed_answer: None, ..done.clone() }).encode();
+        both[2] = 2;
+        let mut forged = Record::Completed(Completed {
+            sealed_answer: None,
+            response: Arc::new(answer.clone()),
+            ..done.clone()
+        })
+        .encode();
+        forged[2] = 2;
+        forged.push(1);
+        forged.push(EXT_SEALED_ANSWER);
+        forged.extend_from_slice(&3u32.to_be_bytes());
+        forged.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(Record::decode(&forged), Err(DecodeError::BadField(EXT_SEALED_ANSWER)));
+        both.push(2);
+        for _ in 0..2 {
+            both.push(EXT_SEALED_ANSWER);
+            both.extend_from_slice(&1u32.to_be_bytes());
+            both.push(9);
+        }
+        assert_eq!(Record::decode(&both), Err(DecodeError::BadField(EXT_SEALED_ANSWER)));
+        // The sealed plaintext is the response's own encoding.
+        assert_eq!(StoredResponse::decode(&answer.encode()), Ok(answer));
     }
 
     #[test]

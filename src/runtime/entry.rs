@@ -62,6 +62,9 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         Ok(config) => config,
         Err(problem) => return respond::refused(&env, problem),
     };
+    if let Err(problem) = &settings.storage_keys {
+        return respond::refused(&env, problem);
+    }
     let url = req.url();
     let (path, _) = path_and_query_parts(&url);
     if let Some(token) = &settings.admin_token {
@@ -180,6 +183,7 @@ async fn covered(
     let path_and_query = path_and_query(url);
     let scope_value = headers.get(&config.scope_header)?;
     let scope = Scope::from_header(scope_value.as_deref().map(str::as_bytes));
+    let scope_salt = scope.key_salt();
     let content_type = headers.get("content-type")?;
     let extra_values: Vec<Option<String>> =
         policy.fingerprint_headers.iter().map(|name| headers.get(name).ok().flatten()).collect();
@@ -211,6 +215,7 @@ async fn covered(
     outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
     outgoing.set(internal::POLICY, &encode_object_policy(&config.object_policy(policy)))?;
     outgoing.set(internal::BODY_BYTES, &body_bytes.to_string())?;
+    outgoing.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
     if config.origin_url.is_some() {
         outgoing.set(internal::PROBE_ORIGIN, "1")?;
     }

@@ -10,6 +10,7 @@
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
 //!   answer prepared once for replays.
 //! - `settings`: the configuration and bindings, read once per isolate.
+//! - `seal`: stored answers sealed and opened with WebCrypto.
 
 mod admin;
 mod entry;
@@ -17,6 +18,7 @@ mod metrics;
 mod object;
 mod origin;
 mod respond;
+mod seal;
 mod settings;
 mod storage;
 
@@ -25,6 +27,9 @@ mod internal {
     pub const FINGERPRINT: &str = "x-idempotency-edge-fingerprint";
     /// What the object needs of the configuration (`core::config::encode_object_policy`).
     pub const POLICY: &str = "x-idempotency-edge-policy";
+    /// The caller scope's key salt (`core::fingerprint::Scope::key_salt`), for sealing the
+    /// key's stored answer.
+    pub const SCOPE_SALT: &str = "x-idempotency-edge-scope-salt";
     /// The request body's size, for the waiters' byte limit.
     pub const BODY_BYTES: &str = "x-idempotency-edge-body-bytes";
     /// Present when the origin is a configured `ORIGIN_URL` (not route mode): the object may

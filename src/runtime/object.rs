@@ -42,6 +42,8 @@ use worker::{console_error, console_log, Delay, Env, Result, SqlStorage, State, 
 use super::metrics;
 use super::origin::{self, AnswerBody, OriginAnswer};
 use super::respond::{self, Prepared};
+use super::seal::Sealer;
+use super::settings;
 use super::storage::{self, StorageError};
 use super::{internal, now_ms};
 use crate::core::admin;
@@ -52,7 +54,7 @@ use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::{self, Action, Event, RecordChange, Step};
 use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
-use crate::core::record::{AttemptId, Record, StoredResponse};
+use crate::core::record::{AttemptId, Completed, Record, StoredResponse};
 
 /// The answer that settles an execution, shared by its waiters: prepared once, so every
 /// waiter's response shares one body.
@@ -89,6 +91,11 @@ pub struct KeyObject {
     id: OnceCell<String>,
     storage: OnceCell<Storage>,
     sql: OnceCell<SqlStorage>,
+    /// Seals and opens the key's stored answer when `STORAGE_ENCRYPTION_KEYS` is set.
+    sealer: Sealer,
+    /// The caller scope's key salt, from the first key request (it never changes: the
+    /// object's name is derived from the scope).
+    scope_salt: OnceCell<Digest256>,
 }
 
 #[wasm_bindgen]
@@ -104,6 +111,8 @@ impl KeyObject {
             id: OnceCell::new(),
             storage: OnceCell::new(),
             sql: OnceCell::new(),
+            sealer: Sealer::default(),
+            scope_salt: OnceCell::new(),
         }
     }
 
@@ -143,7 +152,7 @@ impl KeyObject {
             }
         }
         let now = now_ms();
-        let Some((fingerprint, policy, body_bytes)) = internal_headers(fingerprint, &headers)? else {
+        let Some((fingerprint, policy, body_bytes, salt)) = internal_headers(fingerprint, &headers)? else {
             drain_body(&req).await;
             return respond::problem(&Problem::new(
                 ProblemKind::InvalidConfig,
@@ -151,6 +160,23 @@ impl KeyObject {
             ));
         };
         let timing = policy.timing;
+        let _ = self.scope_salt.set(salt);
+        // A sealed answer is opened first (an await): the decision below reads the record as
+        // it is after that, never a copy from before it.
+        if let Err(error) = self.open_sealed_record().await {
+            console_error!("object {}: {}", self.short_id(), error);
+            drain_body(&req).await;
+            let log = RequestLog {
+                object: Some(self.object_id().to_owned()),
+                decision: Decision::Rejected(ProblemKind::StorageUnavailable),
+                status: 503,
+                origin_status: None,
+                origin_ms: None,
+                wait_ms: None,
+            };
+            metrics::record(&self.env, &log);
+            return respond::problem(&storage_unavailable());
+        }
         let record = match self.record() {
             Ok(record) => record,
             Err(error) => {
@@ -336,11 +362,63 @@ impl KeyObject {
         Ok(record)
     }
 
-    /// Writes a record change to storage, then to memory. A `Put` is synchronous, so a
-    /// claim is in place before the caller awaits anything.
+    /// Opens the cached record's sealed answer, if it has one, and keeps the opened record
+    /// in memory. A record that cannot be opened is an error: never treated as absent.
+    async fn open_sealed_record(&self) -> std::result::Result<(), StorageError> {
+        let Some(Record::Completed(done)) = self.record()? else { return Ok(()) };
+        let Some(sealed) = &done.sealed_answer else { return Ok(()) };
+        let salt = self.scope_salt.get().ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
+        let settings = settings::get(&self.env);
+        let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
+        let answer = self
+            .sealer
+            .open(ring, &salt.0, self.object_id(), sealed)
+            .await
+            .map_err(|error| StorageError::Seal(error.to_string()))?;
+        let mut cached = self.cached.borrow_mut();
+        // Only if nothing replaced the record meanwhile (an alarm, a purge, another opener).
+        if matches!(&*cached, Cached::Loaded(Some(Record::Completed(now))) if now.sealed_answer.as_ref() == Some(sealed))
+        {
+            let opened = Completed { response: Arc::new(answer), sealed_answer: None, ..done.clone() };
+            *cached = Cached::Loaded(Some(Record::Completed(opened)));
+        }
+        Ok(())
+    }
+
+    /// The record as it is written to storage: a completed answer is sealed when
+    /// `STORAGE_ENCRYPTION_KEYS` is set (an await); every other record as it is, at once.
+    async fn storable_record(&self, record: &Record) -> std::result::Result<Option<Record>, StorageError> {
+        let Record::Completed(done) = record else { return Ok(None) };
+        let settings = settings::get(&self.env);
+        let ring = match &settings.storage_keys {
+            Ok(Some(ring)) => ring,
+            Ok(None) => return Ok(None),
+            // Never store in the clear what the operator asked to seal.
+            Err(problem) => return Err(StorageError::Seal(problem.detail.clone())),
+        };
+        let salt = self.scope_salt.get().ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
+        let sealed = self
+            .sealer
+            .seal(ring, &salt.0, self.object_id(), &done.response)
+            .await
+            .map_err(|error| StorageError::Seal(error.to_string()))?;
+        Ok(Some(Record::Completed(Completed { sealed_answer: Some(sealed), ..done.clone() })))
+    }
+
+    /// Writes a record change to storage, then to memory. A claim's `Put` is synchronous,
+    /// so it is in place before the caller awaits anything; only a completed answer that is
+    /// sealed awaits (WebCrypto) before it is written.
     async fn apply(&self, change: &RecordChange) -> std::result::Result<(), StorageError> {
         match change {
             RecordChange::Keep => Ok(()),
+            RecordChange::Put(record @ Record::Completed(_)) => {
+                match self.storable_record(record).await? {
+                    Some(sealed) => storage::put(self.sql(), &sealed)?,
+                    None => storage::put(self.sql(), record)?,
+                }
+                *self.cached.borrow_mut() = Cached::Loaded(Some(record.clone()));
+                Ok(())
+            }
             RecordChange::Put(record) => {
                 storage::put(self.sql(), record)?;
                 *self.cached.borrow_mut() = Cached::Loaded(Some(record.clone()));
@@ -649,15 +727,17 @@ fn live_response(answer: OriginAnswer) -> Result<Response> {
     }
 }
 
-/// The fingerprint, the policy and the body size that the Worker sent with a key request.
+/// The fingerprint, the policy, the body size and the scope's key salt that the Worker
+/// sent with a key request.
 fn internal_headers(
     fingerprint: Option<String>,
     headers: &Headers,
-) -> Result<Option<(Digest256, ObjectPolicy, u64)>> {
+) -> Result<Option<(Digest256, ObjectPolicy, u64, Digest256)>> {
     let fingerprint = fingerprint.and_then(|v| Digest256::from_hex(&v));
     let policy = headers.get(internal::POLICY)?.and_then(|v| decode_object_policy(&v));
     let body_bytes = headers.get(internal::BODY_BYTES)?.and_then(|v| v.parse::<u64>().ok());
-    Ok(fingerprint.zip(policy).zip(body_bytes).map(|((f, p), b)| (f, p, b)))
+    let salt = headers.get(internal::SCOPE_SALT)?.and_then(|v| Digest256::from_hex(&v));
+    Ok(fingerprint.zip(policy).zip(body_bytes).zip(salt).map(|(((f, p), b), s)| (f, p, b, s)))
 }
 
 fn storage_unavailable() -> Problem {

@@ -11,6 +11,7 @@ use worker::Env;
 
 use crate::core::config::{Config, ALL_VARS};
 use crate::core::problem::{Problem, ProblemKind};
+use crate::core::seal::{KeyRing, VAR_STORAGE_ENCRYPTION_KEYS};
 
 /// The optional Analytics Engine binding.
 pub const METRICS_BINDING: &str = "IDEMPOTENCY_METRICS";
@@ -23,6 +24,9 @@ pub struct Settings {
     pub admin_token: Option<String>,
     /// Whether the Analytics Engine dataset is bound.
     pub metrics_bound: bool,
+    /// The key ring that seals stored answers (`STORAGE_ENCRYPTION_KEYS`), when set; an
+    /// invalid value is a 500 problem naming the secret (never its value).
+    pub storage_keys: Result<Option<KeyRing>, Problem>,
 }
 
 thread_local! {
@@ -35,7 +39,12 @@ pub fn get(env: &Env) -> Rc<Settings> {
 }
 
 fn load(env: &Env) -> Settings {
-    Settings { config: load_config(env), admin_token: admin_token(env), metrics_bound: metrics_bound(env) }
+    Settings {
+        config: load_config(env),
+        admin_token: admin_token(env),
+        metrics_bound: metrics_bound(env),
+        storage_keys: storage_keys(env),
+    }
 }
 
 fn load_config(env: &Env) -> Result<Config, Problem> {
@@ -51,6 +60,22 @@ fn admin_token(env: &Env) -> Option<String> {
         .map(|s| s.to_string())
         .or_else(|_| env.var("ADMIN_TOKEN").map(|v| v.to_string()));
     value.ok().filter(|token| !token.is_empty())
+}
+
+fn storage_keys(env: &Env) -> Result<Option<KeyRing>, Problem> {
+    let value = env
+        .secret(VAR_STORAGE_ENCRYPTION_KEYS)
+        .map(|s| s.to_string())
+        .or_else(|_| env.var(VAR_STORAGE_ENCRYPTION_KEYS).map(|v| v.to_string()));
+    match value.ok().filter(|raw| !raw.trim().is_empty()) {
+        None => Ok(None),
+        Some(raw) => KeyRing::parse(&raw).map(Some).map_err(|reason| {
+            Problem::new(
+                ProblemKind::InvalidConfig,
+                format!("{VAR_STORAGE_ENCRYPTION_KEYS} is invalid: {reason}"),
+            )
+        }),
+    }
 }
 
 fn metrics_bound(env: &Env) -> bool {

@@ -18,6 +18,8 @@ const UPSERT: &str = "INSERT OR REPLACE INTO idempotency_record (id, record) VAL
 pub enum StorageError {
     Sql(String),
     Corrupt(DecodeError),
+    /// A stored answer could not be sealed or opened (see `runtime::seal`).
+    Seal(String),
 }
 
 impl std::fmt::Display for StorageError {
@@ -25,6 +27,7 @@ impl std::fmt::Display for StorageError {
         match self {
             StorageError::Sql(message) => write!(f, "SQL error: {message}"),
             StorageError::Corrupt(error) => write!(f, "stored record is unreadable: {error:?}"),
+            StorageError::Seal(error) => write!(f, "stored answer: {error}"),
         }
     }
 }

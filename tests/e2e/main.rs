@@ -14,7 +14,8 @@
 //! - `route_mode`: `ORIGIN_URL` empty, the request's own URL is the origin;
 //! - `routes`: per-route policy (`IDEMPOTENCY_ROUTES`) and an unreachable object;
 //! - `admin`: the admin API; `metrics`: the Analytics Engine binding;
-//! - `client`: the reference retrying client against the real worker;
+//! - `at_rest`: stored answers sealed with `STORAGE_ENCRYPTION_KEYS`;
+//! - `outcomes`: `ORIGIN_DEDUPLICATES` against an origin that honours keys itself;
 //! - `docs_citations`: every test the docs cite exists (no worker);
 //! - `reliability`: faults, load, hostile input, bounded storage, logs;
 //! - `reliability_run`: the long mixed run (`./scripts/reliability.sh`; `./scripts/test.sh`
@@ -31,11 +32,12 @@ mod support;
 
 mod admin;
 mod answers;
+mod at_rest;
 mod basics;
 mod boundaries;
-mod client;
 mod docs_citations;
 mod metrics;
+mod outcomes;
 mod reliability;
 mod reliability_run;
 mod route_mode;

@@ -44,6 +44,19 @@ pub struct WorkerConfig {
     pub readiness: Readiness,
 }
 
+/// Proves an HTTPS instance ready (see [`Https`]).
+pub type HttpsProbe = Box<dyn Fn(SocketAddr) -> Result<bool, String> + Send + Sync>;
+
+/// Serve over HTTPS (`--local-protocol https`) with the test's own key and certificate.
+/// This harness speaks plain HTTP only, so the test proves readiness with `probe`: `Ok(true)`
+/// once a request through the worker is answered by the origin, `Ok(false)` or `Err(why)`
+/// while it is not.
+pub struct Https {
+    pub key_path: PathBuf,
+    pub cert_path: PathBuf,
+    pub probe: HttpsProbe,
+}
+
 pub struct Worker {
     pub name: String,
     pub addr: SocketAddr,
@@ -57,6 +70,7 @@ pub struct Worker {
     supervisor: Mutex<Child>,
     /// The next origin status for a marked request (see `logs::sentinel`).
     next_marker: AtomicU16,
+    https_probe: Option<HttpsProbe>,
 }
 
 /// What the leak scan needs of an instance: its log, and whether it is still running.
@@ -132,8 +146,11 @@ pub fn wait_for_other_tests(timeout: Duration) -> bool {
     true
 }
 
+/// The worker's directory: this package's, or the workspace root when a member crate
+/// (client/) includes this support code.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    dir.ancestors().find(|d| d.join("wrangler.toml").exists()).map(Path::to_path_buf).unwrap_or(dir)
 }
 
 /// Makes sure the built worker is current, and panics (naming the command to run) when
@@ -291,18 +308,26 @@ impl Worker {
     }
 
     pub fn start(config: WorkerConfig) -> Result<Worker, String> {
-        Worker::start_with(config, None, &[], &[])
+        Worker::start_with(config, None, &[], &[], None)
     }
 
     /// Starts the built worker with more `wrangler dev` arguments (e.g. `--local-upstream`).
     pub fn start_with_args(config: WorkerConfig, extra: &[&str]) -> Result<Worker, String> {
-        Worker::start_with(config, None, extra, &[])
+        Worker::start_with(config, None, extra, &[], None)
+    }
+
+    /// Starts the built worker serving HTTPS (see [`Https`]). Only the client crate's
+    /// end-to-end tests (`client/tests/e2e.rs`) serve HTTPS, so the worker's own e2e binary
+    /// never calls it.
+    #[allow(dead_code)]
+    pub fn start_https(config: WorkerConfig, https: Https) -> Result<Worker, String> {
+        Worker::start_with(config, None, &[], &[], Some(https))
     }
 
     /// Starts the built worker under a wrangler configuration of the test's own (written to
     /// the instance's directory; `{MAIN}` in it is replaced by the built shim's path).
     pub fn start_with_config(config: WorkerConfig, wrangler_toml: &str) -> Result<Worker, String> {
-        Worker::start_with(config, Some(wrangler_toml), &[], &[])
+        Worker::start_with(config, Some(wrangler_toml), &[], &[], None)
     }
 
     /// [`Worker::start_with_config`], plus more workers in the same workerd (`-c` once per
@@ -324,7 +349,7 @@ impl Worker {
         let more: Vec<String> =
             more.iter().map(|toml| toml.replace("{DIR}", &dir.display().to_string())).collect();
         let more: Vec<&str> = more.iter().map(String::as_str).collect();
-        Worker::start_with(config, Some(wrangler_toml), &[], &more)
+        Worker::start_with(config, Some(wrangler_toml), &[], &more, None)
     }
 
     fn start_with(
@@ -332,6 +357,7 @@ impl Worker {
         wrangler_toml: Option<&str>,
         extra: &[&str],
         more: &[&str],
+        https: Option<Https>,
     ) -> Result<Worker, String> {
         require_build();
         note_user();
@@ -393,6 +419,12 @@ impl Worker {
             args.push("--var".into());
             args.push(format!("{name}:{value}"));
         }
+        let https_probe = https.map(|https| {
+            args.push("--local-protocol=https".into());
+            args.push(format!("--https-key-path={}", https.key_path.display()));
+            args.push(format!("--https-cert-path={}", https.cert_path.display()));
+            https.probe
+        });
 
         let supervisor = spawn_supervisor(&log, &pid_file, &state, &args)?;
         let worker = Worker {
@@ -405,6 +437,7 @@ impl Worker {
             args,
             supervisor: Mutex::new(supervisor),
             next_marker: AtomicU16::new(FIRST_MARKER_STATUS),
+            https_probe,
         };
         INSTANCES.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::new(Recorded {
             name: worker.name.clone(),
@@ -465,6 +498,31 @@ impl Worker {
         self.wait_ready(readiness)
     }
 
+    /// [`Worker::restart`] with some variables changed (`--var NAME:VALUE` replaced), as an
+    /// operator changes a secret and redeploys: the state is kept.
+    pub fn restart_with_vars(&self, readiness: Readiness, vars: &[(&str, &str)]) -> Result<(), String> {
+        let mut args = Vec::with_capacity(self.args.len());
+        let mut iter = self.args.iter();
+        while let Some(arg) = iter.next() {
+            if arg == "--var" {
+                if let Some(pair) = iter.next() {
+                    if !vars.iter().any(|(name, _)| pair.starts_with(&format!("{name}:"))) {
+                        args.extend([arg.clone(), pair.clone()]);
+                    }
+                }
+                continue;
+            }
+            args.push(arg.clone());
+        }
+        for (name, value) in vars {
+            args.extend(["--var".to_owned(), format!("{name}:{value}")]);
+        }
+        let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let child = spawn_supervisor(&self.log, &self.pid_file, &self.state, &args)?;
+        *self.supervisor.lock().unwrap() = child;
+        self.wait_ready(readiness)
+    }
+
     fn keep_marker(&self) -> PathBuf {
         let mut marker = self.state.clone().into_os_string();
         marker.push(".keep");
@@ -486,6 +544,15 @@ impl Worker {
                     self.name,
                     self.log_tail(60)
                 ));
+            }
+            if let Some(probe) = &self.https_probe {
+                match probe(self.addr) {
+                    Ok(true) => return Ok(()),
+                    Ok(false) => last = "not ready".into(),
+                    Err(e) => last = e,
+                }
+                thread::sleep(Duration::from_millis(250));
+                continue;
             }
             // A GET reaches the origin. Any other readiness is probed with a covered request
             // without a key, which the worker answers itself (a GET in route mode would be

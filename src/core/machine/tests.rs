@@ -83,6 +83,7 @@ fn completed(attempt: AttemptId, at: Millis, response: Arc<StoredResponse>) -> R
         completed_at: at,
         expires_at: at + TTL,
         response,
+        sealed_answer: None,
     })
 }
 

@@ -1,27 +1,29 @@
-//! A small CLI over the reference retrying client (`idempotency_edge::client`).
+//! A small CLI over the operation client (`idempotency_edge_client::Client`).
 //!
 //! ```sh
-//! cargo run --example retrying_client -- \
-//!   --url http://127.0.0.1:8787/v1/charges --key order-42-charge --data '{"amount":1000}'
+//! cargo run -p idempotency-edge-client --example retrying_client -- \
+//!   --url https://127.0.0.1:8787/v1/charges --key order-42-charge --data '{"amount":1000}'
 //! ```
 //!
 //! Prints each attempt (status or transport error, replayed, how long it took, the wait
 //! before the next) and the final result. Exit status: 0 for a 2xx answer, 1 for a final
 //! non-2xx answer, 2 when retries ran out, 3 when the outcome is unknown and needs
 //! reconciliation, 4 for a transport failure that retrying cannot fix, 64 for bad usage.
+//! `--ca-cert FILE` trusts a private root as well (a staging deployment, `wrangler dev
+//! --local-protocol https` with a certificate of your own).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use idempotency_edge::client::{
-    key_for, split_url, AttemptReport, AttemptSummary, ClientError, Decision, GiveUpReason, Operation,
-    RetryConfig, RetryingClient,
+use idempotency_edge_client::{
+    key_for, AttemptReport, AttemptSummary, Client, ClientError, Decision, GiveUpReason, Operation,
+    RetryConfig,
 };
 
 const USAGE: &str = "\
 usage: retrying_client --url URL (--key KEY | --id BUSINESS_ID [--action ACTION]) [options]
 
-  --url URL                 absolute http:// URL of the covered endpoint
+  --url URL                 absolute https:// (or http://) URL of the covered endpoint
   --key KEY                 the operation's Idempotency-Key, sent on every attempt
   --id ID [--action A]      derive the key from a business id: ID-A (A defaults to charge)
   --data BODY               request body (sent as application/json unless -H sets a type)
@@ -32,6 +34,7 @@ usage: retrying_client --url URL (--key KEY | --id BUSINESS_ID [--action ACTION]
   --deadline-ms MS          overall deadline (default 120000)
   --base-ms MS              backoff base (default 200)
   --cap-ms MS               backoff cap (default 10000)
+  --ca-cert FILE            trust this PEM root certificate as well
 
 exit status: 0 success, 1 rejected, 2 gave up, 3 reconciliation needed, 4 transport failure";
 
@@ -42,6 +45,7 @@ struct Args {
     data: Option<String>,
     headers: Vec<(String, String)>,
     config: RetryConfig,
+    ca_cert: Option<String>,
 }
 
 fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -53,6 +57,7 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut data = None;
     let mut headers = Vec::new();
     let mut config = RetryConfig::default();
+    let mut ca_cert = None;
     let millis = |flag: &str, value: String| -> Result<Duration, String> {
         value
             .parse()
@@ -84,6 +89,7 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--deadline-ms" => config.deadline = millis(&flag, value)?,
             "--base-ms" => config.base_backoff = millis(&flag, value)?,
             "--cap-ms" => config.max_backoff = millis(&flag, value)?,
+            "--ca-cert" => ca_cert = Some(value),
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -94,7 +100,7 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         (Some(_), Some(_)) => return Err("give --key or --id, not both".into()),
         (None, None) => return Err("--key (or --id) is required: one key per operation".into()),
     };
-    Ok(Args { url, key, method, data, headers, config })
+    Ok(Args { url, key, method, data, headers, config, ca_cert })
 }
 
 fn ms(d: Duration) -> u128 {
@@ -126,7 +132,32 @@ fn print_attempt(a: &AttemptReport) {
     println!("attempt {}: {what} in {} ms -> {next}", a.number, ms(a.took));
 }
 
-fn main() -> ExitCode {
+/// `scheme://authority` and the path (with query) of an absolute URL.
+fn split_url(url: &str) -> Result<(String, String), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not an absolute URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("{url:?}: only http:// and https:// URLs are supported"));
+    }
+    let base = parsed.origin().ascii_serialization();
+    let path = match parsed.query() {
+        Some(query) => format!("{}?{query}", parsed.path()),
+        None => parsed.path().to_string(),
+    };
+    Ok((base, path))
+}
+
+fn http_client(ca_cert: Option<&str>) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder();
+    if let Some(path) = ca_cert {
+        let pem = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+        let root = reqwest::Certificate::from_pem(&pem).map_err(|e| format!("{path}: {e}"))?;
+        builder = builder.add_root_certificate(root);
+    }
+    builder.build().map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(e) => {
@@ -160,9 +191,17 @@ fn main() -> ExitCode {
         }
     };
 
+    let http = match http_client(args.ca_cert.as_deref()) {
+        Ok(http) => http,
+        Err(e) => {
+            eprintln!("retrying_client: {e}");
+            return ExitCode::from(64);
+        }
+    };
+    // The key is the operator's own input here, so showing it is no leak.
     println!("{} {}{} with Idempotency-Key: {}", op.method(), base, op.path(), op.key());
-    let client = RetryingClient::new(base, args.config);
-    let result = client.send_observed(&op, print_attempt);
+    let client = Client::with_http(base, http, args.config);
+    let result = client.send_observed(&op, print_attempt).await;
     match result {
         Ok(outcome) => {
             println!(

@@ -8,20 +8,31 @@
 //! | problem `outcome-unknown` (502)                             | `NeedsReconciliation`, never retried |
 //! | problem `in-progress` (409)                                 | retry, not before `Retry-After` |
 //! | problem `origin-unreachable` (502): nothing was executed    | retry |
-//! | problem `storage-unavailable`, any 503, any 429             | retry, not before `Retry-After` |
+//! | problem `storage-unavailable` (503): nothing was forwarded  | retry, not before `Retry-After` |
+//! | any 429                                                     | retry, not before `Retry-After` |
 //! | timeout, connection refused / reset / other transport error | retry |
-//! | a transport failure retrying cannot fix (say, an unsupported URL) | `Fail` |
-//! | anything else: 400, 422 `key-reused`, other 4xx, 500, 502, 504, 3xx | `Fail`, never retried |
+//! | problem `invalid-config` (500): nothing was forwarded       | `Fail` |
+//! | any other 5xx: an origin's 500, 502, 503 or 504, a gateway's 502 or 504, Cloudflare's 520 to 526, a worker problem this client does not know | `NeedsReconciliation`, never retried |
+//! | a transport failure retrying cannot fix (a request that cannot be built) | `Fail` |
+//! | anything else: 400, 422 `key-reused`, other 4xx, 3xx        | `Fail`, never retried |
 //!
 //! A retryable result is retried while attempts are left and the wait fits in the overall
 //! deadline; otherwise the decision is `GiveUp`. The wait is full-jitter exponential
 //! backoff, `random × min(cap, base × 2^(attempts − 1))`, raised to `Retry-After` when the
-//! answer carries one. The worker stores 500, 502 and 504 from the origin as final answers
-//! (the origin may have acted), so retrying them would only replay them: they fail at once.
+//! answer carries one.
+//!
+//! Why every 5xx that is not the worker's own problem asks for reconciliation: the client
+//! cannot tell where such an answer came from. An origin's 500, 502 or 504 is stored by the
+//! worker as final (the origin may have acted), so a retry would only replay it; Cloudflare's
+//! 520 and 524 and a gateway's 502 or 504 may come after the request reached the
+//! application; and even a 503 can (a router's timeout after the application received the
+//! request). None of them says that nothing happened, so none is a failure the caller may
+//! act on as if the payment had not been made, and none is worth a blind retry. Only the
+//! worker's own problems say what happened, and those are matched by their `type`.
 
 use std::time::Duration;
 
-use crate::core::problem::{ProblemKind, PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX};
+use idempotency_edge::core::problem::{ProblemKind, PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX};
 
 /// How an attempt failed below HTTP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,8 +45,8 @@ pub enum TransportErrorKind {
     ConnectionReset,
     /// Any other failure to get an answer: name resolution, a malformed response, …
     Other,
-    /// A failure that retrying cannot fix: a URL the transport cannot reach (`https://` with
-    /// the built-in transport), a malformed request, a response over the size limit.
+    /// A failure that retrying cannot fix: a request that cannot be built (reqwest's
+    /// builder errors).
     Fatal,
 }
 
@@ -192,8 +203,15 @@ pub fn classify(result: AttemptResult<'_>) -> Verdict {
     if is(ProblemKind::OutcomeUnknown) {
         return Verdict::NeedsReconciliation;
     }
-    if is(ProblemKind::InProgress) || is(ProblemKind::OriginUnreachable) || matches!(status, 429 | 503) {
+    if is(ProblemKind::InProgress)
+        || is(ProblemKind::OriginUnreachable)
+        || is(ProblemKind::StorageUnavailable)
+        || status == 429
+    {
         return Verdict::Retryable { retry_after };
+    }
+    if (500..600).contains(&status) && !is(ProblemKind::InvalidConfig) {
+        return Verdict::NeedsReconciliation;
     }
     Verdict::Fail
 }
@@ -279,6 +297,8 @@ mod tests {
     const STORAGE: &str = "urn:idempotency-edge:problem:storage-unavailable";
     const KEY_REUSED: &str = "urn:idempotency-edge:problem:key-reused";
     const MISSING_KEY: &str = "urn:idempotency-edge:problem:missing-key";
+    const INVALID_CONFIG: &str = "urn:idempotency-edge:problem:invalid-config";
+    const NEWER: &str = "urn:idempotency-edge:problem:something-newer";
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -318,6 +338,7 @@ mod tests {
             (UNREACHABLE, ProblemKind::OriginUnreachable),
             (STORAGE, ProblemKind::StorageUnavailable),
             (KEY_REUSED, ProblemKind::KeyReused),
+            (INVALID_CONFIG, ProblemKind::InvalidConfig),
         ] {
             assert!(is_problem(uri, kind), "{uri}");
             assert_eq!(uri, format!("{PROBLEM_TYPE_PREFIX}{}", kind.slug()));
@@ -348,9 +369,9 @@ mod tests {
             ),
             ("429 without Retry-After", response(429), retry(None)),
             (
-                "503",
+                "503 that is not the worker's (an origin's, a router's)",
                 Response { status: 503, retry_after: Some(secs(2)), problem_type: None },
-                retry(Some(secs(2))),
+                NeedsReconciliation,
             ),
             ("503 storage-unavailable", problem(503, STORAGE, Some(secs(1))), retry(Some(secs(1)))),
             ("502 origin-unreachable", problem(502, UNREACHABLE, Some(secs(1))), retry(Some(secs(1)))),
@@ -364,9 +385,21 @@ mod tests {
             ("409 that is not in-progress", response(409), Fail),
             ("408 (not in the retry list)", response(408), Fail),
             ("413", response(413), Fail),
-            ("500 (stored as final)", response(500), Fail),
-            ("502 from the origin (stored as final)", response(502), Fail),
-            ("504 (stored as final)", response(504), Fail),
+            ("500 from the origin (stored as final)", response(500), NeedsReconciliation),
+            ("502 from the origin or a gateway", response(502), NeedsReconciliation),
+            ("504 from the origin or a gateway", response(504), NeedsReconciliation),
+            ("Cloudflare 520 (reset after send)", response(520), NeedsReconciliation),
+            ("Cloudflare 521 (origin down)", response(521), NeedsReconciliation),
+            ("Cloudflare 522 (connection timed out)", response(522), NeedsReconciliation),
+            ("Cloudflare 524 (timeout after send)", response(524), NeedsReconciliation),
+            ("599", response(599), NeedsReconciliation),
+            ("500 invalid-config: nothing forwarded", problem(500, INVALID_CONFIG, None), Fail),
+            ("a worker problem this client does not know", problem(502, NEWER, None), NeedsReconciliation),
+            (
+                "a foreign problem type at 502",
+                problem(502, "https://example.com/outcome-unknown", None),
+                NeedsReconciliation,
+            ),
             ("301", response(301), Fail),
             ("a foreign problem type", problem(409, "https://example.com/in-progress", None), Fail),
         ];
@@ -435,13 +468,13 @@ mod tests {
         assert_eq!(c.decide(limited, 1, ms(0), 1.0), Decision::Retry { after: secs(3) });
         assert_eq!(c.decide(limited, 1, ms(0), 0.0), Decision::Retry { after: secs(3) });
         // A backoff above Retry-After is kept.
-        let brief = Response { status: 503, retry_after: Some(ms(50)), problem_type: None };
+        let brief = Response { status: 429, retry_after: Some(ms(50)), problem_type: None };
         assert_eq!(c.decide(brief, 4, ms(0), 1.0), Decision::Retry { after: ms(800) });
         // Retry-After above the cap is still honoured.
         let long = problem(409, IN_PROGRESS, Some(secs(5)));
         assert_eq!(c.decide(long, 1, ms(0), 1.0), Decision::Retry { after: secs(5) });
         // Zero Retry-After: the backoff alone.
-        let zero = Response { status: 503, retry_after: Some(ms(0)), problem_type: None };
+        let zero = Response { status: 429, retry_after: Some(ms(0)), problem_type: None };
         assert_eq!(c.decide(zero, 1, ms(0), 0.5), Decision::Retry { after: ms(50) });
     }
 
@@ -453,7 +486,7 @@ mod tests {
             c.decide(Transport(Timeout), 5, ms(0), 1.0),
             Decision::GiveUp(GiveUpReason::AttemptsExhausted)
         );
-        assert_eq!(c.decide(response(503), 6, ms(0), 1.0), Decision::GiveUp(GiveUpReason::AttemptsExhausted));
+        assert_eq!(c.decide(response(429), 6, ms(0), 1.0), Decision::GiveUp(GiveUpReason::AttemptsExhausted));
         let once = RetryConfig { max_attempts: 1, ..c };
         assert_eq!(
             once.decide(response(429), 1, ms(0), 0.0),
@@ -481,10 +514,10 @@ mod tests {
             Decision::GiveUp(GiveUpReason::DeadlineExceeded)
         );
         // A Retry-After that ends past the deadline gives up now instead of sleeping in vain.
-        let late = Response { status: 503, retry_after: Some(secs(20)), problem_type: None };
+        let late = Response { status: 429, retry_after: Some(secs(20)), problem_type: None };
         assert_eq!(c.decide(late, 1, secs(11), 0.0), Decision::GiveUp(GiveUpReason::DeadlineExceeded));
         assert_eq!(c.decide(late, 1, secs(9), 0.0), Decision::Retry { after: secs(20) });
-        let forever = Response { status: 503, retry_after: Some(Duration::MAX), problem_type: None };
+        let forever = Response { status: 429, retry_after: Some(Duration::MAX), problem_type: None };
         assert_eq!(c.decide(forever, 1, secs(1), 0.0), Decision::GiveUp(GiveUpReason::DeadlineExceeded));
         // The deadline does not turn a final answer into a give-up.
         assert_eq!(c.decide(response(201), 1, secs(60), 0.0), Decision::Done);

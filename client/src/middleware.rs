@@ -1,0 +1,451 @@
+//! [`IdempotencyMiddleware`]: the retry loop as a `reqwest_middleware` layer.
+//!
+//! For a request whose method is covered (`POST` and `PATCH` by default, as the worker's):
+//!
+//! 1. It keeps the request's `Idempotency-Key`, or adds a fresh random one. The key is fixed
+//!    before the first attempt; every attempt sends it again.
+//! 2. Every attempt is a clone of the original request: the same method, URL, headers and
+//!    body bytes. A body that cannot be cloned (a stream) is refused with
+//!    [`IdempotencyError::UnbufferedBody`] before anything is sent, because its bytes could
+//!    not be sent again.
+//! 3. Each answer is read to the end inside the middleware (payment APIs answer small
+//!    documents), so a connection that breaks in the middle of an answer is retried under
+//!    the same key like any other lost reply. The response handed on is rebuilt from those
+//!    bytes, with its status, version, headers and URL.
+//! 4. The pure [`policy`](crate::policy) decides: done, final (handed on as it is), retry
+//!    after a jittered backoff raised to `Retry-After`, reconcile, or give up.
+//! 5. An outcome the client cannot know is an error, never a response that looks final:
+//!    [`IdempotencyError::ReconciliationNeeded`] (the worker's `outcome-unknown`, or a 5xx
+//!    that the worker did not write) and [`IdempotencyError::GaveUp`] (retryable to the
+//!    end). Both carry the key, so the application can reconcile or send it again later.
+//!
+//! Other methods pass through untouched. Errors of middleware further down the stack are
+//! handed on at once: they are not this layer's to retry.
+//!
+//! Like `reqwest-retry`'s `RetryTransientMiddleware`, it is configured once, at
+//! construction, and per request through [`Extensions`]: an [`AttemptObserver`] put there
+//! with `RequestBuilder::with_extension` sees every attempt, and the layer leaves the
+//! [`SentKey`] and the [`Attempts`] there for callers of `execute_with_extensions`.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode, Version};
+use reqwest::{Request, ResponseBuilderExt, Url};
+use reqwest_middleware::{Error, Middleware, Next};
+
+use crate::attempt::{AttemptReport, AttemptSummary, Report, Response, TransportError};
+use crate::key::{random_key, IDEMPOTENCY_KEY_HEADER};
+use crate::policy::{AttemptResult, Decision, GiveUpReason, RetryConfig};
+use crate::random_unit;
+
+type Sleeper = Arc<dyn Fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+type RandomSource = Arc<dyn Fn() -> f64 + Send + Sync>;
+
+/// Retries covered requests under one `Idempotency-Key`, exactly as far as that is safe
+/// (see the [module docs](crate::middleware)). Add it with one line:
+///
+/// ```
+/// # use idempotency_edge_client::IdempotencyMiddleware;
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(IdempotencyMiddleware::default())
+///     .build();
+/// ```
+///
+/// Put it before other middleware that should run once per attempt (tracing, auth that
+/// signs each attempt): layers added after it run inside its retry loop.
+#[derive(Clone)]
+pub struct IdempotencyMiddleware {
+    config: RetryConfig,
+    covered: Vec<Method>,
+    random: RandomSource,
+    sleep: Sleeper,
+}
+
+impl fmt::Debug for IdempotencyMiddleware {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotencyMiddleware")
+            .field("config", &self.config)
+            .field("covered", &self.covered)
+            .finish()
+    }
+}
+
+impl Default for IdempotencyMiddleware {
+    /// [`RetryConfig::default`], covering `POST` and `PATCH`.
+    fn default() -> Self {
+        IdempotencyMiddleware::new(RetryConfig::default())
+    }
+}
+
+impl IdempotencyMiddleware {
+    /// Retries with these limits, covering `POST` and `PATCH`.
+    pub fn new(config: RetryConfig) -> Self {
+        IdempotencyMiddleware {
+            config,
+            covered: vec![Method::POST, Method::PATCH],
+            random: Arc::new(random_unit),
+            sleep: Arc::new(|d| Box::pin(tokio::time::sleep(d))),
+        }
+    }
+
+    /// The methods to cover, as the worker's routes do (`PUT` and `DELETE` may be added
+    /// there). Requests with other methods pass through untouched.
+    pub fn covered_methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.covered = methods.into_iter().collect();
+        self
+    }
+
+    /// Replaces the jitter source (values in `[0, 1]`), for deterministic tests.
+    pub fn with_random(mut self, random: impl Fn() -> f64 + Send + Sync + 'static) -> Self {
+        self.random = Arc::new(random);
+        self
+    }
+
+    /// Replaces how the layer waits between attempts, for tests (by default
+    /// `tokio::time::sleep`).
+    pub fn with_sleep<F>(mut self, sleep: impl Fn(Duration) -> F + Send + Sync + 'static) -> Self
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.sleep = Arc::new(move |d| Box::pin(sleep(d)));
+        self
+    }
+
+    pub fn config(&self) -> &RetryConfig {
+        &self.config
+    }
+
+    fn covers(&self, method: &Method) -> bool {
+        self.covered.contains(method)
+    }
+}
+
+/// Sees each attempt once it is judged, before the wait that may follow it. Put one in a
+/// request's extensions (`RequestBuilder::with_extension`) to log or count attempts.
+#[derive(Clone)]
+pub struct AttemptObserver(Arc<dyn Fn(&AttemptReport) + Send + Sync>);
+
+impl AttemptObserver {
+    pub fn new(observe: impl Fn(&AttemptReport) + Send + Sync + 'static) -> Self {
+        AttemptObserver(Arc::new(observe))
+    }
+}
+
+impl fmt::Debug for AttemptObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AttemptObserver")
+    }
+}
+
+/// The key the layer sent (the request's own, or the one it added), left in the extensions.
+/// Its `Debug` form does not show the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SentKey(pub String);
+
+impl fmt::Debug for SentKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SentKey(<{} chars>)", self.0.len())
+    }
+}
+
+/// Every attempt so far, left in the extensions after each one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Attempts(pub Vec<AttemptReport>);
+
+/// What the layer returns instead of a response when the outcome is not a final answer.
+///
+/// It reaches the application as `reqwest_middleware::Error::Middleware`; get it back with
+/// [`IdempotencyError::from_middleware`]. Neither `Display` nor `Debug` shows the key.
+pub enum IdempotencyError {
+    /// The operation may or may not have executed, and retrying cannot tell: the worker
+    /// answered `outcome-unknown` (it will give every retry the same problem), or a 5xx
+    /// came that is not one of the worker's own problems (an origin's 500, a gateway's 502
+    /// or 504, Cloudflare's 520 or 524), after which the request may have been executed.
+    /// Ask the payment system (by the business id behind the key) what happened.
+    ReconciliationNeeded { key: String, response: Response, report: Report },
+    /// Every attempt got a retryable result and no attempts or time are left. Whether the
+    /// operation executed is not known to the client, but sending the same request with
+    /// the same key later is safe: the worker replays or joins the first execution.
+    GaveUp { key: String, reason: GiveUpReason, last: Result<Response, TransportError>, report: Report },
+    /// The request body is a stream: its bytes cannot be kept for a retry, so nothing was
+    /// sent. Give the body as bytes.
+    UnbufferedBody,
+}
+
+impl IdempotencyError {
+    /// The layer's error inside a `reqwest_middleware::Error`, if it is one.
+    pub fn from_middleware(error: &Error) -> Option<&IdempotencyError> {
+        match error {
+            Error::Middleware(e) => e.downcast_ref::<IdempotencyError>(),
+            Error::Reqwest(_) => None,
+        }
+    }
+
+    /// The key that was sent, to reconcile by or to send again.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            IdempotencyError::ReconciliationNeeded { key, .. } | IdempotencyError::GaveUp { key, .. } => {
+                Some(key)
+            }
+            IdempotencyError::UnbufferedBody => None,
+        }
+    }
+
+    pub fn needs_reconciliation(&self) -> bool {
+        matches!(self, IdempotencyError::ReconciliationNeeded { .. })
+    }
+
+    pub fn report(&self) -> Option<&Report> {
+        match self {
+            IdempotencyError::ReconciliationNeeded { report, .. }
+            | IdempotencyError::GaveUp { report, .. } => Some(report),
+            IdempotencyError::UnbufferedBody => None,
+        }
+    }
+
+    /// The last answer, when there was one.
+    pub fn response(&self) -> Option<&Response> {
+        match self {
+            IdempotencyError::ReconciliationNeeded { response, .. } => Some(response),
+            IdempotencyError::GaveUp { last: Ok(response), .. } => Some(response),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Debug for IdempotencyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hidden = |key: &str| format!("<{} chars>", key.len());
+        match self {
+            IdempotencyError::ReconciliationNeeded { key, response, report } => f
+                .debug_struct("ReconciliationNeeded")
+                .field("key", &hidden(key))
+                .field("response", response)
+                .field("report", report)
+                .finish(),
+            IdempotencyError::GaveUp { key, reason, last, report } => f
+                .debug_struct("GaveUp")
+                .field("key", &hidden(key))
+                .field("reason", reason)
+                .field("last", last)
+                .field("report", report)
+                .finish(),
+            IdempotencyError::UnbufferedBody => f.write_str("UnbufferedBody"),
+        }
+    }
+}
+
+impl fmt::Display for IdempotencyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IdempotencyError::ReconciliationNeeded { response, report, .. } => {
+                write!(
+                    f,
+                    "outcome unknown after {} attempt(s) (last answer {}): reconcile with the payment system",
+                    report.attempts, response.status
+                )
+            }
+            IdempotencyError::GaveUp { reason, last, report, .. } => {
+                let why = match reason {
+                    GiveUpReason::AttemptsExhausted => "no attempts left",
+                    GiveUpReason::DeadlineExceeded => "deadline reached",
+                };
+                write!(f, "gave up after {} attempt(s), {why}; last: ", report.attempts)?;
+                match last {
+                    Ok(response) => write!(f, "{}", response.status),
+                    Err(e) => write!(f, "{e}"),
+                }
+            }
+            IdempotencyError::UnbufferedBody => f.write_str(
+                "a streaming request body cannot be sent again on a retry; give the body as bytes",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for IdempotencyError {}
+
+/// An answer read to the end, with what is needed to hand it on as a reqwest response.
+struct ReadAnswer {
+    status: StatusCode,
+    version: Version,
+    headers: HeaderMap,
+    url: Url,
+    body: Bytes,
+}
+
+impl ReadAnswer {
+    async fn read(response: reqwest::Response) -> Result<ReadAnswer, reqwest::Error> {
+        let status = response.status();
+        let version = response.version();
+        let headers = response.headers().clone();
+        let url = response.url().clone();
+        let body = response.bytes().await?;
+        Ok(ReadAnswer { status, version, headers, url, body })
+    }
+
+    fn to_response(&self) -> Response {
+        Response {
+            status: self.status.as_u16(),
+            headers: crate::attempt::header_lines(&self.headers),
+            body: self.body.to_vec(),
+        }
+    }
+
+    fn into_reqwest(self) -> reqwest::Response {
+        let mut builder = http::Response::builder().status(self.status).version(self.version).url(self.url);
+        if let Some(headers) = builder.headers_mut() {
+            *headers = self.headers;
+        }
+        // The parts came from a valid response, so the builder cannot fail.
+        let response = builder.body(self.body).unwrap_or_else(|_| http::Response::new(Bytes::new()));
+        reqwest::Response::from(response)
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for IdempotencyMiddleware {
+    async fn handle(
+        &self,
+        mut req: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        if !self.covers(req.method()) {
+            return next.run(req, extensions).await;
+        }
+        // Checked before anything is sent: a stream's bytes would be gone after one attempt.
+        if req.try_clone().is_none() {
+            return Err(Error::middleware(IdempotencyError::UnbufferedBody));
+        }
+        let key = match req.headers().get(IDEMPOTENCY_KEY_HEADER) {
+            Some(value) => String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            None => {
+                let key = random_key();
+                // A UUID is visible ASCII, always a valid header value.
+                let value = HeaderValue::from_str(&key).map_err(Error::middleware)?;
+                req.headers_mut().insert(IDEMPOTENCY_KEY_HEADER, value);
+                key
+            }
+        };
+        extensions.insert(SentKey(key.clone()));
+        let observer = extensions.get::<AttemptObserver>().cloned();
+        let own_timeout = req.timeout().copied();
+
+        let started = Instant::now();
+        let mut history: Vec<AttemptReport> = Vec::new();
+        let mut last: Option<Result<Response, TransportError>> = None;
+        for number in 1u32.. {
+            let timeout = match (self.config.attempt_timeout_at(started.elapsed()), last.take()) {
+                (Some(timeout), _) => timeout,
+                // A wait overran the deadline: give up with the result that led to it.
+                (None, Some(last)) => {
+                    let report = report(started, history);
+                    return Err(Error::middleware(IdempotencyError::GaveUp {
+                        key,
+                        reason: GiveUpReason::DeadlineExceeded,
+                        last,
+                        report,
+                    }));
+                }
+                // A zero deadline still allows one (instant) attempt.
+                (None, None) => Duration::from_millis(1),
+            };
+            let Some(mut attempt) = req.try_clone() else {
+                return Err(Error::middleware(IdempotencyError::UnbufferedBody));
+            };
+            *attempt.timeout_mut() = Some(own_timeout.map_or(timeout, |own| own.min(timeout)));
+
+            let attempt_started = Instant::now();
+            let result = match next.clone().run(attempt, extensions).await {
+                Ok(response) => ReadAnswer::read(response).await,
+                Err(Error::Reqwest(e)) => Err(e),
+                // Another layer's failure: not a lost reply, and not ours to retry.
+                Err(other) => return Err(other),
+            };
+            let took = attempt_started.elapsed();
+
+            let (summary, decision) = match &result {
+                Ok(answer) => {
+                    let response = answer.to_response();
+                    let problem_type = response.problem_type();
+                    let retry_after = response.retry_after();
+                    let facts = AttemptResult::Response {
+                        status: response.status,
+                        retry_after,
+                        problem_type: problem_type.as_deref(),
+                    };
+                    let decision = self.config.decide(facts, number, started.elapsed(), (self.random)());
+                    let summary = AttemptSummary::Answered {
+                        status: response.status,
+                        replayed: response.is_replayed(),
+                        problem_type,
+                        retry_after,
+                    };
+                    (summary, decision)
+                }
+                Err(error) => {
+                    let error = TransportError::from_reqwest(error);
+                    let decision = self.config.decide(
+                        AttemptResult::Transport(error.kind),
+                        number,
+                        started.elapsed(),
+                        (self.random)(),
+                    );
+                    (AttemptSummary::TransportFailed(error), decision)
+                }
+            };
+            let attempt = AttemptReport { number, took, result: summary, decision };
+            if let Some(observer) = &observer {
+                (observer.0)(&attempt);
+            }
+            history.push(attempt);
+            extensions.insert(Attempts(history.clone()));
+
+            let buffered = |result: &Result<ReadAnswer, reqwest::Error>| match result {
+                Ok(answer) => Ok(answer.to_response()),
+                Err(e) => Err(TransportError::from_reqwest(e)),
+            };
+            match decision {
+                Decision::Retry { after } => {
+                    last = Some(buffered(&result));
+                    (self.sleep)(after).await;
+                }
+                Decision::Done | Decision::Fail => {
+                    return match result {
+                        Ok(answer) => Ok(answer.into_reqwest()),
+                        Err(e) => Err(Error::Reqwest(e)),
+                    };
+                }
+                Decision::NeedsReconciliation => {
+                    let response = match result {
+                        Ok(answer) => answer.to_response(),
+                        // The policy asks for reconciliation on answers only.
+                        Err(e) => return Err(Error::Reqwest(e)),
+                    };
+                    let report = report(started, history);
+                    return Err(Error::middleware(IdempotencyError::ReconciliationNeeded {
+                        key,
+                        response,
+                        report,
+                    }));
+                }
+                Decision::GiveUp(reason) => {
+                    let last = buffered(&result);
+                    let report = report(started, history);
+                    return Err(Error::middleware(IdempotencyError::GaveUp { key, reason, last, report }));
+                }
+            }
+        }
+        unreachable!("the attempt loop returns")
+    }
+}
+
+fn report(started: Instant, history: Vec<AttemptReport>) -> Report {
+    Report { attempts: history.len() as u32, elapsed: started.elapsed(), history }
+}

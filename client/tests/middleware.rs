@@ -1,0 +1,510 @@
+//! The middleware and the operation client against a scripted HTTP server on loopback: real
+//! sockets and real reqwest, with answers the test chooses attempt by attempt. Waits are
+//! recorded instead of slept, with the jitter fixed at 1.0, so each wait is exact.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use http::Extensions;
+use idempotency_edge_client::{
+    blocking, AttemptObserver, AttemptReport, AttemptSummary, Attempts, Client, ClientError, Decision,
+    GiveUpReason, IdempotencyError, IdempotencyMiddleware, Operation, RetryConfig, SentKey,
+};
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
+
+/// What the server does with one request (one connection each).
+#[derive(Clone, Debug)]
+enum Action {
+    Answer {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    /// Read the request, then close without a word: a reply lost after the request arrived.
+    Close,
+    /// Read the request and say nothing for this long (past the attempt timeout).
+    Hang(Duration),
+}
+
+fn answer(status: u16, headers: &[(&str, &str)], body: &str) -> Action {
+    Action::Answer {
+        status,
+        headers: headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+        body: body.to_string(),
+    }
+}
+
+fn problem(status: u16, kind: &str, retry_after: Option<&str>) -> Action {
+    let mut headers = vec![("content-type", "application/problem+json")];
+    if let Some(seconds) = retry_after {
+        headers.push(("retry-after", seconds));
+    }
+    let body = format!(
+        r#"{{"type":"urn:idempotency-edge:problem:{kind}","title":"t","status":{status},"detail":"d"}}"#
+    );
+    answer(status, &headers, &body)
+}
+
+/// A request as the server read it.
+#[derive(Clone, Debug)]
+struct Seen {
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+struct Scripted {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Scripted {
+    fn start(script: Vec<Action>) -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let record = seen.clone();
+        thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (seen, script) = (record.clone(), script.clone());
+                thread::spawn(move || serve(stream, &seen, &script));
+            }
+        });
+        Scripted { addr, seen }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve(mut stream: TcpStream, seen: &Mutex<Vec<Seen>>, script: &Mutex<VecDeque<Action>>) {
+    stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next().unwrap_or("").split(' ');
+    let method = request_line.next().unwrap_or("").to_string();
+    let target = request_line.next().unwrap_or("").to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() - head_end < length {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let body = buf[head_end..head_end + length].to_vec();
+    seen.lock().unwrap().push(Seen { method, target, headers, body });
+    let action = script.lock().unwrap().pop_front().expect("the script ran out: too many attempts");
+    match action {
+        Action::Answer { status, headers, body } => {
+            let mut out = format!("HTTP/1.1 {status} Scripted\r\ncontent-length: {}\r\n", body.len());
+            for (n, v) in headers {
+                out.push_str(&format!("{n}: {v}\r\n"));
+            }
+            out.push_str("connection: close\r\n\r\n");
+            out.push_str(&body);
+            let _ = stream.write_all(out.as_bytes());
+        }
+        Action::Close => {}
+        Action::Hang(d) => thread::sleep(d),
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+fn config() -> RetryConfig {
+    RetryConfig {
+        base_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(1),
+        max_attempts: 5,
+        deadline: Duration::from_secs(60),
+        attempt_timeout: Duration::from_secs(10),
+    }
+}
+
+type Waits = Arc<Mutex<Vec<Duration>>>;
+
+/// The middleware with jitter 1.0 and recorded waits.
+fn middleware(config: RetryConfig) -> (IdempotencyMiddleware, Waits) {
+    let waits: Waits = Arc::default();
+    let record = waits.clone();
+    let m = IdempotencyMiddleware::new(config).with_random(|| 1.0).with_sleep(move |d| {
+        record.lock().unwrap().push(d);
+        async {}
+    });
+    (m, waits)
+}
+
+fn stack(config: RetryConfig) -> (ClientWithMiddleware, Waits) {
+    let (m, waits) = middleware(config);
+    (ClientBuilder::new(reqwest::Client::new()).with(m).build(), waits)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+const BODY: &str = r#"{"amount":1000}"#;
+
+fn reconciliation(e: &reqwest_middleware::Error) -> &IdempotencyError {
+    IdempotencyError::from_middleware(e)
+        .unwrap_or_else(|| panic!("expected the middleware's error, got {e:?}"))
+}
+
+#[tokio::test]
+async fn lost_replies_are_retried_with_the_same_key_and_body() {
+    let server = Scripted::start(vec![
+        Action::Close,
+        Action::Hang(Duration::from_secs(5)),
+        answer(201, &[("Idempotent-Replayed", "true")], r#"{"id":"ch_1"}"#),
+    ]);
+    let (client, waits) = stack(RetryConfig { attempt_timeout: ms(500), ..config() });
+    let observed: Arc<Mutex<Vec<AttemptReport>>> = Arc::default();
+    let record = observed.clone();
+    let response = client
+        .post(server.url("/v1/charges?x=1"))
+        .header("Idempotency-Key", "order-42-charge")
+        .header("Authorization", "Bearer t")
+        .header("Content-Type", "application/json")
+        .body(BODY)
+        .with_extension(AttemptObserver::new(move |a| record.lock().unwrap().push(a.clone())))
+        .send()
+        .await
+        .expect("a replayed 201 in the end");
+    assert_eq!(response.status(), 201);
+    assert_eq!(response.url().as_str(), server.url("/v1/charges?x=1"), "the rebuilt response keeps its URL");
+    assert_eq!(response.headers()["idempotent-replayed"], "true");
+    assert_eq!(response.text().await.unwrap(), r#"{"id":"ch_1"}"#);
+    assert_eq!(*waits.lock().unwrap(), [ms(100), ms(200)]);
+
+    let observed = observed.lock().unwrap().clone();
+    assert_eq!(observed.len(), 3);
+    assert!(matches!(&observed[0].result, AttemptSummary::TransportFailed(_)), "{observed:?}");
+    match &observed[1].result {
+        AttemptSummary::TransportFailed(e) => {
+            assert_eq!(e.kind, idempotency_edge_client::TransportErrorKind::Timeout)
+        }
+        other => panic!("the hanging attempt should time out: {other:?}"),
+    }
+    assert_eq!(observed[2].decision, Decision::Done);
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3);
+    for s in &seen {
+        assert_eq!(s.method, "POST");
+        assert_eq!(s.target, "/v1/charges?x=1");
+        assert_eq!(s.header("idempotency-key"), Some("order-42-charge"), "the same key on every attempt");
+        assert_eq!(s.header("authorization"), Some("Bearer t"));
+        assert_eq!(s.header("content-type"), Some("application/json"));
+        assert_eq!(s.body, BODY.as_bytes(), "the same body bytes on every attempt");
+    }
+}
+
+#[tokio::test]
+async fn a_covered_request_without_a_key_gets_one_for_all_its_attempts() {
+    let server = Scripted::start(vec![answer(429, &[("Retry-After", "1")], ""), answer(201, &[], "{}")]);
+    let (client, _) = stack(config());
+    let request = client.post(server.url("/v1/charges")).body(BODY).build().unwrap();
+    let mut extensions = Extensions::new();
+    let response = client.execute_with_extensions(request, &mut extensions).await.expect("201");
+    assert_eq!(response.status(), 201);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    let key = seen[0].header("idempotency-key").expect("a key was added").to_string();
+    assert_eq!(key.len(), 36, "a UUID: {key}");
+    assert_eq!(seen[1].header("idempotency-key"), Some(key.as_str()), "the retry sends the same key");
+    assert_eq!(extensions.get::<SentKey>(), Some(&SentKey(key)));
+    assert_eq!(extensions.get::<Attempts>().map(|a| a.0.len()), Some(2));
+
+    // Two requests, two keys.
+    let server = Scripted::start(vec![answer(201, &[], "{}"), answer(201, &[], "{}")]);
+    for _ in 0..2 {
+        client.patch(server.url("/v1/charges/1")).body("{}").send().await.unwrap();
+    }
+    let seen = server.seen();
+    assert_ne!(seen[0].header("idempotency-key"), seen[1].header("idempotency-key"));
+}
+
+#[tokio::test]
+async fn uncovered_methods_pass_through_untouched() {
+    let server = Scripted::start(vec![answer(503, &[("Retry-After", "1")], "busy"), answer(502, &[], "")]);
+    let (client, waits) = stack(config());
+    let response = client.get(server.url("/v1/charges/1")).send().await.unwrap();
+    assert_eq!(response.status(), 503, "not retried");
+    let (custom, _) = middleware(config());
+    let put_only = ClientBuilder::new(reqwest::Client::new())
+        .with(custom.covered_methods([reqwest::Method::PUT]))
+        .build();
+    let response = put_only.post(server.url("/v1/charges")).body("{}").send().await.unwrap();
+    assert_eq!(response.status(), 502, "POST is not covered here");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(seen.iter().all(|s| s.header("idempotency-key").is_none()), "no key added: {seen:?}");
+    assert!(waits.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn in_progress_and_429_wait_for_retry_after() {
+    let server = Scripted::start(vec![
+        problem(409, "in-progress", Some("3")),
+        answer(429, &[("Retry-After", "2")], "{}"),
+        problem(502, "origin-unreachable", Some("1")),
+        problem(503, "storage-unavailable", None),
+        answer(200, &[], "ok"),
+    ]);
+    let (client, waits) = stack(config());
+    let response =
+        client.post(server.url("/x")).header("Idempotency-Key", "k").body("{}").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        *waits.lock().unwrap(),
+        [ms(3000), ms(2000), ms(1000), ms(800)],
+        "Retry-After over the backoff"
+    );
+    assert_eq!(server.seen().len(), 5);
+}
+
+#[tokio::test]
+async fn final_answers_are_handed_on_as_they_are() {
+    for (status, action) in [
+        (422, problem(422, "key-reused", None)),
+        (400, problem(400, "invalid-key", None)),
+        (402, answer(402, &[("content-type", "application/json")], r#"{"declined":true}"#)),
+        (409, answer(409, &[("content-type", "application/json")], r#"{"conflict":true}"#)),
+    ] {
+        let body = match &action {
+            Action::Answer { body, .. } => body.clone(),
+            _ => unreachable!(),
+        };
+        let server = Scripted::start(vec![action]);
+        let (client, waits) = stack(config());
+        let response =
+            client.post(server.url("/x")).header("Idempotency-Key", "k").body("{}").send().await.unwrap();
+        assert_eq!(response.status(), status);
+        assert_eq!(response.text().await.unwrap(), body, "{status}: the body is handed on");
+        assert_eq!(server.seen().len(), 1, "{status} is not retried");
+        assert!(waits.lock().unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn outcome_unknown_is_a_typed_error_with_the_key() {
+    let server = Scripted::start(vec![problem(502, "outcome-unknown", Some("1"))]);
+    let (client, waits) = stack(config());
+    let e = client
+        .post(server.url("/x"))
+        .header("Idempotency-Key", "order-7-charge")
+        .body("{}")
+        .send()
+        .await
+        .expect_err("an unknown outcome is no response");
+    let e = reconciliation(&e);
+    assert!(e.needs_reconciliation(), "{e:?}");
+    assert_eq!(e.key(), Some("order-7-charge"));
+    assert_eq!(e.response().map(|r| r.status), Some(502));
+    assert_eq!(e.report().map(|r| r.attempts), Some(1));
+    assert!(e.to_string().contains("reconcile"), "{e}");
+    assert!(!format!("{e:?}").contains("order-7-charge"), "Debug hides the key: {e:?}");
+    assert!(!e.to_string().contains("order-7-charge"), "Display hides the key: {e}");
+    assert_eq!(server.seen().len(), 1, "never retried");
+    assert!(waits.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_5xx_that_is_not_the_workers_asks_for_reconciliation() {
+    for (status, content_type) in [
+        (500, "application/json"),
+        (502, "text/html"),
+        (503, "text/plain"),
+        (504, "text/html"),
+        (520, "text/html"),
+        (524, "text/html"),
+    ] {
+        let server = Scripted::start(vec![answer(
+            status,
+            &[("content-type", content_type), ("Retry-After", "1")],
+            "x",
+        )]);
+        let (client, waits) = stack(config());
+        let e = client
+            .post(server.url("/x"))
+            .header("Idempotency-Key", "k")
+            .body("{}")
+            .send()
+            .await
+            .expect_err("the request may have executed: not a final answer");
+        let e = reconciliation(&e);
+        assert!(e.needs_reconciliation(), "{status}: {e:?}");
+        assert_eq!(e.response().map(|r| (r.status, r.text())), Some((status, "x".to_string())), "{status}");
+        assert_eq!(server.seen().len(), 1, "{status} is not retried");
+        assert!(waits.lock().unwrap().is_empty(), "{status}");
+    }
+    // The worker's own invalid-config says nothing was forwarded: a final answer.
+    let server = Scripted::start(vec![problem(500, "invalid-config", None)]);
+    let (client, _) = stack(config());
+    let response =
+        client.post(server.url("/x")).header("Idempotency-Key", "k").body("{}").send().await.unwrap();
+    assert_eq!(response.status(), 500);
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn retryable_to_the_end_is_a_give_up_with_the_last_answer() {
+    let server = Scripted::start((0..3).map(|_| answer(429, &[("Retry-After", "1")], "{}")).collect());
+    let (client, waits) = stack(RetryConfig { max_attempts: 3, ..config() });
+    let e = client.post(server.url("/x")).body("{}").send().await.expect_err("gave up");
+    match reconciliation(&e) {
+        IdempotencyError::GaveUp { reason: GiveUpReason::AttemptsExhausted, last: Ok(last), report, key } => {
+            assert_eq!(last.status, 429);
+            assert_eq!(report.attempts, 3);
+            assert_eq!(key.len(), 36, "the added key is handed back, to send again later");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(*waits.lock().unwrap(), [ms(1000), ms(1000)]);
+
+    // A Retry-After past the deadline gives up at once instead of sleeping in vain.
+    let server = Scripted::start(vec![answer(429, &[("Retry-After", "120")], "{}")]);
+    let (client, waits) = stack(config());
+    let e = client.post(server.url("/x")).body("{}").send().await.expect_err("gave up");
+    assert!(matches!(
+        reconciliation(&e),
+        IdempotencyError::GaveUp { reason: GiveUpReason::DeadlineExceeded, .. }
+    ));
+    assert!(waits.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_streaming_body_is_refused_before_anything_is_sent() {
+    let server = Scripted::start(vec![]);
+    let (client, _) = stack(config());
+    let stream = futures_util::stream::iter(vec![Ok::<_, std::io::Error>("{}")]);
+    let e = client
+        .post(server.url("/x"))
+        .body(reqwest::Body::wrap_stream(stream))
+        .send()
+        .await
+        .expect_err("a stream cannot be sent twice");
+    assert!(matches!(IdempotencyError::from_middleware(&e), Some(IdempotencyError::UnbufferedBody)), "{e:?}");
+    assert!(server.seen().is_empty());
+}
+
+/// Fails every request: another layer's error.
+struct Refuse;
+
+#[async_trait::async_trait]
+impl Middleware for Refuse {
+    async fn handle(
+        &self,
+        _req: reqwest::Request,
+        _extensions: &mut Extensions,
+        _next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        Err(reqwest_middleware::Error::Middleware(anyhow::anyhow!("refused by policy")))
+    }
+}
+
+#[tokio::test]
+async fn errors_of_inner_layers_are_not_retried() {
+    let (m, waits) = middleware(config());
+    let client = ClientBuilder::new(reqwest::Client::new()).with(m).with(Refuse).build();
+    let e = client.post("http://127.0.0.1:9/x").body("{}").send().await.expect_err("refused");
+    assert!(e.to_string().contains("refused by policy"), "{e}");
+    assert!(IdempotencyError::from_middleware(&e).is_none());
+    assert!(waits.lock().unwrap().is_empty());
+}
+
+fn operation_client(server: &Scripted, config: RetryConfig) -> Client {
+    let (m, _) = middleware(config);
+    Client::with_stack(
+        format!("http://{}", server.addr),
+        ClientBuilder::new(reqwest::Client::new()).with(m).build(),
+    )
+}
+
+fn charge() -> Operation {
+    Operation::post_json("order-42-charge", "/v1/charges", BODY)
+        .unwrap()
+        .header("Authorization", "Bearer t")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_operation_client_reports_every_attempt() {
+    let server = Scripted::start(vec![Action::Close, answer(201, &[("Idempotent-Replayed", "true")], "{}")]);
+    let outcome = operation_client(&server, config()).send(&charge()).await.expect("201");
+    assert_eq!((outcome.attempts, outcome.replayed, outcome.response.status), (2, true, 201));
+    assert_eq!(outcome.history[0].wait(), Some(ms(100)));
+    assert_eq!(outcome.history[1].decision, Decision::Done);
+    let seen = server.seen();
+    assert!(seen
+        .iter()
+        .all(|s| s.header("idempotency-key") == Some("order-42-charge") && s.body == BODY.as_bytes()));
+
+    let server = Scripted::start(vec![problem(422, "key-reused", None)]);
+    match operation_client(&server, config()).send(&charge()).await {
+        Err(ClientError::Rejected { response, report }) => {
+            assert_eq!(response.status, 422);
+            assert_eq!(report.attempts, 1);
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let server = Scripted::start(vec![problem(502, "outcome-unknown", None)]);
+    let e = operation_client(&server, config()).send(&charge()).await.expect_err("unknown");
+    assert!(e.needs_reconciliation() && e.attempts() == 1, "{e:?}");
+
+    let server = Scripted::start(vec![answer(429, &[], ""), answer(429, &[], "")]);
+    match operation_client(&server, RetryConfig { max_attempts: 2, ..config() }).send(&charge()).await {
+        Err(ClientError::GaveUp { reason: GiveUpReason::AttemptsExhausted, last: Ok(last), report }) => {
+            assert_eq!((last.status, report.attempts), (429, 2));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_blocking_facade_sends_operations() {
+    let server = Scripted::start(vec![answer(429, &[("Retry-After", "1")], ""), answer(201, &[], "{}")]);
+    let (m, waits) = middleware(config());
+    let stack = ClientBuilder::new(reqwest::Client::new()).with(m).build();
+    let client = blocking::Client::from_async(Client::with_stack(format!("http://{}", server.addr), stack))
+        .expect("a runtime");
+    let outcome = client.send(&charge()).expect("201 after one retry");
+    assert_eq!((outcome.attempts, outcome.response.status), (2, 201));
+    assert_eq!(*waits.lock().unwrap(), [ms(1000)]);
+}

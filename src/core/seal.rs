@@ -1,0 +1,293 @@
+//! Sealing of what the worker stores: the key ring, the sealed envelope and what a seal is
+//! bound to. The cipher itself (AES-256-GCM, keys derived with HKDF-SHA-256) runs in the
+//! runtime through WebCrypto; this module decides everything around it, with no I/O.
+//!
+//! 1. `STORAGE_ENCRYPTION_KEYS` is a secret holding a JSON array of keys, newest first:
+//!    `[{"id":"2026-12","key":"<standard base64 of 32 random bytes>"}]`. The newest key
+//!    seals; every listed key opens. Rotation is adding a new key in front; a key is removed
+//!    once every record it sealed has expired.
+//! 2. The key that seals one caller's records is derived from a ring key with HKDF, the
+//!    caller's scope hash as salt, so that a leaked derived key opens one caller's records
+//!    at most.
+//! 3. An envelope is the ring key's id, a random 96-bit nonce and the ciphertext (with its
+//!    tag). The associated data binds it to the object and the record version, so a sealed
+//!    answer copied into another key's object does not open.
+//! 4. A record that cannot be opened (unknown key id, a changed byte) is never treated as
+//!    absent: the object answers 503 and forwards nothing.
+
+use serde_json::Value;
+
+/// The variable (a secret) holding the key ring.
+pub const VAR_STORAGE_ENCRYPTION_KEYS: &str = "STORAGE_ENCRYPTION_KEYS";
+
+/// HKDF `info` for the keys that seal stored answers.
+pub const ANSWER_KEY_INFO: &[u8] = b"idempotency-edge stored answer v1";
+
+/// The AES-GCM nonce length.
+pub const NONCE_LEN: usize = 12;
+
+/// Most keys in a ring: each may have to be tried by id on every read of an old record.
+const MAX_KEYS: usize = 16;
+const MAX_ID_LEN: usize = 64;
+
+/// One key of the ring.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RingKey {
+    pub id: String,
+    pub secret: [u8; 32],
+}
+
+impl std::fmt::Debug for RingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        f.debug_struct("RingKey").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+/// The ring: newest first, never empty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRing {
+    keys: Vec<RingKey>,
+}
+
+impl KeyRing {
+    /// Parses the secret's value. The error names what is wrong, never a key's bytes.
+    pub fn parse(raw: &str) -> Result<KeyRing, String> {
+        let value: Value = serde_json::from_str(raw)
+            .map_err(|_| "expected a JSON array of {\"id\", \"key\"} objects, newest first".to_owned())?;
+        let Value::Array(items) = value else {
+            return Err("expected a JSON array of {\"id\", \"key\"} objects, newest first".to_owned());
+        };
+        if items.is_empty() || items.len() > MAX_KEYS {
+            return Err(format!("expected from 1 to {MAX_KEYS} keys"));
+        }
+        let mut keys: Vec<RingKey> = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let at = |what: &str| format!("[{index}].{what}");
+            let Value::Object(members) = item else { return Err(format!("[{index}]: expected an object")) };
+            if let Some(unknown) = members.keys().find(|name| *name != "id" && *name != "key") {
+                return Err(format!("{}: unknown member", at(unknown)));
+            }
+            let id = match members.get("id") {
+                Some(Value::String(id))
+                    if !id.is_empty()
+                        && id.len() <= MAX_ID_LEN
+                        && id.bytes().all(|b| b.is_ascii_graphic()) =>
+                {
+                    id.clone()
+                }
+                _ => {
+                    return Err(format!(
+                        "{}: expected 1 to {MAX_ID_LEN} printable ASCII characters",
+                        at("id")
+                    ))
+                }
+            };
+            if keys.iter().any(|key| key.id == id) {
+                return Err(format!("{}: the id {id:?} is listed twice", at("id")));
+            }
+            let secret = match members.get("key") {
+                Some(Value::String(text)) => {
+                    decode_base64(text).and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+                }
+                _ => None,
+            };
+            let Some(secret) = secret else {
+                return Err(format!("{}: expected the standard base64 of 32 random bytes", at("key")));
+            };
+            keys.push(RingKey { id, secret });
+        }
+        Ok(KeyRing { keys })
+    }
+
+    /// The key that seals new records.
+    pub fn newest(&self) -> &RingKey {
+        &self.keys[0]
+    }
+
+    /// The key with this id, to open a record.
+    pub fn by_id(&self, id: &str) -> Option<&RingKey> {
+        self.keys.iter().find(|key| key.id == id)
+    }
+}
+
+/// A sealed value as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Envelope {
+    pub key_id: String,
+    pub nonce: [u8; NONCE_LEN],
+    /// The AES-GCM output: ciphertext followed by the 16-byte tag.
+    pub ciphertext: Vec<u8>,
+}
+
+impl Envelope {
+    /// `id length (u8) ‖ id ‖ nonce ‖ ciphertext`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1 + self.key_id.len() + NONCE_LEN + self.ciphertext.len());
+        out.push(self.key_id.len() as u8);
+        out.extend_from_slice(self.key_id.as_bytes());
+        out.extend_from_slice(&self.nonce);
+        out.extend_from_slice(&self.ciphertext);
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<Envelope> {
+        let (&id_len, rest) = bytes.split_first()?;
+        let id_len = usize::from(id_len);
+        if id_len == 0 || rest.len() < id_len + NONCE_LEN + 16 {
+            return None;
+        }
+        let key_id = std::str::from_utf8(&rest[..id_len]).ok()?.to_owned();
+        let nonce = rest[id_len..id_len + NONCE_LEN].try_into().ok()?;
+        Some(Envelope { key_id, nonce, ciphertext: rest[id_len + NONCE_LEN..].to_vec() })
+    }
+}
+
+/// What a sealed answer is bound to: the object that holds it and the record version.
+pub fn answer_associated_data(object_id: &str, record_version: u8) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(40 + object_id.len());
+    aad.extend_from_slice(b"idempotency-edge/answer\0");
+    aad.extend_from_slice(object_id.as_bytes());
+    aad.push(0);
+    aad.push(record_version);
+    aad
+}
+
+/// Standard base64 with padding (RFC 4648 §4), strictly: no whitespace, no URL alphabet.
+pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    for (index, quad) in bytes.chunks(4).enumerate() {
+        let last = index == bytes.len() / 4 - 1;
+        let padding = quad.iter().rev().take_while(|&&c| c == b'=').count();
+        if padding > 2 || (padding > 0 && !last) {
+            return None;
+        }
+        let mut n = 0u32;
+        for &c in &quad[..4 - padding] {
+            n = n << 6 | value(c)?;
+        }
+        n <<= 6 * padding as u32;
+        let decoded = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        // Non-zero bits under the padding would give two spellings of one value.
+        if decoded[3 - padding..].iter().any(|&b| b != 0) {
+            return None;
+        }
+        out.extend_from_slice(&decoded[..3 - padding]);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const KEY_A: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    const KEY_B: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+
+    #[test]
+    fn base64_known_answers() {
+        // RFC 4648 §10.
+        for (encoded, decoded) in [
+            ("", ""),
+            ("Zg==", "f"),
+            ("Zm8=", "fo"),
+            ("Zm9v", "foo"),
+            ("Zm9vYg==", "foob"),
+            ("Zm9vYmE=", "fooba"),
+            ("Zm9vYmFy", "foobar"),
+        ] {
+            assert_eq!(decode_base64(encoded).as_deref(), Some(decoded.as_bytes()), "{encoded}");
+        }
+        for bad in ["Zg=", "Zm9v\n", "Zm9v-_==", "Zh==", "Z===", "Zg==Zg==", "Zm 9v"] {
+            assert_eq!(decode_base64(bad), None, "{bad:?}");
+        }
+        assert_eq!(decode_base64(KEY_A).unwrap(), (0u8..32).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_ring_is_newest_first_and_opens_by_id() {
+        let ring = KeyRing::parse(&format!(
+            r#"[{{"id":"2026-12","key":"{KEY_B}"}},{{"id":"2026-06","key":"{KEY_A}"}}]"#
+        ))
+        .unwrap();
+        assert_eq!(ring.newest().id, "2026-12");
+        assert_eq!(ring.by_id("2026-06").unwrap().secret[..4], [0, 1, 2, 3]);
+        assert!(ring.by_id("2025-01").is_none());
+        assert!(!format!("{ring:?}").contains("secret"), "Debug never shows a key");
+    }
+
+    #[test]
+    fn invalid_rings_say_what_is_wrong_without_the_key() {
+        let cases = [
+            ("", "JSON array"),
+            ("{}", "JSON array"),
+            ("[]", "from 1 to"),
+            (r#"[{"id":"a"}]"#, "[0].key"),
+            (r#"[{"id":"a","key":"c2hvcnQ="}]"#, "[0].key"),
+            (r#"[{"id":"","key":"x"}]"#, "[0].id"),
+            (r#"[{"id":"a b","key":"x"}]"#, "[0].id"),
+            (r#"[{"id":"a","key":"x","alg":"aes"}]"#, "[0].alg: unknown member"),
+        ];
+        for (raw, expected) in cases {
+            let error = KeyRing::parse(raw).expect_err(raw);
+            assert!(error.contains(expected), "{raw}: {error}");
+        }
+        let twice = format!(r#"[{{"id":"a","key":"{KEY_A}"}},{{"id":"a","key":"{KEY_B}"}}]"#);
+        let error = KeyRing::parse(&twice).unwrap_err();
+        assert!(error.contains("twice") && !error.contains(KEY_A) && !error.contains(KEY_B), "{error}");
+    }
+
+    #[test]
+    fn associated_data_binds_object_and_version() {
+        let a = answer_associated_data("ab", 2);
+        assert_ne!(a, answer_associated_data("ac", 2));
+        assert_ne!(a, answer_associated_data("ab", 3));
+        assert_ne!(answer_associated_data("a", 2), answer_associated_data("a\u{0}", 2));
+    }
+
+    proptest! {
+        #[test]
+        fn envelopes_round_trip(id in "[!-~]{1,64}", nonce in proptest::array::uniform12(any::<u8>()), ciphertext in proptest::collection::vec(any::<u8>(), 16..200)) {
+            let envelope = Envelope { key_id: id, nonce, ciphertext };
+            prop_assert_eq!(Envelope::decode(&envelope.encode()), Some(envelope.clone()));
+            // Any truncation is refused or reads as a different envelope, never panics.
+            let bytes = envelope.encode();
+            for cut in 0..bytes.len() {
+                prop_assert_ne!(Envelope::decode(&bytes[..cut]), Some(envelope.clone()));
+            }
+        }
+
+        #[test]
+        fn base64_never_panics_and_round_trips(bytes in proptest::collection::vec(any::<u8>(), 0..64), noise in "\\PC{0,12}") {
+            let _ = decode_base64(&noise);
+            const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            let mut encoded = String::new();
+            for chunk in bytes.chunks(3) {
+                let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+                for i in 0..4 {
+                    if i <= chunk.len() {
+                        encoded.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+                    } else {
+                        encoded.push('=');
+                    }
+                }
+            }
+            prop_assert_eq!(decode_base64(&encoded), Some(bytes));
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Seals and opens stored answers with WebCrypto (`crypto.subtle`): AES-256-GCM under a key
+//! derived per caller scope with HKDF-SHA-256 (see `core::seal` for the rules). No cipher
+//! is compiled into the Wasm.
+//!
+//! One [`Sealer`] lives in each key's object, whose scope never changes, so the derived
+//! keys are cached there, one per ring key.
+
+use std::cell::RefCell;
+
+use js_sys::{Object, Reflect, Uint8Array};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use worker::web_sys::{self, CryptoKey, SubtleCrypto};
+
+use crate::core::record::{StoredResponse, SEALED_RECORD_VERSION};
+use crate::core::seal::{answer_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN};
+
+/// Why an answer could not be sealed or opened.
+#[derive(Debug)]
+pub struct SealError(pub String);
+
+impl std::fmt::Display for SealError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn fail(what: &str) -> impl Fn(JsValue) -> SealError + '_ {
+    move |error| {
+        let message = Reflect::get(&error, &JsValue::from_str("message")).ok().and_then(|m| m.as_string());
+        SealError(format!("{what}: {}", message.unwrap_or_else(|| "WebCrypto refused".to_owned())))
+    }
+}
+
+/// The derived keys of one object (one scope), by ring key id.
+#[derive(Default)]
+pub struct Sealer {
+    derived: RefCell<Vec<(String, CryptoKey)>>,
+}
+
+impl Sealer {
+    /// Seals `answer` for the object `object_id` of scope `scope` under the ring's newest
+    /// key; returns the encoded envelope.
+    pub async fn seal(
+        &self,
+        ring: &KeyRing,
+        scope: &[u8],
+        object_id: &str,
+        answer: &StoredResponse,
+    ) -> Result<Vec<u8>, SealError> {
+        let ring_key = ring.newest();
+        let key = self.key(ring_key, scope).await?;
+        let mut nonce = [0u8; NONCE_LEN];
+        crypto()?.get_random_values_with_u8_array(&mut nonce).map_err(fail("drawing a nonce"))?;
+        let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
+        let promise = subtle()?
+            .encrypt_with_object_and_u8_array(&aes_gcm(&nonce, &aad), &key, &answer.encode())
+            .map_err(fail("sealing"))?;
+        let ciphertext = JsFuture::from(promise).await.map_err(fail("sealing"))?;
+        let ciphertext = Uint8Array::new(&ciphertext).to_vec();
+        Ok(Envelope { key_id: ring_key.id.clone(), nonce, ciphertext }.encode())
+    }
+
+    /// Opens an envelope sealed by [`Sealer::seal`]. Any change to it, another object, an
+    /// unknown key id or a missing ring is an error: the caller answers 503.
+    pub async fn open(
+        &self,
+        ring: Option<&KeyRing>,
+        scope: &[u8],
+        object_id: &str,
+        sealed: &[u8],
+    ) -> Result<StoredResponse, SealError> {
+        let ring = ring.ok_or_else(|| {
+            SealError("the answer is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
+        })?;
+        let envelope =
+            Envelope::decode(sealed).ok_or_else(|| SealError("the sealed answer is malformed".to_owned()))?;
+        let ring_key = ring.by_id(&envelope.key_id).ok_or_else(|| {
+            SealError(format!("no key with id {:?} in STORAGE_ENCRYPTION_KEYS", envelope.key_id))
+        })?;
+        let key = self.key(ring_key, scope).await?;
+        let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
+        let promise = subtle()?
+            .decrypt_with_object_and_u8_array(&aes_gcm(&envelope.nonce, &aad), &key, &envelope.ciphertext)
+            .map_err(fail("opening"))?;
+        let plaintext =
+            JsFuture::from(promise).await.map_err(fail("opening (a changed byte or the wrong key)"))?;
+        StoredResponse::decode(&Uint8Array::new(&plaintext).to_vec())
+            .map_err(|error| SealError(format!("the opened answer is unreadable: {error:?}")))
+    }
+
+    /// The AES-GCM key for `ring_key` and this object's scope, derived once.
+    async fn key(&self, ring_key: &RingKey, scope: &[u8]) -> Result<CryptoKey, SealError> {
+        if let Some((_, key)) = self.derived.borrow().iter().find(|(id, _)| *id == ring_key.id) {
+            return Ok(key.clone());
+        }
+        let subtle = subtle()?;
+        let usages = js_sys::Array::of1(&JsValue::from_str("deriveKey"));
+        let base = subtle
+            .import_key_with_object(
+                "raw",
+                &Uint8Array::from(&ring_key.secret[..]),
+                &named("HKDF"),
+                false,
+                &usages,
+            )
+            .map_err(fail("importing a storage key"))?;
+        let base: CryptoKey =
+            JsFuture::from(base).await.map_err(fail("importing a storage key"))?.unchecked_into();
+        let hkdf = named("HKDF");
+        set(&hkdf, "hash", &JsValue::from_str("SHA-256"));
+        set(&hkdf, "salt", &Uint8Array::from(scope));
+        set(&hkdf, "info", &Uint8Array::from(ANSWER_KEY_INFO));
+        let aes = named("AES-GCM");
+        set(&aes, "length", &JsValue::from_f64(256.0));
+        let usages = js_sys::Array::of2(&JsValue::from_str("encrypt"), &JsValue::from_str("decrypt"));
+        let derived = subtle
+            .derive_key_with_object_and_object(&hkdf, &base, &aes, false, &usages)
+            .map_err(fail("deriving a storage key"))?;
+        let derived: CryptoKey =
+            JsFuture::from(derived).await.map_err(fail("deriving a storage key"))?.unchecked_into();
+        self.derived.borrow_mut().push((ring_key.id.clone(), derived.clone()));
+        Ok(derived)
+    }
+}
+
+fn crypto() -> Result<web_sys::Crypto, SealError> {
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    global.crypto().map_err(fail("no crypto in this runtime"))
+}
+
+fn subtle() -> Result<SubtleCrypto, SealError> {
+    Ok(crypto()?.subtle())
+}
+
+fn named(name: &str) -> Object {
+    let object = Object::new();
+    set(&object, "name", &JsValue::from_str(name));
+    object
+}
+
+fn set(object: &Object, name: &str, value: &JsValue) {
+    let _ = Reflect::set(object, &JsValue::from_str(name), value);
+}
+
+fn aes_gcm(nonce: &[u8], aad: &[u8]) -> Object {
+    let algorithm = named("AES-GCM");
+    set(&algorithm, "iv", &Uint8Array::from(nonce));
+    set(&algorithm, "additionalData", &Uint8Array::from(aad));
+    algorithm
+}

@@ -34,7 +34,7 @@ rm -f target/e2e-times.txt
 skip=(--skip reliability_run)
 [[ -n $run_reliability ]] && skip=()
 status=0
-cargo test --workspace "${cargo_args[@]}" -- "${skip[@]}" 2>&1 | tee "$log" || status=$?
+cargo test --workspace --no-fail-fast "${cargo_args[@]}" -- "${skip[@]}" 2>&1 | tee "$log" || status=$?
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 if [[ -s target/e2e-times.txt ]]; then

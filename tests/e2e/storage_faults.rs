@@ -154,8 +154,19 @@ fn storage_faults_inside_the_object_fail_closed_and_forward_nothing() {
 
     logs::sentinel(&w, &o);
     let log = w.log_contents();
+    // The object answered for each unreadable record itself (its decision line names it).
+    for case in cases.iter().filter(|c| matches!(c.fault, Fault::GarbageRecord | Fault::RecordOfTheWrongType))
+    {
+        let lines = logs::lines_of(&w, &case.object);
+        assert!(
+            lines
+                .iter()
+                .any(|line| line["decision"] == "rejected" && line["problem"] == "storage-unavailable"),
+            "{:?}: the object's own storage-unavailable line: {lines:?}",
+            case.fault
+        );
+    }
     for (what, line) in [
-        ("an unreadable record", "reading the record failed"),
         ("a failed claim write", "writing the claim failed"),
         ("a failed outcome write", "writing the outcome failed"),
         ("an unreadable database file", "SQLITE_NOTADB"),

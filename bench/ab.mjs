@@ -9,6 +9,12 @@
 // workerd CPU per request. For `burst` (100 concurrent requests for one new key, origin
 // delay 300 ms) the p50 column is the last response − 300 ms and the CPU column the first
 // response − 300 ms. Set AB_BODY=524288 for a 512 KiB answer in the burst.
+// AB_JWT=a, b or both: that target scopes keys by a verified claim (SCOPE_JWT_CLAIM=sub, an
+// inline JWKS with one P-256 key made here) and every request carries one ES256 token for
+// one subject, as a client reusing its access token does; the others send an opaque key.
+// With AB_JWT_FRESH=1 every request carries a new token (a new `jti`), so none is found in
+// the worker's cache of verified tokens: the cost of a signature check every time.
+// AB_JWT_ALG=HS256 signs with an HMAC secret (SCOPE_JWT_HS256_SECRET) instead of ES256.
 import { fork } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -17,6 +23,7 @@ import { fileURLToPath } from "node:url";
 import { writeConfig, startWorker } from "./lib/workers.mjs";
 import { pool, send, runLoad } from "./lib/load.mjs";
 import { cpuMs, settle } from "./lib/proc.mjs";
+import crypto from "node:crypto";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-ab-"));
@@ -38,10 +45,42 @@ function startOrigin() {
   );
 }
 
-const payment = (key, extra = {}) => ({
+// An ES256 key, its JWKS and one token (sub acct_bench, valid for an hour).
+function jwtScope() {
+  const { privateKey, publicKey } = crypto.generateKeyPairSync("ec", { namedCurve: "P-256" });
+  const b64 = (x) => Buffer.from(x).toString("base64url");
+  const jwk = { ...publicKey.export({ format: "jwk" }), kid: "bench-1" };
+  const exp = Math.floor(Date.now() / 1000) + 3600;
+  let jti = 0;
+  const hs256 = process.env.AB_JWT_ALG === "HS256";
+  const secret = crypto.randomBytes(32).toString("hex");
+  const mint = () => {
+    const claims = { sub: "acct_bench", exp, jti: String(jti++) };
+    const header = hs256 ? { alg: "HS256" } : { alg: "ES256", kid: "bench-1" };
+    const input = `${b64(JSON.stringify(header))}.${b64(JSON.stringify(claims))}`;
+    const signature = hs256
+      ? crypto.createHmac("sha256", secret).update(input).digest()
+      : crypto.sign("sha256", Buffer.from(input), { key: privateKey, dsaEncoding: "ieee-p1363" });
+    return `Bearer ${input}.${b64(signature)}`;
+  };
+  const reused = mint();
+  return {
+    vars: { SCOPE_JWT_CLAIM: "sub", ...(hs256 ? { SCOPE_JWT_HS256_SECRET: secret } : { SCOPE_JWKS: JSON.stringify({ keys: [jwk] }) }) },
+    authorization: () => (process.env.AB_JWT_FRESH ? mint() : reused),
+  };
+}
+const JWT = jwtScope();
+const usesJwt = (name) => ["both", name].includes(process.env.AB_JWT);
+
+const payment = (key, extra = {}, name = "a") => ({
   method: "POST",
   path: "/v1/payments",
-  headers: { "content-type": "application/json", authorization: "Bearer sk_test_bench", "idempotency-key": key, ...extra },
+  headers: {
+    "content-type": "application/json",
+    authorization: usesJwt(name) ? JWT.authorization() : "Bearer sk_test_bench",
+    "idempotency-key": key,
+    ...extra,
+  },
   body: Buffer.from(
     JSON.stringify({ amount: 1999, currency: "eur", customer: "cus_bench_0001", description: "Benchmark payment", metadata: { order: key.slice(-24) } }),
   ),
@@ -54,7 +93,7 @@ for (const [name, dir] of [["a", dirA], ["b", dirB]]) {
   writeConfig(file, {
     from: path.join(ROOT, "wrangler.toml"),
     main: path.join(path.resolve(dir), "worker/shim.mjs"),
-    vars: { ORIGIN_URL: `http://127.0.0.1:${origin.port}` },
+    vars: { ORIGIN_URL: `http://127.0.0.1:${origin.port}`, ...(usesJwt(name) ? JWT.vars : {}) },
   });
   fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace(/^name\s*=.*$/m, `name = "ab-${name}"`));
   targets[name] = await startWorker({ name, config: file, persistDir: path.join(WORK, `state-${name}`), registryDir: path.join(WORK, "registry") });
@@ -73,13 +112,13 @@ for (let r = -1; r < rounds; r++) {
       const extra = { "x-bench-delay-ms": "300", ...(process.env.AB_BODY ? { "x-bench-response-bytes": process.env.AB_BODY } : {}) };
       await settle([t.pid]);
       const started = performance.now();
-      const answers = await Promise.all(Array.from({ length: 100 }, () => send(agent, t, payment(key, extra))));
+      const answers = await Promise.all(Array.from({ length: 100 }, () => send(agent, t, payment(key, extra, name))));
       agent.destroy();
       const ends = answers.map((a) => a.end - started - 300);
       if (r >= 0) results[name].push({ rps: 0, p50: Math.max(...ends), cpu: Math.min(...ends) });
       continue;
     }
-    if (phase === "replay") await send(t.agent, t, payment(key));
+    if (phase === "replay") await send(t.agent, t, payment(key, {}, name));
     await settle([t.pid]);
     const cpu0 = cpuMs(t.pid);
     const out = await runLoad({
@@ -87,7 +126,7 @@ for (let r = -1; r < rounds; r++) {
       target: t,
       connections: conns,
       durationMs,
-      makeRequest: (i) => payment(phase === "replay" ? key : `${key}-${i}`),
+      makeRequest: (i) => payment(phase === "replay" ? key : `${key}-${i}`, {}, name),
     });
     await settle([t.pid]);
     if (r >= 0) results[name].push({ rps: out.rps, p50: out.p50, cpu: (cpuMs(t.pid) - cpu0) / out.requests });

@@ -4,10 +4,11 @@
 POST /v1/charges  charges the ledger (slowly, on purpose) and answers 201 with the charge.
 GET  /v1/ledger   lists every charge, so you can see one charge per key.
 
-Now and then (DEMO_DROP_RATE, default 0.1) it charges the ledger and then drops the
-connection instead of answering, like a payment processor that crashes after acting. The
-worker cannot know whether that charge happened: it answers 502 outcome-unknown and never
-sends the key again. A request with "X-Demo-Drop-Reply: 1" is always dropped this way.
+It drops a reply only when asked: a request with "X-Demo-Drop-Reply: 1" is charged and
+then its connection is reset instead of answered, like a payment processor that crashes
+after acting. The worker cannot know whether that charge happened: it answers 502
+outcome-unknown and never sends the key again. To see such failures at random as well, set
+DEMO_DROP_RATE (a share from 0 to 1; default 0, so every run tells the same story).
 
 It logs one line per execution, so a prevented duplicate is visible: the worker answers the
 retry, and no new line appears here.
@@ -23,7 +24,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DELAY_SECONDS = float(os.environ.get("DEMO_DELAY_MS", "700")) / 1000
-DROP_RATE = float(os.environ.get("DEMO_DROP_RATE", "0.1"))
+DROP_RATE = float(os.environ.get("DEMO_DROP_RATE", "0"))
+if not 0 <= DROP_RATE <= 1:
+    sys.exit("DEMO_DROP_RATE must be a share from 0 to 1, got %r" % DROP_RATE)
 LEDGER = []
 LOCK = threading.Lock()
 
@@ -61,10 +64,11 @@ class Handler(BaseHTTPRequestHandler):
         time.sleep(DELAY_SECONDS)  # a slow payment processor
         with LOCK:
             charge = {"id": "ch_%04d" % (len(LEDGER) + 1), "amount": amount,
-                      "currency": request.get("currency", "eur"), "created": int(time.time())}
+                      "currency": request.get("currency", "eur"), "created": int(time.time()),
+                      "idempotency_key": self.headers.get("Idempotency-Key")}
             LEDGER.append(charge)
         print("origin: executed charge %s for %d" % (charge["id"], amount), file=sys.stderr, flush=True)
-        if self.headers.get("X-Demo-Drop-Reply") == "1" or random.random() < DROP_RATE:
+        if self.headers.get("X-Demo-Drop-Reply") == "1" or (DROP_RATE > 0 and random.random() < DROP_RATE):
             print("origin: dropped the reply to charge %s" % charge["id"], file=sys.stderr, flush=True)
             # A reset, not a clean close: the caller sees the connection break.
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

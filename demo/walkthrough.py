@@ -9,11 +9,13 @@ Runs, against the live worker on loopback:
   5. a reply the origin drops after charging (502 outcome-unknown, never re-sent);
   6. the ledger, showing one charge per key.
 
-The demo origin also drops a reply at random now and then (DEMO_DROP_RATE); a step that
-meets one shows 502 outcome-unknown instead of the charge, and the ledger still has one
-charge for that key.
+Every run tells the same story: the demo origin drops a reply only when asked (step 5 asks
+with X-Demo-Drop-Reply). Only the latencies differ, and the charge ids when the demo
+origin has charged before. (Started with DEMO_DROP_RATE above 0, the origin also drops
+replies at random; a step that meets one shows 502 outcome-unknown instead of the charge.)
 
-It prints one line per request: status, whether it was replayed, and the latency.
+It prints one line per request: status, whether it was replayed, and the latency. The
+ledger lists the charges of this run's keys.
 Usage: python3 demo/walkthrough.py [worker base URL, default http://127.0.0.1:8787]
 """
 import concurrent.futures
@@ -25,6 +27,9 @@ import urllib.parse
 import uuid
 
 BASE = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8787"
+# Keys are scoped by caller, so every charge names one (an opaque demo API key; without it
+# the worker answers 401 missing-credential).
+CREDENTIAL = "Bearer sk_test_demo"
 TARGET = urllib.parse.urlparse(BASE)
 if TARGET.hostname not in ("127.0.0.1", "localhost", "::1"):
     sys.exit("the walkthrough only talks to a worker on loopback")
@@ -34,7 +39,7 @@ def charge(key, amount, timeout=60.0, drop=False):
     """POST /v1/charges with this key; returns (status, replayed, latency ms, body) or raises."""
     conn = http.client.HTTPConnection(TARGET.hostname, TARGET.port or 80, timeout=timeout)
     body = json.dumps({"amount": amount, "currency": "eur"})
-    headers = {"Idempotency-Key": key, "Content-Type": "application/json"}
+    headers = {"Idempotency-Key": key, "Content-Type": "application/json", "Authorization": CREDENTIAL}
     if drop:
         headers["X-Demo-Drop-Reply"] = "1"
     started = time.monotonic()
@@ -59,8 +64,14 @@ def show(label, result):
     print("  %-28s %d  replayed=%-5s %7.1f ms  %s" % (label, status, str(replayed).lower(), elapsed, summary))
 
 
+KEYS = []
+
+
 def new_key(name):
-    return "%s-%s" % (name, uuid.uuid4().hex[:12])
+    """A fresh key for this run (remembered, to find this run's charges in the ledger)."""
+    key = "%s-%s" % (name, uuid.uuid4().hex[:12])
+    KEYS.append(key)
+    return key
 
 
 def main():
@@ -102,9 +113,11 @@ def main():
     conn.request("GET", "/v1/ledger")
     ledger = json.loads(conn.getresponse().read())
     conn.close()
-    for entry in ledger["charges"]:
+    ours = [entry for entry in ledger["charges"] if entry.get("idempotency_key") in KEYS]
+    for entry in ours:
         print("  %s  %6d %s" % (entry["id"], entry["amount"], entry["currency"]))
-    print("  %d charge(s), %d cents in all" % (len(ledger["charges"]), ledger["total_cents"]))
+    print("  %d charge(s) for %d keys, %d cents in all"
+          % (len(ours), len(KEYS), sum(entry["amount"] for entry in ours)))
 
 
 if __name__ == "__main__":

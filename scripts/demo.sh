@@ -23,11 +23,13 @@ cat <<EOT
   In another terminal, charge once and retry with the same key:
 
     curl -i -X POST http://127.0.0.1:$WORKER_PORT/v1/charges \\
+      -H 'Authorization: Bearer sk_test_demo' \\
       -H 'Idempotency-Key: order-42-charge' -H 'content-type: application/json' \\
       -d '{"amount": 1000, "currency": "eur"}'
 
   The retry answers with the same charge and 'idempotent-replayed: true'; the origin logs one
-  execution. Then look at the ledger: curl http://127.0.0.1:$WORKER_PORT/v1/ledger
+  execution. Keys are scoped by caller: without an Authorization header the worker answers
+  401 missing-credential. Then look at the ledger: curl http://127.0.0.1:$WORKER_PORT/v1/ledger
 
   Or run the scripted walkthrough (first charge and replay, 10 concurrent duplicates, a lost
   reply, a mismatched payload, the ledger): python3 demo/walkthrough.py http://127.0.0.1:$WORKER_PORT

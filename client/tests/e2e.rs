@@ -83,8 +83,16 @@ fn tls() -> &'static Tls {
 }
 
 /// A reqwest client that trusts the test CA and nothing else.
+/// Every request names its caller, as real clients do: the worker scopes keys by caller and
+/// answers 401 `missing-credential` without one.
 fn https_client(ca_pem: &[u8]) -> reqwest::Client {
+    let mut credential = reqwest::header::HeaderMap::new();
+    credential.insert(
+        reqwest::header::AUTHORIZATION,
+        reqwest::header::HeaderValue::from_static(support::http::DEFAULT_CREDENTIAL),
+    );
     reqwest::Client::builder()
+        .default_headers(credential)
         .tls_built_in_root_certs(false)
         .add_root_certificate(Certificate::from_pem(ca_pem).expect("the test CA"))
         .build()

@@ -10,7 +10,8 @@ use super::machine::{
     Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
 };
 use super::policy::{OutcomePolicy, StatusSet};
-use super::routes::{parse_routes, pattern_matches, Route, Unavailable};
+use super::routes::{is_binding_name, parse_routes, pattern_matches, Mode, Route, Unavailable};
+use super::scope::{ScopeConfig, ScopePolicy};
 
 /// The variables, as the runtime should look them up.
 pub const VAR_ORIGIN_URL: &str = "ORIGIN_URL";
@@ -27,8 +28,10 @@ pub const VAR_MAX_WAITING_BYTES: &str = "MAX_WAITING_BYTES";
 pub const VAR_MAX_STORED_RESPONSE_BYTES: &str = "MAX_STORED_RESPONSE_BYTES";
 pub const VAR_ORIGIN_DEDUPLICATES: &str = "ORIGIN_DEDUPLICATES";
 pub const VAR_MAX_ORIGIN_ATTEMPTS: &str = "MAX_ORIGIN_ATTEMPTS";
+pub const VAR_MODE: &str = "MODE";
+pub const VAR_ORIGIN_SERVICE: &str = "ORIGIN_SERVICE";
 
-pub const ALL_VARS: [&str; 14] = [
+pub const ALL_VARS: [&str; 16] = [
     VAR_ORIGIN_URL,
     VAR_TTL_SECONDS,
     VAR_DUPLICATE_WAIT_SECONDS,
@@ -43,6 +46,8 @@ pub const ALL_VARS: [&str; 14] = [
     VAR_MAX_STORED_RESPONSE_BYTES,
     VAR_ORIGIN_DEDUPLICATES,
     VAR_MAX_ORIGIN_ATTEMPTS,
+    VAR_MODE,
+    VAR_ORIGIN_SERVICE,
 ];
 
 /// Thirty days: longer retention is allowed by nothing in the product, and a typo of
@@ -68,8 +73,8 @@ pub struct Config {
     pub origin_url: Option<String>,
     pub timing: Timing,
     pub max_body_bytes: u64,
-    /// Lowercase header name.
-    pub scope_header: String,
+    /// Who a key belongs to: the scope headers, claim and keys (`core::scope`).
+    pub scope: ScopeConfig,
     /// Per-route overrides, tried in order (`IDEMPOTENCY_ROUTES`).
     pub routes: Vec<Route>,
     /// Where the admin API lives (when `ADMIN_TOKEN` is set); starts and ends with `/`.
@@ -85,12 +90,19 @@ pub struct Config {
     pub origin_deduplicates: bool,
     /// How many times one key may be sent to such an origin.
     pub max_origin_attempts: u16,
+    /// `enforce` (the default) or `observe` (`MODE`): see [`Mode`].
+    pub mode: Mode,
+    /// The `[[services]]` binding the origin is reached through (`ORIGIN_SERVICE`), instead
+    /// of a URL.
+    pub origin_service: Option<String>,
 }
 
 /// The policy that applies to one request path: the flat variables, overridden by the
 /// first matching route.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy<'a> {
+    /// The pattern of the route that matched, if any (log lines name it).
+    pub route: Option<&'a str>,
     /// Covered methods; `None` means the default, `POST` and `PATCH`.
     pub methods: Option<&'a [String]>,
     pub key_required: bool,
@@ -98,6 +110,8 @@ pub struct Policy<'a> {
     pub on_unavailable: Unavailable,
     /// Lowercase names of request headers that are part of the payload.
     pub fingerprint_headers: &'a [String],
+    /// The claim that names the caller, and whether anonymous callers are let in.
+    pub scope: ScopePolicy<'a>,
     /// How the origin's answers are classified.
     pub outcome: OutcomePolicy,
     /// Method-override headers may pass on uncovered methods.
@@ -105,6 +119,10 @@ pub struct Policy<'a> {
     /// `Some(n)`: the origin deduplicates by key, and an unknown outcome may be sent again
     /// until the key was sent `n` times (see `core::machine`, rule 7).
     pub max_origin_attempts: Option<u16>,
+    /// Enforce the rules, or only observe and log what enforcing would have done.
+    pub mode: Mode,
+    /// The service binding the origin is reached through; `None`: a URL.
+    pub origin_service: Option<&'a str>,
 }
 
 impl Policy<'_> {
@@ -129,7 +147,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(variable: &'static str, reason: impl Into<String>) -> Self {
+    pub(crate) fn new(variable: &'static str, reason: impl Into<String>) -> Self {
         ConfigError { variable, reason: reason.into() }
     }
 
@@ -161,10 +179,12 @@ impl Config {
         )?;
         let max_body_bytes =
             parse_number(VAR_MAX_BODY_BYTES, lookup(VAR_MAX_BODY_BYTES), 1_048_576, 0, MAX_MAX_BODY_BYTES)?;
-        let scope_header =
-            parse_header_name(VAR_SCOPE_HEADER, lookup(VAR_SCOPE_HEADER).unwrap_or("Authorization"))?;
+        let scope = ScopeConfig::from_vars(&lookup)?;
         let routes = parse_routes(lookup(VAR_ROUTES).unwrap_or(""))
             .map_err(|reason| ConfigError::new(VAR_ROUTES, reason))?;
+        let route_claims: Vec<_> =
+            routes.iter().map(|r| r.scope_claim.as_ref().and_then(Option::as_ref)).collect();
+        scope.check_route_claims(&route_claims)?;
         let admin_prefix = parse_admin_prefix(lookup(VAR_ADMIN_PATH_PREFIX))?;
         let jurisdiction = match lookup(VAR_JURISDICTION).map(str::trim).unwrap_or("") {
             "" => None,
@@ -204,6 +224,27 @@ impl Config {
             1,
             MAX_MAX_ORIGIN_ATTEMPTS,
         )? as u16;
+        let mode = match lookup(VAR_MODE).map(str::trim).unwrap_or("") {
+            "" | "enforce" => Mode::Enforce,
+            "observe" => Mode::Observe,
+            _ => return Err(ConfigError::new(VAR_MODE, "expected enforce or observe")),
+        };
+        let origin_service = match lookup(VAR_ORIGIN_SERVICE).map(str::trim).unwrap_or("") {
+            "" => None,
+            name if !is_binding_name(name) => {
+                return Err(ConfigError::new(
+                    VAR_ORIGIN_SERVICE,
+                    "expected the name of a [[services]] binding (letters, digits and _)",
+                ))
+            }
+            _ if origin_url.is_some() => {
+                return Err(ConfigError::new(
+                    VAR_ORIGIN_SERVICE,
+                    "set either ORIGIN_URL or ORIGIN_SERVICE, not both",
+                ))
+            }
+            name => Some(name.to_owned()),
+        };
         Ok(Config {
             origin_url,
             timing: Timing {
@@ -212,7 +253,7 @@ impl Config {
                 origin_timeout_ms: timeout * 1_000,
             },
             max_body_bytes,
-            scope_header,
+            scope,
             routes,
             admin_prefix,
             jurisdiction,
@@ -220,16 +261,21 @@ impl Config {
             max_stored_response_bytes,
             origin_deduplicates,
             max_origin_attempts,
+            mode,
+            origin_service,
         })
     }
 
     /// The policy for a request to `path`.
     pub fn policy_for(&self, path: &str) -> Policy<'_> {
         let route = self.routes.iter().find(|route| pattern_matches(&route.pattern, path));
+        let origin_service =
+            route.and_then(|r| r.origin_service.as_deref()).or(self.origin_service.as_deref());
         let seconds = |pick: fn(&Route) -> Option<u64>, default_ms: u64| {
             route.and_then(pick).map_or(default_ms, |s| s * 1_000)
         };
         Policy {
+            route: route.map(|r| r.pattern.as_str()),
             methods: route.and_then(|r| r.methods.as_deref()),
             key_required: route.and_then(|r| r.key_required).unwrap_or(true),
             timing: Timing {
@@ -239,18 +285,31 @@ impl Config {
             },
             on_unavailable: route.and_then(|r| r.on_unavailable).unwrap_or(Unavailable::FailClosed),
             fingerprint_headers: route.and_then(|r| r.fingerprint_headers.as_deref()).unwrap_or(&[]),
+            scope: ScopePolicy {
+                claim: match route.and_then(|r| r.scope_claim.as_ref()) {
+                    // A route's `scope_claim` wins, `""` (None) meaning the credential hash.
+                    Some(claim) => claim.as_ref(),
+                    None => self.scope.claim.as_ref(),
+                },
+                anonymous_allowed: route
+                    .and_then(|r| r.anonymous_allowed)
+                    .unwrap_or(self.scope.allow_anonymous),
+            },
             outcome: OutcomePolicy {
                 release: route.and_then(|r| r.release_statuses).unwrap_or(OutcomePolicy::default().release),
                 unknown: route.and_then(|r| r.unknown_statuses).unwrap_or_default(),
                 release_requires_header: route.and_then(|r| r.release_requires_header).unwrap_or(false),
-                // Route mode: the fetch goes through Cloudflare to the origin.
-                via_cloudflare: self.origin_url.is_none(),
+                // Route mode: the fetch goes through Cloudflare to the origin. A service
+                // binding reaches another Worker directly: no Cloudflare 52x on the way.
+                via_cloudflare: self.origin_url.is_none() && origin_service.is_none(),
             },
             allow_method_override: route.and_then(|r| r.allow_method_override).unwrap_or(false),
             max_origin_attempts: route
                 .and_then(|r| r.origin_deduplicates)
                 .unwrap_or(self.origin_deduplicates)
                 .then_some(self.max_origin_attempts),
+            mode: route.and_then(|r| r.mode).unwrap_or(self.mode),
+            origin_service,
         }
     }
 
@@ -273,6 +332,8 @@ impl Config {
             outcome: policy.outcome,
             max_stored_response_bytes: self.max_stored_response_bytes,
             max_origin_attempts: policy.max_origin_attempts,
+            mode: policy.mode,
+            origin_service: policy.origin_service.map(str::to_owned),
         }
     }
 
@@ -284,29 +345,50 @@ impl Config {
             None => request_url.to_owned(),
         }
     }
+
+    /// [`Config::origin_target`] for a request under `policy`: through a service binding,
+    /// the request's own URL (the binding, not the host, says where it goes).
+    pub fn target_for(&self, policy: &Policy<'_>, request_url: &str, path_and_query: &str) -> String {
+        match policy.origin_service {
+            Some(_) => request_url.to_owned(),
+            None => self.origin_target(request_url, path_and_query),
+        }
+    }
+
+    /// Whether the object should probe the origin with a TCP connect before sending (only
+    /// a configured `ORIGIN_URL` can be probed; a service binding cannot refuse a connect).
+    pub fn probes_origin(&self, policy: &Policy<'_>) -> bool {
+        self.origin_url.is_some() && policy.origin_service.is_none()
+    }
 }
 
 /// What the key's object needs of the configuration for one request. The Worker hands it
 /// over in one header value, so the object parses no configuration itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectPolicy {
     pub timing: Timing,
     pub limits: WaiterLimits,
     pub outcome: OutcomePolicy,
     pub max_stored_response_bytes: u64,
     pub max_origin_attempts: Option<u16>,
+    /// In `Observe`, the object records and decides but never forwards or answers for the
+    /// origin: the Worker does.
+    pub mode: Mode,
+    /// The service binding to forward through, instead of the request's URL.
+    pub origin_service: Option<String>,
 }
 
-/// `ttl_ms,wait_ms,timeout_ms,max_waiters,max_waiting_bytes,max_stored_bytes,flags,release,unknown,max_attempts`:
-/// flags bit 0 is "via Cloudflare", bit 1 "release requires the header"; the status lists
-/// are joined with `.` and may be empty; `max_attempts` is 0 when the origin does not
-/// deduplicate.
+/// `ttl_ms,wait_ms,timeout_ms,max_waiters,max_waiting_bytes,max_stored_bytes,flags,release,unknown,max_attempts,service`:
+/// flags bit 0 is "via Cloudflare", bit 1 "release requires the header", bit 2 "observe
+/// mode"; the status lists are joined with `.` and may be empty; `max_attempts` is 0 when
+/// the origin does not deduplicate; `service` is the origin's binding name or empty.
 pub fn encode_object_policy(policy: &ObjectPolicy) -> String {
     let statuses = |set: &StatusSet| set.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(".");
-    let flags =
-        u8::from(policy.outcome.via_cloudflare) | u8::from(policy.outcome.release_requires_header) << 1;
+    let flags = u8::from(policy.outcome.via_cloudflare)
+        | u8::from(policy.outcome.release_requires_header) << 1
+        | u8::from(policy.mode == Mode::Observe) << 2;
     format!(
-        "{},{},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{}",
         policy.timing.ttl_ms,
         policy.timing.duplicate_wait_ms,
         policy.timing.origin_timeout_ms,
@@ -317,6 +399,7 @@ pub fn encode_object_policy(policy: &ObjectPolicy) -> String {
         statuses(&policy.outcome.release),
         statuses(&policy.outcome.unknown),
         policy.max_origin_attempts.unwrap_or(0),
+        policy.origin_service.as_deref().unwrap_or(""),
     )
 }
 
@@ -347,12 +430,20 @@ pub fn decode_object_policy(value: &str) -> Option<ObjectPolicy> {
         0 => None,
         n => Some(n),
     };
-    (flags < 4 && parts.next().is_none()).then_some(ObjectPolicy {
+    let origin_service = match parts.next()? {
+        "" => None,
+        name if is_binding_name(name) => Some(name.to_owned()),
+        _ => return None,
+    };
+    let mode = if flags & 4 != 0 { Mode::Observe } else { Mode::Enforce };
+    (flags < 8 && parts.next().is_none()).then_some(ObjectPolicy {
         timing,
         limits,
         outcome,
         max_stored_response_bytes,
         max_origin_attempts,
+        mode,
+        origin_service,
     })
 }
 
@@ -416,16 +507,6 @@ fn parse_admin_prefix(raw: Option<&str>) -> Result<String, ConfigError> {
     }
 }
 
-fn parse_header_name(variable: &'static str, raw: &str) -> Result<String, ConfigError> {
-    let name = raw.trim();
-    // RFC 9110 token characters.
-    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if name.is_empty() || !name.bytes().all(tchar) {
-        return Err(ConfigError::new(variable, "expected an HTTP header name"));
-    }
-    Ok(name.to_ascii_lowercase())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,7 +524,8 @@ mod tests {
             Timing { ttl_ms: 86_400_000, duplicate_wait_ms: 10_000, origin_timeout_ms: 30_000 }
         );
         assert_eq!(config.max_body_bytes, 1_048_576);
-        assert_eq!(config.scope_header, "authorization");
+        assert_eq!(config.scope.headers, ["authorization"]);
+        assert!(!config.scope.allow_anonymous && config.scope.claim.is_none() && !config.scope.required);
     }
 
     #[test]
@@ -465,7 +547,7 @@ mod tests {
         assert_eq!(config.timing.ttl_ms, 60_000);
         assert_eq!(config.timing.origin_timeout_ms, 5_000);
         assert_eq!(config.max_body_bytes, 4096);
-        assert_eq!(config.scope_header, "x-api-key");
+        assert_eq!(config.scope.headers, ["x-api-key"]);
     }
 
     #[test]
@@ -485,11 +567,17 @@ mod tests {
         assert!(routed.outcome.release_requires_header);
         let empty = ObjectPolicy {
             outcome: OutcomePolicy { release: StatusSet::default(), ..OutcomePolicy::default() },
-            ..routed
+            ..routed.clone()
         };
         assert_eq!(decode_object_policy(&encode_object_policy(&empty)), Some(empty));
-        let deduplicating = ObjectPolicy { max_origin_attempts: Some(5), ..routed };
+        let deduplicating = ObjectPolicy { max_origin_attempts: Some(5), ..routed.clone() };
         assert_eq!(decode_object_policy(&encode_object_policy(&deduplicating)), Some(deduplicating));
+        let observing = ObjectPolicy {
+            mode: Mode::Observe,
+            origin_service: Some("PAYMENTS_API".to_owned()),
+            ..routed.clone()
+        };
+        assert_eq!(decode_object_policy(&encode_object_policy(&observing)), Some(observing));
         for bad in [
             "",
             "1,2,3",
@@ -497,7 +585,11 @@ mod tests {
             "1,2,3,4,5,6,0,503,,x",
             "1,2,3,4,5,6,9,503,,0",
             "1,2,3,4,5,6,0,200,,0",
+            "1,2,3,4,5,6,0,503,,0",
             "1,2,3,4,5,6,0,503,,0,1",
+            "1,2,3,4,5,6,0,503,,0,pay-api",
+            "1,2,3,4,5,6,8,503,,0,",
+            "1,2,3,4,5,6,0,503,,0,,",
         ] {
             assert_eq!(decode_object_policy(bad), None, "{bad:?}");
         }
@@ -545,6 +637,40 @@ mod tests {
         ] {
             assert_eq!(parse(&[(variable, value)]).unwrap_err().variable, variable);
         }
+    }
+
+    #[test]
+    fn mode_and_origin_service_per_deployment_or_route() {
+        let plain = parse(&[]).unwrap();
+        assert_eq!(plain.policy_for("/x").mode, Mode::Enforce, "enforce by default");
+        assert_eq!(plain.policy_for("/x").origin_service, None);
+        let routed = parse(&[
+            (VAR_MODE, "observe"),
+            (VAR_ORIGIN_SERVICE, "PAYMENTS"),
+            (VAR_ROUTES, r#"[{"pattern":"/a","mode":"enforce","origin_service":"LEDGER"}]"#),
+        ])
+        .unwrap();
+        let a = routed.policy_for("/a");
+        assert_eq!((a.mode, a.origin_service), (Mode::Enforce, Some("LEDGER")));
+        assert!(!a.outcome.via_cloudflare, "a service binding is not a Cloudflare route");
+        assert!(!routed.probes_origin(&a));
+        assert_eq!(
+            routed.target_for(&a, "https://edge.example/a?q=1", "/a?q=1"),
+            "https://edge.example/a?q=1"
+        );
+        let b = routed.policy_for("/b");
+        assert_eq!((b.mode, b.origin_service), (Mode::Observe, Some("PAYMENTS")));
+        let policy = routed.object_policy(&a);
+        assert_eq!(policy.origin_service.as_deref(), Some("LEDGER"));
+        let url = parse(&[(VAR_ORIGIN_URL, "http://127.0.0.1:1")]).unwrap();
+        assert!(url.probes_origin(&url.policy_for("/x")));
+        for (variable, value) in
+            [(VAR_MODE, "report-only"), (VAR_ORIGIN_SERVICE, "pay-api"), (VAR_ORIGIN_SERVICE, "9")]
+        {
+            assert_eq!(parse(&[(variable, value)]).unwrap_err().variable, variable);
+        }
+        let both = parse(&[(VAR_ORIGIN_URL, "http://127.0.0.1:1"), (VAR_ORIGIN_SERVICE, "API")]);
+        assert_eq!(both.unwrap_err().variable, VAR_ORIGIN_SERVICE);
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //!
 //! Owns the hashing; never sees a clock or the network.
 //!
-//! 1. The caller's scope is a SHA-256 of the value of the configured scope header (by
-//!    default `Authorization`), or the anonymous scope when the header is absent. The raw
-//!    credential is hashed at once and never kept.
+//! 1. The caller's scope is a SHA-256 in one of three domains (see [`Scope`] and
+//!    `core::scope` for the rules): the credential (the configured scope header, by default
+//!    `Authorization`, as every release has hashed it), a verified token's issuer and claim,
+//!    or the anonymous scope. Further scope headers are part of each. The raw credential
+//!    is hashed at once and never kept.
 //! 2. The object name is a SHA-256 over the scope and the key, so two callers using one key
 //!    get two objects, and the name reveals neither the credential nor the key.
 //! 3. The path is not in the object name but in the fingerprint: a key reused on another
@@ -21,6 +23,7 @@
 use sha2::{Digest, Sha256};
 
 use super::canonical_json;
+use super::jwt::{ClaimValue, Identity};
 
 /// A SHA-256 digest. `Debug` and `Display` print hex.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -81,20 +84,80 @@ fn hex_value(digit: u8) -> Option<u8> {
     }
 }
 
-/// Whose keys these are: a hash of the caller's credential, or nobody's in particular.
+/// Whose keys these are. Each kind is its own hash domain, so no credential, however
+/// chosen, can reach a verified caller's objects, and no two kinds share an object name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
-    Anonymous,
-    Caller(Digest256),
+    /// No credential (`ALLOW_ANONYMOUS`): one shared scope, split only by the further
+    /// scope headers when `SCOPE_HEADER` lists any (their digest).
+    Anonymous(Option<Digest256>),
+    /// A hash of the credential (and of the further scope headers): the scope before
+    /// verified claims existed, and the fallback for every token that does not verify.
+    Credential(Digest256),
+    /// A hash of a verified token's issuer and scope claim (and of the further scope
+    /// headers).
+    Claim(Digest256),
+}
+
+/// A further scope header (after the credential): its lowercase name and its value, if
+/// present. Absent and empty differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScopeField<'a> {
+    pub name: &'a str,
+    pub value: Option<&'a [u8]>,
 }
 
 impl Scope {
-    /// The scope of a request whose scope header has this value (`None`: absent).
+    /// The scope of a request whose single scope header has this value (`None`: absent).
+    /// The credential hash is the one every release so far has used, so records stored
+    /// before verified claims existed stay reachable.
     pub fn from_header(value: Option<&[u8]>) -> Scope {
         match value {
-            None => Scope::Anonymous,
-            Some(credential) => Scope::Caller(sha256_fields(b"idempotency-edge scope v1", &[credential])),
+            None => Scope::Anonymous(None),
+            Some(credential) => Scope::credential(credential, &[]),
         }
+    }
+
+    /// The credential scope. With no further headers it is exactly [`Scope::from_header`]'s.
+    pub fn credential(credential: &[u8], extras: &[ScopeField<'_>]) -> Scope {
+        let mut fields: Vec<&[u8]> = vec![credential];
+        push_extras(&mut fields, extras);
+        Scope::Credential(sha256_fields(b"idempotency-edge scope v1", &fields))
+    }
+
+    /// The anonymous scope, split by the further headers when there are any.
+    pub fn anonymous(extras: &[ScopeField<'_>]) -> Scope {
+        if extras.is_empty() {
+            return Scope::Anonymous(None);
+        }
+        let mut fields: Vec<&[u8]> = Vec::new();
+        push_extras(&mut fields, extras);
+        Scope::Anonymous(Some(sha256_fields(b"idempotency-edge scope anonymous v1", &fields)))
+    }
+
+    /// A verified caller's scope: the issuer, the claim's path and its typed value. Two
+    /// tokens for one subject share it, however often the token is refreshed.
+    pub fn claim(identity: &Identity, extras: &[ScopeField<'_>]) -> Scope {
+        let (issuer_marker, issuer): (&[u8], &[u8]) = match &identity.issuer {
+            Some(issuer) => (b"present", issuer.as_bytes()),
+            None => (b"absent", b""),
+        };
+        let (value_type, value): (&[u8], &[u8]) = match &identity.value {
+            ClaimValue::String(text) => (b"string", text.as_bytes()),
+            ClaimValue::Number(text) => (b"number", text.as_bytes()),
+        };
+        let mut fields: Vec<&[u8]> =
+            vec![issuer_marker, issuer, identity.claim_path.as_str().as_bytes(), value_type, value];
+        push_extras(&mut fields, extras);
+        Scope::Claim(sha256_fields(b"idempotency-edge scope claim v1", &fields))
+    }
+}
+
+fn push_extras<'a>(fields: &mut Vec<&'a [u8]>, extras: &[ScopeField<'a>]) {
+    for extra in extras {
+        fields.push(extra.name.as_bytes());
+        fields.push(if extra.value.is_some() { b"present" } else { b"absent" });
+        fields.push(extra.value.unwrap_or(b""));
     }
 }
 
@@ -103,21 +166,26 @@ impl Scope {
     /// of the scope, so that one caller's derived key opens no other caller's records.
     pub fn key_salt(&self) -> Digest256 {
         match self {
-            Scope::Anonymous => sha256_fields(b"idempotency-edge key salt v1", &[b"anonymous"]),
-            Scope::Caller(digest) => sha256_fields(b"idempotency-edge key salt v1", &[b"caller", &digest.0]),
+            Scope::Anonymous(None) => sha256_fields(b"idempotency-edge key salt v1", &[b"anonymous"]),
+            Scope::Anonymous(Some(digest)) => {
+                sha256_fields(b"idempotency-edge key salt v1", &[b"anonymous", &digest.0])
+            }
+            Scope::Credential(digest) => {
+                sha256_fields(b"idempotency-edge key salt v1", &[b"caller", &digest.0])
+            }
+            Scope::Claim(digest) => sha256_fields(b"idempotency-edge key salt v1", &[b"claim", &digest.0]),
         }
     }
 }
 
 /// The Durable Object name for `key` within `scope`: 64 hex digits, no raw input in it.
 pub fn object_name(scope: Scope, key: &str) -> String {
-    let scope_bytes: &[u8] = match &scope {
-        Scope::Anonymous => b"",
-        Scope::Caller(digest) => &digest.0,
-    };
-    let tag: &[u8] = match scope {
-        Scope::Anonymous => b"anonymous",
-        Scope::Caller(_) => b"caller",
+    let (tag, scope_bytes): (&[u8], &[u8]) = match &scope {
+        Scope::Anonymous(None) => (b"anonymous", b""),
+        Scope::Anonymous(Some(digest)) => (b"anonymous", &digest.0),
+        // "caller": the tag every release so far has used for the credential scope.
+        Scope::Credential(digest) => (b"caller", &digest.0),
+        Scope::Claim(digest) => (b"claim", &digest.0),
     };
     sha256_fields(b"idempotency-edge object v1", &[tag, scope_bytes, key.as_bytes()]).to_hex()
 }
@@ -252,6 +320,7 @@ mod tests {
         let alice = Scope::from_header(Some(b"Bearer alice"));
         let bob = Scope::from_header(Some(b"Bearer bob"));
         let anon = Scope::from_header(None);
+        assert_eq!(anon, Scope::Anonymous(None));
         let names = [object_name(alice, "k"), object_name(bob, "k"), object_name(anon, "k")];
         assert_ne!(names[0], names[1]);
         assert_ne!(names[0], names[2]);
@@ -265,6 +334,83 @@ mod tests {
         }
         // An empty credential is still a caller, not the anonymous scope.
         assert_ne!(object_name(Scope::from_header(Some(b"")), "k"), names[2]);
+    }
+
+    /// Object names computed with the formula of every earlier release (independently, in
+    /// Python's hashlib): records stored before verified claims existed stay reachable.
+    #[test]
+    fn credential_and_anonymous_object_names_are_unchanged() {
+        let credential = Scope::credential(b"Bearer sk_live_51HxAbC", &[]);
+        assert_eq!(credential, Scope::from_header(Some(b"Bearer sk_live_51HxAbC")));
+        assert_eq!(
+            object_name(credential, "order-42-charge"),
+            "5916f0c65d4b0d169b254f0793f1805a412e486bc212d2a483168a981107d1ab"
+        );
+        assert_eq!(
+            object_name(Scope::anonymous(&[]), "order-42-charge"),
+            "4a3cada3b5010a1518cd1308600eb28f211a643c2edc34a7ec83ff7b7b3ecf23"
+        );
+    }
+
+    #[test]
+    fn further_scope_headers_separate_callers() {
+        let account = |value: Option<&'static [u8]>| [ScopeField { name: "stripe-account", value }];
+        let a = Scope::credential(b"Bearer platform", &account(Some(b"acct_A")));
+        let b = Scope::credential(b"Bearer platform", &account(Some(b"acct_B")));
+        let absent = Scope::credential(b"Bearer platform", &account(None));
+        let empty = Scope::credential(b"Bearer platform", &account(Some(b"")));
+        let alone = Scope::credential(b"Bearer platform", &[]);
+        let all = [a, b, absent, empty, alone];
+        for (i, x) in all.iter().enumerate() {
+            for y in &all[i + 1..] {
+                assert_ne!(object_name(*x, "k"), object_name(*y, "k"));
+            }
+        }
+        assert_ne!(Scope::anonymous(&account(Some(b"acct_A"))), Scope::anonymous(&account(Some(b"acct_B"))));
+        assert_ne!(Scope::anonymous(&account(None)), Scope::anonymous(&[]));
+    }
+
+    #[test]
+    fn claim_scopes_are_their_own_domain() {
+        use crate::core::jwt::ClaimPath;
+        let identity = |issuer: Option<&str>, path: &str, value: ClaimValue| Identity {
+            issuer: issuer.map(str::to_owned),
+            claim_path: ClaimPath::parse(path).unwrap(),
+            value,
+        };
+        let sub = identity(Some("https://idp"), "sub", ClaimValue::String("acct_1".into()));
+        let base = Scope::claim(&sub, &[]);
+        assert_eq!(base, Scope::claim(&sub.clone(), &[]));
+        let others = [
+            Scope::claim(&identity(Some("https://other"), "sub", ClaimValue::String("acct_1".into())), &[]),
+            Scope::claim(&identity(None, "sub", ClaimValue::String("acct_1".into())), &[]),
+            Scope::claim(&identity(Some("https://idp"), "org.id", ClaimValue::String("acct_1".into())), &[]),
+            Scope::claim(&identity(Some("https://idp"), "sub", ClaimValue::String("acct_2".into())), &[]),
+            Scope::claim(&identity(Some("https://idp"), "sub", ClaimValue::Number("1".into())), &[]),
+            Scope::credential(b"acct_1", &[]),
+        ];
+        for other in others {
+            assert_ne!(object_name(base, "k"), object_name(other, "k"), "{other:?}");
+        }
+        // The same digest in another kind is another object.
+        let Scope::Claim(digest) = base else { panic!() };
+        assert_ne!(object_name(Scope::Credential(digest), "k"), object_name(base, "k"));
+    }
+
+    #[test]
+    fn every_scope_kind_has_its_own_key_salt() {
+        let digest = Digest256([7; 32]);
+        let salts = [
+            Scope::Anonymous(None).key_salt(),
+            Scope::Anonymous(Some(digest)).key_salt(),
+            Scope::Credential(digest).key_salt(),
+            Scope::Claim(digest).key_salt(),
+        ];
+        for (i, a) in salts.iter().enumerate() {
+            for b in &salts[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! | [`json`]   | `json`      | a request body: canonical JSON and the payload fingerprint |
 //! | [`record`] | `record`    | stored record bytes, and the seed of a generated record |
 //! | [`config`] | `config`    | the wrangler variables, NUL-separated |
+//! | [`jwt`]    | `jwt`       | a bearer token, a JWKS, a claim path and a `Cache-Control` value |
 
 use std::sync::Arc;
 
@@ -22,11 +23,13 @@ use super::canonical_json::canonicalize;
 use super::config::{decode_object_policy, encode_object_policy, Config, ALL_VARS};
 use super::fingerprint::{fingerprint, is_json_media_type, object_name, Digest256, Payload, Scope};
 use super::headers;
+use super::jwt::{self as jwt_core, Algorithm, ClaimPath, JwksSource, Unverified, Validation};
 use super::key::{parse_key, parse_key_fields, KeyError, MAX_KEY_LEN};
 use super::machine::{step, Action, Event, RecordChange, Timing, WaiterLimits};
 use super::policy::{OriginResult, OutcomePolicy, StatusSet};
 use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
 use super::routes::pattern_matches;
+use super::scope::{bearer_token, ScopeLog};
 use super::url::normalised_path;
 
 /// Key parsing: `parse_key` and `parse_key_fields`, and the header-name rules.
@@ -163,7 +166,7 @@ pub fn json(data: &[u8]) {
 
     // Scopes and object names never carry the input.
     let scope = Scope::from_header(Some(data));
-    assert_ne!(scope, Scope::Anonymous);
+    assert!(matches!(scope, Scope::Credential(_)));
     let text = String::from_utf8_lossy(data);
     let name = object_name(scope, &text);
     assert!(name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
@@ -448,6 +451,83 @@ pub fn config(data: &[u8]) {
     let _ = admin::token_matches(Some(path), &text);
 }
 
+/// Tokens and key sets (`core::jwt`, `core::scope`): the bytes as a bearer token, as a
+/// JWKS, as a claim path and as a `Cache-Control` value.
+///
+/// Nothing panics; a parsed token's signing input is the token up to its second dot and its
+/// algorithm is one the worker verifies; claims are judged the same way twice; base64url
+/// decoding is canonical; a JWKS keeps public members only and its keys are chosen only
+/// for their own algorithm (never for HS256).
+pub fn jwt(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let now = 1_700_000_000;
+    let rules = Validation { issuer: Some("https://idp.example".into()), audience: None, leeway_seconds: 60 };
+
+    if let Some(bytes) = jwt_core::base64url_decode(&text) {
+        assert_eq!(jwt_core::base64url_encode(&bytes), text, "base64url decoding is canonical");
+    }
+    let token = bearer_token(data);
+    if let Some(token) = token {
+        assert!(!token.is_empty() && text.contains(token));
+        match jwt_core::parse(token) {
+            Ok(parsed) => {
+                assert!(token.as_bytes().starts_with(parsed.signing_input));
+                assert_eq!(parsed.signing_input.iter().filter(|&&b| b == b'.').count(), 1);
+                assert_eq!(Algorithm::from_jose(parsed.algorithm.jose_name()), Some(parsed.algorithm));
+                let first = jwt_core::check_claims(&parsed.claims, &rules, now);
+                assert_eq!(first, jwt_core::check_claims(&parsed.claims, &rules, now));
+                if first.is_ok() {
+                    assert_eq!(
+                        parsed.claims.get("iss").and_then(|v| v.as_str()),
+                        Some("https://idp.example")
+                    );
+                }
+                let path = ClaimPath::parse("sub").expect("a valid path");
+                let prepared = jwt_core::prepare(token, &rules, &path, now);
+                if let Ok((_, identity)) = prepared {
+                    assert!(first.is_ok() && identity.issuer.is_some());
+                }
+            }
+            Err(reason) => assert!(!reason.slug().is_empty()),
+        }
+    }
+
+    for source in [JwksSource::Inline, JwksSource::Fetched] {
+        let Ok(set) = jwt_core::parse_jwks(&text, source) else { continue };
+        assert!(!set.keys.is_empty() && set.keys.len() <= jwt_core::MAX_JWKS_KEYS);
+        for key in &set.keys {
+            let value: Value = serde_json::from_str(&key.import_json).expect("import form is JSON");
+            let members = value.as_object().expect("import form is an object");
+            assert!(
+                members.keys().all(|m| ["kty", "crv", "x", "y", "n", "e"].contains(&m.as_str())),
+                "{members:?}"
+            );
+        }
+        for algorithm in [Algorithm::Rs256, Algorithm::Es256, Algorithm::EdDsa, Algorithm::Hs256] {
+            for kid in [None, set.keys[0].kid.as_deref(), Some(text.as_ref())] {
+                match jwt_core::candidates(&set, algorithm, kid) {
+                    Ok(keys) => {
+                        assert_ne!(algorithm, Algorithm::Hs256, "a JWKS key used as an HMAC secret");
+                        assert!(keys
+                            .iter()
+                            .all(|k| k.algorithm == algorithm && (kid.is_none() || k.kid.as_deref() == kid)));
+                    }
+                    Err(reason) => assert!(matches!(reason, Unverified::NoKey | Unverified::UnknownKid)),
+                }
+            }
+        }
+    }
+
+    if let Ok(path) = ClaimPath::parse(&text) {
+        let claims = serde_json::json!({"sub": "a", "org": {"id": 1}});
+        let _ = path.find(claims.as_object().expect("an object"));
+    }
+    let _ = jwt_core::max_age_seconds(&text);
+    if let Some(log) = ScopeLog::decode(&text) {
+        assert_eq!(log.encode(), text);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Smoke runs of the fuzz checks on stable Rust: the seed corpus in `fuzz/seeds/`,
@@ -560,6 +640,11 @@ mod tests {
         smoke("config", config);
     }
 
+    #[test]
+    fn jwt_smoke() {
+        smoke("jwt", jwt);
+    }
+
     fn bytes_from(alphabet: &'static [u8], max: usize) -> impl Strategy<Value = Vec<u8>> {
         prop::collection::vec(prop_oneof![prop::sample::select(alphabet), any::<u8>()], 0..max)
     }
@@ -583,6 +668,11 @@ mod tests {
             let mut stored = b"IE\x01".to_vec();
             stored.extend_from_slice(&data);
             record(&stored);
+        }
+
+        #[test]
+        fn jwt_proptest(data in bytes_from(b".-_eyJhbGciOiJSUzI1NiJ9AQABkty{}[]:\",", 300)) {
+            jwt(&data);
         }
 
         #[test]

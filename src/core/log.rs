@@ -2,10 +2,18 @@
 //!
 //! Owns the fields and their names. It is built from values that are safe to log by
 //! construction: the object id digest (a hash of scope and key), decisions, statuses and
-//! durations. There is no field for a key, a credential or a body, so none can leak.
+//! durations, and how the scope was reached (`claim`, `credential`, `anonymous`, with the
+//! rule an unverified token failed). There is no field for a key, a credential, a token, a
+//! claim value or a body, so none can leak.
+//!
+//! In observe mode (`core::routes::Mode`) the line is the one enforce mode would have
+//! written, with the same `decision` and `problem`, plus `"mode":"observe"`; `status` is
+//! what the caller really got (the origin's answer).
 
 use super::policy::Disposition;
 use super::problem::ProblemKind;
+use super::routes::Mode;
+use super::scope::ScopeLog;
 
 /// What the worker did with a covered request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +45,32 @@ impl Decision {
         }
     }
 
+    /// The decision as one token, `name` or `rejected:<problem>`: how the key's object
+    /// tells the Worker, in observe mode, what enforcing would have done.
+    pub fn token(self) -> String {
+        match self {
+            Decision::Rejected(kind) => format!("rejected:{}", kind.slug()),
+            other => other.name().to_owned(),
+        }
+    }
+
+    /// The inverse of [`Decision::token`].
+    pub fn from_token(token: &str) -> Option<Decision> {
+        if let Some(slug) = token.strip_prefix("rejected:") {
+            return ProblemKind::from_slug(slug).map(Decision::Rejected);
+        }
+        [
+            Decision::Executed,
+            Decision::Released,
+            Decision::Unknown,
+            Decision::Replayed,
+            Decision::Coalesced,
+            Decision::FailedOpen,
+        ]
+        .into_iter()
+        .find(|decision| decision.name() == token)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Decision::Executed => "executed",
@@ -61,21 +95,38 @@ pub struct RequestLog {
     pub origin_status: Option<u16>,
     pub origin_ms: Option<u64>,
     pub wait_ms: Option<u64>,
+    /// How the scope was reached; absent for requests refused before a scope.
+    pub scope: Option<ScopeLog>,
+}
+
+/// Where a line was written: the mode, and the route pattern that matched (observe-mode
+/// lines carry it, so that rates can be computed per route).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct LineContext<'a> {
+    pub mode: Mode,
+    pub route: Option<&'a str>,
 }
 
 /// One Workers Analytics Engine data point: the same fields as the log line.
 /// Layout (documented in docs/operations.md): index1 = decision; blob1 = decision,
-/// blob2 = problem kind or "", blob3 = object id or ""; double1 = status, double2 = origin
-/// status (0: none), double3 = origin latency in ms, double4 = wait in ms (-1: none).
+/// blob2 = problem kind or "", blob3 = object id or "", blob4 = mode (`enforce` or
+/// `observe`), blob5 = route pattern or "", blob6 = scope kind or "", blob7 = why a token
+/// did not verify or ""; double1 = status, double2 = origin status (0: none), double3 =
+/// origin latency in ms, double4 = wait in ms (-1: none).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DataPoint {
     pub index: &'static str,
-    pub blobs: [String; 3],
+    pub blobs: [String; 7],
     pub doubles: [f64; 4],
 }
 
 impl RequestLog {
+    /// The data point of an enforce-mode line.
     pub fn data_point(&self) -> DataPoint {
+        self.data_point_in(LineContext::default())
+    }
+
+    pub fn data_point_in(&self, context: LineContext<'_>) -> DataPoint {
         let problem = match self.decision {
             Decision::Rejected(kind) => kind.slug(),
             _ => "",
@@ -87,6 +138,10 @@ impl RequestLog {
                 self.decision.name().to_owned(),
                 problem.to_owned(),
                 self.object.clone().unwrap_or_default(),
+                context.mode.name().to_owned(),
+                context.route.unwrap_or_default().to_owned(),
+                self.scope.map_or("", |scope| scope.kind.slug()).to_owned(),
+                self.scope.and_then(|scope| scope.unverified).map_or("", |reason| reason.slug()).to_owned(),
             ],
             doubles: [
                 f64::from(self.status),
@@ -101,6 +156,13 @@ impl RequestLog {
     /// by hand: every value is a number or a known-safe string, and this runs once per
     /// request.
     pub fn to_json(&self) -> String {
+        self.to_json_in(LineContext::default())
+    }
+
+    /// The line in `context`: with the route when one is named, and ending with
+    /// `"mode":"observe"` in observe mode. An enforce-mode line without a route is as it
+    /// always was.
+    pub fn to_json_in(&self, context: LineContext<'_>) -> String {
         let mut line = String::with_capacity(160);
         line.push_str("{\"event\":\"idempotency\"");
         if let Some(object) = &self.object {
@@ -119,6 +181,23 @@ impl RequestLog {
         push_number(&mut line, "origin_status", self.origin_status.map(u64::from));
         push_number(&mut line, "origin_ms", self.origin_ms);
         push_number(&mut line, "wait_ms", self.wait_ms);
+        if let Some(scope) = self.scope {
+            line.push_str(",\"scope\":\"");
+            line.push_str(scope.kind.slug());
+            line.push('"');
+            if let Some(reason) = scope.unverified {
+                line.push_str(",\"unverified\":\"");
+                line.push_str(reason.slug());
+                line.push('"');
+            }
+        }
+        if let Some(route) = context.route {
+            line.push_str(",\"route\":");
+            push_json_string(&mut line, route);
+        }
+        if context.mode == Mode::Observe {
+            line.push_str(",\"mode\":\"observe\"");
+        }
         line.push('}');
         line
     }
@@ -165,6 +244,8 @@ fn push_json_string(line: &mut String, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::jwt::Unverified;
+    use crate::core::scope::ScopeKind;
 
     #[test]
     fn a_line_has_only_safe_fields() {
@@ -175,6 +256,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(42),
             wait_ms: None,
+            scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
         assert_eq!(value["event"], "idempotency");
@@ -195,6 +277,7 @@ mod tests {
                 origin_status: Some(201),
                 origin_ms: Some(0),
                 wait_ms: Some(u64::MAX),
+                scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
             },
             RequestLog {
                 object: None,
@@ -203,6 +286,7 @@ mod tests {
                 origin_status: None,
                 origin_ms: None,
                 wait_ms: None,
+                scope: None,
             },
         ];
         for line in lines {
@@ -215,6 +299,8 @@ mod tests {
                 "origin_status": line.origin_status,
                 "origin_ms": line.origin_ms,
                 "wait_ms": line.wait_ms,
+                "scope": line.scope.map(|s| s.kind.slug()),
+                "unverified": line.scope.and_then(|s| s.unverified).map(|r| r.slug()),
             });
             let parsed: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
             let mut expected = expected.as_object().unwrap().clone();
@@ -228,6 +314,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(42),
             wait_ms: None,
+            scope: None,
         };
         assert_eq!(
             executed.to_json(),
@@ -244,6 +331,7 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
+            scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
         assert_eq!(value["decision"], "rejected");
@@ -259,11 +347,66 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: Some(5_000),
+            scope: Some(ScopeLog { kind: ScopeKind::Claim, unverified: None }),
         };
         let point = line.data_point();
         assert_eq!(point.index, "rejected");
-        assert_eq!(point.blobs, ["rejected".to_owned(), "in-progress".to_owned(), String::new()]);
+        assert_eq!(
+            point.blobs,
+            [
+                "rejected".to_owned(),
+                "in-progress".to_owned(),
+                String::new(),
+                "enforce".to_owned(),
+                String::new(),
+                "claim".to_owned(),
+                String::new()
+            ]
+        );
         assert_eq!(point.doubles, [409.0, 0.0, -1.0, 5_000.0]);
+    }
+
+    #[test]
+    fn observe_mode_lines_keep_the_decision_and_add_the_mode() {
+        let line = RequestLog {
+            object: Some("0123456789abcdef".into()),
+            decision: Decision::Rejected(ProblemKind::KeyReused),
+            status: 201,
+            origin_status: Some(201),
+            origin_ms: Some(3),
+            wait_ms: None,
+            scope: None,
+        };
+        let observed = LineContext { mode: Mode::Observe, route: Some("/v1/charges*") };
+        let value: serde_json::Value = serde_json::from_str(&line.to_json_in(observed)).unwrap();
+        assert_eq!(value["decision"], "rejected");
+        assert_eq!(value["problem"], "key-reused");
+        assert_eq!(value["status"], 201);
+        assert_eq!(value["mode"], "observe");
+        assert_eq!(value["route"], "/v1/charges*");
+        assert!(!line.to_json().contains("mode"), "enforce lines are unchanged");
+        let point = line.data_point_in(observed);
+        assert_eq!((point.blobs[3].as_str(), point.blobs[4].as_str()), ("observe", "/v1/charges*"));
+        assert_eq!(point.index, "rejected");
+    }
+
+    #[test]
+    fn decisions_round_trip_through_their_token() {
+        let mut all = vec![
+            Decision::Executed,
+            Decision::Released,
+            Decision::Unknown,
+            Decision::Replayed,
+            Decision::Coalesced,
+            Decision::FailedOpen,
+        ];
+        all.extend(ProblemKind::ALL.into_iter().map(Decision::Rejected));
+        for decision in all {
+            assert_eq!(Decision::from_token(&decision.token()), Some(decision), "{decision:?}");
+        }
+        for bad in ["", "rejected", "rejected:nope", "Executed"] {
+            assert_eq!(Decision::from_token(bad), None, "{bad}");
+        }
     }
 
     #[test]
@@ -282,6 +425,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: None,
             wait_ms: None,
+            scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
         assert_eq!(value["decision"], "failed-open");

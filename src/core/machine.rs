@@ -451,6 +451,10 @@ pub fn problem_response(problem: &Problem) -> StoredResponse {
     if let Some(seconds) = problem.retry_after {
         headers.push(("retry-after".to_owned(), seconds.to_string()));
     }
+    // RFC 9110 §15.5.2: a 401 names how to authenticate.
+    if matches!(problem.kind, ProblemKind::MissingCredential | ProblemKind::UnverifiedCredential) {
+        headers.push(("www-authenticate".to_owned(), "Bearer".to_owned()));
+    }
     StoredResponse { status: problem.status(), headers, body: problem.to_json() }
 }
 

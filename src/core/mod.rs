@@ -10,6 +10,7 @@ pub mod fingerprint;
 #[doc(hidden)]
 pub mod fuzz_checks;
 pub mod headers;
+pub mod jwt;
 pub mod key;
 pub mod log;
 pub mod machine;
@@ -17,5 +18,6 @@ pub mod policy;
 pub mod problem;
 pub mod record;
 pub mod routes;
+pub mod scope;
 pub mod seal;
 pub mod url;

@@ -33,6 +33,11 @@ pub enum ProblemKind {
     StorageUnavailable,
     /// A configuration variable is invalid; nothing is forwarded until it is fixed.
     InvalidConfig,
+    /// A covered request without the scope header (the caller's credential), where
+    /// anonymous callers are not allowed.
+    MissingCredential,
+    /// A covered request whose token did not verify, where `SCOPE_JWT_REQUIRED` is set.
+    UnverifiedCredential,
     /// An admin call without the right bearer token.
     Unauthorized,
     /// An admin path that does not exist.
@@ -48,6 +53,29 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
+    /// Every kind, for parsing a slug back.
+    pub const ALL: [ProblemKind; 14] = [
+        ProblemKind::MissingKey,
+        ProblemKind::InvalidKey,
+        ProblemKind::KeyReused,
+        ProblemKind::InProgress,
+        ProblemKind::BodyTooLarge,
+        ProblemKind::OutcomeUnknown,
+        ProblemKind::OriginUnreachable,
+        ProblemKind::StorageUnavailable,
+        ProblemKind::InvalidConfig,
+        ProblemKind::Unauthorized,
+        ProblemKind::NotFound,
+        ProblemKind::MethodNotAllowed,
+        ProblemKind::InvalidPath,
+        ProblemKind::MethodOverride,
+    ];
+
+    /// The kind whose [`ProblemKind::slug`] is `slug`.
+    pub fn from_slug(slug: &str) -> Option<ProblemKind> {
+        Self::ALL.into_iter().find(|kind| kind.slug() == slug)
+    }
+
     pub fn status(self) -> u16 {
         match self {
             ProblemKind::MissingKey
@@ -60,7 +88,9 @@ impl ProblemKind {
             ProblemKind::OutcomeUnknown | ProblemKind::OriginUnreachable => 502,
             ProblemKind::StorageUnavailable => 503,
             ProblemKind::InvalidConfig => 500,
-            ProblemKind::Unauthorized => 401,
+            ProblemKind::Unauthorized
+            | ProblemKind::MissingCredential
+            | ProblemKind::UnverifiedCredential => 401,
             ProblemKind::NotFound => 404,
             ProblemKind::MethodNotAllowed => 405,
         }
@@ -78,6 +108,8 @@ impl ProblemKind {
             ProblemKind::OriginUnreachable => "origin-unreachable",
             ProblemKind::StorageUnavailable => "storage-unavailable",
             ProblemKind::InvalidConfig => "invalid-config",
+            ProblemKind::MissingCredential => "missing-credential",
+            ProblemKind::UnverifiedCredential => "unverified-credential",
             ProblemKind::Unauthorized => "unauthorized",
             ProblemKind::NotFound => "not-found",
             ProblemKind::MethodNotAllowed => "method-not-allowed",
@@ -97,6 +129,8 @@ impl ProblemKind {
             ProblemKind::OriginUnreachable => "The origin could not be reached",
             ProblemKind::StorageUnavailable => "Idempotency storage is unavailable",
             ProblemKind::InvalidConfig => "The idempotency worker is misconfigured",
+            ProblemKind::MissingCredential => "A credential identifying the caller is required",
+            ProblemKind::UnverifiedCredential => "A verifiable token is required",
             ProblemKind::Unauthorized => "A valid admin bearer token is required",
             ProblemKind::NotFound => "No such admin endpoint",
             ProblemKind::MethodNotAllowed => "Method not allowed on this admin endpoint",

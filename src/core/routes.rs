@@ -14,11 +14,15 @@
 //! | `ttl_seconds`, `duplicate_wait_seconds`, `origin_timeout_seconds` | timing overrides |
 //! | `on_object_unavailable` | `"fail-closed"` (default, 503) or `"fail-open"` (forward unprotected) |
 //! | `fingerprint_headers` | request headers that are part of the payload, e.g. `["Stripe-Version"]` |
+//! | `scope_claim` | the JWT claim that names the caller on this route (`core::scope`); `""`: the credential hash |
+//! | `anonymous` | `"allow"`: callers without the scope header share one scope here; `"deny"` (the default unless `ALLOW_ANONYMOUS`): 401 |
 //! | `release_statuses` | origin statuses that mean "not executed" and release the key (default `[408, 409, 425, 429, 503]`; `[]` for none) |
 //! | `release_requires_header` | `true`: a release status releases only with `Idempotency-Released: true` from the origin, else the outcome is unknown |
 //! | `unknown_statuses` | origin statuses that leave the outcome unknown, e.g. `[502, 504]` for a gateway in front of the application |
 //! | `allow_method_override` | `true`: let `X-HTTP-Method-Override` and its kin through on uncovered methods (refused with 400 by default) |
 //! | `origin_deduplicates` | `true` or `false`: overrides `ORIGIN_DEDUPLICATES` for this route |
+//! | `mode` | `"enforce"` or `"observe"`: overrides `MODE` for this route (see [`Mode`]) |
+//! | `origin_service` | the `[[services]]` binding this route's origin is reached through |
 //!
 //! Any other member, a wrong type or a value out of range is an error that says where
 //! (`IDEMPOTENCY_ROUTES[1].ttl_seconds: …`), so a typo never disables protection silently.
@@ -26,6 +30,7 @@
 use serde_json::{Map, Value};
 
 use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
+use super::jwt::ClaimPath;
 use super::policy::StatusSet;
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
@@ -44,6 +49,42 @@ pub enum Unavailable {
     FailClosed,
     /// Forward to the origin without protection.
     FailOpen,
+}
+
+/// Whether the worker enforces its rules on a route, or only watches (`MODE`, route option
+/// `mode`).
+///
+/// In `Observe`, every request goes to the origin exactly as it came and its caller gets the
+/// origin's answer exactly as it was given: no problem, no replay, no wait, no added header.
+/// The key's object still keeps the key's record, and each request's log line names the
+/// decision that `Enforce` would have made, marked `"mode":"observe"`. It is the first step
+/// of a rollout, as a Content-Security-Policy is first deployed report-only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Enforce,
+    Observe,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Observe => "observe",
+        }
+    }
+}
+
+/// Longest binding name accepted.
+const MAX_BINDING_NAME: usize = 64;
+
+/// Whether `name` can name a Worker binding: a JavaScript identifier in ASCII letters,
+/// digits and `_`, not starting with a digit (it also travels in the object's policy header,
+/// so it may hold no `,`).
+pub fn is_binding_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    let first_ok = bytes.next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
+    first_ok && name.len() <= MAX_BINDING_NAME && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// How a call to a key's object failed, as far as the Worker can see.
@@ -86,11 +127,17 @@ pub struct Route {
     pub on_unavailable: Option<Unavailable>,
     /// Lowercase header names.
     pub fingerprint_headers: Option<Vec<String>>,
+    /// `Some(None)`: `""`, the credential hash, whatever `SCOPE_JWT_CLAIM` says.
+    pub scope_claim: Option<Option<ClaimPath>>,
+    pub anonymous_allowed: Option<bool>,
     pub release_statuses: Option<StatusSet>,
     pub release_requires_header: Option<bool>,
     pub unknown_statuses: Option<StatusSet>,
     pub allow_method_override: Option<bool>,
     pub origin_deduplicates: Option<bool>,
+    pub mode: Option<Mode>,
+    /// A `[[services]]` binding name.
+    pub origin_service: Option<String>,
 }
 
 /// Parses `IDEMPOTENCY_ROUTES`. An empty value means no routes. The error says which route
@@ -114,7 +161,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 13] = [
+    const KNOWN: [&str; 17] = [
         "pattern",
         "methods",
         "key",
@@ -123,11 +170,15 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         "origin_timeout_seconds",
         "on_object_unavailable",
         "fingerprint_headers",
+        "scope_claim",
+        "anonymous",
         "release_statuses",
         "release_requires_header",
         "unknown_statuses",
         "allow_method_override",
         "origin_deduplicates",
+        "mode",
+        "origin_service",
     ];
     if let Some(unknown) = members.keys().find(|name| !KNOWN.contains(&name.as_str())) {
         return Err(format!("{}: unknown member (known: {})", at(unknown), KNOWN.join(", ")));
@@ -188,6 +239,38 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
                 .collect::<Result<Vec<_>, _>>()
         })
         .transpose()?;
+    let mode = match members.get("mode") {
+        None => None,
+        Some(Value::String(s)) if s == "enforce" => Some(Mode::Enforce),
+        Some(Value::String(s)) if s == "observe" => Some(Mode::Observe),
+        Some(_) => return Err(format!("{}: expected \"enforce\" or \"observe\"", at("mode"))),
+    };
+    let origin_service = match members.get("origin_service") {
+        None => None,
+        Some(Value::String(s)) if is_binding_name(s) => Some(s.clone()),
+        Some(_) => {
+            return Err(format!(
+                "{}: expected the name of a [[services]] binding (letters, digits and _)",
+                at("origin_service")
+            ))
+        }
+    };
+    let scope_claim = match members.get("scope_claim") {
+        None => None,
+        Some(Value::String(s)) if s.trim().is_empty() => Some(None),
+        Some(Value::String(s)) => {
+            Some(Some(ClaimPath::parse(s).map_err(|e| format!("{}: {e}", at("scope_claim")))?))
+        }
+        Some(_) => {
+            return Err(format!("{}: expected a claim name, a dotted path or \"\"", at("scope_claim")))
+        }
+    };
+    let anonymous_allowed = match members.get("anonymous") {
+        None => None,
+        Some(Value::String(s)) if s == "allow" => Some(true),
+        Some(Value::String(s)) if s == "deny" => Some(false),
+        Some(_) => return Err(format!("{}: expected \"allow\" or \"deny\"", at("anonymous"))),
+    };
     let release_statuses = statuses(members, "release_statuses", &at)?;
     let unknown_statuses = statuses(members, "unknown_statuses", &at)?;
     let release = release_statuses.unwrap_or_else(|| super::policy::OutcomePolicy::default().release);
@@ -218,11 +301,15 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         )?,
         on_unavailable,
         fingerprint_headers,
+        scope_claim,
+        anonymous_allowed,
         release_statuses,
         release_requires_header: flag(members, "release_requires_header", &at)?,
         unknown_statuses,
         allow_method_override: flag(members, "allow_method_override", &at)?,
         origin_deduplicates: flag(members, "origin_deduplicates", &at)?,
+        mode,
+        origin_service,
     })
 }
 
@@ -379,6 +466,28 @@ mod tests {
     }
 
     #[test]
+    fn rollout_options_are_parsed() {
+        let routes = parse_routes(
+            r#"[{"pattern":"/a","mode":"observe","origin_service":"PAYMENTS_API"},{"pattern":"/b","mode":"enforce"}]"#,
+        )
+        .unwrap();
+        assert_eq!(routes[0].mode, Some(Mode::Observe));
+        assert_eq!(routes[0].origin_service.as_deref(), Some("PAYMENTS_API"));
+        assert_eq!(routes[1].mode, Some(Mode::Enforce));
+        assert_eq!(routes[1].origin_service, None);
+    }
+
+    #[test]
+    fn binding_names() {
+        for good in ["A", "_a", "PAYMENTS_API", "api2"] {
+            assert!(is_binding_name(good), "{good}");
+        }
+        for bad in ["", "2api", "pay-api", "a,b", "a b", &"x".repeat(65)] {
+            assert!(!is_binding_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
     fn errors_say_where() {
         let cases = [
             ("{", "not valid JSON"),
@@ -393,6 +502,9 @@ mod tests {
             (r#"[{"pattern":"/a","fingerprint_headers":["bad header"]}]"#, "[0].fingerprint_headers"),
             (r#"[{"pattern":"/a","on_object_unavailable":"open"}]"#, "[0].on_object_unavailable"),
             (r#"[{"pattern":"/a","ttl":60}]"#, "[0].ttl: unknown member"),
+            (r#"[{"pattern":"/a","scope_claim":1}]"#, "[0].scope_claim"),
+            (r#"[{"pattern":"/a","scope_claim":"org..id"}]"#, "[0].scope_claim"),
+            (r#"[{"pattern":"/a","anonymous":"yes"}]"#, "[0].anonymous"),
             (r#"[{"pattern":"/a","release_statuses":[200]}]"#, "[0].release_statuses"),
             (r#"[{"pattern":"/a","release_statuses":[600]}]"#, "[0].release_statuses"),
             (r#"[{"pattern":"/a","release_statuses":"503"}]"#, "[0].release_statuses"),
@@ -404,6 +516,11 @@ mod tests {
             ),
             (r#"[{"pattern":"/a","release_requires_header":"yes"}]"#, "[0].release_requires_header"),
             (r#"[{"pattern":"/a","allow_method_override":1}]"#, "[0].allow_method_override"),
+            (r#"[{"pattern":"/a","mode":"report-only"}]"#, "[0].mode"),
+            (r#"[{"pattern":"/a","mode":true}]"#, "[0].mode"),
+            (r#"[{"pattern":"/a","origin_service":"pay-api"}]"#, "[0].origin_service"),
+            (r#"[{"pattern":"/a","origin_service":"1API"}]"#, "[0].origin_service"),
+            (r#"[{"pattern":"/a","origin_service":""}]"#, "[0].origin_service"),
         ];
         for (raw, expected) in cases {
             let err = parse_routes(raw).expect_err(raw);

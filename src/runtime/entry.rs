@@ -5,7 +5,8 @@
 //! 2. parses the `Idempotency-Key` (400 when missing or malformed);
 //! 3. reads the body up to `MAX_BODY_BYTES`, counting a streamed body as it arrives and
 //!    never trusting `Content-Length` alone (413 above it);
-//! 4. computes the scope, the object name and the fingerprint;
+//! 4. computes the scope (`identity`: 401 when a credential is missing, or a required
+//!    token does not verify), the object name and the fingerprint;
 //! 5. hands the object the origin URL, the end-to-end headers, the body bytes, the
 //!    fingerprint and the timing, so the object repeats none of this work.
 //!
@@ -22,6 +23,11 @@
 //! it ran). Any other failure may come after the object sent the request on (a deploy or a
 //! limit resets a running object), so it is 503 on every route. A missing binding or an
 //! unsupported jurisdiction is a configuration error: 500 everywhere.
+//!
+//! On a route in observe mode (`MODE`, route option `mode`), every refusal above becomes a
+//! log line instead, and the request goes to the origin exactly as it came (`observe`).
+//! With `ORIGIN_SERVICE` (or a route's `origin_service`) the origin is another Worker,
+//! reached through that service binding, for every method; a missing binding is 500.
 
 //!
 //! It works on the runtime's own `Request` and `Response` objects (`web_sys`), not on
@@ -37,15 +43,16 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Result, Stub};
 
-use super::{admin, internal, metrics, respond, settings};
+use super::{admin, identity, internal, metrics, observe, respond, settings};
 use crate::core::admin::is_admin_path;
 use crate::core::config::{encode_object_policy, Config, Policy};
-use crate::core::fingerprint::{fingerprint, object_name, Payload, Scope};
+use crate::core::fingerprint::{fingerprint, object_name, Digest256, Payload};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
 use crate::core::log::{Decision, RequestLog};
 use crate::core::problem::{Problem, ProblemKind};
-use crate::core::routes::{ObjectCallFailure, Unavailable};
+use crate::core::routes::{Mode, ObjectCallFailure, Unavailable};
+use crate::core::scope::ScopeLog;
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
 
 /// Headers with which clients and frameworks ask a server to treat a request as another
@@ -56,7 +63,7 @@ const METHOD_OVERRIDE_HEADERS: [&str; 3] = ["x-http-method-override", "x-method-
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let settings = settings::get(&env);
     let config = match &settings.config {
         Ok(config) => config,
@@ -75,6 +82,11 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let method = req.method();
     let routed_path = match normalised_path(path) {
         Ok(normalised) => Cow::Owned(normalised),
+        // No route can be chosen for such a path: the flat MODE says whether to refuse it.
+        Err(_) if config.may_cover(&method) && config.mode == Mode::Observe => {
+            let policy = config.policy_for(path);
+            return observe::passed(req, &url, &env, config, &policy, ProblemKind::InvalidPath).await;
+        }
         Err(ambiguous) if config.may_cover(&method) => {
             discard_body(&req).await;
             return respond::refused(&env, &Problem::new(ProblemKind::InvalidPath, ambiguous.detail()));
@@ -83,13 +95,32 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         Err(_) => Cow::Borrowed(path),
     };
     let policy = config.policy_for(&routed_path);
+    if let Some(name) = policy.origin_service {
+        if env.service(name).is_err() {
+            discard_body(&req).await;
+            return respond::refused(
+                &env,
+                &Problem::new(
+                    ProblemKind::InvalidConfig,
+                    format!("The origin service binding {name} is missing, so nothing can be forwarded. Add it as a [[services]] binding."),
+                ),
+            );
+        }
+    }
     if policy.covers(&method) {
+        if policy.mode == Mode::Observe {
+            return observe::covered(req, &url, &method, &env, &ctx, config, &policy).await;
+        }
         covered(req, &url, &method, &env, config, &policy).await
     } else {
         if !policy.allow_method_override {
             let headers = req.headers();
             if let Some(name) = METHOD_OVERRIDE_HEADERS.iter().find(|name| headers.has(name).unwrap_or(true))
             {
+                if policy.mode == Mode::Observe {
+                    return observe::passed(req, &url, &env, config, &policy, ProblemKind::MethodOverride)
+                        .await;
+                }
                 discard_body(&req).await;
                 return respond::refused(
                     &env,
@@ -100,33 +131,51 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
                 );
             }
         }
-        pass_through(req, &url, config).await
+        pass_through(req, &url, &env, config, &policy).await
     }
 }
 
 /// Any uncovered method: to the origin as it is, body streamed, no key needed.
-async fn pass_through(req: Request, url: &str, config: &Config) -> Result<Response> {
-    let target = config.origin_target(url, &path_and_query(url));
+pub(super) async fn pass_through(
+    req: Request,
+    url: &str,
+    env: &Env,
+    config: &Config,
+    policy: &Policy<'_>,
+) -> Result<Response> {
+    let target = config.target_for(policy, url, &path_and_query(url));
     if target == url {
-        return origin_or_problem(send(&req).await);
+        return origin_or_problem(send(env, policy.origin_service, &req).await);
     }
     // `new Request(url, request)`: the same method, headers and body stream, another URL.
     let init: &RequestInit = req.unchecked_ref();
     let forwarded = Request::new_with_str_and_init(&target, init)?;
-    origin_or_problem(send(&forwarded).await)
+    origin_or_problem(send(env, policy.origin_service, &forwarded).await)
 }
 
-/// The global `fetch`.
-async fn send(req: &Request) -> Result<Response> {
-    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
-    let response = JsFuture::from(global.fetch_with_request(req)).await?;
-    Ok(response.dyn_into()?)
+/// Sends `req` to the origin: through the named service binding, or the global `fetch`.
+pub(super) async fn send(env: &Env, service: Option<&str>, req: &Request) -> Result<Response> {
+    Ok(JsFuture::from(start_send(env, service, req)?).await?.dyn_into()?)
+}
+
+/// [`send`] without waiting: the request is on its way when this returns.
+pub(super) fn start_send(env: &Env, service: Option<&str>, req: &Request) -> Result<js_sys::Promise> {
+    match service {
+        Some(name) => {
+            let service: worker::worker_sys::Fetcher = env.service(name)?.into_rpc();
+            Ok(service.fetch(req)?)
+        }
+        None => {
+            let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+            Ok(global.fetch_with_request(req))
+        }
+    }
 }
 
 /// A pass-through answer, or 502 problem+json when the origin could not be reached. The
 /// answer goes out as a new `Response` over the origin's body, status and headers (as
 /// `worker::Response` did before), or as it is when it carries a WebSocket (an upgrade).
-fn origin_or_problem(result: Result<Response>) -> Result<Response> {
+pub(super) fn origin_or_problem(result: Result<Response>) -> Result<Response> {
     match result {
         Ok(response) if has_websocket(&response) => Ok(response),
         Ok(response) => rewrap(&response, &response.headers()),
@@ -137,13 +186,13 @@ fn origin_or_problem(result: Result<Response>) -> Result<Response> {
     }
 }
 
-fn has_websocket(response: &Response) -> bool {
+pub(super) fn has_websocket(response: &Response) -> bool {
     js_sys::Reflect::get(response, &JsValue::from_str("webSocket"))
         .is_ok_and(|socket| !socket.is_null() && !socket.is_undefined())
 }
 
 /// `new Response(response.body, { status, headers })`.
-fn rewrap(response: &Response, headers: &Headers) -> Result<Response> {
+pub(super) fn rewrap(response: &Response, headers: &Headers) -> Result<Response> {
     let init = ResponseInit::new();
     init.set_status(response.status());
     init.set_headers(headers);
@@ -162,7 +211,9 @@ async fn covered(
     let key = match idempotency_key(&headers) {
         Ok(key) => key,
         // A route may make the key optional: without one, the request is not protected.
-        Err(KeyError::Missing) if !policy.key_required => return pass_through(req, url, config).await,
+        Err(KeyError::Missing) if !policy.key_required => {
+            return pass_through(req, url, env, config, policy).await
+        }
         Err(error) => {
             let kind =
                 if error == KeyError::Missing { ProblemKind::MissingKey } else { ProblemKind::InvalidKey };
@@ -181,42 +232,27 @@ async fn covered(
     };
 
     let path_and_query = path_and_query(url);
-    let scope_value = headers.get(&config.scope_header)?;
-    let scope = Scope::from_header(scope_value.as_deref().map(str::as_bytes));
-    let scope_salt = scope.key_salt();
-    let content_type = headers.get("content-type")?;
-    let extra_values: Vec<Option<String>> =
-        policy.fingerprint_headers.iter().map(|name| headers.get(name).ok().flatten()).collect();
-    let extra_headers: Vec<(&str, Option<&str>)> = policy
-        .fingerprint_headers
-        .iter()
-        .map(String::as_str)
-        .zip(extra_values.iter().map(Option::as_deref))
-        .collect();
-    let payload = Payload {
-        method,
-        path_and_query: &path_and_query,
-        content_type: content_type.as_deref(),
-        extra_headers: &extra_headers,
-        body: &body,
-    };
-    let fingerprint = fingerprint(&payload);
+    let Identified { fingerprint, name, scope_salt, scope_log } =
+        match identify(&headers, method, &path_and_query, &key, config, policy, &body).await? {
+            Ok(identified) => identified,
+            Err(problem) => return respond::refused(env, &problem),
+        };
     let body_bytes = body.len();
     drop(body);
-    let name = object_name(scope, key.as_str());
 
     let tokens = connection_tokens(headers.get("connection")?.as_deref());
     let outgoing = filtered_copy(&headers, |name| forward_to_origin(name, &tokens))?;
     // The target and the end-to-end headers, kept for a fail-open forward.
-    let target = config.origin_target(url, &path_and_query);
+    let target = config.target_for(policy, url, &path_and_query);
     let unprotected = (policy.on_unavailable == Unavailable::FailOpen)
         .then(|| Headers::new_with_headers(&outgoing).map(|headers| (target.clone(), headers)))
         .transpose()?;
     outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
     outgoing.set(internal::POLICY, &encode_object_policy(&config.object_policy(policy)))?;
     outgoing.set(internal::BODY_BYTES, &body_bytes.to_string())?;
+    outgoing.set(internal::SCOPE, &scope_log.encode())?;
     outgoing.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
-    if config.origin_url.is_some() {
+    if config.probes_origin(policy) {
         outgoing.set(internal::PROBE_ORIGIN, "1")?;
     }
     // The method as `worker::Method` spells it (an unknown one becomes GET), as before.
@@ -274,7 +310,7 @@ async fn covered(
             // A proxy hands redirects to the client; following one is a second request.
             init.set_redirect(RequestRedirect::Manual);
             let forwarded = Request::new_with_str_and_init(&target, &init)?;
-            let answer = origin_or_problem(send(&forwarded).await);
+            let answer = origin_or_problem(send(env, policy.origin_service, &forwarded).await);
             let log = RequestLog {
                 object: Some(short.to_owned()),
                 decision: Decision::FailedOpen,
@@ -282,6 +318,7 @@ async fn covered(
                 origin_status: None,
                 origin_ms: None,
                 wait_ms: None,
+                scope: Some(scope_log),
             };
             metrics::record(env, &log);
             answer
@@ -298,6 +335,59 @@ async fn covered(
             )
         }
     }
+}
+
+/// The request's fingerprint, its key's object name (a hash of the caller's scope and the
+/// key) and the scope's key salt (for sealing the stored answer). Enforce and observe mode
+/// share it, so both reach the same object and seal alike.
+/// Who a covered request belongs to and what it asks for: its fingerprint, its object's
+/// name, the scope's key salt and the scope for the log line.
+pub(super) struct Identified {
+    pub fingerprint: Digest256,
+    pub name: String,
+    pub scope_salt: Digest256,
+    pub scope_log: ScopeLog,
+}
+
+/// Identifies a covered request, the same way in enforce and observe mode so that both
+/// reach the same object: the caller's scope (`runtime::identity`; a 401 problem when the
+/// request may not be scoped) and the payload fingerprint.
+pub(super) async fn identify(
+    headers: &Headers,
+    method: &str,
+    path_and_query: &str,
+    key: &IdempotencyKey,
+    config: &Config,
+    policy: &Policy<'_>,
+    body: &[u8],
+) -> Result<std::result::Result<Identified, Problem>> {
+    let (scope, scope_log) = match identity::scope(headers, config, policy).await? {
+        Ok(scope) => scope,
+        Err(problem) => return Ok(Err(problem)),
+    };
+    let scope_salt = scope.key_salt();
+    let content_type = headers.get("content-type")?;
+    let extra_values: Vec<Option<String>> =
+        policy.fingerprint_headers.iter().map(|name| headers.get(name).ok().flatten()).collect();
+    let extra_headers: Vec<(&str, Option<&str>)> = policy
+        .fingerprint_headers
+        .iter()
+        .map(String::as_str)
+        .zip(extra_values.iter().map(Option::as_deref))
+        .collect();
+    let payload = Payload {
+        method,
+        path_and_query,
+        content_type: content_type.as_deref(),
+        extra_headers: &extra_headers,
+        body,
+    };
+    Ok(Ok(Identified {
+        fingerprint: fingerprint(&payload),
+        name: object_name(scope, key.as_str()),
+        scope_salt,
+        scope_log,
+    }))
 }
 
 /// The key objects' namespace, restricted to the configured jurisdiction if any (as
@@ -317,7 +407,7 @@ thread_local! {
 
 /// [`key_namespace`], looked up once per isolate (bindings, like variables, cannot change
 /// while an isolate lives). A failed lookup is not kept: it is tried again next time.
-fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
+pub(super) fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
     if let Some(namespace) = NAMESPACE.with(|cell| cell.get().map(|ns| JsValue::from(ns).unchecked_into())) {
         return Ok(namespace);
     }
@@ -381,7 +471,7 @@ fn answered_by_object(response: Response) -> Result<Response> {
     rewrap(&response, &headers)
 }
 
-fn idempotency_key(headers: &Headers) -> std::result::Result<IdempotencyKey, KeyError> {
+pub(super) fn idempotency_key(headers: &Headers) -> std::result::Result<IdempotencyKey, KeyError> {
     // workerd joins repeated header lines with ", "; the parser treats a top-level comma
     // as a second value.
     let value = headers.get("idempotency-key").map_err(|_| KeyError::NotPrintableAscii)?;
@@ -427,7 +517,7 @@ async fn read_body(req: &Request, headers: &Headers, limit: u64) -> Result<Optio
 const DRAIN_LIMIT_BYTES: usize = 8 * 1024 * 1024;
 
 /// Reads and discards a rejected request's body, up to [`DRAIN_LIMIT_BYTES`].
-async fn discard_body(req: &Request) {
+pub(super) async fn discard_body(req: &Request) {
     if let Some(stream) = req.body() {
         drain(&mut ByteStream::from(stream)).await;
     }

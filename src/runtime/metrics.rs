@@ -5,16 +5,21 @@ use wasm_bindgen::JsValue;
 use worker::{console_log, web_sys, AnalyticsEngineDataPointBuilder, Env};
 
 use super::settings::{self, METRICS_BINDING};
-use crate::core::log::RequestLog;
+use crate::core::log::{LineContext, RequestLog};
 
 /// Logs the line and, when the binding exists, writes its data point.
 pub fn record(env: &Env, log: &RequestLog) {
-    web_sys::console::log_1(&JsValue::from_str(&log.to_json()));
+    record_in(env, log, LineContext::default());
+}
+
+/// [`record`] for a line written in `context` (observe mode names its mode and route).
+pub fn record_in(env: &Env, log: &RequestLog, context: LineContext<'_>) {
+    web_sys::console::log_1(&JsValue::from_str(&log.to_json_in(context)));
     if !settings::get(env).metrics_bound {
         return;
     }
     if let Ok(dataset) = env.analytics_engine(METRICS_BINDING) {
-        let point = log.data_point();
+        let point = log.data_point_in(context);
         let written = AnalyticsEngineDataPointBuilder::new()
             .indexes([point.index])
             .blobs(point.blobs)

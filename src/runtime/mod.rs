@@ -3,8 +3,10 @@
 //! - `entry`: the Worker's fetch handler. Validates the request, fingerprints it and hands
 //!   it to the key's Durable Object; passes uncovered methods through.
 //! - `object`: the Durable Object, single writer for one (scope, key).
+//! - `observe`: observe mode's edge half: forward as the request came, record beside it.
 //! - `storage`: the object's one-row SQLite record.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
+//! - `identity`: the caller's scope: JWKS fetch and cache, WebCrypto signature checks.
 //! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `metrics`: the log line and the optional Analytics Engine data point.
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
@@ -14,8 +16,10 @@
 
 mod admin;
 mod entry;
+mod identity;
 mod metrics;
 mod object;
+mod observe;
 mod origin;
 mod respond;
 mod seal;
@@ -25,6 +29,8 @@ mod storage;
 /// The header names the Worker uses to talk to its object (see `core::headers`).
 mod internal {
     pub const FINGERPRINT: &str = "x-idempotency-edge-fingerprint";
+    /// How the scope was reached (`core::scope::ScopeLog`), for the object's log line.
+    pub const SCOPE: &str = "x-idempotency-edge-scope";
     /// What the object needs of the configuration (`core::config::encode_object_policy`).
     pub const POLICY: &str = "x-idempotency-edge-policy";
     /// The caller scope's key salt (`core::fingerprint::Scope::key_salt`), for sealing the
@@ -41,6 +47,20 @@ mod internal {
     pub const ANSWERED: &str = "x-idempotency-edge-answered";
     /// An admin operation for the object: `inspect`, `purge` or `purge-force`.
     pub const ADMIN: &str = "x-idempotency-edge-admin";
+    /// Observe mode: `arrival` (record the request, say what enforcing would do, forward
+    /// nothing) or `outcome` (record the origin's answer, which the Worker got itself).
+    pub const OBSERVE: &str = "x-idempotency-edge-observe";
+    /// Observe mode, the object's answer: the decision enforcing would have made
+    /// (`core::log::Decision::token`).
+    pub const DECISION: &str = "x-idempotency-edge-decision";
+    /// Observe mode: the attempt the object claimed for a request (16 hex digits); the
+    /// Worker names it again with the outcome.
+    pub const ATTEMPT: &str = "x-idempotency-edge-attempt";
+    /// Observe mode, with an outcome: `responded`, `timeout` or `reset`.
+    pub const RESULT: &str = "x-idempotency-edge-result";
+    /// Observe mode, with a `responded` outcome: the origin's status and headers as JSON,
+    /// `{"status":201,"headers":[["name","value"],...]}`; the body is the request body.
+    pub const ANSWER_HEAD: &str = "x-idempotency-edge-answer-head";
 }
 
 /// Milliseconds since the epoch. Only the runtime reads the clock; the core is handed it.

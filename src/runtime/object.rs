@@ -18,6 +18,15 @@
 //! place (`fetch`) whatever path made the answer, errors included: the Worker treats an
 //! unmarked answer as one the object may not have given, and never fails open on it.
 //!
+//! In observe mode (`core::routes::Mode`) the object forwards nothing: the Worker forwards
+//! every request itself and tells the object about it in two calls. `arrival` steps the
+//! machine as for a real request (the claim is written, a duplicate is told it would have
+//! been coalesced or replayed, a mismatch that it would have been refused) and answers
+//! with the decision; `outcome` brings the origin's answer, which is recorded as enforcing
+//! would have recorded it (stored for replay, released or held unknown). So a route that
+//! later switches to enforce finds its keys' records already right. An observed claim is
+//! live in this instance until its outcome comes or its lease ends.
+//!
 //! The execution runs inside the first caller's handler. If that caller disconnects, the
 //! handler still runs to the end (the runtime keeps driving it), so the outcome is recorded
 //! and every waiter is answered.
@@ -36,7 +45,7 @@ use futures_channel::oneshot;
 use futures_util::future::{select, Either, FutureExt, Shared};
 use futures_util::StreamExt;
 use worker::web_sys::{self, Headers, Response};
-use worker::worker_sys::{DurableObjectState, DurableObjectStorage};
+use worker::worker_sys::{self, DurableObjectState, DurableObjectStorage};
 use worker::{console_error, console_log, Delay, Env, Result, SqlStorage, State, Storage};
 
 use super::metrics;
@@ -49,12 +58,13 @@ use super::{internal, now_ms};
 use crate::core::admin;
 use crate::core::config::{decode_object_policy, ObjectPolicy};
 use crate::core::fingerprint::Digest256;
-use crate::core::headers::{pass_to_caller, store_for_replay};
+use crate::core::headers::{connection_tokens, pass_to_caller, store_for_replay};
 use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::{self, Action, Event, RecordChange, Step};
 use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Completed, Record, StoredResponse};
+use crate::core::scope::ScopeLog;
 
 /// The answer that settles an execution, shared by its waiters: prepared once, so every
 /// waiter's response shares one body.
@@ -67,6 +77,15 @@ struct LiveAttempt {
     /// The body bytes the waiters brought in (see `machine::WaiterLimits`).
     waiting_bytes: u64,
     settled: Settlement,
+}
+
+/// A claim made in observe mode, whose outcome the Worker will bring.
+struct Observed {
+    attempt: AttemptId,
+    /// Wakes whoever joined it (an enforce-mode duplicate during a switch of mode).
+    settle: oneshot::Sender<Rc<Prepared>>,
+    /// The claim's lease: past it, no outcome is expected any more.
+    until: u64,
 }
 
 /// What this instance knows of the stored record.
@@ -85,6 +104,8 @@ pub struct KeyObject {
     env: Env,
     cached: RefCell<Cached>,
     live: RefCell<Option<LiveAttempt>>,
+    /// The observe-mode claim that is live, if any (it is also `live`).
+    observed: RefCell<Option<Observed>>,
     /// The stored answer made ready for replays (see `respond::Prepared`).
     prepared: RefCell<Option<Rc<Prepared>>>,
     /// The object id as text, for log lines.
@@ -107,6 +128,7 @@ impl KeyObject {
             env,
             cached: RefCell::new(Cached::NotLoaded),
             live: RefCell::new(None),
+            observed: RefCell::new(None),
             prepared: RefCell::new(None),
             id: OnceCell::new(),
             storage: OnceCell::new(),
@@ -173,9 +195,19 @@ impl KeyObject {
                 origin_status: None,
                 origin_ms: None,
                 wait_ms: None,
+                scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
             };
             metrics::record(&self.env, &log);
             return respond::problem(&storage_unavailable());
+        }
+        // Observe mode: the same record, opened the same way; nothing forwarded from here.
+        self.expire_observed(now);
+        match headers.get(internal::OBSERVE)?.as_deref() {
+            Some("arrival") => {
+                return self.observe_arrival(&req, fingerprint, &policy, body_bytes, now).await
+            }
+            Some("outcome") => return self.observe_outcome(&req, &headers, &policy).await,
+            _ => {}
         }
         let record = match self.record() {
             Ok(record) => record,
@@ -189,6 +221,7 @@ impl KeyObject {
                     origin_status: None,
                     origin_ms: None,
                     wait_ms: None,
+                    scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
                 };
                 metrics::record(&self.env, &log);
                 return respond::problem(&storage_unavailable());
@@ -250,6 +283,7 @@ impl KeyObject {
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
+            scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
         };
         let mut response = None;
         for action in step.actions {
@@ -493,8 +527,23 @@ impl KeyObject {
         let target = req.url();
         let headers = req.headers();
         let probe_first = headers.has(internal::PROBE_ORIGIN)?;
-        let (result, mut answer) = match body {
-            Some(body) => {
+        let service = match policy.origin_service.as_deref().map(|name| (name, self.env.service(name))) {
+            None => Ok(None),
+            Some((_, Ok(service))) => Ok(Some(service.into_rpc::<worker_sys::Fetcher>())),
+            Some((name, Err(error))) => {
+                console_error!(
+                    "object {}: the origin service binding {} is unusable: {}",
+                    self.short_id(),
+                    name,
+                    error
+                );
+                Err(())
+            }
+        };
+        let (result, mut answer) = match (body, service) {
+            // Nothing was sent without a binding: the key is released.
+            (_, Err(())) => (OriginResult::ConnectRefused, None),
+            (Some(body), Ok(service)) => {
                 origin::forward(
                     &target,
                     &req.method(),
@@ -503,10 +552,11 @@ impl KeyObject {
                     policy.timing.origin_timeout_ms,
                     probe_first,
                     policy.max_stored_response_bytes,
+                    service,
                 )
                 .await
             }
-            None => (OriginResult::ConnectRefused, None),
+            (None, _) => (OriginResult::ConnectRefused, None),
         };
         let stored = answer.as_ref().and_then(storable).map(Arc::new);
         let (_, disposition) = machine::classify(result, stored.as_deref(), &policy.outcome);
@@ -554,6 +604,210 @@ impl KeyObject {
         // dropped sender and get 409.
         self.end_execution(attempt);
         response.unwrap_or_else(|| respond::problem(&storage_unavailable()))
+    }
+
+    /// Observe mode, a request's arrival: steps the machine as for a real request, writes
+    /// what it would write (the claim, the alarm) and answers with the decision, without
+    /// forwarding, replaying or waiting. A claim becomes the live execution until the
+    /// Worker brings its outcome ([`KeyObject::observe_outcome`]) or its lease ends.
+    async fn observe_arrival(
+        &self,
+        req: &web_sys::Request,
+        fingerprint: Digest256,
+        policy: &ObjectPolicy,
+        body_bytes: u64,
+        now: u64,
+    ) -> Result<Response> {
+        let record = match self.record() {
+            Ok(record) => record,
+            Err(error) => {
+                console_error!("object {}: reading the record failed: {}", self.short_id(), error);
+                drain_body(req).await;
+                return decision_answer(Decision::Rejected(ProblemKind::StorageUnavailable), None);
+            }
+        };
+        let (live_attempt, waiters, waiting_bytes) = match &*self.live.borrow() {
+            Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
+            None => (None, 0, 0),
+        };
+        let new_attempt = AttemptId(random_u64());
+        let arrival = Event::Arrival {
+            fingerprint,
+            new_attempt,
+            live_attempt,
+            waiters,
+            waiting_bytes,
+            max_origin_attempts: policy.max_origin_attempts,
+            body_bytes,
+            limits: policy.limits,
+            timing: policy.timing,
+        };
+        let mut step = machine::step(record.as_ref(), arrival, now);
+        if let Err(error) = self.apply(&step.change).await {
+            console_error!("object {}: writing the claim failed: {}", self.short_id(), error);
+            step = machine::step(record.as_ref(), Event::ClaimWriteFailed { attempt: new_attempt }, now);
+        }
+        // As for a real request, everything is in place before the first await.
+        let mut decision = Decision::Rejected(ProblemKind::StorageUnavailable);
+        let mut claimed = None;
+        let mut alarm = None;
+        for action in &step.actions {
+            match action {
+                Action::Forward { attempt } => {
+                    let settle = self.begin_execution(*attempt);
+                    let until = now.saturating_add(policy.timing.lease_ms());
+                    *self.observed.borrow_mut() = Some(Observed { attempt: *attempt, settle, until });
+                    claimed = Some(*attempt);
+                    decision = Decision::Executed;
+                }
+                Action::Replay(_) => decision = Decision::Replayed,
+                // Enforcing would have waited; observing never does, nor counts a waiter.
+                Action::Join { .. } => decision = Decision::Coalesced,
+                Action::Reject(problem) => decision = Decision::Rejected(problem.kind),
+                Action::SetAlarm(at) => alarm = Some(self.issue_alarm(*at)),
+                Action::Settle { .. } => {}
+            }
+        }
+        drain_body(req).await;
+        if let Some(alarm) = alarm {
+            self.confirm_alarm(alarm).await;
+        }
+        decision_answer(decision, claimed)
+    }
+
+    /// Observe mode, the origin's answer to a claimed request, as the Worker got it: recorded
+    /// as enforcing would have recorded it. Answers with the decision (`executed`,
+    /// `released` or `unknown`).
+    async fn observe_outcome(
+        &self,
+        req: &web_sys::Request,
+        headers: &Headers,
+        policy: &ObjectPolicy,
+    ) -> Result<Response> {
+        let attempt = headers.get(internal::ATTEMPT)?.and_then(|v| u64::from_str_radix(&v, 16).ok());
+        let Some(attempt) = attempt.map(AttemptId) else {
+            drain_body(req).await;
+            return respond::problem(&Problem::new(
+                ProblemKind::InvalidConfig,
+                "An observed outcome came without its attempt.",
+            ));
+        };
+        let head = headers.get(internal::ANSWER_HEAD)?.and_then(|v| parse_answer_head(&v));
+        let (result, answer) = match (headers.get(internal::RESULT)?.as_deref(), head) {
+            (Some("responded"), Some((status, answer_headers))) => {
+                let header_bytes: u64 =
+                    answer_headers.iter().map(|(n, v)| (n.len() + v.len() + 8) as u64).sum();
+                let cap = policy.max_stored_response_bytes.saturating_sub(header_bytes);
+                let body = match req.body() {
+                    None => AnswerBody::Complete(Vec::new()),
+                    Some(raw) => match origin::read_capped(raw, cap).await {
+                        Ok(body) => body,
+                        // The Worker's copy of the answer broke off: what the caller got is
+                        // not known here.
+                        Err(_) => {
+                            drain_body(req).await;
+                            return self
+                                .settle_observed(attempt, OriginResult::ResetAfterSend, None, policy)
+                                .await;
+                        }
+                    },
+                };
+                let result = match body {
+                    AnswerBody::Complete(_) => OriginResult::Responded(status),
+                    AnswerBody::Streamed(stream) => {
+                        // Too large to store: read the rest and drop it.
+                        let mut rest =
+                            wasm_streams::ReadableStream::from_raw(stream.unchecked_into()).into_stream();
+                        while let Some(Ok(_)) = rest.next().await {}
+                        return self
+                            .settle_observed(attempt, OriginResult::Oversized(status), None, policy)
+                            .await;
+                    }
+                };
+                let connection = answer_headers
+                    .iter()
+                    .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
+                    .map(|(_, value)| value.as_str());
+                let connection_tokens = connection_tokens(connection);
+                (result, Some(OriginAnswer { status, headers: answer_headers, connection_tokens, body }))
+            }
+            (Some("timeout"), _) => {
+                drain_body(req).await;
+                (OriginResult::TimedOut, None)
+            }
+            _ => {
+                drain_body(req).await;
+                (OriginResult::ResetAfterSend, None)
+            }
+        };
+        self.settle_observed(attempt, result, answer, policy).await
+    }
+
+    /// Records an observed attempt's outcome (as [`KeyObject::execute`] does after its own
+    /// forward), wakes anyone who joined it, and answers with the decision.
+    async fn settle_observed(
+        &self,
+        attempt: AttemptId,
+        result: OriginResult,
+        answer: Option<OriginAnswer>,
+        policy: &ObjectPolicy,
+    ) -> Result<Response> {
+        let stored = match result {
+            OriginResult::Responded(_) => answer.as_ref().and_then(storable).map(Arc::new),
+            _ => None,
+        };
+        let (_, disposition) = machine::classify(result, stored.as_deref(), &policy.outcome);
+        let record = self.cached_record();
+        let finished = Event::OriginFinished {
+            attempt,
+            result,
+            response: stored,
+            timing: policy.timing,
+            outcome: policy.outcome,
+        };
+        let mut step = machine::step(record.as_ref(), finished, now_ms());
+        if let Err(error) = self.apply(&step.change).await {
+            console_error!("object {}: writing the observed outcome failed: {}", self.short_id(), error);
+            step = outcome_write_failed(record.as_ref(), attempt, &step);
+        }
+        let settle = match self.observed.borrow_mut().take() {
+            Some(observed) if observed.attempt == attempt => Some(observed.settle),
+            other => {
+                *self.observed.borrow_mut() = other;
+                None
+            }
+        };
+        let mut settle = settle;
+        let mut alarms = Vec::new();
+        for action in step.actions {
+            match action {
+                Action::SetAlarm(at) => alarms.push(self.issue_alarm(at)),
+                Action::Settle { attempt, answer, .. } => {
+                    self.end_execution(attempt);
+                    if let Some(settle) = settle.take() {
+                        let _ = settle.send(self.prepared(&answer));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for alarm in alarms {
+            self.confirm_alarm(alarm).await;
+        }
+        self.end_execution(attempt);
+        decision_answer(Decision::after_forward(disposition), None)
+    }
+
+    /// Forgets an observed claim whose lease has ended: its outcome will not come (the
+    /// Worker's background work was cut short), and its record says what enforcing would
+    /// say of it.
+    fn expire_observed(&self, now: u64) {
+        let expired =
+            self.observed.borrow().as_ref().filter(|observed| now >= observed.until).map(|o| o.attempt);
+        if let Some(attempt) = expired {
+            self.observed.borrow_mut().take();
+            self.end_execution(attempt);
+        }
     }
 
     /// The stored answer prepared for replays: made once per stored answer and object life,
@@ -660,6 +914,27 @@ fn mark_answered(response: Result<Response>) -> Result<Response> {
     init.set_status(response.status());
     init.set_headers(&copy);
     Ok(Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?)
+}
+
+/// Observe mode's answer to the Worker: 204 with the decision (and the claimed attempt).
+fn decision_answer(decision: Decision, claimed: Option<AttemptId>) -> Result<Response> {
+    let headers = Headers::new()?;
+    headers.set(internal::DECISION, &decision.token())?;
+    if let Some(AttemptId(attempt)) = claimed {
+        headers.set(internal::ATTEMPT, &format!("{attempt:016x}"))?;
+    }
+    respond::build(204, &headers, &[])
+}
+
+/// `{"status":201,"headers":[["name","value"],...]}` (see `internal::ANSWER_HEAD`).
+fn parse_answer_head(value: &str) -> Option<(u16, Vec<(String, String)>)> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        status: u16,
+        headers: Vec<(String, String)>,
+    }
+    let head: Head = serde_json::from_str(value).ok()?;
+    Some((head.status, head.headers))
 }
 
 fn json_response(value: &serde_json::Value) -> Result<Response> {

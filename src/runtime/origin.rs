@@ -14,6 +14,10 @@
 //! of the origin timeout: a black-holed origin must not hold a key past its lease, and a
 //! probe that never connected sent nothing.
 //!
+//! Through a service binding (`ORIGIN_SERVICE`) the attempt is `env.<binding>.fetch(...)`:
+//! the same request, the same timeout and the same classification of the answer. There is
+//! no connection to refuse (nor to probe), so a thrown error is always unknown.
+//!
 //! The answer's body is read as a stream, up to the stored-size cap. An answer over the cap
 //! is not read into memory: its caller gets it as a stream (what was read, then the rest),
 //! and the result says `Oversized`, so the key is held unknown.
@@ -24,7 +28,7 @@ use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, AbortController, Headers, Request, RequestInit, RequestRedirect, Response};
-use worker::{console_warn, Delay};
+use worker::{console_warn, worker_sys, Delay};
 
 use super::entry::filtered_copy;
 use crate::core::headers::{connection_tokens, forward_to_origin};
@@ -53,7 +57,9 @@ const PROBE_SHARE_OF_TIMEOUT: u64 = 4;
 
 /// Sends one attempt and waits at most `timeout_ms` for the whole answer, body included: a
 /// body that stalls is a timeout like any other. `body` is the request body as the object
-/// received it (a JavaScript value: it never enters Wasm memory on this path).
+/// received it (a JavaScript value: it never enters Wasm memory on this path). `service`
+/// is the binding to send through instead of the global `fetch`.
+#[allow(clippy::too_many_arguments)]
 pub async fn forward(
     target: &str,
     method: &str,
@@ -62,8 +68,9 @@ pub async fn forward(
     timeout_ms: u64,
     probe_first: bool,
     max_stored_bytes: u64,
+    service: Option<worker_sys::Fetcher>,
 ) -> (OriginResult, Option<OriginAnswer>) {
-    if probe_first {
+    if probe_first && service.is_none() {
         // Nothing is sent until the probe connects, so a probe that times out is a refusal.
         let probe_timeout = Delay::from(Duration::from_millis(timeout_ms / PROBE_SHARE_OF_TIMEOUT));
         let probe = Box::pin(accepts_connections(target));
@@ -86,9 +93,8 @@ pub async fn forward(
         Err(_) => return (OriginResult::ConnectRefused, None),
     };
     let exchange = Box::pin(async move {
-        let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
         let response =
-            JsFuture::from(global.fetch_with_request(&request)).await.map_err(classify_fetch_error)?;
+            JsFuture::from(send(service.as_ref(), &request)?).await.map_err(classify_fetch_error)?;
         let response: Response = response.dyn_into().map_err(|_| OriginResult::ResetAfterSend)?;
         read_answer(response, max_stored_bytes).await.map_err(|_| OriginResult::ResetAfterSend)
     });
@@ -149,7 +155,7 @@ async fn read_answer(response: Response, max_stored_bytes: u64) -> Result<Origin
 
 /// Reads `raw` chunk by chunk. Within `cap`, the bytes (copied into Wasm once); past it,
 /// a stream of the chunks read so far followed by the rest, which is never buffered here.
-async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Result<AnswerBody, JsValue> {
+pub(super) async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Result<AnswerBody, JsValue> {
     let mut chunks = wasm_streams::ReadableStream::from_raw(raw.unchecked_into()).into_stream();
     let mut held: Vec<js_sys::Uint8Array> = Vec::new();
     let mut total = 0u64;
@@ -170,6 +176,22 @@ async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Result<AnswerBod
         chunk.copy_to(&mut body[at..]);
     }
     Ok(AnswerBody::Complete(body))
+}
+
+/// Starts the request: through `service` when given, else the global `fetch`. A call that
+/// throws before it returns a promise may still have sent the request (a binding's code
+/// ran): unknown.
+pub fn send(
+    service: Option<&worker_sys::Fetcher>,
+    request: &Request,
+) -> Result<js_sys::Promise, OriginResult> {
+    match service {
+        Some(service) => service.fetch(request).map_err(classify_fetch_error),
+        None => {
+            let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+            Ok(global.fetch_with_request(request))
+        }
+    }
 }
 
 /// A fetch failure may have happened after the request left: the outcome is unknown.

@@ -34,6 +34,7 @@ pub fn refused(env: &Env, problem: &Problem) -> Result<Response> {
         origin_status: None,
         origin_ms: None,
         wait_ms: None,
+        scope: None,
     };
     metrics::record(env, &log);
     self::problem(problem)

@@ -11,6 +11,7 @@ use worker::Env;
 
 use crate::core::config::{Config, ALL_VARS};
 use crate::core::problem::{Problem, ProblemKind};
+use crate::core::scope::{SCOPE_VARS, VAR_JWT_HS256_SECRET};
 use crate::core::seal::{KeyRing, VAR_STORAGE_ENCRYPTION_KEYS};
 
 /// The optional Analytics Engine binding.
@@ -48,8 +49,19 @@ fn load(env: &Env) -> Settings {
 }
 
 fn load_config(env: &Env) -> Result<Config, Problem> {
-    let values: Vec<(&'static str, Option<String>)> =
-        ALL_VARS.iter().map(|&name| (name, env.var(name).ok().map(|v| v.to_string()))).collect();
+    let values: Vec<(&'static str, Option<String>)> = ALL_VARS
+        .iter()
+        .chain(SCOPE_VARS.iter())
+        .map(|&name| {
+            // The HS256 key is a secret in production, a `--var` in local development.
+            let value = if name == VAR_JWT_HS256_SECRET {
+                env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string()))
+            } else {
+                env.var(name).map(|v| v.to_string())
+            };
+            (name, value.ok())
+        })
+        .collect();
     Config::from_vars(|name| values.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_deref()))
         .map_err(|error| Problem::new(ProblemKind::InvalidConfig, error.detail()))
 }

@@ -58,7 +58,7 @@ fn admin(method: &str, path: &str, token: Option<&str>) -> Request {
     let request = Request::new(method, path);
     match token {
         Some(token) => request.header("Authorization", format!("Bearer {token}")),
-        None => request,
+        None => request.anonymous(),
     }
 }
 

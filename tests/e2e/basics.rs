@@ -567,9 +567,11 @@ fn same_key_under_two_callers_executes_twice() {
     assert_replay_of(&a2, &a1);
     assert_replay_of(&b2, &b1);
 
-    let anonymous = w.send(&as_caller(None));
-    assert_executed(&anonymous, 201);
-    assert_eq!(o.executions(&key), 3, "the anonymous scope is a third scope");
+    // Without a credential there is no caller to scope by: refused, nothing forwarded
+    // (`identity` covers ALLOW_ANONYMOUS).
+    let anonymous = w.send(&as_caller(None).anonymous());
+    assert_problem(&anonymous, 401, "missing-credential");
+    assert_eq!(o.executions(&key), 2);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@
 //! - `admin`: the admin API; `metrics`: the Analytics Engine binding;
 //! - `at_rest`: stored answers sealed with `STORAGE_ENCRYPTION_KEYS`;
 //! - `outcomes`: `ORIGIN_DEDUPLICATES` against an origin that honours keys itself;
+//! - `identity`: scopes from verified JWT claims, and callers without a credential;
+//! - `rollout`: per-route service bindings beside `ORIGIN_URL`;
 //! - `docs_citations`: every test the docs cite exists (no worker);
 //! - `reliability`: faults, load, hostile input, bounded storage, logs;
 //! - `reliability_run`: the long mixed run (`./scripts/reliability.sh`; `./scripts/test.sh`
@@ -36,10 +38,12 @@ mod at_rest;
 mod basics;
 mod boundaries;
 mod docs_citations;
+mod identity;
 mod metrics;
 mod outcomes;
 mod reliability;
 mod reliability_run;
+mod rollout;
 mod route_mode;
 mod routes;
 mod storage_faults;

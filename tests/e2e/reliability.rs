@@ -27,7 +27,7 @@ use crate::support::http::{send_raw, send_raw_then_close, Request, Response};
 use crate::support::logs;
 use crate::support::origin::Origin;
 use crate::support::requests::{
-    covered, new_credential, new_key, new_path, payment, request, secret, DEFAULT_AUTHORIZATION,
+    covered, new_credential, new_key, new_path, payment, request, secret, DEFAULT_CREDENTIAL,
 };
 use crate::support::rng::{self, Rng};
 use crate::support::storage::{self, Snapshot};
@@ -502,7 +502,7 @@ fn lying_or_broken_framing_never_forwards_more_than_the_declared_body() {
     let path = new_path();
     let key = new_key();
     let mut raw = format!(
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {DEFAULT_AUTHORIZATION}\r\nIdempotency-Key: {key}\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\n"
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {DEFAULT_CREDENTIAL}\r\nIdempotency-Key: {key}\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\n"
     )
     .into_bytes();
     raw.extend(vec![b'x'; MAX_BODY_BYTES + 40_000]);
@@ -518,7 +518,7 @@ fn lying_or_broken_framing_never_forwards_more_than_the_declared_body() {
     // worker restarted mid-request"). Either way nothing is forwarded.
     let path = new_path();
     let raw = format!(
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {DEFAULT_AUTHORIZATION}\r\nIdempotency-Key: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\nabc",
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {DEFAULT_CREDENTIAL}\r\nIdempotency-Key: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\nabc",
         new_key(),
         MAX_BODY_BYTES + 1
     );
@@ -537,7 +537,7 @@ fn lying_or_broken_framing_never_forwards_more_than_the_declared_body() {
     ] {
         let path = new_path();
         let raw = format!(
-            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {DEFAULT_AUTHORIZATION}\r\nIdempotency-Key: {}\r\n{header}\r\nConnection: close\r\n\r\n{{}}x",
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {DEFAULT_CREDENTIAL}\r\nIdempotency-Key: {}\r\n{header}\r\nConnection: close\r\n\r\n{{}}x",
             new_key()
         );
         match send_raw(w.addr, raw.as_bytes(), Duration::from_secs(60)) {
@@ -675,7 +675,8 @@ fn very_long_paths_and_huge_header_sets_get_a_clean_answer() {
     }
 }
 
-/// The same key under several callers (`SCOPE_HEADER` values) and under none: one
+/// The same key under several callers (`SCOPE_HEADER` values, the last one the support
+/// client's default credential): one
 /// execution each, and each caller only ever gets its own answer. Object names are hashes:
 /// no file name or stored object name holds the key or a credential.
 #[test]

@@ -8,7 +8,7 @@
 use super::assert::{check_problem, is_problem};
 use super::http::{send_raw, Request, Response};
 use super::origin::Origin;
-use super::requests::{request, secret, unique, DEFAULT_AUTHORIZATION};
+use super::requests::{request, secret, unique, DEFAULT_CREDENTIAL};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -177,7 +177,7 @@ pub fn bad_inputs(max_body: usize) -> Vec<BadInput> {
     add("body over the limit, chunked", p.clone(), Wire::Request(req), too_large);
     let p = path("clte");
     let mut raw = format!(
-        "POST {p} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {DEFAULT_AUTHORIZATION}\r\nIdempotency-Key: {}\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        "POST {p} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {DEFAULT_CREDENTIAL}\r\nIdempotency-Key: {}\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
         secret("k")
     )
     .into_bytes();

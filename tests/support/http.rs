@@ -1,5 +1,9 @@
 //! A small std-only HTTP/1.1 client (one request per connection, `Connection: close`) and
 //! the message parsing shared with the test origin.
+//!
+//! Every request identifies its caller, as real clients do (the worker answers 401
+//! `missing-credential` to a covered request without one): unless the test sets its own
+//! `Authorization`, it is [`DEFAULT_CREDENTIAL`]. [`Request::anonymous`] sends none.
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -9,6 +13,9 @@ use std::time::{Duration, Instant};
 /// Default time a request may take, end to end. Generous: the slowest legitimate answer in
 /// the suite (origin timeout) comes after about 12 s.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The `Authorization` value of a request that sets none (and is not [`Request::anonymous`]).
+pub const DEFAULT_CREDENTIAL: &str = "Bearer e2e-default-caller";
 
 /// A request to send. Header values are bytes so that tests can send non-ASCII or control
 /// characters.
@@ -22,6 +29,8 @@ pub struct Request {
     pub chunked: bool,
     /// Total time allowed for connecting, sending and reading the whole response.
     pub timeout: Duration,
+    /// Send no `Authorization` unless the test set one (no [`DEFAULT_CREDENTIAL`]).
+    pub anonymous: bool,
 }
 
 impl Request {
@@ -33,6 +42,7 @@ impl Request {
             body: Vec::new(),
             chunked: false,
             timeout: DEFAULT_TIMEOUT,
+            anonymous: false,
         }
     }
 
@@ -76,6 +86,12 @@ impl Request {
         self
     }
 
+    /// Sends no credential: no [`DEFAULT_CREDENTIAL`].
+    pub fn anonymous(mut self) -> Request {
+        self.anonymous = true;
+        self
+    }
+
     pub fn timeout(mut self, timeout: Duration) -> Request {
         self.timeout = timeout;
         self
@@ -93,6 +109,10 @@ impl Request {
             out.extend_from_slice(b": ");
             out.extend_from_slice(value);
             out.extend_from_slice(b"\r\n");
+        }
+        let has_credential = self.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization"));
+        if !has_credential && !self.anonymous {
+            out.extend_from_slice(format!("Authorization: {DEFAULT_CREDENTIAL}\r\n").as_bytes());
         }
         out.extend_from_slice(b"Connection: close\r\n");
         if self.chunked {

@@ -1,9 +1,10 @@
 //! Names and requests the tests send: unique keys, paths and credentials, and the standard
 //! covered request.
 //!
-//! Every request built here carries an `Authorization` header ([`DEFAULT_AUTHORIZATION`])
-//! unless the test removes it: the scope of a key is the caller's credential, and a caller
-//! with none is the anonymous scope, which the tests only use on purpose.
+//! Every request carries an `Authorization` header, the test's own or `http`'s
+//! [`DEFAULT_CREDENTIAL`] (added when the request is sent): the scope of a key is the caller's
+//! credential, and the worker refuses a covered request without one (401
+//! `missing-credential`). `Request::anonymous` sends none, on purpose.
 //!
 //! Keys, credentials and body markers are *secrets*: their unique parts are recorded, and
 //! `logs::scan_for_leaks` fails if any shows up in a worker's log.
@@ -14,8 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The credential of the standard caller.
-pub const DEFAULT_AUTHORIZATION: &str = "Bearer e2e-standard-caller";
+pub use super::http::DEFAULT_CREDENTIAL;
 
 /// The body of the standard covered request.
 pub const PAYMENT_BODY: &str = r#"{"amount":1000,"currency":"eur"}"#;
@@ -69,7 +69,7 @@ pub fn new_path() -> String {
 
 /// A request from the standard caller (with its `Authorization`).
 pub fn request(method: &str, path: &str) -> Request {
-    Request::new(method, path).header("Authorization", DEFAULT_AUTHORIZATION)
+    Request::new(method, path).header("Authorization", DEFAULT_CREDENTIAL)
 }
 
 /// The standard covered request: `POST path` with this key and [`PAYMENT_BODY`].

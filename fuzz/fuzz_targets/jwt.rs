@@ -1,0 +1,5 @@
+//! Bearer tokens and key sets (`core::jwt`, `core::scope`).
+//! The checks live in `idempotency_edge::core::fuzz_checks::jwt`, shared with the stable smoke test.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| idempotency_edge::core::fuzz_checks::jwt(data));

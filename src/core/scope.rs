@@ -1,0 +1,416 @@
+//! Whose key is this: the scope rules, from the scope headers and a verified token to the
+//! [`Scope`] a key lives in.
+//!
+//! Owns the scope variables (`SCOPE_HEADER`, `SCOPE_JWT_*`, `SCOPE_JWKS*`,
+//! `ALLOW_ANONYMOUS`), their validation, and the decision per request. The runtime reads
+//! the headers, fetches keys and checks signatures; every choice is made here.
+//!
+//! 1. `SCOPE_HEADER` lists one or more headers. The first is the credential; the others
+//!    (e.g. `Stripe-Account`) are part of every scope, absent ones included, so callers on
+//!    behalf of different accounts never share one.
+//! 2. An absent or empty credential is anonymous: 401 `missing-credential` unless
+//!    `ALLOW_ANONYMOUS` (or the route's `anonymous: "allow"`) keeps one shared scope.
+//! 3. Without a scope claim (`SCOPE_JWT_CLAIM` or the route's `scope_claim`), the scope is
+//!    the credential hash, exactly as before the claim existed.
+//! 4. With one, the credential's token (after an optional `Bearer `) is verified (see
+//!    `jwt`). Verified: the scope is the issuer and the claim's value. Anything else falls
+//!    back to the credential hash, in a domain no verified scope shares, or, with
+//!    `SCOPE_JWT_REQUIRED`, is 401 `unverified-credential`.
+//! 5. A scope is logged as `claim`, `credential` or `anonymous`, with the rule an
+//!    unverified token failed; never a token, a claim value or a key.
+
+use super::config::{ConfigError, VAR_SCOPE_HEADER};
+use super::fingerprint::{Scope, ScopeField};
+use super::jwt::{parse_jwks, ClaimPath, Identity, JwksSource, KeySet, Unverified, Validation};
+use super::problem::{Problem, ProblemKind};
+
+pub const VAR_ALLOW_ANONYMOUS: &str = "ALLOW_ANONYMOUS";
+pub const VAR_JWT_CLAIM: &str = "SCOPE_JWT_CLAIM";
+pub const VAR_JWKS: &str = "SCOPE_JWKS";
+pub const VAR_JWKS_URL: &str = "SCOPE_JWKS_URL";
+pub const VAR_JWT_ISSUER: &str = "SCOPE_JWT_ISSUER";
+pub const VAR_JWT_AUDIENCE: &str = "SCOPE_JWT_AUDIENCE";
+pub const VAR_JWT_LEEWAY_SECONDS: &str = "SCOPE_JWT_LEEWAY_SECONDS";
+pub const VAR_JWT_REQUIRED: &str = "SCOPE_JWT_REQUIRED";
+/// A secret (`wrangler secret put`); the runtime reads it as a secret first.
+pub const VAR_JWT_HS256_SECRET: &str = "SCOPE_JWT_HS256_SECRET";
+
+/// The scope variables besides `SCOPE_HEADER` (which `config::ALL_VARS` lists), as the
+/// runtime should look them up.
+pub const SCOPE_VARS: [&str; 9] = [
+    VAR_ALLOW_ANONYMOUS,
+    VAR_JWT_CLAIM,
+    VAR_JWKS,
+    VAR_JWKS_URL,
+    VAR_JWT_ISSUER,
+    VAR_JWT_AUDIENCE,
+    VAR_JWT_LEEWAY_SECONDS,
+    VAR_JWT_REQUIRED,
+    VAR_JWT_HS256_SECRET,
+];
+
+/// Most headers in `SCOPE_HEADER`.
+const MAX_SCOPE_HEADERS: usize = 8;
+/// Largest clock leeway: more would keep expired tokens alive for hours.
+const MAX_LEEWAY_SECONDS: u64 = 3_600;
+/// RFC 7518 §3.2: an HS256 key must be at least as long as the hash (256 bits).
+const MIN_HS256_SECRET_BYTES: usize = 32;
+
+/// An HMAC secret whose `Debug` shows nothing of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Vec<u8>);
+
+impl Secret {
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret(<{} bytes>)", self.0.len())
+    }
+}
+
+/// The validated scope variables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeConfig {
+    /// Lowercase header names; the first is the credential.
+    pub headers: Vec<String>,
+    pub allow_anonymous: bool,
+    /// `SCOPE_JWT_CLAIM`; `None`: the credential hash (routes may still name a claim).
+    pub claim: Option<ClaimPath>,
+    /// `SCOPE_JWKS`.
+    pub jwks: Option<KeySet>,
+    /// `SCOPE_JWKS_URL`.
+    pub jwks_url: Option<String>,
+    pub hs256_secret: Option<Secret>,
+    pub validation: Validation,
+    pub required: bool,
+}
+
+impl ScopeConfig {
+    /// Parses the scope variables; `lookup` as in `Config::from_vars`.
+    pub fn from_vars<'a>(
+        lookup: &impl Fn(&'static str) -> Option<&'a str>,
+    ) -> Result<ScopeConfig, ConfigError> {
+        let headers = parse_header_list(lookup(VAR_SCOPE_HEADER).unwrap_or("Authorization"))?;
+        let allow_anonymous = parse_bool(VAR_ALLOW_ANONYMOUS, lookup(VAR_ALLOW_ANONYMOUS))?;
+        let required = parse_bool(VAR_JWT_REQUIRED, lookup(VAR_JWT_REQUIRED))?;
+        let claim = match lookup(VAR_JWT_CLAIM).map(str::trim).unwrap_or("") {
+            "" => None,
+            text => Some(ClaimPath::parse(text).map_err(|reason| ConfigError::new(VAR_JWT_CLAIM, reason))?),
+        };
+        let jwks = match lookup(VAR_JWKS).map(str::trim).unwrap_or("") {
+            "" => None,
+            text => Some(
+                parse_jwks(text, JwksSource::Inline).map_err(|reason| ConfigError::new(VAR_JWKS, reason))?,
+            ),
+        };
+        let jwks_url = parse_jwks_url(lookup(VAR_JWKS_URL).unwrap_or(""))?;
+        let hs256_secret = match lookup(VAR_JWT_HS256_SECRET) {
+            None | Some("") => None,
+            Some(secret) if secret.len() < MIN_HS256_SECRET_BYTES => {
+                return Err(ConfigError::new(
+                    VAR_JWT_HS256_SECRET,
+                    format!("too short: HS256 needs a secret of at least {MIN_HS256_SECRET_BYTES} bytes"),
+                ))
+            }
+            Some(secret) => Some(Secret(secret.as_bytes().to_vec())),
+        };
+        let text =
+            |name: &'static str| lookup(name).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+        let leeway_seconds = match lookup(VAR_JWT_LEEWAY_SECONDS).map(str::trim) {
+            None | Some("") => 60,
+            Some(raw) => raw
+                .parse::<u64>()
+                .ok()
+                .filter(|s| raw.bytes().all(|b| b.is_ascii_digit()) && *s <= MAX_LEEWAY_SECONDS)
+                .ok_or_else(|| {
+                    ConfigError::new(
+                        VAR_JWT_LEEWAY_SECONDS,
+                        format!("expected a whole number of seconds from 0 to {MAX_LEEWAY_SECONDS}"),
+                    )
+                })?,
+        };
+        let validation =
+            Validation { issuer: text(VAR_JWT_ISSUER), audience: text(VAR_JWT_AUDIENCE), leeway_seconds };
+        let config = ScopeConfig {
+            headers,
+            allow_anonymous,
+            claim,
+            jwks,
+            jwks_url,
+            hs256_secret,
+            validation,
+            required,
+        };
+        if config.claim.is_some() && !config.has_keys() {
+            return Err(ConfigError::new(
+                VAR_JWT_CLAIM,
+                "a scope claim needs a key to verify tokens: set SCOPE_JWKS, SCOPE_JWKS_URL or SCOPE_JWT_HS256_SECRET",
+            ));
+        }
+        Ok(config)
+    }
+
+    /// Whether any key source is configured.
+    pub fn has_keys(&self) -> bool {
+        self.jwks.is_some() || self.jwks_url.is_some() || self.hs256_secret.is_some()
+    }
+
+    /// Checks what the routes ask of the scope variables: a route's claim needs a key,
+    /// and `SCOPE_JWT_REQUIRED` needs a claim somewhere.
+    pub fn check_route_claims(&self, route_claims: &[Option<&ClaimPath>]) -> Result<(), ConfigError> {
+        let route_claim = route_claims.iter().any(Option::is_some);
+        if route_claim && !self.has_keys() {
+            return Err(ConfigError::new(
+                super::config::VAR_ROUTES,
+                "a route's scope_claim needs a key to verify tokens: set SCOPE_JWKS, SCOPE_JWKS_URL or SCOPE_JWT_HS256_SECRET",
+            ));
+        }
+        if self.required && self.claim.is_none() && !route_claim {
+            return Err(ConfigError::new(
+                VAR_JWT_REQUIRED,
+                "true needs a scope claim: set SCOPE_JWT_CLAIM (or a route's scope_claim)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The scope rules that apply to one request path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScopePolicy<'a> {
+    /// The claim that names the caller; `None`: the credential hash.
+    pub claim: Option<&'a ClaimPath>,
+    pub anonymous_allowed: bool,
+}
+
+/// How a scope was reached, for the log line and the metrics. Never holds a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScopeKind {
+    /// A verified claim.
+    Claim,
+    /// The credential hash (no claim configured, or the token did not verify).
+    Credential,
+    /// No credential; `ALLOW_ANONYMOUS`.
+    Anonymous,
+}
+
+impl ScopeKind {
+    pub fn slug(self) -> &'static str {
+        match self {
+            ScopeKind::Claim => "claim",
+            ScopeKind::Credential => "credential",
+            ScopeKind::Anonymous => "anonymous",
+        }
+    }
+}
+
+/// The scope as logged: its kind, and why a token did not verify, if one was tried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScopeLog {
+    pub kind: ScopeKind,
+    pub unverified: Option<Unverified>,
+}
+
+impl ScopeLog {
+    /// The value the Worker hands its object in an internal header: `claim`, `credential`,
+    /// `credential unverified=<reason>` or `anonymous`.
+    pub fn encode(&self) -> String {
+        match self.unverified {
+            Some(reason) => format!("{} unverified={}", self.kind.slug(), reason.slug()),
+            None => self.kind.slug().to_owned(),
+        }
+    }
+
+    /// The inverse of [`ScopeLog::encode`]; `None` for anything else.
+    pub fn decode(value: &str) -> Option<ScopeLog> {
+        let (kind, rest) = match value.split_once(' ') {
+            Some((kind, rest)) => (kind, Some(rest)),
+            None => (value, None),
+        };
+        let kind = [ScopeKind::Claim, ScopeKind::Credential, ScopeKind::Anonymous]
+            .into_iter()
+            .find(|k| k.slug() == kind)?;
+        let unverified = match rest {
+            None => None,
+            Some(rest) => Some(Unverified::from_slug(rest.strip_prefix("unverified=")?)?),
+        };
+        Some(ScopeLog { kind, unverified })
+    }
+}
+
+/// A request's scope headers, in `SCOPE_HEADER` order: (lowercase name, value if present).
+pub type ScopeHeaders<'a> = [(&'a str, Option<&'a [u8]>)];
+
+/// The first step of a request's scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Start<'a> {
+    /// Decided without a token.
+    Decided(Scope, ScopeLog),
+    /// Verify this token, then call [`finish`].
+    Verify(&'a str),
+    Refused(Problem),
+}
+
+/// Decides what the scope headers alone decide (rules 1–3), or hands back the token to
+/// verify (rule 4). `headers` must hold every configured header, the credential first.
+pub fn start<'a>(config: &ScopeConfig, policy: &ScopePolicy<'_>, headers: &ScopeHeaders<'a>) -> Start<'a> {
+    let (credential, extras) = match headers.split_first() {
+        Some(((_, value), extras)) => (*value, extras),
+        None => (None, headers),
+    };
+    let credential = credential.filter(|value| !value.iter().all(u8::is_ascii_whitespace));
+    let Some(credential) = credential else {
+        if !policy.anonymous_allowed {
+            return Start::Refused(missing_credential(config));
+        }
+        if policy.claim.is_some() && config.required {
+            return Start::Refused(unverified_credential(None));
+        }
+        let log = ScopeLog { kind: ScopeKind::Anonymous, unverified: None };
+        return Start::Decided(Scope::anonymous(&fields(extras)), log);
+    };
+    if policy.claim.is_none() {
+        let log = ScopeLog { kind: ScopeKind::Credential, unverified: None };
+        return Start::Decided(Scope::credential(credential, &fields(extras)), log);
+    }
+    match bearer_token(credential) {
+        Some(token) => Start::Verify(token),
+        None => match finish(config, headers, Err(Unverified::Malformed)) {
+            Ok((scope, log)) => Start::Decided(scope, log),
+            Err(problem) => Start::Refused(problem),
+        },
+    }
+}
+
+/// The scope once the token's verification is known (rule 4): the identity's, or the
+/// credential hash (or 401 when verification is required).
+pub fn finish(
+    config: &ScopeConfig,
+    headers: &ScopeHeaders<'_>,
+    verified: Result<Identity, Unverified>,
+) -> Result<(Scope, ScopeLog), Problem> {
+    let (credential, extras) = match headers.split_first() {
+        Some(((_, value), extras)) => (value.unwrap_or(b""), extras),
+        None => (&b""[..], headers),
+    };
+    match verified {
+        Ok(identity) => Ok((
+            Scope::claim(&identity, &fields(extras)),
+            ScopeLog { kind: ScopeKind::Claim, unverified: None },
+        )),
+        Err(reason) if config.required => Err(unverified_credential(Some(reason))),
+        Err(reason) => Ok((
+            Scope::credential(credential, &fields(extras)),
+            ScopeLog { kind: ScopeKind::Credential, unverified: Some(reason) },
+        )),
+    }
+}
+
+fn fields<'a>(extras: &ScopeHeaders<'a>) -> Vec<ScopeField<'a>> {
+    extras.iter().map(|&(name, value)| ScopeField { name, value }).collect()
+}
+
+/// The token in a credential value: after a case-insensitive `Bearer ` prefix when there
+/// is one, trimmed; `None` when not UTF-8 or empty.
+pub fn bearer_token(value: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(value).ok()?.trim();
+    let token = match text.get(..7) {
+        Some(prefix) if prefix.eq_ignore_ascii_case("bearer ") => text[7..].trim_start(),
+        _ => text,
+    };
+    (!token.is_empty()).then_some(token)
+}
+
+fn missing_credential(config: &ScopeConfig) -> Problem {
+    let header = config.headers.first().map_or("authorization", String::as_str);
+    Problem::new(
+        ProblemKind::MissingCredential,
+        format!(
+            "A request with an Idempotency-Key must identify its caller with the {header} header: keys are scoped by caller. Nothing was forwarded."
+        ),
+    )
+}
+
+fn unverified_credential(reason: Option<Unverified>) -> Problem {
+    let why = match reason {
+        Some(reason) => format!(" ({})", reason.slug()),
+        None => " (no token)".to_owned(),
+    };
+    Problem::new(
+        ProblemKind::UnverifiedCredential,
+        format!("A verifiable token is required and this one did not verify{why}. Nothing was forwarded."),
+    )
+}
+
+fn parse_bool(variable: &'static str, raw: Option<&str>) -> Result<bool, ConfigError> {
+    match raw.map(str::trim) {
+        None | Some("") => Ok(false),
+        Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+        Some(_) => Err(ConfigError::new(variable, "expected true or false")),
+    }
+}
+
+fn parse_header_list(raw: &str) -> Result<Vec<String>, ConfigError> {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    let mut names: Vec<String> = Vec::new();
+    for name in raw.split(',').map(str::trim) {
+        if name.is_empty() || !name.bytes().all(tchar) {
+            return Err(ConfigError::new(
+                VAR_SCOPE_HEADER,
+                "expected an HTTP header name, or several separated by commas (Authorization, Stripe-Account)",
+            ));
+        }
+        let lower = name.to_ascii_lowercase();
+        if names.contains(&lower) {
+            return Err(ConfigError::new(VAR_SCOPE_HEADER, format!("{name} is listed twice")));
+        }
+        names.push(lower);
+    }
+    if names.len() > MAX_SCOPE_HEADERS {
+        return Err(ConfigError::new(VAR_SCOPE_HEADER, format!("at most {MAX_SCOPE_HEADERS} headers")));
+    }
+    Ok(names)
+}
+
+/// `https://…`, or `http://` to a loopback host (local development and tests only: keys
+/// fetched in the clear could be swapped on the way).
+fn parse_jwks_url(raw: &str) -> Result<Option<String>, ConfigError> {
+    let url = raw.trim();
+    if url.is_empty() {
+        return Ok(None);
+    }
+    let invalid = |why: &str| Err(ConfigError::new(VAR_JWKS_URL, why));
+    if url.bytes().any(|b| b <= b' ' || b >= 0x7f) || url.contains('#') {
+        return invalid("the URL contains whitespace, control or non-ASCII characters, or a fragment");
+    }
+    let (rest, secure) = if let Some(rest) = url.strip_prefix("https://") {
+        (rest, true)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        (rest, false)
+    } else {
+        return invalid("expected an https:// URL");
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    if authority.is_empty() || authority.contains('@') {
+        return invalid("the URL needs a host (and no user info)");
+    }
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    let loopback = host == "localhost"
+        || host == "::1"
+        || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
+    if !secure && !loopback {
+        return invalid("expected an https:// URL (http:// only for a loopback host)");
+    }
+    Ok(Some(url.to_owned()))
+}
+
+#[cfg(test)]
+mod tests;

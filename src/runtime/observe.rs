@@ -1,0 +1,402 @@
+//! Observe mode's edge half: every covered request goes to the origin exactly as it came,
+//! its caller gets the origin's answer exactly as it was given, and the key's record is
+//! kept beside it, so that the log says what enforce mode would have done.
+//!
+//! Rules:
+//! 1. The Worker forwards, never the object. The origin call starts before the object is
+//!    called, and the caller's answer never waits for the object: the recording runs in
+//!    `ctx.waitUntil`, after the answer has gone.
+//! 2. The answer is the origin's status, headers and body. Its body is split in two
+//!    (`ReadableStream.tee`): one half for the caller, the other for the object, which
+//!    stores it for replay as enforce mode would (so a route switched to enforce replays
+//!    the keys it observed). When no copy is needed the object's half is cancelled.
+//! 3. A refusal that enforce mode would give before any object (no key, a malformed key, a
+//!    body over `MAX_BODY_BYTES`, an ambiguous path, a method-override header) is only
+//!    logged.
+//! 4. The object is told twice: at `arrival` (it claims, or says replayed, coalesced or
+//!    refused, and forwards nothing) and, for a claim, with the `outcome` (the origin's
+//!    answer, a failure, or a timeout: an answer later than the route's origin timeout is
+//!    recorded as enforce mode would have recorded it, unknown).
+//! 5. When the object cannot be reached, the request has been forwarded anyway: a log
+//!    line says so, and the structured line carries what enforce mode would have answered
+//!    (503 `storage-unavailable`, or `failed-open` on a fail-open route when the object
+//!    provably never had the request).
+//!
+//! A failed forward cannot be told apart from a reset here (probing first would delay the
+//! forward), so it is recorded as unknown; its caller gets 502 `origin-unreachable`, as
+//! for a method that is passed through.
+
+use futures_channel::oneshot;
+use futures_util::stream::{self, StreamExt};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use worker::web_sys::{self, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
+use worker::{console_error, ByteStream, Context, Env, Result};
+
+use super::entry::{self, cached_key_namespace, call_object};
+use super::{internal, metrics, now_ms};
+use crate::core::config::{encode_object_policy, Config, Policy};
+use crate::core::key::KeyError;
+use crate::core::log::{Decision, LineContext, RequestLog};
+use crate::core::problem::ProblemKind;
+use crate::core::routes::{Mode, ObjectCallFailure, Unavailable};
+use crate::core::scope::ScopeLog;
+use crate::core::url::path_and_query;
+
+/// What became of the forward, handed from the caller's side to the recording.
+enum Forwarded {
+    /// The origin answered; `body` is the object's half of its body.
+    Answered { status: u16, headers: Vec<(String, String)>, body: Option<web_sys::ReadableStream>, ms: u64 },
+    /// The fetch failed (the caller got 502).
+    Failed { ms: u64 },
+}
+
+/// A request that enforce mode would have refused before any object: forwarded as it
+/// came, and logged with the refusal it would have had.
+pub(super) async fn passed(
+    req: Request,
+    url: &str,
+    env: &Env,
+    config: &Config,
+    policy: &Policy<'_>,
+    kind: ProblemKind,
+) -> Result<Response> {
+    let started = now_ms();
+    let answer = entry::pass_through(req, url, env, config, policy).await;
+    log_refusal(env, policy, kind, &answer, started);
+    answer
+}
+
+fn log_refusal(env: &Env, policy: &Policy<'_>, kind: ProblemKind, answer: &Result<Response>, started: u64) {
+    let status = answer.as_ref().map_or(500, Response::status);
+    let log = RequestLog {
+        object: None,
+        decision: Decision::Rejected(kind),
+        status,
+        origin_status: None,
+        origin_ms: Some(now_ms().saturating_sub(started)),
+        wait_ms: None,
+        scope: None,
+    };
+    metrics::record_in(env, &log, LineContext { mode: Mode::Observe, route: policy.route });
+}
+
+/// A covered request on a route in observe mode (see the module doc).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn covered(
+    req: Request,
+    url: &str,
+    method: &str,
+    env: &Env,
+    ctx: &Context,
+    config: &Config,
+    policy: &Policy<'_>,
+) -> Result<Response> {
+    let headers = req.headers();
+    let key = match entry::idempotency_key(&headers) {
+        Ok(key) => key,
+        // Enforce mode passes such a request through too, unlogged.
+        Err(KeyError::Missing) if !policy.key_required => {
+            return entry::pass_through(req, url, env, config, policy).await
+        }
+        Err(KeyError::Missing) => {
+            return passed(req, url, env, config, policy, ProblemKind::MissingKey).await
+        }
+        Err(_) => return passed(req, url, env, config, policy, ProblemKind::InvalidKey).await,
+    };
+    let path_and_query = path_and_query(url);
+    let target = config.target_for(policy, url, &path_and_query);
+    let (body, forward_body) = match read_body(&req, &headers, config.max_body_bytes).await? {
+        Body::Declared => return passed(req, url, env, config, policy, ProblemKind::BodyTooLarge).await,
+        Body::OverLimit(stream) => {
+            let started = now_ms();
+            let forwarded = forward_request(&req, &target, Some(&stream))?;
+            let answer = entry::origin_or_problem(entry::send(env, policy.origin_service, &forwarded).await);
+            log_refusal(env, policy, ProblemKind::BodyTooLarge, &answer, started);
+            return answer;
+        }
+        Body::Read(body, forward_body) => (body, forward_body),
+    };
+
+    // The forward goes first: nothing below waits for the object.
+    let forwarded = forward_request(&req, &target, forward_body.as_ref())?;
+    let started = now_ms();
+    let pending = entry::start_send(env, policy.origin_service, &forwarded);
+
+    let identified = entry::identify(&headers, method, &path_and_query, &key, config, policy, &body).await?;
+    let entry::Identified { fingerprint, name, scope_salt, scope_log } = match identified {
+        Ok(identified) => identified,
+        Err(problem) => {
+            // Enforce mode would refuse the caller (401): log that, answer as the origin did.
+            let answered = match pending {
+                Ok(promise) => JsFuture::from(promise)
+                    .await
+                    .map_err(worker::Error::from)
+                    .and_then(|value| value.dyn_into::<Response>().map_err(worker::Error::from)),
+                Err(error) => Err(error),
+            };
+            let answer = entry::origin_or_problem(answered);
+            log_refusal(env, policy, problem.kind, &answer, started);
+            return answer;
+        }
+    };
+    let internal_headers = Headers::new()?;
+    internal_headers.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
+    internal_headers.set(internal::POLICY, &encode_object_policy(&config.object_policy(policy)))?;
+    internal_headers.set(internal::BODY_BYTES, &body.len().to_string())?;
+    internal_headers.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
+    internal_headers.set(internal::SCOPE, &scope_log.encode())?;
+    drop(body);
+    let recording = Recording {
+        env: env.clone(),
+        jurisdiction: config.jurisdiction.clone(),
+        name,
+        target,
+        internal_headers,
+        route: policy.route.map(str::to_owned),
+        scope: scope_log,
+        fail_open: policy.on_unavailable == Unavailable::FailOpen,
+        origin_timeout_ms: policy.timing.origin_timeout_ms,
+    };
+    let (handed, forwarded_rx) = oneshot::channel();
+    ctx.wait_until(recording.run(forwarded_rx));
+
+    let answered = match pending {
+        Ok(promise) => JsFuture::from(promise).await.map_err(worker::Error::from),
+        Err(error) => Err(error),
+    };
+    let ms = now_ms().saturating_sub(started);
+    let response = match answered.and_then(|value| value.dyn_into::<Response>().map_err(worker::Error::from))
+    {
+        Ok(response) => response,
+        Err(error) => {
+            let _ = handed.send(Forwarded::Failed { ms });
+            return entry::origin_or_problem(Err(error));
+        }
+    };
+    let status = response.status();
+    let answer_headers: Vec<(String, String)> = worker::Headers(response.headers()).entries().collect();
+    if entry::has_websocket(&response) {
+        let _ = handed.send(Forwarded::Answered { status, headers: answer_headers, body: None, ms });
+        return Ok(response);
+    }
+    let (to_caller, to_object) = match response.body() {
+        Some(body) => {
+            let halves = body.tee();
+            (
+                Some(halves.get(0).unchecked_into::<web_sys::ReadableStream>()),
+                Some(halves.get(1).unchecked_into()),
+            )
+        }
+        None => (None, None),
+    };
+    let init = ResponseInit::new();
+    init.set_status(status);
+    init.set_headers(&response.headers());
+    let answer = Response::new_with_opt_readable_stream_and_init(to_caller.as_ref(), &init)?;
+    let _ = handed.send(Forwarded::Answered { status, headers: answer_headers, body: to_object, ms });
+    Ok(answer)
+}
+
+/// `new Request(target, { method, headers, body, redirect: "manual" })`: the request as it
+/// came, with the body that was read (or none).
+fn forward_request(req: &Request, target: &str, body: Option<&JsValue>) -> Result<Request> {
+    let init = RequestInit::new();
+    init.set_method(&req.method());
+    init.set_headers(&req.headers());
+    // A proxy hands redirects to its caller.
+    init.set_redirect(RequestRedirect::Manual);
+    if let Some(body) = body {
+        init.set_body(body);
+    }
+    Ok(Request::new_with_str_and_init(target, &init)?)
+}
+
+enum Body {
+    /// `Content-Length` says it is over the limit: the request goes on as it is, unread.
+    Declared,
+    /// A streamed body over the limit: what was read, then the rest (never buffered).
+    OverLimit(JsValue),
+    /// The body's bytes (for the fingerprint) and the value to forward: the same
+    /// `ArrayBuffer` for a declared length, a stream of the same chunks for a streamed body
+    /// (so it is forwarded streamed, as it came). `None` to forward: there was no body.
+    Read(Vec<u8>, Option<JsValue>),
+}
+
+async fn read_body(req: &Request, headers: &Headers, limit: u64) -> Result<Body> {
+    let declared = headers.get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Ok(Body::Declared);
+    }
+    let Some(raw) = req.body() else { return Ok(Body::Read(Vec::new(), None)) };
+    if declared.is_some() {
+        let buffer = JsFuture::from(req.array_buffer()?).await?;
+        let body = js_sys::Uint8Array::new(&buffer).to_vec();
+        return Ok(Body::Read(body, Some(buffer)));
+    }
+    let mut chunks = ByteStream::from(raw);
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    let mut total = 0u64;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk?;
+        total += chunk.len() as u64;
+        held.push(chunk);
+        if total > limit {
+            let read = stream::iter(
+                held.into_iter().map(|chunk| Ok(JsValue::from(js_sys::Uint8Array::from(&chunk[..])))),
+            );
+            let rest = chunks.map(|chunk| {
+                chunk
+                    .map(|bytes| JsValue::from(js_sys::Uint8Array::from(&bytes[..])))
+                    .map_err(|e| JsValue::from(e.to_string()))
+            });
+            let whole = wasm_streams::ReadableStream::from_stream(read.chain(rest));
+            return Ok(Body::OverLimit(whole.into_raw().into()));
+        }
+    }
+    let body = held.concat();
+    let again =
+        stream::iter(held.into_iter().map(|chunk| Ok(JsValue::from(js_sys::Uint8Array::from(&chunk[..])))));
+    let stream = wasm_streams::ReadableStream::from_stream(again);
+    Ok(Body::Read(body, Some(stream.into_raw().into())))
+}
+
+/// What the recording needs, owned: it runs after the caller's answer has gone.
+struct Recording {
+    env: Env,
+    jurisdiction: Option<String>,
+    /// The key's object name.
+    name: String,
+    /// The URL the object's requests carry (it reads only their headers).
+    target: String,
+    /// Fingerprint, policy, body size and scope salt, as enforce mode sends them.
+    internal_headers: Headers,
+    route: Option<String>,
+    /// How the caller was scoped, for the outcome's log line.
+    scope: ScopeLog,
+    fail_open: bool,
+    origin_timeout_ms: u64,
+}
+
+impl Recording {
+    async fn run(self, forwarded: oneshot::Receiver<Forwarded>) {
+        // The object's id, as the object's own lines name it (and the admin API takes it).
+        let short = cached_key_namespace(&self.env, self.jurisdiction.as_deref())
+            .and_then(|namespace| namespace.id_from_name(&self.name).map(|id| id.to_string()))
+            .unwrap_or_else(|_| self.name[..16].to_owned());
+        let (mut decision, claimed) = match self.call("arrival", &[], None).await {
+            Ok(answer) => {
+                let headers = answer.headers();
+                let decision =
+                    headers.get(internal::DECISION).ok().flatten().and_then(|t| Decision::from_token(&t));
+                let claimed = headers.get(internal::ATTEMPT).ok().flatten();
+                (decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable)), claimed)
+            }
+            Err((failure, error)) => {
+                console_error!(
+                    "object {}: not reached in observe mode ({:?}): {}; the request was forwarded anyway, unrecorded",
+                    short,
+                    failure,
+                    error
+                );
+                let decision = if self.fail_open && failure.provably_undelivered() {
+                    Decision::FailedOpen
+                } else {
+                    Decision::Rejected(ProblemKind::StorageUnavailable)
+                };
+                (decision, None)
+            }
+        };
+        // A handler cut short hands nothing over: as a broken connection.
+        let forwarded = forwarded.await.unwrap_or(Forwarded::Failed { ms: 0 });
+        let (status, origin_status, ms) = match &forwarded {
+            Forwarded::Answered { status, ms, .. } => (*status, Some(*status), *ms),
+            Forwarded::Failed { ms } => (502, None, *ms),
+        };
+        match (claimed, forwarded) {
+            (Some(attempt), forwarded) => {
+                decision = match self.outcome(&attempt, forwarded).await {
+                    Ok(decision) => decision,
+                    Err(error) => {
+                        // The claim stays: past its lease, enforce mode would hold the key.
+                        console_error!("object {}: the observed outcome was not recorded: {}", short, error);
+                        Decision::Unknown
+                    }
+                };
+            }
+            (None, Forwarded::Answered { body: Some(body), .. }) => {
+                let _ = body.cancel();
+            }
+            (None, _) => {}
+        }
+        let log = RequestLog {
+            object: Some(short),
+            decision,
+            status,
+            origin_status,
+            origin_ms: Some(ms),
+            wait_ms: None,
+            scope: Some(self.scope),
+        };
+        metrics::record_in(
+            &self.env,
+            &log,
+            LineContext { mode: Mode::Observe, route: self.route.as_deref() },
+        );
+    }
+
+    /// Hands the object the origin's answer (or failure) for the attempt it claimed; returns
+    /// the decision it recorded.
+    async fn outcome(&self, attempt: &str, forwarded: Forwarded) -> std::result::Result<Decision, String> {
+        let (result, head, body) = match forwarded {
+            Forwarded::Answered { body, ms, .. } if ms > self.origin_timeout_ms => {
+                if let Some(body) = body {
+                    let _ = body.cancel();
+                }
+                ("timeout", None, None)
+            }
+            Forwarded::Answered { status, headers, body, .. } => {
+                let head = serde_json::json!({ "status": status, "headers": headers }).to_string();
+                ("responded", Some(head), body)
+            }
+            Forwarded::Failed { .. } => ("reset", None, None),
+        };
+        let mut extra = vec![(internal::ATTEMPT, attempt.to_owned()), (internal::RESULT, result.to_owned())];
+        if let Some(head) = head {
+            extra.push((internal::ANSWER_HEAD, head));
+        }
+        let answer =
+            self.call("outcome", &extra, body.map(JsValue::from)).await.map_err(|(_, error)| error)?;
+        let token = answer.headers().get(internal::DECISION).ok().flatten().unwrap_or_default();
+        Decision::from_token(&token)
+            .ok_or_else(|| format!("the object answered {} without a decision", answer.status()))
+    }
+
+    /// One call to the key's object, marked `observe: <step>`.
+    async fn call(
+        &self,
+        step: &str,
+        extra: &[(&str, String)],
+        body: Option<JsValue>,
+    ) -> std::result::Result<Response, (ObjectCallFailure, String)> {
+        let before = |error: worker::Error| (ObjectCallFailure::BeforeSend, error.to_string());
+        let request = (|| -> Result<Request> {
+            let headers = Headers::new_with_headers(&self.internal_headers)?;
+            headers.set(internal::OBSERVE, step)?;
+            for (name, value) in extra {
+                headers.set(name, value)?;
+            }
+            let init = RequestInit::new();
+            init.set_method("POST");
+            init.set_headers(&headers);
+            if let Some(body) = &body {
+                init.set_body(body);
+            }
+            Ok(Request::new_with_str_and_init(&self.target, &init)?)
+        })()
+        .map_err(before)?;
+        let namespace = cached_key_namespace(&self.env, self.jurisdiction.as_deref()).map_err(before)?;
+        let stub = namespace.get_by_name(&self.name).map_err(before)?;
+        call_object(stub, &request).await
+    }
+}

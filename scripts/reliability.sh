@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The reliability run in one command: installs the toolchain if needed (scripts/setup.sh),
-# builds the worker, then runs tests/reliability_run.rs against real workerd (wrangler dev)
+# builds the worker, then runs tests/e2e/reliability_run.rs against real workerd (wrangler dev)
 # and a loopback origin: mixed traffic with duplicates, injected faults (SIGKILL and restart,
 # origin resets, timeouts, stalled bodies, 429/503, refused connections) and hostile inputs.
 # Prints the summary (also written to target/reliability/latest.txt) and fails unless there
@@ -10,4 +10,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
-cargo test --test reliability_run -- --nocapture "$@"
+cargo test --test e2e reliability_run -- --nocapture "$@"

@@ -1,19 +1,45 @@
 #!/usr/bin/env bash
 # The whole test suite: installs the toolchain if needed (scripts/setup.sh), builds the
-# worker, then runs every test of the workspace's two crates: the worker's (host unit and
-# property tests of the core, end-to-end tests that start real workerd with wrangler dev in
-# front of a real origin on loopback) and the client's (unit tests, the middleware against a
-# scripted server, doctests, and end-to-end tests against the worker over TLS, the checker
-# binary included). Ends with one line adding up every test binary's results.
+# worker, checks that the fuzz targets build, then runs every test of the workspace's two
+# crates: the worker's (host unit and property tests of the core; the end-to-end tests in
+# tests/e2e, which start real workerd with wrangler dev in front of a real origin on
+# loopback) and the client's (unit tests, the middleware against a scripted server,
+# doctests, and end-to-end tests against the worker over TLS, the checker binary included).
+# Ends with one line adding up every test binary's results, and the slowest e2e tests.
+#
+#   ./scripts/test.sh                         # everything but the long reliability run
+#   ./scripts/test.sh --with-reliability-run  # and the reliability run (CI does this)
+#
+# Other arguments go to `cargo test` (before `--`). TEST_SEED=<n> replays the randomised
+# tests (the storm, the reliability run) with that seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+run_reliability=
+cargo_args=()
+for arg in "$@"; do
+  case $arg in
+    --with-reliability-run) run_reliability=1 ;;
+    *) cargo_args+=("$arg") ;;
+  esac
+done
+
 bash scripts/setup.sh
 bash scripts/build.sh
+bash scripts/check-fuzz.sh
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+rm -f target/e2e-times.txt
+skip=(--skip reliability_run)
+[[ -n $run_reliability ]] && skip=()
 status=0
-cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
+cargo test --workspace --no-fail-fast "${cargo_args[@]}" -- "${skip[@]}" 2>&1 | tee "$log" || status=$?
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+if [[ -s target/e2e-times.txt ]]; then
+  echo "slowest end-to-end tests (seconds from first use of an instance):"
+  # sed reads all of sort's output (head would close the pipe early: SIGPIPE, pipefail).
+  sort -rn target/e2e-times.txt | sed -n '1,10s/^/  /p'
+fi
 exit "$status"

@@ -10,7 +10,10 @@
 //! Needs the built worker and wrangler, as the worker's own e2e tests do
 //! (`./scripts/test.sh`).
 
+// The worker's test support, shared: this binary uses part of it, and the worker's own e2e
+// binary (tests/e2e), which uses all of it, is where an unused helper is reported.
 #[path = "../../tests/support/mod.rs"]
+#[allow(dead_code)]
 mod support;
 
 use std::io::{Read, Write};
@@ -29,9 +32,9 @@ use idempotency_edge_client::{
 };
 use reqwest::Certificate;
 use reqwest_middleware::{ClientBuilder, Middleware, Next};
-use support::hostile::{assert_problem, PROBLEM_PREFIX};
+use support::assert::{assert_problem, PROBLEM_PREFIX};
 use support::origin::Origin;
-use support::unique;
+use support::requests::unique;
 use support::worker::{require_build, shared, Https, Readiness, Worker, WorkerConfig};
 
 // ---------------------------------------------------------------------------------------

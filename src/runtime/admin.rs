@@ -91,7 +91,12 @@ async fn respond_to(
     init.set_headers(&headers);
     let to_object = Request::new_with_str_and_init("https://admin.invalid/", &init)?;
     let namespace = key_namespace(env, config.jurisdiction.as_deref())?;
-    let stub = namespace.id_from_string(&object_id)?.get_stub()?;
+    // 64 hex digits that this namespace never issued are no object id: not found, rather
+    // than the runtime's exception (a bare 500).
+    let Ok(stub) = namespace.id_from_string(&object_id).and_then(|id| id.get_stub()) else {
+        let response = respond::problem(&Problem::new(ProblemKind::NotFound, "No object has this id."));
+        return response.map(|r| ("not-found", r));
+    };
     let response = match call_object(stub, &to_object).await {
         Ok(response) => Ok(response),
         Err(_) => respond::problem(

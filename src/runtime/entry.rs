@@ -47,7 +47,7 @@ use std::cell::OnceCell;
 use futures_util::StreamExt;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{self, Headers, Request, RequestInit, Response, ResponseInit};
+use worker::web_sys::{self, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Result, Stub};
 
 use super::{admin, identity, internal, metrics, observe, origin_auth, respond, settings};
@@ -400,6 +400,9 @@ async fn covered(
     init.set_method(wire_method);
     init.set_headers(&outgoing);
     init.set_body(&js_body);
+    // The object's answer is the caller's, a redirect included: following its `Location`
+    // would send the request to the object again (and again), and end in a 503.
+    init.set_redirect(RequestRedirect::Manual);
     // The object's request URL is where the first attempt goes.
     let to_object = Request::new_with_str_and_init(&target, &init)?;
     // The request holds its own copy of the body; keep this one only for a fail-open
@@ -448,6 +451,8 @@ async fn covered(
             init.set_method(wire_method);
             init.set_headers(&headers);
             init.set_body(&js_body);
+            // A proxy hands redirects to the client; following one is a second request.
+            init.set_redirect(RequestRedirect::Manual);
             let forwarded = Request::new_with_str_and_init(&target, &init)?;
             let answer = origin_or_problem(send(env, policy.origin_service, &forwarded).await);
             let log = RequestLog {

@@ -395,15 +395,17 @@ impl KeyObject {
                 return respond::problem(&storage_unavailable());
             }
         };
-        let live = self.live.borrow().is_some();
+        let waiters = self.live.borrow().as_ref().map(|live| live.waiters);
+        let live = waiters.is_some();
         let response = match operation {
-            "inspect" | "inspect-reveal" => json_response(&admin::summary(
-                &object_id,
-                record.as_ref(),
-                live,
-                now,
-                operation == "inspect-reveal",
-            )),
+            "inspect" | "inspect-reveal" => {
+                let reveal = operation == "inspect-reveal";
+                let mut view = admin::summary(&object_id, record.as_ref(), live, now, reveal);
+                // Duplicates waiting on the running execution: an operator (and the tests)
+                // can see who waits, and that nobody is left waiting once it settles.
+                view["waiters"] = serde_json::json!(waiters.unwrap_or(0));
+                json_response(&view)
+            }
             "purge" | "purge-force" => {
                 let force = operation == "purge-force";
                 if let Some(refusal) = admin::purge_refusal(record.as_ref(), live, now, force) {

@@ -1,17 +1,16 @@
 //! Hostile requests that must be refused before anything is claimed or forwarded, with the
-//! answer each one must get. Shared by `tests/reliability.rs` (one assertion per case) and
-//! `tests/reliability_run.rs` (counted in the run's summary).
+//! answer each one must get. Shared by `reliability.rs` (one assertion per case), the
+//! storage test and `reliability_run.rs` (counted in the run's summary).
 //!
 //! Every case uses its own path, so "nothing forwarded" is checked exactly: the test
 //! origin counts requests per path.
 
+use super::assert::{check_problem, is_problem};
 use super::http::{send_raw, Request, Response};
 use super::origin::Origin;
-use super::unique;
+use super::requests::{request, secret, unique, DEFAULT_CREDENTIAL};
 use std::net::SocketAddr;
 use std::time::Duration;
-
-pub const PROBLEM_PREFIX: &str = "urn:idempotency-edge:problem:";
 
 /// How a case is put on the wire.
 #[derive(Clone)]
@@ -73,46 +72,12 @@ impl BadInput {
     }
 }
 
-pub fn is_problem(r: &Response) -> bool {
-    r.header("content-type").unwrap_or("").to_ascii_lowercase().starts_with("application/problem+json")
-}
-
-/// Checks an RFC 9457 problem of this status and kind.
-pub fn check_problem(r: &Response, status: u16, kind: &str) -> Result<(), String> {
-    if r.status != status {
-        return Err(format!("expected {status} {kind}, got HTTP {} {}", r.status, short(r)));
-    }
-    if !is_problem(r) {
-        return Err(format!("expected application/problem+json, got {:?}", r.header("content-type")));
-    }
-    let body: serde_json::Value =
-        serde_json::from_slice(&r.body).map_err(|e| format!("problem body is not JSON: {e}"))?;
-    if body["type"] != format!("{PROBLEM_PREFIX}{kind}") || body["status"] != status {
-        return Err(format!("expected type {kind} and status {status}, got {body}"));
-    }
-    Ok(())
-}
-
-/// Asserts an RFC 9457 problem of this status and kind, with its `title` and `detail`.
-pub fn assert_problem(r: &Response, status: u16, kind: &str) {
-    if let Err(e) = check_problem(r, status, kind) {
-        panic!("{e}\nresponse: {r:?}");
-    }
-    let body = r.json();
-    assert!(body["title"].is_string() && body["detail"].is_string(), "problem members: {r:?}");
-}
-
-/// The start of a body, for messages (never used for request bodies or keys).
-fn short(r: &Response) -> String {
-    r.text().chars().take(160).collect()
-}
-
 fn path(tag: &str) -> String {
     format!("/v1/hostile/{}", unique(tag))
 }
 
 fn post(path: &str) -> Request {
-    Request::post(path).json(r#"{"amount":1}"#)
+    request("POST", path).json(r#"{"amount":1}"#)
 }
 
 fn with_key(path: &str, key: &[u8]) -> Request {
@@ -136,84 +101,84 @@ pub fn bad_inputs(max_body: usize) -> Vec<BadInput> {
     let p = path("blank");
     add("whitespace-only key", p.clone(), Wire::Request(with_key(&p, b"   \t  ")), invalid);
     let p = path("long");
-    let long = format!("{}{}", unique("k"), "k".repeat(256));
+    let long = format!("{}{}", secret("k"), "k".repeat(256));
     add("key over 255 characters", p.clone(), Wire::Request(with_key(&p, long.as_bytes())), invalid);
     let p = path("huge");
-    let huge = format!("{}{}", unique("k"), "k".repeat(8000));
+    let huge = format!("{}{}", secret("k"), "k".repeat(8000));
     add("key of 8 KB", p.clone(), Wire::Request(with_key(&p, huge.as_bytes())), invalid);
     for (label, byte) in
         [("control character 0x01 in key", 0x01u8), ("DEL in key", 0x7f), ("ESC in key", 0x1b)]
     {
         let p = path("ctl");
-        let key = [unique("k").as_bytes(), &[byte], b"x"].concat();
+        let key = [secret("k").as_bytes(), &[byte], b"x"].concat();
         add(label, p.clone(), Wire::Request(with_key(&p, &key)), invalid);
     }
     let p = path("tab");
     add(
         "tab inside key",
         p.clone(),
-        Wire::Request(with_key(&p, format!("{}\tx", unique("k")).as_bytes())),
+        Wire::Request(with_key(&p, format!("{}\tx", secret("k")).as_bytes())),
         invalid,
     );
     // NUL and a bare CR are not valid in an HTTP field: the HTTP server refuses them.
     let p = path("nul");
-    let key = [unique("k").as_bytes(), b"\0x"].concat();
+    let key = [secret("k").as_bytes(), b"\0x"].concat();
     add("NUL in key", p.clone(), Wire::Request(with_key(&p, &key)), Expect::HttpLayer(&[400]));
     let p = path("cr");
-    let key = [unique("k").as_bytes(), b"\rx"].concat();
+    let key = [secret("k").as_bytes(), b"\rx"].concat();
     add("bare CR in key", p.clone(), Wire::Request(with_key(&p, &key)), Expect::HttpLayer(&[400]));
     let p = path("utf8");
     add(
         "non-ASCII key (UTF-8)",
         p.clone(),
-        Wire::Request(with_key(&p, format!("{}-clé", unique("k")).as_bytes())),
+        Wire::Request(with_key(&p, format!("{}-clé", secret("k")).as_bytes())),
         invalid,
     );
     let p = path("latin1");
-    let key = [unique("k").as_bytes(), b"-cl\xe9"].concat();
+    let key = [secret("k").as_bytes(), b"-cl\xe9"].concat();
     add("non-ASCII key (Latin-1 byte)", p.clone(), Wire::Request(with_key(&p, &key)), invalid);
     let p = path("esc");
     add("sf-string with a bad escape", p.clone(), Wire::Request(with_key(&p, br#""abc\x""#)), invalid);
     let p = path("esc2");
     add("sf-string ending in a backslash", p.clone(), Wire::Request(with_key(&p, b"\"abc\\\"")), invalid);
     let p = path("unterminated");
-    let key = format!("\"{}", unique("k"));
+    let key = format!("\"{}", secret("k"));
     add("unterminated sf-string", p.clone(), Wire::Request(with_key(&p, key.as_bytes())), invalid);
     let p = path("comma");
-    let key = format!("{},x", unique("k"));
+    let key = format!("{},x", secret("k"));
     add("bare key with a comma", p.clone(), Wire::Request(with_key(&p, key.as_bytes())), invalid);
     let p = path("two");
-    let req = post(&p).header("Idempotency-Key", unique("k")).header("Idempotency-Key", unique("k"));
+    let req = post(&p).header("Idempotency-Key", secret("k")).header("Idempotency-Key", secret("k"));
     add("two Idempotency-Key headers", p.clone(), Wire::Request(req), invalid);
     let p = path("twosame");
-    let k = unique("k");
+    let k = secret("k");
     let req = post(&p).header("Idempotency-Key", &k).header("Idempotency-Key", &k);
     add("the same key twice", p.clone(), Wire::Request(req), invalid);
     let p = path("many");
     let mut req = post(&p);
     for _ in 0..50 {
-        req = req.header("Idempotency-Key", unique("k"));
+        req = req.header("Idempotency-Key", secret("k"));
     }
     add("fifty Idempotency-Key headers", p.clone(), Wire::Request(req), invalid);
 
     // Bodies over the limit.
     let p = path("big");
-    let req = Request::post(&p)
-        .header("Idempotency-Key", unique("k"))
+    let req = request("POST", &p)
+        .header("Idempotency-Key", secret("k"))
         .header("Content-Type", "application/json")
         .body(vec![b' '; max_body + 1]);
     add("body over the limit, Content-Length", p.clone(), Wire::Request(req), too_large);
     let p = path("bigchunked");
-    let req = Request::post(&p)
-        .header("Idempotency-Key", unique("k"))
+    let req = request("POST", &p)
+        .header("Idempotency-Key", secret("k"))
         .header("Content-Type", "text/plain")
         .body(vec![b'x'; max_body + 2000])
         .chunked();
     add("body over the limit, chunked", p.clone(), Wire::Request(req), too_large);
     let p = path("clte");
     let mut raw = format!(
-        "POST {p} HTTP/1.1\r\nHost: 127.0.0.1\r\nIdempotency-Key: {}\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
-        unique("k")
+        "POST {p} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {DEFAULT_CREDENTIAL}\r\nIdempotency-Key: {}\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        secret("k")
     )
     .into_bytes();
     for chunk in vec![b'y'; max_body + 2000].chunks(1000) {
@@ -224,38 +189,4 @@ pub fn bad_inputs(max_body: usize) -> Vec<BadInput> {
     raw.extend_from_slice(b"0\r\n\r\n");
     add("chunked body over the limit with a small Content-Length too", p.clone(), Wire::Raw(raw), too_large);
     cases
-}
-
-impl BadInput {
-    /// The unique parts (see [`unique`]) of this case's `Idempotency-Key` values: what must
-    /// never show up in a log.
-    pub fn key_tokens(&self) -> Vec<String> {
-        let Wire::Request(request) = &self.wire else { return Vec::new() };
-        request
-            .headers
-            .iter()
-            .filter(|(name, _)| name.eq_ignore_ascii_case("idempotency-key"))
-            .flat_map(|(_, value)| hex_tokens(value))
-            .collect()
-    }
-}
-
-/// Every run of exactly 24 lowercase hex digits right after a `-`: the random part of a
-/// value made by [`unique`].
-pub fn hex_tokens(bytes: &[u8]) -> Vec<String> {
-    let is_hex = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'-' {
-            let run = bytes[i + 1..].iter().take_while(|b| is_hex(b)).count();
-            if run == 24 {
-                out.push(String::from_utf8_lossy(&bytes[i + 1..i + 25]).into_owned());
-            }
-            i += run.max(1);
-        } else {
-            i += 1;
-        }
-    }
-    out
 }

@@ -60,6 +60,17 @@ impl Request {
         self
     }
 
+    /// Replaces every header line of this name (case-insensitively) with one.
+    pub fn set_header(self, name: &str, value: impl AsRef<[u8]>) -> Request {
+        self.without_header(name).header(name, value)
+    }
+
+    /// Removes every header line of this name (case-insensitively).
+    pub fn without_header(mut self, name: &str) -> Request {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        self
+    }
+
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Request {
         self.body = body.into();
         self
@@ -89,7 +100,10 @@ impl Request {
     fn encode(&self, addr: SocketAddr) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(format!("{} {} HTTP/1.1\r\n", self.method, self.path).as_bytes());
-        out.extend_from_slice(format!("Host: {addr}\r\n").as_bytes());
+        // A test may name another host (route mode: the request's own URL is the origin).
+        if !self.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
+            out.extend_from_slice(format!("Host: {addr}\r\n").as_bytes());
+        }
         for (name, value) in &self.headers {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");
@@ -143,59 +157,91 @@ pub fn send_raw_then_close(addr: SocketAddr, request: &[u8], timeout: Duration) 
 }
 
 fn exchange(addr: SocketAddr, request: &[u8], timeout: Duration, half_close: bool) -> io::Result<Response> {
-    let deadline = Instant::now() + timeout;
-    let mut stream = TcpStream::connect_timeout(&addr, timeout.min(Duration::from_secs(10)))?;
-    stream.set_nodelay(true).ok();
-    stream.set_write_timeout(Some(timeout))?;
-    // A server may answer (413, say) and close before reading the whole body; then the
-    // write fails but the response is still there to read.
-    let write_error = stream.write_all(request).and_then(|_| stream.flush()).err();
-    if half_close {
-        let _ = stream.shutdown(std::net::Shutdown::Write);
+    InFlight::open(addr, request, timeout, half_close)?.finish()
+}
+
+impl Request {
+    /// Sends the request and returns without waiting for the answer: the test decides
+    /// when to read it ([`InFlight::finish`]) or to give up on it ([`InFlight::abandon`]),
+    /// for example once the test origin reports that the request arrived.
+    pub fn start(&self, addr: SocketAddr) -> io::Result<InFlight> {
+        InFlight::open(addr, &self.encode(addr), self.timeout, false)
+    }
+}
+
+/// A request that has been sent and whose answer has not been read yet.
+pub struct InFlight {
+    stream: TcpStream,
+    deadline: Instant,
+    write_error: Option<io::Error>,
+}
+
+impl InFlight {
+    fn open(addr: SocketAddr, request: &[u8], timeout: Duration, half_close: bool) -> io::Result<InFlight> {
+        let deadline = Instant::now() + timeout;
+        let mut stream = TcpStream::connect_timeout(&addr, timeout.min(Duration::from_secs(10)))?;
+        stream.set_nodelay(true).ok();
+        stream.set_write_timeout(Some(timeout))?;
+        // A server may answer (413, say) and close before reading the whole body; then the
+        // write fails but the response is still there to read.
+        let write_error = stream.write_all(request).and_then(|_| stream.flush()).err();
+        if half_close {
+            let _ = stream.shutdown(std::net::Shutdown::Write);
+        }
+        Ok(InFlight { stream, deadline, write_error })
     }
 
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "response not complete before the client timeout",
-            ));
-        }
-        stream.set_read_timeout(Some(deadline - now))?;
-        match stream.read(&mut chunk) {
-            Ok(0) => {
-                return match parse_response(&buf, true) {
-                    Some(Ok(response)) => Ok(response),
-                    Some(Err(e)) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
-                    None => Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "connection closed before a response",
-                    )),
-                };
-            }
-            Ok(n) => {
-                buf.extend_from_slice(&chunk[..n]);
-                match parse_response(&buf, false) {
-                    Some(Ok(response)) => return Ok(response),
-                    Some(Err(e)) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
-                    None => {}
-                }
-            }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+    /// Closes the connection without reading the answer: a client that gave up.
+    pub fn abandon(self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// Reads the whole answer, until the request's deadline.
+    pub fn finish(self) -> io::Result<Response> {
+        let InFlight { mut stream, deadline, write_error } = self;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     "response not complete before the client timeout",
                 ));
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                if let Some(Ok(response)) = parse_response(&buf, true) {
-                    return Ok(response);
+            stream.set_read_timeout(Some(deadline - now))?;
+            match stream.read(&mut chunk) {
+                Ok(0) => {
+                    return match parse_response(&buf, true) {
+                        Some(Ok(response)) => Ok(response),
+                        Some(Err(e)) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+                        None => Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "connection closed before a response",
+                        )),
+                    };
                 }
-                return Err(write_error.unwrap_or(e));
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    match parse_response(&buf, false) {
+                        Some(Ok(response)) => return Ok(response),
+                        Some(Err(e)) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+                        None => {}
+                    }
+                }
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "response not complete before the client timeout",
+                    ));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    if let Some(Ok(response)) = parse_response(&buf, true) {
+                        return Ok(response);
+                    }
+                    return Err(write_error.unwrap_or(e));
+                }
             }
         }
     }

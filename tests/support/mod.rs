@@ -1,31 +1,25 @@
-//! Support for the end-to-end tests: a std-only HTTP/1.1 client, a controllable test
-//! origin, and the harness that runs the built worker in `wrangler dev` (local workerd).
+//! Support for the end-to-end tests, one module per kind of helper:
+//!
+//! - `http`: a std-only HTTP/1.1 client (send, or send now and read or abandon later);
+//! - `origin`: the test origin, steered by request headers, with gates that hold requests
+//!   until the test releases them and report arrivals;
+//! - `worker`: the harness that runs the built worker in `wrangler dev` (local workerd);
+//! - `requests`: unique keys, paths and credentials, and the standard requests;
+//! - `assert`: the shared assertions (origin answer, replay, problem);
+//! - `logs`: the worker's decision lines, sentinels, and the leak and panic scan;
+//! - `storage`: the SQLite files under `--persist-to`, read and (for fault tests) changed;
+//! - `hostile`: the table of hostile inputs and the answer each must get;
+//! - `rng`: seeded randomness, replayable with `TEST_SEED`.
+//!
+//! It is compiled into the one end-to-end test binary (`tests/e2e/main.rs`), so a helper no
+//! test uses is reported as dead code.
 
-#![allow(dead_code)]
-
+pub mod assert;
 pub mod hostile;
 pub mod http;
+pub mod logs;
 pub mod origin;
+pub mod requests;
 pub mod rng;
 pub mod storage;
 pub mod worker;
-
-use sha2::{Digest, Sha256};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// A value unique to this call: `<tag>-<24 hex>`, from the time, a process-wide counter,
-/// the thread id and the process id. Used for keys and paths, so tests never collide.
-pub fn unique(tag: &str) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    let mut hasher = Sha256::new();
-    hasher.update(nanos.to_le_bytes());
-    hasher.update(n.to_le_bytes());
-    hasher.update(format!("{:?}", std::thread::current().id()).as_bytes());
-    hasher.update(std::process::id().to_le_bytes());
-    let digest = hasher.finalize();
-    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{tag}-{hex}")
-}

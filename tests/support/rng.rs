@@ -1,9 +1,19 @@
-//! A small deterministic generator (xorshift64*) for the load tests: seeded, and the seed
-//! printed, so that a failing order or mix can be replayed.
+//! Seeded randomness for the randomised tests (the storm, the reliability run): a small
+//! deterministic generator (xorshift64*), and the seed, taken from `TEST_SEED` when it is
+//! set, so that a failing order or mix can be replayed:
+//!
+//! ```sh
+//! TEST_SEED=0x1234abcd cargo test --test e2e storm
+//! ```
 
-pub struct Rng(pub u64);
+pub struct Rng(u64);
 
 impl Rng {
+    /// A generator seeded with `seed` (0 is mapped to a fixed odd value).
+    pub fn new(seed: u64) -> Rng {
+        Rng(if seed == 0 { 0x9e37_79b9_7f4a_7c15 } else { seed })
+    }
+
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -23,4 +33,21 @@ impl Rng {
             items.swap(i, j);
         }
     }
+}
+
+/// The seed of a randomised test: `TEST_SEED` (decimal, or hex with `0x`) when set, else
+/// one from the clock. Printed by the caller in its summary and in every failure message.
+pub fn seed() -> u64 {
+    if let Ok(text) = std::env::var("TEST_SEED") {
+        let text = text.trim();
+        let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => text.parse(),
+        };
+        return parsed.unwrap_or_else(|_| panic!("TEST_SEED={text:?} is not a number (decimal or 0x hex)"));
+    }
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64 | 1)
+        .unwrap_or(0x9e37_79b9_7f4a_7c15)
 }

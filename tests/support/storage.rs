@@ -165,3 +165,87 @@ pub fn file_names(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A fault written into one object's SQLite database from the outside, while its instance
+/// is stopped ([`super::worker::Worker::crash`]). workerd then opens the changed file on
+/// restart, and the worker meets the fault through its ordinary storage calls.
+#[derive(Clone, Copy, Debug)]
+pub enum Fault {
+    /// The record row holds bytes that are not a record.
+    GarbageRecord,
+    /// The record table has the right name but the record is a text value.
+    RecordOfTheWrongType,
+    /// The file is not an SQLite database any more (its first page overwritten).
+    UnreadableFile,
+    /// No record, and every write of one fails (a `CHECK` constraint no record meets):
+    /// the claim write fails.
+    EveryWriteFails,
+    /// No record; the first write (the claim) succeeds and every later one fails (a trigger
+    /// that aborts while a row exists): the outcome write fails.
+    WritesAfterTheClaimFail,
+}
+
+const INJECT: &str = r#"
+import os, sqlite3, sys
+path, fault = sys.argv[1], sys.argv[2]
+for suffix in ("-wal", "-shm"):
+    if os.path.exists(path + suffix):
+        # Fold the WAL into the database first, so that the change below is the last word.
+        con = sqlite3.connect(path)
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        con.close()
+        break
+if fault == "UnreadableFile":
+    with open(path, "r+b") as f:
+        f.write(b"\x00not a database any more\x00" * 64)
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    sys.exit(0)
+con = sqlite3.connect(path)
+con.execute("DROP TABLE IF EXISTS idempotency_record")
+if fault == "GarbageRecord":
+    con.execute("CREATE TABLE idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)")
+    con.execute("INSERT INTO idempotency_record VALUES (1, ?)", (b"\xffnot a record\x00\x01\x02",))
+elif fault == "RecordOfTheWrongType":
+    con.execute("CREATE TABLE idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)")
+    con.execute("INSERT INTO idempotency_record VALUES (1, 'a text value')")
+elif fault == "EveryWriteFails":
+    con.execute("CREATE TABLE idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL CHECK (length(record) < 0))")
+elif fault == "WritesAfterTheClaimFail":
+    con.execute("CREATE TABLE idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)")
+    con.execute("""CREATE TRIGGER e2e_fail_after_claim BEFORE INSERT ON idempotency_record
+                   WHEN EXISTS (SELECT 1 FROM idempotency_record)
+                   BEGIN SELECT RAISE(ABORT, 'e2e: injected write failure'); END""")
+else:
+    sys.exit("unknown fault " + fault)
+con.commit()
+con.close()
+"#;
+
+/// The database file of one object under `persist_dir`.
+pub fn object_file(persist_dir: &Path, object_id: &str) -> PathBuf {
+    let pattern = format!("{object_id}.sqlite");
+    file_names(persist_dir)
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy() == pattern))
+        .unwrap_or_else(|| panic!("no database file for object {object_id} under {}", persist_dir.display()))
+}
+
+/// Writes `fault` into the database of `object_id`. The instance must be stopped.
+pub fn inject(persist_dir: &Path, object_id: &str, fault: Fault) {
+    let file = object_file(persist_dir, object_id);
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(INJECT)
+        .arg(&file)
+        .arg(format!("{fault:?}"))
+        .output()
+        .unwrap_or_else(|e| panic!("run python3 to change {}: {e}", file.display()));
+    assert!(
+        output.status.success(),
+        "writing the fault {fault:?} into {} failed: {}",
+        file.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

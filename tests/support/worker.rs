@@ -8,13 +8,18 @@
 //! For crash tests, [`Worker::crash`] kills the whole group with SIGKILL (wrangler and
 //! workerd die at once, as in a power cut) and [`Worker::restart`] starts it again on the
 //! same ports and the same `--persist-to` state.
+//!
+//! [`require_build`] builds the worker (`scripts/build.sh`) when `src/` is newer than the
+//! build, so a plain `cargo test` never runs a stale Wasm. Every instance is recorded
+//! ([`instances`]) for the leak and panic scan that runs after all the tests that use it.
 
 use super::http::{Request, Response};
 use std::fs;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, Once, OnceLock};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,7 +31,8 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
 pub enum Readiness {
     /// A GET through the worker is answered by the test origin (`x-origin-execution`).
     OriginAnswers,
-    /// Any HTTP response from the worker (its origin is down on purpose).
+    /// Any HTTP response from the worker to a covered request without a key (its origin is
+    /// down on purpose, or is the request's own URL).
     AnyResponse,
 }
 
@@ -62,7 +68,82 @@ pub struct Worker {
     /// wrangler's command line, kept for a restart.
     args: Vec<String>,
     supervisor: Mutex<Child>,
+    /// The next origin status for a marked request (see `logs::sentinel`).
+    next_marker: AtomicU16,
     https_probe: Option<HttpsProbe>,
+}
+
+/// What the leak scan needs of an instance: its log, and whether it is still running.
+pub struct Recorded {
+    pub name: String,
+    pub log: PathBuf,
+    pub dir: PathBuf,
+    pub addr: SocketAddr,
+    /// Values of its secret variables (`*TOKEN*`, `*SECRET*`): never to be logged.
+    pub secrets: Vec<String>,
+}
+
+static INSTANCES: Mutex<Vec<Arc<Recorded>>> = Mutex::new(Vec::new());
+
+/// Every instance started by this process so far, running or not.
+pub fn instances() -> Vec<Arc<Recorded>> {
+    INSTANCES.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Tests (threads) that have used an instance and are still running.
+static RUNNING_USERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Held in a thread-local by a test that uses an instance; its thread's end drops it.
+/// Dropping it also appends the test's time (from its first use of an instance) to
+/// `target/e2e-times.txt`, where `scripts/test.sh` finds the slowest tests.
+struct RunningUser {
+    test: String,
+    since: Instant,
+}
+
+impl Drop for RunningUser {
+    fn drop(&mut self) {
+        let line = format!("{:.1} {}\n", self.since.elapsed().as_secs_f64(), self.test);
+        let file = repo_root().join("target/e2e-times.txt");
+        if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(file) {
+            let _ = std::io::Write::write_all(&mut f, line.as_bytes());
+        }
+        RUNNING_USERS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+thread_local! {
+    static USER: std::cell::RefCell<Option<RunningUser>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Notes that the calling test uses an instance, until its thread ends. libtest runs each
+/// test on a thread of its own (unless it runs one at a time, on the main thread, and then
+/// nothing else runs beside the scan anyway).
+fn note_user() {
+    let test = match std::thread::current().name() {
+        Some("main") | None => return,
+        Some(name) => name.to_string(),
+    };
+    USER.with(|user| {
+        let mut user = user.borrow_mut();
+        if user.is_none() {
+            RUNNING_USERS.fetch_add(1, Ordering::SeqCst);
+            *user = Some(RunningUser { test, since: Instant::now() });
+        }
+    });
+}
+
+/// Waits until no other test that used an instance is still running (the caller must not
+/// have used one yet); false if `timeout` passes first.
+pub fn wait_for_other_tests(timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while RUNNING_USERS.load(Ordering::SeqCst) > 0 {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+    true
 }
 
 /// The worker's directory: this package's, or the workspace root when a member crate
@@ -72,26 +153,64 @@ pub fn repo_root() -> PathBuf {
     dir.ancestors().find(|d| d.join("wrangler.toml").exists()).map(Path::to_path_buf).unwrap_or(dir)
 }
 
-/// Panics unless the build output and wrangler are in place.
+/// Makes sure the built worker is current, and panics (naming the command to run) when
+/// the toolchain is missing. The build runs once per test process, and only does work when
+/// a file under `src/` (or `Cargo.toml`, `Cargo.lock`) is newer than the build: the same
+/// check as `scripts/build.sh`, which it runs.
 pub fn require_build() {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    if let Err(e) = BUILT.get_or_init(build_if_stale) {
+        panic!("{e}");
+    }
+}
+
+fn build_if_stale() -> Result<(), String> {
     let root = repo_root();
     let shim = root.join("build/worker/shim.mjs");
     let wrangler = root.join("node_modules/.bin/wrangler");
-    let mut missing = Vec::new();
-    if !shim.exists() {
-        missing.push(shim.display().to_string());
-    }
     if !wrangler.exists() {
-        missing.push(wrangler.display().to_string());
+        return Err(format!(
+            "end-to-end tests need wrangler, but {} is missing. Run ./scripts/test.sh (it installs \
+             the toolchain, builds the worker and runs the tests), or ./scripts/setup.sh.",
+            wrangler.display()
+        ));
     }
-    if !missing.is_empty() {
-        panic!(
-            "end-to-end tests need the built worker and wrangler, but {} missing: {}. \
-             Run ./scripts/test.sh (it installs the toolchain, builds the worker and runs the tests).",
-            if missing.len() == 1 { "this is" } else { "these are" },
-            missing.join(", ")
-        );
+    if !shim.exists() || newest_source(&root) > modified(&shim) {
+        let status = Command::new("bash")
+            .arg("scripts/build.sh")
+            .current_dir(&root)
+            .status()
+            .map_err(|e| format!("run scripts/build.sh: {e}"))?;
+        if !status.success() || !shim.exists() {
+            return Err(format!(
+                "the worker build is missing or older than src/, and scripts/build.sh failed ({status}). \
+                 Run ./scripts/setup.sh, then ./scripts/build.sh, and read its errors."
+            ));
+        }
     }
+    Ok(())
+}
+
+fn modified(path: &Path) -> std::time::SystemTime {
+    fs::metadata(path).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH)
+}
+
+/// The latest modification time of the files the build is made from.
+fn newest_source(root: &Path) -> std::time::SystemTime {
+    let mut newest = modified(&root.join("Cargo.toml")).max(modified(&root.join("Cargo.lock")));
+    let mut stack = vec![root.join("src")];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                newest = newest.max(modified(&path));
+            }
+        }
+    }
+    newest
 }
 
 /// A loopback port that was free a moment ago.
@@ -125,6 +244,7 @@ pub fn shared<T>(
     start: impl FnOnce() -> Result<T, String>,
 ) -> &'static T {
     require_build();
+    note_user();
     match cell.get_or_init(start) {
         Ok(value) => value,
         Err(e) => panic!("{e}"),
@@ -170,40 +290,93 @@ fn spawn_supervisor(log: &Path, pid_file: &Path, state: &Path, args: &[String]) 
         .map_err(|e| format!("spawn bash supervisor: {e}"))
 }
 
+/// Marked requests get the 2xx statuses no origin uses (227 to 299), one per request and
+/// instance, so that their decision line is the only one with that origin status.
+const FIRST_MARKER_STATUS: u16 = 227;
+const LAST_MARKER_STATUS: u16 = 299;
+
 impl Worker {
+    /// A status no other request to this instance has been answered with.
+    pub fn next_marker_status(&self) -> u16 {
+        let status = self.next_marker.fetch_add(1, Ordering::SeqCst);
+        assert!(
+            status <= LAST_MARKER_STATUS,
+            "instance '{}' ran out of marker statuses: give the test its own instance",
+            self.name
+        );
+        status
+    }
+
     pub fn start(config: WorkerConfig) -> Result<Worker, String> {
-        Worker::start_with(config, None, &[], None)
+        Worker::start_with(config, None, &[], &[], None)
     }
 
     /// Starts the built worker with more `wrangler dev` arguments (e.g. `--local-upstream`).
     pub fn start_with_args(config: WorkerConfig, extra: &[&str]) -> Result<Worker, String> {
-        Worker::start_with(config, None, extra, None)
+        Worker::start_with(config, None, extra, &[], None)
     }
 
-    /// Starts the built worker serving HTTPS (see [`Https`]).
+    /// Starts the built worker serving HTTPS (see [`Https`]). Only the client crate's
+    /// end-to-end tests (`client/tests/e2e.rs`) serve HTTPS, so the worker's own e2e binary
+    /// never calls it.
+    #[allow(dead_code)]
     pub fn start_https(config: WorkerConfig, https: Https) -> Result<Worker, String> {
-        Worker::start_with(config, None, &[], Some(https))
+        Worker::start_with(config, None, &[], &[], Some(https))
     }
 
     /// Starts the built worker under a wrangler configuration of the test's own (written to
     /// the instance's directory; `{MAIN}` in it is replaced by the built shim's path).
     pub fn start_with_config(config: WorkerConfig, wrangler_toml: &str) -> Result<Worker, String> {
-        Worker::start_with(config, Some(wrangler_toml), &[], None)
+        Worker::start_with(config, Some(wrangler_toml), &[], &[], None)
+    }
+
+    /// [`Worker::start_with_config`], plus more workers in the same workerd (`-c` once per
+    /// configuration, as `wrangler dev -c a -c b` does), so that service bindings between
+    /// them work. `files` are written to the instance's directory first; `{DIR}` in a
+    /// configuration is replaced by that directory.
+    pub fn start_with_configs(
+        config: WorkerConfig,
+        wrangler_toml: &str,
+        more: &[&str],
+        files: &[(&str, &str)],
+    ) -> Result<Worker, String> {
+        let dir = temp_base().join(format!("run-{}-{}", std::process::id(), config.name));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+        for (name, content) in files {
+            fs::write(dir.join(name), content).map_err(|e| format!("write {name}: {e}"))?;
+        }
+        let more: Vec<String> =
+            more.iter().map(|toml| toml.replace("{DIR}", &dir.display().to_string())).collect();
+        let more: Vec<&str> = more.iter().map(String::as_str).collect();
+        Worker::start_with(config, Some(wrangler_toml), &[], &more, None)
     }
 
     fn start_with(
         config: WorkerConfig,
         wrangler_toml: Option<&str>,
         extra: &[&str],
+        more: &[&str],
         https: Option<Https>,
     ) -> Result<Worker, String> {
         require_build();
+        note_user();
+        {
+            // Each instance has a directory (state, log) named after it: two of one name
+            // would share them.
+            let instances = INSTANCES.lock().unwrap_or_else(|e| e.into_inner());
+            if instances.iter().any(|known| known.name == config.name) {
+                return Err(format!("two instances are named '{}': give each its own name", config.name));
+            }
+        }
         clean_stale_dirs();
         let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
 
         let root = repo_root();
         let dir = temp_base().join(format!("run-{}-{}", std::process::id(), config.name));
-        let _ = fs::remove_dir_all(&dir);
+        if more.is_empty() {
+            let _ = fs::remove_dir_all(&dir);
+        }
         let state = dir.join("state");
         fs::create_dir_all(&state).map_err(|e| format!("create {}: {e}", state.display()))?;
         let log = dir.join("wrangler.log");
@@ -235,6 +408,12 @@ impl Worker {
             args.push("--config".into());
             args.push(file.display().to_string());
         }
+        for (i, toml) in more.iter().enumerate() {
+            let file = dir.join(format!("wrangler-{}.toml", i + 1));
+            fs::write(&file, toml).map_err(|e| format!("write {}: {e}", file.display()))?;
+            args.push("--config".into());
+            args.push(file.display().to_string());
+        }
         args.extend(extra.iter().map(|arg| arg.to_string()));
         for (name, value) in &config.vars {
             args.push("--var".into());
@@ -257,8 +436,21 @@ impl Worker {
             state,
             args,
             supervisor: Mutex::new(supervisor),
+            next_marker: AtomicU16::new(FIRST_MARKER_STATUS),
             https_probe,
         };
+        INSTANCES.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::new(Recorded {
+            name: worker.name.clone(),
+            log: worker.log.clone(),
+            dir: worker.dir.clone(),
+            addr: worker.addr,
+            secrets: config
+                .vars
+                .iter()
+                .filter(|(name, _)| name.contains("TOKEN") || name.contains("SECRET"))
+                .map(|(_, value)| value.clone())
+                .collect(),
+        }));
         worker.wait_ready(config.readiness)?;
         Ok(worker)
     }
@@ -362,7 +554,16 @@ impl Worker {
                 thread::sleep(Duration::from_millis(250));
                 continue;
             }
-            let probe = Request::get("/__e2e/ready").timeout(Duration::from_secs(10)).send(self.addr);
+            // A GET reaches the origin. Any other readiness is probed with a covered request
+            // without a key, which the worker answers itself (a GET in route mode would be
+            // forwarded to the worker's own URL, itself).
+            let probe = match readiness {
+                Readiness::OriginAnswers => Request::get("/__e2e/ready"),
+                Readiness::AnyResponse => {
+                    Request::post("/__e2e/ready").header("Content-Type", "application/json").body("{}")
+                }
+            };
+            let probe = probe.timeout(Duration::from_secs(10)).send(self.addr);
             match probe {
                 Ok(r) if readiness == Readiness::AnyResponse => {
                     let _ = r;

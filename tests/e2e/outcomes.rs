@@ -7,8 +7,6 @@
 //! - a SIGKILL of workerd mid-flight, then a retry after the lease: the original answer;
 //! - sending again stops at `MAX_ORIGIN_ATTEMPTS`.
 
-mod support;
-
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -16,10 +14,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::hostile::assert_problem;
-use support::http::{find_head_end, header_value, parse_header_lines, split_lines, Request, Response};
-use support::unique;
-use support::worker::{shared as instance, Readiness, Worker, WorkerConfig};
+use crate::support::assert::assert_problem;
+use crate::support::http::{find_head_end, header_value, parse_header_lines, split_lines, Request, Response};
+use crate::support::requests::{request, unique};
+use crate::support::worker::{shared as instance, Readiness, Worker, WorkerConfig};
 
 /// What the deduplicating origin did with one key.
 #[derive(Default)]
@@ -165,7 +163,7 @@ fn deduplicating() -> &'static Worker {
 }
 
 fn charge(path: &str, key: &str) -> Request {
-    Request::post(path).header("Idempotency-Key", key).json(r#"{"amount":2500,"currency":"eur"}"#)
+    request("POST", path).header("Idempotency-Key", key).json(r#"{"amount":2500,"currency":"eur"}"#)
 }
 
 /// Retries `request` until the answer is not a 409 or a 502, for at most a minute, and
@@ -200,7 +198,7 @@ fn a_timeout_then_retries_get_the_origins_original_answer() {
     assert!(replay.is_replayed(), "{replay:?}");
     assert_eq!(replay.body, settled.body);
     // A different payload is still refused.
-    let other = w.send(&Request::post(&path).header("Idempotency-Key", &key).json(r#"{"amount":1}"#));
+    let other = w.send(&request("POST", &path).header("Idempotency-Key", &key).json(r#"{"amount":1}"#));
     assert_problem(&other, 422, "key-reused");
 }
 

@@ -7,18 +7,16 @@
 //! - a changed byte of a sealed answer is 503, never a second forward;
 //! - an invalid key ring is 500 `invalid-config` naming the secret, never its value.
 
-mod support;
-
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use support::hostile::assert_problem;
-use support::http::{Request, Response};
-use support::origin::Origin;
-use support::unique;
-use support::worker::{Readiness, Worker, WorkerConfig};
+use crate::support::assert::{assert_problem, assert_replay_of};
+use crate::support::http::Request;
+use crate::support::origin::Origin;
+use crate::support::requests::{request, unique};
+use crate::support::worker::{Readiness, Worker, WorkerConfig};
 
 /// 32 bytes 0..31 and 32..63, in standard base64: test keys, never real ones.
 const KEY_A: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
@@ -36,7 +34,7 @@ fn origin() -> &'static Origin {
 }
 
 fn start(name: &str, keys: Option<String>) -> Worker {
-    support::worker::require_build();
+    crate::support::worker::require_build();
     let mut vars = vec![
         ("ORIGIN_URL".to_owned(), origin().url()),
         ("IDEMPOTENCY_TTL_SECONDS".to_owned(), "600".to_owned()),
@@ -51,12 +49,9 @@ fn start(name: &str, keys: Option<String>) -> Worker {
 /// A payment whose path carries `marker`: the test origin echoes the path in its answer's
 /// body, so the marker is a byte string that only the stored answer can hold.
 fn payment(marker: &str, key: &str) -> Request {
-    Request::post(&format!("/v1/charges/{marker}")).header("Idempotency-Key", key).json(r#"{"amount":4200}"#)
-}
-
-fn assert_replay_of(r: &Response, first: &Response) {
-    assert!(r.is_replayed(), "expected a replay: {r:?}");
-    assert_eq!((r.status, &r.body), (first.status, &first.body), "byte for byte");
+    request("POST", &format!("/v1/charges/{marker}"))
+        .header("Idempotency-Key", key)
+        .json(r#"{"amount":4200}"#)
 }
 
 /// Whether any file under `dir` (databases, WAL files, metadata) contains `needle`.
@@ -164,7 +159,7 @@ print(changed)
 #[test]
 fn an_invalid_key_ring_is_refused_without_its_value() {
     let bad = r#"[{"id":"k1","key":"c2hvcnQta2V5"}]"#;
-    support::worker::require_build();
+    crate::support::worker::require_build();
     let w = Worker::start(WorkerConfig {
         name: "at-rest-invalid".into(),
         vars: vec![

@@ -15,8 +15,6 @@
 //! answered, except the ones the SIGKILL cut, and every stored answer replayed unchanged),
 //! no unexpected answers, and every hostile input refused correctly.
 
-mod support;
-
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,12 +22,13 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::hostile::{bad_inputs, is_problem};
-use support::http::{Request, Response};
-use support::origin::Origin;
-use support::rng::Rng;
-use support::unique;
-use support::worker::{repo_root, require_build, Readiness, Worker, WorkerConfig};
+use crate::support::assert::{is_problem, problem_kind};
+use crate::support::hostile::bad_inputs;
+use crate::support::http::{Request, Response};
+use crate::support::origin::Origin;
+use crate::support::requests::{covered, new_key, unique};
+use crate::support::rng::{self, Rng};
+use crate::support::worker::{repo_root, Readiness, Worker, WorkerConfig};
 
 const ORIGIN_TIMEOUT_SECONDS: u64 = 3;
 const MAX_BODY_BYTES: usize = 4096;
@@ -107,7 +106,7 @@ struct Sent {
 }
 
 fn request(k: &Key, job: &Job) -> Request {
-    let mut req = Request::post(&k.path).header("Idempotency-Key", &k.key).json(&k.body).timeout(job.timeout);
+    let mut req = covered("POST", &k.path, &k.key, &k.body).timeout(job.timeout);
     for (name, value) in &job.headers {
         req = req.header(name, value);
     }
@@ -141,9 +140,7 @@ fn job(key: usize, phase: Phase, headers: Vec<(&'static str, String)>) -> Job {
     Job { key, phase, headers, timeout: Duration::from_secs(120) }
 }
 
-/// What an answer is, for the checks (and, through `Debug`, for failure messages).
-#[derive(Debug)]
-#[allow(dead_code)]
+/// What an answer is, for the checks and for failure messages.
 enum Seen {
     /// The origin's answer (live or replayed).
     Outcome {
@@ -155,12 +152,21 @@ enum Seen {
     Other(u16),
 }
 
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Seen::Outcome { status, replayed } => write!(f, "the origin's {status} (replayed: {replayed})"),
+            Seen::Problem(status, kind) => write!(f, "{status} {kind}"),
+            Seen::Other(status) => write!(f, "HTTP {status}, neither the origin's nor a problem"),
+        }
+    }
+}
+
 fn seen(r: &Response) -> Seen {
     if r.has_header("x-origin-execution") {
         Seen::Outcome { status: r.status, replayed: r.is_replayed() }
     } else if is_problem(r) {
-        let kind = r.json()["type"].as_str().unwrap_or("").rsplit(':').next().unwrap_or("").to_string();
-        Seen::Problem(r.status, kind)
+        Seen::Problem(r.status, problem_kind(r).unwrap_or_default())
     } else {
         Seen::Other(r.status)
     }
@@ -179,25 +185,20 @@ fn acceptable(kind: Kind, phase: Phase, s: &Seen) -> bool {
         (Kind::Status429, Phase::Mixed) => matches!(s, Seen::Outcome { status: 429, replayed: false }),
         (Kind::Refused, Phase::Refused) => problem(502, "origin-unreachable"),
         (Kind::Status503 | Kind::Status429 | Kind::Refused, _) => outcome(201),
-        // Cut by the crash, or (should the origin have answered first) its answer.
-        (Kind::InFlightAtCrash, Phase::Crash) => outcome(201),
-        // The orphaned claim: in progress until its lease ends, unknown afterwards.
-        (Kind::InFlightAtCrash, _) => {
-            problem(409, "in-progress") || problem(502, "outcome-unknown") || outcome(201)
-        }
+        // The origin held these attempts until the crash cut them: none may get an answer
+        // in the crash phase. The orphaned claim: in progress until its lease ends, unknown
+        // afterwards.
+        (Kind::InFlightAtCrash, Phase::Crash) => false,
+        (Kind::InFlightAtCrash, _) => problem(409, "in-progress") || problem(502, "outcome-unknown"),
         _ => false,
     }
 }
 
 #[test]
 fn reliability_run() {
-    require_build();
     let started = Instant::now();
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64 | 1)
-        .unwrap_or(0x9e37_79b9_7f4a_7c15);
-    let mut rng = Rng(seed);
+    let seed = rng::seed();
+    let mut rng = Rng::new(seed);
     let origin = Origin::start();
     let w = Worker::start(WorkerConfig {
         name: "reliability-run".into(),
@@ -239,7 +240,7 @@ fn reliability_run() {
                 after_restart.push(keys.len());
             }
             keys.push(Key {
-                key: unique("run"),
+                key: new_key(),
                 path: format!("/v1/charges/{}", unique("c")),
                 body: format!(r#"{{"amount":{},"currency":"eur"}}"#, 100 + rng.below(100_000)),
                 kind,
@@ -302,29 +303,26 @@ fn reliability_run() {
     sent.extend(run_jobs(w.addr, &keys, jobs));
     origin.resume().expect("the origin listens again");
 
-    // 3. SIGKILL while first attempts are at the origin, then restart on the same state.
+    // 3. SIGKILL while the origin holds first attempts, then restart on the same state.
     let crash_keys = of_kind(Kind::InFlightAtCrash);
+    let gate = origin.gate();
     let in_flight = {
         let jobs: Vec<Job> = crash_keys
             .iter()
             .map(|&k| {
-                job(
-                    k,
-                    Phase::Crash,
-                    vec![("x-test-delay-ms", ((ORIGIN_TIMEOUT_SECONDS - 1) * 1000).to_string())],
-                )
+                job(k, Phase::Crash, vec![(crate::support::origin::Gate::HEADER, gate.name().to_string())])
             })
             .collect();
         let (addr, keys) = (w.addr, keys.clone());
         thread::spawn(move || run_jobs(addr, &keys, jobs))
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while crash_keys.iter().any(|&k| origin.executions(&keys[k].key) == 0) {
-        assert!(Instant::now() < deadline, "the in-flight attempts never reached the origin");
-        thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        gate.wait_arrived(crash_keys.len(), Duration::from_secs(120)),
+        "the in-flight attempts never reached the origin (TEST_SEED={seed:#x})"
+    );
     w.crash();
     let cut = in_flight.join().expect("in-flight thread");
+    gate.release();
     let cut_keys: Vec<usize> = cut.iter().filter(|s| s.answer.is_err()).map(|s| s.job.key).collect();
     let cut_by_crash = cut_keys.len();
     sent.extend(cut.into_iter().filter(|s| s.answer.is_ok()));
@@ -435,7 +433,7 @@ fn reliability_run() {
     let elapsed = started.elapsed();
 
     let mut summary = String::new();
-    let _ = writeln!(summary, "reliability run (seed {seed:#x})");
+    let _ = writeln!(summary, "reliability run (TEST_SEED={seed:#x})");
     let _ = writeln!(summary, "  requests sent          {requests}");
     let _ = writeln!(summary, "  keys                   {} (each sent {fewest} to {most} times)", keys.len());
     let _ = writeln!(
@@ -463,7 +461,18 @@ fn reliability_run() {
     let _ = std::fs::create_dir_all(&out);
     let _ = std::fs::write(out.join("latest.txt"), format!("{summary}\n"));
 
-    let show = |v: &[String]| v.iter().take(20).cloned().collect::<Vec<_>>().join("\n");
+    let show = |v: &[String]| {
+        let mut shown = v.iter().take(20).cloned().collect::<Vec<_>>().join("\n");
+        shown.push_str(&format!("\n(replay with TEST_SEED={seed:#x})"));
+        shown
+    };
+    // The crash must have cut every held attempt, and their retries must have met the
+    // orphaned claims: else the run proved nothing about crashes.
+    assert_eq!(cut_by_crash, crash_keys.len(), "the SIGKILL cut every held attempt:\n{summary}");
+    assert!(
+        in_progress + unknown >= crash_keys.len(),
+        "the retries of the cut attempts got 409 in-progress or outcome-unknown:\n{summary}"
+    );
     assert_eq!(duplicate_executions, 0, "duplicate executions:\n{}", show(&execution_mismatches));
     assert!(execution_mismatches.is_empty(), "execution counts:\n{}", show(&execution_mismatches));
     assert_eq!(lost, 0, "lost outcomes:\n{}\n{}", show(&unanswered), show(&divergent));

@@ -16,8 +16,6 @@
 //! the handler would. Everything after the throw (the platform's retry with backoff, the
 //! second run, the deletion) is workerd's own behaviour.
 
-mod support;
-
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -25,16 +23,16 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use idempotency_edge::core::fingerprint::{object_name, Scope};
-use idempotency_edge::core::keyed_name::keyed_object_name;
-use idempotency_edge::core::origin_auth::{verify, Refusal, DEFAULT_TOLERANCE_SECONDS};
-use support::http::{
+use crate::support::http::{
     decode_chunked, find_head_end, header_value, is_chunked, parse_header_lines, send_raw, split_lines,
     Request, Response,
 };
-use support::storage::snapshot;
-use support::unique;
-use support::worker::{shared, Readiness, Worker, WorkerConfig};
+use crate::support::requests::unique;
+use crate::support::storage::snapshot;
+use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
+use idempotency_edge::core::fingerprint::{object_name, Scope};
+use idempotency_edge::core::keyed_name::keyed_object_name;
+use idempotency_edge::core::origin_auth::{verify, Refusal, DEFAULT_TOLERANCE_SECONDS};
 
 const CALLER: &str = "Bearer test-caller";
 const ORIGIN_SECRET: &str = "origin-auth-secret-for-e2e-0123456789abcdef";

@@ -7,21 +7,22 @@
 //!   object call fails; `/open/…` fails open, everything else fails closed;
 //! - `misrouted()`: an invalid route list.
 
-mod support;
-
 use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::http::{Request, Response};
-use support::origin::Origin;
-use support::unique;
-use support::worker::{shared as instance, Readiness, Worker, WorkerConfig};
+use crate::support::assert::{assert_executed, assert_problem, assert_replay_of};
+use crate::support::http::Request;
+use crate::support::origin::Origin;
+use crate::support::requests::{covered, new_key, request, unique};
+use crate::support::worker::{shared as instance, Readiness, Worker, WorkerConfig};
+
+const ROUTE_TTL_SECONDS: u64 = 10;
 
 const ROUTES: &str = r#"[
   {"pattern": "/routes/put/*", "methods": ["PUT"]},
   {"pattern": "/routes/optional/*", "key": "optional"},
-  {"pattern": "/routes/ttl/*", "ttl_seconds": 2},
+  {"pattern": "/routes/ttl/*", "ttl_seconds": 10},
   {"pattern": "/routes/no-wait/*", "duplicate_wait_seconds": 0},
   {"pattern": "/routes/timeout/*", "origin_timeout_seconds": 1},
   {"pattern": "/routes/versioned/*", "fingerprint_headers": ["X-Api-Version"]}
@@ -36,7 +37,7 @@ fn vars(routes: &str) -> Vec<(String, String)> {
     [
         ("ORIGIN_URL", origin().url()),
         ("IDEMPOTENCY_TTL_SECONDS", "600".to_string()),
-        ("DUPLICATE_WAIT_SECONDS", "10".to_string()),
+        ("DUPLICATE_WAIT_SECONDS", "300".to_string()),
         ("ORIGIN_TIMEOUT_SECONDS", "20".to_string()),
         ("IDEMPOTENCY_ROUTES", routes.to_string()),
     ]
@@ -91,27 +92,18 @@ fn misrouted() -> &'static Worker {
 }
 
 fn payment(method: &str, path: &str, key: &str) -> Request {
-    Request::new(method, path).header("Idempotency-Key", key).json(r#"{"amount":700,"currency":"eur"}"#)
+    covered(method, path, key, r#"{"amount":700,"currency":"eur"}"#)
 }
 
 fn path_under(prefix: &str) -> String {
     format!("{prefix}/{}", unique("p"))
 }
 
-fn problem_type(r: &Response) -> String {
-    r.json()["type"].as_str().unwrap_or_default().to_string()
-}
-
-fn assert_problem(r: &Response, status: u16, kind: &str) {
-    assert_eq!(r.status, status, "expected {status} {kind}, got {r:?}");
-    assert_eq!(problem_type(r), format!("urn:idempotency-edge:problem:{kind}"), "{r:?}");
-}
-
 #[test]
 fn a_route_can_cover_put_and_leave_post_uncovered() {
     let (w, o) = (routed(), origin());
     let path = path_under("/routes/put");
-    let key = unique("put");
+    let key = new_key();
     // The test origin answers PUT with 200.
     let first = w.send(&payment("PUT", &path, &key));
     assert_eq!(first.status, 200, "{first:?}");
@@ -123,16 +115,16 @@ fn a_route_can_cover_put_and_leave_post_uncovered() {
     // The route names only PUT, so POST passes through: no key needed, no deduplication.
     let post_path = path_under("/routes/put");
     for _ in 0..2 {
-        let r = w.send(&Request::post(&post_path).json("{}"));
+        let r = w.send(&request("POST", &post_path).json("{}"));
         assert_eq!(r.status, 201, "{r:?}");
     }
     assert_eq!(o.executions_at(&post_path), 2);
 
     // Outside the route the defaults hold: PUT passes through, POST needs a key.
     let elsewhere = path_under("/elsewhere");
-    assert_eq!(w.send(&Request::new("PUT", &elsewhere).json("{}")).status, 200);
+    assert_eq!(w.send(&request("PUT", &elsewhere).json("{}")).status, 200);
     assert_eq!(o.executions_at(&elsewhere), 1);
-    assert_problem(&w.send(&Request::post(&elsewhere).json("{}")), 400, "missing-key");
+    assert_problem(&w.send(&request("POST", &elsewhere).json("{}")), 400, "missing-key");
 }
 
 #[test]
@@ -140,11 +132,11 @@ fn a_route_can_make_the_key_optional() {
     let (w, o) = (routed(), origin());
     let path = path_under("/routes/optional");
     for _ in 0..2 {
-        let r = w.send(&Request::post(&path).json("{}"));
+        let r = w.send(&request("POST", &path).json("{}"));
         assert_eq!(r.status, 201, "without a key the request passes through: {r:?}");
     }
     assert_eq!(o.executions_at(&path), 2);
-    let key = unique("optional");
+    let key = new_key();
     let keyed = path_under("/routes/optional");
     let first = w.send(&payment("POST", &keyed, &key));
     let retry = w.send(&payment("POST", &keyed, &key));
@@ -152,55 +144,77 @@ fn a_route_can_make_the_key_optional() {
     assert_eq!(o.executions(&key), 1);
 }
 
+/// Every retry before the route's TTL is a replay; the first one that is not comes no
+/// sooner than the TTL and executes again.
 #[test]
 fn a_route_overrides_the_ttl() {
     let (w, o) = (routed(), origin());
-    let key = unique("ttl");
+    let key = new_key();
     let path = path_under("/routes/ttl");
-    assert_eq!(w.send(&payment("POST", &path, &key)).status, 201);
-    assert!(w.send(&payment("POST", &path, &key)).is_replayed());
-    thread::sleep(Duration::from_millis(3_500));
-    let again = w.send(&payment("POST", &path, &key));
-    assert_eq!(again.status, 201);
-    assert!(!again.is_replayed(), "the route's 2 s TTL has passed: {again:?}");
+    let sent = Instant::now();
+    let first = w.send(&payment("POST", &path, &key));
+    assert_executed(&first, 201);
+    assert_replay_of(&w.send(&payment("POST", &path, &key)), &first);
+    let deadline = Instant::now() + Duration::from_secs(ROUTE_TTL_SECONDS + 60);
+    let again = loop {
+        let r = w.send(&payment("POST", &path, &key));
+        if !r.is_replayed() {
+            break r;
+        }
+        assert_replay_of(&r, &first);
+        assert!(Instant::now() < deadline, "the route's {ROUTE_TTL_SECONDS} s TTL never ended");
+        thread::sleep(Duration::from_millis(250));
+    };
+    assert!(
+        sent.elapsed() >= Duration::from_secs(ROUTE_TTL_SECONDS),
+        "executed again before the route's TTL"
+    );
+    assert_executed(&again, 201);
     assert_eq!(o.executions(&key), 2);
 }
 
+/// The instance makes duplicates wait up to 300 s, longer than the client waits (90 s);
+/// the route's zero wait answers 409 at once, while the origin still holds the first
+/// attempt.
 #[test]
 fn a_route_overrides_the_duplicate_wait() {
     let (w, o) = (routed(), origin());
-    let key = unique("no-wait");
-    let path = path_under("/routes/no-wait");
-    let slow = payment("POST", &path, &key).header("x-test-delay-ms", "3000");
-    let first = {
-        let slow = slow.clone();
-        thread::spawn(move || w.send(&slow))
-    };
-    assert!(o.wait_for_executions(&key, 1, Duration::from_secs(30)), "the first attempt never arrived");
-    let started = Instant::now();
-    let duplicate = w.send(&slow);
+    let key = new_key();
+    let req = payment("POST", &path_under("/routes/no-wait"), &key);
+    let gate = o.gate();
+    let first = gate.on(req.clone()).start(w.addr).expect("send the first attempt");
+    gate.expect_arrival("the first attempt");
+    let duplicate = w.send(&req);
     assert_problem(&duplicate, 409, "in-progress");
-    assert!(duplicate.header("retry-after").is_some(), "{duplicate:?}");
-    assert!(started.elapsed() < Duration::from_millis(2_500), "a zero wait answers before the origin does");
-    assert_eq!(first.join().expect("first request").status, 201);
+    assert_eq!(gate.held(), 1, "the 409 came while the origin held the first attempt");
+    gate.release();
+    assert_executed(&first.finish().expect("the first attempt's answer"), 201);
     assert_eq!(o.executions(&key), 1);
 }
 
 #[test]
 fn a_route_overrides_the_origin_timeout() {
     let (w, o) = (routed(), origin());
-    let key = unique("timeout");
+    let key = new_key();
     let path = path_under("/routes/timeout");
-    let slow = payment("POST", &path, &key).header("x-test-delay-ms", "4000");
+    let gate = o.gate();
+    // The origin holds the request; the route's 1 s timeout (not the instance's 20 s) ends it.
+    let slow = gate.on(payment("POST", &path, &key));
     assert_problem(&w.send(&slow), 502, "outcome-unknown");
-    assert_problem(&w.send(&slow), 502, "outcome-unknown");
+    assert!(gate.wait_abandoned(1, Duration::from_secs(60)), "the worker gave up on the origin");
+    assert_eq!(
+        gate.held(),
+        1,
+        "the origin still holds it: the 502 did not wait for the instance's 20 s timeout"
+    );
+    assert_problem(&w.send(&payment("POST", &path, &key)), 502, "outcome-unknown");
     assert_eq!(o.executions(&key), 1, "an unknown outcome is never forwarded again");
 }
 
 #[test]
 fn a_route_adds_headers_to_the_fingerprint() {
     let (w, o) = (routed(), origin());
-    let key = unique("versioned");
+    let key = new_key();
     let path = path_under("/routes/versioned");
     let v1 = payment("POST", &path, &key).header("X-Api-Version", "2024-01-01");
     assert_eq!(w.send(&v1).status, 201);
@@ -212,7 +226,7 @@ fn a_route_adds_headers_to_the_fingerprint() {
 
     // Elsewhere the header is not part of the payload.
     let other = path_under("/elsewhere");
-    let other_key = unique("unversioned");
+    let other_key = new_key();
     let plain = payment("POST", &other, &other_key).header("X-Api-Version", "2024-01-01");
     assert_eq!(w.send(&plain).status, 201);
     let changed = payment("POST", &other, &other_key).header("X-Api-Version", "2025-06-01");
@@ -223,7 +237,7 @@ fn a_route_adds_headers_to_the_fingerprint() {
 fn an_unavailable_object_fails_closed_by_default() {
     let (w, o) = (detached(), origin());
     for prefix in ["/closed", "/unrouted"] {
-        let key = unique("closed");
+        let key = new_key();
         let r = w.send(&payment("POST", &path_under(prefix), &key));
         assert_problem(&r, 503, "storage-unavailable");
         assert!(r.header("retry-after").is_some(), "{r:?}");
@@ -237,7 +251,7 @@ fn a_platform_answer_for_the_object_never_fails_open() {
     // (503, without the object's marker). That proves nothing about delivery, since a
     // platform answer may come after the object ran, so even a fail-open route refuses.
     let (w, o) = (detached(), origin());
-    let key = unique("open");
+    let key = new_key();
     let path = path_under("/open");
     for _ in 0..2 {
         let r = w.send(&payment("POST", &path, &key));
@@ -252,7 +266,7 @@ fn a_platform_answer_for_the_object_never_fails_open() {
 fn invalid_routes_answer_500_saying_what_is_wrong() {
     let (w, o) = (misrouted(), origin());
     let path = path_under("/b");
-    let r = w.send(&payment("POST", &path, &unique("misrouted")));
+    let r = w.send(&payment("POST", &path, &new_key()));
     assert_problem(&r, 500, "invalid-config");
     let detail = r.json()["detail"].as_str().unwrap_or_default().to_string();
     assert!(detail.contains("IDEMPOTENCY_ROUTES") && detail.contains("[1].ttl_seconds"), "{detail}");
@@ -274,7 +288,7 @@ fn a_jurisdiction_that_cannot_be_honoured_fails_closed() {
     });
     let o = origin();
     for prefix in ["/v1/charges", "/open"] {
-        let key = unique("eu");
+        let key = new_key();
         let r = w.send(&payment("POST", &path_under(prefix), &key));
         assert_problem(&r, 500, "invalid-config");
         assert!(

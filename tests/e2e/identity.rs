@@ -13,8 +13,6 @@
 //!
 //! Prerequisites: `./scripts/test.sh` (installs the toolchain and builds the worker).
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,11 +29,11 @@ use rsa::traits::PublicKeyParts;
 use serde_json::{json, Value};
 use sha2::Sha256;
 
-use support::hostile::assert_problem;
-use support::http::{Request, Response};
-use support::origin::Origin;
-use support::unique;
-use support::worker::{free_port, shared, Readiness, Worker, WorkerConfig};
+use crate::support::assert::assert_problem;
+use crate::support::http::{Request, Response};
+use crate::support::origin::Origin;
+use crate::support::requests::unique;
+use crate::support::worker::{free_port, shared, Readiness, Worker, WorkerConfig};
 
 const ISSUER: &str = "https://idp.e2e.test";
 const AUDIENCE: &str = "payments";

@@ -12,8 +12,6 @@
 //! Every covered request carries `Authorization: Bearer test-caller`, so the tests hold
 //! when identity scoping (which refuses requests without one) is in force.
 
-mod support;
-
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -21,10 +19,10 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::http::{Request, Response};
-use support::origin::Origin;
-use support::unique;
-use support::worker::{free_port, repo_root, shared as instance, Readiness, Worker, WorkerConfig};
+use crate::support::http::{Request, Response};
+use crate::support::origin::Origin;
+use crate::support::requests::unique;
+use crate::support::worker::{free_port, repo_root, shared as instance, Readiness, Worker, WorkerConfig};
 
 const CALLER: &str = "Bearer test-caller";
 const BODY: &str = r#"{"amount":1200,"currency":"eur"}"#;

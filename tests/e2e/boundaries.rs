@@ -15,18 +15,17 @@
 //! - `route_mode()`: `ORIGIN_URL` empty; `--local-upstream` makes the request's own URL
 //!   point at the loopback origin, as a Cloudflare route would.
 
-mod support;
-
 use std::process::Command;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::hostile::assert_problem;
-use support::http::{Request, Response};
-use support::origin::Origin;
-use support::unique;
-use support::worker::{shared as instance, Readiness, Worker, WorkerConfig};
+use crate::support::assert::{assert_executed, assert_problem, assert_replay_of};
+use crate::support::http::{Request, Response};
+use crate::support::logs::{decision_lines, wait_for_line};
+use crate::support::origin::Origin;
+use crate::support::requests::{covered, request, unique};
+use crate::support::worker::{shared as instance, Readiness, Worker, WorkerConfig};
 
 const ROUTES: &str = r#"[
   {"pattern": "/open/*", "on_object_unavailable": "fail-open"},
@@ -126,45 +125,16 @@ fn route_mode() -> &'static Worker {
 const BODY: &str = r#"{"amount":700,"currency":"eur"}"#;
 
 fn payment(path: &str, key: &str) -> Request {
-    Request::post(path).header("Idempotency-Key", key).json(BODY).timeout(Duration::from_secs(120))
+    covered("POST", path, key, BODY).timeout(Duration::from_secs(120))
 }
 
 fn path_under(prefix: &str) -> String {
     format!("{prefix}/{}", unique("p"))
 }
 
-/// The answer came from an execution at the origin, not from a stored one.
-fn assert_executed(r: &Response, status: u16) {
-    assert_eq!(r.status, status, "{r:?}");
-    assert!(r.header("x-origin-execution").is_some() && !r.is_replayed(), "{r:?}");
-}
-
-/// The answer is a replay of `first`, byte for byte.
-fn assert_replay_of(r: &Response, first: &Response) {
-    assert!(r.is_replayed(), "expected a replay: {r:?}");
-    assert_eq!(r.status, first.status, "{r:?}");
-    assert_eq!(r.body, first.body, "the replay is the original answer, byte for byte");
-}
-
-/// The worker's JSON log lines (`{"event":...}`), parsed.
+/// The worker's decision lines, parsed.
 fn log_lines(w: &Worker) -> Vec<serde_json::Value> {
-    w.log_contents()
-        .lines()
-        .filter_map(|line| line.find("{\"event\":").map(|at| &line[at..]))
-        .filter_map(|json| serde_json::from_str(json.trim_end()).ok())
-        .collect()
-}
-
-/// Waits (generously) for a log line that satisfies `wanted`.
-fn wait_for_line(w: &Worker, wanted: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(line) = log_lines(w).into_iter().find(|line| wanted(line)) {
-            return line;
-        }
-        assert!(Instant::now() < deadline, "no such log line; log in {}", w.dir().display());
-        thread::sleep(Duration::from_millis(200));
-    }
+    decision_lines(&w.log_contents())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -180,27 +150,29 @@ fn an_object_that_dies_mid_flight_on_a_fail_open_route_is_never_forwarded_again(
     assert_executed(&edge.send(&payment(&path, &unique("done"))), 201);
     // The first attempt is held at the origin when the objects' process dies, as a deploy,
     // a resource limit or a lost machine ends a running object.
-    let first = {
-        let request = payment(&path, &key).header("x-test-delay-ms", "6000");
-        let addr = edge.addr;
-        thread::spawn(move || request.send(addr))
-    };
-    assert!(
-        o.wait_for_executions(&key, 1, Duration::from_secs(60)),
-        "the first attempt never reached the origin"
-    );
+    let gate = o.gate();
+    let first = gate.on(payment(&path, &key)).start(edge.addr).expect("send the first attempt");
+    gate.expect_arrival("the first attempt");
     objects.crash();
 
     // The edge lives on: its caller gets 503, not a second, unprotected forward.
-    let cut = first.join().expect("first request thread").expect("the edge answers its caller");
+    let cut = first.finish().expect("the edge answers its caller");
     assert_problem(&cut, 503, "storage-unavailable");
-    assert!(cut.header("retry-after").is_some(), "{cut:?}");
+    gate.release();
 
-    // The claim outlived the process: after a restart a retry waits out the lease.
+    // The claim outlived the process: after a restart a retry waits out the lease. Until
+    // the edge finds the restarted objects (wrangler's dev registry), it answers 503.
     objects.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart the objects: {e}"));
-    let retry = edge.send(&payment(&path, &key));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let retry = loop {
+        let retry = edge.send(&payment(&path, &key));
+        if retry.status != 503 || Instant::now() >= deadline {
+            break retry;
+        }
+        assert_problem(&retry, 503, "storage-unavailable");
+        thread::sleep(Duration::from_millis(250));
+    };
     assert_problem(&retry, 409, "in-progress");
-    thread::sleep(Duration::from_secs(7));
     assert_eq!(o.executions(&key), 1, "a request its object may have sent is never forwarded twice");
     assert!(
         !log_lines(edge).iter().any(|line| line["decision"] == "failed-open"),
@@ -228,8 +200,9 @@ fn an_unreadable_record_on_a_fail_open_route_is_503_and_forwards_nothing() {
         assert!(retry.header("retry-after").is_some(), "{retry:?}");
     }
     assert_eq!(o.executions(&key), 1, "a record that cannot be read is never forwarded again");
-    let refused =
-        wait_for_line(w, |line| line["problem"] == "storage-unavailable" && line["object"].is_string());
+    let refused = wait_for_line(w, "of the unreadable record's 503", |line| {
+        line["problem"] == "storage-unavailable" && line["object"].is_string()
+    });
     assert_eq!(refused["status"], 503, "{refused}");
     assert!(!log_lines(w).iter().any(|line| line["decision"] == "failed-open"));
 }
@@ -359,7 +332,7 @@ fn two_hundred_duplicates_of_a_one_mib_body_execute_once() {
     let key = unique("mib");
     let path = path_under("/memory");
     let body = format!(r#"{{"amount":1,"blob":"{}"}}"#, "m".repeat(1024 * 1024));
-    let request = Request::post(&path)
+    let request = request("POST", &path)
         .header("Idempotency-Key", &key)
         .header("x-test-delay-ms", "3000")
         .json(&body)
@@ -424,12 +397,12 @@ fn ambiguous_paths_are_refused_where_a_method_may_be_covered() {
         let key = unique("path");
         let r = w.send(&payment(path, &key));
         assert_problem(&r, 400, "invalid-path");
-        let r = w.send(&Request::new("PATCH", path).header("Idempotency-Key", &key).json(BODY));
+        let r = w.send(&request("PATCH", path).header("Idempotency-Key", &key).json(BODY));
         assert_problem(&r, 400, "invalid-path");
         assert_eq!(o.executions(&key), 0, "{path}: nothing was forwarded");
     }
     // Safe methods are passed through as they came.
-    let r = w.send(&Request::get("/v1/quotes%2Fx"));
+    let r = w.send(&request("GET", "/v1/quotes%2Fx"));
     assert_eq!(r.status, 200, "{r:?}");
 }
 
@@ -438,11 +411,11 @@ fn route_patterns_match_the_normalised_path() {
     let (w, o) = (guarded(), origin());
     // `/fr%65e/…` is `/free/…`, where only PUT is covered: a POST without a key passes.
     let path = format!("/fr%65e/{}", unique("p"));
-    let r = w.send(&Request::post(&path).json(BODY));
+    let r = w.send(&request("POST", &path).json(BODY));
     assert_executed(&r, 201);
     assert_eq!(o.executions_at(&path), 1);
     // Where the pattern does not match, the default covers POST and needs a key.
-    let r = w.send(&Request::post(&path_under("/other")).json(BODY));
+    let r = w.send(&request("POST", &path_under("/other")).json(BODY));
     assert_problem(&r, 400, "missing-key");
 }
 
@@ -451,12 +424,12 @@ fn method_override_headers_are_refused_on_uncovered_methods() {
     let (w, o) = (guarded(), origin());
     for name in ["X-HTTP-Method-Override", "X-Method-Override", "X-HTTP-Method"] {
         let path = path_under("/plain");
-        let r = w.send(&Request::get(&path).header(name, "POST"));
+        let r = w.send(&request("GET", &path).header(name, "POST"));
         assert_problem(&r, 400, "method-override");
         assert_eq!(o.executions_at(&path), 0, "{name}: nothing was forwarded");
     }
     let allowed = path_under("/override-ok");
-    let r = w.send(&Request::get(&allowed).header("X-HTTP-Method-Override", "POST"));
+    let r = w.send(&request("GET", &allowed).header("X-HTTP-Method-Override", "POST"));
     assert_eq!(r.status, 200, "a route may allow them: {r:?}");
     assert_eq!(o.executions_at(&allowed), 1);
     // On a covered method the header changes nothing: the request is protected anyway.
@@ -467,24 +440,30 @@ fn method_override_headers_are_refused_on_uncovered_methods() {
 
 #[test]
 fn a_black_holed_origin_releases_the_key_once_the_probe_gives_up() {
-    // A port that serves until the instance is ready, then swallows every connect: its
-    // listener never accepts and its accept queue is full, so the kernel drops new SYNs.
-    let served = Origin::start();
-    let w = start(
-        "black-hole",
-        vars(&[("ORIGIN_URL", &served.url()), ("ORIGIN_TIMEOUT_SECONDS", "8"), ("IDEMPOTENCY_ROUTES", "")]),
-    )
+    // A port whose listener never accepts and whose accept queue is full, so the kernel
+    // drops new SYNs. The instance is ready once it answers a request itself (its origin
+    // never answers), so the port is never given up and taken by another test meanwhile.
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port for the black hole");
+    let hole_addr = hole.local_addr().expect("the black hole's address");
+    let w = Worker::start(WorkerConfig {
+        name: "black-hole".into(),
+        vars: vars(&[
+            ("ORIGIN_URL", &format!("http://{hole_addr}")),
+            ("ORIGIN_TIMEOUT_SECONDS", "8"),
+            ("IDEMPOTENCY_ROUTES", ""),
+        ]),
+        readiness: Readiness::AnyResponse,
+    })
     .unwrap_or_else(|e| panic!("{e}"));
-    served.stop();
-    let hole = std::net::TcpListener::bind(served.addr()).expect("rebind the origin's port");
     let mut queued = Vec::new();
     loop {
-        match std::net::TcpStream::connect_timeout(&served.addr(), Duration::from_millis(500)) {
+        match std::net::TcpStream::connect_timeout(&hole_addr, Duration::from_millis(500)) {
             Ok(stream) => queued.push(stream),
             Err(_) => break,
         }
         assert!(queued.len() < 10_000, "the accept queue never filled");
     }
+    let served = origin();
 
     let key = unique("hole");
     let path = path_under("/plain");

@@ -1,0 +1,177 @@
+//! Storage faults inside the key's Durable Object, in real workerd: the object's SQLite
+//! file is changed from the outside while the instance is stopped, and the worker meets the
+//! fault through its ordinary storage calls after the restart (`support::storage::Fault`).
+//!
+//! - An unreadable record (bytes that are not a record, a value of the wrong type) and an
+//!   unreadable database file: 503 `storage-unavailable` with `Retry-After`, and nothing
+//!   forwarded, for every retry; also on a route that fails open, since the object did
+//!   answer.
+//! - A failed claim write (a `CHECK` constraint that no record meets, so the `INSERT`
+//!   fails as a full disk would): 503, nothing forwarded.
+//! - A failed outcome write (a trigger that aborts every write after the claim): the caller
+//!   still gets the origin's answer, and the key stays held, never forwarded again: 409
+//!   `in-progress` until the claim's lease ends, `outcome-unknown` after it.
+//!
+//! These are real write failures of workerd's SQLite storage; no fault switch is compiled
+//! into the worker. A failed alarm clean-up is not reproduced here: `deleteAll()` cannot be
+//! made to fail from the database file (docs/reliability.md says so).
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::support::assert::{assert_executed, assert_problem, assert_replay_of};
+use crate::support::http::Request;
+use crate::support::logs;
+use crate::support::origin::Origin;
+use crate::support::requests::{new_key, new_path, payment, unique};
+use crate::support::storage::{self, Fault};
+use crate::support::worker::{Readiness, Worker, WorkerConfig};
+
+/// Short, so that the held claim's lease (timeout + 10 s) ends within the test.
+const ORIGIN_TIMEOUT_SECONDS: u64 = 2;
+
+/// One key prepared for a fault: its request, its object, and its executions so far.
+struct Case {
+    fault: Fault,
+    request: Request,
+    key: String,
+    object: String,
+    executions: usize,
+}
+
+/// Sends `request` (alone on the instance) and returns the id of the object file that
+/// appeared for it.
+fn object_created_by(w: &Worker, request: &Request, status: u16) -> String {
+    let before = storage::snapshot(w.persist_dir());
+    let r = w.send(&request.clone().header("x-test-status", status.to_string()));
+    assert_eq!(r.status, status, "preparing a fault case: {r:?}");
+    let after = storage::snapshot(w.persist_dir());
+    let new: Vec<&storage::ObjectFile> =
+        after.objects.iter().filter(|o| !before.objects.iter().any(|b| b.id == o.id)).collect();
+    assert_eq!(new.len(), 1, "one new object file for one new key: {}", after.describe());
+    new[0].id.clone()
+}
+
+#[test]
+fn storage_faults_inside_the_object_fail_closed_and_forward_nothing() {
+    let o = Origin::start();
+    let vars = [
+        ("ORIGIN_URL", o.url()),
+        ("ORIGIN_TIMEOUT_SECONDS", ORIGIN_TIMEOUT_SECONDS.to_string()),
+        ("DUPLICATE_WAIT_SECONDS", "5".to_string()),
+        ("IDEMPOTENCY_TTL_SECONDS", "600".to_string()),
+        (
+            "IDEMPOTENCY_ROUTES",
+            r#"[{"pattern": "/open/*", "on_object_unavailable": "fail-open"}]"#.to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect();
+    let w = Worker::start(WorkerConfig {
+        name: "storage-faults".into(),
+        vars,
+        readiness: Readiness::OriginAnswers,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    // A stored answer (201) for the read faults; a released key (503: an empty database
+    // file) for the write faults, which need no record.
+    // The first case sits on a fail-open route: an object that answers (here, that it
+    // cannot read its record) is not an unavailable object, so nothing is forwarded.
+    let mut cases: Vec<Case> = [
+        (Fault::GarbageRecord, 201, format!("/open/{}", unique("p"))),
+        (Fault::GarbageRecord, 201, new_path()),
+        (Fault::RecordOfTheWrongType, 201, new_path()),
+        (Fault::UnreadableFile, 201, new_path()),
+        (Fault::EveryWriteFails, 503, new_path()),
+        (Fault::WritesAfterTheClaimFail, 503, new_path()),
+    ]
+    .into_iter()
+    .map(|(fault, status, path)| {
+        let key = new_key();
+        let request = payment(&path, &key);
+        let object = object_created_by(&w, &request, status);
+        Case { fault, request, executions: o.executions(&key), key, object }
+    })
+    .collect();
+    // A key that no fault touches: the restart keeps it.
+    let healthy = payment(&new_path(), &new_key());
+    let healthy_answer = w.send(&healthy);
+    assert_executed(&healthy_answer, 201);
+
+    w.crash();
+    for case in &cases {
+        storage::inject(w.persist_dir(), &case.object, case.fault);
+    }
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart after the faults: {e}"));
+    assert_replay_of(&w.send(&healthy), &healthy_answer);
+
+    for case in &mut cases {
+        let label = format!("{:?}", case.fault);
+        match case.fault {
+            Fault::GarbageRecord
+            | Fault::RecordOfTheWrongType
+            | Fault::UnreadableFile
+            | Fault::EveryWriteFails => {
+                for attempt in 0..3 {
+                    let r = w.send(&case.request);
+                    assert_problem(&r, 503, "storage-unavailable");
+                    assert_eq!(
+                        o.executions(&case.key),
+                        case.executions,
+                        "{label}, attempt {attempt}: forwarded"
+                    );
+                }
+            }
+            Fault::WritesAfterTheClaimFail => {
+                // The claim is written, the origin executes, the outcome write fails: the
+                // caller gets the origin's answer all the same.
+                let first = w.send(&case.request);
+                assert_executed(&first, 201);
+                case.executions += 1;
+                assert_eq!(o.executions(&case.key), case.executions, "{label}");
+                // The key stays held: 409 while the claim's lease runs, then unknown.
+                let deadline = Instant::now() + Duration::from_secs(ORIGIN_TIMEOUT_SECONDS + 10 + 60);
+                let mut saw_in_progress = false;
+                loop {
+                    let r = w.send(&case.request);
+                    if r.status == 409 {
+                        assert_problem(&r, 409, "in-progress");
+                        saw_in_progress = true;
+                    } else {
+                        assert_problem(&r, 502, "outcome-unknown");
+                        break;
+                    }
+                    assert!(Instant::now() < deadline, "{label}: still 409 long after the lease: {r:?}");
+                    thread::sleep(Duration::from_millis(500));
+                }
+                assert!(saw_in_progress, "{label}: a retry inside the lease gets 409 in-progress");
+                assert_eq!(o.executions(&case.key), case.executions, "{label}: forwarded again");
+            }
+        }
+    }
+
+    logs::sentinel(&w, &o);
+    let log = w.log_contents();
+    // The object answered for each unreadable record itself (its decision line names it).
+    for case in cases.iter().filter(|c| matches!(c.fault, Fault::GarbageRecord | Fault::RecordOfTheWrongType))
+    {
+        let lines = logs::lines_of(&w, &case.object);
+        assert!(
+            lines
+                .iter()
+                .any(|line| line["decision"] == "rejected" && line["problem"] == "storage-unavailable"),
+            "{:?}: the object's own storage-unavailable line: {lines:?}",
+            case.fault
+        );
+    }
+    for (what, line) in [
+        ("a failed claim write", "writing the claim failed"),
+        ("a failed outcome write", "writing the outcome failed"),
+        ("an unreadable database file", "SQLITE_NOTADB"),
+    ] {
+        assert!(log.contains(line), "the log names {what} ({line:?}); see {}", w.dir().display());
+    }
+    logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
+}

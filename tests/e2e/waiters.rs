@@ -1,0 +1,153 @@
+//! Duplicates that wait on an attempt which then fails: released by a 429 or 503, reset
+//! after the request was sent, or timed out. The origin holds the first attempt until the
+//! admin view counts every duplicate among its waiters, so each of them has certainly
+//! joined; then the attempt ends, and every waiter's answer is checked, and that none is
+//! left waiting in the object.
+//!
+//! Instance: `waiters_worker()`, duplicate wait 60 s (longer than the 3 s origin timeout, so
+//! that waiters see a timeout end the attempt), with the admin API.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::basics::{fresh_object, wait_for_waiters};
+use crate::support::assert::{assert_executed, assert_from_origin, assert_problem, retry_after_seconds};
+use crate::support::http::{Request, Response};
+use crate::support::logs;
+use crate::support::origin::Origin;
+use crate::support::requests::{new_key, new_path, payment};
+use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
+
+const WAITERS: usize = 4;
+const TOKEN: &str = "e2e-waiters-admin-token-91b2";
+
+fn origin() -> &'static Origin {
+    static ORIGIN: OnceLock<Origin> = OnceLock::new();
+    ORIGIN.get_or_init(Origin::start)
+}
+
+fn waiters_worker() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    shared(&CELL, || {
+        let vars = [
+            ("ORIGIN_URL", origin().url()),
+            ("DUPLICATE_WAIT_SECONDS", "60".to_string()),
+            ("ORIGIN_TIMEOUT_SECONDS", "3".to_string()),
+            ("ADMIN_TOKEN", TOKEN.to_string()),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
+        Worker::start(WorkerConfig { name: "waiters".into(), vars, readiness: Readiness::OriginAnswers })
+    })
+}
+
+fn admin(method: &str, object: &str, query: &str) -> Request {
+    Request::new(method, &format!("/__idempotency/records/{object}{query}"))
+        .header("Authorization", format!("Bearer {TOKEN}"))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum End {
+    Released429,
+    Released503,
+    Reset,
+    Timeout,
+}
+
+/// Holds a first attempt that ends as `end`, with `WAITERS` duplicates waiting on it.
+/// Returns the first caller's answer and the waiters' answers, after checking that no
+/// waiter is left in the object.
+fn run(end: End) -> (Response, Vec<Response>, String, String) {
+    let (w, o) = (waiters_worker(), origin());
+    let key = new_key();
+    let req = payment(&new_path(), &key);
+    let object = fresh_object(w, &req, admin);
+    let gate = o.gate();
+    let first = match end {
+        End::Released429 => req.clone().header("x-test-status", "429").header("x-test-retry-after", "7"),
+        End::Released503 => req.clone().header("x-test-status", "503").header("x-test-retry-after", "7"),
+        End::Reset => req.clone().header("x-test-reset", "1"),
+        End::Timeout => req.clone(),
+    };
+    let first = gate.on(first).start(w.addr).expect("send the first attempt");
+    gate.expect_arrival("the first attempt");
+    let waiting: Vec<_> = (0..WAITERS).map(|_| req.start(w.addr).expect("send a duplicate")).collect();
+    wait_for_waiters(w, &object, WAITERS as u64, admin);
+    if end == End::Timeout {
+        // The origin keeps holding: the worker's 3 s origin timeout ends the attempt.
+        assert!(gate.wait_abandoned(1, Duration::from_secs(60)), "the worker gave up on the origin");
+    } else {
+        gate.release();
+    }
+    let first = first.finish().expect("the first attempt's answer");
+    let answers: Vec<Response> =
+        waiting.into_iter().map(|waiter| waiter.finish().expect("every waiter is answered")).collect();
+    gate.release();
+
+    let view = w.send(&admin("GET", &object, "")).json();
+    assert_eq!(view["waiters"], 0, "{end:?}: no waiter left behind: {view}");
+    assert!(view["executing_now"] != true, "{end:?}: nothing runs any more: {view}");
+    let lines = logs::wait_for_lines_of(w, &object, 2 + WAITERS);
+    let coalesced = lines.iter().filter(|line| line["decision"] == "coalesced").count();
+    assert_eq!(coalesced, WAITERS, "{end:?}: every waiter logged as coalesced: {lines:?}");
+    (first, answers, key, view["state"].as_str().unwrap_or_default().to_string())
+}
+
+/// A 429 or 503 releases the key: the first caller gets the origin's answer; every waiter
+/// gets the same answer (status, `Retry-After`, body), marked replayed; the key is free.
+fn released(end: End, status: u16) {
+    let (first, answers, key, state) = run(end);
+    let (w, o) = (waiters_worker(), origin());
+    assert_executed(&first, status);
+    assert_eq!(retry_after_seconds(&first), 7, "{first:?}");
+    for waiter in &answers {
+        assert_from_origin(waiter, status);
+        assert_eq!(waiter.body, first.body, "{end:?}: the waiter gets the attempt's answer: {waiter:?}");
+        assert!(waiter.is_replayed(), "{end:?}: not the waiter's own execution: {waiter:?}");
+        assert_eq!(retry_after_seconds(waiter), 7, "{waiter:?}");
+    }
+    assert_eq!(state, "absent", "{end:?}: released");
+    assert_eq!(o.executions(&key), 2, "{end:?}: the marker execution and the held attempt");
+    let again = w.send(&payment(&first_path(&first), &key));
+    assert_executed(&again, 201);
+    assert_eq!(o.executions(&key), 3, "{end:?}: the released key executes on the next request");
+}
+
+/// The path the origin saw for this answer.
+fn first_path(r: &Response) -> String {
+    r.json()["path"].as_str().unwrap_or_default().to_string()
+}
+
+/// A reset or a timeout leaves the outcome unknown: the first caller and every waiter get
+/// 502 outcome-unknown, and the key is held.
+fn unknown(end: End) {
+    let (first, answers, key, state) = run(end);
+    assert_problem(&first, 502, "outcome-unknown");
+    for waiter in &answers {
+        assert_problem(waiter, 502, "outcome-unknown");
+        assert_eq!(waiter.body, first.body, "{end:?}: the same problem: {waiter:?}");
+    }
+    assert_eq!(state, "unknown", "{end:?}: held");
+    assert_eq!(origin().executions(&key), 2, "{end:?}: the marker execution and the held attempt");
+}
+
+#[test]
+fn waiters_of_an_attempt_released_by_429_get_its_answer_and_the_key_is_free() {
+    released(End::Released429, 429);
+}
+
+#[test]
+fn waiters_of_an_attempt_released_by_503_get_its_answer_and_the_key_is_free() {
+    released(End::Released503, 503);
+}
+
+#[test]
+fn waiters_of_an_attempt_reset_after_send_get_outcome_unknown() {
+    unknown(End::Reset);
+}
+
+#[test]
+fn waiters_of_an_attempt_that_timed_out_get_outcome_unknown() {
+    unknown(End::Timeout);
+}

@@ -29,7 +29,7 @@ pub const MAX_BODY_BYTES: usize = 4096;
 pub const DUPLICATE_WAIT_SECONDS: u64 = 5;
 const SHORT_TTL_SECONDS: u64 = 10;
 pub const ADMIN_PREFIX: &str = "/__e2e-admin/";
-pub const ADMIN_TOKEN: &str = "e2e-main-admin-token-5d1c9a";
+pub const ADMIN_TOKEN: &str = "e2e-main-admin-token-5d1c9a-0123456789abcdef";
 
 // ---------------------------------------------------------------------------------------
 // Shared instances
@@ -139,7 +139,8 @@ pub fn fresh_object(
     admin_call: impl Fn(&str, &str, &str) -> Request,
 ) -> String {
     let object = logs::object_of(w, request);
-    let purged = w.send(&admin_call("DELETE", &object, ""));
+    // The marker record is completed: purging it needs force.
+    let purged = w.send(&admin_call("DELETE", &object, "?force=true"));
     assert_eq!(purged.status, 200, "purge of the marker record: {purged:?}");
     object
 }

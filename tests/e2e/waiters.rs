@@ -19,7 +19,7 @@ use crate::support::requests::{new_key, new_path, payment};
 use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
 
 const WAITERS: usize = 4;
-const TOKEN: &str = "e2e-waiters-admin-token-91b2";
+const TOKEN: &str = "e2e-waiters-admin-token-91b2-0123456789abcdef";
 
 fn origin() -> &'static Origin {
     static ORIGIN: OnceLock<Origin> = OnceLock::new();

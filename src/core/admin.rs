@@ -7,10 +7,19 @@
 //!    ordinary traffic and pass to the origin like any other.
 //! 2. It lives under a prefix that cannot collide with the origin's paths (default
 //!    `/__idempotency/`, set with `ADMIN_PATH_PREFIX`).
-//! 3. `GET {prefix}records/{object id}` inspects a record; `DELETE` purges it, and a record
-//!    in flight is only purged with `?force=true`. The object id is the one log lines print.
+//! 3. `GET {prefix}records/{object id}` inspects a record; `DELETE` purges it. Purging a
+//!    record that exists (in flight, completed or unknown) needs `?force=true`: a purged
+//!    completed or unknown key executes again on its next retry, which may charge twice.
+//!    The object id is the one log lines print.
 //! 4. Every call needs `Authorization: Bearer <token>`. The comparison takes the same time
-//!    whatever the token, and a refused call learns nothing about the record.
+//!    whatever the token, and a refused call learns nothing about the record. The token
+//!    comes from the `ADMIN_TOKEN` secret and has at least [`MIN_TOKEN_BYTES`] bytes;
+//!    a shorter one is an invalid configuration (500 on every request).
+//! 5. Inspect shows no fingerprint unless asked with `?reveal=fingerprint`: the
+//!    fingerprint of a low-entropy body (an amount) can be brute-forced offline.
+//! 6. Every call, refused ones included, writes one audit line ([`audit_line`]): the
+//!    operation, the object id, the outcome and the operator named by `X-Operator`, never
+//!    the token.
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -20,11 +29,57 @@ use super::record::{Millis, Record, UnknownReason};
 /// The default prefix of the admin API.
 pub const DEFAULT_PREFIX: &str = "/__idempotency/";
 
+/// The secret that turns the admin API on.
+pub const VAR_ADMIN_TOKEN: &str = "ADMIN_TOKEN";
+
+/// The shortest admin token accepted: 32 bytes (256 bits when random).
+pub const MIN_TOKEN_BYTES: usize = 32;
+
+/// The header an operator names themselves with, for the audit line.
+pub const OPERATOR_HEADER: &str = "x-operator";
+
+/// The token's value checked: an empty value means no admin API; one under
+/// [`MIN_TOKEN_BYTES`] is refused with a reason that never contains it.
+pub fn check_token(value: &str) -> Result<Option<&str>, String> {
+    match value.len() {
+        0 => Ok(None),
+        n if n < MIN_TOKEN_BYTES => Err(format!(
+            "{VAR_ADMIN_TOKEN} is invalid: it must be at least {MIN_TOKEN_BYTES} bytes (it has {n}). Set it with `wrangler secret put {VAR_ADMIN_TOKEN}`, e.g. from `openssl rand -hex 32`."
+        )),
+        _ => Ok(Some(value)),
+    }
+}
+
+/// The operator's name from `X-Operator`, made safe for a log line: printable ASCII
+/// only, at most 64 characters; anything else is replaced by `?`.
+pub fn operator_name(header: Option<&str>) -> Option<String> {
+    let header = header?.trim();
+    if header.is_empty() {
+        return None;
+    }
+    Some(header.chars().take(64).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect())
+}
+
+/// One audit line (JSON) for an admin call: `operation` is `inspect`, `reveal`, `purge`,
+/// `purge-force` or `refused`; `outcome` the answer's status. No token, no record content.
+pub fn audit_line(operation: &str, object_id: Option<&str>, operator: Option<&str>, status: u16) -> String {
+    json!({
+        "event": "admin-audit",
+        "operation": operation,
+        "object": object_id,
+        "operator": operator_name(operator),
+        "status": status,
+    })
+    .to_string()
+}
+
 /// What an admin call asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AdminCall {
     Inspect {
         object_id: String,
+        /// `?reveal=fingerprint`: include the record's fingerprint.
+        reveal_fingerprint: bool,
     },
     Purge {
         object_id: String,
@@ -50,9 +105,11 @@ pub fn parse_call(prefix: &str, method: &str, path: &str, query: Option<&str>) -
         return AdminCall::NotFound;
     }
     let object_id = object_id.to_ascii_lowercase();
-    let force = query.unwrap_or("").split('&').any(|pair| pair == "force=true" || pair == "force=1");
+    let pairs = || query.unwrap_or("").split('&');
+    let force = pairs().any(|pair| pair == "force=true" || pair == "force=1");
+    let reveal_fingerprint = pairs().any(|pair| pair == "reveal=fingerprint");
     match method {
-        "GET" => AdminCall::Inspect { object_id },
+        "GET" => AdminCall::Inspect { object_id, reveal_fingerprint },
         "DELETE" => AdminCall::Purge { object_id, force },
         _ => AdminCall::MethodNotAllowed,
     }
@@ -68,18 +125,26 @@ pub fn token_matches(authorization: Option<&str>, expected: &str) -> bool {
     difference == 0 && !expected.is_empty() && !presented.is_empty()
 }
 
-/// The inspect view of a record: state, fingerprint, times and, for a stored answer, its
-/// status and size. Never the body or the headers.
-pub fn summary(object_id: &str, record: Option<&Record>, live: bool, now: Millis) -> Value {
+/// The inspect view of a record: state, times and, for a stored answer, its status and
+/// size; the fingerprint only when `reveal_fingerprint`. Never the body or the headers.
+pub fn summary(
+    object_id: &str,
+    record: Option<&Record>,
+    live: bool,
+    now: Millis,
+    reveal_fingerprint: bool,
+) -> Value {
     let Some(record) = record.filter(|record| !record.is_expired(now)) else {
         return json!({ "object_id": object_id, "state": "absent" });
     };
     let mut view = json!({
         "object_id": object_id,
         "state": record.state_name(),
-        "fingerprint": record.fingerprint().to_hex(),
         "expires_at_ms": record.expires_at(),
     });
+    if reveal_fingerprint {
+        view["fingerprint"] = json!(record.fingerprint().to_hex());
+    }
     match record {
         Record::InFlight(claim) => {
             view["created_at_ms"] = json!(claim.claimed_at);
@@ -114,10 +179,20 @@ pub fn summary(object_id: &str, record: Option<&Record>, live: bool, now: Millis
     view
 }
 
-/// Whether a purge must be refused: the record is in flight (its execution may still be
-/// running) and the caller did not force it.
-pub fn purge_refused(record: Option<&Record>, now: Millis, force: bool) -> bool {
-    !force && matches!(record, Some(claim @ Record::InFlight(_)) if !claim.is_expired(now))
+/// Why a purge is refused without `force`, or `None` when it may go ahead: a record in
+/// flight (its execution may still be running), completed or unknown (the next retry would
+/// execute again) needs it. An absent or expired record does not.
+pub fn purge_refusal(record: Option<&Record>, live: bool, now: Millis, force: bool) -> Option<&'static str> {
+    if force {
+        return None;
+    }
+    match record.filter(|record| !record.is_expired(now)) {
+        Some(Record::InFlight(_)) => Some("The record is in flight: its execution may still be running. Add ?force=true to purge it anyway."),
+        Some(Record::Completed(_)) => Some("The record holds a completed outcome: once purged, the next retry with this key executes again (a second charge). Add ?force=true to purge it anyway."),
+        Some(Record::Unknown(_)) => Some("The record holds an outcome that is unknown: the request may have executed, and once purged the next retry executes again. Reconcile with the origin first, then add ?force=true."),
+        None if live => Some("An execution is running in this object. Add ?force=true to purge anyway."),
+        None => None,
+    }
 }
 
 #[cfg(test)]
@@ -134,7 +209,11 @@ mod tests {
         let p = DEFAULT_PREFIX;
         assert_eq!(
             parse_call(p, "GET", &format!("/__idempotency/records/{ID}"), None),
-            AdminCall::Inspect { object_id: ID.into() }
+            AdminCall::Inspect { object_id: ID.into(), reveal_fingerprint: false }
+        );
+        assert_eq!(
+            parse_call(p, "GET", &format!("/__idempotency/records/{ID}"), Some("reveal=fingerprint")),
+            AdminCall::Inspect { object_id: ID.into(), reveal_fingerprint: true }
         );
         assert_eq!(
             parse_call(p, "DELETE", &format!("/__idempotency/records/{ID}"), Some("force=true")),
@@ -179,13 +258,46 @@ mod tests {
             }),
             sealed_answer: None,
         });
-        let view = summary(ID, Some(&done), false, 20);
+        let view = summary(ID, Some(&done), false, 20, false);
         assert_eq!(view["state"], "completed");
         assert_eq!(view["status"], 201);
         assert_eq!(view["body_bytes"], 11);
         assert!(!view.to_string().contains("secret body"));
-        assert_eq!(summary(ID, Some(&done), false, 1_000)["state"], "absent");
-        assert_eq!(summary(ID, None, false, 0)["state"], "absent");
+        assert!(view.get("fingerprint").is_none(), "no fingerprint unless asked: {view}");
+        let revealed = summary(ID, Some(&done), false, 20, true);
+        assert_eq!(revealed["fingerprint"], Digest256([7; 32]).to_hex());
+        assert_eq!(summary(ID, Some(&done), false, 1_000, false)["state"], "absent");
+        assert_eq!(summary(ID, None, false, 0, false)["state"], "absent");
+        assert!(purge_refusal(Some(&done), false, 20, false).is_some(), "a completed record needs force");
+        assert_eq!(purge_refusal(Some(&done), false, 20, true), None);
+        assert_eq!(purge_refusal(Some(&done), false, 1_000, false), None, "an expired one does not");
+    }
+
+    #[test]
+    fn short_tokens_are_refused_without_echoing_them() {
+        let error = check_token("e2e-admin-token-7f3a").unwrap_err();
+        assert!(error.contains("ADMIN_TOKEN") && error.contains("32") && !error.contains("e2e-admin-token"));
+        assert_eq!(check_token(""), Ok(None));
+        let long = "t".repeat(32);
+        assert_eq!(check_token(&long), Ok(Some(long.as_str())));
+    }
+
+    #[test]
+    fn audit_lines_name_the_operator_and_never_the_token() {
+        let line = audit_line("purge-force", Some(ID), Some("alice@example.com"), 200);
+        let json: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(json["event"], "admin-audit");
+        assert_eq!(json["operation"], "purge-force");
+        assert_eq!(json["operator"], "alice@example.com");
+        assert_eq!(json["object"], ID);
+        assert_eq!(json["status"], 200);
+        let hostile = audit_line("inspect", None, Some("eve\n{\"x\":1}\u{7}"), 401);
+        assert!(!hostile.contains('\u{7}') && serde_json::from_str::<Value>(&hostile).is_ok());
+        assert_eq!(
+            serde_json::from_str::<Value>(&audit_line("inspect", None, None, 401)).unwrap()["operator"],
+            Value::Null
+        );
+        assert_eq!(operator_name(Some(&"a".repeat(100))).unwrap().len(), 64);
     }
 
     #[test]
@@ -198,9 +310,10 @@ mod tests {
             lease_until: 100,
             expires_at: 1_000,
         });
-        assert!(purge_refused(Some(&claim), 50, false));
-        assert!(!purge_refused(Some(&claim), 50, true));
-        assert!(!purge_refused(Some(&claim), 1_000, false));
-        assert!(!purge_refused(None, 0, false));
+        assert!(purge_refusal(Some(&claim), true, 50, false).is_some());
+        assert!(purge_refusal(Some(&claim), true, 50, true).is_none());
+        assert!(purge_refusal(Some(&claim), false, 1_000, false).is_none());
+        assert!(purge_refusal(None, false, 0, false).is_none());
+        assert!(purge_refusal(None, true, 0, false).is_some());
     }
 }

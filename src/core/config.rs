@@ -10,7 +10,9 @@ use super::machine::{
     Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
 };
 use super::policy::{OutcomePolicy, StatusSet};
-use super::routes::{is_binding_name, parse_routes, pattern_matches, Mode, Route, Unavailable};
+use super::routes::{
+    is_binding_name, parse_routes, pattern_matches, Mode, Route, RouteRateLimit, Unavailable,
+};
 use super::scope::{ScopeConfig, ScopePolicy};
 
 /// The variables, as the runtime should look them up.
@@ -123,6 +125,18 @@ pub struct Policy<'a> {
     pub mode: Mode,
     /// The service binding the origin is reached through; `None`: a URL.
     pub origin_service: Option<&'a str>,
+    /// The rate-limiting binding for this path: `RATE_LIMITER` (applied when bound) unless
+    /// a route names another (which must be bound) or turns it off (`None`).
+    pub rate_limiter: Option<RateLimiterChoice<'a>>,
+}
+
+/// Which Workers Rate Limiting binding limits a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateLimiterChoice<'a> {
+    /// `RATE_LIMITER`, when it is bound; no limit when it is not.
+    Default,
+    /// A route's own binding: unbound is a configuration error.
+    Named(&'a str),
 }
 
 impl Policy<'_> {
@@ -310,6 +324,11 @@ impl Config {
                 .then_some(self.max_origin_attempts),
             mode: route.and_then(|r| r.mode).unwrap_or(self.mode),
             origin_service,
+            rate_limiter: match route.and_then(|r| r.rate_limit.as_ref()) {
+                None => Some(RateLimiterChoice::Default),
+                Some(RouteRateLimit::Off) => None,
+                Some(RouteRateLimit::Binding(name)) => Some(RateLimiterChoice::Named(name)),
+            },
         }
     }
 

@@ -313,9 +313,14 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     let live_attempt = live.then(|| record.attempt());
     let id = "0".repeat(64);
 
-    let view = admin::summary(&id, Some(record), live, now);
+    let view = admin::summary(&id, Some(record), live, now, live);
     assert_eq!(view["state"] == "absent", record.is_expired(now));
-    let _ = admin::purge_refused(Some(record), now, false);
+    assert_eq!(view.get("fingerprint").is_some(), live && !record.is_expired(now));
+    // A record that is still kept is never purged without force.
+    assert_eq!(
+        admin::purge_refusal(Some(record), live, now, false).is_some(),
+        !record.is_expired(now) || live
+    );
 
     let other = AttemptId(record.attempt().0.wrapping_add(1));
     for fingerprint in [record.fingerprint(), Digest256([source.u8(); 32])] {

@@ -6,14 +6,18 @@
 pub mod admin;
 pub mod canonical_json;
 pub mod config;
+pub mod env_names;
 pub mod fingerprint;
 #[doc(hidden)]
 pub mod fuzz_checks;
 pub mod headers;
+pub mod hmac;
 pub mod jwt;
 pub mod key;
+pub mod keyed_name;
 pub mod log;
 pub mod machine;
+pub mod origin_auth;
 pub mod policy;
 pub mod problem;
 pub mod record;

@@ -50,6 +50,9 @@ pub enum ProblemKind {
     /// A method-override header on a method that is not covered: the origin might execute
     /// it as a covered method without a key.
     MethodOverride,
+    /// The caller (its scope, or its IP when anonymous) is over the rate limit; nothing was
+    /// created or forwarded.
+    RateLimited,
 }
 
 impl ProblemKind {
@@ -93,6 +96,7 @@ impl ProblemKind {
             | ProblemKind::UnverifiedCredential => 401,
             ProblemKind::NotFound => 404,
             ProblemKind::MethodNotAllowed => 405,
+            ProblemKind::RateLimited => 429,
         }
     }
 
@@ -110,6 +114,7 @@ impl ProblemKind {
             ProblemKind::InvalidConfig => "invalid-config",
             ProblemKind::MissingCredential => "missing-credential",
             ProblemKind::UnverifiedCredential => "unverified-credential",
+            ProblemKind::RateLimited => "rate-limited",
             ProblemKind::Unauthorized => "unauthorized",
             ProblemKind::NotFound => "not-found",
             ProblemKind::MethodNotAllowed => "method-not-allowed",
@@ -136,6 +141,7 @@ impl ProblemKind {
             ProblemKind::MethodNotAllowed => "Method not allowed on this admin endpoint",
             ProblemKind::InvalidPath => "The request path is ambiguous",
             ProblemKind::MethodOverride => "Method-override headers are not accepted here",
+            ProblemKind::RateLimited => "Too many requests",
         }
     }
 }

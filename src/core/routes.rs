@@ -23,6 +23,7 @@
 //! | `origin_deduplicates` | `true` or `false`: overrides `ORIGIN_DEDUPLICATES` for this route |
 //! | `mode` | `"enforce"` or `"observe"`: overrides `MODE` for this route (see [`Mode`]) |
 //! | `origin_service` | the `[[services]]` binding this route's origin is reached through |
+//! | `rate_limit` | `false`: no rate limit on this route; a binding name (`"RATE_LIMITER_PAYOUTS"`): limit with that `[[ratelimits]]` binding instead of `RATE_LIMITER` (an unbound name is a 500) |
 //!
 //! Any other member, a wrong type or a value out of range is an error that says where
 //! (`IDEMPOTENCY_ROUTES[1].ttl_seconds: …`), so a typo never disables protection silently.
@@ -138,6 +139,15 @@ pub struct Route {
     pub mode: Option<Mode>,
     /// A `[[services]]` binding name.
     pub origin_service: Option<String>,
+    pub rate_limit: Option<RouteRateLimit>,
+}
+
+/// A route's `rate_limit` member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RouteRateLimit {
+    Off,
+    /// A Workers Rate Limiting binding's name.
+    Binding(String),
 }
 
 /// Parses `IDEMPOTENCY_ROUTES`. An empty value means no routes. The error says which route
@@ -161,7 +171,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 17] = [
+    const KNOWN: [&str; 18] = [
         "pattern",
         "methods",
         "key",
@@ -179,6 +189,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         "origin_deduplicates",
         "mode",
         "origin_service",
+        "rate_limit",
     ];
     if let Some(unknown) = members.keys().find(|name| !KNOWN.contains(&name.as_str())) {
         return Err(format!("{}: unknown member (known: {})", at(unknown), KNOWN.join(", ")));
@@ -310,6 +321,12 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         origin_deduplicates: flag(members, "origin_deduplicates", &at)?,
         mode,
         origin_service,
+        rate_limit: match members.get("rate_limit") {
+            None => None,
+            Some(Value::Bool(false)) => Some(RouteRateLimit::Off),
+            Some(Value::String(name)) if is_binding_name(name) => Some(RouteRateLimit::Binding(name.clone())),
+            Some(_) => return Err(format!("{}: expected false or a binding name", at("rate_limit"))),
+        },
     })
 }
 
@@ -449,6 +466,20 @@ mod tests {
     }
 
     #[test]
+    fn rate_limits_per_route() {
+        let routes = parse_routes(
+            r#"[{"pattern":"/a","rate_limit":false},{"pattern":"/b","rate_limit":"RL_PAYOUTS"}]"#,
+        )
+        .unwrap();
+        assert_eq!(routes[0].rate_limit, Some(RouteRateLimit::Off));
+        assert_eq!(routes[1].rate_limit, Some(RouteRateLimit::Binding("RL_PAYOUTS".into())));
+        for bad in ["true", "\"\"", "\"a b\"", "3"] {
+            let error = parse_routes(&format!(r#"[{{"pattern":"/a","rate_limit":{bad}}}]"#)).unwrap_err();
+            assert!(error.contains("[0].rate_limit"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
     fn outcome_options_are_parsed() {
         let routes = parse_routes(
             r#"[{"pattern":"/a","release_statuses":[429],"unknown_statuses":[502,504],
@@ -460,6 +491,7 @@ mod tests {
         assert_eq!(routes[0].unknown_statuses, StatusSet::of(&[502, 504]));
         assert_eq!(routes[0].release_requires_header, Some(true));
         assert_eq!(routes[0].allow_method_override, Some(true));
+        assert_eq!(routes[0].rate_limit, None);
         // With no release statuses, 503 may be called unknown.
         assert_eq!(routes[1].release_statuses, StatusSet::of(&[]));
         assert_eq!(routes[1].unknown_statuses, StatusSet::of(&[503]));

@@ -1,19 +1,58 @@
 //! The admin API's edge half: checks the token, parses the call and hands it to the
 //! object named by the id. The object inspects or purges (see `object`). The rules are in
-//! `core::admin`.
+//! `core::admin`. Every call, a refused one too, writes one audit line
+//! (`core::admin::audit_line`) naming the operator from `X-Operator`, never the token.
 
 use worker::web_sys::{Headers, Request, RequestInit, Response};
-use worker::{Env, Result};
+use worker::{console_log, Env, Result};
 
 use super::entry::{call_object, key_namespace};
 use super::{internal, respond};
-use crate::core::admin::{parse_call, token_matches, AdminCall};
+use crate::core::admin::{audit_line, parse_call, token_matches, AdminCall, OPERATOR_HEADER};
 use crate::core::config::Config;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::url::path_and_query_parts;
 
-/// Answers one admin call.
+/// Answers one admin call, and writes its audit line.
 pub async fn call(req: Request, url: &str, env: &Env, config: &Config, token: &str) -> Result<Response> {
+    let operator = req.headers().get(OPERATOR_HEADER).ok().flatten();
+    let (operation, object_id, response) = answer(req, url, env, config, token).await;
+    let status = response.as_ref().map_or(500, Response::status);
+    console_log!("{}", audit_line(operation, object_id.as_deref(), operator.as_deref(), status));
+    response
+}
+
+/// The call's answer, with what the audit line needs: the operation and the object id.
+async fn answer(
+    req: Request,
+    url: &str,
+    env: &Env,
+    config: &Config,
+    token: &str,
+) -> (&'static str, Option<String>, Result<Response>) {
+    let (path, query) = path_and_query_parts(url);
+    let method = req.method();
+    // Named for the audit line before the token is checked, so refused calls say what they
+    // tried.
+    let (attempted, attempted_id) = match parse_call(&config.admin_prefix, &method, path, query) {
+        AdminCall::Inspect { object_id, .. } => ("inspect", Some(object_id)),
+        AdminCall::Purge { object_id, .. } => ("purge", Some(object_id)),
+        _ => ("unknown", None),
+    };
+    let response = respond_to(req, url, env, config, token).await;
+    match response {
+        Ok((operation, response)) => (operation, attempted_id, Ok(response)),
+        Err(error) => (attempted, attempted_id, Err(error)),
+    }
+}
+
+async fn respond_to(
+    req: Request,
+    url: &str,
+    env: &Env,
+    config: &Config,
+    token: &str,
+) -> Result<(&'static str, Response)> {
     let prefix = config.admin_prefix.as_str();
     // The token is checked before anything else, so a refused call learns nothing about
     // which paths or records exist.
@@ -23,24 +62,27 @@ pub async fn call(req: Request, url: &str, env: &Env, config: &Config, token: &s
             "Send Authorization: Bearer <ADMIN_TOKEN>.",
         ))?;
         response.headers().set("www-authenticate", "Bearer")?;
-        return Ok(response);
+        return Ok(("refused", response));
     }
     let (path, query) = path_and_query_parts(url);
     let (object_id, operation) = match parse_call(prefix, &req.method(), path, query) {
-        AdminCall::Inspect { object_id } => (object_id, "inspect"),
+        AdminCall::Inspect { object_id, reveal_fingerprint: false } => (object_id, "inspect"),
+        AdminCall::Inspect { object_id, reveal_fingerprint: true } => (object_id, "inspect-reveal"),
         AdminCall::Purge { object_id, force: false } => (object_id, "purge"),
         AdminCall::Purge { object_id, force: true } => (object_id, "purge-force"),
         AdminCall::NotFound => {
-            return respond::problem(&Problem::new(
+            let response = respond::problem(&Problem::new(
                 ProblemKind::NotFound,
                 format!("Admin endpoints: GET or DELETE {prefix}records/<object id (64 hex digits)>."),
-            ))
+            ));
+            return response.map(|r| ("not-found", r));
         }
         AdminCall::MethodNotAllowed => {
-            return respond::problem(&Problem::new(
+            let response = respond::problem(&Problem::new(
                 ProblemKind::MethodNotAllowed,
                 "Use GET to inspect, DELETE to purge.",
-            ))
+            ));
+            return response.map(|r| ("method-not-allowed", r));
         }
     };
     let headers = Headers::new()?;
@@ -52,13 +94,15 @@ pub async fn call(req: Request, url: &str, env: &Env, config: &Config, token: &s
     // 64 hex digits that this namespace never issued are no object id: not found, rather
     // than the runtime's exception (a bare 500).
     let Ok(stub) = namespace.id_from_string(&object_id).and_then(|id| id.get_stub()) else {
-        return respond::problem(&Problem::new(ProblemKind::NotFound, "No object has this id."));
+        let response = respond::problem(&Problem::new(ProblemKind::NotFound, "No object has this id."));
+        return response.map(|r| ("not-found", r));
     };
-    match call_object(stub, &to_object).await {
+    let response = match call_object(stub, &to_object).await {
         Ok(response) => Ok(response),
         Err(_) => respond::problem(
             &Problem::new(ProblemKind::StorageUnavailable, "The record's object could not be reached.")
                 .with_retry_after(1),
         ),
-    }
+    };
+    response.map(|r| (operation, r))
 }

@@ -10,7 +10,14 @@
 //! 5. hands the object the origin URL, the end-to-end headers, the body bytes, the
 //!    fingerprint and the timing, so the object repeats none of this work.
 //!
-//! Rejections in steps 1–3 happen before any object exists. Any other method passes
+//! Rejections in steps 1–3 happen before any object exists, and so does the rate limit
+//! (`RATE_LIMITER`, a Workers Rate Limiting binding; keyed by the caller's scope, or by
+//! `CF-Connecting-IP` for an anonymous caller; 429 with `Retry-After` over the limit).
+//!
+//! Every forward the Worker makes itself (pass-through and fail-open) is signed like the
+//! object's (`ORIGIN_AUTH_SECRET`, `runtime::origin_auth`), and with `TRUSTED_CLIENT_IP`
+//! the client's own `X-Forwarded-For`, `Forwarded` and `X-Real-IP` are replaced by the
+//! connecting IP. With `OBJECT_NAME_KEY` the object name is keyed (`core::keyed_name`). Any other method passes
 //! through to the origin untouched, except that a method-override header on it is refused
 //! (the origin might execute it as a covered method without a key). On a method that a
 //! route could cover, a path that origins may read as another path is refused, and route
@@ -43,17 +50,22 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Result, Stub};
 
-use super::{admin, identity, internal, metrics, observe, respond, settings};
+use super::{admin, identity, internal, metrics, observe, origin_auth, respond, settings};
 use crate::core::admin::is_admin_path;
-use crate::core::config::{encode_object_policy, Config, Policy};
+use crate::core::config::{encode_object_policy, Config, Policy, RateLimiterChoice};
 use crate::core::fingerprint::{fingerprint, object_name, Digest256, Payload};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
+use crate::core::keyed_name::keyed_object_name;
 use crate::core::log::{Decision, RequestLog};
+use crate::core::origin_auth::SIGNATURE_HEADER;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::routes::{Mode, ObjectCallFailure, Unavailable};
-use crate::core::scope::ScopeLog;
+use crate::core::scope::{ScopeKind, ScopeLog};
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
+
+// `path_and_query` under another name, for where a local variable takes the name.
+use crate::core::url::path_and_query as path_and_query_of;
 
 /// Headers with which clients and frameworks ask a server to treat a request as another
 /// method.
@@ -70,6 +82,9 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         Err(problem) => return respond::refused(&env, problem),
     };
     if let Err(problem) = &settings.storage_keys {
+        return respond::refused(&env, problem);
+    }
+    if let Some(problem) = &settings.refusal {
         return respond::refused(&env, problem);
     }
     let url = req.url();
@@ -135,7 +150,8 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     }
 }
 
-/// Any uncovered method: to the origin as it is, body streamed, no key needed.
+/// Any uncovered method: to the origin as it is, body streamed, no key needed. When the
+/// hop is signed, the body is read first (up to `MAX_BODY_BYTES`, 413 above) to digest it.
 pub(super) async fn pass_through(
     req: Request,
     url: &str,
@@ -143,14 +159,122 @@ pub(super) async fn pass_through(
     config: &Config,
     policy: &Policy<'_>,
 ) -> Result<Response> {
+    let settings = settings::get(env);
     let target = config.target_for(policy, url, &path_and_query(url));
-    if target == url {
+    let untouched = settings.origin_auth_secret.is_none() && !settings.trusted_client_ip;
+    if untouched && target == url {
         return origin_or_problem(send(env, policy.origin_service, &req).await);
     }
     // `new Request(url, request)`: the same method, headers and body stream, another URL.
     let init: &RequestInit = req.unchecked_ref();
-    let forwarded = Request::new_with_str_and_init(&target, init)?;
+    let mut forwarded = Request::new_with_str_and_init(&target, init)?;
+    if settings.trusted_client_ip {
+        replace_client_ip(&forwarded.headers())?;
+    }
+    if let Some(secret) = &settings.origin_auth_secret {
+        let body = match forwarded.body() {
+            None => None,
+            Some(_) => {
+                let headers = forwarded.headers();
+                match read_body(&forwarded, &headers, config.max_body_bytes).await? {
+                    Some((_, js_body)) => Some(js_body),
+                    None => {
+                        return respond::refused(
+                            env,
+                            &Problem::new(
+                                ProblemKind::BodyTooLarge,
+                                format!("The request body is larger than {} bytes.", config.max_body_bytes),
+                            ),
+                        )
+                    }
+                }
+            }
+        };
+        let method = forwarded.method();
+        let signature =
+            match origin_auth::signature(secret, &method, &path_and_query(&target), body.as_ref()).await {
+                Ok(signature) => signature,
+                Err(_) => return origin_or_problem(Err(worker::Error::RustError("not signed".into()))),
+            };
+        let init = RequestInit::new();
+        init.set_method(&method);
+        init.set_headers(&forwarded.headers());
+        init.set_redirect(forwarded.redirect());
+        if let Some(body) = &body {
+            init.set_body(body);
+        }
+        forwarded = Request::new_with_str_and_init(&target, &init)?;
+        forwarded.headers().set(SIGNATURE_HEADER, &signature)?;
+    }
     origin_or_problem(send(env, policy.origin_service, &forwarded).await)
+}
+
+/// `TRUSTED_CLIENT_IP`: the client's own forwarding headers are dropped, and the connecting
+/// IP (`CF-Connecting-IP`, set by Cloudflare's edge and not by the client) takes their place.
+pub(super) fn replace_client_ip(headers: &Headers) -> Result<()> {
+    let connecting = headers.get("cf-connecting-ip")?;
+    for name in ["x-forwarded-for", "forwarded", "x-real-ip"] {
+        headers.delete(name)?;
+    }
+    if let Some(ip) = connecting {
+        headers.set("x-forwarded-for", &ip)?;
+        headers.set("x-real-ip", &ip)?;
+    }
+    Ok(())
+}
+
+/// The rate limit for a covered request, checked before any object exists: `None` to go
+/// on, or the answer (429, or 500 when a route names a binding that is not bound).
+async fn rate_limited(
+    env: &Env,
+    choice: Option<RateLimiterChoice<'_>>,
+    limit_key: &str,
+) -> Option<Result<Response>> {
+    let binding = match choice? {
+        RateLimiterChoice::Default => settings::binding(env, settings::RATE_LIMITER_BINDING)?,
+        RateLimiterChoice::Named(name) => match settings::binding(env, name) {
+            Some(binding) => binding,
+            None => {
+                return Some(respond::refused(
+                    env,
+                    &Problem::new(
+                        ProblemKind::InvalidConfig,
+                        format!("IDEMPOTENCY_ROUTES names the rate-limiting binding {name}, which is not bound. Nothing was forwarded."),
+                    ),
+                ))
+            }
+        },
+    };
+    match limit(&binding, limit_key).await {
+        Ok(true) => None,
+        Ok(false) => Some(respond::refused(
+            env,
+            &Problem::new(
+                ProblemKind::RateLimited,
+                "Too many requests from this caller. Nothing was stored or forwarded; retry with the same key after Retry-After seconds.",
+            )
+            .with_retry_after(RATE_LIMIT_RETRY_AFTER_SECONDS),
+        )),
+        // The limiter is a guard against floods, not a part of the idempotency promise: a
+        // limiter that fails lets the request on, and says so.
+        Err(error) => {
+            console_error!("rate limiter failed, request let through: {}", worker::Error::from(error));
+            None
+        }
+    }
+}
+
+/// Seconds a limited caller is told to wait: the shortest period a binding can have.
+const RATE_LIMIT_RETRY_AFTER_SECONDS: u64 = 10;
+
+/// `binding.limit({ key })`; whether the request is within the limit.
+async fn limit(binding: &JsValue, key: &str) -> std::result::Result<bool, JsValue> {
+    let call: js_sys::Function = js_sys::Reflect::get(binding, &JsValue::from_str("limit"))?.dyn_into()?;
+    let options = js_sys::Object::new();
+    js_sys::Reflect::set(&options, &JsValue::from_str("key"), &JsValue::from_str(key))?;
+    let pending: js_sys::Promise = call.call1(binding, &options)?.dyn_into()?;
+    let outcome = JsFuture::from(pending).await?;
+    Ok(js_sys::Reflect::get(&outcome, &JsValue::from_str("success"))?.as_bool() == Some(true))
 }
 
 /// Sends `req` to the origin: through the named service binding, or the global `fetch`.
@@ -232,16 +356,29 @@ async fn covered(
     };
 
     let path_and_query = path_and_query(url);
+    let settings = settings::get(env);
+    let name_key = settings.object_name_key.as_deref();
     let Identified { fingerprint, name, scope_salt, scope_log } =
-        match identify(&headers, method, &path_and_query, &key, config, policy, &body).await? {
+        match identify(&headers, method, &path_and_query, &key, config, policy, &body, name_key).await? {
             Ok(identified) => identified,
             Err(problem) => return respond::refused(env, &problem),
         };
     let body_bytes = body.len();
     drop(body);
+    // Anonymous callers share one scope, so they are limited by IP instead.
+    let limit_key = match scope_log.kind {
+        ScopeKind::Anonymous => format!("ip:{}", headers.get("cf-connecting-ip")?.unwrap_or_default()),
+        _ => format!("scope:{}", scope_salt.to_hex()),
+    };
+    if let Some(answer) = rate_limited(env, policy.rate_limiter, &limit_key).await {
+        return answer;
+    }
 
     let tokens = connection_tokens(headers.get("connection")?.as_deref());
     let outgoing = filtered_copy(&headers, |name| forward_to_origin(name, &tokens))?;
+    if settings.trusted_client_ip {
+        replace_client_ip(&outgoing)?;
+    }
     // The target and the end-to-end headers, kept for a fail-open forward.
     let target = config.target_for(policy, url, &path_and_query);
     let unprotected = (policy.on_unavailable == Unavailable::FailOpen)
@@ -303,6 +440,13 @@ async fn covered(
                 short,
                 error
             );
+            if let Some(secret) = &settings.origin_auth_secret {
+                let signed_path = path_and_query_of(&target);
+                match origin_auth::signature(secret, wire_method, &signed_path, Some(&js_body)).await {
+                    Ok(signature) => headers.set(SIGNATURE_HEADER, &signature)?,
+                    Err(_) => return origin_or_problem(Err(worker::Error::RustError("not signed".into()))),
+                }
+            }
             let init = RequestInit::new();
             init.set_method(wire_method);
             init.set_headers(&headers);
@@ -351,7 +495,9 @@ pub(super) struct Identified {
 
 /// Identifies a covered request, the same way in enforce and observe mode so that both
 /// reach the same object: the caller's scope (`runtime::identity`; a 401 problem when the
-/// request may not be scoped) and the payload fingerprint.
+/// request may not be scoped), the payload fingerprint and the object name (keyed with
+/// `OBJECT_NAME_KEY` when set).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn identify(
     headers: &Headers,
     method: &str,
@@ -360,6 +506,7 @@ pub(super) async fn identify(
     config: &Config,
     policy: &Policy<'_>,
     body: &[u8],
+    name_key: Option<&[u8]>,
 ) -> Result<std::result::Result<Identified, Problem>> {
     let (scope, scope_log) = match identity::scope(headers, config, policy).await? {
         Ok(scope) => scope,
@@ -384,7 +531,7 @@ pub(super) async fn identify(
     };
     Ok(Ok(Identified {
         fingerprint: fingerprint(&payload),
-        name: object_name(scope, key.as_str()),
+        name: keyed_object_name(name_key, object_name(scope, key.as_str())),
         scope_salt,
         scope_log,
     }))

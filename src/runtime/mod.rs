@@ -13,6 +13,7 @@
 //!   answer prepared once for replays.
 //! - `settings`: the configuration and bindings, read once per isolate.
 //! - `seal`: stored answers sealed and opened with WebCrypto.
+//! - `origin_auth`: the origin requests' signature, made with WebCrypto.
 
 mod admin;
 mod entry;
@@ -21,6 +22,7 @@ mod metrics;
 mod object;
 mod observe;
 mod origin;
+mod origin_auth;
 mod respond;
 mod seal;
 mod settings;
@@ -45,7 +47,8 @@ mod internal {
     /// without it came from the platform, which may have answered after the object ran: it
     /// is a 503, never a reason to fail open.
     pub const ANSWERED: &str = "x-idempotency-edge-answered";
-    /// An admin operation for the object: `inspect`, `purge` or `purge-force`.
+    /// An admin operation for the object: `inspect`, `inspect-reveal`, `purge` or
+    /// `purge-force`.
     pub const ADMIN: &str = "x-idempotency-edge-admin";
     /// Observe mode: `arrival` (record the request, say what enforcing would do, forward
     /// nothing) or `outcome` (record the origin's answer, which the Worker got itself).

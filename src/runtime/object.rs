@@ -31,7 +31,7 @@
 //! handler still runs to the end (the runtime keeps driving it), so the outcome is recorded
 //! and every waiter is answered.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -117,6 +117,8 @@ pub struct KeyObject {
     /// The caller scope's key salt, from the first key request (it never changes: the
     /// object's name is derived from the scope).
     scope_salt: OnceCell<Digest256>,
+    /// Alarm runs of this instance so far (for `ALARM_FAULT_INJECTION`).
+    alarm_runs: Cell<u32>,
 }
 
 #[wasm_bindgen]
@@ -135,6 +137,7 @@ impl KeyObject {
             sql: OnceCell::new(),
             sealer: Sealer::default(),
             scope_salt: OnceCell::new(),
+            alarm_runs: Cell::new(0),
         }
     }
 
@@ -152,11 +155,22 @@ impl KeyObject {
         .await
     }
 
-    /// The runtime's `alarm` on the object.
+    /// The runtime's `alarm` on the object. A failure is thrown, never swallowed: the
+    /// platform then retries the alarm (with backoff), so a deletion that failed once is
+    /// tried again.
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
         AssertUnwindSafe(async move {
-            self.on_alarm().await;
-            Ok(JsValue::UNDEFINED)
+            match self.on_alarm().await {
+                Ok(()) => Ok(JsValue::UNDEFINED),
+                Err(error) => {
+                    console_error!(
+                        "object {}: alarm failed, the platform retries it: {}",
+                        self.short_id(),
+                        error
+                    );
+                    Err(JsValue::from(js_sys::Error::new(&format!("alarm failed: {error}"))))
+                }
+            }
         })
         .await
     }
@@ -259,7 +273,7 @@ impl KeyObject {
             match action {
                 Action::Forward { attempt } => execution = Some(self.begin_execution(*attempt)),
                 Action::Join { attempt, .. } => joined = self.join(*attempt, body_bytes),
-                Action::SetAlarm(at) => alarm = Some(self.issue_alarm(*at)),
+                Action::SetAlarm(at) => alarm = Some((*at, self.issue_alarm(*at))),
                 _ => {}
             }
         }
@@ -273,8 +287,34 @@ impl KeyObject {
             drain_body(&req).await;
             None
         };
-        if let Some(alarm) = alarm {
-            self.confirm_alarm(alarm).await;
+        let alarm_set = match alarm {
+            Some((at, alarm)) => self.confirm_alarm(at, alarm).await,
+            None => true,
+        };
+        if !alarm_set {
+            if let Some(Action::Forward { attempt }) =
+                step.actions.iter().find(|action| matches!(action, Action::Forward { .. }))
+            {
+                // Nothing was sent, and without an alarm the record might never be deleted:
+                // fail closed. The claim is withdrawn (the key may be retried), waiters are
+                // released (409) and the caller gets 503.
+                drop(execution.take());
+                self.end_execution(*attempt);
+                if let Err(error) = self.apply(&RecordChange::Delete).await {
+                    console_error!("object {}: withdrawing the claim failed: {}", self.short_id(), error);
+                }
+                let log = RequestLog {
+                    object: Some(self.object_id().to_owned()),
+                    decision: Decision::Rejected(ProblemKind::StorageUnavailable),
+                    status: 503,
+                    origin_status: None,
+                    origin_ms: None,
+                    wait_ms: None,
+                    scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
+                };
+                metrics::record(&self.env, &log);
+                return respond::problem(&storage_unavailable());
+            }
         }
         let mut log = RequestLog {
             object: Some(self.object_id().to_owned()),
@@ -316,25 +356,33 @@ impl KeyObject {
         response
     }
 
-    async fn on_alarm(&self) {
+    async fn on_alarm(&self) -> std::result::Result<(), String> {
+        let runs = self.alarm_runs.get();
+        self.alarm_runs.set(runs.saturating_add(1));
+        if runs < settings::get(&self.env).alarm_failures {
+            return Err(format!("ALARM_FAULT_INJECTION: run {} fails on purpose", runs + 1));
+        }
         let record = match self.record() {
             Ok(record) => record,
             Err(error) => {
-                console_error!("object {}: alarm could not read the record: {}", self.short_id(), error);
-                // A corrupt record is still a record: keep it (never forward unprotected).
-                return;
+                // A corrupt record is still a record: keep it (never forward unprotected),
+                // and look again later, whatever becomes of the platform's retries.
+                let again = now_ms().saturating_add(ALARM_AFTER_READ_ERROR_MS);
+                self.set_alarm(again).await;
+                return Err(format!("could not read the record: {error}"));
             }
         };
         let live_attempt = self.live.borrow().as_ref().map(|live| live.attempt);
         let step = machine::step(record.as_ref(), Event::Alarm { live_attempt }, now_ms());
-        if let Err(error) = self.apply(&step.change).await {
-            console_error!("object {}: alarm clean-up failed: {}", self.short_id(), error);
-        }
+        self.apply(&step.change).await.map_err(|error| format!("clean-up failed: {error}"))?;
         for action in step.actions {
             if let Action::SetAlarm(at) = action {
-                self.set_alarm(at).await;
+                if !self.set_alarm(at).await {
+                    return Err("the next alarm could not be set".to_owned());
+                }
             }
         }
+        Ok(())
     }
     /// Inspects or purges the record for the admin API (`core::admin` has the rules).
     async fn admin(&self, operation: &str) -> Result<Response> {
@@ -350,8 +398,9 @@ impl KeyObject {
         let waiters = self.live.borrow().as_ref().map(|live| live.waiters);
         let live = waiters.is_some();
         let response = match operation {
-            "inspect" => {
-                let mut view = admin::summary(&object_id, record.as_ref(), live, now);
+            "inspect" | "inspect-reveal" => {
+                let reveal = operation == "inspect-reveal";
+                let mut view = admin::summary(&object_id, record.as_ref(), live, now, reveal);
                 // Duplicates waiting on the running execution: an operator (and the tests)
                 // can see who waits, and that nobody is left waiting once it settles.
                 view["waiters"] = serde_json::json!(waiters.unwrap_or(0));
@@ -359,11 +408,8 @@ impl KeyObject {
             }
             "purge" | "purge-force" => {
                 let force = operation == "purge-force";
-                if admin::purge_refused(record.as_ref(), now, force) || (live && !force) {
-                    respond::problem(&Problem::new(
-                        ProblemKind::InProgress,
-                        "The record is in flight: its execution may still be running. Add ?force=true to purge it anyway.",
-                    ))
+                if let Some(refusal) = admin::purge_refusal(record.as_ref(), live, now, force) {
+                    respond::problem(&Problem::new(ProblemKind::InProgress, refusal))
                 } else {
                     match self.apply(&RecordChange::Delete).await {
                         Ok(()) => {
@@ -386,12 +432,28 @@ impl KeyObject {
         response
     }
 
-    /// The record, read from storage the first time and from memory afterwards.
+    /// The record, read from storage the first time and from memory afterwards. A record
+    /// past its expiry is deleted here (one synchronous statement) and read as absent, so a
+    /// record whose alarm was missed is gone the moment anything looks at it; a claim whose
+    /// execution still runs in this instance is left to that execution.
     fn record(&self) -> std::result::Result<Option<Record>, StorageError> {
-        if let Cached::Loaded(record) = &*self.cached.borrow() {
-            return Ok(record.clone());
-        }
-        let record = storage::load(self.sql())?;
+        let cached = match &*self.cached.borrow() {
+            Cached::Loaded(record) => Some(record.clone()),
+            Cached::NotLoaded => None,
+        };
+        let record = match cached {
+            Some(record) => record,
+            None => storage::load(self.sql())?,
+        };
+        let live_attempt = self.live.borrow().as_ref().map(|live| live.attempt);
+        let record = match record {
+            Some(expired) if expired.is_expired(now_ms()) && live_attempt != Some(expired.attempt()) => {
+                storage::delete(self.sql())?;
+                console_log!("{{\"event\":\"expired-on-read\",\"object\":\"{}\"}}", self.object_id());
+                None
+            }
+            record => record,
+        };
         *self.cached.borrow_mut() = Cached::Loaded(record.clone());
         Ok(record)
     }
@@ -467,9 +529,10 @@ impl KeyObject {
         }
     }
 
-    async fn set_alarm(&self, at: u64) {
+    /// Sets the alarm (and tries once more if that fails); whether it is set.
+    async fn set_alarm(&self, at: u64) -> bool {
         let alarm = self.issue_alarm(at);
-        self.confirm_alarm(alarm).await;
+        self.confirm_alarm(at, alarm).await
     }
 
     /// Calls `setAlarm` now, without awaiting it: issued in the same turn as a record write,
@@ -479,14 +542,31 @@ impl KeyObject {
         self.raw_storage().set_alarm(when, JsValue::NULL.into()).map(JsFuture::from)
     }
 
-    async fn confirm_alarm(&self, alarm: std::result::Result<JsFuture, JsValue>) {
-        let confirmed = match alarm {
-            Ok(pending) => pending.await.map(|_| ()),
-            Err(error) => Err(error),
+    /// Awaits an issued alarm; when it failed, sets it once more in the same request.
+    /// Whether the alarm is set. A caller that cannot do without it fails closed.
+    async fn confirm_alarm(&self, at: u64, alarm: std::result::Result<JsFuture, JsValue>) -> bool {
+        let settle = |alarm: std::result::Result<JsFuture, JsValue>| async move {
+            match alarm {
+                Ok(pending) => pending.await.map(|_| ()),
+                Err(error) => Err(error),
+            }
         };
-        if let Err(error) = confirmed {
-            // The read path checks expiry anyway; a missing alarm only delays clean-up.
-            console_error!("object {}: setting the alarm failed: {:?}", self.short_id(), error.as_string());
+        let Err(error) = settle(alarm).await else { return true };
+        console_error!(
+            "object {}: setting the alarm failed, trying again: {:?}",
+            self.short_id(),
+            error.as_string()
+        );
+        match settle(self.issue_alarm(at)).await {
+            Ok(()) => true,
+            Err(error) => {
+                console_error!(
+                    "object {}: setting the alarm failed twice: {:?}",
+                    self.short_id(),
+                    error.as_string()
+                );
+                false
+            }
         }
     }
 
@@ -553,6 +633,7 @@ impl KeyObject {
                     probe_first,
                     policy.max_stored_response_bytes,
                     service,
+                    settings::get(&self.env).origin_auth_secret.as_deref(),
                 )
                 .await
             }
@@ -583,7 +664,7 @@ impl KeyObject {
             match action {
                 // Issued in the same turn as the outcome write (one durable write), and
                 // confirmed once the waiters are woken.
-                Action::SetAlarm(at) => alarms.push(self.issue_alarm(at)),
+                Action::SetAlarm(at) => alarms.push((at, self.issue_alarm(at))),
                 Action::Settle { attempt, answer: shared, origin_answered } => {
                     self.end_execution(attempt);
                     if let Some(settle) = settle.take() {
@@ -597,8 +678,11 @@ impl KeyObject {
                 _ => {}
             }
         }
-        for alarm in alarms {
-            self.confirm_alarm(alarm).await;
+        for (at, alarm) in alarms {
+            // The outcome was already sent and cannot be taken back. Should the alarm still
+            // fail, the claim's alarm stays in place (it fires at the claim's expiry, and
+            // moves itself to the record's), and an expired record is deleted when read.
+            self.confirm_alarm(at, alarm).await;
         }
         // Should the step not settle (it always does), the waiters are released by the
         // dropped sender and get 409.
@@ -664,13 +748,15 @@ impl KeyObject {
                 // Enforcing would have waited; observing never does, nor counts a waiter.
                 Action::Join { .. } => decision = Decision::Coalesced,
                 Action::Reject(problem) => decision = Decision::Rejected(problem.kind),
-                Action::SetAlarm(at) => alarm = Some(self.issue_alarm(*at)),
+                Action::SetAlarm(at) => alarm = Some((*at, self.issue_alarm(*at))),
                 Action::Settle { .. } => {}
             }
         }
         drain_body(req).await;
-        if let Some(alarm) = alarm {
-            self.confirm_alarm(alarm).await;
+        // Observing, the Worker has forwarded already: nothing to fail closed on. A claim
+        // whose alarm could not be set is still deleted when read past its expiry.
+        if let Some((at, alarm)) = alarm {
+            self.confirm_alarm(at, alarm).await;
         }
         decision_answer(decision, claimed)
     }
@@ -781,7 +867,7 @@ impl KeyObject {
         let mut alarms = Vec::new();
         for action in step.actions {
             match action {
-                Action::SetAlarm(at) => alarms.push(self.issue_alarm(at)),
+                Action::SetAlarm(at) => alarms.push((at, self.issue_alarm(at))),
                 Action::Settle { attempt, answer, .. } => {
                     self.end_execution(attempt);
                     if let Some(settle) = settle.take() {
@@ -791,8 +877,8 @@ impl KeyObject {
                 _ => {}
             }
         }
-        for alarm in alarms {
-            self.confirm_alarm(alarm).await;
+        for (at, alarm) in alarms {
+            self.confirm_alarm(at, alarm).await;
         }
         self.end_execution(attempt);
         decision_answer(Decision::after_forward(disposition), None)
@@ -1014,6 +1100,9 @@ fn internal_headers(
     let salt = headers.get(internal::SCOPE_SALT)?.and_then(|v| Digest256::from_hex(&v));
     Ok(fingerprint.zip(policy).zip(body_bytes).zip(salt).map(|(((f, p), b), s)| (f, p, b, s)))
 }
+
+/// When an alarm that could not read its record looks again.
+const ALARM_AFTER_READ_ERROR_MS: u64 = 60_000;
 
 fn storage_unavailable() -> Problem {
     Problem::new(

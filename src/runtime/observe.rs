@@ -22,6 +22,11 @@
 //!    (503 `storage-unavailable`, or `failed-open` on a fail-open route when the object
 //!    provably never had the request).
 //!
+//! With `ORIGIN_AUTH_SECRET` the forward is signed like every other (`runtime::origin_auth`),
+//! and `TRUSTED_CLIENT_IP` applies; a streamed body over `MAX_BODY_BYTES` is forwarded
+//! unsigned (it is never read whole), so an origin that checks signatures refuses it, as
+//! enforce mode would (413).
+//!
 //! A failed forward cannot be told apart from a reset here (probing first would delay the
 //! forward), so it is recorded as unknown; its caller gets 502 `origin-unreachable`, as
 //! for a method that is passed through.
@@ -118,12 +123,26 @@ pub(super) async fn covered(
         Body::Read(body, forward_body) => (body, forward_body),
     };
 
-    // The forward goes first: nothing below waits for the object.
+    // The forward goes first: nothing below waits for the object (but for its signature).
     let forwarded = forward_request(&req, &target, forward_body.as_ref())?;
+    let settings = super::settings::get(env);
+    if settings.trusted_client_ip {
+        entry::replace_client_ip(&forwarded.headers())?;
+    }
+    if let Some(secret) = &settings.origin_auth_secret {
+        let bytes: JsValue = js_sys::Uint8Array::from(&body[..]).into();
+        let signed_path = crate::core::url::path_and_query(&target);
+        let signature = super::origin_auth::signature(secret, &req.method(), &signed_path, Some(&bytes))
+            .await
+            .map_err(worker::Error::from)?;
+        forwarded.headers().set(crate::core::origin_auth::SIGNATURE_HEADER, &signature)?;
+    }
     let started = now_ms();
     let pending = entry::start_send(env, policy.origin_service, &forwarded);
 
-    let identified = entry::identify(&headers, method, &path_and_query, &key, config, policy, &body).await?;
+    let name_key = settings.object_name_key.as_deref();
+    let identified =
+        entry::identify(&headers, method, &path_and_query, &key, config, policy, &body, name_key).await?;
     let entry::Identified { fingerprint, name, scope_salt, scope_log } = match identified {
         Ok(identified) => identified,
         Err(problem) => {

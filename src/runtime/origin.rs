@@ -18,6 +18,10 @@
 //! the same request, the same timeout and the same classification of the answer. There is
 //! no connection to refuse (nor to probe), so a thrown error is always unknown.
 //!
+//! With `ORIGIN_AUTH_SECRET` set, the request carries `Idempotency-Edge-Signature`
+//! (`core::origin_auth`), made just before it is sent; a client-sent header of that name
+//! never passes (it is replaced).
+//!
 //! The answer's body is read as a stream, up to the stored-size cap. An answer over the cap
 //! is not read into memory: its caller gets it as a stream (what was read, then the rest),
 //! and the result says `Oversized`, so the key is held unknown.
@@ -31,9 +35,11 @@ use worker::web_sys::{self, AbortController, Headers, Request, RequestInit, Requ
 use worker::{console_warn, worker_sys, Delay};
 
 use super::entry::filtered_copy;
+use super::origin_auth;
 use crate::core::headers::{connection_tokens, forward_to_origin};
+use crate::core::origin_auth::SIGNATURE_HEADER;
 use crate::core::policy::OriginResult;
-use crate::core::url::host_and_port;
+use crate::core::url::{host_and_port, path_and_query};
 
 /// The origin's answer.
 pub struct OriginAnswer {
@@ -59,6 +65,7 @@ const PROBE_SHARE_OF_TIMEOUT: u64 = 4;
 /// body that stalls is a timeout like any other. `body` is the request body as the object
 /// received it (a JavaScript value: it never enters Wasm memory on this path). `service`
 /// is the binding to send through instead of the global `fetch`.
+// One attempt's every input, each used once; a struct would only rename them.
 #[allow(clippy::too_many_arguments)]
 pub async fn forward(
     target: &str,
@@ -69,6 +76,7 @@ pub async fn forward(
     probe_first: bool,
     max_stored_bytes: u64,
     service: Option<worker_sys::Fetcher>,
+    origin_auth_secret: Option<&str>,
 ) -> (OriginResult, Option<OriginAnswer>) {
     if probe_first && service.is_none() {
         // Nothing is sent until the probe connects, so a probe that times out is a refusal.
@@ -86,12 +94,26 @@ pub async fn forward(
             }
         }
     }
-    let Ok(controller) = AbortController::new() else { return (OriginResult::ConnectRefused, None) };
-    let request = match build_request(target, method, headers, body, &controller.signal()) {
-        Ok(request) => request,
-        // Nothing was sent.
-        Err(_) => return (OriginResult::ConnectRefused, None),
+    // Signed before anything is sent: a signature that cannot be made sends nothing.
+    let signature = match origin_auth_secret {
+        None => None,
+        Some(secret) => {
+            match origin_auth::signature(secret, method, &path_and_query(target), Some(body)).await {
+                Ok(value) => Some(value),
+                Err(error) => {
+                    console_warn!("origin signature failed: {}", worker::Error::from(error));
+                    return (OriginResult::ConnectRefused, None);
+                }
+            }
+        }
     };
+    let Ok(controller) = AbortController::new() else { return (OriginResult::ConnectRefused, None) };
+    let request =
+        match build_request(target, method, headers, body, &controller.signal(), signature.as_deref()) {
+            Ok(request) => request,
+            // Nothing was sent.
+            Err(_) => return (OriginResult::ConnectRefused, None),
+        };
     let exchange = Box::pin(async move {
         let response =
             JsFuture::from(send(service.as_ref(), &request)?).await.map_err(classify_fetch_error)?;
@@ -121,9 +143,13 @@ fn build_request(
     headers: &Headers,
     body: &JsValue,
     signal: &web_sys::AbortSignal,
+    signature: Option<&str>,
 ) -> Result<Request, JsValue> {
     let tokens = connection_tokens(headers.get("connection")?.as_deref());
     let outgoing = filtered_copy(headers, |name| forward_to_origin(name, &tokens)).map_err(JsValue::from)?;
+    if let Some(signature) = signature {
+        outgoing.set(SIGNATURE_HEADER, signature)?;
+    }
     let init = RequestInit::new();
     init.set_method(method);
     init.set_headers(&outgoing);

@@ -7,9 +7,14 @@
 use std::cell::OnceCell;
 use std::rc::Rc;
 
+use wasm_bindgen::{JsCast, JsValue};
 use worker::Env;
 
+use crate::core::admin::{check_token, VAR_ADMIN_TOKEN};
 use crate::core::config::{Config, ALL_VARS};
+use crate::core::env_names::find_misspelt;
+use crate::core::keyed_name::{check_name_key, VAR_OBJECT_NAME_KEY};
+use crate::core::origin_auth::{check_secret, VAR_ORIGIN_AUTH_SECRET};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::scope::{SCOPE_VARS, VAR_JWT_HS256_SECRET};
 use crate::core::seal::{KeyRing, VAR_STORAGE_ENCRYPTION_KEYS};
@@ -20,9 +25,22 @@ pub const METRICS_BINDING: &str = "IDEMPOTENCY_METRICS";
 pub struct Settings {
     /// The configuration, or the 500 problem naming the invalid variable.
     pub config: Result<Config, Problem>,
-    /// The admin token, when the `ADMIN_TOKEN` secret (or, in local development, variable)
-    /// is set and not empty. Without it the admin API does not exist.
+    /// The admin token, when the `ADMIN_TOKEN` secret is set and not empty. Without it the
+    /// admin API does not exist.
     pub admin_token: Option<String>,
+    /// The first problem with the environment beyond `config`: a misspelt variable, or a
+    /// secret that is too short (`ADMIN_TOKEN`, `ORIGIN_AUTH_SECRET`, `OBJECT_NAME_KEY`),
+    /// or `TRUSTED_CLIENT_IP` not `true`/`false`. Every request is then a 500 naming it.
+    pub refusal: Option<Problem>,
+    /// `ORIGIN_AUTH_SECRET`: sign every origin request (`core::origin_auth`).
+    pub origin_auth_secret: Option<String>,
+    /// `OBJECT_NAME_KEY`: key the object names (`core::keyed_name`).
+    pub object_name_key: Option<Vec<u8>>,
+    /// `TRUSTED_CLIENT_IP`: replace client-sent forwarding headers with `CF-Connecting-IP`.
+    pub trusted_client_ip: bool,
+    /// `ALARM_FAULT_INJECTION`: how many alarm runs of each object instance fail on
+    /// purpose (tests of the alarm's retry only; unset in production).
+    pub alarm_failures: u32,
     /// Whether the Analytics Engine dataset is bound.
     pub metrics_bound: bool,
     /// The key ring that seals stored answers (`STORAGE_ENCRYPTION_KEYS`), when set; an
@@ -39,13 +57,77 @@ pub fn get(env: &Env) -> Rc<Settings> {
     SETTINGS.with(|cell| cell.get_or_init(|| Rc::new(load(env))).clone())
 }
 
+/// The Rate Limiting binding.
+pub const RATE_LIMITER_BINDING: &str = "RATE_LIMITER";
+
 fn load(env: &Env) -> Settings {
+    let invalid = |detail: String| Problem::new(ProblemKind::InvalidConfig, detail);
+    let mut refusal = misspelt_variable(env).map(|m| invalid(m.detail()));
+    let mut first = |problem: Problem| {
+        if refusal.is_none() {
+            refusal = Some(problem);
+        }
+    };
+    let admin_token = match check_token(&secret(env, VAR_ADMIN_TOKEN).unwrap_or_default()) {
+        Ok(token) => token.map(str::to_owned),
+        Err(reason) => {
+            first(invalid(reason));
+            None
+        }
+    };
+    let origin_auth_secret = secret(env, VAR_ORIGIN_AUTH_SECRET).filter(|s| !s.is_empty());
+    if let Some(Err(reason)) = origin_auth_secret.as_deref().map(check_secret) {
+        first(invalid(reason));
+    }
+    let object_name_key = secret(env, VAR_OBJECT_NAME_KEY).filter(|s| !s.is_empty());
+    if let Some(Err(reason)) = object_name_key.as_deref().map(check_name_key) {
+        first(invalid(reason));
+    }
+    let trusted_client_ip = match secret(env, "TRUSTED_CLIENT_IP").as_deref().map(str::trim) {
+        None | Some("") | Some("false") => false,
+        Some("true") => true,
+        Some(_) => {
+            first(invalid("TRUSTED_CLIENT_IP is invalid: expected true or false".to_owned()));
+            false
+        }
+    };
+    let alarm_failures =
+        secret(env, "ALARM_FAULT_INJECTION").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
     Settings {
         config: load_config(env),
-        admin_token: admin_token(env),
+        admin_token,
+        refusal,
+        origin_auth_secret,
+        object_name_key: object_name_key.map(String::into_bytes),
+        trusted_client_ip,
+        alarm_failures,
         metrics_bound: metrics_bound(env),
         storage_keys: storage_keys(env),
     }
+}
+
+/// A secret's (or variable's) value. Both are plain strings in the runtime: what makes a
+/// secret is how it was set (`wrangler secret put`), which docs/deploy.md requires for the
+/// admin token and the keys, and which a host test checks wrangler.toml against.
+fn secret(env: &Env, name: &str) -> Option<String> {
+    env.secret(name).map(|s| s.to_string()).ok()
+}
+
+/// A binding of any kind, when the environment has it.
+pub fn binding(env: &Env, name: &str) -> Option<JsValue> {
+    js_sys::Reflect::get(AsRef::<JsValue>::as_ref(env), &JsValue::from_str(name))
+        .ok()
+        .filter(|v| !v.is_undefined())
+}
+
+/// A name in the environment that looks like a misspelt variable (`core::env_names`).
+/// workers-rs cannot list the environment; `Object.keys(env)` can.
+fn misspelt_variable(env: &Env) -> Option<crate::core::env_names::Misspelt> {
+    let object: &js_sys::Object = AsRef::<JsValue>::as_ref(env).unchecked_ref();
+    let keys = js_sys::Object::keys(object);
+    let mut names: Vec<String> = keys.iter().filter_map(|key| key.as_string()).collect();
+    names.sort();
+    find_misspelt(names.iter().map(String::as_str))
 }
 
 fn load_config(env: &Env) -> Result<Config, Problem> {
@@ -64,14 +146,6 @@ fn load_config(env: &Env) -> Result<Config, Problem> {
         .collect();
     Config::from_vars(|name| values.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_deref()))
         .map_err(|error| Problem::new(ProblemKind::InvalidConfig, error.detail()))
-}
-
-fn admin_token(env: &Env) -> Option<String> {
-    let value = env
-        .secret("ADMIN_TOKEN")
-        .map(|s| s.to_string())
-        .or_else(|_| env.var("ADMIN_TOKEN").map(|v| v.to_string()));
-    value.ok().filter(|token| !token.is_empty())
 }
 
 fn storage_keys(env: &Env) -> Result<Option<KeyRing>, Problem> {

@@ -12,6 +12,7 @@ const CREATE_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)";
 const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
 const UPSERT: &str = "INSERT OR REPLACE INTO idempotency_record (id, record) VALUES (1, ?)";
+const DELETE: &str = "DELETE FROM idempotency_record";
 
 /// Why the record could not be read or written.
 #[derive(Debug)]
@@ -54,4 +55,14 @@ pub fn put(sql: &SqlStorage, record: &Record) -> Result<(), StorageError> {
     sql.exec(UPSERT, vec![SqlStorageValue::Blob(record.encode())])
         .map_err(|e| StorageError::Sql(e.to_string()))?;
     Ok(())
+}
+
+/// Deletes the record row at once (synchronously, so nothing can read it after this
+/// turn). The alarm and the table stay; the next alarm deletes everything.
+pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
+    match sql.exec(DELETE, None) {
+        Ok(_) => Ok(()),
+        Err(error) if error.to_string().contains("no such table") => Ok(()),
+        Err(error) => Err(StorageError::Sql(error.to_string())),
+    }
 }

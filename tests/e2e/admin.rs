@@ -13,7 +13,7 @@ use crate::support::origin::Origin;
 use crate::support::requests::{covered, new_key, unique};
 use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
 
-const TOKEN: &str = "e2e-admin-token-7f3a";
+const TOKEN: &str = "e2e-admin-token-7f3a-0123456789abcdef01234567";
 
 fn origin() -> &'static Origin {
     static ORIGIN: OnceLock<Origin> = OnceLock::new();
@@ -55,7 +55,7 @@ fn payment(path: &str, key: &str) -> Request {
 }
 
 fn admin(method: &str, path: &str, token: Option<&str>) -> Request {
-    let request = Request::new(method, path);
+    let request = Request::new(method, path).header("X-Operator", "alice@example.com");
     match token {
         Some(token) => request.header("Authorization", format!("Bearer {token}")),
         None => request.anonymous(),
@@ -72,7 +72,7 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     let record = format!("/__idempotency/records/{object}");
 
     // A wrong or absent token is 401 and says nothing about the record.
-    for token in [None, Some("wrong-token"), Some("e2e-admin-token-7f3")] {
+    for token in [None, Some("wrong-token"), Some(&TOKEN[..TOKEN.len() - 1])] {
         for method in ["GET", "DELETE"] {
             let r = w.send(&admin(method, &record, token));
             assert_problem(&r, 401, "unauthorized");
@@ -91,7 +91,9 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     assert_eq!(view["state"], "completed", "{view}");
     assert!(view["status"].as_u64().is_some_and(|s| (227..=299).contains(&s)), "the marked status: {view}");
     assert!(view["body_bytes"].as_u64().unwrap_or(0) > 0, "{view}");
-    assert_eq!(view["fingerprint"].as_str().map(str::len), Some(64));
+    assert!(view.get("fingerprint").is_none(), "no fingerprint unless revealed: {view}");
+    let revealed = w.send(&admin("GET", &format!("{record}?reveal=fingerprint"), Some(TOKEN))).json();
+    assert_eq!(revealed["fingerprint"].as_str().map(str::len), Some(64), "{revealed}");
     let created = view["created_at_ms"].as_u64().unwrap_or_else(|| panic!("created_at_ms: {view}"));
     let expires = view["expires_at_ms"].as_u64().unwrap_or_else(|| panic!("expires_at_ms: {view}"));
     assert_eq!(expires - created, 86_400_000, "expires after the default TTL of a day: {view}");
@@ -104,8 +106,12 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     assert_problem(&w.send(&admin("GET", &never_issued, Some(TOKEN))), 404, "not-found");
     assert_problem(&w.send(&admin("POST", &record, Some(TOKEN))), 405, "method-not-allowed");
 
-    // Purge: the key executes again.
-    let purged = w.send(&admin("DELETE", &record, Some(TOKEN)));
+    // A completed record is only purged with force: the next retry would charge again.
+    let refused = w.send(&admin("DELETE", &record, Some(TOKEN)));
+    assert_eq!(refused.status, 409, "{refused:?}");
+    assert!(w.send(&payment(&path, &key)).is_replayed(), "the refused purge changed nothing");
+    // Purge with force: the key executes again.
+    let purged = w.send(&admin("DELETE", &format!("{record}?force=true"), Some(TOKEN)));
     assert_eq!(purged.status, 200, "{purged:?}");
     assert_eq!(w.send(&admin("GET", &record, Some(TOKEN))).json()["state"], "absent");
     let again = w.send(&payment(&path, &key));
@@ -118,7 +124,7 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     let slow_key = new_key();
     let slow_object = logs::object_of(w, &payment(&slow_path, &slow_key));
     let slow_record = format!("/__idempotency/records/{slow_object}");
-    assert_eq!(w.send(&admin("DELETE", &slow_record, Some(TOKEN))).status, 200);
+    assert_eq!(w.send(&admin("DELETE", &format!("{slow_record}?force=true"), Some(TOKEN))).status, 200);
     let gate = o.gate();
     let second = gate.on(payment(&slow_path, &slow_key)).start(w.addr).expect("send the held attempt");
     gate.expect_arrival("the held attempt");
@@ -134,6 +140,33 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     gate.release();
     assert_eq!(second.finish().expect("the held attempt's answer").status, 201);
     assert_eq!(o.executions(&slow_key), 2);
+
+    // Every call wrote an audit line naming the operator, refused ones included, and no
+    // line holds the token.
+    let audits = audit_lines(w);
+    let about = |operation: &str, status: u64| {
+        audits.iter().any(|a| {
+            a["operation"] == operation
+                && a["status"] == status
+                && a["object"] == object.as_str()
+                && a["operator"] == "alice@example.com"
+        })
+    };
+    assert!(about("refused", 401), "{audits:?}");
+    assert!(about("inspect", 200), "{audits:?}");
+    assert!(about("inspect-reveal", 200), "{audits:?}");
+    assert!(about("purge", 409), "{audits:?}");
+    assert!(about("purge-force", 200), "{audits:?}");
+    assert!(!w.log_contents().contains(TOKEN), "the token is never logged");
+}
+
+/// The audit lines in the worker's log.
+fn audit_lines(w: &Worker) -> Vec<serde_json::Value> {
+    w.log_contents()
+        .lines()
+        .filter_map(|line| line.find("{\"event\":\"admin-audit\"").map(|at| line[at..].trim_end().to_owned()))
+        .filter_map(|json| serde_json::from_str(&json).ok())
+        .collect()
 }
 
 #[test]

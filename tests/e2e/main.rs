@@ -18,6 +18,8 @@
 //! - `outcomes`: `ORIGIN_DEDUPLICATES` against an origin that honours keys itself;
 //! - `identity`: scopes from verified JWT claims, and callers without a credential;
 //! - `rollout`: per-route service bindings beside `ORIGIN_URL`;
+//! - `hardening`: the signed origin hop, trusted client IP, rate limits, keyed object names,
+//!   alarm retries and deletion on read, misspelt variables and short admin tokens;
 //! - `docs_citations`: every test the docs cite exists (no worker);
 //! - `reliability`: faults, load, hostile input, bounded storage, logs;
 //! - `reliability_run`: the long mixed run (`./scripts/reliability.sh`; `./scripts/test.sh`
@@ -38,6 +40,7 @@ mod at_rest;
 mod basics;
 mod boundaries;
 mod docs_citations;
+mod hardening;
 mod identity;
 mod metrics;
 mod outcomes;

@@ -26,7 +26,7 @@ use crate::support::worker::{free_port, repo_root, shared as instance, Readiness
 
 const CALLER: &str = "Bearer test-caller";
 const BODY: &str = r#"{"amount":1200,"currency":"eur"}"#;
-const ADMIN_TOKEN: &str = "rollout-admin-token-5d1";
+const ADMIN_TOKEN: &str = "rollout-admin-token-5d1-0123456789abcdef";
 
 fn origin() -> &'static Origin {
     static ORIGIN: OnceLock<Origin> = OnceLock::new();

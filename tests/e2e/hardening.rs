@@ -1,0 +1,500 @@
+//! End-to-end tests of issue 14's hardening, in real workerd (`wrangler dev`, local mode):
+//!
+//! - the signed origin hop (`ORIGIN_AUTH_SECRET`), checked by an origin that verifies every
+//!   request with the documented rules and refuses replayed and altered ones;
+//! - `TRUSTED_CLIENT_IP`: client-sent forwarding headers never reach the origin;
+//! - the rate limit (`[[ratelimits]]` `RATE_LIMITER`): 429 with `Retry-After`, no object;
+//! - keyed object names (`OBJECT_NAME_KEY`): the names in the SQLite files are the HMACs;
+//! - deletion: an alarm that fails (injected with `ALARM_FAULT_INJECTION`) is retried by
+//!   the platform and the record is gone from the SQLite files after TTL + margin; a record
+//!   read past its expiry is deleted at once;
+//! - refusals: a misspelt variable and a short admin token are 500 `invalid-config`.
+//!
+//! How the alarm failure is injected: workerd gives no outside handle to make one object's
+//! alarm fail, so the worker reads `ALARM_FAULT_INJECTION` (N): the first N alarm runs of
+//! each object instance throw before doing anything, exactly as a failed storage call in
+//! the handler would. Everything after the throw (the platform's retry with backoff, the
+//! second run, the deletion) is workerd's own behaviour.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::support::http::{
+    decode_chunked, find_head_end, header_value, is_chunked, parse_header_lines, send_raw, split_lines,
+    Request, Response,
+};
+use crate::support::requests::unique;
+use crate::support::storage::snapshot;
+use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
+use idempotency_edge::core::fingerprint::{object_name, Scope};
+use idempotency_edge::core::keyed_name::keyed_object_name;
+use idempotency_edge::core::origin_auth::{verify, Refusal, DEFAULT_TOLERANCE_SECONDS};
+
+const CALLER: &str = "Bearer test-caller";
+const ORIGIN_SECRET: &str = "origin-auth-secret-for-e2e-0123456789abcdef";
+const NAME_KEY: &str = "object-name-key-for-e2e-0123456789abcdef";
+const ADMIN_TOKEN: &str = "e2e-admin-token-0123456789abcdef0123456789";
+const BODY: &str = r#"{"amount":1200,"currency":"eur"}"#;
+
+// ---------------------------------------------------------------------------------------
+// An origin that verifies the signature, as docs/operations.md tells an origin to.
+
+/// One request the verifying origin received.
+#[derive(Clone, Debug)]
+struct Seen {
+    target: String,
+    headers: Vec<(String, String)>,
+    /// The whole request as received, to replay it.
+    raw: Vec<u8>,
+    /// The nonce, or why the request was refused (`Replayed`, or a `Refusal` by name).
+    verdict: Result<String, String>,
+}
+
+#[derive(Clone)]
+struct VerifyingOrigin {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl VerifyingOrigin {
+    fn start() -> VerifyingOrigin {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the verifying origin");
+        let addr = listener.local_addr().expect("origin address");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let nonces = Arc::new(Mutex::new(HashSet::new()));
+        let state = seen.clone();
+        thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (seen, nonces) = (state.clone(), nonces.clone());
+                thread::spawn(move || serve(stream, &seen, &nonces));
+            }
+        });
+        VerifyingOrigin { addr, seen }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The requests that carried `marker` (a unique value in the path).
+    fn seen_at(&self, marker: &str) -> Vec<Seen> {
+        self.seen.lock().unwrap().iter().filter(|s| s.target.contains(marker)).cloned().collect()
+    }
+}
+
+fn now_seconds() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn serve(mut stream: TcpStream, seen: &Mutex<Vec<Seen>>, nonces: &Mutex<HashSet<String>>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let (head_end, headers, request_line) = loop {
+        if let Some(end) = find_head_end(&buf) {
+            let lines = split_lines(&buf[..end - 4]);
+            let request_line = String::from_utf8_lossy(lines[0]).into_owned();
+            break (end, parse_header_lines(&lines[1..]), request_line);
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let body = loop {
+        let rest = &buf[head_end..];
+        if is_chunked(&headers) {
+            if let Some(Ok((body, _))) = decode_chunked(rest) {
+                break body;
+            }
+        } else {
+            let length: usize =
+                header_value(&headers, "content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+            if rest.len() >= length {
+                break rest[..length].to_vec();
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let mut parts = request_line.split(' ');
+    let method = parts.next().unwrap_or("").to_owned();
+    let target = parts.next().unwrap_or("").to_owned();
+    let signature = header_value(&headers, "idempotency-edge-signature");
+    let mut verdict = verify(
+        ORIGIN_SECRET.as_bytes(),
+        signature,
+        &method,
+        &target,
+        &body,
+        now_seconds(),
+        DEFAULT_TOLERANCE_SECONDS,
+    )
+    .map_err(|refusal: Refusal| format!("{refusal:?}"));
+    // A nonce seen before is a replay.
+    if let Ok(nonce) = &verdict {
+        if !nonces.lock().unwrap().insert(nonce.clone()) {
+            verdict = Err("Replayed".to_owned());
+        }
+    }
+    let (status, answer) = match &verdict {
+        Ok(_) => {
+            (if method == "GET" { 200 } else { 201 }, format!(r#"{{"id":"{}","ok":true}}"#, unique("ch")))
+        }
+        Err(refusal) => (401, format!(r#"{{"refused":"{refusal}"}}"#)),
+    };
+    seen.lock().unwrap().push(Seen { target, headers, raw: buf.clone(), verdict });
+    let response = format!(
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\nx-origin-execution: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+        answer.len()
+    );
+    let _ = stream.write_all(response.as_bytes());
+}
+
+// ---------------------------------------------------------------------------------------
+// Instances.
+
+fn verifying_origin() -> &'static VerifyingOrigin {
+    static ORIGIN: OnceLock<VerifyingOrigin> = OnceLock::new();
+    ORIGIN.get_or_init(VerifyingOrigin::start)
+}
+
+fn object_config(name: &str, ratelimit: bool) -> String {
+    let mut toml = format!(
+        "name = \"{name}-{}\"\nmain = \"{{MAIN}}\"\ncompatibility_date = \"2026-04-26\"\n\n\
+         [[durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n\n\
+         [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"KeyObject\"]\n",
+        std::process::id()
+    );
+    if ratelimit {
+        toml.push_str(
+            "\n[[ratelimits]]\nname = \"RATE_LIMITER\"\nnamespace_id = \"1001\"\nsimple = { limit = 2, period = 60 }\n",
+        );
+    }
+    toml
+}
+
+fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+}
+
+/// The hardened worker: signed hop, trusted client IP, keyed names, a rate limit on
+/// `/v1/limited/*` only, a 2-second TTL on `/v1/short/*`, and one failing alarm run per
+/// object instance.
+fn hardened() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    shared(&CELL, || {
+        let routes = r#"[{"pattern":"/v1/limited/*"},
+            {"pattern":"/v1/short/*","ttl_seconds":2,"rate_limit":false},
+            {"pattern":"/v1/observed/*","mode":"observe","rate_limit":false},
+            {"pattern":"/*","rate_limit":false}]"#;
+        Worker::start_with_config(
+            WorkerConfig {
+                name: "hardened".into(),
+                vars: vars(&[
+                    ("ORIGIN_URL", &verifying_origin().url()),
+                    ("ORIGIN_AUTH_SECRET", ORIGIN_SECRET),
+                    ("TRUSTED_CLIENT_IP", "true"),
+                    ("OBJECT_NAME_KEY", NAME_KEY),
+                    ("ALARM_FAULT_INJECTION", "1"),
+                    ("IDEMPOTENCY_ROUTES", routes),
+                ]),
+                readiness: Readiness::OriginAnswers,
+            },
+            &object_config("hardened", true),
+        )
+    })
+}
+
+/// Every alarm fails, so a record stays in storage past its expiry until something reads it.
+fn alarms_fail() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    shared(&CELL, || {
+        Worker::start(WorkerConfig {
+            name: "alarms-fail".into(),
+            vars: vars(&[
+                ("ORIGIN_URL", &verifying_origin().url()),
+                ("ORIGIN_AUTH_SECRET", ORIGIN_SECRET),
+                ("IDEMPOTENCY_TTL_SECONDS", "2"),
+                ("ALARM_FAULT_INJECTION", "1000"),
+                ("ADMIN_TOKEN", ADMIN_TOKEN),
+            ]),
+            readiness: Readiness::OriginAnswers,
+        })
+    })
+}
+
+fn refusing(
+    cell: &'static OnceLock<Result<Worker, String>>,
+    name: &str,
+    extra: (&str, &str),
+) -> &'static Worker {
+    shared(cell, || {
+        Worker::start(WorkerConfig {
+            name: name.into(),
+            vars: vars(&[
+                ("ORIGIN_URL", &verifying_origin().url()),
+                ("ORIGIN_AUTH_SECRET", ORIGIN_SECRET),
+                extra,
+            ]),
+            readiness: Readiness::AnyResponse,
+        })
+    })
+}
+
+fn payment(path: &str, key: &str) -> Request {
+    Request::post(path)
+        .header("Idempotency-Key", key)
+        .header("Authorization", CALLER)
+        .json(BODY)
+        .timeout(Duration::from_secs(120))
+}
+
+fn problem_type(r: &Response) -> String {
+    r.json()["type"].as_str().unwrap_or_default().to_string()
+}
+
+/// The keyed name the hardened worker gives `key`'s object (what miniflare stores as
+/// `__miniflare_do_name`).
+fn keyed_name(key: &str) -> String {
+    keyed_object_name(
+        Some(NAME_KEY.as_bytes()),
+        object_name(Scope::from_header(Some(CALLER.as_bytes())), key),
+    )
+}
+
+fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        thread::sleep(Duration::from_millis(250));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The signed hop.
+
+#[test]
+fn every_forward_is_signed_and_the_origin_refuses_replays_and_alterations() {
+    let (w, o) = (hardened(), verifying_origin());
+    let marker = unique("signed");
+    let path = format!("/v1/charges/{marker}?expand=customer");
+    let key = unique("k");
+    let first = w.send(&payment(&path, &key));
+    assert_eq!(first.status, 201, "the origin accepted the worker's signature: {first:?}");
+    let replay = w.send(&payment(&path, &key));
+    assert!(replay.is_replayed(), "{replay:?}");
+    // An uncovered method passes through, signed too.
+    let get = w.send(&Request::get(&format!("/v1/charges/{marker}")));
+    assert_eq!(get.status, 200, "{get:?}");
+    let seen = o.seen_at(&marker);
+    assert_eq!(seen.len(), 2, "one covered forward and one pass-through: {seen:?}");
+    assert!(seen.iter().all(|s| s.verdict.is_ok()), "{seen:?}");
+    // A route in observe mode forwards from the Worker itself: signed as well.
+    let observed_marker = unique("observed");
+    let observed = w.send(&payment(&format!("/v1/observed/{observed_marker}"), &unique("k")));
+    assert_eq!(observed.status, 201, "{observed:?}");
+    let observed_seen = o.seen_at(&observed_marker);
+    assert_eq!(observed_seen.len(), 1, "{observed_seen:?}");
+    assert!(observed_seen[0].verdict.is_ok(), "{observed_seen:?}");
+
+    // An attacker who captured a request replays it verbatim: refused (nonce seen).
+    let captured = &seen[0].raw;
+    let replayed = send_raw(o.addr, captured, Duration::from_secs(30)).expect("replay to the origin");
+    assert_eq!(replayed.status, 401, "a replayed signed request is refused: {replayed:?}");
+    // ... or alters the body (same length, another amount): refused.
+    // (The signature is checked before the nonce, so the reason is the body.)
+    let text = String::from_utf8_lossy(captured).into_owned();
+    assert!(text.contains("1200"), "the captured request holds the body");
+    let altered = text.replacen("1200", "9900", 1);
+    let altered_response = send_raw(o.addr, altered.as_bytes(), Duration::from_secs(30)).expect("altered");
+    assert_eq!(altered_response.status, 401, "an altered request is refused: {altered_response:?}");
+    // ... or sends without any signature: refused.
+    let unsigned = Request::post(&format!("/v1/charges/{marker}")).json(BODY).send(o.addr).expect("unsigned");
+    assert_eq!(unsigned.status, 401);
+    let refusals: Vec<_> = o.seen_at(&marker).into_iter().filter_map(|s| s.verdict.err()).collect();
+    assert_eq!(refusals, vec!["Replayed", "Mismatch", "Missing"]);
+}
+
+#[test]
+fn client_sent_forwarding_headers_are_replaced_by_the_connecting_ip() {
+    let (w, o) = (hardened(), verifying_origin());
+    let marker = unique("xff");
+    let r = w.send(
+        &payment(&format!("/v1/charges/{marker}"), &unique("k"))
+            .header("X-Forwarded-For", "203.0.113.66")
+            .header("X-Real-IP", "203.0.113.66")
+            .header("Forwarded", "for=203.0.113.66"),
+    );
+    assert_eq!(r.status, 201, "{r:?}");
+    let seen = o.seen_at(&marker);
+    assert_eq!(seen.len(), 1);
+    let headers = &seen[0].headers;
+    assert!(
+        !headers.iter().any(|(_, v)| v.contains("203.0.113.66")),
+        "no client-sent address reaches the origin: {headers:?}"
+    );
+    assert_eq!(header_value(headers, "forwarded"), None, "{headers:?}");
+    // In local workerd the connecting IP is the loopback client's.
+    let forwarded_for = header_value(headers, "x-forwarded-for");
+    assert_eq!(forwarded_for, header_value(headers, "x-real-ip"), "{headers:?}");
+    assert_eq!(forwarded_for, Some("127.0.0.1"), "the test connects from loopback: {headers:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Rate limits and keyed names.
+
+#[test]
+fn over_the_rate_limit_is_429_with_retry_after_and_creates_no_object() {
+    let w = hardened();
+    let keys: Vec<String> = (0..3).map(|_| unique("limited")).collect();
+    let answers: Vec<Response> =
+        keys.iter().map(|key| w.send(&payment(&format!("/v1/limited/{key}"), key))).collect();
+    assert_eq!(answers[0].status, 201, "{:?}", answers[0]);
+    assert_eq!(answers[1].status, 201, "{:?}", answers[1]);
+    let limited = &answers[2];
+    assert_eq!(limited.status, 429, "the third call in a minute is over `limit = 2`: {limited:?}");
+    assert_eq!(problem_type(limited), "urn:idempotency-edge:problem:rate-limited");
+    assert!(limited.header("content-type").is_some_and(|t| t.contains("problem+json")));
+    assert!(
+        limited.header("retry-after").and_then(|v| v.parse::<u64>().ok()).is_some_and(|s| s > 0),
+        "{limited:?}"
+    );
+
+    // The two allowed keys have objects under their keyed names; the limited one has none.
+    let stored = poll("the allowed keys' objects in the SQLite files", Duration::from_secs(30), || {
+        let snap = snapshot(w.persist_dir());
+        let names: Vec<String> = snap.objects.iter().filter_map(|o| o.name.clone()).collect();
+        (names.contains(&keyed_name(&keys[0])) && names.contains(&keyed_name(&keys[1]))).then_some(names)
+    });
+    assert!(!stored.contains(&keyed_name(&keys[2])), "a limited request creates no object");
+    // Keyed names are not the plain hashes.
+    let plain = object_name(Scope::from_header(Some(CALLER.as_bytes())), &keys[0]);
+    assert!(!stored.contains(&plain), "the stored names are keyed: {stored:?}");
+
+    // Other routes are not limited (rate_limit: false).
+    for _ in 0..3 {
+        let key = unique("free");
+        assert_eq!(w.send(&payment(&format!("/v1/charges/{key}"), &key)).status, 201);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Deletion.
+
+#[test]
+fn an_alarm_that_fails_is_retried_and_the_record_is_gone_after_ttl() {
+    let w = hardened();
+    let key = unique("short");
+    let path = format!("/v1/short/{key}");
+    let name = keyed_name(&key);
+    assert_eq!(w.send(&payment(&path, &key)).status, 201);
+    let stored_at = Instant::now();
+    poll("the record in the SQLite files", Duration::from_secs(30), || {
+        snapshot(w.persist_dir())
+            .objects
+            .iter()
+            .any(|o| o.name.as_deref() == Some(&name) && o.records() == 1)
+            .then_some(())
+    });
+    // TTL 2 s; the first alarm run fails on purpose, the platform retries it with backoff.
+    poll("the injected alarm failure in the log", Duration::from_secs(60), || {
+        w.log_contents().contains("ALARM_FAULT_INJECTION: run 1 fails on purpose").then_some(())
+    });
+    poll("no record of the key in the SQLite files (TTL + margin)", Duration::from_secs(90), || {
+        let snap = snapshot(w.persist_dir());
+        let left =
+            snap.objects.iter().filter(|o| o.name.as_deref() == Some(&name)).map(|o| o.rows()).sum::<u64>();
+        (left == 0).then_some(())
+    });
+    assert!(stored_at.elapsed() >= Duration::from_secs(2), "deleted no earlier than the TTL");
+    let again = w.send(&payment(&path, &key));
+    assert_eq!(again.status, 201);
+    assert!(!again.is_replayed(), "after the TTL the key executes again: {again:?}");
+}
+
+#[test]
+fn a_record_read_past_its_expiry_is_deleted() {
+    let w = alarms_fail();
+    let o = verifying_origin();
+    let marker = unique("expiry");
+    let key = unique("k");
+    let path = format!("/v1/charges/{marker}");
+    assert_eq!(w.send(&payment(&path, &key)).status, 201);
+    let seen_before = o.seen_at(&marker).len();
+    // Find the object id from the log line of the execution.
+    let object = poll("the executed log line", Duration::from_secs(30), || {
+        w.log_contents()
+            .lines()
+            .filter_map(|line| {
+                line.find("{\"event\":\"idempotency\"").map(|at| line[at..].trim_end().to_owned())
+            })
+            .filter_map(|json| serde_json::from_str::<serde_json::Value>(&json).ok())
+            .filter(|line| line["decision"] == "executed")
+            .filter_map(|line| line["object"].as_str().map(str::to_owned))
+            .last()
+    });
+    // Every alarm fails here, so past the TTL the record is still in the file...
+    thread::sleep(Duration::from_secs(4));
+    let records = |id: &str| {
+        snapshot(w.persist_dir()).objects.iter().filter(|o| o.id == id).map(|o| o.records()).sum::<u64>()
+    };
+    assert_eq!(records(&object), 1, "the failing alarm left the record behind");
+    // ... until something reads it: the read deletes it and sees nothing.
+    let view = w.send(
+        &Request::get(&format!("/__idempotency/records/{object}"))
+            .header("Authorization", format!("Bearer {ADMIN_TOKEN}")),
+    );
+    assert_eq!(view.status, 200, "{view:?}");
+    assert_eq!(view.json()["state"], "absent");
+    poll("the expired record gone from the file", Duration::from_secs(30), || {
+        (records(&object) == 0).then_some(())
+    });
+    assert!(w.log_contents().contains("\"event\":\"expired-on-read\""));
+    assert_eq!(o.seen_at(&marker).len(), seen_before, "reading executed nothing");
+}
+
+// ---------------------------------------------------------------------------------------
+// Refusals.
+
+#[test]
+fn a_misspelt_variable_is_500_naming_both_names() {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    let w = refusing(&CELL, "misspelt", ("SCOPE_HEADERS", "X-Api-Key"));
+    let marker = unique("misspelt");
+    for request in
+        [payment(&format!("/v1/charges/{marker}"), &unique("k")), Request::get(&format!("/{marker}"))]
+    {
+        let r = w.send(&request);
+        assert_eq!(r.status, 500, "{r:?}");
+        assert_eq!(problem_type(&r), "urn:idempotency-edge:problem:invalid-config");
+        let detail = r.json()["detail"].as_str().unwrap_or_default().to_owned();
+        assert!(detail.contains("SCOPE_HEADERS") && detail.contains("SCOPE_HEADER."), "{detail}");
+        assert!(!detail.contains("X-Api-Key"), "names, never values: {detail}");
+    }
+    assert!(verifying_origin().seen_at(&marker).is_empty(), "nothing was forwarded");
+}
+
+#[test]
+fn a_short_admin_token_refuses_every_request() {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    let w = refusing(&CELL, "short-token", ("ADMIN_TOKEN", "only-twenty-bytes-xx"));
+    let marker = unique("short-token");
+    let r = w.send(&payment(&format!("/v1/charges/{marker}"), &unique("k")));
+    assert_eq!(r.status, 500, "{r:?}");
+    assert_eq!(problem_type(&r), "urn:idempotency-edge:problem:invalid-config");
+    let detail = r.json()["detail"].as_str().unwrap_or_default().to_owned();
+    assert!(detail.contains("ADMIN_TOKEN") && detail.contains("32"), "{detail}");
+    assert!(!detail.contains("only-twenty"), "the token is never echoed: {detail}");
+    assert!(!w.log_contents().contains("only-twenty-bytes"), "nor logged");
+    assert!(verifying_origin().seen_at(&marker).is_empty(), "nothing was forwarded");
+}

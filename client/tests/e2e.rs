@@ -709,3 +709,95 @@ fn the_checker_is_not_fooled_by_one_answer_to_everything() {
     );
     assert_eq!(run.report["executions_distinguishable"], false);
 }
+
+/// The example CLI (`examples/retrying_client.rs`), which `cargo test` builds next to the
+/// test binaries: its exit status for each kind of result, against the worker over TLS.
+fn run_cli(args: &[String]) -> (i32, String) {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let cli = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("examples").join("retrying_client"))
+        .expect("the target directory");
+    // `cargo test --workspace` builds the examples; a targeted `--test e2e` does not, so an
+    // older binary may be lying there. Never test a stale one.
+    let newest_source = ["examples/retrying_client.rs", "src"]
+        .iter()
+        .filter_map(|path| newest_mtime(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)))
+        .max();
+    let built = std::fs::metadata(&cli).and_then(|m| m.modified()).ok();
+    assert!(
+        built.is_some() && built >= newest_source,
+        "{} is missing or older than its sources: run `cargo test --workspace` (it builds the examples)",
+        cli.display()
+    );
+    let output = Command::new(&cli).args(args).output().expect("run retrying_client");
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn the_cli_exit_status_says_what_happened() {
+    let w = worker();
+    let ca = tls().ca_path().display().to_string();
+    let url = |path: &str| format!("{}{path}", base_url(w));
+    let common = |path: &str, key: &str, data: &str| {
+        vec![
+            s("--url"),
+            url(path),
+            s("--key"),
+            s(key),
+            s("--data"),
+            s(data),
+            s("--ca-cert"),
+            ca.clone(),
+            s("-H"),
+            s("Authorization: Bearer e2e-cli-caller"),
+            s("--attempts"),
+            s("3"),
+            s("--base-ms"),
+            s("50"),
+        ]
+    };
+    let (path, key) = (new_path(), new_key());
+    let (code, out) = run_cli(&common(&path, &key, PAYMENT_BODY));
+    assert_eq!(code, 0, "success: {out}");
+    // The same key with another body: 422, which the client never retries.
+    let (code, out) = run_cli(&common(&path, &key, r#"{"amount":1}"#));
+    assert_eq!(code, 1, "rejected: {out}");
+    // An origin 500 (any 5xx that is not the worker's own problem): reconcile.
+    let mut failing = common(&new_path(), &new_key(), PAYMENT_BODY);
+    failing.extend([s("-H"), s("x-test-status: 500")]);
+    let (code, out) = run_cli(&failing);
+    assert_eq!(code, 3, "reconciliation needed: {out}");
+    // Nothing listens there: nothing was sent, so every attempt is retried, then it gives up.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut unreachable = common(&new_path(), &new_key(), PAYMENT_BODY);
+    unreachable[1] = format!("https://127.0.0.1:{closed}/v1/payments/x");
+    let (code, out) = run_cli(&unreachable);
+    assert_eq!(code, 2, "gave up: {out}");
+    // The worker's certificate not trusted (no --ca-cert): the handshake fails before any
+    // byte of the request is sent, so it is retried like a refused connection, then given up.
+    let untrusted: Vec<String> = common(&new_path(), &new_key(), PAYMENT_BODY)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 6 && *i != 7)
+        .map(|(_, arg)| arg)
+        .collect();
+    let (code, out) = run_cli(&untrusted);
+    assert_eq!(code, 2, "an untrusted certificate is never trusted, only retried: {out}");
+    assert!(out.contains("UnknownIssuer"), "{out}");
+    // A usage error.
+    let (code, _) = run_cli(&[s("--url")]);
+    assert_eq!(code, 64, "bad usage");
+}
+
+/// The newest modification time of a file, or of any file under a directory.
+fn newest_mtime(path: &std::path::Path) -> Option<std::time::SystemTime> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_dir() {
+        return meta.modified().ok();
+    }
+    std::fs::read_dir(path).ok()?.flatten().filter_map(|entry| newest_mtime(&entry.path())).max()
+}

@@ -151,3 +151,44 @@ fn waiters_of_an_attempt_reset_after_send_get_outcome_unknown() {
 fn waiters_of_an_attempt_that_timed_out_get_outcome_unknown() {
     unknown(End::Timeout);
 }
+
+/// The waiter cap end to end (`MAX_WAITERS_PER_KEY`, here 2): once two duplicates wait on
+/// the held attempt, a third is told to come back (409 + `Retry-After`) at once instead of
+/// waiting; the two waiters get the answer, and nothing executes twice.
+#[test]
+fn past_the_waiter_cap_a_duplicate_gets_409_at_once() {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    let o = origin();
+    let w = shared(&CELL, || {
+        let vars = [
+            ("ORIGIN_URL", o.url()),
+            ("DUPLICATE_WAIT_SECONDS", "60".to_string()),
+            ("MAX_WAITERS_PER_KEY", "2".to_string()),
+            ("ADMIN_TOKEN", TOKEN.to_string()),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
+        Worker::start(WorkerConfig { name: "waiter-cap".into(), vars, readiness: Readiness::OriginAnswers })
+    });
+    let key = new_key();
+    let req = payment(&new_path(), &key);
+    let object = fresh_object(w, &req, admin);
+    let gate = o.gate();
+    let first = gate.on(req.clone()).start(w.addr).expect("send the first attempt");
+    gate.expect_arrival("the first attempt");
+    let waiting: Vec<_> = (0..2).map(|_| req.start(w.addr).expect("send a duplicate")).collect();
+    wait_for_waiters(w, &object, 2, admin);
+    // The attempt is still held: this answer cannot come from its outcome.
+    let turned_away = w.send(&req);
+    assert_problem(&turned_away, 409, "in-progress");
+    assert!(retry_after_seconds(&turned_away) >= 1, "{turned_away:?}");
+    gate.release();
+    let first = first.finish().expect("the first attempt's answer");
+    assert_executed(&first, 201);
+    for waiter in waiting {
+        let waiter = waiter.finish().expect("every waiter is answered");
+        assert!(waiter.is_replayed() && waiter.body == first.body, "{waiter:?}");
+    }
+    assert_eq!(o.executions(&key), 2, "the marker execution and the held attempt, nothing more");
+}

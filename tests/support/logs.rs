@@ -106,8 +106,11 @@ pub fn object_of(w: &Worker, request: &super::http::Request) -> String {
 /// Waits until everything a recorded instance printed so far is in its log, when no
 /// other test uses it: a covered request without a key (which the worker answers itself,
 /// whatever its origin) must add a decision line. An instance that no longer runs has
-/// printed everything already.
+/// printed everything already (and its port may serve another instance by now).
 pub fn flush_recorded(instance: &Recorded) {
+    if instance.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
     let log =
         || std::fs::read(&instance.log).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
     let before = decision_lines(&log()).len();

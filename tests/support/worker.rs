@@ -79,8 +79,11 @@ pub struct Recorded {
     pub log: PathBuf,
     pub dir: PathBuf,
     pub addr: SocketAddr,
-    /// Values of its secret variables (`*TOKEN*`, `*SECRET*`): never to be logged.
+    /// Values of its secret variables (`*TOKEN*`, `*SECRET*`, `*_KEY`, `*_KEYS`): never to
+    /// be logged.
     pub secrets: Vec<String>,
+    /// Set when its `Worker` was dropped: its port may then serve another instance.
+    pub stopped: std::sync::atomic::AtomicBool,
 }
 
 static INSTANCES: Mutex<Vec<Arc<Recorded>>> = Mutex::new(Vec::new());
@@ -447,9 +450,15 @@ impl Worker {
             secrets: config
                 .vars
                 .iter()
-                .filter(|(name, _)| name.contains("TOKEN") || name.contains("SECRET"))
+                .filter(|(name, _)| {
+                    name.contains("TOKEN")
+                        || name.contains("SECRET")
+                        || name.ends_with("_KEY")
+                        || name.ends_with("_KEYS")
+                })
                 .map(|(_, value)| value.clone())
                 .collect(),
+            stopped: std::sync::atomic::AtomicBool::new(false),
         }));
         worker.wait_ready(config.readiness)?;
         Ok(worker)
@@ -615,6 +624,11 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        for recorded in INSTANCES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            if recorded.dir == self.dir {
+                recorded.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
         if let Ok(pid) = fs::read_to_string(&self.pid_file) {
             let pid = pid.trim();
             if !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()) {

@@ -453,8 +453,7 @@ impl Worker {
                 .filter(|(name, _)| {
                     name.contains("TOKEN")
                         || name.contains("SECRET")
-                        || name.ends_with("_KEY")
-                        || name.ends_with("_KEYS")
+                        || ["STORAGE_ENCRYPTION_KEYS", "OBJECT_NAME_KEY"].contains(&name.as_str())
                 })
                 .map(|(_, value)| value.clone())
                 .collect(),

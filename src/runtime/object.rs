@@ -200,19 +200,7 @@ impl KeyObject {
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
         if let Err(error) = self.open_sealed_record().await {
-            console_error!("object {}: {}", self.short_id(), error);
-            drain_body(&req).await;
-            let log = RequestLog {
-                object: Some(self.object_id().to_owned()),
-                decision: Decision::Rejected(ProblemKind::StorageUnavailable),
-                status: 503,
-                origin_status: None,
-                origin_ms: None,
-                wait_ms: None,
-                scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
-            };
-            metrics::record(&self.env, &log);
-            return respond::problem(&storage_unavailable());
+            return self.refuse_unreadable(&req, &headers, "opening the stored answer", error).await;
         }
         // Observe mode: the same record, opened the same way; nothing forwarded from here.
         self.expire_observed(now);
@@ -225,21 +213,7 @@ impl KeyObject {
         }
         let record = match self.record() {
             Ok(record) => record,
-            Err(error) => {
-                console_error!("object {}: reading the record failed: {}", self.short_id(), error);
-                drain_body(&req).await;
-                let log = RequestLog {
-                    object: Some(self.object_id().to_owned()),
-                    decision: Decision::Rejected(ProblemKind::StorageUnavailable),
-                    status: 503,
-                    origin_status: None,
-                    origin_ms: None,
-                    wait_ms: None,
-                    scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
-                };
-                metrics::record(&self.env, &log);
-                return respond::problem(&storage_unavailable());
-            }
+            Err(error) => return self.refuse_unreadable(&req, &headers, "reading the record", error).await,
         };
         let (live_attempt, waiters, waiting_bytes) = match &*self.live.borrow() {
             Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
@@ -354,6 +328,30 @@ impl KeyObject {
         log.status = response.as_ref().map_or(500, Response::status);
         metrics::record(&self.env, &log);
         response
+    }
+
+    /// The answer when the record cannot be read or opened: 503, nothing forwarded, the
+    /// body drained, and the decision logged (an unreadable record must never pass quietly).
+    async fn refuse_unreadable(
+        &self,
+        req: &web_sys::Request,
+        headers: &Headers,
+        what: &str,
+        error: StorageError,
+    ) -> Result<Response> {
+        console_error!("object {}: {} failed: {}", self.short_id(), what, error);
+        drain_body(req).await;
+        let log = RequestLog {
+            object: Some(self.object_id().to_owned()),
+            decision: Decision::Rejected(ProblemKind::StorageUnavailable),
+            status: 503,
+            origin_status: None,
+            origin_ms: None,
+            wait_ms: None,
+            scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
+        };
+        metrics::record(&self.env, &log);
+        respond::problem(&storage_unavailable())
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {

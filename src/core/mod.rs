@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod canonical_json;
+pub mod chunks;
 pub mod config;
 pub mod env_names;
 pub mod fingerprint;

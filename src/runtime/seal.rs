@@ -48,13 +48,25 @@ impl Sealer {
         object_id: &str,
         answer: &StoredResponse,
     ) -> Result<Vec<u8>, SealError> {
+        let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
+        self.seal_with(ring, scope, &aad, &answer.encode()).await
+    }
+
+    /// Seals `plaintext` bound to `aad` under the ring's newest key (derived for `scope`);
+    /// returns the encoded envelope.
+    pub async fn seal_with(
+        &self,
+        ring: &KeyRing,
+        scope: &[u8],
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
         let ring_key = ring.newest();
         let key = self.key(ring_key, scope).await?;
         let mut nonce = [0u8; NONCE_LEN];
         crypto()?.get_random_values_with_u8_array(&mut nonce).map_err(fail("drawing a nonce"))?;
-        let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
         let promise = subtle()?
-            .encrypt_with_object_and_u8_array(&aes_gcm(&nonce, &aad), &key, &answer.encode())
+            .encrypt_with_object_and_u8_array(&aes_gcm(&nonce, aad), &key, plaintext)
             .map_err(fail("sealing"))?;
         let ciphertext = JsFuture::from(promise).await.map_err(fail("sealing"))?;
         let ciphertext = Uint8Array::new(&ciphertext).to_vec();
@@ -70,23 +82,45 @@ impl Sealer {
         object_id: &str,
         sealed: &[u8],
     ) -> Result<StoredResponse, SealError> {
-        let ring = ring.ok_or_else(|| {
-            SealError("the answer is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
-        })?;
+        let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
+        let plaintext = self.open_with(ring, scope, &aad, sealed).await?;
+        StoredResponse::decode(&plaintext)
+            .map_err(|error| SealError(format!("the opened answer is unreadable: {error:?}")))
+    }
+
+    /// Opens an envelope sealed by [`Sealer::seal_with`] with the same `aad`.
+    pub async fn open_with(
+        &self,
+        ring: Option<&KeyRing>,
+        scope: &[u8],
+        aad: &[u8],
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
         let envelope =
             Envelope::decode(sealed).ok_or_else(|| SealError("the sealed answer is malformed".to_owned()))?;
-        let ring_key = ring.by_id(&envelope.key_id).ok_or_else(|| {
-            SealError(format!("no key with id {:?} in STORAGE_ENCRYPTION_KEYS", envelope.key_id))
-        })?;
-        let key = self.key(ring_key, scope).await?;
-        let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
+        let key = self.key_by_id(ring, scope, &envelope.key_id).await?;
         let promise = subtle()?
-            .decrypt_with_object_and_u8_array(&aes_gcm(&envelope.nonce, &aad), &key, &envelope.ciphertext)
+            .decrypt_with_object_and_u8_array(&aes_gcm(&envelope.nonce, aad), &key, &envelope.ciphertext)
             .map_err(fail("opening"))?;
         let plaintext =
             JsFuture::from(promise).await.map_err(fail("opening (a changed byte or the wrong key)"))?;
-        StoredResponse::decode(&Uint8Array::new(&plaintext).to_vec())
-            .map_err(|error| SealError(format!("the opened answer is unreadable: {error:?}")))
+        Ok(Uint8Array::new(&plaintext).to_vec())
+    }
+
+    /// The derived key of the ring key named `key_id`, for this scope.
+    pub async fn key_by_id(
+        &self,
+        ring: Option<&KeyRing>,
+        scope: &[u8],
+        key_id: &str,
+    ) -> Result<CryptoKey, SealError> {
+        let ring = ring.ok_or_else(|| {
+            SealError("the answer is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
+        })?;
+        let ring_key = ring
+            .by_id(key_id)
+            .ok_or_else(|| SealError(format!("no key with id {key_id:?} in STORAGE_ENCRYPTION_KEYS")))?;
+        self.key(ring_key, scope).await
     }
 
     /// The AES-GCM key for `ring_key` and this object's scope, derived once.
@@ -148,4 +182,33 @@ fn aes_gcm(nonce: &[u8], aad: &[u8]) -> Object {
     set(&algorithm, "iv", &Uint8Array::from(nonce));
     set(&algorithm, "additionalData", &Uint8Array::from(aad));
     algorithm
+}
+
+/// Opens the sealed bytes `ciphertext` (AES-GCM output) with `key`, bound to `aad`. The bytes
+/// stay in JavaScript: nothing of them is copied into Wasm memory.
+pub async fn open_view(
+    key: &CryptoKey,
+    nonce: &[u8],
+    aad: &[u8],
+    ciphertext: &Uint8Array,
+) -> Result<Uint8Array, SealError> {
+    let promise = subtle()?
+        .decrypt_with_object_and_buffer_source(&aes_gcm(nonce, aad), key, ciphertext)
+        .map_err(fail("opening"))?;
+    let plaintext =
+        JsFuture::from(promise).await.map_err(fail("opening (a changed byte or the wrong key)"))?;
+    Ok(Uint8Array::new(&plaintext))
+}
+
+/// SHA-256 of `bytes`, by WebCrypto (the bytes stay in JavaScript).
+pub async fn sha256(bytes: &Uint8Array) -> Result<[u8; 32], SealError> {
+    let promise = subtle()?.digest_with_str_and_buffer_source("SHA-256", bytes).map_err(fail("digesting"))?;
+    let digest = JsFuture::from(promise).await.map_err(fail("digesting"))?;
+    let digest = Uint8Array::new(&digest);
+    let mut out = [0u8; 32];
+    if digest.length() != 32 {
+        return Err(SealError("digesting: not 32 bytes".to_owned()));
+    }
+    digest.copy_to(&mut out);
+    Ok(out)
 }

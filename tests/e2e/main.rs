@@ -15,6 +15,7 @@
 //! - `routes`: per-route policy (`IDEMPOTENCY_ROUTES`) and an unreachable object;
 //! - `admin`: the admin API; `metrics`: the Analytics Engine binding;
 //! - `at_rest`: stored answers sealed with `STORAGE_ENCRYPTION_KEYS`;
+//! - `large_answers`: answers over one SQLite row, stored in chunks and replayed as streams;
 //! - `outcomes`: `ORIGIN_DEDUPLICATES` against an origin that honours keys itself;
 //! - `identity`: scopes from verified JWT claims, and callers without a credential;
 //! - `rollout`: per-route service bindings beside `ORIGIN_URL`;
@@ -42,6 +43,7 @@ mod boundaries;
 mod docs_citations;
 mod hardening;
 mod identity;
+mod large_answers;
 mod metrics;
 mod outcomes;
 mod reliability;

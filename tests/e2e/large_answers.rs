@@ -222,7 +222,75 @@ fn a_sealed_5_mib_answer_replays_byte_exact_and_no_plaintext_chunk_is_stored() {
     // Read back from storage: the head and every chunk opened.
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
     assert_large_replay(&w.send(&large(&path, &key, 5 * MIB)), &first);
+    // Two sealed chunks swapped in place: refused (503), never replayed out of order.
+    w.crash();
+    assert_eq!(sqlite(w.persist_dir(), SWAP_CHUNKS_0_AND_1), "1");
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
+    assert_problem(&w.send(&large(&path, &key, 5 * MIB)), 503, "storage-unavailable");
     assert_eq!(o.executions(&key), 1, "executed once");
+}
+
+/// Swaps the bytes of chunk rows 0 and 1 in every object database; prints how many were.
+const SWAP_CHUNKS_0_AND_1: &str = r#"
+rows = dict(con.execute("SELECT seq, bytes FROM idempotency_chunk WHERE seq IN (0, 1)").fetchall())
+if len(rows) == 2:
+    con.execute("UPDATE idempotency_chunk SET bytes = ? WHERE seq = 0", (rows[1],))
+    con.execute("UPDATE idempotency_chunk SET bytes = ? WHERE seq = 1", (rows[0],))
+    count += 1
+"#;
+
+/// Counts the record and chunk rows left in every object database, as `records chunks`.
+const COUNT_ROWS: &str = r#"
+for table in ("idempotency_record", "idempotency_chunk"):
+    try:
+        totals[table] = totals.get(table, 0) + con.execute("SELECT count(*) FROM " + table).fetchone()[0]
+    except sqlite3.OperationalError:
+        pass
+count = "%d %d" % (totals.get("idempotency_record", 0), totals.get("idempotency_chunk", 0))
+"#;
+
+/// Runs `body` (Python, with `con` open on each object database in turn, and `count` and
+/// `totals` kept across them) on a stopped instance's `--persist-to` directory; returns
+/// what it left in `count`.
+fn sqlite(dir: &Path, body: &str) -> String {
+    let indented: String = body.lines().map(|line| format!("        {line}\n")).collect();
+    let script = format!(
+        "import glob, os, sqlite3, sys\ncount = 0\ntotals = {{}}\n\
+         for path in glob.glob(os.path.join(sys.argv[1], 'v3', 'do', '*', '*.sqlite')):\n\
+         \x20   con = sqlite3.connect(path)\n\
+         \x20   try:\n{indented}\
+         \x20       con.commit()\n\
+         \x20   except sqlite3.OperationalError:\n\
+         \x20       pass\n\
+         \x20   con.close()\n\
+         print(count)\n"
+    );
+    let out = Command::new("python3").arg("-c").arg(&script).arg(dir).output().expect("python3 runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn purged_and_expired_large_answers_leave_no_chunk_behind() {
+    let w = start("large-cleanup", &[("IDEMPOTENCY_TTL_SECONDS", "8")]).unwrap_or_else(|e| panic!("{e}"));
+    // Purged by the admin API.
+    let (key, path) = (new_key(), new_path());
+    let object = fresh_object(&w, &payment(&path, &key), admin);
+    assert_whole_answer(&w.send(&large(&path, &key, 3 * MIB)), 3 * MIB);
+    assert_eq!(w.send(&admin("GET", &object, "")).json()["chunks"], 3);
+    let purged = w.send(&admin("DELETE", &object, "?force=true"));
+    assert_eq!(purged.status, 200, "{:?}", purged.text());
+    // Expired: deleted by its alarm, or when read past its expiry, whichever comes first.
+    let (key, path) = (new_key(), new_path());
+    let object = fresh_object(&w, &payment(&path, &key), admin);
+    assert_whole_answer(&w.send(&large(&path, &key, 3 * MIB)), 3 * MIB);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while w.send(&admin("GET", &object, "")).json()["state"] != "absent" {
+        assert!(std::time::Instant::now() < deadline, "the answer never expired");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    w.crash();
+    assert_eq!(sqlite(w.persist_dir(), COUNT_ROWS), "0 0", "no record and no chunk row is left");
 }
 
 #[test]

@@ -10,7 +10,10 @@
 //!   answer, the key is held outcome-unknown (502), nothing is forwarded again;
 //! - sealed (`STORAGE_ENCRYPTION_KEYS`): a 5 MiB answer replays byte for byte, and no
 //!   plaintext chunk is in the SQLite files;
-//! - a missing chunk row is 503 storage-unavailable, never a short answer or a second forward.
+//! - a missing chunk row, or two sealed chunks swapped, is 503 storage-unavailable, never a
+//!   short or wrong answer or a second forward;
+//! - purged and expired large answers leave no chunk row behind;
+//! - observe mode records a large answer in chunks, and it replays once the route enforces.
 //!
 //! Generous timeouts only: no figure here depends on speed.
 
@@ -328,4 +331,30 @@ print(deleted)
         assert_problem(&w.send(&large(&path, &key, 5 * MIB)), 503, "storage-unavailable");
     }
     assert_eq!(o.executions(&key), 1, "a record whose chunks are missing is never forwarded again");
+}
+
+#[test]
+fn a_large_answer_observed_is_recorded_in_chunks_and_replays_once_enforced() {
+    let w = start("large-observe", &[("MODE", "observe")]).unwrap_or_else(|e| panic!("{e}"));
+    let o = origin();
+    let (key, path) = (new_key(), new_path());
+    let object = fresh_object(&w, &payment(&path, &key), admin);
+    let first = w.send(&large(&path, &key, 5 * MIB));
+    assert_whole_answer(&first, 5 * MIB);
+    // The Worker brings the answer to the object after answering: wait until it is recorded.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let view = w.send(&admin("GET", &object, "")).json();
+        if view["state"] == "completed" {
+            assert_eq!(view["chunks"], 5, "{view}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the observed answer was never recorded: {view}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // Enforcing from now on, the recorded answer is replayed byte for byte.
+    w.crash();
+    w.restart_with_vars(Readiness::OriginAnswers, &[("MODE", "enforce")]).unwrap_or_else(|e| panic!("{e}"));
+    assert_large_replay(&w.send(&large(&path, &key, 5 * MIB)), &first);
+    assert_eq!(o.executions(&key), 2, "the marker execution and the observed one; the replay none");
 }

@@ -102,7 +102,9 @@ impl Source {
                 })
             }
         });
-        wasm_streams::ReadableStream::from_stream(rows).into_raw().unchecked_into()
+        let stream: web_sys::ReadableStream =
+            wasm_streams::ReadableStream::from_stream(rows).into_raw().unchecked_into();
+        fixed_length(&stream, self.manifest.body_len).unwrap_or(stream)
     }
 
     /// Chunk `index` of the body, checked against the manifest and opened.
@@ -148,6 +150,19 @@ impl Opener {
             .await
             .map_err(seal_fault)
     }
+}
+
+/// `stream` piped through workerd's `FixedLengthStream(len)`: the replay then says its
+/// `Content-Length`, as the original answer did, and a stream that ends short is an error
+/// rather than a shorter body. `None` where the runtime has no such stream.
+fn fixed_length(stream: &web_sys::ReadableStream, len: u64) -> Option<web_sys::ReadableStream> {
+    let get = |target: &JsValue, name: &str| Reflect::get(target, &JsValue::from_str(name)).ok();
+    let constructor: js_sys::Function = get(&js_sys::global(), "FixedLengthStream")?.dyn_into().ok()?;
+    let fixed = Reflect::construct(&constructor, &Array::of1(&JsValue::from_f64(len as f64))).ok()?;
+    // `pipeThrough` marks its pipe's promise as handled: a broken row aborts the pipe, which
+    // errors the readable side (the replay breaks off) and leaves no unhandled rejection.
+    let pipe_through: js_sys::Function = get(stream, "pipeThrough")?.dyn_into().ok()?;
+    pipe_through.call1(stream, &fixed).ok()?.dyn_into().ok()
 }
 
 /// Stores a completed answer whose body is over one row: the body in chunk rows, the

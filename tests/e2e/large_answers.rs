@@ -102,6 +102,8 @@ fn assert_large_replay(replay: &Response, first: &Response) {
     assert_eq!(replay.status, first.status, "{:?}", replay.text().chars().take(300).collect::<String>());
     assert_eq!(replay.body.len(), first.body.len(), "the replay's length");
     assert_eq!(sha(&replay.body), sha(&first.body), "the replay's bytes");
+    let length = replay.header("content-length").and_then(|v| v.parse::<usize>().ok());
+    assert_eq!(length, Some(first.body.len()), "the replay says its length, as the original did");
     assert_replay_of(replay, first);
 }
 

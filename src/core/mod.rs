@@ -16,6 +16,7 @@ pub mod jwt;
 pub mod key;
 pub mod keyed_name;
 pub mod log;
+pub mod log_decisions;
 pub mod machine;
 pub mod origin_auth;
 pub mod policy;

@@ -14,6 +14,7 @@ use crate::core::admin::{check_token, VAR_ADMIN_TOKEN};
 use crate::core::config::{Config, ALL_VARS};
 use crate::core::env_names::find_misspelt;
 use crate::core::keyed_name::{check_name_key, VAR_OBJECT_NAME_KEY};
+use crate::core::log_decisions::{LogDecisions, VAR_LOG_DECISIONS};
 use crate::core::origin_auth::{check_secret, VAR_ORIGIN_AUTH_SECRET};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::scope::{SCOPE_VARS, VAR_JWT_HS256_SECRET};
@@ -43,6 +44,8 @@ pub struct Settings {
     pub alarm_failures: u32,
     /// Whether the Analytics Engine dataset is bound.
     pub metrics_bound: bool,
+    /// `LOG_DECISIONS`: which decision lines are written (`core::log_decisions`).
+    pub log_decisions: LogDecisions,
     /// The key ring that seals stored answers (`STORAGE_ENCRYPTION_KEYS`), when set; an
     /// invalid value is a 500 problem naming the secret (never its value).
     pub storage_keys: Result<Option<KeyRing>, Problem>,
@@ -91,6 +94,10 @@ fn load(env: &Env) -> Settings {
             false
         }
     };
+    let log_decisions = LogDecisions::parse(secret(env, VAR_LOG_DECISIONS).as_deref()).unwrap_or_else(|reason| {
+        first(invalid(reason));
+        LogDecisions::All
+    });
     let alarm_failures =
         secret(env, "ALARM_FAULT_INJECTION").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
     Settings {
@@ -102,6 +109,7 @@ fn load(env: &Env) -> Settings {
         trusted_client_ip,
         alarm_failures,
         metrics_bound: metrics_bound(env),
+        log_decisions,
         storage_keys: storage_keys(env),
     }
 }

@@ -119,6 +119,8 @@ pub struct KeyObject {
     scope_salt: OnceCell<Digest256>,
     /// Alarm runs of this instance so far (for `ALARM_FAULT_INJECTION`).
     alarm_runs: Cell<u32>,
+    /// Record deletions of this instance so far (for `DELETE_FAULT_INJECTION`).
+    deletions: Cell<u32>,
 }
 
 #[wasm_bindgen]
@@ -138,6 +140,7 @@ impl KeyObject {
             sealer: Sealer::default(),
             scope_salt: OnceCell::new(),
             alarm_runs: Cell::new(0),
+            deletions: Cell::new(0),
         }
     }
 
@@ -519,10 +522,37 @@ impl KeyObject {
                 Ok(())
             }
             RecordChange::Delete => {
+                // Forgotten in memory in this turn, so that a request arriving while the
+                // deletion is confirmed finds no record (and claims anew: its claim's write
+                // is ordered after this deletion).
                 *self.cached.borrow_mut() = Cached::Loaded(None);
-                // Deletes the table and the alarm too: a released or expired key leaves
-                // nothing behind.
-                self.state.storage().delete_all().await.map_err(|e| StorageError::Sql(e.to_string()))
+                let deletions = self.deletions.get();
+                self.deletions.set(deletions.saturating_add(1));
+                let deleted = if deletions < settings::get(&self.env).delete_failures {
+                    // As a `deleteAll()` that fails without deleting anything.
+                    Err(StorageError::Sql(format!(
+                        "DELETE_FAULT_INJECTION: deletion {} fails on purpose",
+                        deletions + 1
+                    )))
+                } else {
+                    // Deletes the table and the alarm too: a released or expired key
+                    // leaves nothing behind.
+                    self.state.storage().delete_all().await.map_err(|e| StorageError::Sql(e.to_string()))
+                };
+                if deleted.is_err() && matches!(*self.cached.borrow(), Cached::Loaded(None)) {
+                    // The record (a claim) may still be in storage: read it again rather
+                    // than believe it gone, so the key stays held and is never claimed and
+                    // forwarded again by this instance.
+                    *self.cached.borrow_mut() = Cached::NotLoaded;
+                    if let Err(error) = self.record() {
+                        console_error!(
+                            "object {}: reading the record again failed: {}",
+                            self.short_id(),
+                            error
+                        );
+                    }
+                }
+                deleted
             }
         }
     }

@@ -42,6 +42,10 @@ pub struct Settings {
     /// `ALARM_FAULT_INJECTION`: how many alarm runs of each object instance fail on
     /// purpose (tests of the alarm's retry only; unset in production).
     pub alarm_failures: u32,
+    /// `DELETE_FAULT_INJECTION`: how many record deletions (a release, an expiry) of each
+    /// object instance fail on purpose (tests of a failed release write only; unset in
+    /// production).
+    pub delete_failures: u32,
     /// Whether the Analytics Engine dataset is bound.
     pub metrics_bound: bool,
     /// `LOG_DECISIONS`: which decision lines are written (`core::log_decisions`).
@@ -94,12 +98,15 @@ fn load(env: &Env) -> Settings {
             false
         }
     };
-    let log_decisions = LogDecisions::parse(secret(env, VAR_LOG_DECISIONS).as_deref()).unwrap_or_else(|reason| {
-        first(invalid(reason));
-        LogDecisions::All
-    });
+    let log_decisions =
+        LogDecisions::parse(secret(env, VAR_LOG_DECISIONS).as_deref()).unwrap_or_else(|reason| {
+            first(invalid(reason));
+            LogDecisions::All
+        });
     let alarm_failures =
         secret(env, "ALARM_FAULT_INJECTION").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    let delete_failures =
+        secret(env, "DELETE_FAULT_INJECTION").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
     Settings {
         config: load_config(env),
         admin_token,
@@ -108,6 +115,7 @@ fn load(env: &Env) -> Settings {
         object_name_key: object_name_key.map(String::into_bytes),
         trusted_client_ip,
         alarm_failures,
+        delete_failures,
         metrics_bound: metrics_bound(env),
         log_decisions,
         storage_keys: storage_keys(env),

@@ -132,10 +132,8 @@ fn every_decision_writes_its_data_point_to_the_bound_dataset() {
 #[test]
 fn log_decisions_problems_keeps_only_the_lines_an_operator_must_see() {
     let origin = Origin::start();
-    let vars = vec![
-        ("ORIGIN_URL".to_string(), origin.url()),
-        ("LOG_DECISIONS".to_string(), "problems".to_string()),
-    ];
+    let vars =
+        vec![("ORIGIN_URL".to_string(), origin.url()), ("LOG_DECISIONS".to_string(), "problems".to_string())];
     let w = Worker::start_with_configs(
         WorkerConfig { name: "log-decisions".into(), vars, readiness: Readiness::OriginAnswers },
         WRANGLER_TOML,

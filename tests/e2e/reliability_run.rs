@@ -306,7 +306,9 @@ impl Run {
 
     /// The keys of a kind used before the restart.
     fn of_kind(&self, kind: Kind) -> Vec<usize> {
-        (0..self.keys.len()).filter(|&i| self.keys[i].kind == kind && !self.after_restart.contains(&i)).collect()
+        (0..self.keys.len())
+            .filter(|&i| self.keys[i].kind == kind && !self.after_restart.contains(&i))
+            .collect()
     }
 
     fn delay(&mut self) -> (&'static str, String) {
@@ -353,7 +355,9 @@ impl Run {
                     Kind::Reset => vec![("x-test-reset", "1".to_string()), self.delay()],
                     Kind::Timeout => vec![("x-test-delay-ms", slow.clone())],
                     Kind::StalledBody => vec![("x-test-stall-body-ms", slow.clone())],
-                    Kind::Status503 => vec![("x-test-status", "503".into()), ("x-test-retry-after", "1".into())],
+                    Kind::Status503 => {
+                        vec![("x-test-status", "503".into()), ("x-test-retry-after", "1".into())]
+                    }
                     _ => vec![("x-test-status", "429".into()), ("x-test-retry-after", "1".into())],
                 };
                 jobs.push(job(k, Phase::Mixed, headers));
@@ -385,7 +389,11 @@ impl Run {
             let jobs: Vec<Job> = crash_keys
                 .iter()
                 .map(|&k| {
-                    job(k, Phase::Crash, vec![(crate::support::origin::Gate::HEADER, gate.name().to_string())])
+                    job(
+                        k,
+                        Phase::Crash,
+                        vec![(crate::support::origin::Gate::HEADER, gate.name().to_string())],
+                    )
                 })
                 .collect();
             let (addr, keys) = (self.w.addr, self.keys.clone());
@@ -461,11 +469,14 @@ impl Run {
         for s in sent {
             let k = &keys[s.job.key];
             match s.answer {
-                Err(e) => unanswered.push(format!("{:?} key #{} in {:?}: {e}", k.kind, s.job.key, s.job.phase)),
+                Err(e) => {
+                    unanswered.push(format!("{:?} key #{} in {:?}: {e}", k.kind, s.job.key, s.job.phase))
+                }
                 Ok(r) => {
                     let what = seen(&r);
                     if !acceptable(k.kind, s.job.phase, &what) {
-                        unexpected.push(format!("{:?} key #{} in {:?}: {what:?}", k.kind, s.job.key, s.job.phase));
+                        unexpected
+                            .push(format!("{:?} key #{} in {:?}: {what:?}", k.kind, s.job.key, s.job.phase));
                     }
                     by_key.entry(s.job.key).or_default().push((s.job.phase, r));
                 }
@@ -480,7 +491,8 @@ impl Run {
             let expected = k.kind.expected_executions();
             duplicate_executions += n.saturating_sub(expected);
             if n != expected {
-                execution_mismatches.push(format!("{:?} key #{i}: {n} executions, expected {expected}", k.kind));
+                execution_mismatches
+                    .push(format!("{:?} key #{i}: {n} executions, expected {expected}", k.kind));
             }
         }
         // The retries of the cut attempts: in progress while the orphaned claims' leases
@@ -576,7 +588,8 @@ impl Tally {
         let mut summary = String::new();
         let _ = writeln!(summary, "reliability run (TEST_SEED={:#x})", self.seed);
         let _ = writeln!(summary, "  requests sent          {}", self.requests);
-        let _ = writeln!(summary, "  keys                   {} (each sent {fewest} to {most} times)", self.keys);
+        let _ =
+            writeln!(summary, "  keys                   {} (each sent {fewest} to {most} times)", self.keys);
         let _ = writeln!(
             summary,
             "  faults injected        {fault_total}: {}",
@@ -630,8 +643,17 @@ impl Tally {
             self.crash_in_progress + self.crash_unknown >= self.crash_keys,
             "the retries of the cut attempts got 409 in-progress or outcome-unknown:\n{summary}"
         );
-        assert_eq!(self.duplicate_executions, 0, "duplicate executions:\n{}", show(&self.execution_mismatches));
-        assert!(self.execution_mismatches.is_empty(), "execution counts:\n{}", show(&self.execution_mismatches));
+        assert_eq!(
+            self.duplicate_executions,
+            0,
+            "duplicate executions:\n{}",
+            show(&self.execution_mismatches)
+        );
+        assert!(
+            self.execution_mismatches.is_empty(),
+            "execution counts:\n{}",
+            show(&self.execution_mismatches)
+        );
         assert_eq!(self.lost(), 0, "lost outcomes:\n{}\n{}", show(&self.unanswered), show(&self.divergent));
         assert!(self.unexpected.is_empty(), "unexpected answers:\n{}", show(&self.unexpected));
         assert!(

@@ -265,6 +265,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
             claimed_at: source.u64(),
             lease_until: source.u64(),
             expires_at: source.u64(),
+            async_job: None,
         }),
         1 => {
             let completed_at = source.u64();

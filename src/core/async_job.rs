@@ -151,8 +151,12 @@ pub fn prefer_for_origin(prefer: &str) -> Option<String> {
 
 /// The request a job sends: what is sealed into the record. Headers are the end-to-end
 /// ones the Worker hands the object (credentials included, which is why it is sealed).
+/// It also carries the caller scope's key salt, which the alarm needs to seal the answer
+/// (`core::seal`) in an object that no request has reached since a restart; sealed, it
+/// is no fingerprint of the caller's credential either.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredRequest {
+    pub scope_salt: [u8; 32],
     pub method: String,
     pub target: String,
     pub headers: Vec<(String, String)>,
@@ -160,11 +164,12 @@ pub struct StoredRequest {
 }
 
 impl StoredRequest {
-    /// `version 1 ‖ method ‖ target ‖ header count ‖ (name, value)* ‖ body`, each
-    /// length-prefixed (u32, big-endian).
+    /// `version 1 ‖ scope salt (32 bytes) ‖ method ‖ target ‖ header count ‖ (name,
+    /// value)* ‖ body`, each length-prefixed (u32, big-endian).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.body.len() + self.target.len() + 256);
         out.push(1);
+        out.extend_from_slice(&self.scope_salt);
         put_bytes(&mut out, self.method.as_bytes());
         put_bytes(&mut out, self.target.as_bytes());
         out.extend_from_slice(&(self.headers.len() as u32).to_be_bytes());
@@ -181,6 +186,7 @@ impl StoredRequest {
         if input.u8()? != 1 {
             return None;
         }
+        let scope_salt: [u8; 32] = input.take(32)?.try_into().ok()?;
         let method = input.string()?;
         let target = input.string()?;
         let count = input.u32()? as usize;
@@ -192,7 +198,7 @@ impl StoredRequest {
             headers.push((input.string()?, input.string()?));
         }
         let body = input.bytes()?.to_vec();
-        (input.remaining() == 0).then_some(StoredRequest { method, target, headers, body })
+        (input.remaining() == 0).then_some(StoredRequest { scope_salt, method, target, headers, body })
     }
 }
 

@@ -254,7 +254,7 @@ impl Record {
             out.push(extensions.len() as u8);
             for (tag, value) in extensions {
                 out.push(tag);
-                put_bytes(&mut out, &value);
+                put_bytes(&mut out, value);
             }
         }
         out

@@ -134,6 +134,7 @@ fn jobs_and_requests_round_trip_and_every_truncation_is_refused() {
         assert!(Record::decode(&bytes[..cut]).is_err(), "cut at {cut}");
     }
     let request = StoredRequest {
+        scope_salt: [9; 32],
         method: "POST".into(),
         target: "http://127.0.0.1:9/v1/charges?x=1".into(),
         headers: vec![("authorization".into(), "Bearer t".into()), ("idempotency-key".into(), "k".into())],

@@ -160,7 +160,7 @@ pub fn summary(
                         JobPhase::Sending => "sending",
                         JobPhase::GaveUp => "gave-up",
                     },
-                    "next_attempt_at_ms": (job.phase == JobPhase::Waiting).then_some(job.next_attempt_at),
+                    "retry_at_ms": (job.phase == JobPhase::Waiting).then_some(job.next_attempt_at),
                     "deadline_ms": job.deadline,
                     "request_stored": !job.sealed_request.is_empty(),
                 });

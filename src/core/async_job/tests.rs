@@ -417,7 +417,7 @@ fn purging_a_job_between_attempts_needs_no_force_and_admin_shows_it() {
     let view = summary("id", Some(&claimed), false, T0, false);
     assert_eq!(view["async"]["phase"], "waiting");
     assert_eq!(view["async"]["request_stored"], true);
-    assert_eq!(view["async"]["next_attempt_at_ms"], T0);
+    assert_eq!(view["async"]["retry_at_ms"], T0);
     assert_eq!(view["attempts"], 0);
     assert!(!view.to_string().contains("sealed\""), "{view}");
 }

@@ -172,6 +172,8 @@ fn async_with_the_origin_down_survives_a_sigkill_and_stores_no_credential_in_cle
     // The alarm tried and found the origin down.
     wait_for_line(w, "retry-scheduled", |line| line["decision"] == "retry-scheduled");
     w.crash();
+    // The job is in the files (its envelope names its key id), so the scan below can see it.
+    assert!(files_contain(w.persist_dir(), b"async-test"), "the sealed job is stored");
     let token = credential.trim_start_matches("Bearer ");
     for (what, needle) in [("credential", token), ("key", key.as_str()), ("body", marker.as_str())] {
         assert!(

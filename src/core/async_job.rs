@@ -26,7 +26,9 @@
 //! 5. No attempt starts at or after the deadline. If the next attempt would, the job gives
 //!    up: if no attempt could have executed, the next poll gets 503 `origin-unavailable`
 //!    (never executed) and the key is released; if one might have, the key is held unknown.
-//! 6. Polling is sending the same request with the same key: 202 while the job runs, the
+//! 6. A body over [`MAX_STORED_REQUEST_BODY_BYTES`] cannot be stored with the claim: such a
+//!    request is served as if it did not prefer `respond-async`.
+//! 7. Polling is sending the same request with the same key: 202 while the job runs, the
 //!    stored answer once there is one, 422 for another payload (`core::machine`, rule 2).
 
 use super::config::{decode_object_policy, ConfigError, MAX_TTL_SECONDS};
@@ -48,6 +50,11 @@ pub const RESPOND_ASYNC: &str = "respond-async";
 pub const BACKOFF_BASE_MS: u64 = 1_000;
 /// The shortest wait between two sends, whatever the jitter drew.
 pub const MIN_RETRY_DELAY_MS: u64 = 250;
+/// The largest request body a job stores: the job is one SQLite row (at most 2 MB), which
+/// also holds the headers, the policy and the seal. A larger body is served as without
+/// the preference (forwarded at once), rather than refused.
+pub const MAX_STORED_REQUEST_BODY_BYTES: u64 = 1_500_000;
+
 /// The longest backoff cap that may be configured.
 const MAX_MAX_BACKOFF_SECONDS: u64 = 3_600;
 /// The lease of a send whose policy cannot be read (never written so; the longest origin

@@ -59,7 +59,7 @@ use super::settings;
 use super::storage::{self, StorageError};
 use super::{internal, now_ms};
 use crate::core::admin;
-use crate::core::async_job::AsyncConfig;
+use crate::core::async_job::{AsyncConfig, MAX_STORED_REQUEST_BODY_BYTES};
 use crate::core::config::{decode_object_policy, ObjectPolicy};
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{connection_tokens, pass_to_caller, store_for_replay};
@@ -217,7 +217,8 @@ impl KeyObject {
             Some("outcome") => return self.observe_outcome(&req, &headers, &policy).await,
             _ => {}
         }
-        if let Some(accept) = headers.get(internal::ASYNC)?.as_deref().and_then(AsyncConfig::decode) {
+        let accept = headers.get(internal::ASYNC)?.as_deref().and_then(AsyncConfig::decode);
+        if let Some(accept) = accept.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES) {
             return self.arrive_async(&req, &headers, fingerprint, &policy, body_bytes, accept).await;
         }
         let record = match self.record() {

@@ -566,10 +566,13 @@ pub fn job_decision(before: Option<&Record>, change: &RecordChange) -> Option<Jo
         _ => None,
     };
     let RecordChange::Put(after) = change else { return None };
+    let unknown_seen = after.async_job().is_some_and(|job| job.unknown_seen);
     match (job_of(before), job_of(Some(after))) {
         (None, Some(JobPhase::Waiting)) => Some(JobDecision::Accepted),
         (Some(JobPhase::Sending), Some(JobPhase::Waiting)) => Some(JobDecision::RetryScheduled),
+        // A send after an unknown outcome: only to an origin that deduplicates (rule 4).
         (Some(JobPhase::Sending), Some(JobPhase::Sending)) => Some(JobDecision::Reforwarded),
+        (Some(JobPhase::Waiting), Some(JobPhase::Sending)) if unknown_seen => Some(JobDecision::Reforwarded),
         (Some(_), Some(JobPhase::GaveUp)) => Some(JobDecision::GaveUp),
         _ => None,
     }

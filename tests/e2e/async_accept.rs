@@ -7,6 +7,8 @@
 //! - the origin down, a SIGKILL and restart of workerd, then the origin back: the poll ends
 //!   in 201 with one execution, and the stored request was in no SQLite file in the clear;
 //! - the deadline reached: 503 `origin-unavailable`, then the key is released;
+//! - an unknown outcome: held (502 `outcome-unknown`), unless the origin deduplicates, where
+//!   it is sent again;
 //! - the admin API shows the job, and a purge cancels it;
 //! - without `STORAGE_ENCRYPTION_KEYS`, `ASYNC_ACCEPT=prefer` is 500 `invalid-config`.
 //!
@@ -44,6 +46,8 @@ fn start(
         ("ORIGIN_TIMEOUT_SECONDS", "5".to_owned()),
         ("IDEMPOTENCY_TTL_SECONDS", "600".to_owned()),
         ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
+        // Under /dedup/ the origin is declared to deduplicate by key.
+        ("IDEMPOTENCY_ROUTES", r#"[{"pattern":"/dedup/*","origin_deduplicates":true}]"#.to_owned()),
     ];
     Worker::start(WorkerConfig {
         name: name.into(),
@@ -137,6 +141,32 @@ fn the_async_deadline_gives_503_origin_unavailable_then_the_key_is_released() {
     assert_eq!(executed.status, 201, "{executed:?}");
     assert!(!executed.is_replayed());
     assert_eq!(o.executions(&key), 1);
+}
+
+#[test]
+fn an_async_attempt_whose_outcome_is_unknown_is_held_without_origin_deduplicates() {
+    let (w, o) = (accepting(), origin());
+    let key = unique("lost");
+    let req = charge(&format!("/v1/charges/{}", unique("p")), &key).header("x-test-drop", "1");
+    assert_accepted(&w.send(&req));
+    // The connection broke after the request was sent: it may have executed.
+    let held = poll_until_done(w, &req);
+    assert_problem(&held, 502, "outcome-unknown");
+    assert_problem(&w.send(&req), 502, "outcome-unknown");
+    assert_eq!(o.received(&key), 1, "never sent again");
+}
+
+#[test]
+fn where_the_origin_deduplicates_an_unknown_async_attempt_is_sent_again() {
+    let (w, o) = (accepting(), origin());
+    let key = unique("resent");
+    let req = charge(&format!("/dedup/charges/{}", unique("p")), &key).header("x-test-drop-first", "1");
+    assert_accepted(&w.send(&req));
+    let done = poll_until_done(w, &req);
+    assert_eq!(done.status, 201, "{done:?}");
+    assert_eq!(o.received(&key), 2, "lost once, then sent again under the same key");
+    assert_eq!(o.executions(&key), 1);
+    wait_for_line(w, "reforwarded", |line| line["decision"] == "reforwarded");
 }
 
 /// Whether any file under `dir` (databases, WAL files, metadata) contains `needle`.

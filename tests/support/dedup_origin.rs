@@ -5,7 +5,7 @@
 //! Control headers:
 //! - `x-test-delay-ms: N`: the execution takes N ms;
 //! - `x-test-drop: 1`: read the request, then close the connection without executing or
-//!   answering;
+//!   answering; `x-test-drop-first: N`: the same for the first N requests with the key;
 //! - `x-test-fail-first: N`: the first N requests with the key get 503 with
 //!   `Retry-After: 1`, and nothing is executed (an overloaded origin).
 //!
@@ -159,7 +159,8 @@ impl DedupOrigin {
             let mut keys = self.keys.lock().unwrap();
             let state = keys.entry(key.clone()).or_default();
             state.received += 1;
-            if control("x-test-drop").as_deref() == Some("1") {
+            let drop_first = control("x-test-drop-first").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
+            if control("x-test-drop").as_deref() == Some("1") || state.received <= drop_first {
                 drop(keys);
                 let _ = stream.shutdown(Shutdown::Both);
                 return;

@@ -282,6 +282,7 @@ fn the_alarm_sends_under_a_fenced_attempt_with_a_lease() {
         sent.actions,
         vec![Action::SetAlarm(claim.lease_until), Action::Forward { attempt: AttemptId(2) }]
     );
+    assert_eq!(job_decision(Some(&claimed), &sent.change), None, "a first send is logged by its outcome");
     // An early alarm waits for the next attempt; the plain alarm never sends.
     let early = step(Some(&claimed), Event::Alarm { live_attempt: None }, T0);
     assert_eq!(early.actions, vec![Action::SetAlarm(T0)]);
@@ -374,6 +375,7 @@ fn with_a_deduplicating_origin_an_unknown_outcome_is_sent_again_up_to_the_limit(
     let at = job(&waiting).next_attempt_at;
     let resent = step(Some(&waiting), Event::JobAlarm { live_attempt: None, new_attempt: AttemptId(3) }, at);
     let second = put(&resent);
+    assert_eq!(job_decision(Some(&waiting), &resent.change), Some(JobDecision::Reforwarded));
     assert_eq!(second.origin_attempts(), 2);
     // The second is lost too: the limit is reached, held unknown (never "never executed").
     let held = step(Some(&second), finished(AttemptId(3), OriginResult::Responded(503), None, 0.5), at + 10);

@@ -324,8 +324,9 @@ impl Record {
             for _ in 0..count {
                 let tag = input.u8()?;
                 let value = input.bytes()?;
-                // One value per fact: a repeated tag would make two readings of one record.
-                if seen.contains(&tag) {
+                // One value per fact, in ascending tag order (as written): a repeated tag would
+                // make two readings of one record, another order two encodings of one.
+                if seen.last().is_some_and(|&last| last >= tag) {
                     return Err(DecodeError::BadField(tag));
                 }
                 seen.push(tag);

@@ -153,6 +153,24 @@ fn jobs_and_requests_round_trip_and_every_truncation_is_refused() {
 }
 
 #[test]
+fn a_job_and_an_attempt_count_are_written_in_one_order_only() {
+    let record = Record::InFlight(match sending(Some(3)) {
+        Record::InFlight(claim) => InFlight { origin_attempts: 2, ..claim },
+        _ => unreachable!(),
+    });
+    let bytes = record.encode();
+    assert_eq!(Record::decode(&bytes), Ok(record.clone()));
+    // The same two extensions, the job first: refused, so that one record has one encoding.
+    let job = job(&record).encode();
+    let attempts_ext = [&[1u8][..], &2u32.to_be_bytes(), &2u16.to_be_bytes()].concat();
+    let job_ext = [&[3u8][..], &(job.len() as u32).to_be_bytes(), &job].concat();
+    let head = &bytes[..bytes.len() - attempts_ext.len() - job_ext.len()];
+    assert_eq!([head, &attempts_ext, &job_ext].concat(), bytes);
+    let swapped = [head, &job_ext, &attempts_ext].concat();
+    assert_eq!(Record::decode(&swapped), Err(crate::core::record::DecodeError::BadField(1)));
+}
+
+#[test]
 fn a_reader_without_the_job_extension_refuses_the_record() {
     // Tag 3 is critical: its high bit is clear, so an older reader answers 503.
     let bytes = sending(None).encode();

@@ -211,11 +211,15 @@ impl KeyObject {
             Some(sealed) => {
                 let settings = settings::get(&self.env);
                 let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
-                let opened = self.sealer.open_request(ring, self.object_id(), &sealed).await;
-                Some((
-                    sealed,
-                    opened.map_err(|error| format!("the stored request cannot be opened: {error}"))?,
-                ))
+                match self.sealer.open_request(ring, self.object_id(), &sealed).await {
+                    Ok(request) => Some((sealed, request)),
+                    Err(error) => {
+                        // Nothing is sent unopened; look again later, whatever becomes of
+                        // the platform's retries (the key may come back into the ring).
+                        self.set_alarm(now_ms().saturating_add(super::ALARM_AFTER_READ_ERROR_MS)).await;
+                        return Err(format!("the stored request cannot be opened: {error}"));
+                    }
+                }
             }
             None => None,
         };

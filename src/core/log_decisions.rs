@@ -4,7 +4,9 @@
 //! CPU in the isolate and in whatever receives the log (Workers Logs, `wrangler tail`),
 //! and on a busy route most lines say the same healthy thing. Lines that an operator must
 //! see are always kept: rejections, unknown outcomes, releases and fail-open forwards.
-//! Only the healthy decisions (executed, replayed, coalesced) can be dropped or sampled.
+//! Only the healthy decisions (executed, replayed, coalesced, and an asynchronous request
+//! accepted) can be dropped or sampled; an asynchronous job's retries, re-forwards and
+//! give-ups are kept like the problems they follow.
 //! Metrics (the Analytics Engine point) are written for every request, whatever this says:
 //! rates come from there, not from counting lines.
 //!
@@ -76,7 +78,10 @@ impl LogDecisions {
 fn is_problem(decision: Decision) -> bool {
     match decision {
         Decision::Rejected(_) | Decision::Unknown | Decision::Released | Decision::FailedOpen => true,
-        Decision::Executed | Decision::Replayed | Decision::Coalesced => false,
+        // An asynchronous job's failures: a send that did not execute and waits for the
+        // next, an unknown outcome sent again, a job given up at its deadline.
+        Decision::RetryScheduled | Decision::Reforwarded | Decision::GaveUp => true,
+        Decision::Executed | Decision::Replayed | Decision::Coalesced | Decision::Accepted => false,
     }
 }
 
@@ -85,8 +90,12 @@ mod tests {
     use super::*;
     use crate::core::problem::ProblemKind;
 
-    const HEALTHY: [Decision; 3] = [Decision::Executed, Decision::Replayed, Decision::Coalesced];
-    const PROBLEMS: [Decision; 5] = [
+    const HEALTHY: [Decision; 4] =
+        [Decision::Executed, Decision::Replayed, Decision::Coalesced, Decision::Accepted];
+    const PROBLEMS: [Decision; 8] = [
+        Decision::RetryScheduled,
+        Decision::Reforwarded,
+        Decision::GaveUp,
         Decision::Rejected(ProblemKind::KeyReused),
         Decision::Rejected(ProblemKind::InProgress),
         Decision::Unknown,

@@ -4,6 +4,7 @@
 //! what the core decides.
 
 pub mod admin;
+pub mod async_job;
 pub mod canonical_json;
 pub mod config;
 pub mod env_names;

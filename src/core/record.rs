@@ -24,9 +24,11 @@
 //! |---|---|---|
 //! | 1 (critical) | origin attempts: how many times the key was sent to the origin (u16; absent: 1), for `ORIGIN_DEDUPLICATES` | in flight, unknown |
 //! | 2 (critical) | sealed answer: a `core::seal::Envelope` of the encoded [`StoredResponse`]; the inline response is then empty | completed |
+//! | 3 (critical) | async job: a `core::async_job::AsyncJob` (deadline, next attempt, policy, the sealed request) | in flight |
 
 use std::sync::Arc;
 
+use super::async_job::AsyncJob;
 use super::fingerprint::Digest256;
 
 /// Milliseconds since the Unix epoch, as the runtime's clock reports them.
@@ -86,6 +88,9 @@ pub struct InFlight {
     /// means the outcome is unknown.
     pub lease_until: Millis,
     pub expires_at: Millis,
+    /// An asynchronous job (`core::async_job`): the claim holds its stored request and is
+    /// executed from the object's alarm.
+    pub async_job: Option<AsyncJob>,
 }
 
 /// A key with a final response.
@@ -175,9 +180,17 @@ impl Record {
         matches!(self, Record::Completed(Completed { sealed_answer: Some(_), .. }))
     }
 
+    /// The asynchronous job the record holds, if any.
+    pub fn async_job(&self) -> Option<&AsyncJob> {
+        match self {
+            Record::InFlight(InFlight { async_job: Some(job), .. }) => Some(job),
+            _ => None,
+        }
+    }
+
     /// The version [`Record::encode`] writes for this record.
     pub fn version(&self) -> u8 {
-        if self.origin_attempts() != 1 || self.is_sealed() {
+        if self.origin_attempts() != 1 || self.is_sealed() || self.async_job().is_some() {
             VERSION_2
         } else {
             VERSION_1
@@ -192,6 +205,10 @@ impl Record {
         }
         if let Record::Completed(Completed { sealed_answer: Some(sealed), .. }) = self {
             extensions.push((EXT_SEALED_ANSWER, sealed));
+        }
+        let job = self.async_job().map(AsyncJob::encode);
+        if let Some(job) = &job {
+            extensions.push((EXT_ASYNC_JOB, job));
         }
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(MAGIC);
@@ -237,7 +254,7 @@ impl Record {
             out.push(extensions.len() as u8);
             for (tag, value) in extensions {
                 out.push(tag);
-                put_bytes(&mut out, &value);
+                put_bytes(&mut out, value);
             }
         }
         out
@@ -263,6 +280,7 @@ impl Record {
                 claimed_at: input.u64()?,
                 lease_until: input.u64()?,
                 expires_at: input.u64()?,
+                async_job: None,
             }),
             KIND_COMPLETED => {
                 let completed_at = input.u64()?;
@@ -306,8 +324,9 @@ impl Record {
             for _ in 0..count {
                 let tag = input.u8()?;
                 let value = input.bytes()?;
-                // One value per fact: a repeated tag would make two readings of one record.
-                if seen.contains(&tag) {
+                // One value per fact, in ascending tag order (as written): a repeated tag would
+                // make two readings of one record, another order two encodings of one.
+                if seen.last().is_some_and(|&last| last >= tag) {
                     return Err(DecodeError::BadField(tag));
                 }
                 seen.push(tag);
@@ -325,6 +344,9 @@ impl Record {
                             return Err(DecodeError::BadField(tag));
                         }
                         *sealed_answer = Some(value.to_vec());
+                    }
+                    (EXT_ASYNC_JOB, Record::InFlight(InFlight { async_job, .. })) => {
+                        *async_job = Some(AsyncJob::decode(value).ok_or(DecodeError::BadField(tag))?);
                     }
                     (tag, _) if tag & EXT_SKIPPABLE != 0 => {}
                     (tag, _) => return Err(DecodeError::UnknownExtension(tag)),
@@ -357,6 +379,7 @@ const VERSION_1: u8 = 1;
 const VERSION_2: u8 = 2;
 const EXT_ORIGIN_ATTEMPTS: u8 = 1;
 const EXT_SEALED_ANSWER: u8 = 2;
+const EXT_ASYNC_JOB: u8 = 3;
 /// The record version a sealed answer is stored under (bound into its associated data).
 pub const SEALED_RECORD_VERSION: u8 = VERSION_2;
 /// Extension tags with this bit may be skipped by a reader that does not know them.
@@ -486,6 +509,7 @@ mod tests {
                 claimed_at: 1_000,
                 lease_until: 41_000,
                 expires_at: 86_401_000,
+                async_job: None,
             }),
             Record::Completed(Completed {
                 attempt: AttemptId(u64::MAX),
@@ -535,6 +559,7 @@ mod tests {
                 claimed_at: 1_000,
                 lease_until: 41_000,
                 expires_at: 86_401_000,
+                async_job: None,
             }),
             Record::Unknown(Unknown {
                 attempt: AttemptId(9),

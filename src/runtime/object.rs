@@ -27,6 +27,9 @@
 //! later switches to enforce finds its keys' records already right. An observed claim is
 //! live in this instance until its outcome comes or its lease ends.
 //!
+//! Asynchronous acceptance (`core::async_job`) lives in the child module `async_job`: the
+//! request is sealed and stored with the claim, and executed from the alarm.
+//!
 //! The execution runs inside the first caller's handler. If that caller disconnects, the
 //! handler still runs to the end (the runtime keeps driving it), so the outcome is recorded
 //! and every waiter is answered.
@@ -56,6 +59,7 @@ use super::settings;
 use super::storage::{self, StorageError};
 use super::{internal, now_ms};
 use crate::core::admin;
+use crate::core::async_job::{AsyncConfig, MAX_STORED_REQUEST_BODY_BYTES};
 use crate::core::config::{decode_object_policy, ObjectPolicy};
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{connection_tokens, pass_to_caller, store_for_replay};
@@ -65,6 +69,8 @@ use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Completed, Record, StoredResponse};
 use crate::core::scope::ScopeLog;
+
+mod async_job;
 
 /// The answer that settles an execution, shared by its waiters: prepared once, so every
 /// waiter's response shares one body.
@@ -214,6 +220,10 @@ impl KeyObject {
             Some("outcome") => return self.observe_outcome(&req, &headers, &policy).await,
             _ => {}
         }
+        let accept = headers.get(internal::ASYNC)?.as_deref().and_then(AsyncConfig::decode);
+        if let Some(accept) = accept.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES) {
+            return self.arrive_async(&req, &headers, fingerprint, &policy, body_bytes, accept).await;
+        }
         let record = match self.record() {
             Ok(record) => record,
             Err(error) => return self.refuse_unreadable(&req, &headers, "reading the record", error).await,
@@ -323,6 +333,11 @@ impl KeyObject {
                     log.decision = Decision::Rejected(problem.kind);
                     response = Some(respond::problem(&problem));
                 }
+                // A poll of the key's asynchronous job.
+                Action::Accepted { retry_after } => {
+                    log.decision = Decision::Accepted;
+                    response = Some(async_job::accepted(retry_after));
+                }
                 // Settling only follows an origin result, never an arrival.
                 Action::Settle { .. } => {}
             }
@@ -373,6 +388,9 @@ impl KeyObject {
                 return Err(format!("could not read the record: {error}"));
             }
         };
+        if record.as_ref().and_then(Record::async_job).is_some() {
+            return self.run_job().await;
+        }
         let live_attempt = self.live.borrow().as_ref().map(|live| live.attempt);
         let step = machine::step(record.as_ref(), Event::Alarm { live_attempt }, now_ms());
         self.apply(&step.change).await.map_err(|error| format!("clean-up failed: {error}"))?;
@@ -412,7 +430,13 @@ impl KeyObject {
                 if let Some(refusal) = admin::purge_refusal(record.as_ref(), live, now, force) {
                     respond::problem(&Problem::new(ProblemKind::InProgress, refusal))
                 } else {
+                    let job = record.as_ref().and_then(Record::async_job).is_some();
                     match self.apply(&RecordChange::Delete).await {
+                        // A pending job's alarm is cancelled with it.
+                        Ok(()) if job && self.state.storage().delete_alarm().await.is_err() => {
+                            console_error!("object {}: cancelling the job's alarm failed", self.short_id());
+                            respond::problem(&storage_unavailable())
+                        }
                         Ok(()) => {
                             console_log!(
                                 "{{\"event\":\"admin-purge\",\"object\":\"{}\",\"forced\":{}}}",
@@ -776,6 +800,7 @@ impl KeyObject {
                 // Enforcing would have waited; observing never does, nor counts a waiter.
                 Action::Join { .. } => decision = Decision::Coalesced,
                 Action::Reject(problem) => decision = Decision::Rejected(problem.kind),
+                Action::Accepted { .. } => decision = Decision::Accepted,
                 Action::SetAlarm(at) => alarm = Some((*at, self.issue_alarm(*at))),
                 Action::Settle { .. } => {}
             }

@@ -3,7 +3,9 @@
 //! is compiled into the Wasm.
 //!
 //! One [`Sealer`] lives in each key's object, whose scope never changes, so the derived
-//! keys are cached there, one per ring key.
+//! keys are cached there, one per ring key and purpose. Stored answers and stored requests
+//! (`core::async_job`) share the same sealing: only the HKDF salt and info and the
+//! associated data differ.
 
 use std::cell::RefCell;
 
@@ -12,8 +14,12 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, CryptoKey, SubtleCrypto};
 
+use crate::core::async_job::StoredRequest;
 use crate::core::record::{StoredResponse, SEALED_RECORD_VERSION};
-use crate::core::seal::{answer_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN};
+use crate::core::seal::{
+    answer_associated_data, request_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN,
+    REQUEST_KEY_INFO,
+};
 
 /// Why an answer could not be sealed or opened.
 #[derive(Debug)]
@@ -32,10 +38,10 @@ fn fail(what: &str) -> impl Fn(JsValue) -> SealError + '_ {
     }
 }
 
-/// The derived keys of one object (one scope), by ring key id.
+/// The derived keys of one object (one scope), by ring key id and HKDF info.
 #[derive(Default)]
 pub struct Sealer {
-    derived: RefCell<Vec<(String, CryptoKey)>>,
+    derived: RefCell<Vec<(String, &'static [u8], CryptoKey)>>,
 }
 
 impl Sealer {
@@ -48,17 +54,8 @@ impl Sealer {
         object_id: &str,
         answer: &StoredResponse,
     ) -> Result<Vec<u8>, SealError> {
-        let ring_key = ring.newest();
-        let key = self.key(ring_key, scope).await?;
-        let mut nonce = [0u8; NONCE_LEN];
-        crypto()?.get_random_values_with_u8_array(&mut nonce).map_err(fail("drawing a nonce"))?;
         let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
-        let promise = subtle()?
-            .encrypt_with_object_and_u8_array(&aes_gcm(&nonce, &aad), &key, &answer.encode())
-            .map_err(fail("sealing"))?;
-        let ciphertext = JsFuture::from(promise).await.map_err(fail("sealing"))?;
-        let ciphertext = Uint8Array::new(&ciphertext).to_vec();
-        Ok(Envelope { key_id: ring_key.id.clone(), nonce, ciphertext }.encode())
+        self.seal_bytes(ring, scope, ANSWER_KEY_INFO, &aad, &answer.encode()).await
     }
 
     /// Opens an envelope sealed by [`Sealer::seal`]. Any change to it, another object, an
@@ -70,29 +67,100 @@ impl Sealer {
         object_id: &str,
         sealed: &[u8],
     ) -> Result<StoredResponse, SealError> {
-        let ring = ring.ok_or_else(|| {
-            SealError("the answer is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
-        })?;
-        let envelope =
-            Envelope::decode(sealed).ok_or_else(|| SealError("the sealed answer is malformed".to_owned()))?;
-        let ring_key = ring.by_id(&envelope.key_id).ok_or_else(|| {
-            SealError(format!("no key with id {:?} in STORAGE_ENCRYPTION_KEYS", envelope.key_id))
-        })?;
-        let key = self.key(ring_key, scope).await?;
         let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
-        let promise = subtle()?
-            .decrypt_with_object_and_u8_array(&aes_gcm(&envelope.nonce, &aad), &key, &envelope.ciphertext)
-            .map_err(fail("opening"))?;
-        let plaintext =
-            JsFuture::from(promise).await.map_err(fail("opening (a changed byte or the wrong key)"))?;
-        StoredResponse::decode(&Uint8Array::new(&plaintext).to_vec())
+        let plaintext = self.open_bytes(ring, scope, ANSWER_KEY_INFO, &aad, sealed).await?;
+        StoredResponse::decode(&plaintext)
             .map_err(|error| SealError(format!("the opened answer is unreadable: {error:?}")))
     }
 
-    /// The AES-GCM key for `ring_key` and this object's scope, derived once.
-    async fn key(&self, ring_key: &RingKey, scope: &[u8]) -> Result<CryptoKey, SealError> {
-        if let Some((_, key)) = self.derived.borrow().iter().find(|(id, _)| *id == ring_key.id) {
-            return Ok(key.clone());
+    /// Seals a job's request for the object `object_id` (the key derived with the object id
+    /// as salt: the alarm knows it without a request).
+    pub async fn seal_request(
+        &self,
+        ring: &KeyRing,
+        object_id: &str,
+        request: &StoredRequest,
+    ) -> Result<Vec<u8>, SealError> {
+        let aad = request_associated_data(object_id, SEALED_RECORD_VERSION);
+        self.seal_bytes(ring, object_id.as_bytes(), REQUEST_KEY_INFO, &aad, &request.encode()).await
+    }
+
+    /// Opens a request sealed by [`Sealer::seal_request`].
+    pub async fn open_request(
+        &self,
+        ring: Option<&KeyRing>,
+        object_id: &str,
+        sealed: &[u8],
+    ) -> Result<StoredRequest, SealError> {
+        let aad = request_associated_data(object_id, SEALED_RECORD_VERSION);
+        let plaintext = self.open_bytes(ring, object_id.as_bytes(), REQUEST_KEY_INFO, &aad, sealed).await?;
+        StoredRequest::decode(&plaintext)
+            .ok_or_else(|| SealError("the opened request is unreadable".to_owned()))
+    }
+
+    /// Seals `plaintext` under the ring's newest key, derived with `salt` and `info`;
+    /// returns the encoded envelope.
+    async fn seal_bytes(
+        &self,
+        ring: &KeyRing,
+        salt: &[u8],
+        info: &'static [u8],
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        let ring_key = ring.newest();
+        let key = self.key(ring_key, salt, info).await?;
+        let mut nonce = [0u8; NONCE_LEN];
+        crypto()?.get_random_values_with_u8_array(&mut nonce).map_err(fail("drawing a nonce"))?;
+        let promise = subtle()?
+            .encrypt_with_object_and_u8_array(&aes_gcm(&nonce, aad), &key, plaintext)
+            .map_err(fail("sealing"))?;
+        let ciphertext = JsFuture::from(promise).await.map_err(fail("sealing"))?;
+        let ciphertext = Uint8Array::new(&ciphertext).to_vec();
+        Ok(Envelope { key_id: ring_key.id.clone(), nonce, ciphertext }.encode())
+    }
+
+    async fn open_bytes(
+        &self,
+        ring: Option<&KeyRing>,
+        salt: &[u8],
+        info: &'static [u8],
+        aad: &[u8],
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        let ring = ring.ok_or_else(|| {
+            SealError("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
+        })?;
+        let envelope =
+            Envelope::decode(sealed).ok_or_else(|| SealError("the sealed value is malformed".to_owned()))?;
+        let ring_key = ring.by_id(&envelope.key_id).ok_or_else(|| {
+            SealError(format!("no key with id {:?} in STORAGE_ENCRYPTION_KEYS", envelope.key_id))
+        })?;
+        let key = self.key(ring_key, salt, info).await?;
+        let promise = subtle()?
+            .decrypt_with_object_and_u8_array(&aes_gcm(&envelope.nonce, aad), &key, &envelope.ciphertext)
+            .map_err(fail("opening"))?;
+        let plaintext =
+            JsFuture::from(promise).await.map_err(fail("opening (a changed byte or the wrong key)"))?;
+        Ok(Uint8Array::new(&plaintext).to_vec())
+    }
+
+    /// The AES-GCM key for `ring_key`, `salt` (this object's scope, or its id) and `info`,
+    /// derived once.
+    async fn key(
+        &self,
+        ring_key: &RingKey,
+        salt: &[u8],
+        info: &'static [u8],
+    ) -> Result<CryptoKey, SealError> {
+        let cached = self
+            .derived
+            .borrow()
+            .iter()
+            .find(|(id, i, _)| *id == ring_key.id && *i == info)
+            .map(|e| e.2.clone());
+        if let Some(key) = cached {
+            return Ok(key);
         }
         let subtle = subtle()?;
         let usages = js_sys::Array::of1(&JsValue::from_str("deriveKey"));
@@ -109,8 +177,8 @@ impl Sealer {
             JsFuture::from(base).await.map_err(fail("importing a storage key"))?.unchecked_into();
         let hkdf = named("HKDF");
         set(&hkdf, "hash", &JsValue::from_str("SHA-256"));
-        set(&hkdf, "salt", &Uint8Array::from(scope));
-        set(&hkdf, "info", &Uint8Array::from(ANSWER_KEY_INFO));
+        set(&hkdf, "salt", &Uint8Array::from(salt));
+        set(&hkdf, "info", &Uint8Array::from(info));
         let aes = named("AES-GCM");
         set(&aes, "length", &JsValue::from_f64(256.0));
         let usages = js_sys::Array::of2(&JsValue::from_str("encrypt"), &JsValue::from_str("decrypt"));
@@ -119,7 +187,7 @@ impl Sealer {
             .map_err(fail("deriving a storage key"))?;
         let derived: CryptoKey =
             JsFuture::from(derived).await.map_err(fail("deriving a storage key"))?.unchecked_into();
-        self.derived.borrow_mut().push((ring_key.id.clone(), derived.clone()));
+        self.derived.borrow_mut().push((ring_key.id.clone(), info, derived.clone()));
         Ok(derived)
     }
 }

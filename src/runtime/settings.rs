@@ -107,8 +107,16 @@ fn load(env: &Env) -> Settings {
         secret(env, "ALARM_FAULT_INJECTION").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
     let delete_failures =
         secret(env, "DELETE_FAULT_INJECTION").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    let config = load_config(env);
+    let storage_keys = storage_keys(env);
+    // A stored request holds the caller's credentials: never stored unsealed.
+    if matches!((&config, &storage_keys), (Ok(config), Ok(None)) if config.accepts_async()) {
+        first(invalid(format!(
+            "ASYNC_ACCEPT is prefer (or a route's async_accept is), which stores requests, credentials included: set the secret {VAR_STORAGE_ENCRYPTION_KEYS} so that they are sealed."
+        )));
+    }
     Settings {
-        config: load_config(env),
+        config,
         admin_token,
         refusal,
         origin_auth_secret,
@@ -118,7 +126,7 @@ fn load(env: &Env) -> Settings {
         delete_failures,
         metrics_bound: metrics_bound(env),
         log_decisions,
-        storage_keys: storage_keys(env),
+        storage_keys,
     }
 }
 

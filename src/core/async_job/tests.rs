@@ -241,10 +241,25 @@ fn prefer_respond_async_is_read_as_rfc_7240_says() {
 
 #[test]
 fn retry_after_is_read_in_delay_seconds() {
-    assert_eq!(parse_retry_after(Some(" 3 ")), Some(3_000));
-    assert_eq!(parse_retry_after(Some("Wed, 21 Oct 2026 07:28:00 GMT")), None);
-    assert_eq!(parse_retry_after(Some("-1")), None);
-    assert_eq!(parse_retry_after(None), None);
+    let now = 1_793_021_280_000; // Mon, 26 Oct 2026 13:28:00 GMT
+    assert_eq!(parse_retry_after(Some(" 3 "), now), Some(3_000));
+    assert_eq!(parse_retry_after(Some("Mon, 26 Oct 2026 13:28:30 GMT"), now), Some(30_000));
+    assert_eq!(parse_retry_after(Some("Mon, 26 Oct 2026 13:27:00 GMT"), now), Some(0), "a date in the past");
+    assert_eq!(parse_retry_after(Some("Thu, 01 Jan 1970 00:00:00 GMT"), 0), Some(0));
+    assert_eq!(parse_retry_after(Some("Sun, 06 Nov 1994 08:49:37 GMT"), 0), Some(784_111_777_000));
+    assert_eq!(parse_retry_after(Some("Tue, 29 Feb 2028 00:00:01 GMT"), 1_835_395_200_000), Some(1_000));
+    for bad in [
+        "Sunday, 06-Nov-94 08:49:37 GMT",
+        "Sun Nov  6 08:49:37 1994",
+        "Sun, 06 Nov 1994 08:49:37 UTC",
+        "Sun, 06 Foo 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 25:49:37 GMT",
+        "-1",
+        "1.5",
+    ] {
+        assert_eq!(parse_retry_after(Some(bad), now), None, "{bad}");
+    }
+    assert_eq!(parse_retry_after(None, now), None);
 }
 
 proptest! {

@@ -328,7 +328,7 @@ impl KeyObject {
         let origin_status = answer.as_ref().map(|answer| answer.status);
         let retry_after_ms = answer.as_ref().and_then(|answer| {
             let value = answer.headers.iter().find(|(name, _)| name.eq_ignore_ascii_case("retry-after"));
-            parse_retry_after(value.map(|(_, value)| value.as_str()))
+            parse_retry_after(value.map(|(_, value)| value.as_str()), now_ms())
         });
         let stored = answer.as_ref().and_then(storable).map(Arc::new);
         if let Some(AnswerBody::Streamed(stream)) = answer.map(|answer| answer.body) {

@@ -270,6 +270,12 @@ async function startTargets(origin, which, suffix = "") {
         main: path.join(ROOT, "bench/targets/ladder.mjs"),
         vars: { ORIGIN_URL: originUrl, LADDER_MODE: "do-sql" },
       }),
+    "js-do-claim": () =>
+      writeConfig(path.join(configs, "js-do-claim.toml"), {
+        base: simple("bench-js-do-claim", "x", ladderExtra),
+        main: path.join(ROOT, "bench/targets/ladder.mjs"),
+        vars: { ORIGIN_URL: originUrl, LADDER_MODE: "do-claim" },
+      }),
     // Route mode: ORIGIN_URL empty, the request's own URL (Host header) names the origin.
     // Same code path minus the TCP probe.
     "worker-route": () => rustConfig("bench-worker-route", { ORIGIN_URL: "" }),
@@ -947,8 +953,8 @@ async function main() {
     return;
   }
 
-  const firstNames = ["direct", "passthrough", ...(LADDER ? ["js-do", "js-do-sql", "worker-route"] : []), "worker"];
-  const replayNames = [...(LADDER ? ["js-do-sql", "worker-route"] : []), "worker"];
+  const firstNames = ["direct", "passthrough", ...(LADDER ? ["js-do", "js-do-sql", "worker-route"] : []), "js-do-claim", "worker"];
+  const replayNames = [...(LADDER ? ["js-do-sql", "worker-route"] : []), "js-do-claim", "worker"];
   let targets;
   try {
     targets = await startTargets(origin, firstNames);

@@ -8,6 +8,11 @@
 //             request of the object's life (the table does not exist yet, so it throws),
 //             CREATE TABLE IF NOT EXISTS + INSERT of the claim and an alarm before the
 //             origin, INSERT of the outcome and an alarm after; replays answer from memory.
+//   "do-claim" what hono-idempotency does on its hot path, with the object making the origin
+//             call (issue 17's reference, `js-do-claim`): the KV API of a SQLite-backed
+//             object, a durable claim (`storage.put`) before the origin (the output gate
+//             holds the fetch until it is confirmed), the outcome `put` after, one alarm at
+//             expiry, and replays from the object (memory, else one `storage.get`).
 import { DurableObject } from "cloudflare:workers";
 
 export default {
@@ -29,6 +34,7 @@ export class LadderObject extends DurableObject {
 
   async fetch(req) {
     const mode = this.env.LADDER_MODE;
+    if (mode === "do-claim") return this.claim(req);
     if (mode === "do-sql") {
       if (!this.loaded) {
         try {
@@ -63,6 +69,28 @@ export class LadderObject extends DurableObject {
     }
     const body = await req.arrayBuffer();
     return fetch(req.url, { method: req.method, headers: req.headers, body, redirect: "manual" });
+  }
+
+  async claim(req) {
+    if (!this.loaded) {
+      this.record = (await this.ctx.storage.get("record")) ?? null;
+      this.loaded = true;
+    }
+    const body = await req.arrayBuffer();
+    if (this.record?.status) {
+      const headers = new Headers(this.record.headers);
+      headers.set("idempotent-replayed", "true");
+      return new Response(this.record.body, { status: this.record.status, headers });
+    }
+    if (this.record) return new Response("in progress", { status: 409, headers: { "retry-after": "1" } });
+    this.record = { inflight: true };
+    await this.ctx.storage.put("record", this.record);
+    this.ctx.storage.setAlarm(Date.now() + DAY_MS);
+    const answer = await fetch(req.url, { method: req.method, headers: req.headers, body, redirect: "manual" });
+    const answerBody = await answer.arrayBuffer();
+    this.record = { status: answer.status, headers: [...answer.headers], body: answerBody };
+    this.ctx.storage.put("record", this.record);
+    return new Response(answerBody, { status: answer.status, headers: answer.headers });
   }
 
   async alarm() {

@@ -9,6 +9,11 @@
 //! before the next) and the final result. Exit status: 0 for a 2xx answer, 1 for a final
 //! non-2xx answer, 2 when retries ran out, 3 when the outcome is unknown and needs
 //! reconciliation, 4 for a transport failure that retrying cannot fix, 64 for bad usage.
+//! This CLI validates its arguments before sending (every request it would build is one
+//! reqwest can build) and stacks no other middleware, so 4 is a guard, not an answer it
+//! gives to any input; the library's `ClientError::Transport` behind it is tested in
+//! `client/tests/middleware.rs` (`errors_of_inner_layers_are_not_retried`). Connection and
+//! TLS failures are retried, so they end in 2.
 //! `--ca-cert FILE` trusts a private root as well (a staging deployment, `wrangler dev
 //! --local-protocol https` with a certificate of your own).
 

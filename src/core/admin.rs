@@ -24,7 +24,8 @@
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::record::{Millis, Record, UnknownReason};
+use super::async_job::JobPhase;
+use super::record::{InFlight, Millis, Record, UnknownReason};
 
 /// The default prefix of the admin API.
 pub const DEFAULT_PREFIX: &str = "/__idempotency/";
@@ -150,6 +151,20 @@ pub fn summary(
             view["created_at_ms"] = json!(claim.claimed_at);
             view["lease_until_ms"] = json!(claim.lease_until);
             view["executing_now"] = json!(live);
+            view["attempts"] = json!(claim.origin_attempts);
+            if let Some(job) = &claim.async_job {
+                // Never the request itself: only that one is stored (sealed).
+                view["async"] = json!({
+                    "phase": match job.phase {
+                        JobPhase::Waiting => "waiting",
+                        JobPhase::Sending => "sending",
+                        JobPhase::GaveUp => "gave-up",
+                    },
+                    "retry_at_ms": (job.phase == JobPhase::Waiting).then_some(job.next_attempt_at),
+                    "deadline_ms": job.deadline,
+                    "request_stored": !job.sealed_request.is_empty(),
+                });
+            }
         }
         Record::Completed(done) => {
             view["created_at_ms"] = json!(done.completed_at);
@@ -175,6 +190,7 @@ pub fn summary(
         }
         Record::Unknown(unknown) => {
             view["created_at_ms"] = json!(unknown.since);
+            view["attempts"] = json!(unknown.origin_attempts);
             view["reason"] = json!(match unknown.reason {
                 UnknownReason::OriginTimeout => "origin-timeout",
                 UnknownReason::ResetAfterSend => "reset-after-send",
@@ -193,6 +209,13 @@ pub fn purge_refusal(record: Option<&Record>, live: bool, now: Millis, force: bo
         return None;
     }
     match record.filter(|record| !record.is_expired(now)) {
+        // An asynchronous job between attempts, none of which can have executed: purging it
+        // cancels it (and its alarm), and nothing can run twice.
+        Some(Record::InFlight(InFlight { async_job: Some(job), .. }))
+            if job.phase != JobPhase::Sending && !job.unknown_seen && !live =>
+        {
+            None
+        }
         Some(Record::InFlight(_)) => Some("The record is in flight: its execution may still be running. Add ?force=true to purge it anyway."),
         Some(Record::Completed(_)) => Some("The record holds a completed outcome: once purged, the next retry with this key executes again (a second charge). Add ?force=true to purge it anyway."),
         Some(Record::Unknown(_)) => Some("The record holds an outcome that is unknown: the request may have executed, and once purged the next retry executes again. Reconcile with the origin first, then add ?force=true."),
@@ -316,6 +339,7 @@ mod tests {
             claimed_at: 0,
             lease_until: 100,
             expires_at: 1_000,
+            async_job: None,
         });
         assert!(purge_refusal(Some(&claim), true, 50, false).is_some());
         assert!(purge_refusal(Some(&claim), true, 50, true).is_none());

@@ -6,6 +6,9 @@
 //! An invalid value is a [`ConfigError`] naming the variable. The worker then answers 500
 //! problem+json and forwards nothing: a typo must never turn protection off silently.
 
+use super::async_job::{
+    AsyncConfig, VAR_ASYNC_ACCEPT, VAR_ASYNC_DEADLINE_SECONDS, VAR_ASYNC_MAX_BACKOFF_SECONDS,
+};
 use super::machine::{
     Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
 };
@@ -33,7 +36,7 @@ pub const VAR_MAX_ORIGIN_ATTEMPTS: &str = "MAX_ORIGIN_ATTEMPTS";
 pub const VAR_MODE: &str = "MODE";
 pub const VAR_ORIGIN_SERVICE: &str = "ORIGIN_SERVICE";
 
-pub const ALL_VARS: [&str; 16] = [
+pub const ALL_VARS: [&str; 19] = [
     VAR_ORIGIN_URL,
     VAR_TTL_SECONDS,
     VAR_DUPLICATE_WAIT_SECONDS,
@@ -50,6 +53,9 @@ pub const ALL_VARS: [&str; 16] = [
     VAR_MAX_ORIGIN_ATTEMPTS,
     VAR_MODE,
     VAR_ORIGIN_SERVICE,
+    VAR_ASYNC_ACCEPT,
+    VAR_ASYNC_DEADLINE_SECONDS,
+    VAR_ASYNC_MAX_BACKOFF_SECONDS,
 ];
 
 /// Thirty days: longer retention is allowed by nothing in the product, and a typo of
@@ -101,6 +107,8 @@ pub struct Config {
     /// The `[[services]]` binding the origin is reached through (`ORIGIN_SERVICE`), instead
     /// of a URL.
     pub origin_service: Option<String>,
+    /// Asynchronous acceptance (`ASYNC_*`, `core::async_job`).
+    pub async_accept: AsyncConfig,
 }
 
 /// The policy that applies to one request path: the flat variables, overridden by the
@@ -132,6 +140,8 @@ pub struct Policy<'a> {
     /// The rate-limiting binding for this path: `RATE_LIMITER` (applied when bound) unless
     /// a route names another (which must be bound) or turns it off (`None`).
     pub rate_limiter: Option<RateLimiterChoice<'a>>,
+    /// `Some`: a request that prefers `respond-async` is accepted as a job.
+    pub async_accept: Option<AsyncConfig>,
 }
 
 /// Which Workers Rate Limiting binding limits a request.
@@ -263,6 +273,17 @@ impl Config {
             }
             name => Some(name.to_owned()),
         };
+        let async_accept = AsyncConfig::from_vars(&lookup)?;
+        // Wherever a job may run, it must end before its record can expire.
+        let ttl_ms = ttl * 1_000;
+        for route in &routes {
+            if route.async_accept.unwrap_or(async_accept.prefer) {
+                async_accept.check_ttl(route.ttl_seconds.map_or(ttl_ms, |s| s * 1_000))?;
+            }
+        }
+        if async_accept.prefer {
+            async_accept.check_ttl(ttl_ms)?;
+        }
         Ok(Config {
             origin_url,
             timing: Timing {
@@ -281,7 +302,14 @@ impl Config {
             max_origin_attempts,
             mode,
             origin_service,
+            async_accept,
         })
+    }
+
+    /// Whether some policy accepts requests asynchronously (then stored requests must be
+    /// sealed: `STORAGE_ENCRYPTION_KEYS` is required).
+    pub fn accepts_async(&self) -> bool {
+        self.async_accept.prefer || self.routes.iter().any(|route| route.async_accept == Some(true))
     }
 
     /// The policy for a request to `path`.
@@ -333,6 +361,10 @@ impl Config {
                 Some(RouteRateLimit::Off) => None,
                 Some(RouteRateLimit::Binding(name)) => Some(RateLimiterChoice::Named(name)),
             },
+            async_accept: route
+                .and_then(|r| r.async_accept)
+                .unwrap_or(self.async_accept.prefer)
+                .then_some(self.async_accept),
         }
     }
 

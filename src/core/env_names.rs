@@ -15,7 +15,7 @@ use super::scope::SCOPE_VARS;
 
 /// Names read from the environment besides `config::ALL_VARS` and `scope::SCOPE_VARS`:
 /// secrets and bindings.
-pub const OTHER_NAMES: [&str; 9] = [
+pub const OTHER_NAMES: [&str; 11] = [
     "ADMIN_TOKEN",
     "STORAGE_ENCRYPTION_KEYS",
     "ORIGIN_AUTH_SECRET",
@@ -25,6 +25,8 @@ pub const OTHER_NAMES: [&str; 9] = [
     "IDEMPOTENCY_KEYS",
     "IDEMPOTENCY_METRICS",
     "ALARM_FAULT_INJECTION",
+    "DELETE_FAULT_INJECTION",
+    "LOG_DECISIONS",
 ];
 
 /// The names that hold secrets: set with `wrangler secret put`, never in `[vars]`.

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::admin;
+use super::async_job::{AsyncJob, JobPhase};
 use super::canonical_json::canonicalize;
 use super::config::{decode_object_policy, encode_object_policy, Config, ALL_VARS};
 use super::fingerprint::{fingerprint, is_json_media_type, object_name, Digest256, Payload, Scope};
@@ -265,6 +266,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
             claimed_at: source.u64(),
             lease_until: source.u64(),
             expires_at: source.u64(),
+            async_job: (source.u8() % 3 == 0).then(|| build_job(source)),
         }),
         1 => {
             let completed_at = source.u64();
@@ -319,6 +321,37 @@ fn build_record(source: &mut Source<'_>) -> Record {
     }
 }
 
+/// An asynchronous job (`core::async_job`): sometimes with a policy the runtime could have
+/// written, so that its deduplication and lease are read.
+fn build_job(source: &mut Source<'_>) -> AsyncJob {
+    let phase = match source.u8() % 3 {
+        0 => JobPhase::Waiting,
+        1 => JobPhase::Sending,
+        _ => JobPhase::GaveUp,
+    };
+    let flags = source.u8();
+    let policy = if flags & 4 != 0 {
+        let max = source.u8() % 4;
+        format!("600000,5000,{},100,1000,1000,0,503,,{max},", u64::from(source.u16()) * 10)
+    } else {
+        source.string()
+    };
+    let mut sealed_request = source.bytes();
+    if phase != JobPhase::GaveUp && sealed_request.is_empty() {
+        sealed_request.push(source.u8());
+    }
+    AsyncJob {
+        phase,
+        deadline: source.u64(),
+        next_attempt_at: source.u64(),
+        max_backoff_ms: source.u64(),
+        unknown_seen: flags & 1 != 0,
+        probe_origin: flags & 2 != 0,
+        policy,
+        sealed_request,
+    }
+}
+
 /// Puts a stored record through the admin view and every event of the state machine.
 fn drive(record: &Record, source: &mut Source<'_>) {
     let now = source.u64();
@@ -331,11 +364,12 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     let view = admin::summary(&id, Some(record), live, now, live);
     assert_eq!(view["state"] == "absent", record.is_expired(now));
     assert_eq!(view.get("fingerprint").is_some(), live && !record.is_expired(now));
-    // A record that is still kept is never purged without force.
-    assert_eq!(
-        admin::purge_refusal(Some(record), live, now, false).is_some(),
-        !record.is_expired(now) || live
-    );
+    // A record that is still kept is never purged without force, except a job between
+    // attempts none of which can have executed.
+    let job_purgeable =
+        !live && record.async_job().is_some_and(|job| job.phase != JobPhase::Sending && !job.unknown_seen);
+    let expected = if record.is_expired(now) { live } else { !job_purgeable };
+    assert_eq!(admin::purge_refusal(Some(record), live, now, false).is_some(), expected);
 
     let other = AttemptId(record.attempt().0.wrapping_add(1));
     for fingerprint in [record.fingerprint(), Digest256([source.u8(); 32])] {
@@ -412,6 +446,47 @@ fn drive(record: &Record, source: &mut Source<'_>) {
             let next = step(Some(record), finished, now);
             let settles = next.actions.iter().filter(|a| matches!(a, Action::Settle { .. })).count();
             assert_eq!(settles, 1, "{next:?}");
+            if attempt != record.attempt() || !matches!(record, Record::InFlight(_)) {
+                assert_eq!(next.change, RecordChange::Keep, "fencing: a stale finisher wrote");
+            }
+        }
+    }
+
+    // The job's alarm sends only a job that is due, before its deadline, and never a send
+    // that may still run; every send is claimed with its lease and its alarm first.
+    let alarm = step(Some(record), Event::JobAlarm { live_attempt, new_attempt: other }, now);
+    if alarm.actions.iter().any(|a| matches!(a, Action::Forward { .. })) {
+        let (Record::InFlight(before), Some(job)) = (record, record.async_job()) else {
+            panic!("the alarm sent {record:?}: {alarm:?}")
+        };
+        assert!(!record.is_expired(now) && now < job.deadline, "sent at {now}: {record:?}");
+        match job.phase {
+            JobPhase::Waiting => assert!(now >= job.next_attempt_at),
+            JobPhase::Sending => assert!(!live && now >= before.lease_until && job.policy.contains(',')),
+            JobPhase::GaveUp => panic!("a job that gave up was sent"),
+        }
+        let RecordChange::Put(Record::InFlight(claim)) = &alarm.change else { panic!("{alarm:?}") };
+        assert_eq!(claim.attempt, other);
+        assert_eq!(claim.origin_attempts, before.origin_attempts.saturating_add(1));
+        assert_eq!(alarm.actions.first(), Some(&Action::SetAlarm(claim.lease_until)));
+    }
+    for result in
+        [OriginResult::Responded(source.u16()), OriginResult::ConnectRefused, OriginResult::TimedOut]
+    {
+        for attempt in [record.attempt(), other] {
+            let response = matches!(result, OriginResult::Responded(_))
+                .then(|| Arc::new(StoredResponse { status: 200, headers: Vec::new(), body: source.bytes() }));
+            let finished = Event::JobFinished {
+                attempt,
+                result,
+                response,
+                timing,
+                outcome,
+                retry_after_ms: Some(source.u64()),
+                jitter: f64::from(source.u8()) / 255.0,
+            };
+            let next = step(Some(record), finished, now);
+            assert!(!next.actions.iter().any(|a| matches!(a, Action::Forward { .. })), "{next:?}");
             if attempt != record.attempt() || !matches!(record, Record::InFlight(_)) {
                 assert_eq!(next.change, RecordChange::Keep, "fencing: a stale finisher wrote");
             }

@@ -33,6 +33,29 @@ pub enum Decision {
     /// The key's object provably never received the request, and the route chose
     /// availability: forwarded without protection.
     FailedOpen,
+    /// Asynchronous acceptance (`core::async_job`): a job was claimed for the request, or
+    /// a poll found it still running; answered 202.
+    Accepted,
+    /// A job's attempt was not executed (refused, 429, 503, …): the next one is scheduled.
+    RetryScheduled,
+    /// A job's attempt, whose outcome is unknown, was sent again to an origin that
+    /// deduplicates by key.
+    Reforwarded,
+    /// A job's deadline came with no execution: it gave up (503 `origin-unavailable` to
+    /// the next poll, then the key is released).
+    GaveUp,
+}
+
+impl From<super::async_job::JobDecision> for Decision {
+    fn from(decision: super::async_job::JobDecision) -> Decision {
+        use super::async_job::JobDecision;
+        match decision {
+            JobDecision::Accepted => Decision::Accepted,
+            JobDecision::RetryScheduled => Decision::RetryScheduled,
+            JobDecision::Reforwarded => Decision::Reforwarded,
+            JobDecision::GaveUp => Decision::GaveUp,
+        }
+    }
 }
 
 impl Decision {
@@ -66,6 +89,10 @@ impl Decision {
             Decision::Replayed,
             Decision::Coalesced,
             Decision::FailedOpen,
+            Decision::Accepted,
+            Decision::RetryScheduled,
+            Decision::Reforwarded,
+            Decision::GaveUp,
         ]
         .into_iter()
         .find(|decision| decision.name() == token)
@@ -80,6 +107,10 @@ impl Decision {
             Decision::Coalesced => "coalesced",
             Decision::Rejected(_) => "rejected",
             Decision::FailedOpen => "failed-open",
+            Decision::Accepted => "accepted",
+            Decision::RetryScheduled => "retry-scheduled",
+            Decision::Reforwarded => "reforwarded",
+            Decision::GaveUp => "gave-up",
         }
     }
 }
@@ -399,6 +430,10 @@ mod tests {
             Decision::Replayed,
             Decision::Coalesced,
             Decision::FailedOpen,
+            Decision::Accepted,
+            Decision::RetryScheduled,
+            Decision::Reforwarded,
+            Decision::GaveUp,
         ];
         all.extend(ProblemKind::ALL.into_iter().map(Decision::Rejected));
         for decision in all {

@@ -26,9 +26,14 @@
 //!    forwarded, until the key has been sent `MAX_ORIGIN_ATTEMPTS` times; then it is held
 //!    unknown as without the option. An answer too large to store is never sent again: it
 //!    would be too large again.
+//! 8. A request that asks for asynchronous acceptance (`core::async_job`) claims an absent
+//!    key as a job, which the alarm executes; an arrival on a job's key is a poll (202, or
+//!    503 `origin-unavailable` once the job gave up). An unknown outcome taken up again for
+//!    such a request (rule 7) becomes a job too, instead of a forward.
 
 use std::sync::Arc;
 
+use super::async_job::{self, AsyncAccept};
 use super::fingerprint::Digest256;
 use super::policy::{disposition, release_confirmed, Disposition, OriginResult, OutcomePolicy};
 use super::problem::{Problem, ProblemKind};
@@ -123,6 +128,35 @@ pub enum Event {
     WaitExpired { attempt: AttemptId },
     /// The object's alarm fired. `live_attempt` as for an arrival.
     Alarm { live_attempt: Option<AttemptId> },
+    /// An arrival (fields as for [`Event::Arrival`]) that asks for asynchronous acceptance
+    /// (`Prefer: respond-async` where `ASYNC_ACCEPT=prefer`), with its sealed request.
+    ArrivalAsync {
+        fingerprint: Digest256,
+        new_attempt: AttemptId,
+        live_attempt: Option<AttemptId>,
+        waiters: usize,
+        waiting_bytes: u64,
+        max_origin_attempts: Option<u16>,
+        body_bytes: u64,
+        limits: WaiterLimits,
+        timing: Timing,
+        accept: Box<AsyncAccept>,
+    },
+    /// The alarm fired, with the id a job's next send gets (the runtime draws it). For a
+    /// record without a job, as [`Event::Alarm`].
+    JobAlarm { live_attempt: Option<AttemptId>, new_attempt: AttemptId },
+    /// A job's send finished (fields as for [`Event::OriginFinished`]), with the origin's
+    /// `Retry-After` in milliseconds and the jitter for the backoff: a number in `[0, 1]`
+    /// that the runtime drew.
+    JobFinished {
+        attempt: AttemptId,
+        result: OriginResult,
+        response: Option<Arc<StoredResponse>>,
+        timing: Timing,
+        outcome: OutcomePolicy,
+        retry_after_ms: Option<u64>,
+        jitter: f64,
+    },
 }
 
 /// What becomes of the stored record.
@@ -147,6 +181,9 @@ pub enum Action {
     Join { attempt: AttemptId, wait_ms: u64 },
     /// Answer with this problem.
     Reject(Problem),
+    /// Answer 202 Accepted (`Preference-Applied: respond-async`) with this `Retry-After`:
+    /// the key's job runs (`core::async_job`).
+    Accepted { retry_after: u64 },
     /// `attempt` is over: its own caller gets the origin's live answer (or `answer` when the
     /// origin gave none), and every waiter gets `answer`, marked replayed.
     Settle { attempt: AttemptId, answer: Arc<StoredResponse>, origin_answered: bool },
@@ -160,7 +197,7 @@ pub struct Step {
 }
 
 impl Step {
-    fn keep(actions: Vec<Action>) -> Step {
+    pub(super) fn keep(actions: Vec<Action>) -> Step {
         Step { change: RecordChange::Keep, actions }
     }
 }
@@ -180,8 +217,47 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
             timing,
         } => {
             let room = Room { waiters, waiting_bytes, body_bytes, limits };
-            let arrival = Arrival { fingerprint, new_attempt, live_attempt, room, max_origin_attempts, timing };
+            let arrival =
+                Arrival { fingerprint, new_attempt, live_attempt, room, max_origin_attempts, timing, accept: None };
             on_arrival(record, arrival, now)
+        }
+        Event::ArrivalAsync {
+            fingerprint,
+            new_attempt,
+            live_attempt,
+            waiters,
+            waiting_bytes,
+            max_origin_attempts,
+            body_bytes,
+            limits,
+            timing,
+            accept,
+        } => {
+            let room = Room { waiters, waiting_bytes, body_bytes, limits };
+            let accept = Some(accept);
+            let arrival = Arrival { fingerprint, new_attempt, live_attempt, room, max_origin_attempts, timing, accept };
+            on_arrival(record, arrival, now)
+        }
+        Event::JobAlarm { live_attempt, new_attempt } => match record {
+            Some(Record::InFlight(claim @ InFlight { async_job: Some(job), .. })) if !record_expired(claim, now) => {
+                async_job::on_alarm(claim, job, live_attempt, Some(new_attempt), now)
+            }
+            _ => step(record, Event::Alarm { live_attempt }, now),
+        },
+        Event::JobFinished { attempt, result, response, timing, outcome, retry_after_ms, jitter } => {
+            if let Some(Record::InFlight(claim @ InFlight { async_job: Some(job), .. })) = record {
+                if claim.attempt == attempt && job.phase == async_job::JobPhase::Sending {
+                    let (result, disposition) = classify(result, response.as_deref(), &outcome);
+                    if let Some(step) =
+                        async_job::on_finished(claim, job, disposition, result, retry_after_ms, jitter, now)
+                    {
+                        return step;
+                    }
+                }
+            }
+            // A stored answer, an unknown outcome held, or a stale attempt (fencing): as
+            // for any attempt.
+            on_origin_finished(record, attempt, result, response, timing, &outcome, now)
         }
         Event::ClaimWriteFailed { .. } => Step::keep(vec![Action::Reject(
             Problem::new(
@@ -206,6 +282,10 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
             Step::keep(vec![Action::Reject(in_progress(lease_left.min(5_000)))])
         }
         Event::Alarm { live_attempt } => match record {
+            // A job is sent only with an attempt id ([`Event::JobAlarm`]): look again when due.
+            Some(Record::InFlight(claim @ InFlight { async_job: Some(job), .. })) if !record_expired(claim, now) => {
+                Step::keep(vec![Action::SetAlarm(job.due(claim).max(now))])
+            }
             // An execution still running keeps its claim, even past expiry; look again later.
             Some(Record::InFlight(claim)) if live_attempt == Some(claim.attempt) => {
                 Step::keep(vec![Action::SetAlarm(now.saturating_add(LEASE_MARGIN_MS).max(claim.expires_at))])
@@ -214,6 +294,10 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
             _ => Step { change: RecordChange::Delete, actions: vec![] },
         },
     }
+}
+
+fn record_expired(claim: &InFlight, now: Millis) -> bool {
+    now >= claim.expires_at
 }
 
 /// What one more waiter would add to the live execution's waiters.
@@ -239,10 +323,26 @@ struct Arrival {
     room: Room,
     max_origin_attempts: Option<u16>,
     timing: Timing,
+    /// The arrival asks for asynchronous acceptance (rule 8).
+    accept: Option<Box<AsyncAccept>>,
 }
 
 /// A claim for `new_attempt`, forwarded at once: the key's `origin_attempts`-th sending.
 fn claim_and_forward(arrival: &Arrival, origin_attempts: u16, keep_until: Millis, now: Millis) -> Step {
+    if let Some(accept) = &arrival.accept {
+        // Rule 8: a job instead, sent by the alarm (the `origin_attempts`-th sending).
+        let sent = origin_attempts.saturating_sub(1);
+        let fingerprint = arrival.fingerprint;
+        return async_job::claim(
+            arrival.new_attempt,
+            fingerprint,
+            accept,
+            arrival.timing.ttl_ms,
+            sent,
+            keep_until,
+            now,
+        );
+    }
     let lease_until = now.saturating_add(arrival.timing.lease_ms());
     let expires_at = now.saturating_add(arrival.timing.ttl_ms).max(lease_until).max(keep_until);
     let claim = InFlight {
@@ -252,6 +352,7 @@ fn claim_and_forward(arrival: &Arrival, origin_attempts: u16, keep_until: Millis
         claimed_at: now,
         lease_until,
         expires_at,
+        async_job: None,
     };
     Step {
         change: RecordChange::Put(Record::InFlight(claim)),
@@ -290,6 +391,10 @@ fn on_arrival(record: Option<&Record>, arrival: Arrival, now: Millis) -> Step {
         ))]);
     }
     let action = match current {
+        // Rule 8: a poll of a job, whatever this arrival prefers.
+        Record::InFlight(claim @ InFlight { async_job: Some(job), .. }) => {
+            return async_job::on_poll(claim, job, now)
+        }
         Record::Completed(done) => Action::Replay(done.response.clone()),
         Record::Unknown(unknown) => return reforward_or_hold(&arrival, current, unknown.reason, now),
         Record::InFlight(claim) if live(claim.attempt) => {

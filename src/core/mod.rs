@@ -4,6 +4,7 @@
 //! what the core decides.
 
 pub mod admin;
+pub mod async_job;
 pub mod canonical_json;
 pub mod chunks;
 pub mod config;
@@ -17,6 +18,7 @@ pub mod jwt;
 pub mod key;
 pub mod keyed_name;
 pub mod log;
+pub mod log_decisions;
 pub mod machine;
 pub mod origin_auth;
 pub mod policy;

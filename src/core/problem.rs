@@ -53,11 +53,14 @@ pub enum ProblemKind {
     /// The caller (its scope, or its IP when anonymous) is over the rate limit; nothing was
     /// created or forwarded.
     RateLimited,
+    /// An asynchronous request's deadline came before the origin took it: it was never
+    /// executed, and the key is released (`core::async_job`).
+    OriginUnavailable,
 }
 
 impl ProblemKind {
     /// Every kind, for parsing a slug back.
-    pub const ALL: [ProblemKind; 14] = [
+    pub const ALL: [ProblemKind; 15] = [
         ProblemKind::MissingKey,
         ProblemKind::InvalidKey,
         ProblemKind::KeyReused,
@@ -72,6 +75,7 @@ impl ProblemKind {
         ProblemKind::MethodNotAllowed,
         ProblemKind::InvalidPath,
         ProblemKind::MethodOverride,
+        ProblemKind::OriginUnavailable,
     ];
 
     /// The kind whose [`ProblemKind::slug`] is `slug`.
@@ -89,7 +93,7 @@ impl ProblemKind {
             ProblemKind::InProgress => 409,
             ProblemKind::BodyTooLarge => 413,
             ProblemKind::OutcomeUnknown | ProblemKind::OriginUnreachable => 502,
-            ProblemKind::StorageUnavailable => 503,
+            ProblemKind::StorageUnavailable | ProblemKind::OriginUnavailable => 503,
             ProblemKind::InvalidConfig => 500,
             ProblemKind::Unauthorized
             | ProblemKind::MissingCredential
@@ -120,6 +124,7 @@ impl ProblemKind {
             ProblemKind::MethodNotAllowed => "method-not-allowed",
             ProblemKind::InvalidPath => "invalid-path",
             ProblemKind::MethodOverride => "method-override",
+            ProblemKind::OriginUnavailable => "origin-unavailable",
         }
     }
 
@@ -142,6 +147,7 @@ impl ProblemKind {
             ProblemKind::InvalidPath => "The request path is ambiguous",
             ProblemKind::MethodOverride => "Method-override headers are not accepted here",
             ProblemKind::RateLimited => "Too many requests",
+            ProblemKind::OriginUnavailable => "The origin was unavailable until the deadline",
         }
     }
 }

@@ -24,10 +24,12 @@
 //! |---|---|---|
 //! | 1 (critical) | origin attempts: how many times the key was sent to the origin (u16; absent: 1), for `ORIGIN_DEDUPLICATES` | in flight, unknown |
 //! | 2 (critical) | sealed answer: a `core::seal::Envelope` of the encoded [`StoredResponse`]; the inline response is then empty | completed |
+//! | 3 (critical) | async job: a `core::async_job::AsyncJob` (deadline, next attempt, policy, the sealed request) | in flight |
 //! | 4 (critical) | chunked answer: a `core::chunks::ChunkManifest`; the body is in chunk rows and the inline (or sealed) response has none | completed |
 
 use std::sync::Arc;
 
+use super::async_job::AsyncJob;
 use super::chunks::ChunkManifest;
 use super::fingerprint::Digest256;
 
@@ -88,6 +90,9 @@ pub struct InFlight {
     /// means the outcome is unknown.
     pub lease_until: Millis,
     pub expires_at: Millis,
+    /// An asynchronous job (`core::async_job`): the claim holds its stored request and is
+    /// executed from the object's alarm.
+    pub async_job: Option<AsyncJob>,
 }
 
 /// A key with a final response.
@@ -180,6 +185,14 @@ impl Record {
         matches!(self, Record::Completed(Completed { sealed_answer: Some(_), .. }))
     }
 
+    /// The asynchronous job the record holds, if any.
+    pub fn async_job(&self) -> Option<&AsyncJob> {
+        match self {
+            Record::InFlight(InFlight { async_job: Some(job), .. }) => Some(job),
+            _ => None,
+        }
+    }
+
     /// The chunk manifest of an answer whose body is stored in chunk rows.
     pub fn chunks(&self) -> Option<&ChunkManifest> {
         match self {
@@ -190,7 +203,11 @@ impl Record {
 
     /// The version [`Record::encode`] writes for this record.
     pub fn version(&self) -> u8 {
-        if self.origin_attempts() != 1 || self.is_sealed() || self.chunks().is_some() {
+        if self.origin_attempts() != 1
+            || self.is_sealed()
+            || self.async_job().is_some()
+            || self.chunks().is_some()
+        {
             VERSION_2
         } else {
             VERSION_1
@@ -205,6 +222,10 @@ impl Record {
         }
         if let Record::Completed(Completed { sealed_answer: Some(sealed), .. }) = self {
             extensions.push((EXT_SEALED_ANSWER, sealed));
+        }
+        let job = self.async_job().map(AsyncJob::encode);
+        if let Some(job) = &job {
+            extensions.push((EXT_ASYNC_JOB, job));
         }
         let manifest = self.chunks().map(ChunkManifest::encode);
         if let Some(manifest) = &manifest {
@@ -283,6 +304,7 @@ impl Record {
                 claimed_at: input.u64()?,
                 lease_until: input.u64()?,
                 expires_at: input.u64()?,
+                async_job: None,
             }),
             KIND_COMPLETED => {
                 let completed_at = input.u64()?;
@@ -327,8 +349,9 @@ impl Record {
             for _ in 0..count {
                 let tag = input.u8()?;
                 let value = input.bytes()?;
-                // One value per fact: a repeated tag would make two readings of one record.
-                if seen.contains(&tag) {
+                // One value per fact, in ascending tag order (as written): a repeated tag would
+                // make two readings of one record, another order two encodings of one.
+                if seen.last().is_some_and(|&last| last >= tag) {
                     return Err(DecodeError::BadField(tag));
                 }
                 seen.push(tag);
@@ -346,6 +369,9 @@ impl Record {
                             return Err(DecodeError::BadField(tag));
                         }
                         *sealed_answer = Some(value.to_vec());
+                    }
+                    (EXT_ASYNC_JOB, Record::InFlight(InFlight { async_job, .. })) => {
+                        *async_job = Some(AsyncJob::decode(value).ok_or(DecodeError::BadField(tag))?);
                     }
                     (EXT_CHUNKED_ANSWER, Record::Completed(Completed { chunks, response, .. })) => {
                         // The body is in the chunk rows, never also inline.
@@ -385,6 +411,7 @@ const VERSION_1: u8 = 1;
 const VERSION_2: u8 = 2;
 const EXT_ORIGIN_ATTEMPTS: u8 = 1;
 const EXT_SEALED_ANSWER: u8 = 2;
+const EXT_ASYNC_JOB: u8 = 3;
 const EXT_CHUNKED_ANSWER: u8 = 4;
 /// The record version a sealed answer is stored under (bound into its associated data).
 pub const SEALED_RECORD_VERSION: u8 = VERSION_2;
@@ -515,6 +542,7 @@ mod tests {
                 claimed_at: 1_000,
                 lease_until: 41_000,
                 expires_at: 86_401_000,
+                async_job: None,
             }),
             Record::Completed(Completed {
                 attempt: AttemptId(u64::MAX),
@@ -566,6 +594,7 @@ mod tests {
                 claimed_at: 1_000,
                 lease_until: 41_000,
                 expires_at: 86_401_000,
+                async_job: None,
             }),
             Record::Unknown(Unknown {
                 attempt: AttemptId(9),

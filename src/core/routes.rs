@@ -21,6 +21,7 @@
 //! | `unknown_statuses` | origin statuses that leave the outcome unknown, e.g. `[502, 504]` for a gateway in front of the application |
 //! | `allow_method_override` | `true`: let `X-HTTP-Method-Override` and its kin through on uncovered methods (refused with 400 by default) |
 //! | `origin_deduplicates` | `true` or `false`: overrides `ORIGIN_DEDUPLICATES` for this route |
+//! | `async_accept` | `"off"` or `"prefer"`: overrides `ASYNC_ACCEPT` for this route (`core::async_job`) |
 //! | `mode` | `"enforce"` or `"observe"`: overrides `MODE` for this route (see [`Mode`]) |
 //! | `origin_service` | the `[[services]]` binding this route's origin is reached through |
 //! | `rate_limit` | `false`: no rate limit on this route; a binding name (`"RATE_LIMITER_PAYOUTS"`): limit with that `[[ratelimits]]` binding instead of `RATE_LIMITER` (an unbound name is a 500) |
@@ -140,6 +141,8 @@ pub struct Route {
     /// A `[[services]]` binding name.
     pub origin_service: Option<String>,
     pub rate_limit: Option<RouteRateLimit>,
+    /// `Some(true)`: `"prefer"` (`ASYNC_ACCEPT` for this route).
+    pub async_accept: Option<bool>,
 }
 
 /// A route's `rate_limit` member.
@@ -171,7 +174,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 18] = [
+    const KNOWN: [&str; 19] = [
         "pattern",
         "methods",
         "key",
@@ -190,6 +193,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         "mode",
         "origin_service",
         "rate_limit",
+        "async_accept",
     ];
     if let Some(unknown) = members.keys().find(|name| !KNOWN.contains(&name.as_str())) {
         return Err(format!("{}: unknown member (known: {})", at(unknown), KNOWN.join(", ")));
@@ -326,6 +330,12 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
             Some(Value::Bool(false)) => Some(RouteRateLimit::Off),
             Some(Value::String(name)) if is_binding_name(name) => Some(RouteRateLimit::Binding(name.clone())),
             Some(_) => return Err(format!("{}: expected false or a binding name", at("rate_limit"))),
+        },
+        async_accept: match members.get("async_accept") {
+            None => None,
+            Some(Value::String(s)) if s == "off" => Some(false),
+            Some(Value::String(s)) if s == "prefer" => Some(true),
+            Some(_) => return Err(format!("{}: expected \"off\" or \"prefer\"", at("async_accept"))),
         },
     })
 }

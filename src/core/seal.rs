@@ -14,6 +14,10 @@
 //!    answer copied into another key's object does not open.
 //! 4. A record that cannot be opened (unknown key id, a changed byte) is never treated as
 //!    absent: the object answers 503 and forwards nothing.
+//! 5. Stored requests (`core::async_job`) are sealed the same way, with keys derived with
+//!    the object id as salt and their own `info` ([`REQUEST_KEY_INFO`]): the alarm opens
+//!    them in an object that no request has reached since a restart. The scope's key salt
+//!    travels inside the sealed request, so the alarm can seal the answer as usual.
 
 use serde_json::Value;
 
@@ -22,6 +26,10 @@ pub const VAR_STORAGE_ENCRYPTION_KEYS: &str = "STORAGE_ENCRYPTION_KEYS";
 
 /// HKDF `info` for the keys that seal stored answers.
 pub const ANSWER_KEY_INFO: &[u8] = b"idempotency-edge stored answer v1";
+
+/// HKDF `info` for the keys that seal stored requests (`core::async_job`). Their salt is
+/// the key's object id, which the object knows without any request: its alarm opens them.
+pub const REQUEST_KEY_INFO: &[u8] = b"idempotency-edge stored request v1";
 
 /// The AES-GCM nonce length.
 pub const NONCE_LEN: usize = 12;
@@ -165,6 +173,17 @@ impl Envelope {
 pub fn answer_associated_data(object_id: &str, record_version: u8) -> Vec<u8> {
     let mut aad = Vec::with_capacity(40 + object_id.len());
     aad.extend_from_slice(b"idempotency-edge/answer\0");
+    aad.extend_from_slice(object_id.as_bytes());
+    aad.push(0);
+    aad.push(record_version);
+    aad
+}
+
+/// What a sealed request is bound to: the object that holds it and the record version
+/// (a label apart from answers', so that neither opens as the other).
+pub fn request_associated_data(object_id: &str, record_version: u8) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(40 + object_id.len());
+    aad.extend_from_slice(b"idempotency-edge/request\0");
     aad.extend_from_slice(object_id.as_bytes());
     aad.push(0);
     aad.push(record_version);

@@ -52,6 +52,7 @@ use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Re
 
 use super::{admin, identity, internal, metrics, observe, origin_auth, respond, settings};
 use crate::core::admin::is_admin_path;
+use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{encode_object_policy, Config, Policy, RateLimiterChoice};
 use crate::core::fingerprint::{fingerprint, object_name, Digest256, Payload};
 use crate::core::headers::{connection_tokens, forward_to_origin};
@@ -391,6 +392,12 @@ async fn covered(
     outgoing.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
     if config.probes_origin(policy) {
         outgoing.set(internal::PROBE_ORIGIN, "1")?;
+    }
+    // Asynchronous acceptance (`core::async_job`): the object stores the request as a job.
+    if let Some(accept) =
+        policy.async_accept.filter(|_| prefers_respond_async(headers.get("prefer").ok().flatten().as_deref()))
+    {
+        outgoing.set(internal::ASYNC, &accept.encode())?;
     }
     // The method as `worker::Method` spells it (an unknown one becomes GET), as before.
     let wire_method = worker::Method::from(method.to_owned());

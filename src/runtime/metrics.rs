@@ -13,9 +13,15 @@ pub fn record(env: &Env, log: &RequestLog) {
 }
 
 /// [`record`] for a line written in `context` (observe mode names its mode and route).
+/// The line is written when `LOG_DECISIONS` keeps it; the data point always is.
 pub fn record_in(env: &Env, log: &RequestLog, context: LineContext<'_>) {
-    web_sys::console::log_1(&JsValue::from_str(&log.to_json_in(context)));
-    if !settings::get(env).metrics_bound {
+    let settings = settings::get(env);
+    let filter = settings.log_decisions;
+    let draw = if filter.samples() { js_sys::Math::random() } else { 0.0 };
+    if filter.keeps(log.decision, draw) {
+        web_sys::console::log_1(&JsValue::from_str(&log.to_json_in(context)));
+    }
+    if !settings.metrics_bound {
         return;
     }
     if let Ok(dataset) = env.analytics_engine(METRICS_BINDING) {

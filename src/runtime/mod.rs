@@ -39,6 +39,9 @@ mod internal {
     /// The caller scope's key salt (`core::fingerprint::Scope::key_salt`), for sealing the
     /// key's stored answer.
     pub const SCOPE_SALT: &str = "x-idempotency-edge-scope-salt";
+    /// Present when the request prefers `respond-async` on a route that accepts it: the
+    /// job's settings (`core::async_job::AsyncConfig::encode`).
+    pub const ASYNC: &str = "x-idempotency-edge-async";
     /// The request body's size, for the waiters' byte limit.
     pub const BODY_BYTES: &str = "x-idempotency-edge-body-bytes";
     /// Present when the origin is a configured `ORIGIN_URL` (not route mode): the object may

@@ -27,6 +27,9 @@
 //! later switches to enforce finds its keys' records already right. An observed claim is
 //! live in this instance until its outcome comes or its lease ends.
 //!
+//! Asynchronous acceptance (`core::async_job`) lives in the child module `async_job`: the
+//! request is sealed and stored with the claim, and executed from the alarm.
+//!
 //! The execution runs inside the first caller's handler. If that caller disconnects, the
 //! handler still runs to the end (the runtime keeps driving it), so the outcome is recorded
 //! and every waiter is answered.
@@ -57,6 +60,7 @@ use super::settings;
 use super::storage::{self, StorageError};
 use super::{internal, now_ms};
 use crate::core::admin;
+use crate::core::async_job::{AsyncConfig, MAX_STORED_REQUEST_BODY_BYTES};
 use crate::core::config::{decode_object_policy, ObjectPolicy};
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{connection_tokens, pass_to_caller, store_for_replay};
@@ -66,6 +70,8 @@ use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Completed, Record, StoredResponse};
 use crate::core::scope::ScopeLog;
+
+mod async_job;
 
 /// The answer that settles an execution, shared by its waiters: prepared once, so every
 /// waiter's response shares one body.
@@ -120,6 +126,8 @@ pub struct KeyObject {
     scope_salt: OnceCell<Digest256>,
     /// Alarm runs of this instance so far (for `ALARM_FAULT_INJECTION`).
     alarm_runs: Cell<u32>,
+    /// Record deletions of this instance so far (for `DELETE_FAULT_INJECTION`).
+    deletions: Cell<u32>,
     /// The chunked answer whose rows this instance has checked (`runtime::chunks`).
     chunk_check: RefCell<Option<chunks::Checked>>,
 }
@@ -141,6 +149,7 @@ impl KeyObject {
             sealer: Sealer::default(),
             scope_salt: OnceCell::new(),
             alarm_runs: Cell::new(0),
+            deletions: Cell::new(0),
             chunk_check: RefCell::new(None),
         }
     }
@@ -214,6 +223,10 @@ impl KeyObject {
             }
             Some("outcome") => return self.observe_outcome(&req, &headers, &policy).await,
             _ => {}
+        }
+        let accept = headers.get(internal::ASYNC)?.as_deref().and_then(AsyncConfig::decode);
+        if let Some(accept) = accept.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES) {
+            return self.arrive_async(&req, &headers, fingerprint, &policy, body_bytes, accept).await;
         }
         let record = match self.record() {
             Ok(record) => record,
@@ -324,6 +337,11 @@ impl KeyObject {
                     log.decision = Decision::Rejected(problem.kind);
                     response = Some(respond::problem(&problem));
                 }
+                // A poll of the key's asynchronous job.
+                Action::Accepted { retry_after } => {
+                    log.decision = Decision::Accepted;
+                    response = Some(async_job::accepted(retry_after));
+                }
                 // Settling only follows an origin result, never an arrival.
                 Action::Settle { .. } => {}
             }
@@ -374,6 +392,9 @@ impl KeyObject {
                 return Err(format!("could not read the record: {error}"));
             }
         };
+        if record.as_ref().and_then(Record::async_job).is_some() {
+            return self.run_job().await;
+        }
         let live_attempt = self.live.borrow().as_ref().map(|live| live.attempt);
         let step = machine::step(record.as_ref(), Event::Alarm { live_attempt }, now_ms());
         self.apply(&step.change).await.map_err(|error| format!("clean-up failed: {error}"))?;
@@ -413,7 +434,13 @@ impl KeyObject {
                 if let Some(refusal) = admin::purge_refusal(record.as_ref(), live, now, force) {
                     respond::problem(&Problem::new(ProblemKind::InProgress, refusal))
                 } else {
+                    let job = record.as_ref().and_then(Record::async_job).is_some();
                     match self.apply(&RecordChange::Delete).await {
+                        // A pending job's alarm is cancelled with it.
+                        Ok(()) if job && self.state.storage().delete_alarm().await.is_err() => {
+                            console_error!("object {}: cancelling the job's alarm failed", self.short_id());
+                            respond::problem(&storage_unavailable())
+                        }
                         Ok(()) => {
                             console_log!(
                                 "{{\"event\":\"admin-purge\",\"object\":\"{}\",\"forced\":{}}}",
@@ -494,11 +521,15 @@ impl KeyObject {
         if done.sealed_answer.is_none() && checked == attempt {
             return Ok(());
         }
-        let salt = self.scope_salt.get().ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
+        // Only a sealed head needs the scope's key (an unsealed answer is checked without it).
+        let salt = match (&done.sealed_answer, self.scope_salt.get()) {
+            (Some(_), None) => return Err(StorageError::Seal("no scope salt".to_owned())),
+            (_, salt) => salt.map_or(&[][..], |salt| &salt.0[..]),
+        };
         let settings = settings::get(&self.env);
         let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
         let sealing =
-            chunks::Sealing { sealer: &self.sealer, ring, scope: &salt.0, object_id: self.object_id() };
+            chunks::Sealing { sealer: &self.sealer, ring, scope: salt, object_id: self.object_id() };
         let (opened, checked) = chunks::open(self.sql(), done, sealing).await?;
         let mut cached = self.cached.borrow_mut();
         // Only if nothing replaced the record meanwhile (an alarm, a purge, another opener).
@@ -547,16 +578,22 @@ impl KeyObject {
                     // Never store in the clear what the operator asked to seal.
                     Err(problem) => return Err(StorageError::Seal(problem.detail.clone())),
                 };
-                let salt =
-                    self.scope_salt.get().ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
-                let sealing = chunks::Sealing {
-                    sealer: &self.sealer,
-                    ring,
-                    scope: &salt.0,
-                    object_id: self.object_id(),
+                let sealing = match ring {
+                    None => None,
+                    Some(ring) => {
+                        let salt = self
+                            .scope_salt
+                            .get()
+                            .ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
+                        Some(chunks::Sealing {
+                            sealer: &self.sealer,
+                            ring: Some(ring),
+                            scope: &salt.0,
+                            object_id: self.object_id(),
+                        })
+                    }
                 };
-                let (cached, checked) =
-                    chunks::put(self.raw_storage(), self.sql(), done, Some(sealing)).await?;
+                let (cached, checked) = chunks::put(self.raw_storage(), self.sql(), done, sealing).await?;
                 *self.cached.borrow_mut() = Cached::Loaded(Some(cached));
                 *self.chunk_check.borrow_mut() = Some(checked);
                 Ok(())
@@ -575,10 +612,37 @@ impl KeyObject {
                 Ok(())
             }
             RecordChange::Delete => {
+                // Forgotten in memory in this turn, so that a request arriving while the
+                // deletion is confirmed finds no record (and claims anew: its claim's write
+                // is ordered after this deletion).
                 *self.cached.borrow_mut() = Cached::Loaded(None);
-                // Deletes the table and the alarm too: a released or expired key leaves
-                // nothing behind.
-                self.state.storage().delete_all().await.map_err(|e| StorageError::Sql(e.to_string()))
+                let deletions = self.deletions.get();
+                self.deletions.set(deletions.saturating_add(1));
+                let deleted = if deletions < settings::get(&self.env).delete_failures {
+                    // As a `deleteAll()` that fails without deleting anything.
+                    Err(StorageError::Sql(format!(
+                        "DELETE_FAULT_INJECTION: deletion {} fails on purpose",
+                        deletions + 1
+                    )))
+                } else {
+                    // Deletes the table and the alarm too: a released or expired key
+                    // leaves nothing behind.
+                    self.state.storage().delete_all().await.map_err(|e| StorageError::Sql(e.to_string()))
+                };
+                if deleted.is_err() && matches!(*self.cached.borrow(), Cached::Loaded(None)) {
+                    // The record (a claim) may still be in storage: read it again rather
+                    // than believe it gone, so the key stays held and is never claimed and
+                    // forwarded again by this instance.
+                    *self.cached.borrow_mut() = Cached::NotLoaded;
+                    if let Err(error) = self.record() {
+                        console_error!(
+                            "object {}: reading the record again failed: {}",
+                            self.short_id(),
+                            error
+                        );
+                    }
+                }
+                deleted
             }
         }
     }
@@ -810,6 +874,7 @@ impl KeyObject {
                 // Enforcing would have waited; observing never does, nor counts a waiter.
                 Action::Join { .. } => decision = Decision::Coalesced,
                 Action::Reject(problem) => decision = Decision::Rejected(problem.kind),
+                Action::Accepted { .. } => decision = Decision::Accepted,
                 Action::SetAlarm(at) => alarm = Some((*at, self.issue_alarm(*at))),
                 Action::Settle { .. } => {}
             }

@@ -3,7 +3,9 @@
 //! is compiled into the Wasm.
 //!
 //! One [`Sealer`] lives in each key's object, whose scope never changes, so the derived
-//! keys are cached there, one per ring key.
+//! keys are cached there, one per ring key and purpose. Stored answers and stored requests
+//! (`core::async_job`) share the same sealing: only the HKDF salt and info and the
+//! associated data differ.
 
 use std::cell::RefCell;
 
@@ -12,8 +14,12 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, CryptoKey, SubtleCrypto};
 
+use crate::core::async_job::StoredRequest;
 use crate::core::record::{StoredResponse, SEALED_RECORD_VERSION};
-use crate::core::seal::{answer_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN};
+use crate::core::seal::{
+    answer_associated_data, request_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN,
+    REQUEST_KEY_INFO,
+};
 
 /// Why an answer could not be sealed or opened.
 #[derive(Debug)]
@@ -32,10 +38,10 @@ fn fail(what: &str) -> impl Fn(JsValue) -> SealError + '_ {
     }
 }
 
-/// The derived keys of one object (one scope), by ring key id.
+/// The derived keys of one object (one scope), by ring key id and HKDF info.
 #[derive(Default)]
 pub struct Sealer {
-    derived: RefCell<Vec<(String, CryptoKey)>>,
+    derived: RefCell<Vec<(String, &'static [u8], CryptoKey)>>,
 }
 
 impl Sealer {
@@ -49,28 +55,7 @@ impl Sealer {
         answer: &StoredResponse,
     ) -> Result<Vec<u8>, SealError> {
         let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
-        self.seal_with(ring, scope, &aad, &answer.encode()).await
-    }
-
-    /// Seals `plaintext` bound to `aad` under the ring's newest key (derived for `scope`);
-    /// returns the encoded envelope.
-    pub async fn seal_with(
-        &self,
-        ring: &KeyRing,
-        scope: &[u8],
-        aad: &[u8],
-        plaintext: &[u8],
-    ) -> Result<Vec<u8>, SealError> {
-        let ring_key = ring.newest();
-        let key = self.key(ring_key, scope).await?;
-        let mut nonce = [0u8; NONCE_LEN];
-        crypto()?.get_random_values_with_u8_array(&mut nonce).map_err(fail("drawing a nonce"))?;
-        let promise = subtle()?
-            .encrypt_with_object_and_u8_array(&aes_gcm(&nonce, aad), &key, plaintext)
-            .map_err(fail("sealing"))?;
-        let ciphertext = JsFuture::from(promise).await.map_err(fail("sealing"))?;
-        let ciphertext = Uint8Array::new(&ciphertext).to_vec();
-        Ok(Envelope { key_id: ring_key.id.clone(), nonce, ciphertext }.encode())
+        self.seal_bytes(ring, scope, ANSWER_KEY_INFO, &aad, &answer.encode()).await
     }
 
     /// Opens an envelope sealed by [`Sealer::seal`]. Any change to it, another object, an
@@ -83,9 +68,21 @@ impl Sealer {
         sealed: &[u8],
     ) -> Result<StoredResponse, SealError> {
         let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
-        let plaintext = self.open_with(ring, scope, &aad, sealed).await?;
+        let plaintext = self.open_bytes(ring, scope, ANSWER_KEY_INFO, &aad, sealed).await?;
         StoredResponse::decode(&plaintext)
             .map_err(|error| SealError(format!("the opened answer is unreadable: {error:?}")))
+    }
+
+    /// Seals `plaintext` bound to `aad` under the ring's newest key, with the answer key of
+    /// `scope` (for the parts of a chunked answer, `runtime::chunks`); returns the envelope.
+    pub async fn seal_with(
+        &self,
+        ring: &KeyRing,
+        scope: &[u8],
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        self.seal_bytes(ring, scope, ANSWER_KEY_INFO, aad, plaintext).await
     }
 
     /// Opens an envelope sealed by [`Sealer::seal_with`] with the same `aad`.
@@ -96,9 +93,89 @@ impl Sealer {
         aad: &[u8],
         sealed: &[u8],
     ) -> Result<Vec<u8>, SealError> {
+        self.open_bytes(ring, scope, ANSWER_KEY_INFO, aad, sealed).await
+    }
+
+    /// The answer key of `scope` derived from the ring key named `key_id`.
+    pub async fn key_by_id(
+        &self,
+        ring: Option<&KeyRing>,
+        scope: &[u8],
+        key_id: &str,
+    ) -> Result<CryptoKey, SealError> {
+        let ring = ring.ok_or_else(|| {
+            SealError("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
+        })?;
+        let ring_key = ring
+            .by_id(key_id)
+            .ok_or_else(|| SealError(format!("no key with id {key_id:?} in STORAGE_ENCRYPTION_KEYS")))?;
+        self.key(ring_key, scope, ANSWER_KEY_INFO).await
+    }
+
+    /// Seals a job's request for the object `object_id` (the key derived with the object id
+    /// as salt: the alarm knows it without a request).
+    pub async fn seal_request(
+        &self,
+        ring: &KeyRing,
+        object_id: &str,
+        request: &StoredRequest,
+    ) -> Result<Vec<u8>, SealError> {
+        let aad = request_associated_data(object_id, SEALED_RECORD_VERSION);
+        self.seal_bytes(ring, object_id.as_bytes(), REQUEST_KEY_INFO, &aad, &request.encode()).await
+    }
+
+    /// Opens a request sealed by [`Sealer::seal_request`].
+    pub async fn open_request(
+        &self,
+        ring: Option<&KeyRing>,
+        object_id: &str,
+        sealed: &[u8],
+    ) -> Result<StoredRequest, SealError> {
+        let aad = request_associated_data(object_id, SEALED_RECORD_VERSION);
+        let plaintext = self.open_bytes(ring, object_id.as_bytes(), REQUEST_KEY_INFO, &aad, sealed).await?;
+        StoredRequest::decode(&plaintext)
+            .ok_or_else(|| SealError("the opened request is unreadable".to_owned()))
+    }
+
+    /// Seals `plaintext` under the ring's newest key, derived with `salt` and `info`;
+    /// returns the encoded envelope.
+    async fn seal_bytes(
+        &self,
+        ring: &KeyRing,
+        salt: &[u8],
+        info: &'static [u8],
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        let ring_key = ring.newest();
+        let key = self.key(ring_key, salt, info).await?;
+        let mut nonce = [0u8; NONCE_LEN];
+        crypto()?.get_random_values_with_u8_array(&mut nonce).map_err(fail("drawing a nonce"))?;
+        let promise = subtle()?
+            .encrypt_with_object_and_u8_array(&aes_gcm(&nonce, aad), &key, plaintext)
+            .map_err(fail("sealing"))?;
+        let ciphertext = JsFuture::from(promise).await.map_err(fail("sealing"))?;
+        let ciphertext = Uint8Array::new(&ciphertext).to_vec();
+        Ok(Envelope { key_id: ring_key.id.clone(), nonce, ciphertext }.encode())
+    }
+
+    async fn open_bytes(
+        &self,
+        ring: Option<&KeyRing>,
+        salt: &[u8],
+        info: &'static [u8],
+        aad: &[u8],
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        let ring = ring.ok_or_else(|| {
+            SealError("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
+        })?;
         let envelope =
-            Envelope::decode(sealed).ok_or_else(|| SealError("the sealed answer is malformed".to_owned()))?;
-        let key = self.key_by_id(ring, scope, &envelope.key_id).await?;
+            Envelope::decode(sealed).ok_or_else(|| SealError("the sealed value is malformed".to_owned()))?;
+        let ring_key = ring.by_id(&envelope.key_id).ok_or_else(|| {
+            SealError(format!("no key with id {:?} in STORAGE_ENCRYPTION_KEYS", envelope.key_id))
+        })?;
+        let key = self.key(ring_key, salt, info).await?;
         let promise = subtle()?
             .decrypt_with_object_and_u8_array(&aes_gcm(&envelope.nonce, aad), &key, &envelope.ciphertext)
             .map_err(fail("opening"))?;
@@ -107,26 +184,22 @@ impl Sealer {
         Ok(Uint8Array::new(&plaintext).to_vec())
     }
 
-    /// The derived key of the ring key named `key_id`, for this scope.
-    pub async fn key_by_id(
+    /// The AES-GCM key for `ring_key`, `salt` (this object's scope, or its id) and `info`,
+    /// derived once.
+    async fn key(
         &self,
-        ring: Option<&KeyRing>,
-        scope: &[u8],
-        key_id: &str,
+        ring_key: &RingKey,
+        salt: &[u8],
+        info: &'static [u8],
     ) -> Result<CryptoKey, SealError> {
-        let ring = ring.ok_or_else(|| {
-            SealError("the answer is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
-        })?;
-        let ring_key = ring
-            .by_id(key_id)
-            .ok_or_else(|| SealError(format!("no key with id {key_id:?} in STORAGE_ENCRYPTION_KEYS")))?;
-        self.key(ring_key, scope).await
-    }
-
-    /// The AES-GCM key for `ring_key` and this object's scope, derived once.
-    async fn key(&self, ring_key: &RingKey, scope: &[u8]) -> Result<CryptoKey, SealError> {
-        if let Some((_, key)) = self.derived.borrow().iter().find(|(id, _)| *id == ring_key.id) {
-            return Ok(key.clone());
+        let cached = self
+            .derived
+            .borrow()
+            .iter()
+            .find(|(id, i, _)| *id == ring_key.id && *i == info)
+            .map(|e| e.2.clone());
+        if let Some(key) = cached {
+            return Ok(key);
         }
         let subtle = subtle()?;
         let usages = js_sys::Array::of1(&JsValue::from_str("deriveKey"));
@@ -143,8 +216,8 @@ impl Sealer {
             JsFuture::from(base).await.map_err(fail("importing a storage key"))?.unchecked_into();
         let hkdf = named("HKDF");
         set(&hkdf, "hash", &JsValue::from_str("SHA-256"));
-        set(&hkdf, "salt", &Uint8Array::from(scope));
-        set(&hkdf, "info", &Uint8Array::from(ANSWER_KEY_INFO));
+        set(&hkdf, "salt", &Uint8Array::from(salt));
+        set(&hkdf, "info", &Uint8Array::from(info));
         let aes = named("AES-GCM");
         set(&aes, "length", &JsValue::from_f64(256.0));
         let usages = js_sys::Array::of2(&JsValue::from_str("encrypt"), &JsValue::from_str("decrypt"));
@@ -153,7 +226,7 @@ impl Sealer {
             .map_err(fail("deriving a storage key"))?;
         let derived: CryptoKey =
             JsFuture::from(derived).await.map_err(fail("deriving a storage key"))?.unchecked_into();
-        self.derived.borrow_mut().push((ring_key.id.clone(), derived.clone()));
+        self.derived.borrow_mut().push((ring_key.id.clone(), info, derived.clone()));
         Ok(derived)
     }
 }

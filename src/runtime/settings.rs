@@ -14,6 +14,7 @@ use crate::core::admin::{check_token, VAR_ADMIN_TOKEN};
 use crate::core::config::{Config, ALL_VARS};
 use crate::core::env_names::find_misspelt;
 use crate::core::keyed_name::{check_name_key, VAR_OBJECT_NAME_KEY};
+use crate::core::log_decisions::{LogDecisions, VAR_LOG_DECISIONS};
 use crate::core::origin_auth::{check_secret, VAR_ORIGIN_AUTH_SECRET};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::scope::{SCOPE_VARS, VAR_JWT_HS256_SECRET};
@@ -41,8 +42,14 @@ pub struct Settings {
     /// `ALARM_FAULT_INJECTION`: how many alarm runs of each object instance fail on
     /// purpose (tests of the alarm's retry only; unset in production).
     pub alarm_failures: u32,
+    /// `DELETE_FAULT_INJECTION`: how many record deletions (a release, an expiry) of each
+    /// object instance fail on purpose (tests of a failed release write only; unset in
+    /// production).
+    pub delete_failures: u32,
     /// Whether the Analytics Engine dataset is bound.
     pub metrics_bound: bool,
+    /// `LOG_DECISIONS`: which decision lines are written (`core::log_decisions`).
+    pub log_decisions: LogDecisions,
     /// The key ring that seals stored answers (`STORAGE_ENCRYPTION_KEYS`), when set; an
     /// invalid value is a 500 problem naming the secret (never its value).
     pub storage_keys: Result<Option<KeyRing>, Problem>,
@@ -91,18 +98,35 @@ fn load(env: &Env) -> Settings {
             false
         }
     };
+    let log_decisions =
+        LogDecisions::parse(secret(env, VAR_LOG_DECISIONS).as_deref()).unwrap_or_else(|reason| {
+            first(invalid(reason));
+            LogDecisions::All
+        });
     let alarm_failures =
         secret(env, "ALARM_FAULT_INJECTION").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    let delete_failures =
+        secret(env, "DELETE_FAULT_INJECTION").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    let config = load_config(env);
+    let storage_keys = storage_keys(env);
+    // A stored request holds the caller's credentials: never stored unsealed.
+    if matches!((&config, &storage_keys), (Ok(config), Ok(None)) if config.accepts_async()) {
+        first(invalid(format!(
+            "ASYNC_ACCEPT is prefer (or a route's async_accept is), which stores requests, credentials included: set the secret {VAR_STORAGE_ENCRYPTION_KEYS} so that they are sealed."
+        )));
+    }
     Settings {
-        config: load_config(env),
+        config,
         admin_token,
         refusal,
         origin_auth_secret,
         object_name_key: object_name_key.map(String::into_bytes),
         trusted_client_ip,
         alarm_failures,
+        delete_failures,
         metrics_bound: metrics_bound(env),
-        storage_keys: storage_keys(env),
+        log_decisions,
+        storage_keys,
     }
 }
 

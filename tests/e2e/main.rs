@@ -17,6 +17,8 @@
 //! - `at_rest`: stored answers sealed with `STORAGE_ENCRYPTION_KEYS`;
 //! - `large_answers`: answers over one SQLite row, stored in chunks and replayed as streams;
 //! - `outcomes`: `ORIGIN_DEDUPLICATES` against an origin that honours keys itself;
+//! - `async_accept`: `ASYNC_ACCEPT` (`Prefer: respond-async`): jobs run from the object's
+//!   alarm, through overloads, an origin that is down, a restart and the deadline;
 //! - `identity`: scopes from verified JWT claims, and callers without a credential;
 //! - `rollout`: per-route service bindings beside `ORIGIN_URL`;
 //! - `hardening`: the signed origin hop, trusted client IP, rate limits, keyed object names,
@@ -37,6 +39,7 @@ mod support;
 
 mod admin;
 mod answers;
+mod async_accept;
 mod at_rest;
 mod basics;
 mod boundaries;

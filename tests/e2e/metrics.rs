@@ -124,3 +124,51 @@ fn every_decision_writes_its_data_point_to_the_bound_dataset() {
     assert!(!w.log_contents().contains("metrics: writing a data point failed"), "{}", w.log_tail(40));
     logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// `LOG_DECISIONS=problems`: the healthy requests (executed, replayed) write their data
+/// points and no line; a rejection writes both. The rejection's line is the sentinel: it
+/// comes from the same object after the two healthy requests, so once it is in the log,
+/// theirs would be too.
+#[test]
+fn log_decisions_problems_keeps_only_the_lines_an_operator_must_see() {
+    let origin = Origin::start();
+    let vars =
+        vec![("ORIGIN_URL".to_string(), origin.url()), ("LOG_DECISIONS".to_string(), "problems".to_string())];
+    let w = Worker::start_with_configs(
+        WorkerConfig { name: "log-decisions".into(), vars, readiness: Readiness::OriginAnswers },
+        WRANGLER_TOML,
+        &[RECORDER_TOML],
+        &[("recorder.mjs", RECORDER)],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    let key = new_key();
+    let path = format!("/v1/charges/{}", unique("p"));
+    let status = w.next_marker_status();
+    let charge = payment(&path, &key).header("x-test-status", status.to_string());
+    let first = w.send(&charge);
+    assert_executed(&first, status);
+    assert_replay_of(&w.send(&charge), &first);
+    let reused = w.send(&charge.clone().json(r#"{"amount":1}"#));
+    assert_problem(&reused, 422, "key-reused");
+    assert_eq!(origin.executions(&key), 1);
+
+    let executed = wait_for_point(&w, "for the execution", |p| {
+        p["blobs"][0] == "executed" && p["doubles"][1] == f64::from(status)
+    });
+    let object = executed["blobs"][2].as_str().unwrap_or_default().to_string();
+    wait_for_point(&w, "for the replay", |p| p["blobs"][0] == "replayed" && p["blobs"][2] == object);
+    wait_for_point(&w, "for the rejection", |p| p["blobs"][1] == "key-reused" && p["blobs"][2] == object);
+
+    let line = logs::wait_for_line(&w, "for the rejection", |l| l["problem"] == "key-reused");
+    assert_eq!(line["object"], object.as_str(), "{line}");
+    let decisions: Vec<String> = logs::decision_lines(&w.log_contents())
+        .iter()
+        .map(|l| l["decision"].as_str().unwrap_or("?").to_string())
+        .collect();
+    assert!(
+        decisions.iter().all(|d| d == "rejected"),
+        "only problem lines are written (the readiness check's requests included): {decisions:?}"
+    );
+    logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
+}

@@ -7,134 +7,15 @@
 //! - a SIGKILL of workerd mid-flight, then a retry after the lease: the original answer;
 //! - sending again stops at `MAX_ORIGIN_ATTEMPTS`.
 
-use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::assert::assert_problem;
-use crate::support::http::{find_head_end, header_value, parse_header_lines, split_lines, Request, Response};
+use crate::support::dedup_origin::DedupOrigin;
+use crate::support::http::{Request, Response};
 use crate::support::requests::{request, unique};
 use crate::support::worker::{shared as instance, Readiness, Worker, WorkerConfig};
-
-/// What the deduplicating origin did with one key.
-#[derive(Default)]
-struct KeyState {
-    /// Requests that arrived with the key.
-    received: usize,
-    /// Times the key was executed (at most once, by design of this origin).
-    executions: usize,
-    /// The stored answer, once the execution finished.
-    answer: Option<String>,
-}
-
-/// An origin that deduplicates by `Idempotency-Key`. Control headers:
-/// `x-test-delay-ms: N` (the execution takes N ms), `x-test-drop: 1` (read the request,
-/// then close the connection without executing or answering).
-#[derive(Clone)]
-struct DedupOrigin {
-    addr: SocketAddr,
-    keys: Arc<Mutex<HashMap<String, KeyState>>>,
-}
-
-impl DedupOrigin {
-    fn start() -> DedupOrigin {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the origin");
-        let origin = DedupOrigin { addr: listener.local_addr().unwrap(), keys: Arc::default() };
-        let serving = origin.clone();
-        thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let origin = serving.clone();
-                thread::spawn(move || origin.handle(stream));
-            }
-        });
-        origin
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn executions(&self, key: &str) -> usize {
-        self.keys.lock().unwrap().get(key).map_or(0, |k| k.executions)
-    }
-
-    fn received(&self, key: &str) -> usize {
-        self.keys.lock().unwrap().get(key).map_or(0, |k| k.received)
-    }
-
-    fn handle(&self, mut stream: TcpStream) {
-        stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 8192];
-        let head_end = loop {
-            if let Some(end) = find_head_end(&buf) {
-                break end;
-            }
-            match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        let lines = split_lines(&buf[..head_end - 4]);
-        let headers = parse_header_lines(&lines[1..]);
-        let length: usize =
-            header_value(&headers, "content-length").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
-        while buf.len() - head_end < length {
-            match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        let control = |name: &str| header_value(&headers, name).map(|v| v.trim().to_owned());
-        let reply = |stream: &mut TcpStream, status: u16, body: &str| {
-            let head = format!(
-                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-origin-execution: 1\r\nconnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(head.as_bytes());
-            let _ = stream.write_all(body.as_bytes());
-            let _ = stream.shutdown(Shutdown::Write);
-        };
-        let Some(key) = control("idempotency-key") else {
-            return reply(&mut stream, 200, "{\"keyless\":true}");
-        };
-        let existing = {
-            let mut keys = self.keys.lock().unwrap();
-            let state = keys.entry(key.clone()).or_default();
-            state.received += 1;
-            if control("x-test-drop").as_deref() == Some("1") {
-                drop(keys);
-                let _ = stream.shutdown(Shutdown::Both);
-                return;
-            }
-            match (&state.answer, state.executions) {
-                (Some(answer), _) => Some(Ok(answer.clone())),
-                (None, 1) => Some(Err(())),
-                (None, _) => {
-                    state.executions = 1;
-                    None
-                }
-            }
-        };
-        match existing {
-            Some(Ok(answer)) => reply(&mut stream, 201, &answer),
-            Some(Err(())) => {
-                reply(&mut stream, 409, "{\"error\":\"a request with this key is in progress\"}")
-            }
-            None => {
-                if let Some(ms) = control("x-test-delay-ms").and_then(|v| v.parse::<u64>().ok()) {
-                    thread::sleep(Duration::from_millis(ms));
-                }
-                let answer = format!("{{\"charge\":\"{}\"}}", unique("ch"));
-                self.keys.lock().unwrap().get_mut(&key).unwrap().answer = Some(answer.clone());
-                reply(&mut stream, 201, &answer);
-            }
-        }
-    }
-}
 
 fn origin() -> &'static DedupOrigin {
     static ORIGIN: OnceLock<DedupOrigin> = OnceLock::new();

@@ -188,21 +188,23 @@ fn sigkill_mid_flight_then_restart_never_executes_again() {
 
 /// Issue 3, fault 3: the origin sends its headers and part of the body, then stalls. The
 /// body is part of the answer, so the origin timeout covers it: the caller gets 502
-/// outcome-unknown once the timeout passes, and the key is never forwarded again.
+/// outcome-unknown while the origin still stalls, and the key is never forwarded again.
+/// The stall lasts until the test releases a gate, so the order of events is observed, not
+/// timed: the 502 comes while the origin still holds the half-sent answer, and the origin
+/// sees the worker close the connection.
 #[test]
 fn origin_that_stalls_the_body_is_outcome_unknown_and_never_retried() {
-    const STALL: Duration = Duration::from_secs(20);
     let w = hostile_worker();
     let o = origin();
     let key = new_key();
     let path = new_path();
-    let sent = Instant::now();
-    let first = w.send(&payment(&path, &key).header("x-test-stall-body-ms", STALL.as_millis().to_string()));
-    let answered_after = sent.elapsed();
+    let stall = o.gate();
+    let first = w.send(&payment(&path, &key).header("x-test-stall-body-at-gate", stall.name()));
     assert_problem(&first, 502, "outcome-unknown");
+    assert_eq!(stall.held(), 1, "the 502 came while the origin still stalled the body");
     assert!(
-        answered_after < STALL - Duration::from_secs(2),
-        "the worker waited {answered_after:?} for a stalled body; its origin timeout is {HOSTILE_ORIGIN_TIMEOUT_SECONDS} s"
+        stall.wait_abandoned(1, Duration::from_secs(60)),
+        "the worker gave up on the stalled body and closed the connection (origin timeout {HOSTILE_ORIGIN_TIMEOUT_SECONDS} s)"
     );
     assert_eq!(o.executions(&key), 1);
 
@@ -210,11 +212,13 @@ fn origin_that_stalls_the_body_is_outcome_unknown_and_never_retried() {
     assert_problem(&retry, 502, "outcome-unknown");
     assert_eq!(o.executions(&key), 1, "an unknown outcome is never forwarded again");
 
-    // Once the origin has given up on the connection, still unknown.
-    thread::sleep((STALL + Duration::from_secs(1)).saturating_sub(sent.elapsed()));
+    // Once the origin has ended the stalled connection, still unknown.
+    stall.release();
+    assert!(stall.wait_none_held(Duration::from_secs(60)), "the origin ended the stalled answer");
     let late = w.send(&payment(&path, &key));
     assert_problem(&late, 502, "outcome-unknown");
     assert_eq!(o.executions(&key), 1);
+    assert_eq!(o.answers(&key), 0, "the origin never finished an answer for the key");
 }
 
 /// Issue 3, fault 3: 503 with Retry-After is passed on as the origin sent it (header

@@ -196,200 +196,345 @@ fn acceptable(kind: Kind, phase: Phase, s: &Seen) -> bool {
 
 #[test]
 fn reliability_run() {
-    let started = Instant::now();
-    let seed = rng::seed();
-    let mut rng = Rng::new(seed);
-    let origin = Origin::start();
-    let w = Worker::start(WorkerConfig {
-        name: "reliability-run".into(),
-        vars: [
-            ("ORIGIN_URL", origin.url()),
-            ("IDEMPOTENCY_TTL_SECONDS", "600".to_string()),
-            ("DUPLICATE_WAIT_SECONDS", "30".to_string()),
-            ("ORIGIN_TIMEOUT_SECONDS", ORIGIN_TIMEOUT_SECONDS.to_string()),
-            ("MAX_BODY_BYTES", MAX_BODY_BYTES.to_string()),
-            ("SCOPE_HEADER", "Authorization".to_string()),
-        ]
-        .into_iter()
-        .map(|(n, v)| (n.to_string(), v))
-        .collect(),
-        readiness: Readiness::OriginAnswers,
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let mut run = Run::start();
+    run.mixed_load();
+    run.origin_refuses();
+    run.crash_with_attempts_in_flight();
+    run.retries_and_new_keys();
+    run.verify_every_key();
+    let tally = run.tally();
+    tally.report();
+    tally.assert_clean();
+}
 
-    // The keys.
-    let plan: &[(Kind, usize)] = &[
-        (Kind::Normal, 250),
-        (Kind::Final400, 10),
-        (Kind::Final500, 10),
-        (Kind::Reset, 10),
-        (Kind::Timeout, 6),
-        (Kind::StalledBody, 6),
-        (Kind::Status503, 10),
-        (Kind::Status429, 8),
-        (Kind::Refused, 8),
-        (Kind::InFlightAtCrash, 6),
-        // Normal keys first used after the restart.
-        (Kind::Normal, 80),
-    ];
-    let mut keys = Vec::new();
-    let mut after_restart = Vec::new();
-    for (i, &(kind, n)) in plan.iter().enumerate() {
-        for _ in 0..n {
-            if i == plan.len() - 1 {
-                after_restart.push(keys.len());
-            }
-            keys.push(Key {
-                key: new_key(),
-                path: format!("/v1/charges/{}", unique("c")),
-                body: format!(r#"{{"amount":{},"currency":"eur"}}"#, 100 + rng.below(100_000)),
-                kind,
-            });
-        }
-    }
-    let keys = Arc::new(keys);
-    let of_kind = |kind: Kind| -> Vec<usize> {
-        (0..keys.len()).filter(|&i| keys[i].kind == kind && !after_restart.contains(&i)).collect()
-    };
-    let delay = |rng: &mut Rng| ("x-test-delay-ms", (20 + rng.below(60)).to_string());
-    let mut sent: Vec<Sent> = Vec::new();
-    let mut faults: HashMap<&'static str, usize> = HashMap::new();
+/// One run: its instance, its origin, its keys and everything sent so far.
+struct Run {
+    started: Instant,
+    seed: u64,
+    rng: Rng,
+    origin: Origin,
+    w: Worker,
+    keys: Arc<Vec<Key>>,
+    /// Keys first used after the restart.
+    after_restart: Vec<usize>,
+    sent: Vec<Sent>,
+    faults: HashMap<&'static str, usize>,
+    hostile: Hostile,
+    crash: Crash,
+}
 
-    // 1. Mixed load, with the hostile inputs alongside.
-    let bad = bad_inputs(MAX_BODY_BYTES);
-    let bad_tried = bad.len();
-    let bad_thread = {
-        let (addr, origin) = (w.addr, origin.clone());
-        thread::spawn(move || {
-            bad.iter().filter_map(|case| case.check(addr, &origin).err()).collect::<Vec<_>>()
+/// The hostile inputs sent alongside the mixed load.
+#[derive(Default)]
+struct Hostile {
+    tried: usize,
+    failures: Vec<String>,
+}
+
+/// What the SIGKILL cut.
+#[derive(Default)]
+struct Crash {
+    keys: Vec<usize>,
+    cut_keys: Vec<usize>,
+}
+
+impl Run {
+    fn start() -> Run {
+        let started = Instant::now();
+        let seed = rng::seed();
+        let mut rng = Rng::new(seed);
+        let origin = Origin::start();
+        let w = Worker::start(WorkerConfig {
+            name: "reliability-run".into(),
+            vars: [
+                ("ORIGIN_URL", origin.url()),
+                ("IDEMPOTENCY_TTL_SECONDS", "600".to_string()),
+                ("DUPLICATE_WAIT_SECONDS", "30".to_string()),
+                ("ORIGIN_TIMEOUT_SECONDS", ORIGIN_TIMEOUT_SECONDS.to_string()),
+                ("MAX_BODY_BYTES", MAX_BODY_BYTES.to_string()),
+                ("SCOPE_HEADER", "Authorization".to_string()),
+            ]
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect(),
+            readiness: Readiness::OriginAnswers,
         })
-    };
-    let mut jobs = Vec::new();
-    for kind in [Kind::Normal, Kind::Final400, Kind::Final500] {
-        for k in of_kind(kind) {
-            for _ in 0..2 + rng.below(5) {
-                let mut headers = vec![delay(&mut rng)];
-                match kind {
-                    Kind::Final400 => headers.push(("x-test-status", "400".into())),
-                    Kind::Final500 => headers.push(("x-test-status", "500".into())),
-                    _ => {}
+        .unwrap_or_else(|e| panic!("{e}"));
+
+        let plan: &[(Kind, usize)] = &[
+            (Kind::Normal, 250),
+            (Kind::Final400, 10),
+            (Kind::Final500, 10),
+            (Kind::Reset, 10),
+            (Kind::Timeout, 6),
+            (Kind::StalledBody, 6),
+            (Kind::Status503, 10),
+            (Kind::Status429, 8),
+            (Kind::Refused, 8),
+            (Kind::InFlightAtCrash, 6),
+            // Normal keys first used after the restart.
+            (Kind::Normal, 80),
+        ];
+        let mut keys = Vec::new();
+        let mut after_restart = Vec::new();
+        for (i, &(kind, n)) in plan.iter().enumerate() {
+            for _ in 0..n {
+                if i == plan.len() - 1 {
+                    after_restart.push(keys.len());
                 }
-                jobs.push(job(k, Phase::Mixed, headers));
+                keys.push(Key {
+                    key: new_key(),
+                    path: format!("/v1/charges/{}", unique("c")),
+                    body: format!(r#"{{"amount":{},"currency":"eur"}}"#, 100 + rng.below(100_000)),
+                    kind,
+                });
             }
         }
-    }
-    let slow = ((ORIGIN_TIMEOUT_SECONDS + 3) * 1000).to_string();
-    for kind in [Kind::Reset, Kind::Timeout, Kind::StalledBody, Kind::Status503, Kind::Status429] {
-        for k in of_kind(kind) {
-            let headers = match kind {
-                Kind::Reset => vec![("x-test-reset", "1".to_string()), delay(&mut rng)],
-                Kind::Timeout => vec![("x-test-delay-ms", slow.clone())],
-                Kind::StalledBody => vec![("x-test-stall-body-ms", slow.clone())],
-                Kind::Status503 => vec![("x-test-status", "503".into()), ("x-test-retry-after", "1".into())],
-                _ => vec![("x-test-status", "429".into()), ("x-test-retry-after", "1".into())],
-            };
-            jobs.push(job(k, Phase::Mixed, headers));
-            *faults.entry(kind.fault().unwrap()).or_default() += 1;
+        Run {
+            started,
+            seed,
+            rng,
+            origin,
+            w,
+            keys: Arc::new(keys),
+            after_restart,
+            sent: Vec::new(),
+            faults: HashMap::new(),
+            hostile: Hostile::default(),
+            crash: Crash::default(),
         }
     }
-    rng.shuffle(&mut jobs);
-    sent.extend(run_jobs(w.addr, &keys, jobs));
-    let bad_failures = bad_thread.join().expect("hostile input thread");
 
-    // 2. The origin refuses connections (nothing else is in flight).
-    origin.stop();
-    let jobs: Vec<Job> = of_kind(Kind::Refused).into_iter().map(|k| job(k, Phase::Refused, vec![])).collect();
-    *faults.entry(Kind::Refused.fault().unwrap()).or_default() += jobs.len();
-    sent.extend(run_jobs(w.addr, &keys, jobs));
-    origin.resume().expect("the origin listens again");
+    /// The keys of a kind used before the restart.
+    fn of_kind(&self, kind: Kind) -> Vec<usize> {
+        (0..self.keys.len())
+            .filter(|&i| self.keys[i].kind == kind && !self.after_restart.contains(&i))
+            .collect()
+    }
 
-    // 3. SIGKILL while the origin holds first attempts, then restart on the same state.
-    let crash_keys = of_kind(Kind::InFlightAtCrash);
-    let gate = origin.gate();
-    let in_flight = {
-        let jobs: Vec<Job> = crash_keys
-            .iter()
-            .map(|&k| {
-                job(k, Phase::Crash, vec![(crate::support::origin::Gate::HEADER, gate.name().to_string())])
+    fn delay(&mut self) -> (&'static str, String) {
+        ("x-test-delay-ms", (20 + self.rng.below(60)).to_string())
+    }
+
+    fn send(&mut self, jobs: Vec<Job>) {
+        let sent = run_jobs(self.w.addr, &self.keys, jobs);
+        self.sent.extend(sent);
+    }
+
+    fn count_fault(&mut self, kind: Kind, n: usize) {
+        *self.faults.entry(kind.fault().expect("a fault kind")).or_default() += n;
+    }
+
+    /// Phase 1: mixed load, with the hostile inputs alongside.
+    fn mixed_load(&mut self) {
+        let bad = bad_inputs(MAX_BODY_BYTES);
+        self.hostile.tried = bad.len();
+        let bad_thread = {
+            let (addr, origin) = (self.w.addr, self.origin.clone());
+            thread::spawn(move || {
+                bad.iter().filter_map(|case| case.check(addr, &origin).err()).collect::<Vec<_>>()
             })
-            .collect();
-        let (addr, keys) = (w.addr, keys.clone());
-        thread::spawn(move || run_jobs(addr, &keys, jobs))
-    };
-    assert!(
-        gate.wait_arrived(crash_keys.len(), Duration::from_secs(120)),
-        "the in-flight attempts never reached the origin (TEST_SEED={seed:#x})"
-    );
-    w.crash();
-    let cut = in_flight.join().expect("in-flight thread");
-    gate.release();
-    let cut_keys: Vec<usize> = cut.iter().filter(|s| s.answer.is_err()).map(|s| s.job.key).collect();
-    let cut_by_crash = cut_keys.len();
-    sent.extend(cut.into_iter().filter(|s| s.answer.is_ok()));
-    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
-    *faults.entry("restart (SIGKILL)").or_default() += 1;
-
-    // 4. Retries of every fault key with duplicates, and new keys after the restart.
-    let mut jobs = Vec::new();
-    for kind in [
-        Kind::Reset,
-        Kind::Timeout,
-        Kind::StalledBody,
-        Kind::Status503,
-        Kind::Status429,
-        Kind::Refused,
-        Kind::InFlightAtCrash,
-    ] {
-        for k in of_kind(kind) {
-            for _ in 0..2 + rng.below(3) {
-                jobs.push(job(k, Phase::Retries, vec![delay(&mut rng)]));
-            }
-        }
-    }
-    for &k in &after_restart {
-        for _ in 0..1 + rng.below(5) {
-            jobs.push(job(k, Phase::Retries, vec![delay(&mut rng)]));
-        }
-    }
-    rng.shuffle(&mut jobs);
-    sent.extend(run_jobs(w.addr, &keys, jobs));
-
-    // 5. Every key once more.
-    let jobs: Vec<Job> = (0..keys.len()).map(|k| job(k, Phase::Verify, vec![])).collect();
-    sent.extend(run_jobs(w.addr, &keys, jobs));
-
-    // The checks.
-    let requests = sent.len() + cut_by_crash + bad_tried;
-    let mut per_key = vec![0usize; keys.len()];
-    for s in &sent {
-        per_key[s.job.key] += 1;
-    }
-    for &k in &cut_keys {
-        per_key[k] += 1;
-    }
-    let (fewest, most) =
-        (per_key.iter().min().copied().unwrap_or(0), per_key.iter().max().copied().unwrap_or(0));
-    let mut unanswered = Vec::new();
-    let mut unexpected = Vec::new();
-    let mut by_key: HashMap<usize, Vec<(Phase, Response)>> = HashMap::new();
-    for s in sent {
-        let k = &keys[s.job.key];
-        match s.answer {
-            Err(e) => unanswered.push(format!("{:?} key #{} in {:?}: {e}", k.kind, s.job.key, s.job.phase)),
-            Ok(r) => {
-                let what = seen(&r);
-                if !acceptable(k.kind, s.job.phase, &what) {
-                    unexpected
-                        .push(format!("{:?} key #{} in {:?}: {what:?}", k.kind, s.job.key, s.job.phase));
+        };
+        let mut jobs = Vec::new();
+        for kind in [Kind::Normal, Kind::Final400, Kind::Final500] {
+            for k in self.of_kind(kind) {
+                for _ in 0..2 + self.rng.below(5) {
+                    let mut headers = vec![self.delay()];
+                    match kind {
+                        Kind::Final400 => headers.push(("x-test-status", "400".into())),
+                        Kind::Final500 => headers.push(("x-test-status", "500".into())),
+                        _ => {}
+                    }
+                    jobs.push(job(k, Phase::Mixed, headers));
                 }
-                by_key.entry(s.job.key).or_default().push((s.job.phase, r));
             }
         }
+        let slow = ((ORIGIN_TIMEOUT_SECONDS + 3) * 1000).to_string();
+        for kind in [Kind::Reset, Kind::Timeout, Kind::StalledBody, Kind::Status503, Kind::Status429] {
+            for k in self.of_kind(kind) {
+                let headers = match kind {
+                    Kind::Reset => vec![("x-test-reset", "1".to_string()), self.delay()],
+                    Kind::Timeout => vec![("x-test-delay-ms", slow.clone())],
+                    Kind::StalledBody => vec![("x-test-stall-body-ms", slow.clone())],
+                    Kind::Status503 => {
+                        vec![("x-test-status", "503".into()), ("x-test-retry-after", "1".into())]
+                    }
+                    _ => vec![("x-test-status", "429".into()), ("x-test-retry-after", "1".into())],
+                };
+                jobs.push(job(k, Phase::Mixed, headers));
+                self.count_fault(kind, 1);
+            }
+        }
+        self.rng.shuffle(&mut jobs);
+        self.send(jobs);
+        self.hostile.failures = bad_thread.join().expect("hostile input thread");
     }
-    // A stored answer (any final origin answer) must be the only one the key ever gives,
-    // through the last verification.
+
+    /// Phase 2: the origin refuses connections (nothing else is in flight).
+    fn origin_refuses(&mut self) {
+        self.origin.stop();
+        let jobs: Vec<Job> =
+            self.of_kind(Kind::Refused).into_iter().map(|k| job(k, Phase::Refused, vec![])).collect();
+        self.count_fault(Kind::Refused, jobs.len());
+        self.send(jobs);
+        self.origin.resume().expect("the origin listens again");
+    }
+
+    /// Phase 3: SIGKILL while the origin holds first attempts, then restart on the same
+    /// state.
+    fn crash_with_attempts_in_flight(&mut self) {
+        let seed = self.seed;
+        let crash_keys = self.of_kind(Kind::InFlightAtCrash);
+        let gate = self.origin.gate();
+        let in_flight = {
+            let jobs: Vec<Job> = crash_keys
+                .iter()
+                .map(|&k| {
+                    job(
+                        k,
+                        Phase::Crash,
+                        vec![(crate::support::origin::Gate::HEADER, gate.name().to_string())],
+                    )
+                })
+                .collect();
+            let (addr, keys) = (self.w.addr, self.keys.clone());
+            thread::spawn(move || run_jobs(addr, &keys, jobs))
+        };
+        assert!(
+            gate.wait_arrived(crash_keys.len(), Duration::from_secs(120)),
+            "the in-flight attempts never reached the origin (TEST_SEED={seed:#x})"
+        );
+        self.w.crash();
+        let cut = in_flight.join().expect("in-flight thread");
+        gate.release();
+        self.crash.cut_keys = cut.iter().filter(|s| s.answer.is_err()).map(|s| s.job.key).collect();
+        self.crash.keys = crash_keys;
+        self.sent.extend(cut.into_iter().filter(|s| s.answer.is_ok()));
+        self.w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
+        *self.faults.entry("restart (SIGKILL)").or_default() += 1;
+    }
+
+    /// Phase 4: retries of every fault key with duplicates, and new keys after the restart.
+    fn retries_and_new_keys(&mut self) {
+        let mut jobs = Vec::new();
+        for kind in [
+            Kind::Reset,
+            Kind::Timeout,
+            Kind::StalledBody,
+            Kind::Status503,
+            Kind::Status429,
+            Kind::Refused,
+            Kind::InFlightAtCrash,
+        ] {
+            for k in self.of_kind(kind) {
+                for _ in 0..2 + self.rng.below(3) {
+                    let delay = self.delay();
+                    jobs.push(job(k, Phase::Retries, vec![delay]));
+                }
+            }
+        }
+        for k in self.after_restart.clone() {
+            for _ in 0..1 + self.rng.below(5) {
+                let delay = self.delay();
+                jobs.push(job(k, Phase::Retries, vec![delay]));
+            }
+        }
+        self.rng.shuffle(&mut jobs);
+        self.send(jobs);
+    }
+
+    /// Phase 5: every key once more.
+    fn verify_every_key(&mut self) {
+        let jobs: Vec<Job> = (0..self.keys.len()).map(|k| job(k, Phase::Verify, vec![])).collect();
+        self.send(jobs);
+    }
+
+    /// Everything the checks need, counted from what was sent and what the origin saw.
+    fn tally(self) -> Tally {
+        let Run { started, seed, origin, keys, sent, faults, hostile, crash, w, .. } = self;
+        let cut_by_crash = crash.cut_keys.len();
+        let requests = sent.len() + cut_by_crash + hostile.tried;
+        let mut per_key = vec![0usize; keys.len()];
+        for s in &sent {
+            per_key[s.job.key] += 1;
+        }
+        for &k in &crash.cut_keys {
+            per_key[k] += 1;
+        }
+        let sends_per_key =
+            (per_key.iter().min().copied().unwrap_or(0), per_key.iter().max().copied().unwrap_or(0));
+
+        let mut unanswered = Vec::new();
+        let mut unexpected = Vec::new();
+        let mut by_key: HashMap<usize, Vec<(Phase, Response)>> = HashMap::new();
+        for s in sent {
+            let k = &keys[s.job.key];
+            match s.answer {
+                Err(e) => {
+                    unanswered.push(format!("{:?} key #{} in {:?}: {e}", k.kind, s.job.key, s.job.phase))
+                }
+                Ok(r) => {
+                    let what = seen(&r);
+                    if !acceptable(k.kind, s.job.phase, &what) {
+                        unexpected
+                            .push(format!("{:?} key #{} in {:?}: {what:?}", k.kind, s.job.key, s.job.phase));
+                    }
+                    by_key.entry(s.job.key).or_default().push((s.job.phase, r));
+                }
+            }
+        }
+        let divergent = divergent_answers(&keys, &by_key);
+
+        let mut duplicate_executions = 0;
+        let mut execution_mismatches = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            let n = origin.executions(&k.key);
+            let expected = k.kind.expected_executions();
+            duplicate_executions += n.saturating_sub(expected);
+            if n != expected {
+                execution_mismatches
+                    .push(format!("{:?} key #{i}: {n} executions, expected {expected}", k.kind));
+            }
+        }
+        // The retries of the cut attempts: in progress while the orphaned claims' leases
+        // ran, unknown after.
+        let after_crash = |status: u16| {
+            crash
+                .keys
+                .iter()
+                .filter_map(|k| by_key.get(k))
+                .flatten()
+                .filter(|(phase, r)| *phase != Phase::Crash && r.status == status && is_problem(r))
+                .count()
+        };
+        let (crash_in_progress, crash_unknown) = (after_crash(409), after_crash(502));
+        drop(w);
+        Tally {
+            seed,
+            elapsed: started.elapsed(),
+            requests,
+            keys: keys.len(),
+            sends_per_key,
+            faults,
+            crash_keys: crash.keys.len(),
+            cut_by_crash,
+            crash_in_progress,
+            crash_unknown,
+            duplicate_executions,
+            execution_mismatches,
+            unanswered,
+            divergent,
+            unexpected,
+            hostile,
+            origin_executions: origin.total(),
+        }
+    }
+}
+
+/// A stored answer (any final origin answer) must be the only one the key ever gives,
+/// through the last verification.
+fn divergent_answers(keys: &[Key], by_key: &HashMap<usize, Vec<(Phase, Response)>>) -> Vec<String> {
     let mut divergent = Vec::new();
-    for (k, answers) in &by_key {
+    for (k, answers) in by_key {
         let finals: Vec<&Response> = answers
             .iter()
             .map(|(_, r)| r)
@@ -406,76 +551,115 @@ fn reliability_run() {
             }
         }
     }
-    let mut duplicate_executions = 0;
-    let mut execution_mismatches = Vec::new();
-    for (i, k) in keys.iter().enumerate() {
-        let n = origin.executions(&k.key);
-        let expected = k.kind.expected_executions();
-        duplicate_executions += n.saturating_sub(expected);
-        if n != expected {
-            execution_mismatches.push(format!("{:?} key #{i}: {n} executions, expected {expected}", k.kind));
-        }
+    divergent
+}
+
+/// The run's counts, for the summary and the checks.
+struct Tally {
+    seed: u64,
+    elapsed: Duration,
+    requests: usize,
+    keys: usize,
+    sends_per_key: (usize, usize),
+    faults: HashMap<&'static str, usize>,
+    crash_keys: usize,
+    cut_by_crash: usize,
+    crash_in_progress: usize,
+    crash_unknown: usize,
+    duplicate_executions: usize,
+    execution_mismatches: Vec<String>,
+    unanswered: Vec<String>,
+    divergent: Vec<String>,
+    unexpected: Vec<String>,
+    hostile: Hostile,
+    origin_executions: usize,
+}
+
+impl Tally {
+    fn lost(&self) -> usize {
+        self.unanswered.len() + self.divergent.len()
     }
-    let lost = unanswered.len() + divergent.len();
-    let after_crash = |status: u16| {
-        crash_keys
-            .iter()
-            .filter_map(|k| by_key.get(k))
-            .flatten()
-            .filter(|(phase, r)| *phase != Phase::Crash && r.status == status && is_problem(r))
-            .count()
-    };
-    let (in_progress, unknown) = (after_crash(409), after_crash(502));
-    let bad_refused = bad_tried - bad_failures.len();
-    let fault_total: usize = faults.values().sum();
-    let mut fault_list: Vec<_> = faults.iter().collect();
-    fault_list.sort();
-    let elapsed = started.elapsed();
 
-    let mut summary = String::new();
-    let _ = writeln!(summary, "reliability run (TEST_SEED={seed:#x})");
-    let _ = writeln!(summary, "  requests sent          {requests}");
-    let _ = writeln!(summary, "  keys                   {} (each sent {fewest} to {most} times)", keys.len());
-    let _ = writeln!(
-        summary,
-        "  faults injected        {fault_total}: {}",
-        fault_list.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
-    );
-    let _ = writeln!(
-        summary,
-        "  cut by the SIGKILL     {cut_by_crash} requests; their retries got {in_progress} x 409 in-progress, {unknown} x 502 outcome-unknown"
-    );
-    let _ = writeln!(summary, "  duplicate executions   {duplicate_executions}");
-    let _ = writeln!(
-        summary,
-        "  lost outcomes          {lost} ({} unanswered, {} stored answers not replayed unchanged)",
-        unanswered.len(),
-        divergent.len()
-    );
-    let _ = writeln!(summary, "  unexpected answers     {}", unexpected.len());
-    let _ = writeln!(summary, "  bad inputs             {bad_tried} tried, {bad_refused} refused correctly");
-    let _ = writeln!(summary, "  origin executions      {}", origin.total());
-    let _ = write!(summary, "  time                   {:.0} s", elapsed.as_secs_f64());
-    println!("{summary}");
-    let out = repo_root().join("target/reliability");
-    let _ = std::fs::create_dir_all(&out);
-    let _ = std::fs::write(out.join("latest.txt"), format!("{summary}\n"));
+    fn summary(&self) -> String {
+        let fault_total: usize = self.faults.values().sum();
+        let mut fault_list: Vec<_> = self.faults.iter().collect();
+        fault_list.sort();
+        let (fewest, most) = self.sends_per_key;
+        let mut summary = String::new();
+        let _ = writeln!(summary, "reliability run (TEST_SEED={:#x})", self.seed);
+        let _ = writeln!(summary, "  requests sent          {}", self.requests);
+        let _ =
+            writeln!(summary, "  keys                   {} (each sent {fewest} to {most} times)", self.keys);
+        let _ = writeln!(
+            summary,
+            "  faults injected        {fault_total}: {}",
+            fault_list.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+        );
+        let _ = writeln!(
+            summary,
+            "  cut by the SIGKILL     {} requests; their retries got {} x 409 in-progress, {} x 502 outcome-unknown",
+            self.cut_by_crash, self.crash_in_progress, self.crash_unknown
+        );
+        let _ = writeln!(summary, "  duplicate executions   {}", self.duplicate_executions);
+        let _ = writeln!(
+            summary,
+            "  lost outcomes          {} ({} unanswered, {} stored answers not replayed unchanged)",
+            self.lost(),
+            self.unanswered.len(),
+            self.divergent.len()
+        );
+        let _ = writeln!(summary, "  unexpected answers     {}", self.unexpected.len());
+        let _ = writeln!(
+            summary,
+            "  bad inputs             {} tried, {} refused correctly",
+            self.hostile.tried,
+            self.hostile.tried - self.hostile.failures.len()
+        );
+        let _ = writeln!(summary, "  origin executions      {}", self.origin_executions);
+        let _ = write!(summary, "  time                   {:.0} s", self.elapsed.as_secs_f64());
+        summary
+    }
 
-    let show = |v: &[String]| {
-        let mut shown = v.iter().take(20).cloned().collect::<Vec<_>>().join("\n");
-        shown.push_str(&format!("\n(replay with TEST_SEED={seed:#x})"));
-        shown
-    };
-    // The crash must have cut every held attempt, and their retries must have met the
-    // orphaned claims: else the run proved nothing about crashes.
-    assert_eq!(cut_by_crash, crash_keys.len(), "the SIGKILL cut every held attempt:\n{summary}");
-    assert!(
-        in_progress + unknown >= crash_keys.len(),
-        "the retries of the cut attempts got 409 in-progress or outcome-unknown:\n{summary}"
-    );
-    assert_eq!(duplicate_executions, 0, "duplicate executions:\n{}", show(&execution_mismatches));
-    assert!(execution_mismatches.is_empty(), "execution counts:\n{}", show(&execution_mismatches));
-    assert_eq!(lost, 0, "lost outcomes:\n{}\n{}", show(&unanswered), show(&divergent));
-    assert!(unexpected.is_empty(), "unexpected answers:\n{}", show(&unexpected));
-    assert!(bad_failures.is_empty(), "hostile inputs not refused correctly:\n{}", show(&bad_failures));
+    /// Prints the summary and keeps it in `target/reliability/latest.txt`.
+    fn report(&self) {
+        let summary = self.summary();
+        println!("{summary}");
+        let out = repo_root().join("target/reliability");
+        let _ = std::fs::create_dir_all(&out);
+        let _ = std::fs::write(out.join("latest.txt"), format!("{summary}\n"));
+    }
+
+    fn assert_clean(&self) {
+        let summary = self.summary();
+        let show = |v: &[String]| {
+            let mut shown = v.iter().take(20).cloned().collect::<Vec<_>>().join("\n");
+            shown.push_str(&format!("\n(replay with TEST_SEED={:#x})", self.seed));
+            shown
+        };
+        // The crash must have cut every held attempt, and their retries must have met the
+        // orphaned claims: else the run proved nothing about crashes.
+        assert_eq!(self.cut_by_crash, self.crash_keys, "the SIGKILL cut every held attempt:\n{summary}");
+        assert!(
+            self.crash_in_progress + self.crash_unknown >= self.crash_keys,
+            "the retries of the cut attempts got 409 in-progress or outcome-unknown:\n{summary}"
+        );
+        assert_eq!(
+            self.duplicate_executions,
+            0,
+            "duplicate executions:\n{}",
+            show(&self.execution_mismatches)
+        );
+        assert!(
+            self.execution_mismatches.is_empty(),
+            "execution counts:\n{}",
+            show(&self.execution_mismatches)
+        );
+        assert_eq!(self.lost(), 0, "lost outcomes:\n{}\n{}", show(&self.unanswered), show(&self.divergent));
+        assert!(self.unexpected.is_empty(), "unexpected answers:\n{}", show(&self.unexpected));
+        assert!(
+            self.hostile.failures.is_empty(),
+            "hostile inputs not refused correctly:\n{}",
+            show(&self.hostile.failures)
+        );
+    }
 }

@@ -12,9 +12,9 @@
 //!   still gets the origin's answer, and the key stays held, never forwarded again: 409
 //!   `in-progress` until the claim's lease ends, `outcome-unknown` after it.
 //!
-//! These are real write failures of workerd's SQLite storage; no fault switch is compiled
-//! into the worker. A failed alarm clean-up is not reproduced here: `deleteAll()` cannot be
-//! made to fail from the database file (docs/reliability.md says so).
+//! These are real write failures of workerd's SQLite storage. A failed release (a failed
+//! `deleteAll()`) cannot be made from the database file, so its test injects it with the
+//! test-only `DELETE_FAULT_INJECTION` (docs/reliability.md says so).
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -172,6 +172,48 @@ fn storage_faults_inside_the_object_fail_closed_and_forward_nothing() {
         ("an unreadable database file", "SQLITE_NOTADB"),
     ] {
         assert!(log.contains(line), "the log names {what} ({line:?}); see {}", w.dir().display());
+    }
+    logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A failed release write: the origin answers 503 (it certainly did not execute), so the
+/// object deletes the key's record to release it, and that deletion fails. Workerd offers no
+/// outside handle to fail `deleteAll()` (a trigger or a broken file does not stop it), so
+/// the failure is injected with the test-only `DELETE_FAULT_INJECTION` (the first deletion
+/// of each object instance fails before touching anything). The caller gets the origin's
+/// 503 all the same; the claim is still in storage, so the key stays held (409 while the
+/// claim's lease runs) and is never forwarded again by the instance that failed.
+#[test]
+fn a_failed_release_write_holds_the_key_and_forwards_nothing_again() {
+    let o = Origin::start();
+    let vars = [
+        ("ORIGIN_URL", o.url()),
+        ("ORIGIN_TIMEOUT_SECONDS", "20".to_string()),
+        ("DUPLICATE_WAIT_SECONDS", "2".to_string()),
+        ("DELETE_FAULT_INJECTION", "1".to_string()),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect();
+    let w = Worker::start(WorkerConfig {
+        name: "release-fails".into(),
+        vars,
+        readiness: Readiness::OriginAnswers,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let key = new_key();
+    let request = payment(&new_path(), &key);
+    let busy = w.send(&request.clone().header("x-test-status", "503").header("x-test-retry-after", "1"));
+    assert_eq!(busy.status, 503, "the origin's own 503 reaches the caller: {busy:?}");
+    assert!(busy.has_header("x-origin-execution"), "the origin's answer, not the worker's: {busy:?}");
+    assert_eq!(o.executions(&key), 1);
+    logs::wait_for_text(&w, "DELETE_FAULT_INJECTION: deletion 1 fails on purpose");
+
+    // Released in the origin's eyes, but the release was never written: held, not forwarded.
+    for attempt in 0..3 {
+        let retry = w.send(&request);
+        assert_problem(&retry, 409, "in-progress");
+        assert_eq!(o.executions(&key), 1, "attempt {attempt}: forwarded again after a failed release");
     }
     logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
 }

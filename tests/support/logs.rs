@@ -52,6 +52,19 @@ pub fn wait_for_line(w: &Worker, what: &str, wanted: impl Fn(&Value) -> bool) ->
     }
 }
 
+/// Waits until the log of `w` contains `text` (any line, not only decision lines).
+pub fn wait_for_text(w: &Worker, text: &str) {
+    let deadline = Instant::now() + LOG_TIMEOUT;
+    while !w.log_contents().contains(text) {
+        assert!(
+            Instant::now() < deadline,
+            "no {text:?} in the log within {LOG_TIMEOUT:?}; see {}",
+            w.dir().display()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Waits until `object` has at least `n` decision lines, and returns them.
 pub fn wait_for_lines_of(w: &Worker, object: &str, n: usize) -> Vec<Value> {
     let deadline = Instant::now() + LOG_TIMEOUT;

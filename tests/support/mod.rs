@@ -3,6 +3,8 @@
 //! - `http`: a std-only HTTP/1.1 client (send, or send now and read or abandon later);
 //! - `origin`: the test origin, steered by request headers, with gates that hold requests
 //!   until the test releases them and report arrivals;
+//! - `dedup_origin`: an origin that deduplicates by `Idempotency-Key` itself, and can go
+//!   down and come back;
 //! - `worker`: the harness that runs the built worker in `wrangler dev` (local workerd);
 //! - `requests`: unique keys, paths and credentials, and the standard requests;
 //! - `assert`: the shared assertions (origin answer, replay, problem);
@@ -15,6 +17,7 @@
 //! test uses is reported as dead code.
 
 pub mod assert;
+pub mod dedup_origin;
 pub mod hostile;
 pub mod http;
 pub mod logs;

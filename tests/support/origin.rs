@@ -12,6 +12,8 @@
 //! - `x-test-reset: 1`      read the request, count it, then close without answering;
 //! - `x-test-stall-body-ms: N` send the head and half the body, stall N ms, then close
 //!   without sending the rest (the declared `Content-Length` is never reached);
+//! - `x-test-stall-body-at-gate: NAME` the same, but the stall lasts until the gate NAME is
+//!   released (the gate reports when the worker gave up and closed the connection);
 //! - `x-test-released: 1`   add `Idempotency-Released: true` (the origin confirms that it
 //!   did not execute the request);
 //! - `x-test-pad-bytes: N`  add a `pad` member of N bytes to the JSON body (large answers);
@@ -548,11 +550,16 @@ fn handle(mut stream: TcpStream, state: Arc<Shared>) {
         Some(tokens) => head.push_str(&format!("connection: close, {tokens}\r\n\r\n")),
         None => head.push_str("connection: close\r\n\r\n"),
     }
-    if let Some(ms) = control("x-test-stall-body-ms").and_then(|v| v.parse::<u64>().ok()) {
+    let stall_ms = control("x-test-stall-body-ms").and_then(|v| v.parse::<u64>().ok());
+    let stall_gate = control("x-test-stall-body-at-gate");
+    if stall_ms.is_some() || stall_gate.is_some() {
         let _ = stream.write_all(head.as_bytes());
         let _ = stream.write_all(&body[..body.len() / 2]);
         let _ = stream.flush();
-        thread::sleep(Duration::from_millis(ms));
+        match stall_gate {
+            Some(gate) => hold(&stream, &state, &gate),
+            None => thread::sleep(Duration::from_millis(stall_ms.unwrap_or(0))),
+        }
         let _ = stream.shutdown(Shutdown::Both);
         return;
     }

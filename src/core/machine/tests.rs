@@ -69,6 +69,7 @@ fn claim(attempt: AttemptId, at: Millis) -> InFlight {
         claimed_at: at,
         lease_until: at + LEASE,
         expires_at: at + TTL,
+        async_job: None,
     }
 }
 
@@ -197,6 +198,7 @@ fn first_arrival_claims_then_forwards() {
             claimed_at: T0,
             lease_until,
             expires_at,
+            async_job: None,
         }))
     );
     assert_eq!(step.actions, vec![Action::SetAlarm(expires_at), Action::Forward { attempt: A }]);
@@ -253,6 +255,7 @@ fn expired_records_of_every_kind_are_claimed_anew() {
                         claimed_at: now,
                         lease_until: now + LEASE,
                         expires_at: now + TTL,
+                        async_job: None,
                     };
                     assert_eq!(
                         step.change,
@@ -1076,6 +1079,7 @@ impl Sim {
                     claimed_at: self.now,
                     lease_until: self.now + self.timing.lease_ms(),
                     expires_at,
+                    async_job: None,
                 }))
             );
             self.held_until = Some(expires_at);
@@ -1197,6 +1201,7 @@ fn an_alarm_never_deletes_a_claim_whose_execution_is_still_running() {
         claimed_at: 0,
         lease_until: timing.lease_ms(),
         expires_at: timing.lease_ms(),
+        async_job: None,
     });
     let late = timing.lease_ms() + 5_000;
     let live = step(Some(&claim), Event::Alarm { live_attempt: Some(AttemptId(1)) }, late);
@@ -1218,6 +1223,7 @@ fn a_response_status_without_its_answer_is_held_as_unknown() {
         claimed_at: 0,
         lease_until: timing.lease_ms(),
         expires_at: 60_000,
+        async_job: None,
     });
     for status in [201, 429] {
         let finished = Event::OriginFinished {

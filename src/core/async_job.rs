@@ -1,0 +1,680 @@
+//! Asynchronous acceptance (issue 13, RFC 7240 `Prefer: respond-async`): the request is
+//! claimed and stored (sealed) with the claim, answered 202 at once, and executed by the
+//! key's object from its alarm, with retries while the outcome says that it did not execute.
+//!
+//! Owns the job's stored form (record extension tag 3), its configuration, the stored
+//! request's encoding, the backoff, and the job's part of the state machine
+//! (`core::machine` delegates here). No clock, no randomness, no I/O: the runtime passes
+//! in `now`, the jitter it drew, and the sealed request bytes.
+//!
+//! Rules:
+//! 1. A covered request that prefers `respond-async` where `ASYNC_ACCEPT=prefer` claims an
+//!    absent key as a *job*: an in-flight record holding the sealed request, the route's
+//!    policy and a deadline (`ASYNC_DEADLINE_SECONDS`, at most the TTL). It is answered 202
+//!    with `Preference-Applied: respond-async` and `Retry-After`; the alarm is set for now.
+//! 2. The alarm sends the stored request under a new fenced attempt (the send is claimed
+//!    durably first, with a lease, as every forward is). One alarm per object: the next
+//!    attempt, the lease of the running one, or the record's expiry.
+//! 3. An outcome that certainly did not execute (the outcome table's `Release`: a refused
+//!    connection, 408, 425, 429, 503, …) is retried after an exponential backoff with full
+//!    jitter, capped at `ASYNC_MAX_BACKOFF_SECONDS`, and never sooner than the origin's
+//!    `Retry-After`. A final answer is stored and replayed, as for any request.
+//! 4. An unknown outcome (a timeout, a reset, a send orphaned by a restart) is sent again
+//!    only where the origin deduplicates by key (`ORIGIN_DEDUPLICATES`), and only while the
+//!    key has been sent fewer than `MAX_ORIGIN_ATTEMPTS` times; otherwise the key is held
+//!    unknown, as today, and the stored request is dropped.
+//! 5. No attempt starts at or after the deadline. If the next attempt would, the job gives
+//!    up: if no attempt could have executed, the next poll gets 503 `origin-unavailable`
+//!    (never executed) and the key is released; if one might have, the key is held unknown.
+//! 6. A body over [`MAX_STORED_REQUEST_BODY_BYTES`] cannot be stored with the claim: such a
+//!    request is served as if it did not prefer `respond-async`.
+//! 7. Polling is sending the same request with the same key: 202 while the job runs, the
+//!    stored answer once there is one, 422 for another payload (`core::machine`, rule 2).
+
+use super::config::{decode_object_policy, ConfigError, MAX_TTL_SECONDS};
+use super::machine::{Action, RecordChange, Step, LEASE_MARGIN_MS};
+use super::problem::{Problem, ProblemKind};
+use super::record::{AttemptId, InFlight, Millis, Record, Unknown, UnknownReason};
+
+/// `ASYNC_ACCEPT`: `off` (default) or `prefer`.
+pub const VAR_ASYNC_ACCEPT: &str = "ASYNC_ACCEPT";
+/// `ASYNC_DEADLINE_SECONDS`: how long a job may try (default 3600, at most the TTL).
+pub const VAR_ASYNC_DEADLINE_SECONDS: &str = "ASYNC_DEADLINE_SECONDS";
+/// `ASYNC_MAX_BACKOFF_SECONDS`: the cap of one backoff (default 30).
+pub const VAR_ASYNC_MAX_BACKOFF_SECONDS: &str = "ASYNC_MAX_BACKOFF_SECONDS";
+
+/// The header value and token of RFC 7240.
+pub const RESPOND_ASYNC: &str = "respond-async";
+
+/// The first backoff's ceiling; it doubles with every send, up to the configured cap.
+pub const BACKOFF_BASE_MS: u64 = 1_000;
+/// The shortest wait between two sends, whatever the jitter drew.
+pub const MIN_RETRY_DELAY_MS: u64 = 250;
+/// The largest request body a job stores: the job is one SQLite row (at most 2 MB), which
+/// also holds the headers, the policy and the seal. A larger body is served as without
+/// the preference (forwarded at once), rather than refused.
+pub const MAX_STORED_REQUEST_BODY_BYTES: u64 = 1_500_000;
+
+/// The longest backoff cap that may be configured.
+const MAX_MAX_BACKOFF_SECONDS: u64 = 3_600;
+/// The lease of a send whose policy cannot be read (never written so; the longest origin
+/// timeout, so that nothing is sent again too early).
+const FALLBACK_LEASE_MS: u64 = 600_000 + LEASE_MARGIN_MS;
+
+/// The flat async settings (`ASYNC_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AsyncConfig {
+    /// `ASYNC_ACCEPT=prefer`.
+    pub prefer: bool,
+    pub deadline_ms: u64,
+    pub max_backoff_ms: u64,
+}
+
+impl Default for AsyncConfig {
+    fn default() -> Self {
+        AsyncConfig { prefer: false, deadline_ms: 3_600_000, max_backoff_ms: 30_000 }
+    }
+}
+
+impl AsyncConfig {
+    /// Parses the `ASYNC_*` variables. Whether the deadline fits the TTL is checked by the
+    /// configuration, which knows every route's TTL ([`AsyncConfig::check_ttl`]).
+    pub fn from_vars<'a>(
+        lookup: &impl Fn(&'static str) -> Option<&'a str>,
+    ) -> Result<AsyncConfig, ConfigError> {
+        let prefer = match lookup(VAR_ASYNC_ACCEPT).map(str::trim).unwrap_or("") {
+            "" | "off" => false,
+            "prefer" => true,
+            _ => return Err(ConfigError::new(VAR_ASYNC_ACCEPT, "expected off or prefer")),
+        };
+        let seconds = |name: &'static str, default: u64, max: u64| -> Result<u64, ConfigError> {
+            let Some(raw) = lookup(name) else { return Ok(default) };
+            let text = raw.trim();
+            match text.parse::<u64>() {
+                Ok(value) if (1..=max).contains(&value) && text.bytes().all(|b| b.is_ascii_digit()) => {
+                    Ok(value)
+                }
+                _ => Err(ConfigError::new(name, format!("expected a whole number from 1 to {max}"))),
+            }
+        };
+        Ok(AsyncConfig {
+            prefer,
+            deadline_ms: seconds(VAR_ASYNC_DEADLINE_SECONDS, 3_600, MAX_TTL_SECONDS)? * 1_000,
+            max_backoff_ms: seconds(VAR_ASYNC_MAX_BACKOFF_SECONDS, 30, MAX_MAX_BACKOFF_SECONDS)? * 1_000,
+        })
+    }
+
+    /// A job must end before its record can expire: the deadline is at most the TTL of
+    /// every policy where asynchronous acceptance is on.
+    pub fn check_ttl(&self, ttl_ms: u64) -> Result<(), ConfigError> {
+        if self.deadline_ms > ttl_ms {
+            return Err(ConfigError::new(
+                VAR_ASYNC_DEADLINE_SECONDS,
+                format!("it must be at most the TTL ({} s) wherever ASYNC_ACCEPT is prefer", ttl_ms / 1_000),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `deadline_ms,max_backoff_ms`: what the Worker hands the object with a request that
+    /// asks for asynchronous acceptance.
+    pub fn encode(&self) -> String {
+        format!("{},{}", self.deadline_ms, self.max_backoff_ms)
+    }
+
+    /// The inverse of [`AsyncConfig::encode`] (with `prefer` set).
+    pub fn decode(value: &str) -> Option<AsyncConfig> {
+        let (deadline, backoff) = value.split_once(',')?;
+        Some(AsyncConfig {
+            prefer: true,
+            deadline_ms: deadline.trim().parse().ok()?,
+            max_backoff_ms: backoff.trim().parse().ok()?,
+        })
+    }
+}
+
+/// Whether a `Prefer` header value (RFC 7240 §2: comma-separated preferences, each a token
+/// with optional `=value` and `;` parameters) asks for `respond-async`.
+pub fn prefers_respond_async(prefer: Option<&str>) -> bool {
+    prefer.is_some_and(|value| value.split(',').any(is_respond_async))
+}
+
+fn is_respond_async(preference: &str) -> bool {
+    let name = preference.split([';', '=']).next().unwrap_or("").trim();
+    name.eq_ignore_ascii_case(RESPOND_ASYNC)
+}
+
+/// The `Prefer` value to send on to the origin: without `respond-async`, which the edge
+/// has honoured itself (the origin must answer the stored request with its final answer).
+/// `None` when nothing is left.
+pub fn prefer_for_origin(prefer: &str) -> Option<String> {
+    let rest: Vec<&str> = prefer
+        .split(',')
+        .filter(|pref| !is_respond_async(pref) && !pref.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    (!rest.is_empty()).then(|| rest.join(", "))
+}
+
+/// The request a job sends: what is sealed into the record. Headers are the end-to-end
+/// ones the Worker hands the object (credentials included, which is why it is sealed).
+/// It also carries the caller scope's key salt, which the alarm needs to seal the answer
+/// (`core::seal`) in an object that no request has reached since a restart; sealed, it
+/// is no fingerprint of the caller's credential either.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredRequest {
+    pub scope_salt: [u8; 32],
+    pub method: String,
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl StoredRequest {
+    /// `version 1 ‖ scope salt (32 bytes) ‖ method ‖ target ‖ header count ‖ (name,
+    /// value)* ‖ body`, each length-prefixed (u32, big-endian).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.body.len() + self.target.len() + 256);
+        out.push(1);
+        out.extend_from_slice(&self.scope_salt);
+        put_bytes(&mut out, self.method.as_bytes());
+        put_bytes(&mut out, self.target.as_bytes());
+        out.extend_from_slice(&(self.headers.len() as u32).to_be_bytes());
+        for (name, value) in &self.headers {
+            put_bytes(&mut out, name.as_bytes());
+            put_bytes(&mut out, value.as_bytes());
+        }
+        put_bytes(&mut out, &self.body);
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<StoredRequest> {
+        let mut input = Reader { bytes, pos: 0 };
+        if input.u8()? != 1 {
+            return None;
+        }
+        let scope_salt: [u8; 32] = input.take(32)?.try_into().ok()?;
+        let method = input.string()?;
+        let target = input.string()?;
+        let count = input.u32()? as usize;
+        if count > input.remaining() / 8 {
+            return None;
+        }
+        let mut headers = Vec::with_capacity(count);
+        for _ in 0..count {
+            headers.push((input.string()?, input.string()?));
+        }
+        let body = input.bytes()?.to_vec();
+        (input.remaining() == 0).then_some(StoredRequest { scope_salt, method, target, headers, body })
+    }
+}
+
+/// Where a job stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobPhase {
+    /// Waiting for its next attempt at `next_attempt_at`.
+    Waiting,
+    /// An attempt was claimed (the record's `attempt`, with its lease) and sent, or is
+    /// being sent.
+    Sending,
+    /// The deadline came with no execution: the next poll gets 503 and releases the key.
+    GaveUp,
+}
+
+/// An asynchronous job: record extension tag 3, on an in-flight record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AsyncJob {
+    pub phase: JobPhase,
+    /// No attempt starts at or after it.
+    pub deadline: Millis,
+    pub next_attempt_at: Millis,
+    pub max_backoff_ms: u64,
+    /// Whether some attempt's outcome was unknown (it may have executed): the job can then
+    /// never say "never executed".
+    pub unknown_seen: bool,
+    /// Whether the origin may be probed with a TCP connect before a send.
+    pub probe_origin: bool,
+    /// The route's policy as the Worker encoded it (`config::encode_object_policy`).
+    pub policy: String,
+    /// The sealed [`StoredRequest`] (an encoded `core::seal::Envelope`); empty once the
+    /// job gave up (nothing is kept that is no longer needed).
+    pub sealed_request: Vec<u8>,
+}
+
+impl AsyncJob {
+    /// `version 1 ‖ phase ‖ deadline ‖ next_attempt_at ‖ max_backoff_ms ‖ flags ‖ policy ‖
+    /// sealed request`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.sealed_request.len() + self.policy.len() + 48);
+        out.push(1);
+        out.push(match self.phase {
+            JobPhase::Waiting => 0,
+            JobPhase::Sending => 1,
+            JobPhase::GaveUp => 2,
+        });
+        out.extend_from_slice(&self.deadline.to_be_bytes());
+        out.extend_from_slice(&self.next_attempt_at.to_be_bytes());
+        out.extend_from_slice(&self.max_backoff_ms.to_be_bytes());
+        out.push(u8::from(self.unknown_seen) | u8::from(self.probe_origin) << 1);
+        put_bytes(&mut out, self.policy.as_bytes());
+        put_bytes(&mut out, &self.sealed_request);
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<AsyncJob> {
+        let mut input = Reader { bytes, pos: 0 };
+        if input.u8()? != 1 {
+            return None;
+        }
+        let phase = match input.u8()? {
+            0 => JobPhase::Waiting,
+            1 => JobPhase::Sending,
+            2 => JobPhase::GaveUp,
+            _ => return None,
+        };
+        let deadline = input.u64()?;
+        let next_attempt_at = input.u64()?;
+        let max_backoff_ms = input.u64()?;
+        let flags = input.u8()?;
+        if flags > 3 {
+            return None;
+        }
+        let policy = input.string()?;
+        let sealed_request = input.bytes()?.to_vec();
+        // A job that can still send holds its request.
+        if phase != JobPhase::GaveUp && sealed_request.is_empty() {
+            return None;
+        }
+        (input.remaining() == 0).then_some(AsyncJob {
+            phase,
+            deadline,
+            next_attempt_at,
+            max_backoff_ms,
+            unknown_seen: flags & 1 != 0,
+            probe_origin: flags & 2 != 0,
+            policy,
+            sealed_request,
+        })
+    }
+
+    /// When the alarm must next look at this job.
+    pub fn due(&self, claim: &InFlight) -> Millis {
+        match self.phase {
+            JobPhase::Waiting => self.next_attempt_at.min(claim.expires_at),
+            JobPhase::Sending => claim.lease_until,
+            JobPhase::GaveUp => claim.expires_at,
+        }
+    }
+
+    /// `Some(n)` where the job's origin deduplicates by key (from its policy).
+    fn max_origin_attempts(&self) -> Option<u16> {
+        decode_object_policy(&self.policy).and_then(|policy| policy.max_origin_attempts)
+    }
+
+    fn lease_ms(&self) -> u64 {
+        decode_object_policy(&self.policy).map_or(FALLBACK_LEASE_MS, |policy| policy.timing.lease_ms())
+    }
+
+    fn ttl_ms(&self) -> Option<u64> {
+        decode_object_policy(&self.policy).map(|policy| policy.timing.ttl_ms)
+    }
+}
+
+/// What an arrival that asks for asynchronous acceptance brings: its request, sealed by
+/// the runtime before the arrival is stepped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AsyncAccept {
+    pub sealed_request: Vec<u8>,
+    pub policy: String,
+    pub probe_origin: bool,
+    pub config: AsyncConfig,
+}
+
+/// The backoff before the next send, after `sent` sends: full jitter (a uniform draw,
+/// passed in as `jitter` in `[0, 1]`) under `min(cap, base · 2^(sent-1))`, but never
+/// shorter than [`MIN_RETRY_DELAY_MS`] nor than the origin's `Retry-After`.
+pub fn backoff_ms(sent: u16, jitter: f64, max_backoff_ms: u64, retry_after_ms: Option<u64>) -> u64 {
+    let doublings = u32::from(sent.saturating_sub(1)).min(30);
+    let ceiling = BACKOFF_BASE_MS.saturating_mul(1u64 << doublings).min(max_backoff_ms);
+    let jitter = if jitter.is_finite() { jitter.clamp(0.0, 1.0) } else { 1.0 };
+    let drawn = (ceiling as f64 * jitter) as u64;
+    drawn.max(MIN_RETRY_DELAY_MS).max(retry_after_ms.unwrap_or(0))
+}
+
+/// An origin's `Retry-After` in milliseconds from `now` (Unix ms): delay-seconds, or an
+/// HTTP date (RFC 9110 §10.2.3; the IMF-fixdate form every sender must use). A date in
+/// the past is 0; anything else is ignored, and the backoff alone applies.
+pub fn parse_retry_after(value: Option<&str>, now: u64) -> Option<u64> {
+    let text = value?.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        if text.len() > 9 {
+            return None;
+        }
+        return text.parse::<u64>().ok().map(|seconds| seconds * 1_000);
+    }
+    imf_fixdate_ms(text).map(|at| at.saturating_sub(now))
+}
+
+/// `Sun, 06 Nov 1994 08:49:37 GMT` as Unix milliseconds.
+fn imf_fixdate_ms(text: &str) -> Option<u64> {
+    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let b = text.as_bytes();
+    if b.len() != 29
+        || &b[3..5] != b", "
+        || b[7] != b' '
+        || b[11] != b' '
+        || b[16] != b' '
+        || &b[25..] != b" GMT"
+    {
+        return None;
+    }
+    if !DAYS.contains(&text.get(0..3)?) || b[19] != b':' || b[22] != b':' {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| -> Option<u64> {
+        let part = text.get(range)?;
+        part.bytes().all(|c| c.is_ascii_digit()).then(|| part.parse().ok()).flatten()
+    };
+    let day = number(5..7)?;
+    let month = MONTHS.iter().position(|m| Some(*m) == text.get(8..11))? as u64 + 1;
+    let year = number(12..16)?;
+    let (hour, minute, second) = (number(17..19)?, number(20..22)?, number(23..25)?);
+    if year < 1970 || day == 0 || day > 31 || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm), for years from 1970.
+    let (y, m) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
+    let era = y / 400;
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * m + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = (era * 146_097 + day_of_era).checked_sub(719_468)?;
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second;
+    Some(seconds * 1_000)
+}
+
+/// The problem for a job that gave up: 503, never executed, the key released.
+pub fn origin_unavailable() -> Problem {
+    Problem::new(
+        ProblemKind::OriginUnavailable,
+        "The origin could not take the request before the deadline (ASYNC_DEADLINE_SECONDS): every attempt was refused or answered that it was not executed, so the request was never executed. The key is released; send the request again to start over.",
+    )
+}
+
+/// Rule 1: claims a key for a job (after `sent` sends of this key, which is more than zero
+/// only when an unknown outcome is taken up again under rule 4).
+pub(super) fn claim(
+    new_attempt: AttemptId,
+    fingerprint: super::fingerprint::Digest256,
+    accept: &AsyncAccept,
+    ttl_ms: u64,
+    sent: u16,
+    keep_until: Millis,
+    now: Millis,
+) -> Step {
+    let expires_at = now.saturating_add(ttl_ms).max(keep_until);
+    let job = AsyncJob {
+        phase: JobPhase::Waiting,
+        deadline: now.saturating_add(accept.config.deadline_ms).min(expires_at),
+        next_attempt_at: now,
+        max_backoff_ms: accept.config.max_backoff_ms,
+        unknown_seen: sent > 0,
+        probe_origin: accept.probe_origin,
+        policy: accept.policy.clone(),
+        sealed_request: accept.sealed_request.clone(),
+    };
+    let claim = InFlight {
+        attempt: new_attempt,
+        fingerprint,
+        origin_attempts: sent,
+        claimed_at: now,
+        lease_until: now,
+        expires_at,
+        async_job: Some(job),
+    };
+    Step {
+        change: RecordChange::Put(Record::InFlight(claim)),
+        actions: vec![Action::SetAlarm(now), Action::Accepted { retry_after: 1 }],
+    }
+}
+
+/// Rule 6: an arrival (a poll) on a key whose job runs or gave up.
+pub(super) fn on_poll(claim: &InFlight, job: &AsyncJob, now: Millis) -> Step {
+    let seconds = |at: Millis| at.saturating_sub(now).div_ceil(1_000).max(1);
+    match job.phase {
+        JobPhase::GaveUp => {
+            Step { change: RecordChange::Delete, actions: vec![Action::Reject(origin_unavailable())] }
+        }
+        JobPhase::Waiting => Step::keep(vec![Action::Accepted { retry_after: seconds(job.next_attempt_at) }]),
+        JobPhase::Sending => {
+            Step::keep(vec![Action::Accepted { retry_after: seconds(claim.lease_until).min(5) }])
+        }
+    }
+}
+
+/// Rule 2: the alarm on a key with a job. `new_attempt` is the id a send would get.
+pub(super) fn on_alarm(
+    claim: &InFlight,
+    job: &AsyncJob,
+    live_attempt: Option<AttemptId>,
+    new_attempt: Option<AttemptId>,
+    now: Millis,
+) -> Step {
+    let later = |at: Millis| Step::keep(vec![Action::SetAlarm(at)]);
+    match job.phase {
+        JobPhase::GaveUp => later(claim.expires_at),
+        // This instance is sending it: the send's end sets the next alarm.
+        JobPhase::Sending if live_attempt == Some(claim.attempt) => {
+            later(now.saturating_add(LEASE_MARGIN_MS).max(claim.lease_until))
+        }
+        JobPhase::Sending if now < claim.lease_until => later(claim.lease_until),
+        // A send whose owner is gone (a restart): it may have executed.
+        JobPhase::Sending => after_unknown(claim, job, UnknownReason::OriginTimeout, new_attempt, now),
+        JobPhase::Waiting if now < job.next_attempt_at => later(job.next_attempt_at.min(claim.expires_at)),
+        JobPhase::Waiting if now >= job.deadline => give_up(claim, job, now),
+        JobPhase::Waiting => match new_attempt {
+            Some(attempt) => send(claim, job, attempt, now),
+            None => later(now),
+        },
+    }
+}
+
+/// A send of the stored request as `attempt`: claimed durably (with a lease) first.
+fn send(claim: &InFlight, job: &AsyncJob, attempt: AttemptId, now: Millis) -> Step {
+    let lease_until = now.saturating_add(job.lease_ms());
+    let next = InFlight {
+        attempt,
+        fingerprint: claim.fingerprint,
+        origin_attempts: claim.origin_attempts.saturating_add(1),
+        claimed_at: claim.claimed_at,
+        lease_until,
+        expires_at: claim.expires_at.max(lease_until),
+        async_job: Some(AsyncJob { phase: JobPhase::Sending, ..job.clone() }),
+    };
+    Step {
+        change: RecordChange::Put(Record::InFlight(next)),
+        actions: vec![Action::SetAlarm(lease_until), Action::Forward { attempt }],
+    }
+}
+
+/// Rule 5: the deadline came. Held unknown when some attempt may have executed.
+fn give_up(claim: &InFlight, job: &AsyncJob, now: Millis) -> Step {
+    if job.unknown_seen {
+        return hold_unknown(claim, job, UnknownReason::ResetAfterSend, now);
+    }
+    let next = InFlight {
+        lease_until: now.min(claim.lease_until),
+        async_job: Some(AsyncJob {
+            phase: JobPhase::GaveUp,
+            sealed_request: Vec::new(),
+            next_attempt_at: claim.expires_at,
+            ..job.clone()
+        }),
+        ..claim.clone()
+    };
+    let expires_at = next.expires_at;
+    Step { change: RecordChange::Put(Record::InFlight(next)), actions: vec![Action::SetAlarm(expires_at)] }
+}
+
+/// The job ends with its outcome unknown: the key is held, the stored request dropped.
+fn hold_unknown(claim: &InFlight, job: &AsyncJob, reason: UnknownReason, now: Millis) -> Step {
+    let retained = job.ttl_ms().map_or(claim.expires_at, |ttl| now.saturating_add(ttl)).max(claim.expires_at);
+    let unknown = Record::Unknown(Unknown {
+        attempt: claim.attempt,
+        fingerprint: claim.fingerprint,
+        origin_attempts: claim.origin_attempts,
+        since: now,
+        expires_at: retained,
+        reason,
+    });
+    Step { change: RecordChange::Put(unknown), actions: vec![Action::SetAlarm(retained)] }
+}
+
+/// Rule 4: an attempt whose outcome is unknown. Sent again at once (an orphaned send found
+/// by the alarm, with `new_attempt`) or after a backoff (`retry_at`), or held unknown.
+fn after_unknown(
+    claim: &InFlight,
+    job: &AsyncJob,
+    reason: UnknownReason,
+    new_attempt: Option<AttemptId>,
+    now: Millis,
+) -> Step {
+    let sent = claim.origin_attempts;
+    let may_resend = !matches!(reason, UnknownReason::ResponseTooLarge { .. })
+        && job.max_origin_attempts().is_some_and(|max| sent < max)
+        && now < job.deadline;
+    let job = AsyncJob { unknown_seen: true, ..job.clone() };
+    match new_attempt {
+        Some(attempt) if may_resend => send(claim, &job, attempt, now),
+        _ => hold_unknown(claim, &job, reason, now),
+    }
+}
+
+/// What the job's step after a finished attempt is, when it is not the outcome table's
+/// usual one (`None`: `core::machine` records the outcome as for any attempt, which for a
+/// job is a final answer stored, or an unknown outcome held).
+pub(super) fn on_finished(
+    claim: &InFlight,
+    job: &AsyncJob,
+    disposition: super::policy::Disposition,
+    result: super::policy::OriginResult,
+    retry_after_ms: Option<u64>,
+    jitter: f64,
+    now: Millis,
+) -> Option<Step> {
+    use super::policy::{Disposition, OriginResult};
+    let sent = claim.origin_attempts;
+    let exhausted = job.max_origin_attempts().is_some_and(|max| sent >= max);
+    let (unknown_seen, reason) = match (disposition, result) {
+        (Disposition::Final, _) | (Disposition::Unknown, OriginResult::Oversized(_)) => return None,
+        (Disposition::Release, _) => (job.unknown_seen, UnknownReason::ResetAfterSend),
+        (Disposition::Unknown, OriginResult::TimedOut | OriginResult::Responded(408 | 504 | 524)) => {
+            (true, UnknownReason::OriginTimeout)
+        }
+        (Disposition::Unknown, _) => (true, UnknownReason::ResetAfterSend),
+    };
+    let job = AsyncJob { unknown_seen, ..job.clone() };
+    // An unknown outcome is taken up again only where the origin deduplicates (rule 4).
+    let resendable = disposition == Disposition::Release || job.max_origin_attempts().is_some();
+    if !resendable {
+        return None;
+    }
+    let next_attempt_at = now.saturating_add(backoff_ms(sent, jitter, job.max_backoff_ms, retry_after_ms));
+    if exhausted || next_attempt_at >= job.deadline {
+        return Some(if job.unknown_seen {
+            hold_unknown(claim, &job, reason, now)
+        } else {
+            give_up(claim, &job, now)
+        });
+    }
+    let next = InFlight {
+        lease_until: now,
+        async_job: Some(AsyncJob { phase: JobPhase::Waiting, next_attempt_at, ..job }),
+        ..claim.clone()
+    };
+    Some(Step {
+        change: RecordChange::Put(Record::InFlight(next)),
+        actions: vec![Action::SetAlarm(next_attempt_at)],
+    })
+}
+
+/// The decision a job's step stands for, for the log line and the metric (`None`: the
+/// step is not one of the job's own: a stored answer or an unknown outcome is logged as
+/// for any request).
+pub fn job_decision(before: Option<&Record>, change: &RecordChange) -> Option<JobDecision> {
+    let job_of = |record: Option<&Record>| match record {
+        Some(Record::InFlight(InFlight { async_job: Some(job), .. })) => Some(job.phase),
+        _ => None,
+    };
+    let RecordChange::Put(after) = change else { return None };
+    let unknown_seen = after.async_job().is_some_and(|job| job.unknown_seen);
+    match (job_of(before), job_of(Some(after))) {
+        (None, Some(JobPhase::Waiting)) => Some(JobDecision::Accepted),
+        (Some(JobPhase::Sending), Some(JobPhase::Waiting)) => Some(JobDecision::RetryScheduled),
+        // A send after an unknown outcome: only to an origin that deduplicates (rule 4).
+        (Some(JobPhase::Sending), Some(JobPhase::Sending)) => Some(JobDecision::Reforwarded),
+        (Some(JobPhase::Waiting), Some(JobPhase::Sending)) if unknown_seen => Some(JobDecision::Reforwarded),
+        (Some(_), Some(JobPhase::GaveUp)) => Some(JobDecision::GaveUp),
+        _ => None,
+    }
+}
+
+/// The job's own decisions (see `core::log::Decision`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobDecision {
+    Accepted,
+    RetryScheduled,
+    Reforwarded,
+    GaveUp,
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.remaining() {
+            return None;
+        }
+        let slice = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Some(slice)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let len = self.u32()? as usize;
+        self.take(len)
+    }
+
+    fn string(&mut self) -> Option<String> {
+        String::from_utf8(self.bytes()?.to_vec()).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,401 @@
+//! The object's half of asynchronous acceptance (`core::async_job` has the rules): a
+//! request that prefers `respond-async` is sealed and stored with its claim, answered 202,
+//! and executed from the object's one alarm, which also does the expiry clean-up.
+//!
+//! Every await comes before the decision it feeds: an arrival reads and seals its request
+//! first, then steps the machine on the record as it is after those awaits (never a copy
+//! from before them), and writes the claim in the same turn. The alarm opens the stored
+//! request first, then steps on the fresh record, and claims the send durably (with its
+//! lease, and the alarm for that lease) before anything is sent. A send is tied to no
+//! client connection: a restart mid-send leaves a claim whose lease ends, and the next
+//! alarm treats it as an unknown outcome (`core::async_job`, rule 4).
+//!
+//! Never logged: the request, its headers or body, the key. The log line names the object
+//! id digest and the decision only.
+
+use std::sync::Arc;
+
+use js_sys::Uint8Array;
+use wasm_bindgen::JsValue;
+use worker::web_sys::{self, Headers, Response};
+use worker::{console_error, worker_sys, Result};
+
+use super::{metrics, now_ms, random_u64, read_body, settings, storable, storage_unavailable, KeyObject};
+use crate::core::async_job::{
+    job_decision, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig, StoredRequest,
+};
+use crate::core::config::{decode_object_policy, ObjectPolicy};
+use crate::core::fingerprint::Digest256;
+use crate::core::headers::forward_to_origin;
+use crate::core::log::{Decision, RequestLog};
+use crate::core::machine::{self, Action, Event, RecordChange};
+use crate::core::problem::{Problem, ProblemKind};
+use crate::core::record::{AttemptId, Record};
+use crate::core::scope::ScopeLog;
+use crate::runtime::internal;
+use crate::runtime::origin::{self, AnswerBody};
+use crate::runtime::respond;
+
+/// 202 Accepted for a job that runs: `Preference-Applied: respond-async` (RFC 7240 §3) and
+/// when to poll again.
+pub(super) fn accepted(retry_after: u64) -> Result<Response> {
+    let headers = Headers::new()?;
+    headers.set("content-type", "application/json")?;
+    headers.set("preference-applied", "respond-async")?;
+    headers.set("retry-after", &retry_after.to_string())?;
+    let body = format!("{{\"status\":\"pending\",\"retry_after\":{retry_after}}}");
+    respond::build(202, &headers, body.as_bytes())
+}
+
+impl KeyObject {
+    /// An arrival that asks for asynchronous acceptance.
+    pub(super) async fn arrive_async(
+        &self,
+        req: &web_sys::Request,
+        headers: &Headers,
+        fingerprint: Digest256,
+        policy: &ObjectPolicy,
+        body_bytes: u64,
+        config: AsyncConfig,
+    ) -> Result<Response> {
+        let mut log = RequestLog {
+            object: Some(self.object_id().to_owned()),
+            decision: Decision::Rejected(ProblemKind::StorageUnavailable),
+            status: 0,
+            origin_status: None,
+            origin_ms: None,
+            wait_ms: None,
+            scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
+        };
+        let response =
+            self.accept_or_answer(req, headers, fingerprint, policy, body_bytes, config, &mut log).await;
+        log.status = response.as_ref().map_or(500, Response::status);
+        metrics::record(&self.env, &log);
+        response
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn accept_or_answer(
+        &self,
+        req: &web_sys::Request,
+        headers: &Headers,
+        fingerprint: Digest256,
+        policy: &ObjectPolicy,
+        body_bytes: u64,
+        config: AsyncConfig,
+        log: &mut RequestLog,
+    ) -> Result<Response> {
+        // 1. The request, read whole and sealed (awaits, before anything is decided).
+        let body = match read_body(req).await {
+            Ok(buffer) => Uint8Array::new(&buffer).to_vec(),
+            Err(_) => return respond::problem(&storage_unavailable()),
+        };
+        let settings = settings::get(&self.env);
+        let Ok(Some(ring)) = &settings.storage_keys else {
+            // The Worker refuses this configuration; an object never stores a request
+            // unsealed whatever it is handed.
+            let problem = Problem::new(
+                ProblemKind::InvalidConfig,
+                "ASYNC_ACCEPT stores requests, credentials included: set the secret STORAGE_ENCRYPTION_KEYS so that they are sealed.",
+            );
+            log.decision = Decision::Rejected(problem.kind);
+            return respond::problem(&problem);
+        };
+        let Some(salt) = self.scope_salt.get() else { return respond::problem(&storage_unavailable()) };
+        let request = StoredRequest {
+            scope_salt: salt.0,
+            method: req.method(),
+            target: req.url(),
+            headers: end_to_end(headers),
+            body,
+        };
+        let sealed = match self.sealer.seal_request(ring, self.object_id(), &request).await {
+            Ok(sealed) => sealed,
+            Err(error) => {
+                console_error!("object {}: sealing the request failed: {}", self.short_id(), error);
+                return respond::problem(&storage_unavailable());
+            }
+        };
+        drop(request);
+        let accept = AsyncAccept {
+            sealed_request: sealed,
+            policy: headers.get(internal::POLICY)?.unwrap_or_default(),
+            probe_origin: headers.has(internal::PROBE_ORIGIN)?,
+            config,
+        };
+
+        // 2. The decision, on the record as it is now, and the claim in the same turn.
+        let record = match self.record() {
+            Ok(record) => record,
+            Err(error) => {
+                console_error!("object {}: reading the record failed: {}", self.short_id(), error);
+                return respond::problem(&storage_unavailable());
+            }
+        };
+        let (live_attempt, waiters, waiting_bytes) = match &*self.live.borrow() {
+            Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
+            None => (None, 0, 0),
+        };
+        let new_attempt = AttemptId(random_u64());
+        let arrival = Event::ArrivalAsync {
+            fingerprint,
+            new_attempt,
+            live_attempt,
+            waiters,
+            waiting_bytes,
+            max_origin_attempts: policy.max_origin_attempts,
+            body_bytes,
+            limits: policy.limits,
+            timing: policy.timing,
+            accept: Box::new(accept),
+        };
+        let now = now_ms();
+        let mut step = machine::step(record.as_ref(), arrival, now);
+        if let Err(error) = self.apply(&step.change).await {
+            console_error!("object {}: writing the job failed: {}", self.short_id(), error);
+            step = machine::step(record.as_ref(), Event::ClaimWriteFailed { attempt: new_attempt }, now);
+        }
+        let claimed = job_decision(record.as_ref(), &step.change).is_some();
+        let mut joined = None;
+        let mut alarm = None;
+        for action in &step.actions {
+            match action {
+                Action::SetAlarm(at) => alarm = Some((*at, self.issue_alarm(*at))),
+                Action::Join { attempt, .. } => joined = self.join(*attempt, body_bytes),
+                _ => {}
+            }
+        }
+        if let Some((at, alarm)) = alarm {
+            if !self.confirm_alarm(at, alarm).await && claimed {
+                // Without its alarm the job would never run: withdraw it (nothing was
+                // sent), and the caller may retry.
+                if let Err(error) = self.apply(&RecordChange::Delete).await {
+                    console_error!("object {}: withdrawing the job failed: {}", self.short_id(), error);
+                }
+                return respond::problem(&storage_unavailable());
+            }
+        }
+
+        // 3. The answer.
+        for action in step.actions {
+            match action {
+                Action::Accepted { retry_after } => {
+                    log.decision = Decision::Accepted;
+                    return accepted(retry_after);
+                }
+                Action::Replay(stored) => {
+                    log.decision = Decision::Replayed;
+                    return self.prepared(&stored).response();
+                }
+                Action::Join { attempt, wait_ms } => {
+                    return self.wait(attempt, joined.take(), body_bytes, wait_ms, log).await;
+                }
+                Action::Reject(problem) => {
+                    log.decision = Decision::Rejected(problem.kind);
+                    return respond::problem(&problem);
+                }
+                // An async arrival is never forwarded from here (the alarm sends), and
+                // settles nothing.
+                Action::SetAlarm(_) | Action::Forward { .. } | Action::Settle { .. } => {}
+            }
+        }
+        respond::problem(&storage_unavailable())
+    }
+
+    /// The alarm of a key with a job: opens the stored request (an await), then steps on
+    /// the fresh record, and sends when the step says so. An error is thrown to the
+    /// platform, which retries the alarm.
+    pub(super) async fn run_job(&self) -> std::result::Result<(), String> {
+        let sealed = self.cached_record().and_then(|r| r.async_job().map(|job| job.sealed_request.clone()));
+        let request = match sealed.filter(|sealed| !sealed.is_empty()) {
+            Some(sealed) => {
+                let settings = settings::get(&self.env);
+                let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
+                match self.sealer.open_request(ring, self.object_id(), &sealed).await {
+                    Ok(request) => Some((sealed, request)),
+                    Err(error) => {
+                        // Nothing is sent unopened; look again later, whatever becomes of
+                        // the platform's retries (the key may come back into the ring).
+                        self.set_alarm(now_ms().saturating_add(super::ALARM_AFTER_READ_ERROR_MS)).await;
+                        return Err(format!("the stored request cannot be opened: {error}"));
+                    }
+                }
+            }
+            None => None,
+        };
+        // Fresh: whatever happened while the request was opened (a poll, a purge).
+        let record = self.record().map_err(|error| format!("could not read the record: {error}"))?;
+        let live_attempt = self.live.borrow().as_ref().map(|live| live.attempt);
+        let new_attempt = AttemptId(random_u64());
+        let now = now_ms();
+        let step = machine::step(record.as_ref(), Event::JobAlarm { live_attempt, new_attempt }, now);
+        let forward = step.actions.iter().find_map(|action| match action {
+            Action::Forward { attempt } => Some(*attempt),
+            _ => None,
+        });
+        // The send must be the request that was opened (the record could have been replaced).
+        let request = match (forward, request) {
+            (None, _) => None,
+            (Some(_), Some((sealed, request)))
+                if record
+                    .as_ref()
+                    .and_then(Record::async_job)
+                    .is_some_and(|job| job.sealed_request == sealed) =>
+            {
+                Some(request)
+            }
+            (Some(_), _) => {
+                return Err("the job changed while its request was opened; the alarm runs again".to_owned())
+            }
+        };
+        self.apply(&step.change).await.map_err(|error| format!("writing the job failed: {error}"))?;
+        let settle = forward.map(|attempt| self.begin_execution(attempt));
+        let mut alarm_set = true;
+        for action in &step.actions {
+            if let Action::SetAlarm(at) = action {
+                alarm_set &= self.set_alarm(*at).await;
+            }
+        }
+        if let Some(decision) = job_decision(record.as_ref(), &step.change) {
+            self.log_job(Decision::from(decision), None, None);
+        } else if let RecordChange::Put(Record::Unknown(_)) = &step.change {
+            // An orphaned send, held unknown.
+            self.log_job(Decision::Unknown, None, None);
+        }
+        let (Some(attempt), Some(request), Some(settle)) = (forward, request, settle) else {
+            return if alarm_set { Ok(()) } else { Err("the next alarm could not be set".to_owned()) };
+        };
+        drop(settle);
+        if !alarm_set {
+            // Nothing was sent, and without the alarm a restart would read this claim as
+            // an unknown outcome: put the job back as it was, and let the platform retry.
+            self.end_execution(attempt);
+            if let Some(before) = &record {
+                let _ = self.apply(&RecordChange::Put(before.clone())).await;
+            }
+            return Err("the send's alarm could not be set; nothing was sent".to_owned());
+        }
+        let sent = self.send_job(attempt, request).await;
+        self.end_execution(attempt);
+        sent
+    }
+
+    /// Sends the job's request as `attempt` and records the outcome.
+    async fn send_job(&self, attempt: AttemptId, request: StoredRequest) -> std::result::Result<(), String> {
+        let before = self.cached_record();
+        let job = before.as_ref().and_then(Record::async_job).cloned().ok_or("the job is gone")?;
+        let policy = decode_object_policy(&job.policy).ok_or("the job's policy is unreadable")?;
+        // The answer is sealed under the caller's scope, which the request carries.
+        let _ = self.scope_salt.set(Digest256(request.scope_salt));
+        let headers = Headers::new().map_err(|_| "headers")?;
+        for (name, value) in &request.headers {
+            let _ = headers.append(name, value);
+        }
+        let body: JsValue = Uint8Array::from(&request.body[..]).into();
+        let service = match policy.origin_service.as_deref().map(|name| (name, self.env.service(name))) {
+            None => Ok(None),
+            Some((_, Ok(service))) => Ok(Some(service.into_rpc::<worker_sys::Fetcher>())),
+            Some((name, Err(error))) => {
+                console_error!(
+                    "object {}: the origin service binding {} is unusable: {}",
+                    self.short_id(),
+                    name,
+                    error
+                );
+                Err(())
+            }
+        };
+        let started = now_ms();
+        let (result, mut answer) = match service {
+            Err(()) => (crate::core::policy::OriginResult::ConnectRefused, None),
+            Ok(service) => {
+                origin::forward(
+                    &request.target,
+                    &request.method,
+                    &headers,
+                    &body,
+                    policy.timing.origin_timeout_ms,
+                    job.probe_origin,
+                    policy.max_stored_response_bytes,
+                    service,
+                    settings::get(&self.env).origin_auth_secret.as_deref(),
+                )
+                .await
+            }
+        };
+        drop(request);
+        let origin_ms = now_ms().saturating_sub(started);
+        let origin_status = answer.as_ref().map(|answer| answer.status);
+        let retry_after_ms = answer.as_ref().and_then(|answer| {
+            let value = answer.headers.iter().find(|(name, _)| name.eq_ignore_ascii_case("retry-after"));
+            parse_retry_after(value.map(|(_, value)| value.as_str()), now_ms())
+        });
+        let stored = answer.as_mut().and_then(storable).map(Arc::new);
+        if let Some(AnswerBody::Streamed(stream)) = answer.map(|answer| answer.body) {
+            // Too large to store: nobody waits for it; let it go.
+            let _ = wasm_bindgen_futures::JsFuture::from(stream.cancel()).await;
+        }
+        let (_, disposition) = machine::classify(result, stored.as_deref(), &policy.outcome);
+        let record = self.cached_record();
+        let finished = Event::JobFinished {
+            attempt,
+            result,
+            response: stored,
+            timing: policy.timing,
+            outcome: policy.outcome,
+            retry_after_ms,
+            jitter: js_sys::Math::random(),
+        };
+        let step = machine::step(record.as_ref(), finished, now_ms());
+        let decision = job_decision(record.as_ref(), &step.change)
+            .map(Decision::from)
+            .unwrap_or_else(|| Decision::after_forward(disposition));
+        if let Err(error) = self.apply(&step.change).await {
+            // The claim stays, with its lease and its alarm: afterwards it reads as an
+            // unknown outcome, never as "not executed".
+            console_error!("object {}: writing the job's outcome failed: {}", self.short_id(), error);
+            self.log_job(Decision::Rejected(ProblemKind::StorageUnavailable), origin_status, Some(origin_ms));
+            return Ok(());
+        }
+        self.log_job(decision, origin_status, Some(origin_ms));
+        for action in step.actions {
+            if let Action::SetAlarm(at) = action {
+                if !self.set_alarm(at).await {
+                    return Err("the next alarm could not be set".to_owned());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The job's log line and data point: the decision and the origin's status, no more.
+    fn log_job(&self, decision: Decision, origin_status: Option<u16>, origin_ms: Option<u64>) {
+        let log = RequestLog {
+            object: Some(self.object_id().to_owned()),
+            decision,
+            status: origin_status.unwrap_or(0),
+            origin_status,
+            origin_ms,
+            wait_ms: None,
+            scope: None,
+        };
+        metrics::record(&self.env, &log);
+    }
+}
+
+/// The request's end-to-end headers as the origin gets them: the Worker's internal headers
+/// dropped, and `respond-async` taken out of `Prefer` (the edge honoured it; the origin
+/// must answer with its final answer).
+fn end_to_end(headers: &Headers) -> Vec<(String, String)> {
+    worker::Headers(headers.clone())
+        .entries()
+        .filter(|(name, _)| forward_to_origin(name, &[]))
+        .filter_map(|(name, value)| {
+            if name.eq_ignore_ascii_case("prefer") {
+                prefer_for_origin(&value).map(|value| (name, value))
+            } else {
+                Some((name, value))
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,286 @@
+//! End-to-end tests of asynchronous acceptance (issue 13, `ASYNC_ACCEPT=prefer`, RFC 7240
+//! `Prefer: respond-async`), in real workerd in front of an origin that deduplicates by key
+//! (`support::dedup_origin`), which can be overloaded on purpose (`x-test-fail-first`) or
+//! taken down (connections refused):
+//!
+//! - two 503s then success: 202 at once, the poll ends in 201, every later poll replays it;
+//! - the origin down, a SIGKILL and restart of workerd, then the origin back: the poll ends
+//!   in 201 with one execution, and the stored request was in no SQLite file in the clear;
+//! - the deadline reached: 503 `origin-unavailable`, then the key is released;
+//! - an unknown outcome: held (502 `outcome-unknown`), unless the origin deduplicates, where
+//!   it is sent again;
+//! - the admin API shows the job, and a purge cancels it;
+//! - without `STORAGE_ENCRYPTION_KEYS`, `ASYNC_ACCEPT=prefer` is 500 `invalid-config`.
+//!
+//! Backoffs and deadlines are set small with `--var`; every wait is a generous poll.
+
+use std::fs;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::support::assert::assert_problem;
+use crate::support::dedup_origin::DedupOrigin;
+use crate::support::http::{Request, Response};
+use crate::support::logs::wait_for_line;
+use crate::support::requests::{new_credential, request, secret, unique};
+use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
+
+/// 32 bytes 0..31 in standard base64: a test key, never a real one.
+const STORAGE_KEYS: &str = r#"[{"id":"async-test","key":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}]"#;
+const ADMIN_TOKEN: &str = "e2e-async-admin-token-0123456789abcdef0123";
+
+fn start(
+    name: &str,
+    origin: &DedupOrigin,
+    deadline_seconds: u32,
+    readiness: Readiness,
+) -> Result<Worker, String> {
+    let vars = [
+        ("ORIGIN_URL", origin.url()),
+        ("ASYNC_ACCEPT", "prefer".to_owned()),
+        ("ASYNC_DEADLINE_SECONDS", deadline_seconds.to_string()),
+        ("ASYNC_MAX_BACKOFF_SECONDS", "1".to_owned()),
+        ("STORAGE_ENCRYPTION_KEYS", STORAGE_KEYS.to_owned()),
+        ("ORIGIN_TIMEOUT_SECONDS", "5".to_owned()),
+        ("IDEMPOTENCY_TTL_SECONDS", "600".to_owned()),
+        ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
+        // Under /dedup/ the origin is declared to deduplicate by key.
+        ("IDEMPOTENCY_ROUTES", r#"[{"pattern":"/dedup/*","origin_deduplicates":true}]"#.to_owned()),
+    ];
+    Worker::start(WorkerConfig {
+        name: name.into(),
+        vars: vars.into_iter().map(|(n, v)| (n.to_owned(), v)).collect(),
+        readiness,
+    })
+}
+
+fn origin() -> &'static DedupOrigin {
+    static ORIGIN: OnceLock<DedupOrigin> = OnceLock::new();
+    ORIGIN.get_or_init(DedupOrigin::start)
+}
+
+/// The instance most tests share: a 15 s deadline.
+fn accepting() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    shared(&CELL, || start("async", origin(), 15, Readiness::OriginAnswers))
+}
+
+fn charge(path: &str, key: &str) -> Request {
+    request("POST", path)
+        .header("Idempotency-Key", key)
+        .header("Prefer", "respond-async")
+        .json(r#"{"amount":2500,"currency":"eur"}"#)
+}
+
+fn assert_accepted(r: &Response) {
+    assert_eq!(r.status, 202, "{r:?}");
+    assert_eq!(r.header("preference-applied"), Some("respond-async"), "{r:?}");
+    assert!(r.header("retry-after").is_some_and(|v| v.parse::<u64>().is_ok()), "{r:?}");
+}
+
+/// Polls with `request` until the answer is not 202, for at most two minutes.
+fn poll_until_done(w: &Worker, request: &Request) -> Response {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let r = w.send(request);
+        if r.status != 202 {
+            return r;
+        }
+        assert_accepted(&r);
+        assert!(Instant::now() < deadline, "still pending after two minutes: {r:?}");
+        thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn async_two_503s_then_success_answers_202_at_once_and_the_poll_ends_in_201() {
+    let (w, o) = (accepting(), origin());
+    let key = unique("async");
+    let path = format!("/v1/charges/{}", unique("p"));
+    let req = charge(&path, &key).header("x-test-fail-first", "2");
+    assert_accepted(&w.send(&req));
+    let done = poll_until_done(w, &req);
+    assert_eq!(done.status, 201, "{done:?}");
+    assert!(done.is_replayed(), "the job's answer is replayed: {done:?}");
+    assert_eq!(o.received(&key), 3, "two 503s, then the execution");
+    assert_eq!(o.executions(&key), 1);
+    // Every later poll, with or without the preference, replays the same answer.
+    for later in [req.clone(), req.clone().without_header("Prefer")] {
+        let replay = w.send(&later);
+        assert!(replay.is_replayed(), "{replay:?}");
+        assert_eq!(replay.body, done.body);
+    }
+    // A different payload is still refused.
+    let other = request("POST", &path).header("Idempotency-Key", &key).json(r#"{"amount":1}"#);
+    assert_problem(&w.send(&other), 422, "key-reused");
+    assert_eq!(o.received(&key), 3);
+    for decision in ["accepted", "retry-scheduled", "executed"] {
+        wait_for_line(w, decision, |line| line["decision"] == decision);
+    }
+}
+
+#[test]
+fn the_async_deadline_gives_503_origin_unavailable_then_the_key_is_released() {
+    let (w, o) = (accepting(), origin());
+    let key = unique("deadline");
+    let path = format!("/v1/charges/{}", unique("p"));
+    // The origin is overloaded for longer than the 15 s deadline.
+    let req = charge(&path, &key).header("x-test-fail-first", "1000");
+    assert_accepted(&w.send(&req));
+    let gave_up = poll_until_done(w, &req);
+    assert_problem(&gave_up, 503, "origin-unavailable");
+    assert!(gave_up.text().contains("never executed"), "{}", gave_up.text());
+    assert!(o.received(&key) >= 2, "it was retried");
+    assert_eq!(o.executions(&key), 0);
+    wait_for_line(w, "gave-up", |line| line["decision"] == "gave-up");
+    // Released: the same key runs again (here at once, the origin being well again).
+    let again = req.without_header("x-test-fail-first").without_header("Prefer");
+    let executed = w.send(&again);
+    assert_eq!(executed.status, 201, "{executed:?}");
+    assert!(!executed.is_replayed());
+    assert_eq!(o.executions(&key), 1);
+}
+
+#[test]
+fn an_async_attempt_whose_outcome_is_unknown_is_held_without_origin_deduplicates() {
+    let (w, o) = (accepting(), origin());
+    let key = unique("lost");
+    let req = charge(&format!("/v1/charges/{}", unique("p")), &key).header("x-test-drop", "1");
+    assert_accepted(&w.send(&req));
+    // The connection broke after the request was sent: it may have executed.
+    let held = poll_until_done(w, &req);
+    assert_problem(&held, 502, "outcome-unknown");
+    assert_problem(&w.send(&req), 502, "outcome-unknown");
+    assert_eq!(o.received(&key), 1, "never sent again");
+}
+
+#[test]
+fn where_the_origin_deduplicates_an_unknown_async_attempt_is_sent_again() {
+    let (w, o) = (accepting(), origin());
+    let key = unique("resent");
+    let req = charge(&format!("/dedup/charges/{}", unique("p")), &key).header("x-test-drop-first", "1");
+    assert_accepted(&w.send(&req));
+    let done = poll_until_done(w, &req);
+    assert_eq!(done.status, 201, "{done:?}");
+    assert_eq!(o.received(&key), 2, "lost once, then sent again under the same key");
+    assert_eq!(o.executions(&key), 1);
+    wait_for_line(w, "reforwarded", |line| line["decision"] == "reforwarded");
+}
+
+/// Whether any file under `dir` (databases, WAL files, metadata) contains `needle`.
+fn files_contain(dir: &Path, needle: &[u8]) -> bool {
+    let Ok(entries) = fs::read_dir(dir) else { return false };
+    entries.flatten().any(|entry| {
+        let path = entry.path();
+        if path.is_dir() {
+            files_contain(&path, needle)
+        } else {
+            fs::read(&path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+        }
+    })
+}
+
+#[test]
+fn async_with_the_origin_down_survives_a_sigkill_and_stores_no_credential_in_clear() {
+    crate::support::worker::require_build();
+    let o = DedupOrigin::start();
+    let w = &start("async-restart", &o, 300, Readiness::OriginAnswers).unwrap_or_else(|e| panic!("{e}"));
+    let key = secret("key");
+    let credential = new_credential("async-cred");
+    let marker = secret("body");
+    let path = format!("/v1/charges/{}", unique("p"));
+    let req = request("POST", &path)
+        .header("Authorization", &credential)
+        .header("Idempotency-Key", &key)
+        .header("Prefer", "respond-async")
+        .json(&format!(r#"{{"amount":2500,"memo":"{marker}"}}"#));
+
+    o.stop();
+    assert_accepted(&w.send(&req));
+    // The alarm tried and found the origin down.
+    wait_for_line(w, "retry-scheduled", |line| line["decision"] == "retry-scheduled");
+    w.crash();
+    // The job is in the files (its envelope names its key id), so the scan below can see it.
+    assert!(files_contain(w.persist_dir(), b"async-test"), "the sealed job is stored");
+    let token = credential.trim_start_matches("Bearer ");
+    for (what, needle) in [("credential", token), ("key", key.as_str()), ("body", marker.as_str())] {
+        assert!(
+            !files_contain(w.persist_dir(), needle.as_bytes()),
+            "the {what} is in a SQLite file in the clear"
+        );
+    }
+    w.restart(Readiness::AnyResponse).unwrap_or_else(|e| panic!("restart: {e}"));
+    // Still pending after the restart: the stored job and its alarm survived.
+    assert_accepted(&w.send(&req));
+    o.resume();
+    let done = poll_until_done(w, &req);
+    assert_eq!(done.status, 201, "{done:?}");
+    assert_eq!(o.executions(&key), 1, "one execution");
+    assert_eq!(o.received(&key), 1, "nothing reached the origin while it was down");
+    assert!(w.send(&req).is_replayed());
+}
+
+#[test]
+fn the_admin_api_shows_a_pending_job_and_a_purge_cancels_it() {
+    crate::support::worker::require_build();
+    let o = DedupOrigin::start();
+    let w = &start("async-admin", &o, 300, Readiness::OriginAnswers).unwrap_or_else(|e| panic!("{e}"));
+    let key = unique("admin");
+    let path = format!("/v1/charges/{}", unique("p"));
+    assert_accepted(&w.send(&charge(&path, &key).header("x-test-fail-first", "1000")));
+    // The only job of this instance: its lines name its object.
+    let line = wait_for_line(w, "retry-scheduled", |line| line["decision"] == "retry-scheduled");
+    let object = line["object"].as_str().expect("an object id").to_owned();
+    let record = format!("/__idempotency/records/{object}");
+    let admin = |method: &str| {
+        Request::new(method, &record)
+            .header("Authorization", format!("Bearer {ADMIN_TOKEN}"))
+            .header("X-Operator", "async-test")
+    };
+    let view = w.send(&admin("GET")).json();
+    assert_eq!(view["state"], "in-flight", "{view}");
+    assert!(view["attempts"].as_u64().is_some_and(|n| n >= 1), "{view}");
+    assert_eq!(view["async"]["request_stored"], true, "{view}");
+    assert!(view["async"]["deadline_ms"].as_u64().is_some(), "{view}");
+    assert!(!view.to_string().contains("2500"), "never the request: {view}");
+    // Between attempts, nothing can have executed: a purge needs no force, and cancels the
+    // job (its alarm is deleted).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let purged = w.send(&admin("DELETE"));
+        if purged.status == 200 {
+            break;
+        }
+        // It was sending at that moment: try again between attempts.
+        assert_problem(&purged, 409, "in-progress");
+        assert!(Instant::now() < deadline, "never between attempts");
+        thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(w.send(&admin("GET")).json()["state"], "absent");
+    let received = o.received(&key);
+    // Several backoffs later (at most 1 s each), the origin saw nothing more.
+    thread::sleep(Duration::from_secs(4));
+    assert!(o.received(&key) <= received + 1, "a purged job is not sent again");
+    assert_eq!(w.send(&admin("GET")).json()["state"], "absent");
+}
+
+#[test]
+fn async_accept_without_storage_keys_is_invalid_config() {
+    crate::support::worker::require_build();
+    let w = Worker::start(WorkerConfig {
+        name: "async-no-keys".into(),
+        vars: vec![
+            ("ORIGIN_URL".to_owned(), origin().url()),
+            ("ASYNC_ACCEPT".to_owned(), "prefer".to_owned()),
+        ],
+        readiness: Readiness::AnyResponse,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let key = unique("nokeys");
+    let r = w.send(&charge(&format!("/v1/charges/{}", unique("p")), &key));
+    assert_problem(&r, 500, "invalid-config");
+    assert!(r.text().contains("STORAGE_ENCRYPTION_KEYS"), "{}", r.text());
+    assert_eq!(origin().received(&key), 0);
+}

@@ -82,6 +82,9 @@ pub struct Source {
 }
 
 impl Source {
+    /// The opener comes from this instance's check of the same answer. Were a sealed
+    /// answer ever streamed without one, each row would fail its length check (a sealed row
+    /// is longer than its plaintext), so no ciphertext is ever sent as the body.
     pub fn new(sql: SqlStorage, manifest: ChunkManifest, checked: Option<&Checked>) -> Source {
         let opener = checked.filter(|c| c.attempt == manifest.attempt).and_then(|c| c.opener.clone());
         Source { sql, manifest, opener }

@@ -178,8 +178,14 @@ pub fn summary(
                 }
                 None => {
                     view["status"] = json!(done.response.status);
-                    view["body_bytes"] = json!(done.response.body.len());
+                    let body_bytes =
+                        done.chunks.as_ref().map_or(done.response.body.len() as u64, |m| m.body_len);
+                    view["body_bytes"] = json!(body_bytes);
                 }
+            }
+            // A large answer stored in chunk rows (`core::chunks`).
+            if let Some(manifest) = &done.chunks {
+                view["chunks"] = json!(manifest.count());
             }
         }
         Record::Unknown(unknown) => {
@@ -280,6 +286,7 @@ mod tests {
                 body: b"secret body".to_vec(),
             }),
             sealed_answer: None,
+            chunks: None,
         });
         let view = summary(ID, Some(&done), false, 20, false);
         assert_eq!(view["state"], "completed");

@@ -71,8 +71,12 @@ const MAX_MAX_BODY_BYTES: u64 = 32 * 1024 * 1024;
 const MAX_MAX_WAITING_BYTES: u64 = 64 * 1024 * 1024;
 /// One key is never sent to the origin more often than this, whatever is set.
 const MAX_MAX_ORIGIN_ATTEMPTS: u64 = 100;
-/// A stored answer lives in one SQLite row, which holds at most 2 MB.
+/// The most `MAX_STORED_RESPONSE_BYTES` may be set to. An answer over one SQLite row is
+/// stored in chunks (`core::chunks`), but the whole answer is in memory while it is stored,
+/// and an isolate has 128 MB.
 pub const MAX_MAX_STORED_RESPONSE_BYTES: u64 = super::machine::MAX_STORED_RESPONSE_BYTES as u64;
+/// The largest answer stored for replay unless configured otherwise.
+pub const DEFAULT_MAX_STORED_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The validated configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -232,7 +236,7 @@ impl Config {
         let max_stored_response_bytes = parse_number(
             VAR_MAX_STORED_RESPONSE_BYTES,
             lookup(VAR_MAX_STORED_RESPONSE_BYTES),
-            MAX_MAX_STORED_RESPONSE_BYTES,
+            DEFAULT_MAX_STORED_RESPONSE_BYTES,
             0,
             MAX_MAX_STORED_RESPONSE_BYTES,
         )?;
@@ -650,7 +654,10 @@ mod tests {
     fn limits_have_defaults_and_bounds() {
         let config = parse(&[]).unwrap();
         assert_eq!(config.limits, WaiterLimits::default());
-        assert_eq!(config.max_stored_response_bytes, MAX_MAX_STORED_RESPONSE_BYTES);
+        assert_eq!(config.max_stored_response_bytes, 16 * 1024 * 1024, "16 MiB by default");
+        assert_eq!(MAX_MAX_STORED_RESPONSE_BYTES, 64 * 1024 * 1024);
+        let most = parse(&[(VAR_MAX_STORED_RESPONSE_BYTES, "67108864")]).unwrap();
+        assert_eq!(most.max_stored_response_bytes, 64 * 1024 * 1024, "at most 64 MiB");
         let set = parse(&[
             (VAR_MAX_WAITERS_PER_KEY, "10"),
             (VAR_MAX_WAITING_BYTES, "1024"),
@@ -662,7 +669,7 @@ mod tests {
         for (variable, value) in [
             (VAR_MAX_WAITERS_PER_KEY, "1001"),
             (VAR_MAX_WAITING_BYTES, "x"),
-            (VAR_MAX_STORED_RESPONSE_BYTES, "2000000"),
+            (VAR_MAX_STORED_RESPONSE_BYTES, "67108865"),
         ] {
             assert_eq!(parse(&[(variable, value)]).unwrap_err().variable, variable);
         }

@@ -282,6 +282,20 @@ fn build_record(source: &mut Source<'_>) -> Record {
                     body: source.bytes(),
                 }
             };
+            // A chunked answer (record tag 4) keeps no body in the record.
+            let chunks = (source.u8() % 4 == 0).then(|| {
+                let count = usize::from(source.u8() % 3) + 1;
+                crate::core::chunks::ChunkManifest {
+                    body_len: (count as u64 - 1) * 1024 + 1 + u64::from(source.u16() % 1024),
+                    chunk_len: 1024,
+                    attempt: source.u64(),
+                    digests: (0..count).map(|_| std::array::from_fn(|_| source.u8())).collect(),
+                }
+            });
+            let response = match chunks {
+                Some(_) => StoredResponse { body: Vec::new(), ..response },
+                None => response,
+            };
             Record::Completed(Completed {
                 attempt,
                 fingerprint,
@@ -289,6 +303,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
                 expires_at,
                 response: Arc::new(response),
                 sealed_answer,
+                chunks,
             })
         }
         _ => Record::Unknown(Unknown {

@@ -51,9 +51,10 @@ pub const DEFAULT_WAITERS_PER_KEY: usize = 100;
 /// configured otherwise.
 pub const DEFAULT_WAITING_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Largest response (body plus headers) that is stored for replay. SQLite-backed Durable
-/// Objects hold at most 2 MB per row; a larger final answer is held as outcome-unknown.
-pub const MAX_STORED_RESPONSE_BYTES: usize = 1_900_000;
+/// Largest response (body plus headers) that is ever stored for replay, whatever is
+/// configured (64 MiB). One SQLite row holds at most 2 MB, so an answer over one row is
+/// stored in chunk rows (`core::chunks`); a larger final answer is held as outcome-unknown.
+pub const MAX_STORED_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 /// The timing that applies to one request (from configuration).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -504,6 +505,7 @@ fn on_origin_finished(
             expires_at: now.saturating_add(timing.ttl_ms),
             response: answer,
             sealed_answer: None,
+            chunks: None,
         }),
     };
     let expires_at = next.expires_at();

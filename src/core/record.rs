@@ -25,10 +25,12 @@
 //! | 1 (critical) | origin attempts: how many times the key was sent to the origin (u16; absent: 1), for `ORIGIN_DEDUPLICATES` | in flight, unknown |
 //! | 2 (critical) | sealed answer: a `core::seal::Envelope` of the encoded [`StoredResponse`]; the inline response is then empty | completed |
 //! | 3 (critical) | async job: a `core::async_job::AsyncJob` (deadline, next attempt, policy, the sealed request) | in flight |
+//! | 4 (critical) | chunked answer: a `core::chunks::ChunkManifest`; the body is in chunk rows and the inline (or sealed) response has none | completed |
 
 use std::sync::Arc;
 
 use super::async_job::AsyncJob;
+use super::chunks::ChunkManifest;
 use super::fingerprint::Digest256;
 
 /// Milliseconds since the Unix epoch, as the runtime's clock reports them.
@@ -106,6 +108,9 @@ pub struct Completed {
     /// The answer as stored when stored answers are encrypted: an encoded
     /// `core::seal::Envelope`, as read from storage and not yet opened.
     pub sealed_answer: Option<Vec<u8>>,
+    /// Set when the body is stored in chunk rows (`core::chunks`): `response` then holds
+    /// the status and headers only.
+    pub chunks: Option<ChunkManifest>,
 }
 
 /// A key whose first attempt may have executed, with no answer to replay.
@@ -188,9 +193,21 @@ impl Record {
         }
     }
 
+    /// The chunk manifest of an answer whose body is stored in chunk rows.
+    pub fn chunks(&self) -> Option<&ChunkManifest> {
+        match self {
+            Record::Completed(Completed { chunks, .. }) => chunks.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The version [`Record::encode`] writes for this record.
     pub fn version(&self) -> u8 {
-        if self.origin_attempts() != 1 || self.is_sealed() || self.async_job().is_some() {
+        if self.origin_attempts() != 1
+            || self.is_sealed()
+            || self.async_job().is_some()
+            || self.chunks().is_some()
+        {
             VERSION_2
         } else {
             VERSION_1
@@ -209,6 +226,10 @@ impl Record {
         let job = self.async_job().map(AsyncJob::encode);
         if let Some(job) = &job {
             extensions.push((EXT_ASYNC_JOB, job));
+        }
+        let manifest = self.chunks().map(ChunkManifest::encode);
+        if let Some(manifest) = &manifest {
+            extensions.push((EXT_CHUNKED_ANSWER, manifest));
         }
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(MAGIC);
@@ -232,6 +253,9 @@ impl Record {
                         &mut out,
                         &StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() },
                     );
+                } else if r.chunks.is_some() {
+                    // The body is in the chunk rows; the record keeps the rest.
+                    put_response(&mut out, &super::chunks::head_of(&r.response));
                 } else {
                     put_response(&mut out, &r.response);
                 }
@@ -293,6 +317,7 @@ impl Record {
                     expires_at,
                     response: Arc::new(response),
                     sealed_answer: None,
+                    chunks: None,
                 })
             }
             KIND_UNKNOWN => {
@@ -348,6 +373,13 @@ impl Record {
                     (EXT_ASYNC_JOB, Record::InFlight(InFlight { async_job, .. })) => {
                         *async_job = Some(AsyncJob::decode(value).ok_or(DecodeError::BadField(tag))?);
                     }
+                    (EXT_CHUNKED_ANSWER, Record::Completed(Completed { chunks, response, .. })) => {
+                        // The body is in the chunk rows, never also inline.
+                        if !response.body.is_empty() {
+                            return Err(DecodeError::BadField(tag));
+                        }
+                        *chunks = Some(ChunkManifest::decode(value).ok_or(DecodeError::BadField(tag))?);
+                    }
                     (tag, _) if tag & EXT_SKIPPABLE != 0 => {}
                     (tag, _) => return Err(DecodeError::UnknownExtension(tag)),
                 }
@@ -380,6 +412,7 @@ const VERSION_2: u8 = 2;
 const EXT_ORIGIN_ATTEMPTS: u8 = 1;
 const EXT_SEALED_ANSWER: u8 = 2;
 const EXT_ASYNC_JOB: u8 = 3;
+const EXT_CHUNKED_ANSWER: u8 = 4;
 /// The record version a sealed answer is stored under (bound into its associated data).
 pub const SEALED_RECORD_VERSION: u8 = VERSION_2;
 /// Extension tags with this bit may be skipped by a reader that does not know them.
@@ -525,6 +558,7 @@ mod tests {
                     body: b"{\"id\":1}\xff".to_vec(),
                 }),
                 sealed_answer: None,
+                chunks: None,
             }),
             Record::Unknown(Unknown {
                 attempt: AttemptId(0),
@@ -550,6 +584,7 @@ mod tests {
                 expires_at: 3_000,
                 response: Arc::new(StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() }),
                 sealed_answer: Some(vec![7, b'2', b'0', b'2', b'6', b'-', b'1', b'2', 0, 1, 2]),
+                chunks: None,
             }),
             // Version 2: with the origin-attempts extension.
             Record::InFlight(InFlight {
@@ -569,7 +604,80 @@ mod tests {
                 expires_at: 6,
                 reason: UnknownReason::ResetAfterSend,
             }),
+            // Version 2: a chunked answer, in the clear and sealed (tag 4).
+            Record::Completed(Completed {
+                attempt: AttemptId(11),
+                fingerprint: fp(8),
+                completed_at: 2_000,
+                expires_at: 3_000,
+                response: Arc::new(StoredResponse {
+                    status: 200,
+                    headers: vec![("content-type".into(), "application/octet-stream".into())],
+                    body: Vec::new(),
+                }),
+                sealed_answer: None,
+                chunks: Some(manifest()),
+            }),
+            Record::Completed(Completed {
+                attempt: AttemptId(12),
+                fingerprint: fp(9),
+                completed_at: 2_000,
+                expires_at: 3_000,
+                response: Arc::new(StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() }),
+                sealed_answer: Some(vec![2, b'k', b'1', 0, 1, 2]),
+                chunks: Some(manifest()),
+            }),
         ]
+    }
+
+    fn manifest() -> ChunkManifest {
+        ChunkManifest { body_len: 5 << 20, chunk_len: 1 << 20, attempt: 11, digests: vec![[3; 32]; 5] }
+    }
+
+    #[test]
+    fn a_chunked_answer_keeps_its_body_out_of_the_record() {
+        let chunked = &samples()[7];
+        assert_eq!(chunked.version(), 2);
+        assert_eq!(chunked.chunks(), Some(&manifest()));
+        let Record::Completed(done) = chunked else { unreachable!() };
+        // Even given the whole body, the record holds the head and the manifest only.
+        let whole = StoredResponse { body: vec![0xab; 4096], ..(*done.response).clone() };
+        let bytes = Record::Completed(Completed { response: Arc::new(whole), ..done.clone() }).encode();
+        assert!(bytes.len() < 512 && !bytes.windows(64).any(|w| w == [0xab; 64]), "{}", bytes.len());
+        assert_eq!(Record::decode(&bytes).as_ref(), Ok(chunked));
+        // A stored record with a body inline and tag 4 is refused, as is a bad manifest.
+        let mut both = Record::Completed(Completed {
+            response: Arc::new(StoredResponse { body: b"x".to_vec(), ..(*done.response).clone() }),
+            chunks: None,
+            ..done.clone()
+        })
+        .encode();
+        both[2] = 2;
+        both.push(1);
+        both.push(EXT_CHUNKED_ANSWER);
+        put_bytes(&mut both, &manifest().encode());
+        assert_eq!(Record::decode(&both), Err(DecodeError::BadField(EXT_CHUNKED_ANSWER)));
+        let mut bad = chunked.encode();
+        let last = bad.len() - 1;
+        bad.truncate(last);
+        assert!(Record::decode(&bad).is_err());
+        // Tag 4 on a record that is not a completed answer is not a known combination.
+        let mut claim = samples()[0].encode();
+        claim[2] = 2;
+        claim.push(1);
+        claim.push(EXT_CHUNKED_ANSWER);
+        put_bytes(&mut claim, &manifest().encode());
+        assert_eq!(Record::decode(&claim), Err(DecodeError::UnknownExtension(EXT_CHUNKED_ANSWER)));
+    }
+
+    #[test]
+    fn a_reader_without_tag_4_refuses_a_chunked_record() {
+        // What a release before chunking does: tag 4 is critical (high bit clear), so a
+        // reader that does not know it refuses the record (503) rather than replaying a
+        // body-less answer or forwarding again.
+        assert_eq!(EXT_CHUNKED_ANSWER & EXT_SKIPPABLE, 0);
+        // Small answers keep today's layout exactly: version 1, no extension.
+        assert_eq!(samples()[1].encode()[2], 1);
     }
 
     #[test]

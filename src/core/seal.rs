@@ -139,6 +139,24 @@ impl Envelope {
         out
     }
 
+    /// The longest envelope header: id length, an id of up to 255 bytes, the nonce.
+    pub const MAX_HEADER_LEN: usize = 1 + 255 + NONCE_LEN;
+
+    /// The key id, the nonce and where the ciphertext starts, from the envelope's first
+    /// bytes (at least the header): for a ciphertext that stays outside Wasm memory. The
+    /// ciphertext (with its tag) must be at least 16 bytes of the `total_len`.
+    pub fn decode_header(head: &[u8], total_len: usize) -> Option<(String, [u8; NONCE_LEN], usize)> {
+        let (&id_len, rest) = head.split_first()?;
+        let id_len = usize::from(id_len);
+        let header_len = 1 + id_len + NONCE_LEN;
+        if id_len == 0 || rest.len() < id_len + NONCE_LEN || total_len < header_len + 16 {
+            return None;
+        }
+        let key_id = std::str::from_utf8(&rest[..id_len]).ok()?.to_owned();
+        let nonce = rest[id_len..id_len + NONCE_LEN].try_into().ok()?;
+        Some((key_id, nonce, header_len))
+    }
+
     pub fn decode(bytes: &[u8]) -> Option<Envelope> {
         let (&id_len, rest) = bytes.split_first()?;
         let id_len = usize::from(id_len);
@@ -284,6 +302,10 @@ mod tests {
         fn envelopes_round_trip(id in "[!-~]{1,64}", nonce in proptest::array::uniform12(any::<u8>()), ciphertext in proptest::collection::vec(any::<u8>(), 16..200)) {
             let envelope = Envelope { key_id: id, nonce, ciphertext };
             prop_assert_eq!(Envelope::decode(&envelope.encode()), Some(envelope.clone()));
+            // The header alone says the same as the whole envelope.
+            let encoded = envelope.encode();
+            let (id, nonce, at) = Envelope::decode_header(&encoded[..encoded.len().min(Envelope::MAX_HEADER_LEN)], encoded.len()).unwrap();
+            prop_assert_eq!((id, nonce, &encoded[at..]), (envelope.key_id.clone(), envelope.nonce, &envelope.ciphertext[..]));
             // Any truncation is refused or reads as a different envelope, never panics.
             let bytes = envelope.encode();
             for cut in 0..bytes.len() {

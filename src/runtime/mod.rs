@@ -16,6 +16,7 @@
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
 
 mod admin;
+mod chunks;
 mod entry;
 mod identity;
 mod metrics;

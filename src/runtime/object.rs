@@ -51,6 +51,7 @@ use worker::web_sys::{self, Headers, Response};
 use worker::worker_sys::{self, DurableObjectState, DurableObjectStorage};
 use worker::{console_error, console_log, Delay, Env, Result, SqlStorage, State, Storage};
 
+use super::chunks;
 use super::metrics;
 use super::origin::{self, AnswerBody, OriginAnswer};
 use super::respond::{self, Prepared};
@@ -127,6 +128,8 @@ pub struct KeyObject {
     alarm_runs: Cell<u32>,
     /// Record deletions of this instance so far (for `DELETE_FAULT_INJECTION`).
     deletions: Cell<u32>,
+    /// The chunked answer whose rows this instance has checked (`runtime::chunks`).
+    chunk_check: RefCell<Option<chunks::Checked>>,
 }
 
 #[wasm_bindgen]
@@ -147,6 +150,7 @@ impl KeyObject {
             scope_salt: OnceCell::new(),
             alarm_runs: Cell::new(0),
             deletions: Cell::new(0),
+            chunk_check: RefCell::new(None),
         }
     }
 
@@ -487,6 +491,9 @@ impl KeyObject {
     /// in memory. A record that cannot be opened is an error: never treated as absent.
     async fn open_sealed_record(&self) -> std::result::Result<(), StorageError> {
         let Some(Record::Completed(done)) = self.record()? else { return Ok(()) };
+        if done.chunks.is_some() {
+            return self.open_chunked_record(&done).await;
+        }
         let Some(sealed) = &done.sealed_answer else { return Ok(()) };
         let salt = self.scope_salt.get().ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
         let settings = settings::get(&self.env);
@@ -502,6 +509,34 @@ impl KeyObject {
         {
             let opened = Completed { response: Arc::new(answer), sealed_answer: None, ..done.clone() };
             *cached = Cached::Loaded(Some(Record::Completed(opened)));
+        }
+        Ok(())
+    }
+
+    /// A chunked answer (`runtime::chunks`): opens its head when sealed and checks its rows,
+    /// once per instance, before anything replays it. Never treated as absent on failure.
+    async fn open_chunked_record(&self, done: &Completed) -> std::result::Result<(), StorageError> {
+        let attempt = done.chunks.as_ref().map(|manifest| manifest.attempt);
+        let checked = self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
+        if done.sealed_answer.is_none() && checked == attempt {
+            return Ok(());
+        }
+        // Only a sealed head needs the scope's key (an unsealed answer is checked without it).
+        let salt = match (&done.sealed_answer, self.scope_salt.get()) {
+            (Some(_), None) => return Err(StorageError::Seal("no scope salt".to_owned())),
+            (_, salt) => salt.map_or(&[][..], |salt| &salt.0[..]),
+        };
+        let settings = settings::get(&self.env);
+        let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
+        let sealing =
+            chunks::Sealing { sealer: &self.sealer, ring, scope: salt, object_id: self.object_id() };
+        let (opened, checked) = chunks::open(self.sql(), done, sealing).await?;
+        let mut cached = self.cached.borrow_mut();
+        // Only if nothing replaced the record meanwhile (an alarm, a purge, another opener).
+        if matches!(&*cached, Cached::Loaded(Some(Record::Completed(now))) if now.chunks == done.chunks && now.sealed_answer == done.sealed_answer)
+        {
+            *cached = Cached::Loaded(Some(Record::Completed(opened)));
+            *self.chunk_check.borrow_mut() = Some(checked);
         }
         Ok(())
     }
@@ -532,6 +567,37 @@ impl KeyObject {
     async fn apply(&self, change: &RecordChange) -> std::result::Result<(), StorageError> {
         match change {
             RecordChange::Keep => Ok(()),
+            // Over one row: the body in chunk rows, written with the record in one
+            // transaction; this instance keeps the head and the manifest, not the body.
+            RecordChange::Put(Record::Completed(done))
+                if crate::core::chunks::needs_chunks(&done.response) =>
+            {
+                let settings = settings::get(&self.env);
+                let ring = match &settings.storage_keys {
+                    Ok(ring) => ring.as_ref(),
+                    // Never store in the clear what the operator asked to seal.
+                    Err(problem) => return Err(StorageError::Seal(problem.detail.clone())),
+                };
+                let sealing = match ring {
+                    None => None,
+                    Some(ring) => {
+                        let salt = self
+                            .scope_salt
+                            .get()
+                            .ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
+                        Some(chunks::Sealing {
+                            sealer: &self.sealer,
+                            ring: Some(ring),
+                            scope: &salt.0,
+                            object_id: self.object_id(),
+                        })
+                    }
+                };
+                let (cached, checked) = chunks::put(self.raw_storage(), self.sql(), done, sealing).await?;
+                *self.cached.borrow_mut() = Cached::Loaded(Some(cached));
+                *self.chunk_check.borrow_mut() = Some(checked);
+                Ok(())
+            }
             RecordChange::Put(record @ Record::Completed(_)) => {
                 match self.storable_record(record).await? {
                     Some(sealed) => storage::put(self.sql(), &sealed)?,
@@ -691,7 +757,8 @@ impl KeyObject {
             }
             (None, _) => (OriginResult::ConnectRefused, None),
         };
-        let stored = answer.as_ref().and_then(storable).map(Arc::new);
+        // The body moves into the stored answer: the caller's response shares it below.
+        let stored = answer.as_mut().and_then(storable).map(Arc::new);
         let (_, disposition) = machine::classify(result, stored.as_deref(), &policy.outcome);
         log.decision = Decision::after_forward(disposition);
         log.origin_status = answer.as_ref().map(|answer| answer.status);
@@ -719,11 +786,13 @@ impl KeyObject {
                 Action::SetAlarm(at) => alarms.push((at, self.issue_alarm(at))),
                 Action::Settle { attempt, answer: shared, origin_answered } => {
                     self.end_execution(attempt);
+                    // One copy of the body for the waiters and the caller alike.
+                    let prepared = self.prepared(&shared);
                     if let Some(settle) = settle.take() {
-                        let _ = settle.send(self.prepared(&shared));
+                        let _ = settle.send(prepared.clone());
                     }
                     response = Some(match (answer.take(), origin_answered) {
-                        (Some(answer), true) => live_response(answer),
+                        (Some(answer), true) => live_response(answer, &prepared),
                         _ => respond::stored(&shared, false),
                     });
                 }
@@ -735,6 +804,11 @@ impl KeyObject {
             // fail, the claim's alarm stays in place (it fires at the claim's expiry, and
             // moves itself to the record's), and an expired record is deleted when read.
             self.confirm_alarm(at, alarm).await;
+        }
+        // A chunked answer is replayed from its rows from now on: the whole body the
+        // waiters shared is not kept for the rest of this instance's life.
+        if matches!(&*self.cached.borrow(), Cached::Loaded(Some(record)) if record.chunks().is_some()) {
+            self.prepared.borrow_mut().take();
         }
         // Should the step not settle (it always does), the waiters are released by the
         // dropped sender and get 409.
@@ -888,11 +962,11 @@ impl KeyObject {
         &self,
         attempt: AttemptId,
         result: OriginResult,
-        answer: Option<OriginAnswer>,
+        mut answer: Option<OriginAnswer>,
         policy: &ObjectPolicy,
     ) -> Result<Response> {
         let stored = match result {
-            OriginResult::Responded(_) => answer.as_ref().and_then(storable).map(Arc::new),
+            OriginResult::Responded(_) => answer.as_mut().and_then(storable).map(Arc::new),
             _ => None,
         };
         let (_, disposition) = machine::classify(result, stored.as_deref(), &policy.outcome);
@@ -956,11 +1030,20 @@ impl KeyObject {
         match &*prepared {
             Some(ready) if ready.is_for(stored) => ready.clone(),
             _ => {
-                let ready = Rc::new(Prepared::new(stored.clone()));
+                let ready = Rc::new(Prepared::new(stored.clone(), self.chunk_source(stored)));
                 *prepared = Some(ready.clone());
                 ready
             }
         }
+    }
+
+    /// Where a replay of `stored` reads its body from, when it is the cached record's
+    /// chunked answer (`runtime::chunks`); `None` for an answer held whole in memory.
+    fn chunk_source(&self, stored: &Arc<StoredResponse>) -> Option<chunks::Source> {
+        let cached = self.cached.borrow();
+        let Cached::Loaded(Some(Record::Completed(done))) = &*cached else { return None };
+        let manifest = done.chunks.as_ref().filter(|_| Arc::ptr_eq(&done.response, stored))?;
+        Some(chunks::Source::new(self.sql().clone(), manifest.clone(), self.chunk_check.borrow().as_ref()))
     }
 
     fn end_execution(&self, attempt: AttemptId) {
@@ -1109,21 +1192,24 @@ fn outcome_write_failed(record: Option<&Record>, attempt: AttemptId, failed: &St
     }
 }
 
-/// The origin's answer as it is stored for replay; `None` for one streamed past the cap.
-fn storable(answer: &OriginAnswer) -> Option<StoredResponse> {
-    let AnswerBody::Complete(body) = &answer.body else { return None };
+/// The origin's answer as it is stored for replay, its body moved out of `answer` (held
+/// once, not twice); `None` for one streamed past the cap.
+fn storable(answer: &mut OriginAnswer) -> Option<StoredResponse> {
+    let AnswerBody::Complete(body) = &mut answer.body else { return None };
+    let body = std::mem::take(body);
     let headers = answer
         .headers
         .iter()
         .filter(|(name, _)| store_for_replay(name, &answer.connection_tokens))
         .cloned()
         .collect();
-    Some(StoredResponse { status: answer.status, headers, body: body.clone() })
+    Some(StoredResponse { status: answer.status, headers, body })
 }
 
 /// The origin's answer for the caller whose request executed: every end-to-end header,
-/// cookies included; a body over the stored-size cap as the stream it is.
-fn live_response(answer: OriginAnswer) -> Result<Response> {
+/// cookies included; the body the waiters share (`prepared`, which `storable` moved it
+/// into), or one over the stored-size cap as the stream it is.
+fn live_response(answer: OriginAnswer, prepared: &Prepared) -> Result<Response> {
     let headers = Headers::new()?;
     for (name, value) in &answer.headers {
         if pass_to_caller(name, &answer.connection_tokens) {
@@ -1131,7 +1217,7 @@ fn live_response(answer: OriginAnswer) -> Result<Response> {
         }
     }
     match answer.body {
-        AnswerBody::Complete(body) => respond::build(answer.status, &headers, &body),
+        AnswerBody::Complete(_) => prepared.live(&headers),
         AnswerBody::Streamed(stream) => {
             let init = web_sys::ResponseInit::new();
             init.set_status(answer.status);

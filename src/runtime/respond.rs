@@ -10,6 +10,7 @@ use wasm_bindgen::JsValue;
 use worker::web_sys::{Blob, Headers, Response, ResponseInit};
 use worker::{Env, Result};
 
+use super::chunks::Source;
 use super::{internal, metrics};
 use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::problem_response;
@@ -76,17 +77,21 @@ fn has_no_body(status: u16) -> bool {
 /// one `Blob`. Every replay and every coalesced waiter is then one `new Response(blob,
 /// init)`: the runtime copies the headers but shares the blob's bytes, so a hundred waiters
 /// hold one body, not a hundred.
+///
+/// A large answer read back from storage (`runtime::chunks`) has no blob: each replay is a
+/// stream over its chunk rows, so no replay holds the body whole.
 pub struct Prepared {
     stored: Arc<StoredResponse>,
     /// `None` when the runtime refused to build them; every response is then built from
     /// `stored` as before.
     parts: Option<(Headers, Option<Blob>)>,
+    chunks: Option<Source>,
 }
 
 impl Prepared {
-    pub fn new(stored: Arc<StoredResponse>) -> Prepared {
-        let parts = prepare(&stored).ok();
-        Prepared { stored, parts }
+    pub fn new(stored: Arc<StoredResponse>, chunks: Option<Source>) -> Prepared {
+        let parts = prepare(&stored, chunks.is_none()).ok();
+        Prepared { stored, parts, chunks }
     }
 
     /// Whether this is the preparation of `stored` (the same stored answer, not an equal one).
@@ -97,25 +102,57 @@ impl Prepared {
     /// One replay of the answer, marked as the object's own.
     pub fn response(&self) -> Result<Response> {
         let Some((headers, body)) = &self.parts else {
-            let response = stored(&self.stored, true)?;
+            let response = match &self.chunks {
+                Some(chunks) => streamed(self.stored.status, &replay_headers(&self.stored)?, chunks)?,
+                None => stored(&self.stored, true)?,
+            };
             response.headers().set(internal::ANSWERED, "1")?;
             return Ok(response);
         };
+        if let Some(chunks) = &self.chunks {
+            return streamed(self.stored.status, headers, chunks);
+        }
         let init = ResponseInit::new();
         init.set_status(self.stored.status);
         init.set_headers(headers);
         Ok(Response::new_with_opt_blob_and_init(body.as_ref(), &init)?)
     }
+
+    /// The answer for the caller whose request executed: `headers` (its own, cookies
+    /// included) around the same body the waiters share.
+    pub fn live(&self, headers: &Headers) -> Result<Response> {
+        match &self.parts {
+            Some((_, body)) if self.chunks.is_none() => {
+                let init = ResponseInit::new();
+                init.set_status(self.stored.status);
+                init.set_headers(headers);
+                Ok(Response::new_with_opt_blob_and_init(body.as_ref(), &init)?)
+            }
+            _ => build(self.stored.status, headers, &self.stored.body),
+        }
+    }
 }
 
-fn prepare(stored: &StoredResponse) -> Result<(Headers, Option<Blob>)> {
+fn streamed(status: u16, headers: &Headers, chunks: &Source) -> Result<Response> {
+    let init = ResponseInit::new();
+    init.set_status(status);
+    init.set_headers(headers);
+    Ok(Response::new_with_opt_readable_stream_and_init(Some(&chunks.stream()), &init)?)
+}
+
+fn replay_headers(stored: &StoredResponse) -> Result<Headers> {
     let headers = Headers::new()?;
     for (name, value) in &stored.headers {
         headers.append(name, value)?;
     }
     headers.set(REPLAYED_HEADER, "true")?;
     headers.set(internal::ANSWERED, "1")?;
-    let body = if has_no_body(stored.status) {
+    Ok(headers)
+}
+
+fn prepare(stored: &StoredResponse, with_body: bool) -> Result<(Headers, Option<Blob>)> {
+    let headers = replay_headers(stored)?;
+    let body = if has_no_body(stored.status) || !with_body {
         None
     } else {
         let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(stored.body.as_slice()));

@@ -73,6 +73,45 @@ impl Sealer {
             .map_err(|error| SealError(format!("the opened answer is unreadable: {error:?}")))
     }
 
+    /// Seals `plaintext` bound to `aad` under the ring's newest key, with the answer key of
+    /// `scope` (for the parts of a chunked answer, `runtime::chunks`); returns the envelope.
+    pub async fn seal_with(
+        &self,
+        ring: &KeyRing,
+        scope: &[u8],
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        self.seal_bytes(ring, scope, ANSWER_KEY_INFO, aad, plaintext).await
+    }
+
+    /// Opens an envelope sealed by [`Sealer::seal_with`] with the same `aad`.
+    pub async fn open_with(
+        &self,
+        ring: Option<&KeyRing>,
+        scope: &[u8],
+        aad: &[u8],
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        self.open_bytes(ring, scope, ANSWER_KEY_INFO, aad, sealed).await
+    }
+
+    /// The answer key of `scope` derived from the ring key named `key_id`.
+    pub async fn key_by_id(
+        &self,
+        ring: Option<&KeyRing>,
+        scope: &[u8],
+        key_id: &str,
+    ) -> Result<CryptoKey, SealError> {
+        let ring = ring.ok_or_else(|| {
+            SealError("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
+        })?;
+        let ring_key = ring
+            .by_id(key_id)
+            .ok_or_else(|| SealError(format!("no key with id {key_id:?} in STORAGE_ENCRYPTION_KEYS")))?;
+        self.key(ring_key, scope, ANSWER_KEY_INFO).await
+    }
+
     /// Seals a job's request for the object `object_id` (the key derived with the object id
     /// as salt: the alarm knows it without a request).
     pub async fn seal_request(
@@ -216,4 +255,33 @@ fn aes_gcm(nonce: &[u8], aad: &[u8]) -> Object {
     set(&algorithm, "iv", &Uint8Array::from(nonce));
     set(&algorithm, "additionalData", &Uint8Array::from(aad));
     algorithm
+}
+
+/// Opens the sealed bytes `ciphertext` (AES-GCM output) with `key`, bound to `aad`. The bytes
+/// stay in JavaScript: nothing of them is copied into Wasm memory.
+pub async fn open_view(
+    key: &CryptoKey,
+    nonce: &[u8],
+    aad: &[u8],
+    ciphertext: &Uint8Array,
+) -> Result<Uint8Array, SealError> {
+    let promise = subtle()?
+        .decrypt_with_object_and_buffer_source(&aes_gcm(nonce, aad), key, ciphertext)
+        .map_err(fail("opening"))?;
+    let plaintext =
+        JsFuture::from(promise).await.map_err(fail("opening (a changed byte or the wrong key)"))?;
+    Ok(Uint8Array::new(&plaintext))
+}
+
+/// SHA-256 of `bytes`, by WebCrypto (the bytes stay in JavaScript).
+pub async fn sha256(bytes: &Uint8Array) -> Result<[u8; 32], SealError> {
+    let promise = subtle()?.digest_with_str_and_buffer_source("SHA-256", bytes).map_err(fail("digesting"))?;
+    let digest = JsFuture::from(promise).await.map_err(fail("digesting"))?;
+    let digest = Uint8Array::new(&digest);
+    let mut out = [0u8; 32];
+    if digest.length() != 32 {
+        return Err(SealError("digesting: not 32 bytes".to_owned()));
+    }
+    digest.copy_to(&mut out);
+    Ok(out)
 }

@@ -21,6 +21,8 @@ pub enum StorageError {
     Corrupt(DecodeError),
     /// A stored answer could not be sealed or opened (see `runtime::seal`).
     Seal(String),
+    /// A chunked answer's rows are missing or do not match its record (`runtime::chunks`).
+    Chunks(String),
 }
 
 impl std::fmt::Display for StorageError {
@@ -29,6 +31,7 @@ impl std::fmt::Display for StorageError {
             StorageError::Sql(message) => write!(f, "SQL error: {message}"),
             StorageError::Corrupt(error) => write!(f, "stored record is unreadable: {error:?}"),
             StorageError::Seal(error) => write!(f, "stored answer: {error}"),
+            StorageError::Chunks(error) => write!(f, "stored answer chunks: {error}"),
         }
     }
 }
@@ -51,18 +54,24 @@ pub fn load(sql: &SqlStorage) -> Result<Option<Record>, StorageError> {
 
 /// Writes the record (one row, one statement after the table exists).
 pub fn put(sql: &SqlStorage, record: &Record) -> Result<(), StorageError> {
+    put_encoded(sql, record.encode())
+}
+
+/// Writes an encoded record (see [`put`]).
+pub fn put_encoded(sql: &SqlStorage, record: Vec<u8>) -> Result<(), StorageError> {
     sql.exec(CREATE_TABLE, None).map_err(|e| StorageError::Sql(e.to_string()))?;
-    sql.exec(UPSERT, vec![SqlStorageValue::Blob(record.encode())])
-        .map_err(|e| StorageError::Sql(e.to_string()))?;
+    sql.exec(UPSERT, vec![SqlStorageValue::Blob(record)]).map_err(|e| StorageError::Sql(e.to_string()))?;
     Ok(())
 }
 
-/// Deletes the record row at once (synchronously, so nothing can read it after this
-/// turn). The alarm and the table stay; the next alarm deletes everything.
+/// Deletes the record row and any chunk rows of a large answer at once (synchronously, in
+/// one turn, so nothing can read them after it). The alarm and the tables stay; the next
+/// alarm deletes everything.
 pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
     match sql.exec(DELETE, None) {
-        Ok(_) => Ok(()),
-        Err(error) if error.to_string().contains("no such table") => Ok(()),
-        Err(error) => Err(StorageError::Sql(error.to_string())),
+        Ok(_) => {}
+        Err(error) if error.to_string().contains("no such table") => {}
+        Err(error) => return Err(StorageError::Sql(error.to_string())),
     }
+    super::chunks::delete(sql)
 }

@@ -374,8 +374,14 @@ fn an_answer_over_the_stored_size_goes_whole_to_its_caller_and_the_key_is_held()
     let (w, o) = (guarded(), origin());
     let key = unique("large");
     let path = path_under("/large");
-    let pad = 5 * 1024 * 1024;
-    let first = w.send(&payment(&path, &key).header("x-test-pad-bytes", pad.to_string()));
+    // Over the default MAX_STORED_RESPONSE_BYTES (16 MiB; smaller answers are stored in
+    // chunks, see `large_answers`).
+    let pad = 17 * 1024 * 1024;
+    let first = w.send(
+        &payment(&path, &key)
+            .header("x-test-pad-bytes", pad.to_string())
+            .timeout(std::time::Duration::from_secs(240)),
+    );
     assert_executed(&first, 201);
     assert!(first.body.len() > pad, "the whole answer is streamed: {} bytes", first.body.len());
     let answer = first.json();

@@ -15,6 +15,7 @@
 //! - `routes`: per-route policy (`IDEMPOTENCY_ROUTES`) and an unreachable object;
 //! - `admin`: the admin API; `metrics`: the Analytics Engine binding;
 //! - `at_rest`: stored answers sealed with `STORAGE_ENCRYPTION_KEYS`;
+//! - `large_answers`: answers over one SQLite row, stored in chunks and replayed as streams;
 //! - `outcomes`: `ORIGIN_DEDUPLICATES` against an origin that honours keys itself;
 //! - `async_accept`: `ASYNC_ACCEPT` (`Prefer: respond-async`): jobs run from the object's
 //!   alarm, through overloads, an origin that is down, a restart and the deadline;
@@ -45,6 +46,7 @@ mod boundaries;
 mod docs_citations;
 mod hardening;
 mod identity;
+mod large_answers;
 mod metrics;
 mod outcomes;
 mod reliability;

@@ -353,7 +353,18 @@ pub fn is_chunked(headers: &[(String, String)]) -> bool {
 /// Decodes a chunked body. `None` while incomplete; `Some(Ok((body, consumed)))` once the
 /// terminating chunk and trailers are in `buf`.
 pub fn decode_chunked(buf: &[u8]) -> Option<Result<(Vec<u8>, usize), String>> {
+    // First walk the chunk lines without copying: a large body arriving in many reads is
+    // checked for completeness after each one, so that must not copy what came so far.
+    if let Err(e) = walk_chunked(buf, &mut |_| {})? {
+        return Some(Err(e));
+    }
     let mut body = Vec::new();
+    Some(walk_chunked(buf, &mut |data| body.extend_from_slice(data))?.map(|consumed| (body, consumed)))
+}
+
+/// Walks a chunked body, handing each chunk's data to `data`. `None` while incomplete;
+/// `Some(Ok(consumed))` once the terminating chunk and trailers are in `buf`.
+fn walk_chunked(buf: &[u8], data: &mut dyn FnMut(&[u8])) -> Option<Result<usize, String>> {
     let mut pos = 0;
     loop {
         let line_end = buf[pos..].windows(2).position(|w| w == b"\r\n")? + pos;
@@ -371,14 +382,14 @@ pub fn decode_chunked(buf: &[u8]) -> Option<Result<(Vec<u8>, usize), String>> {
                 let empty = end == pos;
                 pos = end + 2;
                 if empty {
-                    return Some(Ok((body, pos)));
+                    return Some(Ok(pos));
                 }
             }
         }
         if buf.len() < pos + size + 2 {
             return None;
         }
-        body.extend_from_slice(&buf[pos..pos + size]);
+        data(&buf[pos..pos + size]);
         pos += size + 2;
     }
 }

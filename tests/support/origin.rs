@@ -17,6 +17,9 @@
 //! - `x-test-released: 1`   add `Idempotency-Released: true` (the origin confirms that it
 //!   did not execute the request);
 //! - `x-test-pad-bytes: N`  add a `pad` member of N bytes to the JSON body (large answers);
+//! - `x-test-answer-bytes: N` answer exactly N bytes of `application/octet-stream` instead of
+//!   JSON: pseudo-random, drawn from the execution's serial number (see [`answer_bytes`]), so
+//!   two executions never answer alike and a moved or repeated chunk shows;
 //! - `x-test-hold: NAME`    hold the request at the gate NAME (see [`Gate`]) until the test
 //!   releases it, then carry on with the other control headers.
 //!
@@ -519,9 +522,14 @@ fn handle(mut stream: TcpStream, state: Arc<Shared>) {
     });
     // 204 and 304 answers have no body, and say no length.
     let bodiless = matches!(status, 204 | 304);
-    let body = if bodiless { String::new() } else { json.to_string() };
+    let raw = control("x-test-answer-bytes").and_then(|v| v.parse::<usize>().ok());
+    let (body, content_type) = match raw {
+        _ if bodiless => (Vec::new(), "application/json"),
+        Some(n) => (answer_bytes(serial, n), "application/octet-stream"),
+        None => (json.to_string().into_bytes(), "application/json"),
+    };
     let mut head = format!(
-        "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\nx-origin-execution: {serial}\r\nset-cookie: sid=abc; Path=/\r\nx-custom: kept\r\n",
+        "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\nx-origin-execution: {serial}\r\nset-cookie: sid=abc; Path=/\r\nx-custom: kept\r\n",
         reason(status)
     );
     if !bodiless {
@@ -546,7 +554,7 @@ fn handle(mut stream: TcpStream, state: Arc<Shared>) {
     let stall_gate = control("x-test-stall-body-at-gate");
     if stall_ms.is_some() || stall_gate.is_some() {
         let _ = stream.write_all(head.as_bytes());
-        let _ = stream.write_all(&body.as_bytes()[..body.len() / 2]);
+        let _ = stream.write_all(&body[..body.len() / 2]);
         let _ = stream.flush();
         match stall_gate {
             Some(gate) => hold(&stream, &state, &gate),
@@ -555,7 +563,7 @@ fn handle(mut stream: TcpStream, state: Arc<Shared>) {
         let _ = stream.shutdown(Shutdown::Both);
         return;
     }
-    let written = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body.as_bytes()));
+    let written = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(&body));
     let _ = stream.flush();
     let _ = stream.shutdown(Shutdown::Write);
     if written.is_ok() {
@@ -563,4 +571,19 @@ fn handle(mut stream: TcpStream, state: Arc<Shared>) {
             state.update(|s| *s.answered_by_key.entry(key).or_insert(0) += 1);
         }
     }
+}
+
+/// The `n` bytes an `x-test-answer-bytes: n` answer of execution `serial` carries:
+/// xorshift64* from the serial, so a test can tell executions (and chunk order) apart.
+pub fn answer_bytes(serial: u64, n: usize) -> Vec<u8> {
+    let mut state = serial.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out = Vec::with_capacity(n + 8);
+    while out.len() < n {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        out.extend_from_slice(&state.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    out.truncate(n);
+    out
 }

@@ -306,7 +306,7 @@ impl KeyObject {
             }
         };
         let started = now_ms();
-        let (result, answer) = match service {
+        let (result, mut answer) = match service {
             Err(()) => (crate::core::policy::OriginResult::ConnectRefused, None),
             Ok(service) => {
                 origin::forward(
@@ -330,7 +330,7 @@ impl KeyObject {
             let value = answer.headers.iter().find(|(name, _)| name.eq_ignore_ascii_case("retry-after"));
             parse_retry_after(value.map(|(_, value)| value.as_str()), now_ms())
         });
-        let stored = answer.as_ref().and_then(storable).map(Arc::new);
+        let stored = answer.as_mut().and_then(storable).map(Arc::new);
         if let Some(AnswerBody::Streamed(stream)) = answer.map(|answer| answer.body) {
             // Too large to store: nobody waits for it; let it go.
             let _ = wasm_bindgen_futures::JsFuture::from(stream.cancel()).await;

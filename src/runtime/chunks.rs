@@ -1,0 +1,362 @@
+//! Large answers in chunk rows (see `core::chunks` for the rules): writing them with their
+//! record in one transaction, checking them before the first replay, and replaying them as
+//! a stream that reads one row at a time.
+//!
+//! Owns the chunk table's SQL. Rows cross into JavaScript once and stay there: a replay
+//! reads a row, digests it (and opens it, when sealed) with WebCrypto and hands it to the
+//! response stream, so no replay copies the body into Wasm memory or holds it whole.
+//!
+//! Atomicity: the rows, the deletion of any older rows and the record row are written
+//! inside `ctx.storage.transactionSync(...)`, which commits them together or, should any
+//! statement throw, rolls every one back (the record then stays the claim, and the key is
+//! held as a failed outcome write). The same writes in one synchronous turn would also be
+//! coalesced into one durable write by the output gate; the explicit transaction adds the
+//! rollback. `worker` 0.8.7 does not bind `transactionSync`, so it is bound here.
+
+use std::sync::Arc;
+
+use js_sys::{Array, Reflect, Uint8Array};
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::{JsCast, JsValue};
+use worker::web_sys::{self, CryptoKey};
+use worker::worker_sys::DurableObjectStorage;
+use worker::SqlStorage;
+
+use super::seal::{self, Sealer};
+use super::storage::{self, StorageError};
+use crate::core::chunks::{self, ChunkManifest, CHUNK_BYTES};
+use crate::core::record::{Completed, Record, StoredResponse, SEALED_RECORD_VERSION};
+use crate::core::seal::{Envelope, KeyRing};
+
+const CREATE_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS idempotency_chunk (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL)";
+const INSERT: &str = "INSERT INTO idempotency_chunk (seq, bytes) VALUES (?, ?)";
+const CLEAR: &str = "DELETE FROM idempotency_chunk";
+const SELECT_ONE: &str = "SELECT bytes FROM idempotency_chunk WHERE seq = ?";
+const COUNT: &str = "SELECT count(*) AS n FROM idempotency_chunk";
+
+#[wasm_bindgen]
+extern "C" {
+    /// The object's storage, seen through the method `worker` does not bind.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    type TransactionalStorage;
+
+    /// Runs `callback` in a transaction: committed when it returns, rolled back (and the
+    /// exception rethrown) when it throws.
+    #[wasm_bindgen(method, catch, js_name = transactionSync)]
+    fn transaction_sync(
+        this: &TransactionalStorage,
+        callback: &mut dyn FnMut() -> Result<JsValue, JsValue>,
+    ) -> Result<JsValue, JsValue>;
+}
+
+/// What sealing needs: the ring, the scope's salt and the object.
+pub struct Sealing<'a> {
+    pub sealer: &'a Sealer,
+    pub ring: Option<&'a KeyRing>,
+    pub scope: &'a [u8],
+    pub object_id: &'a str,
+}
+
+/// Opens sealed chunks of one record: the derived key and what each chunk is bound to.
+#[derive(Clone)]
+pub struct Opener {
+    key: CryptoKey,
+    key_id: String,
+    object_id: String,
+}
+
+/// A chunked answer whose rows this object life has checked against its manifest.
+#[derive(Clone)]
+pub struct Checked {
+    pub attempt: u64,
+    pub opener: Option<Opener>,
+}
+
+/// Where a replay reads a chunked body from.
+#[derive(Clone)]
+pub struct Source {
+    sql: SqlStorage,
+    manifest: ChunkManifest,
+    opener: Option<Opener>,
+}
+
+impl Source {
+    /// The opener comes from this instance's check of the same answer. Were a sealed
+    /// answer ever streamed without one, each row would fail its length check (a sealed row
+    /// is longer than its plaintext), so no ciphertext is ever sent as the body.
+    pub fn new(sql: SqlStorage, manifest: ChunkManifest, checked: Option<&Checked>) -> Source {
+        let opener = checked.filter(|c| c.attempt == manifest.attempt).and_then(|c| c.opener.clone());
+        Source { sql, manifest, opener }
+    }
+
+    /// The body as a stream that reads, checks (and opens) one row per pull. A row that is
+    /// missing or does not match errors the stream: the replay breaks off, never completes
+    /// with wrong bytes.
+    pub fn stream(&self) -> web_sys::ReadableStream {
+        use futures_util::stream::{self, StreamExt};
+        let source = self.clone();
+        let rows = stream::iter(0..self.manifest.count()).then(move |index| {
+            let source = source.clone();
+            async move {
+                source.chunk(index).await.map(JsValue::from).map_err(|error| {
+                    worker::console_error!("replaying a chunked answer: {}", error);
+                    JsValue::from(js_sys::Error::new("stored answer chunk unreadable"))
+                })
+            }
+        });
+        let stream: web_sys::ReadableStream =
+            wasm_streams::ReadableStream::from_stream(rows).into_raw().unchecked_into();
+        fixed_length(&stream, self.manifest.body_len).unwrap_or(stream)
+    }
+
+    /// Chunk `index` of the body, checked against the manifest and opened.
+    async fn chunk(&self, index: usize) -> Result<Uint8Array, StorageError> {
+        let row = read_row(&self.sql, index)?.ok_or_else(|| fault(format!("chunk {index} is missing")))?;
+        if seal::sha256(&row).await.map_err(seal_fault)? != self.manifest.digests[index] {
+            return Err(fault(format!("chunk {index} does not match its digest")));
+        }
+        let plain = match &self.opener {
+            None => row,
+            Some(opener) => opener.open(&self.manifest, index, &row).await?,
+        };
+        let range = self.manifest.range(index);
+        if u64::from(plain.length()) != range.end - range.start {
+            return Err(fault(format!("chunk {index} has the wrong length")));
+        }
+        Ok(plain)
+    }
+}
+
+impl Opener {
+    async fn open(
+        &self,
+        manifest: &ChunkManifest,
+        index: usize,
+        row: &Uint8Array,
+    ) -> Result<Uint8Array, StorageError> {
+        let total = row.length() as usize;
+        let head = row.subarray(0, total.min(Envelope::MAX_HEADER_LEN) as u32).to_vec();
+        let (key_id, nonce, at) = Envelope::decode_header(&head, total)
+            .ok_or_else(|| fault(format!("chunk {index} is not a sealed envelope")))?;
+        if key_id != self.key_id {
+            return Err(fault(format!("chunk {index} is sealed under another key than its record")));
+        }
+        let aad = chunks::chunk_associated_data(
+            &self.object_id,
+            SEALED_RECORD_VERSION,
+            manifest.attempt,
+            index,
+            manifest.count(),
+        );
+        seal::open_view(&self.key, &nonce, &aad, &row.subarray(at as u32, total as u32))
+            .await
+            .map_err(seal_fault)
+    }
+}
+
+/// `stream` piped through workerd's `FixedLengthStream(len)`: the replay then says its
+/// `Content-Length`, as the original answer did, and a stream that ends short is an error
+/// rather than a shorter body. `None` where the runtime has no such stream.
+fn fixed_length(stream: &web_sys::ReadableStream, len: u64) -> Option<web_sys::ReadableStream> {
+    let get = |target: &JsValue, name: &str| Reflect::get(target, &JsValue::from_str(name)).ok();
+    let constructor: js_sys::Function = get(&js_sys::global(), "FixedLengthStream")?.dyn_into().ok()?;
+    let fixed = Reflect::construct(&constructor, &Array::of1(&JsValue::from_f64(len as f64))).ok()?;
+    // `pipeThrough` marks its pipe's promise as handled: a broken row aborts the pipe, which
+    // errors the readable side (the replay breaks off) and leaves no unhandled rejection.
+    let pipe_through: js_sys::Function = get(stream, "pipeThrough")?.dyn_into().ok()?;
+    pipe_through.call1(stream, &fixed).ok()?.dyn_into().ok()
+}
+
+/// Stores a completed answer whose body is over one row: the body in chunk rows, the
+/// record (status, headers and manifest, sealed when `sealing` has a ring) in its row, in
+/// one transaction. Returns the record as this object keeps it in memory (the head and
+/// the manifest, no body) and the check that its rows now pass.
+pub async fn put(
+    storage: &DurableObjectStorage,
+    sql: &SqlStorage,
+    done: &Completed,
+    sealing: Option<Sealing<'_>>,
+) -> Result<(Record, Checked), StorageError> {
+    let body = &done.response.body;
+    let ranges = chunks::plan(body.len(), CHUNK_BYTES);
+    let count = ranges.len();
+    let attempt = done.attempt.0;
+    let mut rows: Vec<Uint8Array> = Vec::with_capacity(count);
+    let mut digests = Vec::with_capacity(count);
+    let mut opener = None;
+    match &sealing {
+        Some(Sealing { sealer, ring: Some(ring), scope, object_id }) => {
+            for (index, range) in ranges.into_iter().enumerate() {
+                let aad =
+                    chunks::chunk_associated_data(object_id, SEALED_RECORD_VERSION, attempt, index, count);
+                let sealed = sealer.seal_with(ring, scope, &aad, &body[range]).await.map_err(seal_fault)?;
+                let row = Uint8Array::from(sealed.as_slice());
+                digests.push(seal::sha256(&row).await.map_err(seal_fault)?);
+                rows.push(row);
+            }
+            let key_id = ring.newest().id.clone();
+            let key = sealer.key_by_id(Some(ring), scope, &key_id).await.map_err(seal_fault)?;
+            opener = Some(Opener { key, key_id, object_id: (*object_id).to_owned() });
+        }
+        _ => {
+            // One copy of the body in JavaScript; each row is a view of it.
+            let whole = Uint8Array::from(body.as_slice());
+            for range in ranges {
+                let row = whole.subarray(range.start as u32, range.end as u32);
+                digests.push(seal::sha256(&row).await.map_err(seal_fault)?);
+                rows.push(row);
+            }
+        }
+    }
+    let manifest =
+        ChunkManifest { body_len: body.len() as u64, chunk_len: CHUNK_BYTES as u32, attempt, digests };
+    let head = Arc::new(chunks::head_of(&done.response));
+    let stored = match &sealing {
+        Some(Sealing { sealer, ring: Some(ring), scope, object_id }) => {
+            let aad = chunks::head_associated_data(object_id, SEALED_RECORD_VERSION, &manifest);
+            let sealed = sealer.seal_with(ring, scope, &aad, &head.encode()).await.map_err(seal_fault)?;
+            Completed {
+                response: Arc::new(StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() }),
+                sealed_answer: Some(sealed),
+                chunks: Some(manifest.clone()),
+                ..done.clone()
+            }
+        }
+        _ => Completed {
+            response: head.clone(),
+            sealed_answer: None,
+            chunks: Some(manifest.clone()),
+            ..done.clone()
+        },
+    };
+    let record = Record::Completed(stored).encode();
+    // From here to the end of the transaction nothing is awaited.
+    let mut write = || -> Result<JsValue, JsValue> {
+        let fail = |e: worker::Error| JsValue::from(js_sys::Error::new(&e.to_string()));
+        sql.exec(CREATE_TABLE, None).map_err(fail)?;
+        sql.exec(CLEAR, None).map_err(fail)?;
+        for (index, row) in rows.iter().enumerate() {
+            sql.exec_raw(INSERT, vec![JsValue::from(index as f64), JsValue::from(row)]).map_err(fail)?;
+        }
+        storage::put_encoded(sql, record.clone())
+            .map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))?;
+        Ok(JsValue::UNDEFINED)
+    };
+    storage
+        .unchecked_ref::<TransactionalStorage>()
+        .transaction_sync(&mut write)
+        .map_err(|error| StorageError::Sql(js_message(&error)))?;
+    let cached = Completed { response: head, sealed_answer: None, chunks: Some(manifest), ..done.clone() };
+    Ok((Record::Completed(cached), Checked { attempt, opener }))
+}
+
+/// Opens a chunked record read from storage (its head, when sealed) and checks every row
+/// against the manifest. Returns the record as this object keeps it (head opened, no body)
+/// and the check. Anything missing, extra or changed is an error: the caller answers 503.
+pub async fn open(
+    sql: &SqlStorage,
+    done: &Completed,
+    sealing: Sealing<'_>,
+) -> Result<(Completed, Checked), StorageError> {
+    let manifest = done.chunks.as_ref().ok_or_else(|| fault("not a chunked answer".to_owned()))?;
+    let (head, opener) = match &done.sealed_answer {
+        None => (done.response.clone(), None),
+        Some(sealed) => {
+            let aad = chunks::head_associated_data(sealing.object_id, SEALED_RECORD_VERSION, manifest);
+            let plain = sealing
+                .sealer
+                .open_with(sealing.ring, sealing.scope, &aad, sealed)
+                .await
+                .map_err(seal_fault)?;
+            let head = StoredResponse::decode(&plain)
+                .map_err(|error| StorageError::Seal(format!("the opened head is unreadable: {error:?}")))?;
+            if !head.body.is_empty() {
+                return Err(fault("the sealed head of a chunked answer has a body".to_owned()));
+            }
+            let key_id = Envelope::decode(sealed).map(|e| e.key_id).unwrap_or_default();
+            let key =
+                sealing.sealer.key_by_id(sealing.ring, sealing.scope, &key_id).await.map_err(seal_fault)?;
+            (Arc::new(head), Some(Opener { key, key_id, object_id: sealing.object_id.to_owned() }))
+        }
+    };
+    let rows = count_rows(sql)?;
+    let mut read = Vec::with_capacity(manifest.count());
+    for index in 0..manifest.count() {
+        read.push(match read_row(sql, index)? {
+            Some(row) => Some(seal::sha256(&row).await.map_err(seal_fault)?),
+            None => None,
+        });
+    }
+    if !chunks::rows_match(manifest, &read, rows != manifest.count()) {
+        return Err(fault(format!(
+            "the stored chunks do not match the record ({rows} rows for {} chunks, or a changed row)",
+            manifest.count()
+        )));
+    }
+    let opened = Completed { response: head, sealed_answer: None, ..done.clone() };
+    Ok((opened, Checked { attempt: manifest.attempt, opener }))
+}
+
+/// Deletes every chunk row (synchronously; a missing table is nothing to delete).
+pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
+    match sql.exec(CLEAR, None) {
+        Ok(_) => Ok(()),
+        Err(error) if error.to_string().contains("no such table") => Ok(()),
+        Err(error) => Err(StorageError::Sql(error.to_string())),
+    }
+}
+
+/// Row `index`'s bytes as the runtime returns them (an `ArrayBuffer`, viewed), or `None`.
+fn read_row(sql: &SqlStorage, index: usize) -> Result<Option<Uint8Array>, StorageError> {
+    let rows = query(sql, SELECT_ONE, vec![JsValue::from(index as f64)])?;
+    let Some(row) = rows.iter().next() else { return Ok(None) };
+    let bytes =
+        Reflect::get(&row, &JsValue::from_str("bytes")).map_err(|e| StorageError::Sql(js_message(&e)))?;
+    if let Some(buffer) = bytes.dyn_ref::<js_sys::ArrayBuffer>() {
+        return Ok(Some(Uint8Array::new(buffer)));
+    }
+    bytes.dyn_into::<Uint8Array>().map(Some).map_err(|_| fault(format!("chunk {index} is not a blob")))
+}
+
+fn count_rows(sql: &SqlStorage) -> Result<usize, StorageError> {
+    let rows = query(sql, COUNT, Vec::new())?;
+    let n = rows
+        .iter()
+        .next()
+        .and_then(|row| Reflect::get(&row, &JsValue::from_str("n")).ok())
+        .and_then(|n| n.as_f64())
+        .unwrap_or(0.0);
+    Ok(n as usize)
+}
+
+/// Runs a query and returns its rows as JavaScript objects (no copy into Wasm). A missing
+/// table reads as no rows.
+fn query(sql: &SqlStorage, statement: &str, bindings: Vec<JsValue>) -> Result<Array, StorageError> {
+    match sql.exec_raw(statement, bindings) {
+        Ok(cursor) => {
+            let rows = Array::new();
+            for row in cursor {
+                rows.push(&row.map_err(|e| StorageError::Sql(e.to_string()))?);
+            }
+            Ok(rows)
+        }
+        Err(error) if error.to_string().contains("no such table") => Ok(Array::new()),
+        Err(error) => Err(StorageError::Sql(error.to_string())),
+    }
+}
+
+fn fault(message: String) -> StorageError {
+    StorageError::Chunks(message)
+}
+
+fn seal_fault(error: seal::SealError) -> StorageError {
+    StorageError::Seal(error.to_string())
+}
+
+fn js_message(error: &JsValue) -> String {
+    Reflect::get(error, &JsValue::from_str("message"))
+        .ok()
+        .and_then(|m| m.as_string())
+        .unwrap_or_else(|| format!("{error:?}"))
+}

@@ -49,8 +49,8 @@ impl LogDecisions {
             return Err(invalid());
         }
         match value.parse::<f64>() {
-            Ok(rate) if rate == 0.0 => Ok(LogDecisions::Problems),
-            Ok(rate) if rate == 1.0 => Ok(LogDecisions::All),
+            Ok(0.0) => Ok(LogDecisions::Problems),
+            Ok(1.0) => Ok(LogDecisions::All),
             Ok(rate) if rate > 0.0 && rate < 1.0 => Ok(LogDecisions::Sample(rate)),
             _ => Err(invalid()),
         }

@@ -430,6 +430,8 @@ mod tests {
     use proptest::strategy::Strategy;
 
     /// What a decoder makes of an object with duplicate or lookalike keys.
+    // Each name says which duplicate wins: the shared suffix is the point.
+    #[allow(clippy::enum_variant_names)]
     #[derive(Clone, Copy, Debug)]
     enum Decoder {
         /// Exact keys, the last duplicate wins (JavaScript, Python, serde_json's Map).

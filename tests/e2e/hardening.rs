@@ -433,15 +433,11 @@ fn a_record_read_past_its_expiry_is_deleted() {
     let seen_before = o.seen_at(&marker).len();
     // Find the object id from the log line of the execution.
     let object = poll("the executed log line", Duration::from_secs(30), || {
-        w.log_contents()
-            .lines()
-            .filter_map(|line| {
-                line.find("{\"event\":\"idempotency\"").map(|at| line[at..].trim_end().to_owned())
-            })
-            .filter_map(|json| serde_json::from_str::<serde_json::Value>(&json).ok())
+        crate::support::logs::decision_lines(&w.log_contents())
+            .into_iter()
+            .rev()
             .filter(|line| line["decision"] == "executed")
-            .filter_map(|line| line["object"].as_str().map(str::to_owned))
-            .last()
+            .find_map(|line| line["object"].as_str().map(str::to_owned))
     });
     // Every alarm fails here, so past the TTL the record is still in the file...
     thread::sleep(Duration::from_secs(4));

@@ -10,7 +10,8 @@
 //! - an unknown outcome: held (502 `outcome-unknown`), unless the origin deduplicates, where
 //!   it is sent again;
 //! - the admin API shows the job, and a purge cancels it;
-//! - without `STORAGE_ENCRYPTION_KEYS`, `ASYNC_ACCEPT=prefer` is 500 `invalid-config`.
+//! - without `STORAGE_ENCRYPTION_KEYS`, `ASYNC_ACCEPT=prefer` is 500 `invalid-config`;
+//! - a body too large to store with the claim is forwarded at once, without the preference.
 //!
 //! Backoffs and deadlines are set small with `--var`; every wait is a generous poll.
 
@@ -37,6 +38,16 @@ fn start(
     deadline_seconds: u32,
     readiness: Readiness,
 ) -> Result<Worker, String> {
+    start_with(name, origin, deadline_seconds, readiness, &[])
+}
+
+fn start_with(
+    name: &str,
+    origin: &DedupOrigin,
+    deadline_seconds: u32,
+    readiness: Readiness,
+    extra: &[(&str, &str)],
+) -> Result<Worker, String> {
     let vars = [
         ("ORIGIN_URL", origin.url()),
         ("ASYNC_ACCEPT", "prefer".to_owned()),
@@ -49,11 +60,12 @@ fn start(
         // Under /dedup/ the origin is declared to deduplicate by key.
         ("IDEMPOTENCY_ROUTES", r#"[{"pattern":"/dedup/*","origin_deduplicates":true}]"#.to_owned()),
     ];
-    Worker::start(WorkerConfig {
-        name: name.into(),
-        vars: vars.into_iter().map(|(n, v)| (n.to_owned(), v)).collect(),
-        readiness,
-    })
+    let vars = vars
+        .into_iter()
+        .map(|(n, v)| (n.to_owned(), v))
+        .chain(extra.iter().map(|(n, v)| (n.to_string(), v.to_string())))
+        .collect();
+    Worker::start(WorkerConfig { name: name.into(), vars, readiness })
 }
 
 fn origin() -> &'static DedupOrigin {
@@ -283,4 +295,32 @@ fn async_accept_without_storage_keys_is_invalid_config() {
     assert_problem(&r, 500, "invalid-config");
     assert!(r.text().contains("STORAGE_ENCRYPTION_KEYS"), "{}", r.text());
     assert_eq!(origin().received(&key), 0);
+}
+
+/// A body too large to be stored with the claim (over `MAX_STORED_REQUEST_BODY_BYTES`, 1.5 MB,
+/// under a `MAX_BODY_BYTES` that admits it) is not accepted asynchronously: it is forwarded
+/// at once, as if it had not asked, and answered by the origin without
+/// `Preference-Applied`. Its key is protected as usual: the retry replays.
+#[test]
+fn a_body_too_large_to_store_is_forwarded_at_once_without_the_preference() {
+    let o = origin();
+    let w = start_with("async-large-body", o, 15, Readiness::OriginAnswers, &[("MAX_BODY_BYTES", "2000000")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let key = unique("large");
+    let path = format!("/v1/charges/{}", unique("p"));
+    let body = format!(r#"{{"amount":2500,"currency":"eur","memo":"{}"}}"#, "m".repeat(1_600_000));
+    let req = request("POST", &path)
+        .header("Idempotency-Key", &key)
+        .header("Prefer", "respond-async")
+        .json(&body)
+        .timeout(Duration::from_secs(120));
+    let first = w.send(&req);
+    assert_eq!(first.status, 201, "answered by the origin at once: {first:?}");
+    assert_eq!(first.header("preference-applied"), None, "the preference was not applied: {first:?}");
+    assert!(!first.is_replayed(), "{first:?}");
+    assert_eq!(o.executions(&key), 1);
+    let retry = w.send(&req);
+    assert!(retry.is_replayed(), "{retry:?}");
+    assert_eq!(retry.body, first.body);
+    assert_eq!(o.executions(&key), 1);
 }

@@ -232,10 +232,7 @@ impl KeyObject {
             Ok(record) => record,
             Err(error) => return self.refuse_unreadable(&req, &headers, "reading the record", error).await,
         };
-        let (live_attempt, waiters, waiting_bytes) = match &*self.live.borrow() {
-            Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
-            None => (None, 0, 0),
-        };
+        let (live_attempt, waiters, waiting_bytes) = self.live_load();
         let new_attempt = AttemptId(random_u64());
         let arrival = Event::Arrival {
             fingerprint,
@@ -836,10 +833,7 @@ impl KeyObject {
                 return decision_answer(Decision::Rejected(ProblemKind::StorageUnavailable), None);
             }
         };
-        let (live_attempt, waiters, waiting_bytes) = match &*self.live.borrow() {
-            Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
-            None => (None, 0, 0),
-        };
+        let (live_attempt, waiters, waiting_bytes) = self.live_load();
         let new_attempt = AttemptId(random_u64());
         let arrival = Event::Arrival {
             fingerprint,
@@ -1044,6 +1038,15 @@ impl KeyObject {
         let Cached::Loaded(Some(Record::Completed(done))) = &*cached else { return None };
         let manifest = done.chunks.as_ref().filter(|_| Arc::ptr_eq(&done.response, stored))?;
         Some(chunks::Source::new(self.sql().clone(), manifest.clone(), self.chunk_check.borrow().as_ref()))
+    }
+
+    /// The running execution, its waiters and the body bytes they brought: what an
+    /// arrival's event needs to know about this instance.
+    fn live_load(&self) -> (Option<AttemptId>, usize, u64) {
+        match &*self.live.borrow() {
+            Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
+            None => (None, 0, 0),
+        }
     }
 
     fn end_execution(&self, attempt: AttemptId) {

@@ -132,10 +132,7 @@ impl KeyObject {
                 return respond::problem(&storage_unavailable());
             }
         };
-        let (live_attempt, waiters, waiting_bytes) = match &*self.live.borrow() {
-            Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
-            None => (None, 0, 0),
-        };
+        let (live_attempt, waiters, waiting_bytes) = self.live_load();
         let new_attempt = AttemptId(random_u64());
         let arrival = Event::ArrivalAsync {
             fingerprint,

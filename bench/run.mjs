@@ -40,6 +40,8 @@ const QUICK = flag("--quick");
 const MEMORY_ONLY = flag("--memory-only");
 const RUNS = Number(option("--runs", QUICK ? 1 : 3));
 const LADDER = !flag("--no-ladder");
+// Bursts per target (issue 17 asks for 10, to compare the max with the median).
+const BURSTS = Number(option("--bursts", RUNS));
 // Where workerd keeps the Durable Objects' SQLite files: "disk" (target/bench/state) or
 // "tmpfs" (/dev/shm), to tell the runtime's cost from this machine's disk.
 const STATE = option("--state", "disk");
@@ -536,7 +538,7 @@ async function memoryOn(targets, origin, names) {
     await new Promise((resolve) => setTimeout(resolve, 1000));
     const rssBeforeKiB = rssKiB(t.pid);
     const prefix = `${RUN_ID}-mem-${name}-`;
-    const keys = name === "js-do-sql" ? PLAN.memoryKeysLadder : PLAN.memoryKeys;
+    const keys = name.startsWith("js-do") ? PLAN.memoryKeysLadder : PLAN.memoryKeys;
     const every = Math.max(1, Math.round(keys / 10));
     let answered = 0;
     const rssCurve = [{ keys: 0, rssKiB: rssBeforeKiB }];
@@ -903,6 +905,10 @@ function report(result) {
       s.targets.map((x) => [x.name, x.measured, x.goal, x.met ? "yes" : "NO"]),
     ),
   );
+  if (s.targetsIssue17) {
+    out.push("\nIssue 17 targets (worker against js-do-claim, same run; median of per-run ratios)");
+    out.push(table(["target", "measured", "goal", "met"], s.targetsIssue17.map((x) => [x.name, x.measured, x.goal, x.met ? "yes" : "NO"])));
+  }
   return out.join("\n");
 }
 
@@ -978,7 +984,7 @@ async function main() {
       raw.replay.c16.push(await replays(targets, origin, rotate(replayNames, r + 1), r, 16, PLAN.replayMs));
     }
     log("coalesced bursts");
-    raw.burst = await bursts(targets, origin, ["direct", "passthrough", "worker"], RUNS);
+    raw.burst = await bursts(targets, origin, ["direct", "passthrough", "js-do-claim", "worker"], BURSTS);
     log("mixed traffic");
     raw.mixed = await mixed(targets, origin, ["passthrough", "worker"], RUNS);
     for (const t of Object.values(targets)) if (t.dispose) await t.dispose();
@@ -988,7 +994,7 @@ async function main() {
     raw.profiles = await profiles(origin);
 
     log("memory (fresh instances)");
-    raw.memory = await memory(origin, ["passthrough", ...(LADDER ? ["js-do-sql"] : []), "worker"]);
+    raw.memory = await memory(origin, ["passthrough", ...(LADDER ? ["js-do-sql"] : []), "js-do-claim", "worker"]);
     raw.memory.largeBodyBurst = await largeBodyBursts(origin);
     raw.memory.duplicates = await duplicateMemory(origin);
     raw.memory.largeAnswer = await largeAnswerMemory(origin);
@@ -1014,6 +1020,10 @@ async function main() {
         ...summarize(runs, ["lastMinusOriginMs", "spreadMs", "originReachedMs", "firstResponseMs", "lastResponseMs", "replayed", "cpuPerRequestMs"]),
         executions: Math.max(...runs.map((x) => x.executions)),
         executionsPerRun: runs.map((x) => x.executions),
+        lastMinusOriginMaxMs: Math.max(...runs.map((x) => x.lastMinusOriginMs)),
+        lastResponseMaxMs: Math.max(...runs.map((x) => x.lastResponseMs)),
+        lastResponsePerRunMs: runs.map((x) => round(x.lastResponseMs, 1)),
+        statusesPerRun: runs.map((x) => x.statuses),
       };
     }
     for (const [name, runs] of Object.entries(raw.mixed)) {
@@ -1058,6 +1068,42 @@ async function main() {
       },
       { name: "bundle: Wasm ≤ 150 KB gzipped", measured: `${(wasmGz / 1000).toFixed(1)} KB`, goal: "≤ 150 KB", met: wasmGz <= 150_000 },
     ];
+    // Issue 17: the worker against js-do-claim (the reference design in plain JS), same run.
+    if (s.first["js-do-claim"] && s.memory?.["js-do-claim"]) {
+      const jc = (r, phase, c) => raw[phase][c][r]["js-do-claim"];
+      const wk = (r, phase, c) => raw[phase][c][r].worker;
+      const r17 = {
+        firstC16Rps: perRun((r) => wk(r, "first", "c16").rps / jc(r, "first", "c16").rps),
+        firstC1P50: perRun((r) => wk(r, "first", "c1").p50 / jc(r, "first", "c1").p50),
+        replayC16Rps: perRun((r) => wk(r, "replay", "c16").rps / jc(r, "replay", "c16").rps),
+        replayC16Cpu: perRun((r) => wk(r, "replay", "c16").cpuPerRequestMs / jc(r, "replay", "c16").cpuPerRequestMs),
+      };
+      // CPU per key: first attempts at c16 (until idle) plus the memory phase's deferred CPU per key.
+      const perKey = (name) => s.first[name].c16.cpuPerRequestMs + s.memory[name].deferredCpuPerKeyMs;
+      r17.firstCpuPerKey = perKey("worker") / perKey("js-do-claim");
+      const b = s.burst.worker;
+      const bMedian = b.lastResponseMs;
+      s.ratiosIssue17 = Object.fromEntries(Object.entries(r17).map(([k, v]) => [k, round(v, 3)]));
+      s.targetsIssue17 = [
+        { name: "replays c16 req/s ≥ js-do-claim", measured: `${f(r17.replayC16Rps, 2)}×`, goal: "≥ 1×", met: r17.replayC16Rps >= 1 },
+        { name: "replay CPU ms/req c16 ≤ js-do-claim", measured: `${f(r17.replayC16Cpu, 2)}×`, goal: "≤ 1×", met: r17.replayC16Cpu <= 1 },
+        { name: "first attempts c16 req/s ≥ js-do-claim", measured: `${f(r17.firstC16Rps, 2)}×`, goal: "≥ 1×", met: r17.firstC16Rps >= 1 },
+        { name: "first attempts c1 p50 ≤ 1.1× js-do-claim", measured: `${f(r17.firstC1P50, 2)}×`, goal: "≤ 1.1×", met: r17.firstC1P50 <= 1.1 },
+        {
+          name: "CPU per key incl. deferred ≤ js-do-claim",
+          measured: `${f(perKey("worker"))} / ${f(perKey("js-do-claim"))} ms = ${f(r17.firstCpuPerKey, 2)}×`,
+          goal: "≤ 1×",
+          met: r17.firstCpuPerKey <= 1,
+        },
+        {
+          name: `burst: max of ${BURSTS} ≤ 1.3× median, no 409`,
+          measured: `${f(b.lastResponseMaxMs, 0)} / ${f(bMedian, 0)} ms = ${f(b.lastResponseMaxMs / bMedian, 2)}×`,
+          goal: "≤ 1.3×",
+          met: b.lastResponseMaxMs <= 1.3 * bMedian && b.statusesPerRun.every((x) => !x["409"]),
+        },
+        { name: "bundle: Wasm ≤ 100 KB gzipped", measured: `${(wasmGz / 1000).toFixed(1)} KB`, goal: "≤ 100 KB", met: wasmGz <= 100_000 },
+      ];
+    }
     result.summary = s;
   } finally {
     await stopAll();

@@ -138,7 +138,8 @@ export function codeBreakdown(buf) {
     .sort((a, b) => b[1] - a[1])
     .map(([crate, bytes]) => ({ crate, bytes }));
   const largest = [...functions].sort((a, b) => b.bytes - a.bytes).slice(0, 15);
-  return { functions: functions.length, crates, largest };
+  const all = functions;
+  return { functions: functions.length, crates, largest, all };
 }
 
 /** Printable strings of at least `min` characters in the data section, by total size. */

@@ -1168,6 +1168,9 @@ fn json_response(value: &serde_json::Value) -> Result<Response> {
     respond::build(200, &headers, &serde_json::to_vec(value).unwrap_or_default())
 }
 
+/// The largest declared body [`drain_body`] reads in one call.
+const DRAIN_WHOLE_BYTES: u64 = 64 * 1024;
+
 /// The request body as one `ArrayBuffer`.
 async fn read_body(req: &web_sys::Request) -> std::result::Result<JsValue, JsValue> {
     JsFuture::from(req.array_buffer()?).await
@@ -1175,7 +1178,23 @@ async fn read_body(req: &web_sys::Request) -> std::result::Result<JsValue, JsVal
 
 /// Reads the request body to its end and keeps none of it: each chunk stays a JavaScript
 /// value and is dropped at once (the runtime drops a connection whose body is left unread).
+/// A body the Worker declared small is read with one `arrayBuffer()` instead: one call
+/// across the boundary rather than a reader, a read per chunk and a release (issue 17); it
+/// is dropped as soon as it is read, and a large body still never sits whole in a waiter.
 async fn drain_body(req: &web_sys::Request) {
+    let small = req
+        .headers()
+        .get(internal::BODY_BYTES)
+        .ok()
+        .flatten()
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES);
+    if small {
+        if let Ok(read) = req.array_buffer() {
+            let _ = JsFuture::from(read).await;
+            return;
+        }
+    }
     let Some(raw) = req.body() else { return };
     let mut chunks = wasm_streams::ReadableStream::from_raw(raw.unchecked_into()).into_stream();
     while let Some(Ok(_)) = chunks.next().await {}

@@ -1,0 +1,62 @@
+// V8 CPU profiles of the worker's isolate with Rust function names (issue 17): the same
+// profiles as bench/run.mjs takes (first attempts and replays at c16, over workerd's own
+// inspector), but of the named copy of the Wasm that scripts/build.sh keeps in
+// target/wasm-names/ (the shipped Wasm has no `name` section, so its frames are only
+// `wasm-function[N]`). The named copy is the shipped code before the final -Oz pass.
+//
+//   node bench/profile-named.mjs [build dir=build] [wasm=target/wasm-names/index_bg.wasm] [top=30]
+//
+// Prints, per phase, the isolate's busy time per request, the share by category and the
+// top functions by self time. Writes target/bench/profile-named-{first,replay}.cpuprofile.
+import { fork } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { pool, send, runLoad } from "./lib/load.mjs";
+import { startProfiledWorker, summarizeProfile, varsOf } from "./lib/profile.mjs";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const [buildArg = "build", wasmArg = "target/wasm-names/index_bg.wasm", topArg = "30"] = process.argv.slice(2);
+const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-prof-"));
+const root = path.join(WORK, "build");
+fs.cpSync(path.resolve(buildArg), root, { recursive: true });
+fs.copyFileSync(path.resolve(wasmArg), path.join(root, "index_bg.wasm"));
+
+const origin = await new Promise((resolve) => {
+  const child = fork(path.join(ROOT, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  child.on("message", (m) => m.ready && resolve({ port: m.port, stop: () => (child.disconnect(), child.kill()) }));
+});
+const wranglerToml = fs.readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
+const compatibilityDate = wranglerToml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)[1];
+const vars = { ...varsOf(wranglerToml), ORIGIN_URL: `http://127.0.0.1:${origin.port}` };
+const w = await startProfiledWorker({ root, name: "bench-profile-named", vars, compatibilityDate, persistDir: path.join(WORK, "state") });
+const payment = (key) => ({
+  method: "POST",
+  path: "/v1/payments",
+  headers: { "content-type": "application/json", authorization: "Bearer sk_test_bench", "idempotency-key": key },
+  body: Buffer.from(
+    JSON.stringify({ amount: 1999, currency: "eur", customer: "cus_bench_0001", description: "Benchmark payment", metadata: { order: key.slice(-24) } }),
+  ),
+});
+const id = Date.now().toString(36);
+const agent = pool(16);
+await runLoad({ agent, target: w, connections: 16, durationMs: 2000, makeRequest: (i) => payment(`${id}-warm-${i}`) });
+const first = await w.profile(() => runLoad({ agent, target: w, connections: 16, durationMs: 3000, makeRequest: (i) => payment(`${id}-first-${i}`) }));
+await send(agent, w, payment(`${id}-replay`));
+const replayRequest = payment(`${id}-replay`);
+const replay = await w.profile(() => runLoad({ agent, target: w, connections: 16, durationMs: 3000, makeRequest: () => replayRequest }));
+for (const [name, { result, profile }] of Object.entries({ first, replay })) {
+  fs.mkdirSync(path.join(ROOT, "target/bench"), { recursive: true });
+  fs.writeFileSync(path.join(ROOT, `target/bench/profile-named-${name}.cpuprofile`), JSON.stringify(profile));
+  const s = summarizeProfile(profile, Number(topArg));
+  console.log(`\n## ${name}: ${result.requests} requests, isolate busy ${(s.busyMs / result.requests).toFixed(3)} ms/request`);
+  console.log("| category | share % |\n|---|--:|");
+  for (const c of s.categories.slice(0, 10)) console.log(`| ${c.name} | ${c.share} |`);
+  console.log("| function (self time) | share % |\n|---|--:|");
+  for (const f of s.functions) console.log(`| ${f.name.slice(0, 110).replace(/\|/g, "\\|")} | ${f.share} |`);
+}
+await w.dispose();
+origin.stop();
+fs.rmSync(WORK, { recursive: true, force: true });
+process.exit(0);

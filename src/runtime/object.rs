@@ -291,28 +291,10 @@ impl KeyObject {
                 if let Err(error) = self.apply(&RecordChange::Delete).await {
                     console_error!("object {}: withdrawing the claim failed: {}", self.short_id(), error);
                 }
-                let log = RequestLog {
-                    object: Some(self.object_id().to_owned()),
-                    decision: Decision::Rejected(ProblemKind::StorageUnavailable),
-                    status: 503,
-                    origin_status: None,
-                    origin_ms: None,
-                    wait_ms: None,
-                    scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
-                };
-                metrics::record(&self.env, &log);
-                return respond::problem(&storage_unavailable());
+                return self.refuse_storage_unavailable(&headers);
             }
         }
-        let mut log = RequestLog {
-            object: Some(self.object_id().to_owned()),
-            decision: Decision::Rejected(ProblemKind::StorageUnavailable),
-            status: 0,
-            origin_status: None,
-            origin_ms: None,
-            wait_ms: None,
-            scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
-        };
+        let mut log = self.request_log(&headers)?;
         let mut response = None;
         for action in step.actions {
             match action {
@@ -360,17 +342,29 @@ impl KeyObject {
     ) -> Result<Response> {
         console_error!("object {}: {} failed: {}", self.short_id(), what, error);
         drain_body(req).await;
-        let log = RequestLog {
+        self.refuse_storage_unavailable(headers)
+    }
+
+    /// 503 `storage-unavailable`, logged: nothing was forwarded.
+    fn refuse_storage_unavailable(&self, headers: &Headers) -> Result<Response> {
+        let mut log = self.request_log(headers)?;
+        log.status = 503;
+        metrics::record(&self.env, &log);
+        respond::problem(&storage_unavailable())
+    }
+
+    /// The log line of a request to this object before its decision is known: storage
+    /// unavailable (what it is unless something better is decided), no status yet.
+    fn request_log(&self, headers: &Headers) -> Result<RequestLog> {
+        Ok(RequestLog {
             object: Some(self.object_id().to_owned()),
             decision: Decision::Rejected(ProblemKind::StorageUnavailable),
-            status: 503,
+            status: 0,
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
             scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
-        };
-        metrics::record(&self.env, &log);
-        respond::problem(&storage_unavailable())
+        })
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {

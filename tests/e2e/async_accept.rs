@@ -15,8 +15,6 @@
 //!
 //! Backoffs and deadlines are set small with `--var`; every wait is a generous poll.
 
-use std::fs;
-use std::path::Path;
 use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -26,6 +24,7 @@ use crate::support::dedup_origin::DedupOrigin;
 use crate::support::http::{Request, Response};
 use crate::support::logs::wait_for_line;
 use crate::support::requests::{new_credential, request, secret, unique};
+use crate::support::storage::files_contain;
 use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
 
 /// 32 bytes 0..31 in standard base64: a test key, never a real one.
@@ -179,19 +178,6 @@ fn where_the_origin_deduplicates_an_unknown_async_attempt_is_sent_again() {
     assert_eq!(o.received(&key), 2, "lost once, then sent again under the same key");
     assert_eq!(o.executions(&key), 1);
     wait_for_line(w, "reforwarded", |line| line["decision"] == "reforwarded");
-}
-
-/// Whether any file under `dir` (databases, WAL files, metadata) contains `needle`.
-fn files_contain(dir: &Path, needle: &[u8]) -> bool {
-    let Ok(entries) = fs::read_dir(dir) else { return false };
-    entries.flatten().any(|entry| {
-        let path = entry.path();
-        if path.is_dir() {
-            files_contain(&path, needle)
-        } else {
-            fs::read(&path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
-        }
-    })
 }
 
 #[test]

@@ -7,8 +7,6 @@
 //! - a changed byte of a sealed answer is 503, never a second forward;
 //! - an invalid key ring is 500 `invalid-config` naming the secret, never its value.
 
-use std::fs;
-use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -16,6 +14,7 @@ use crate::support::assert::{assert_problem, assert_replay_of};
 use crate::support::http::Request;
 use crate::support::origin::Origin;
 use crate::support::requests::{request, unique};
+use crate::support::storage::files_contain;
 use crate::support::worker::{Readiness, Worker, WorkerConfig};
 
 /// 32 bytes 0..31 and 32..63, in standard base64: test keys, never real ones.
@@ -52,19 +51,6 @@ fn payment(marker: &str, key: &str) -> Request {
     request("POST", &format!("/v1/charges/{marker}"))
         .header("Idempotency-Key", key)
         .json(r#"{"amount":4200}"#)
-}
-
-/// Whether any file under `dir` (databases, WAL files, metadata) contains `needle`.
-fn files_contain(dir: &Path, needle: &[u8]) -> bool {
-    let Ok(entries) = fs::read_dir(dir) else { return false };
-    entries.flatten().any(|entry| {
-        let path = entry.path();
-        if path.is_dir() {
-            files_contain(&path, needle)
-        } else {
-            fs::read(&path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
-        }
-    })
 }
 
 #[test]

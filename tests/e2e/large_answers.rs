@@ -17,7 +17,6 @@
 //!
 //! Generous timeouts only: no figure here depends on speed.
 
-use std::fs;
 use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -30,6 +29,7 @@ use crate::support::assert::{assert_problem, assert_replay_of};
 use crate::support::http::{Request, Response};
 use crate::support::origin::{answer_bytes, Origin};
 use crate::support::requests::{new_key, new_path, payment};
+use crate::support::storage::files_contain;
 use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
 
 const MIB: usize = 1024 * 1024;
@@ -105,19 +105,6 @@ fn assert_large_replay(replay: &Response, first: &Response) {
     let length = replay.header("content-length").and_then(|v| v.parse::<usize>().ok());
     assert_eq!(length, Some(first.body.len()), "the replay says its length, as the original did");
     assert_replay_of(replay, first);
-}
-
-/// Whether any file under `dir` contains `needle`.
-fn files_contain(dir: &Path, needle: &[u8]) -> bool {
-    let Ok(entries) = fs::read_dir(dir) else { return false };
-    entries.flatten().any(|entry| {
-        let path = entry.path();
-        if path.is_dir() {
-            files_contain(&path, needle)
-        } else {
-            fs::read(&path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
-        }
-    })
 }
 
 /// 32-byte samples of `body`, three from every MiB. SQLite splits a large blob across

@@ -73,17 +73,27 @@ fn wait_for_point(w: &Worker, what: &str, wanted: impl Fn(&serde_json::Value) ->
     }
 }
 
-#[test]
-fn every_decision_writes_its_data_point_to_the_bound_dataset() {
+/// A test origin and a worker in front of it whose metrics binding is the recorder, with
+/// `extra` variables.
+fn recorded_worker(name: &str, extra: &[(&str, &str)]) -> (Origin, Worker) {
     let origin = Origin::start();
-    let vars = vec![("ORIGIN_URL".to_string(), origin.url())];
+    let vars = [("ORIGIN_URL".to_string(), origin.url())]
+        .into_iter()
+        .chain(extra.iter().map(|(n, v)| (n.to_string(), v.to_string())))
+        .collect();
     let w = Worker::start_with_configs(
-        WorkerConfig { name: "metrics".into(), vars, readiness: Readiness::OriginAnswers },
+        WorkerConfig { name: name.into(), vars, readiness: Readiness::OriginAnswers },
         WRANGLER_TOML,
         &[RECORDER_TOML],
         &[("recorder.mjs", RECORDER)],
     )
     .unwrap_or_else(|e| panic!("{e}"));
+    (origin, w)
+}
+
+#[test]
+fn every_decision_writes_its_data_point_to_the_bound_dataset() {
+    let (origin, w) = recorded_worker("metrics", &[]);
 
     // Executed, with a status of its own so that its point is told apart; then replayed.
     let key = new_key();
@@ -131,16 +141,7 @@ fn every_decision_writes_its_data_point_to_the_bound_dataset() {
 /// theirs would be too.
 #[test]
 fn log_decisions_problems_keeps_only_the_lines_an_operator_must_see() {
-    let origin = Origin::start();
-    let vars =
-        vec![("ORIGIN_URL".to_string(), origin.url()), ("LOG_DECISIONS".to_string(), "problems".to_string())];
-    let w = Worker::start_with_configs(
-        WorkerConfig { name: "log-decisions".into(), vars, readiness: Readiness::OriginAnswers },
-        WRANGLER_TOML,
-        &[RECORDER_TOML],
-        &[("recorder.mjs", RECORDER)],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let (origin, w) = recorded_worker("log-decisions", &[("LOG_DECISIONS", "problems")]);
 
     let key = new_key();
     let path = format!("/v1/charges/{}", unique("p"));

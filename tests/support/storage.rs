@@ -12,6 +12,7 @@
 //! Each database is copied (with its WAL) to a temporary directory before it is read, so
 //! the running workerd is never disturbed and never locked out.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -105,6 +106,20 @@ print(json.dumps({"objects": objects, "alarms": alarms}))
 
 /// Reads every key object's database under `persist_dir`. Panics with Python's error if
 /// the files cannot be read.
+/// Whether any file under `dir` (databases, WAL files, metadata) contains `needle`: how
+/// the at-rest tests look for bytes that must never be stored in the clear.
+pub fn files_contain(dir: &Path, needle: &[u8]) -> bool {
+    let Ok(entries) = fs::read_dir(dir) else { return false };
+    entries.flatten().any(|entry| {
+        let path = entry.path();
+        if path.is_dir() {
+            files_contain(&path, needle)
+        } else {
+            fs::read(&path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+        }
+    })
+}
+
 pub fn snapshot(persist_dir: &Path) -> Snapshot {
     let output = Command::new("python3")
         .arg("-c")

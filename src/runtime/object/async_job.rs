@@ -31,7 +31,6 @@ use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::{self, Action, Event, RecordChange};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record};
-use crate::core::scope::ScopeLog;
 use crate::runtime::internal;
 use crate::runtime::origin::{self, AnswerBody};
 use crate::runtime::respond;
@@ -58,15 +57,7 @@ impl KeyObject {
         body_bytes: u64,
         config: AsyncConfig,
     ) -> Result<Response> {
-        let mut log = RequestLog {
-            object: Some(self.object_id().to_owned()),
-            decision: Decision::Rejected(ProblemKind::StorageUnavailable),
-            status: 0,
-            origin_status: None,
-            origin_ms: None,
-            wait_ms: None,
-            scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
-        };
+        let mut log = self.request_log(headers)?;
         let response =
             self.accept_or_answer(req, headers, fingerprint, policy, body_bytes, config, &mut log).await;
         log.status = response.as_ref().map_or(500, Response::status);

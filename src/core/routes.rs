@@ -34,6 +34,7 @@ use serde_json::{Map, Value};
 use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
 use super::jwt::ClaimPath;
 use super::policy::StatusSet;
+use super::problem::{Problem, ProblemKind};
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
 /// forwards only standard methods from an object.
@@ -95,7 +96,7 @@ pub enum ObjectCallFailure {
     /// No stub could be made, or the call threw before it was sent.
     BeforeSend,
     /// The call's promise was rejected, with the platform error's `overloaded` and
-    /// `remote` flags.
+    /// `remote` flags (kept for the log line; neither proves anything, see below).
     Rejected { overloaded: bool, remote: bool },
     /// An answer without the object's marker: the platform answered, perhaps after the
     /// object ran.
@@ -103,17 +104,49 @@ pub enum ObjectCallFailure {
 }
 
 impl ObjectCallFailure {
-    /// Whether the object provably never received the request. Only then may a fail-open
-    /// route forward it: a running object that dies (a deploy, a limit, a lost machine) may
-    /// already have sent it to the origin. `overloaded` is raised for a request queued and
-    /// refused before it ran; a remote error came from the object's own code.
+    /// Whether the object provably never received the request: only when the call could
+    /// not be made at all. Only then may a fail-open route forward it.
+    ///
+    /// A rejected call proves nothing, `overloaded` included. An object serves one key, so
+    /// it is overloaded by duplicates of a key that is already running or done: failing
+    /// open then would send every duplicate of a retry storm to the origin. And a running
+    /// object that dies (a deploy, a limit, a lost machine) may already have sent its
+    /// request on.
     pub fn provably_undelivered(self) -> bool {
         match self {
             ObjectCallFailure::BeforeSend => true,
-            ObjectCallFailure::Rejected { overloaded, remote } => overloaded && !remote,
-            ObjectCallFailure::UnmarkedAnswer => false,
+            ObjectCallFailure::Rejected { .. } | ObjectCallFailure::UnmarkedAnswer => false,
         }
     }
+}
+
+/// What the Worker does when the call to a key's object failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfterObjectFailure {
+    /// Forward without protection: the route chose availability, and nothing can have
+    /// been sent for this attempt.
+    FailOpen,
+    /// Answer with this problem (503 `storage-unavailable` with `Retry-After`); nothing
+    /// is forwarded.
+    Refuse(Problem),
+}
+
+/// The decision after a failed object call (rule: fail open only on a fail-open route,
+/// and only when the call provably never left the Worker).
+pub fn after_object_failure(failure: ObjectCallFailure, on_unavailable: Unavailable) -> AfterObjectFailure {
+    if on_unavailable == Unavailable::FailOpen && failure.provably_undelivered() {
+        return AfterObjectFailure::FailOpen;
+    }
+    AfterObjectFailure::Refuse(object_unreachable())
+}
+
+/// 503 `storage-unavailable` for a key whose object could not be reached.
+pub fn object_unreachable() -> Problem {
+    Problem::new(
+        ProblemKind::StorageUnavailable,
+        "The idempotency record for this key could not be reached, so the request was not forwarded. Retry with the same key.",
+    )
+    .with_retry_after(1)
 }
 
 /// One route: a pattern and the overrides it carries.
@@ -429,7 +462,8 @@ mod tests {
         use ObjectCallFailure::*;
         let rows = [
             (BeforeSend, true),
-            (Rejected { overloaded: true, remote: false }, true),
+            // An overloaded object serves a key whose duplicates already run or ran.
+            (Rejected { overloaded: true, remote: false }, false),
             (Rejected { overloaded: true, remote: true }, false),
             (Rejected { overloaded: false, remote: false }, false),
             (Rejected { overloaded: false, remote: true }, false),
@@ -437,6 +471,15 @@ mod tests {
         ];
         for (failure, expected) in rows {
             assert_eq!(failure.provably_undelivered(), expected, "{failure:?}");
+            let open = after_object_failure(failure, Unavailable::FailOpen);
+            assert_eq!(open == AfterObjectFailure::FailOpen, expected, "{failure:?}");
+            match after_object_failure(failure, Unavailable::FailClosed) {
+                AfterObjectFailure::Refuse(problem) => {
+                    assert_eq!(problem.status(), 503);
+                    assert_eq!(problem.retry_after, Some(1));
+                }
+                AfterObjectFailure::FailOpen => panic!("a fail-closed route failed open: {failure:?}"),
+            }
         }
     }
 

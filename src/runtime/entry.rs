@@ -25,10 +25,10 @@
 //!
 //! If the object cannot be reached, the answer is 503 and nothing is forwarded. A route with
 //! `on_object_unavailable: "fail-open"` forwards without protection only when the request
-//! provably never reached an object: the stub could not be made, the call threw before it
-//! was sent, or the platform's error says `overloaded` (a request queued and refused before
-//! it ran). Any other failure may come after the object sent the request on (a deploy or a
-//! limit resets a running object), so it is 503 on every route. A missing binding or an
+//! provably never left the Worker: the stub could not be made, or the call threw before it
+//! was sent (`core::routes::after_object_failure`). Any other failure is 503 on every route:
+//! a running object that dies may have sent the request on, and an `overloaded` object is
+//! one whose key's duplicates already run or ran (failing open would execute a retry storm). A missing binding or an
 //! unsupported jurisdiction is a configuration error: 500 everywhere.
 //!
 //! On a route in observe mode (`MODE`, route option `mode`), every refusal above becomes a
@@ -61,7 +61,9 @@ use crate::core::keyed_name::keyed_object_name;
 use crate::core::log::{Decision, RequestLog};
 use crate::core::origin_auth::SIGNATURE_HEADER;
 use crate::core::problem::{Problem, ProblemKind};
-use crate::core::routes::{Mode, ObjectCallFailure, Unavailable};
+use crate::core::routes::{
+    after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable,
+};
 use crate::core::scope::{ScopeKind, ScopeLog};
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
 
@@ -438,8 +440,8 @@ async fn covered(
             Err(failure) => failure,
         },
     };
-    match (failure.provably_undelivered(), unprotected, js_body) {
-        (true, Some((target, headers)), Some(js_body)) => {
+    match (after_object_failure(failure, policy.on_unavailable), unprotected, js_body) {
+        (AfterObjectFailure::FailOpen, Some((target, headers)), Some(js_body)) => {
             // The route chose availability over protection, and the object never had the
             // request, so nothing can have been sent for this attempt.
             console_error!(
@@ -474,16 +476,14 @@ async fn covered(
             metrics::record(env, &log);
             answer
         }
-        _ => {
+        (decision, _, _) => {
             console_error!("object {}: unavailable ({:?}): {}", short, failure, error);
-            respond::refused(
-                env,
-                &Problem::new(
-                    ProblemKind::StorageUnavailable,
-                    "The idempotency record for this key could not be reached, so the request was not forwarded. Retry with the same key.",
-                )
-                .with_retry_after(1),
-            )
+            let problem = match decision {
+                AfterObjectFailure::Refuse(problem) => problem,
+                // A fail-open decision always has its forward at hand (see `unprotected`).
+                AfterObjectFailure::FailOpen => object_unreachable(),
+            };
+            respond::refused(env, &problem)
         }
     }
 }

@@ -44,7 +44,7 @@ use crate::core::config::{encode_object_policy, Config, Policy};
 use crate::core::key::KeyError;
 use crate::core::log::{Decision, LineContext, RequestLog};
 use crate::core::problem::ProblemKind;
-use crate::core::routes::{Mode, ObjectCallFailure, Unavailable};
+use crate::core::routes::{after_object_failure, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable};
 use crate::core::scope::ScopeLog;
 use crate::core::url::path_and_query;
 
@@ -174,7 +174,7 @@ pub(super) async fn covered(
         internal_headers,
         route: policy.route.map(str::to_owned),
         scope: scope_log,
-        fail_open: policy.on_unavailable == Unavailable::FailOpen,
+        on_unavailable: policy.on_unavailable,
         origin_timeout_ms: policy.timing.origin_timeout_ms,
     };
     let (handed, forwarded_rx) = oneshot::channel();
@@ -293,7 +293,7 @@ struct Recording {
     route: Option<String>,
     /// How the caller was scoped, for the outcome's log line.
     scope: ScopeLog,
-    fail_open: bool,
+    on_unavailable: Unavailable,
     origin_timeout_ms: u64,
 }
 
@@ -318,10 +318,9 @@ impl Recording {
                     failure,
                     error
                 );
-                let decision = if self.fail_open && failure.provably_undelivered() {
-                    Decision::FailedOpen
-                } else {
-                    Decision::Rejected(ProblemKind::StorageUnavailable)
+                let decision = match after_object_failure(failure, self.on_unavailable) {
+                    AfterObjectFailure::FailOpen => Decision::FailedOpen,
+                    AfterObjectFailure::Refuse(problem) => Decision::Rejected(problem.kind),
                 };
                 (decision, None)
             }

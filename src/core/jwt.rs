@@ -111,6 +111,13 @@ pub enum Unverified {
 }
 
 impl Unverified {
+    /// Whether the token might verify later, with the same signature and claims: only when
+    /// the keys to check it could not be had (`KeysUnavailable`; the runtime reports an
+    /// unknown `kid` that it may not refetch yet as this too). Every other reason is final.
+    pub fn is_transient(self) -> bool {
+        self == Unverified::KeysUnavailable
+    }
+
     /// A short stable name for logs.
     pub fn slug(self) -> &'static str {
         match self {
@@ -328,8 +335,14 @@ impl ClaimPath {
     }
 }
 
-/// The caller's identity as the token states it: a string, or a number in its JSON form.
-/// The two never compare equal (`"42"` is not `42`).
+/// The caller's identity as the token states it: a string, or a whole number in its JSON
+/// form. The two never compare equal (`"42"` is not `42`).
+///
+/// A number is taken only when it is a whole number that fits 64 bits, so that its text is
+/// exactly the token's. Any other number (a fraction, an exponent, a whole number past
+/// 2^64) would be read as an `f64` and rounded: two subjects such as
+/// `12345678901234567890123` and `12345678901234567890124` would share one scope. Such a
+/// claim is refused (`Unverified::Claim`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClaimValue {
     String(String),
@@ -340,7 +353,10 @@ impl ClaimValue {
     pub fn of(value: &Value) -> Option<ClaimValue> {
         match value {
             Value::String(text) => Some(ClaimValue::String(text.clone())),
-            Value::Number(number) => Some(ClaimValue::Number(number.to_string())),
+            Value::Number(number) if number.is_u64() || number.is_i64() => {
+                Some(ClaimValue::Number(number.to_string()))
+            }
+            Value::Number(_) => None,
             _ => None,
         }
     }

@@ -179,6 +179,37 @@ fn claim_paths() {
     assert_eq!(ClaimPath::parse(" org.id ").unwrap().as_str(), "org.id");
 }
 
+/// A token whose payload is written by hand, so that a number keeps the digits it was sent
+/// with (`json!` would round it first).
+fn token_with_payload(payload: &str) -> String {
+    format!("{}.{}.{}", b64(br#"{"alg":"HS256"}"#), b64(payload.as_bytes()), b64(&[0u8; 32]))
+}
+
+#[test]
+fn numeric_claims_compare_as_their_exact_text() {
+    let path = ClaimPath::parse("sub").unwrap();
+    let claims_with = |sub: &str| {
+        format!(r#"{{"iss":"https://idp.example","aud":"payments","exp":{},"sub":{sub}}}"#, NOW + 600)
+    };
+    let identity = |sub: &str| {
+        let text = token_with_payload(&claims_with(sub));
+        prepare(&text, &rules(), &path, NOW).map(|(_, identity)| identity)
+    };
+    // Two subjects past 2^64 would round to one f64 and share a scope: both are refused.
+    for sub in
+        ["12345678901234567890123", "12345678901234567890124", "1.5", "1e3", "-0.0", "18446744073709551616"]
+    {
+        assert_eq!(identity(sub).unwrap_err(), Unverified::Claim, "{sub}");
+    }
+    // Whole numbers within 64 bits keep their exact text, and differ when they differ.
+    let max = identity("18446744073709551615").unwrap().value;
+    assert_eq!(max, ClaimValue::Number("18446744073709551615".into()));
+    let near = identity("18446744073709551614").unwrap().value;
+    assert_ne!(max, near);
+    assert_eq!(identity("-42").unwrap().value, ClaimValue::Number("-42".into()));
+    assert_eq!(identity("9007199254740993").unwrap().value, ClaimValue::Number("9007199254740993".into()));
+}
+
 #[test]
 fn prepare_checks_claims_before_any_crypto() {
     let path = ClaimPath::parse("sub").unwrap();

@@ -56,11 +56,17 @@ pub enum ProblemKind {
     /// An asynchronous request's deadline came before the origin took it: it was never
     /// executed, and the key is released (`core::async_job`).
     OriginUnavailable,
+    /// A token that may verify could not be checked right now (the JWKS URL is down, or a
+    /// new `kid` waits for the next refetch); nothing was forwarded: retry later.
+    IdentityUnavailable,
+    /// The key's stored answer (or its running execution) belongs to a request made with
+    /// another credential (`REPLAY_BINDING_HEADERS`); nothing is revealed or forwarded.
+    CredentialMismatch,
 }
 
 impl ProblemKind {
     /// Every kind, for parsing a slug back.
-    pub const ALL: [ProblemKind; 15] = [
+    pub const ALL: [ProblemKind; 20] = [
         ProblemKind::MissingKey,
         ProblemKind::InvalidKey,
         ProblemKind::KeyReused,
@@ -76,6 +82,11 @@ impl ProblemKind {
         ProblemKind::InvalidPath,
         ProblemKind::MethodOverride,
         ProblemKind::OriginUnavailable,
+        ProblemKind::MissingCredential,
+        ProblemKind::UnverifiedCredential,
+        ProblemKind::RateLimited,
+        ProblemKind::IdentityUnavailable,
+        ProblemKind::CredentialMismatch,
     ];
 
     /// The kind whose [`ProblemKind::slug`] is `slug`.
@@ -93,7 +104,10 @@ impl ProblemKind {
             ProblemKind::InProgress => 409,
             ProblemKind::BodyTooLarge => 413,
             ProblemKind::OutcomeUnknown | ProblemKind::OriginUnreachable => 502,
-            ProblemKind::StorageUnavailable | ProblemKind::OriginUnavailable => 503,
+            ProblemKind::StorageUnavailable
+            | ProblemKind::OriginUnavailable
+            | ProblemKind::IdentityUnavailable => 503,
+            ProblemKind::CredentialMismatch => 403,
             ProblemKind::InvalidConfig => 500,
             ProblemKind::Unauthorized
             | ProblemKind::MissingCredential
@@ -125,6 +139,8 @@ impl ProblemKind {
             ProblemKind::InvalidPath => "invalid-path",
             ProblemKind::MethodOverride => "method-override",
             ProblemKind::OriginUnavailable => "origin-unavailable",
+            ProblemKind::IdentityUnavailable => "identity-unavailable",
+            ProblemKind::CredentialMismatch => "credential-mismatch",
         }
     }
 
@@ -148,6 +164,10 @@ impl ProblemKind {
             ProblemKind::MethodOverride => "Method-override headers are not accepted here",
             ProblemKind::RateLimited => "Too many requests",
             ProblemKind::OriginUnavailable => "The origin was unavailable until the deadline",
+            ProblemKind::IdentityUnavailable => "The caller's token cannot be verified right now",
+            ProblemKind::CredentialMismatch => {
+                "This Idempotency-Key belongs to a request with another credential"
+            }
         }
     }
 }
@@ -215,5 +235,16 @@ mod tests {
         assert_eq!(value["title"], ProblemKind::InProgress.title());
         assert_eq!(value["detail"], "wait");
         assert_eq!(problem.retry_after, Some(1));
+    }
+
+    #[test]
+    fn every_kind_round_trips_through_its_slug() {
+        for kind in ProblemKind::ALL {
+            assert_eq!(ProblemKind::from_slug(kind.slug()), Some(kind));
+        }
+        let mut slugs: Vec<&str> = ProblemKind::ALL.iter().map(|kind| kind.slug()).collect();
+        slugs.sort_unstable();
+        slugs.dedup();
+        assert_eq!(slugs.len(), ProblemKind::ALL.len(), "one slug per kind");
     }
 }

@@ -13,9 +13,17 @@
 //! 3. Without a scope claim (`SCOPE_JWT_CLAIM` or the route's `scope_claim`), the scope is
 //!    the credential hash, exactly as before the claim existed.
 //! 4. With one, the credential's token (after an optional `Bearer `) is verified (see
-//!    `jwt`). Verified: the scope is the issuer and the claim's value. Anything else falls
-//!    back to the credential hash, in a domain no verified scope shares, or, with
-//!    `SCOPE_JWT_REQUIRED`, is 401 `unverified-credential`.
+//!    `jwt`). A token has one scope, everywhere: it verifies into the issuer and the
+//!    claim's value, or it is refused. Were it to fall back to its credential hash when it
+//!    cannot be verified, two isolates (one with the keys, one without) would put one retry
+//!    into two scopes, and execute it twice.
+//!    - A transient reason (the JWKS cannot be had, or a new `kid` waits for the next
+//!      refetch) is 503 `identity-unavailable` with `Retry-After`.
+//!    - A permanent one (bad signature, expired, wrong issuer or audience, an unusable
+//!      claim) is 401 `unverified-credential`.
+//!    - Only a credential that is not a token at all (an opaque API key) is scoped by its
+//!      credential hash, in a domain no verified scope shares; with `SCOPE_JWT_REQUIRED`
+//!      it is 401 `unverified-credential` too.
 //! 5. A scope is logged as `claim`, `credential` or `anonymous`, with the rule an
 //!    unverified token failed; never a token, a claim value or a key.
 
@@ -53,6 +61,9 @@ pub const SCOPE_VARS: [&str; 9] = [
 const MAX_SCOPE_HEADERS: usize = 8;
 /// Largest clock leeway: more would keep expired tokens alive for hours.
 const MAX_LEEWAY_SECONDS: u64 = 3_600;
+/// How long a refusal for a transient reason asks the caller to wait: the runtime looks for
+/// keys again (a failed JWKS fetch, an unknown `kid`) at most this often.
+pub const JWKS_RETRY_SECONDS: u64 = 30;
 /// RFC 7518 §3.2: an HS256 key must be at least as long as the hash (256 bits).
 const MIN_HS256_SECRET_BYTES: usize = 32;
 
@@ -286,8 +297,8 @@ pub fn start<'a>(config: &ScopeConfig, policy: &ScopePolicy<'_>, headers: &Scope
     }
 }
 
-/// The scope once the token's verification is known (rule 4): the identity's, or the
-/// credential hash (or 401 when verification is required).
+/// The scope once the token's verification is known (rule 4): the identity's; the
+/// credential hash for a credential that is no token at all; or the refusal.
 pub fn finish(
     config: &ScopeConfig,
     headers: &ScopeHeaders<'_>,
@@ -302,11 +313,12 @@ pub fn finish(
             Scope::claim(&identity, &fields(extras)),
             ScopeLog { kind: ScopeKind::Claim, unverified: None },
         )),
-        Err(reason) if config.required => Err(unverified_credential(Some(reason))),
-        Err(reason) => Ok((
+        Err(reason) if reason.is_transient() => Err(identity_unavailable(reason)),
+        Err(reason @ Unverified::Malformed) if !config.required => Ok((
             Scope::credential(credential, &fields(extras)),
             ScopeLog { kind: ScopeKind::Credential, unverified: Some(reason) },
         )),
+        Err(reason) => Err(unverified_credential(Some(reason))),
     }
 }
 
@@ -344,6 +356,17 @@ fn unverified_credential(reason: Option<Unverified>) -> Problem {
         ProblemKind::UnverifiedCredential,
         format!("A verifiable token is required and this one did not verify{why}. Nothing was forwarded."),
     )
+}
+
+fn identity_unavailable(reason: Unverified) -> Problem {
+    Problem::new(
+        ProblemKind::IdentityUnavailable,
+        format!(
+            "The token could not be verified right now ({}), and a token is only ever scoped by what it verifies to. Nothing was forwarded; retry with the same key after Retry-After seconds.",
+            reason.slug()
+        ),
+    )
+    .with_retry_after(JWKS_RETRY_SECONDS)
 }
 
 fn parse_bool(variable: &'static str, raw: Option<&str>) -> Result<bool, ConfigError> {

@@ -13,9 +13,11 @@
 //! - the JWKS fetched from `SCOPE_JWKS_URL`, for its `Cache-Control` max-age (clamped to
 //!   30 s … 1 day), or 10 minutes without one. Concurrent requests share one fetch.
 //!   - A token whose `kid` is unknown refetches at most once per 30 s (key rotation).
-//!   - A failed fetch (error, non-200, timeout, not a JWKS) never fails the request: the
-//!     last good keys stay in use, or, without any, the token is unverified. The next try
-//!     comes 30 s later, so an outage costs one timeout per 30 s, not one per request.
+//!   - A failed fetch (error, non-200, timeout, not a JWKS): the last good keys stay in
+//!     use, or, without any, the keys are unavailable (`core::scope` refuses the token with
+//!     503, never scopes it otherwise). The next try comes 30 s later, so an outage costs
+//!     one timeout per 30 s, not one per request.
+//!   - An unknown `kid` that cannot be refetched yet is reported as keys unavailable too.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -37,7 +39,7 @@ use crate::core::jwt::{
     Unverified, Validity,
 };
 use crate::core::problem::Problem;
-use crate::core::scope::{self, ScopeConfig, ScopeLog, Start};
+use crate::core::scope::{self, ScopeConfig, ScopeLog, Start, JWKS_RETRY_SECONDS};
 
 /// How long one JWKS fetch may take before the token counts as unverified.
 const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -49,7 +51,7 @@ const MIN_JWKS_TTL_SECONDS: u64 = 30;
 const MAX_JWKS_TTL_SECONDS: u64 = 86_400;
 /// At most one refetch per this interval for an unknown `kid`, and no new fetch this long
 /// after a failed one.
-const REFETCH_INTERVAL_MS: u64 = 30_000;
+const REFETCH_INTERVAL_MS: u64 = JWKS_RETRY_SECONDS * 1_000;
 /// Imported keys kept per isolate; past this the cache starts again (rotation leaves old
 /// keys behind).
 const MAX_CACHED_CRYPTO_KEYS: usize = 64;
@@ -191,9 +193,14 @@ async fn candidate_keys(
         match url_keys(url, false).await {
             Some(set) => {
                 if !take(&set, &mut failures) && failures.last() == Some(&Unverified::UnknownKid) {
-                    if let Some(fresh) = url_keys(url, true).await {
-                        failures.pop();
-                        take(&fresh, &mut failures);
+                    failures.pop();
+                    match url_keys(url, true).await {
+                        Some(fresh) => {
+                            take(&fresh, &mut failures);
+                        }
+                        // No refetch yet (the throttle) or a failed one: the kid may be a
+                        // new key, so the token is not refused as unknown (`core::scope`).
+                        None => failures.push(Unverified::KeysUnavailable),
                     }
                 }
             }
@@ -233,7 +240,7 @@ thread_local! {
 
 /// The JWKS URL's keys: cached while fresh; fetched when stale (or, with
 /// `unknown_kid`, refetched if the last such refetch is 30 s old). `None` when no keys
-/// are at hand.
+/// are at hand, and with `unknown_kid` when no refetch was made or it failed.
 async fn url_keys(url: &str, unknown_kid: bool) -> Option<Rc<KeySet>> {
     let now = now_ms();
     let fetch = URL_CACHE.with(|cell| {
@@ -280,6 +287,8 @@ async fn url_keys(url: &str, unknown_kid: bool) -> Option<Rc<KeySet>> {
         }
         match &fetched {
             Some((keys, _)) => Some(keys.clone()),
+            // A refetch for an unknown kid that failed has nothing new to offer.
+            None if unknown_kid => None,
             None => cache.keys.clone(),
         }
     })

@@ -173,7 +173,7 @@ fn absent_or_empty_credentials_are_refused_unless_anonymous_is_allowed() {
 }
 
 #[test]
-fn tokens_are_verified_and_failures_fall_back_to_the_credential() {
+fn a_token_verifies_into_its_claim_scope_or_is_refused() {
     let config = claim_config(false);
     let p = policy(&config, false);
     let headers =
@@ -183,14 +183,39 @@ fn tokens_are_verified_and_failures_fall_back_to_the_credential() {
     assert_eq!(log, ScopeLog { kind: ScopeKind::Claim, unverified: None });
     let account = [ScopeField { name: "stripe-account", value: Some(b"acct_A") }];
     assert_eq!(verified, Scope::claim(&identity("acct_1"), &account));
-    let (fallback, log) = finish(&config, &headers, Err(Unverified::Signature)).unwrap();
-    assert_eq!(log, ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Signature) });
-    assert_eq!(fallback, Scope::credential(b"bEaReR  eyJ.token.x ", &account));
-    assert_ne!(object_name(fallback, "k"), object_name(verified, "k"));
     // Another account under the same subject is another scope.
     let other = [("authorization", headers[0].1), ("stripe-account", Some(&b"acct_B"[..]))];
     assert_ne!(finish(&config, &other, Ok(identity("acct_1"))).unwrap().0, verified);
-    // Not UTF-8: unverified at once.
+
+    // A token that cannot be verified has no scope at all: never its credential hash,
+    // which another isolate (with the keys) would not give the same retry.
+    for reason in Unverified::ALL {
+        let outcome = finish(&config, &headers, Err(reason));
+        match reason {
+            // Not a token at all: an opaque API key keeps its credential hash.
+            Unverified::Malformed => {
+                let (fallback, log) = outcome.unwrap();
+                assert_eq!(log, ScopeLog { kind: ScopeKind::Credential, unverified: Some(reason) });
+                assert_eq!(fallback, Scope::credential(b"bEaReR  eyJ.token.x ", &account));
+                assert_ne!(object_name(fallback, "k"), object_name(verified, "k"));
+            }
+            Unverified::KeysUnavailable => {
+                let problem = outcome.unwrap_err();
+                assert_eq!(problem.kind, ProblemKind::IdentityUnavailable);
+                assert_eq!(problem.status(), 503);
+                assert_eq!(problem.retry_after, Some(JWKS_RETRY_SECONDS));
+                assert!(problem.detail.contains("keys-unavailable"));
+            }
+            _ => {
+                let problem = outcome.unwrap_err();
+                assert_eq!(problem.kind, ProblemKind::UnverifiedCredential, "{reason:?}");
+                assert_eq!(problem.status(), 401);
+                assert!(problem.detail.contains(reason.slug()) && !problem.detail.contains("token.x"));
+            }
+        }
+        assert_eq!(reason.is_transient(), reason == Unverified::KeysUnavailable);
+    }
+    // Not UTF-8: not a token, so its credential hash.
     let binary = [("authorization", Some(&b"Bearer \xff"[..])), ("stripe-account", None)];
     let Start::Decided(_, log) = start(&config, &p, &binary) else { panic!() };
     assert_eq!(log.unverified, Some(Unverified::Malformed));
@@ -205,6 +230,11 @@ fn required_verification_refuses_unverified_tokens() {
     assert_eq!(problem.status(), 401);
     assert!(problem.detail.contains("expired") && !problem.detail.contains("x.y.z"));
     assert!(finish(&config, &headers, Ok(identity("a"))).is_ok());
+    // Required: an opaque credential is refused too; keys that cannot be had are still 503.
+    let opaque = finish(&config, &headers, Err(Unverified::Malformed)).unwrap_err();
+    assert_eq!(opaque.kind, ProblemKind::UnverifiedCredential);
+    let transient = finish(&config, &headers, Err(Unverified::KeysUnavailable)).unwrap_err();
+    assert_eq!(transient.kind, ProblemKind::IdentityUnavailable);
 }
 
 #[test]

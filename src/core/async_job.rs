@@ -23,12 +23,17 @@
 //!    only where the origin deduplicates by key (`ORIGIN_DEDUPLICATES`), and only while the
 //!    key has been sent fewer than `MAX_ORIGIN_ATTEMPTS` times; otherwise the key is held
 //!    unknown, as today, and the stored request is dropped.
-//! 5. No attempt starts at or after the deadline. If the next attempt would, the job gives
+//! 5. Every job is sent at most `MAX_ORIGIN_ATTEMPTS` times, whatever the dedupe
+//!    setting: a proxy's 503 that came after the origin ran must not become a hundred
+//!    executions an hour until the deadline. The send that reaches the cap with a release
+//!    status gives up (`gave-up`), as the deadline does; one that might have executed is
+//!    held unknown.
+//! 6. No attempt starts at or after the deadline. If the next attempt would, the job gives
 //!    up: if no attempt could have executed, the next poll gets 503 `origin-unavailable`
 //!    (never executed) and the key is released; if one might have, the key is held unknown.
-//! 6. A body over [`MAX_STORED_REQUEST_BODY_BYTES`] cannot be stored with the claim: such a
+//! 7. A body over [`MAX_STORED_REQUEST_BODY_BYTES`] cannot be stored with the claim: such a
 //!    request is served as if it did not prefer `respond-async`.
-//! 7. Polling is sending the same request with the same key: 202 while the job runs, the
+//! 8. Polling is sending the same request with the same key: 202 while the job runs, the
 //!    stored answer once there is one, 422 for another payload (`core::machine`, rule 2).
 
 use super::config::{decode_object_policy, ConfigError, MAX_TTL_SECONDS};
@@ -55,6 +60,9 @@ pub const MIN_RETRY_DELAY_MS: u64 = 250;
 /// the preference (forwarded at once), rather than refused.
 pub const MAX_STORED_REQUEST_BODY_BYTES: u64 = 1_500_000;
 
+/// The job encoding written now (see [`AsyncJob::encode`]).
+const JOB_VERSION: u8 = 2;
+
 /// The longest backoff cap that may be configured.
 const MAX_MAX_BACKOFF_SECONDS: u64 = 3_600;
 /// The lease of a send whose policy cannot be read (never written so; the longest origin
@@ -68,11 +76,22 @@ pub struct AsyncConfig {
     pub prefer: bool,
     pub deadline_ms: u64,
     pub max_backoff_ms: u64,
+    /// The most sends of one job (`MAX_ORIGIN_ATTEMPTS`, rule 5).
+    pub max_sends: u16,
 }
+
+/// A job's send cap where none was stored (jobs written before the cap was: version 1),
+/// and that the origin does not deduplicate: `MAX_ORIGIN_ATTEMPTS`'s default.
+pub const DEFAULT_MAX_SENDS: u16 = 5;
 
 impl Default for AsyncConfig {
     fn default() -> Self {
-        AsyncConfig { prefer: false, deadline_ms: 3_600_000, max_backoff_ms: 30_000 }
+        AsyncConfig {
+            prefer: false,
+            deadline_ms: 3_600_000,
+            max_backoff_ms: 30_000,
+            max_sends: DEFAULT_MAX_SENDS,
+        }
     }
 }
 
@@ -101,6 +120,8 @@ impl AsyncConfig {
             prefer,
             deadline_ms: seconds(VAR_ASYNC_DEADLINE_SECONDS, 3_600, MAX_TTL_SECONDS)? * 1_000,
             max_backoff_ms: seconds(VAR_ASYNC_MAX_BACKOFF_SECONDS, 30, MAX_MAX_BACKOFF_SECONDS)? * 1_000,
+            // `MAX_ORIGIN_ATTEMPTS` is the configuration's: it sets this (`Config::from_vars`).
+            max_sends: DEFAULT_MAX_SENDS,
         })
     }
 
@@ -116,20 +137,23 @@ impl AsyncConfig {
         Ok(())
     }
 
-    /// `deadline_ms,max_backoff_ms`: what the Worker hands the object with a request that
-    /// asks for asynchronous acceptance.
+    /// `deadline_ms,max_backoff_ms,max_sends`: what the Worker hands the object with a
+    /// request that asks for asynchronous acceptance.
     pub fn encode(&self) -> String {
-        format!("{},{}", self.deadline_ms, self.max_backoff_ms)
+        format!("{},{},{}", self.deadline_ms, self.max_backoff_ms, self.max_sends)
     }
 
-    /// The inverse of [`AsyncConfig::encode`] (with `prefer` set).
+    /// The inverse of [`AsyncConfig::encode`] (with `prefer` set). A value without
+    /// `max_sends` (from a Worker of an earlier release) gets [`DEFAULT_MAX_SENDS`].
     pub fn decode(value: &str) -> Option<AsyncConfig> {
-        let (deadline, backoff) = value.split_once(',')?;
-        Some(AsyncConfig {
-            prefer: true,
-            deadline_ms: deadline.trim().parse().ok()?,
-            max_backoff_ms: backoff.trim().parse().ok()?,
-        })
+        let mut parts = value.split(',');
+        let deadline_ms = parts.next()?.trim().parse().ok()?;
+        let max_backoff_ms = parts.next()?.trim().parse().ok()?;
+        let max_sends = match parts.next() {
+            None => DEFAULT_MAX_SENDS,
+            Some(text) => text.trim().parse().ok().filter(|&sends: &u16| sends >= 1)?,
+        };
+        parts.next().is_none().then_some(AsyncConfig { prefer: true, deadline_ms, max_backoff_ms, max_sends })
     }
 }
 
@@ -190,7 +214,8 @@ impl StoredRequest {
 
     pub fn decode(bytes: &[u8]) -> Option<StoredRequest> {
         let mut input = Reader { bytes, pos: 0 };
-        if input.u8()? != 1 {
+        let version = input.u8()?;
+        if !(1..=JOB_VERSION).contains(&version) {
             return None;
         }
         let scope_salt: [u8; 32] = input.take(32)?.try_into().ok()?;
@@ -234,6 +259,8 @@ pub struct AsyncJob {
     pub unknown_seen: bool,
     /// Whether the origin may be probed with a TCP connect before a send.
     pub probe_origin: bool,
+    /// The most sends of this job (rule 5).
+    pub max_sends: u16,
     /// The route's policy as the Worker encoded it (`config::encode_object_policy`).
     pub policy: String,
     /// The sealed [`StoredRequest`] (an encoded `core::seal::Envelope`); empty once the
@@ -242,11 +269,14 @@ pub struct AsyncJob {
 }
 
 impl AsyncJob {
-    /// `version 1 ‖ phase ‖ deadline ‖ next_attempt_at ‖ max_backoff_ms ‖ flags ‖ policy ‖
-    /// sealed request`.
+    /// `version 2 ‖ phase ‖ deadline ‖ next_attempt_at ‖ max_backoff_ms ‖ flags ‖ max_sends
+    /// (u16) ‖ policy ‖ sealed request`. Version 1 (read, never written) has no `max_sends`:
+    /// such a job takes the policy's `MAX_ORIGIN_ATTEMPTS` where the origin deduplicates,
+    /// else [`DEFAULT_MAX_SENDS`]. A release that knows only version 1 refuses version 2
+    /// (the record reads as unreadable: 503, never a send).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.sealed_request.len() + self.policy.len() + 48);
-        out.push(1);
+        let mut out = Vec::with_capacity(self.sealed_request.len() + self.policy.len() + 50);
+        out.push(JOB_VERSION);
         out.push(match self.phase {
             JobPhase::Waiting => 0,
             JobPhase::Sending => 1,
@@ -256,6 +286,7 @@ impl AsyncJob {
         out.extend_from_slice(&self.next_attempt_at.to_be_bytes());
         out.extend_from_slice(&self.max_backoff_ms.to_be_bytes());
         out.push(u8::from(self.unknown_seen) | u8::from(self.probe_origin) << 1);
+        out.extend_from_slice(&self.max_sends.to_be_bytes());
         put_bytes(&mut out, self.policy.as_bytes());
         put_bytes(&mut out, &self.sealed_request);
         out
@@ -263,7 +294,8 @@ impl AsyncJob {
 
     pub fn decode(bytes: &[u8]) -> Option<AsyncJob> {
         let mut input = Reader { bytes, pos: 0 };
-        if input.u8()? != 1 {
+        let version = input.u8()?;
+        if !(1..=JOB_VERSION).contains(&version) {
             return None;
         }
         let phase = match input.u8()? {
@@ -279,12 +311,24 @@ impl AsyncJob {
         if flags > 3 {
             return None;
         }
+        let stored_max_sends = match version {
+            1 => None,
+            _ => Some(u16::from_be_bytes(input.take(2)?.try_into().ok()?)).filter(|&sends| sends >= 1),
+        };
+        if version > 1 && stored_max_sends.is_none() {
+            return None;
+        }
         let policy = input.string()?;
         let sealed_request = input.bytes()?.to_vec();
         // A job that can still send holds its request.
         if phase != JobPhase::GaveUp && sealed_request.is_empty() {
             return None;
         }
+        let max_sends = stored_max_sends.unwrap_or_else(|| {
+            decode_object_policy(&policy)
+                .and_then(|policy| policy.max_origin_attempts)
+                .unwrap_or(DEFAULT_MAX_SENDS)
+        });
         (input.remaining() == 0).then_some(AsyncJob {
             phase,
             deadline,
@@ -292,6 +336,7 @@ impl AsyncJob {
             max_backoff_ms,
             unknown_seen: flags & 1 != 0,
             probe_origin: flags & 2 != 0,
+            max_sends,
             policy,
             sealed_request,
         })
@@ -422,6 +467,7 @@ pub(super) fn claim(
         max_backoff_ms: accept.config.max_backoff_ms,
         unknown_seen: sent > 0,
         probe_origin: accept.probe_origin,
+        max_sends: accept.config.max_sends,
         policy: accept.policy.clone(),
         sealed_request: accept.sealed_request.clone(),
     };
@@ -544,6 +590,7 @@ fn after_unknown(
     let sent = claim.origin_attempts;
     let may_resend = !matches!(reason, UnknownReason::ResponseTooLarge { .. })
         && job.max_origin_attempts().is_some_and(|max| sent < max)
+        && sent < job.max_sends
         && now < job.deadline;
     let job = AsyncJob { unknown_seen: true, ..job.clone() };
     match new_attempt {
@@ -566,7 +613,8 @@ pub(super) fn on_finished(
 ) -> Option<Step> {
     use super::policy::{Disposition, OriginResult};
     let sent = claim.origin_attempts;
-    let exhausted = job.max_origin_attempts().is_some_and(|max| sent >= max);
+    // Rule 5: every job's sends are capped, whatever the dedupe setting.
+    let exhausted = sent >= job.max_sends || job.max_origin_attempts().is_some_and(|max| sent >= max);
     let (unknown_seen, reason) = match (disposition, result) {
         (Disposition::Final, _) | (Disposition::Unknown, OriginResult::Oversized(_)) => return None,
         (Disposition::Release, _) => (job.unknown_seen, UnknownReason::ResetAfterSend),

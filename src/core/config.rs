@@ -273,7 +273,7 @@ impl Config {
             }
             name => Some(name.to_owned()),
         };
-        let async_accept = AsyncConfig::from_vars(&lookup)?;
+        let async_accept = AsyncConfig { max_sends: max_origin_attempts, ..AsyncConfig::from_vars(&lookup)? };
         // Wherever a job may run, it must end before its record can expire.
         let ttl_ms = ttl * 1_000;
         for route in &routes {

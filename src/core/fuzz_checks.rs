@@ -347,6 +347,7 @@ fn build_job(source: &mut Source<'_>) -> AsyncJob {
         max_backoff_ms: source.u64(),
         unknown_seen: flags & 1 != 0,
         probe_origin: flags & 2 != 0,
+        max_sends: u16::from(source.u8() % 8).max(1),
         policy,
         sealed_request,
     }

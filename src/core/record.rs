@@ -802,4 +802,67 @@ mod tests {
         bytes[at..at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
         assert_eq!(Record::decode(&bytes), Err(DecodeError::Truncated));
     }
+
+    /// Records written by earlier releases, as they are in production storage: each must
+    /// still decode to what it said. Add a file here before any change to the encoding.
+    #[test]
+    fn records_written_by_earlier_releases_still_decode() {
+        use crate::core::async_job::{JobPhase, DEFAULT_MAX_SENDS};
+        let fixtures = include_str!("testdata/records-70e30c9.txt");
+        let unhex = |text: &str| -> Vec<u8> {
+            (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap()).collect()
+        };
+        let mut seen = Vec::new();
+        for line in fixtures.lines().filter(|line| !line.starts_with('#')) {
+            let (name, hex) = line.split_once(' ').unwrap();
+            let record = Record::decode(&unhex(hex)).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+            assert_eq!(record.fingerprint(), Digest256([0x11; 32]), "{name}");
+            match (name, &record) {
+                ("in_flight_v1", Record::InFlight(claim)) => {
+                    assert_eq!((claim.attempt, claim.origin_attempts), (AttemptId(0x0102030405060708), 1));
+                    assert_eq!(claim.lease_until, 1_790_000_014_000);
+                    assert!(claim.async_job.is_none());
+                }
+                ("in_flight_second_send", Record::InFlight(claim)) => assert_eq!(claim.origin_attempts, 2),
+                ("completed_v1", Record::Completed(done)) => {
+                    assert_eq!(done.response.status, 201);
+                    assert_eq!(done.response.body, br#"{"id":"ch_1","amount":1000}"#);
+                    assert_eq!(done.expires_at, 1_790_086_401_000);
+                }
+                ("completed_sealed", Record::Completed(done)) => {
+                    let envelope =
+                        crate::core::seal::Envelope::decode(done.sealed_answer.as_ref().unwrap()).unwrap();
+                    assert_eq!(envelope.key_id, "2026-06");
+                }
+                ("completed_chunked", Record::Completed(done)) => {
+                    let manifest = done.chunks.as_ref().unwrap();
+                    assert_eq!((manifest.body_len, manifest.count(), manifest.attempt), (2_500_000, 3, 9));
+                }
+                ("unknown_timeout", Record::Unknown(unknown)) => {
+                    assert_eq!(unknown.reason, UnknownReason::OriginTimeout)
+                }
+                ("unknown_too_large", Record::Unknown(unknown)) => {
+                    assert_eq!(unknown.reason, UnknownReason::ResponseTooLarge { status: 200 });
+                    assert_eq!(unknown.origin_attempts, 3);
+                }
+                ("job_waiting", Record::InFlight(claim)) => {
+                    let job = claim.async_job.as_ref().unwrap();
+                    assert_eq!((job.phase, job.next_attempt_at), (JobPhase::Waiting, 1_790_000_003_000));
+                    assert_eq!(job.sealed_request, vec![0x77; 24]);
+                    // Written before jobs had a send cap: the default, as the origin did not
+                    // deduplicate.
+                    assert_eq!(job.max_sends, DEFAULT_MAX_SENDS);
+                }
+                ("job_gave_up", Record::InFlight(claim)) => {
+                    let job = claim.async_job.as_ref().unwrap();
+                    assert_eq!(job.phase, JobPhase::GaveUp);
+                    // Its origin deduplicated with MAX_ORIGIN_ATTEMPTS=3: that is its cap.
+                    assert_eq!(job.max_sends, 3);
+                }
+                (name, record) => panic!("{name}: unexpected {record:?}"),
+            }
+            seen.push(name);
+        }
+        assert_eq!(seen.len(), 9, "every fixture was read");
+    }
 }

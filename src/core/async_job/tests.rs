@@ -20,6 +20,7 @@ const TTL: u64 = 600_000;
 const TIMEOUT: u64 = 2_000;
 const DEADLINE: u64 = 60_000;
 const BACKOFF: u64 = 4_000;
+const MAX_SENDS: u16 = 4;
 const FP: Digest256 = Digest256([1; 32]);
 const OTHER: Digest256 = Digest256([2; 32]);
 
@@ -44,7 +45,12 @@ fn accept(max_origin_attempts: Option<u16>) -> Box<AsyncAccept> {
         sealed_request: b"sealed".to_vec(),
         policy: policy(max_origin_attempts),
         probe_origin: true,
-        config: AsyncConfig { prefer: true, deadline_ms: DEADLINE, max_backoff_ms: BACKOFF },
+        config: AsyncConfig {
+            prefer: true,
+            deadline_ms: DEADLINE,
+            max_backoff_ms: BACKOFF,
+            max_sends: MAX_SENDS,
+        },
     })
 }
 
@@ -200,7 +206,12 @@ fn the_async_settings_are_parsed_and_the_deadline_fits_the_ttl() {
     .unwrap();
     assert_eq!(
         on.policy_for("/x").async_accept,
-        Some(AsyncConfig { prefer: true, deadline_ms: 20_000, max_backoff_ms: 2_000 })
+        Some(AsyncConfig {
+            prefer: true,
+            deadline_ms: 20_000,
+            max_backoff_ms: 2_000,
+            max_sends: DEFAULT_MAX_SENDS
+        })
     );
     let too_long = config(&[("ASYNC_ACCEPT", "prefer"), ("IDEMPOTENCY_TTL_SECONDS", "60")]).unwrap_err();
     assert_eq!(too_long.variable, VAR_ASYNC_DEADLINE_SECONDS);
@@ -223,8 +234,19 @@ fn the_async_settings_are_parsed_and_the_deadline_fits_the_ttl() {
         r#"[{"pattern":"/async/*","async_accept":"prefer","ttl_seconds":60}]"#,
     )]);
     assert_eq!(short_route.unwrap_err().variable, VAR_ASYNC_DEADLINE_SECONDS);
-    let settings = AsyncConfig { prefer: true, deadline_ms: 5_000, max_backoff_ms: 1_000 };
+    let settings = AsyncConfig { prefer: true, deadline_ms: 5_000, max_backoff_ms: 1_000, max_sends: 3 };
     assert_eq!(AsyncConfig::decode(&settings.encode()), Some(settings));
+    // From a Worker of the release before: no send cap in the header, so the default.
+    assert_eq!(
+        AsyncConfig::decode("5000,1000"),
+        Some(AsyncConfig { max_sends: DEFAULT_MAX_SENDS, ..settings })
+    );
+    for bad in ["5000,1000,0", "5000,1000,x", "5000,1000,3,4", "5000"] {
+        assert_eq!(AsyncConfig::decode(bad), None, "{bad}");
+    }
+    // MAX_ORIGIN_ATTEMPTS caps every job, whatever ORIGIN_DEDUPLICATES says.
+    let capped = config(&[("ASYNC_ACCEPT", "prefer"), ("MAX_ORIGIN_ATTEMPTS", "3")]).unwrap();
+    assert_eq!(capped.policy_for("/x").async_accept.map(|accept| accept.max_sends), Some(3));
 }
 
 #[test]
@@ -341,6 +363,38 @@ fn not_executed_is_retried_after_a_jittered_backoff_that_honours_retry_after() {
     // A stale attempt's end changes nothing (fencing).
     let stale = step(Some(&record), finished(AttemptId(7), OriginResult::Responded(201), None, 0.5), now);
     assert_eq!(stale.change, RecordChange::Keep);
+}
+
+/// An origin that executes and answers 503 every time (a proxy's 503 after the origin ran)
+/// gets at most `MAX_ORIGIN_ATTEMPTS` sends, without `ORIGIN_DEDUPLICATES` too; the cap
+/// ends the job as the deadline would (`gave-up`).
+#[test]
+fn every_job_is_sent_at_most_max_origin_attempts_times() {
+    let mut record = put(&step(None, async_arrival(FP, 1, None), T0));
+    let mut now = T0;
+    let mut sends = 0u16;
+    for id in 2..100u64 {
+        let alarm =
+            step(Some(&record), Event::JobAlarm { live_attempt: None, new_attempt: AttemptId(id) }, now);
+        if alarm.actions.iter().any(|action| matches!(action, Action::Forward { .. })) {
+            sends += 1;
+            let sent = put(&alarm);
+            let ended =
+                step(Some(&sent), finished(AttemptId(id), OriginResult::Responded(503), None, 0.0), now + 10);
+            if sends == MAX_SENDS {
+                assert_eq!(job_decision(Some(&sent), &ended.change), Some(JobDecision::GaveUp));
+            }
+            record = put(&ended);
+        }
+        if job(&record).phase == JobPhase::GaveUp {
+            break;
+        }
+        now = job(&record).next_attempt_at.max(now + 1);
+    }
+    assert_eq!(sends, MAX_SENDS, "sent exactly the cap, well before the deadline");
+    assert!(now < T0 + DEADLINE);
+    let polled = step(Some(&record), plain_arrival(FP, 99, None, None), now + 1);
+    assert!(matches!(&polled.actions[..], [Action::Reject(p)] if p.kind == ProblemKind::OriginUnavailable));
 }
 
 #[test]
@@ -607,6 +661,8 @@ impl Sim {
                 }
                 if let Some(job) = before.as_ref().and_then(Record::async_job) {
                     prop_assert!(self.now < job.deadline, "a job's attempt at or after its deadline");
+                    // Rule 5: whatever the dedupe setting.
+                    prop_assert!(self.sends <= MAX_SENDS, "a job sent {} times", self.sends);
                 }
                 prop_assert!(self.live.is_none(), "two attempts at once");
                 self.live = Some((*attempt, is_alarm));

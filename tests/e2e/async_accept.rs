@@ -67,15 +67,40 @@ fn start_with(
     Worker::start(WorkerConfig { name: name.into(), vars, readiness })
 }
 
+/// [`start_with`] in front of another origin (any URL), e.g. the plain test origin.
+fn start_with_origin_url(
+    name: &str,
+    origin_url: &str,
+    deadline_seconds: u32,
+    extra: &[(&str, &str)],
+) -> Result<Worker, String> {
+    let mut vars: Vec<(String, String)> = [
+        ("ORIGIN_URL", origin_url.to_owned()),
+        ("ASYNC_ACCEPT", "prefer".to_owned()),
+        ("ASYNC_DEADLINE_SECONDS", deadline_seconds.to_string()),
+        ("STORAGE_ENCRYPTION_KEYS", STORAGE_KEYS.to_owned()),
+        ("ORIGIN_TIMEOUT_SECONDS", "5".to_owned()),
+        ("IDEMPOTENCY_TTL_SECONDS", "600".to_owned()),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_owned(), v))
+    .collect();
+    vars.extend(extra.iter().map(|(n, v)| (n.to_string(), v.to_string())));
+    Worker::start(WorkerConfig { name: name.into(), vars, readiness: Readiness::OriginAnswers })
+}
+
 fn origin() -> &'static DedupOrigin {
     static ORIGIN: OnceLock<DedupOrigin> = OnceLock::new();
     ORIGIN.get_or_init(DedupOrigin::start)
 }
 
-/// The instance most tests share: a 15 s deadline.
+/// The instance most tests share: a 15 s deadline, and a send cap high enough that the
+/// deadline, not the cap, ends a job that keeps failing.
 fn accepting() -> &'static Worker {
     static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
-    shared(&CELL, || start("async", origin(), 15, Readiness::OriginAnswers))
+    shared(&CELL, || {
+        start_with("async", origin(), 15, Readiness::OriginAnswers, &[("MAX_ORIGIN_ATTEMPTS", "100")])
+    })
 }
 
 fn charge(path: &str, key: &str) -> Request {
@@ -152,6 +177,34 @@ fn the_async_deadline_gives_503_origin_unavailable_then_the_key_is_released() {
     assert_eq!(executed.status, 201, "{executed:?}");
     assert!(!executed.is_replayed());
     assert_eq!(o.executions(&key), 1);
+}
+
+/// An origin that executes and answers 503 every time (a proxy's 503 after the origin ran):
+/// without `ORIGIN_DEDUPLICATES`, the job is still sent at most `MAX_ORIGIN_ATTEMPTS` times,
+/// then gives up (issue 20.4; before, it was sent until its deadline).
+#[test]
+fn an_async_job_is_sent_at_most_max_origin_attempts_times_without_origin_deduplicates() {
+    crate::support::worker::require_build();
+    let o = crate::support::origin::Origin::start();
+    let extra = [("MAX_ORIGIN_ATTEMPTS", "3"), ("ASYNC_MAX_BACKOFF_SECONDS", "1")];
+    let w = &start_with_origin_url("async-cap", &o.url(), 300, &extra).unwrap_or_else(|e| panic!("{e}"));
+    let key = unique("capped");
+    let req = charge(&format!("/v1/charges/{}", unique("p")), &key).header("x-test-status", "503");
+    assert_accepted(&w.send(&req));
+    let gave_up = poll_until_done(w, &req);
+    assert_problem(&gave_up, 503, "origin-unavailable");
+    assert_eq!(o.executions(&key), 3, "sent exactly MAX_ORIGIN_ATTEMPTS times, long before the deadline");
+    wait_for_line(w, "gave-up", |line| line["decision"] == "gave-up");
+    // Nothing more is sent: a sentinel request's execution proves the origin was reached
+    // after the job ended, and the job's key stayed at three.
+    let sentinel = unique("after");
+    let after = w.send(
+        &request("POST", &format!("/v1/charges/{}", unique("p")))
+            .header("Idempotency-Key", &sentinel)
+            .json("{}"),
+    );
+    assert_eq!(after.status, 201, "{after:?}");
+    assert_eq!(o.executions(&key), 3);
 }
 
 #[test]

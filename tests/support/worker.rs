@@ -71,6 +71,8 @@ pub struct Worker {
     /// The next origin status for a marked request (see `logs::sentinel`).
     next_marker: AtomicU16,
     https_probe: Option<HttpsProbe>,
+    /// The log's length when the current incarnation was started: its own lines follow.
+    log_start: std::sync::atomic::AtomicU64,
 }
 
 /// What the leak scan needs of an instance: its log, and whether it is still running.
@@ -161,6 +163,7 @@ pub fn repo_root() -> PathBuf {
 /// a file under `src/` (or `Cargo.toml`, `Cargo.lock`) is newer than the build: the same
 /// check as `scripts/build.sh`, which it runs.
 pub fn require_build() {
+    keep_instances_of_failed_tests();
     static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
     if let Err(e) = BUILT.get_or_init(build_if_stale) {
         panic!("{e}");
@@ -216,21 +219,66 @@ fn newest_source(root: &Path) -> std::time::SystemTime {
     newest
 }
 
-/// A loopback port that was free a moment ago.
+/// Ports handed out by [`free_port`] in this process: never handed out twice.
+static RESERVED_PORTS: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+/// A loopback port that was free a moment ago, and that this process hands out only once.
+///
+/// Why once: a crashed instance's port is free until its restart binds it again. Handed to
+/// a new instance meanwhile, it would have made the restarted instance fail to bind, and
+/// its readiness probe (and then the test's retry) reach the other instance, another
+/// state folder with no record of the key, which executed the retry a second time: the
+/// double execution issue 20 saw after a crash. [`Worker::wait_ready`] also checks that
+/// this incarnation's own log says it serves the port.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("bind 127.0.0.1:0")
+    let mut reserved = RESERVED_PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("bind 127.0.0.1:0");
+        if !reserved.contains(&port) {
+            reserved.push(port);
+            return port;
+        }
+    }
 }
 
 fn temp_base() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e")
 }
 
-/// Removes run directories left by earlier test processes that are gone.
+/// Installs (once) a panic hook that keeps every instance started so far, when any test
+/// fails: a shared instance outlives the test that used it, so its state and log are kept
+/// whichever test failed. The default hook still prints the panic.
+fn keep_instances_of_failed_tests() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let instances = INSTANCES.try_lock().map(|list| list.clone()).unwrap_or_default();
+            for instance in instances {
+                let _ = fs::write(instance.dir.join("state.keep"), b"");
+                let _ = fs::write(instance.dir.join(KEPT_MARKER), b"");
+            }
+            default(info);
+        }));
+    });
+}
+
+/// The file that marks a run directory as kept for reading: its test failed.
+const KEPT_MARKER: &str = "KEPT-FAILED-TEST";
+
+/// Removes run directories left by earlier test processes that are gone, except those of a
+/// failed test (they hold the instance's state and log until removed by hand).
 fn clean_stale_dirs() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let Ok(entries) = fs::read_dir(temp_base()) else { return };
         for entry in entries.flatten() {
+            if entry.path().join(KEPT_MARKER).exists() {
+                continue;
+            }
             let name = entry.file_name().to_string_lossy().to_string();
             let Some(pid) = name.strip_prefix("run-").and_then(|r| r.split('-').next()) else { continue };
             if pid != std::process::id().to_string() && !Path::new("/proc").join(pid).exists() {
@@ -429,6 +477,7 @@ impl Worker {
             https.probe
         });
 
+        let log_start = fs::metadata(&log).map_or(0, |m| m.len());
         let supervisor = spawn_supervisor(&log, &pid_file, &state, &args)?;
         let worker = Worker {
             name: config.name.clone(),
@@ -441,6 +490,7 @@ impl Worker {
             supervisor: Mutex::new(supervisor),
             next_marker: AtomicU16::new(FIRST_MARKER_STATUS),
             https_probe,
+            log_start: std::sync::atomic::AtomicU64::new(log_start),
         };
         INSTANCES.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::new(Recorded {
             name: worker.name.clone(),
@@ -501,6 +551,7 @@ impl Worker {
     /// `--persist-to` state; returns once the instance is ready.
     pub fn restart(&self, readiness: Readiness) -> Result<(), String> {
         let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        self.note_log_start();
         let child = spawn_supervisor(&self.log, &self.pid_file, &self.state, &self.args)?;
         *self.supervisor.lock().unwrap() = child;
         self.wait_ready(readiness)
@@ -526,9 +577,26 @@ impl Worker {
             args.extend(["--var".to_owned(), format!("{name}:{value}")]);
         }
         let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        self.note_log_start();
         let child = spawn_supervisor(&self.log, &self.pid_file, &self.state, &args)?;
         *self.supervisor.lock().unwrap() = child;
         self.wait_ready(readiness)
+    }
+
+    fn note_log_start(&self) {
+        let length = fs::metadata(&self.log).map_or(0, |m| m.len());
+        self.log_start.store(length, Ordering::SeqCst);
+    }
+
+    /// Whether this incarnation's own log says that it serves this instance's port: a
+    /// probe answered on the port proves nothing until then (another instance could hold
+    /// it).
+    fn serves_own_port(&self) -> bool {
+        let start = self.log_start.load(Ordering::SeqCst) as usize;
+        let bytes = fs::read(&self.log).unwrap_or_default();
+        let own = String::from_utf8_lossy(bytes.get(start..).unwrap_or_default()).into_owned();
+        own.contains(&format!("Ready on http://127.0.0.1:{}", self.addr.port()))
+            || own.contains(&format!("Ready on https://127.0.0.1:{}", self.addr.port()))
     }
 
     fn keep_marker(&self) -> PathBuf {
@@ -552,6 +620,11 @@ impl Worker {
                     self.name,
                     self.log_tail(60)
                 ));
+            }
+            if !self.serves_own_port() {
+                last = format!("its log does not say yet that it serves port {}", self.addr.port());
+                thread::sleep(Duration::from_millis(250));
+                continue;
             }
             if let Some(probe) = &self.https_probe {
                 match probe(self.addr) {
@@ -623,6 +696,17 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        // A test that fails keeps what the next reader needs: the `--persist-to` state
+        // (the supervisor leaves it when the keep marker exists) and the log.
+        if thread::panicking() {
+            let _ = fs::write(self.keep_marker(), b"");
+            let _ = fs::write(self.dir.join(KEPT_MARKER), b"");
+            eprintln!(
+                "instance '{}' of a failed test: its state and log are kept in {}",
+                self.name,
+                self.dir.display()
+            );
+        }
         for recorded in INSTANCES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             if recorded.dir == self.dir {
                 recorded.stopped.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -192,6 +192,75 @@ fn sigkill_mid_flight_then_restart_never_executes_again() {
 /// The stall lasts until the test releases a gate, so the order of events is observed, not
 /// timed: the 502 comes while the origin still holds the half-sent answer, and the origin
 /// sees the worker close the connection.
+/// Issue 20: a completed key is never executed again after a crash, however often. A
+/// sealed instance (`STORAGE_ENCRYPTION_KEYS`, the ring's order changed on each restart,
+/// as an operator rotating keys does) completes a new key, is SIGKILLed at once and
+/// restarted, twenty times, while another instance takes load beside it. After every
+/// restart each key completed so far must replay its first answer, executed once.
+#[test]
+fn completed_keys_survive_twenty_crashes_under_load_without_a_second_execution() {
+    const KEY_A: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    const KEY_B: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+    let ring = |first: (&str, &str), second: (&str, &str)| {
+        format!(
+            r#"[{{"id":"{}","key":"{}"}},{{"id":"{}","key":"{}"}}]"#,
+            first.0, first.1, second.0, second.1
+        )
+    };
+    let (a, b) = (("crash-a", KEY_A), ("crash-b", KEY_B));
+    crate::support::worker::require_build();
+    let o = origin();
+    let w = Worker::start(WorkerConfig {
+        name: "rel-crash-rounds".into(),
+        vars: vars(&[
+            ("ORIGIN_URL", o.url()),
+            ("IDEMPOTENCY_TTL_SECONDS", "3600".to_string()),
+            ("STORAGE_ENCRYPTION_KEYS", ring(a, b)),
+        ]),
+        readiness: Readiness::OriginAnswers,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    // Load beside it: new keys on another instance, until the rounds are over.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        let other = storm_worker();
+        thread::spawn(move || {
+            let mut sent = 0usize;
+            while !stop.load(Ordering::SeqCst) && sent < 100_000 {
+                let r = other.send(&payment(&new_path(), &new_key()));
+                assert_eq!(r.status, 201, "the load beside the crashes: {r:?}");
+                sent += 1;
+            }
+            sent
+        })
+    };
+    let mut completed: Vec<(Request, Response, String)> = Vec::new();
+    for round in 0..20 {
+        let key = new_key();
+        let req = payment(&new_path(), &key);
+        let first = w.send(&req);
+        assert_executed(&first, 201);
+        completed.push((req, first, key));
+        w.crash();
+        let rotated = if round % 2 == 0 { ring(b, a) } else { ring(a, b) };
+        w.restart_with_vars(Readiness::OriginAnswers, &[("STORAGE_ENCRYPTION_KEYS", &rotated)])
+            .unwrap_or_else(|e| panic!("round {round}: restart: {e}"));
+        for (done, (req, first, key)) in completed.iter().enumerate() {
+            let replay = w.send(req);
+            assert!(
+                replay.is_replayed(),
+                "round {round}: the key completed in round {done} was not replayed: {replay:?}"
+            );
+            assert_replay_of(&replay, first);
+            assert_eq!(o.executions(key), 1, "round {round}: the key of round {done} executed again");
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let sent = load.join().expect("the load thread");
+    assert!(sent > 0, "load ran beside the crashes");
+}
+
 #[test]
 fn origin_that_stalls_the_body_is_outcome_unknown_and_never_retried() {
     let w = hostile_worker();

@@ -24,7 +24,10 @@
 //!    - Only a credential that is not a token at all (an opaque API key) is scoped by its
 //!      credential hash, in a domain no verified scope shares; with `SCOPE_JWT_REQUIRED`
 //!      it is 401 `unverified-credential` too.
-//! 5. A scope is logged as `claim`, `credential` or `anonymous`, with the rule an
+//! 5. The rate limiter (`RATE_LIMITER`) counts a verified claim's scope; a credential's
+//!    scope and the caller's IP (`CF-Connecting-IP`), both, since anyone can make up a new
+//!    credential per request; and an anonymous caller by its IP ([`rate_limit_keys`]).
+//! 6. A scope is logged as `claim`, `credential` or `anonymous`, with the rule an
 //!    unverified token failed; never a token, a claim value or a key.
 
 use super::config::{ConfigError, VAR_SCOPE_HEADER};
@@ -216,6 +219,20 @@ impl ScopeKind {
             ScopeKind::Credential => "credential",
             ScopeKind::Anonymous => "anonymous",
         }
+    }
+}
+
+/// The keys a covered request is counted under by the rate limiter: it is over the limit
+/// when any of them is (rule 5). `scope` is the scope's key salt in hex (a hash: never the
+/// credential); `client_ip` is `CF-Connecting-IP`, set by Cloudflare's edge.
+pub fn rate_limit_keys(kind: ScopeKind, scope: &str, client_ip: Option<&str>) -> Vec<String> {
+    let ip = || format!("ip:{}", client_ip.unwrap_or_default());
+    match kind {
+        ScopeKind::Claim => vec![format!("scope:{scope}")],
+        // A credential is whatever the caller sent: counted per IP too, so that a new
+        // random credential per request does not make a new caller per request.
+        ScopeKind::Credential => vec![format!("scope:{scope}"), ip()],
+        ScopeKind::Anonymous => vec![ip()],
     }
 }
 

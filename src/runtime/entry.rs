@@ -11,8 +11,9 @@
 //!    fingerprint and the timing, so the object repeats none of this work.
 //!
 //! Rejections in steps 1–3 happen before any object exists, and so does the rate limit
-//! (`RATE_LIMITER`, a Workers Rate Limiting binding; keyed by the caller's scope, or by
-//! `CF-Connecting-IP` for an anonymous caller; 429 with `Retry-After` over the limit).
+//! (`RATE_LIMITER`, a Workers Rate Limiting binding; keyed as `core::scope::rate_limit_keys`
+//! says: a verified claim's scope, a credential's scope and `CF-Connecting-IP` both, an
+//! anonymous caller's IP; 429 with `Retry-After` over any of them).
 //!
 //! Every forward the Worker makes itself (pass-through and fail-open) is signed like the
 //! object's (`ORIGIN_AUTH_SECRET`, `runtime::origin_auth`), and with `TRUSTED_CLIENT_IP`
@@ -64,7 +65,7 @@ use crate::core::problem::{Problem, ProblemKind};
 use crate::core::routes::{
     after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable,
 };
-use crate::core::scope::{ScopeKind, ScopeLog};
+use crate::core::scope::{rate_limit_keys, ScopeLog};
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
 
 // `path_and_query` under another name, for where a local variable takes the name.
@@ -227,11 +228,12 @@ pub(super) fn replace_client_ip(headers: &Headers) -> Result<()> {
 }
 
 /// The rate limit for a covered request, checked before any object exists: `None` to go
-/// on, or the answer (429, or 500 when a route names a binding that is not bound).
+/// on, or the answer (429 when any of `limit_keys` is over the limit, or 500 when a route
+/// names a binding that is not bound). The keys are `core::scope::rate_limit_keys`.
 async fn rate_limited(
     env: &Env,
     choice: Option<RateLimiterChoice<'_>>,
-    limit_key: &str,
+    limit_keys: &[String],
 ) -> Option<Result<Response>> {
     let binding = match choice? {
         RateLimiterChoice::Default => settings::binding(env, settings::RATE_LIMITER_BINDING)?,
@@ -248,7 +250,14 @@ async fn rate_limited(
             }
         },
     };
-    match limit(&binding, limit_key).await {
+    let mut verdict = Ok(true);
+    for key in limit_keys {
+        verdict = limit(&binding, key).await;
+        if verdict != Ok(true) {
+            break;
+        }
+    }
+    match verdict {
         Ok(true) => None,
         Ok(false) => Some(respond::refused(
             env,
@@ -368,12 +377,9 @@ async fn covered(
         };
     let body_bytes = body.len();
     drop(body);
-    // Anonymous callers share one scope, so they are limited by IP instead.
-    let limit_key = match scope_log.kind {
-        ScopeKind::Anonymous => format!("ip:{}", headers.get("cf-connecting-ip")?.unwrap_or_default()),
-        _ => format!("scope:{}", scope_salt.to_hex()),
-    };
-    if let Some(answer) = rate_limited(env, policy.rate_limiter, &limit_key).await {
+    let client_ip = headers.get("cf-connecting-ip")?;
+    let limit_keys = rate_limit_keys(scope_log.kind, &scope_salt.to_hex(), client_ip.as_deref());
+    if let Some(answer) = rate_limited(env, policy.rate_limiter, &limit_keys).await {
         return answer;
     }
 

@@ -174,7 +174,8 @@ fn object_config(name: &str, ratelimit: bool) -> String {
     );
     if ratelimit {
         toml.push_str(
-            "\n[[ratelimits]]\nname = \"RATE_LIMITER\"\nnamespace_id = \"1001\"\nsimple = { limit = 2, period = 60 }\n",
+            "\n[[ratelimits]]\nname = \"RATE_LIMITER\"\nnamespace_id = \"1001\"\nsimple = { limit = 2, period = 60 }\n\
+             \n[[ratelimits]]\nname = \"RATE_LIMITER_IP\"\nnamespace_id = \"1002\"\nsimple = { limit = 2, period = 60 }\n",
         );
     }
     toml
@@ -185,12 +186,13 @@ fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 /// The hardened worker: signed hop, trusted client IP, keyed names, a rate limit on
-/// `/v1/limited/*` only, a 2-second TTL on `/v1/short/*`, and one failing alarm run per
+/// `/v1/limited/*` and (with a binding of its own) `/v1/random-credentials/*` only, a 2-second TTL on `/v1/short/*`, and one failing alarm run per
 /// object instance.
 fn hardened() -> &'static Worker {
     static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
     shared(&CELL, || {
         let routes = r#"[{"pattern":"/v1/limited/*"},
+            {"pattern":"/v1/random-credentials/*","rate_limit":"RATE_LIMITER_IP"},
             {"pattern":"/v1/short/*","ttl_seconds":2,"rate_limit":false},
             {"pattern":"/v1/observed/*","mode":"observe","rate_limit":false},
             {"pattern":"/*","rate_limit":false}]"#;
@@ -386,6 +388,29 @@ fn over_the_rate_limit_is_429_with_retry_after_and_creates_no_object() {
         let key = unique("free");
         assert_eq!(w.send(&payment(&format!("/v1/charges/{key}"), &key)).status, 201);
     }
+}
+
+/// A client that sends a new random `Authorization` with every request is still one
+/// client: a credential's scope is counted per `CF-Connecting-IP` too (issue 20.5).
+#[test]
+fn a_new_random_credential_per_request_does_not_dodge_the_rate_limit() {
+    let w = hardened();
+    let answers: Vec<Response> = (0..3)
+        .map(|_| {
+            let key = unique("random");
+            let credential = format!("Bearer {}", unique("random-credential"));
+            w.send(
+                &Request::post(&format!("/v1/random-credentials/{key}"))
+                    .header("Idempotency-Key", &key)
+                    .header("Authorization", &credential)
+                    .json(BODY),
+            )
+        })
+        .collect();
+    assert_eq!(answers[0].status, 201, "{:?}", answers[0]);
+    assert_eq!(answers[1].status, 201, "{:?}", answers[1]);
+    assert_eq!(answers[2].status, 429, "the third in a minute from one IP: {:?}", answers[2]);
+    assert_eq!(problem_type(&answers[2]), "urn:idempotency-edge:problem:rate-limited");
 }
 
 // ---------------------------------------------------------------------------------------

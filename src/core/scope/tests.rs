@@ -266,3 +266,18 @@ fn scope_logs_round_trip() {
         assert_eq!(ScopeLog::decode(bad), None, "{bad}");
     }
 }
+
+#[test]
+fn unverified_scopes_are_rate_limited_per_ip_too() {
+    let ip = Some("203.0.113.7");
+    assert_eq!(rate_limit_keys(ScopeKind::Claim, "ab12", ip), vec!["scope:ab12".to_owned()]);
+    assert_eq!(
+        rate_limit_keys(ScopeKind::Credential, "ab12", ip),
+        vec!["scope:ab12".to_owned(), "ip:203.0.113.7".to_owned()]
+    );
+    assert_eq!(rate_limit_keys(ScopeKind::Anonymous, "ab12", ip), vec!["ip:203.0.113.7".to_owned()]);
+    // Two random credentials from one IP share its key.
+    let one = rate_limit_keys(ScopeKind::Credential, "1111", ip);
+    let two = rate_limit_keys(ScopeKind::Credential, "2222", ip);
+    assert_eq!(one[1], two[1]);
+}

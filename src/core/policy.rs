@@ -14,6 +14,7 @@
 //! | a status the route calls unknown (`unknown_statuses`, e.g. 502, 504) | `Unknown` |
 //! | route mode: 520 (covers a reset after send), 524 (timeout after send) | `Unknown` |
 //! | route mode: 521, 522, 523, 525, 526 (nothing was delivered) | `Release` |
+//! | 401, 403: the origin refused the caller        | `Release`, always: nothing was executed for such a caller, and a stored refusal would let anyone who sends junk first squat the key |
 //! | any other 4xx (definitive)                     | `Final` |
 //! | 500, 502, 504 and other 5xx                    | `Final` (as Stripe does: the origin may have acted) |
 //! | 1xx/3xx                                        | `Final` (a definitive answer) |
@@ -41,6 +42,10 @@ const CLOUDFLARE_UNKNOWN: [u16; 2] = [520, 524];
 /// server down (521), connection timed out (522), origin unreachable (523), TLS handshake
 /// failed (525), invalid certificate (526).
 const CLOUDFLARE_UNDELIVERED: [u16; 5] = [521, 522, 523, 525, 526];
+/// The origin refused the caller (unauthenticated, forbidden): nothing was executed, and
+/// the key is released whatever the route says. Stored, such an answer would be every
+/// retry's answer, so a stranger who sent junk under a victim's key first would own it.
+const AUTH_REFUSED: [u16; 2] = [401, 403];
 
 /// What happened when the object forwarded the first attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +158,8 @@ pub fn disposition(result: OriginResult, policy: &OutcomePolicy, release_confirm
             Unknown
         } else if policy.via_cloudflare && CLOUDFLARE_UNDELIVERED.contains(&status) {
             Release
+        } else if AUTH_REFUSED.contains(&status) {
+            Release
         } else if policy.unknown.contains(status) {
             Unknown
         } else if policy.release.contains(status) {
@@ -225,6 +232,23 @@ mod tests {
         ];
         for (result, expected) in rows {
             assert_eq!(disposition(result, &OutcomePolicy::default(), false), expected, "{result:?}");
+        }
+    }
+
+    #[test]
+    fn a_refused_caller_always_releases_the_key() {
+        let strict = OutcomePolicy {
+            release: StatusSet::default(),
+            unknown: StatusSet::of(&[401, 403]).unwrap(),
+            release_requires_header: true,
+            via_cloudflare: true,
+        };
+        for policy in [OutcomePolicy::default(), route_mode(), strict] {
+            for status in [401, 403] {
+                assert_eq!(disposition(OriginResult::Responded(status), &policy, false), Release);
+                assert_eq!(disposition(OriginResult::Oversized(status), &policy, false), Release);
+            }
+            assert_eq!(disposition(OriginResult::Responded(404), &policy, false), Final);
         }
     }
 

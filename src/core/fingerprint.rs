@@ -233,6 +233,30 @@ pub fn fingerprint(payload: &Payload<'_>) -> Digest256 {
     sha256_fields(b"idempotency-edge fingerprint v1", &fields)
 }
 
+/// The digest of a caller's replay credential (`core::scope`, rule 5): the headers' names,
+/// presence and values, in order. Never logged or stored apart from the fingerprint.
+pub fn caller_binding_digest(headers: &[(&str, Option<&[u8]>)]) -> Digest256 {
+    let mut fields: Vec<&[u8]> = Vec::with_capacity(headers.len() * 3);
+    for (name, value) in headers {
+        fields.push(name.as_bytes());
+        fields.push(if value.is_some() { b"present" } else { b"absent" });
+        fields.push(value.unwrap_or_default());
+    }
+    sha256_fields(b"idempotency-edge caller binding v1", &fields)
+}
+
+/// A payload fingerprint bound to the caller's replay credential: unchanged without a
+/// binding (so every key keeps the fingerprint it had), another digest with one, so that
+/// the same payload under another credential reads as another request.
+pub fn bound_to_caller(fingerprint: Digest256, binding: Option<Digest256>) -> Digest256 {
+    match binding {
+        None => fingerprint,
+        Some(binding) => {
+            sha256_fields(b"idempotency-edge bound fingerprint v1", &[&fingerprint.0, &binding.0])
+        }
+    }
+}
+
 /// `application/json`, or any `type/subtype+json`, parameters ignored.
 pub fn is_json_media_type(content_type: &str) -> bool {
     let media_type = content_type.split(';').next().unwrap_or("").trim();

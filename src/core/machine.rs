@@ -387,7 +387,7 @@ fn on_arrival(record: Option<&Record>, arrival: Arrival, now: Millis) -> Step {
     if current.fingerprint() != fingerprint {
         return Step::keep(vec![Action::Reject(Problem::new(
             ProblemKind::KeyReused,
-            "This Idempotency-Key was first used with a different request (method, path, content type or body). Use a new key for a new request.",
+            "This Idempotency-Key was first used with a different request (method, path, content type or body), or by a request with other credentials (REPLAY_CREDENTIAL_HEADERS). Nothing was forwarded. Use a new key for a new request.",
         ))]);
     }
     let action = match current {

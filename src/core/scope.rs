@@ -24,14 +24,27 @@
 //!    - Only a credential that is not a token at all (an opaque API key) is scoped by its
 //!      credential hash, in a domain no verified scope shares; with `SCOPE_JWT_REQUIRED`
 //!      it is 401 `unverified-credential` too.
-//! 5. The rate limiter (`RATE_LIMITER`) counts a verified claim's scope; a credential's
+//! 5. A replay goes only to the caller who made the original. Where the scope is formed
+//!    from a header that is not the secret itself (`SCOPE_HEADER = X-Api-Key-Id` for a
+//!    signature scheme), anyone who knows the key id, a key and the payload would read the
+//!    stored answer. So a credential's (or an anonymous) scope binds each key to the values
+//!    of `REPLAY_CREDENTIAL_HEADERS` (default `Authorization`) that the scope headers do
+//!    not already hold: the binding is folded into the payload fingerprint
+//!    ([`caller_binding`], `fingerprint::bound_to_caller`), so a request with other values
+//!    is refused as a reuse of the key with another request (422) and gets no answer, no
+//!    wait on the running execution, and no execution. A retry signed anew (per-request
+//!    signatures) is refused the same way: it gets a clear problem, never a second
+//!    execution. A verified claim's scope needs no binding (the claim is the caller; a
+//!    refreshed token must still replay), and neither does the default, where the scope
+//!    header is `Authorization` itself.
+//! 6. The rate limiter (`RATE_LIMITER`) counts a verified claim's scope; a credential's
 //!    scope and the caller's IP (`CF-Connecting-IP`), both, since anyone can make up a new
 //!    credential per request; and an anonymous caller by its IP ([`rate_limit_keys`]).
-//! 6. A scope is logged as `claim`, `credential` or `anonymous`, with the rule an
+//! 7. A scope is logged as `claim`, `credential` or `anonymous`, with the rule an
 //!    unverified token failed; never a token, a claim value or a key.
 
 use super::config::{ConfigError, VAR_SCOPE_HEADER};
-use super::fingerprint::{Scope, ScopeField};
+use super::fingerprint::{caller_binding_digest, Digest256, Scope, ScopeField};
 use super::jwt::{parse_jwks, ClaimPath, Identity, JwksSource, KeySet, Unverified, Validation};
 use super::problem::{Problem, ProblemKind};
 
@@ -45,10 +58,14 @@ pub const VAR_JWT_LEEWAY_SECONDS: &str = "SCOPE_JWT_LEEWAY_SECONDS";
 pub const VAR_JWT_REQUIRED: &str = "SCOPE_JWT_REQUIRED";
 /// A secret (`wrangler secret put`); the runtime reads it as a secret first.
 pub const VAR_JWT_HS256_SECRET: &str = "SCOPE_JWT_HS256_SECRET";
+/// The headers that carry the caller's secret (default `Authorization`): a stored answer,
+/// or a running execution's, goes only to a request whose values of these headers are the
+/// original's (rule 5).
+pub const VAR_REPLAY_CREDENTIAL_HEADERS: &str = "REPLAY_CREDENTIAL_HEADERS";
 
 /// The scope variables besides `SCOPE_HEADER` (which `config::ALL_VARS` lists), as the
 /// runtime should look them up.
-pub const SCOPE_VARS: [&str; 9] = [
+pub const SCOPE_VARS: [&str; 10] = [
     VAR_ALLOW_ANONYMOUS,
     VAR_JWT_CLAIM,
     VAR_JWKS,
@@ -58,6 +75,7 @@ pub const SCOPE_VARS: [&str; 9] = [
     VAR_JWT_LEEWAY_SECONDS,
     VAR_JWT_REQUIRED,
     VAR_JWT_HS256_SECRET,
+    VAR_REPLAY_CREDENTIAL_HEADERS,
 ];
 
 /// Most headers in `SCOPE_HEADER`.
@@ -101,6 +119,8 @@ pub struct ScopeConfig {
     pub hs256_secret: Option<Secret>,
     pub validation: Validation,
     pub required: bool,
+    /// `REPLAY_CREDENTIAL_HEADERS`, lowercase (rule 5).
+    pub replay_headers: Vec<String>,
 }
 
 impl ScopeConfig {
@@ -108,7 +128,15 @@ impl ScopeConfig {
     pub fn from_vars<'a>(
         lookup: &impl Fn(&'static str) -> Option<&'a str>,
     ) -> Result<ScopeConfig, ConfigError> {
-        let headers = parse_header_list(lookup(VAR_SCOPE_HEADER).unwrap_or("Authorization"))?;
+        let headers =
+            parse_header_list(VAR_SCOPE_HEADER, lookup(VAR_SCOPE_HEADER).unwrap_or("Authorization"))?;
+        let replay_headers = parse_header_list(
+            VAR_REPLAY_CREDENTIAL_HEADERS,
+            lookup(VAR_REPLAY_CREDENTIAL_HEADERS)
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .unwrap_or("Authorization"),
+        )?;
         let allow_anonymous = parse_bool(VAR_ALLOW_ANONYMOUS, lookup(VAR_ALLOW_ANONYMOUS))?;
         let required = parse_bool(VAR_JWT_REQUIRED, lookup(VAR_JWT_REQUIRED))?;
         let claim = match lookup(VAR_JWT_CLAIM).map(str::trim).unwrap_or("") {
@@ -158,6 +186,7 @@ impl ScopeConfig {
             hs256_secret,
             validation,
             required,
+            replay_headers,
         };
         if config.claim.is_some() && !config.has_keys() {
             return Err(ConfigError::new(
@@ -166,6 +195,12 @@ impl ScopeConfig {
             ));
         }
         Ok(config)
+    }
+
+    /// Whether a key is bound to its caller's replay credential (rule 5): only when some
+    /// `REPLAY_CREDENTIAL_HEADERS` header is not already part of the scope.
+    pub fn binds_replays(&self) -> bool {
+        self.replay_headers.iter().any(|name| !self.headers.contains(name))
     }
 
     /// Whether any key source is configured.
@@ -222,8 +257,16 @@ impl ScopeKind {
     }
 }
 
+/// The binding of a key to its caller's replay credential (rule 5): `None` where none
+/// applies (a verified claim, or a scope that holds every replay header already), else a
+/// digest of `replay`, the values of `REPLAY_CREDENTIAL_HEADERS` in their order (absent
+/// ones included).
+pub fn caller_binding(config: &ScopeConfig, kind: ScopeKind, replay: &ScopeHeaders<'_>) -> Option<Digest256> {
+    (kind != ScopeKind::Claim && config.binds_replays()).then(|| caller_binding_digest(replay))
+}
+
 /// The keys a covered request is counted under by the rate limiter: it is over the limit
-/// when any of them is (rule 5). `scope` is the scope's key salt in hex (a hash: never the
+/// when any of them is (rule 6). `scope` is the scope's key salt in hex (a hash: never the
 /// credential); `client_ip` is `CF-Connecting-IP`, set by Cloudflare's edge.
 pub fn rate_limit_keys(kind: ScopeKind, scope: &str, client_ip: Option<&str>) -> Vec<String> {
     let ip = || format!("ip:{}", client_ip.unwrap_or_default());
@@ -395,24 +438,24 @@ fn parse_bool(variable: &'static str, raw: Option<&str>) -> Result<bool, ConfigE
     }
 }
 
-fn parse_header_list(raw: &str) -> Result<Vec<String>, ConfigError> {
+fn parse_header_list(variable: &'static str, raw: &str) -> Result<Vec<String>, ConfigError> {
     let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     let mut names: Vec<String> = Vec::new();
     for name in raw.split(',').map(str::trim) {
         if name.is_empty() || !name.bytes().all(tchar) {
             return Err(ConfigError::new(
-                VAR_SCOPE_HEADER,
+                variable,
                 "expected an HTTP header name, or several separated by commas (Authorization, Stripe-Account)",
             ));
         }
         let lower = name.to_ascii_lowercase();
         if names.contains(&lower) {
-            return Err(ConfigError::new(VAR_SCOPE_HEADER, format!("{name} is listed twice")));
+            return Err(ConfigError::new(variable, format!("{name} is listed twice")));
         }
         names.push(lower);
     }
     if names.len() > MAX_SCOPE_HEADERS {
-        return Err(ConfigError::new(VAR_SCOPE_HEADER, format!("at most {MAX_SCOPE_HEADERS} headers")));
+        return Err(ConfigError::new(variable, format!("at most {MAX_SCOPE_HEADERS} headers")));
     }
     Ok(names)
 }

@@ -55,7 +55,7 @@ use super::{admin, identity, internal, metrics, observe, origin_auth, respond, s
 use crate::core::admin::is_admin_path;
 use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{encode_object_policy, Config, Policy, RateLimiterChoice};
-use crate::core::fingerprint::{fingerprint, object_name, Digest256, Payload};
+use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
 use crate::core::keyed_name::keyed_object_name;
@@ -65,7 +65,7 @@ use crate::core::problem::{Problem, ProblemKind};
 use crate::core::routes::{
     after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable,
 };
-use crate::core::scope::{rate_limit_keys, ScopeLog};
+use crate::core::scope::{caller_binding, rate_limit_keys, ScopeLog};
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
 
 // `path_and_query` under another name, for where a local variable takes the name.
@@ -542,8 +542,28 @@ pub(super) async fn identify(
         extra_headers: &extra_headers,
         body,
     };
+    // Rule 5 of `core::scope`: a replay goes only to the original's credential. The values
+    // are read only where a binding can apply (never with the default scope).
+    let binding = if config.scope.binds_replays() {
+        let values = config
+            .scope
+            .replay_headers
+            .iter()
+            .map(|name| headers.get(name))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let replay: Vec<(&str, Option<&[u8]>)> = config
+            .scope
+            .replay_headers
+            .iter()
+            .map(String::as_str)
+            .zip(values.iter().map(|value| value.as_deref().map(str::as_bytes)))
+            .collect();
+        caller_binding(&config.scope, scope_log.kind, &replay)
+    } else {
+        None
+    };
     Ok(Ok(Identified {
-        fingerprint: fingerprint(&payload),
+        fingerprint: bound_to_caller(fingerprint(&payload), binding),
         name: keyed_object_name(name_key, object_name(scope, key.as_str())),
         scope_salt,
         scope_log,

@@ -64,6 +64,13 @@ fn start(name: &str, vars: Vec<(String, String)>) -> Result<Worker, String> {
     Worker::start(WorkerConfig { name: name.into(), vars, readiness: Readiness::OriginAnswers })
 }
 
+/// `SCOPE_HEADER = X-Api-Key-Id`: keys scoped by an identifier that is no secret, as a
+/// per-request signature scheme would have it; the secret travels in `Authorization`.
+fn by_key_id() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    instance(&CELL, || start("by-key-id", vars(&[("SCOPE_HEADER", "X-Api-Key-Id")])))
+}
+
 fn guarded() -> &'static Worker {
     static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
     instance(&CELL, || start("guarded", vars(&[])))
@@ -480,4 +487,70 @@ fn a_black_holed_origin_releases_the_key_once_the_probe_gives_up() {
     }
     assert_eq!(served.executions(&key), 0);
     drop((hole, queued));
+}
+
+// ---------------------------------------------------------------------------------------
+// A replay goes only to the caller who made the original (issue 20.2).
+
+fn signed(path: &str, key: &str, key_id: &str, authorization: &str) -> Request {
+    Request::post(path)
+        .header("Idempotency-Key", key)
+        .header("X-Api-Key-Id", key_id)
+        .header("Authorization", authorization)
+        .json(crate::support::requests::PAYMENT_BODY)
+}
+
+/// A stranger who knows the victim's key id, key and payload, but not its credential,
+/// gets neither the running execution's answer nor the stored one, and executes nothing.
+#[test]
+fn a_stranger_with_the_key_id_key_and_payload_gets_no_answer_of_the_victims() {
+    let (w, o) = (by_key_id(), origin());
+    let (key, key_id, path) = (unique("victim-key"), unique("kid"), format!("/v1/charges/{}", unique("p")));
+    let victim = format!("Signature {}", crate::support::requests::secret("victim-sig"));
+    let stranger = format!("Signature {}", crate::support::requests::secret("stranger-sig"));
+    let gate = o.gate();
+    let first = {
+        let request = gate.on(signed(&path, &key, &key_id, &victim));
+        let w: &'static Worker = w;
+        thread::spawn(move || w.send(&request))
+    };
+    gate.expect_arrival("the victim's first attempt");
+    // While the victim's execution runs: refused at once, not coalesced onto it.
+    let during = w.send(&signed(&path, &key, &key_id, &stranger));
+    assert_problem(&during, 422, "key-reused");
+    gate.release();
+    let original = first.join().expect("the victim's request");
+    assert_executed(&original, 201);
+    // Once it is stored: still refused, and nothing of the answer in the refusal.
+    let after = w.send(&signed(&path, &key, &key_id, &stranger));
+    assert_problem(&after, 422, "key-reused");
+    assert!(!after.body.windows(original.body.len()).any(|w| w == original.body.as_slice()));
+    assert_eq!(o.executions(&key), 1, "the stranger executed nothing");
+    // The victim's own retry replays.
+    assert_replay_of(&w.send(&signed(&path, &key, &key_id, &victim)), &original);
+}
+
+/// Junk sent first under a victim's key is refused by the origin (401, 403): that refusal
+/// never becomes the key's answer, so the victim's own request executes.
+#[test]
+fn an_origin_refusal_of_the_caller_never_becomes_the_keys_answer() {
+    let (w, o) = (by_key_id(), origin());
+    for status in ["401", "403"] {
+        let (key, key_id, path) = (unique("squat"), unique("kid"), format!("/v1/charges/{}", unique("p")));
+        let junk = signed(&path, &key, &key_id, "Signature junk").header("x-test-status", status);
+        let refused = w.send(&junk);
+        assert_eq!(refused.status.to_string(), status, "{refused:?}");
+        let victim = format!("Signature {}", crate::support::requests::secret("victim-sig"));
+        let own = w.send(&signed(&path, &key, &key_id, &victim));
+        assert_executed(&own, 201);
+        assert_replay_of(&w.send(&signed(&path, &key, &key_id, &victim)), &own);
+    }
+    // The same holds where the scope is the credential itself (the default).
+    let key = unique("refused");
+    let path = format!("/v1/charges/{}", unique("p"));
+    let req = covered("POST", &path, &key, crate::support::requests::PAYMENT_BODY);
+    assert_eq!(guarded().send(&req.clone().header("x-test-status", "401")).status, 401);
+    let retried = guarded().send(&req);
+    assert_executed(&retried, 201);
+    assert_eq!(o.answers(&key), 2, "the refusal was released, the retry executed");
 }

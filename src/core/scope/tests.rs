@@ -281,3 +281,52 @@ fn unverified_scopes_are_rate_limited_per_ip_too() {
     let two = rate_limit_keys(ScopeKind::Credential, "2222", ip);
     assert_eq!(one[1], two[1]);
 }
+
+#[test]
+fn a_scope_from_a_non_secret_header_binds_each_key_to_the_replay_credential() {
+    use crate::core::fingerprint::bound_to_caller;
+    // The default: the scope is the credential itself, so nothing is bound and every
+    // fingerprint stays as it was.
+    let default = scope_config(&[]);
+    assert!(!default.binds_replays());
+    let auth = [("authorization", Some(&b"Bearer a"[..]))];
+    assert_eq!(caller_binding(&default, ScopeKind::Credential, &auth), None);
+    let fp = crate::core::fingerprint::Digest256([5; 32]);
+    assert_eq!(bound_to_caller(fp, None), fp);
+
+    // A signature scheme scoped by its key id: the Authorization value binds the key.
+    let by_key_id = scope_config(&[(VAR_SCOPE_HEADER, "X-Api-Key-Id")]);
+    assert!(by_key_id.binds_replays());
+    let victim =
+        caller_binding(&by_key_id, ScopeKind::Credential, &[("authorization", Some(b"Signature v"))]);
+    let stranger =
+        caller_binding(&by_key_id, ScopeKind::Credential, &[("authorization", Some(b"Signature s"))]);
+    let absent = caller_binding(&by_key_id, ScopeKind::Credential, &[("authorization", None)]);
+    let empty = caller_binding(&by_key_id, ScopeKind::Credential, &[("authorization", Some(b""))]);
+    assert!(victim.is_some());
+    for other in [stranger, absent, empty] {
+        assert_ne!(
+            bound_to_caller(fp, victim),
+            bound_to_caller(fp, other),
+            "another credential, another request"
+        );
+    }
+    assert_ne!(absent, empty, "absent and empty differ");
+    assert_ne!(bound_to_caller(fp, victim), fp);
+    // Anonymous scopes are bound too; a verified claim is the caller itself.
+    assert!(caller_binding(&by_key_id, ScopeKind::Anonymous, &[("authorization", None)]).is_some());
+    assert_eq!(caller_binding(&by_key_id, ScopeKind::Claim, &[("authorization", Some(b"Bearer t"))]), None);
+
+    // Headers of the operator's choosing; the scope's own headers never need binding.
+    let signed = scope_config(&[
+        (VAR_SCOPE_HEADER, "X-Api-Key-Id"),
+        (VAR_REPLAY_CREDENTIAL_HEADERS, "Signature, Signature-Input"),
+    ]);
+    assert_eq!(signed.replay_headers, vec!["signature".to_owned(), "signature-input".to_owned()]);
+    assert!(signed.binds_replays());
+    let covered =
+        scope_config(&[(VAR_SCOPE_HEADER, "X-Api-Key"), (VAR_REPLAY_CREDENTIAL_HEADERS, "x-api-key")]);
+    assert!(!covered.binds_replays());
+    let bad = ScopeConfig::from_vars(&|name| (name == VAR_REPLAY_CREDENTIAL_HEADERS).then_some("a b"));
+    assert_eq!(bad.unwrap_err().variable, VAR_REPLAY_CREDENTIAL_HEADERS);
+}

@@ -554,3 +554,44 @@ fn an_origin_refusal_of_the_caller_never_becomes_the_keys_answer() {
     assert_executed(&retried, 201);
     assert_eq!(o.answers(&key), 2, "the refusal was released, the retry executed");
 }
+
+/// A retry storm on one key of a fail-open route while the origin holds the first attempt:
+/// the origin executes it once (issue 20.1). An object is overloaded only by its own key's
+/// duplicates, so even the platform's `overloaded` must not fail open; local workerd runs
+/// objects in-process and never raises it, so that decision is proven in the core
+/// (`only_a_provably_undelivered_call_may_fail_open`) and this test holds the behaviour
+/// around it.
+#[test]
+fn a_flood_of_one_key_on_a_fail_open_route_executes_it_once() {
+    let (w, o) = (guarded(), origin());
+    let key = unique("flood");
+    let path = format!("/open/{}", unique("p"));
+    let gate = o.gate();
+    let req = covered("POST", &path, &key, crate::support::requests::PAYMENT_BODY);
+    let first = {
+        let request = gate.on(req.clone());
+        let w: &'static Worker = w;
+        thread::spawn(move || w.send(&request))
+    };
+    gate.expect_arrival("the first attempt");
+    let floods: Vec<_> = (0..40)
+        .map(|_| {
+            let request = req.clone();
+            let w: &'static Worker = w;
+            thread::spawn(move || w.send(&request))
+        })
+        .collect();
+    // Let the flood reach the object before the first attempt ends.
+    thread::sleep(Duration::from_millis(500));
+    gate.release();
+    let original = first.join().expect("the first attempt");
+    assert_executed(&original, 201);
+    for flood in floods {
+        let r = flood.join().expect("a duplicate");
+        assert!(
+            (r.status == 201 && r.is_replayed() && r.body == original.body) || r.status == 409,
+            "a duplicate got neither the original answer nor 409: {r:?}"
+        );
+    }
+    assert_eq!(o.executions(&key), 1, "one key, one execution, however many duplicates");
+}

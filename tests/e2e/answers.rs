@@ -157,8 +157,10 @@ fn scoped_worker() -> &'static Worker {
     })
 }
 
-/// With `SCOPE_HEADER: X-Api-Key` the caller is that header: two API keys are two scopes,
-/// and `Authorization` no longer matters.
+/// With `SCOPE_HEADER: X-Api-Key` the caller is that header: two API keys are two scopes.
+/// `Authorization` is not part of the scope, but it is the default replay credential
+/// (`REPLAY_CREDENTIAL_HEADERS`, issue 20.2): a request under the same `X-Api-Key` with
+/// another `Authorization` gets neither the answer nor an execution.
 #[test]
 fn a_custom_scope_header_names_the_caller() {
     let (w, o) = (scoped_worker(), origin());
@@ -168,12 +170,14 @@ fn a_custom_scope_header_names_the_caller() {
         payment(&path, &key).header("X-Api-Key", api_key).set_header("Authorization", auth)
     };
     let (one, two) = (secret("api-key"), secret("api-key"));
-    let first = w.send(&as_caller(&one, &new_credential("a")));
+    let credential = new_credential("a");
+    let first = w.send(&as_caller(&one, &credential));
     assert_executed(&first, 201);
-    assert_replay_of(&w.send(&as_caller(&one, &new_credential("b"))), &first);
-    let other = w.send(&as_caller(&two, &new_credential("a")));
+    assert_replay_of(&w.send(&as_caller(&one, &credential)), &first);
+    assert_problem(&w.send(&as_caller(&one, &new_credential("b"))), 422, "key-reused");
+    let other = w.send(&as_caller(&two, &credential));
     assert_executed(&other, 201);
-    assert_eq!(o.executions(&key), 2, "one execution per X-Api-Key");
+    assert_eq!(o.executions(&key), 2, "one execution per X-Api-Key, none for another Authorization");
 }
 
 /// An empty `SCOPE_HEADER` is not a header name: the worker refuses everything with 500

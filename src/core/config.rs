@@ -562,6 +562,37 @@ fn parse_admin_prefix(raw: Option<&str>) -> Result<String, ConfigError> {
     }
 }
 
+/// `ALARM_FAULT_INJECTION`: how many alarm runs of each object instance fail on purpose.
+/// Test-only, like [`VAR_DELETE_FAULT_INJECTION`]: never for production.
+pub const VAR_ALARM_FAULT_INJECTION: &str = "ALARM_FAULT_INJECTION";
+/// `DELETE_FAULT_INJECTION`: how many record deletions of each object instance fail on
+/// purpose. Test-only.
+pub const VAR_DELETE_FAULT_INJECTION: &str = "DELETE_FAULT_INJECTION";
+
+/// Parses a fault-injection variable: a whole number of failures (unset or empty: none).
+/// Anything else is an error naming the variable, never a silent zero.
+pub fn parse_fault_injection(variable: &'static str, raw: Option<&str>) -> Result<u32, ConfigError> {
+    match raw.map(str::trim) {
+        None | Some("") => Ok(0),
+        Some(text) => text
+            .parse::<u32>()
+            .ok()
+            .filter(|_| text.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| ConfigError::new(variable, "expected a whole number of failures (test-only)")),
+    }
+}
+
+/// The error line a worker logs on every isolate start while a test-only fault-injection
+/// variable is set, so that one left in a production deploy degrades nothing unseen.
+/// `None` when neither is set.
+pub fn fault_injection_line(alarm_failures: u32, delete_failures: u32) -> Option<String> {
+    (alarm_failures > 0 || delete_failures > 0).then(|| {
+        format!(
+            "{{\"event\":\"fault-injection\",\"alarm_failures\":{alarm_failures},\"delete_failures\":{delete_failures},\"detail\":\"{VAR_ALARM_FAULT_INJECTION} or {VAR_DELETE_FAULT_INJECTION} is set: alarms or deletions fail on purpose. These variables are for tests only; remove them from production.\"}}"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -809,5 +840,21 @@ mod tests {
             assert_eq!(err.variable, variable, "{value:?}");
             assert!(err.detail().starts_with(variable));
         }
+    }
+
+    #[test]
+    fn fault_injection_is_parsed_strictly_and_announced() {
+        assert_eq!(parse_fault_injection(VAR_ALARM_FAULT_INJECTION, None), Ok(0));
+        assert_eq!(parse_fault_injection(VAR_ALARM_FAULT_INJECTION, Some(" 3 ")), Ok(3));
+        for bad in ["-1", "1.5", "yes", "+2"] {
+            let error = parse_fault_injection(VAR_DELETE_FAULT_INJECTION, Some(bad)).unwrap_err();
+            assert_eq!(error.variable, VAR_DELETE_FAULT_INJECTION, "{bad}");
+        }
+        assert_eq!(fault_injection_line(0, 0), None);
+        let line = fault_injection_line(1, 0).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(value["event"], "fault-injection");
+        assert_eq!(value["alarm_failures"], 1);
+        assert!(value["detail"].as_str().unwrap().contains("tests only"));
     }
 }

@@ -418,6 +418,15 @@ impl KeyObject {
                 // Duplicates waiting on the running execution: an operator (and the tests)
                 // can see who waits, and that nobody is left waiting once it settles.
                 view["waiters"] = serde_json::json!(waiters.unwrap_or(0));
+                // A test-only fault-injection variable left set degrades alarms or
+                // deletions: the operator who looks at a record sees it.
+                let settings = settings::get(&self.env);
+                if settings.alarm_failures > 0 || settings.delete_failures > 0 {
+                    view["fault_injection"] = serde_json::json!({
+                        "alarm_failures": settings.alarm_failures,
+                        "delete_failures": settings.delete_failures,
+                    });
+                }
                 json_response(&view)
             }
             "purge" | "purge-force" => {

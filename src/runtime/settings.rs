@@ -8,10 +8,13 @@ use std::cell::OnceCell;
 use std::rc::Rc;
 
 use wasm_bindgen::{JsCast, JsValue};
-use worker::Env;
+use worker::{console_error, Env};
 
 use crate::core::admin::{check_token, VAR_ADMIN_TOKEN};
-use crate::core::config::{Config, ALL_VARS};
+use crate::core::config::{
+    fault_injection_line, parse_fault_injection, Config, ALL_VARS, VAR_ALARM_FAULT_INJECTION,
+    VAR_DELETE_FAULT_INJECTION,
+};
 use crate::core::env_names::find_misspelt;
 use crate::core::keyed_name::{check_name_key, VAR_OBJECT_NAME_KEY};
 use crate::core::log_decisions::{LogDecisions, VAR_LOG_DECISIONS};
@@ -103,10 +106,18 @@ fn load(env: &Env) -> Settings {
             first(invalid(reason));
             LogDecisions::All
         });
-    let alarm_failures =
-        secret(env, "ALARM_FAULT_INJECTION").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
-    let delete_failures =
-        secret(env, "DELETE_FAULT_INJECTION").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    let mut fault_injection = |variable| {
+        parse_fault_injection(variable, secret(env, variable).as_deref()).unwrap_or_else(|error| {
+            first(invalid(error.detail()));
+            0
+        })
+    };
+    let alarm_failures = fault_injection(VAR_ALARM_FAULT_INJECTION);
+    let delete_failures = fault_injection(VAR_DELETE_FAULT_INJECTION);
+    // Once per isolate (settings are loaded once): test-only failures are never silent.
+    if let Some(line) = fault_injection_line(alarm_failures, delete_failures) {
+        console_error!("{}", line);
+    }
     let config = load_config(env);
     let storage_keys = storage_keys(env);
     // A stored request holds the caller's credentials: never stored unsealed.

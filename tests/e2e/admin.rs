@@ -89,6 +89,7 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     let view = inspected.json();
     assert_eq!(view["object_id"], object.as_str(), "{view}");
     assert_eq!(view["state"], "completed", "{view}");
+    assert!(view.get("fault_injection").is_none(), "no fault injection here: {view}");
     assert!(view["status"].as_u64().is_some_and(|s| (227..=299).contains(&s)), "the marked status: {view}");
     assert!(view["body_bytes"].as_u64().unwrap_or(0) > 0, "{view}");
     assert!(view.get("fingerprint").is_none(), "no fingerprint unless revealed: {view}");

@@ -484,6 +484,36 @@ fn a_record_read_past_its_expiry_is_deleted() {
     assert_eq!(o.seen_at(&marker).len(), seen_before, "reading executed nothing");
 }
 
+/// A test-only fault-injection variable never degrades a worker unseen (issue 20.7): every
+/// isolate start logs an error line naming it, and the admin view shows it.
+#[test]
+fn a_fault_injection_variable_is_logged_and_shown_to_the_operator() {
+    let w = alarms_fail();
+    crate::support::logs::wait_for_text(w, "\"event\":\"fault-injection\"");
+    let line =
+        w.log_contents().lines().find(|l| l.contains("\"event\":\"fault-injection\"")).map(str::to_owned);
+    assert!(line.is_some_and(|l| l.contains("\"alarm_failures\":1000") && l.contains("tests only")));
+    // Any object of this worker shows it: one of the executions' (the view of an object
+    // is the same whichever key it holds).
+    let key = unique("fault");
+    assert_eq!(w.send(&payment(&format!("/v1/charges/{key}"), &key)).status, 201);
+    let object = poll("an executed log line", Duration::from_secs(30), || {
+        crate::support::logs::decision_lines(&w.log_contents())
+            .into_iter()
+            .find_map(|line| {
+                (line["decision"] == "executed").then(|| line["object"].as_str().map(str::to_owned))
+            })
+            .flatten()
+    });
+    let view = w.send(
+        &Request::get(&format!("/__idempotency/records/{object}"))
+            .header("Authorization", format!("Bearer {ADMIN_TOKEN}")),
+    );
+    assert_eq!(view.status, 200, "{view:?}");
+    assert_eq!(view.json()["fault_injection"]["alarm_failures"], 1000, "{view:?}");
+    assert_eq!(view.json()["fault_injection"]["delete_failures"], 0, "{view:?}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Refusals.
 

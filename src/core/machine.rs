@@ -296,6 +296,13 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
     }
 }
 
+/// Whether `record` is still the claim of `attempt`: rule 4's fencing, asked again by the
+/// runtime just before it writes an outcome that it had to await (sealing), since other
+/// requests may have purged the key and claimed it anew meanwhile.
+pub fn claim_is_current(record: Option<&Record>, attempt: AttemptId) -> bool {
+    matches!(record, Some(Record::InFlight(claim)) if claim.attempt == attempt)
+}
+
 fn record_expired(claim: &InFlight, now: Millis) -> bool {
     now >= claim.expires_at
 }

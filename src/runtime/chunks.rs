@@ -177,6 +177,7 @@ pub async fn put(
     sql: &SqlStorage,
     done: &Completed,
     sealing: Option<Sealing<'_>>,
+    still_current: impl Fn() -> bool,
 ) -> Result<(Record, Checked), StorageError> {
     let body = &done.response.body;
     let ranges = chunks::plan(body.len(), CHUNK_BYTES);
@@ -231,6 +232,11 @@ pub async fn put(
         },
     };
     let record = Record::Completed(stored).encode();
+    // Every await above let other requests in: the outcome is written only if its claim
+    // is still the live one (a purge and a new claim may have come meanwhile).
+    if !still_current() {
+        return Err(StorageError::Fenced);
+    }
     // From here to the end of the transaction nothing is awaited.
     let mut write = || -> Result<JsValue, JsValue> {
         let fail = |e: worker::Error| JsValue::from(js_sys::Error::new(&e.to_string()));

@@ -593,13 +593,21 @@ impl KeyObject {
                         })
                     }
                 };
-                let (cached, checked) = chunks::put(self.raw_storage(), self.sql(), done, sealing).await?;
+                let still_current = || self.claim_is_current(done.attempt);
+                let (cached, checked) =
+                    chunks::put(self.raw_storage(), self.sql(), done, sealing, still_current).await?;
                 *self.cached.borrow_mut() = Cached::Loaded(Some(cached));
                 *self.chunk_check.borrow_mut() = Some(checked);
                 Ok(())
             }
             RecordChange::Put(record @ Record::Completed(_)) => {
-                match self.storable_record(record).await? {
+                let sealed = self.storable_record(record).await?;
+                // The sealing await let other requests in: write only if the claim is still
+                // the live one, checked in the same turn as the write.
+                if !self.claim_is_current(record.attempt()) {
+                    return Err(StorageError::Fenced);
+                }
+                match sealed {
                     Some(sealed) => storage::put(self.sql(), &sealed)?,
                     None => storage::put(self.sql(), record)?,
                 }
@@ -1057,6 +1065,11 @@ impl KeyObject {
         if live.as_ref().is_some_and(|live| live.attempt == attempt) {
             *live = None;
         }
+    }
+
+    /// Whether the cached record is still the claim of `attempt` (`machine::claim_is_current`).
+    fn claim_is_current(&self, attempt: AttemptId) -> bool {
+        machine::claim_is_current(self.cached_record().as_ref(), attempt)
     }
 
     fn cached_record(&self) -> Option<Record> {

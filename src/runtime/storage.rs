@@ -23,6 +23,9 @@ pub enum StorageError {
     Seal(String),
     /// A chunked answer's rows are missing or do not match its record (`runtime::chunks`).
     Chunks(String),
+    /// An outcome whose claim stopped being the live one while its answer was sealed (a
+    /// purge, then a new claim): not written, so the new claim's record stays.
+    Fenced,
 }
 
 impl std::fmt::Display for StorageError {
@@ -32,6 +35,7 @@ impl std::fmt::Display for StorageError {
             StorageError::Corrupt(error) => write!(f, "stored record is unreadable: {error:?}"),
             StorageError::Seal(error) => write!(f, "stored answer: {error}"),
             StorageError::Chunks(error) => write!(f, "stored answer chunks: {error}"),
+            StorageError::Fenced => write!(f, "the claim is no longer the live one; outcome not written"),
         }
     }
 }

@@ -1335,3 +1335,20 @@ fn a_resent_attempt_that_stays_unknown_keeps_its_count() {
     let other = super::step(Some(&unknown_sent(1, UnknownReason::OriginTimeout)), arrival, T0);
     assert_eq!(rejection(&other).kind, ProblemKind::KeyReused);
 }
+
+/// The fencing that the runtime asks again just before it writes an outcome it had to
+/// await (issue 20.7): a purge and a new claim during the sealing await must win.
+#[test]
+fn an_outcome_is_written_only_over_its_own_claim() {
+    let (old, new) = (AttemptId(1), AttemptId(2));
+    assert!(claim_is_current(Some(&in_flight(old, 0)), old));
+    // Purged meanwhile, or purged and claimed anew: the old outcome is not written.
+    assert!(!claim_is_current(None, old));
+    assert!(!claim_is_current(Some(&in_flight(new, 5)), old));
+    // Never over a stored answer or an unknown outcome, even of the same attempt.
+    assert!(!claim_is_current(Some(&completed(old, 0, response(201))), old));
+    assert!(!claim_is_current(Some(&unknown(old, 0, UnknownReason::OriginTimeout)), old));
+    // And the step that would write it agrees: the new claim's record stays.
+    let late = step(Some(&in_flight(new, 5)), responded(old, &response(201)), 10);
+    assert_eq!(late.change, RecordChange::Keep);
+}

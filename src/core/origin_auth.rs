@@ -4,21 +4,29 @@
 //! `ORIGIN_AUTH_SECRET` secret set, every request the worker sends to the origin carries
 //!
 //! ```text
-//! Idempotency-Edge-Signature: t=<unix seconds>,n=<32 lowercase hex digits>,v1=<64 lowercase hex digits>
+//! Idempotency-Edge-Signature: t=<unix seconds>,n=<32 lowercase hex digits>,p=<protected|passed>,v2=<64 lowercase hex digits>
 //! ```
 //!
-//! where `n` is a random nonce (16 bytes) and `v1` is HMAC-SHA-256 under the secret's bytes
-//! (UTF-8, as set) over the canonical string, six lines joined by `\n` with no trailing
-//! newline:
+//! where `n` is a random nonce (16 bytes), `p` says whether the edge protected the request
+//! (`protected`: the key's object claimed it and forwards it; `passed`: the Worker sent it
+//! on without protection, as a pass-through, a fail-open forward or an observed request),
+//! and `v2` is HMAC-SHA-256 under the secret's bytes (UTF-8, as set) over the canonical
+//! string, eight lines joined by `\n` with no trailing newline:
 //!
 //! ```text
-//! idempotency-edge-signature-v1
+//! idempotency-edge-signature-v2
 //! <METHOD>
 //! <path and query, exactly as sent to the origin>
 //! <t>
 //! <n>
+//! <the Idempotency-Key header's value as sent, or an empty line without one>
+//! <protected|passed>
 //! <SHA-256 of the body bytes, 64 lowercase hex digits>
 //! ```
+//!
+//! Version 2 (issue 20.7) adds the key and the protection: an origin that deduplicates by
+//! key, or refuses unprotected payments, can trust both. Version 1 (the same without those
+//! two lines, `v1=`) is no longer sent.
 //!
 //! The origin recomputes it from what it received, compares in constant time, refuses a
 //! timestamp more than [`DEFAULT_TOLERANCE_SECONDS`] from its clock, and refuses a nonce it
@@ -44,17 +52,43 @@ pub const MIN_SECRET_BYTES: usize = 32;
 /// How far a timestamp may be from the verifier's clock.
 pub const DEFAULT_TOLERANCE_SECONDS: u64 = 300;
 /// The canonical string's first line: the format's version.
-const VERSION_LINE: &str = "idempotency-edge-signature-v1";
+const VERSION_LINE: &str = "idempotency-edge-signature-v2";
 
 /// The nonce's length in bytes (hex-encoded in the header and the canonical string).
 pub const NONCE_BYTES: usize = 16;
 
-/// What is signed besides the body: the request line's parts, the time and the nonce.
+/// Whether the edge protected a request it sends to the origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protection {
+    /// The key's object claimed it and sends it: at most once per key.
+    Protected,
+    /// The Worker sends it on without protection (pass-through, fail-open, observe mode).
+    Passed,
+}
+
+impl Protection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protection::Protected => "protected",
+            Protection::Passed => "passed",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Protection> {
+        [Protection::Protected, Protection::Passed].into_iter().find(|p| p.as_str() == text)
+    }
+}
+
+/// What is signed besides the body: the request line's parts, the key, the protection, the
+/// time and the nonce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Signed<'a> {
     pub method: &'a str,
     /// Path and query exactly as sent to the origin.
     pub path_and_query: &'a str,
+    /// The `Idempotency-Key` header's value as sent; empty when there is none.
+    pub idempotency_key: &'a str,
+    pub protection: Protection,
     pub timestamp: u64,
     /// Lowercase hex of [`NONCE_BYTES`] random bytes.
     pub nonce: &'a str,
@@ -62,13 +96,16 @@ pub struct Signed<'a> {
 
 /// The canonical string for a request, given the body's SHA-256 in lowercase hex.
 pub fn canonical_string(signed: &Signed<'_>, body_sha256_hex: &str) -> String {
-    let Signed { method, path_and_query, timestamp, nonce } = signed;
-    format!("{VERSION_LINE}\n{method}\n{path_and_query}\n{timestamp}\n{nonce}\n{body_sha256_hex}")
+    let Signed { method, path_and_query, idempotency_key, protection, timestamp, nonce } = signed;
+    let protection = protection.as_str();
+    format!(
+        "{VERSION_LINE}\n{method}\n{path_and_query}\n{timestamp}\n{nonce}\n{idempotency_key}\n{protection}\n{body_sha256_hex}"
+    )
 }
 
 /// The header value for the signed parts and an HMAC (32 bytes).
 pub fn header_value(signed: &Signed<'_>, mac: &[u8]) -> String {
-    format!("t={},n={},v1={}", signed.timestamp, signed.nonce, hex(mac))
+    format!("t={},n={},p={},v2={}", signed.timestamp, signed.nonce, signed.protection.as_str(), hex(mac))
 }
 
 /// Checks the secret's value: at least [`MIN_SECRET_BYTES`] bytes, never echoed.
@@ -99,34 +136,46 @@ pub enum Refusal {
     Mismatch,
 }
 
-/// The reference verifier: what an origin does with the header. On success, the nonce,
-/// which the origin must remember for the tolerance window and refuse when seen again.
+/// What a verified signature says: the nonce (which the origin must remember for the
+/// tolerance window and refuse when seen again) and whether the edge protected the request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    pub nonce: String,
+    pub protection: Protection,
+}
+
+/// The reference verifier: what an origin does with the header, given the request as it
+/// arrived (`idempotency_key`: its `Idempotency-Key` header, if any).
+#[allow(clippy::too_many_arguments)]
 pub fn verify(
     secret: &[u8],
     header: Option<&str>,
     method: &str,
     path_and_query: &str,
+    idempotency_key: Option<&str>,
     body: &[u8],
     now_seconds: u64,
     tolerance_seconds: u64,
-) -> Result<String, Refusal> {
+) -> Result<Verified, Refusal> {
     let header = header.ok_or(Refusal::Missing)?;
     let mut parts = header.split(',');
     let mut part = |name: &str| parts.next().and_then(|p| p.strip_prefix(name)).ok_or(Refusal::Malformed);
     let timestamp: u64 = part("t=")?.parse().map_err(|_| Refusal::Malformed)?;
     let nonce = part("n=")?;
-    let v1 = part("v1=")?;
+    let protection = Protection::parse(part("p=")?).ok_or(Refusal::Malformed)?;
+    let v2 = part("v2=")?;
     if nonce.len() != 2 * NONCE_BYTES || !nonce.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Refusal::Malformed);
     }
     if timestamp.abs_diff(now_seconds) > tolerance_seconds {
         return Err(Refusal::Stale);
     }
-    let signed = Signed { method, path_and_query, timestamp, nonce };
+    let idempotency_key = idempotency_key.unwrap_or("");
+    let signed = Signed { method, path_and_query, idempotency_key, protection, timestamp, nonce };
     let digest = hex(&Sha256::digest(body));
     let expected = hex(&hmac_sha256(secret, canonical_string(&signed, &digest).as_bytes()));
-    if constant_time_eq(expected.as_bytes(), v1.as_bytes()) {
-        Ok(nonce.to_owned())
+    if constant_time_eq(expected.as_bytes(), v2.as_bytes()) {
+        Ok(Verified { nonce: nonce.to_owned(), protection })
     } else {
         Err(Refusal::Mismatch)
     }
@@ -141,7 +190,14 @@ mod tests {
     const NONCE: &str = "0123456789abcdef0123456789abcdef";
 
     fn signed<'a>(method: &'a str, path: &'a str, timestamp: u64, nonce: &'a str) -> Signed<'a> {
-        Signed { method, path_and_query: path, timestamp, nonce }
+        Signed {
+            method,
+            path_and_query: path,
+            idempotency_key: "order-42-charge",
+            protection: Protection::Protected,
+            timestamp,
+            nonce,
+        }
     }
 
     /// Known answers, computed independently with Python's `hmac` and `hashlib` (the
@@ -153,16 +209,21 @@ mod tests {
         let charge = signed("POST", "/v1/charges?expand=customer", 1_796_300_000, NONCE);
         assert_eq!(
             canonical_string(&charge, &hex(&Sha256::digest(body))),
-            "idempotency-edge-signature-v1\nPOST\n/v1/charges?expand=customer\n1796300000\n0123456789abcdef0123456789abcdef\n4e493e4ce0e474c166303ac8affb1464ce2a54f9299ae1e25f7a4360993d22bb"
+            "idempotency-edge-signature-v2\nPOST\n/v1/charges?expand=customer\n1796300000\n0123456789abcdef0123456789abcdef\norder-42-charge\nprotected\n4e493e4ce0e474c166303ac8affb1464ce2a54f9299ae1e25f7a4360993d22bb"
         );
         assert_eq!(
             sign(SECRET, &charge, body),
-            "t=1796300000,n=0123456789abcdef0123456789abcdef,v1=fe18a201d106d9f9ca778d669dcebed00e3d637922a9409c467a7d0701aa2210"
+            "t=1796300000,n=0123456789abcdef0123456789abcdef,p=protected,v2=fbd9444a3f618ac38a7e1eee9ab596265118817a2c48eca510bfe2f5a7f16d9b"
         );
-        // An empty body signs the digest of no bytes.
+        // No key, passed on unprotected, and an empty body (the digest of no bytes).
+        let passed = Signed {
+            idempotency_key: "",
+            protection: Protection::Passed,
+            ..signed("PATCH", "/v1/charges/ch_1", 1_796_300_001, "ffeeddccbbaa99887766554433221100")
+        };
         assert_eq!(
-            sign(SECRET, &signed("PATCH", "/v1/charges/ch_1", 1_796_300_001, "ffeeddccbbaa99887766554433221100"), b""),
-            "t=1796300001,n=ffeeddccbbaa99887766554433221100,v1=fd423d1ece3515698914acb8edc7d16b365f29d59a311550c00b1c8f55af3d16"
+            sign(SECRET, &passed, b""),
+            "t=1796300001,n=ffeeddccbbaa99887766554433221100,p=passed,v2=354366f1ed2f2da830ee3068eeb1d17780ebfad2f197f4dd551347aa724b015a"
         );
     }
 
@@ -170,29 +231,48 @@ mod tests {
     fn verification_refuses_late_and_changed_requests() {
         let body = b"{\"amount\":1}";
         let header = sign(SECRET, &signed("POST", "/v1/charges", 1_000, NONCE), body);
-        let check = |header: Option<&str>, method, path, body: &[u8], now| {
-            verify(SECRET, header, method, path, body, now, DEFAULT_TOLERANCE_SECONDS)
+        let key = Some("order-42-charge");
+        let check = |header: Option<&str>, method, path, key: Option<&str>, body: &[u8], now| {
+            verify(SECRET, header, method, path, key, body, now, DEFAULT_TOLERANCE_SECONDS)
         };
-        assert_eq!(check(Some(&header), "POST", "/v1/charges", body, 1_010), Ok(NONCE.to_owned()));
-        assert_eq!(check(Some(&header), "POST", "/v1/charges", body, 1_301), Err(Refusal::Stale));
-        assert_eq!(check(Some(&header), "POST", "/v1/refunds", body, 1_010), Err(Refusal::Mismatch));
-        assert_eq!(check(Some(&header), "PUT", "/v1/charges", body, 1_010), Err(Refusal::Mismatch));
+        let verified = Verified { nonce: NONCE.to_owned(), protection: Protection::Protected };
+        assert_eq!(check(Some(&header), "POST", "/v1/charges", key, body, 1_010), Ok(verified));
+        assert_eq!(check(Some(&header), "POST", "/v1/charges", key, body, 1_301), Err(Refusal::Stale));
+        assert_eq!(check(Some(&header), "POST", "/v1/refunds", key, body, 1_010), Err(Refusal::Mismatch));
+        assert_eq!(check(Some(&header), "PUT", "/v1/charges", key, body, 1_010), Err(Refusal::Mismatch));
         assert_eq!(
-            check(Some(&header), "POST", "/v1/charges", b"{\"amount\":2}", 1_010),
+            check(Some(&header), "POST", "/v1/charges", key, b"{\"amount\":2}", 1_010),
             Err(Refusal::Mismatch)
         );
+        // Another key, or none: the signature covers the key.
+        for other in [Some("order-43-charge"), None] {
+            assert_eq!(
+                check(Some(&header), "POST", "/v1/charges", other, body, 1_010),
+                Err(Refusal::Mismatch)
+            );
+        }
+        // A protected request relabelled as passed, or the reverse: refused.
+        let relabelled = header.replace("p=protected", "p=passed");
+        assert_eq!(check(Some(&relabelled), "POST", "/v1/charges", key, body, 1_010), Err(Refusal::Mismatch));
         let moved = header.replace("t=1000", "t=1001");
-        assert_eq!(check(Some(&moved), "POST", "/v1/charges", body, 1_010), Err(Refusal::Mismatch));
+        assert_eq!(check(Some(&moved), "POST", "/v1/charges", key, body, 1_010), Err(Refusal::Mismatch));
         let renonced = header.replace(NONCE, "1123456789abcdef0123456789abcdef");
-        assert_eq!(check(Some(&renonced), "POST", "/v1/charges", body, 1_010), Err(Refusal::Mismatch));
-        assert_eq!(check(None, "POST", "/v1/charges", body, 1_010), Err(Refusal::Missing));
-        assert_eq!(check(Some("t=1000,v1=00"), "POST", "/v1/charges", body, 1_010), Err(Refusal::Malformed));
+        assert_eq!(check(Some(&renonced), "POST", "/v1/charges", key, body, 1_010), Err(Refusal::Mismatch));
+        assert_eq!(check(None, "POST", "/v1/charges", key, body, 1_010), Err(Refusal::Missing));
+        assert_eq!(
+            check(Some("t=1000,v1=00"), "POST", "/v1/charges", key, body, 1_010),
+            Err(Refusal::Malformed)
+        );
+        // A version 1 header is no longer accepted.
+        let v1 = format!("t=1000,n={NONCE},v1={}", "0".repeat(64));
+        assert_eq!(check(Some(&v1), "POST", "/v1/charges", key, body, 1_010), Err(Refusal::Malformed));
         assert_eq!(
             verify(
                 b"another-secret-of-enough-length-000000",
                 Some(&header),
                 "POST",
                 "/v1/charges",
+                key,
                 body,
                 1_010,
                 300
@@ -215,8 +295,9 @@ mod tests {
             let mut changed = body.clone();
             let at = at % changed.len();
             changed[at] ^= flip;
-            prop_assert!(verify(SECRET, Some(&header), "POST", "/p", &body, 5, 0).is_ok());
-            prop_assert_eq!(verify(SECRET, Some(&header), "POST", "/p", &changed, 5, 0), Err(Refusal::Mismatch));
+            let key = Some("order-42-charge");
+            prop_assert!(verify(SECRET, Some(&header), "POST", "/p", key, &body, 5, 0).is_ok());
+            prop_assert_eq!(verify(SECRET, Some(&header), "POST", "/p", key, &changed, 5, 0), Err(Refusal::Mismatch));
         }
     }
 }

@@ -60,7 +60,7 @@ use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
 use crate::core::keyed_name::keyed_object_name;
 use crate::core::log::{Decision, RequestLog};
-use crate::core::origin_auth::SIGNATURE_HEADER;
+use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::routes::{
     after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable,
@@ -195,11 +195,22 @@ pub(super) async fn pass_through(
             }
         };
         let method = forwarded.method();
-        let signature =
-            match origin_auth::signature(secret, &method, &path_and_query(&target), body.as_ref()).await {
-                Ok(signature) => signature,
-                Err(_) => return origin_or_problem(Err(worker::Error::RustError("not signed".into()))),
-            };
+        let key = forwarded.headers().get("idempotency-key")?;
+        let signed_path = path_and_query(&target);
+        let passed = Protection::Passed;
+        let signature = match origin_auth::signature(
+            secret,
+            &method,
+            &signed_path,
+            key.as_deref(),
+            passed,
+            body.as_ref(),
+        )
+        .await
+        {
+            Ok(signature) => signature,
+            Err(_) => return origin_or_problem(Err(worker::Error::RustError("not signed".into()))),
+        };
         let init = RequestInit::new();
         init.set_method(&method);
         init.set_headers(&forwarded.headers());
@@ -457,7 +468,18 @@ async fn covered(
             );
             if let Some(secret) = &settings.origin_auth_secret {
                 let signed_path = path_and_query_of(&target);
-                match origin_auth::signature(secret, wire_method, &signed_path, Some(&js_body)).await {
+                let key = headers.get("idempotency-key")?;
+                let passed = Protection::Passed;
+                match origin_auth::signature(
+                    secret,
+                    wire_method,
+                    &signed_path,
+                    key.as_deref(),
+                    passed,
+                    Some(&js_body),
+                )
+                .await
+                {
                     Ok(signature) => headers.set(SIGNATURE_HEADER, &signature)?,
                     Err(_) => return origin_or_problem(Err(worker::Error::RustError("not signed".into()))),
                 }

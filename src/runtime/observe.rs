@@ -132,9 +132,19 @@ pub(super) async fn covered(
     if let Some(secret) = &settings.origin_auth_secret {
         let bytes: JsValue = js_sys::Uint8Array::from(&body[..]).into();
         let signed_path = crate::core::url::path_and_query(&target);
-        let signature = super::origin_auth::signature(secret, &req.method(), &signed_path, Some(&bytes))
-            .await
-            .map_err(worker::Error::from)?;
+        // Observed, the request is sent on unprotected: `passed`.
+        let key = forwarded.headers().get("idempotency-key")?;
+        let passed = crate::core::origin_auth::Protection::Passed;
+        let signature = super::origin_auth::signature(
+            secret,
+            &req.method(),
+            &signed_path,
+            key.as_deref(),
+            passed,
+            Some(&bytes),
+        )
+        .await
+        .map_err(worker::Error::from)?;
         forwarded.headers().set(crate::core::origin_auth::SIGNATURE_HEADER, &signature)?;
     }
     let started = now_ms();

@@ -37,7 +37,7 @@ use worker::{console_warn, worker_sys, Delay};
 use super::entry::filtered_copy;
 use super::origin_auth;
 use crate::core::headers::{connection_tokens, forward_to_origin};
-use crate::core::origin_auth::SIGNATURE_HEADER;
+use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
 use crate::core::policy::OriginResult;
 use crate::core::url::{host_and_port, path_and_query};
 
@@ -98,7 +98,12 @@ pub async fn forward(
     let signature = match origin_auth_secret {
         None => None,
         Some(secret) => {
-            match origin_auth::signature(secret, method, &path_and_query(target), Some(body)).await {
+            let key = headers.get("idempotency-key").ok().flatten();
+            let signed_path = path_and_query(target);
+            let protection = Protection::Protected;
+            match origin_auth::signature(secret, method, &signed_path, key.as_deref(), protection, Some(body))
+                .await
+            {
                 Ok(value) => Some(value),
                 Err(error) => {
                     console_warn!("origin signature failed: {}", worker::Error::from(error));

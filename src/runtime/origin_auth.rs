@@ -10,18 +10,21 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, CryptoKey, SubtleCrypto};
 
-use crate::core::origin_auth::{canonical_string, header_value, Signed, NONCE_BYTES};
+use crate::core::origin_auth::{canonical_string, header_value, Protection, Signed, NONCE_BYTES};
 
 thread_local! {
     static HMAC_KEY: RefCell<Option<CryptoKey>> = const { RefCell::new(None) };
 }
 
-/// The header value for a request to `path_and_query` (as sent to the origin) with `body`
-/// (an `ArrayBuffer` or `Uint8Array`, or `None` for no body), signed at the current time.
+/// The header value for a request to `path_and_query` (as sent to the origin) with the
+/// `Idempotency-Key` it carries (if any), whether the edge protected it, and `body` (an
+/// `ArrayBuffer` or `Uint8Array`, or `None` for no body), signed at the current time.
 pub async fn signature(
     secret: &str,
     method: &str,
     path_and_query: &str,
+    idempotency_key: Option<&str>,
+    protection: Protection,
     body: Option<&JsValue>,
 ) -> Result<String, JsValue> {
     let subtle = subtle()?;
@@ -34,7 +37,8 @@ pub async fn signature(
     let mut nonce = [0u8; NONCE_BYTES];
     crypto()?.get_random_values_with_u8_array(&mut nonce)?;
     let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
-    let signed = Signed { method, path_and_query, timestamp, nonce: &nonce };
+    let idempotency_key = idempotency_key.unwrap_or("");
+    let signed = Signed { method, path_and_query, idempotency_key, protection, timestamp, nonce: &nonce };
     let canonical = canonical_string(&signed, &digest_hex);
     let key = hmac_key(&subtle, secret).await?;
     let mac = JsFuture::from(subtle.sign_with_str_and_u8_array("HMAC", &key, canonical.as_bytes())?).await?;

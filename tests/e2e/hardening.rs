@@ -52,6 +52,8 @@ struct Seen {
     raw: Vec<u8>,
     /// The nonce, or why the request was refused (`Replayed`, or a `Refusal` by name).
     verdict: Result<String, String>,
+    /// What the verified signature says of the edge's protection (`protected`, `passed`).
+    protection: Option<&'static str>,
 }
 
 #[derive(Clone)]
@@ -127,16 +129,19 @@ fn serve(mut stream: TcpStream, seen: &Mutex<Vec<Seen>>, nonces: &Mutex<HashSet<
     let method = parts.next().unwrap_or("").to_owned();
     let target = parts.next().unwrap_or("").to_owned();
     let signature = header_value(&headers, "idempotency-edge-signature");
-    let mut verdict = verify(
+    let key = header_value(&headers, "idempotency-key");
+    let verified = verify(
         ORIGIN_SECRET.as_bytes(),
         signature,
         &method,
         &target,
+        key,
         &body,
         now_seconds(),
         DEFAULT_TOLERANCE_SECONDS,
-    )
-    .map_err(|refusal: Refusal| format!("{refusal:?}"));
+    );
+    let protection = verified.as_ref().ok().map(|v| v.protection.as_str());
+    let mut verdict = verified.map(|v| v.nonce).map_err(|refusal: Refusal| format!("{refusal:?}"));
     // A nonce seen before is a replay.
     if let Ok(nonce) = &verdict {
         if !nonces.lock().unwrap().insert(nonce.clone()) {
@@ -149,7 +154,7 @@ fn serve(mut stream: TcpStream, seen: &Mutex<Vec<Seen>>, nonces: &Mutex<HashSet<
         }
         Err(refusal) => (401, format!(r#"{{"refused":"{refusal}"}}"#)),
     };
-    seen.lock().unwrap().push(Seen { target, headers, raw: buf.clone(), verdict });
+    seen.lock().unwrap().push(Seen { target, headers, raw: buf.clone(), verdict, protection });
     let response = format!(
         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\nx-origin-execution: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
         answer.len()
@@ -301,6 +306,10 @@ fn every_forward_is_signed_and_the_origin_refuses_replays_and_alterations() {
     let seen = o.seen_at(&marker);
     assert_eq!(seen.len(), 2, "one covered forward and one pass-through: {seen:?}");
     assert!(seen.iter().all(|s| s.verdict.is_ok()), "{seen:?}");
+    // The signature (v2) tells the origin which requests the edge protected; it covers
+    // the Idempotency-Key too (the verifier checks it against the header received).
+    assert_eq!(seen[0].protection, Some("protected"), "the object's forward: {seen:?}");
+    assert_eq!(seen[1].protection, Some("passed"), "the pass-through: {seen:?}");
     // A route in observe mode forwards from the Worker itself: signed as well.
     let observed_marker = unique("observed");
     let observed = w.send(&payment(&format!("/v1/observed/{observed_marker}"), &unique("k")));
@@ -308,6 +317,7 @@ fn every_forward_is_signed_and_the_origin_refuses_replays_and_alterations() {
     let observed_seen = o.seen_at(&observed_marker);
     assert_eq!(observed_seen.len(), 1, "{observed_seen:?}");
     assert!(observed_seen[0].verdict.is_ok(), "{observed_seen:?}");
+    assert_eq!(observed_seen[0].protection, Some("passed"), "observed, not protected: {observed_seen:?}");
 
     // An attacker who captured a request replays it verbatim: refused (nonce seen).
     let captured = &seen[0].raw;
@@ -320,11 +330,22 @@ fn every_forward_is_signed_and_the_origin_refuses_replays_and_alterations() {
     let altered = text.replacen("1200", "9900", 1);
     let altered_response = send_raw(o.addr, altered.as_bytes(), Duration::from_secs(30)).expect("altered");
     assert_eq!(altered_response.status, 401, "an altered request is refused: {altered_response:?}");
+    // ... or moves it to another Idempotency-Key (the body unchanged): refused, as the
+    // signature covers the key.
+    let rekeyed_key = unique("k");
+    assert_eq!(rekeyed_key.len(), key.len());
+    let rekeyed = text.replacen(&key, &rekeyed_key, 1);
+    assert_ne!(rekeyed, text, "the captured request holds the key");
+    let rekeyed_response = send_raw(o.addr, rekeyed.as_bytes(), Duration::from_secs(30)).expect("rekeyed");
+    assert_eq!(
+        rekeyed_response.status, 401,
+        "a request moved to another key is refused: {rekeyed_response:?}"
+    );
     // ... or sends without any signature: refused.
     let unsigned = Request::post(&format!("/v1/charges/{marker}")).json(BODY).send(o.addr).expect("unsigned");
     assert_eq!(unsigned.status, 401);
     let refusals: Vec<_> = o.seen_at(&marker).into_iter().filter_map(|s| s.verdict.err()).collect();
-    assert_eq!(refusals, vec!["Replayed", "Mismatch", "Missing"]);
+    assert_eq!(refusals, vec!["Replayed", "Mismatch", "Mismatch", "Missing"]);
 }
 
 #[test]

@@ -286,6 +286,7 @@ mod tests {
                 body: b"secret body".to_vec(),
             }),
             sealed_answer: None,
+            sealed_bound: false,
             chunks: None,
         });
         let view = summary(ID, Some(&done), false, 20, false);

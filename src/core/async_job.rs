@@ -5,7 +5,8 @@
 //! Owns the job's stored form (record extension tag 3), its configuration, the stored
 //! request's encoding, the backoff, and the job's part of the state machine
 //! (`core::machine` delegates here). No clock, no randomness, no I/O: the runtime passes
-//! in `now`, the jitter it drew, and the sealed request bytes.
+//! in `now`, the jitter it drew, and the sealed request bytes, sealed bound to that `now`
+//! (the job's claim time) and the fingerprint.
 //!
 //! Rules:
 //! 1. A covered request that prefers `respond-async` where `ASYNC_ACCEPT=prefer` claims an
@@ -261,6 +262,9 @@ pub struct AsyncJob {
     pub probe_origin: bool,
     /// The most sends of this job (rule 5).
     pub max_sends: u16,
+    /// Whether `sealed_request` is bound to the job's claim time and fingerprint
+    /// (`core::seal::bound_request_associated_data`): jobs written since version 2.
+    pub request_bound: bool,
     /// The route's policy as the Worker encoded it (`config::encode_object_policy`).
     pub policy: String,
     /// The sealed [`StoredRequest`] (an encoded `core::seal::Envelope`); empty once the
@@ -285,7 +289,11 @@ impl AsyncJob {
         out.extend_from_slice(&self.deadline.to_be_bytes());
         out.extend_from_slice(&self.next_attempt_at.to_be_bytes());
         out.extend_from_slice(&self.max_backoff_ms.to_be_bytes());
-        out.push(u8::from(self.unknown_seen) | u8::from(self.probe_origin) << 1);
+        out.push(
+            u8::from(self.unknown_seen)
+                | u8::from(self.probe_origin) << 1
+                | u8::from(self.request_bound) << 2,
+        );
         out.extend_from_slice(&self.max_sends.to_be_bytes());
         put_bytes(&mut out, self.policy.as_bytes());
         put_bytes(&mut out, &self.sealed_request);
@@ -308,7 +316,8 @@ impl AsyncJob {
         let next_attempt_at = input.u64()?;
         let max_backoff_ms = input.u64()?;
         let flags = input.u8()?;
-        if flags > 3 {
+        // Version 1 had two flags; version 2 adds "the request is bound" (bit 2).
+        if flags > if version == 1 { 3 } else { 7 } {
             return None;
         }
         let stored_max_sends = match version {
@@ -337,6 +346,7 @@ impl AsyncJob {
             unknown_seen: flags & 1 != 0,
             probe_origin: flags & 2 != 0,
             max_sends,
+            request_bound: flags & 4 != 0,
             policy,
             sealed_request,
         })
@@ -468,6 +478,8 @@ pub(super) fn claim(
         unknown_seen: sent > 0,
         probe_origin: accept.probe_origin,
         max_sends: accept.config.max_sends,
+        // The runtime seals every new job's request bound to its claim time and payload.
+        request_bound: true,
         policy: accept.policy.clone(),
         sealed_request: accept.sealed_request.clone(),
     };

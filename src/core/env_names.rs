@@ -15,9 +15,10 @@ use super::scope::SCOPE_VARS;
 
 /// Names read from the environment besides `config::ALL_VARS` and `scope::SCOPE_VARS`:
 /// secrets and bindings.
-pub const OTHER_NAMES: [&str; 11] = [
+pub const OTHER_NAMES: [&str; 12] = [
     "ADMIN_TOKEN",
     "STORAGE_ENCRYPTION_KEYS",
+    "STORAGE_ALLOW_UNSEALED",
     "ORIGIN_AUTH_SECRET",
     "TRUSTED_CLIENT_IP",
     "OBJECT_NAME_KEY",

@@ -271,8 +271,11 @@ fn build_record(source: &mut Source<'_>) -> Record {
         1 => {
             let completed_at = source.u64();
             let expires_at = source.u64();
+            let sealed_bound = source.u8() % 2 == 0;
             let sealed_answer =
                 (source.u8() % 4 == 0).then(|| source.bytes()).filter(|sealed| !sealed.is_empty());
+            // A binding means nothing without a sealed answer (and is not written then).
+            let sealed_bound = sealed_bound && sealed_answer.is_some();
             let response = if sealed_answer.is_some() {
                 StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() }
             } else {
@@ -303,6 +306,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
                 expires_at,
                 response: Arc::new(response),
                 sealed_answer,
+                sealed_bound,
                 chunks,
             })
         }
@@ -348,6 +352,7 @@ fn build_job(source: &mut Source<'_>) -> AsyncJob {
         unknown_seen: flags & 1 != 0,
         probe_origin: flags & 2 != 0,
         max_sends: u16::from(source.u8() % 8).max(1),
+        request_bound: flags & 8 != 0,
         policy,
         sealed_request,
     }

@@ -512,6 +512,7 @@ fn on_origin_finished(
             expires_at: now.saturating_add(timing.ttl_ms),
             response: answer,
             sealed_answer: None,
+            sealed_bound: false,
             chunks: None,
         }),
     };

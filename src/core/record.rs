@@ -25,6 +25,7 @@
 //! | 1 (critical) | origin attempts: how many times the key was sent to the origin (u16; absent: 1), for `ORIGIN_DEDUPLICATES` | in flight, unknown |
 //! | 2 (critical) | sealed answer: a `core::seal::Envelope` of the encoded [`StoredResponse`]; the inline response is then empty | completed |
 //! | 3 (critical) | async job: a `core::async_job::AsyncJob` (deadline, next attempt, policy, the sealed request) | in flight |
+//! | 5 (critical) | sealed answer bound to the record's attempt and fingerprint as well: as tag 2, with `core::seal::bound_answer_associated_data` (written since issue 20; tag 2 is still read) | completed |
 //! | 4 (critical) | chunked answer: a `core::chunks::ChunkManifest`; the body is in chunk rows and the inline (or sealed) response has none | completed |
 
 use std::sync::Arc;
@@ -108,6 +109,10 @@ pub struct Completed {
     /// The answer as stored when stored answers are encrypted: an encoded
     /// `core::seal::Envelope`, as read from storage and not yet opened.
     pub sealed_answer: Option<Vec<u8>>,
+    /// Whether `sealed_answer` is bound to this record's attempt and fingerprint too
+    /// (`core::seal::bound_answer_associated_data`, tag 5), not only to its object and
+    /// version (tag 2, written by earlier releases).
+    pub sealed_bound: bool,
     /// Set when the body is stored in chunk rows (`core::chunks`): `response` then holds
     /// the status and headers only.
     pub chunks: Option<ChunkManifest>,
@@ -220,7 +225,7 @@ impl Record {
         if self.origin_attempts() != 1 {
             extensions.push((EXT_ORIGIN_ATTEMPTS, &attempts));
         }
-        if let Record::Completed(Completed { sealed_answer: Some(sealed), .. }) = self {
+        if let Record::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: false, .. }) = self {
             extensions.push((EXT_SEALED_ANSWER, sealed));
         }
         let job = self.async_job().map(AsyncJob::encode);
@@ -230,6 +235,9 @@ impl Record {
         let manifest = self.chunks().map(ChunkManifest::encode);
         if let Some(manifest) = &manifest {
             extensions.push((EXT_CHUNKED_ANSWER, manifest));
+        }
+        if let Record::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: true, .. }) = self {
+            extensions.push((EXT_BOUND_SEALED_ANSWER, sealed));
         }
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(MAGIC);
@@ -317,6 +325,7 @@ impl Record {
                     expires_at,
                     response: Arc::new(response),
                     sealed_answer: None,
+                    sealed_bound: false,
                     chunks: None,
                 })
             }
@@ -361,14 +370,18 @@ impl Record {
                         let bytes: [u8; 2] = value.try_into().map_err(|_| DecodeError::BadField(tag))?;
                         *origin_attempts = u16::from_be_bytes(bytes);
                     }
-                    (EXT_SEALED_ANSWER, Record::Completed(Completed { sealed_answer, response, .. })) => {
-                        // Nothing of a sealed answer is stored in the clear.
+                    (
+                        EXT_SEALED_ANSWER | EXT_BOUND_SEALED_ANSWER,
+                        Record::Completed(Completed { sealed_answer, sealed_bound, response, .. }),
+                    ) => {
+                        // Nothing of a sealed answer is stored in the clear, and there is one.
                         let empty =
                             response.status == 0 && response.headers.is_empty() && response.body.is_empty();
-                        if !empty || value.is_empty() {
+                        if !empty || value.is_empty() || sealed_answer.is_some() {
                             return Err(DecodeError::BadField(tag));
                         }
                         *sealed_answer = Some(value.to_vec());
+                        *sealed_bound = tag == EXT_BOUND_SEALED_ANSWER;
                     }
                     (EXT_ASYNC_JOB, Record::InFlight(InFlight { async_job, .. })) => {
                         *async_job = Some(AsyncJob::decode(value).ok_or(DecodeError::BadField(tag))?);
@@ -413,6 +426,7 @@ const EXT_ORIGIN_ATTEMPTS: u8 = 1;
 const EXT_SEALED_ANSWER: u8 = 2;
 const EXT_ASYNC_JOB: u8 = 3;
 const EXT_CHUNKED_ANSWER: u8 = 4;
+const EXT_BOUND_SEALED_ANSWER: u8 = 5;
 /// The record version a sealed answer is stored under (bound into its associated data).
 pub const SEALED_RECORD_VERSION: u8 = VERSION_2;
 /// Extension tags with this bit may be skipped by a reader that does not know them.
@@ -558,6 +572,7 @@ mod tests {
                     body: b"{\"id\":1}\xff".to_vec(),
                 }),
                 sealed_answer: None,
+                sealed_bound: false,
                 chunks: None,
             }),
             Record::Unknown(Unknown {
@@ -584,6 +599,7 @@ mod tests {
                 expires_at: 3_000,
                 response: Arc::new(StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() }),
                 sealed_answer: Some(vec![7, b'2', b'0', b'2', b'6', b'-', b'1', b'2', 0, 1, 2]),
+                sealed_bound: false,
                 chunks: None,
             }),
             // Version 2: with the origin-attempts extension.
@@ -616,6 +632,7 @@ mod tests {
                     body: Vec::new(),
                 }),
                 sealed_answer: None,
+                sealed_bound: false,
                 chunks: Some(manifest()),
             }),
             Record::Completed(Completed {
@@ -625,6 +642,7 @@ mod tests {
                 expires_at: 3_000,
                 response: Arc::new(StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() }),
                 sealed_answer: Some(vec![2, b'k', b'1', 0, 1, 2]),
+                sealed_bound: false,
                 chunks: Some(manifest()),
             }),
         ]
@@ -833,6 +851,8 @@ mod tests {
                     let envelope =
                         crate::core::seal::Envelope::decode(done.sealed_answer.as_ref().unwrap()).unwrap();
                     assert_eq!(envelope.key_id, "2026-06");
+                    // Sealed before answers were bound to attempt and fingerprint (tag 2).
+                    assert!(!done.sealed_bound);
                 }
                 ("completed_chunked", Record::Completed(done)) => {
                     let manifest = done.chunks.as_ref().unwrap();
@@ -852,6 +872,8 @@ mod tests {
                     // Written before jobs had a send cap: the default, as the origin did not
                     // deduplicate.
                     assert_eq!(job.max_sends, DEFAULT_MAX_SENDS);
+                    // Its request was sealed before requests were bound: opened as it was.
+                    assert!(!job.request_bound);
                 }
                 ("job_gave_up", Record::InFlight(claim)) => {
                     let job = claim.async_job.as_ref().unwrap();

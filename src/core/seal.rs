@@ -11,9 +11,17 @@
 //!    at most.
 //! 3. An envelope is the ring key's id, a random 96-bit nonce and the ciphertext (with its
 //!    tag). The associated data binds it to the object and the record version, so a sealed
-//!    answer copied into another key's object does not open.
+//!    answer copied into another key's object does not open; and, since issue 20, to the
+//!    attempt that wrote it and the payload fingerprint (an answer: record tag 5) or to the
+//!    job's claim time and the fingerprint (a request: job version 2), so that an older
+//!    attempt's sealed answer or request written back into a newer record does not open
+//!    either. Records sealed before keep their old binding and are read as written.
 //! 4. A record that cannot be opened (unknown key id, a changed byte) is never treated as
-//!    absent: the object answers 503 and forwards nothing.
+//!    absent: the object answers 503 and forwards nothing. Nor is a stored answer in the
+//!    clear while a key ring is set: someone who can write storage could plant any answer
+//!    that way, so it is refused the same way, unless `STORAGE_ALLOW_UNSEALED=true` (for
+//!    the rollout of sealing, while answers stored before it have not expired:
+//!    [`refuses_unsealed`]).
 //! 5. Stored requests (`core::async_job`) are sealed the same way, with keys derived with
 //!    the object id as salt and their own `info` ([`REQUEST_KEY_INFO`]): the alarm opens
 //!    them in an object that no request has reached since a restart. The scope's key salt
@@ -23,6 +31,25 @@ use serde_json::Value;
 
 /// The variable (a secret) holding the key ring.
 pub const VAR_STORAGE_ENCRYPTION_KEYS: &str = "STORAGE_ENCRYPTION_KEYS";
+/// `true`: answers stored in the clear are still replayed while a key ring is set (rule 4).
+pub const VAR_STORAGE_ALLOW_UNSEALED: &str = "STORAGE_ALLOW_UNSEALED";
+
+/// Parses `STORAGE_ALLOW_UNSEALED`: `true` or `false` (unset or empty: `false`).
+pub fn parse_allow_unsealed(raw: Option<&str>) -> Result<bool, String> {
+    match raw.map(str::trim) {
+        None | Some("") | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(format!("{VAR_STORAGE_ALLOW_UNSEALED} is invalid: expected true or false")),
+    }
+}
+
+/// Rule 4: whether a record must be refused (503, nothing forwarded) because it holds an
+/// answer in the clear while stored answers are sealed (`ring_set`), and the operator did
+/// not allow such answers for a rollout.
+pub fn refuses_unsealed(ring_set: bool, allow_unsealed: bool, record: &super::record::Record) -> bool {
+    use super::record::{Completed, Record};
+    ring_set && !allow_unsealed && matches!(record, Record::Completed(Completed { sealed_answer: None, .. }))
+}
 
 /// HKDF `info` for the keys that seal stored answers.
 pub const ANSWER_KEY_INFO: &[u8] = b"idempotency-edge stored answer v1";
@@ -179,6 +206,42 @@ pub fn answer_associated_data(object_id: &str, record_version: u8) -> Vec<u8> {
     aad
 }
 
+/// What a sealed answer is bound to since issue 20 (record tag 5): the object, the record
+/// version, the attempt that wrote it and the payload fingerprint.
+pub fn bound_answer_associated_data(
+    object_id: &str,
+    record_version: u8,
+    attempt: u64,
+    fingerprint: &[u8; 32],
+) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(80 + object_id.len());
+    aad.extend_from_slice(b"idempotency-edge/answer-bound\0");
+    aad.extend_from_slice(object_id.as_bytes());
+    aad.push(0);
+    aad.push(record_version);
+    aad.extend_from_slice(&attempt.to_be_bytes());
+    aad.extend_from_slice(fingerprint);
+    aad
+}
+
+/// What a job's sealed request is bound to since issue 20 (job version 2): the object, the
+/// record version, the job's claim time (the same for all its sends) and the fingerprint.
+pub fn bound_request_associated_data(
+    object_id: &str,
+    record_version: u8,
+    claimed_at: u64,
+    fingerprint: &[u8; 32],
+) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(80 + object_id.len());
+    aad.extend_from_slice(b"idempotency-edge/request-bound\0");
+    aad.extend_from_slice(object_id.as_bytes());
+    aad.push(0);
+    aad.push(record_version);
+    aad.extend_from_slice(&claimed_at.to_be_bytes());
+    aad.extend_from_slice(fingerprint);
+    aad
+}
+
 /// What a sealed request is bound to: the object that holds it and the record version
 /// (a label apart from answers', so that neither opens as the other).
 pub fn request_associated_data(object_id: &str, record_version: u8) -> Vec<u8> {
@@ -287,6 +350,65 @@ mod tests {
         let twice = format!(r#"[{{"id":"a","key":"{KEY_A}"}},{{"id":"a","key":"{KEY_B}"}}]"#);
         let error = KeyRing::parse(&twice).unwrap_err();
         assert!(error.contains("twice") && !error.contains(KEY_A) && !error.contains(KEY_B), "{error}");
+    }
+
+    #[test]
+    fn an_answer_in_the_clear_is_refused_while_a_ring_is_set_unless_allowed() {
+        use crate::core::fingerprint::Digest256;
+        use crate::core::record::{AttemptId, Completed, InFlight, Record, StoredResponse};
+        let clear = Record::Completed(Completed {
+            attempt: AttemptId(1),
+            fingerprint: Digest256([1; 32]),
+            completed_at: 0,
+            expires_at: 10,
+            response: std::sync::Arc::new(StoredResponse {
+                status: 201,
+                headers: vec![],
+                body: b"x".to_vec(),
+            }),
+            sealed_answer: None,
+            sealed_bound: false,
+            chunks: None,
+        });
+        let sealed = match &clear {
+            Record::Completed(done) => Record::Completed(Completed {
+                sealed_answer: Some(vec![1, b'k', 0]),
+                sealed_bound: true,
+                ..done.clone()
+            }),
+            _ => unreachable!(),
+        };
+        let claim = Record::InFlight(InFlight {
+            attempt: AttemptId(1),
+            fingerprint: Digest256([1; 32]),
+            origin_attempts: 1,
+            claimed_at: 0,
+            lease_until: 5,
+            expires_at: 10,
+            async_job: None,
+        });
+        assert!(refuses_unsealed(true, false, &clear));
+        assert!(!refuses_unsealed(true, true, &clear), "allowed for the rollout");
+        assert!(!refuses_unsealed(false, false, &clear), "no ring: nothing is sealed");
+        assert!(!refuses_unsealed(true, false, &sealed));
+        assert!(!refuses_unsealed(true, false, &claim), "a claim holds no answer");
+        assert_eq!(parse_allow_unsealed(None), Ok(false));
+        assert_eq!(parse_allow_unsealed(Some("true")), Ok(true));
+        assert!(parse_allow_unsealed(Some("yes")).unwrap_err().contains(VAR_STORAGE_ALLOW_UNSEALED));
+    }
+
+    #[test]
+    fn bound_associated_data_binds_attempt_and_fingerprint_too() {
+        let (fp, other) = ([1u8; 32], [2u8; 32]);
+        let answer = bound_answer_associated_data("ab", 2, 7, &fp);
+        assert_ne!(answer, bound_answer_associated_data("ab", 2, 8, &fp), "another attempt");
+        assert_ne!(answer, bound_answer_associated_data("ab", 2, 7, &other), "another payload");
+        assert_ne!(answer, bound_answer_associated_data("ac", 2, 7, &fp), "another object");
+        assert_ne!(answer, answer_associated_data("ab", 2), "never the unbound form");
+        let request = bound_request_associated_data("ab", 2, 7, &fp);
+        assert_ne!(request, answer, "a request never opens as an answer");
+        assert_ne!(request, bound_request_associated_data("ab", 2, 9, &fp), "another job");
+        assert_ne!(request, bound_request_associated_data("ab", 2, 7, &other));
     }
 
     #[test]

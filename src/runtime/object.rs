@@ -70,6 +70,7 @@ use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Completed, Record, StoredResponse};
 use crate::core::scope::ScopeLog;
+use crate::core::seal::refuses_unsealed;
 
 mod async_job;
 
@@ -130,6 +131,9 @@ pub struct KeyObject {
     deletions: Cell<u32>,
     /// The chunked answer whose rows this instance has checked (`runtime::chunks`).
     chunk_check: RefCell<Option<chunks::Checked>>,
+    /// Whether the record as last read from storage held an answer in the clear (see
+    /// `core::seal::refuses_unsealed`); cleared by every write of this instance.
+    read_in_clear: Cell<bool>,
 }
 
 #[wasm_bindgen]
@@ -151,6 +155,7 @@ impl KeyObject {
             alarm_runs: Cell::new(0),
             deletions: Cell::new(0),
             chunk_check: RefCell::new(None),
+            read_in_clear: Cell::new(false),
         }
     }
 
@@ -472,7 +477,13 @@ impl KeyObject {
         };
         let record = match cached {
             Some(record) => record,
-            None => storage::load(self.sql())?,
+            None => {
+                let stored = storage::load(self.sql())?;
+                let in_clear =
+                    matches!(&stored, Some(Record::Completed(Completed { sealed_answer: None, .. })));
+                self.read_in_clear.set(in_clear);
+                stored
+            }
         };
         let live_attempt = self.live.borrow().as_ref().map(|live| live.attempt);
         let record = match record {
@@ -490,7 +501,17 @@ impl KeyObject {
     /// Opens the cached record's sealed answer, if it has one, and keeps the opened record
     /// in memory. A record that cannot be opened is an error: never treated as absent.
     async fn open_sealed_record(&self) -> std::result::Result<(), StorageError> {
-        let Some(Record::Completed(done)) = self.record()? else { return Ok(()) };
+        let Some(record) = self.record()? else { return Ok(()) };
+        let settings = settings::get(&self.env);
+        let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
+        // Only what storage held: an answer this instance opened is kept unsealed in memory.
+        if self.read_in_clear.get() && refuses_unsealed(ring_set, settings.storage_allow_unsealed, &record) {
+            return Err(StorageError::Seal(
+                "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
+                    .to_owned(),
+            ));
+        }
+        let Record::Completed(done) = record else { return Ok(()) };
         if done.chunks.is_some() {
             return self.open_chunked_record(&done).await;
         }
@@ -498,9 +519,10 @@ impl KeyObject {
         let salt = self.scope_salt.get().ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
         let settings = settings::get(&self.env);
         let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
+        let binding = done.sealed_bound.then_some((done.attempt, &done.fingerprint));
         let answer = self
             .sealer
-            .open(ring, &salt.0, self.object_id(), sealed)
+            .open(ring, &salt.0, self.object_id(), binding, sealed)
             .await
             .map_err(|error| StorageError::Seal(error.to_string()))?;
         let mut cached = self.cached.borrow_mut();
@@ -553,18 +575,26 @@ impl KeyObject {
             Err(problem) => return Err(StorageError::Seal(problem.detail.clone())),
         };
         let salt = self.scope_salt.get().ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
+        let binding = (done.attempt, &done.fingerprint);
         let sealed = self
             .sealer
-            .seal(ring, &salt.0, self.object_id(), &done.response)
+            .seal(ring, &salt.0, self.object_id(), binding, &done.response)
             .await
             .map_err(|error| StorageError::Seal(error.to_string()))?;
-        Ok(Some(Record::Completed(Completed { sealed_answer: Some(sealed), ..done.clone() })))
+        Ok(Some(Record::Completed(Completed {
+            sealed_answer: Some(sealed),
+            sealed_bound: true,
+            ..done.clone()
+        })))
     }
 
     /// Writes a record change to storage, then to memory. A claim's `Put` is synchronous,
     /// so it is in place before the caller awaits anything; only a completed answer that is
     /// sealed awaits (WebCrypto) before it is written.
     async fn apply(&self, change: &RecordChange) -> std::result::Result<(), StorageError> {
+        if !matches!(change, RecordChange::Keep) {
+            self.read_in_clear.set(false);
+        }
         match change {
             RecordChange::Keep => Ok(()),
             // Over one row: the body in chunk rows, written with the record in one

@@ -15,10 +15,12 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, CryptoKey, SubtleCrypto};
 
 use crate::core::async_job::StoredRequest;
+use crate::core::fingerprint::Digest256;
+use crate::core::record::AttemptId;
 use crate::core::record::{StoredResponse, SEALED_RECORD_VERSION};
 use crate::core::seal::{
-    answer_associated_data, request_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN,
-    REQUEST_KEY_INFO,
+    answer_associated_data, bound_answer_associated_data, bound_request_associated_data,
+    request_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN, REQUEST_KEY_INFO,
 };
 
 /// Why an answer could not be sealed or opened.
@@ -47,27 +49,40 @@ pub struct Sealer {
 impl Sealer {
     /// Seals `answer` for the object `object_id` of scope `scope` under the ring's newest
     /// key; returns the encoded envelope.
+    ///
+    /// The seal is bound to `binding`, the record's attempt and fingerprint (record tag 5).
     pub async fn seal(
         &self,
         ring: &KeyRing,
         scope: &[u8],
         object_id: &str,
+        binding: (AttemptId, &Digest256),
         answer: &StoredResponse,
     ) -> Result<Vec<u8>, SealError> {
-        let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
+        let (attempt, fingerprint) = binding;
+        let aad = bound_answer_associated_data(object_id, SEALED_RECORD_VERSION, attempt.0, &fingerprint.0);
         self.seal_bytes(ring, scope, ANSWER_KEY_INFO, &aad, &answer.encode()).await
     }
 
     /// Opens an envelope sealed by [`Sealer::seal`]. Any change to it, another object, an
     /// unknown key id or a missing ring is an error: the caller answers 503.
+    ///
+    /// `binding`: the record's attempt and fingerprint for an answer sealed bound to them
+    /// (tag 5), `None` for one sealed by an earlier release (tag 2).
     pub async fn open(
         &self,
         ring: Option<&KeyRing>,
         scope: &[u8],
         object_id: &str,
+        binding: Option<(AttemptId, &Digest256)>,
         sealed: &[u8],
     ) -> Result<StoredResponse, SealError> {
-        let aad = answer_associated_data(object_id, SEALED_RECORD_VERSION);
+        let aad = match binding {
+            Some((attempt, fingerprint)) => {
+                bound_answer_associated_data(object_id, SEALED_RECORD_VERSION, attempt.0, &fingerprint.0)
+            }
+            None => answer_associated_data(object_id, SEALED_RECORD_VERSION),
+        };
         let plaintext = self.open_bytes(ring, scope, ANSWER_KEY_INFO, &aad, sealed).await?;
         StoredResponse::decode(&plaintext)
             .map_err(|error| SealError(format!("the opened answer is unreadable: {error:?}")))
@@ -114,24 +129,35 @@ impl Sealer {
 
     /// Seals a job's request for the object `object_id` (the key derived with the object id
     /// as salt: the alarm knows it without a request).
+    /// Bound to `binding`: the job's claim time and fingerprint (job version 2).
     pub async fn seal_request(
         &self,
         ring: &KeyRing,
         object_id: &str,
+        binding: (u64, &Digest256),
         request: &StoredRequest,
     ) -> Result<Vec<u8>, SealError> {
-        let aad = request_associated_data(object_id, SEALED_RECORD_VERSION);
+        let (claimed_at, fingerprint) = binding;
+        let aad = bound_request_associated_data(object_id, SEALED_RECORD_VERSION, claimed_at, &fingerprint.0);
         self.seal_bytes(ring, object_id.as_bytes(), REQUEST_KEY_INFO, &aad, &request.encode()).await
     }
 
     /// Opens a request sealed by [`Sealer::seal_request`].
+    /// `binding`: the job's claim time and fingerprint for a request sealed bound to them,
+    /// `None` for one sealed by an earlier release (job version 1).
     pub async fn open_request(
         &self,
         ring: Option<&KeyRing>,
         object_id: &str,
+        binding: Option<(u64, &Digest256)>,
         sealed: &[u8],
     ) -> Result<StoredRequest, SealError> {
-        let aad = request_associated_data(object_id, SEALED_RECORD_VERSION);
+        let aad = match binding {
+            Some((claimed_at, fingerprint)) => {
+                bound_request_associated_data(object_id, SEALED_RECORD_VERSION, claimed_at, &fingerprint.0)
+            }
+            None => request_associated_data(object_id, SEALED_RECORD_VERSION),
+        };
         let plaintext = self.open_bytes(ring, object_id.as_bytes(), REQUEST_KEY_INFO, &aad, sealed).await?;
         StoredRequest::decode(&plaintext)
             .ok_or_else(|| SealError("the opened request is unreadable".to_owned()))

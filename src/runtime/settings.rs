@@ -21,7 +21,9 @@ use crate::core::log_decisions::{LogDecisions, VAR_LOG_DECISIONS};
 use crate::core::origin_auth::{check_secret, VAR_ORIGIN_AUTH_SECRET};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::scope::{SCOPE_VARS, VAR_JWT_HS256_SECRET};
-use crate::core::seal::{KeyRing, VAR_STORAGE_ENCRYPTION_KEYS};
+use crate::core::seal::{
+    parse_allow_unsealed, KeyRing, VAR_STORAGE_ALLOW_UNSEALED, VAR_STORAGE_ENCRYPTION_KEYS,
+};
 
 /// The optional Analytics Engine binding.
 pub const METRICS_BINDING: &str = "IDEMPOTENCY_METRICS";
@@ -56,6 +58,8 @@ pub struct Settings {
     /// The key ring that seals stored answers (`STORAGE_ENCRYPTION_KEYS`), when set; an
     /// invalid value is a 500 problem naming the secret (never its value).
     pub storage_keys: Result<Option<KeyRing>, Problem>,
+    /// `STORAGE_ALLOW_UNSEALED` (`core::seal`, rule 4).
+    pub storage_allow_unsealed: bool,
 }
 
 thread_local! {
@@ -120,6 +124,11 @@ fn load(env: &Env) -> Settings {
     }
     let config = load_config(env);
     let storage_keys = storage_keys(env);
+    let storage_allow_unsealed = parse_allow_unsealed(secret(env, VAR_STORAGE_ALLOW_UNSEALED).as_deref())
+        .unwrap_or_else(|reason| {
+            first(invalid(reason));
+            false
+        });
     // A stored request holds the caller's credentials: never stored unsealed.
     if matches!((&config, &storage_keys), (Ok(config), Ok(None)) if config.accepts_async()) {
         first(invalid(format!(
@@ -138,6 +147,7 @@ fn load(env: &Env) -> Settings {
         metrics_bound: metrics_bound(env),
         log_decisions,
         storage_keys,
+        storage_allow_unsealed,
     }
 }
 

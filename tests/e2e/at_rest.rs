@@ -5,7 +5,11 @@
 //! - rotation: a record sealed under an old key stays readable once a new key is in front,
 //!   and fails closed (503, nothing forwarded) once its key is removed;
 //! - a changed byte of a sealed answer is 503, never a second forward;
-//! - an invalid key ring is 500 `invalid-config` naming the secret, never its value.
+//! - an invalid key ring is 500 `invalid-config` naming the secret, never its value;
+//! - an older attempt's sealed answer written back into a newer record is 503, never that
+//!   answer and never a forward (issue 20.7: the seal binds attempt and fingerprint);
+//! - an answer stored in the clear is 503 once a key ring is set, unless
+//!   `STORAGE_ALLOW_UNSEALED=true` (the rollout of sealing).
 
 use std::process::Command;
 use std::sync::OnceLock;
@@ -164,4 +168,121 @@ fn an_invalid_key_ring_is_refused_without_its_value() {
         r.text()
     );
     assert_eq!(origin().executions(&key), 0);
+}
+
+/// Runs `script` (Python, with the persist folder as its argument) on the SQLite files of
+/// a crashed instance, and returns what it printed.
+fn on_the_files(w: &Worker, script: &str) -> String {
+    let out =
+        Command::new("python3").arg("-c").arg(script).arg(w.persist_dir()).output().expect("python3 runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The stored record of the instance's one object, hex-encoded (a dedicated instance).
+const READ_RECORD: &str = r#"
+import glob, os, sqlite3, sys
+found = []
+for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
+    con = sqlite3.connect(path)
+    try:
+        found += [bytes(r).hex() for (r,) in con.execute("SELECT record FROM idempotency_record")]
+    except sqlite3.OperationalError:
+        pass
+    con.close()
+assert len(found) == 1, found
+print(found[0])
+"#;
+
+#[test]
+fn an_older_attempts_sealed_answer_written_back_is_503_and_forwards_nothing() {
+    const ADMIN: &str = "e2e-at-rest-admin-token-0123456789abcdef01";
+    crate::support::worker::require_build();
+    let w = Worker::start(WorkerConfig {
+        name: "at-rest-write-back".into(),
+        vars: vec![
+            ("ORIGIN_URL".to_owned(), origin().url()),
+            ("IDEMPOTENCY_TTL_SECONDS".to_owned(), "600".to_owned()),
+            ("STORAGE_ENCRYPTION_KEYS".to_owned(), ring(&[("k1", KEY_A)])),
+            ("ADMIN_TOKEN".to_owned(), ADMIN.to_owned()),
+        ],
+        readiness: Readiness::OriginAnswers,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (marker, key) = (unique("write-back"), unique("k"));
+    let first = w.send(&payment(&marker, &key));
+    assert_eq!(first.status, 201);
+    w.crash();
+    let older = on_the_files(&w, READ_RECORD);
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
+    // The operator purges the key (force), and the same request executes anew.
+    let object =
+        crate::support::logs::wait_for_line(&w, "the execution", |line| line["decision"] == "executed")
+            ["object"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+    let purge = Request::new("DELETE", &format!("/__idempotency/records/{object}?force=true"))
+        .header("Authorization", format!("Bearer {ADMIN}"));
+    assert_eq!(w.send(&purge).status, 200);
+    let second = w.send(&payment(&marker, &key));
+    assert_eq!(second.status, 201);
+    assert!(!second.is_replayed());
+    assert_eq!(origin().executions(&key), 2);
+    w.crash();
+    // Someone with write access puts the older attempt's sealed answer into the newer
+    // record (same object, same payload, same key ring): it must not open.
+    let splice = format!(
+        r#"
+import glob, os, sqlite3, sys
+older = bytes.fromhex("{older}")
+# Header 60 bytes, an empty inline response 10, one extension: count, tag, u32 length.
+HEAD = 60 + 10 + 2
+changed = 0
+for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
+    con = sqlite3.connect(path)
+    try:
+        for (record,) in con.execute("SELECT record FROM idempotency_record"):
+            record = bytes(record)
+            assert record[HEAD - 1] == 5 and older[HEAD - 1] == 5, "a bound sealed answer (tag 5)"
+            envelope = older[HEAD + 4:]
+            spliced = record[:HEAD] + len(envelope).to_bytes(4, "big") + envelope
+            assert spliced != record
+            changed += con.execute("UPDATE idempotency_record SET record = ?", (spliced,)).rowcount
+        con.commit()
+    except sqlite3.OperationalError:
+        pass
+    con.close()
+print(changed)
+"#
+    );
+    assert_eq!(on_the_files(&w, &splice), "1");
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
+    for _ in 0..2 {
+        assert_problem(&w.send(&payment(&marker, &key)), 503, "storage-unavailable");
+    }
+    assert_eq!(origin().executions(&key), 2, "never forwarded again");
+}
+
+#[test]
+fn an_answer_stored_in_the_clear_is_503_once_a_key_ring_is_set_unless_allowed() {
+    let w = start("at-rest-clear", None);
+    let (marker, key) = (unique("clear"), unique("k"));
+    let first = w.send(&payment(&marker, &key));
+    assert_eq!(first.status, 201);
+    // Sealing turned on: the answer stored before it is not replayed (storage could hold
+    // anything in the clear), and nothing is forwarded.
+    w.crash();
+    w.restart_with_vars(Readiness::OriginAnswers, &[("STORAGE_ENCRYPTION_KEYS", &ring(&[("k1", KEY_A)]))])
+        .unwrap_or_else(|e| panic!("restart: {e}"));
+    assert_problem(&w.send(&payment(&marker, &key)), 503, "storage-unavailable");
+    // The rollout's escape hatch: such answers replay while it is set.
+    w.crash();
+    w.restart_with_vars(
+        Readiness::OriginAnswers,
+        &[("STORAGE_ENCRYPTION_KEYS", &ring(&[("k1", KEY_A)])), ("STORAGE_ALLOW_UNSEALED", "true")],
+    )
+    .unwrap_or_else(|e| panic!("restart: {e}"));
+    assert_replay_of(&w.send(&payment(&marker, &key)), &first);
+    assert_eq!(origin().executions(&key), 1);
 }

@@ -85,6 +85,7 @@ fn completed(attempt: AttemptId, at: Millis, response: Arc<StoredResponse>) -> R
         expires_at: at + TTL,
         response,
         sealed_answer: None,
+        sealed_bound: false,
         chunks: None,
     })
 }

@@ -100,7 +100,10 @@ impl KeyObject {
             headers: end_to_end(headers),
             body,
         };
-        let sealed = match self.sealer.seal_request(ring, self.object_id(), &request).await {
+        // The claim's time: the sealed request is bound to it and to the fingerprint.
+        let now = now_ms();
+        let binding = (now, &fingerprint);
+        let sealed = match self.sealer.seal_request(ring, self.object_id(), binding, &request).await {
             Ok(sealed) => sealed,
             Err(error) => {
                 console_error!("object {}: sealing the request failed: {}", self.short_id(), error);
@@ -137,7 +140,6 @@ impl KeyObject {
             timing: policy.timing,
             accept: Box::new(accept),
         };
-        let now = now_ms();
         let mut step = machine::step(record.as_ref(), arrival, now);
         if let Err(error) = self.apply(&step.change).await {
             console_error!("object {}: writing the job failed: {}", self.short_id(), error);
@@ -194,12 +196,21 @@ impl KeyObject {
     /// the fresh record, and sends when the step says so. An error is thrown to the
     /// platform, which retries the alarm.
     pub(super) async fn run_job(&self) -> std::result::Result<(), String> {
-        let sealed = self.cached_record().and_then(|r| r.async_job().map(|job| job.sealed_request.clone()));
-        let request = match sealed.filter(|sealed| !sealed.is_empty()) {
-            Some(sealed) => {
+        let cached = self.cached_record();
+        let job = cached.as_ref().and_then(|record| match record {
+            Record::InFlight(claim) => claim.async_job.as_ref().map(|job| (claim, job)),
+            _ => None,
+        });
+        let sealed = job.map(|(claim, job)| {
+            let binding = job.request_bound.then_some((claim.claimed_at, claim.fingerprint));
+            (job.sealed_request.clone(), binding)
+        });
+        let request = match sealed.filter(|(sealed, _)| !sealed.is_empty()) {
+            Some((sealed, binding)) => {
                 let settings = settings::get(&self.env);
                 let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
-                match self.sealer.open_request(ring, self.object_id(), &sealed).await {
+                let binding = binding.as_ref().map(|(claimed_at, fingerprint)| (*claimed_at, fingerprint));
+                match self.sealer.open_request(ring, self.object_id(), binding, &sealed).await {
                     Ok(request) => Some((sealed, request)),
                     Err(error) => {
                         // Nothing is sent unopened; look again later, whatever becomes of

@@ -156,9 +156,9 @@ pub fn disposition(result: OriginResult, policy: &OutcomePolicy, release_confirm
     let by_status = |status: u16| {
         if policy.via_cloudflare && CLOUDFLARE_UNKNOWN.contains(&status) {
             Unknown
-        } else if policy.via_cloudflare && CLOUDFLARE_UNDELIVERED.contains(&status) {
-            Release
-        } else if AUTH_REFUSED.contains(&status) {
+        } else if (policy.via_cloudflare && CLOUDFLARE_UNDELIVERED.contains(&status))
+            || AUTH_REFUSED.contains(&status)
+        {
             Release
         } else if policy.unknown.contains(status) {
             Unknown

@@ -373,6 +373,10 @@ impl KeyObject {
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {
+        // An observed claim whose outcome never came (the Worker's background work was cut
+        // short) ends with its lease here too, not only when a request arrives: left live,
+        // it would keep its record past the TTL, the alarm looking again and again.
+        self.expire_observed(now_ms());
         let runs = self.alarm_runs.get();
         self.alarm_runs.set(runs.saturating_add(1));
         if runs < settings::get(&self.env).alarm_failures {
@@ -406,6 +410,7 @@ impl KeyObject {
     /// Inspects or purges the record for the admin API (`core::admin` has the rules).
     async fn admin(&self, operation: &str) -> Result<Response> {
         let now = now_ms();
+        self.expire_observed(now);
         let object_id = self.state.id().to_string();
         let record = match self.record() {
             Ok(record) => record,
@@ -982,6 +987,11 @@ impl KeyObject {
             (Some("timeout"), _) => {
                 drain_body(req).await;
                 (OriginResult::TimedOut, None)
+            }
+            // The Worker read its copy only up to the stored-size cap.
+            (Some("oversized"), Some((status, _))) => {
+                drain_body(req).await;
+                return self.settle_observed(attempt, OriginResult::Oversized(status), None, policy).await;
             }
             _ => {
                 drain_body(req).await;

@@ -7,17 +7,20 @@
 //!    called, and the caller's answer never waits for the object: the recording runs in
 //!    `ctx.waitUntil`, after the answer has gone.
 //! 2. The answer is the origin's status, headers and body. Its body is split in two
-//!    (`ReadableStream.tee`): one half for the caller, the other for the object, which
-//!    stores it for replay as enforce mode would (so a route switched to enforce replays
-//!    the keys it observed). When no copy is needed the object's half is cancelled.
-//! 3. A refusal that enforce mode would give before any object (no key, a malformed key, a
+//!    (`ReadableStream.tee`): one half for the caller, the other read at once beside it, up
+//!    to the stored-size cap (past it, cancelled: `tee` never holds a large answer), and
+//!    handed to the object, which stores it for replay as enforce mode would (so a route
+//!    switched to enforce replays the keys it observed).
+//! 3. Identifying the caller (which may fetch a JWKS) happens in the recording, after the
+//!    caller's answer: observing never delays a request.
+//! 4. A refusal that enforce mode would give before any object (no key, a malformed key, a
 //!    body over `MAX_BODY_BYTES`, an ambiguous path, a method-override header) is only
 //!    logged.
-//! 4. The object is told twice: at `arrival` (it claims, or says replayed, coalesced or
+//! 5. The object is told twice: at `arrival` (it claims, or says replayed, coalesced or
 //!    refused, and forwards nothing) and, for a claim, with the `outcome` (the origin's
 //!    answer, a failure, or a timeout: an answer later than the route's origin timeout is
 //!    recorded as enforce mode would have recorded it, unknown).
-//! 5. When the object cannot be reached, the request has been forwarded anyway: a log
+//! 6. When the object cannot be reached, the request has been forwarded anyway: a log
 //!    line says so, and the structured line carries what enforce mode would have answered
 //!    (503 `storage-unavailable`, or `failed-open` on a fail-open route when the object
 //!    provably never had the request).
@@ -41,19 +44,54 @@ use worker::{console_error, ByteStream, Context, Env, Result};
 use super::entry::{self, cached_key_namespace, call_object};
 use super::{internal, metrics, now_ms};
 use crate::core::config::{encode_object_policy, Config, Policy};
+use crate::core::key::IdempotencyKey;
 use crate::core::key::KeyError;
 use crate::core::log::{Decision, LineContext, RequestLog};
 use crate::core::problem::ProblemKind;
 use crate::core::routes::{after_object_failure, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable};
 use crate::core::scope::ScopeLog;
-use crate::core::url::path_and_query;
+use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
 
 /// What became of the forward, handed from the caller's side to the recording.
 enum Forwarded {
-    /// The origin answered; `body` is the object's half of its body.
-    Answered { status: u16, headers: Vec<(String, String)>, body: Option<web_sys::ReadableStream>, ms: u64 },
+    /// The origin answered; `body` is what was captured of the object's half of its body.
+    Answered { status: u16, headers: Vec<(String, String)>, body: Captured, ms: u64 },
     /// The fetch failed (the caller got 502).
     Failed { ms: u64 },
+}
+
+/// What the recording gets of the origin's body. The object's half of the `tee` is read as
+/// it comes, beside the caller's, so that `tee` never holds it whole while the recording
+/// identifies the caller or calls the object; and only up to what could be stored.
+enum Captured {
+    /// No body, or none to keep (a WebSocket).
+    Nothing,
+    Whole(Vec<u8>),
+    /// Over the stored-size cap: read no further (the object records it as too large).
+    TooLarge,
+    /// The body broke off.
+    Broken,
+}
+
+/// Reads `half` to its end, or cancels it past `cap` bytes.
+async fn capture(half: web_sys::ReadableStream, cap: u64) -> Captured {
+    let mut stream = wasm_streams::ReadableStream::from_raw(half.unchecked_into());
+    let mut reader = stream.get_reader();
+    let mut bytes = Vec::new();
+    loop {
+        match reader.read().await {
+            Ok(None) => return Captured::Whole(bytes),
+            Ok(Some(chunk)) => {
+                let chunk = js_sys::Uint8Array::new(&chunk);
+                if bytes.len() as u64 + u64::from(chunk.length()) > cap {
+                    let _ = reader.cancel().await;
+                    return Captured::TooLarge;
+                }
+                bytes.extend(chunk.to_vec());
+            }
+            Err(_) => return Captured::Broken,
+        }
+    }
 }
 
 /// A request that enforce mode would have refused before any object: forwarded as it
@@ -150,40 +188,21 @@ pub(super) async fn covered(
     let started = now_ms();
     let pending = entry::start_send(env, policy.origin_service, &forwarded);
 
-    let name_key = settings.object_name_key.as_deref();
-    let identified =
-        entry::identify(&headers, method, &path_and_query, &key, config, policy, &body, name_key).await?;
-    let entry::Identified { fingerprint, name, scope_salt, scope_log } = match identified {
-        Ok(identified) => identified,
-        Err(problem) => {
-            // Enforce mode would refuse the caller (401): log that, answer as the origin did.
-            let answered = match pending {
-                Ok(promise) => JsFuture::from(promise)
-                    .await
-                    .map_err(worker::Error::from)
-                    .and_then(|value| value.dyn_into::<Response>().map_err(worker::Error::from)),
-                Err(error) => Err(error),
-            };
-            let answer = entry::origin_or_problem(answered);
-            log_refusal(env, policy, problem.kind, &answer, started);
-            return answer;
-        }
-    };
-    let internal_headers = Headers::new()?;
-    internal_headers.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
-    internal_headers.set(internal::POLICY, &encode_object_policy(&config.object_policy(policy)))?;
-    internal_headers.set(internal::BODY_BYTES, &body.len().to_string())?;
-    internal_headers.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
-    internal_headers.set(internal::SCOPE, &scope_log.encode())?;
-    drop(body);
+    // Who the caller is (which may fetch a JWKS) and everything the object needs are
+    // worked out in the recording, after the caller's answer: observing never delays it.
     let recording = Recording {
         env: env.clone(),
         jurisdiction: config.jurisdiction.clone(),
-        name,
+        request: Observed {
+            routed_path: normalised_path(path_and_query_parts(url).0).unwrap_or_default(),
+            method: method.to_owned(),
+            path_and_query,
+            key,
+            headers: Headers::new_with_headers(&headers)?,
+            body,
+        },
         target,
-        internal_headers,
         route: policy.route.map(str::to_owned),
-        scope: scope_log,
         on_unavailable: policy.on_unavailable,
         origin_timeout_ms: policy.timing.origin_timeout_ms,
     };
@@ -206,7 +225,8 @@ pub(super) async fn covered(
     let status = response.status();
     let answer_headers: Vec<(String, String)> = worker::Headers(response.headers()).entries().collect();
     if entry::has_websocket(&response) {
-        let _ = handed.send(Forwarded::Answered { status, headers: answer_headers, body: None, ms });
+        let _ =
+            handed.send(Forwarded::Answered { status, headers: answer_headers, body: Captured::Nothing, ms });
         return Ok(response);
     }
     let (to_caller, to_object) = match response.body() {
@@ -214,7 +234,7 @@ pub(super) async fn covered(
             let halves = body.tee();
             (
                 Some(halves.get(0).unchecked_into::<web_sys::ReadableStream>()),
-                Some(halves.get(1).unchecked_into()),
+                Some(halves.get(1).unchecked_into::<web_sys::ReadableStream>()),
             )
         }
         None => (None, None),
@@ -223,7 +243,14 @@ pub(super) async fn covered(
     init.set_status(status);
     init.set_headers(&response.headers());
     let answer = Response::new_with_opt_readable_stream_and_init(to_caller.as_ref(), &init)?;
-    let _ = handed.send(Forwarded::Answered { status, headers: answer_headers, body: to_object, ms });
+    let cap = config.object_policy(policy).max_stored_response_bytes;
+    ctx.wait_until(async move {
+        let body = match to_object {
+            Some(half) => capture(half, cap).await,
+            None => Captured::Whole(Vec::new()),
+        };
+        let _ = handed.send(Forwarded::Answered { status, headers: answer_headers, body, ms });
+    });
     Ok(answer)
 }
 
@@ -290,13 +317,36 @@ async fn read_body(req: &Request, headers: &Headers, limit: u64) -> Result<Body>
     Ok(Body::Read(body, Some(stream.into_raw().into())))
 }
 
+/// The observed request as the recording identifies it: owned, since it runs after the
+/// caller's answer has gone.
+struct Observed {
+    /// The normalised path its route was chosen by.
+    routed_path: String,
+    method: String,
+    path_and_query: String,
+    key: IdempotencyKey,
+    headers: Headers,
+    body: Vec<u8>,
+}
+
 /// What the recording needs, owned: it runs after the caller's answer has gone.
 struct Recording {
     env: Env,
     jurisdiction: Option<String>,
+    request: Observed,
+    /// The URL the object's requests carry (it reads only their headers).
+    target: String,
+    route: Option<String>,
+    on_unavailable: Unavailable,
+    origin_timeout_ms: u64,
+}
+
+/// The recording once the caller is identified: the object it calls and what it tells it.
+struct Identified {
+    env: Env,
+    jurisdiction: Option<String>,
     /// The key's object name.
     name: String,
-    /// The URL the object's requests carry (it reads only their headers).
     target: String,
     /// Fingerprint, policy, body size and scope salt, as enforce mode sends them.
     internal_headers: Headers,
@@ -308,6 +358,78 @@ struct Recording {
 }
 
 impl Recording {
+    /// Identifies the caller as enforce mode would, then records (see [`Identified::run`]).
+    /// A caller enforce mode would refuse (401, 503) is logged as that refusal, with the
+    /// origin's status, and nothing is recorded.
+    async fn run(self, forwarded: oneshot::Receiver<Forwarded>) {
+        let settings = super::settings::get(&self.env);
+        let Ok(config) = &settings.config else { return };
+        let policy = config.policy_for(&self.request.routed_path);
+        let Observed { method, path_and_query, key, headers, body, .. } = &self.request;
+        let name_key = settings.object_name_key.as_deref();
+        let identified =
+            entry::identify(headers, method, path_and_query, key, config, &policy, body, name_key).await;
+        let entry::Identified { fingerprint, name, scope_salt, scope_log } = match identified {
+            Ok(Ok(identified)) => identified,
+            outcome => {
+                let kind = match outcome {
+                    Ok(Err(problem)) => problem.kind,
+                    _ => ProblemKind::StorageUnavailable,
+                };
+                let forwarded = forwarded.await.unwrap_or(Forwarded::Failed { ms: 0 });
+                let (status, ms) = match forwarded {
+                    Forwarded::Answered { status, ms, .. } => (status, ms),
+                    Forwarded::Failed { ms } => (502, ms),
+                };
+                let log = RequestLog {
+                    object: None,
+                    decision: Decision::Rejected(kind),
+                    status,
+                    origin_status: None,
+                    origin_ms: Some(ms),
+                    wait_ms: None,
+                    scope: None,
+                };
+                metrics::record_in(
+                    &self.env,
+                    &log,
+                    LineContext { mode: Mode::Observe, route: self.route.as_deref() },
+                );
+                return;
+            }
+        };
+        let internal_headers = match (|| -> Result<Headers> {
+            let internal_headers = Headers::new()?;
+            internal_headers.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
+            internal_headers.set(internal::POLICY, &encode_object_policy(&config.object_policy(&policy)))?;
+            internal_headers.set(internal::BODY_BYTES, &body.len().to_string())?;
+            internal_headers.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
+            internal_headers.set(internal::SCOPE, &scope_log.encode())?;
+            Ok(internal_headers)
+        })() {
+            Ok(headers) => headers,
+            Err(error) => {
+                console_error!("observe: the object's request could not be made: {}", error);
+                return;
+            }
+        };
+        let identified = Identified {
+            env: self.env.clone(),
+            jurisdiction: self.jurisdiction.clone(),
+            name,
+            target: self.target.clone(),
+            internal_headers,
+            route: self.route.clone(),
+            scope: scope_log,
+            on_unavailable: self.on_unavailable,
+            origin_timeout_ms: self.origin_timeout_ms,
+        };
+        drop(self);
+        identified.run(forwarded).await;
+    }
+}
+
+impl Identified {
     async fn run(self, forwarded: oneshot::Receiver<Forwarded>) {
         // The object's id, as the object's own lines name it (and the admin API takes it).
         let short = cached_key_namespace(&self.env, self.jurisdiction.as_deref())
@@ -341,21 +463,16 @@ impl Recording {
             Forwarded::Answered { status, ms, .. } => (*status, Some(*status), *ms),
             Forwarded::Failed { ms } => (502, None, *ms),
         };
-        match (claimed, forwarded) {
-            (Some(attempt), forwarded) => {
-                decision = match self.outcome(&attempt, forwarded).await {
-                    Ok(decision) => decision,
-                    Err(error) => {
-                        // The claim stays: past its lease, enforce mode would hold the key.
-                        console_error!("object {}: the observed outcome was not recorded: {}", short, error);
-                        Decision::Unknown
-                    }
-                };
-            }
-            (None, Forwarded::Answered { body: Some(body), .. }) => {
-                let _ = body.cancel();
-            }
-            (None, _) => {}
+        // A body captured for no claim is simply dropped.
+        if let Some(attempt) = claimed {
+            decision = match self.outcome(&attempt, forwarded).await {
+                Ok(decision) => decision,
+                Err(error) => {
+                    // The claim stays: past its lease, enforce mode would hold the key.
+                    console_error!("object {}: the observed outcome was not recorded: {}", short, error);
+                    Decision::Unknown
+                }
+            };
         }
         let log = RequestLog {
             object: Some(short),
@@ -377,15 +494,17 @@ impl Recording {
     /// the decision it recorded.
     async fn outcome(&self, attempt: &str, forwarded: Forwarded) -> std::result::Result<Decision, String> {
         let (result, head, body) = match forwarded {
-            Forwarded::Answered { body, ms, .. } if ms > self.origin_timeout_ms => {
-                if let Some(body) = body {
-                    let _ = body.cancel();
-                }
-                ("timeout", None, None)
-            }
+            Forwarded::Answered { ms, .. } if ms > self.origin_timeout_ms => ("timeout", None, None),
             Forwarded::Answered { status, headers, body, .. } => {
-                let head = serde_json::json!({ "status": status, "headers": headers }).to_string();
-                ("responded", Some(head), body)
+                let head = Some(serde_json::json!({ "status": status, "headers": headers }).to_string());
+                match body {
+                    Captured::Whole(bytes) => {
+                        ("responded", head, Some(JsValue::from(js_sys::Uint8Array::from(&bytes[..]))))
+                    }
+                    Captured::Nothing => ("responded", head, None),
+                    Captured::TooLarge => ("oversized", head, None),
+                    Captured::Broken => ("reset", None, None),
+                }
             }
             Forwarded::Failed { .. } => ("reset", None, None),
         };
@@ -393,8 +512,7 @@ impl Recording {
         if let Some(head) = head {
             extra.push((internal::ANSWER_HEAD, head));
         }
-        let answer =
-            self.call("outcome", &extra, body.map(JsValue::from)).await.map_err(|(_, error)| error)?;
+        let answer = self.call("outcome", &extra, body).await.map_err(|(_, error)| error)?;
         let token = answer.headers().get(internal::DECISION).ok().flatten().unwrap_or_default();
         Decision::from_token(&token)
             .ok_or_else(|| format!("the object answered {} without a decision", answer.status()))

@@ -347,3 +347,31 @@ fn a_large_answer_observed_is_recorded_in_chunks_and_replays_once_enforced() {
     assert_large_replay(&w.send(&large(&path, &key, 5 * MIB)), &first);
     assert_eq!(o.executions(&key), 2, "the marker execution and the observed one; the replay none");
 }
+
+/// Observe mode, an answer over the stored-size cap: the caller still gets every byte,
+/// while the Worker's copy for the object is read only up to the cap and then cancelled
+/// (issue 20.7: `tee` never holds a large answer); the object records it as too large to
+/// replay, as enforce mode would, so the key is held unknown once the route enforces.
+#[test]
+fn an_observed_answer_over_the_cap_reaches_its_caller_whole_and_is_held_unknown() {
+    let w = start("large-observe-cap", &[("MODE", "observe"), ("MAX_STORED_RESPONSE_BYTES", "1048576")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let o = origin();
+    let (key, path) = (new_key(), new_path());
+    let object = fresh_object(&w, &payment(&path, &key), admin);
+    let first = w.send(&large(&path, &key, 4 * MIB));
+    assert_whole_answer(&first, 4 * MIB);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let view = w.send(&admin("GET", &object, "")).json();
+        if view["state"] == "unknown" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the observed answer was never recorded: {view}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    w.crash();
+    w.restart_with_vars(Readiness::OriginAnswers, &[("MODE", "enforce")]).unwrap_or_else(|e| panic!("{e}"));
+    assert_problem(&w.send(&large(&path, &key, 4 * MIB)), 502, "outcome-unknown");
+    assert_eq!(o.executions(&key), 2, "the marker execution and the observed one; nothing after");
+}

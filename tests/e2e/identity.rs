@@ -127,6 +127,11 @@ fn claims(sub: &str) -> Value {
 }
 
 fn mint(signing: Signing, claims: &Value) -> String {
+    mint_text(signing, &claims.to_string())
+}
+
+/// [`mint`] over claims written as JSON text, so that a number keeps every digit.
+fn mint_text(signing: Signing, claims: &str) -> String {
     let k = keys();
     let (alg, kid) = match signing {
         Signing::Rs256 => ("RS256", Some("rsa-1")),
@@ -142,7 +147,7 @@ fn mint(signing: Signing, claims: &Value) -> String {
     if let Some(kid) = kid {
         header["kid"] = json!(kid);
     }
-    let input = format!("{}.{}", b64(header.to_string().as_bytes()), b64(claims.to_string().as_bytes()));
+    let input = format!("{}.{}", b64(header.to_string().as_bytes()), b64(claims.as_bytes()));
     let es256 = |key: &p256::ecdsa::SigningKey| {
         let signature: p256::ecdsa::Signature = key.sign(input.as_bytes());
         signature.to_bytes().to_vec()
@@ -435,6 +440,34 @@ fn unverified_tokens_never_get_another_callers_answer() {
     // The victim still gets its own answer.
     let retry = w.send(&charge(&path, &key, &bearer(&mint(Signing::Es256, &claims(&victim)))));
     assert_replay_of(&retry, &victims_execution);
+}
+
+/// Two numeric subjects that one `f64` cannot tell apart (issue 20.6): both refused,
+/// neither sharing the other's scope; a whole number within 64 bits still verifies.
+#[test]
+fn numeric_subjects_past_64_bits_are_refused_not_merged() {
+    let w = jwt_worker();
+    let o = origin();
+    let claims_with = |sub: &str| {
+        format!(
+            r#"{{"iss":"{ISSUER}","aud":"{AUDIENCE}","sub":{sub},"exp":{},"jti":"{}"}}"#,
+            now() + 300,
+            unique("jti")
+        )
+    };
+    let (key, path) = (unique("numeric"), new_path("/v1/charges/"));
+    for sub in ["12345678901234567890123", "12345678901234567890124"] {
+        let r = w.send(&charge(&path, &key, &bearer(&mint_text(Signing::Es256, &claims_with(sub)))));
+        assert_problem(&r, 401, "unverified-credential");
+        assert!(r.text().contains("(claim)"), "{r:?}");
+    }
+    assert_eq!(o.executions(&key), 0);
+    let within = bearer(&mint_text(Signing::Es256, &claims_with("18446744073709551615")));
+    let execution = assert_executed(&w.send(&charge(&path, &key, &within)));
+    let refreshed = bearer(&mint_text(Signing::Es256, &claims_with("18446744073709551615")));
+    assert_replay_of(&w.send(&charge(&path, &key, &refreshed)), &execution);
+    let neighbour = bearer(&mint_text(Signing::Es256, &claims_with("18446744073709551614")));
+    assert_ne!(assert_executed(&w.send(&charge(&path, &key, &neighbour))), execution, "another subject");
 }
 
 // ---------------------------------------------------------------------------------------

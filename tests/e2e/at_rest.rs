@@ -179,14 +179,16 @@ fn on_the_files(w: &Worker, script: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-/// The stored record of the instance's one object, hex-encoded (a dedicated instance).
+/// The object id and the stored record (hex) of the instance's one object with a record
+/// (a dedicated instance), separated by a space.
 const READ_RECORD: &str = r#"
 import glob, os, sqlite3, sys
 found = []
 for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
     con = sqlite3.connect(path)
     try:
-        found += [bytes(r).hex() for (r,) in con.execute("SELECT record FROM idempotency_record")]
+        object_id = os.path.basename(path)[: -len(".sqlite")]
+        found += [object_id + " " + bytes(r).hex() for (r,) in con.execute("SELECT record FROM idempotency_record")]
     except sqlite3.OperationalError:
         pass
     con.close()
@@ -213,15 +215,12 @@ fn an_older_attempts_sealed_answer_written_back_is_503_and_forwards_nothing() {
     let first = w.send(&payment(&marker, &key));
     assert_eq!(first.status, 201);
     w.crash();
-    let older = on_the_files(&w, READ_RECORD);
+    // The object id is its database file's name (a log line may be lost to the SIGKILL).
+    let read = on_the_files(&w, READ_RECORD);
+    let (object, older) = read.split_once(' ').expect("an object id and its record");
+    let (object, older) = (object.to_owned(), older.to_owned());
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
     // The operator purges the key (force), and the same request executes anew.
-    let object =
-        crate::support::logs::wait_for_line(&w, "the execution", |line| line["decision"] == "executed")
-            ["object"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
     let purge = Request::new("DELETE", &format!("/__idempotency/records/{object}?force=true"))
         .header("Authorization", format!("Bearer {ADMIN}"));
     assert_eq!(w.send(&purge).status, 200);

@@ -742,3 +742,38 @@ fn logs_hold_no_token_claim_value_or_key() {
         assert!(!log.contains(&value), "the log holds {what}");
     }
 }
+
+/// `SCOPE_JWT_REQUIRED` with a JWKS URL that is down, or that accepts the connection and
+/// never answers: a token is refused 503 `identity-unavailable` (the worker gives up on
+/// the fetch after its own timeout, well within the client's patience) and nothing is
+/// forwarded (issue 21).
+#[test]
+fn required_tokens_with_the_jwks_down_or_hanging_are_503_and_forward_nothing() {
+    // A JWKS server that takes connections and never answers (held until the test ends).
+    let hanging = TcpListener::bind("127.0.0.1:0").expect("bind the hanging JWKS");
+    let hanging_url = format!("http://{}/jwks.json", hanging.local_addr().expect("its address"));
+    let held = Arc::new(Mutex::new(Vec::new()));
+    {
+        let held = held.clone();
+        thread::spawn(move || {
+            for stream in hanging.incoming().flatten() {
+                held.lock().expect("the held connections").push(stream);
+            }
+        });
+    }
+    let down_url = format!("http://127.0.0.1:{}/jwks.json", free_port());
+    let o = origin();
+    for (name, url) in [("jwks-required-hanging", hanging_url), ("jwks-required-down", down_url)] {
+        let w = start(name, &[("SCOPE_JWKS_URL", url), ("SCOPE_JWT_REQUIRED", "true".to_string())])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let token = bearer(&mint(Signing::Es256, &claims(&unique("acct"))));
+        let (key, path) = (unique("required-down"), new_path("/v1/charges/"));
+        let refused = w.send(&charge(&path, &key, &token).timeout(Duration::from_secs(60)));
+        assert_problem(&refused, 503, "identity-unavailable");
+        assert_eq!(o.executions(&key), 0, "{name}: nothing forwarded");
+        // An opaque credential is refused too (required), without waiting for any key.
+        let opaque = w.send(&charge(&path, &unique("required-down"), "Bearer sk_test_opaque"));
+        assert_problem(&opaque, 401, "unverified-credential");
+        assert_eq!(o.executions_at(&path), 0, "{name}: nothing forwarded at all");
+    }
+}

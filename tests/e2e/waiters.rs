@@ -192,3 +192,49 @@ fn past_the_waiter_cap_a_duplicate_gets_409_at_once() {
     }
     assert_eq!(o.executions(&key), 2, "the marker execution and the held attempt, nothing more");
 }
+
+/// `MAX_WAITING_BYTES`: the body bytes that duplicates waiting on one execution may bring
+/// in. Past it a duplicate gets 409 with `Retry-After` at once, instead of waiting, and
+/// nothing is forwarded; the duplicate that fit still gets the answer (issue 21).
+#[test]
+fn a_duplicate_past_max_waiting_bytes_gets_409_at_once_and_the_others_still_wait() {
+    crate::support::worker::require_build();
+    let o = origin();
+    let vars = [
+        ("ORIGIN_URL", o.url()),
+        ("DUPLICATE_WAIT_SECONDS", "60".to_string()),
+        ("ORIGIN_TIMEOUT_SECONDS", "30".to_string()),
+        ("ADMIN_TOKEN", TOKEN.to_string()),
+        ("MAX_WAITING_BYTES", "1000".to_string()),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect();
+    let w = &Worker::start(WorkerConfig {
+        name: "waiting-bytes".into(),
+        vars,
+        readiness: Readiness::OriginAnswers,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let key = new_key();
+    // 600 bytes of body: one waiter fits under 1000, two do not.
+    let body = format!(r#"{{"amount":1000,"memo":"{}"}}"#, "m".repeat(600 - 25));
+    assert_eq!(body.len(), 600);
+    let req = crate::support::requests::covered("POST", &new_path(), &key, &body);
+    let object = fresh_object(w, &req, admin);
+    let gate = o.gate();
+    let first = gate.on(req.clone()).start(w.addr).expect("send the first attempt");
+    gate.expect_arrival("the first attempt");
+    let fits = req.start(w.addr).expect("send a duplicate that fits");
+    wait_for_waiters(w, &object, 1, admin);
+    let refused = w.send(&req);
+    assert_problem(&refused, 409, "in-progress");
+    assert!(retry_after_seconds(&refused) >= 1, "{refused:?}");
+    assert_eq!(gate.arrived(), 1, "the refused duplicate forwarded nothing");
+    gate.release();
+    let first = first.finish().expect("the first attempt's answer");
+    assert_executed(&first, 201);
+    let waited = fits.finish().expect("the waiter's answer");
+    assert!(waited.is_replayed() && waited.body == first.body, "{waited:?}");
+    assert_eq!(o.executions(&key), 2, "the marker execution and the held attempt, nothing else");
+}

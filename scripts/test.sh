@@ -10,8 +10,10 @@
 #   ./scripts/test.sh                         # everything but the long reliability run
 #   ./scripts/test.sh --with-reliability-run  # and the reliability run (CI does this)
 #
-# Other arguments go to `cargo test` (before `--`). TEST_SEED=<n> replays the randomised
-# tests (the storm, the reliability run) with that seed.
+# Other arguments go to `cargo test` (before `--`). Every random choice of the suite (the
+# storm, the reliability run, and proptest's cases) is drawn from one seed: TEST_SEED when
+# set, else a new one, printed at the start and again after a failure with the command
+# that replays the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +30,13 @@ bash scripts/setup.sh
 bash scripts/build.sh
 bash scripts/check-fuzz.sh
 
+# One seed for every random choice: the e2e tests read TEST_SEED, proptest PROPTEST_RNG_SEED.
+if [[ -z ${TEST_SEED:-} ]]; then
+  TEST_SEED=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+fi
+export TEST_SEED PROPTEST_RNG_SEED=$TEST_SEED
+echo "test seed: $TEST_SEED (replay: TEST_SEED=$TEST_SEED ./scripts/test.sh $*)"
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 rm -f target/e2e-times.txt
@@ -41,5 +50,8 @@ if [[ -s target/e2e-times.txt ]]; then
   echo "slowest end-to-end tests (seconds from first use of an instance):"
   # sed reads all of sort's output (head would close the pipe early: SIGPIPE, pipefail).
   sort -rn target/e2e-times.txt | sed -n '1,10s/^/  /p'
+fi
+if [[ $status -ne 0 ]]; then
+  echo "a test failed; replay this run's random choices with: TEST_SEED=$TEST_SEED ./scripts/test.sh $*"
 fi
 exit "$status"

@@ -23,19 +23,27 @@ fn origin() -> &'static DedupOrigin {
 }
 
 fn start(name: &str) -> Result<Worker, String> {
-    let vars = [
+    start_with(name, &[])
+}
+
+/// [`start`] with some variables overridden.
+fn start_with(name: &str, overrides: &[(&str, &str)]) -> Result<Worker, String> {
+    let mut vars: Vec<(String, String)> = [
         ("ORIGIN_URL", origin().url()),
         ("ORIGIN_DEDUPLICATES", "true".to_owned()),
         ("MAX_ORIGIN_ATTEMPTS", "3".to_owned()),
         ("ORIGIN_TIMEOUT_SECONDS", "2".to_owned()),
         ("DUPLICATE_WAIT_SECONDS", "10".to_owned()),
         ("IDEMPOTENCY_TTL_SECONDS", "600".to_owned()),
-    ];
-    Worker::start(WorkerConfig {
-        name: name.into(),
-        vars: vars.into_iter().map(|(n, v)| (n.to_owned(), v)).collect(),
-        readiness: Readiness::OriginAnswers,
-    })
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_owned(), v))
+    .collect();
+    for (name, value) in overrides {
+        vars.retain(|(n, _)| n != name);
+        vars.push((name.to_string(), value.to_string()));
+    }
+    Worker::start(WorkerConfig { name: name.into(), vars, readiness: Readiness::OriginAnswers })
 }
 
 fn deduplicating() -> &'static Worker {
@@ -83,15 +91,24 @@ fn a_timeout_then_retries_get_the_origins_original_answer() {
     assert_problem(&other, 422, "key-reused");
 }
 
+/// A SIGKILL while the origin executes the first attempt: the claim is orphaned, every
+/// retry during its lease is answered 409 and reaches nothing, and exactly one re-send goes
+/// out after the lease, which the origin answers with its stored answer (issue 21: counted
+/// at the origin, with arrival times, not only its executions, which this origin keeps at
+/// one whatever the worker does).
 #[test]
 fn a_restart_mid_flight_then_a_retry_after_the_lease_gets_the_original_answer() {
+    // A 20 s origin timeout gives a 30 s lease; the origin takes 12 s to execute, so the
+    // SIGKILL has 12 s to land mid-flight, and the answer is stored well before the lease
+    // ends (no window is shorter than 10 s).
+    const LEASE: Duration = Duration::from_secs(30);
     static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
-    let w = instance(&CELL, || start("deduplicating-crash"));
+    let w = instance(&CELL, || start_with("deduplicating-crash", &[("ORIGIN_TIMEOUT_SECONDS", "20")]));
     let o = origin();
     let key = unique("crash");
     let path = format!("/v1/charges/{}", unique("p"));
     let first = {
-        let request = charge(&path, &key).header("x-test-delay-ms", "1500");
+        let request = charge(&path, &key).header("x-test-delay-ms", "12000");
         let addr = w.addr;
         thread::spawn(move || request.send(addr))
     };
@@ -102,13 +119,22 @@ fn a_restart_mid_flight_then_a_retry_after_the_lease_gets_the_original_answer() 
     }
     w.crash();
     assert!(first.join().unwrap().is_err(), "the caller's connection dies with workerd");
+    assert_eq!(o.executions(&key), 1, "the first attempt was executing when workerd died");
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
-    // The claim is orphaned: 409 until its lease ends (2 s timeout + 10 s margin), then it
-    // is sent again and the origin's stored answer comes back.
+    // The claim is orphaned: 409 until its lease ends, and nothing is sent meanwhile.
+    let in_lease = w.send(&charge(&path, &key));
+    assert_problem(&in_lease, 409, "in-progress");
+    assert_eq!(o.received(&key), 1, "a retry inside the lease reaches nothing");
     let settled = retry_until_settled(w, &charge(&path, &key));
     assert_eq!(settled.status, 201, "{settled:?}");
+    let arrivals = o.arrivals(&key);
+    assert_eq!(arrivals.len(), 2, "the first attempt and exactly one re-send after the lease");
+    // The lease runs from the claim, a moment before the first arrival: a second of slack.
+    let lease_end = arrivals[0] + LEASE - Duration::from_secs(1);
+    assert!(arrivals[1] >= lease_end, "the re-send came only after the lease: {arrivals:?}");
     assert_eq!(o.executions(&key), 1);
     assert!(w.send(&charge(&path, &key)).is_replayed());
+    assert_eq!(o.received(&key), 2, "the replay reached nothing");
 }
 
 #[test]

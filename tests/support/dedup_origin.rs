@@ -29,6 +29,8 @@ use super::requests::unique;
 struct KeyState {
     /// Requests that arrived with the key.
     received: usize,
+    /// When each of them arrived.
+    arrivals: Vec<Instant>,
     /// Times the key was executed (at most once, by design of this origin).
     executions: usize,
     /// The stored answer, once the execution finished.
@@ -112,6 +114,11 @@ impl DedupOrigin {
         self.keys.lock().unwrap().get(key).map_or(0, |k| k.received)
     }
 
+    /// When each request with the key arrived, in order.
+    pub fn arrivals(&self, key: &str) -> Vec<Instant> {
+        self.keys.lock().unwrap().get(key).map_or_else(Vec::new, |k| k.arrivals.clone())
+    }
+
     fn handle(&self, mut stream: TcpStream) {
         stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
         let mut buf = Vec::new();
@@ -159,6 +166,7 @@ impl DedupOrigin {
             let mut keys = self.keys.lock().unwrap();
             let state = keys.entry(key.clone()).or_default();
             state.received += 1;
+            state.arrivals.push(Instant::now());
             let drop_first = control("x-test-drop-first").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
             if control("x-test-drop").as_deref() == Some("1") || state.received <= drop_first {
                 drop(keys);

@@ -278,15 +278,16 @@ async fn a_lost_reply_is_retried_and_gets_the_stored_answer() {
     let w = start_worker().await;
     let o = origin();
     let (key, path) = (new_key(), new_path());
-    // The origin takes 1.5 s; each attempt gives up after 400 ms, as a client whose reply
-    // is lost would. No attempt can see an answer of its own, so the answer is a replay.
-    let op = payment(&path, &key).header("x-test-delay-ms", "1500").unwrap();
+    // The origin takes 12 s; each attempt gives up after 3 s, as a client whose reply is
+    // lost would. No attempt can see an answer of its own, so the answer is a replay. The
+    // margins are wide (9 s, and 3 s for a replay) so that a loaded machine changes nothing.
+    let op = payment(&path, &key).header("x-test-delay-ms", "12000").unwrap();
     let config = RetryConfig {
-        attempt_timeout: Duration::from_millis(400),
+        attempt_timeout: Duration::from_secs(3),
         base_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_millis(400),
+        max_backoff: Duration::from_secs(1),
         max_attempts: 100,
-        deadline: Duration::from_secs(60),
+        deadline: Duration::from_secs(120),
     };
     let outcome =
         client(w, config).send(&op).await.unwrap_or_else(|e| panic!("the client failed: {e}\n{e:?}"));

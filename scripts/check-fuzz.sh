@@ -1,30 +1,67 @@
 #!/usr/bin/env bash
 # Builds the fuzz targets (fuzz/, a crate with its own workspace), so that a change to the
-# core that breaks them fails the suite.
+# core that breaks them fails the suite, and (with --run) runs each of them for a while.
 #
-#   scripts/check-fuzz.sh            # `cargo +nightly fuzz build` when nightly and cargo-fuzz
-#                                    # are installed; else `cargo check` of every target
-#   scripts/check-fuzz.sh --install  # first installs what is missing (rustup's nightly,
-#                                    # cargo-fuzz from crates.io), then builds: what CI runs
+#   scripts/check-fuzz.sh                    # `cargo +nightly fuzz build` when nightly and
+#                                            # cargo-fuzz are installed; else `cargo check` of
+#                                            # every target (the type check on stable), saying so
+#   scripts/check-fuzz.sh --install          # first installs nightly (rustup) and cargo-fuzz
+#                                            # (crates.io); if that fails, it says so and fails
+#   scripts/check-fuzz.sh --install --run 60 # and then runs every target for 60 s from its
+#                                            # seeds; a crash fails (what CI runs)
 #
-# The check type-checks the same targets against the same core on stable; the nightly build
+# The type check checks the same targets against the same core on stable; the nightly build
 # also links them with libFuzzer and the sanitizers, as `cargo fuzz run` needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Installing is best effort: when the toolchain server or crates.io cannot give us nightly
-# or cargo-fuzz, the type check below still proves that the targets build against the core.
-if [[ ${1:-} == --install ]]; then
-  rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal ||
-    echo "fuzz: could not install nightly; falling back to cargo check" >&2
-  cargo +nightly fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked ||
-    echo "fuzz: could not install cargo-fuzz; falling back to cargo check" >&2
+install= run_seconds=
+while (($#)); do
+  case $1 in
+    --install) install=1 ;;
+    --run) run_seconds=${2:?--run takes a number of seconds}; shift ;;
+    *) echo "check-fuzz: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+have_fuzz() { rustup toolchain list 2>/dev/null | grep -q '^nightly' && cargo +nightly fuzz --version >/dev/null 2>&1; }
+
+if [[ -n $install ]]; then
+  # Where the fuzzers must run (CI), a toolchain that cannot be had is a failure, said out
+  # loud: never a silent fall back to the type check.
+  rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal || {
+    echo "fuzz: FAILED to install the nightly toolchain (rustup toolchain install nightly); the fuzz targets cannot be built or run" >&2
+    exit 1
+  }
+  cargo +nightly fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked || {
+    echo "fuzz: FAILED to install cargo-fuzz (cargo install cargo-fuzz --locked); the fuzz targets cannot be built or run" >&2
+    exit 1
+  }
 fi
 
-if rustup toolchain list 2>/dev/null | grep -q '^nightly' && cargo +nightly fuzz --version >/dev/null 2>&1; then
+if have_fuzz; then
   echo "fuzz: cargo +nightly fuzz build"
   cargo +nightly fuzz build
+elif [[ -n $run_seconds ]]; then
+  echo "fuzz: FAILED: --run needs nightly and cargo-fuzz (run with --install)" >&2
+  exit 1
 else
-  echo "fuzz: nightly or cargo-fuzz not installed; cargo check of the fuzz targets"
+  echo "fuzz: nightly or cargo-fuzz not installed, so only a type check of the fuzz targets (cargo check); ./scripts/check-fuzz.sh --install --run 60 runs them"
   cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
+fi
+
+if [[ -n $run_seconds ]]; then
+  for target in $(cargo +nightly fuzz list); do
+    echo "fuzz: running $target for ${run_seconds} s"
+    mkdir -p "fuzz/corpus/$target"
+    if ! cargo +nightly fuzz run "$target" "fuzz/corpus/$target" "fuzz/seeds/$target" -- \
+      -max_total_time="$run_seconds" -max_len=4096 -print_final_stats=1 >"target/fuzz-$target.log" 2>&1; then
+      tail -n 60 "target/fuzz-$target.log" >&2
+      echo "fuzz: FAILED: $target found a crash (log: target/fuzz-$target.log; the input is under fuzz/artifacts/$target)" >&2
+      exit 1
+    fi
+    grep -E '^stat::number_of_executed_units' "target/fuzz-$target.log" | sed "s/^/fuzz: $target: /" || true
+  done
+  echo "fuzz: every target ran ${run_seconds} s without a crash"
 fi

@@ -39,12 +39,19 @@ echo "test seed: $TEST_SEED (replay: TEST_SEED=$TEST_SEED ./scripts/test.sh $*)"
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# The final leak scan reads the secrets recorded and the logs written from here on.
+mkdir -p target/tmp
+rm -f target/tmp/e2e-secrets.txt
+touch target/tmp/e2e-run-start
 rm -f target/e2e-times.txt
 skip=(--skip reliability_run)
 [[ -n $run_reliability ]] && skip=()
 status=0
 cargo test --workspace --no-fail-fast "${cargo_args[@]}" -- "${skip[@]}" 2>&1 | tee "$log" || status=$?
+# Every instance's log, whichever tests ran: no secret, no panic (scripts/scan-e2e-logs.py).
+python3 scripts/scan-e2e-logs.py target/tmp target/tmp/e2e-run-start 2>&1 | tee -a "$log" || status=1
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     /^leak scan \(/ { p += $(NF-3); f += $(NF-1) }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 if [[ -s target/e2e-times.txt ]]; then
   echo "slowest end-to-end tests (seconds from first use of an instance):"

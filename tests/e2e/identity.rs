@@ -122,6 +122,7 @@ fn now() -> u64 {
 
 /// Claims for `sub`, valid for five minutes, with a unique `jti` so every token differs.
 fn claims(sub: &str) -> Value {
+    crate::support::requests::register_secret(sub);
     json!({"iss": ISSUER, "aud": [AUDIENCE, "other"], "sub": sub, "iat": now(), "exp": now() + 300,
            "jti": unique("jti")})
 }
@@ -172,7 +173,9 @@ fn mint_text(signing: Signing, claims: &str) -> String {
         }
         Signing::None => Vec::new(),
     };
-    format!("{input}.{}", b64(&signature))
+    let token = format!("{input}.{}", b64(&signature));
+    crate::support::requests::register_secret(&token);
+    token
 }
 
 fn bearer(token: &str) -> String {

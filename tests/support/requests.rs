@@ -44,7 +44,28 @@ pub fn secret(tag: &str) -> String {
     let value = unique(tag);
     let token = value.rsplit('-').next().unwrap_or_default().to_string();
     SECRETS.lock().unwrap_or_else(|e| e.into_inner()).push(token);
+    register_secret(&value);
     value
+}
+
+/// The file where every secret of the suite's processes is written, one per line, for the
+/// leak scan that `scripts/test.sh` runs over every instance's log once all tests are done
+/// (`scripts/scan-e2e-logs.py`), whichever tests ran.
+pub fn secrets_file() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-secrets.txt")
+}
+
+/// Records a value that must never appear in a worker's log (a token, a claim value, a
+/// key), for the final leak scan. Values made by [`secret`] are recorded already.
+pub fn register_secret(value: &str) {
+    use std::io::Write;
+    if value.is_empty() || value.contains('\n') {
+        return;
+    }
+    if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(secrets_file()) {
+        // One write per line: appends from several threads and processes do not interleave.
+        let _ = file.write_all(format!("{value}\n").as_bytes());
+    }
 }
 
 /// The 24-hex-digit parts of every secret made in this process so far.

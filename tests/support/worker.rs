@@ -505,7 +505,10 @@ impl Worker {
                         || name.contains("SECRET")
                         || ["STORAGE_ENCRYPTION_KEYS", "OBJECT_NAME_KEY"].contains(&name.as_str())
                 })
-                .map(|(_, value)| value.clone())
+                .map(|(_, value)| {
+                    super::requests::register_secret(value);
+                    value.clone()
+                })
                 .collect(),
             stopped: std::sync::atomic::AtomicBool::new(false),
         }));

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""The leak and panic scan of every worker instance a test run started, run by
+scripts/test.sh after all the tests, whichever of them ran (a filtered run included).
+
+Reads the secrets the tests recorded (target/tmp/e2e-secrets.txt: keys, credentials, body
+markers, tokens, claim values, the values of secret variables) and the wrangler log of every
+instance started since the run began (target/tmp/e2e/run-*/wrangler.log, newer than the
+marker file given), and fails when a log holds any secret, or a sign of a panic. Prints one
+closing line: 'leak scan: N passed, M failed' (one per log).
+
+    scripts/scan-e2e-logs.py <target/tmp> <run-start marker file>
+"""
+import glob
+import os
+import re
+import sys
+
+PANIC_SIGNS = ["panicked at", "RuntimeError: unreachable", "Worker exceeded", "RangeError"]
+UNIQUE_TAIL = re.compile(r"-([0-9a-f]{24})(?![0-9a-f])")
+
+
+def main() -> int:
+    tmp, marker = sys.argv[1], sys.argv[2]
+    since = os.path.getmtime(marker)
+    try:
+        with open(os.path.join(tmp, "e2e-secrets.txt"), encoding="utf-8", errors="replace") as f:
+            secrets = {line.rstrip("\n") for line in f if line.strip()}
+    except FileNotFoundError:
+        secrets = set()
+    # A value made by the tests' unique() ends in 24 hex digits: that part alone must not
+    # show either (a log that printed half a key still leaked it).
+    tails = {m.group(1) for s in secrets for m in [UNIQUE_TAIL.search(s)] if m}
+    others = [s for s in secrets if not UNIQUE_TAIL.search(s) and len(s) >= 8]
+    logs = [
+        path
+        for path in glob.glob(os.path.join(tmp, "e2e", "run-*", "wrangler.log"))
+        if os.path.getmtime(path) >= since
+    ]
+    passed = failed = 0
+    for path in sorted(logs):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        problems = []
+        leaked = {m.group(1) for m in UNIQUE_TAIL.finditer(text)} & tails
+        if leaked:
+            problems.append(f"{len(leaked)} secret(s) made by the tests")
+        other = sum(1 for s in others if s in text)
+        if other:
+            problems.append(f"{other} other secret value(s) (tokens, keys, secret variables)")
+        problems += [f"a sign of a panic ({sign})" for sign in PANIC_SIGNS if sign in text]
+        if problems:
+            failed += 1
+            print(f"leak scan: {path} holds {', '.join(problems)}", file=sys.stderr)
+        else:
+            passed += 1
+    print(f"leak scan ({len(secrets)} secrets, {len(logs)} logs): {passed} passed, {failed} failed")
+    if not logs and secrets:
+        print("leak scan: secrets were recorded but no instance log was found", file=sys.stderr)
+        return 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,7 +21,7 @@ use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -340,31 +340,16 @@ fn assert_replay_of(replay: &Response, execution: &str) {
     assert_eq!(executed(replay), execution, "the replay carries the original execution");
 }
 
-/// Every log line the worker printed for covered requests, parsed.
-fn log_lines(w: &Worker) -> Vec<Value> {
-    w.log_contents()
-        .lines()
-        .filter_map(|line| line.find("{\"event\":\"idempotency\"").map(|at| &line[at..]))
-        .filter_map(|json| serde_json::from_str(json.trim_end()).ok())
-        .collect()
-}
-
-/// Waits (generously: wrangler writes its log asynchronously) until a log line for a
-/// covered request satisfies `wanted`; panics with the lines seen otherwise.
-fn wait_for_log_line(w: &Worker, what: &str, wanted: impl Fn(&Value) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let lines = log_lines(w);
-        if lines.iter().any(&wanted) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no log line {what} within 60 s; lines: {lines:?}");
-        thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn wait_for_scope(w: &Worker, scope: &str) {
-    wait_for_log_line(w, &format!("with scope {scope}"), |l| l["scope"] == scope);
+/// Sends `request` (a new key, from the caller under test) with a marker status no other
+/// request to `w` gets, and checks that its own decision line names `scope`: never a line
+/// another test's request could have written (issue 21.4).
+fn assert_scope_logged(w: &Worker, request: Request, scope: &str) {
+    let marker = w.next_marker_status();
+    let r = w.send(&request.header("x-test-status", marker.to_string()));
+    assert_eq!(r.status, marker, "{r:?}");
+    let what = format!("of the marked request (origin status {marker})");
+    let line = crate::support::logs::wait_for_line(w, &what, |l| l["origin_status"] == marker);
+    assert_eq!(line["scope"], scope, "{line}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -387,7 +372,8 @@ fn a_refreshed_token_for_the_same_subject_replays_for_every_algorithm() {
         assert_replay_of(&retry, &execution);
         assert_eq!(o.executions(&key), 1, "{signing:?}: one execution across the refresh");
     }
-    wait_for_scope(w, "claim");
+    let token = bearer(&mint(Signing::Es256, &claims(&unique("acct"))));
+    assert_scope_logged(w, charge(&new_path("/v1/charges/"), &unique("logged"), &token), "claim");
 }
 
 #[test]
@@ -500,7 +486,8 @@ fn opaque_api_keys_scope_exactly_as_before() {
     let refreshed = w.send(&charge(&path, &key, &bearer(&mint(Signing::Es256, &claims(&subject)))));
     assert_ne!(assert_executed(&first), assert_executed(&refreshed));
     assert_eq!(o.executions(&key), 2);
-    wait_for_scope(w, "credential");
+    let token = bearer(&mint(Signing::Es256, &claims(&subject)));
+    assert_scope_logged(w, charge(&new_path("/v1/opaque/"), &unique("logged"), &token), "credential");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -541,7 +528,9 @@ fn allow_anonymous_keeps_one_shared_scope() {
         w.send(&Request::post(&path).header("Authorization", "").header("Idempotency-Key", &key).json(BODY));
     assert_replay_of(&second, &execution);
     assert_eq!(o.executions(&key), 1);
-    wait_for_scope(w, "anonymous");
+    let anonymous =
+        Request::post(&new_path("/v1/charges/")).anonymous().header("Idempotency-Key", unique("logged"));
+    assert_scope_logged(w, anonymous.json(BODY), "anonymous");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -288,3 +288,61 @@ fn an_answer_stored_in_the_clear_is_503_once_a_key_ring_is_set_unless_allowed() 
     assert_replay_of(&w.send(&payment(&marker, &key)), &first);
     assert_eq!(origin().executions(&key), 1);
 }
+
+/// Tampering of every kind gives 503 and forwards nothing (issue 21.1): a changed key id, a
+/// changed nonce, a sealed record moved into another key's object, and (after a restart) a
+/// ring that holds another key under the same id.
+#[test]
+fn every_kind_of_tampering_with_a_sealed_record_is_503_and_forwards_nothing() {
+    let w = start("at-rest-tamper-kinds", Some(ring(&[("k1", KEY_A)])));
+    let keys: Vec<(String, String)> = (0..4).map(|i| (unique(&format!("tamper{i}")), unique("k"))).collect();
+    for (marker, key) in &keys {
+        assert_eq!(w.send(&payment(marker, key)).status, 201);
+    }
+    w.crash();
+    // Three of the four files, in name order: the first gets another key id, the second
+    // another nonce, the third the first one's original record (moved across objects).
+    let script = r#"
+import glob, os, sqlite3, sys
+HEAD = 60 + 10 + 2 + 4   # header, empty inline response, count, tag, u32 length
+rows = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite"))):
+    con = sqlite3.connect(path)
+    try:
+        for (record,) in con.execute("SELECT record FROM idempotency_record"):
+            rows.append((path, bytes(record)))
+    except sqlite3.OperationalError:
+        pass
+    con.close()
+assert len(rows) == 4, len(rows)
+def write(path, record):
+    con = sqlite3.connect(path)
+    con.execute("UPDATE idempotency_record SET record = ?", (record,))
+    con.commit()
+    con.close()
+(p0, r0), (p1, r1), (p2, r2), _ = rows
+assert r0[HEAD] == 2 and r0[HEAD + 1 : HEAD + 3] == b"k1", "key id k1 at its place"
+write(p0, r0[: HEAD + 1] + b"k9" + r0[HEAD + 3 :])
+nonce = HEAD + 3
+write(p1, r1[:nonce] + bytes([r1[nonce] ^ 1]) + r1[nonce + 1 :])
+write(p2, r0)
+print("ok")
+"#;
+    let out =
+        Command::new("python3").arg("-c").arg(script).arg(w.persist_dir()).output().expect("python3 runs");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "{}", String::from_utf8_lossy(&out.stderr));
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
+    // Which key's file got which change is not known here, but three of the four must be
+    // refused, and none of them forwarded.
+    let answers: Vec<u16> = keys.iter().map(|(marker, key)| w.send(&payment(marker, key)).status).collect();
+    assert_eq!(answers.iter().filter(|&&s| s == 503).count(), 3, "{answers:?}");
+    assert_eq!(answers.iter().filter(|&&s| s == 201).count(), 1, "the untouched one replays: {answers:?}");
+    // Another key under the same id: the one left untouched is refused too.
+    w.crash();
+    w.restart_with_vars(Readiness::OriginAnswers, &[("STORAGE_ENCRYPTION_KEYS", &ring(&[("k1", KEY_B)]))])
+        .unwrap_or_else(|e| panic!("restart: {e}"));
+    for (marker, key) in &keys {
+        assert_problem(&w.send(&payment(marker, key)), 503, "storage-unavailable");
+        assert_eq!(origin().executions(key), 1, "never forwarded again");
+    }
+}

@@ -378,3 +378,26 @@ fn a_body_too_large_to_store_is_forwarded_at_once_without_the_preference() {
     assert_eq!(retry.body, first.body);
     assert_eq!(o.executions(&key), 1);
 }
+
+/// A SIGKILL while the job's send is at the origin: after the restart the job's alarm finds
+/// the send orphaned, and without `ORIGIN_DEDUPLICATES` it is held unknown, never sent again
+/// (issue 21: counted at the origin).
+#[test]
+fn an_async_job_killed_mid_send_is_held_unknown_and_never_sent_again() {
+    crate::support::worker::require_build();
+    let o = crate::support::origin::Origin::start();
+    let w = &start_with_origin_url("async-killed", &o.url(), 300, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let key = unique("killed");
+    let gate = o.gate();
+    let req = gate.on(charge(&format!("/v1/charges/{}", unique("p")), &key));
+    assert_accepted(&w.send(&req));
+    gate.expect_arrival("the job's send");
+    w.crash();
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
+    let held = poll_until_done(w, &req);
+    assert_problem(&held, 502, "outcome-unknown");
+    assert_problem(&w.send(&req.clone().without_header("Prefer")), 502, "outcome-unknown");
+    gate.release();
+    assert_eq!(gate.arrived(), 1, "the orphaned send was never sent again");
+    assert_eq!(o.executions(&key), 1);
+}

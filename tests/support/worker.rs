@@ -270,13 +270,22 @@ fn keep_instances_of_failed_tests() {
 const KEPT_MARKER: &str = "KEPT-FAILED-TEST";
 
 /// Removes run directories left by earlier test processes that are gone, except those of a
-/// failed test (they hold the instance's state and log until removed by hand).
+/// failed test (they hold the instance's state and log until removed by hand) and those of
+/// the current `scripts/test.sh` run (its final leak scan reads their logs).
 fn clean_stale_dirs() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let Ok(entries) = fs::read_dir(temp_base()) else { return };
+        // `scripts/test.sh` marks the start of its run: the logs of every test process of
+        // that run (the worker's and the client's) stay for its final leak scan.
+        let run_start =
+            fs::metadata(temp_base().with_file_name("e2e-run-start")).and_then(|m| m.modified()).ok();
         for entry in entries.flatten() {
             if entry.path().join(KEPT_MARKER).exists() {
+                continue;
+            }
+            let log_written = fs::metadata(entry.path().join("wrangler.log")).and_then(|m| m.modified()).ok();
+            if run_start.zip(log_written).is_some_and(|(start, written)| written >= start) {
                 continue;
             }
             let name = entry.file_name().to_string_lossy().to_string();

@@ -563,11 +563,14 @@ fn parse_admin_prefix(raw: Option<&str>) -> Result<String, ConfigError> {
 }
 
 /// `ALARM_FAULT_INJECTION`: how many alarm runs of each object instance fail on purpose.
-/// Test-only, like [`VAR_DELETE_FAULT_INJECTION`]: never for production.
+/// Test-only, like every `*_FAULT_INJECTION`: never for production.
 pub const VAR_ALARM_FAULT_INJECTION: &str = "ALARM_FAULT_INJECTION";
 /// `DELETE_FAULT_INJECTION`: how many record deletions of each object instance fail on
 /// purpose. Test-only.
 pub const VAR_DELETE_FAULT_INJECTION: &str = "DELETE_FAULT_INJECTION";
+/// `CHUNK_WRITE_FAULT_INJECTION`: how many writes of a large answer's chunk rows of each
+/// object instance fail on purpose, half-way through their transaction. Test-only.
+pub const VAR_CHUNK_WRITE_FAULT_INJECTION: &str = "CHUNK_WRITE_FAULT_INJECTION";
 
 /// Parses a fault-injection variable: a whole number of failures (unset or empty: none).
 /// Anything else is an error naming the variable, never a silent zero.
@@ -582,15 +585,50 @@ pub fn parse_fault_injection(variable: &'static str, raw: Option<&str>) -> Resul
     }
 }
 
-/// The error line a worker logs on every isolate start while a test-only fault-injection
-/// variable is set, so that one left in a production deploy degrades nothing unseen.
-/// `None` when neither is set.
-pub fn fault_injection_line(alarm_failures: u32, delete_failures: u32) -> Option<String> {
-    (alarm_failures > 0 || delete_failures > 0).then(|| {
-        format!(
-            "{{\"event\":\"fault-injection\",\"alarm_failures\":{alarm_failures},\"delete_failures\":{delete_failures},\"detail\":\"{VAR_ALARM_FAULT_INJECTION} or {VAR_DELETE_FAULT_INJECTION} is set: alarms or deletions fail on purpose. These variables are for tests only; remove them from production.\"}}"
-        )
-    })
+/// The test-only failures a worker injects into itself: how many alarm runs, record
+/// deletions and chunk writes of each object instance fail on purpose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultInjection {
+    pub alarm_failures: u32,
+    pub delete_failures: u32,
+    pub chunk_write_failures: u32,
+}
+
+impl FaultInjection {
+    /// Parses the `*_FAULT_INJECTION` variables; `lookup` as in [`Config::from_vars`].
+    pub fn from_vars<'a>(
+        lookup: impl Fn(&'static str) -> Option<&'a str>,
+    ) -> Result<FaultInjection, ConfigError> {
+        Ok(FaultInjection {
+            alarm_failures: parse_fault_injection(
+                VAR_ALARM_FAULT_INJECTION,
+                lookup(VAR_ALARM_FAULT_INJECTION),
+            )?,
+            delete_failures: parse_fault_injection(
+                VAR_DELETE_FAULT_INJECTION,
+                lookup(VAR_DELETE_FAULT_INJECTION),
+            )?,
+            chunk_write_failures: parse_fault_injection(
+                VAR_CHUNK_WRITE_FAULT_INJECTION,
+                lookup(VAR_CHUNK_WRITE_FAULT_INJECTION),
+            )?,
+        })
+    }
+
+    pub fn is_set(&self) -> bool {
+        *self != FaultInjection::default()
+    }
+
+    /// The error line a worker logs on every isolate start while any is set, so that one
+    /// left in a production deploy degrades nothing unseen. `None` when none is set.
+    pub fn line(&self) -> Option<String> {
+        let FaultInjection { alarm_failures, delete_failures, chunk_write_failures } = self;
+        self.is_set().then(|| {
+            format!(
+                "{{\"event\":\"fault-injection\",\"alarm_failures\":{alarm_failures},\"delete_failures\":{delete_failures},\"chunk_write_failures\":{chunk_write_failures},\"detail\":\"A *_FAULT_INJECTION variable is set: alarms, deletions or chunk writes fail on purpose. These variables are for tests only; remove them from production.\"}}"
+            )
+        })
+    }
 }
 
 #[cfg(test)]
@@ -850,11 +888,18 @@ mod tests {
             let error = parse_fault_injection(VAR_DELETE_FAULT_INJECTION, Some(bad)).unwrap_err();
             assert_eq!(error.variable, VAR_DELETE_FAULT_INJECTION, "{bad}");
         }
-        assert_eq!(fault_injection_line(0, 0), None);
-        let line = fault_injection_line(1, 0).unwrap();
-        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let none = FaultInjection::from_vars(|_| None).unwrap();
+        assert!(!none.is_set());
+        assert_eq!(none.line(), None);
+        let chunks =
+            FaultInjection::from_vars(|name| (name == VAR_CHUNK_WRITE_FAULT_INJECTION).then_some("2"))
+                .unwrap();
+        assert_eq!(chunks.chunk_write_failures, 2);
+        let value: serde_json::Value = serde_json::from_str(&chunks.line().unwrap()).unwrap();
         assert_eq!(value["event"], "fault-injection");
-        assert_eq!(value["alarm_failures"], 1);
+        assert_eq!(value["chunk_write_failures"], 2);
         assert!(value["detail"].as_str().unwrap().contains("tests only"));
+        let bad = FaultInjection::from_vars(|name| (name == VAR_ALARM_FAULT_INJECTION).then_some("x"));
+        assert_eq!(bad.unwrap_err().variable, VAR_ALARM_FAULT_INJECTION);
     }
 }

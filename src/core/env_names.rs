@@ -15,7 +15,7 @@ use super::scope::SCOPE_VARS;
 
 /// Names read from the environment besides `config::ALL_VARS` and `scope::SCOPE_VARS`:
 /// secrets and bindings.
-pub const OTHER_NAMES: [&str; 12] = [
+pub const OTHER_NAMES: [&str; 13] = [
     "ADMIN_TOKEN",
     "STORAGE_ENCRYPTION_KEYS",
     "STORAGE_ALLOW_UNSEALED",
@@ -27,6 +27,7 @@ pub const OTHER_NAMES: [&str; 12] = [
     "IDEMPOTENCY_METRICS",
     "ALARM_FAULT_INJECTION",
     "DELETE_FAULT_INJECTION",
+    "CHUNK_WRITE_FAULT_INJECTION",
     "LOG_DECISIONS",
 ];
 

@@ -178,6 +178,7 @@ pub async fn put(
     done: &Completed,
     sealing: Option<Sealing<'_>>,
     still_current: impl Fn() -> bool,
+    fail_half_way: bool,
 ) -> Result<(Record, Checked), StorageError> {
     let body = &done.response.body;
     let ranges = chunks::plan(body.len(), CHUNK_BYTES);
@@ -244,6 +245,13 @@ pub async fn put(
         sql.exec(CLEAR, None).map_err(fail)?;
         for (index, row) in rows.iter().enumerate() {
             sql.exec_raw(INSERT, vec![JsValue::from(index as f64), JsValue::from(row)]).map_err(fail)?;
+            // CHUNK_WRITE_FAULT_INJECTION (tests only): a throw after some rows are written,
+            // which must roll every statement of the transaction back.
+            if fail_half_way && index + 1 == rows.len().div_ceil(2) {
+                return Err(JsValue::from(js_sys::Error::new(
+                    "CHUNK_WRITE_FAULT_INJECTION: fails on purpose",
+                )));
+            }
         }
         storage::put_encoded(sql, record.clone())
             .map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))?;

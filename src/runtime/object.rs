@@ -129,6 +129,8 @@ pub struct KeyObject {
     alarm_runs: Cell<u32>,
     /// Record deletions of this instance so far (for `DELETE_FAULT_INJECTION`).
     deletions: Cell<u32>,
+    /// Chunked answer writes of this instance so far (for `CHUNK_WRITE_FAULT_INJECTION`).
+    chunk_writes: Cell<u32>,
     /// The chunked answer whose rows this instance has checked (`runtime::chunks`).
     chunk_check: RefCell<Option<chunks::Checked>>,
     /// Whether the record as last read from storage held an answer in the clear (see
@@ -154,6 +156,7 @@ impl KeyObject {
             scope_salt: OnceCell::new(),
             alarm_runs: Cell::new(0),
             deletions: Cell::new(0),
+            chunk_writes: Cell::new(0),
             chunk_check: RefCell::new(None),
             read_in_clear: Cell::new(false),
         }
@@ -379,7 +382,7 @@ impl KeyObject {
         self.expire_observed(now_ms());
         let runs = self.alarm_runs.get();
         self.alarm_runs.set(runs.saturating_add(1));
-        if runs < settings::get(&self.env).alarm_failures {
+        if runs < settings::get(&self.env).fault_injection.alarm_failures {
             return Err(format!("ALARM_FAULT_INJECTION: run {} fails on purpose", runs + 1));
         }
         let record = match self.record() {
@@ -431,10 +434,12 @@ impl KeyObject {
                 // A test-only fault-injection variable left set degrades alarms or
                 // deletions: the operator who looks at a record sees it.
                 let settings = settings::get(&self.env);
-                if settings.alarm_failures > 0 || settings.delete_failures > 0 {
+                let faults = settings.fault_injection;
+                if faults.is_set() {
                     view["fault_injection"] = serde_json::json!({
-                        "alarm_failures": settings.alarm_failures,
-                        "delete_failures": settings.delete_failures,
+                        "alarm_failures": faults.alarm_failures,
+                        "delete_failures": faults.delete_failures,
+                        "chunk_write_failures": faults.chunk_write_failures,
                     });
                 }
                 json_response(&view)
@@ -629,8 +634,13 @@ impl KeyObject {
                     }
                 };
                 let still_current = || self.claim_is_current(done.attempt);
+                // CHUNK_WRITE_FAULT_INJECTION (tests only): this write fails half-way.
+                let writes = self.chunk_writes.get();
+                self.chunk_writes.set(writes.saturating_add(1));
+                let fail_half_way = writes < settings.fault_injection.chunk_write_failures;
                 let (cached, checked) =
-                    chunks::put(self.raw_storage(), self.sql(), done, sealing, still_current).await?;
+                    chunks::put(self.raw_storage(), self.sql(), done, sealing, still_current, fail_half_way)
+                        .await?;
                 *self.cached.borrow_mut() = Cached::Loaded(Some(cached));
                 *self.chunk_check.borrow_mut() = Some(checked);
                 Ok(())
@@ -661,7 +671,7 @@ impl KeyObject {
                 *self.cached.borrow_mut() = Cached::Loaded(None);
                 let deletions = self.deletions.get();
                 self.deletions.set(deletions.saturating_add(1));
-                let deleted = if deletions < settings::get(&self.env).delete_failures {
+                let deleted = if deletions < settings::get(&self.env).fault_injection.delete_failures {
                     // As a `deleteAll()` that fails without deleting anything.
                     Err(StorageError::Sql(format!(
                         "DELETE_FAULT_INJECTION: deletion {} fails on purpose",

@@ -12,7 +12,7 @@ use worker::{console_error, Env};
 
 use crate::core::admin::{check_token, VAR_ADMIN_TOKEN};
 use crate::core::config::{
-    fault_injection_line, parse_fault_injection, Config, ALL_VARS, VAR_ALARM_FAULT_INJECTION,
+    Config, FaultInjection, ALL_VARS, VAR_ALARM_FAULT_INJECTION, VAR_CHUNK_WRITE_FAULT_INJECTION,
     VAR_DELETE_FAULT_INJECTION,
 };
 use crate::core::env_names::find_misspelt;
@@ -44,13 +44,10 @@ pub struct Settings {
     pub object_name_key: Option<Vec<u8>>,
     /// `TRUSTED_CLIENT_IP`: replace client-sent forwarding headers with `CF-Connecting-IP`.
     pub trusted_client_ip: bool,
-    /// `ALARM_FAULT_INJECTION`: how many alarm runs of each object instance fail on
-    /// purpose (tests of the alarm's retry only; unset in production).
-    pub alarm_failures: u32,
-    /// `DELETE_FAULT_INJECTION`: how many record deletions (a release, an expiry) of each
-    /// object instance fail on purpose (tests of a failed release write only; unset in
-    /// production).
-    pub delete_failures: u32,
+    /// The `*_FAULT_INJECTION` variables: how many alarm runs, record deletions and chunk
+    /// writes of each object instance fail on purpose (tests only; unset in production,
+    /// and logged on every isolate start when set).
+    pub fault_injection: FaultInjection,
     /// Whether the Analytics Engine dataset is bound.
     pub metrics_bound: bool,
     /// `LOG_DECISIONS`: which decision lines are written (`core::log_decisions`).
@@ -110,16 +107,18 @@ fn load(env: &Env) -> Settings {
             first(invalid(reason));
             LogDecisions::All
         });
-    let mut fault_injection = |variable| {
-        parse_fault_injection(variable, secret(env, variable).as_deref()).unwrap_or_else(|error| {
-            first(invalid(error.detail()));
-            0
-        })
-    };
-    let alarm_failures = fault_injection(VAR_ALARM_FAULT_INJECTION);
-    let delete_failures = fault_injection(VAR_DELETE_FAULT_INJECTION);
+    let values: Vec<(&'static str, Option<String>)> =
+        [VAR_ALARM_FAULT_INJECTION, VAR_DELETE_FAULT_INJECTION, VAR_CHUNK_WRITE_FAULT_INJECTION]
+            .into_iter()
+            .map(|name| (name, secret(env, name)))
+            .collect();
+    let lookup = |name: &'static str| values.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_deref());
+    let fault_injection = FaultInjection::from_vars(lookup).unwrap_or_else(|error| {
+        first(invalid(error.detail()));
+        FaultInjection::default()
+    });
     // Once per isolate (settings are loaded once): test-only failures are never silent.
-    if let Some(line) = fault_injection_line(alarm_failures, delete_failures) {
+    if let Some(line) = fault_injection.line() {
         console_error!("{}", line);
     }
     let config = load_config(env);
@@ -142,8 +141,7 @@ fn load(env: &Env) -> Settings {
         origin_auth_secret,
         object_name_key: object_name_key.map(String::into_bytes),
         trusted_client_ip,
-        alarm_failures,
-        delete_failures,
+        fault_injection,
         metrics_bound: metrics_bound(env),
         log_decisions,
         storage_keys,

@@ -375,3 +375,29 @@ fn an_observed_answer_over_the_cap_reaches_its_caller_whole_and_is_held_unknown(
     assert_problem(&w.send(&large(&path, &key, 4 * MIB)), 502, "outcome-unknown");
     assert_eq!(o.executions(&key), 2, "the marker execution and the observed one; nothing after");
 }
+
+/// A write of chunk rows that fails half-way through its transaction
+/// (`CHUNK_WRITE_FAULT_INJECTION`, test-only) leaves no row behind: the record stays the
+/// claim, held as a failed outcome write (409, then unknown), the caller still got the whole
+/// answer, and nothing is forwarded again (issue 21.2).
+#[test]
+fn a_chunk_write_that_fails_mid_transaction_leaves_no_row_and_forwards_nothing() {
+    let w =
+        start("large-write-fault", &[("CHUNK_WRITE_FAULT_INJECTION", "1"), ("ORIGIN_TIMEOUT_SECONDS", "5")])
+            .unwrap_or_else(|e| panic!("{e}"));
+    let o = origin();
+    let (key, path) = (new_key(), new_path());
+    let first = w.send(&large(&path, &key, 3 * MIB));
+    assert_whole_answer(&first, 3 * MIB);
+    for _ in 0..2 {
+        let retry = w.send(&large(&path, &key, 3 * MIB));
+        assert!(
+            retry.status == 409 || retry.status == 502,
+            "held as a failed outcome write (409 in the lease, then unknown), never replayed: {retry:?}"
+        );
+    }
+    assert_eq!(o.executions(&key), 1, "never forwarded again");
+    w.crash();
+    // The claim's record, and not one chunk row: the transaction rolled back whole.
+    assert_eq!(sqlite(w.persist_dir(), COUNT_ROWS), "1 0");
+}

@@ -35,6 +35,9 @@ if [[ -z ${TEST_SEED:-} ]]; then
   TEST_SEED=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 fi
 export TEST_SEED PROPTEST_RNG_SEED=$TEST_SEED
+# Most end-to-end tests wait on workerd or an origin, not on the CPU: four at a time take
+# the e2e binary from 447 s to 332 s on a 2-core machine (measured), with no test changed.
+export RUST_TEST_THREADS=${RUST_TEST_THREADS:-4}
 echo "test seed: $TEST_SEED (replay: TEST_SEED=$TEST_SEED ./scripts/test.sh $*)"
 
 log=$(mktemp)

@@ -354,6 +354,11 @@ impl Record {
         let mut record = record;
         if version == VERSION_2 {
             let count = input.u8()?;
+            // A record without an extension is written as version 1: a version 2 record
+            // with none would be a second encoding of one record (found by the fuzzer).
+            if count == 0 {
+                return Err(DecodeError::BadField(0));
+            }
             let mut seen: Vec<u8> = Vec::new();
             for _ in 0..count {
                 let tag = input.u8()?;
@@ -886,5 +891,16 @@ mod tests {
             seen.push(name);
         }
         assert_eq!(seen.len(), 9, "every fixture was read");
+    }
+
+    /// A version 2 record with no extension is refused: it is written as version 1, and
+    /// one record has one encoding (the fuzzer's find, kept as a seed in fuzz/seeds/record).
+    #[test]
+    fn a_version_2_record_without_extensions_is_refused() {
+        let record = samples().into_iter().find(|r| r.version() == VERSION_1).expect("a version 1 sample");
+        let mut bytes = record.encode();
+        bytes[2] = VERSION_2;
+        bytes.push(0);
+        assert_eq!(Record::decode(&bytes), Err(DecodeError::BadField(0)));
     }
 }

@@ -7,8 +7,15 @@
 #                                            # every target (the type check on stable), saying so
 #   scripts/check-fuzz.sh --install          # first installs nightly (rustup) and cargo-fuzz
 #                                            # (crates.io); if that fails, it says so and fails
-#   scripts/check-fuzz.sh --install --run 60 # and then runs every target for 60 s from its
-#                                            # seeds; a crash fails (what CI runs)
+#   scripts/check-fuzz.sh --install --run 60 # and then runs every target from its seeds, for
+#                                            # a fixed number of inputs (at most 60 s each); a
+#                                            # crash fails (what CI runs)
+#
+# The runs replay: libFuzzer's seed is TEST_SEED when set, else 1, and the number of inputs
+# is fixed (FUZZ_RUNS, default 150000; the time only caps it). So CI on a commit explores
+# what `scripts/check-fuzz.sh --run 60` explores on a fresh clone of it (fuzz/corpus/ is
+# not committed), and a crash replays with the seed it prints. A longer search with a new
+# seed: TEST_SEED=$RANDOM FUZZ_RUNS=2000000 scripts/check-fuzz.sh --run 600.
 #
 # The type check checks the same targets against the same core on stable; the nightly build
 # also links them with libFuzzer and the sanitizers, as `cargo fuzz run` needs.
@@ -52,16 +59,21 @@ else
 fi
 
 if [[ -n $run_seconds ]]; then
+  seed=${TEST_SEED:-1}
+  runs=${FUZZ_RUNS:-150000}
+  echo "fuzz: seed $seed, $runs inputs per target (replay: TEST_SEED=$seed FUZZ_RUNS=$runs scripts/check-fuzz.sh --run $run_seconds)"
+  mkdir -p target
   for target in $(cargo +nightly fuzz list); do
-    echo "fuzz: running $target for ${run_seconds} s"
+    echo "fuzz: running $target ($runs inputs, at most ${run_seconds} s)"
     mkdir -p "fuzz/corpus/$target"
     if ! cargo +nightly fuzz run "$target" "fuzz/corpus/$target" "fuzz/seeds/$target" -- \
-      -max_total_time="$run_seconds" -max_len=4096 -print_final_stats=1 >"target/fuzz-$target.log" 2>&1; then
+      -seed="$seed" -runs="$runs" -max_total_time="$run_seconds" -max_len=4096 -print_final_stats=1 \
+      >"target/fuzz-$target.log" 2>&1; then
       tail -n 60 "target/fuzz-$target.log" >&2
       echo "fuzz: FAILED: $target found a crash (log: target/fuzz-$target.log; the input is under fuzz/artifacts/$target)" >&2
       exit 1
     fi
     grep -E '^stat::number_of_executed_units' "target/fuzz-$target.log" | sed "s/^/fuzz: $target: /" || true
   done
-  echo "fuzz: every target ran ${run_seconds} s without a crash"
+  echo "fuzz: every target ran without a crash"
 fi

@@ -214,14 +214,7 @@ pub fn bound_answer_associated_data(
     attempt: u64,
     fingerprint: &[u8; 32],
 ) -> Vec<u8> {
-    let mut aad = Vec::with_capacity(80 + object_id.len());
-    aad.extend_from_slice(b"idempotency-edge/answer-bound\0");
-    aad.extend_from_slice(object_id.as_bytes());
-    aad.push(0);
-    aad.push(record_version);
-    aad.extend_from_slice(&attempt.to_be_bytes());
-    aad.extend_from_slice(fingerprint);
-    aad
+    bound_associated_data(b"idempotency-edge/answer-bound\0", object_id, record_version, attempt, fingerprint)
 }
 
 /// What a job's sealed request is bound to since issue 20 (job version 2): the object, the
@@ -232,12 +225,30 @@ pub fn bound_request_associated_data(
     claimed_at: u64,
     fingerprint: &[u8; 32],
 ) -> Vec<u8> {
-    let mut aad = Vec::with_capacity(80 + object_id.len());
-    aad.extend_from_slice(b"idempotency-edge/request-bound\0");
+    bound_associated_data(
+        b"idempotency-edge/request-bound\0",
+        object_id,
+        record_version,
+        claimed_at,
+        fingerprint,
+    )
+}
+
+/// `label ‖ object id ‖ 0 ‖ record version ‖ moment (u64) ‖ fingerprint`: the label keeps
+/// answers and requests apart, the rest binds the seal to its record.
+fn bound_associated_data(
+    label: &[u8],
+    object_id: &str,
+    record_version: u8,
+    moment: u64,
+    fingerprint: &[u8; 32],
+) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(label.len() + object_id.len() + 42);
+    aad.extend_from_slice(label);
     aad.extend_from_slice(object_id.as_bytes());
     aad.push(0);
     aad.push(record_version);
-    aad.extend_from_slice(&claimed_at.to_be_bytes());
+    aad.extend_from_slice(&moment.to_be_bytes());
     aad.extend_from_slice(fingerprint);
     aad
 }

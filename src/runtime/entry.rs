@@ -567,19 +567,8 @@ pub(super) async fn identify(
     // Rule 5 of `core::scope`: a replay goes only to the original's credential. The values
     // are read only where a binding can apply (never with the default scope).
     let binding = if config.scope.binds_replays() {
-        let values = config
-            .scope
-            .replay_headers
-            .iter()
-            .map(|name| headers.get(name))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let replay: Vec<(&str, Option<&[u8]>)> = config
-            .scope
-            .replay_headers
-            .iter()
-            .map(String::as_str)
-            .zip(values.iter().map(|value| value.as_deref().map(str::as_bytes)))
-            .collect();
+        let values = identity::header_values(headers, &config.scope.replay_headers)?;
+        let replay = identity::named_values(&config.scope.replay_headers, &values);
         caller_binding(&config.scope, scope_log.kind, &replay)
     } else {
         None

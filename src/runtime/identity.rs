@@ -67,19 +67,8 @@ pub async fn scope(
     config: &Config,
     policy: &Policy<'_>,
 ) -> Result<std::result::Result<(Scope, ScopeLog), Problem>> {
-    let values = config
-        .scope
-        .headers
-        .iter()
-        .map(|name| headers.get(name))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let pairs: Vec<(&str, Option<&[u8]>)> = config
-        .scope
-        .headers
-        .iter()
-        .map(String::as_str)
-        .zip(values.iter().map(|value| value.as_deref().map(str::as_bytes)))
-        .collect();
+    let values = header_values(headers, &config.scope.headers)?;
+    let pairs = named_values(&config.scope.headers, &values);
     Ok(match scope::start(&config.scope, &policy.scope, &pairs) {
         Start::Decided(scope, log) => Ok((scope, log)),
         Start::Refused(problem) => Err(problem),
@@ -91,6 +80,23 @@ pub async fn scope(
             scope::finish(&config.scope, &pairs, verified)
         }
     })
+}
+
+/// The values of the headers `names`, in order (`None` for an absent one).
+pub(super) fn header_values(headers: &Headers, names: &[String]) -> Result<Vec<Option<String>>> {
+    Ok(names.iter().map(|name| headers.get(name)).collect::<std::result::Result<Vec<_>, _>>()?)
+}
+
+/// `names` beside their `values` as the core reads headers: (lowercase name, bytes if present).
+pub(super) fn named_values<'a>(
+    names: &'a [String],
+    values: &'a [Option<String>],
+) -> Vec<(&'a str, Option<&'a [u8]>)> {
+    names
+        .iter()
+        .map(String::as_str)
+        .zip(values.iter().map(|value| value.as_deref().map(str::as_bytes)))
+        .collect()
 }
 
 /// Verifies `token` and returns the identity it states, or why it does not verify.

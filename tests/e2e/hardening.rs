@@ -29,7 +29,9 @@ use crate::support::http::{
 };
 use crate::support::requests::unique;
 use crate::support::storage::snapshot;
-use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
+use crate::support::worker::{
+    key_object_toml, rate_limit_toml, shared, within_one_rate_limit_period, Readiness, Worker, WorkerConfig,
+};
 use idempotency_edge::core::fingerprint::{object_name, Scope};
 use idempotency_edge::core::keyed_name::keyed_object_name;
 use idempotency_edge::core::origin_auth::{verify, Refusal, DEFAULT_TOLERANCE_SECONDS};
@@ -170,22 +172,6 @@ fn verifying_origin() -> &'static VerifyingOrigin {
     ORIGIN.get_or_init(VerifyingOrigin::start)
 }
 
-fn object_config(name: &str, ratelimit: bool) -> String {
-    let mut toml = format!(
-        "name = \"{name}-{}\"\nmain = \"{{MAIN}}\"\ncompatibility_date = \"2026-04-26\"\n\n\
-         [[durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n\n\
-         [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"KeyObject\"]\n",
-        std::process::id()
-    );
-    if ratelimit {
-        toml.push_str(
-            "\n[[ratelimits]]\nname = \"RATE_LIMITER\"\nnamespace_id = \"1001\"\nsimple = { limit = 2, period = 60 }\n\
-             \n[[ratelimits]]\nname = \"RATE_LIMITER_IP\"\nnamespace_id = \"1002\"\nsimple = { limit = 2, period = 60 }\n",
-        );
-    }
-    toml
-}
-
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
 }
@@ -198,6 +184,8 @@ fn hardened() -> &'static Worker {
     shared(&CELL, || {
         let routes = r#"[{"pattern":"/v1/limited/*"},
             {"pattern":"/v1/random-credentials/*","rate_limit":"RATE_LIMITER_IP"},
+            {"pattern":"/v1/limited-callers/*","rate_limit":"RATE_LIMITER_CALLERS"},
+            {"pattern":"/v1/limited-anonymous/*","rate_limit":"RATE_LIMITER_ANONYMOUS","anonymous":"allow"},
             {"pattern":"/v1/short/*","ttl_seconds":2,"rate_limit":false},
             {"pattern":"/v1/observed/*","mode":"observe","rate_limit":false},
             {"pattern":"/*","rate_limit":false}]"#;
@@ -214,7 +202,16 @@ fn hardened() -> &'static Worker {
                 ]),
                 readiness: Readiness::OriginAnswers,
             },
-            &object_config("hardened", true),
+            &key_object_toml(
+                "hardened",
+                &[
+                    rate_limit_toml("RATE_LIMITER", 1001, 2),
+                    rate_limit_toml("RATE_LIMITER_IP", 1002, 2),
+                    rate_limit_toml("RATE_LIMITER_CALLERS", 1003, 2),
+                    rate_limit_toml("RATE_LIMITER_ANONYMOUS", 1004, 2),
+                ]
+                .concat(),
+            ),
         )
     })
 }
@@ -379,6 +376,7 @@ fn client_sent_forwarding_headers_are_replaced_by_the_connecting_ip() {
 #[test]
 fn over_the_rate_limit_is_429_with_retry_after_and_creates_no_object() {
     let w = hardened();
+    within_one_rate_limit_period();
     let keys: Vec<String> = (0..3).map(|_| unique("limited")).collect();
     let answers: Vec<Response> =
         keys.iter().map(|key| w.send(&payment(&format!("/v1/limited/{key}"), key))).collect();
@@ -416,6 +414,7 @@ fn over_the_rate_limit_is_429_with_retry_after_and_creates_no_object() {
 #[test]
 fn a_new_random_credential_per_request_does_not_dodge_the_rate_limit() {
     let w = hardened();
+    within_one_rate_limit_period();
     let answers: Vec<Response> = (0..3)
         .map(|_| {
             let key = unique("random");
@@ -432,6 +431,60 @@ fn a_new_random_credential_per_request_does_not_dodge_the_rate_limit() {
     assert_eq!(answers[1].status, 201, "{:?}", answers[1]);
     assert_eq!(answers[2].status, 429, "the third in a minute from one IP: {:?}", answers[2]);
     assert_eq!(problem_type(&answers[2]), "urn:idempotency-edge:problem:rate-limited");
+}
+
+/// One caller over the limit limits only itself: another credential from another IP is
+/// still served, while the limited credential stays limited from a new IP (its scope is
+/// counted on its own, issue 21.2).
+#[test]
+fn one_caller_over_the_limit_does_not_limit_another() {
+    let w = hardened();
+    within_one_rate_limit_period();
+    let send = |credential: &str, ip: &str| {
+        let key = unique("callers");
+        w.send(
+            &Request::post(&format!("/v1/limited-callers/{key}"))
+                .header("Idempotency-Key", &key)
+                .header("Authorization", credential)
+                .header("CF-Connecting-IP", ip)
+                .json(BODY),
+        )
+    };
+    let (alice, bob) = (format!("Bearer {}", unique("alice")), format!("Bearer {}", unique("bob")));
+    let answers: Vec<Response> = (0..3).map(|_| send(&alice, "127.0.0.2")).collect();
+    assert_eq!(answers[0].status, 201, "{:?}", answers[0]);
+    assert_eq!(answers[1].status, 201, "{:?}", answers[1]);
+    assert_eq!(answers[2].status, 429, "alice's third call in a minute: {:?}", answers[2]);
+    let other = send(&bob, "127.0.0.3");
+    assert_eq!(other.status, 201, "bob, from his own IP, is not limited by alice: {other:?}");
+    let moved = send(&alice, "127.0.0.4");
+    assert_eq!(moved.status, 429, "alice from a new IP is still alice: {moved:?}");
+    assert_eq!(problem_type(&moved), "urn:idempotency-edge:problem:rate-limited");
+}
+
+/// Anonymous callers share one scope, so they are counted per `CF-Connecting-IP`: one
+/// client over the limit does not limit an anonymous client at another address.
+#[test]
+fn anonymous_callers_are_limited_per_ip() {
+    let w = hardened();
+    within_one_rate_limit_period();
+    let send = |ip: &str| {
+        let key = unique("anonymous");
+        w.send(
+            &Request::post(&format!("/v1/limited-anonymous/{key}"))
+                .anonymous()
+                .header("Idempotency-Key", &key)
+                .header("CF-Connecting-IP", ip)
+                .json(BODY),
+        )
+    };
+    let answers: Vec<Response> = (0..3).map(|_| send("127.0.0.5")).collect();
+    assert_eq!(answers[0].status, 201, "{:?}", answers[0]);
+    assert_eq!(answers[1].status, 201, "{:?}", answers[1]);
+    assert_eq!(answers[2].status, 429, "the third anonymous call from one IP: {:?}", answers[2]);
+    let elsewhere = send("127.0.0.6");
+    assert_eq!(elsewhere.status, 201, "an anonymous caller at another IP is not limited: {elsewhere:?}");
+    assert_eq!(send("127.0.0.5").status, 429, "the first IP stays limited");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -37,7 +37,10 @@ use crate::support::http::{Request, Response};
 use crate::support::logs::sentinel;
 use crate::support::origin::Origin;
 use crate::support::requests::unique;
-use crate::support::worker::{free_port, shared, Readiness, Worker, WorkerConfig};
+use crate::support::worker::{
+    free_port, key_object_toml, rate_limit_toml, shared, within_one_rate_limit_period, Readiness, Worker,
+    WorkerConfig,
+};
 
 const ISSUER: &str = "https://idp.e2e.test";
 const AUDIENCE: &str = "payments";
@@ -246,6 +249,26 @@ fn required_worker() -> &'static Worker {
     })
 }
 
+/// Verified claims with a rate limit of two calls a minute on `/v1/limited/*`.
+fn limited_worker() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    shared(&CELL, || {
+        let mut vars = base_vars();
+        vars.extend([
+            ("SCOPE_JWT_HS256_SECRET".to_string(), keys().hs256.clone()),
+            (
+                "IDEMPOTENCY_ROUTES".to_string(),
+                r#"[{"pattern":"/v1/limited/*","rate_limit":"RATE_LIMITER"},{"pattern":"/*","rate_limit":false}]"#
+                    .to_string(),
+            ),
+        ]);
+        Worker::start_with_config(
+            WorkerConfig { name: "jwt-limited".into(), vars, readiness: Readiness::OriginAnswers },
+            &key_object_toml("jwt-limited", &rate_limit_toml("RATE_LIMITER", 1101, 2)),
+        )
+    })
+}
+
 fn jwks_server() -> &'static JwksServer {
     static SERVER: OnceLock<JwksServer> = OnceLock::new();
     SERVER.get_or_init(|| JwksServer::start(json!({"keys": [ec_jwk("ec-1", &keys().ec)]}).to_string()))
@@ -385,6 +408,27 @@ fn two_subjects_using_one_key_get_two_executions() {
     let bob = w.send(&charge(&path, &key, &bearer(&mint(Signing::Es256, &claims(&unique("bob"))))));
     assert_ne!(assert_executed(&alice), assert_executed(&bob));
     assert_eq!(o.executions(&key), 2);
+}
+
+/// A verified claim is the caller, wherever it calls from: one subject over the limit does
+/// not limit another subject calling from the same address (issue 21.2).
+#[test]
+fn one_verified_subject_over_the_limit_does_not_limit_another_at_the_same_ip() {
+    let w = limited_worker();
+    within_one_rate_limit_period();
+    let send = |subject: &str| {
+        let key = unique("limited-claim");
+        let token = bearer(&mint(Signing::Hs256, &claims(subject)));
+        w.send(&charge(&format!("/v1/limited/{key}"), &key, &token).header("CF-Connecting-IP", "127.0.0.7"))
+    };
+    let (alice, bob) = (unique("alice"), unique("bob"));
+    let answers: Vec<Response> = (0..3).map(|_| send(&alice)).collect();
+    assert_eq!(answers[0].status, 201, "{:?}", answers[0]);
+    assert_eq!(answers[1].status, 201, "{:?}", answers[1]);
+    assert_problem(&answers[2], 429, "rate-limited");
+    let other = send(&bob);
+    assert_eq!(other.status, 201, "bob at alice's IP is not limited by alice: {other:?}");
+    assert_problem(&send(&alice), 429, "rate-limited");
 }
 
 /// A token that does not verify is refused (401, the reason named) and forwards nothing:

@@ -222,6 +222,38 @@ fn newest_source(root: &Path) -> std::time::SystemTime {
 /// Ports handed out by [`free_port`] in this process: never handed out twice.
 static RESERVED_PORTS: Mutex<Vec<u16>> = Mutex::new(Vec::new());
 
+/// A `wrangler.toml` for the built worker with its key object (SQLite-backed), named after
+/// `name` and this test process, and `extra` appended (bindings such as `[[ratelimits]]`).
+/// `{MAIN}` is filled in by [`Worker::start_with_config`].
+pub fn key_object_toml(name: &str, extra: &str) -> String {
+    format!(
+        "name = \"{name}-{}\"\nmain = \"{{MAIN}}\"\ncompatibility_date = \"2026-04-26\"\n\n\
+         [[durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n\n\
+         [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"KeyObject\"]\n{extra}",
+        std::process::id()
+    )
+}
+
+/// Waits, if need be, until a test that counts calls against a `[[ratelimits]]` binding
+/// has at least 15 s before the next minute: local workerd's limiter forgets every count
+/// when the wall-clock minute turns (`floor(now / period)`), so a count that straddles it
+/// would start over half-way.
+pub fn within_one_rate_limit_period() {
+    let second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_secs_f64()
+        % 60.0;
+    if second > 45.0 {
+        thread::sleep(Duration::from_secs_f64(60.5 - second));
+    }
+}
+
+/// A `[[ratelimits]]` binding of `limit` calls a minute, as `key_object_toml`'s `extra`.
+pub fn rate_limit_toml(binding: &str, namespace_id: u32, limit: u32) -> String {
+    format!("\n[[ratelimits]]\nname = \"{binding}\"\nnamespace_id = \"{namespace_id}\"\nsimple = {{ limit = {limit}, period = 60 }}\n")
+}
+
 /// A loopback port that was free a moment ago, and that this process hands out only once.
 ///
 /// Why once: a crashed instance's port is free until its restart binds it again. Handed to

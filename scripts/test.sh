@@ -6,6 +6,8 @@
 # loopback) and the client's (unit tests, the middleware against a scripted server,
 # doctests, and end-to-end tests against the worker over TLS, the checker binary included).
 # Ends with one line adding up every test binary's results, and the slowest e2e tests.
+# Every end-to-end test has a timeout (E2E_TEST_TIMEOUT_SECONDS, default 900; the slowest
+# takes about 210 s): a test that overruns it ends its test process with its name printed.
 #
 #   ./scripts/test.sh                         # everything but the long reliability run
 #   ./scripts/test.sh --with-reliability-run  # and the reliability run (CI does this)

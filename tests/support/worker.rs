@@ -106,8 +106,55 @@ struct RunningUser {
     since: Instant,
 }
 
+/// How long one test may run from its first use of an instance before the watchdog ends
+/// the test process (`E2E_TEST_TIMEOUT_SECONDS`; the slowest test takes about 210 s on a
+/// loaded 2-core machine). A hung test then fails the run with its name, instead of holding
+/// CI until the job's own limit.
+fn test_timeout() -> Duration {
+    let seconds = std::env::var("E2E_TEST_TIMEOUT_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(900);
+    Duration::from_secs(seconds)
+}
+
+/// The tests running now (name, first use of an instance), as the watchdog sees them.
+static RUNNING: Mutex<Vec<(String, Instant)>> = Mutex::new(Vec::new());
+
+/// Starts (once) the thread that ends the process when a test overruns [`test_timeout`]:
+/// the supervisor of every instance sees the process go and stops its workerd, and a failed
+/// run keeps its instances' directories for the post-mortem.
+fn start_watchdog() {
+    static STARTED: Once = Once::new();
+    STARTED.call_once(|| {
+        let limit = test_timeout();
+        thread::spawn(move || loop {
+            thread::sleep(Duration::from_secs(5));
+            let running = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some((test, since)) = running.iter().find(|(_, since)| since.elapsed() > limit) {
+                // Straight to the process's stderr: a thread spawned by a test inherits
+                // libtest's output capture, which `eprintln!` would write into and lose.
+                let message = format!(
+                    "\nTEST TIMEOUT: {test} has run {:.0} s, over its limit of {} s (E2E_TEST_TIMEOUT_SECONDS); \
+                     ending the test process so that the run fails here. Instance logs are kept under {}\n",
+                    since.elapsed().as_secs_f64(),
+                    limit.as_secs(),
+                    temp_base().display()
+                );
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), message.as_bytes());
+                for instance in instances() {
+                    let _ = fs::write(instance.dir.join("state.keep"), b"");
+                    let _ = fs::write(instance.dir.join(KEPT_MARKER), b"");
+                }
+                std::process::exit(101);
+            }
+        });
+    });
+}
+
 impl Drop for RunningUser {
     fn drop(&mut self) {
+        RUNNING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(test, since)| !(test == &self.test && since == &self.since));
         let line = format!("{:.1} {}\n", self.since.elapsed().as_secs_f64(), self.test);
         let file = repo_root().join("target/e2e-times.txt");
         if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(file) {
@@ -132,8 +179,11 @@ fn note_user() {
     USER.with(|user| {
         let mut user = user.borrow_mut();
         if user.is_none() {
+            start_watchdog();
             RUNNING_USERS.fetch_add(1, Ordering::SeqCst);
-            *user = Some(RunningUser { test, since: Instant::now() });
+            let since = Instant::now();
+            RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push((test.clone(), since));
+            *user = Some(RunningUser { test, since });
         }
     });
 }

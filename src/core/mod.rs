@@ -10,6 +10,8 @@ pub mod chunks;
 pub mod config;
 pub mod env_names;
 pub mod fingerprint;
+#[cfg(test)]
+mod format_fixtures;
 #[doc(hidden)]
 pub mod fuzz_checks;
 pub mod headers;

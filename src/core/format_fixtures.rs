@@ -1,0 +1,236 @@
+//! Every stored or handed-over format, as one release wrote it, decoded by today's code.
+//!
+//! `testdata/formats-<commit>.txt` holds one value per line (a name, a space, the hex or
+//! text of its encoding) written by the release at that commit: records of every kind
+//! (sealed and bound answers, chunked answers, asynchronous jobs), the job's sealed
+//! request, a chunk manifest, a sealed envelope, a stored response, the object policy and
+//! the asynchronous settings the Worker hands its object. The test decodes each line with
+//! today's decoder and compares it with the value the release encoded, so a change of
+//! layout that cannot read what production stores fails here, before it ships.
+//!
+//! A new layout adds a new file (its commit in the name); the old files stay.
+
+use std::sync::Arc;
+
+use super::async_job::{AsyncConfig, AsyncJob, JobPhase, StoredRequest};
+use super::chunks::ChunkManifest;
+use super::config::{decode_object_policy, ObjectPolicy};
+use super::fingerprint::Digest256;
+use super::machine::{Timing, WaiterLimits};
+use super::policy::{OutcomePolicy, StatusSet};
+use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
+use super::routes::Mode;
+use super::seal::Envelope;
+
+/// One value of a stored or handed-over format.
+#[derive(Debug, PartialEq)]
+enum Stored {
+    Record(Record),
+    Job(AsyncJob),
+    Request(StoredRequest),
+    Manifest(ChunkManifest),
+    Envelope(Envelope),
+    Response(StoredResponse),
+    Policy(ObjectPolicy),
+    Async(AsyncConfig),
+}
+
+impl Stored {
+    /// Decodes `payload` as the same format as `self`.
+    fn decode_like(&self, payload: &str) -> Option<Stored> {
+        let bytes = || -> Vec<u8> {
+            (0..payload.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&payload[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        Some(match self {
+            Stored::Record(_) => Stored::Record(Record::decode(&bytes()).ok()?),
+            Stored::Job(_) => Stored::Job(AsyncJob::decode(&bytes())?),
+            Stored::Request(_) => Stored::Request(StoredRequest::decode(&bytes())?),
+            Stored::Manifest(_) => Stored::Manifest(ChunkManifest::decode(&bytes())?),
+            Stored::Envelope(_) => Stored::Envelope(Envelope::decode(&bytes())?),
+            Stored::Response(_) => Stored::Response(StoredResponse::decode(&bytes()).ok()?),
+            Stored::Policy(_) => Stored::Policy(decode_object_policy(payload)?),
+            Stored::Async(_) => Stored::Async(AsyncConfig::decode(payload)?),
+        })
+    }
+}
+
+fn fingerprint() -> Digest256 {
+    Digest256([0x11; 32])
+}
+
+fn response() -> StoredResponse {
+    StoredResponse {
+        status: 201,
+        headers: vec![
+            ("content-type".into(), "application/json".into()),
+            ("x-request-id".into(), "r-1".into()),
+        ],
+        body: br#"{"id":"ch_1","amount":1000}"#.to_vec(),
+    }
+}
+
+fn manifest() -> ChunkManifest {
+    ChunkManifest {
+        body_len: 2_500_000,
+        chunk_len: 1 << 20,
+        attempt: 9,
+        digests: vec![[0x33; 32], [0x44; 32], [0x55; 32]],
+    }
+}
+
+fn envelope() -> Envelope {
+    Envelope { key_id: "2026-12".into(), nonce: [0x22; 12], ciphertext: vec![0x66; 40] }
+}
+
+fn policy() -> ObjectPolicy {
+    ObjectPolicy {
+        timing: Timing { ttl_ms: 86_400_000, duplicate_wait_ms: 10_000, origin_timeout_ms: 30_000 },
+        limits: WaiterLimits { max_waiters: 100, max_waiting_bytes: 8 << 20 },
+        outcome: OutcomePolicy {
+            release: StatusSet::of(&[401, 403, 429, 503]).unwrap(),
+            unknown: StatusSet::of(&[502, 504]).unwrap(),
+            release_requires_header: true,
+            via_cloudflare: true,
+        },
+        max_stored_response_bytes: 10 << 20,
+        max_origin_attempts: Some(3),
+        mode: Mode::Enforce,
+        origin_service: Some("PAYMENTS".into()),
+    }
+}
+
+fn job(phase: JobPhase) -> AsyncJob {
+    AsyncJob {
+        phase,
+        deadline: 1_790_003_600_000,
+        next_attempt_at: 1_790_000_003_000,
+        max_backoff_ms: 30_000,
+        unknown_seen: phase == JobPhase::GaveUp,
+        probe_origin: true,
+        max_sends: 3,
+        request_bound: true,
+        policy: super::config::encode_object_policy(&policy()),
+        sealed_request: if phase == JobPhase::GaveUp { Vec::new() } else { envelope().encode() },
+    }
+}
+
+fn in_flight(attempt: u64, origin_attempts: u16, async_job: Option<AsyncJob>) -> Record {
+    Record::InFlight(InFlight {
+        attempt: AttemptId(attempt),
+        fingerprint: fingerprint(),
+        origin_attempts,
+        claimed_at: 1_790_000_000_000,
+        lease_until: 1_790_000_040_000,
+        expires_at: 1_790_086_400_000,
+        async_job,
+    })
+}
+
+fn completed(attempt: u64, sealed: bool, bound: bool, chunks: Option<ChunkManifest>) -> Record {
+    let head_only = StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() };
+    let response = match (sealed, &chunks) {
+        (true, _) => head_only,
+        (false, Some(_)) => StoredResponse { body: Vec::new(), ..response() },
+        (false, None) => response(),
+    };
+    Record::Completed(Completed {
+        attempt: AttemptId(attempt),
+        fingerprint: fingerprint(),
+        completed_at: 1_790_000_001_000,
+        expires_at: 1_790_086_401_000,
+        response: Arc::new(response),
+        sealed_answer: sealed.then(|| envelope().encode()),
+        sealed_bound: bound,
+        chunks,
+    })
+}
+
+fn unknown(attempt: u64, origin_attempts: u16, reason: UnknownReason) -> Record {
+    Record::Unknown(Unknown {
+        attempt: AttemptId(attempt),
+        fingerprint: fingerprint(),
+        origin_attempts,
+        since: 1_790_000_030_000,
+        expires_at: 1_790_086_430_000,
+        reason,
+    })
+}
+
+/// The values of today's release, by the names its fixture file uses.
+fn values() -> Vec<(&'static str, Stored)> {
+    vec![
+        ("record_in_flight", Stored::Record(in_flight(1, 1, None))),
+        ("record_in_flight_second_send", Stored::Record(in_flight(2, 2, None))),
+        ("record_job_waiting", Stored::Record(in_flight(3, 1, Some(job(JobPhase::Waiting))))),
+        ("record_job_sending", Stored::Record(in_flight(4, 2, Some(job(JobPhase::Sending))))),
+        ("record_job_gave_up", Stored::Record(in_flight(5, 3, Some(job(JobPhase::GaveUp))))),
+        ("record_completed", Stored::Record(completed(6, false, false, None))),
+        ("record_completed_sealed_bound", Stored::Record(completed(7, true, true, None))),
+        ("record_completed_chunked", Stored::Record(completed(8, false, false, Some(manifest())))),
+        ("record_completed_chunked_sealed_bound", Stored::Record(completed(9, true, true, Some(manifest())))),
+        ("record_unknown_timeout", Stored::Record(unknown(10, 1, UnknownReason::OriginTimeout))),
+        ("record_unknown_reset", Stored::Record(unknown(11, 2, UnknownReason::ResetAfterSend))),
+        (
+            "record_unknown_too_large",
+            Stored::Record(unknown(12, 1, UnknownReason::ResponseTooLarge { status: 200 })),
+        ),
+        ("job_waiting", Stored::Job(job(JobPhase::Waiting))),
+        (
+            "stored_request",
+            Stored::Request(StoredRequest {
+                scope_salt: [0x44; 32],
+                method: "POST".into(),
+                target: "https://origin.example/v1/charges?expand=customer".into(),
+                headers: vec![
+                    ("content-type".into(), "application/json".into()),
+                    ("idempotency-key".into(), "k-1".into()),
+                ],
+                body: br#"{"amount":1000}"#.to_vec(),
+            }),
+        ),
+        ("chunk_manifest", Stored::Manifest(manifest())),
+        ("envelope", Stored::Envelope(envelope())),
+        ("stored_response", Stored::Response(response())),
+        ("object_policy", Stored::Policy(policy())),
+        (
+            "object_policy_observe",
+            Stored::Policy(ObjectPolicy {
+                mode: Mode::Observe,
+                origin_service: None,
+                max_origin_attempts: None,
+                ..policy()
+            }),
+        ),
+        (
+            "async_config",
+            Stored::Async(AsyncConfig {
+                prefer: true,
+                deadline_ms: 3_600_000,
+                max_backoff_ms: 30_000,
+                max_sends: 3,
+            }),
+        ),
+    ]
+}
+
+#[test]
+fn formats_written_by_the_release_of_2026_12_03_still_decode() {
+    let fixtures = include_str!("testdata/formats-c54e2d5.txt");
+    let expected = values();
+    let mut seen = Vec::new();
+    for line in fixtures.lines().filter(|line| !line.starts_with('#') && !line.is_empty()) {
+        let (name, payload) = line.split_once(' ').expect("a name and a payload");
+        let (_, value) = expected
+            .iter()
+            .find(|(known, _)| *known == name)
+            .unwrap_or_else(|| panic!("{name}: no expected value"));
+        let decoded =
+            value.decode_like(payload).unwrap_or_else(|| panic!("{name}: does not decode any more"));
+        assert_eq!(&decoded, value, "{name}: decodes to another value");
+        seen.push(name);
+    }
+    assert_eq!(seen.len(), expected.len(), "every value has its line");
+}

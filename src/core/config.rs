@@ -6,9 +6,7 @@
 //! An invalid value is a [`ConfigError`] naming the variable. The worker then answers 500
 //! problem+json and forwards nothing: a typo must never turn protection off silently.
 
-use super::async_job::{
-    AsyncConfig, VAR_ASYNC_ACCEPT, VAR_ASYNC_DEADLINE_SECONDS, VAR_ASYNC_MAX_BACKOFF_SECONDS,
-};
+use super::async_job::AsyncConfig;
 use super::machine::{
     Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
 };
@@ -35,28 +33,6 @@ pub const VAR_ORIGIN_DEDUPLICATES: &str = "ORIGIN_DEDUPLICATES";
 pub const VAR_MAX_ORIGIN_ATTEMPTS: &str = "MAX_ORIGIN_ATTEMPTS";
 pub const VAR_MODE: &str = "MODE";
 pub const VAR_ORIGIN_SERVICE: &str = "ORIGIN_SERVICE";
-
-pub const ALL_VARS: [&str; 19] = [
-    VAR_ORIGIN_URL,
-    VAR_TTL_SECONDS,
-    VAR_DUPLICATE_WAIT_SECONDS,
-    VAR_ORIGIN_TIMEOUT_SECONDS,
-    VAR_MAX_BODY_BYTES,
-    VAR_SCOPE_HEADER,
-    VAR_ROUTES,
-    VAR_ADMIN_PATH_PREFIX,
-    VAR_JURISDICTION,
-    VAR_MAX_WAITERS_PER_KEY,
-    VAR_MAX_WAITING_BYTES,
-    VAR_MAX_STORED_RESPONSE_BYTES,
-    VAR_ORIGIN_DEDUPLICATES,
-    VAR_MAX_ORIGIN_ATTEMPTS,
-    VAR_MODE,
-    VAR_ORIGIN_SERVICE,
-    VAR_ASYNC_ACCEPT,
-    VAR_ASYNC_DEADLINE_SECONDS,
-    VAR_ASYNC_MAX_BACKOFF_SECONDS,
-];
 
 /// Thirty days: longer retention is allowed by nothing in the product, and a typo of
 /// several extra digits should fail loudly rather than keep records for years.

@@ -10,34 +10,91 @@
 //! name, and is within two edits of it (insertions, deletions, substitutions, letters
 //! compared without case). Unrelated names of the operator's own pass.
 
-use super::config::ALL_VARS;
-use super::scope::SCOPE_VARS;
+use super::admin::VAR_ADMIN_TOKEN;
+use super::async_job::{VAR_ASYNC_ACCEPT, VAR_ASYNC_DEADLINE_SECONDS, VAR_ASYNC_MAX_BACKOFF_SECONDS};
+use super::config::*;
+use super::keyed_name::VAR_OBJECT_NAME_KEY;
+use super::log_decisions::VAR_LOG_DECISIONS;
+use super::origin_auth::VAR_ORIGIN_AUTH_SECRET;
+use super::scope::*;
+use super::seal::{VAR_STORAGE_ALLOW_UNSEALED, VAR_STORAGE_ENCRYPTION_KEYS};
 
-/// Names read from the environment besides `config::ALL_VARS` and `scope::SCOPE_VARS`:
-/// secrets and bindings.
-pub const OTHER_NAMES: [&str; 13] = [
-    "ADMIN_TOKEN",
-    "STORAGE_ENCRYPTION_KEYS",
-    "STORAGE_ALLOW_UNSEALED",
-    "ORIGIN_AUTH_SECRET",
-    "TRUSTED_CLIENT_IP",
-    "OBJECT_NAME_KEY",
-    "RATE_LIMITER",
-    "IDEMPOTENCY_KEYS",
-    "IDEMPOTENCY_METRICS",
-    "ALARM_FAULT_INJECTION",
-    "DELETE_FAULT_INJECTION",
-    "CHUNK_WRITE_FAULT_INJECTION",
-    "LOG_DECISIONS",
+/// `TRUSTED_CLIENT_IP`: replace client-sent forwarding headers with `CF-Connecting-IP`.
+pub const VAR_TRUSTED_CLIENT_IP: &str = "TRUSTED_CLIENT_IP";
+
+/// How a name is set, and so how it is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameKind {
+    /// A `[vars]` value (or `--var`): not secret.
+    Variable,
+    /// Set with `wrangler secret put`, never in `[vars]` (which the dashboard shows and
+    /// git keeps); a `--var` in local development.
+    Secret,
+    /// A test-only variable: unset in production, announced on every isolate start.
+    TestOnly,
+    /// A binding (wrangler.toml), not a value.
+    Binding,
+}
+
+/// Every name the worker reads from its environment, and how it is set: the one list.
+pub const NAMES: [(&str, NameKind); 42] = [
+    (VAR_ORIGIN_URL, NameKind::Variable),
+    (VAR_TTL_SECONDS, NameKind::Variable),
+    (VAR_DUPLICATE_WAIT_SECONDS, NameKind::Variable),
+    (VAR_ORIGIN_TIMEOUT_SECONDS, NameKind::Variable),
+    (VAR_MAX_BODY_BYTES, NameKind::Variable),
+    (VAR_SCOPE_HEADER, NameKind::Variable),
+    (VAR_ROUTES, NameKind::Variable),
+    (VAR_ADMIN_PATH_PREFIX, NameKind::Variable),
+    (VAR_JURISDICTION, NameKind::Variable),
+    (VAR_MAX_WAITERS_PER_KEY, NameKind::Variable),
+    (VAR_MAX_WAITING_BYTES, NameKind::Variable),
+    (VAR_MAX_STORED_RESPONSE_BYTES, NameKind::Variable),
+    (VAR_ORIGIN_DEDUPLICATES, NameKind::Variable),
+    (VAR_MAX_ORIGIN_ATTEMPTS, NameKind::Variable),
+    (VAR_MODE, NameKind::Variable),
+    (VAR_ORIGIN_SERVICE, NameKind::Variable),
+    (VAR_ASYNC_ACCEPT, NameKind::Variable),
+    (VAR_ASYNC_DEADLINE_SECONDS, NameKind::Variable),
+    (VAR_ASYNC_MAX_BACKOFF_SECONDS, NameKind::Variable),
+    (VAR_ALLOW_ANONYMOUS, NameKind::Variable),
+    (VAR_JWT_CLAIM, NameKind::Variable),
+    (VAR_JWKS, NameKind::Variable),
+    (VAR_JWKS_URL, NameKind::Variable),
+    (VAR_JWT_ISSUER, NameKind::Variable),
+    (VAR_JWT_AUDIENCE, NameKind::Variable),
+    (VAR_JWT_LEEWAY_SECONDS, NameKind::Variable),
+    (VAR_JWT_REQUIRED, NameKind::Variable),
+    (VAR_REPLAY_CREDENTIAL_HEADERS, NameKind::Variable),
+    (VAR_TRUSTED_CLIENT_IP, NameKind::Variable),
+    (VAR_LOG_DECISIONS, NameKind::Variable),
+    (VAR_STORAGE_ALLOW_UNSEALED, NameKind::Variable),
+    (VAR_ADMIN_TOKEN, NameKind::Secret),
+    (VAR_STORAGE_ENCRYPTION_KEYS, NameKind::Secret),
+    (VAR_ORIGIN_AUTH_SECRET, NameKind::Secret),
+    (VAR_OBJECT_NAME_KEY, NameKind::Secret),
+    (VAR_JWT_HS256_SECRET, NameKind::Secret),
+    (VAR_ALARM_FAULT_INJECTION, NameKind::TestOnly),
+    (VAR_DELETE_FAULT_INJECTION, NameKind::TestOnly),
+    (VAR_CHUNK_WRITE_FAULT_INJECTION, NameKind::TestOnly),
+    ("RATE_LIMITER", NameKind::Binding),
+    ("IDEMPOTENCY_KEYS", NameKind::Binding),
+    ("IDEMPOTENCY_METRICS", NameKind::Binding),
 ];
-
-/// The names that hold secrets: set with `wrangler secret put`, never in `[vars]`.
-pub const SECRETS: [&str; 4] =
-    ["ADMIN_TOKEN", "STORAGE_ENCRYPTION_KEYS", "ORIGIN_AUTH_SECRET", "OBJECT_NAME_KEY"];
 
 /// Every name the worker knows.
 pub fn known_names() -> impl Iterator<Item = &'static str> {
-    ALL_VARS.iter().copied().chain(SCOPE_VARS).chain(OTHER_NAMES)
+    NAMES.iter().map(|(name, _)| *name)
+}
+
+/// The names read as values (variables, secrets, test-only ones): not bindings.
+pub fn variable_names() -> impl Iterator<Item = &'static str> {
+    NAMES.iter().filter(|(_, kind)| *kind != NameKind::Binding).map(|(name, _)| *name)
+}
+
+/// The names that hold secrets.
+pub fn secret_names() -> impl Iterator<Item = &'static str> {
+    NAMES.iter().filter(|(_, kind)| *kind == NameKind::Secret).map(|(name, _)| *name)
 }
 
 /// A misspelt name: what was set and the known name it resembles.
@@ -124,6 +181,14 @@ mod tests {
     }
 
     #[test]
+    fn every_name_is_listed_once() {
+        let names: Vec<&str> = known_names().collect();
+        for (i, name) in names.iter().enumerate() {
+            assert!(!names[i + 1..].contains(name), "{name} is listed twice");
+        }
+    }
+
+    #[test]
     fn known_names_are_not_misspellings_of_each_other() {
         let names: Vec<&str> = known_names().collect();
         for a in &names {
@@ -147,7 +212,7 @@ mod tests {
             .filter(|line| !line.starts_with('#'))
             .filter_map(|line| line.split_once('=').map(|(name, _)| name.trim()))
             .collect();
-        for secret in SECRETS {
+        for secret in secret_names() {
             assert!(
                 !assignments.contains(&secret),
                 "{secret} is set in wrangler.toml; use `wrangler secret put {secret}`"

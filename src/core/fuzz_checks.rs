@@ -21,7 +21,8 @@ use serde_json::Value;
 use super::admin;
 use super::async_job::{AsyncJob, JobPhase};
 use super::canonical_json::canonicalize;
-use super::config::{decode_object_policy, encode_object_policy, Config, ALL_VARS};
+use super::config::{decode_object_policy, encode_object_policy, Config};
+use super::env_names::variable_names;
 use super::fingerprint::{fingerprint, is_json_media_type, object_name, Digest256, Payload, Scope};
 use super::headers;
 use super::jwt::{self as jwt_core, Algorithm, ClaimPath, JwksSource, Unverified, Validation};
@@ -508,7 +509,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     let _ = step(Some(record), Event::ClaimWriteFailed { attempt: other }, now);
 }
 
-/// Configuration: the wrangler variables, in the order of [`ALL_VARS`], separated by NUL
+/// Configuration: the variables, in the order of [`variable_names`], separated by NUL
 /// bytes (a missing part, or one that is a single `\x01`, is unset). The rest after the
 /// last variable is a request path.
 ///
@@ -518,10 +519,11 @@ fn drive(record: &Record, source: &mut Source<'_>) {
 pub fn config(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let mut parts = text.split('\0');
+    let names: Vec<&str> = variable_names().collect();
     let values: Vec<Option<&str>> =
-        ALL_VARS.iter().map(|_| parts.next().filter(|part| *part != "\u{1}")).collect();
+        names.iter().map(|_| parts.next().filter(|part| *part != "\u{1}")).collect();
     let path = parts.next().unwrap_or("/");
-    let lookup = |name: &'static str| ALL_VARS.iter().position(|v| *v == name).and_then(|i| values[i]);
+    let lookup = |name: &'static str| names.iter().position(|v| *v == name).and_then(|i| values[i]);
 
     if let Some(policy) = decode_object_policy(&text) {
         assert_eq!(decode_object_policy(&encode_object_policy(&policy)), Some(policy));

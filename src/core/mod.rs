@@ -29,4 +29,5 @@ pub mod record;
 pub mod routes;
 pub mod scope;
 pub mod seal;
+pub mod settings;
 pub mod url;

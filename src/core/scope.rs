@@ -63,21 +63,6 @@ pub const VAR_JWT_HS256_SECRET: &str = "SCOPE_JWT_HS256_SECRET";
 /// original's (rule 5).
 pub const VAR_REPLAY_CREDENTIAL_HEADERS: &str = "REPLAY_CREDENTIAL_HEADERS";
 
-/// The scope variables besides `SCOPE_HEADER` (which `config::ALL_VARS` lists), as the
-/// runtime should look them up.
-pub const SCOPE_VARS: [&str; 10] = [
-    VAR_ALLOW_ANONYMOUS,
-    VAR_JWT_CLAIM,
-    VAR_JWKS,
-    VAR_JWKS_URL,
-    VAR_JWT_ISSUER,
-    VAR_JWT_AUDIENCE,
-    VAR_JWT_LEEWAY_SECONDS,
-    VAR_JWT_REQUIRED,
-    VAR_JWT_HS256_SECRET,
-    VAR_REPLAY_CREDENTIAL_HEADERS,
-];
-
 /// Most headers in `SCOPE_HEADER`.
 const MAX_SCOPE_HEADERS: usize = 8;
 /// Largest clock leeway: more would keep expired tokens alive for hours.

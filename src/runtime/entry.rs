@@ -81,16 +81,10 @@ pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let settings = settings::get(&env);
-    let config = match &settings.config {
+    let config = match settings.serving_config() {
         Ok(config) => config,
-        Err(problem) => return respond::refused(&env, problem),
+        Err(error) => return respond::refused(&env, &error.problem()),
     };
-    if let Err(problem) = &settings.storage_keys {
-        return respond::refused(&env, problem);
-    }
-    if let Some(problem) = &settings.refusal {
-        return respond::refused(&env, problem);
-    }
     let url = req.url();
     let (path, _) = path_and_query_parts(&url);
     if let Some(token) = &settings.admin_token {

@@ -609,6 +609,45 @@ fn a_misspelt_variable_is_500_naming_both_names() {
     assert!(verifying_origin().seen_at(&marker).is_empty(), "nothing was forwarded");
 }
 
+/// A TOML number or boolean in `[vars]` is not a string: workers-rs cannot read it, and it
+/// used to be taken as unset, its default applying in silence (`SCOPE_JWT_REQUIRED = true`
+/// would have left tokens optional). Every request is now 500 naming the variable.
+#[test]
+fn a_number_or_boolean_in_vars_is_500_naming_it_and_forwards_nothing() {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    let w = shared(&CELL, || {
+        Worker::start_with_config(
+            WorkerConfig {
+                name: "not-text".into(),
+                vars: vars(&[
+                    ("ORIGIN_URL", &verifying_origin().url()),
+                    ("ORIGIN_AUTH_SECRET", ORIGIN_SECRET),
+                ]),
+                readiness: Readiness::AnyResponse,
+            },
+            &key_object_toml(
+                "not-text",
+                "\n[vars]\nIDEMPOTENCY_TTL_SECONDS = 604800\nSCOPE_JWT_REQUIRED = true\n",
+            ),
+        )
+    });
+    let marker = unique("not-text");
+    for request in
+        [payment(&format!("/v1/charges/{marker}"), &unique("k")), Request::get(&format!("/{marker}"))]
+    {
+        let r = w.send(&request);
+        assert_eq!(r.status, 500, "{r:?}");
+        assert_eq!(problem_type(&r), "urn:idempotency-edge:problem:invalid-config");
+        let detail = r.json()["detail"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            detail.starts_with("IDEMPOTENCY_TTL_SECONDS is invalid: it is not a string")
+                || detail.starts_with("SCOPE_JWT_REQUIRED is invalid: it is not a string"),
+            "{detail}"
+        );
+    }
+    assert!(verifying_origin().seen_at(&marker).is_empty(), "nothing was forwarded");
+}
+
 #[test]
 fn a_short_admin_token_refuses_every_request() {
     static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();

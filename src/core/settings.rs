@@ -1,0 +1,298 @@
+//! The environment, parsed once: every variable and secret the worker reads, checked
+//! together, with every problem named.
+//!
+//! The runtime supplies a lookup (what the environment holds under a name, and whether it
+//! is a string at all), the names present (for the misspelling check) and whether the
+//! metrics dataset is bound; [`Settings::from_env`] does the rest. A value that is not a
+//! string (a TOML number or boolean in `[vars]`, such as `SCOPE_JWT_REQUIRED = true`) is
+//! an error naming the variable: read as unset, its default would apply in silence.
+//!
+//! An invalid environment does not stop the key objects from reading what they need to
+//! keep their records safe (the key ring, whether unsealed records may be read), so each
+//! part keeps its own result; the Worker refuses every request while any part is invalid
+//! ([`Settings::first_problem`]), naming the variable and never its value.
+
+use super::admin::{check_token, VAR_ADMIN_TOKEN};
+use super::config::{Config, ConfigError, FaultInjection};
+use super::env_names::{find_misspelt, variable_names, VAR_TRUSTED_CLIENT_IP};
+use super::keyed_name::{check_name_key, VAR_OBJECT_NAME_KEY};
+use super::log_decisions::{LogDecisions, VAR_LOG_DECISIONS};
+use super::origin_auth::{check_secret, VAR_ORIGIN_AUTH_SECRET};
+use super::problem::{Problem, ProblemKind};
+use super::seal::{parse_allow_unsealed, KeyRing, VAR_STORAGE_ALLOW_UNSEALED, VAR_STORAGE_ENCRYPTION_KEYS};
+
+/// What the environment holds under a name that is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnvValue<'a> {
+    Text(&'a str),
+    /// Something else: a number, a boolean, an array or a table from `[vars]`.
+    NotText,
+}
+
+/// What the runtime knows about the environment beyond the values.
+pub struct EnvFacts<'a> {
+    /// Every name the environment holds (variables, secrets, bindings), sorted.
+    pub names: &'a [&'a str],
+    /// Whether the Analytics Engine dataset (`IDEMPOTENCY_METRICS`) is bound.
+    pub metrics_bound: bool,
+}
+
+/// One invalid setting: its name and a sentence for the 500 problem's `detail`, which
+/// names the setting and never its value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingError {
+    pub name: String,
+    pub detail: String,
+}
+
+impl SettingError {
+    fn new(name: &str, detail: String) -> SettingError {
+        SettingError { name: name.to_owned(), detail }
+    }
+
+    /// The 500 `invalid-config` problem every request gets while this holds.
+    pub fn problem(&self) -> Problem {
+        Problem::new(ProblemKind::InvalidConfig, self.detail.clone())
+    }
+}
+
+impl From<ConfigError> for SettingError {
+    fn from(error: ConfigError) -> SettingError {
+        SettingError::new(error.variable, error.detail())
+    }
+}
+
+/// Everything the worker reads from its environment.
+#[derive(Debug)]
+pub struct Settings {
+    /// The configuration (`core::config`), or its first invalid variable.
+    pub config: Result<Config, SettingError>,
+    /// The key ring that seals stored answers (`STORAGE_ENCRYPTION_KEYS`), when set.
+    pub storage_keys: Result<Option<KeyRing>, SettingError>,
+    /// Every other problem, in the order they are reported: values that are not strings,
+    /// a misspelt name, a secret too short, a flag that is not `true`/`false`, settings
+    /// that contradict each other.
+    pub others: Vec<SettingError>,
+    /// The admin token, when the `ADMIN_TOKEN` secret is set and not empty. Without it the
+    /// admin API does not exist.
+    pub admin_token: Option<String>,
+    /// `ORIGIN_AUTH_SECRET`: sign every origin request (`core::origin_auth`).
+    pub origin_auth_secret: Option<String>,
+    /// `OBJECT_NAME_KEY`: key the object names (`core::keyed_name`).
+    pub object_name_key: Option<Vec<u8>>,
+    /// `TRUSTED_CLIENT_IP`: replace client-sent forwarding headers with `CF-Connecting-IP`.
+    pub trusted_client_ip: bool,
+    /// The `*_FAULT_INJECTION` variables (tests only).
+    pub fault_injection: FaultInjection,
+    /// `LOG_DECISIONS`: which decision lines are written.
+    pub log_decisions: LogDecisions,
+    /// `STORAGE_ALLOW_UNSEALED` (`core::seal`, rule 4).
+    pub storage_allow_unsealed: bool,
+    /// Whether the Analytics Engine dataset is bound.
+    pub metrics_bound: bool,
+}
+
+impl Settings {
+    /// Parses the environment. `lookup` returns what a name holds (`None` when unset).
+    pub fn from_env<'a>(lookup: impl Fn(&str) -> Option<EnvValue<'a>>, facts: &EnvFacts<'_>) -> Settings {
+        let mut others: Vec<SettingError> = variable_names()
+            .filter(|name| lookup(name) == Some(EnvValue::NotText))
+            .map(|name| {
+                SettingError::new(
+                    name,
+                    format!(
+                        "{name} is invalid: it is not a string (a number or boolean in [vars] must be quoted, as {name} = \"...\"), and an unquoted value would be ignored."
+                    ),
+                )
+            })
+            .collect();
+        let text = |name: &str| match lookup(name) {
+            Some(EnvValue::Text(value)) => Some(value),
+            _ => None,
+        };
+        if let Some(misspelt) = find_misspelt(facts.names.iter().copied()) {
+            others.push(SettingError::new(&misspelt.found, misspelt.detail()));
+        }
+        let admin_token = match check_token(text(VAR_ADMIN_TOKEN).unwrap_or_default()) {
+            Ok(token) => token.map(str::to_owned),
+            Err(detail) => {
+                others.push(SettingError::new(VAR_ADMIN_TOKEN, detail));
+                None
+            }
+        };
+        let origin_auth_secret = text(VAR_ORIGIN_AUTH_SECRET).filter(|s| !s.is_empty()).map(str::to_owned);
+        if let Some(Err(detail)) = origin_auth_secret.as_deref().map(check_secret) {
+            others.push(SettingError::new(VAR_ORIGIN_AUTH_SECRET, detail));
+        }
+        let object_name_key = text(VAR_OBJECT_NAME_KEY).filter(|s| !s.is_empty());
+        if let Some(Err(detail)) = object_name_key.map(check_name_key) {
+            others.push(SettingError::new(VAR_OBJECT_NAME_KEY, detail));
+        }
+        let trusted_client_ip = match text(VAR_TRUSTED_CLIENT_IP).map(str::trim) {
+            None | Some("") | Some("false") => false,
+            Some("true") => true,
+            Some(_) => {
+                others.push(SettingError::new(
+                    VAR_TRUSTED_CLIENT_IP,
+                    format!("{VAR_TRUSTED_CLIENT_IP} is invalid: expected true or false"),
+                ));
+                false
+            }
+        };
+        let log_decisions = LogDecisions::parse(text(VAR_LOG_DECISIONS)).unwrap_or_else(|detail| {
+            others.push(SettingError::new(VAR_LOG_DECISIONS, detail));
+            LogDecisions::All
+        });
+        let fault_injection = FaultInjection::from_vars(text).unwrap_or_else(|error| {
+            others.push(error.into());
+            FaultInjection::default()
+        });
+        let config = Config::from_vars(text).map_err(SettingError::from);
+        let storage_keys = match text(VAR_STORAGE_ENCRYPTION_KEYS).filter(|raw| !raw.trim().is_empty()) {
+            None => Ok(None),
+            Some(raw) => KeyRing::parse(raw).map(Some).map_err(|reason| {
+                SettingError::new(
+                    VAR_STORAGE_ENCRYPTION_KEYS,
+                    format!("{VAR_STORAGE_ENCRYPTION_KEYS} is invalid: {reason}"),
+                )
+            }),
+        };
+        let storage_allow_unsealed =
+            parse_allow_unsealed(text(VAR_STORAGE_ALLOW_UNSEALED)).unwrap_or_else(|detail| {
+                others.push(SettingError::new(VAR_STORAGE_ALLOW_UNSEALED, detail));
+                false
+            });
+        // A stored request holds the caller's credentials: never stored unsealed.
+        if matches!((&config, &storage_keys), (Ok(config), Ok(None)) if config.accepts_async()) {
+            others.push(SettingError::new(
+                VAR_STORAGE_ENCRYPTION_KEYS,
+                format!("ASYNC_ACCEPT is prefer (or a route's async_accept is), which stores requests, credentials included: set the secret {VAR_STORAGE_ENCRYPTION_KEYS} so that they are sealed."),
+            ));
+        }
+        Settings {
+            config,
+            storage_keys,
+            others,
+            admin_token,
+            origin_auth_secret,
+            object_name_key: object_name_key.map(|key| key.as_bytes().to_vec()),
+            trusted_client_ip,
+            fault_injection,
+            log_decisions,
+            storage_allow_unsealed,
+            metrics_bound: facts.metrics_bound,
+        }
+    }
+
+    /// Every problem, in the order the Worker reports them: the configuration's, the key
+    /// ring's, then the others.
+    pub fn problems(&self) -> Vec<&SettingError> {
+        let config = self.config.as_ref().err();
+        let keys = self.storage_keys.as_ref().err();
+        config.into_iter().chain(keys).chain(&self.others).collect()
+    }
+
+    /// The problem every request gets while the environment is invalid.
+    pub fn first_problem(&self) -> Option<&SettingError> {
+        self.problems().into_iter().next()
+    }
+
+    /// The configuration requests are served under: only when nothing is invalid, else
+    /// the problem every request gets.
+    pub fn serving_config(&self) -> Result<&Config, &SettingError> {
+        match (self.first_problem(), &self.config) {
+            (None, Ok(config)) => Ok(config),
+            (Some(error), _) | (None, Err(error)) => Err(error),
+        }
+    }
+
+    /// [`Settings::from_env`], valid or every problem at once (a check before deploy).
+    pub fn check<'a>(
+        lookup: impl Fn(&str) -> Option<EnvValue<'a>>,
+        facts: &EnvFacts<'_>,
+    ) -> Result<Settings, Vec<SettingError>> {
+        let settings = Settings::from_env(lookup, facts);
+        let problems: Vec<SettingError> = settings.problems().into_iter().cloned().collect();
+        if problems.is_empty() {
+            Ok(settings)
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(names: &[&'static str]) -> EnvFacts<'static> {
+        let names: &'static [&'static str] = Box::leak(names.to_vec().into_boxed_slice());
+        EnvFacts { names, metrics_bound: false }
+    }
+
+    fn settings(values: &[(&'static str, EnvValue<'static>)]) -> Settings {
+        let names: Vec<&'static str> = values.iter().map(|(name, _)| *name).collect();
+        Settings::from_env(|name| values.iter().find(|(n, _)| *n == name).map(|(_, v)| *v), &facts(&names))
+    }
+
+    #[test]
+    fn an_empty_environment_is_valid_and_takes_the_defaults() {
+        let s = settings(&[]);
+        assert!(s.problems().is_empty(), "{:?}", s.problems());
+        assert!(s.admin_token.is_none() && !s.trusted_client_ip && !s.storage_allow_unsealed);
+        assert_eq!(s.config.as_ref().unwrap().origin_url, None);
+    }
+
+    /// The TOML number or boolean that workers-rs's `env.var` refuses (and that was read
+    /// as unset, its default applying in silence) is named as invalid.
+    #[test]
+    fn a_value_that_is_not_a_string_is_named_and_never_defaults_in_silence() {
+        for name in
+            ["SCOPE_JWT_REQUIRED", "IDEMPOTENCY_TTL_SECONDS", "TRUSTED_CLIENT_IP", "ALARM_FAULT_INJECTION"]
+        {
+            let s = settings(&[(name, EnvValue::NotText)]);
+            let problem = s.first_problem().unwrap_or_else(|| panic!("{name} accepted"));
+            assert_eq!(problem.name, name);
+            assert!(
+                problem.detail.starts_with(&format!("{name} is invalid: it is not a string")),
+                "{problem:?}"
+            );
+            assert_eq!(problem.problem().status(), 500);
+        }
+        // Every variable and secret the worker reads is checked, none skipped.
+        for name in variable_names() {
+            assert!(settings(&[(name, EnvValue::NotText)]).first_problem().is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn every_problem_is_reported_configuration_first() {
+        let s = settings(&[
+            ("IDEMPOTENCY_TTL_SECONDS", EnvValue::Text("forever")),
+            ("TRUSTED_CLIENT_IP", EnvValue::Text("yes")),
+            ("ADMIN_TOKEN", EnvValue::Text("short")),
+            ("SCOPE_HEADERS", EnvValue::Text("Authorization")),
+        ]);
+        let names: Vec<&str> = s.problems().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["IDEMPOTENCY_TTL_SECONDS", "SCOPE_HEADERS", "ADMIN_TOKEN", "TRUSTED_CLIENT_IP"]);
+        assert!(s.problems().iter().all(|p| !p.detail.contains("short\"") && !p.detail.contains("forever")));
+        let all = Settings::check(|_| None, &facts(&[])).map(|_| ());
+        assert_eq!(all, Ok(()));
+    }
+
+    #[test]
+    fn asynchronous_acceptance_without_a_key_ring_is_refused() {
+        let s = settings(&[("ASYNC_ACCEPT", EnvValue::Text("prefer"))]);
+        assert_eq!(s.first_problem().map(|p| p.name.as_str()), Some("STORAGE_ENCRYPTION_KEYS"));
+    }
+
+    #[test]
+    fn an_invalid_key_ring_is_named_without_its_value_and_kept_apart() {
+        let s = settings(&[("STORAGE_ENCRYPTION_KEYS", EnvValue::Text("not-json-secret"))]);
+        let error = s.storage_keys.as_ref().unwrap_err();
+        assert!(error.detail.starts_with("STORAGE_ENCRYPTION_KEYS is invalid"));
+        assert!(!error.detail.contains("not-json-secret"));
+        // The configuration itself stays readable by the objects.
+        assert!(s.config.is_ok());
+    }
+}

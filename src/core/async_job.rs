@@ -37,6 +37,7 @@
 //! 8. Polling is sending the same request with the same key: 202 while the job runs, the
 //!    stored answer once there is one, 422 for another payload (`core::machine`, rule 2).
 
+use super::codec::{Reader, Writer};
 use super::config::{decode_object_policy, ConfigError, MAX_TTL_SECONDS};
 use super::machine::{Action, RecordChange, Step, LEASE_MARGIN_MS};
 use super::problem::{Problem, ProblemKind};
@@ -199,39 +200,29 @@ impl StoredRequest {
     /// `version 1 ‖ scope salt (32 bytes) ‖ method ‖ target ‖ header count ‖ (name,
     /// value)* ‖ body`, each length-prefixed (u32, big-endian).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.body.len() + self.target.len() + 256);
-        out.push(1);
-        out.extend_from_slice(&self.scope_salt);
-        put_bytes(&mut out, self.method.as_bytes());
-        put_bytes(&mut out, self.target.as_bytes());
-        out.extend_from_slice(&(self.headers.len() as u32).to_be_bytes());
-        for (name, value) in &self.headers {
-            put_bytes(&mut out, name.as_bytes());
-            put_bytes(&mut out, value.as_bytes());
-        }
-        put_bytes(&mut out, &self.body);
-        out
+        let mut out = Writer::with_capacity(self.body.len() + self.target.len() + 256);
+        out.u8(1);
+        out.raw(&self.scope_salt);
+        out.string(&self.method);
+        out.string(&self.target);
+        out.string_pairs(&self.headers);
+        out.bytes(&self.body);
+        out.into_bytes()
     }
 
     pub fn decode(bytes: &[u8]) -> Option<StoredRequest> {
-        let mut input = Reader { bytes, pos: 0 };
-        let version = input.u8()?;
+        let mut input = Reader::new(bytes);
+        let version = input.u8().ok()?;
         if !(1..=JOB_VERSION).contains(&version) {
             return None;
         }
-        let scope_salt: [u8; 32] = input.take(32)?.try_into().ok()?;
-        let method = input.string()?;
-        let target = input.string()?;
-        let count = input.u32()? as usize;
-        if count > input.remaining() / 8 {
-            return None;
-        }
-        let mut headers = Vec::with_capacity(count);
-        for _ in 0..count {
-            headers.push((input.string()?, input.string()?));
-        }
-        let body = input.bytes()?.to_vec();
-        (input.remaining() == 0).then_some(StoredRequest { scope_salt, method, target, headers, body })
+        let scope_salt = input.array().ok()?;
+        let method = input.string().ok()?;
+        let target = input.string().ok()?;
+        let headers = input.string_pairs().ok()?;
+        let body = input.bytes().ok()?.to_vec();
+        input.finish().ok()?;
+        Some(StoredRequest { scope_salt, method, target, headers, body })
     }
 }
 
@@ -279,56 +270,54 @@ impl AsyncJob {
     /// else [`DEFAULT_MAX_SENDS`]. A release that knows only version 1 refuses version 2
     /// (the record reads as unreadable: 503, never a send).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.sealed_request.len() + self.policy.len() + 50);
-        out.push(JOB_VERSION);
-        out.push(match self.phase {
+        let mut out = Writer::with_capacity(self.sealed_request.len() + self.policy.len() + 50);
+        out.u8(JOB_VERSION);
+        out.u8(match self.phase {
             JobPhase::Waiting => 0,
             JobPhase::Sending => 1,
             JobPhase::GaveUp => 2,
         });
-        out.extend_from_slice(&self.deadline.to_be_bytes());
-        out.extend_from_slice(&self.next_attempt_at.to_be_bytes());
-        out.extend_from_slice(&self.max_backoff_ms.to_be_bytes());
-        out.push(
-            u8::from(self.unknown_seen)
-                | u8::from(self.probe_origin) << 1
-                | u8::from(self.request_bound) << 2,
-        );
-        out.extend_from_slice(&self.max_sends.to_be_bytes());
-        put_bytes(&mut out, self.policy.as_bytes());
-        put_bytes(&mut out, &self.sealed_request);
-        out
+        out.u64(self.deadline);
+        out.u64(self.next_attempt_at);
+        out.u64(self.max_backoff_ms);
+        out.u8(u8::from(self.unknown_seen)
+            | u8::from(self.probe_origin) << 1
+            | u8::from(self.request_bound) << 2);
+        out.u16(self.max_sends);
+        out.string(&self.policy);
+        out.bytes(&self.sealed_request);
+        out.into_bytes()
     }
 
     pub fn decode(bytes: &[u8]) -> Option<AsyncJob> {
-        let mut input = Reader { bytes, pos: 0 };
-        let version = input.u8()?;
+        let mut input = Reader::new(bytes);
+        let version = input.u8().ok()?;
         if !(1..=JOB_VERSION).contains(&version) {
             return None;
         }
-        let phase = match input.u8()? {
+        let phase = match input.u8().ok()? {
             0 => JobPhase::Waiting,
             1 => JobPhase::Sending,
             2 => JobPhase::GaveUp,
             _ => return None,
         };
-        let deadline = input.u64()?;
-        let next_attempt_at = input.u64()?;
-        let max_backoff_ms = input.u64()?;
-        let flags = input.u8()?;
+        let deadline = input.u64().ok()?;
+        let next_attempt_at = input.u64().ok()?;
+        let max_backoff_ms = input.u64().ok()?;
+        let flags = input.u8().ok()?;
         // Version 1 had two flags; version 2 adds "the request is bound" (bit 2).
         if flags > if version == 1 { 3 } else { 7 } {
             return None;
         }
         let stored_max_sends = match version {
             1 => None,
-            _ => Some(u16::from_be_bytes(input.take(2)?.try_into().ok()?)).filter(|&sends| sends >= 1),
+            _ => Some(input.u16().ok()?).filter(|&sends| sends >= 1),
         };
         if version > 1 && stored_max_sends.is_none() {
             return None;
         }
-        let policy = input.string()?;
-        let sealed_request = input.bytes()?.to_vec();
+        let policy = input.string().ok()?;
+        let sealed_request = input.bytes().ok()?.to_vec();
         // A job that can still send holds its request.
         if phase != JobPhase::GaveUp && sealed_request.is_empty() {
             return None;
@@ -338,7 +327,8 @@ impl AsyncJob {
                 .and_then(|policy| policy.max_origin_attempts)
                 .unwrap_or(DEFAULT_MAX_SENDS)
         });
-        (input.remaining() == 0).then_some(AsyncJob {
+        input.finish().ok()?;
+        Some(AsyncJob {
             phase,
             deadline,
             next_attempt_at,
@@ -688,52 +678,6 @@ pub enum JobDecision {
     RetryScheduled,
     Reforwarded,
     GaveUp,
-}
-
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
-    out.extend_from_slice(bytes);
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn remaining(&self) -> usize {
-        self.bytes.len() - self.pos
-    }
-
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if n > self.remaining() {
-            return None;
-        }
-        let slice = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
-        Some(slice)
-    }
-
-    fn u8(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
-    }
-
-    fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_be_bytes(self.take(4)?.try_into().ok()?))
-    }
-
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_be_bytes(self.take(8)?.try_into().ok()?))
-    }
-
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let len = self.u32()? as usize;
-        self.take(len)
-    }
-
-    fn string(&mut self) -> Option<String> {
-        String::from_utf8(self.bytes()?.to_vec()).ok()
-    }
 }
 
 #[cfg(test)]

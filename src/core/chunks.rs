@@ -29,6 +29,7 @@ use std::ops::Range;
 
 use sha2::{Digest, Sha256};
 
+use super::codec::{Reader, Writer};
 use super::record::StoredResponse;
 
 /// The largest answer kept in the record's own row (the encoded response: status, headers,
@@ -76,37 +77,39 @@ impl ChunkManifest {
 
     /// `version (1) ‖ body_len (u64) ‖ chunk_len (u32) ‖ attempt (u64) ‖ count (u32) ‖ digests`.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(25 + 32 * self.digests.len());
-        out.push(MANIFEST_V1);
-        out.extend_from_slice(&self.body_len.to_be_bytes());
-        out.extend_from_slice(&self.chunk_len.to_be_bytes());
-        out.extend_from_slice(&self.attempt.to_be_bytes());
-        out.extend_from_slice(&(self.digests.len() as u32).to_be_bytes());
+        let mut out = Writer::with_capacity(25 + 32 * self.digests.len());
+        out.u8(MANIFEST_V1);
+        out.u64(self.body_len);
+        out.u32(self.chunk_len);
+        out.u64(self.attempt);
+        out.count(self.digests.len());
         for digest in &self.digests {
-            out.extend_from_slice(digest);
+            out.raw(digest);
         }
-        out
+        out.into_bytes()
     }
 
     /// The inverse of [`ChunkManifest::encode`]. Refuses anything inconsistent: a chunk
-    /// count that does not match the lengths, no chunk at all, or too many.
+    /// count that does not match the lengths or the digests that follow, no chunk at all,
+    /// or too many.
     pub fn decode(bytes: &[u8]) -> Option<ChunkManifest> {
-        let (&version, rest) = bytes.split_first()?;
-        if version != MANIFEST_V1 || rest.len() < 24 {
+        let mut input = Reader::new(bytes);
+        if input.u8().ok()? != MANIFEST_V1 {
             return None;
         }
-        let body_len = u64::from_be_bytes(rest[0..8].try_into().ok()?);
-        let chunk_len = u32::from_be_bytes(rest[8..12].try_into().ok()?);
-        let attempt = u64::from_be_bytes(rest[12..20].try_into().ok()?);
-        let count = u32::from_be_bytes(rest[20..24].try_into().ok()?) as usize;
-        let digests = &rest[24..];
-        if chunk_len == 0 || count == 0 || count > MAX_CHUNKS || digests.len() != count * 32 {
+        let body_len = input.u64().ok()?;
+        let chunk_len = input.u32().ok()?;
+        let attempt = input.u64().ok()?;
+        // More digests than the bytes left hold is refused before anything is allocated.
+        let count = input.count(size_of::<RowDigest>()).ok()?;
+        if chunk_len == 0 || count == 0 || count > MAX_CHUNKS {
             return None;
         }
         if body_len.div_ceil(u64::from(chunk_len)) != count as u64 {
             return None;
         }
-        let digests = digests.chunks_exact(32).map(|d| d.try_into().expect("32 bytes")).collect();
+        let digests = (0..count).map(|_| input.array()).collect::<Result<Vec<RowDigest>, _>>().ok()?;
+        input.finish().ok()?;
         Some(ChunkManifest { body_len, chunk_len, attempt, digests })
     }
 }

@@ -7,6 +7,7 @@ pub mod admin;
 pub mod async_job;
 pub mod canonical_json;
 pub mod chunks;
+pub mod codec;
 pub mod config;
 pub mod env_names;
 pub mod fingerprint;

@@ -9,9 +9,10 @@
 //! 2. Every record carries the attempt id of the claim that wrote it (fencing), the payload
 //!    fingerprint, and `expires_at`, after which it is as if absent.
 //! 3. The encoding is versioned from day one: two magic bytes, a version byte, a kind byte,
-//!    then fixed big-endian fields and length-prefixed strings. A decoder of a later version
-//!    must keep reading version 1 records, so old and new code can overlap in a deploy.
-//!    Decoding never panics: any malformed input is a [`DecodeError`].
+//!    then fixed big-endian fields and length-prefixed strings, as `core::codec` spells
+//!    them. A decoder of a later version must keep reading version 1 records, so old and new
+//!    code can overlap in a deploy. Decoding never panics: any malformed input is a
+//!    [`DecodeError`].
 //! 4. Version 2 is version 1 plus a list of extensions at the end: a count, then for each a
 //!    tag byte and a length-prefixed value. New facts about a key are new tags, not new
 //!    versions. A tag with its high bit clear is critical: a reader that does not know it
@@ -32,6 +33,7 @@ use std::sync::Arc;
 
 use super::async_job::AsyncJob;
 use super::chunks::ChunkManifest;
+use super::codec::{CodecError, Reader, Writer};
 use super::fingerprint::Digest256;
 
 /// Milliseconds since the Unix epoch, as the runtime's clock reports them.
@@ -53,17 +55,15 @@ pub struct StoredResponse {
 impl StoredResponse {
     /// The response's own encoding (as inside a record): what a sealed answer seals.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.body.len() + 64);
+        let mut out = Writer::with_capacity(self.body.len() + 64);
         put_response(&mut out, self);
-        out
+        out.into_bytes()
     }
 
     pub fn decode(bytes: &[u8]) -> Result<StoredResponse, DecodeError> {
-        let mut input = Reader { bytes, pos: 0 };
+        let mut input = Reader::new(bytes);
         let response = read_response(&mut input)?;
-        if input.remaining() != 0 {
-            return Err(DecodeError::TrailingBytes);
-        }
+        input.finish()?;
         Ok(response)
     }
 }
@@ -239,22 +239,22 @@ impl Record {
         if let Record::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: true, .. }) = self {
             extensions.push((EXT_BOUND_SEALED_ANSWER, sealed));
         }
-        let mut out = Vec::with_capacity(64);
-        out.extend_from_slice(MAGIC);
-        out.push(self.version());
+        let mut out = Writer::with_capacity(64);
+        out.raw(MAGIC);
+        out.u8(self.version());
         match self {
             Record::InFlight(r) => {
-                out.push(KIND_IN_FLIGHT);
+                out.u8(KIND_IN_FLIGHT);
                 put_common(&mut out, r.attempt, &r.fingerprint);
-                put_u64(&mut out, r.claimed_at);
-                put_u64(&mut out, r.lease_until);
-                put_u64(&mut out, r.expires_at);
+                out.u64(r.claimed_at);
+                out.u64(r.lease_until);
+                out.u64(r.expires_at);
             }
             Record::Completed(r) => {
-                out.push(KIND_COMPLETED);
+                out.u8(KIND_COMPLETED);
                 put_common(&mut out, r.attempt, &r.fingerprint);
-                put_u64(&mut out, r.completed_at);
-                put_u64(&mut out, r.expires_at);
+                out.u64(r.completed_at);
+                out.u64(r.expires_at);
                 if r.sealed_answer.is_some() {
                     // The answer is in the extension; nothing of it in the clear.
                     put_response(
@@ -269,31 +269,31 @@ impl Record {
                 }
             }
             Record::Unknown(r) => {
-                out.push(KIND_UNKNOWN);
+                out.u8(KIND_UNKNOWN);
                 put_common(&mut out, r.attempt, &r.fingerprint);
-                put_u64(&mut out, r.since);
-                put_u64(&mut out, r.expires_at);
+                out.u64(r.since);
+                out.u64(r.expires_at);
                 let (reason, status) = match r.reason {
                     UnknownReason::OriginTimeout => (1u8, 0u16),
                     UnknownReason::ResetAfterSend => (2, 0),
                     UnknownReason::ResponseTooLarge { status } => (3, status),
                 };
-                out.push(reason);
-                out.extend_from_slice(&status.to_be_bytes());
+                out.u8(reason);
+                out.u16(status);
             }
         }
         if !extensions.is_empty() {
-            out.push(extensions.len() as u8);
+            out.u8(extensions.len() as u8);
             for (tag, value) in extensions {
-                out.push(tag);
-                put_bytes(&mut out, value);
+                out.u8(tag);
+                out.bytes(value);
             }
         }
-        out
+        out.into_bytes()
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
-        let mut input = Reader { bytes, pos: 0 };
+        let mut input = Reader::new(bytes);
         if input.take(2)? != MAGIC {
             return Err(DecodeError::NotARecord);
         }
@@ -303,7 +303,7 @@ impl Record {
         }
         let kind = input.u8()?;
         let attempt = AttemptId(input.u64()?);
-        let fingerprint = Digest256(input.array32()?);
+        let fingerprint = Digest256(input.array()?);
         let record = match kind {
             KIND_IN_FLIGHT => Record::InFlight(InFlight {
                 attempt,
@@ -403,9 +403,7 @@ impl Record {
                 }
             }
         }
-        if input.remaining() != 0 {
-            return Err(DecodeError::TrailingBytes);
-        }
+        input.finish()?;
         Ok(record)
     }
 }
@@ -440,108 +438,37 @@ const KIND_IN_FLIGHT: u8 = 1;
 const KIND_COMPLETED: u8 = 2;
 const KIND_UNKNOWN: u8 = 3;
 
-fn put_response(out: &mut Vec<u8>, response: &StoredResponse) {
-    out.reserve(response.body.len() + 64);
-    out.extend_from_slice(&response.status.to_be_bytes());
-    put_len(out, response.headers.len());
-    for (name, value) in &response.headers {
-        put_bytes(out, name.as_bytes());
-        put_bytes(out, value.as_bytes());
+/// The codec's refusals are the record's: a truncated field, a string that is not UTF-8,
+/// bytes after the record.
+impl From<CodecError> for DecodeError {
+    fn from(error: CodecError) -> DecodeError {
+        match error {
+            CodecError::Truncated => DecodeError::Truncated,
+            CodecError::NotUtf8 => DecodeError::NotUtf8,
+            CodecError::TrailingBytes => DecodeError::TrailingBytes,
+        }
     }
-    put_bytes(out, &response.body);
+}
+
+/// `status (u16) ‖ headers ‖ body`.
+fn put_response(out: &mut Writer, response: &StoredResponse) {
+    out.reserve(response.body.len() + 64);
+    out.u16(response.status);
+    out.string_pairs(&response.headers);
+    out.bytes(&response.body);
 }
 
 fn read_response(input: &mut Reader<'_>) -> Result<StoredResponse, DecodeError> {
     let status = input.u16()?;
-    let count = input.len()?;
-    // Each header takes at least 8 bytes, so a count larger than what is left is corrupt;
-    // checking first keeps a forged count from allocating.
-    if count > input.remaining() / 8 {
-        return Err(DecodeError::Truncated);
-    }
-    let mut headers = Vec::with_capacity(count);
-    for _ in 0..count {
-        let name = input.string()?;
-        let value = input.string()?;
-        headers.push((name, value));
-    }
+    // A forged header count is refused before it allocates (`Reader::string_pairs`).
+    let headers = input.string_pairs()?;
     let body = input.bytes()?.to_vec();
     Ok(StoredResponse { status, headers, body })
 }
 
-fn put_common(out: &mut Vec<u8>, attempt: AttemptId, fingerprint: &Digest256) {
-    put_u64(out, attempt.0);
-    out.extend_from_slice(&fingerprint.0);
-}
-
-fn put_u64(out: &mut Vec<u8>, value: u64) {
-    out.extend_from_slice(&value.to_be_bytes());
-}
-
-fn put_len(out: &mut Vec<u8>, len: usize) {
-    // Lengths are bounded far below 4 GiB by the storage's 2 MB row limit.
-    out.extend_from_slice(&(len as u32).to_be_bytes());
-}
-
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    put_len(out, bytes.len());
-    out.extend_from_slice(bytes);
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn remaining(&self) -> usize {
-        self.bytes.len() - self.pos
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if n > self.remaining() {
-            return Err(DecodeError::Truncated);
-        }
-        let slice = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(slice)
-    }
-
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn u16(&mut self) -> Result<u16, DecodeError> {
-        let b = self.take(2)?;
-        Ok(u16::from_be_bytes([b[0], b[1]]))
-    }
-
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8)?);
-        Ok(u64::from_be_bytes(b))
-    }
-
-    fn array32(&mut self) -> Result<[u8; 32], DecodeError> {
-        let mut b = [0u8; 32];
-        b.copy_from_slice(self.take(32)?);
-        Ok(b)
-    }
-
-    fn len(&mut self) -> Result<usize, DecodeError> {
-        let b = self.take(4)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
-    }
-
-    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
-        let len = self.len()?;
-        self.take(len)
-    }
-
-    fn string(&mut self) -> Result<String, DecodeError> {
-        let bytes = self.bytes()?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::NotUtf8)
-    }
+fn put_common(out: &mut Writer, attempt: AttemptId, fingerprint: &Digest256) {
+    out.u64(attempt.0);
+    out.raw(&fingerprint.0);
 }
 
 #[cfg(test)]
@@ -550,6 +477,13 @@ mod tests {
 
     fn fp(n: u8) -> Digest256 {
         Digest256([n; 32])
+    }
+
+    /// Appends a length-prefixed value, as `Record::encode` writes an extension's.
+    fn put_bytes(bytes: &mut Vec<u8>, value: &[u8]) {
+        let mut out = Writer::new();
+        out.bytes(value);
+        bytes.extend_from_slice(&out.into_bytes());
     }
 
     fn samples() -> Vec<Record> {

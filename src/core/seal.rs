@@ -29,6 +29,8 @@
 
 use serde_json::Value;
 
+use super::codec::{Reader, Writer};
+
 /// The variable (a secret) holding the key ring.
 pub const VAR_STORAGE_ENCRYPTION_KEYS: &str = "STORAGE_ENCRYPTION_KEYS";
 /// `true`: answers stored in the clear are still replayed while a key ring is set (rule 4).
@@ -60,6 +62,9 @@ pub const REQUEST_KEY_INFO: &[u8] = b"idempotency-edge stored request v1";
 
 /// The AES-GCM nonce length.
 pub const NONCE_LEN: usize = 12;
+/// The AES-GCM tag at the end of every ciphertext: no envelope is shorter than its header
+/// and a tag.
+const TAG_LEN: usize = 16;
 
 /// Most keys in a ring: each may have to be tried by id on every read of an old record.
 const MAX_KEYS: usize = 16;
@@ -156,14 +161,16 @@ pub struct Envelope {
 }
 
 impl Envelope {
-    /// `id length (u8) ‖ id ‖ nonce ‖ ciphertext`.
+    /// `id length (u8) ‖ id ‖ nonce ‖ ciphertext`, the ciphertext to the end with no
+    /// length of its own.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(1 + self.key_id.len() + NONCE_LEN + self.ciphertext.len());
-        out.push(self.key_id.len() as u8);
-        out.extend_from_slice(self.key_id.as_bytes());
-        out.extend_from_slice(&self.nonce);
-        out.extend_from_slice(&self.ciphertext);
-        out
+        let mut out = Writer::with_capacity(1 + self.key_id.len() + NONCE_LEN + self.ciphertext.len());
+        // A key id fits its u8 length: a ring's are at most `MAX_ID_LEN` bytes.
+        out.u8(self.key_id.len() as u8);
+        out.raw(self.key_id.as_bytes());
+        out.raw(&self.nonce);
+        out.raw(&self.ciphertext);
+        out.into_bytes()
     }
 
     /// The longest envelope header: id length, an id of up to 255 bytes, the nonce.
@@ -173,27 +180,35 @@ impl Envelope {
     /// bytes (at least the header): for a ciphertext that stays outside Wasm memory. The
     /// ciphertext (with its tag) must be at least 16 bytes of the `total_len`.
     pub fn decode_header(head: &[u8], total_len: usize) -> Option<(String, [u8; NONCE_LEN], usize)> {
-        let (&id_len, rest) = head.split_first()?;
-        let id_len = usize::from(id_len);
-        let header_len = 1 + id_len + NONCE_LEN;
-        if id_len == 0 || rest.len() < id_len + NONCE_LEN || total_len < header_len + 16 {
+        let mut input = Reader::new(head);
+        let (key_id, nonce) = read_header(&mut input)?;
+        let header_len = head.len() - input.remaining();
+        if total_len < header_len + TAG_LEN {
             return None;
         }
-        let key_id = std::str::from_utf8(&rest[..id_len]).ok()?.to_owned();
-        let nonce = rest[id_len..id_len + NONCE_LEN].try_into().ok()?;
         Some((key_id, nonce, header_len))
     }
 
     pub fn decode(bytes: &[u8]) -> Option<Envelope> {
-        let (&id_len, rest) = bytes.split_first()?;
-        let id_len = usize::from(id_len);
-        if id_len == 0 || rest.len() < id_len + NONCE_LEN + 16 {
+        let mut input = Reader::new(bytes);
+        let (key_id, nonce) = read_header(&mut input)?;
+        let ciphertext = input.rest();
+        if ciphertext.len() < TAG_LEN {
             return None;
         }
-        let key_id = std::str::from_utf8(&rest[..id_len]).ok()?.to_owned();
-        let nonce = rest[id_len..id_len + NONCE_LEN].try_into().ok()?;
-        Some(Envelope { key_id, nonce, ciphertext: rest[id_len + NONCE_LEN..].to_vec() })
+        Some(Envelope { key_id, nonce, ciphertext: ciphertext.to_vec() })
     }
+}
+
+/// An envelope's key id (its u8 length first, never empty) and nonce.
+fn read_header(input: &mut Reader<'_>) -> Option<(String, [u8; NONCE_LEN])> {
+    let id_len = usize::from(input.u8().ok()?);
+    if id_len == 0 {
+        return None;
+    }
+    let key_id = input.utf8(id_len).ok()?;
+    let nonce = input.array().ok()?;
+    Some((key_id, nonce))
 }
 
 /// What a sealed answer is bound to: the object that holds it and the record version.

@@ -403,6 +403,14 @@ pub struct KeySet {
     pub keys: Vec<Jwk>,
 }
 
+impl KeySet {
+    /// Whether some key has this `kid`: what tells a known `kid` from one to refetch for
+    /// (rule 4; `jwks_cache` asks the same question as [`candidates`]).
+    pub fn has_kid(&self, kid: &str) -> bool {
+        self.keys.iter().any(|key| key.kid.as_deref() == Some(kid))
+    }
+}
+
 /// How strictly to read a JWKS: inline configuration is an operator's typo to report;
 /// a fetched document is someone else's, read leniently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -509,7 +517,7 @@ pub fn candidates<'k>(
         return Err(Unverified::NoKey);
     }
     if let Some(kid) = kid {
-        if !keys.keys.iter().any(|key| key.kid.as_deref() == Some(kid)) {
+        if !keys.has_kid(kid) {
             return Err(Unverified::UnknownKid);
         }
     }

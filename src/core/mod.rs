@@ -16,6 +16,7 @@ mod format_fixtures;
 pub mod fuzz_checks;
 pub mod headers;
 pub mod hmac;
+pub mod jwks_cache;
 pub mod jwt;
 pub mod key;
 pub mod keyed_name;

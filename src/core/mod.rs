@@ -31,3 +31,4 @@ pub mod routes;
 pub mod scope;
 pub mod seal;
 pub mod url;
+pub mod verified_tokens;

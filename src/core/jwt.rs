@@ -15,7 +15,7 @@
 //!    for a token whose `alg` is that algorithm. `oct` keys in a JWKS are ignored, so a JWKS
 //!    key is never an HMAC secret; `HS256` verifies only with the configured secret.
 //! 4. With a `kid`, only keys with that `kid` are candidates; a `kid` no key has is
-//!    [`Unverified::UnknownKid`] (the runtime may refetch a JWKS URL once). Without one,
+//!    [`Unverified::UnknownKid`] (`jwks_cache` may refetch a JWKS URL once). Without one,
 //!    every key of the algorithm is.
 //! 5. Claims: `exp` is required, and `exp`/`nbf` must hold within the leeway; `iss` must
 //!    equal the configured issuer and `aud` contain the configured audience, when set. The
@@ -112,7 +112,7 @@ pub enum Unverified {
 
 impl Unverified {
     /// Whether the token might verify later, with the same signature and claims: only when
-    /// the keys to check it could not be had (`KeysUnavailable`; the runtime reports an
+    /// the keys to check it could not be had (`KeysUnavailable`; `jwks_cache` answers an
     /// unknown `kid` that it may not refetch yet as this too). Every other reason is final.
     pub fn is_transient(self) -> bool {
         self == Unverified::KeysUnavailable
@@ -403,6 +403,14 @@ pub struct KeySet {
     pub keys: Vec<Jwk>,
 }
 
+impl KeySet {
+    /// Whether some key has this `kid`: what tells a known `kid` from one to refetch for
+    /// (rule 4; `jwks_cache` asks the same question as [`candidates`]).
+    pub fn has_kid(&self, kid: &str) -> bool {
+        self.keys.iter().any(|key| key.kid.as_deref() == Some(kid))
+    }
+}
+
 /// How strictly to read a JWKS: inline configuration is an operator's typo to report;
 /// a fetched document is someone else's, read leniently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -509,7 +517,7 @@ pub fn candidates<'k>(
         return Err(Unverified::NoKey);
     }
     if let Some(kid) = kid {
-        if !keys.keys.iter().any(|key| key.kid.as_deref() == Some(kid)) {
+        if !keys.has_kid(kid) {
             return Err(Unverified::UnknownKid);
         }
     }

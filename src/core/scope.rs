@@ -67,7 +67,7 @@ pub const VAR_REPLAY_CREDENTIAL_HEADERS: &str = "REPLAY_CREDENTIAL_HEADERS";
 const MAX_SCOPE_HEADERS: usize = 8;
 /// Largest clock leeway: more would keep expired tokens alive for hours.
 const MAX_LEEWAY_SECONDS: u64 = 3_600;
-/// How long a refusal for a transient reason asks the caller to wait: the runtime looks for
+/// How long a refusal for a transient reason asks the caller to wait: `jwks_cache` looks for
 /// keys again (a failed JWKS fetch, an unknown `kid`) at most this often.
 pub const JWKS_RETRY_SECONDS: u64 = 30;
 /// RFC 7518 §3.2: an HS256 key must be at least as long as the hash (256 bits).

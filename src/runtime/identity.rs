@@ -1,23 +1,17 @@
-//! The scope's runtime half: reads the scope headers, fetches and caches the JWKS, imports
-//! keys into WebCrypto once per isolate and checks signatures with `crypto.subtle`.
+//! The scope's runtime half: reads the scope headers, fetches the JWKS, imports keys into
+//! WebCrypto once per isolate and checks signatures with `crypto.subtle`.
 //!
-//! Every decision is `core::scope`'s and `core::jwt`'s: which token, which claims, which
-//! keys, which scope. This file only carries out the two things the core cannot: the JWKS
-//! fetch and the signature check (no RSA or EC code is compiled into the Wasm).
+//! Every decision is the core's: which token, which claims, which keys, which scope
+//! (`core::scope`, `core::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
+//! fresh, what a failed fetch or an unknown `kid` answers (`core::jwks_cache`); when a
+//! verified token may be reused (`core::verified_tokens`). This file only carries out what
+//! the core cannot: the JWKS fetch (its timeout and size bound), one fetch shared by every
+//! request that waits for it, and the signature check (no RSA or EC code is compiled into
+//! the Wasm).
 //!
-//! Per isolate it keeps:
-//! - the tokens that verified, by a hash of token and claim path, for at most 10 minutes
-//!   and never past their `exp` (checked again on every use): a client sends one access
-//!   token many times, and a signature check is most of the cost of a verified scope;
-//! - the imported `CryptoKey`s, by the key's public JWK (an import costs more than a check);
-//! - the JWKS fetched from `SCOPE_JWKS_URL`, for its `Cache-Control` max-age (clamped to
-//!   30 s … 1 day), or 10 minutes without one. Concurrent requests share one fetch.
-//!   - A token whose `kid` is unknown refetches at most once per 30 s (key rotation).
-//!   - A failed fetch (error, non-200, timeout, not a JWKS): the last good keys stay in
-//!     use, or, without any, the keys are unavailable (`core::scope` refuses the token with
-//!     503, never scopes it otherwise). The next try comes 30 s later, so an outage costs
-//!     one timeout per 30 s, not one per request.
-//!   - An unknown `kid` that cannot be refetched yet is reported as keys unavailable too.
+//! Per isolate it keeps the core's JWKS cache and verified-token memo, the JWKS fetch under
+//! way, and the imported `CryptoKey`s by the key's public JWK (an import costs more than a
+//! check).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -34,32 +28,20 @@ use worker::{console_error, Delay, Result};
 use super::now_ms;
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::Scope;
-use crate::core::jwt::{
-    self, max_age_seconds, parse_jwks, verification_id, Algorithm, Identity, Jwk, JwksSource, KeySet,
-    Unverified, Validity,
-};
+use crate::core::jwks_cache::{Document, FetchRequest, JwksCache, KeyQuery, Lookup};
+use crate::core::jwt::{self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity};
 use crate::core::problem::Problem;
-use crate::core::scope::{self, ScopeConfig, ScopeLog, Start, JWKS_RETRY_SECONDS};
+use crate::core::scope::{self, ScopeConfig, ScopeLog, Start};
+use crate::core::verified_tokens::VerifiedTokens;
 
-/// How long one JWKS fetch may take before the token counts as unverified.
+/// How long one JWKS fetch may take before it counts as failed (a hanging JWKS URL costs
+/// a token this much, then `core::jwks_cache`'s quiet time).
 const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 256 * 1024;
-/// Keep a JWKS this long without a `Cache-Control` max-age.
-const DEFAULT_JWKS_TTL_SECONDS: u64 = 600;
-const MIN_JWKS_TTL_SECONDS: u64 = 30;
-const MAX_JWKS_TTL_SECONDS: u64 = 86_400;
-/// At most one refetch per this interval for an unknown `kid`, and no new fetch this long
-/// after a failed one.
-const REFETCH_INTERVAL_MS: u64 = JWKS_RETRY_SECONDS * 1_000;
 /// Imported keys kept per isolate; past this the cache starts again (rotation leaves old
 /// keys behind).
 const MAX_CACHED_CRYPTO_KEYS: usize = 64;
-/// How long a verified token is remembered (never past its `exp`): a key removed from the
-/// JWKS stops verifying within the JWKS cache time plus this.
-const VERIFIED_TOKEN_TTL_MS: u64 = 600_000;
-/// Verified tokens remembered per isolate; past this the cache starts again.
-const MAX_VERIFIED_TOKENS: usize = 1_024;
 
 /// The scope of a covered request, with its log form, or the 401 problem refusing it.
 pub async fn scope(
@@ -106,7 +88,7 @@ async fn verify(
     claim: &jwt::ClaimPath,
 ) -> std::result::Result<Identity, Unverified> {
     let id = verification_id(claim, token);
-    if let Some(identity) = remembered(&id) {
+    if let Some(identity) = VERIFIED.with(|memo| memo.borrow_mut().recall(&id, now_ms())) {
         return Ok(identity);
     }
     let (token, identity) = jwt::prepare(token, &config.validation, claim, now_ms() / 1_000)?;
@@ -130,51 +112,15 @@ async fn verify(
         any
     };
     if verified {
-        remember(id, &identity, Validity::of(&token.claims, &config.validation));
+        let validity = Validity::of(&token.claims, &config.validation);
+        VERIFIED.with(|memo| memo.borrow_mut().remember(id, identity.clone(), validity, now_ms()));
         Ok(identity)
     } else {
         Err(Unverified::Signature)
     }
 }
 
-/// A token that verified, and until when that may be reused.
-struct VerifiedToken {
-    identity: Identity,
-    validity: Validity,
-    remembered_until_ms: u64,
-}
-
-thread_local! {
-    static VERIFIED: RefCell<HashMap<[u8; 32], VerifiedToken>> = RefCell::new(HashMap::new());
-}
-
-/// The identity of a token that verified before, while its `exp`/`nbf` still hold.
-fn remembered(id: &[u8; 32]) -> Option<Identity> {
-    let now = now_ms();
-    VERIFIED.with(|cell| {
-        let mut verified = cell.borrow_mut();
-        let entry = verified.get(id)?;
-        if now < entry.remembered_until_ms && entry.validity.contains(now / 1_000) {
-            return Some(entry.identity.clone());
-        }
-        verified.remove(id);
-        None
-    })
-}
-
-fn remember(id: [u8; 32], identity: &Identity, validity: Validity) {
-    let remembered_until_ms = now_ms() + VERIFIED_TOKEN_TTL_MS;
-    VERIFIED.with(|cell| {
-        let mut verified = cell.borrow_mut();
-        if verified.len() >= MAX_VERIFIED_TOKENS {
-            verified.clear();
-        }
-        verified.insert(id, VerifiedToken { identity: identity.clone(), validity, remembered_until_ms });
-    });
-}
-
-/// The keys `token` may verify under, from the inline JWKS and the JWKS URL. An unknown
-/// `kid` refetches the URL (at most once per 30 s).
+/// The keys `token` may verify under, from the inline JWKS and the JWKS URL.
 async fn candidate_keys(
     config: &ScopeConfig,
     algorithm: Algorithm,
@@ -183,34 +129,16 @@ async fn candidate_keys(
     let mut chosen: Vec<Jwk> = Vec::new();
     let mut failures: Vec<Unverified> = Vec::new();
     let mut take = |set: &KeySet, failures: &mut Vec<Unverified>| match jwt::candidates(set, algorithm, kid) {
-        Ok(keys) => {
-            chosen.extend(keys.into_iter().cloned());
-            true
-        }
-        Err(reason) => {
-            failures.push(reason);
-            false
-        }
+        Ok(keys) => chosen.extend(keys.into_iter().cloned()),
+        Err(reason) => failures.push(reason),
     };
     if let Some(inline) = &config.jwks {
         take(inline, &mut failures);
     }
     if let Some(url) = &config.jwks_url {
-        match url_keys(url, false).await {
-            Some(set) => {
-                if !take(&set, &mut failures) && failures.last() == Some(&Unverified::UnknownKid) {
-                    failures.pop();
-                    match url_keys(url, true).await {
-                        Some(fresh) => {
-                            take(&fresh, &mut failures);
-                        }
-                        // No refetch yet (the throttle) or a failed one: the kid may be a
-                        // new key, so the token is not refused as unknown (`core::scope`).
-                        None => failures.push(Unverified::KeysUnavailable),
-                    }
-                }
-            }
-            None => failures.push(Unverified::KeysUnavailable),
+        match url_keys(url, kid).await {
+            Ok(set) => take(&set, &mut failures),
+            Err(reason) => failures.push(reason),
         }
     }
     if !chosen.is_empty() {
@@ -225,106 +153,68 @@ async fn candidate_keys(
     Err(failures.into_iter().min_by_key(rank).unwrap_or(Unverified::NoKey))
 }
 
-/// What this isolate knows of the JWKS URL's keys.
-#[derive(Default)]
-struct UrlCache {
-    keys: Option<Rc<KeySet>>,
-    fresh_until_ms: u64,
-    /// No new fetch before this (after a failure).
-    quiet_until_ms: u64,
-    last_kid_refetch_ms: Option<u64>,
-    fetching: Option<Fetch>,
-}
-
-/// One fetch, shared by every request that needs it: the keys and their max-age, or `None`.
-type Fetch = Shared<LocalBoxFuture<'static, Option<(Rc<KeySet>, Option<u64>)>>>;
+/// One JWKS fetch, shared by every request that waits for it; it reports to the cache.
+type Fetch = Shared<LocalBoxFuture<'static, ()>>;
 
 thread_local! {
-    static URL_CACHE: RefCell<UrlCache> = RefCell::new(UrlCache::default());
+    static VERIFIED: RefCell<VerifiedTokens> = RefCell::new(VerifiedTokens::default());
+    static URL_KEYS: RefCell<JwksCache> = RefCell::new(JwksCache::default());
+    /// The last fetch the cache handed out: the one under way while the cache has one.
+    static URL_FETCH: RefCell<Option<Fetch>> = const { RefCell::new(None) };
     static CRYPTO_KEYS: RefCell<HashMap<String, CryptoKey>> = RefCell::new(HashMap::new());
 }
 
-/// The JWKS URL's keys: cached while fresh; fetched when stale (or, with
-/// `unknown_kid`, refetched if the last such refetch is 30 s old). `None` when no keys
-/// are at hand, and with `unknown_kid` when no refetch was made or it failed.
-async fn url_keys(url: &str, unknown_kid: bool) -> Option<Rc<KeySet>> {
-    let now = now_ms();
-    let fetch = URL_CACHE.with(|cell| {
-        let mut cache = cell.borrow_mut();
-        if unknown_kid {
-            if cache.last_kid_refetch_ms.is_some_and(|at| now < at + REFETCH_INTERVAL_MS) {
-                return Err(None);
-            }
-            cache.last_kid_refetch_ms = Some(now);
-        } else {
-            let fresh = cache.keys.is_some() && now < cache.fresh_until_ms;
-            // Shortly after a failed fetch: the last good keys (or none), without waiting.
-            let quiet = now < cache.quiet_until_ms && cache.fetching.is_none();
-            if fresh || quiet {
-                return Err(cache.keys.clone());
-            }
-        }
-        let fetch =
-            cache.fetching.get_or_insert_with(|| fetch_jwks(url.to_owned()).boxed_local().shared()).clone();
-        Ok(fetch)
-    });
-    let fetch = match fetch {
-        Ok(fetch) => fetch,
-        Err(keys) => return keys,
-    };
-    let fetched = fetch.clone().await;
-    URL_CACHE.with(|cell| {
-        let mut cache = cell.borrow_mut();
-        // The first waiter to wake records the result; the others find it in place.
-        if cache.fetching.as_ref().is_some_and(|f| f.ptr_eq(&fetch)) {
-            cache.fetching = None;
-            let done = now_ms();
-            match &fetched {
-                Some((keys, max_age)) => {
-                    let ttl = max_age
-                        .unwrap_or(DEFAULT_JWKS_TTL_SECONDS)
-                        .clamp(MIN_JWKS_TTL_SECONDS, MAX_JWKS_TTL_SECONDS);
-                    cache.keys = Some(keys.clone());
-                    cache.fresh_until_ms = done + ttl * 1_000;
-                    cache.quiet_until_ms = 0;
-                }
-                None => cache.quiet_until_ms = done + REFETCH_INTERVAL_MS,
-            }
-        }
-        match &fetched {
-            Some((keys, _)) => Some(keys.clone()),
-            // A refetch for an unknown kid that failed has nothing new to offer.
-            None if unknown_kid => None,
-            None => cache.keys.clone(),
-        }
-    })
-}
-
-/// Fetches and parses the JWKS; `None` (logged) on any failure.
-async fn fetch_jwks(url: String) -> Option<(Rc<KeySet>, Option<u64>)> {
-    let fetched = select(Box::pin(fetch_jwks_text(&url)), Delay::from(JWKS_FETCH_TIMEOUT)).await;
-    let result = match fetched {
-        Either::Left((result, _)) => result,
-        Either::Right(_) => Err(format!("no answer within {} s", JWKS_FETCH_TIMEOUT.as_secs())),
-    };
-    let parsed = result.and_then(|(text, cache_control)| {
-        let keys = parse_jwks(&text, JwksSource::Fetched).map_err(|e| format!("not a usable JWKS: {e}"))?;
-        Ok((Rc::new(keys), cache_control.as_deref().and_then(max_age_seconds)))
-    });
-    match parsed {
-        Ok(keys) => Some(keys),
-        Err(why) => {
-            // The URL is configuration, not a secret; the body is never logged.
-            console_error!(
-                "jwks: fetching SCOPE_JWKS_URL failed ({}); tokens are unverified until it succeeds",
-                why
-            );
-            None
+/// The JWKS URL's keys for a token with this `kid`, as `core::jwks_cache` answers, after
+/// the fetches it says to wait for; otherwise why there are none.
+async fn url_keys(url: &str, kid: Option<&str>) -> std::result::Result<Rc<KeySet>, Unverified> {
+    let mut query = KeyQuery::new(kid);
+    loop {
+        let now = now_ms();
+        match URL_KEYS.with(|cache| cache.borrow_mut().lookup(&mut query, now)) {
+            Lookup::Found(keys) => return Ok(keys),
+            Lookup::UnknownKid => return Err(Unverified::UnknownKid),
+            Lookup::Unavailable => return Err(Unverified::KeysUnavailable),
+            Lookup::Wait => match awaited_fetch(url) {
+                Some(fetch) => fetch.await,
+                // Never: the cache waits only for a fetch it handed out, which is kept.
+                None => return Err(Unverified::KeysUnavailable),
+            },
         }
     }
 }
 
-async fn fetch_jwks_text(url: &str) -> std::result::Result<(String, Option<String>), String> {
+/// The fetch a waiting lookup waits for: the one the cache hands out now, started here, or
+/// the one under way.
+fn awaited_fetch(url: &str) -> Option<Fetch> {
+    URL_FETCH.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if let Some(request) = URL_KEYS.with(|cache| cache.borrow_mut().poll_fetch()) {
+            *slot = Some(fetch_jwks(url.to_owned(), request).boxed_local().shared());
+        }
+        slot.clone()
+    })
+}
+
+/// Fetches the JWKS and reports it to the cache, once, whoever of its waiters polls it;
+/// why it was of no use is logged.
+async fn fetch_jwks(url: String, request: FetchRequest) {
+    let fetched = select(Box::pin(fetch_jwks_text(&url)), Delay::from(JWKS_FETCH_TIMEOUT)).await;
+    let fetched = match fetched {
+        Either::Left((result, _)) => result,
+        Either::Right(_) => Err(format!("no answer within {} s", JWKS_FETCH_TIMEOUT.as_secs())),
+    };
+    let handled = URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));
+    if let Err(why) = handled {
+        // The URL is configuration, not a secret; the body is never logged.
+        console_error!(
+            "jwks: fetching SCOPE_JWKS_URL failed ({}); tokens are unverified until it succeeds",
+            why
+        );
+    }
+}
+
+/// The body of the JWKS URL's 200 answer (at most `MAX_JWKS_BYTES`) and its `Cache-Control`.
+async fn fetch_jwks_text(url: &str) -> std::result::Result<Document, String> {
     let init = RequestInit::new();
     init.set_method("GET");
     let headers = Headers::new().map_err(describe)?;
@@ -349,7 +239,7 @@ async fn fetch_jwks_text(url: &str) -> std::result::Result<(String, Option<Strin
         return Err(format!("larger than {MAX_JWKS_BYTES} bytes"));
     }
     let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
-    Ok((text, cache_control))
+    Ok(Document { text, cache_control })
 }
 
 fn describe(error: JsValue) -> String {

@@ -6,7 +6,8 @@
 //! - `observe`: observe mode's edge half: forward as the request came, record beside it.
 //! - `storage`: the object's one-row SQLite record.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
-//! - `identity`: the caller's scope: JWKS fetch and cache, WebCrypto signature checks.
+//! - `identity`: the caller's scope: the JWKS fetch (cached as `core::jwks_cache` decides),
+//!   WebCrypto signature checks.
 //! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `metrics`: the log line and the optional Analytics Engine data point.
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored

@@ -84,7 +84,7 @@ fn split() -> &'static (Worker, Worker) {
     static CELL: OnceLock<Result<(Worker, Worker), String>> = OnceLock::new();
     instance(&CELL, || {
         let script = format!("idempotency-edge-objects-{}", std::process::id());
-        let objects = Worker::start_with_config(
+        let objects = Worker::start_with_config_in_registry(
             WorkerConfig {
                 name: "split-objects".into(),
                 vars: vars(&[]),
@@ -95,8 +95,9 @@ fn split() -> &'static (Worker, Worker) {
                  [[durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n\n\
                  [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"KeyObject\"]\n"
             ),
+            "split",
         )?;
-        let edge = Worker::start_with_config(
+        let edge = Worker::start_with_config_in_registry(
             WorkerConfig { name: "split-edge".into(), vars: vars(&[]), readiness: Readiness::OriginAnswers },
             &format!(
                 "name = \"idempotency-edge-front-{}\"\nmain = \"{{MAIN}}\"\ncompatibility_date = \"2026-04-26\"\n\n\
@@ -104,6 +105,7 @@ fn split() -> &'static (Worker, Worker) {
                  script_name = \"{script}\"\n",
                 std::process::id()
             ),
+            "split",
         )?;
         Ok((edge, objects))
     })
@@ -565,7 +567,8 @@ fn an_origin_refusal_of_the_caller_never_becomes_the_keys_answer() {
     let key = unique("refused");
     let path = format!("/v1/charges/{}", unique("p"));
     let req = covered("POST", &path, &key, crate::support::requests::PAYMENT_BODY);
-    assert_eq!(guarded().send(&req.clone().header("x-test-status", "401")).status, 401);
+    let refused = guarded().send(&req.clone().header("x-test-status", "401"));
+    assert_eq!(refused.status, 401, "{refused:?}");
     let retried = guarded().send(&req);
     assert_executed(&retried, 201);
     assert_eq!(o.answers(&key), 2, "the refusal was released, the retry executed");

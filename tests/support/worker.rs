@@ -450,12 +450,12 @@ impl Worker {
     }
 
     pub fn start(config: WorkerConfig) -> Result<Worker, String> {
-        Worker::start_with(config, None, &[], &[], None)
+        Worker::start_with(config, None, &[], &[], None, None)
     }
 
     /// Starts the built worker with more `wrangler dev` arguments (e.g. `--local-upstream`).
     pub fn start_with_args(config: WorkerConfig, extra: &[&str]) -> Result<Worker, String> {
-        Worker::start_with(config, None, extra, &[], None)
+        Worker::start_with(config, None, extra, &[], None, None)
     }
 
     /// Starts the built worker serving HTTPS (see [`Https`]). Only the client crate's
@@ -463,13 +463,25 @@ impl Worker {
     /// never calls it.
     #[allow(dead_code)]
     pub fn start_https(config: WorkerConfig, https: Https) -> Result<Worker, String> {
-        Worker::start_with(config, None, &[], &[], Some(https))
+        Worker::start_with(config, None, &[], &[], Some(https), None)
     }
 
     /// Starts the built worker under a wrangler configuration of the test's own (written to
     /// the instance's directory; `{MAIN}` in it is replaced by the built shim's path).
     pub fn start_with_config(config: WorkerConfig, wrangler_toml: &str) -> Result<Worker, String> {
-        Worker::start_with(config, Some(wrangler_toml), &[], &[], None)
+        Worker::start_with(config, Some(wrangler_toml), &[], &[], None, None)
+    }
+
+    /// [`Worker::start_with_config`], in wrangler's dev registry named `registry`, which
+    /// the instances that bind each other (`script_name`) share. Every other instance has
+    /// a registry of its own: wrangler restarts every worker of a registry when another
+    /// joins it, and a request in flight then fails ("Your worker restarted mid-request").
+    pub fn start_with_config_in_registry(
+        config: WorkerConfig,
+        wrangler_toml: &str,
+        registry: &str,
+    ) -> Result<Worker, String> {
+        Worker::start_with(config, Some(wrangler_toml), &[], &[], None, Some(registry))
     }
 
     /// [`Worker::start_with_config`], plus more workers in the same workerd (`-c` once per
@@ -491,7 +503,7 @@ impl Worker {
         let more: Vec<String> =
             more.iter().map(|toml| toml.replace("{DIR}", &dir.display().to_string())).collect();
         let more: Vec<&str> = more.iter().map(String::as_str).collect();
-        Worker::start_with(config, Some(wrangler_toml), &[], &more, None)
+        Worker::start_with(config, Some(wrangler_toml), &[], &more, None, None)
     }
 
     fn start_with(
@@ -500,6 +512,7 @@ impl Worker {
         extra: &[&str],
         more: &[&str],
         https: Option<Https>,
+        registry: Option<&str>,
     ) -> Result<Worker, String> {
         require_build();
         note_user();
@@ -529,7 +542,13 @@ impl Worker {
         while inspector_port == port {
             inspector_port = free_port();
         }
+        let registry = match registry {
+            Some(name) => temp_base().join(format!("registry-{}-{name}", std::process::id())),
+            None => dir.join("registry"),
+        };
         let mut args: Vec<String> = vec![
+            "env".into(),
+            format!("WRANGLER_REGISTRY_PATH={}", registry.display()),
             "node_modules/.bin/wrangler".into(),
             "dev".into(),
             "--ip".into(),

@@ -34,3 +34,4 @@ pub mod seal;
 pub mod settings;
 pub mod url;
 pub mod verified_tokens;
+pub mod wire;

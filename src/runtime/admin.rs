@@ -7,11 +7,12 @@ use worker::web_sys::{Headers, Request, RequestInit, Response};
 use worker::{console_log, Env, Result};
 
 use super::entry::{call_object, key_namespace};
-use super::{internal, respond};
+use super::respond;
 use crate::core::admin::{audit_line, parse_call, token_matches, AdminCall, OPERATOR_HEADER};
 use crate::core::config::Config;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::url::path_and_query_parts;
+use crate::core::wire::{ToObject, ENVELOPE_HEADER};
 
 /// Answers one admin call, and writes its audit line.
 pub async fn call(req: Request, url: &str, env: &Env, config: &Config, token: &str) -> Result<Response> {
@@ -86,7 +87,7 @@ async fn respond_to(
         }
     };
     let headers = Headers::new()?;
-    headers.set(internal::ADMIN, operation)?;
+    headers.set(ENVELOPE_HEADER, &ToObject::Admin(operation.to_owned()).encode())?;
     let init = RequestInit::new();
     init.set_headers(&headers);
     let to_object = Request::new_with_str_and_init("https://admin.invalid/", &init)?;

@@ -51,10 +51,10 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Result, Stub};
 
-use super::{admin, identity, internal, metrics, observe, origin_auth, respond, settings};
+use super::{admin, identity, metrics, observe, origin_auth, respond, settings};
 use crate::core::admin::is_admin_path;
 use crate::core::async_job::prefers_respond_async;
-use crate::core::config::{encode_object_policy, Config, Policy, RateLimiterChoice};
+use crate::core::config::{Config, Policy, RateLimiterChoice};
 use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
@@ -67,6 +67,7 @@ use crate::core::routes::{
 };
 use crate::core::scope::{caller_binding, rate_limit_keys, ScopeLog};
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
+use crate::core::wire::{Answered, KeyCall, KeyStep, ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
 
 // `path_and_query` under another name, for where a local variable takes the name.
 use crate::core::url::path_and_query as path_and_query_of;
@@ -398,20 +399,21 @@ async fn covered(
     let unprotected = (policy.on_unavailable == Unavailable::FailOpen)
         .then(|| Headers::new_with_headers(&outgoing).map(|headers| (target.clone(), headers)))
         .transpose()?;
-    outgoing.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
-    outgoing.set(internal::POLICY, &encode_object_policy(&config.object_policy(policy)))?;
-    outgoing.set(internal::BODY_BYTES, &body_bytes.to_string())?;
-    outgoing.set(internal::SCOPE, &scope_log.encode())?;
-    outgoing.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
-    if config.probes_origin(policy) {
-        outgoing.set(internal::PROBE_ORIGIN, "1")?;
-    }
-    // Asynchronous acceptance (`core::async_job`): the object stores the request as a job.
-    if let Some(accept) =
-        policy.async_accept.filter(|_| prefers_respond_async(headers.get("prefer").ok().flatten().as_deref()))
-    {
-        outgoing.set(internal::ASYNC, &accept.encode())?;
-    }
+    // Everything the object needs, in one envelope (`core::wire`), the asynchronous
+    // settings (`core::async_job`) included when the request prefers `respond-async`.
+    let accept_async = policy
+        .async_accept
+        .filter(|_| prefers_respond_async(headers.get("prefer").ok().flatten().as_deref()));
+    let call = ToObject::Key(KeyCall {
+        fingerprint,
+        scope_salt,
+        scope: scope_log,
+        policy: config.object_policy(policy),
+        body_bytes: body_bytes as u64,
+        probe_origin: config.probes_origin(policy),
+        step: KeyStep::Enforce { accept_async },
+    });
+    outgoing.set(ENVELOPE_HEADER, &call.encode())?;
     // The method as `worker::Method` spells it (an unknown one becomes GET), as before.
     let wire_method = worker::Method::from(method.to_owned());
     let wire_method = wire_method.as_ref();
@@ -623,6 +625,14 @@ pub(super) async fn call_object(
     stub: Stub,
     req: &Request,
 ) -> std::result::Result<Response, (ObjectCallFailure, String)> {
+    call_object_marked(stub, req).await.map(|(response, _)| response)
+}
+
+/// [`call_object`], with the mark the object put on its answer (observe mode's verdict).
+pub(super) async fn call_object_marked(
+    stub: Stub,
+    req: &Request,
+) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
     let stub: worker::worker_sys::DurableObject = stub.into_rpc();
     let pending = stub
         .fetch_with_request(req)
@@ -640,20 +650,21 @@ pub(super) async fn call_object(
     answered_by_object(response).map_err(|error| unmarked(error.to_string()))
 }
 
-/// The object's answer without its marker, or an error when the answer did not come from
-/// the object (the platform answered, perhaps after the object ran).
-fn answered_by_object(response: Response) -> Result<Response> {
+/// The object's answer without its mark, and the mark, or an error when the answer did not
+/// come from the object (the platform answered, perhaps after the object ran).
+fn answered_by_object(response: Response) -> Result<(Response, Answered)> {
     let received = response.headers();
-    if !received.has(internal::ANSWERED)? {
+    let mark = received.get(ANSWERED_HEADER)?;
+    let Some(answered) = mark.as_deref().and_then(Answered::decode) else {
         return Err(worker::Error::RustError(format!(
             "the object did not answer (the platform said {})",
             response.status()
         )));
-    }
-    // A fetched response's headers are immutable: copy them (one call), drop the marker.
+    };
+    // A fetched response's headers are immutable: copy them (one call), drop the mark.
     let headers = Headers::new_with_headers(&received)?;
-    headers.delete(internal::ANSWERED)?;
-    rewrap(&response, &headers)
+    headers.delete(ANSWERED_HEADER)?;
+    Ok((rewrap(&response, &headers)?, answered))
 }
 
 pub(super) fn idempotency_key(headers: &Headers) -> std::result::Result<IdempotencyKey, KeyError> {

@@ -5,7 +5,7 @@
 //! and carries out.
 //!
 //! Order inside `fetch`, which is what makes duplicates safe:
-//! 1. Decide from the headers, the cached record (one synchronous SQL read the first time)
+//! 1. Decide from the envelope (`core::wire`), the cached record (one synchronous SQL read the first time)
 //!    and the live execution, and write the claim, all before the first `.await`. Other
 //!    requests reach the object whenever the handler awaits, so whatever they must see has
 //!    to be in place by then.
@@ -14,7 +14,7 @@
 //!    other path drains it chunk by chunk, so a waiter holds no body.
 //! 3. Carry out the actions: forward, replay, join, reject.
 //!
-//! Every answer the object gives carries its marker (`internal::ANSWERED`), added in one
+//! Every answer the object gives carries its mark (`core::wire::ANSWERED_HEADER`), added in one
 //! place (`fetch`) whatever path made the answer, errors included: the Worker treats an
 //! unmarked answer as one the object may not have given, and never fails open on it.
 //!
@@ -53,15 +53,15 @@ use worker::{console_error, console_log, Delay, Env, Result, SqlStorage, State, 
 
 use super::chunks;
 use super::metrics;
+use super::now_ms;
 use super::origin::{self, AnswerBody, OriginAnswer};
 use super::respond::{self, Prepared};
 use super::seal::Sealer;
 use super::settings;
 use super::storage::{self, StorageError};
-use super::{internal, now_ms};
 use crate::core::admin;
-use crate::core::async_job::{AsyncConfig, MAX_STORED_REQUEST_BODY_BYTES};
-use crate::core::config::{decode_object_policy, ObjectPolicy};
+use crate::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
+use crate::core::config::ObjectPolicy;
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{connection_tokens, pass_to_caller, store_for_replay};
 use crate::core::log::{Decision, RequestLog};
@@ -71,6 +71,9 @@ use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Completed, Record, StoredResponse};
 use crate::core::scope::ScopeLog;
 use crate::core::seal::refuses_unsealed;
+use crate::core::wire::{
+    Answered, KeyCall, KeyStep, ObservedOutcome, ToObject, ANSWERED_HEADER, ANSWERED_PLAIN, ENVELOPE_HEADER,
+};
 
 mod async_job;
 
@@ -200,45 +203,49 @@ impl KeyObject {
 impl KeyObject {
     async fn handle(&self, req: web_sys::Request) -> Result<Response> {
         let headers = req.headers();
-        // Key requests carry a fingerprint, admin calls do not: look for the admin header
-        // only when the fingerprint is missing.
-        let fingerprint = headers.get(internal::FINGERPRINT)?;
-        if fingerprint.is_none() {
-            if let Some(operation) = headers.get(internal::ADMIN)? {
-                return self.admin(&operation).await;
+        // The one envelope the Worker sends (`core::wire`): an unknown version is a 503,
+        // never a guess.
+        let call = match ToObject::decode(headers.get(ENVELOPE_HEADER)?.as_deref()) {
+            Ok(ToObject::Key(call)) => call,
+            Ok(ToObject::Admin(operation)) => return self.admin(&operation).await,
+            Err(error) => {
+                // Never silent: a Worker and an object that cannot read each other refuse
+                // every request until the deploy settles.
+                console_error!("object {}: the call's envelope is unreadable: {:?}", self.short_id(), error);
+                drain_body(&req, None).await;
+                let problem = error.problem();
+                let mut log = self.request_log(None);
+                (log.decision, log.status) = (Decision::Rejected(problem.kind), problem.status());
+                metrics::record(&self.env, &log);
+                return respond::problem(&problem);
             }
-        }
-        let now = now_ms();
-        let Some((fingerprint, policy, body_bytes, salt)) = internal_headers(fingerprint, &headers)? else {
-            drain_body(&req).await;
-            return respond::problem(&Problem::new(
-                ProblemKind::InvalidConfig,
-                "The key's object was called without its internal headers.",
-            ));
         };
+        let now = now_ms();
+        let KeyCall { fingerprint, scope_salt, ref policy, body_bytes, .. } = call;
         let timing = policy.timing;
-        let _ = self.scope_salt.set(salt);
+        let _ = self.scope_salt.set(scope_salt);
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
         if let Err(error) = self.open_sealed_record().await {
-            return self.refuse_unreadable(&req, &headers, "opening the stored answer", error).await;
+            return self.refuse_unreadable(&req, &call, "opening the stored answer", error).await;
         }
         // Observe mode: the same record, opened the same way; nothing forwarded from here.
         self.expire_observed(now);
-        match headers.get(internal::OBSERVE)?.as_deref() {
-            Some("arrival") => {
-                return self.observe_arrival(&req, fingerprint, &policy, body_bytes, now).await
+        let accept = match &call.step {
+            KeyStep::ObserveArrival => {
+                return self.observe_arrival(&req, fingerprint, policy, body_bytes, now).await
             }
-            Some("outcome") => return self.observe_outcome(&req, &headers, &policy).await,
-            _ => {}
-        }
-        let accept = headers.get(internal::ASYNC)?.as_deref().and_then(AsyncConfig::decode);
+            KeyStep::ObserveOutcome { attempt, outcome } => {
+                return self.observe_outcome(&req, *attempt, outcome, policy).await
+            }
+            KeyStep::Enforce { accept_async } => *accept_async,
+        };
         if let Some(accept) = accept.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES) {
-            return self.arrive_async(&req, &headers, fingerprint, &policy, body_bytes, accept).await;
+            return self.arrive_async(&req, &headers, &call, accept).await;
         }
         let record = match self.record() {
             Ok(record) => record,
-            Err(error) => return self.refuse_unreadable(&req, &headers, "reading the record", error).await,
+            Err(error) => return self.refuse_unreadable(&req, &call, "reading the record", error).await,
         };
         let (live_attempt, waiters, waiting_bytes) = self.live_load();
         let new_attempt = AttemptId(random_u64());
@@ -280,7 +287,7 @@ impl KeyObject {
         let body = if execution.is_some() {
             Some(read_body(&req).await)
         } else {
-            drain_body(&req).await;
+            drain_body(&req, Some(body_bytes)).await;
             None
         };
         let alarm_set = match alarm {
@@ -299,10 +306,10 @@ impl KeyObject {
                 if let Err(error) = self.apply(&RecordChange::Delete).await {
                     console_error!("object {}: withdrawing the claim failed: {}", self.short_id(), error);
                 }
-                return self.refuse_storage_unavailable(&headers);
+                return self.refuse_storage_unavailable(&call);
             }
         }
-        let mut log = self.request_log(&headers)?;
+        let mut log = self.request_log(Some(call.scope));
         let mut response = None;
         for action in step.actions {
             match action {
@@ -311,7 +318,8 @@ impl KeyObject {
                 Action::Forward { attempt } => {
                     let Some(settle) = execution.take() else { continue };
                     let body = body.as_ref().and_then(|body| body.as_ref().ok());
-                    response = Some(self.execute(&req, body, attempt, &policy, settle, &mut log).await);
+                    let sent = Sending { attempt, policy, probe_first: call.probe_origin };
+                    response = Some(self.execute(&req, body, sent, settle, &mut log).await);
                 }
                 Action::Replay(stored) => {
                     log.decision = Decision::Replayed;
@@ -344,18 +352,18 @@ impl KeyObject {
     async fn refuse_unreadable(
         &self,
         req: &web_sys::Request,
-        headers: &Headers,
+        call: &KeyCall,
         what: &str,
         error: StorageError,
     ) -> Result<Response> {
         console_error!("object {}: {} failed: {}", self.short_id(), what, error);
-        drain_body(req).await;
-        self.refuse_storage_unavailable(headers)
+        drain_body(req, Some(call.body_bytes)).await;
+        self.refuse_storage_unavailable(call)
     }
 
     /// 503 `storage-unavailable`, logged: nothing was forwarded.
-    fn refuse_storage_unavailable(&self, headers: &Headers) -> Result<Response> {
-        let mut log = self.request_log(headers)?;
+    fn refuse_storage_unavailable(&self, call: &KeyCall) -> Result<Response> {
+        let mut log = self.request_log(Some(call.scope));
         log.status = 503;
         metrics::record(&self.env, &log);
         respond::problem(&storage_unavailable())
@@ -363,16 +371,16 @@ impl KeyObject {
 
     /// The log line of a request to this object before its decision is known: storage
     /// unavailable (what it is unless something better is decided), no status yet.
-    fn request_log(&self, headers: &Headers) -> Result<RequestLog> {
-        Ok(RequestLog {
+    fn request_log(&self, scope: Option<ScopeLog>) -> RequestLog {
+        RequestLog {
             object: Some(self.object_id().to_owned()),
             decision: Decision::Rejected(ProblemKind::StorageUnavailable),
             status: 0,
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
-            scope: headers.get(internal::SCOPE)?.as_deref().and_then(ScopeLog::decode),
-        })
+            scope,
+        }
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {
@@ -769,15 +777,14 @@ impl KeyObject {
         &self,
         req: &web_sys::Request,
         body: Option<&JsValue>,
-        attempt: AttemptId,
-        policy: &ObjectPolicy,
+        sending: Sending<'_>,
         settle: oneshot::Sender<Rc<Prepared>>,
         log: &mut RequestLog,
     ) -> Result<Response> {
+        let Sending { attempt, policy, probe_first } = sending;
         let started = now_ms();
         let target = req.url();
         let headers = req.headers();
-        let probe_first = headers.has(internal::PROBE_ORIGIN)?;
         let service = match policy.origin_service.as_deref().map(|name| (name, self.env.service(name))) {
             None => Ok(None),
             Some((_, Ok(service))) => Ok(Some(service.into_rpc::<worker_sys::Fetcher>())),
@@ -885,7 +892,7 @@ impl KeyObject {
             Ok(record) => record,
             Err(error) => {
                 console_error!("object {}: reading the record failed: {}", self.short_id(), error);
-                drain_body(req).await;
+                drain_body(req, None).await;
                 return decision_answer(Decision::Rejected(ProblemKind::StorageUnavailable), None);
             }
         };
@@ -929,7 +936,7 @@ impl KeyObject {
                 Action::Settle { .. } => {}
             }
         }
-        drain_body(req).await;
+        drain_body(req, None).await;
         // Observing, the Worker has forwarded already: nothing to fail closed on. A claim
         // whose alarm could not be set is still deleted when read past its expiry.
         if let Some((at, alarm)) = alarm {
@@ -944,20 +951,14 @@ impl KeyObject {
     async fn observe_outcome(
         &self,
         req: &web_sys::Request,
-        headers: &Headers,
+        attempt: AttemptId,
+        outcome: &ObservedOutcome,
         policy: &ObjectPolicy,
     ) -> Result<Response> {
-        let attempt = headers.get(internal::ATTEMPT)?.and_then(|v| u64::from_str_radix(&v, 16).ok());
-        let Some(attempt) = attempt.map(AttemptId) else {
-            drain_body(req).await;
-            return respond::problem(&Problem::new(
-                ProblemKind::InvalidConfig,
-                "An observed outcome came without its attempt.",
-            ));
-        };
-        let head = headers.get(internal::ANSWER_HEAD)?.and_then(|v| parse_answer_head(&v));
-        let (result, answer) = match (headers.get(internal::RESULT)?.as_deref(), head) {
-            (Some("responded"), Some((status, answer_headers))) => {
+        let (result, answer) = match outcome {
+            ObservedOutcome::Responded { status, headers: answer_headers } => {
+                let status = *status;
+                let answer_headers = answer_headers.clone();
                 let header_bytes: u64 =
                     answer_headers.iter().map(|(n, v)| (n.len() + v.len() + 8) as u64).sum();
                 let cap = policy.max_stored_response_bytes.saturating_sub(header_bytes);
@@ -968,7 +969,7 @@ impl KeyObject {
                         // The Worker's copy of the answer broke off: what the caller got is
                         // not known here.
                         Err(_) => {
-                            drain_body(req).await;
+                            drain_body(req, None).await;
                             return self
                                 .settle_observed(attempt, OriginResult::ResetAfterSend, None, policy)
                                 .await;
@@ -994,17 +995,17 @@ impl KeyObject {
                 let connection_tokens = connection_tokens(connection);
                 (result, Some(OriginAnswer { status, headers: answer_headers, connection_tokens, body }))
             }
-            (Some("timeout"), _) => {
-                drain_body(req).await;
+            ObservedOutcome::Timeout => {
+                drain_body(req, None).await;
                 (OriginResult::TimedOut, None)
             }
             // The Worker read its copy only up to the stored-size cap.
-            (Some("oversized"), Some((status, _))) => {
-                drain_body(req).await;
-                return self.settle_observed(attempt, OriginResult::Oversized(status), None, policy).await;
+            ObservedOutcome::Oversized { status } => {
+                drain_body(req, None).await;
+                return self.settle_observed(attempt, OriginResult::Oversized(*status), None, policy).await;
             }
-            _ => {
-                drain_body(req).await;
+            ObservedOutcome::Reset => {
+                drain_body(req, None).await;
                 (OriginResult::ResetAfterSend, None)
             }
         };
@@ -1190,42 +1191,29 @@ impl KeyObject {
     }
 }
 
-/// Marks an answer as the object's own (see `internal::ANSWERED`). Prepared replays carry
+/// Marks an answer as the object's own (`core::wire::ANSWERED_HEADER`). Prepared replays carry
 /// the marker already. Should the answer's headers be immutable, it is rebuilt around the
 /// same body with a marked copy of them.
 fn mark_answered(response: Result<Response>) -> Result<Response> {
     let response = response?;
     let headers = response.headers();
-    if headers.has(internal::ANSWERED)? || headers.set(internal::ANSWERED, "1").is_ok() {
+    if headers.has(ANSWERED_HEADER)? || headers.set(ANSWERED_HEADER, ANSWERED_PLAIN).is_ok() {
         return Ok(response);
     }
     let copy = Headers::new_with_headers(&headers)?;
-    copy.set(internal::ANSWERED, "1")?;
+    copy.set(ANSWERED_HEADER, ANSWERED_PLAIN)?;
     let init = web_sys::ResponseInit::new();
     init.set_status(response.status());
     init.set_headers(&copy);
     Ok(Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?)
 }
 
-/// Observe mode's answer to the Worker: 204 with the decision (and the claimed attempt).
+/// Observe mode's answer to the Worker: 204, marked with the decision (and the claimed
+/// attempt).
 fn decision_answer(decision: Decision, claimed: Option<AttemptId>) -> Result<Response> {
     let headers = Headers::new()?;
-    headers.set(internal::DECISION, &decision.token())?;
-    if let Some(AttemptId(attempt)) = claimed {
-        headers.set(internal::ATTEMPT, &format!("{attempt:016x}"))?;
-    }
+    headers.set(ANSWERED_HEADER, &Answered::Observed { decision, claimed }.encode())?;
     respond::build(204, &headers, &[])
-}
-
-/// `{"status":201,"headers":[["name","value"],...]}` (see `internal::ANSWER_HEAD`).
-fn parse_answer_head(value: &str) -> Option<(u16, Vec<(String, String)>)> {
-    #[derive(serde::Deserialize)]
-    struct Head {
-        status: u16,
-        headers: Vec<(String, String)>,
-    }
-    let head: Head = serde_json::from_str(value).ok()?;
-    Some((head.status, head.headers))
 }
 
 fn json_response(value: &serde_json::Value) -> Result<Response> {
@@ -1237,6 +1225,14 @@ fn json_response(value: &serde_json::Value) -> Result<Response> {
 /// The largest declared body [`drain_body`] reads in one call.
 const DRAIN_WHOLE_BYTES: u64 = 64 * 1024;
 
+/// One attempt to send, as the envelope described it.
+struct Sending<'a> {
+    attempt: AttemptId,
+    policy: &'a ObjectPolicy,
+    /// Whether the origin may be probed with a TCP connect first (`KeyCall::probe_origin`).
+    probe_first: bool,
+}
+
 /// The request body as one `ArrayBuffer`.
 async fn read_body(req: &web_sys::Request) -> std::result::Result<JsValue, JsValue> {
     JsFuture::from(req.array_buffer()?).await
@@ -1244,18 +1240,12 @@ async fn read_body(req: &web_sys::Request) -> std::result::Result<JsValue, JsVal
 
 /// Reads the request body to its end and keeps none of it: each chunk stays a JavaScript
 /// value and is dropped at once (the runtime drops a connection whose body is left unread).
-/// A body the Worker declared small is read with one `arrayBuffer()` instead: one call
-/// across the boundary rather than a reader, a read per chunk and a release (issue 17); it
-/// is dropped as soon as it is read, and a large body still never sits whole in a waiter.
-async fn drain_body(req: &web_sys::Request) {
-    let small = req
-        .headers()
-        .get(internal::BODY_BYTES)
-        .ok()
-        .flatten()
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES);
-    if small {
+/// A body the Worker declared small (`KeyCall::body_bytes`) is read with one
+/// `arrayBuffer()` instead: one call across the boundary rather than a reader, a read per
+/// chunk and a release (issue 17); it is dropped as soon as it is read, and a large body
+/// still never sits whole in a waiter.
+async fn drain_body(req: &web_sys::Request, declared_bytes: Option<u64>) {
+    if declared_bytes.is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES) {
         if let Ok(read) = req.array_buffer() {
             let _ = JsFuture::from(read).await;
             return;
@@ -1313,19 +1303,6 @@ fn live_response(answer: OriginAnswer, prepared: &Prepared) -> Result<Response> 
             Ok(Response::new_with_opt_readable_stream_and_init(Some(&stream), &init)?)
         }
     }
-}
-
-/// The fingerprint, the policy, the body size and the scope's key salt that the Worker
-/// sent with a key request.
-fn internal_headers(
-    fingerprint: Option<String>,
-    headers: &Headers,
-) -> Result<Option<(Digest256, ObjectPolicy, u64, Digest256)>> {
-    let fingerprint = fingerprint.and_then(|v| Digest256::from_hex(&v));
-    let policy = headers.get(internal::POLICY)?.and_then(|v| decode_object_policy(&v));
-    let body_bytes = headers.get(internal::BODY_BYTES)?.and_then(|v| v.parse::<u64>().ok());
-    let salt = headers.get(internal::SCOPE_SALT)?.and_then(|v| Digest256::from_hex(&v));
-    Ok(fingerprint.zip(policy).zip(body_bytes).zip(salt).map(|(((f, p), b), s)| (f, p, b, s)))
 }
 
 /// When an alarm that could not read its record looks again.

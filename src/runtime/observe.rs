@@ -41,16 +41,18 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 use worker::{console_error, ByteStream, Context, Env, Result};
 
-use super::entry::{self, cached_key_namespace, call_object};
-use super::{internal, metrics, now_ms};
-use crate::core::config::{encode_object_policy, Config, Policy};
+use super::entry::{self, cached_key_namespace, call_object_marked};
+use super::{metrics, now_ms};
+use crate::core::config::{Config, Policy};
 use crate::core::key::IdempotencyKey;
 use crate::core::key::KeyError;
 use crate::core::log::{Decision, LineContext, RequestLog};
 use crate::core::problem::ProblemKind;
+use crate::core::record::AttemptId;
 use crate::core::routes::{after_object_failure, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable};
 use crate::core::scope::ScopeLog;
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
+use crate::core::wire::{Answered, KeyCall, KeyStep, ObservedOutcome, ToObject, ENVELOPE_HEADER};
 
 /// What became of the forward, handed from the caller's side to the recording.
 enum Forwarded {
@@ -348,8 +350,9 @@ struct Identified {
     /// The key's object name.
     name: String,
     target: String,
-    /// Fingerprint, policy, body size and scope salt, as enforce mode sends them.
-    internal_headers: Headers,
+    /// Fingerprint, policy, body size and scope salt, as enforce mode sends them (the step
+    /// is set per call).
+    call: KeyCall,
     route: Option<String>,
     /// How the caller was scoped, for the outcome's log line.
     scope: ScopeLog,
@@ -398,27 +401,22 @@ impl Recording {
                 return;
             }
         };
-        let internal_headers = match (|| -> Result<Headers> {
-            let internal_headers = Headers::new()?;
-            internal_headers.set(internal::FINGERPRINT, &fingerprint.to_hex())?;
-            internal_headers.set(internal::POLICY, &encode_object_policy(&config.object_policy(&policy)))?;
-            internal_headers.set(internal::BODY_BYTES, &body.len().to_string())?;
-            internal_headers.set(internal::SCOPE_SALT, &scope_salt.to_hex())?;
-            internal_headers.set(internal::SCOPE, &scope_log.encode())?;
-            Ok(internal_headers)
-        })() {
-            Ok(headers) => headers,
-            Err(error) => {
-                console_error!("observe: the object's request could not be made: {}", error);
-                return;
-            }
+        let call = KeyCall {
+            fingerprint,
+            scope_salt,
+            scope: scope_log,
+            policy: config.object_policy(&policy),
+            body_bytes: body.len() as u64,
+            // The object never sends in observe mode: the Worker forwards.
+            probe_origin: false,
+            step: KeyStep::ObserveArrival,
         };
         let identified = Identified {
             env: self.env.clone(),
             jurisdiction: self.jurisdiction.clone(),
             name,
             target: self.target.clone(),
-            internal_headers,
+            call,
             route: self.route.clone(),
             scope: scope_log,
             on_unavailable: self.on_unavailable,
@@ -435,14 +433,9 @@ impl Identified {
         let short = cached_key_namespace(&self.env, self.jurisdiction.as_deref())
             .and_then(|namespace| namespace.id_from_name(&self.name).map(|id| id.to_string()))
             .unwrap_or_else(|_| self.name[..16].to_owned());
-        let (mut decision, claimed) = match self.call("arrival", &[], None).await {
-            Ok(answer) => {
-                let headers = answer.headers();
-                let decision =
-                    headers.get(internal::DECISION).ok().flatten().and_then(|t| Decision::from_token(&t));
-                let claimed = headers.get(internal::ATTEMPT).ok().flatten();
-                (decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable)), claimed)
-            }
+        let (mut decision, claimed) = match self.call(KeyStep::ObserveArrival, None).await {
+            Ok(Answered::Observed { decision, claimed }) => (decision, claimed),
+            Ok(Answered::Plain) => (Decision::Rejected(ProblemKind::StorageUnavailable), None),
             Err((failure, error)) => {
                 console_error!(
                     "object {}: not reached in observe mode ({:?}): {}; the request was forwarded anyway, unrecorded",
@@ -465,7 +458,7 @@ impl Identified {
         };
         // A body captured for no claim is simply dropped.
         if let Some(attempt) = claimed {
-            decision = match self.outcome(&attempt, forwarded).await {
+            decision = match self.outcome(attempt, forwarded).await {
                 Ok(decision) => decision,
                 Err(error) => {
                     // The claim stays: past its lease, enforce mode would hold the key.
@@ -492,46 +485,42 @@ impl Identified {
 
     /// Hands the object the origin's answer (or failure) for the attempt it claimed; returns
     /// the decision it recorded.
-    async fn outcome(&self, attempt: &str, forwarded: Forwarded) -> std::result::Result<Decision, String> {
-        let (result, head, body) = match forwarded {
-            Forwarded::Answered { ms, .. } if ms > self.origin_timeout_ms => ("timeout", None, None),
-            Forwarded::Answered { status, headers, body, .. } => {
-                let head = Some(serde_json::json!({ "status": status, "headers": headers }).to_string());
-                match body {
-                    Captured::Whole(bytes) => {
-                        ("responded", head, Some(JsValue::from(js_sys::Uint8Array::from(&bytes[..]))))
-                    }
-                    Captured::Nothing => ("responded", head, None),
-                    Captured::TooLarge => ("oversized", head, None),
-                    Captured::Broken => ("reset", None, None),
-                }
-            }
-            Forwarded::Failed { .. } => ("reset", None, None),
+    async fn outcome(
+        &self,
+        attempt: AttemptId,
+        forwarded: Forwarded,
+    ) -> std::result::Result<Decision, String> {
+        let (outcome, body) = match forwarded {
+            Forwarded::Answered { ms, .. } if ms > self.origin_timeout_ms => (ObservedOutcome::Timeout, None),
+            Forwarded::Answered { status, headers, body, .. } => match body {
+                Captured::Whole(bytes) => (
+                    ObservedOutcome::Responded { status, headers },
+                    Some(JsValue::from(js_sys::Uint8Array::from(&bytes[..]))),
+                ),
+                Captured::Nothing => (ObservedOutcome::Responded { status, headers }, None),
+                Captured::TooLarge => (ObservedOutcome::Oversized { status }, None),
+                Captured::Broken => (ObservedOutcome::Reset, None),
+            },
+            Forwarded::Failed { .. } => (ObservedOutcome::Reset, None),
         };
-        let mut extra = vec![(internal::ATTEMPT, attempt.to_owned()), (internal::RESULT, result.to_owned())];
-        if let Some(head) = head {
-            extra.push((internal::ANSWER_HEAD, head));
+        match self.call(KeyStep::ObserveOutcome { attempt, outcome }, body).await {
+            Ok(Answered::Observed { decision, .. }) => Ok(decision),
+            Ok(Answered::Plain) => Err("the object answered without a decision".to_owned()),
+            Err((_, error)) => Err(error),
         }
-        let answer = self.call("outcome", &extra, body).await.map_err(|(_, error)| error)?;
-        let token = answer.headers().get(internal::DECISION).ok().flatten().unwrap_or_default();
-        Decision::from_token(&token)
-            .ok_or_else(|| format!("the object answered {} without a decision", answer.status()))
     }
 
-    /// One call to the key's object, marked `observe: <step>`.
+    /// One call to the key's object, for one step of observe mode; its answer's mark.
     async fn call(
         &self,
-        step: &str,
-        extra: &[(&str, String)],
+        step: KeyStep,
         body: Option<JsValue>,
-    ) -> std::result::Result<Response, (ObjectCallFailure, String)> {
+    ) -> std::result::Result<Answered, (ObjectCallFailure, String)> {
         let before = |error: worker::Error| (ObjectCallFailure::BeforeSend, error.to_string());
+        let envelope = ToObject::Key(KeyCall { step, ..self.call.clone() }).encode();
         let request = (|| -> Result<Request> {
-            let headers = Headers::new_with_headers(&self.internal_headers)?;
-            headers.set(internal::OBSERVE, step)?;
-            for (name, value) in extra {
-                headers.set(name, value)?;
-            }
+            let headers = Headers::new()?;
+            headers.set(ENVELOPE_HEADER, &envelope)?;
             let init = RequestInit::new();
             init.set_method("POST");
             init.set_headers(&headers);
@@ -543,6 +532,6 @@ impl Identified {
         .map_err(before)?;
         let namespace = cached_key_namespace(&self.env, self.jurisdiction.as_deref()).map_err(before)?;
         let stub = namespace.get_by_name(&self.name).map_err(before)?;
-        call_object(stub, &request).await
+        call_object_marked(stub, &request).await.map(|(_, answered)| answered)
     }
 }

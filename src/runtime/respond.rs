@@ -11,11 +11,12 @@ use worker::web_sys::{Blob, Headers, Response, ResponseInit};
 use worker::{Env, Result};
 
 use super::chunks::Source;
-use super::{internal, metrics};
+use super::metrics;
 use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::problem_response;
 use crate::core::problem::Problem;
 use crate::core::record::StoredResponse;
+use crate::core::wire::{ANSWERED_HEADER, ANSWERED_PLAIN};
 
 /// The header that marks every answer that did not come from this request's own execution.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
@@ -106,7 +107,7 @@ impl Prepared {
                 Some(chunks) => streamed(self.stored.status, &replay_headers(&self.stored)?, chunks)?,
                 None => stored(&self.stored, true)?,
             };
-            response.headers().set(internal::ANSWERED, "1")?;
+            response.headers().set(ANSWERED_HEADER, ANSWERED_PLAIN)?;
             return Ok(response);
         };
         if let Some(chunks) = &self.chunks {
@@ -146,7 +147,7 @@ fn replay_headers(stored: &StoredResponse) -> Result<Headers> {
         headers.append(name, value)?;
     }
     headers.set(REPLAYED_HEADER, "true")?;
-    headers.set(internal::ANSWERED, "1")?;
+    headers.set(ANSWERED_HEADER, ANSWERED_PLAIN)?;
     Ok(headers)
 }
 

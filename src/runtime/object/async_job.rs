@@ -24,14 +24,14 @@ use super::{metrics, now_ms, random_u64, read_body, settings, storable, storage_
 use crate::core::async_job::{
     job_decision, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig, StoredRequest,
 };
-use crate::core::config::{decode_object_policy, ObjectPolicy};
+use crate::core::config::{decode_object_policy, encode_object_policy};
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::forward_to_origin;
 use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::{self, Action, Event, RecordChange};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record};
-use crate::runtime::internal;
+use crate::core::wire::KeyCall;
 use crate::runtime::origin::{self, AnswerBody};
 use crate::runtime::respond;
 
@@ -52,30 +52,25 @@ impl KeyObject {
         &self,
         req: &web_sys::Request,
         headers: &Headers,
-        fingerprint: Digest256,
-        policy: &ObjectPolicy,
-        body_bytes: u64,
+        call: &KeyCall,
         config: AsyncConfig,
     ) -> Result<Response> {
-        let mut log = self.request_log(headers)?;
-        let response =
-            self.accept_or_answer(req, headers, fingerprint, policy, body_bytes, config, &mut log).await;
+        let mut log = self.request_log(Some(call.scope));
+        let response = self.accept_or_answer(req, headers, call, config, &mut log).await;
         log.status = response.as_ref().map_or(500, Response::status);
         metrics::record(&self.env, &log);
         response
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn accept_or_answer(
         &self,
         req: &web_sys::Request,
         headers: &Headers,
-        fingerprint: Digest256,
-        policy: &ObjectPolicy,
-        body_bytes: u64,
+        call: &KeyCall,
         config: AsyncConfig,
         log: &mut RequestLog,
     ) -> Result<Response> {
+        let KeyCall { fingerprint, ref policy, body_bytes, .. } = *call;
         // 1. The request, read whole and sealed (awaits, before anything is decided).
         let body = match read_body(req).await {
             Ok(buffer) => Uint8Array::new(&buffer).to_vec(),
@@ -113,8 +108,8 @@ impl KeyObject {
         drop(request);
         let accept = AsyncAccept {
             sealed_request: sealed,
-            policy: headers.get(internal::POLICY)?.unwrap_or_default(),
-            probe_origin: headers.has(internal::PROBE_ORIGIN)?,
+            policy: encode_object_policy(policy),
+            probe_origin: call.probe_origin,
             config,
         };
 

@@ -1,0 +1,556 @@
+//! The one message the Worker hands a key's object, and the one mark the object puts on
+//! its answer.
+//!
+//! Owns the envelope: a version, then what the call is (a key request to enforce, observe
+//! mode's arrival or outcome, an admin operation) and everything the object needs with
+//! it (fingerprint, scope, scope salt, the route's policy, the body's size, whether it may
+//! probe the origin, the asynchronous settings). It is encoded once (`core::codec`, then
+//! base64url) into one header, [`ENVELOPE_HEADER`]; the request's own headers and body
+//! travel as they are, for the object to forward. This replaces a dozen internal headers
+//! and a positional policy string: one crossing of the boundary to set it, one to read it.
+//!
+//! A version the object does not know is refused with a 503 (a Worker and an object of
+//! different releases, for the moment a deploy takes): never guessed at, since a field
+//! read wrongly could forward a request twice or replay another caller's answer.
+//!
+//! The object marks every answer it gives with [`ANSWERED_HEADER`]; an observe-mode answer
+//! carries the decision enforcing would have made, and the attempt it claimed, in the
+//! mark's value ([`Answered`]).
+
+use super::async_job::AsyncConfig;
+use super::codec::{CodecError, Reader, Writer};
+use super::config::ObjectPolicy;
+use super::fingerprint::Digest256;
+use super::jwt::{base64url_decode, base64url_encode};
+use super::log::Decision;
+use super::machine::{Timing, WaiterLimits};
+use super::policy::{OutcomePolicy, StatusSet};
+use super::problem::{Problem, ProblemKind};
+use super::record::AttemptId;
+use super::routes::{is_binding_name, Mode};
+use super::scope::ScopeLog;
+
+/// The one header the Worker sets on a call to a key's object.
+pub const ENVELOPE_HEADER: &str = "x-idempotency-edge-envelope";
+
+/// The mark on every answer the object gives: an answer without it came from the platform,
+/// which may have answered after the object ran, so it is a 503, never a reason to fail
+/// open. The Worker removes it.
+pub const ANSWERED_HEADER: &str = "x-idempotency-edge-answered";
+
+/// The mark's value on an answer that carries nothing else.
+pub const ANSWERED_PLAIN: &str = "1";
+
+/// The envelope's version. A later release that changes a field adds a version and keeps
+/// reading this one for as long as a deploy can mix releases.
+pub const WIRE_VERSION: u8 = 1;
+
+/// Seconds a caller is told to wait when the Worker and the object disagree on the
+/// envelope's version: a deploy finishes rolling out in about that long.
+const VERSION_SKEW_RETRY_SECONDS: u64 = 5;
+
+/// A call to a key's object.
+// One value per call, alive only while it is encoded or read: not worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToObject {
+    Key(KeyCall),
+    /// An admin operation (`core::admin`): `inspect`, `inspect-reveal`, `purge` or
+    /// `purge-force`.
+    Admin(String),
+}
+
+/// A request under a key, and what the object needs to decide about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyCall {
+    pub fingerprint: Digest256,
+    /// The caller scope's key salt (`core::fingerprint::Scope::key_salt`): seals the key's
+    /// stored answer.
+    pub scope_salt: Digest256,
+    /// How the scope was reached, for the object's log line.
+    pub scope: ScopeLog,
+    pub policy: ObjectPolicy,
+    /// The request body's size, for the waiters' byte limit.
+    pub body_bytes: u64,
+    /// Whether the origin is a configured `ORIGIN_URL` (not route mode or a service
+    /// binding), which the object may probe with a TCP connect before sending.
+    pub probe_origin: bool,
+    pub step: KeyStep,
+}
+
+/// What the object is asked to do with the request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyStep {
+    /// Enforce: claim and forward, replay, join or refuse. With the asynchronous settings
+    /// when the request prefers `respond-async` on a route that accepts it.
+    Enforce { accept_async: Option<AsyncConfig> },
+    /// Observe mode: record the arrival and say what enforcing would do; forward nothing.
+    ObserveArrival,
+    /// Observe mode: record the origin's outcome for the attempt the arrival claimed (the
+    /// Worker forwarded the request itself). A `Responded` outcome's body is the call's.
+    ObserveOutcome { attempt: AttemptId, outcome: ObservedOutcome },
+}
+
+/// What the origin did with an observed request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ObservedOutcome {
+    /// The whole answer: its body is the call's body.
+    Responded {
+        status: u16,
+        headers: Vec<(String, String)>,
+    },
+    /// An answer larger than the stored-size cap: the Worker kept none of it.
+    Oversized {
+        status: u16,
+    },
+    Timeout,
+    /// The connection broke, or the Worker's copy of the answer did.
+    Reset,
+}
+
+/// Why a call's envelope cannot be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireError {
+    /// No envelope: not a call from this worker's Worker.
+    Missing,
+    /// A version this release does not know.
+    UnknownVersion(u8),
+    /// Not a valid envelope of its version.
+    Malformed,
+}
+
+impl WireError {
+    /// The problem the object answers with; nothing is claimed or forwarded.
+    pub fn problem(self) -> Problem {
+        match self {
+            WireError::UnknownVersion(version) => Problem::new(
+                ProblemKind::StorageUnavailable,
+                format!("The Worker and the key's object are of different releases (envelope version {version}), as for the moment a deploy takes. Nothing was stored or forwarded; retry with the same key."),
+            )
+            .with_retry_after(VERSION_SKEW_RETRY_SECONDS),
+            WireError::Missing | WireError::Malformed => Problem::new(
+                ProblemKind::InvalidConfig,
+                "The key's object was called without a readable envelope. Nothing was stored or forwarded.",
+            ),
+        }
+    }
+}
+
+impl From<CodecError> for WireError {
+    fn from(_: CodecError) -> WireError {
+        WireError::Malformed
+    }
+}
+
+const CALL_ENFORCE: u8 = 0;
+const CALL_OBSERVE_ARRIVAL: u8 = 1;
+const CALL_OBSERVE_OUTCOME: u8 = 2;
+const CALL_ADMIN: u8 = 3;
+
+const OUTCOME_RESPONDED: u8 = 0;
+const OUTCOME_TIMEOUT: u8 = 1;
+const OUTCOME_RESET: u8 = 2;
+const OUTCOME_OVERSIZED: u8 = 3;
+
+const FLAG_PROBE_ORIGIN: u8 = 1;
+const FLAG_ACCEPT_ASYNC: u8 = 2;
+
+impl ToObject {
+    /// The header value: `version ‖ call kind ‖ fields`, base64url without padding.
+    pub fn encode(&self) -> String {
+        let mut out = Writer::with_capacity(160);
+        out.u8(WIRE_VERSION);
+        match self {
+            ToObject::Admin(operation) => {
+                out.u8(CALL_ADMIN);
+                out.string(operation);
+            }
+            ToObject::Key(call) => {
+                out.u8(match call.step {
+                    KeyStep::Enforce { .. } => CALL_ENFORCE,
+                    KeyStep::ObserveArrival => CALL_OBSERVE_ARRIVAL,
+                    KeyStep::ObserveOutcome { .. } => CALL_OBSERVE_OUTCOME,
+                });
+                out.raw(&call.fingerprint.0);
+                out.raw(&call.scope_salt.0);
+                out.string(&call.scope.encode());
+                write_policy(&mut out, &call.policy);
+                out.u64(call.body_bytes);
+                let accept_async = match &call.step {
+                    KeyStep::Enforce { accept_async } => accept_async.as_ref(),
+                    _ => None,
+                };
+                out.u8((u8::from(call.probe_origin) * FLAG_PROBE_ORIGIN)
+                    | (u8::from(accept_async.is_some()) * FLAG_ACCEPT_ASYNC));
+                if let Some(accept) = accept_async {
+                    out.u64(accept.deadline_ms);
+                    out.u64(accept.max_backoff_ms);
+                    out.u16(accept.max_sends);
+                }
+                if let KeyStep::ObserveOutcome { attempt, outcome } = &call.step {
+                    out.u64(attempt.0);
+                    match outcome {
+                        ObservedOutcome::Responded { status, headers } => {
+                            out.u8(OUTCOME_RESPONDED);
+                            out.u16(*status);
+                            out.string_pairs(headers);
+                        }
+                        ObservedOutcome::Oversized { status } => {
+                            out.u8(OUTCOME_OVERSIZED);
+                            out.u16(*status);
+                        }
+                        ObservedOutcome::Timeout => out.u8(OUTCOME_TIMEOUT),
+                        ObservedOutcome::Reset => out.u8(OUTCOME_RESET),
+                    }
+                }
+            }
+        }
+        base64url_encode(&out.into_bytes())
+    }
+
+    /// The inverse of [`ToObject::encode`], from the header's value if there is one.
+    pub fn decode(value: Option<&str>) -> Result<ToObject, WireError> {
+        let bytes = base64url_decode(value.ok_or(WireError::Missing)?).ok_or(WireError::Malformed)?;
+        let mut input = Reader::new(&bytes);
+        match input.u8()? {
+            WIRE_VERSION => {}
+            other => return Err(WireError::UnknownVersion(other)),
+        }
+        let kind = input.u8()?;
+        if kind == CALL_ADMIN {
+            let operation = input.string()?;
+            input.finish()?;
+            return Ok(ToObject::Admin(operation));
+        }
+        if kind > CALL_OBSERVE_OUTCOME {
+            return Err(WireError::Malformed);
+        }
+        let fingerprint = Digest256(input.array()?);
+        let scope_salt = Digest256(input.array()?);
+        let scope = ScopeLog::decode(&input.string()?).ok_or(WireError::Malformed)?;
+        let policy = read_policy(&mut input)?;
+        let body_bytes = input.u64()?;
+        let flags = input.u8()?;
+        if flags > FLAG_PROBE_ORIGIN | FLAG_ACCEPT_ASYNC
+            || (flags & FLAG_ACCEPT_ASYNC != 0 && kind != CALL_ENFORCE)
+        {
+            return Err(WireError::Malformed);
+        }
+        let accept_async = if flags & FLAG_ACCEPT_ASYNC != 0 {
+            let deadline_ms = input.u64()?;
+            let max_backoff_ms = input.u64()?;
+            let max_sends = input.u16()?;
+            if max_sends == 0 {
+                return Err(WireError::Malformed);
+            }
+            Some(AsyncConfig { prefer: true, deadline_ms, max_backoff_ms, max_sends })
+        } else {
+            None
+        };
+        let step = match kind {
+            CALL_ENFORCE => KeyStep::Enforce { accept_async },
+            CALL_OBSERVE_ARRIVAL => KeyStep::ObserveArrival,
+            _ => {
+                let attempt = AttemptId(input.u64()?);
+                let outcome = match input.u8()? {
+                    OUTCOME_RESPONDED => {
+                        ObservedOutcome::Responded { status: input.u16()?, headers: input.string_pairs()? }
+                    }
+                    OUTCOME_OVERSIZED => ObservedOutcome::Oversized { status: input.u16()? },
+                    OUTCOME_TIMEOUT => ObservedOutcome::Timeout,
+                    OUTCOME_RESET => ObservedOutcome::Reset,
+                    _ => return Err(WireError::Malformed),
+                };
+                KeyStep::ObserveOutcome { attempt, outcome }
+            }
+        };
+        input.finish()?;
+        Ok(ToObject::Key(KeyCall {
+            fingerprint,
+            scope_salt,
+            scope,
+            policy,
+            body_bytes,
+            probe_origin: flags & FLAG_PROBE_ORIGIN != 0,
+            step,
+        }))
+    }
+}
+
+const POLICY_VIA_CLOUDFLARE: u8 = 1;
+const POLICY_RELEASE_REQUIRES_HEADER: u8 = 2;
+const POLICY_OBSERVE: u8 = 4;
+
+/// The policy's fields in order: timing, waiter limits, stored-answer cap, flags, the two
+/// status lists, the send cap (0: the origin does not deduplicate), the service binding
+/// (empty: none). Also what an asynchronous job stores ([`encode_policy`]).
+fn write_policy(out: &mut Writer, policy: &ObjectPolicy) {
+    out.u64(policy.timing.ttl_ms);
+    out.u64(policy.timing.duplicate_wait_ms);
+    out.u64(policy.timing.origin_timeout_ms);
+    out.u32(policy.limits.max_waiters as u32);
+    out.u64(policy.limits.max_waiting_bytes);
+    out.u64(policy.max_stored_response_bytes);
+    out.u8((u8::from(policy.outcome.via_cloudflare) * POLICY_VIA_CLOUDFLARE)
+        | (u8::from(policy.outcome.release_requires_header) * POLICY_RELEASE_REQUIRES_HEADER)
+        | (u8::from(policy.mode == Mode::Observe) * POLICY_OBSERVE));
+    for set in [&policy.outcome.release, &policy.outcome.unknown] {
+        let statuses: Vec<u16> = set.iter().collect();
+        out.u8(statuses.len() as u8);
+        for status in statuses {
+            out.u16(status);
+        }
+    }
+    out.u16(policy.max_origin_attempts.unwrap_or(0));
+    out.string(policy.origin_service.as_deref().unwrap_or(""));
+}
+
+fn read_policy(input: &mut Reader<'_>) -> Result<ObjectPolicy, WireError> {
+    let timing =
+        Timing { ttl_ms: input.u64()?, duplicate_wait_ms: input.u64()?, origin_timeout_ms: input.u64()? };
+    let limits = WaiterLimits { max_waiters: input.u32()? as usize, max_waiting_bytes: input.u64()? };
+    let max_stored_response_bytes = input.u64()?;
+    let flags = input.u8()?;
+    if flags > POLICY_VIA_CLOUDFLARE | POLICY_RELEASE_REQUIRES_HEADER | POLICY_OBSERVE {
+        return Err(WireError::Malformed);
+    }
+    let mut statuses = || -> Result<StatusSet, WireError> {
+        let count = usize::from(input.u8()?);
+        let list = (0..count).map(|_| input.u16()).collect::<Result<Vec<u16>, _>>()?;
+        let set = StatusSet::of(&list).ok_or(WireError::Malformed)?;
+        // One set has one encoding: ascending, no repeats.
+        if set.iter().collect::<Vec<_>>() != list {
+            return Err(WireError::Malformed);
+        }
+        Ok(set)
+    };
+    let release = statuses()?;
+    let unknown = statuses()?;
+    let max_origin_attempts = match input.u16()? {
+        0 => None,
+        sends => Some(sends),
+    };
+    let origin_service = match input.string()? {
+        name if name.is_empty() => None,
+        name if is_binding_name(&name) => Some(name),
+        _ => return Err(WireError::Malformed),
+    };
+    Ok(ObjectPolicy {
+        timing,
+        limits,
+        outcome: OutcomePolicy {
+            release,
+            unknown,
+            release_requires_header: flags & POLICY_RELEASE_REQUIRES_HEADER != 0,
+            via_cloudflare: flags & POLICY_VIA_CLOUDFLARE != 0,
+        },
+        max_stored_response_bytes,
+        max_origin_attempts,
+        mode: if flags & POLICY_OBSERVE != 0 { Mode::Observe } else { Mode::Enforce },
+        origin_service,
+    })
+}
+
+/// A policy as an asynchronous job stores it: `version ‖ fields` (the envelope's layout,
+/// under the envelope's version).
+pub fn encode_policy(policy: &ObjectPolicy) -> Vec<u8> {
+    let mut out = Writer::with_capacity(96);
+    out.u8(WIRE_VERSION);
+    write_policy(&mut out, policy);
+    out.into_bytes()
+}
+
+/// The inverse of [`encode_policy`].
+pub fn decode_policy(bytes: &[u8]) -> Result<ObjectPolicy, WireError> {
+    let mut input = Reader::new(bytes);
+    match input.u8()? {
+        WIRE_VERSION => {}
+        other => return Err(WireError::UnknownVersion(other)),
+    }
+    let policy = read_policy(&mut input)?;
+    input.finish()?;
+    Ok(policy)
+}
+
+/// The object's mark on its answer: plain (`1`), or an observe-mode arrival's or
+/// outcome's verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answered {
+    Plain,
+    /// Observe mode: the decision enforcing would have made, and the attempt the arrival
+    /// claimed (which the Worker names again with the outcome).
+    Observed {
+        decision: Decision,
+        claimed: Option<AttemptId>,
+    },
+}
+
+impl Answered {
+    /// `1`, or `<decision token>` with ` <attempt in 16 hex digits>` when one was claimed.
+    pub fn encode(&self) -> String {
+        match self {
+            Answered::Plain => ANSWERED_PLAIN.to_owned(),
+            Answered::Observed { decision, claimed: None } => decision.token(),
+            Answered::Observed { decision, claimed: Some(AttemptId(attempt)) } => {
+                format!("{} {attempt:016x}", decision.token())
+            }
+        }
+    }
+
+    /// The inverse of [`Answered::encode`]; `None` for anything else.
+    pub fn decode(value: &str) -> Option<Answered> {
+        if value == ANSWERED_PLAIN {
+            return Some(Answered::Plain);
+        }
+        let (token, attempt) = match value.split_once(' ') {
+            Some((token, attempt)) => (token, Some(attempt)),
+            None => (value, None),
+        };
+        let decision = Decision::from_token(token)?;
+        let claimed = match attempt {
+            None => None,
+            Some(hex) if hex.len() == 16 => Some(AttemptId(u64::from_str_radix(hex, 16).ok()?)),
+            Some(_) => return None,
+        };
+        Some(Answered::Observed { decision, claimed })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::scope::ScopeKind;
+    use proptest::prelude::*;
+
+    fn policy() -> ObjectPolicy {
+        ObjectPolicy {
+            timing: Timing { ttl_ms: 86_400_000, duplicate_wait_ms: 10_000, origin_timeout_ms: 30_000 },
+            limits: WaiterLimits { max_waiters: 100, max_waiting_bytes: 8 << 20 },
+            outcome: OutcomePolicy {
+                release: StatusSet::of(&[401, 403, 429, 503]).unwrap(),
+                unknown: StatusSet::of(&[502, 504]).unwrap(),
+                release_requires_header: true,
+                via_cloudflare: false,
+            },
+            max_stored_response_bytes: 10 << 20,
+            max_origin_attempts: Some(3),
+            mode: Mode::Enforce,
+            origin_service: Some("PAYMENTS".into()),
+        }
+    }
+
+    fn call(step: KeyStep) -> ToObject {
+        ToObject::Key(KeyCall {
+            fingerprint: Digest256([7; 32]),
+            scope_salt: Digest256([9; 32]),
+            scope: ScopeLog { kind: ScopeKind::Credential, unverified: None },
+            policy: policy(),
+            body_bytes: 1234,
+            probe_origin: true,
+            step,
+        })
+    }
+
+    fn samples() -> Vec<ToObject> {
+        let accept =
+            AsyncConfig { prefer: true, deadline_ms: 3_600_000, max_backoff_ms: 30_000, max_sends: 5 };
+        vec![
+            call(KeyStep::Enforce { accept_async: None }),
+            call(KeyStep::Enforce { accept_async: Some(accept) }),
+            call(KeyStep::ObserveArrival),
+            call(KeyStep::ObserveOutcome {
+                attempt: AttemptId(u64::MAX),
+                outcome: ObservedOutcome::Responded {
+                    status: 201,
+                    headers: vec![("content-type".into(), "application/json".into())],
+                },
+            }),
+            call(KeyStep::ObserveOutcome { attempt: AttemptId(1), outcome: ObservedOutcome::Timeout }),
+            call(KeyStep::ObserveOutcome {
+                attempt: AttemptId(3),
+                outcome: ObservedOutcome::Oversized { status: 200 },
+            }),
+            call(KeyStep::ObserveOutcome { attempt: AttemptId(2), outcome: ObservedOutcome::Reset }),
+            ToObject::Admin("inspect".into()),
+        ]
+    }
+
+    #[test]
+    fn every_call_round_trips() {
+        for sample in samples() {
+            let encoded = sample.encode();
+            assert!(
+                encoded.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+                "{encoded}"
+            );
+            assert_eq!(ToObject::decode(Some(&encoded)), Ok(sample));
+        }
+    }
+
+    #[test]
+    fn an_unknown_version_is_503_and_never_guessed() {
+        let mut bytes = base64url_decode(&samples()[0].encode()).unwrap();
+        bytes[0] = WIRE_VERSION + 1;
+        let error = ToObject::decode(Some(&base64url_encode(&bytes))).unwrap_err();
+        assert_eq!(error, WireError::UnknownVersion(WIRE_VERSION + 1));
+        let problem = error.problem();
+        assert_eq!((problem.status(), problem.retry_after), (503, Some(VERSION_SKEW_RETRY_SECONDS)));
+        assert_eq!(ToObject::decode(None), Err(WireError::Missing));
+        assert_eq!(ToObject::decode(Some("not base64!")), Err(WireError::Malformed));
+        assert_eq!(WireError::Missing.problem().status(), 500);
+    }
+
+    #[test]
+    fn a_cut_or_lengthened_envelope_is_refused() {
+        for sample in samples() {
+            let bytes = base64url_decode(&sample.encode()).unwrap();
+            for len in 0..bytes.len() {
+                assert!(
+                    ToObject::decode(Some(&base64url_encode(&bytes[..len]))).is_err(),
+                    "{sample:?} cut at {len}"
+                );
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert_eq!(ToObject::decode(Some(&base64url_encode(&longer))), Err(WireError::Malformed));
+        }
+    }
+
+    #[test]
+    fn a_stored_policy_round_trips_and_is_versioned() {
+        let bytes = encode_policy(&policy());
+        assert_eq!(decode_policy(&bytes), Ok(policy()));
+        let observe =
+            ObjectPolicy { mode: Mode::Observe, origin_service: None, max_origin_attempts: None, ..policy() };
+        assert_eq!(decode_policy(&encode_policy(&observe)), Ok(observe));
+        let mut future = bytes.clone();
+        future[0] = 9;
+        assert_eq!(decode_policy(&future), Err(WireError::UnknownVersion(9)));
+    }
+
+    #[test]
+    fn the_answer_mark_round_trips() {
+        for answered in [
+            Answered::Plain,
+            Answered::Observed { decision: Decision::Executed, claimed: Some(AttemptId(0xabc)) },
+            Answered::Observed { decision: Decision::Rejected(ProblemKind::KeyReused), claimed: None },
+        ] {
+            assert_eq!(Answered::decode(&answered.encode()), Some(answered));
+        }
+        assert_eq!(Answered::decode("2"), None);
+        assert_eq!(Answered::decode("executed 12"), None);
+    }
+
+    proptest! {
+        /// Whatever the header holds, decoding never panics, and what decodes re-encodes
+        /// to the same bytes (one call, one encoding).
+        #[test]
+        fn any_header_value_decodes_or_is_refused(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let value = base64url_encode(&bytes);
+            if let Ok(call) = ToObject::decode(Some(&value)) {
+                prop_assert_eq!(call.encode(), value);
+            }
+            let _ = decode_policy(&bytes);
+        }
+    }
+}

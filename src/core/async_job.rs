@@ -38,10 +38,11 @@
 //!    stored answer once there is one, 422 for another payload (`core::machine`, rule 2).
 
 use super::codec::{Reader, Writer};
-use super::config::{decode_object_policy, ConfigError, MAX_TTL_SECONDS};
+use super::config::{decode_object_policy, ConfigError, ObjectPolicy, MAX_TTL_SECONDS};
 use super::machine::{Action, RecordChange, Step, LEASE_MARGIN_MS};
 use super::problem::{Problem, ProblemKind};
 use super::record::{AttemptId, InFlight, Millis, Record, Unknown, UnknownReason};
+use super::wire::{decode_policy, encode_policy};
 
 /// `ASYNC_ACCEPT`: `off` (default) or `prefer`.
 pub const VAR_ASYNC_ACCEPT: &str = "ASYNC_ACCEPT";
@@ -63,14 +64,10 @@ pub const MIN_RETRY_DELAY_MS: u64 = 250;
 pub const MAX_STORED_REQUEST_BODY_BYTES: u64 = 1_500_000;
 
 /// The job encoding written now (see [`AsyncJob::encode`]).
-const JOB_VERSION: u8 = 2;
+const JOB_VERSION: u8 = 3;
 
 /// The longest backoff cap that may be configured.
 const MAX_MAX_BACKOFF_SECONDS: u64 = 3_600;
-/// The lease of a send whose policy cannot be read (never written so; the longest origin
-/// timeout, so that nothing is sent again too early).
-const FALLBACK_LEASE_MS: u64 = 600_000 + LEASE_MARGIN_MS;
-
 /// The flat async settings (`ASYNC_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AsyncConfig {
@@ -256,21 +253,27 @@ pub struct AsyncJob {
     /// Whether `sealed_request` is bound to the job's claim time and fingerprint
     /// (`core::seal::bound_request_associated_data`): jobs written since version 2.
     pub request_bound: bool,
-    /// The route's policy as the Worker encoded it (`config::encode_object_policy`).
-    pub policy: String,
+    /// The route's policy, as the Worker handed it over with the job's first request.
+    /// Stored versioned (`core::wire::encode_policy`) since job version 3; versions 1 and 2
+    /// stored the positional text (`config::encode_object_policy`), still read. A policy
+    /// that cannot be read makes the job unreadable: 503, never a send on a guess. Boxed:
+    /// every cached record would otherwise carry its size.
+    pub policy: Box<ObjectPolicy>,
     /// The sealed [`StoredRequest`] (an encoded `core::seal::Envelope`); empty once the
     /// job gave up (nothing is kept that is no longer needed).
     pub sealed_request: Vec<u8>,
 }
 
 impl AsyncJob {
-    /// `version 2 ‖ phase ‖ deadline ‖ next_attempt_at ‖ max_backoff_ms ‖ flags ‖ max_sends
-    /// (u16) ‖ policy ‖ sealed request`. Version 1 (read, never written) has no `max_sends`:
-    /// such a job takes the policy's `MAX_ORIGIN_ATTEMPTS` where the origin deduplicates,
-    /// else [`DEFAULT_MAX_SENDS`]. A release that knows only version 1 refuses version 2
-    /// (the record reads as unreadable: 503, never a send).
+    /// `version 3 ‖ phase ‖ deadline ‖ next_attempt_at ‖ max_backoff_ms ‖ flags ‖ max_sends
+    /// (u16) ‖ policy ‖ sealed request`, the policy versioned (`core::wire::encode_policy`).
+    /// Versions 1 and 2 (read, never written) hold the policy as positional text; version 1
+    /// has no `max_sends`: such a job takes the policy's `MAX_ORIGIN_ATTEMPTS` where the
+    /// origin deduplicates, else [`DEFAULT_MAX_SENDS`]. A release that knows only earlier
+    /// versions refuses a later one (the record reads as unreadable: 503, never a send).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Writer::with_capacity(self.sealed_request.len() + self.policy.len() + 50);
+        let policy = encode_policy(&self.policy);
+        let mut out = Writer::with_capacity(self.sealed_request.len() + policy.len() + 50);
         out.u8(JOB_VERSION);
         out.u8(match self.phase {
             JobPhase::Waiting => 0,
@@ -284,7 +287,7 @@ impl AsyncJob {
             | u8::from(self.probe_origin) << 1
             | u8::from(self.request_bound) << 2);
         out.u16(self.max_sends);
-        out.string(&self.policy);
+        out.bytes(&policy);
         out.bytes(&self.sealed_request);
         out.into_bytes()
     }
@@ -316,17 +319,16 @@ impl AsyncJob {
         if version > 1 && stored_max_sends.is_none() {
             return None;
         }
-        let policy = input.string().ok()?;
+        let policy = Box::new(match version {
+            1 | 2 => decode_object_policy(&input.string().ok()?)?,
+            _ => decode_policy(input.bytes().ok()?).ok()?,
+        });
         let sealed_request = input.bytes().ok()?.to_vec();
         // A job that can still send holds its request.
         if phase != JobPhase::GaveUp && sealed_request.is_empty() {
             return None;
         }
-        let max_sends = stored_max_sends.unwrap_or_else(|| {
-            decode_object_policy(&policy)
-                .and_then(|policy| policy.max_origin_attempts)
-                .unwrap_or(DEFAULT_MAX_SENDS)
-        });
+        let max_sends = stored_max_sends.unwrap_or(policy.max_origin_attempts.unwrap_or(DEFAULT_MAX_SENDS));
         input.finish().ok()?;
         Some(AsyncJob {
             phase,
@@ -353,15 +355,15 @@ impl AsyncJob {
 
     /// `Some(n)` where the job's origin deduplicates by key (from its policy).
     fn max_origin_attempts(&self) -> Option<u16> {
-        decode_object_policy(&self.policy).and_then(|policy| policy.max_origin_attempts)
+        self.policy.max_origin_attempts
     }
 
     fn lease_ms(&self) -> u64 {
-        decode_object_policy(&self.policy).map_or(FALLBACK_LEASE_MS, |policy| policy.timing.lease_ms())
+        self.policy.timing.lease_ms()
     }
 
-    fn ttl_ms(&self) -> Option<u64> {
-        decode_object_policy(&self.policy).map(|policy| policy.timing.ttl_ms)
+    fn ttl_ms(&self) -> u64 {
+        self.policy.timing.ttl_ms
     }
 }
 
@@ -370,7 +372,7 @@ impl AsyncJob {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AsyncAccept {
     pub sealed_request: Vec<u8>,
-    pub policy: String,
+    pub policy: ObjectPolicy,
     pub probe_origin: bool,
     pub config: AsyncConfig,
 }
@@ -470,7 +472,7 @@ pub(super) fn claim(
         max_sends: accept.config.max_sends,
         // The runtime seals every new job's request bound to its claim time and payload.
         request_bound: true,
-        policy: accept.policy.clone(),
+        policy: Box::new(accept.policy.clone()),
         sealed_request: accept.sealed_request.clone(),
     };
     let claim = InFlight {
@@ -568,7 +570,7 @@ fn give_up(claim: &InFlight, job: &AsyncJob, now: Millis) -> Step {
 
 /// The job ends with its outcome unknown: the key is held, the stored request dropped.
 fn hold_unknown(claim: &InFlight, job: &AsyncJob, reason: UnknownReason, now: Millis) -> Step {
-    let retained = job.ttl_ms().map_or(claim.expires_at, |ttl| now.saturating_add(ttl)).max(claim.expires_at);
+    let retained = now.saturating_add(job.ttl_ms()).max(claim.expires_at);
     let unknown = Record::Unknown(Unknown {
         attempt: claim.attempt,
         fingerprint: claim.fingerprint,

@@ -394,7 +394,7 @@ impl Config {
 }
 
 /// What the key's object needs of the configuration for one request. The Worker hands it
-/// over in one header value, so the object parses no configuration itself.
+/// over in the call's envelope (`core::wire`), so the object parses no configuration itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectPolicy {
     pub timing: Timing,
@@ -409,6 +409,9 @@ pub struct ObjectPolicy {
     pub origin_service: Option<String>,
 }
 
+/// The positional text form of a policy, as releases before `core::wire` sent it and as
+/// asynchronous jobs of versions 1 and 2 store it (read, never written; the encoder is kept
+/// to prove that the reader reads it):
 /// `ttl_ms,wait_ms,timeout_ms,max_waiters,max_waiting_bytes,max_stored_bytes,flags,release,unknown,max_attempts,service`:
 /// flags bit 0 is "via Cloudflare", bit 1 "release requires the header", bit 2 "observe
 /// mode"; the status lists are joined with `.` and may be empty; `max_attempts` is 0 when

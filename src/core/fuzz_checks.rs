@@ -326,8 +326,8 @@ fn build_record(source: &mut Source<'_>) -> Record {
     }
 }
 
-/// An asynchronous job (`core::async_job`): sometimes with a policy the runtime could have
-/// written, so that its deduplication and lease are read.
+/// An asynchronous job (`core::async_job`), with a policy whose deduplication and lease
+/// vary (a job's policy is always readable: an unreadable one makes the record so).
 fn build_job(source: &mut Source<'_>) -> AsyncJob {
     let phase = match source.u8() % 3 {
         0 => JobPhase::Waiting,
@@ -335,12 +335,9 @@ fn build_job(source: &mut Source<'_>) -> AsyncJob {
         _ => JobPhase::GaveUp,
     };
     let flags = source.u8();
-    let policy = if flags & 4 != 0 {
-        let max = source.u8() % 4;
-        format!("600000,5000,{},100,1000,1000,0,503,,{max},", u64::from(source.u16()) * 10)
-    } else {
-        source.string()
-    };
+    let max = source.u8() % 4;
+    let text = format!("600000,5000,{},100,1000,1000,0,503,,{max},", u64::from(source.u16()) * 10);
+    let policy = Box::new(decode_object_policy(&text).expect("a policy the runtime writes"));
     let mut sealed_request = source.bytes();
     if phase != JobPhase::GaveUp && sealed_request.is_empty() {
         sealed_request.push(source.u8());
@@ -469,7 +466,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
         assert!(!record.is_expired(now) && now < job.deadline, "sent at {now}: {record:?}");
         match job.phase {
             JobPhase::Waiting => assert!(now >= job.next_attempt_at),
-            JobPhase::Sending => assert!(!live && now >= before.lease_until && job.policy.contains(',')),
+            JobPhase::Sending => assert!(!live && now >= before.lease_until),
             JobPhase::GaveUp => panic!("a job that gave up was sent"),
         }
         let RecordChange::Put(Record::InFlight(claim)) = &alarm.change else { panic!("{alarm:?}") };

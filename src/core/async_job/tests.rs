@@ -8,7 +8,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
-use crate::core::config::{encode_object_policy, Config, ObjectPolicy};
+use crate::core::config::{Config, ObjectPolicy};
 use crate::core::fingerprint::Digest256;
 use crate::core::machine::{step, Event, Timing, WaiterLimits};
 use crate::core::policy::{OriginResult, OutcomePolicy};
@@ -28,8 +28,8 @@ fn timing() -> Timing {
     Timing { ttl_ms: TTL, duplicate_wait_ms: 5_000, origin_timeout_ms: TIMEOUT }
 }
 
-fn policy(max_origin_attempts: Option<u16>) -> String {
-    encode_object_policy(&ObjectPolicy {
+fn policy(max_origin_attempts: Option<u16>) -> ObjectPolicy {
+    ObjectPolicy {
         timing: timing(),
         limits: WaiterLimits::default(),
         outcome: OutcomePolicy::default(),
@@ -37,7 +37,7 @@ fn policy(max_origin_attempts: Option<u16>) -> String {
         max_origin_attempts,
         mode: Mode::Enforce,
         origin_service: None,
-    })
+    }
 }
 
 fn accept(max_origin_attempts: Option<u16>) -> Box<AsyncAccept> {

@@ -24,7 +24,6 @@ use super::{metrics, now_ms, random_u64, read_body, settings, storable, storage_
 use crate::core::async_job::{
     job_decision, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig, StoredRequest,
 };
-use crate::core::config::{decode_object_policy, encode_object_policy};
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::forward_to_origin;
 use crate::core::log::{Decision, RequestLog};
@@ -108,7 +107,7 @@ impl KeyObject {
         drop(request);
         let accept = AsyncAccept {
             sealed_request: sealed,
-            policy: encode_object_policy(policy),
+            policy: policy.clone(),
             probe_origin: call.probe_origin,
             config,
         };
@@ -278,7 +277,7 @@ impl KeyObject {
     async fn send_job(&self, attempt: AttemptId, request: StoredRequest) -> std::result::Result<(), String> {
         let before = self.cached_record();
         let job = before.as_ref().and_then(Record::async_job).cloned().ok_or("the job is gone")?;
-        let policy = decode_object_policy(&job.policy).ok_or("the job's policy is unreadable")?;
+        let policy = &job.policy;
         // The answer is sealed under the caller's scope, which the request carries.
         let _ = self.scope_salt.set(Digest256(request.scope_salt));
         let headers = Headers::new().map_err(|_| "headers")?;

@@ -410,6 +410,23 @@ kill -KILL -- -"$w" 2>/dev/null
 [ -e "$state.keep" ] || rm -rf "$state"
 "#;
 
+/// `toml` without its `[build]` table (the header and every line up to the next table).
+fn without_build_table(toml: &str) -> String {
+    let mut in_build = false;
+    let mut out = String::with_capacity(toml.len());
+    for line in toml.lines() {
+        let header = line.trim_start().starts_with('[');
+        if header {
+            in_build = line.trim() == "[build]";
+        }
+        if !in_build {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 fn spawn_supervisor(log: &Path, pid_file: &Path, state: &Path, args: &[String]) -> Result<Child, String> {
     Command::new("bash")
         .arg("-c")
@@ -561,6 +578,23 @@ impl Worker {
             state.display().to_string(),
             "--show-interactive-dev-session=false".into(),
         ];
+        // The repository's configuration, without its `[build]` table: `require_build` has
+        // built already, and wrangler runs a custom build again (and reloads the worker)
+        // once its file watcher is ready, which can come after the instance answered its
+        // readiness probe: a request in flight then fails ("Your worker restarted
+        // mid-request").
+        let repository_toml;
+        let wrangler_toml = match wrangler_toml {
+            Some(toml) => Some(toml),
+            None => {
+                repository_toml = without_build_table(
+                    &fs::read_to_string(root.join("wrangler.toml"))
+                        .map_err(|e| format!("read wrangler.toml: {e}"))?,
+                )
+                .replace("main = \"build/worker/shim.mjs\"", "main = \"{MAIN}\"");
+                Some(repository_toml.as_str())
+            }
+        };
         if let Some(toml) = wrangler_toml {
             let main = root.join("build/worker/shim.mjs");
             let file = dir.join("wrangler.toml");

@@ -201,6 +201,47 @@ pub fn summary(
     view
 }
 
+/// The refusals of the admin API, written once here: no token or a wrong one (with
+/// `WWW-Authenticate: Bearer`), a path that is no endpoint, a method other than GET or
+/// DELETE, an object id the namespace never issued, an object that cannot be reached, an
+/// operation the object does not know, and a purge refused without `force`.
+pub mod refusals {
+    use crate::core::problem::{Problem, ProblemKind};
+
+    pub fn unauthorized() -> Problem {
+        Problem::new(ProblemKind::Unauthorized, "Send Authorization: Bearer <ADMIN_TOKEN>.")
+    }
+
+    pub fn no_endpoint(prefix: &str) -> Problem {
+        Problem::new(
+            ProblemKind::NotFound,
+            format!("Admin endpoints: GET or DELETE {prefix}records/<object id (64 hex digits)>."),
+        )
+    }
+
+    pub fn method_not_allowed() -> Problem {
+        Problem::new(ProblemKind::MethodNotAllowed, "Use GET to inspect, DELETE to purge.")
+    }
+
+    pub fn no_such_object() -> Problem {
+        Problem::new(ProblemKind::NotFound, "No object has this id.")
+    }
+
+    pub fn object_unreachable() -> Problem {
+        Problem::new(ProblemKind::StorageUnavailable, "The record's object could not be reached.")
+            .with_retry_after(1)
+    }
+
+    pub fn unknown_operation() -> Problem {
+        Problem::new(ProblemKind::NotFound, "Unknown admin operation.")
+    }
+
+    /// A purge refused without `force` (`super::purge_refusal` says why).
+    pub fn purge_refused(why: &'static str) -> Problem {
+        Problem::new(ProblemKind::InProgress, why)
+    }
+}
+
 /// Why a purge is refused without `force`, or `None` when it may go ahead: a record in
 /// flight (its execution may still be running), completed or unknown (the next retry would
 /// execute again) needs it. An absent or expired record does not.

@@ -367,6 +367,15 @@ impl AsyncJob {
     }
 }
 
+/// An object asked to store a request without a key ring to seal it: refused (the Worker
+/// refuses such a configuration first; an object never stores a request unsealed).
+pub fn no_key_ring_to_seal_requests() -> Problem {
+    Problem::new(
+        ProblemKind::InvalidConfig,
+        "ASYNC_ACCEPT stores requests, credentials included: set the secret STORAGE_ENCRYPTION_KEYS so that they are sealed.",
+    )
+}
+
 /// What an arrival that asks for asynchronous acceptance brings: its request, sealed by
 /// the runtime before the arrival is stepped.
 #[derive(Clone, Debug, PartialEq, Eq)]

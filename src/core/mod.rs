@@ -9,6 +9,7 @@ pub mod canonical_json;
 pub mod chunks;
 pub mod codec;
 pub mod config;
+pub mod edge;
 pub mod env_names;
 pub mod fingerprint;
 #[cfg(test)]

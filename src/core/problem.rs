@@ -247,4 +247,27 @@ mod tests {
         slugs.dedup();
         assert_eq!(slugs.len(), ProblemKind::ALL.len(), "one slug per kind");
     }
+
+    /// Every problem text is the core's, tested here: the runtime only sends what the core
+    /// wrote (issue 22). A `Problem::new` in `src/runtime` would be a decision outside it.
+    #[test]
+    fn the_runtime_writes_no_problem_of_its_own() {
+        fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).expect("src/runtime is readable").flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    sources(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let mut files = Vec::new();
+        sources(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/runtime"), &mut files);
+        assert!(files.len() > 10, "the runtime's sources were found: {files:?}");
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            assert!(!text.contains("Problem::new("), "{} writes a problem of its own", file.display());
+        }
+    }
 }

@@ -8,9 +8,8 @@ use worker::{console_log, Env, Result};
 
 use super::entry::{call_object, key_namespace};
 use super::respond;
-use crate::core::admin::{audit_line, parse_call, token_matches, AdminCall, OPERATOR_HEADER};
+use crate::core::admin::{audit_line, parse_call, refusals, token_matches, AdminCall, OPERATOR_HEADER};
 use crate::core::config::Config;
-use crate::core::problem::{Problem, ProblemKind};
 use crate::core::url::path_and_query_parts;
 use crate::core::wire::{ToObject, ENVELOPE_HEADER};
 
@@ -58,10 +57,7 @@ async fn respond_to(
     // The token is checked before anything else, so a refused call learns nothing about
     // which paths or records exist.
     if !token_matches(req.headers().get("authorization")?.as_deref(), token) {
-        let response = respond::problem(&Problem::new(
-            ProblemKind::Unauthorized,
-            "Send Authorization: Bearer <ADMIN_TOKEN>.",
-        ))?;
+        let response = respond::problem(&refusals::unauthorized())?;
         response.headers().set("www-authenticate", "Bearer")?;
         return Ok(("refused", response));
     }
@@ -72,17 +68,11 @@ async fn respond_to(
         AdminCall::Purge { object_id, force: false } => (object_id, "purge"),
         AdminCall::Purge { object_id, force: true } => (object_id, "purge-force"),
         AdminCall::NotFound => {
-            let response = respond::problem(&Problem::new(
-                ProblemKind::NotFound,
-                format!("Admin endpoints: GET or DELETE {prefix}records/<object id (64 hex digits)>."),
-            ));
+            let response = respond::problem(&refusals::no_endpoint(prefix));
             return response.map(|r| ("not-found", r));
         }
         AdminCall::MethodNotAllowed => {
-            let response = respond::problem(&Problem::new(
-                ProblemKind::MethodNotAllowed,
-                "Use GET to inspect, DELETE to purge.",
-            ));
+            let response = respond::problem(&refusals::method_not_allowed());
             return response.map(|r| ("method-not-allowed", r));
         }
     };
@@ -95,15 +85,12 @@ async fn respond_to(
     // 64 hex digits that this namespace never issued are no object id: not found, rather
     // than the runtime's exception (a bare 500).
     let Ok(stub) = namespace.id_from_string(&object_id).and_then(|id| id.get_stub()) else {
-        let response = respond::problem(&Problem::new(ProblemKind::NotFound, "No object has this id."));
+        let response = respond::problem(&refusals::no_such_object());
         return response.map(|r| ("not-found", r));
     };
     let response = match call_object(stub, &to_object).await {
         Ok(response) => Ok(response),
-        Err(_) => respond::problem(
-            &Problem::new(ProblemKind::StorageUnavailable, "The record's object could not be reached.")
-                .with_retry_after(1),
-        ),
+        Err(_) => respond::problem(&refusals::object_unreachable()),
     };
     response.map(|r| (operation, r))
 }

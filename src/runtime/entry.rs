@@ -42,7 +42,6 @@
 //! `worker::Request`, which reads the method, the URL, the headers and `request.cf` for
 //! every request whether they are needed or not.
 
-use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use futures_util::StreamExt;
@@ -52,29 +51,25 @@ use worker::web_sys::{self, Headers, Request, RequestInit, RequestRedirect, Resp
 use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Result, Stub};
 
 use super::{admin, identity, metrics, observe, origin_auth, respond, settings};
-use crate::core::admin::is_admin_path;
 use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{Config, Policy, RateLimiterChoice};
+use crate::core::edge::{self, Edge, RequestHead};
 use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload};
 use crate::core::headers::{connection_tokens, forward_to_origin};
-use crate::core::key::{parse_key_fields, IdempotencyKey, KeyError};
+use crate::core::key::IdempotencyKey;
 use crate::core::keyed_name::keyed_object_name;
 use crate::core::log::{Decision, RequestLog};
 use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
-use crate::core::problem::{Problem, ProblemKind};
+use crate::core::problem::Problem;
 use crate::core::routes::{
     after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable,
 };
 use crate::core::scope::{caller_binding, rate_limit_keys, ScopeLog};
-use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
+use crate::core::url::{path_and_query, path_and_query_parts};
 use crate::core::wire::{Answered, KeyCall, KeyStep, ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
 
 // `path_and_query` under another name, for where a local variable takes the name.
 use crate::core::url::path_and_query as path_and_query_of;
-
-/// Headers with which clients and frameworks ask a server to treat a request as another
-/// method.
-const METHOD_OVERRIDE_HEADERS: [&str; 3] = ["x-http-method-override", "x-method-override", "x-http-method"];
 
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
@@ -88,64 +83,31 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     };
     let url = req.url();
     let (path, _) = path_and_query_parts(&url);
-    if let Some(token) = &settings.admin_token {
-        if is_admin_path(&config.admin_prefix, path) {
-            return admin::call(req, &url, &env, config, token).await;
-        }
-    }
     let method = req.method();
-    let routed_path = match normalised_path(path) {
-        Ok(normalised) => Cow::Owned(normalised),
-        // No route can be chosen for such a path: the flat MODE says whether to refuse it.
-        Err(_) if config.may_cover(&method) && config.mode == Mode::Observe => {
-            let policy = config.policy_for(path);
-            return observe::passed(req, &url, &env, config, &policy, ProblemKind::InvalidPath).await;
-        }
-        Err(ambiguous) if config.may_cover(&method) => {
-            discard_body(&req).await;
-            return respond::refused(&env, &Problem::new(ProblemKind::InvalidPath, ambiguous.detail()));
-        }
-        // No route covers this method anywhere: the origin gets the path as it came.
-        Err(_) => Cow::Borrowed(path),
+    let headers = req.headers();
+    let read_header = |name: &str| headers.get(name).map_err(|_| ());
+    let head = RequestHead {
+        method: &method,
+        path,
+        admin_enabled: settings.admin_token.is_some(),
+        header: &read_header,
     };
-    let policy = config.policy_for(&routed_path);
-    if let Some(name) = policy.origin_service {
-        if env.service(name).is_err() {
+    // Where the request goes is the core's decision (`core::edge`); each arm carries it out.
+    match edge::decide(&head, config, |name| env.service(name).is_ok()) {
+        Edge::Admin => {
+            let token = settings.admin_token.as_deref().unwrap_or_default();
+            admin::call(req, &url, &env, config, token).await
+        }
+        Edge::Refuse(problem) => {
             discard_body(&req).await;
-            return respond::refused(
-                &env,
-                &Problem::new(
-                    ProblemKind::InvalidConfig,
-                    format!("The origin service binding {name} is missing, so nothing can be forwarded. Add it as a [[services]] binding."),
-                ),
-            );
+            respond::refused(&env, &problem)
         }
-    }
-    if policy.covers(&method) {
-        if policy.mode == Mode::Observe {
-            return observe::covered(req, &url, &method, &env, &ctx, config, &policy).await;
+        Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy).await,
+        Edge::PassObserved(policy, kind) => observe::passed(req, &url, &env, config, &policy, kind).await,
+        Edge::Covered { policy, key } if policy.mode == Mode::Observe => {
+            observe::covered(req, &url, &method, &env, &ctx, config, &policy, key).await
         }
-        covered(req, &url, &method, &env, config, &policy).await
-    } else {
-        if !policy.allow_method_override {
-            let headers = req.headers();
-            if let Some(name) = METHOD_OVERRIDE_HEADERS.iter().find(|name| headers.has(name).unwrap_or(true))
-            {
-                if policy.mode == Mode::Observe {
-                    return observe::passed(req, &url, &env, config, &policy, ProblemKind::MethodOverride)
-                        .await;
-                }
-                discard_body(&req).await;
-                return respond::refused(
-                    &env,
-                    &Problem::new(
-                        ProblemKind::MethodOverride,
-                        format!("{name} is not accepted on {method} here: the origin might execute the request as another method, without idempotency protection. Send the method itself."),
-                    ),
-                );
-            }
-        }
-        pass_through(req, &url, &env, config, &policy).await
+        Edge::Covered { policy, key } => covered(req, &url, &method, &env, config, &policy, key).await,
     }
 }
 
@@ -177,15 +139,7 @@ pub(super) async fn pass_through(
                 let headers = forwarded.headers();
                 match read_body(&forwarded, &headers, config.max_body_bytes).await? {
                     Some((_, js_body)) => Some(js_body),
-                    None => {
-                        return respond::refused(
-                            env,
-                            &Problem::new(
-                                ProblemKind::BodyTooLarge,
-                                format!("The request body is larger than {} bytes.", config.max_body_bytes),
-                            ),
-                        )
-                    }
+                    None => return respond::refused(env, &edge::body_too_large(config.max_body_bytes)),
                 }
             }
         };
@@ -245,15 +199,7 @@ async fn rate_limited(
         RateLimiterChoice::Default => settings::binding(env, settings::RATE_LIMITER_BINDING)?,
         RateLimiterChoice::Named(name) => match settings::binding(env, name) {
             Some(binding) => binding,
-            None => {
-                return Some(respond::refused(
-                    env,
-                    &Problem::new(
-                        ProblemKind::InvalidConfig,
-                        format!("IDEMPOTENCY_ROUTES names the rate-limiting binding {name}, which is not bound. Nothing was forwarded."),
-                    ),
-                ))
-            }
+            None => return Some(respond::refused(env, &edge::rate_limiter_unbound(name))),
         },
     };
     let mut verdict = Ok(true);
@@ -265,14 +211,7 @@ async fn rate_limited(
     }
     match verdict {
         Ok(true) => None,
-        Ok(false) => Some(respond::refused(
-            env,
-            &Problem::new(
-                ProblemKind::RateLimited,
-                "Too many requests from this caller. Nothing was stored or forwarded; retry with the same key after Retry-After seconds.",
-            )
-            .with_retry_after(RATE_LIMIT_RETRY_AFTER_SECONDS),
-        )),
+        Ok(false) => Some(respond::refused(env, &edge::rate_limited())),
         // The limiter is a guard against floods, not a part of the idempotency promise: a
         // limiter that fails lets the request on, and says so.
         Err(error) => {
@@ -281,9 +220,6 @@ async fn rate_limited(
         }
     }
 }
-
-/// Seconds a limited caller is told to wait: the shortest period a binding can have.
-const RATE_LIMIT_RETRY_AFTER_SECONDS: u64 = 10;
 
 /// `binding.limit({ key })`; whether the request is within the limit.
 async fn limit(binding: &JsValue, key: &str) -> std::result::Result<bool, JsValue> {
@@ -321,10 +257,7 @@ pub(super) fn origin_or_problem(result: Result<Response>) -> Result<Response> {
     match result {
         Ok(response) if has_websocket(&response) => Ok(response),
         Ok(response) => rewrap(&response, &response.headers()),
-        Err(_) => respond::problem(&Problem::new(
-            ProblemKind::OriginUnreachable,
-            "The origin could not be reached. This method is passed through without idempotency protection.",
-        )),
+        Err(_) => respond::problem(&edge::pass_through_unreachable()),
     }
 }
 
@@ -348,29 +281,11 @@ async fn covered(
     env: &Env,
     config: &Config,
     policy: &Policy<'_>,
+    key: IdempotencyKey,
 ) -> Result<Response> {
     let headers = req.headers();
-    let key = match idempotency_key(&headers) {
-        Ok(key) => key,
-        // A route may make the key optional: without one, the request is not protected.
-        Err(KeyError::Missing) if !policy.key_required => {
-            return pass_through(req, url, env, config, policy).await
-        }
-        Err(error) => {
-            let kind =
-                if error == KeyError::Missing { ProblemKind::MissingKey } else { ProblemKind::InvalidKey };
-            discard_body(&req).await;
-            return respond::refused(env, &Problem::new(kind, error.detail()));
-        }
-    };
     let Some((body, js_body)) = read_body(&req, &headers, config.max_body_bytes).await? else {
-        return respond::refused(
-            env,
-            &Problem::new(
-                ProblemKind::BodyTooLarge,
-                format!("The request body is larger than {} bytes.", config.max_body_bytes),
-            ),
-        );
+        return respond::refused(env, &edge::body_too_large(config.max_body_bytes));
     };
 
     let path_and_query = path_and_query(url);
@@ -435,13 +350,7 @@ async fn covered(
         Ok(namespace) => namespace,
         Err(error) => {
             console_error!("configuration: the Durable Object namespace is unusable: {}", error);
-            return respond::refused(
-                env,
-                &Problem::new(
-                    ProblemKind::InvalidConfig,
-                    format!("The Durable Object binding {OBJECT_BINDING} is missing, or its jurisdiction is not supported, so no request can be protected. Nothing was forwarded."),
-                ),
-            );
+            return respond::refused(env, &edge::namespace_unusable(OBJECT_BINDING));
         }
     };
     // The object name is a hash: safe to log, unlike the key or the credential.
@@ -665,13 +574,6 @@ fn answered_by_object(response: Response) -> Result<(Response, Answered)> {
     let headers = Headers::new_with_headers(&received)?;
     headers.delete(ANSWERED_HEADER)?;
     Ok((rewrap(&response, &headers)?, answered))
-}
-
-pub(super) fn idempotency_key(headers: &Headers) -> std::result::Result<IdempotencyKey, KeyError> {
-    // workerd joins repeated header lines with ", "; the parser treats a top-level comma
-    // as a second value.
-    let value = headers.get("idempotency-key").map_err(|_| KeyError::NotPrintableAscii)?;
-    parse_key_fields(value.as_deref().map(str::as_bytes))
 }
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`

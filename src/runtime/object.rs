@@ -65,9 +65,9 @@ use crate::core::config::ObjectPolicy;
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{connection_tokens, pass_to_caller, store_for_replay};
 use crate::core::log::{Decision, RequestLog};
-use crate::core::machine::{self, Action, Event, RecordChange, Step};
+use crate::core::machine::{self, storage_unavailable, Action, Event, RecordChange, Step};
 use crate::core::policy::OriginResult;
-use crate::core::problem::{Problem, ProblemKind};
+use crate::core::problem::ProblemKind;
 use crate::core::record::{AttemptId, Completed, Record, StoredResponse};
 use crate::core::scope::ScopeLog;
 use crate::core::seal::refuses_unsealed;
@@ -455,7 +455,7 @@ impl KeyObject {
             "purge" | "purge-force" => {
                 let force = operation == "purge-force";
                 if let Some(refusal) = admin::purge_refusal(record.as_ref(), live, now, force) {
-                    respond::problem(&Problem::new(ProblemKind::InProgress, refusal))
+                    respond::problem(&admin::refusals::purge_refused(refusal))
                 } else {
                     let job = record.as_ref().and_then(Record::async_job).is_some();
                     match self.apply(&RecordChange::Delete).await {
@@ -479,7 +479,7 @@ impl KeyObject {
                     }
                 }
             }
-            _ => respond::problem(&Problem::new(ProblemKind::NotFound, "Unknown admin operation.")),
+            _ => respond::problem(&admin::refusals::unknown_operation()),
         };
         response
     }
@@ -1307,14 +1307,6 @@ fn live_response(answer: OriginAnswer, prepared: &Prepared) -> Result<Response> 
 
 /// When an alarm that could not read its record looks again.
 const ALARM_AFTER_READ_ERROR_MS: u64 = 60_000;
-
-fn storage_unavailable() -> Problem {
-    Problem::new(
-        ProblemKind::StorageUnavailable,
-        "The idempotency record could not be read or written, so the request was not forwarded. Retry with the same key.",
-    )
-    .with_retry_after(1)
-}
 
 /// A fresh attempt id. Fencing needs uniqueness per key, not secrecy.
 fn random_u64() -> u64 {

@@ -45,7 +45,6 @@ use super::entry::{self, cached_key_namespace, call_object_marked};
 use super::{metrics, now_ms};
 use crate::core::config::{Config, Policy};
 use crate::core::key::IdempotencyKey;
-use crate::core::key::KeyError;
 use crate::core::log::{Decision, LineContext, RequestLog};
 use crate::core::problem::ProblemKind;
 use crate::core::record::AttemptId;
@@ -136,19 +135,9 @@ pub(super) async fn covered(
     ctx: &Context,
     config: &Config,
     policy: &Policy<'_>,
+    key: IdempotencyKey,
 ) -> Result<Response> {
     let headers = req.headers();
-    let key = match entry::idempotency_key(&headers) {
-        Ok(key) => key,
-        // Enforce mode passes such a request through too, unlogged.
-        Err(KeyError::Missing) if !policy.key_required => {
-            return entry::pass_through(req, url, env, config, policy).await
-        }
-        Err(KeyError::Missing) => {
-            return passed(req, url, env, config, policy, ProblemKind::MissingKey).await
-        }
-        Err(_) => return passed(req, url, env, config, policy, ProblemKind::InvalidKey).await,
-    };
     let path_and_query = path_and_query(url);
     let target = config.target_for(policy, url, &path_and_query);
     let (body, forward_body) = match read_body(&req, &headers, config.max_body_bytes).await? {

@@ -20,15 +20,17 @@ use wasm_bindgen::JsValue;
 use worker::web_sys::{self, Headers, Response};
 use worker::{console_error, worker_sys, Result};
 
-use super::{metrics, now_ms, random_u64, read_body, settings, storable, storage_unavailable, KeyObject};
+use super::{metrics, now_ms, random_u64, read_body, settings, storable, KeyObject};
 use crate::core::async_job::{
-    job_decision, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig, StoredRequest,
+    job_decision, no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept,
+    AsyncConfig, StoredRequest,
 };
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::forward_to_origin;
 use crate::core::log::{Decision, RequestLog};
+use crate::core::machine::storage_unavailable;
 use crate::core::machine::{self, Action, Event, RecordChange};
-use crate::core::problem::{Problem, ProblemKind};
+use crate::core::problem::ProblemKind;
 use crate::core::record::{AttemptId, Record};
 use crate::core::wire::KeyCall;
 use crate::runtime::origin::{self, AnswerBody};
@@ -79,10 +81,7 @@ impl KeyObject {
         let Ok(Some(ring)) = &settings.storage_keys else {
             // The Worker refuses this configuration; an object never stores a request
             // unsealed whatever it is handed.
-            let problem = Problem::new(
-                ProblemKind::InvalidConfig,
-                "ASYNC_ACCEPT stores requests, credentials included: set the secret STORAGE_ENCRYPTION_KEYS so that they are sealed.",
-            );
+            let problem = no_key_ring_to_seal_requests();
             log.decision = Decision::Rejected(problem.kind);
             return respond::problem(&problem);
         };

@@ -11,19 +11,40 @@ if [[ -f $stamp && -z ${FORCE_BUILD:-} ]]; then
   [[ -z $newer ]] && exit 0
 fi
 
+# esbuild's native binary for this machine. npm installs only the host's package,
+# @esbuild/<os>-<arch>, and esbuild's install script usually copies that binary over
+# node_modules/.bin/esbuild too; without the copy that one is a Node script, not a binary.
+case $(uname -s) in Linux) os=linux ;; Darwin) os=darwin ;; *) os= ;; esac
+case $(uname -m) in x86_64 | amd64) arch=x64 ;; aarch64 | arm64) arch=arm64 ;; *) arch= ;; esac
+platform_esbuild=${os:+${arch:+node_modules/@esbuild/$os-$arch/bin/esbuild}}
+esbuild=
+if [[ -n $platform_esbuild && -x $platform_esbuild ]]; then
+  esbuild=$PWD/$platform_esbuild
+elif [[ -x node_modules/.bin/esbuild && $(head -c 2 node_modules/.bin/esbuild) != '#!' ]] &&
+  node_modules/.bin/esbuild --version >/dev/null 2>&1; then
+  esbuild=$PWD/node_modules/.bin/esbuild
+fi
+
 missing=()
 command -v worker-build >/dev/null || missing+=(worker-build)
 command -v wasm-bindgen >/dev/null || missing+=(wasm-bindgen)
 [[ -x node_modules/.bin/wasm-opt ]] || missing+=(wasm-opt)
-[[ -x node_modules/@esbuild/linux-x64/bin/esbuild ]] || missing+=(esbuild)
+if [[ -z $esbuild ]]; then
+  missing+=("esbuild (${platform_esbuild:-a native node_modules/.bin/esbuild} for $(uname -s) $(uname -m))")
+fi
 if ((${#missing[@]})); then
   echo "build: missing ${missing[*]}; run ./scripts/setup.sh first" >&2
+  # node_modules/ installed elsewhere (copied, or mounted from a container) holds another
+  # platform's esbuild; setup.sh sees that esbuild does not run and reinstalls with npm ci.
+  if [[ -z $esbuild && -n $platform_esbuild && -d node_modules/@esbuild && ! -d ${platform_esbuild%/bin/esbuild} ]]; then
+    echo "build: node_modules/@esbuild holds $(ls node_modules/@esbuild | tr '\n' ' ')(installed on another platform); setup.sh reinstalls node_modules/ for this one with npm ci" >&2
+  fi
   exit 1
 fi
 
 # worker-build downloads these unless told where they are; this machine is offline.
 export WASM_BINDGEN_BIN=$(command -v wasm-bindgen)
-export ESBUILD_BIN=$PWD/node_modules/@esbuild/linux-x64/bin/esbuild
+export ESBUILD_BIN=$esbuild
 export WASM_OPT_BIN=$PWD/node_modules/.bin/wasm-opt
 worker-build --release
 

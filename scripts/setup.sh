@@ -3,7 +3,7 @@
 # registries only. Idempotent: each step is skipped when its result is already in place.
 #   - the wasm32 target (rustup)
 #   - worker-build 0.8.7 and wasm-bindgen-cli (the version Cargo.lock pins), via cargo install
-#   - wrangler (workerd) and binaryen (wasm-opt), via npm ci
+#   - wrangler (workerd), esbuild for this platform and binaryen (wasm-opt), via npm ci
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +29,14 @@ if ! wasm-bindgen --version 2>/dev/null | grep -q "$WASM_BINDGEN_VERSION"; then
   cargo install wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION" --force
 fi
 
+# npm installs esbuild's native binary for the platform it runs on only, so a node_modules/
+# installed on another one (copied, or mounted from a container) has wrangler but no esbuild
+# that runs here; scripts/build.sh needs it. Asking esbuild its version tells, on any
+# platform: npm ci then installs this platform's.
 if [[ ! -x node_modules/.bin/wrangler || package-lock.json -nt node_modules/.package-lock.json ]]; then
-  say "installing wrangler and binaryen (npm ci)"
+  say "installing wrangler, esbuild and binaryen (npm ci)"
+  npm ci --no-audit --no-fund
+elif ! node_modules/.bin/esbuild --version >/dev/null 2>&1; then
+  say "node_modules/ has no esbuild that runs on $(uname -s) $(uname -m); reinstalling it (npm ci)"
   npm ci --no-audit --no-fund
 fi

@@ -60,7 +60,7 @@ use super::seal::Sealer;
 use super::settings;
 use super::storage::{self, StorageError};
 use crate::core::admin;
-use crate::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
+use crate::core::async_job::{AsyncAccept, MAX_STORED_REQUEST_BODY_BYTES};
 use crate::core::config::ObjectPolicy;
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{connection_tokens, pass_to_caller, store_for_replay};
@@ -222,7 +222,6 @@ impl KeyObject {
         };
         let now = now_ms();
         let KeyCall { fingerprint, scope_salt, ref policy, body_bytes, .. } = call;
-        let timing = policy.timing;
         let _ = self.scope_salt.set(scope_salt);
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
@@ -247,24 +246,7 @@ impl KeyObject {
             Ok(record) => record,
             Err(error) => return self.refuse_unreadable(&req, &call, "reading the record", error).await,
         };
-        let (live_attempt, waiters, waiting_bytes) = self.live_load();
-        let new_attempt = AttemptId(random_u64());
-        let arrival = Event::Arrival {
-            fingerprint,
-            new_attempt,
-            live_attempt,
-            waiters,
-            waiting_bytes,
-            max_origin_attempts: policy.max_origin_attempts,
-            body_bytes,
-            limits: policy.limits,
-            timing,
-        };
-        let mut step = machine::step(record.as_ref(), arrival, now);
-        if let Err(error) = self.apply(&step.change).await {
-            console_error!("object {}: writing the claim failed: {}", self.short_id(), error);
-            step = machine::step(record.as_ref(), Event::ClaimWriteFailed { attempt: new_attempt }, now);
-        }
+        let step = self.step_arrival(record.as_ref(), fingerprint, policy, body_bytes, None, now).await;
 
         // Still before any await that lets other requests in: become the live execution, or
         // take a place among its waiters.
@@ -896,24 +878,7 @@ impl KeyObject {
                 return decision_answer(Decision::Rejected(ProblemKind::StorageUnavailable), None);
             }
         };
-        let (live_attempt, waiters, waiting_bytes) = self.live_load();
-        let new_attempt = AttemptId(random_u64());
-        let arrival = Event::Arrival {
-            fingerprint,
-            new_attempt,
-            live_attempt,
-            waiters,
-            waiting_bytes,
-            max_origin_attempts: policy.max_origin_attempts,
-            body_bytes,
-            limits: policy.limits,
-            timing: policy.timing,
-        };
-        let mut step = machine::step(record.as_ref(), arrival, now);
-        if let Err(error) = self.apply(&step.change).await {
-            console_error!("object {}: writing the claim failed: {}", self.short_id(), error);
-            step = machine::step(record.as_ref(), Event::ClaimWriteFailed { attempt: new_attempt }, now);
-        }
+        let step = self.step_arrival(record.as_ref(), fingerprint, policy, body_bytes, None, now).await;
         // As for a real request, everything is in place before the first await.
         let mut decision = Decision::Rejected(ProblemKind::StorageUnavailable);
         let mut claimed = None;
@@ -1104,6 +1069,58 @@ impl KeyObject {
 
     /// The running execution, its waiters and the body bytes they brought: what an
     /// arrival's event needs to know about this instance.
+    /// The prologue every arrival shares (enforced, observed, asynchronous): the machine
+    /// steps on the record as it is now, with the live execution's load and a fresh attempt
+    /// id, and the change is written at once, so the claim precedes every other await. A
+    /// write that fails is stepped again as `ClaimWriteFailed` (503, nothing forwarded).
+    pub(super) async fn step_arrival(
+        &self,
+        record: Option<&Record>,
+        fingerprint: Digest256,
+        policy: &ObjectPolicy,
+        body_bytes: u64,
+        accept: Option<AsyncAccept>,
+        now: u64,
+    ) -> Step {
+        let (live_attempt, waiters, waiting_bytes) = self.live_load();
+        let new_attempt = AttemptId(random_u64());
+        let (max_origin_attempts, limits, timing) =
+            (policy.max_origin_attempts, policy.limits, policy.timing);
+        let arrival = match accept {
+            None => Event::Arrival {
+                fingerprint,
+                new_attempt,
+                live_attempt,
+                waiters,
+                waiting_bytes,
+                max_origin_attempts,
+                body_bytes,
+                limits,
+                timing,
+            },
+            Some(accept) => Event::ArrivalAsync {
+                fingerprint,
+                new_attempt,
+                live_attempt,
+                waiters,
+                waiting_bytes,
+                max_origin_attempts,
+                body_bytes,
+                limits,
+                timing,
+                accept: Box::new(accept),
+            },
+        };
+        let step = machine::step(record, arrival, now);
+        match self.apply(&step.change).await {
+            Ok(()) => step,
+            Err(error) => {
+                console_error!("object {}: writing the claim failed: {}", self.short_id(), error);
+                machine::step(record, Event::ClaimWriteFailed { attempt: new_attempt }, now)
+            }
+        }
+    }
+
     fn live_load(&self) -> (Option<AttemptId>, usize, u64) {
         match &*self.live.borrow() {
             Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),

@@ -559,13 +559,19 @@ impl Worker {
         while inspector_port == port {
             inspector_port = free_port();
         }
-        let registry = match registry {
-            Some(name) => temp_base().join(format!("registry-{}-{name}", std::process::id())),
-            None => dir.join("registry"),
+        // Instances that must find only each other share a named registry; every other
+        // instance uses wrangler's default one (service bindings between instances need it).
+        let mut args: Vec<String> = match registry {
+            Some(name) => vec![
+                "env".into(),
+                format!(
+                    "WRANGLER_REGISTRY_PATH={}",
+                    temp_base().join(format!("registry-{}-{name}", std::process::id())).display()
+                ),
+            ],
+            None => Vec::new(),
         };
-        let mut args: Vec<String> = vec![
-            "env".into(),
-            format!("WRANGLER_REGISTRY_PATH={}", registry.display()),
+        args.extend::<Vec<String>>(vec![
             "node_modules/.bin/wrangler".into(),
             "dev".into(),
             "--ip".into(),
@@ -577,7 +583,7 @@ impl Worker {
             "--persist-to".into(),
             state.display().to_string(),
             "--show-interactive-dev-session=false".into(),
-        ];
+        ]);
         // The repository's configuration, without its `[build]` table: `require_build` has
         // built already, and wrangler runs a custom build again (and reloads the worker)
         // once its file watcher is ready, which can come after the instance answered its

@@ -119,25 +119,8 @@ impl KeyObject {
                 return respond::problem(&storage_unavailable());
             }
         };
-        let (live_attempt, waiters, waiting_bytes) = self.live_load();
-        let new_attempt = AttemptId(random_u64());
-        let arrival = Event::ArrivalAsync {
-            fingerprint,
-            new_attempt,
-            live_attempt,
-            waiters,
-            waiting_bytes,
-            max_origin_attempts: policy.max_origin_attempts,
-            body_bytes,
-            limits: policy.limits,
-            timing: policy.timing,
-            accept: Box::new(accept),
-        };
-        let mut step = machine::step(record.as_ref(), arrival, now);
-        if let Err(error) = self.apply(&step.change).await {
-            console_error!("object {}: writing the job failed: {}", self.short_id(), error);
-            step = machine::step(record.as_ref(), Event::ClaimWriteFailed { attempt: new_attempt }, now);
-        }
+        let step =
+            self.step_arrival(record.as_ref(), fingerprint, policy, body_bytes, Some(accept), now).await;
         let claimed = job_decision(record.as_ref(), &step.change).is_some();
         let mut joined = None;
         let mut alarm = None;

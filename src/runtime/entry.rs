@@ -563,13 +563,17 @@ pub(super) async fn call_object_marked(
 /// come from the object (the platform answered, perhaps after the object ran).
 fn answered_by_object(response: Response) -> Result<(Response, Answered)> {
     let received = response.headers();
-    let mark = received.get(ANSWERED_HEADER)?;
-    let Some(answered) = mark.as_deref().and_then(Answered::decode) else {
+    let Some(mark) = received.get(ANSWERED_HEADER)? else {
         return Err(worker::Error::RustError(format!(
             "the object did not answer (the platform said {})",
             response.status()
         )));
     };
+    // The mark's presence is what proves the object answered. Its verdict matters to
+    // observe mode only; a value it cannot read (a live answer keeps the origin's own header
+    // of this name, should it send one) is a plain mark, never a reason to refuse an answer
+    // the object gave.
+    let answered = Answered::decode(&mark).unwrap_or(Answered::Plain);
     // A fetched response's headers are immutable: copy them (one call), drop the mark.
     let headers = Headers::new_with_headers(&received)?;
     headers.delete(ANSWERED_HEADER)?;

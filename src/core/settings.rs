@@ -192,9 +192,10 @@ impl Settings {
         config.into_iter().chain(keys).chain(&self.others).collect()
     }
 
-    /// The problem every request gets while the environment is invalid.
+    /// The problem every request gets while the environment is invalid (the first of
+    /// [`Settings::problems`], without collecting them: it is asked on every request).
     pub fn first_problem(&self) -> Option<&SettingError> {
-        self.problems().into_iter().next()
+        self.config.as_ref().err().or(self.storage_keys.as_ref().err()).or(self.others.first())
     }
 
     /// The configuration requests are served under: only when nothing is invalid, else

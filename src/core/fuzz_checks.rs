@@ -389,6 +389,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
             body_bytes: u64::from(source.u16()) << 10,
             limits: WaiterLimits::default(),
             timing,
+            accept: None,
         };
         let next = step(Some(record), arrival, now);
         let forwarded = next.actions.iter().any(|a| matches!(a, Action::Forward { .. }));

@@ -108,6 +108,9 @@ pub enum Event {
         body_bytes: u64,
         limits: WaiterLimits,
         timing: Timing,
+        /// Set when the request asks for asynchronous acceptance (`Prefer: respond-async`
+        /// where `ASYNC_ACCEPT=prefer`), with its sealed request.
+        accept: Option<Box<AsyncAccept>>,
     },
     /// The claim could not be written.
     ClaimWriteFailed { attempt: AttemptId },
@@ -128,20 +131,6 @@ pub enum Event {
     WaitExpired { attempt: AttemptId },
     /// The object's alarm fired. `live_attempt` as for an arrival.
     Alarm { live_attempt: Option<AttemptId> },
-    /// An arrival (fields as for [`Event::Arrival`]) that asks for asynchronous acceptance
-    /// (`Prefer: respond-async` where `ASYNC_ACCEPT=prefer`), with its sealed request.
-    ArrivalAsync {
-        fingerprint: Digest256,
-        new_attempt: AttemptId,
-        live_attempt: Option<AttemptId>,
-        waiters: usize,
-        waiting_bytes: u64,
-        max_origin_attempts: Option<u16>,
-        body_bytes: u64,
-        limits: WaiterLimits,
-        timing: Timing,
-        accept: Box<AsyncAccept>,
-    },
     /// The alarm fired, with the id a job's next send gets (the runtime draws it). For a
     /// record without a job, as [`Event::Alarm`].
     JobAlarm { live_attempt: Option<AttemptId>, new_attempt: AttemptId },
@@ -215,26 +204,9 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
             body_bytes,
             limits,
             timing,
-        } => {
-            let room = Room { waiters, waiting_bytes, body_bytes, limits };
-            let arrival =
-                Arrival { fingerprint, new_attempt, live_attempt, room, max_origin_attempts, timing, accept: None };
-            on_arrival(record, arrival, now)
-        }
-        Event::ArrivalAsync {
-            fingerprint,
-            new_attempt,
-            live_attempt,
-            waiters,
-            waiting_bytes,
-            max_origin_attempts,
-            body_bytes,
-            limits,
-            timing,
             accept,
         } => {
             let room = Room { waiters, waiting_bytes, body_bytes, limits };
-            let accept = Some(accept);
             let arrival = Arrival { fingerprint, new_attempt, live_attempt, room, max_origin_attempts, timing, accept };
             on_arrival(record, arrival, now)
         }

@@ -1084,32 +1084,17 @@ impl KeyObject {
     ) -> Step {
         let (live_attempt, waiters, waiting_bytes) = self.live_load();
         let new_attempt = AttemptId(random_u64());
-        let (max_origin_attempts, limits, timing) =
-            (policy.max_origin_attempts, policy.limits, policy.timing);
-        let arrival = match accept {
-            None => Event::Arrival {
-                fingerprint,
-                new_attempt,
-                live_attempt,
-                waiters,
-                waiting_bytes,
-                max_origin_attempts,
-                body_bytes,
-                limits,
-                timing,
-            },
-            Some(accept) => Event::ArrivalAsync {
-                fingerprint,
-                new_attempt,
-                live_attempt,
-                waiters,
-                waiting_bytes,
-                max_origin_attempts,
-                body_bytes,
-                limits,
-                timing,
-                accept: Box::new(accept),
-            },
+        let arrival = Event::Arrival {
+            fingerprint,
+            new_attempt,
+            live_attempt,
+            waiters,
+            waiting_bytes,
+            max_origin_attempts: policy.max_origin_attempts,
+            body_bytes,
+            limits: policy.limits,
+            timing: policy.timing,
+            accept: accept.map(Box::new),
         };
         let step = machine::step(record, arrival, now);
         match self.apply(&step.change).await {

@@ -55,7 +55,7 @@ fn accept(max_origin_attempts: Option<u16>) -> Box<AsyncAccept> {
 }
 
 fn async_arrival(fingerprint: Digest256, new_attempt: u64, max: Option<u16>) -> Event {
-    Event::ArrivalAsync {
+    Event::Arrival {
         fingerprint,
         new_attempt: AttemptId(new_attempt),
         live_attempt: None,
@@ -65,7 +65,7 @@ fn async_arrival(fingerprint: Digest256, new_attempt: u64, max: Option<u16>) -> 
         body_bytes: 10,
         limits: WaiterLimits::default(),
         timing: timing(),
-        accept: accept(max),
+        accept: Some(accept(max)),
     }
 }
 
@@ -85,6 +85,7 @@ fn plain_arrival(
         body_bytes: 10,
         limits: WaiterLimits::default(),
         timing: timing(),
+        accept: None,
     }
 }
 
@@ -598,7 +599,7 @@ impl Sim {
             Op::AsyncArrival { other_payload } => {
                 let fingerprint = if other_payload { OTHER } else { FP };
                 let id = self.id();
-                Event::ArrivalAsync {
+                Event::Arrival {
                     fingerprint,
                     new_attempt: id,
                     live_attempt: live,
@@ -608,7 +609,7 @@ impl Sim {
                     body_bytes: 1,
                     limits: WaiterLimits::default(),
                     timing: timing(),
-                    accept: accept(self.max),
+                    accept: Some(accept(self.max)),
                 }
             }
             Op::PlainArrival => plain_arrival(FP, self.id().0, live, self.max),

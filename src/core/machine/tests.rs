@@ -57,6 +57,7 @@ fn arrival_with_waiters(
         body_bytes: 0,
         limits: WaiterLimits::default(),
         timing: timing(),
+        accept: None,
     }
 }
 
@@ -218,6 +219,7 @@ fn a_claim_is_retained_at_least_until_its_lease_ends() {
         body_bytes: 0,
         limits: WaiterLimits::default(),
         timing: short,
+        accept: None,
     };
     let step = step(None, event, T0);
     let RecordChange::Put(Record::InFlight(claim)) = &step.change else { panic!("no claim: {step:?}") };
@@ -366,6 +368,7 @@ fn past_the_waiting_bytes_a_duplicate_is_told_to_retry() {
         body_bytes,
         limits,
         timing: timing(),
+        accept: None,
     };
     let fits = step(Some(&record), arrive(9 * 1024 * 1024, 1024 * 1024), T0 + 1);
     assert_eq!(fits.actions, vec![Action::Join { attempt: A, wait_ms: WAIT }]);
@@ -998,6 +1001,7 @@ impl Sim {
             body_bytes: 0,
             limits: WaiterLimits::default(),
             timing: self.timing,
+            accept: None,
         });
 
         // At most one Forward, for this request's own new claim, written first.
@@ -1254,6 +1258,7 @@ fn arrival_to_deduplicating_origin(max: u16, live_attempt: Option<AttemptId>) ->
         body_bytes: 0,
         limits: WaiterLimits::default(),
         timing: timing(),
+        accept: None,
     }
 }
 

@@ -112,7 +112,8 @@ fn envelope() -> Envelope {
     Envelope { key_id: "2026-12".into(), nonce: [0x22; 12], ciphertext: vec![0x66; 40] }
 }
 
-fn policy() -> ObjectPolicy {
+/// A policy with every field set (also the envelope's tests' sample).
+pub(super) fn policy() -> ObjectPolicy {
     ObjectPolicy {
         timing: Timing { ttl_ms: 86_400_000, duplicate_wait_ms: 10_000, origin_timeout_ms: 30_000 },
         limits: WaiterLimits { max_waiters: 100, max_waiting_bytes: 8 << 20 },

@@ -419,25 +419,10 @@ impl Answered {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The policy every stored-format fixture uses: one sample of a full policy.
+    use crate::core::format_fixtures::policy;
     use crate::core::scope::ScopeKind;
     use proptest::prelude::*;
-
-    fn policy() -> ObjectPolicy {
-        ObjectPolicy {
-            timing: Timing { ttl_ms: 86_400_000, duplicate_wait_ms: 10_000, origin_timeout_ms: 30_000 },
-            limits: WaiterLimits { max_waiters: 100, max_waiting_bytes: 8 << 20 },
-            outcome: OutcomePolicy {
-                release: StatusSet::of(&[401, 403, 429, 503]).unwrap(),
-                unknown: StatusSet::of(&[502, 504]).unwrap(),
-                release_requires_header: true,
-                via_cloudflare: false,
-            },
-            max_stored_response_bytes: 10 << 20,
-            max_origin_attempts: Some(3),
-            mode: Mode::Enforce,
-            origin_service: Some("PAYMENTS".into()),
-        }
-    }
 
     fn call(step: KeyStep) -> ToObject {
         ToObject::Key(KeyCall {

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::support::assert::assert_limited_on_the_third;
 use crate::support::http::{
     decode_chunked, find_head_end, header_value, is_chunked, parse_header_lines, send_raw, split_lines,
     Request, Response,
@@ -427,10 +428,7 @@ fn a_new_random_credential_per_request_does_not_dodge_the_rate_limit() {
             )
         })
         .collect();
-    assert_eq!(answers[0].status, 201, "{:?}", answers[0]);
-    assert_eq!(answers[1].status, 201, "{:?}", answers[1]);
-    assert_eq!(answers[2].status, 429, "the third in a minute from one IP: {:?}", answers[2]);
-    assert_eq!(problem_type(&answers[2]), "urn:idempotency-edge:problem:rate-limited");
+    assert_limited_on_the_third(&answers);
 }
 
 /// One caller over the limit limits only itself: another credential from another IP is
@@ -452,9 +450,7 @@ fn one_caller_over_the_limit_does_not_limit_another() {
     };
     let (alice, bob) = (format!("Bearer {}", unique("alice")), format!("Bearer {}", unique("bob")));
     let answers: Vec<Response> = (0..3).map(|_| send(&alice, "127.0.0.2")).collect();
-    assert_eq!(answers[0].status, 201, "{:?}", answers[0]);
-    assert_eq!(answers[1].status, 201, "{:?}", answers[1]);
-    assert_eq!(answers[2].status, 429, "alice's third call in a minute: {:?}", answers[2]);
+    assert_limited_on_the_third(&answers);
     let other = send(&bob, "127.0.0.3");
     assert_eq!(other.status, 201, "bob, from his own IP, is not limited by alice: {other:?}");
     let moved = send(&alice, "127.0.0.4");
@@ -479,9 +475,7 @@ fn anonymous_callers_are_limited_per_ip() {
         )
     };
     let answers: Vec<Response> = (0..3).map(|_| send("127.0.0.5")).collect();
-    assert_eq!(answers[0].status, 201, "{:?}", answers[0]);
-    assert_eq!(answers[1].status, 201, "{:?}", answers[1]);
-    assert_eq!(answers[2].status, 429, "the third anonymous call from one IP: {:?}", answers[2]);
+    assert_limited_on_the_third(&answers);
     let elsewhere = send("127.0.0.6");
     assert_eq!(elsewhere.status, 201, "an anonymous caller at another IP is not limited: {elsewhere:?}");
     assert_eq!(send("127.0.0.5").status, 429, "the first IP stays limited");
@@ -595,18 +589,28 @@ fn a_fault_injection_variable_is_logged_and_shown_to_the_operator() {
 fn a_misspelt_variable_is_500_naming_both_names() {
     static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
     let w = refusing(&CELL, "misspelt", ("SCOPE_HEADERS", "X-Api-Key"));
-    let marker = unique("misspelt");
-    for request in
-        [payment(&format!("/v1/charges/{marker}"), &unique("k")), Request::get(&format!("/{marker}"))]
-    {
-        let r = w.send(&request);
-        assert_eq!(r.status, 500, "{r:?}");
-        assert_eq!(problem_type(&r), "urn:idempotency-edge:problem:invalid-config");
-        let detail = r.json()["detail"].as_str().unwrap_or_default().to_owned();
+    for detail in invalid_config_details(w, "misspelt") {
         assert!(detail.contains("SCOPE_HEADERS") && detail.contains("SCOPE_HEADER."), "{detail}");
         assert!(!detail.contains("X-Api-Key"), "names, never values: {detail}");
     }
+}
+
+/// Sends a covered and an uncovered request, each of which must be refused with 500
+/// `invalid-config` and forward nothing; the problems' details.
+fn invalid_config_details(w: &Worker, label: &str) -> Vec<String> {
+    let marker = unique(label);
+    let details =
+        [payment(&format!("/v1/charges/{marker}"), &unique("k")), Request::get(&format!("/{marker}"))]
+            .iter()
+            .map(|request| {
+                let r = w.send(request);
+                assert_eq!(r.status, 500, "{r:?}");
+                assert_eq!(problem_type(&r), "urn:idempotency-edge:problem:invalid-config");
+                r.json()["detail"].as_str().unwrap_or_default().to_owned()
+            })
+            .collect();
     assert!(verifying_origin().seen_at(&marker).is_empty(), "nothing was forwarded");
+    details
 }
 
 /// A TOML number or boolean in `[vars]` is not a string: workers-rs cannot read it, and it
@@ -631,21 +635,13 @@ fn a_number_or_boolean_in_vars_is_500_naming_it_and_forwards_nothing() {
             ),
         )
     });
-    let marker = unique("not-text");
-    for request in
-        [payment(&format!("/v1/charges/{marker}"), &unique("k")), Request::get(&format!("/{marker}"))]
-    {
-        let r = w.send(&request);
-        assert_eq!(r.status, 500, "{r:?}");
-        assert_eq!(problem_type(&r), "urn:idempotency-edge:problem:invalid-config");
-        let detail = r.json()["detail"].as_str().unwrap_or_default().to_owned();
+    for detail in invalid_config_details(w, "not-text") {
         assert!(
             detail.starts_with("IDEMPOTENCY_TTL_SECONDS is invalid: it is not a string")
                 || detail.starts_with("SCOPE_JWT_REQUIRED is invalid: it is not a string"),
             "{detail}"
         );
     }
-    assert!(verifying_origin().seen_at(&marker).is_empty(), "nothing was forwarded");
 }
 
 #[test]

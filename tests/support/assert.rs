@@ -53,6 +53,16 @@ pub fn assert_problem(r: &Response, status: u16, kind: &str) {
     }
 }
 
+/// Three calls within one minute against a `limit = 2` binding: the first two are served
+/// (201), the third is 429 `rate-limited`.
+pub fn assert_limited_on_the_third(answers: &[Response]) {
+    assert_eq!(answers.len(), 3, "three calls");
+    for served in &answers[..2] {
+        assert_eq!(served.status, 201, "{served:?}");
+    }
+    assert_problem(&answers[2], 429, "rate-limited");
+}
+
 /// `Retry-After` in whole seconds; panics without one.
 pub fn retry_after_seconds(r: &Response) -> u64 {
     let value = r.header("retry-after").unwrap_or_else(|| panic!("no Retry-After: {r:?}"));

@@ -49,7 +49,6 @@ use crate::core::log::{Decision, LineContext, RequestLog};
 use crate::core::problem::ProblemKind;
 use crate::core::record::AttemptId;
 use crate::core::routes::{after_object_failure, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable};
-use crate::core::scope::ScopeLog;
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
 use crate::core::wire::{Answered, KeyCall, KeyStep, ObservedOutcome, ToObject, ENVELOPE_HEADER};
 
@@ -339,12 +338,10 @@ struct Identified {
     /// The key's object name.
     name: String,
     target: String,
-    /// Fingerprint, policy, body size and scope salt, as enforce mode sends them (the step
-    /// is set per call).
+    /// Fingerprint, scope (also for the outcome's log line), policy, body size and scope
+    /// salt, as enforce mode sends them (the step is set per call).
     call: KeyCall,
     route: Option<String>,
-    /// How the caller was scoped, for the outcome's log line.
-    scope: ScopeLog,
     on_unavailable: Unavailable,
     origin_timeout_ms: u64,
 }
@@ -407,7 +404,6 @@ impl Recording {
             target: self.target.clone(),
             call,
             route: self.route.clone(),
-            scope: scope_log,
             on_unavailable: self.on_unavailable,
             origin_timeout_ms: self.origin_timeout_ms,
         };
@@ -463,7 +459,7 @@ impl Identified {
             origin_status,
             origin_ms: Some(ms),
             wait_ms: None,
-            scope: Some(self.scope),
+            scope: Some(self.call.scope),
         };
         metrics::record_in(
             &self.env,

@@ -590,8 +590,11 @@ impl Worker {
         // readiness probe: a request in flight then fails ("Your worker restarted
         // mid-request").
         let repository_toml;
+        let configured_by_caller = extra.iter().any(|arg| *arg == "-c" || *arg == "--config");
         let wrangler_toml = match wrangler_toml {
             Some(toml) => Some(toml),
+            // The caller's own `-c` configurations stand as they are (none has `[build]`).
+            None if configured_by_caller => None,
             None => {
                 repository_toml = without_build_table(
                     &fs::read_to_string(root.join("wrangler.toml"))

@@ -21,6 +21,7 @@ pub mod hmac;
 pub mod jwks_cache;
 pub mod jwt;
 pub mod key;
+pub mod key_state;
 pub mod keyed_name;
 pub mod log;
 pub mod log_decisions;

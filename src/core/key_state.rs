@@ -1,0 +1,454 @@
+//! The per-key driver: what one instance of a key's Durable Object holds in memory, and
+//! every decision it makes about it.
+//!
+//! quinn-proto's shape. `core::machine::step` is the rule book for one event on a stored
+//! record; `KeyState` is the instance that lives with it: the record as this instance
+//! knows it, the execution it is running (with its waiters, or the lease of an observed
+//! claim), and the decision each handler reached, for the log line. The runtime
+//! (`runtime::object`) feeds in what happened, each `handle_*` with `now`, carries out the
+//! step it gets back, and reports whether the step's record write held
+//! (`handle_written` / `handle_write_failed`). It reads no clock and does no I/O.
+//!
+//! Decisions that live here and nowhere else:
+//! - expire-on-read: a record past its expiry, with no execution of its own running here,
+//!   is gone the moment anything reads it ([`KeyState::expired_on_read`]);
+//! - the live load an arrival is judged by (waiters, the bytes they brought);
+//! - a claim whose alarm cannot be set is withdrawn, nothing having been sent
+//!   ([`KeyState::handle_alarm_failed`]);
+//! - a job whose send could not be scheduled is put back as it was
+//!   ([`KeyState::handle_job_unscheduled`]);
+//! - an observed claim lives for its lease and no longer ([`KeyState::expire_observed`]);
+//! - a failed outcome write still answers the callers, the claim holding the key;
+//! - how much of an origin's answer may be stored ([`answer_body_cap`]).
+
+use std::sync::Arc;
+
+use super::async_job::{job_decision, AsyncAccept};
+use super::config::ObjectPolicy;
+use super::fingerprint::Digest256;
+use super::log::Decision;
+use super::machine::{self, storage_unavailable, Action, Event, RecordChange, Step};
+use super::policy::OriginResult;
+use super::problem::{Problem, ProblemKind};
+use super::record::{AttemptId, Millis, Record, StoredResponse};
+
+/// The execution this instance is running for its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveAttempt {
+    pub attempt: AttemptId,
+    /// Requests waiting on it.
+    pub waiters: usize,
+    /// The body bytes those waiters brought in (see `machine::WaiterLimits`).
+    pub waiting_bytes: u64,
+    /// Set for a claim made in observe mode, whose outcome the Worker brings: past this
+    /// time no outcome is expected any more.
+    pub observed_until: Option<Millis>,
+}
+
+/// A covered request's arrival, as the envelope describes it.
+#[derive(Debug)]
+pub struct Arrival<'a> {
+    pub fingerprint: Digest256,
+    /// The id a claim made by this request gets (the runtime draws it at random).
+    pub new_attempt: AttemptId,
+    pub policy: &'a ObjectPolicy,
+    pub body_bytes: u64,
+    /// Set for asynchronous acceptance, with the sealed request.
+    pub accept: Option<AsyncAccept>,
+    /// Observe mode: the Worker forwards; a claim lives for its lease.
+    pub observing: bool,
+}
+
+/// What the step in progress was, so that its outcome (`handle_written` /
+/// `handle_write_failed`) is judged by what it meant to do.
+#[derive(Clone, Debug)]
+enum InProgress {
+    Arrival { new_attempt: AttemptId, body_bytes: u64, observed_until: Option<Millis> },
+    Outcome { attempt: AttemptId, job: bool },
+    /// A job's send, claimed from the alarm: a failed write sends nothing, and the
+    /// platform retries the alarm.
+    JobSend,
+    Other,
+}
+
+/// The in-memory state of one key in one object instance.
+#[derive(Debug, Default)]
+pub struct KeyState {
+    /// `None` until storage was read; then the record as this instance knows it.
+    record: Option<Option<Record>>,
+    live: Option<LiveAttempt>,
+    in_progress: Option<(InProgress, Step)>,
+    decision: Option<Decision>,
+}
+
+impl KeyState {
+    pub fn new() -> KeyState {
+        KeyState::default()
+    }
+
+    // -- The record as this instance knows it -------------------------------------------
+
+    /// Whether storage has been read (or written) by this instance.
+    pub fn is_loaded(&self) -> bool {
+        self.record.is_some()
+    }
+
+    /// The record as this instance knows it (`None` before it was read).
+    pub fn record(&self) -> Option<&Record> {
+        self.record.as_ref().and_then(Option::as_ref)
+    }
+
+    /// What storage held (or a form of it this instance opened: an unsealed answer, a
+    /// chunked answer's head); from now on the record is known.
+    pub fn handle_loaded(&mut self, record: Option<Record>) {
+        self.record = Some(record);
+    }
+
+    /// Forgets the record: the next read goes to storage. After a deletion that failed,
+    /// the record (a claim) may still be stored, and must not be believed gone.
+    pub fn forget(&mut self) {
+        self.record = None;
+    }
+
+    /// Expire-on-read: whether the record this instance knows is past its expiry with no
+    /// execution of its own running here. The caller deletes it from storage, then reports
+    /// `handle_written(&RecordChange::Delete)`; a claim whose execution still runs here is
+    /// left to that execution.
+    pub fn expired_on_read(&self, now: Millis) -> bool {
+        let live = self.live.map(|live| live.attempt);
+        self.record().is_some_and(|record| record.is_expired(now) && live != Some(record.attempt()))
+    }
+
+    /// Whether `attempt` still holds the claim (rule 4's fencing, asked again just before
+    /// an outcome that had to await is written).
+    pub fn claim_is_current(&self, attempt: AttemptId) -> bool {
+        machine::claim_is_current(self.record(), attempt)
+    }
+
+    // -- The live execution ---------------------------------------------------------------
+
+    pub fn live(&self) -> Option<&LiveAttempt> {
+        self.live.as_ref()
+    }
+
+    /// Ends an observed claim whose lease is over (the Worker's background work was cut
+    /// short): its record says what enforcing would say of it. Returns the attempt ended,
+    /// whose waiters the runtime releases.
+    pub fn expire_observed(&mut self, now: Millis) -> Option<AttemptId> {
+        let live = self.live?;
+        if live.observed_until.is_some_and(|until| now >= until) {
+            self.live = None;
+            return Some(live.attempt);
+        }
+        None
+    }
+
+    /// A waiter on `attempt` is done waiting: its answer came (`settled`), or its wait
+    /// ran out, which is answered with the problem returned.
+    pub fn handle_wait_over(&mut self, attempt: AttemptId, body_bytes: u64, settled: bool, now: Millis) -> Option<Problem> {
+        if let Some(live) = self.live.as_mut().filter(|live| live.attempt == attempt) {
+            live.waiters = live.waiters.saturating_sub(1);
+            live.waiting_bytes = live.waiting_bytes.saturating_sub(body_bytes);
+        }
+        if settled {
+            self.decision = Some(Decision::Coalesced);
+            return None;
+        }
+        let step = machine::step(self.record(), Event::WaitExpired { attempt }, now);
+        let problem = match step.actions.into_iter().next() {
+            Some(Action::Reject(problem)) => problem,
+            _ => storage_unavailable(),
+        };
+        self.decision = Some(Decision::Rejected(problem.kind));
+        Some(problem)
+    }
+
+    /// The decision the last handler reached, for the log line.
+    pub fn decision(&self) -> Option<Decision> {
+        self.decision
+    }
+
+    // -- Events ---------------------------------------------------------------------------
+
+    /// A covered request arrived: the step on the record as it is now, judged with this
+    /// instance's live load. Its record change is written by the caller before anything
+    /// else is awaited, then reported.
+    pub fn handle_arrival(&mut self, arrival: Arrival<'_>, now: Millis) -> Step {
+        let Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing } = arrival;
+        let (live_attempt, waiters, waiting_bytes) = match self.live {
+            Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
+            None => (None, 0, 0),
+        };
+        let event = Event::Arrival {
+            fingerprint,
+            new_attempt,
+            live_attempt,
+            waiters,
+            waiting_bytes,
+            max_origin_attempts: policy.max_origin_attempts,
+            body_bytes,
+            limits: policy.limits,
+            timing: policy.timing,
+            accept: accept.map(Box::new),
+        };
+        let step = machine::step(self.record(), event, now);
+        let observed_until = observing.then(|| now.saturating_add(policy.timing.lease_ms()));
+        self.begin(InProgress::Arrival { new_attempt, body_bytes, observed_until }, step)
+    }
+
+    /// The attempt forwarded by this instance finished. `response` is the origin's answer
+    /// as it would be stored, when it gave one. The decision for the log follows from the
+    /// result, whatever becomes of the write.
+    pub fn handle_origin_finished(
+        &mut self,
+        attempt: AttemptId,
+        result: OriginResult,
+        response: Option<Arc<StoredResponse>>,
+        policy: &ObjectPolicy,
+        now: Millis,
+    ) -> Step {
+        let (_, disposition) = machine::classify(result, response.as_deref(), &policy.outcome);
+        let event =
+            Event::OriginFinished { attempt, result, response, timing: policy.timing, outcome: policy.outcome };
+        let step = machine::step(self.record(), event, now);
+        let decision = Decision::after_forward(disposition);
+        let step = self.begin(InProgress::Outcome { attempt, job: false }, step);
+        self.decision = Some(decision);
+        step
+    }
+
+    /// The alarm fired on a key without a job (or whose job is not due).
+    pub fn handle_alarm(&mut self, now: Millis) -> Step {
+        self.expire_observed(now);
+        let live_attempt = self.live.map(|live| live.attempt);
+        let step = machine::step(self.record(), Event::Alarm { live_attempt }, now);
+        self.begin(InProgress::Other, step)
+    }
+
+    /// The alarm fired on a key with a job: `new_attempt` is the id its send gets. The
+    /// decision is the job's (`core::async_job::job_decision`), or `unknown` for an orphaned
+    /// send held unknown, or none for a job that is not due.
+    pub fn handle_job_alarm(&mut self, new_attempt: AttemptId, now: Millis) -> Step {
+        let live_attempt = self.live.map(|live| live.attempt);
+        let step = machine::step(self.record(), Event::JobAlarm { live_attempt, new_attempt }, now);
+        let decision = job_decision(self.record(), &step.change).map(Decision::from).or(match &step.change {
+            RecordChange::Put(Record::Unknown(_)) => Some(Decision::Unknown),
+            _ => None,
+        });
+        let step = self.begin(InProgress::JobSend, step);
+        self.decision = decision;
+        step
+    }
+
+    /// A job's send finished (see [`Event::JobFinished`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn handle_job_finished(
+        &mut self,
+        attempt: AttemptId,
+        result: OriginResult,
+        response: Option<Arc<StoredResponse>>,
+        policy: &ObjectPolicy,
+        retry_after_ms: Option<u64>,
+        jitter: f64,
+        now: Millis,
+    ) -> Step {
+        let (_, disposition) = machine::classify(result, response.as_deref(), &policy.outcome);
+        let event = Event::JobFinished {
+            attempt,
+            result,
+            response,
+            timing: policy.timing,
+            outcome: policy.outcome,
+            retry_after_ms,
+            jitter,
+        };
+        let step = machine::step(self.record(), event, now);
+        let decision = job_decision(self.record(), &step.change)
+            .map(Decision::from)
+            .unwrap_or_else(|| Decision::after_forward(disposition));
+        let step = self.begin(InProgress::Outcome { attempt, job: true }, step);
+        self.decision = Some(decision);
+        step
+    }
+
+    /// The step's record change is durable: memory follows storage, and the step's own
+    /// bookkeeping is done (a forward becomes the live execution, a join one more waiter,
+    /// a settled attempt stops being live).
+    pub fn handle_written(&mut self, change: &RecordChange) {
+        match change {
+            RecordChange::Keep => {}
+            RecordChange::Put(record) => self.record = Some(Some(record.clone())),
+            RecordChange::Delete => self.record = Some(None),
+        }
+        let Some((in_progress, step)) = self.in_progress.take() else { return };
+        self.carry_out(&in_progress, &step);
+    }
+
+    /// The step's record write failed. Returns the step to carry out instead:
+    /// - a claim: 503, nothing forwarded (rule 6);
+    /// - an outcome: the callers still get what the origin said, and the stored claim
+    ///   keeps holding the key (it reads as unknown after its lease);
+    /// - a job's outcome: nothing more; the claim and its alarm stay, and it reads as an
+    ///   unknown outcome, never as "not executed";
+    /// - anything else (an alarm's clean-up): nothing; the platform retries the alarm.
+    ///
+    /// `now` is when the failure was seen.
+    pub fn handle_write_failed(&mut self, now: Millis) -> Step {
+        let Some((in_progress, failed)) = self.in_progress.take() else { return Step::keep_nothing() };
+        let step = match &in_progress {
+            InProgress::Arrival { new_attempt, .. } => {
+                machine::step(self.record(), Event::ClaimWriteFailed { attempt: *new_attempt }, now)
+            }
+            InProgress::Outcome { attempt, job: false } => {
+                let settled = failed.actions.iter().find_map(|action| match action {
+                    Action::Settle { answer, origin_answered, .. } => Some((answer.clone(), *origin_answered)),
+                    _ => None,
+                });
+                match settled {
+                    Some((answer, origin_answered)) => machine::step(
+                        self.record(),
+                        Event::OutcomeWriteFailed { attempt: *attempt, answer, origin_answered },
+                        now,
+                    ),
+                    None => Step::keep_nothing(),
+                }
+            }
+            InProgress::Outcome { job: true, .. } => {
+                self.decision = Some(Decision::Rejected(ProblemKind::StorageUnavailable));
+                Step::keep_nothing()
+            }
+            InProgress::JobSend | InProgress::Other => Step::keep_nothing(),
+        };
+        if let InProgress::Arrival { .. } = in_progress {
+            self.decision = decision_of(&step.actions);
+        }
+        self.carry_out(&in_progress, &step);
+        step
+    }
+
+    /// An arrival's (or a job send's) alarm could not be set, twice. Where the step
+    /// claimed the key in enforce mode (a forward, or a job accepted), nothing was sent
+    /// yet, and without its alarm the record might never be deleted: the claim is
+    /// withdrawn (the key may be retried), its waiters released, and the caller gets 503.
+    /// Returns `None` where there is nothing to withdraw (observe mode has forwarded
+    /// already; a claim whose alarm is missing is still deleted when read past its
+    /// expiry).
+    pub fn handle_alarm_failed(&mut self, step: &Step) -> Option<Step> {
+        let claimed = step.actions.iter().find_map(|action| match action {
+            Action::Forward { attempt } => Some(*attempt),
+            _ => None,
+        });
+        let observed = |attempt| {
+            self.live.is_some_and(|live| live.attempt == attempt && live.observed_until.is_some())
+        };
+        if claimed.is_some_and(observed) {
+            return None;
+        }
+        let job_claimed = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
+            && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
+        if let Some(attempt) = claimed {
+            self.end(attempt);
+        } else if !job_claimed {
+            return None;
+        }
+        let withdrawn = Step { change: RecordChange::Delete, actions: vec![Action::Reject(storage_unavailable())] };
+        self.decision = Some(Decision::Rejected(ProblemKind::StorageUnavailable));
+        self.in_progress = Some((InProgress::Other, withdrawn.clone()));
+        Some(withdrawn)
+    }
+
+    /// A job's send was claimed but its alarm could not be set: nothing was sent, and
+    /// without the alarm a restart would read the claim as an unknown outcome. The job is
+    /// put back as it was (`before`), and the platform retries the alarm.
+    pub fn handle_job_unscheduled(&mut self, attempt: AttemptId, before: Option<Record>) -> Step {
+        self.end(attempt);
+        let change = match before {
+            Some(record) => RecordChange::Put(record),
+            None => RecordChange::Keep,
+        };
+        let step = Step { change, actions: Vec::new() };
+        self.in_progress = Some((InProgress::Other, step.clone()));
+        step
+    }
+
+    /// The send of `attempt` is over, whatever became of it: it stops being live.
+    pub fn handle_send_over(&mut self, attempt: AttemptId) {
+        self.end(attempt);
+    }
+
+    fn begin(&mut self, in_progress: InProgress, step: Step) -> Step {
+        self.decision = decision_of(&step.actions);
+        self.in_progress = Some((in_progress, step.clone()));
+        step
+    }
+
+    /// What a step that is final (written, or replaced after a failed write) does to this
+    /// instance's memory beyond the record.
+    fn carry_out(&mut self, in_progress: &InProgress, step: &Step) {
+        for action in &step.actions {
+            match (action, in_progress) {
+                (Action::Forward { attempt }, InProgress::Arrival { observed_until, .. }) => {
+                    self.live = Some(LiveAttempt {
+                        attempt: *attempt,
+                        waiters: 0,
+                        waiting_bytes: 0,
+                        observed_until: *observed_until,
+                    });
+                }
+                (Action::Forward { attempt }, InProgress::JobSend) => {
+                    self.live =
+                        Some(LiveAttempt { attempt: *attempt, waiters: 0, waiting_bytes: 0, observed_until: None });
+                }
+                (Action::Join { attempt, .. }, InProgress::Arrival { body_bytes, observed_until: None, .. }) => {
+                    if let Some(live) = self.live.as_mut().filter(|live| live.attempt == *attempt) {
+                        live.waiters += 1;
+                        live.waiting_bytes = live.waiting_bytes.saturating_add(*body_bytes);
+                    }
+                }
+                (Action::Settle { attempt, .. }, _) => self.end(*attempt),
+                _ => {}
+            }
+        }
+        if let InProgress::Outcome { attempt, .. } = in_progress {
+            // Should the step not settle (it always does), the attempt is over all the same.
+            self.end(*attempt);
+        }
+    }
+
+    fn end(&mut self, attempt: AttemptId) {
+        if self.live.is_some_and(|live| live.attempt == attempt) {
+            self.live = None;
+        }
+    }
+}
+
+/// What an arrival's actions decide, for the log line: the first answer they give. A
+/// forward is `Executed` until its outcome says otherwise; a join `Coalesced` until its
+/// wait says otherwise.
+pub fn decision_of(actions: &[Action]) -> Option<Decision> {
+    actions.iter().find_map(|action| match action {
+        Action::Forward { .. } => Some(Decision::Executed),
+        Action::Replay(_) => Some(Decision::Replayed),
+        Action::Join { .. } => Some(Decision::Coalesced),
+        Action::Reject(problem) => Some(Decision::Rejected(problem.kind)),
+        Action::Accepted { .. } => Some(Decision::Accepted),
+        Action::SetAlarm(_) | Action::Settle { .. } => None,
+    })
+}
+
+/// How many body bytes of an origin's answer may be stored, given its headers: the
+/// policy's cap on the whole answer, less what the headers take (each counted with 8
+/// bytes of framing).
+pub fn answer_body_cap(policy: &ObjectPolicy, headers: &[(String, String)]) -> u64 {
+    let header_bytes: u64 = headers.iter().map(|(name, value)| (name.len() + value.len() + 8) as u64).sum();
+    policy.max_stored_response_bytes.saturating_sub(header_bytes)
+}
+
+impl Step {
+    fn keep_nothing() -> Step {
+        Step::keep(Vec::new())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -3,11 +3,16 @@
 //!
 //! quinn-proto's shape. `core::machine::step` is the rule book for one event on a stored
 //! record; `KeyState` is the instance that lives with it: the record as this instance
-//! knows it, the execution it is running (with its waiters, or the lease of an observed
-//! claim), and the decision each handler reached, for the log line. The runtime
-//! (`runtime::object`) feeds in what happened, each `handle_*` with `now`, carries out the
-//! step it gets back, and reports whether the step's record write held
-//! (`handle_written` / `handle_write_failed`). It reads no clock and does no I/O.
+//! knows it and the execution it is running (with its waiters, or the lease of an observed
+//! claim). The runtime (`runtime::object`) feeds in what happened, each `handle_*` with
+//! `now`, and gets back a [`Pending`] step: it writes the step's record change, tells the
+//! storage's answer (`handle_written` / `handle_write_failed`), and carries out the
+//! [`Decided`] step, whose decision is the log line's. Requests interleave at every await
+//! of the runtime, so a step and its decision travel together rather than sit in one slot
+//! of the key. The record in memory follows storage at the moment of each write
+//! ([`KeyState::remember`], [`KeyState::handle_deleting`]), not when the step is reported:
+//! another request may have claimed the key in between. It reads no clock and does no
+//! I/O.
 //!
 //! Decisions that live here and nowhere else:
 //! - expire-on-read: a record past its expiry, with no execution of its own running here,
@@ -59,16 +64,52 @@ pub struct Arrival<'a> {
     pub observing: bool,
 }
 
-/// What the step in progress was, so that its outcome (`handle_written` /
+/// What a pending step was for, so that its outcome (`handle_written` /
 /// `handle_write_failed`) is judged by what it meant to do.
 #[derive(Clone, Debug)]
 enum InProgress {
-    Arrival { new_attempt: AttemptId, body_bytes: u64, observed_until: Option<Millis> },
-    Outcome { attempt: AttemptId, job: bool },
+    Arrival {
+        new_attempt: AttemptId,
+        body_bytes: u64,
+        observed_until: Option<Millis>,
+    },
+    Outcome {
+        attempt: AttemptId,
+        job: bool,
+    },
     /// A job's send, claimed from the alarm: a failed write sends nothing, and the
     /// platform retries the alarm.
     JobSend,
     Other,
+}
+
+/// A step whose record change is yet to be written. Handed back to
+/// [`KeyState::handle_written`] or [`KeyState::handle_write_failed`].
+#[derive(Debug)]
+#[must_use = "a pending step is reported as written or failed"]
+pub struct Pending {
+    what: InProgress,
+    step: Step,
+    decision: Option<Decision>,
+}
+
+impl Pending {
+    /// The step to write (its `change`) and, once written, to carry out.
+    pub fn step(&self) -> &Step {
+        &self.step
+    }
+
+    /// The decision so far (a forward is `executed` until its outcome says otherwise).
+    pub fn decision(&self) -> Option<Decision> {
+        self.decision
+    }
+}
+
+/// A step to carry out, with the decision for the request's log line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decided {
+    pub step: Step,
+    pub decision: Option<Decision>,
 }
 
 /// The in-memory state of one key in one object instance.
@@ -77,8 +118,6 @@ pub struct KeyState {
     /// `None` until storage was read; then the record as this instance knows it.
     record: Option<Option<Record>>,
     live: Option<LiveAttempt>,
-    in_progress: Option<(InProgress, Step)>,
-    decision: Option<Decision>,
 }
 
 impl KeyState {
@@ -98,10 +137,17 @@ impl KeyState {
         self.record.as_ref().and_then(Option::as_ref)
     }
 
-    /// What storage held (or a form of it this instance opened: an unsealed answer, a
-    /// chunked answer's head); from now on the record is known.
-    pub fn handle_loaded(&mut self, record: Option<Record>) {
+    /// What storage holds, as read or just written (or a form of it this instance opened:
+    /// an unsealed answer, a chunked answer's head); from now on the record is known.
+    pub fn remember(&mut self, record: Option<Record>) {
         self.record = Some(record);
+    }
+
+    /// A deletion is under way: from this turn on the key reads as absent, so that a
+    /// request arriving while it is confirmed claims anew (its write is ordered after the
+    /// deletion). Should the deletion fail, [`KeyState::forget`].
+    pub fn handle_deleting(&mut self) {
+        self.record = Some(None);
     }
 
     /// Forgets the record: the next read goes to storage. After a deletion that failed,
@@ -112,7 +158,7 @@ impl KeyState {
 
     /// Expire-on-read: whether the record this instance knows is past its expiry with no
     /// execution of its own running here. The caller deletes it from storage, then reports
-    /// `handle_written(&RecordChange::Delete)`; a claim whose execution still runs here is
+    /// [`KeyState::handle_deleting`]; a claim whose execution still runs here is
     /// left to that execution.
     pub fn expired_on_read(&self, now: Millis) -> bool {
         let live = self.live.map(|live| live.attempt);
@@ -143,37 +189,34 @@ impl KeyState {
         None
     }
 
-    /// A waiter on `attempt` is done waiting: its answer came (`settled`), or its wait
-    /// ran out, which is answered with the problem returned.
-    pub fn handle_wait_over(&mut self, attempt: AttemptId, body_bytes: u64, settled: bool, now: Millis) -> Option<Problem> {
+    /// A waiter on `attempt` is done waiting: its answer came (`settled`: `Ok`, decided
+    /// `coalesced`), or its wait ran out, which is answered with the problem returned.
+    pub fn handle_wait_over(
+        &mut self,
+        attempt: AttemptId,
+        body_bytes: u64,
+        settled: bool,
+        now: Millis,
+    ) -> Result<Decision, Problem> {
         if let Some(live) = self.live.as_mut().filter(|live| live.attempt == attempt) {
             live.waiters = live.waiters.saturating_sub(1);
             live.waiting_bytes = live.waiting_bytes.saturating_sub(body_bytes);
         }
         if settled {
-            self.decision = Some(Decision::Coalesced);
-            return None;
+            return Ok(Decision::Coalesced);
         }
         let step = machine::step(self.record(), Event::WaitExpired { attempt }, now);
-        let problem = match step.actions.into_iter().next() {
-            Some(Action::Reject(problem)) => problem,
-            _ => storage_unavailable(),
-        };
-        self.decision = Some(Decision::Rejected(problem.kind));
-        Some(problem)
-    }
-
-    /// The decision the last handler reached, for the log line.
-    pub fn decision(&self) -> Option<Decision> {
-        self.decision
+        match step.actions.into_iter().next() {
+            Some(Action::Reject(problem)) => Err(problem),
+            _ => Err(storage_unavailable()),
+        }
     }
 
     // -- Events ---------------------------------------------------------------------------
 
     /// A covered request arrived: the step on the record as it is now, judged with this
-    /// instance's live load. Its record change is written by the caller before anything
-    /// else is awaited, then reported.
-    pub fn handle_arrival(&mut self, arrival: Arrival<'_>, now: Millis) -> Step {
+    /// instance's live load. Its record change is written before anything else is awaited.
+    pub fn handle_arrival(&mut self, arrival: Arrival<'_>, now: Millis) -> Pending {
         let Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing } = arrival;
         let (live_attempt, waiters, waiting_bytes) = match self.live {
             Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
@@ -193,7 +236,8 @@ impl KeyState {
         };
         let step = machine::step(self.record(), event, now);
         let observed_until = observing.then(|| now.saturating_add(policy.timing.lease_ms()));
-        self.begin(InProgress::Arrival { new_attempt, body_bytes, observed_until }, step)
+        let decision = decision_of(&step.actions);
+        Pending { what: InProgress::Arrival { new_attempt, body_bytes, observed_until }, step, decision }
     }
 
     /// The attempt forwarded by this instance finished. `response` is the origin's answer
@@ -206,38 +250,41 @@ impl KeyState {
         response: Option<Arc<StoredResponse>>,
         policy: &ObjectPolicy,
         now: Millis,
-    ) -> Step {
+    ) -> Pending {
         let (_, disposition) = machine::classify(result, response.as_deref(), &policy.outcome);
-        let event =
-            Event::OriginFinished { attempt, result, response, timing: policy.timing, outcome: policy.outcome };
+        let event = Event::OriginFinished {
+            attempt,
+            result,
+            response,
+            timing: policy.timing,
+            outcome: policy.outcome,
+        };
         let step = machine::step(self.record(), event, now);
-        let decision = Decision::after_forward(disposition);
-        let step = self.begin(InProgress::Outcome { attempt, job: false }, step);
-        self.decision = Some(decision);
-        step
+        let decision = Some(Decision::after_forward(disposition));
+        Pending { what: InProgress::Outcome { attempt, job: false }, step, decision }
     }
 
-    /// The alarm fired on a key without a job (or whose job is not due).
-    pub fn handle_alarm(&mut self, now: Millis) -> Step {
+    /// The alarm fired on a key without a job (or whose job is not due). An observed
+    /// claim whose outcome never came ends with its lease here too, not only when a request
+    /// arrives: left live, it would keep its record past the TTL.
+    pub fn handle_alarm(&mut self, now: Millis) -> Pending {
         self.expire_observed(now);
         let live_attempt = self.live.map(|live| live.attempt);
         let step = machine::step(self.record(), Event::Alarm { live_attempt }, now);
-        self.begin(InProgress::Other, step)
+        Pending { what: InProgress::Other, step, decision: None }
     }
 
     /// The alarm fired on a key with a job: `new_attempt` is the id its send gets. The
     /// decision is the job's (`core::async_job::job_decision`), or `unknown` for an orphaned
     /// send held unknown, or none for a job that is not due.
-    pub fn handle_job_alarm(&mut self, new_attempt: AttemptId, now: Millis) -> Step {
+    pub fn handle_job_alarm(&mut self, new_attempt: AttemptId, now: Millis) -> Pending {
         let live_attempt = self.live.map(|live| live.attempt);
         let step = machine::step(self.record(), Event::JobAlarm { live_attempt, new_attempt }, now);
         let decision = job_decision(self.record(), &step.change).map(Decision::from).or(match &step.change {
             RecordChange::Put(Record::Unknown(_)) => Some(Decision::Unknown),
             _ => None,
         });
-        let step = self.begin(InProgress::JobSend, step);
-        self.decision = decision;
-        step
+        Pending { what: InProgress::JobSend, step, decision }
     }
 
     /// A job's send finished (see [`Event::JobFinished`]).
@@ -251,7 +298,7 @@ impl KeyState {
         retry_after_ms: Option<u64>,
         jitter: f64,
         now: Millis,
-    ) -> Step {
+    ) -> Pending {
         let (_, disposition) = machine::classify(result, response.as_deref(), &policy.outcome);
         let event = Event::JobFinished {
             attempt,
@@ -266,109 +313,107 @@ impl KeyState {
         let decision = job_decision(self.record(), &step.change)
             .map(Decision::from)
             .unwrap_or_else(|| Decision::after_forward(disposition));
-        let step = self.begin(InProgress::Outcome { attempt, job: true }, step);
-        self.decision = Some(decision);
-        step
+        Pending { what: InProgress::Outcome { attempt, job: true }, step, decision: Some(decision) }
     }
 
-    /// The step's record change is durable: memory follows storage, and the step's own
-    /// bookkeeping is done (a forward becomes the live execution, a join one more waiter,
-    /// a settled attempt stops being live).
-    pub fn handle_written(&mut self, change: &RecordChange) {
-        match change {
-            RecordChange::Keep => {}
-            RecordChange::Put(record) => self.record = Some(Some(record.clone())),
-            RecordChange::Delete => self.record = Some(None),
-        }
-        let Some((in_progress, step)) = self.in_progress.take() else { return };
-        self.carry_out(&in_progress, &step);
+    /// The pending step's record change is durable (memory already follows storage):
+    /// the step's own bookkeeping is done (a forward becomes the live execution, a join
+    /// one more waiter, a settled attempt stops being live), and the step is carried out.
+    pub fn handle_written(&mut self, pending: Pending) -> Decided {
+        let Pending { what, step, decision } = pending;
+        self.carry_out(&what, &step);
+        Decided { step, decision }
     }
 
-    /// The step's record write failed. Returns the step to carry out instead:
+    /// The pending step's record write failed. Returns the step to carry out instead:
     /// - a claim: 503, nothing forwarded (rule 6);
     /// - an outcome: the callers still get what the origin said, and the stored claim
     ///   keeps holding the key (it reads as unknown after its lease);
     /// - a job's outcome: nothing more; the claim and its alarm stay, and it reads as an
     ///   unknown outcome, never as "not executed";
-    /// - anything else (an alarm's clean-up): nothing; the platform retries the alarm.
+    /// - anything else (an alarm's clean-up, a job's send): nothing; the platform retries
+    ///   the alarm.
     ///
     /// `now` is when the failure was seen.
-    pub fn handle_write_failed(&mut self, now: Millis) -> Step {
-        let Some((in_progress, failed)) = self.in_progress.take() else { return Step::keep_nothing() };
-        let step = match &in_progress {
+    pub fn handle_write_failed(&mut self, pending: Pending, now: Millis) -> Decided {
+        let Pending { what, step: failed, decision } = pending;
+        let (step, decision) = match &what {
             InProgress::Arrival { new_attempt, .. } => {
-                machine::step(self.record(), Event::ClaimWriteFailed { attempt: *new_attempt }, now)
+                let step =
+                    machine::step(self.record(), Event::ClaimWriteFailed { attempt: *new_attempt }, now);
+                let decision = decision_of(&step.actions);
+                (step, decision)
             }
             InProgress::Outcome { attempt, job: false } => {
                 let settled = failed.actions.iter().find_map(|action| match action {
-                    Action::Settle { answer, origin_answered, .. } => Some((answer.clone(), *origin_answered)),
+                    Action::Settle { answer, origin_answered, .. } => {
+                        Some((answer.clone(), *origin_answered))
+                    }
                     _ => None,
                 });
-                match settled {
+                let step = match settled {
                     Some((answer, origin_answered)) => machine::step(
                         self.record(),
                         Event::OutcomeWriteFailed { attempt: *attempt, answer, origin_answered },
                         now,
                     ),
-                    None => Step::keep_nothing(),
-                }
+                    None => Step::keep(Vec::new()),
+                };
+                (step, decision)
             }
             InProgress::Outcome { job: true, .. } => {
-                self.decision = Some(Decision::Rejected(ProblemKind::StorageUnavailable));
-                Step::keep_nothing()
+                (Step::keep(Vec::new()), Some(Decision::Rejected(ProblemKind::StorageUnavailable)))
             }
-            InProgress::JobSend | InProgress::Other => Step::keep_nothing(),
+            InProgress::JobSend | InProgress::Other => (Step::keep(Vec::new()), None),
         };
-        if let InProgress::Arrival { .. } = in_progress {
-            self.decision = decision_of(&step.actions);
-        }
-        self.carry_out(&in_progress, &step);
-        step
+        self.carry_out(&what, &step);
+        Decided { step, decision }
     }
 
-    /// An arrival's (or a job send's) alarm could not be set, twice. Where the step
-    /// claimed the key in enforce mode (a forward, or a job accepted), nothing was sent
-    /// yet, and without its alarm the record might never be deleted: the claim is
+    /// An arrival's alarm could not be set, twice, after its claim was written. Where the
+    /// step claimed the key in enforce mode (a forward, or a job accepted), nothing was
+    /// sent yet, and without its alarm the record might never be deleted: the claim is
     /// withdrawn (the key may be retried), its waiters released, and the caller gets 503.
-    /// Returns `None` where there is nothing to withdraw (observe mode has forwarded
-    /// already; a claim whose alarm is missing is still deleted when read past its
-    /// expiry).
-    pub fn handle_alarm_failed(&mut self, step: &Step) -> Option<Step> {
+    /// Returns `None` where there is nothing to withdraw: observe mode has forwarded
+    /// already, and a record whose alarm is missing is still deleted when read past its
+    /// expiry.
+    pub fn handle_alarm_failed(&mut self, decided: &Decided) -> Option<Pending> {
+        let step = &decided.step;
         let claimed = step.actions.iter().find_map(|action| match action {
             Action::Forward { attempt } => Some(*attempt),
             _ => None,
         });
-        let observed = |attempt| {
-            self.live.is_some_and(|live| live.attempt == attempt && live.observed_until.is_some())
-        };
+        let observed =
+            |attempt| self.live.is_some_and(|live| live.attempt == attempt && live.observed_until.is_some());
         if claimed.is_some_and(observed) {
             return None;
         }
         let job_claimed = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
             && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
-        if let Some(attempt) = claimed {
-            self.end(attempt);
-        } else if !job_claimed {
-            return None;
+        match claimed {
+            Some(attempt) => self.end(attempt),
+            None if job_claimed => {}
+            None => return None,
         }
-        let withdrawn = Step { change: RecordChange::Delete, actions: vec![Action::Reject(storage_unavailable())] };
-        self.decision = Some(Decision::Rejected(ProblemKind::StorageUnavailable));
-        self.in_progress = Some((InProgress::Other, withdrawn.clone()));
-        Some(withdrawn)
+        let step =
+            Step { change: RecordChange::Delete, actions: vec![Action::Reject(storage_unavailable())] };
+        Some(Pending {
+            what: InProgress::Other,
+            step,
+            decision: Some(Decision::Rejected(ProblemKind::StorageUnavailable)),
+        })
     }
 
     /// A job's send was claimed but its alarm could not be set: nothing was sent, and
     /// without the alarm a restart would read the claim as an unknown outcome. The job is
     /// put back as it was (`before`), and the platform retries the alarm.
-    pub fn handle_job_unscheduled(&mut self, attempt: AttemptId, before: Option<Record>) -> Step {
+    pub fn handle_job_unscheduled(&mut self, attempt: AttemptId, before: Option<Record>) -> Pending {
         self.end(attempt);
         let change = match before {
             Some(record) => RecordChange::Put(record),
             None => RecordChange::Keep,
         };
-        let step = Step { change, actions: Vec::new() };
-        self.in_progress = Some((InProgress::Other, step.clone()));
-        step
+        Pending { what: InProgress::Other, step: Step { change, actions: Vec::new() }, decision: None }
     }
 
     /// The send of `attempt` is over, whatever became of it: it stops being live.
@@ -376,17 +421,11 @@ impl KeyState {
         self.end(attempt);
     }
 
-    fn begin(&mut self, in_progress: InProgress, step: Step) -> Step {
-        self.decision = decision_of(&step.actions);
-        self.in_progress = Some((in_progress, step.clone()));
-        step
-    }
-
     /// What a step that is final (written, or replaced after a failed write) does to this
     /// instance's memory beyond the record.
-    fn carry_out(&mut self, in_progress: &InProgress, step: &Step) {
+    fn carry_out(&mut self, what: &InProgress, step: &Step) {
         for action in &step.actions {
-            match (action, in_progress) {
+            match (action, what) {
                 (Action::Forward { attempt }, InProgress::Arrival { observed_until, .. }) => {
                     self.live = Some(LiveAttempt {
                         attempt: *attempt,
@@ -396,10 +435,18 @@ impl KeyState {
                     });
                 }
                 (Action::Forward { attempt }, InProgress::JobSend) => {
-                    self.live =
-                        Some(LiveAttempt { attempt: *attempt, waiters: 0, waiting_bytes: 0, observed_until: None });
+                    self.live = Some(LiveAttempt {
+                        attempt: *attempt,
+                        waiters: 0,
+                        waiting_bytes: 0,
+                        observed_until: None,
+                    });
                 }
-                (Action::Join { attempt, .. }, InProgress::Arrival { body_bytes, observed_until: None, .. }) => {
+                // Observing never waits, nor counts a waiter.
+                (
+                    Action::Join { attempt, .. },
+                    InProgress::Arrival { body_bytes, observed_until: None, .. },
+                ) => {
                     if let Some(live) = self.live.as_mut().filter(|live| live.attempt == *attempt) {
                         live.waiters += 1;
                         live.waiting_bytes = live.waiting_bytes.saturating_add(*body_bytes);
@@ -409,7 +456,7 @@ impl KeyState {
                 _ => {}
             }
         }
-        if let InProgress::Outcome { attempt, .. } = in_progress {
+        if let InProgress::Outcome { attempt, .. } = what {
             // Should the step not settle (it always does), the attempt is over all the same.
             self.end(*attempt);
         }
@@ -442,12 +489,6 @@ pub fn decision_of(actions: &[Action]) -> Option<Decision> {
 pub fn answer_body_cap(policy: &ObjectPolicy, headers: &[(String, String)]) -> u64 {
     let header_bytes: u64 = headers.iter().map(|(name, value)| (name.len() + value.len() + 8) as u64).sum();
     policy.max_stored_response_bytes.saturating_sub(header_bytes)
-}
-
-impl Step {
-    fn keep_nothing() -> Step {
-        Step::keep(Vec::new())
-    }
 }
 
 #[cfg(test)]

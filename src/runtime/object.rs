@@ -1,8 +1,10 @@
 //! The Durable Object for one (caller scope, idempotency key): the key's single writer.
 //!
-//! Owns the in-memory side of a key: the cached record and the live execution that
-//! duplicates join. Every decision comes from `core::machine::step`; this file loads, steps
-//! and carries out.
+//! Every decision comes from the key's driver, `core::key_state::KeyState`, which holds the
+//! record as this instance knows it and the live execution: this file loads, hands it what
+//! happened, writes the step it returns, and carries the step out. What stays here is what
+//! only the runtime has: storage, the alarm, sealing, the origin fetch, and the settlement
+//! channel the waiters of an execution share.
 //!
 //! Order inside `fetch`, which is what makes duplicates safe:
 //! 1. Decide from the envelope (`core::wire`), the cached record (one synchronous SQL read the first time)
@@ -60,12 +62,13 @@ use super::seal::Sealer;
 use super::settings;
 use super::storage::{self, StorageError};
 use crate::core::admin;
-use crate::core::async_job::{AsyncAccept, MAX_STORED_REQUEST_BODY_BYTES};
+use crate::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
 use crate::core::config::ObjectPolicy;
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{connection_tokens, pass_to_caller, store_for_replay};
+use crate::core::key_state::{answer_body_cap, Arrival, Decided, KeyState, Pending};
 use crate::core::log::{Decision, RequestLog};
-use crate::core::machine::{self, storage_unavailable, Action, Event, RecordChange, Step};
+use crate::core::machine::{storage_unavailable, Action, RecordChange};
 use crate::core::policy::OriginResult;
 use crate::core::problem::ProblemKind;
 use crate::core::record::{AttemptId, Completed, Record, StoredResponse};
@@ -81,30 +84,6 @@ mod async_job;
 /// waiter's response shares one body.
 type Settlement = Shared<oneshot::Receiver<Rc<Prepared>>>;
 
-/// The execution this instance is running for its key.
-struct LiveAttempt {
-    attempt: AttemptId,
-    waiters: usize,
-    /// The body bytes the waiters brought in (see `machine::WaiterLimits`).
-    waiting_bytes: u64,
-    settled: Settlement,
-}
-
-/// A claim made in observe mode, whose outcome the Worker will bring.
-struct Observed {
-    attempt: AttemptId,
-    /// Wakes whoever joined it (an enforce-mode duplicate during a switch of mode).
-    settle: oneshot::Sender<Rc<Prepared>>,
-    /// The claim's lease: past it, no outcome is expected any more.
-    until: u64,
-}
-
-/// What this instance knows of the stored record.
-enum Cached {
-    NotLoaded,
-    Loaded(Option<Record>),
-}
-
 /// The object. Exported to the runtime by hand (rather than with `#[durable_object]`), so
 /// that `fetch` takes and returns the runtime's own `Request` and `Response`: the
 /// `worker::Request` conversion reads the method, URL, headers and `cf` of every request,
@@ -113,10 +92,13 @@ enum Cached {
 pub struct KeyObject {
     state: State,
     env: Env,
-    cached: RefCell<Cached>,
-    live: RefCell<Option<LiveAttempt>>,
-    /// The observe-mode claim that is live, if any (it is also `live`).
-    observed: RefCell<Option<Observed>>,
+    /// The key's driver: the record as this instance knows it, and the live execution.
+    key: RefCell<KeyState>,
+    /// The live execution's answer, which its waiters share.
+    settlement: RefCell<Option<(AttemptId, Settlement)>>,
+    /// Wakes whoever joined an observe-mode claim (an enforce-mode duplicate during a
+    /// switch of mode) when the Worker brings its outcome.
+    observed_settle: RefCell<Option<(AttemptId, oneshot::Sender<Rc<Prepared>>)>>,
     /// The stored answer made ready for replays (see `respond::Prepared`).
     prepared: RefCell<Option<Rc<Prepared>>>,
     /// The object id as text, for log lines.
@@ -148,9 +130,9 @@ impl KeyObject {
         KeyObject {
             state: State::from(state),
             env,
-            cached: RefCell::new(Cached::NotLoaded),
-            live: RefCell::new(None),
-            observed: RefCell::new(None),
+            key: RefCell::new(KeyState::new()),
+            settlement: RefCell::new(None),
+            observed_settle: RefCell::new(None),
             prepared: RefCell::new(None),
             id: OnceCell::new(),
             storage: OnceCell::new(),
@@ -242,11 +224,19 @@ impl KeyObject {
         if let Some(accept) = accept.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES) {
             return self.arrive_async(&req, &headers, &call, accept).await;
         }
-        let record = match self.record() {
-            Ok(record) => record,
-            Err(error) => return self.refuse_unreadable(&req, &call, "reading the record", error).await,
+        if let Err(error) = self.record() {
+            return self.refuse_unreadable(&req, &call, "reading the record", error).await;
+        }
+        let arrival = Arrival {
+            fingerprint,
+            new_attempt: AttemptId(random_u64()),
+            policy,
+            body_bytes,
+            accept: None,
+            observing: false,
         };
-        let step = self.step_arrival(record.as_ref(), fingerprint, policy, body_bytes, None, now).await;
+        let pending = self.key.borrow_mut().handle_arrival(arrival, now);
+        let (decided, _) = self.write(pending, "the claim").await;
 
         // Still before any await that lets other requests in: become the live execution, or
         // take a place among its waiters.
@@ -254,10 +244,10 @@ impl KeyObject {
         let mut execution = None;
         let mut joined = None;
         let mut alarm = None;
-        for action in &step.actions {
+        for action in &decided.step.actions {
             match action {
                 Action::Forward { attempt } => execution = Some(self.begin_execution(*attempt)),
-                Action::Join { attempt, .. } => joined = self.join(*attempt, body_bytes),
+                Action::Join { attempt, .. } => joined = self.settlement_of(*attempt),
                 Action::SetAlarm(at) => alarm = Some((*at, self.issue_alarm(*at))),
                 _ => {}
             }
@@ -277,21 +267,22 @@ impl KeyObject {
             None => true,
         };
         if !alarm_set {
-            if let Some(Action::Forward { attempt }) =
-                step.actions.iter().find(|action| matches!(action, Action::Forward { .. }))
-            {
-                // Nothing was sent, and without an alarm the record might never be deleted:
-                // fail closed. The claim is withdrawn (the key may be retried), waiters are
-                // released (409) and the caller gets 503.
+            let withdrawal = self.key.borrow_mut().handle_alarm_failed(&decided);
+            if let Some(withdrawal) = withdrawal {
+                // Nothing was sent: the waiters are released (409), the claim withdrawn.
                 drop(execution.take());
-                self.end_execution(*attempt);
-                if let Err(error) = self.apply(&RecordChange::Delete).await {
-                    console_error!("object {}: withdrawing the claim failed: {}", self.short_id(), error);
+                if let Some(attempt) = forwarded(&decided) {
+                    self.end_execution(attempt);
                 }
+                self.write(withdrawal, "withdrawing the claim").await;
                 return self.refuse_storage_unavailable(&call);
             }
         }
+        let Decided { step, decision } = decided;
         let mut log = self.request_log(Some(call.scope));
+        if let Some(decision) = decision {
+            log.decision = decision;
+        }
         let mut response = None;
         for action in step.actions {
             match action {
@@ -303,22 +294,13 @@ impl KeyObject {
                     let sent = Sending { attempt, policy, probe_first: call.probe_origin };
                     response = Some(self.execute(&req, body, sent, settle, &mut log).await);
                 }
-                Action::Replay(stored) => {
-                    log.decision = Decision::Replayed;
-                    response = Some(self.prepared(&stored).response());
-                }
+                Action::Replay(stored) => response = Some(self.prepared(&stored).response()),
                 Action::Join { attempt, wait_ms } => {
                     response = Some(self.wait(attempt, joined.take(), body_bytes, wait_ms, &mut log).await);
                 }
-                Action::Reject(problem) => {
-                    log.decision = Decision::Rejected(problem.kind);
-                    response = Some(respond::problem(&problem));
-                }
+                Action::Reject(problem) => response = Some(respond::problem(&problem)),
                 // A poll of the key's asynchronous job.
-                Action::Accepted { retry_after } => {
-                    log.decision = Decision::Accepted;
-                    response = Some(async_job::accepted(retry_after));
-                }
+                Action::Accepted { retry_after } => response = Some(async_job::accepted(retry_after)),
                 // Settling only follows an origin result, never an arrival.
                 Action::Settle { .. } => {}
             }
@@ -366,9 +348,7 @@ impl KeyObject {
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {
-        // An observed claim whose outcome never came (the Worker's background work was cut
-        // short) ends with its lease here too, not only when a request arrives: left live,
-        // it would keep its record past the TTL, the alarm looking again and again.
+        // An observed claim whose outcome never came ends with its lease (`KeyState`).
         self.expire_observed(now_ms());
         let runs = self.alarm_runs.get();
         self.alarm_runs.set(runs.saturating_add(1));
@@ -388,10 +368,12 @@ impl KeyObject {
         if record.as_ref().and_then(Record::async_job).is_some() {
             return self.run_job().await;
         }
-        let live_attempt = self.live.borrow().as_ref().map(|live| live.attempt);
-        let step = machine::step(record.as_ref(), Event::Alarm { live_attempt }, now_ms());
-        self.apply(&step.change).await.map_err(|error| format!("clean-up failed: {error}"))?;
-        for action in step.actions {
+        let pending = self.key.borrow_mut().handle_alarm(now_ms());
+        let (decided, written) = self.write(pending, "the clean-up").await;
+        if !written {
+            return Err("clean-up failed".to_owned());
+        }
+        for action in decided.step.actions {
             if let Action::SetAlarm(at) = action {
                 if !self.set_alarm(at).await {
                     return Err("the next alarm could not be set".to_owned());
@@ -412,7 +394,7 @@ impl KeyObject {
                 return respond::problem(&storage_unavailable());
             }
         };
-        let waiters = self.live.borrow().as_ref().map(|live| live.waiters);
+        let waiters = self.key.borrow().live().map(|live| live.waiters);
         let live = waiters.is_some();
         let response = match operation {
             "inspect" | "inspect-reveal" => {
@@ -471,31 +453,18 @@ impl KeyObject {
     /// record whose alarm was missed is gone the moment anything looks at it; a claim whose
     /// execution still runs in this instance is left to that execution.
     fn record(&self) -> std::result::Result<Option<Record>, StorageError> {
-        let cached = match &*self.cached.borrow() {
-            Cached::Loaded(record) => Some(record.clone()),
-            Cached::NotLoaded => None,
-        };
-        let record = match cached {
-            Some(record) => record,
-            None => {
-                let stored = storage::load(self.sql())?;
-                let in_clear =
-                    matches!(&stored, Some(Record::Completed(Completed { sealed_answer: None, .. })));
-                self.read_in_clear.set(in_clear);
-                stored
-            }
-        };
-        let live_attempt = self.live.borrow().as_ref().map(|live| live.attempt);
-        let record = match record {
-            Some(expired) if expired.is_expired(now_ms()) && live_attempt != Some(expired.attempt()) => {
-                storage::delete(self.sql())?;
-                console_log!("{{\"event\":\"expired-on-read\",\"object\":\"{}\"}}", self.object_id());
-                None
-            }
-            record => record,
-        };
-        *self.cached.borrow_mut() = Cached::Loaded(record.clone());
-        Ok(record)
+        if !self.key.borrow().is_loaded() {
+            let stored = storage::load(self.sql())?;
+            let in_clear = matches!(&stored, Some(Record::Completed(Completed { sealed_answer: None, .. })));
+            self.read_in_clear.set(in_clear);
+            self.key.borrow_mut().remember(stored);
+        }
+        if self.key.borrow().expired_on_read(now_ms()) {
+            storage::delete(self.sql())?;
+            self.key.borrow_mut().handle_deleting();
+            console_log!("{{\"event\":\"expired-on-read\",\"object\":\"{}\"}}", self.object_id());
+        }
+        Ok(self.cached_record())
     }
 
     /// Opens the cached record's sealed answer, if it has one, and keeps the opened record
@@ -525,12 +494,12 @@ impl KeyObject {
             .open(ring, &salt.0, self.object_id(), binding, sealed)
             .await
             .map_err(|error| StorageError::Seal(error.to_string()))?;
-        let mut cached = self.cached.borrow_mut();
+        let mut key = self.key.borrow_mut();
         // Only if nothing replaced the record meanwhile (an alarm, a purge, another opener).
-        if matches!(&*cached, Cached::Loaded(Some(Record::Completed(now))) if now.sealed_answer.as_ref() == Some(sealed))
+        if matches!(key.record(), Some(Record::Completed(now)) if now.sealed_answer.as_ref() == Some(sealed))
         {
             let opened = Completed { response: Arc::new(answer), sealed_answer: None, ..done.clone() };
-            *cached = Cached::Loaded(Some(Record::Completed(opened)));
+            key.remember(Some(Record::Completed(opened)));
         }
         Ok(())
     }
@@ -553,11 +522,11 @@ impl KeyObject {
         let sealing =
             chunks::Sealing { sealer: &self.sealer, ring, scope: salt, object_id: self.object_id() };
         let (opened, checked) = chunks::open(self.sql(), done, sealing).await?;
-        let mut cached = self.cached.borrow_mut();
+        let mut key = self.key.borrow_mut();
         // Only if nothing replaced the record meanwhile (an alarm, a purge, another opener).
-        if matches!(&*cached, Cached::Loaded(Some(Record::Completed(now))) if now.chunks == done.chunks && now.sealed_answer == done.sealed_answer)
+        if matches!(key.record(), Some(Record::Completed(now)) if now.chunks == done.chunks && now.sealed_answer == done.sealed_answer)
         {
-            *cached = Cached::Loaded(Some(Record::Completed(opened)));
+            key.remember(Some(Record::Completed(opened)));
             *self.chunk_check.borrow_mut() = Some(checked);
         }
         Ok(())
@@ -631,7 +600,7 @@ impl KeyObject {
                 let (cached, checked) =
                     chunks::put(self.raw_storage(), self.sql(), done, sealing, still_current, fail_half_way)
                         .await?;
-                *self.cached.borrow_mut() = Cached::Loaded(Some(cached));
+                self.key.borrow_mut().remember(Some(cached));
                 *self.chunk_check.borrow_mut() = Some(checked);
                 Ok(())
             }
@@ -646,19 +615,19 @@ impl KeyObject {
                     Some(sealed) => storage::put(self.sql(), &sealed)?,
                     None => storage::put(self.sql(), record)?,
                 }
-                *self.cached.borrow_mut() = Cached::Loaded(Some(record.clone()));
+                self.key.borrow_mut().remember(Some(record.clone()));
                 Ok(())
             }
             RecordChange::Put(record) => {
                 storage::put(self.sql(), record)?;
-                *self.cached.borrow_mut() = Cached::Loaded(Some(record.clone()));
+                self.key.borrow_mut().remember(Some(record.clone()));
                 Ok(())
             }
             RecordChange::Delete => {
                 // Forgotten in memory in this turn, so that a request arriving while the
                 // deletion is confirmed finds no record (and claims anew: its claim's write
                 // is ordered after this deletion).
-                *self.cached.borrow_mut() = Cached::Loaded(None);
+                self.key.borrow_mut().handle_deleting();
                 let deletions = self.deletions.get();
                 self.deletions.set(deletions.saturating_add(1));
                 let deleted = if deletions < settings::get(&self.env).fault_injection.delete_failures {
@@ -672,11 +641,12 @@ impl KeyObject {
                     // leaves nothing behind.
                     self.state.storage().delete_all().await.map_err(|e| StorageError::Sql(e.to_string()))
                 };
-                if deleted.is_err() && matches!(*self.cached.borrow(), Cached::Loaded(None)) {
+                let still_absent = self.key.borrow().is_loaded() && self.key.borrow().record().is_none();
+                if deleted.is_err() && still_absent {
                     // The record (a claim) may still be in storage: read it again rather
                     // than believe it gone, so the key stays held and is never claimed and
                     // forwarded again by this instance.
-                    *self.cached.borrow_mut() = Cached::NotLoaded;
+                    self.key.borrow_mut().forget();
                     if let Err(error) = self.record() {
                         console_error!(
                             "object {}: reading the record again failed: {}",
@@ -731,25 +701,29 @@ impl KeyObject {
         }
     }
 
+    /// The settlement channel of an execution that the driver made live: the sender
+    /// settles it, and waiters share the receiver.
     fn begin_execution(&self, attempt: AttemptId) -> oneshot::Sender<Rc<Prepared>> {
         let (settle, settled) = oneshot::channel();
-        *self.live.borrow_mut() =
-            Some(LiveAttempt { attempt, waiters: 0, waiting_bytes: 0, settled: settled.shared() });
+        *self.settlement.borrow_mut() = Some((attempt, settled.shared()));
         settle
     }
 
-    fn join(&self, attempt: AttemptId, body_bytes: u64) -> Option<Settlement> {
-        let mut live = self.live.borrow_mut();
-        let live = live.as_mut().filter(|live| live.attempt == attempt)?;
-        live.waiters += 1;
-        live.waiting_bytes = live.waiting_bytes.saturating_add(body_bytes);
-        Some(live.settled.clone())
+    /// What a waiter on `attempt` waits for (`None` where nothing will settle it here).
+    fn settlement_of(&self, attempt: AttemptId) -> Option<Settlement> {
+        let settlement = self.settlement.borrow();
+        settlement.as_ref().filter(|(live, _)| *live == attempt).map(|(_, settled)| settled.clone())
     }
 
-    fn leave(&self, attempt: AttemptId, body_bytes: u64) {
-        if let Some(live) = self.live.borrow_mut().as_mut().filter(|live| live.attempt == attempt) {
-            live.waiters = live.waiters.saturating_sub(1);
-            live.waiting_bytes = live.waiting_bytes.saturating_sub(body_bytes);
+    /// Writes a pending step's record change and tells the driver how it went: the step
+    /// to carry out, and whether the write held (a failure is logged here).
+    async fn write(&self, pending: Pending, what: &str) -> (Decided, bool) {
+        match self.apply(&pending.step().change).await {
+            Ok(()) => (self.key.borrow_mut().handle_written(pending), true),
+            Err(error) => {
+                console_error!("object {}: writing {} failed: {}", self.short_id(), what, error);
+                (self.key.borrow_mut().handle_write_failed(pending, now_ms()), false)
+            }
         }
     }
 
@@ -801,27 +775,17 @@ impl KeyObject {
         };
         // The body moves into the stored answer: the caller's response shares it below.
         let stored = answer.as_mut().and_then(storable).map(Arc::new);
-        let (_, disposition) = machine::classify(result, stored.as_deref(), &policy.outcome);
-        log.decision = Decision::after_forward(disposition);
         log.origin_status = answer.as_ref().map(|answer| answer.status);
         log.origin_ms = Some(now_ms().saturating_sub(started));
-        let record = self.cached_record();
-        let finished = Event::OriginFinished {
-            attempt,
-            result,
-            response: stored,
-            timing: policy.timing,
-            outcome: policy.outcome,
-        };
-        let mut step = machine::step(record.as_ref(), finished, now_ms());
-        if let Err(error) = self.apply(&step.change).await {
-            console_error!("object {}: writing the outcome failed: {}", self.short_id(), error);
-            step = outcome_write_failed(record.as_ref(), attempt, &step);
+        let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
+        let (decided, _) = self.write(pending, "the outcome").await;
+        if let Some(decision) = decided.decision {
+            log.decision = decision;
         }
         let mut settle = Some(settle);
         let mut response = None;
         let mut alarms = Vec::new();
-        for action in step.actions {
+        for action in decided.step.actions {
             match action {
                 // Issued in the same turn as the outcome write (one durable write), and
                 // confirmed once the waiters are woken.
@@ -849,7 +813,7 @@ impl KeyObject {
         }
         // A chunked answer is replayed from its rows from now on: the whole body the
         // waiters shared is not kept for the rest of this instance's life.
-        if matches!(&*self.cached.borrow(), Cached::Loaded(Some(record)) if record.chunks().is_some()) {
+        if self.key.borrow().record().is_some_and(|record| record.chunks().is_some()) {
             self.prepared.borrow_mut().take();
         }
         // Should the step not settle (it always does), the waiters are released by the
@@ -870,37 +834,33 @@ impl KeyObject {
         body_bytes: u64,
         now: u64,
     ) -> Result<Response> {
-        let record = match self.record() {
-            Ok(record) => record,
-            Err(error) => {
-                console_error!("object {}: reading the record failed: {}", self.short_id(), error);
-                drain_body(req, None).await;
-                return decision_answer(Decision::Rejected(ProblemKind::StorageUnavailable), None);
-            }
-        };
-        let step = self.step_arrival(record.as_ref(), fingerprint, policy, body_bytes, None, now).await;
-        // As for a real request, everything is in place before the first await.
-        let mut decision = Decision::Rejected(ProblemKind::StorageUnavailable);
-        let mut claimed = None;
-        let mut alarm = None;
-        for action in &step.actions {
-            match action {
-                Action::Forward { attempt } => {
-                    let settle = self.begin_execution(*attempt);
-                    let until = now.saturating_add(policy.timing.lease_ms());
-                    *self.observed.borrow_mut() = Some(Observed { attempt: *attempt, settle, until });
-                    claimed = Some(*attempt);
-                    decision = Decision::Executed;
-                }
-                Action::Replay(_) => decision = Decision::Replayed,
-                // Enforcing would have waited; observing never does, nor counts a waiter.
-                Action::Join { .. } => decision = Decision::Coalesced,
-                Action::Reject(problem) => decision = Decision::Rejected(problem.kind),
-                Action::Accepted { .. } => decision = Decision::Accepted,
-                Action::SetAlarm(at) => alarm = Some((*at, self.issue_alarm(*at))),
-                Action::Settle { .. } => {}
-            }
+        if let Err(error) = self.record() {
+            console_error!("object {}: reading the record failed: {}", self.short_id(), error);
+            drain_body(req, None).await;
+            return decision_answer(Decision::Rejected(ProblemKind::StorageUnavailable), None);
         }
+        let arrival = Arrival {
+            fingerprint,
+            new_attempt: AttemptId(random_u64()),
+            policy,
+            body_bytes,
+            accept: None,
+            observing: true,
+        };
+        let pending = self.key.borrow_mut().handle_arrival(arrival, now);
+        let (decided, _) = self.write(pending, "the observed claim").await;
+        // As for a real request, everything is in place before the first await. Enforcing
+        // would have waited on a live attempt; observing never does.
+        let decision = decided.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
+        let claimed = forwarded(&decided);
+        if let Some(attempt) = claimed {
+            let settle = self.begin_execution(attempt);
+            *self.observed_settle.borrow_mut() = Some((attempt, settle));
+        }
+        let alarm = decided.step.actions.iter().find_map(|action| match action {
+            Action::SetAlarm(at) => Some((*at, self.issue_alarm(*at))),
+            _ => None,
+        });
         drain_body(req, None).await;
         // Observing, the Worker has forwarded already: nothing to fail closed on. A claim
         // whose alarm could not be set is still deleted when read past its expiry.
@@ -924,9 +884,7 @@ impl KeyObject {
             ObservedOutcome::Responded { status, headers: answer_headers } => {
                 let status = *status;
                 let answer_headers = answer_headers.clone();
-                let header_bytes: u64 =
-                    answer_headers.iter().map(|(n, v)| (n.len() + v.len() + 8) as u64).sum();
-                let cap = policy.max_stored_response_bytes.saturating_sub(header_bytes);
+                let cap = answer_body_cap(policy, &answer_headers);
                 let body = match req.body() {
                     None => AnswerBody::Complete(Vec::new()),
                     Some(raw) => match origin::read_capped(raw, cap).await {
@@ -990,30 +948,11 @@ impl KeyObject {
             OriginResult::Responded(_) => answer.as_mut().and_then(storable).map(Arc::new),
             _ => None,
         };
-        let (_, disposition) = machine::classify(result, stored.as_deref(), &policy.outcome);
-        let record = self.cached_record();
-        let finished = Event::OriginFinished {
-            attempt,
-            result,
-            response: stored,
-            timing: policy.timing,
-            outcome: policy.outcome,
-        };
-        let mut step = machine::step(record.as_ref(), finished, now_ms());
-        if let Err(error) = self.apply(&step.change).await {
-            console_error!("object {}: writing the observed outcome failed: {}", self.short_id(), error);
-            step = outcome_write_failed(record.as_ref(), attempt, &step);
-        }
-        let settle = match self.observed.borrow_mut().take() {
-            Some(observed) if observed.attempt == attempt => Some(observed.settle),
-            other => {
-                *self.observed.borrow_mut() = other;
-                None
-            }
-        };
-        let mut settle = settle;
+        let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
+        let (decided, _) = self.write(pending, "the observed outcome").await;
+        let mut settle = self.take_observed_settle(attempt);
         let mut alarms = Vec::new();
-        for action in step.actions {
+        for action in decided.step.actions {
             match action {
                 Action::SetAlarm(at) => alarms.push((at, self.issue_alarm(at))),
                 Action::Settle { attempt, answer, .. } => {
@@ -1029,18 +968,29 @@ impl KeyObject {
             self.confirm_alarm(at, alarm).await;
         }
         self.end_execution(attempt);
-        decision_answer(Decision::after_forward(disposition), None)
+        decision_answer(decided.decision.unwrap_or(Decision::Unknown), None)
     }
 
     /// Forgets an observed claim whose lease has ended: its outcome will not come (the
     /// Worker's background work was cut short), and its record says what enforcing would
     /// say of it.
     fn expire_observed(&self, now: u64) {
-        let expired =
-            self.observed.borrow().as_ref().filter(|observed| now >= observed.until).map(|o| o.attempt);
+        let expired = self.key.borrow_mut().expire_observed(now);
         if let Some(attempt) = expired {
-            self.observed.borrow_mut().take();
+            drop(self.take_observed_settle(attempt));
             self.end_execution(attempt);
+        }
+    }
+
+    /// The sender that settles the observed claim of `attempt`, if it is the one kept.
+    fn take_observed_settle(&self, attempt: AttemptId) -> Option<oneshot::Sender<Rc<Prepared>>> {
+        let mut observed = self.observed_settle.borrow_mut();
+        match observed.take() {
+            Some((kept, settle)) if kept == attempt => Some(settle),
+            other => {
+                *observed = other;
+                None
+            }
         }
     }
 
@@ -1061,75 +1011,28 @@ impl KeyObject {
     /// Where a replay of `stored` reads its body from, when it is the cached record's
     /// chunked answer (`runtime::chunks`); `None` for an answer held whole in memory.
     fn chunk_source(&self, stored: &Arc<StoredResponse>) -> Option<chunks::Source> {
-        let cached = self.cached.borrow();
-        let Cached::Loaded(Some(Record::Completed(done))) = &*cached else { return None };
+        let key = self.key.borrow();
+        let Some(Record::Completed(done)) = key.record() else { return None };
         let manifest = done.chunks.as_ref().filter(|_| Arc::ptr_eq(&done.response, stored))?;
         Some(chunks::Source::new(self.sql().clone(), manifest.clone(), self.chunk_check.borrow().as_ref()))
     }
 
-    /// The running execution, its waiters and the body bytes they brought: what an
-    /// arrival's event needs to know about this instance.
-    /// The prologue every arrival shares (enforced, observed, asynchronous): the machine
-    /// steps on the record as it is now, with the live execution's load and a fresh attempt
-    /// id, and the change is written at once, so the claim precedes every other await. A
-    /// write that fails is stepped again as `ClaimWriteFailed` (503, nothing forwarded).
-    pub(super) async fn step_arrival(
-        &self,
-        record: Option<&Record>,
-        fingerprint: Digest256,
-        policy: &ObjectPolicy,
-        body_bytes: u64,
-        accept: Option<AsyncAccept>,
-        now: u64,
-    ) -> Step {
-        let (live_attempt, waiters, waiting_bytes) = self.live_load();
-        let new_attempt = AttemptId(random_u64());
-        let arrival = Event::Arrival {
-            fingerprint,
-            new_attempt,
-            live_attempt,
-            waiters,
-            waiting_bytes,
-            max_origin_attempts: policy.max_origin_attempts,
-            body_bytes,
-            limits: policy.limits,
-            timing: policy.timing,
-            accept: accept.map(Box::new),
-        };
-        let step = machine::step(record, arrival, now);
-        match self.apply(&step.change).await {
-            Ok(()) => step,
-            Err(error) => {
-                console_error!("object {}: writing the claim failed: {}", self.short_id(), error);
-                machine::step(record, Event::ClaimWriteFailed { attempt: new_attempt }, now)
-            }
-        }
-    }
-
-    fn live_load(&self) -> (Option<AttemptId>, usize, u64) {
-        match &*self.live.borrow() {
-            Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
-            None => (None, 0, 0),
-        }
-    }
-
+    /// The execution of `attempt` is over (the driver knows it already): its settlement
+    /// is let go, so that no finished answer stays held for new waiters.
     fn end_execution(&self, attempt: AttemptId) {
-        let mut live = self.live.borrow_mut();
-        if live.as_ref().is_some_and(|live| live.attempt == attempt) {
-            *live = None;
+        let mut settlement = self.settlement.borrow_mut();
+        if settlement.as_ref().is_some_and(|(live, _)| *live == attempt) {
+            *settlement = None;
         }
     }
 
-    /// Whether the cached record is still the claim of `attempt` (`machine::claim_is_current`).
+    /// Whether the record is still the claim of `attempt` (the driver's fencing).
     fn claim_is_current(&self, attempt: AttemptId) -> bool {
-        machine::claim_is_current(self.cached_record().as_ref(), attempt)
+        self.key.borrow().claim_is_current(attempt)
     }
 
     fn cached_record(&self) -> Option<Record> {
-        match &*self.cached.borrow() {
-            Cached::Loaded(record) => record.clone(),
-            Cached::NotLoaded => None,
-        }
+        self.key.borrow().record().cloned()
     }
 
     /// A duplicate waits for the live execution's answer, at most `wait_ms`. Returns the
@@ -1146,32 +1049,25 @@ impl KeyObject {
         let outcome = match settled {
             Some(settled) => {
                 let timeout = Delay::from(Duration::from_millis(wait_ms));
-                let outcome = match select(settled, timeout).await {
+                match select(settled, timeout).await {
                     Either::Left((Ok(answer), _)) => Some(answer),
                     _ => None,
-                };
-                self.leave(attempt, body_bytes);
-                outcome
+                }
             }
             None => None,
         };
         log.wait_ms = Some(now_ms().saturating_sub(started));
-        match outcome {
-            Some(answer) => {
-                log.decision = Decision::Coalesced;
+        let over = self.key.borrow_mut().handle_wait_over(attempt, body_bytes, outcome.is_some(), now_ms());
+        match (outcome, over) {
+            (Some(answer), Ok(decision)) => {
+                log.decision = decision;
                 answer.response()
             }
-            None => {
-                let step =
-                    machine::step(self.cached_record().as_ref(), Event::WaitExpired { attempt }, now_ms());
-                match step.actions.into_iter().next() {
-                    Some(Action::Reject(problem)) => {
-                        log.decision = Decision::Rejected(problem.kind);
-                        respond::problem(&problem)
-                    }
-                    _ => respond::problem(&storage_unavailable()),
-                }
+            (_, Err(problem)) => {
+                log.decision = Decision::Rejected(problem.kind);
+                respond::problem(&problem)
             }
+            (None, Ok(_)) => respond::problem(&storage_unavailable()),
         }
     }
 
@@ -1258,18 +1154,12 @@ async fn drain_body(req: &web_sys::Request, declared_bytes: Option<u64>) {
     while let Some(Ok(_)) = chunks.next().await {}
 }
 
-/// Steps with `OutcomeWriteFailed`, carrying the answer the original step would have given.
-fn outcome_write_failed(record: Option<&Record>, attempt: AttemptId, failed: &Step) -> Step {
-    let settled = failed.actions.iter().find_map(|action| match action {
-        Action::Settle { answer, origin_answered, .. } => Some((answer.clone(), *origin_answered)),
+/// The attempt a step forwards, if it does.
+fn forwarded(decided: &Decided) -> Option<AttemptId> {
+    decided.step.actions.iter().find_map(|action| match action {
+        Action::Forward { attempt } => Some(*attempt),
         _ => None,
-    });
-    match settled {
-        Some((answer, origin_answered)) => {
-            machine::step(record, Event::OutcomeWriteFailed { attempt, answer, origin_answered }, now_ms())
-        }
-        None => failed.clone(),
-    }
+    })
 }
 
 /// The origin's answer as it is stored for replay, its body moved out of `answer` (held

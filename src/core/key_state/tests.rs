@@ -2,10 +2,10 @@
 //! The property tests of `core::machine` and `core::async_job` drive it too.
 
 use super::*;
-use crate::core::routes::Mode;
 use crate::core::machine::{Timing, WaiterLimits};
 use crate::core::policy::OutcomePolicy;
 use crate::core::record::{Completed, InFlight};
+use crate::core::routes::Mode;
 
 const T0: Millis = 1_700_000_000_000;
 const TTL: u64 = 60_000;
@@ -33,13 +33,25 @@ fn answer(status: u16) -> Arc<StoredResponse> {
     Arc::new(StoredResponse { status, headers: vec![], body: b"{}".to_vec() })
 }
 
+/// Writes a pending step as the runtime does: storage (here, memory) first, then the
+/// report.
+fn written(key: &mut KeyState, pending: Pending) -> Decided {
+    match &pending.step().change {
+        RecordChange::Keep => {}
+        RecordChange::Put(record) => key.remember(Some(record.clone())),
+        RecordChange::Delete => key.handle_deleting(),
+    }
+    key.handle_written(pending)
+}
+
 /// A key whose storage was read empty, claimed by `A` at T0 and written.
 fn claimed(policy: &ObjectPolicy) -> KeyState {
     let mut key = KeyState::new();
-    key.handle_loaded(None);
-    let step = key.handle_arrival(arrival(policy, A, false), T0);
-    assert!(step.actions.contains(&Action::Forward { attempt: A }), "{step:?}");
-    key.handle_written(&step.change);
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(policy, A, false), T0);
+    let decided = written(&mut key, pending);
+    assert!(decided.step.actions.contains(&Action::Forward { attempt: A }), "{decided:?}");
+    assert_eq!(decided.decision, Some(Decision::Executed));
     key
 }
 
@@ -48,13 +60,11 @@ fn a_forward_becomes_live_once_its_claim_is_written_and_duplicates_join_it() {
     let policy = policy();
     let key = &mut claimed(&policy);
     assert_eq!(key.live().map(|live| live.attempt), Some(A));
-    assert_eq!(key.decision(), Some(Decision::Executed));
-    let duplicate = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
-    assert!(matches!(duplicate.actions[..], [Action::Join { attempt: A, .. }]), "{duplicate:?}");
-    key.handle_written(&duplicate.change);
+    let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    let duplicate = written(key, pending);
+    assert!(matches!(duplicate.step.actions[..], [Action::Join { attempt: A, .. }]), "{duplicate:?}");
     assert_eq!(key.live().map(|live| (live.waiters, live.waiting_bytes)), Some((1, 10)));
-    assert_eq!(key.handle_wait_over(A, 10, true, T0 + 2), None);
-    assert_eq!(key.decision(), Some(Decision::Coalesced));
+    assert_eq!(key.handle_wait_over(A, 10, true, T0 + 2), Ok(Decision::Coalesced));
     assert_eq!(key.live().map(|live| (live.waiters, live.waiting_bytes)), Some((0, 0)));
 }
 
@@ -62,11 +72,10 @@ fn a_forward_becomes_live_once_its_claim_is_written_and_duplicates_join_it() {
 fn a_wait_that_runs_out_is_409_and_leaves_the_waiters() {
     let policy = policy();
     let key = &mut claimed(&policy);
-    let duplicate = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
-    key.handle_written(&duplicate.change);
-    let problem = key.handle_wait_over(A, 10, false, T0 + 5_001).expect("a problem");
+    let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    written(key, pending);
+    let problem = key.handle_wait_over(A, 10, false, T0 + 5_001).expect_err("a problem");
     assert_eq!(problem.kind, ProblemKind::InProgress);
-    assert_eq!(key.decision(), Some(Decision::Rejected(ProblemKind::InProgress)));
     assert_eq!(key.live().map(|live| live.waiters), Some(0));
 }
 
@@ -74,27 +83,32 @@ fn a_wait_that_runs_out_is_409_and_leaves_the_waiters() {
 fn a_claim_that_cannot_be_written_forwards_nothing_and_is_not_live() {
     let policy = policy();
     let mut key = KeyState::new();
-    key.handle_loaded(None);
-    key.handle_arrival(arrival(&policy, A, false), T0);
-    let instead = key.handle_write_failed(T0);
-    assert!(matches!(&instead.actions[..], [Action::Reject(p)] if p.kind == ProblemKind::StorageUnavailable));
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(&policy, A, false), T0);
+    let instead = key.handle_write_failed(pending, T0);
+    assert!(
+        matches!(&instead.step.actions[..], [Action::Reject(p)] if p.kind == ProblemKind::StorageUnavailable)
+    );
     assert_eq!(key.live(), None);
     assert_eq!(key.record(), None);
-    assert_eq!(key.decision(), Some(Decision::Rejected(ProblemKind::StorageUnavailable)));
+    assert_eq!(instead.decision, Some(Decision::Rejected(ProblemKind::StorageUnavailable)));
 }
 
 #[test]
 fn a_claim_whose_alarm_cannot_be_set_is_withdrawn() {
     let policy = policy();
     let mut key = KeyState::new();
-    key.handle_loaded(None);
-    let step = key.handle_arrival(arrival(&policy, A, false), T0);
-    key.handle_written(&step.change);
-    let withdrawn = key.handle_alarm_failed(&step).expect("withdrawn");
-    assert_eq!(withdrawn.change, RecordChange::Delete);
-    assert!(matches!(&withdrawn.actions[..], [Action::Reject(p)] if p.kind == ProblemKind::StorageUnavailable));
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(&policy, A, false), T0);
+    let decided = written(&mut key, pending);
+    let withdrawn = key.handle_alarm_failed(&decided).expect("withdrawn");
     assert_eq!(key.live(), None, "its waiters are released");
-    key.handle_written(&withdrawn.change);
+    let withdrawn = written(&mut key, withdrawn);
+    assert_eq!(withdrawn.step.change, RecordChange::Delete);
+    assert!(
+        matches!(&withdrawn.step.actions[..], [Action::Reject(p)] if p.kind == ProblemKind::StorageUnavailable)
+    );
+    assert_eq!(withdrawn.decision, Some(Decision::Rejected(ProblemKind::StorageUnavailable)));
     assert_eq!(key.record(), None, "the key may be retried");
 }
 
@@ -102,16 +116,15 @@ fn a_claim_whose_alarm_cannot_be_set_is_withdrawn() {
 fn an_observed_claim_keeps_its_claim_when_the_alarm_fails_and_lives_for_its_lease() {
     let policy = policy();
     let mut key = KeyState::new();
-    key.handle_loaded(None);
-    let step = key.handle_arrival(arrival(&policy, A, true), T0);
-    key.handle_written(&step.change);
-    assert_eq!(key.handle_alarm_failed(&step), None, "observing, the Worker has forwarded already");
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(&policy, A, true), T0);
+    let decided = written(&mut key, pending);
+    assert!(key.handle_alarm_failed(&decided).is_none(), "observing, the Worker has forwarded already");
     let until = T0 + policy.timing.lease_ms();
     assert_eq!(key.live().and_then(|live| live.observed_until), Some(until));
     // Observing never counts a waiter.
-    let duplicate = key.handle_arrival(arrival(&policy, B, true), T0 + 1);
-    key.handle_written(&duplicate.change);
-    assert_eq!(key.decision(), Some(Decision::Coalesced));
+    let pending = key.handle_arrival(arrival(&policy, B, true), T0 + 1);
+    assert_eq!(written(&mut key, pending).decision, Some(Decision::Coalesced));
     assert_eq!(key.live().map(|live| live.waiters), Some(0));
     assert_eq!(key.expire_observed(until - 1), None);
     assert_eq!(key.expire_observed(until), Some(A));
@@ -122,12 +135,15 @@ fn an_observed_claim_keeps_its_claim_when_the_alarm_fails_and_lives_for_its_leas
 fn a_failed_outcome_write_still_answers_and_the_claim_holds_the_key() {
     let policy = policy();
     let key = &mut claimed(&policy);
-    let step = key.handle_origin_finished(A, OriginResult::Responded(201), Some(answer(201)), &policy, T0 + 10);
-    assert!(matches!(step.change, RecordChange::Put(Record::Completed(_))));
-    let instead = key.handle_write_failed(T0 + 10);
-    assert_eq!(instead.change, RecordChange::Keep);
-    assert!(matches!(&instead.actions[..], [Action::Settle { attempt: A, origin_answered: true, answer }] if answer.status == 201));
-    assert_eq!(key.decision(), Some(Decision::Executed), "the log says what the origin did");
+    let pending =
+        key.handle_origin_finished(A, OriginResult::Responded(201), Some(answer(201)), &policy, T0 + 10);
+    assert!(matches!(pending.step().change, RecordChange::Put(Record::Completed(_))));
+    let instead = key.handle_write_failed(pending, T0 + 10);
+    assert_eq!(instead.step.change, RecordChange::Keep);
+    assert!(
+        matches!(&instead.step.actions[..], [Action::Settle { attempt: A, origin_answered: true, answer }] if answer.status == 201)
+    );
+    assert_eq!(instead.decision, Some(Decision::Executed), "the log says what the origin did");
     assert_eq!(key.live(), None);
     assert!(matches!(key.record(), Some(Record::InFlight(claim)) if claim.attempt == A));
 }
@@ -136,9 +152,8 @@ fn a_failed_outcome_write_still_answers_and_the_claim_holds_the_key() {
 fn an_outcome_written_is_remembered_and_ends_the_execution() {
     let policy = policy();
     let key = &mut claimed(&policy);
-    let step = key.handle_origin_finished(A, OriginResult::TimedOut, None, &policy, T0 + 10);
-    key.handle_written(&step.change);
-    assert_eq!(key.decision(), Some(Decision::Unknown));
+    let pending = key.handle_origin_finished(A, OriginResult::TimedOut, None, &policy, T0 + 10);
+    assert_eq!(written(key, pending).decision, Some(Decision::Unknown));
     assert_eq!(key.live(), None);
     assert!(matches!(key.record(), Some(Record::Unknown(_))));
 }
@@ -150,10 +165,10 @@ fn a_record_past_its_expiry_is_gone_when_read_unless_its_execution_runs_here() {
     let expires_at = key.record().unwrap().expires_at();
     assert!(!key.expired_on_read(expires_at + 1), "the live execution keeps its claim");
     let mut other = KeyState::new();
-    other.handle_loaded(key.record().cloned());
+    other.remember(key.record().cloned());
     assert!(!other.expired_on_read(expires_at - 1));
     assert!(other.expired_on_read(expires_at));
-    other.handle_written(&RecordChange::Delete);
+    other.handle_deleting();
     assert_eq!(other.record(), None);
     assert!(other.is_loaded());
 }
@@ -163,11 +178,11 @@ fn the_alarm_keeps_a_running_claim_and_deletes_an_orphaned_one() {
     let policy = policy();
     let key = &mut claimed(&policy);
     let late = T0 + TTL + 1;
-    let step = key.handle_alarm(late);
-    assert_eq!(step.change, RecordChange::Keep);
+    let pending = key.handle_alarm(late);
+    assert_eq!(pending.step().change, RecordChange::Keep);
     let mut restarted = KeyState::new();
-    restarted.handle_loaded(key.record().cloned());
-    assert_eq!(restarted.handle_alarm(late).change, RecordChange::Delete);
+    restarted.remember(key.record().cloned());
+    assert_eq!(restarted.handle_alarm(late).step().change, RecordChange::Delete);
 }
 
 #[test]
@@ -182,10 +197,10 @@ fn a_job_send_that_cannot_be_scheduled_is_put_back() {
         async_job: None,
     });
     let mut key = KeyState::new();
-    key.handle_loaded(Some(before.clone()));
-    let step = key.handle_job_unscheduled(B, Some(before.clone()));
-    assert_eq!(step.change, RecordChange::Put(before.clone()));
-    key.handle_written(&step.change);
+    key.remember(Some(before.clone()));
+    let pending = key.handle_job_unscheduled(B, Some(before.clone()));
+    assert_eq!(pending.step().change, RecordChange::Put(before.clone()));
+    written(&mut key, pending);
     assert_eq!(key.record(), Some(&before));
 }
 
@@ -193,7 +208,7 @@ fn a_job_send_that_cannot_be_scheduled_is_put_back() {
 fn a_replay_is_decided_from_the_record_in_memory() {
     let policy = policy();
     let mut key = KeyState::new();
-    key.handle_loaded(Some(Record::Completed(Completed {
+    key.remember(Some(Record::Completed(Completed {
         attempt: A,
         fingerprint: FP,
         completed_at: T0,
@@ -203,10 +218,10 @@ fn a_replay_is_decided_from_the_record_in_memory() {
         sealed_bound: false,
         chunks: None,
     })));
-    let step = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
-    key.handle_written(&step.change);
-    assert!(matches!(&step.actions[..], [Action::Replay(stored)] if stored.status == 201));
-    assert_eq!(key.decision(), Some(Decision::Replayed));
+    let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    let decided = written(&mut key, pending);
+    assert!(matches!(&decided.step.actions[..], [Action::Replay(stored)] if stored.status == 201));
+    assert_eq!(decided.decision, Some(Decision::Replayed));
 }
 
 #[test]
@@ -216,4 +231,22 @@ fn the_stored_size_cap_counts_the_headers() {
     assert_eq!(answer_body_cap(&policy, &headers), 1_000 - (12 + 16 + 8));
     let huge = vec![("x".to_owned(), "y".repeat(2_000))];
     assert_eq!(answer_body_cap(&policy, &huge), 0);
+}
+
+/// Requests interleave at every await of the runtime: an outcome whose write awaits
+/// (sealing) while a duplicate arrives and is written still ends its execution, and each
+/// step keeps its own decision.
+#[test]
+fn steps_that_interleave_keep_their_own_bookkeeping_and_decisions() {
+    let policy = policy();
+    let key = &mut claimed(&policy);
+    let outcome =
+        key.handle_origin_finished(A, OriginResult::Responded(201), Some(answer(201)), &policy, T0 + 10);
+    let duplicate = key.handle_arrival(arrival(&policy, B, false), T0 + 11);
+    let duplicate = written(key, duplicate);
+    assert_eq!(duplicate.decision, Some(Decision::Coalesced));
+    let outcome = written(key, outcome);
+    assert_eq!(outcome.decision, Some(Decision::Executed));
+    assert_eq!(key.live(), None, "the execution is over");
+    assert!(matches!(key.record(), Some(Record::Completed(done)) if done.attempt == A));
 }

@@ -22,14 +22,14 @@ use worker::{console_error, worker_sys, Result};
 
 use super::{metrics, now_ms, random_u64, read_body, settings, storable, KeyObject};
 use crate::core::async_job::{
-    job_decision, no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept,
-    AsyncConfig, StoredRequest,
+    no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,
+    StoredRequest,
 };
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::forward_to_origin;
+use crate::core::key_state::Arrival;
 use crate::core::log::{Decision, RequestLog};
-use crate::core::machine::storage_unavailable;
-use crate::core::machine::{self, Action, Event, RecordChange};
+use crate::core::machine::{storage_unavailable, Action};
 use crate::core::problem::ProblemKind;
 use crate::core::record::{AttemptId, Record};
 use crate::core::wire::KeyCall;
@@ -112,54 +112,54 @@ impl KeyObject {
         };
 
         // 2. The decision, on the record as it is now, and the claim in the same turn.
-        let record = match self.record() {
-            Ok(record) => record,
-            Err(error) => {
-                console_error!("object {}: reading the record failed: {}", self.short_id(), error);
-                return respond::problem(&storage_unavailable());
-            }
+        if let Err(error) = self.record() {
+            console_error!("object {}: reading the record failed: {}", self.short_id(), error);
+            return respond::problem(&storage_unavailable());
+        }
+        let arrival = Arrival {
+            fingerprint,
+            new_attempt: AttemptId(random_u64()),
+            policy,
+            body_bytes,
+            accept: Some(accept),
+            observing: false,
         };
-        let step =
-            self.step_arrival(record.as_ref(), fingerprint, policy, body_bytes, Some(accept), now).await;
-        let claimed = job_decision(record.as_ref(), &step.change).is_some();
+        let pending = self.key.borrow_mut().handle_arrival(arrival, now);
+        let (decided, _) = self.write(pending, "the job's claim").await;
         let mut joined = None;
         let mut alarm = None;
-        for action in &step.actions {
+        for action in &decided.step.actions {
             match action {
                 Action::SetAlarm(at) => alarm = Some((*at, self.issue_alarm(*at))),
-                Action::Join { attempt, .. } => joined = self.join(*attempt, body_bytes),
+                Action::Join { attempt, .. } => joined = self.settlement_of(*attempt),
                 _ => {}
             }
         }
         if let Some((at, alarm)) = alarm {
-            if !self.confirm_alarm(at, alarm).await && claimed {
-                // Without its alarm the job would never run: withdraw it (nothing was
-                // sent), and the caller may retry.
-                if let Err(error) = self.apply(&RecordChange::Delete).await {
-                    console_error!("object {}: withdrawing the job failed: {}", self.short_id(), error);
+            if !self.confirm_alarm(at, alarm).await {
+                // Without its alarm a job would never run: the driver withdraws a job
+                // claimed here (nothing was sent), and the caller may retry.
+                let withdrawal = self.key.borrow_mut().handle_alarm_failed(&decided);
+                if let Some(withdrawal) = withdrawal {
+                    let (withdrawn, _) = self.write(withdrawal, "withdrawing the job").await;
+                    log.decision = withdrawn.decision.unwrap_or(log.decision);
+                    return respond::problem(&storage_unavailable());
                 }
-                return respond::problem(&storage_unavailable());
             }
         }
 
         // 3. The answer.
-        for action in step.actions {
+        if let Some(decision) = decided.decision {
+            log.decision = decision;
+        }
+        for action in decided.step.actions {
             match action {
-                Action::Accepted { retry_after } => {
-                    log.decision = Decision::Accepted;
-                    return accepted(retry_after);
-                }
-                Action::Replay(stored) => {
-                    log.decision = Decision::Replayed;
-                    return self.prepared(&stored).response();
-                }
+                Action::Accepted { retry_after } => return accepted(retry_after),
+                Action::Replay(stored) => return self.prepared(&stored).response(),
                 Action::Join { attempt, wait_ms } => {
                     return self.wait(attempt, joined.take(), body_bytes, wait_ms, log).await;
                 }
-                Action::Reject(problem) => {
-                    log.decision = Decision::Rejected(problem.kind);
-                    return respond::problem(&problem);
-                }
+                Action::Reject(problem) => return respond::problem(&problem),
                 // An async arrival is never forwarded from here (the alarm sends), and
                 // settles nothing.
                 Action::SetAlarm(_) | Action::Forward { .. } | Action::Settle { .. } => {}
@@ -200,11 +200,8 @@ impl KeyObject {
         };
         // Fresh: whatever happened while the request was opened (a poll, a purge).
         let record = self.record().map_err(|error| format!("could not read the record: {error}"))?;
-        let live_attempt = self.live.borrow().as_ref().map(|live| live.attempt);
-        let new_attempt = AttemptId(random_u64());
-        let now = now_ms();
-        let step = machine::step(record.as_ref(), Event::JobAlarm { live_attempt, new_attempt }, now);
-        let forward = step.actions.iter().find_map(|action| match action {
+        let pending = self.key.borrow_mut().handle_job_alarm(AttemptId(random_u64()), now_ms());
+        let forward = pending.step().actions.iter().find_map(|action| match action {
             Action::Forward { attempt } => Some(*attempt),
             _ => None,
         });
@@ -223,35 +220,32 @@ impl KeyObject {
                 return Err("the job changed while its request was opened; the alarm runs again".to_owned())
             }
         };
-        self.apply(&step.change).await.map_err(|error| format!("writing the job failed: {error}"))?;
-        let settle = forward.map(|attempt| self.begin_execution(attempt));
+        let (decided, written) = self.write(pending, "the job").await;
+        if !written {
+            return Err("writing the job failed".to_owned());
+        }
         let mut alarm_set = true;
-        for action in &step.actions {
+        for action in &decided.step.actions {
             if let Action::SetAlarm(at) = action {
                 alarm_set &= self.set_alarm(*at).await;
             }
         }
-        if let Some(decision) = job_decision(record.as_ref(), &step.change) {
-            self.log_job(Decision::from(decision), None, None);
-        } else if let RecordChange::Put(Record::Unknown(_)) = &step.change {
-            // An orphaned send, held unknown.
-            self.log_job(Decision::Unknown, None, None);
+        if let Some(decision) = decided.decision {
+            self.log_job(decision, None, None);
         }
-        let (Some(attempt), Some(request), Some(settle)) = (forward, request, settle) else {
+        // A send has no waiters: a duplicate that arrives meanwhile is told it is in
+        // progress (no settlement is kept for it).
+        let (Some(attempt), Some(request)) = (forward, request) else {
             return if alarm_set { Ok(()) } else { Err("the next alarm could not be set".to_owned()) };
         };
-        drop(settle);
         if !alarm_set {
-            // Nothing was sent, and without the alarm a restart would read this claim as
-            // an unknown outcome: put the job back as it was, and let the platform retry.
-            self.end_execution(attempt);
-            if let Some(before) = &record {
-                let _ = self.apply(&RecordChange::Put(before.clone())).await;
-            }
+            // Nothing was sent: the driver puts the job back as it was.
+            let put_back = self.key.borrow_mut().handle_job_unscheduled(attempt, record);
+            let _ = self.write(put_back, "putting the job back").await;
             return Err("the send's alarm could not be set; nothing was sent".to_owned());
         }
         let sent = self.send_job(attempt, request).await;
-        self.end_execution(attempt);
+        self.key.borrow_mut().handle_send_over(attempt);
         sent
     }
 
@@ -310,30 +304,25 @@ impl KeyObject {
             // Too large to store: nobody waits for it; let it go.
             let _ = wasm_bindgen_futures::JsFuture::from(stream.cancel()).await;
         }
-        let (_, disposition) = machine::classify(result, stored.as_deref(), &policy.outcome);
-        let record = self.cached_record();
-        let finished = Event::JobFinished {
+        let jitter = js_sys::Math::random();
+        let pending = self.key.borrow_mut().handle_job_finished(
             attempt,
             result,
-            response: stored,
-            timing: policy.timing,
-            outcome: policy.outcome,
+            stored,
+            policy,
             retry_after_ms,
-            jitter: js_sys::Math::random(),
-        };
-        let step = machine::step(record.as_ref(), finished, now_ms());
-        let decision = job_decision(record.as_ref(), &step.change)
-            .map(Decision::from)
-            .unwrap_or_else(|| Decision::after_forward(disposition));
-        if let Err(error) = self.apply(&step.change).await {
-            // The claim stays, with its lease and its alarm: afterwards it reads as an
-            // unknown outcome, never as "not executed".
-            console_error!("object {}: writing the job's outcome failed: {}", self.short_id(), error);
-            self.log_job(Decision::Rejected(ProblemKind::StorageUnavailable), origin_status, Some(origin_ms));
+            jitter,
+            now_ms(),
+        );
+        // A failed write keeps the claim, with its lease and its alarm: afterwards it reads
+        // as an unknown outcome, never as "not executed".
+        let (decided, written) = self.write(pending, "the job's outcome").await;
+        let decision = decided.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
+        self.log_job(decision, origin_status, Some(origin_ms));
+        if !written {
             return Ok(());
         }
-        self.log_job(decision, origin_status, Some(origin_ms));
-        for action in step.actions {
+        for action in decided.step.actions {
             if let Action::SetAlarm(at) = action {
                 if !self.set_alarm(at).await {
                     return Err("the next alarm could not be set".to_owned());

@@ -1,7 +1,8 @@
 //! Tests of asynchronous acceptance: the job's encoding, the backoff, the configuration,
 //! the job's steps through `machine::step`, and property tests that play random event
 //! sequences (async and plain arrivals, alarms, attempts that end every way, crashes, time
-//! passing) the way the runtime does, checking the safety invariants after every step.
+//! passing) through the real per-key driver (`core::key_state::KeyState`) the way the
+//! runtime does, checking the safety invariants after every step.
 
 use std::sync::Arc;
 
@@ -10,7 +11,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::core::config::{Config, ObjectPolicy};
 use crate::core::fingerprint::Digest256;
-use crate::core::machine::{step, Event, Timing, WaiterLimits};
+use crate::core::key_state::{Arrival, KeyState, Pending};
+use crate::core::machine::{step, Event, Step, Timing, WaiterLimits};
 use crate::core::policy::{OriginResult, OutcomePolicy};
 use crate::core::record::{Completed, StoredResponse};
 use crate::core::routes::Mode;
@@ -546,12 +548,16 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The key as the runtime keeps it: storage, and this instance's live attempt.
+/// The key as the runtime keeps it: storage, and this instance's driver
+/// (`core::key_state::KeyState`, lost in a crash), driven as `runtime::object` drives it.
 struct Sim {
     max: Option<u16>,
+    policy: ObjectPolicy,
     now: Millis,
-    record: Option<Record>,
-    live: Option<(AttemptId, bool)>,
+    stored: Option<Record>,
+    key: KeyState,
+    /// The attempts that the alarm sent as a job (the others were forwarded on arrival).
+    job_sends: Vec<AttemptId>,
     next_id: u64,
     /// Since the key was last absent: sends, and whether one may have executed.
     sends: u16,
@@ -560,6 +566,21 @@ struct Sim {
 }
 
 impl Sim {
+    fn new(max: Option<u16>) -> Sim {
+        Sim {
+            max,
+            policy: policy(max),
+            now: T0,
+            stored: None,
+            key: KeyState::new(),
+            job_sends: Vec::new(),
+            next_id: 0,
+            sends: 0,
+            maybe_executed: false,
+            definitive: None,
+        }
+    }
+
     fn id(&mut self) -> AttemptId {
         self.next_id += 1;
         AttemptId(self.next_id)
@@ -571,51 +592,72 @@ impl Sim {
         self.definitive = None;
     }
 
-    /// What the runtime reads: an expired record is gone (unless its attempt runs here).
-    fn read(&mut self) -> Option<Record> {
-        if let Some(record) = &self.record {
-            let live = self.live.map(|(a, _)| a);
-            if record.is_expired(self.now) && live != Some(record.attempt()) {
-                self.record = None;
-                self.fresh();
-            }
+    /// What the runtime does before any event: read storage the first time, and delete a
+    /// record read past its expiry (unless its attempt runs here: the driver decides).
+    fn read(&mut self) {
+        if !self.key.is_loaded() {
+            self.key.remember(self.stored.clone());
         }
-        self.record.clone()
+        if self.key.expired_on_read(self.now) {
+            self.stored = None;
+            self.key.handle_deleting();
+            self.fresh();
+        }
     }
 
     fn run(&mut self, op: Op) -> Result<(), TestCaseError> {
-        let live = self.live.map(|(a, _)| a);
-        let event = match op {
+        let pending = match op {
             Op::Advance(ms) => {
                 self.now += ms;
                 return Ok(());
             }
             Op::Crash => {
-                if self.live.take().is_some() {
+                if self.key.live().is_some() {
                     self.maybe_executed = true;
                 }
+                self.key = KeyState::new();
                 return Ok(());
             }
             Op::AsyncArrival { other_payload } => {
+                self.read();
                 let fingerprint = if other_payload { OTHER } else { FP };
-                let id = self.id();
-                Event::Arrival {
+                let new_attempt = self.id();
+                let accept = Some(*accept(self.max));
+                let arrival = Arrival {
                     fingerprint,
-                    new_attempt: id,
-                    live_attempt: live,
-                    waiters: 0,
-                    waiting_bytes: 0,
-                    max_origin_attempts: self.max,
+                    new_attempt,
+                    policy: &self.policy,
                     body_bytes: 1,
-                    limits: WaiterLimits::default(),
-                    timing: timing(),
-                    accept: Some(accept(self.max)),
+                    accept,
+                    observing: false,
+                };
+                self.key.handle_arrival(arrival, self.now)
+            }
+            Op::PlainArrival => {
+                self.read();
+                let new_attempt = self.id();
+                let arrival = Arrival {
+                    fingerprint: FP,
+                    new_attempt,
+                    policy: &self.policy,
+                    body_bytes: 10,
+                    accept: None,
+                    observing: false,
+                };
+                self.key.handle_arrival(arrival, self.now)
+            }
+            // The runtime's alarm: a key with a job runs it, any other is cleaned up.
+            Op::Alarm => {
+                self.read();
+                if self.key.record().and_then(Record::async_job).is_some() {
+                    let new_attempt = self.id();
+                    self.key.handle_job_alarm(new_attempt, self.now)
+                } else {
+                    self.key.handle_alarm(self.now)
                 }
             }
-            Op::PlainArrival => plain_arrival(FP, self.id().0, live, self.max),
-            Op::Alarm => Event::JobAlarm { live_attempt: live, new_attempt: self.id() },
             Op::Finish { how, jitter, retry_after } => {
-                let Some((attempt, is_job)) = self.live.take() else { return Ok(()) };
+                let Some(attempt) = self.key.live().map(|live| live.attempt) else { return Ok(()) };
                 let result = match how {
                     0 => OriginResult::Responded(201),
                     1 => OriginResult::Responded(503),
@@ -631,22 +673,35 @@ impl Sim {
                 else {
                     unreachable!()
                 };
-                if is_job {
-                    finished(attempt, result, retry_after, jitter)
-                } else {
-                    Event::OriginFinished {
+                if self.job_sends.contains(&attempt) {
+                    let policy = self.policy.clone();
+                    let pending = self.key.handle_job_finished(
                         attempt,
                         result,
                         response,
-                        timing: timing(),
-                        outcome: OutcomePolicy::default(),
-                    }
+                        &policy,
+                        retry_after,
+                        jitter,
+                        self.now,
+                    );
+                    let checked = self.write_and_check(pending, false);
+                    self.key.handle_send_over(attempt);
+                    prop_assert!(self.key.live().is_none(), "a finished send stays live");
+                    return checked;
                 }
+                let policy = self.policy.clone();
+                self.key.handle_origin_finished(attempt, result, response, &policy, self.now)
             }
         };
-        let is_alarm = matches!(event, Event::JobAlarm { .. });
-        let before = self.read();
-        let step = step(before.as_ref(), event, self.now);
+        let is_alarm = matches!(op, Op::Alarm);
+        self.write_and_check(pending, is_alarm)
+    }
+
+    /// Checks a pending step against the invariants, writes it (memory follows storage),
+    /// and reports it to the driver.
+    fn write_and_check(&mut self, pending: Pending, is_alarm: bool) -> Result<(), TestCaseError> {
+        let before = self.stored.clone();
+        let step = pending.step().clone();
         for action in &step.actions {
             if let Action::Forward { attempt } = action {
                 // Never a forward of a key with a definitive answer, nor (without the
@@ -665,14 +720,17 @@ impl Sim {
                     // Rule 5: whatever the dedupe setting.
                     prop_assert!(self.sends <= MAX_SENDS, "a job sent {} times", self.sends);
                 }
-                prop_assert!(self.live.is_none(), "two attempts at once");
-                self.live = Some((*attempt, is_alarm));
+                prop_assert!(self.key.live().is_none(), "two attempts at once");
+                if is_alarm {
+                    self.job_sends.push(*attempt);
+                }
             }
         }
         match &step.change {
             RecordChange::Keep => {}
             RecordChange::Delete => {
-                self.record = None;
+                self.stored = None;
+                self.key.handle_deleting();
                 self.fresh();
             }
             RecordChange::Put(record) => {
@@ -693,14 +751,19 @@ impl Sim {
                         );
                     }
                 }
-                if self.record.is_none() && before.is_none() {
+                if self.stored.is_none() && before.is_none() {
                     self.fresh();
                 }
-                self.record = Some(record.clone());
+                self.stored = Some(record.clone());
+                self.key.remember(Some(record.clone()));
             }
         }
+        let decided = self.key.handle_written(pending);
+        if let Some(attempt) = forwards_of(&decided.step) {
+            prop_assert_eq!(self.key.live().map(|live| live.attempt), Some(attempt), "a send is live");
+        }
         // An answer of "never executed" releases the key only when nothing could have run.
-        for action in &step.actions {
+        for action in &decided.step.actions {
             if let Action::Reject(problem) = action {
                 if problem.kind == ProblemKind::OriginUnavailable {
                     prop_assert!(!self.maybe_executed);
@@ -711,6 +774,13 @@ impl Sim {
     }
 }
 
+fn forwards_of(step: &Step) -> Option<AttemptId> {
+    step.actions.iter().find_map(|action| match action {
+        Action::Forward { attempt } => Some(*attempt),
+        _ => None,
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -719,16 +789,7 @@ proptest! {
         dedup in proptest::option::of(1u16..5),
         ops in proptest::collection::vec(op(), 1..80),
     ) {
-        let mut sim = Sim {
-            max: dedup,
-            now: T0,
-            record: None,
-            live: None,
-            next_id: 0,
-            sends: 0,
-            maybe_executed: false,
-            definitive: None,
-        };
+        let mut sim = Sim::new(dedup);
         for op in ops {
             sim.run(op)?;
         }

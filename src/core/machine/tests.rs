@@ -4,11 +4,11 @@
 //!   key, refusing a reused key, replaying a completed one, joining a live attempt (and
 //!   the waiter cap), orphaned claims, every row of the outcome table, oversized
 //!   responses, fencing of stale finishers, failed writes, expired waits and alarms.
-//! - Property tests: a small simulator plays random event sequences the way the runtime
-//!   does (record change first, durably; a failed write is re-stepped as
-//!   `ClaimWriteFailed` / `OutcomeWriteFailed`; `Forward` makes an attempt live in memory,
-//!   `Settle` ends it; a crash forgets memory and keeps storage) and checks the safety
-//!   invariants after every step.
+//! - Property tests: a small simulator plays random event sequences through the real
+//!   per-key driver (`core::key_state::KeyState`) the way the runtime does (record change
+//!   first, durably, then reported; a failed write is reported and the driver's step
+//!   carried out instead; a crash forgets the driver and keeps storage) and checks the
+//!   safety invariants after every step.
 
 use std::collections::HashMap;
 
@@ -16,7 +16,10 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::*;
+use crate::core::config::ObjectPolicy;
+use crate::core::key_state::{Arrival, Decided, KeyState, Pending};
 use crate::core::problem::PROBLEM_CONTENT_TYPE;
+use crate::core::routes::Mode;
 
 // ---------------------------------------------------------------------------------------
 // Fixtures
@@ -838,15 +841,16 @@ fn timing_strategy() -> impl Strategy<Value = Timing> {
         .prop_map(|(ttl_ms, origin_timeout_ms)| Timing { ttl_ms, duplicate_wait_ms: WAIT, origin_timeout_ms })
 }
 
-/// A key's Durable Object as the runtime drives it: storage, memory and a clock, plus
-/// what the rules say about when the key may run again.
+/// A key's Durable Object as the runtime drives it: storage, the driver (memory) and a
+/// clock, plus what the rules say about when the key may run again.
 struct Sim {
     timing: Timing,
+    policy: ObjectPolicy,
     now: Millis,
     /// What storage holds.
     stored: Option<Record>,
-    /// The attempt this instance is executing (memory: lost in a crash).
-    live: Option<AttemptId>,
+    /// This instance's driver (memory: lost in a crash).
+    key: KeyState,
     next_attempt: u64,
     /// Every attempt ever forwarded, in order.
     forwarded: Vec<AttemptId>,
@@ -863,9 +867,18 @@ impl Sim {
     fn new(timing: Timing) -> Sim {
         Sim {
             timing,
+            policy: ObjectPolicy {
+                timing,
+                limits: WaiterLimits::default(),
+                outcome: OutcomePolicy::default(),
+                max_stored_response_bytes: MAX_STORED_RESPONSE_BYTES as u64,
+                max_origin_attempts: None,
+                mode: Mode::Enforce,
+                origin_service: None,
+            },
             now: T0,
             stored: None,
-            live: None,
+            key: KeyState::new(),
             next_attempt: 1,
             forwarded: Vec::new(),
             answers: HashMap::new(),
@@ -877,19 +890,57 @@ impl Sim {
         Digest256([n + 1; 32])
     }
 
-    fn step(&self, event: Event) -> Step {
-        step(self.stored.as_ref(), event, self.now)
+    /// The attempt this instance is executing, as its driver knows it.
+    fn live(&self) -> Option<AttemptId> {
+        self.key.live().map(|live| live.attempt)
     }
 
-    /// Carries out a step: the record change (unless its write fails), then the actions.
-    fn carry_out(&mut self, step: &Step, write_succeeds: bool) -> Result<(), TestCaseError> {
-        if write_succeeds {
-            match &step.change {
-                RecordChange::Keep => {}
-                RecordChange::Put(record) => self.stored = Some(record.clone()),
-                RecordChange::Delete => self.stored = None,
+    /// What the runtime does before any event: read storage the first time, and delete a
+    /// record read past its expiry (expire-on-read, the driver's decision).
+    fn read(&mut self) {
+        if !self.key.is_loaded() {
+            self.key.remember(self.stored.clone());
+        }
+        if self.key.expired_on_read(self.now) {
+            self.stored = None;
+            self.key.handle_deleting();
+        }
+    }
+
+    /// Writes a pending step's record change (unless the write fails) and reports it to
+    /// the driver, as the runtime does; returns the step the driver says to carry out.
+    fn write(&mut self, pending: Pending, write_succeeds: bool) -> Result<Decided, TestCaseError> {
+        let change = pending.step().change.clone();
+        if !write_succeeds {
+            if change != RecordChange::Keep {
+                // A failed deletion leaves the driver to read storage again.
+                if change == RecordChange::Delete {
+                    self.key.handle_deleting();
+                    self.key.forget();
+                    self.key.remember(self.stored.clone());
+                }
+                return Ok(self.key.handle_write_failed(pending, self.now));
             }
         }
+        match &change {
+            RecordChange::Keep => {}
+            RecordChange::Put(record) => {
+                self.stored = Some(record.clone());
+                self.key.remember(Some(record.clone()));
+            }
+            RecordChange::Delete => {
+                self.stored = None;
+                self.key.handle_deleting();
+            }
+        }
+        let decided = self.key.handle_written(pending);
+        self.check_actions(&decided.step)?;
+        Ok(decided)
+    }
+
+    /// Checks a step's actions as they are carried out: a forward only of a claim that is
+    /// stored, never twice, and live in the driver afterwards; a settled attempt not live.
+    fn check_actions(&mut self, step: &Step) -> Result<(), TestCaseError> {
         for action in &step.actions {
             match action {
                 Action::Forward { attempt } => {
@@ -900,9 +951,11 @@ impl Sim {
                         self.stored
                     );
                     self.forwarded.push(*attempt);
-                    self.live = Some(*attempt);
+                    prop_assert_eq!(self.live(), Some(*attempt), "a forward is the live execution");
                 }
-                Action::Settle { attempt, .. } if self.live == Some(*attempt) => self.live = None,
+                Action::Settle { attempt, .. } => {
+                    prop_assert!(self.live() != Some(*attempt), "a settled attempt stays live");
+                }
                 _ => {}
             }
         }
@@ -910,38 +963,43 @@ impl Sim {
     }
 
     fn run(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        self.read();
         let before = self.stored.clone();
         match op {
             Op::Arrive { fingerprint, waiters, write_fails } => {
                 self.arrive(Sim::fingerprint(*fingerprint), *waiters, *write_fails)?
             }
             Op::Finish { result, oversized, write_fails } => {
-                if let Some(attempt) = self.live {
+                if let Some(attempt) = self.live() {
                     self.attempt_finishes(attempt, *result, *oversized, *write_fails)?
                 }
             }
             Op::LateFinish { pick, result } => {
+                let live = self.live();
                 let old: Vec<AttemptId> =
-                    self.forwarded.iter().copied().filter(|a| self.live != Some(*a)).collect();
+                    self.forwarded.iter().copied().filter(|a| live != Some(*a)).collect();
                 if !old.is_empty() {
                     self.attempt_finishes(old[pick.index(old.len())], *result, false, false)?
                 }
             }
-            Op::Crash => self.live = None,
+            Op::Crash => self.key = KeyState::new(),
             Op::WaitExpired { pick } => {
                 let mut attempts = self.forwarded.clone();
                 attempts.push(AttemptId(0));
-                let step = self.step(Event::WaitExpired { attempt: attempts[pick.index(attempts.len())] });
-                let problem = rejection_of(&step)?;
+                let attempt = attempts[pick.index(attempts.len())];
+                let problem = self.key.handle_wait_over(attempt, 0, false, self.now);
+                let Err(problem) = problem else {
+                    return Err(TestCaseError::fail("an expired wait answered"));
+                };
                 prop_assert_eq!(problem.kind, ProblemKind::InProgress);
                 prop_assert!(problem.retry_after.is_some_and(|s| s >= 1), "{:?}", problem.retry_after);
             }
             Op::Alarm { write_fails } => {
-                // The runtime passes the attempt it is executing, as it does for an arrival.
-                let step = self.step(Event::Alarm { live_attempt: self.live });
+                let pending = self.key.handle_alarm(self.now);
+                let step = pending.step().clone();
                 match &before {
                     // A running execution keeps its claim, even past the claim's expiry.
-                    Some(Record::InFlight(claim)) if self.live == Some(claim.attempt) => prop_assert_eq!(
+                    Some(Record::InFlight(claim)) if self.live() == Some(claim.attempt) => prop_assert_eq!(
                         &step,
                         &Step {
                             change: RecordChange::Keep,
@@ -959,7 +1017,7 @@ impl Sim {
                     ),
                     _ => prop_assert_eq!(&step, &Step { change: RecordChange::Delete, actions: vec![] }),
                 }
-                self.carry_out(&step, !write_fails)?;
+                self.write(pending, !write_fails)?;
             }
             Op::Advance(ms) => self.now += ms,
         }
@@ -989,20 +1047,30 @@ impl Sim {
         write_fails: bool,
     ) -> Result<(), TestCaseError> {
         let before = self.stored.clone();
+        // `waiters` duplicates of the live execution arrive first and join it (the driver
+        // counts them), and leave once this request is answered.
+        let joined = self.join_live(waiters)?;
         let new_attempt = AttemptId(self.next_attempt);
         self.next_attempt += 1;
-        let step = self.step(Event::Arrival {
+        let arrival = Arrival {
             fingerprint,
             new_attempt,
-            live_attempt: self.live,
-            waiters,
-            waiting_bytes: 0,
-            max_origin_attempts: None,
+            policy: &self.policy,
             body_bytes: 0,
-            limits: WaiterLimits::default(),
-            timing: self.timing,
             accept: None,
-        });
+            observing: false,
+        };
+        let running = self.live();
+        let pending = self.key.handle_arrival(arrival, self.now);
+        let step = pending.step().clone();
+        if let Some(live) = self.key.live() {
+            prop_assert_eq!(live.waiters, joined, "the driver counts the waiters");
+        }
+        // Never a second execution while one runs here, whatever expired meanwhile.
+        prop_assert!(
+            running.is_none() || forwards(&step.actions).is_empty(),
+            "forwarded while {running:?} still runs: {step:?}"
+        );
 
         // At most one Forward, for this request's own new claim, written first.
         let sent = forwards(&step.actions);
@@ -1030,7 +1098,7 @@ impl Sim {
 
         // A held record: unexpired, or still being run by its live owner.
         let held = before.as_ref().filter(|r| {
-            !r.is_expired(self.now) || matches!(r, Record::InFlight(c) if self.live == Some(c.attempt))
+            !r.is_expired(self.now) || matches!(r, Record::InFlight(c) if self.live() == Some(c.attempt))
         });
         if let Some(record) = held {
             prop_assert!(sent.is_empty(), "forwarded while {record:?} is held");
@@ -1043,7 +1111,7 @@ impl Sim {
                 prop_assert_eq!(&step.change, &RecordChange::Keep);
                 prop_assert_eq!(problem.map(|p| p.kind), Some(ProblemKind::KeyReused));
             } else {
-                let orphaned = matches!(record, Record::InFlight(c) if self.live != Some(c.attempt));
+                let orphaned = matches!(record, Record::InFlight(c) if self.live() != Some(c.attempt));
                 if orphaned || matches!(record, Record::Unknown(_)) {
                     // After an unknown outcome or an orphaned claim: no Forward until expiry.
                     let kind = problem.map(|p| p.kind);
@@ -1068,10 +1136,11 @@ impl Sim {
         }
 
         if write_fails && step.change != RecordChange::Keep {
-            let failed = self.step(Event::ClaimWriteFailed { attempt: new_attempt });
+            let failed = self.write(pending, false)?.step;
             prop_assert!(forwards(&failed.actions).is_empty(), "a failed claim write forwarded: {failed:?}");
             prop_assert_eq!(rejection_of(&failed)?.kind, ProblemKind::StorageUnavailable);
-            return self.carry_out(&failed, true);
+            prop_assert!(self.live() != Some(new_attempt));
+            return self.leave(joined);
         }
         if !sent.is_empty() {
             let expires_at = self.now + self.timing.ttl_ms.max(self.timing.lease_ms());
@@ -1089,7 +1158,51 @@ impl Sim {
             );
             self.held_until = Some(expires_at);
         }
-        self.carry_out(&step, true)
+        let decided = self.write(pending, true)?;
+        let this_one_waits = matches!(decided.step.actions[..], [Action::Join { .. }]);
+        prop_assert_eq!(decided.step, step);
+        self.leave(joined + usize::from(this_one_waits))
+    }
+
+    /// Up to `waiters` duplicates of the live execution's claim arrive and join it; how
+    /// many did (past the cap, the driver turns them away with 409).
+    fn join_live(&mut self, waiters: usize) -> Result<usize, TestCaseError> {
+        let Some(Record::InFlight(claim)) = self.stored.clone() else { return Ok(0) };
+        if self.live() != Some(claim.attempt) {
+            return Ok(0);
+        }
+        let mut joined = 0;
+        for _ in 0..waiters {
+            let new_attempt = AttemptId(self.next_attempt);
+            self.next_attempt += 1;
+            let arrival = Arrival {
+                fingerprint: claim.fingerprint,
+                new_attempt,
+                policy: &self.policy,
+                body_bytes: 0,
+                accept: None,
+                observing: false,
+            };
+            let pending = self.key.handle_arrival(arrival, self.now);
+            let decided = self.write(pending, true)?;
+            match &decided.step.actions[..] {
+                [Action::Join { attempt, .. }] if *attempt == claim.attempt => joined += 1,
+                [Action::Reject(problem)] => prop_assert_eq!(problem.kind, ProblemKind::InProgress),
+                other => {
+                    return Err(TestCaseError::fail(format!("a duplicate of a live claim got {other:?}")))
+                }
+            }
+        }
+        Ok(joined)
+    }
+
+    /// The duplicates that joined leave (their waits run out): the count goes back.
+    fn leave(&mut self, joined: usize) -> Result<(), TestCaseError> {
+        let Some(live) = self.key.live().copied() else { return Ok(()) };
+        for _ in 0..joined.min(live.waiters) {
+            prop_assert!(self.key.handle_wait_over(live.attempt, 0, false, self.now).is_err());
+        }
+        Ok(())
     }
 
     /// `attempt` finishes (the live one, or a late one); the outcome write may fail.
@@ -1114,13 +1227,8 @@ impl Sim {
             Some(Record::InFlight(claim)) if claim.attempt == attempt => Some(claim.clone()),
             _ => None,
         };
-        let step = self.step(Event::OriginFinished {
-            attempt,
-            result,
-            response,
-            timing: self.timing,
-            outcome: OutcomePolicy::default(),
-        });
+        let pending = self.key.handle_origin_finished(attempt, result, response, &self.policy, self.now);
+        let step = pending.step().clone();
         prop_assert!(forwards(&step.actions).is_empty());
         let (settled, answer, origin_answered) = settle_of_checked(&step.actions)?;
         prop_assert_eq!(settled, attempt);
@@ -1133,7 +1241,8 @@ impl Sim {
                 "a finisher of a stale claim changed the record"
             );
             prop_assert_eq!(step.actions.len(), 1);
-            return self.carry_out(&step, true);
+            self.write(pending, true)?;
+            return Ok(());
         };
 
         // The outcome table, and how long the key is held afterwards.
@@ -1166,18 +1275,21 @@ impl Sim {
 
         if write_fails {
             // The claim stays stored and keeps holding the key.
-            let failed =
-                self.step(Event::OutcomeWriteFailed { attempt, answer: answer.clone(), origin_answered });
+            let answer = answer.clone();
+            let failed = self.write(pending, false)?.step;
             prop_assert_eq!(&failed.change, &RecordChange::Keep);
             prop_assert_eq!(failed.actions.len(), 1);
             let (settled, failed_answer, failed_origin_answered) = settle_of_checked(&failed.actions)?;
             prop_assert_eq!(failed_origin_answered, origin_answered);
             prop_assert_eq!(settled, attempt);
-            prop_assert!(Arc::ptr_eq(failed_answer, answer));
-            return self.carry_out(&failed, true);
+            prop_assert!(Arc::ptr_eq(failed_answer, &answer));
+            prop_assert!(self.live() != Some(attempt), "the execution is over");
+            return Ok(());
         }
         self.held_until = held_until;
-        self.carry_out(&step, true)
+        self.write(pending, true)?;
+        prop_assert!(self.live() != Some(attempt), "the execution is over");
+        Ok(())
     }
 }
 

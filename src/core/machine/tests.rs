@@ -911,16 +911,14 @@ impl Sim {
     /// the driver, as the runtime does; returns the step the driver says to carry out.
     fn write(&mut self, pending: Pending, write_succeeds: bool) -> Result<Decided, TestCaseError> {
         let change = pending.step().change.clone();
-        if !write_succeeds {
-            if change != RecordChange::Keep {
-                // A failed deletion leaves the driver to read storage again.
-                if change == RecordChange::Delete {
-                    self.key.handle_deleting();
-                    self.key.forget();
-                    self.key.remember(self.stored.clone());
-                }
-                return Ok(self.key.handle_write_failed(pending, self.now));
+        if !write_succeeds && change != RecordChange::Keep {
+            // A failed deletion leaves the driver to read storage again.
+            if change == RecordChange::Delete {
+                self.key.handle_deleting();
+                self.key.forget();
+                self.key.remember(self.stored.clone());
             }
+            return Ok(self.key.handle_write_failed(pending, self.now));
         }
         match &change {
             RecordChange::Keep => {}

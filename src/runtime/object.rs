@@ -741,37 +741,13 @@ impl KeyObject {
         let started = now_ms();
         let target = req.url();
         let headers = req.headers();
-        let service = match policy.origin_service.as_deref().map(|name| (name, self.env.service(name))) {
-            None => Ok(None),
-            Some((_, Ok(service))) => Ok(Some(service.into_rpc::<worker_sys::Fetcher>())),
-            Some((name, Err(error))) => {
-                console_error!(
-                    "object {}: the origin service binding {} is unusable: {}",
-                    self.short_id(),
-                    name,
-                    error
-                );
-                Err(())
+        let (result, mut answer) = match body {
+            Some(body) => {
+                let request = Outgoing { target: &target, method: &req.method(), headers: &headers, body };
+                self.send(request, policy, probe_first).await
             }
-        };
-        let (result, mut answer) = match (body, service) {
-            // Nothing was sent without a binding: the key is released.
-            (_, Err(())) => (OriginResult::ConnectRefused, None),
-            (Some(body), Ok(service)) => {
-                origin::forward(
-                    &target,
-                    &req.method(),
-                    &headers,
-                    body,
-                    policy.timing.origin_timeout_ms,
-                    probe_first,
-                    policy.max_stored_response_bytes,
-                    service,
-                    settings::get(&self.env).origin_auth_secret.as_deref(),
-                )
-                .await
-            }
-            (None, _) => (OriginResult::ConnectRefused, None),
+            // The body could not be read: nothing was sent, and the key is released.
+            None => (OriginResult::ConnectRefused, None),
         };
         // The body moves into the stored answer: the caller's response shares it below.
         let stored = answer.as_mut().and_then(storable).map(Arc::new);
@@ -820,6 +796,43 @@ impl KeyObject {
         // dropped sender and get 409.
         self.end_execution(attempt);
         response.unwrap_or_else(|| respond::problem(&storage_unavailable()))
+    }
+
+    /// Sends one attempt to the origin (through the route's service binding, when it has
+    /// one). A binding that cannot be used sends nothing: the attempt is released.
+    pub(super) async fn send(
+        &self,
+        request: Outgoing<'_>,
+        policy: &ObjectPolicy,
+        probe_first: bool,
+    ) -> (OriginResult, Option<OriginAnswer>) {
+        let service = match policy.origin_service.as_deref() {
+            None => None,
+            Some(name) => match self.env.service(name) {
+                Ok(service) => Some(service.into_rpc::<worker_sys::Fetcher>()),
+                Err(error) => {
+                    console_error!(
+                        "object {}: the origin service binding {} is unusable: {}",
+                        self.short_id(),
+                        name,
+                        error
+                    );
+                    return (OriginResult::ConnectRefused, None);
+                }
+            },
+        };
+        origin::forward(
+            request.target,
+            request.method,
+            request.headers,
+            request.body,
+            policy.timing.origin_timeout_ms,
+            probe_first,
+            policy.max_stored_response_bytes,
+            service,
+            settings::get(&self.env).origin_auth_secret.as_deref(),
+        )
+        .await
     }
 
     /// Observe mode, a request's arrival: steps the machine as for a real request, writes
@@ -1129,6 +1142,15 @@ struct Sending<'a> {
     policy: &'a ObjectPolicy,
     /// Whether the origin may be probed with a TCP connect first (`KeyCall::probe_origin`).
     probe_first: bool,
+}
+
+/// A request on its way to the origin.
+pub(super) struct Outgoing<'a> {
+    pub target: &'a str,
+    pub method: &'a str,
+    pub headers: &'a Headers,
+    /// As the object holds it: a JavaScript value that never enters Wasm memory.
+    pub body: &'a JsValue,
 }
 
 /// The request body as one `ArrayBuffer`.

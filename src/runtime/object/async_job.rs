@@ -18,9 +18,9 @@ use std::sync::Arc;
 use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
 use worker::web_sys::{self, Headers, Response};
-use worker::{console_error, worker_sys, Result};
+use worker::{console_error, Result};
 
-use super::{metrics, now_ms, random_u64, read_body, settings, storable, KeyObject};
+use super::{metrics, now_ms, random_u64, read_body, settings, storable, KeyObject, Outgoing};
 use crate::core::async_job::{
     no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,
     StoredRequest,
@@ -33,7 +33,7 @@ use crate::core::machine::{storage_unavailable, Action};
 use crate::core::problem::ProblemKind;
 use crate::core::record::{AttemptId, Record};
 use crate::core::wire::KeyCall;
-use crate::runtime::origin::{self, AnswerBody};
+use crate::runtime::origin::AnswerBody;
 use crate::runtime::respond;
 
 /// 202 Accepted for a job that runs: `Preference-Applied: respond-async` (RFC 7240 §3) and
@@ -261,37 +261,10 @@ impl KeyObject {
             let _ = headers.append(name, value);
         }
         let body: JsValue = Uint8Array::from(&request.body[..]).into();
-        let service = match policy.origin_service.as_deref().map(|name| (name, self.env.service(name))) {
-            None => Ok(None),
-            Some((_, Ok(service))) => Ok(Some(service.into_rpc::<worker_sys::Fetcher>())),
-            Some((name, Err(error))) => {
-                console_error!(
-                    "object {}: the origin service binding {} is unusable: {}",
-                    self.short_id(),
-                    name,
-                    error
-                );
-                Err(())
-            }
-        };
         let started = now_ms();
-        let (result, mut answer) = match service {
-            Err(()) => (crate::core::policy::OriginResult::ConnectRefused, None),
-            Ok(service) => {
-                origin::forward(
-                    &request.target,
-                    &request.method,
-                    &headers,
-                    &body,
-                    policy.timing.origin_timeout_ms,
-                    job.probe_origin,
-                    policy.max_stored_response_bytes,
-                    service,
-                    settings::get(&self.env).origin_auth_secret.as_deref(),
-                )
-                .await
-            }
-        };
+        let outgoing =
+            Outgoing { target: &request.target, method: &request.method, headers: &headers, body: &body };
+        let (result, mut answer) = self.send(outgoing, policy, job.probe_origin).await;
         drop(request);
         let origin_ms = now_ms().saturating_sub(started);
         let origin_status = answer.as_ref().map(|answer| answer.status);

@@ -333,10 +333,21 @@ fn claim_and_forward(arrival: &Arrival, origin_attempts: u16, keep_until: Millis
         expires_at,
         async_job: None,
     };
+    let alarm_at = claim_alarm(&claim, &arrival.timing);
     Step {
         change: RecordChange::Put(Record::InFlight(claim)),
-        actions: vec![Action::SetAlarm(expires_at), Action::Forward { attempt: arrival.new_attempt }],
+        actions: vec![Action::SetAlarm(alarm_at), Action::Forward { attempt: arrival.new_attempt }],
     }
+}
+
+/// When a claim's alarm is set: late enough for whatever outcome it gets, so that the
+/// outcome's write sets no alarm of its own (one `setAlarm` per key, a billed row write
+/// each). An outcome is recorded at the latest when the claim's lease ends (the origin call
+/// is bounded by the timeout the lease covers), and kept for the TTL from then. A claim's
+/// own expiry is not moved: past it, the claim reads as expired whatever the alarm, and an
+/// alarm that finds a record not yet expired sets itself again at the record's expiry.
+pub fn claim_alarm(claim: &InFlight, timing: &Timing) -> Millis {
+    claim.lease_until.saturating_add(timing.ttl_ms).max(claim.expires_at)
 }
 
 /// Rule 7 for a key whose outcome is unknown: claim it again, or say why not.
@@ -488,8 +499,16 @@ fn on_origin_finished(
             chunks: None,
         }),
     };
+    // The claim's alarm (`claim_alarm`) covers an outcome recorded within the lease; one
+    // recorded later (a claim of an earlier release, or an outcome write that outlasted the
+    // lease) moves it.
     let expires_at = next.expires_at();
-    Step { change: RecordChange::Put(next), actions: vec![Action::SetAlarm(expires_at), settle] }
+    let actions = if expires_at <= claim_alarm(claim, &timing) {
+        vec![settle]
+    } else {
+        vec![Action::SetAlarm(expires_at), settle]
+    };
+    Step { change: RecordChange::Put(next), actions }
 }
 
 fn stored_size(response: &StoredResponse) -> usize {

@@ -206,7 +206,8 @@ fn first_arrival_claims_then_forwards() {
             async_job: None,
         }))
     );
-    assert_eq!(step.actions, vec![Action::SetAlarm(expires_at), Action::Forward { attempt: A }]);
+    // The claim's alarm is set once, late enough for the outcome kept a TTL past the lease.
+    assert_eq!(step.actions, vec![Action::SetAlarm(lease_until + TTL), Action::Forward { attempt: A }]);
 }
 
 #[test]
@@ -228,7 +229,10 @@ fn a_claim_is_retained_at_least_until_its_lease_ends() {
     let RecordChange::Put(Record::InFlight(claim)) = &step.change else { panic!("no claim: {step:?}") };
     assert_eq!(claim.lease_until, T0 + short.lease_ms());
     assert_eq!(claim.expires_at, claim.lease_until, "expires_at = max(now + ttl, lease_until)");
-    assert_eq!(step.actions, vec![Action::SetAlarm(claim.lease_until), Action::Forward { attempt: A }]);
+    assert_eq!(
+        step.actions,
+        vec![Action::SetAlarm(claim.lease_until + 1_000), Action::Forward { attempt: A }]
+    );
 }
 
 #[test]
@@ -270,7 +274,7 @@ fn expired_records_of_every_kind_are_claimed_anew() {
                     );
                     assert_eq!(
                         step.actions,
-                        vec![Action::SetAlarm(now + TTL), Action::Forward { attempt: B }]
+                        vec![Action::SetAlarm(now + LEASE + TTL), Action::Forward { attempt: B }]
                     );
                 }
             }
@@ -406,7 +410,7 @@ fn the_route_outcome_policy_decides_what_a_status_means() {
         let expected =
             if status == 524 { UnknownReason::OriginTimeout } else { UnknownReason::ResetAfterSend };
         assert_eq!(held.reason, expected);
-        assert!(matches!(step.actions[1], Action::Settle { origin_answered: true, .. }));
+        assert!(matches!(step.actions[..], [Action::Settle { origin_answered: true, .. }]));
     }
     // 521..526 say that nothing was delivered: released.
     for status in [521, 522, 523, 525, 526] {
@@ -436,7 +440,7 @@ fn an_oversized_answer_goes_to_its_caller_and_the_key_is_held() {
     let step = step(Some(&record), event, T0 + 10);
     let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
     assert_eq!(held.reason, UnknownReason::ResponseTooLarge { status: 200 });
-    let Action::Settle { answer, origin_answered, .. } = &step.actions[1] else { panic!("{step:?}") };
+    let Action::Settle { answer, origin_answered, .. } = &step.actions[0] else { panic!("{step:?}") };
     assert!(origin_answered, "the caller gets the streamed answer");
     assert_eq!(answer.status, 502, "waiters get outcome-unknown, not a copy of the stream");
 }
@@ -495,13 +499,33 @@ fn final_answers_are_stored_for_replay() {
         assert_eq!((done.attempt, done.fingerprint), (A, FP), "{status}");
         assert_eq!((done.completed_at, done.expires_at), (now, now + TTL), "{status}");
         assert!(Arc::ptr_eq(&done.response, &answer), "{status}: stores the origin's response");
-        assert_eq!(step.actions.len(), 2, "{status}: {step:?}");
-        assert_eq!(step.actions[0], Action::SetAlarm(now + TTL), "{status}");
-        let (attempt, settled, origin_answered) = settle_of(&step.actions[1..]);
+        // No alarm of its own: the claim's covers an outcome recorded within the lease.
+        assert_eq!(step.actions.len(), 1, "{status}: {step:?}");
+        let (attempt, settled, origin_answered) = settle_of(&step.actions);
         assert_eq!(attempt, A);
         assert!(Arc::ptr_eq(settled, &answer), "{status}");
         assert!(origin_answered, "{status}");
     }
+}
+
+/// One `setAlarm` per key (issue 23): the claim's alarm already covers an outcome recorded
+/// within the lease, and only one recorded later (a claim of an earlier release, whose
+/// alarm is at the claim's expiry, or a write that outlasted the lease) moves it.
+#[test]
+fn only_an_outcome_past_the_claims_alarm_sets_the_alarm_again() {
+    let record = in_flight(A, T0);
+    let Record::InFlight(claim) = &record else { unreachable!() };
+    let alarm = claim_alarm(claim, &timing());
+    assert_eq!(alarm, T0 + LEASE + TTL);
+    let within = step(Some(&record), responded(A, &response(201)), T0 + LEASE);
+    assert!(!within.actions.iter().any(|a| matches!(a, Action::SetAlarm(_))), "{within:?}");
+    let late = T0 + LEASE + 1;
+    let after = step(Some(&record), responded(A, &response(201)), late);
+    assert_eq!(after.actions[0], Action::SetAlarm(late + TTL));
+    // An alarm that fires before the record expires sets itself at the expiry.
+    let RecordChange::Put(done) = &after.change else { panic!("{after:?}") };
+    let early = super::step(Some(done), Event::Alarm { live_attempt: None }, alarm);
+    assert_eq!(early, Step { change: RecordChange::Keep, actions: vec![Action::SetAlarm(late + TTL)] });
 }
 
 #[test]
@@ -560,14 +584,11 @@ fn a_timeout_or_reset_holds_the_key_as_unknown() {
         let problem = outcome_unknown(reason);
         assert_eq!(
             step.actions,
-            vec![
-                Action::SetAlarm(now + TTL),
-                Action::Settle {
-                    attempt: A,
-                    answer: Arc::new(problem_response(&problem)),
-                    origin_answered: false
-                },
-            ],
+            vec![Action::Settle {
+                attempt: A,
+                answer: Arc::new(problem_response(&problem)),
+                origin_answered: false
+            }],
             "{result:?}"
         );
         let (_, answer, _) = settle_of(&step.actions);
@@ -600,7 +621,7 @@ fn an_unknown_outcome_keeps_the_claims_expiry_when_that_is_later() {
     let step = step(Some(&record), event, now);
     let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
     assert_eq!(held.expires_at, T0 + short.lease_ms());
-    assert_eq!(step.actions[0], Action::SetAlarm(T0 + short.lease_ms()));
+    assert!(!step.actions.iter().any(|a| matches!(a, Action::SetAlarm(_))), "the claim's alarm covers it");
 }
 
 #[test]
@@ -626,7 +647,7 @@ fn a_response_too_large_to_store_is_held_as_unknown() {
         reason: UnknownReason::ResponseTooLarge { status: 200 },
     });
     assert_eq!(step.change, RecordChange::Put(expected.clone()));
-    assert_eq!(step.actions[0], Action::SetAlarm(now + TTL));
+    assert!(!step.actions.iter().any(|a| matches!(a, Action::SetAlarm(_))), "the claim's alarm covers it");
     let (attempt, answer, origin_answered) = settle_of(&step.actions);
     assert_eq!(attempt, A);
     assert!(Arc::ptr_eq(answer, &big), "the callers of the attempt still get the origin's answer");
@@ -1392,7 +1413,10 @@ fn an_unknown_outcome_is_sent_again_to_an_origin_that_deduplicates() {
     assert_eq!(claim.origin_attempts, 2);
     assert_eq!(claim.fingerprint, FP);
     assert!(claim.expires_at >= T0 + TTL, "the key is kept at least as long as before");
-    assert_eq!(step.actions, vec![Action::SetAlarm(claim.expires_at), Action::Forward { attempt: B }]);
+    assert_eq!(
+        step.actions,
+        vec![Action::SetAlarm(claim_alarm(claim, &timing())), Action::Forward { attempt: B }]
+    );
 }
 
 #[test]

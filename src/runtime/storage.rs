@@ -11,6 +11,7 @@ use crate::core::record::{DecodeError, Record};
 const CREATE_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)";
 const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
+const TABLE_EXISTS: &str = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idempotency_record'";
 const UPSERT: &str = "INSERT OR REPLACE INTO idempotency_record (id, record) VALUES (1, ?)";
 const DELETE: &str = "DELETE FROM idempotency_record";
 
@@ -42,7 +43,15 @@ impl std::fmt::Display for StorageError {
 
 /// Reads the record. The table is created by the first claim, not before, so an object that
 /// only ever refused requests leaves no storage behind; a missing table means no record.
+/// Whether the table exists is asked first: a new object (every first attempt) would
+/// otherwise meet "no such table" as a thrown JavaScript error, with its stack trace built
+/// and turned into a string, on the path that creates objects (issue 23); an object that
+/// has a record pays one statement more on the first read of its life.
 pub fn load(sql: &SqlStorage) -> Result<Option<Record>, StorageError> {
+    let exists = sql.exec(TABLE_EXISTS, None).map_err(|e| StorageError::Sql(e.to_string()))?;
+    if exists.raw().next().is_none() {
+        return Ok(None);
+    }
     let cursor = match sql.exec(SELECT, None) {
         Ok(cursor) => cursor,
         Err(error) if error.to_string().contains("no such table") => return Ok(None),

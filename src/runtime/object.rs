@@ -121,6 +121,9 @@ pub struct KeyObject {
     /// Whether the record as last read from storage held an answer in the clear (see
     /// `core::seal::refuses_unsealed`); cleared by every write of this instance.
     read_in_clear: Cell<bool>,
+    /// Whether the record's table is known to exist (this instance read a record or wrote
+    /// one); cleared by a deletion, which drops it.
+    record_table: Cell<bool>,
 }
 
 #[wasm_bindgen]
@@ -144,6 +147,7 @@ impl KeyObject {
             chunk_writes: Cell::new(0),
             chunk_check: RefCell::new(None),
             read_in_clear: Cell::new(false),
+            record_table: Cell::new(false),
         }
     }
 
@@ -455,6 +459,7 @@ impl KeyObject {
     fn record(&self) -> std::result::Result<Option<Record>, StorageError> {
         if !self.key.borrow().is_loaded() {
             let stored = storage::load(self.sql())?;
+            self.record_table.set(stored.is_some());
             let in_clear = matches!(&stored, Some(Record::Completed(Completed { sealed_answer: None, .. })));
             self.read_in_clear.set(in_clear);
             self.key.borrow_mut().remember(stored);
@@ -612,14 +617,14 @@ impl KeyObject {
                     return Err(StorageError::Fenced);
                 }
                 match sealed {
-                    Some(sealed) => storage::put(self.sql(), &sealed)?,
-                    None => storage::put(self.sql(), record)?,
+                    Some(sealed) => storage::put(self.sql(), &sealed, &self.record_table)?,
+                    None => storage::put(self.sql(), record, &self.record_table)?,
                 }
                 self.key.borrow_mut().remember(Some(record.clone()));
                 Ok(())
             }
             RecordChange::Put(record) => {
-                storage::put(self.sql(), record)?;
+                storage::put(self.sql(), record, &self.record_table)?;
                 self.key.borrow_mut().remember(Some(record.clone()));
                 Ok(())
             }
@@ -628,6 +633,8 @@ impl KeyObject {
                 // deletion is confirmed finds no record (and claims anew: its claim's write
                 // is ordered after this deletion).
                 self.key.borrow_mut().handle_deleting();
+                // `deleteAll()` drops the table: a claim written after it creates it again.
+                self.record_table.set(false);
                 let deletions = self.deletions.get();
                 self.deletions.set(deletions.saturating_add(1));
                 let deleted = if deletions < settings::get(&self.env).fault_injection.delete_failures {

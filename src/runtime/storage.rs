@@ -4,6 +4,8 @@
 //! same turn), so a claim is written before the handler awaits anything, and the runtime's
 //! output gate holds the origin fetch until the write is durable.
 
+use std::cell::Cell;
+
 use worker::{SqlStorage, SqlStorageValue};
 
 use crate::core::record::{DecodeError, Record};
@@ -65,9 +67,17 @@ pub fn load(sql: &SqlStorage) -> Result<Option<Record>, StorageError> {
     }
 }
 
-/// Writes the record (one row, one statement after the table exists).
-pub fn put(sql: &SqlStorage, record: &Record) -> Result<(), StorageError> {
-    put_encoded(sql, record.encode())
+/// Writes the record: one row, one statement once `table` says the table exists (this
+/// instance read or wrote it), so an outcome's write does not ask to create it again.
+pub fn put(sql: &SqlStorage, record: &Record, table: &Cell<bool>) -> Result<(), StorageError> {
+    if table.get() {
+        sql.exec(UPSERT, vec![SqlStorageValue::Blob(record.encode())])
+            .map_err(|e| StorageError::Sql(e.to_string()))?;
+        return Ok(());
+    }
+    put_encoded(sql, record.encode())?;
+    table.set(true);
+    Ok(())
 }
 
 /// Writes an encoded record (see [`put`]).

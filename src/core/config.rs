@@ -311,6 +311,7 @@ impl Config {
             duplicate_wait_ms: seconds(|r| r.duplicate_wait_seconds, self.timing.duplicate_wait_ms),
             origin_timeout_ms: seconds(|r| r.origin_timeout_seconds, self.timing.origin_timeout_ms),
         };
+        let unknown = route.and_then(|r| r.unknown_statuses).unwrap_or_default();
         Policy {
             route: route.map(|r| r.pattern.as_str()),
             methods: route.and_then(|r| r.methods.as_deref()),
@@ -329,8 +330,11 @@ impl Config {
                     .unwrap_or(self.scope.allow_anonymous),
             },
             outcome: OutcomePolicy {
-                release: route.and_then(|r| r.release_statuses).unwrap_or(OutcomePolicy::default().release),
-                unknown: route.and_then(|r| r.unknown_statuses).unwrap_or_default(),
+                // The default release statuses are those the route does not call unknown.
+                release: route
+                    .and_then(|r| r.release_statuses)
+                    .unwrap_or_else(|| OutcomePolicy::default().release.without(&unknown)),
+                unknown,
                 release_requires_header: route.and_then(|r| r.release_requires_header).unwrap_or(false),
                 // Route mode: the fetch goes through Cloudflare to the origin. A service
                 // binding reaches another Worker directly: no Cloudflare 52x on the way.
@@ -828,6 +832,17 @@ mod tests {
         assert!(unrouted.key_required);
         assert_eq!(unrouted.on_unavailable, Unavailable::FailClosed);
         assert!(unrouted.fingerprint_headers.is_empty());
+    }
+
+    /// A route that calls a default release status unknown (a gateway's 503 after the
+    /// application ran) needs no release_statuses of its own: the defaults give way.
+    #[test]
+    fn default_release_statuses_give_way_to_a_routes_unknown_ones() {
+        let config = parse(&[(VAR_ROUTES, r#"[{"pattern":"/gw/*","unknown_statuses":[503,504]}]"#)]).unwrap();
+        let outcome = config.policy_for("/gw/1").outcome;
+        assert_eq!(outcome.unknown, StatusSet::of(&[503, 504]).unwrap());
+        assert_eq!(outcome.release, StatusSet::of(&[408, 409, 425, 429]).unwrap());
+        assert_eq!(config.policy_for("/other").outcome.release, OutcomePolicy::default().release);
     }
 
     #[test]

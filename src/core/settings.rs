@@ -301,8 +301,9 @@ mod tests {
         assert!(s.problems().is_empty(), "{:?}", s.problems());
         let deadline = s.serving_config().unwrap().policy_for("/x").async_accept.unwrap().deadline_ms;
         assert_eq!(deadline, 600_000, "the deadline defaults to the TTL when it is under an hour");
-        // A route's shorter TTL.
-        let routes = r#"[{"pattern":"/a/*","async_accept":"prefer","ttl_seconds":30}]"#;
+        // A route's shorter TTL, and its unknown statuses against the default release ones.
+        let routes =
+            r#"[{"pattern":"/a/*","async_accept":"prefer","ttl_seconds":30,"unknown_statuses":[503]}]"#;
         let s = settings(&[
             ("IDEMPOTENCY_ROUTES", EnvValue::Text(routes)),
             ("STORAGE_ENCRYPTION_KEYS", EnvValue::Text(ring)),

@@ -2,8 +2,23 @@
 # Builds the worker (release Wasm + JS shim in build/) offline, with the tools that
 # scripts/setup.sh installed. wrangler.toml's [build] command runs this, so it must be fast
 # when nothing changed: it skips the build when build/ is newer than every source file.
+#
+# Before a deploy (wrangler sets WRANGLER_COMMAND=deploy, --dry-run included, or `versions
+# upload`), or with CHECK_CONFIG=1, it first checks wrangler.toml, its top level and every
+# [env.NAME], with the worker's own settings parser (check/, `idempotency-edge-config`): an
+# error stops the deploy. wrangler dev, the demo and the tests skip it, so a fresh machine
+# does not compile the checker (about 40 s on 2 cores) before its first demo; the test
+# suite checks the repository's wrangler.toml in the checker's own tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+case ${WRANGLER_COMMAND:-} in deploy* | versions*) CHECK_CONFIG=${CHECK_CONFIG:-1} ;; esac
+if [[ ${CHECK_CONFIG:-} == 1 ]]; then
+  if ! cargo run --quiet -p idempotency-edge-config -- check --every-env; then
+    echo "build: wrangler.toml has errors (above); fix them before deploying" >&2
+    exit 1
+  fi
+fi
 
 stamp=build/worker/shim.mjs
 if [[ -f $stamp && -z ${FORCE_BUILD:-} ]]; then

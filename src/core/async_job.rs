@@ -46,7 +46,8 @@ use super::wire::{decode_policy, encode_policy};
 
 /// `ASYNC_ACCEPT`: `off` (default) or `prefer`.
 pub const VAR_ASYNC_ACCEPT: &str = "ASYNC_ACCEPT";
-/// `ASYNC_DEADLINE_SECONDS`: how long a job may try (default 3600, at most the TTL).
+/// `ASYNC_DEADLINE_SECONDS`: how long a job may try (at most the TTL; unset, the smaller of
+/// [`DEFAULT_DEADLINE_SECONDS`] and the TTL of the job's policy).
 pub const VAR_ASYNC_DEADLINE_SECONDS: &str = "ASYNC_DEADLINE_SECONDS";
 /// `ASYNC_MAX_BACKOFF_SECONDS`: the cap of one backoff (default 30).
 pub const VAR_ASYNC_MAX_BACKOFF_SECONDS: &str = "ASYNC_MAX_BACKOFF_SECONDS";
@@ -65,6 +66,10 @@ pub const MAX_STORED_REQUEST_BODY_BYTES: u64 = 1_500_000;
 
 /// The job encoding written now (see [`AsyncJob::encode`]).
 const JOB_VERSION: u8 = 3;
+
+/// A job's deadline where `ASYNC_DEADLINE_SECONDS` is unset, unless its policy's TTL is
+/// shorter: then the TTL (a default is never what makes a configuration invalid).
+pub const DEFAULT_DEADLINE_SECONDS: u64 = 3_600;
 
 /// The longest backoff cap that may be configured.
 const MAX_MAX_BACKOFF_SECONDS: u64 = 3_600;
@@ -87,7 +92,7 @@ impl Default for AsyncConfig {
     fn default() -> Self {
         AsyncConfig {
             prefer: false,
-            deadline_ms: 3_600_000,
+            deadline_ms: DEFAULT_DEADLINE_SECONDS * 1_000,
             max_backoff_ms: 30_000,
             max_sends: DEFAULT_MAX_SENDS,
         }
@@ -95,8 +100,10 @@ impl Default for AsyncConfig {
 }
 
 impl AsyncConfig {
-    /// Parses the `ASYNC_*` variables. Whether the deadline fits the TTL is checked by the
-    /// configuration, which knows every route's TTL ([`AsyncConfig::check_ttl`]).
+    /// Parses the `ASYNC_*` variables. Whether a deadline that was set fits the TTL is
+    /// checked by the configuration, which knows every route's TTL
+    /// ([`AsyncConfig::check_ttl`]); one that was not is derived from each policy's TTL
+    /// ([`AsyncConfig::with_default_deadline`]).
     pub fn from_vars<'a>(
         lookup: &impl Fn(&'static str) -> Option<&'a str>,
     ) -> Result<AsyncConfig, ConfigError> {
@@ -117,15 +124,22 @@ impl AsyncConfig {
         };
         Ok(AsyncConfig {
             prefer,
-            deadline_ms: seconds(VAR_ASYNC_DEADLINE_SECONDS, 3_600, MAX_TTL_SECONDS)? * 1_000,
+            deadline_ms: seconds(VAR_ASYNC_DEADLINE_SECONDS, DEFAULT_DEADLINE_SECONDS, MAX_TTL_SECONDS)?
+                * 1_000,
             max_backoff_ms: seconds(VAR_ASYNC_MAX_BACKOFF_SECONDS, 30, MAX_MAX_BACKOFF_SECONDS)? * 1_000,
             // `MAX_ORIGIN_ATTEMPTS` is the configuration's: it sets this (`Config::from_vars`).
             max_sends: DEFAULT_MAX_SENDS,
         })
     }
 
-    /// A job must end before its record can expire: the deadline is at most the TTL of
-    /// every policy where asynchronous acceptance is on.
+    /// These settings for a policy whose TTL is `ttl_ms`, where `ASYNC_DEADLINE_SECONDS`
+    /// is unset: the deadline is the default or the TTL, whichever is shorter.
+    pub fn with_default_deadline(self, ttl_ms: u64) -> AsyncConfig {
+        AsyncConfig { deadline_ms: (DEFAULT_DEADLINE_SECONDS * 1_000).min(ttl_ms), ..self }
+    }
+
+    /// A job must end before its record can expire: a deadline that was set is at most the
+    /// TTL of every policy where asynchronous acceptance is on.
     pub fn check_ttl(&self, ttl_ms: u64) -> Result<(), ConfigError> {
         if self.deadline_ms > ttl_ms {
             return Err(ConfigError::new(

@@ -6,7 +6,7 @@
 //! An invalid value is a [`ConfigError`] naming the variable. The worker then answers 500
 //! problem+json and forwards nothing: a typo must never turn protection off silently.
 
-use super::async_job::AsyncConfig;
+use super::async_job::{AsyncConfig, VAR_ASYNC_DEADLINE_SECONDS};
 use super::machine::{
     Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
 };
@@ -83,8 +83,13 @@ pub struct Config {
     /// The `[[services]]` binding the origin is reached through (`ORIGIN_SERVICE`), instead
     /// of a URL.
     pub origin_service: Option<String>,
-    /// Asynchronous acceptance (`ASYNC_*`, `core::async_job`).
+    /// Asynchronous acceptance (`ASYNC_*`, `core::async_job`). Its deadline is the one set,
+    /// or the default; [`Config::policy_for`] derives each policy's own.
     pub async_accept: AsyncConfig,
+    /// `ASYNC_DEADLINE_SECONDS` was set: it must then fit every TTL where asynchronous
+    /// acceptance is on. Unset, each policy's deadline is the default or its TTL, whichever
+    /// is shorter, so a short TTL never makes the default invalid.
+    pub async_deadline_set: bool,
 }
 
 /// The policy that applies to one request path: the flat variables, overridden by the
@@ -250,15 +255,19 @@ impl Config {
             name => Some(name.to_owned()),
         };
         let async_accept = AsyncConfig { max_sends: max_origin_attempts, ..AsyncConfig::from_vars(&lookup)? };
-        // Wherever a job may run, it must end before its record can expire.
+        // Wherever a job may run, it must end before its record can expire. Only a deadline
+        // the operator set can fail this: the default is derived from each TTL.
+        let async_deadline_set = lookup(VAR_ASYNC_DEADLINE_SECONDS).is_some();
         let ttl_ms = ttl * 1_000;
-        for route in &routes {
-            if route.async_accept.unwrap_or(async_accept.prefer) {
-                async_accept.check_ttl(route.ttl_seconds.map_or(ttl_ms, |s| s * 1_000))?;
+        if async_deadline_set {
+            for route in &routes {
+                if route.async_accept.unwrap_or(async_accept.prefer) {
+                    async_accept.check_ttl(route.ttl_seconds.map_or(ttl_ms, |s| s * 1_000))?;
+                }
             }
-        }
-        if async_accept.prefer {
-            async_accept.check_ttl(ttl_ms)?;
+            if async_accept.prefer {
+                async_accept.check_ttl(ttl_ms)?;
+            }
         }
         Ok(Config {
             origin_url,
@@ -279,6 +288,7 @@ impl Config {
             mode,
             origin_service,
             async_accept,
+            async_deadline_set,
         })
     }
 
@@ -296,15 +306,17 @@ impl Config {
         let seconds = |pick: fn(&Route) -> Option<u64>, default_ms: u64| {
             route.and_then(pick).map_or(default_ms, |s| s * 1_000)
         };
+        let timing = Timing {
+            ttl_ms: seconds(|r| r.ttl_seconds, self.timing.ttl_ms),
+            duplicate_wait_ms: seconds(|r| r.duplicate_wait_seconds, self.timing.duplicate_wait_ms),
+            origin_timeout_ms: seconds(|r| r.origin_timeout_seconds, self.timing.origin_timeout_ms),
+        };
+        let unknown = route.and_then(|r| r.unknown_statuses).unwrap_or_default();
         Policy {
             route: route.map(|r| r.pattern.as_str()),
             methods: route.and_then(|r| r.methods.as_deref()),
             key_required: route.and_then(|r| r.key_required).unwrap_or(true),
-            timing: Timing {
-                ttl_ms: seconds(|r| r.ttl_seconds, self.timing.ttl_ms),
-                duplicate_wait_ms: seconds(|r| r.duplicate_wait_seconds, self.timing.duplicate_wait_ms),
-                origin_timeout_ms: seconds(|r| r.origin_timeout_seconds, self.timing.origin_timeout_ms),
-            },
+            timing,
             on_unavailable: route.and_then(|r| r.on_unavailable).unwrap_or(Unavailable::FailClosed),
             fingerprint_headers: route.and_then(|r| r.fingerprint_headers.as_deref()).unwrap_or(&[]),
             scope: ScopePolicy {
@@ -318,8 +330,11 @@ impl Config {
                     .unwrap_or(self.scope.allow_anonymous),
             },
             outcome: OutcomePolicy {
-                release: route.and_then(|r| r.release_statuses).unwrap_or(OutcomePolicy::default().release),
-                unknown: route.and_then(|r| r.unknown_statuses).unwrap_or_default(),
+                // The default release statuses are those the route does not call unknown.
+                release: route
+                    .and_then(|r| r.release_statuses)
+                    .unwrap_or_else(|| OutcomePolicy::default().release.without(&unknown)),
+                unknown,
                 release_requires_header: route.and_then(|r| r.release_requires_header).unwrap_or(false),
                 // Route mode: the fetch goes through Cloudflare to the origin. A service
                 // binding reaches another Worker directly: no Cloudflare 52x on the way.
@@ -337,10 +352,13 @@ impl Config {
                 Some(RouteRateLimit::Off) => None,
                 Some(RouteRateLimit::Binding(name)) => Some(RateLimiterChoice::Named(name)),
             },
-            async_accept: route
-                .and_then(|r| r.async_accept)
-                .unwrap_or(self.async_accept.prefer)
-                .then_some(self.async_accept),
+            async_accept: route.and_then(|r| r.async_accept).unwrap_or(self.async_accept.prefer).then_some(
+                if self.async_deadline_set {
+                    self.async_accept
+                } else {
+                    self.async_accept.with_default_deadline(timing.ttl_ms)
+                },
+            ),
         }
     }
 
@@ -814,6 +832,17 @@ mod tests {
         assert!(unrouted.key_required);
         assert_eq!(unrouted.on_unavailable, Unavailable::FailClosed);
         assert!(unrouted.fingerprint_headers.is_empty());
+    }
+
+    /// A route that calls a default release status unknown (a gateway's 503 after the
+    /// application ran) needs no release_statuses of its own: the defaults give way.
+    #[test]
+    fn default_release_statuses_give_way_to_a_routes_unknown_ones() {
+        let config = parse(&[(VAR_ROUTES, r#"[{"pattern":"/gw/*","unknown_statuses":[503,504]}]"#)]).unwrap();
+        let outcome = config.policy_for("/gw/1").outcome;
+        assert_eq!(outcome.unknown, StatusSet::of(&[503, 504]).unwrap());
+        assert_eq!(outcome.release, StatusSet::of(&[408, 409, 425, 429]).unwrap());
+        assert_eq!(config.policy_for("/other").outcome.release, OutcomePolicy::default().release);
     }
 
     #[test]

@@ -514,8 +514,9 @@ fn drive(record: &Record, source: &mut Source<'_>) {
 /// last variable is a request path.
 ///
 /// Parsing never panics; a valid configuration's timing stays in range and round-trips
-/// through its internal header; every route pattern matches itself; the policy, the
-/// origin target and the admin routing take any path.
+/// through its internal header; every policy's asynchronous deadline fits its TTL and no
+/// status both releases and is unknown; every route pattern matches itself; the policy,
+/// the origin target and the admin routing take any path.
 pub fn config(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let mut parts = text.split('\0');
@@ -544,6 +545,17 @@ pub fn config(data: &[u8]) {
         let _ = pattern_matches(&route.pattern, path_only);
     }
     let policy = config.policy_for(path_only);
+    // Defaults are derived, never contradictory: a job ends before its record expires, and
+    // no status both releases a key and leaves its outcome unknown.
+    for policy in [&policy, &config.policy_for("/")] {
+        if let Some(accept) = policy.async_accept {
+            assert!(accept.deadline_ms <= policy.timing.ttl_ms, "a job would outlive its record");
+        }
+        assert!(
+            !policy.outcome.release.intersects(&policy.outcome.unknown),
+            "a status both releases and is unknown"
+        );
+    }
     let object_policy = config.object_policy(&policy);
     assert_eq!(decode_object_policy(&encode_object_policy(&object_policy)), Some(object_policy));
     let _ = policy.covers(path);

@@ -112,6 +112,15 @@ impl StatusSet {
         self.0.iter().zip(other.0.iter()).any(|(a, b)| a & b != 0)
     }
 
+    /// The statuses of this set that are not in `other`.
+    pub fn without(&self, other: &StatusSet) -> StatusSet {
+        let mut set = *self;
+        for (word, removed) in set.0.iter_mut().zip(other.0) {
+            *word &= !removed;
+        }
+        set
+    }
+
     /// The statuses, ascending.
     pub fn iter(&self) -> impl Iterator<Item = u16> + '_ {
         (Self::LOWEST..=Self::HIGHEST).filter(|&status| self.contains(status))

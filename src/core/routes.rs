@@ -16,7 +16,7 @@
 //! | `fingerprint_headers` | request headers that are part of the payload, e.g. `["Stripe-Version"]` |
 //! | `scope_claim` | the JWT claim that names the caller on this route (`core::scope`); `""`: the credential hash |
 //! | `anonymous` | `"allow"`: callers without the scope header share one scope here; `"deny"` (the default unless `ALLOW_ANONYMOUS`): 401 |
-//! | `release_statuses` | origin statuses that mean "not executed" and release the key (default `[408, 409, 425, 429, 503]`; `[]` for none) |
+//! | `release_statuses` | origin statuses that mean "not executed" and release the key (default `[408, 409, 425, 429, 503]` less the route's `unknown_statuses`; `[]` for none) |
 //! | `release_requires_header` | `true`: a release status releases only with `Idempotency-Released: true` from the origin, else the outcome is unknown |
 //! | `unknown_statuses` | origin statuses that leave the outcome unknown, e.g. `[502, 504]` for a gateway in front of the application |
 //! | `allow_method_override` | `true`: let `X-HTTP-Method-Override` and its kin through on uncovered methods (refused with 400 by default) |
@@ -321,8 +321,13 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     };
     let release_statuses = statuses(members, "release_statuses", &at)?;
     let unknown_statuses = statuses(members, "unknown_statuses", &at)?;
-    let release = release_statuses.unwrap_or_else(|| super::policy::OutcomePolicy::default().release);
-    if unknown_statuses.is_some_and(|unknown| unknown.intersects(&release)) {
+    // Only statuses the operator listed in both can contradict each other: the default
+    // release statuses give way to the route's unknown ones (`Config::policy_for`).
+    let listed_in_both = match (release_statuses, unknown_statuses) {
+        (Some(release), Some(unknown)) => unknown.intersects(&release),
+        _ => false,
+    };
+    if listed_in_both {
         return Err(format!(
             "{}: a status cannot both release the key and leave the outcome unknown (check release_statuses)",
             at("unknown_statuses")
@@ -548,6 +553,12 @@ mod tests {
         // With no release statuses, 503 may be called unknown.
         assert_eq!(routes[1].release_statuses, StatusSet::of(&[]));
         assert_eq!(routes[1].unknown_statuses, StatusSet::of(&[503]));
+        // So it may with the default release statuses, which give way to it; only a status
+        // the operator listed in both is a contradiction.
+        let defaulted = parse_routes(r#"[{"pattern":"/a","unknown_statuses":[503]}]"#).unwrap();
+        assert_eq!(defaulted[0].release_statuses, None);
+        let both = parse_routes(r#"[{"pattern":"/a","release_statuses":[503],"unknown_statuses":[503]}]"#);
+        assert!(both.unwrap_err().contains("[0].unknown_statuses"));
     }
 
     #[test]
@@ -594,7 +605,6 @@ mod tests {
             (r#"[{"pattern":"/a","release_statuses":[600]}]"#, "[0].release_statuses"),
             (r#"[{"pattern":"/a","release_statuses":"503"}]"#, "[0].release_statuses"),
             (r#"[{"pattern":"/a","release_statuses":[503.5]}]"#, "[0].release_statuses"),
-            (r#"[{"pattern":"/a","unknown_statuses":[503]}]"#, "[0].unknown_statuses: a status cannot"),
             (
                 r#"[{"pattern":"/a","release_statuses":[502],"unknown_statuses":[502]}]"#,
                 "[0].unknown_statuses",

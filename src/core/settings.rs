@@ -287,6 +287,36 @@ mod tests {
         assert_eq!(s.first_problem().map(|p| p.name.as_str()), Some("STORAGE_ENCRYPTION_KEYS"));
     }
 
+    /// Defaults are valid in every configuration: one that depends on another value is
+    /// derived from it, so only a value the operator set can be invalid.
+    #[test]
+    fn defaults_that_depend_on_another_value_follow_it() {
+        let ring = r#"[{"id":"k1","key":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}]"#;
+        let short_ttl = [
+            ("ASYNC_ACCEPT", EnvValue::Text("prefer")),
+            ("STORAGE_ENCRYPTION_KEYS", EnvValue::Text(ring)),
+            ("IDEMPOTENCY_TTL_SECONDS", EnvValue::Text("600")),
+        ];
+        let s = settings(&short_ttl);
+        assert!(s.problems().is_empty(), "{:?}", s.problems());
+        let deadline = s.serving_config().unwrap().policy_for("/x").async_accept.unwrap().deadline_ms;
+        assert_eq!(deadline, 600_000, "the deadline defaults to the TTL when it is under an hour");
+        // A route's shorter TTL, and its unknown statuses against the default release ones.
+        let routes =
+            r#"[{"pattern":"/a/*","async_accept":"prefer","ttl_seconds":30,"unknown_statuses":[503]}]"#;
+        let s = settings(&[
+            ("IDEMPOTENCY_ROUTES", EnvValue::Text(routes)),
+            ("STORAGE_ENCRYPTION_KEYS", EnvValue::Text(ring)),
+        ]);
+        assert!(s.problems().is_empty(), "{:?}", s.problems());
+        assert_eq!(s.serving_config().unwrap().policy_for("/a/1").async_accept.unwrap().deadline_ms, 30_000);
+        // The same deadline set by the operator is named.
+        let mut set = short_ttl.to_vec();
+        set.push(("ASYNC_DEADLINE_SECONDS", EnvValue::Text("3600")));
+        let names: Vec<String> = settings(&set).problems().iter().map(|p| p.name.clone()).collect();
+        assert_eq!(names, ["ASYNC_DEADLINE_SECONDS"]);
+    }
+
     #[test]
     fn an_invalid_key_ring_is_named_without_its_value_and_kept_apart() {
         let s = settings(&[("STORAGE_ENCRYPTION_KEYS", EnvValue::Text("not-json-secret"))]);

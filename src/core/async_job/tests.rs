@@ -216,8 +216,18 @@ fn the_async_settings_are_parsed_and_the_deadline_fits_the_ttl() {
             max_sends: DEFAULT_MAX_SENDS
         })
     );
-    let too_long = config(&[("ASYNC_ACCEPT", "prefer"), ("IDEMPOTENCY_TTL_SECONDS", "60")]).unwrap_err();
+    // A deadline the operator set must fit the TTL; the default is derived from it.
+    let too_long = config(&[
+        ("ASYNC_ACCEPT", "prefer"),
+        ("IDEMPOTENCY_TTL_SECONDS", "60"),
+        ("ASYNC_DEADLINE_SECONDS", "61"),
+    ])
+    .unwrap_err();
     assert_eq!(too_long.variable, VAR_ASYNC_DEADLINE_SECONDS);
+    let short_ttl = config(&[("ASYNC_ACCEPT", "prefer"), ("IDEMPOTENCY_TTL_SECONDS", "60")]).unwrap();
+    assert_eq!(short_ttl.policy_for("/x").async_accept.map(|a| a.deadline_ms), Some(60_000));
+    let long_ttl = config(&[("ASYNC_ACCEPT", "prefer")]).unwrap();
+    assert_eq!(long_ttl.policy_for("/x").async_accept.map(|a| a.deadline_ms), Some(3_600_000));
     assert_eq!(config(&[("ASYNC_ACCEPT", "yes")]).unwrap_err().variable, VAR_ASYNC_ACCEPT);
     assert_eq!(
         config(&[("ASYNC_MAX_BACKOFF_SECONDS", "0")]).unwrap_err().variable,
@@ -235,8 +245,14 @@ fn the_async_settings_are_parsed_and_the_deadline_fits_the_ttl() {
     let short_route = config(&[(
         "IDEMPOTENCY_ROUTES",
         r#"[{"pattern":"/async/*","async_accept":"prefer","ttl_seconds":60}]"#,
-    )]);
-    assert_eq!(short_route.unwrap_err().variable, VAR_ASYNC_DEADLINE_SECONDS);
+    )])
+    .unwrap();
+    assert_eq!(short_route.policy_for("/async/1").async_accept.map(|a| a.deadline_ms), Some(60_000));
+    let short_route_set = config(&[
+        ("IDEMPOTENCY_ROUTES", r#"[{"pattern":"/async/*","async_accept":"prefer","ttl_seconds":60}]"#),
+        ("ASYNC_DEADLINE_SECONDS", "120"),
+    ]);
+    assert_eq!(short_route_set.unwrap_err().variable, VAR_ASYNC_DEADLINE_SECONDS);
     let settings = AsyncConfig { prefer: true, deadline_ms: 5_000, max_backoff_ms: 1_000, max_sends: 3 };
     assert_eq!(AsyncConfig::decode(&settings.encode()), Some(settings));
     // From a Worker of the release before: no send cap in the header, so the default.

@@ -131,23 +131,62 @@ pub struct RequestLog {
 }
 
 /// Where a line was written: the mode, and the route pattern that matched (observe-mode
-/// lines carry it, so that rates can be computed per route).
+/// lines carry it, so that rates can be computed per route); which request it is about;
+/// and which release wrote it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct LineContext<'a> {
     pub mode: Mode,
     pub route: Option<&'a str>,
+    pub trace: Option<&'a Trace>,
+    /// The worker's version (the version-metadata binding's id), when bound.
+    pub version: Option<&'a str>,
+}
+
+/// Which request a line or a problem is about, so that a caller's failure can be traced to
+/// its log line: the request id (the `cf-ray` of the request when Cloudflare gave one,
+/// else one the Worker drew), the method and the route pattern that matched. Safe to log
+/// by construction: no key, credential or body.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Trace {
+    pub request_id: String,
+    pub method: String,
+    pub route: Option<String>,
+}
+
+impl Trace {
+    /// The problem's `instance` (RFC 9457): a URI naming this occurrence.
+    pub fn instance(&self) -> Option<String> {
+        (!self.request_id.is_empty()).then(|| format!("urn:idempotency-edge:request:{}", self.request_id))
+    }
+}
+
+/// The request id the Worker gives a request: its `cf-ray` when it is a plain token (hex
+/// digits and one dash with a colo code), else `drawn` (random bits the runtime drew), in
+/// hex. Never longer than 64 characters.
+pub fn request_id(cf_ray: Option<&str>, drawn: u64) -> String {
+    match cf_ray {
+        Some(ray)
+            if !ray.is_empty()
+                && ray.len() <= 64
+                && ray.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') =>
+        {
+            ray.to_owned()
+        }
+        _ => format!("{drawn:016x}"),
+    }
 }
 
 /// One Workers Analytics Engine data point: the same fields as the log line.
 /// Layout (documented in docs/operations.md): index1 = decision; blob1 = decision,
 /// blob2 = problem kind or "", blob3 = object id or "", blob4 = mode (`enforce` or
 /// `observe`), blob5 = route pattern or "", blob6 = scope kind or "", blob7 = why a token
-/// did not verify or ""; double1 = status, double2 = origin status (0: none), double3 =
-/// origin latency in ms, double4 = wait in ms (-1: none).
+/// did not verify or "", blob8 = method or "", blob9 = request id or "", blob10 = worker
+/// version or ""; double1 = status, double2 = origin status (0: none), double3 = origin
+/// latency in ms, double4 = wait in ms (-1: none).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DataPoint {
     pub index: &'static str,
-    pub blobs: [String; 7],
+    pub blobs: [String; 10],
     pub doubles: [f64; 4],
 }
 
@@ -170,9 +209,12 @@ impl RequestLog {
                 problem.to_owned(),
                 self.object.clone().unwrap_or_default(),
                 context.mode.name().to_owned(),
-                context.route.unwrap_or_default().to_owned(),
+                context.route().unwrap_or_default().to_owned(),
                 self.scope.map_or("", |scope| scope.kind.slug()).to_owned(),
                 self.scope.and_then(|scope| scope.unverified).map_or("", |reason| reason.slug()).to_owned(),
+                context.trace.map_or("", |trace| trace.method.as_str()).to_owned(),
+                context.trace.map_or("", |trace| trace.request_id.as_str()).to_owned(),
+                context.version.unwrap_or_default().to_owned(),
             ],
             doubles: [
                 f64::from(self.status),
@@ -222,15 +264,36 @@ impl RequestLog {
                 line.push('"');
             }
         }
-        if let Some(route) = context.route {
+        if let Some(route) = context.route() {
             line.push_str(",\"route\":");
             push_json_string(&mut line, route);
+        }
+        if let Some(trace) = context.trace {
+            if !trace.method.is_empty() {
+                line.push_str(",\"method\":");
+                push_json_string(&mut line, &trace.method);
+            }
+            if !trace.request_id.is_empty() {
+                line.push_str(",\"request_id\":");
+                push_json_string(&mut line, &trace.request_id);
+            }
+        }
+        if let Some(version) = context.version {
+            line.push_str(",\"version\":");
+            push_json_string(&mut line, version);
         }
         if context.mode == Mode::Observe {
             line.push_str(",\"mode\":\"observe\"");
         }
         line.push('}');
         line
+    }
+}
+
+impl<'a> LineContext<'a> {
+    /// The route pattern: the context's own, else the traced request's.
+    fn route(&self) -> Option<&'a str> {
+        self.route.or_else(|| self.trace.and_then(|trace| trace.route.as_deref()))
     }
 }
 
@@ -391,10 +454,59 @@ mod tests {
                 "enforce".to_owned(),
                 String::new(),
                 "claim".to_owned(),
-                String::new()
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
             ]
         );
         assert_eq!(point.doubles, [409.0, 0.0, -1.0, 5_000.0]);
+    }
+
+    /// A failure a caller reports can be traced to its line (issue 24.5): the request id,
+    /// method, route and version are on the line and the data point, and the problem's
+    /// `instance` names the same request.
+    #[test]
+    fn a_traced_line_carries_the_request_id_method_route_and_version() {
+        let line = RequestLog {
+            object: Some("0123456789abcdef".into()),
+            decision: Decision::Rejected(ProblemKind::KeyReused),
+            status: 422,
+            origin_status: None,
+            origin_ms: None,
+            wait_ms: None,
+            scope: None,
+        };
+        let trace = Trace {
+            request_id: request_id(Some("8f1c2a3b4d5e6f70-AMS"), 7),
+            method: "POST".into(),
+            route: Some("/v1/charges*".into()),
+        };
+        let context = LineContext { trace: Some(&trace), version: Some("v-42"), ..LineContext::default() };
+        let value: serde_json::Value = serde_json::from_str(&line.to_json_in(context)).unwrap();
+        assert_eq!(value["request_id"], "8f1c2a3b4d5e6f70-AMS");
+        assert_eq!(value["method"], "POST");
+        assert_eq!(value["route"], "/v1/charges*");
+        assert_eq!(value["version"], "v-42");
+        let point = line.data_point_in(context);
+        assert_eq!(point.blobs[4], "/v1/charges*");
+        assert_eq!(&point.blobs[7..], ["POST", "8f1c2a3b4d5e6f70-AMS", "v-42"]);
+        let problem =
+            crate::core::problem::Problem::new(ProblemKind::KeyReused, "no").for_request(Some(&trace));
+        let body: serde_json::Value = serde_json::from_slice(&problem.to_json()).unwrap();
+        assert_eq!(body["instance"], "urn:idempotency-edge:request:8f1c2a3b4d5e6f70-AMS");
+        // Without a trace, no instance member at all.
+        let bare = crate::core::problem::Problem::new(ProblemKind::KeyReused, "no").to_json();
+        assert!(!String::from_utf8(bare).unwrap().contains("instance"));
+    }
+
+    #[test]
+    fn a_request_id_is_the_cf_ray_when_it_is_a_plain_token_else_drawn() {
+        assert_eq!(request_id(Some("8f1c2a3b4d5e6f70-AMS"), 1), "8f1c2a3b4d5e6f70-AMS");
+        assert_eq!(request_id(None, 0xabc), "0000000000000abc");
+        for hostile in ["", "a\"b", "x y", "\u{1b}[31m", &"a".repeat(65)] {
+            assert_eq!(request_id(Some(hostile), 5), "0000000000000005", "{hostile:?}");
+        }
     }
 
     #[test]
@@ -408,7 +520,8 @@ mod tests {
             wait_ms: None,
             scope: None,
         };
-        let observed = LineContext { mode: Mode::Observe, route: Some("/v1/charges*") };
+        let observed =
+            LineContext { mode: Mode::Observe, route: Some("/v1/charges*"), ..LineContext::default() };
         let value: serde_json::Value = serde_json::from_str(&line.to_json_in(observed)).unwrap();
         assert_eq!(value["decision"], "rejected");
         assert_eq!(value["problem"], "key-reused");

@@ -180,6 +180,9 @@ pub struct Problem {
     pub detail: String,
     /// Seconds for a `Retry-After` header.
     pub retry_after: Option<u64>,
+    /// RFC 9457's `instance`: which request this occurrence answered (`core::log::Trace`),
+    /// the same id as its log line's `request_id`.
+    pub instance: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -189,11 +192,21 @@ struct ProblemBody<'a> {
     title: &'a str,
     status: u16,
     detail: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instance: Option<&'a str>,
 }
 
 impl Problem {
     pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Self {
-        Problem { kind, detail: detail.into(), retry_after: None }
+        Problem { kind, detail: detail.into(), retry_after: None, instance: None }
+    }
+
+    /// The problem as the answer to the request `trace` names (its `instance`).
+    pub fn for_request(mut self, trace: Option<&super::log::Trace>) -> Self {
+        if let Some(instance) = trace.and_then(super::log::Trace::instance) {
+            self.instance = Some(instance);
+        }
+        self
     }
 
     pub fn with_retry_after(mut self, seconds: u64) -> Self {
@@ -216,6 +229,7 @@ impl Problem {
             title: self.kind.title(),
             status: self.status(),
             detail: &self.detail,
+            instance: self.instance.as_deref(),
         };
         // Serialising a struct of strings and a number cannot fail.
         serde_json::to_vec(&body).unwrap_or_default()

@@ -22,7 +22,7 @@ use super::codec::{CodecError, Reader, Writer};
 use super::config::ObjectPolicy;
 use super::fingerprint::Digest256;
 use super::jwt::{base64url_decode, base64url_encode};
-use super::log::Decision;
+use super::log::{Decision, Trace};
 use super::machine::{Timing, WaiterLimits};
 use super::policy::{OutcomePolicy, StatusSet};
 use super::problem::{Problem, ProblemKind};
@@ -42,8 +42,14 @@ pub const ANSWERED_HEADER: &str = "x-idempotency-edge-answered";
 pub const ANSWERED_PLAIN: &str = "1";
 
 /// The envelope's version. A later release that changes a field adds a version and keeps
-/// reading this one for as long as a deploy can mix releases.
-pub const WIRE_VERSION: u8 = 1;
+/// reading the one before for as long as a deploy can mix releases. Version 2 added the
+/// request's trace (`core::log::Trace`) at the end of a key call; version 1 is still read,
+/// with an empty trace.
+pub const WIRE_VERSION: u8 = 2;
+
+/// The version of a policy as an asynchronous job stores it ([`encode_policy`]): the
+/// envelope's policy layout, which version 1 and 2 share.
+const POLICY_VERSION: u8 = 1;
 
 /// Seconds a caller is told to wait when the Worker and the object disagree on the
 /// envelope's version: a deploy finishes rolling out in about that long.
@@ -76,6 +82,8 @@ pub struct KeyCall {
     /// binding), which the object may probe with a TCP connect before sending.
     pub probe_origin: bool,
     pub step: KeyStep,
+    /// Which request this is, for the object's log line and its problems' `instance`.
+    pub trace: Trace,
 }
 
 /// What the object is asked to do with the request.
@@ -203,6 +211,9 @@ impl ToObject {
                         ObservedOutcome::Reset => out.u8(OUTCOME_RESET),
                     }
                 }
+                out.string(&call.trace.request_id);
+                out.string(&call.trace.method);
+                out.string(call.trace.route.as_deref().unwrap_or_default());
             }
         }
         base64url_encode(&out.into_bytes())
@@ -212,10 +223,10 @@ impl ToObject {
     pub fn decode(value: Option<&str>) -> Result<ToObject, WireError> {
         let bytes = base64url_decode(value.ok_or(WireError::Missing)?).ok_or(WireError::Malformed)?;
         let mut input = Reader::new(&bytes);
-        match input.u8()? {
-            WIRE_VERSION => {}
+        let version = match input.u8()? {
+            version @ (1 | WIRE_VERSION) => version,
             other => return Err(WireError::UnknownVersion(other)),
-        }
+        };
         let kind = input.u8()?;
         if kind == CALL_ADMIN {
             let operation = input.string()?;
@@ -264,6 +275,14 @@ impl ToObject {
                 KeyStep::ObserveOutcome { attempt, outcome }
             }
         };
+        let trace = if version == 1 {
+            Trace::default()
+        } else {
+            let request_id = input.string()?;
+            let method = input.string()?;
+            let route = Some(input.string()?).filter(|route| !route.is_empty());
+            Trace { request_id, method, route }
+        };
         input.finish()?;
         Ok(ToObject::Key(KeyCall {
             fingerprint,
@@ -273,6 +292,7 @@ impl ToObject {
             body_bytes,
             probe_origin: flags & FLAG_PROBE_ORIGIN != 0,
             step,
+            trace,
         }))
     }
 }
@@ -352,10 +372,10 @@ fn read_policy(input: &mut Reader<'_>) -> Result<ObjectPolicy, WireError> {
 }
 
 /// A policy as an asynchronous job stores it: `version ‖ fields` (the envelope's layout,
-/// under the envelope's version).
+/// under [`POLICY_VERSION`]).
 pub fn encode_policy(policy: &ObjectPolicy) -> Vec<u8> {
     let mut out = Writer::with_capacity(96);
-    out.u8(WIRE_VERSION);
+    out.u8(POLICY_VERSION);
     write_policy(&mut out, policy);
     out.into_bytes()
 }
@@ -364,7 +384,7 @@ pub fn encode_policy(policy: &ObjectPolicy) -> Vec<u8> {
 pub fn decode_policy(bytes: &[u8]) -> Result<ObjectPolicy, WireError> {
     let mut input = Reader::new(bytes);
     match input.u8()? {
-        WIRE_VERSION => {}
+        POLICY_VERSION => {}
         other => return Err(WireError::UnknownVersion(other)),
     }
     let policy = read_policy(&mut input)?;
@@ -433,7 +453,35 @@ mod tests {
             body_bytes: 1234,
             probe_origin: true,
             step,
+            trace: Trace {
+                request_id: "8f1c2a3b4d5e6f70-AMS".into(),
+                method: "POST".into(),
+                route: Some("/v1/charges*".into()),
+            },
         })
+    }
+
+    /// A Worker of the release before (envelope version 1, no trace) still reaches the
+    /// object while a deploy rolls out: its calls are read, with an empty trace.
+    #[test]
+    fn a_version_1_envelope_is_read_with_an_empty_trace() {
+        for sample in samples() {
+            let ToObject::Key(call) = sample else { continue };
+            let untraced = KeyCall { trace: Trace::default(), ..call };
+            let mut bytes = base64url_decode(&ToObject::Key(untraced.clone()).encode()).unwrap();
+            // Version 2 ends a key call with the trace's three strings, empty here: each is
+            // its length alone (one zero byte per string in the codec's layout).
+            let trace_len = {
+                let mut out = Writer::with_capacity(8);
+                out.string("");
+                out.string("");
+                out.string("");
+                out.into_bytes().len()
+            };
+            bytes.truncate(bytes.len() - trace_len);
+            bytes[0] = 1;
+            assert_eq!(ToObject::decode(Some(&base64url_encode(&bytes))), Ok(ToObject::Key(untraced)));
+        }
     }
 
     fn samples() -> Vec<ToObject> {

@@ -50,7 +50,7 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Result, Stub};
 
-use super::{admin, identity, metrics, observe, origin_auth, respond, settings};
+use super::{admin, identity, metrics, observe, origin_auth, random_u64, respond, settings};
 use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{Config, Policy, RateLimiterChoice};
 use crate::core::edge::{self, Edge, RequestHead};
@@ -58,7 +58,7 @@ use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::IdempotencyKey;
 use crate::core::keyed_name::keyed_object_name;
-use crate::core::log::{Decision, RequestLog};
+use crate::core::log::{request_id, Decision, LineContext, RequestLog, Trace};
 use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
 use crate::core::problem::Problem;
 use crate::core::routes::{
@@ -76,15 +76,18 @@ pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
+    let method = req.method();
+    let headers = req.headers();
+    // Which request this is, on every log line and problem it gets (`core::log::Trace`).
+    let request_id = request_id(headers.get("cf-ray")?.as_deref(), random_u64());
+    let mut trace = Trace { request_id, method: method.clone(), route: None };
     let settings = settings::get(&env);
     let config = match settings.serving_config() {
         Ok(config) => config,
-        Err(error) => return respond::refused(&env, &error.problem()),
+        Err(error) => return respond::refused(&env, &error.problem(), &trace),
     };
     let url = req.url();
     let (path, _) = path_and_query_parts(&url);
-    let method = req.method();
-    let headers = req.headers();
     let read_header = |name: &str| headers.get(name).map_err(|_| ());
     let head = RequestHead {
         method: &method,
@@ -93,21 +96,27 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         header: &read_header,
     };
     // Where the request goes is the core's decision (`core::edge`); each arm carries it out.
-    match edge::decide(&head, config, |name| env.service(name).is_ok()) {
+    let edge = edge::decide(&head, config, |name| env.service(name).is_ok());
+    if let Edge::PassThrough(policy) | Edge::PassObserved(policy, _) | Edge::Covered { policy, .. } = &edge {
+        trace.route = policy.route.map(str::to_owned);
+    }
+    match edge {
         Edge::Admin => {
             let token = settings.admin_token.as_deref().unwrap_or_default();
             admin::call(req, &url, &env, config, token).await
         }
         Edge::Refuse(problem) => {
             discard_body(&req).await;
-            respond::refused(&env, &problem)
+            respond::refused(&env, &problem, &trace)
         }
-        Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy).await,
-        Edge::PassObserved(policy, kind) => observe::passed(req, &url, &env, config, &policy, kind).await,
+        Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy, &trace).await,
+        Edge::PassObserved(policy, kind) => {
+            observe::passed(req, &url, &env, config, &policy, kind, &trace).await
+        }
         Edge::Covered { policy, key } if policy.mode == Mode::Observe => {
-            observe::covered(req, &url, &method, &env, &ctx, config, &policy, key).await
+            observe::covered(req, &url, &env, &ctx, config, &policy, key, trace).await
         }
-        Edge::Covered { policy, key } => covered(req, &url, &method, &env, config, &policy, key).await,
+        Edge::Covered { policy, key } => covered(req, &url, &env, config, &policy, key, trace).await,
     }
 }
 
@@ -119,6 +128,7 @@ pub(super) async fn pass_through(
     env: &Env,
     config: &Config,
     policy: &Policy<'_>,
+    trace: &Trace,
 ) -> Result<Response> {
     let settings = settings::get(env);
     let target = config.target_for(policy, url, &path_and_query(url));
@@ -139,7 +149,9 @@ pub(super) async fn pass_through(
                 let headers = forwarded.headers();
                 match read_body(&forwarded, &headers, config.max_body_bytes).await? {
                     Some((_, js_body)) => Some(js_body),
-                    None => return respond::refused(env, &edge::body_too_large(config.max_body_bytes)),
+                    None => {
+                        return respond::refused(env, &edge::body_too_large(config.max_body_bytes), trace)
+                    }
                 }
             }
         };
@@ -194,12 +206,13 @@ async fn rate_limited(
     env: &Env,
     choice: Option<RateLimiterChoice<'_>>,
     limit_keys: &[String],
+    trace: &Trace,
 ) -> Option<Result<Response>> {
     let binding = match choice? {
         RateLimiterChoice::Default => settings::binding(env, settings::RATE_LIMITER_BINDING)?,
         RateLimiterChoice::Named(name) => match settings::binding(env, name) {
             Some(binding) => binding,
-            None => return Some(respond::refused(env, &edge::rate_limiter_unbound(name))),
+            None => return Some(respond::refused(env, &edge::rate_limiter_unbound(name), trace)),
         },
     };
     let mut verdict = Ok(true);
@@ -211,7 +224,7 @@ async fn rate_limited(
     }
     match verdict {
         Ok(true) => None,
-        Ok(false) => Some(respond::refused(env, &edge::rate_limited())),
+        Ok(false) => Some(respond::refused(env, &edge::rate_limited(), trace)),
         // The limiter is a guard against floods, not a part of the idempotency promise: a
         // limiter that fails lets the request on, and says so.
         Err(error) => {
@@ -277,15 +290,16 @@ pub(super) fn rewrap(response: &Response, headers: &Headers) -> Result<Response>
 async fn covered(
     req: Request,
     url: &str,
-    method: &str,
     env: &Env,
     config: &Config,
     policy: &Policy<'_>,
     key: IdempotencyKey,
+    trace: Trace,
 ) -> Result<Response> {
+    let method = trace.method.as_str();
     let headers = req.headers();
     let Some((body, js_body)) = read_body(&req, &headers, config.max_body_bytes).await? else {
-        return respond::refused(env, &edge::body_too_large(config.max_body_bytes));
+        return respond::refused(env, &edge::body_too_large(config.max_body_bytes), &trace);
     };
 
     let path_and_query = path_and_query(url);
@@ -294,13 +308,13 @@ async fn covered(
     let Identified { fingerprint, name, scope_salt, scope_log } =
         match identify(&headers, method, &path_and_query, &key, config, policy, &body, name_key).await? {
             Ok(identified) => identified,
-            Err(problem) => return respond::refused(env, &problem),
+            Err(problem) => return respond::refused(env, &problem, &trace),
         };
     let body_bytes = body.len();
     drop(body);
     let client_ip = headers.get("cf-connecting-ip")?;
     let limit_keys = rate_limit_keys(scope_log.kind, &scope_salt.to_hex(), client_ip.as_deref());
-    if let Some(answer) = rate_limited(env, policy.rate_limiter, &limit_keys).await {
+    if let Some(answer) = rate_limited(env, policy.rate_limiter, &limit_keys, &trace).await {
         return answer;
     }
 
@@ -327,6 +341,7 @@ async fn covered(
         body_bytes: body_bytes as u64,
         probe_origin: config.probes_origin(policy),
         step: KeyStep::Enforce { accept_async },
+        trace: trace.clone(),
     });
     outgoing.set(ENVELOPE_HEADER, &call.encode())?;
     // The method as `worker::Method` spells it (an unknown one becomes GET), as before.
@@ -350,7 +365,7 @@ async fn covered(
         Ok(namespace) => namespace,
         Err(error) => {
             console_error!("configuration: the Durable Object namespace is unusable: {}", error);
-            return respond::refused(env, &edge::namespace_unusable(OBJECT_BINDING));
+            return respond::refused(env, &edge::namespace_unusable(OBJECT_BINDING), &trace);
         }
     };
     // The object name is a hash: safe to log, unlike the key or the credential.
@@ -406,7 +421,7 @@ async fn covered(
                 wait_ms: None,
                 scope: Some(scope_log),
             };
-            metrics::record(env, &log);
+            metrics::record_in(env, &log, LineContext { trace: Some(&trace), ..LineContext::default() });
             answer
         }
         (decision, _, _) => {
@@ -416,7 +431,7 @@ async fn covered(
                 // A fail-open decision always has its forward at hand (see `unprotected`).
                 AfterObjectFailure::FailOpen => object_unreachable(),
             };
-            respond::refused(env, &problem)
+            respond::refused(env, &problem, &trace)
         }
     }
 }

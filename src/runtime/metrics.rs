@@ -16,6 +16,8 @@ pub fn record(env: &Env, log: &RequestLog) {
 /// The line is written when `LOG_DECISIONS` keeps it; the data point always is.
 pub fn record_in(env: &Env, log: &RequestLog, context: LineContext<'_>) {
     let settings = settings::get(env);
+    let version = settings::worker_version(env);
+    let context = LineContext { version: version.as_deref(), ..context };
     let filter = settings.log_decisions;
     let draw = if filter.samples() { js_sys::Math::random() } else { 0.0 };
     if filter.keeps(log.decision, draw) {

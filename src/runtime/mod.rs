@@ -34,3 +34,11 @@ mod storage;
 fn now_ms() -> u64 {
     js_sys::Date::now() as u64
 }
+
+/// 64 random bits (attempt ids, request ids). Fencing and tracing need uniqueness per key
+/// and per request, not secrecy.
+fn random_u64() -> u64 {
+    let high = (js_sys::Math::random() * 4_294_967_296.0) as u64;
+    let low = (js_sys::Math::random() * 4_294_967_296.0) as u64;
+    (high << 32) | low
+}

@@ -55,21 +55,22 @@ use worker::{console_error, console_log, Delay, Env, Result, SqlStorage, State, 
 
 use super::chunks;
 use super::metrics;
-use super::now_ms;
 use super::origin::{self, AnswerBody, OriginAnswer};
 use super::respond::{self, Prepared};
 use super::seal::Sealer;
 use super::settings;
 use super::storage::{self, StorageError};
+use super::{now_ms, random_u64};
 use crate::core::admin;
 use crate::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
 use crate::core::config::ObjectPolicy;
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{connection_tokens, pass_to_caller, store_for_replay};
 use crate::core::key_state::{answer_body_cap, Arrival, Decided, KeyState, Pending};
-use crate::core::log::{Decision, RequestLog};
+use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::machine::{storage_unavailable, Action, RecordChange};
 use crate::core::policy::OriginResult;
+use crate::core::problem::Problem;
 use crate::core::problem::ProblemKind;
 use crate::core::record::{AttemptId, Completed, Record, StoredResponse};
 use crate::core::scope::ScopeLog;
@@ -300,18 +301,19 @@ impl KeyObject {
                 }
                 Action::Replay(stored) => response = Some(self.prepared(&stored).response()),
                 Action::Join { attempt, wait_ms } => {
-                    response = Some(self.wait(attempt, joined.take(), body_bytes, wait_ms, &mut log).await);
+                    let waiting = Waiting { attempt, settled: joined.take(), body_bytes, wait_ms };
+                    response = Some(self.wait(waiting, &call.trace, &mut log).await);
                 }
-                Action::Reject(problem) => response = Some(respond::problem(&problem)),
+                Action::Reject(problem) => response = Some(traced_problem(&problem, &call.trace)),
                 // A poll of the key's asynchronous job.
                 Action::Accepted { retry_after } => response = Some(async_job::accepted(retry_after)),
                 // Settling only follows an origin result, never an arrival.
                 Action::Settle { .. } => {}
             }
         }
-        let response = response.unwrap_or_else(|| respond::problem(&storage_unavailable()));
+        let response = response.unwrap_or_else(|| traced_problem(&storage_unavailable(), &call.trace));
         log.status = response.as_ref().map_or(500, Response::status);
-        metrics::record(&self.env, &log);
+        self.record_line(&log, &call.trace);
         response
     }
 
@@ -333,8 +335,13 @@ impl KeyObject {
     fn refuse_storage_unavailable(&self, call: &KeyCall) -> Result<Response> {
         let mut log = self.request_log(Some(call.scope));
         log.status = 503;
-        metrics::record(&self.env, &log);
-        respond::problem(&storage_unavailable())
+        self.record_line(&log, &call.trace);
+        traced_problem(&storage_unavailable(), &call.trace)
+    }
+
+    /// Writes a request's line, naming the request (`core::log::Trace`).
+    pub(super) fn record_line(&self, log: &RequestLog, trace: &Trace) {
+        metrics::record_in(&self.env, log, LineContext { trace: Some(trace), ..LineContext::default() });
     }
 
     /// The log line of a request to this object before its decision is known: storage
@@ -1057,14 +1064,8 @@ impl KeyObject {
 
     /// A duplicate waits for the live execution's answer, at most `wait_ms`. Returns the
     /// answer and whether it already carries the object's marker.
-    async fn wait(
-        &self,
-        attempt: AttemptId,
-        settled: Option<Settlement>,
-        body_bytes: u64,
-        wait_ms: u64,
-        log: &mut RequestLog,
-    ) -> Result<Response> {
+    async fn wait(&self, waiting: Waiting, trace: &Trace, log: &mut RequestLog) -> Result<Response> {
+        let Waiting { attempt, settled, body_bytes, wait_ms } = waiting;
         let started = now_ms();
         let outcome = match settled {
             Some(settled) => {
@@ -1085,9 +1086,9 @@ impl KeyObject {
             }
             (_, Err(problem)) => {
                 log.decision = Decision::Rejected(problem.kind);
-                respond::problem(&problem)
+                traced_problem(&problem, trace)
             }
-            (None, Ok(_)) => respond::problem(&storage_unavailable()),
+            (None, Ok(_)) => traced_problem(&storage_unavailable(), trace),
         }
     }
 
@@ -1149,6 +1150,20 @@ struct Sending<'a> {
     policy: &'a ObjectPolicy,
     /// Whether the origin may be probed with a TCP connect first (`KeyCall::probe_origin`).
     probe_first: bool,
+}
+
+/// A duplicate's place among an execution's waiters.
+pub(super) struct Waiting {
+    pub attempt: AttemptId,
+    /// What it waits for (`None` where nothing will settle it here).
+    pub settled: Option<Settlement>,
+    pub body_bytes: u64,
+    pub wait_ms: u64,
+}
+
+/// A problem answered to the request `trace` names (its `instance`).
+pub(super) fn traced_problem(problem: &Problem, trace: &Trace) -> Result<Response> {
+    respond::problem(&problem.clone().for_request(Some(trace)))
 }
 
 /// A request on its way to the origin.
@@ -1228,10 +1243,3 @@ fn live_response(answer: OriginAnswer, prepared: &Prepared) -> Result<Response> 
 
 /// When an alarm that could not read its record looks again.
 const ALARM_AFTER_READ_ERROR_MS: u64 = 60_000;
-
-/// A fresh attempt id. Fencing needs uniqueness per key, not secrecy.
-fn random_u64() -> u64 {
-    let high = (js_sys::Math::random() * 4_294_967_296.0) as u64;
-    let low = (js_sys::Math::random() * 4_294_967_296.0) as u64;
-    (high << 32) | low
-}

@@ -45,7 +45,7 @@ use super::entry::{self, cached_key_namespace, call_object_marked};
 use super::{metrics, now_ms};
 use crate::core::config::{Config, Policy};
 use crate::core::key::IdempotencyKey;
-use crate::core::log::{Decision, LineContext, RequestLog};
+use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::problem::ProblemKind;
 use crate::core::record::AttemptId;
 use crate::core::routes::{after_object_failure, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable};
@@ -103,14 +103,15 @@ pub(super) async fn passed(
     config: &Config,
     policy: &Policy<'_>,
     kind: ProblemKind,
+    trace: &Trace,
 ) -> Result<Response> {
     let started = now_ms();
-    let answer = entry::pass_through(req, url, env, config, policy).await;
-    log_refusal(env, policy, kind, &answer, started);
+    let answer = entry::pass_through(req, url, env, config, policy, trace).await;
+    log_refusal(env, kind, &answer, started, trace);
     answer
 }
 
-fn log_refusal(env: &Env, policy: &Policy<'_>, kind: ProblemKind, answer: &Result<Response>, started: u64) {
+fn log_refusal(env: &Env, kind: ProblemKind, answer: &Result<Response>, started: u64, trace: &Trace) {
     let status = answer.as_ref().map_or(500, Response::status);
     let log = RequestLog {
         object: None,
@@ -121,7 +122,12 @@ fn log_refusal(env: &Env, policy: &Policy<'_>, kind: ProblemKind, answer: &Resul
         wait_ms: None,
         scope: None,
     };
-    metrics::record_in(env, &log, LineContext { mode: Mode::Observe, route: policy.route });
+    metrics::record_in(env, &log, observed(trace));
+}
+
+/// An observe-mode line about the request `trace` names (its route included).
+fn observed(trace: &Trace) -> LineContext<'_> {
+    LineContext { mode: Mode::Observe, trace: Some(trace), ..LineContext::default() }
 }
 
 /// A covered request on a route in observe mode (see the module doc).
@@ -129,23 +135,26 @@ fn log_refusal(env: &Env, policy: &Policy<'_>, kind: ProblemKind, answer: &Resul
 pub(super) async fn covered(
     req: Request,
     url: &str,
-    method: &str,
     env: &Env,
     ctx: &Context,
     config: &Config,
     policy: &Policy<'_>,
     key: IdempotencyKey,
+    trace: Trace,
 ) -> Result<Response> {
+    let method = trace.method.clone();
     let headers = req.headers();
     let path_and_query = path_and_query(url);
     let target = config.target_for(policy, url, &path_and_query);
     let (body, forward_body) = match read_body(&req, &headers, config.max_body_bytes).await? {
-        Body::Declared => return passed(req, url, env, config, policy, ProblemKind::BodyTooLarge).await,
+        Body::Declared => {
+            return passed(req, url, env, config, policy, ProblemKind::BodyTooLarge, &trace).await
+        }
         Body::OverLimit(stream) => {
             let started = now_ms();
             let forwarded = forward_request(&req, &target, Some(&stream))?;
             let answer = entry::origin_or_problem(entry::send(env, policy.origin_service, &forwarded).await);
-            log_refusal(env, policy, ProblemKind::BodyTooLarge, &answer, started);
+            log_refusal(env, ProblemKind::BodyTooLarge, &answer, started, &trace);
             return answer;
         }
         Body::Read(body, forward_body) => (body, forward_body),
@@ -185,14 +194,14 @@ pub(super) async fn covered(
         jurisdiction: config.jurisdiction.clone(),
         request: Observed {
             routed_path: normalised_path(path_and_query_parts(url).0).unwrap_or_default(),
-            method: method.to_owned(),
+            method,
             path_and_query,
             key,
             headers: Headers::new_with_headers(&headers)?,
             body,
         },
         target,
-        route: policy.route.map(str::to_owned),
+        trace,
         on_unavailable: policy.on_unavailable,
         origin_timeout_ms: policy.timing.origin_timeout_ms,
     };
@@ -326,7 +335,7 @@ struct Recording {
     request: Observed,
     /// The URL the object's requests carry (it reads only their headers).
     target: String,
-    route: Option<String>,
+    trace: Trace,
     on_unavailable: Unavailable,
     origin_timeout_ms: u64,
 }
@@ -341,7 +350,6 @@ struct Identified {
     /// Fingerprint, scope (also for the outcome's log line), policy, body size and scope
     /// salt, as enforce mode sends them (the step is set per call).
     call: KeyCall,
-    route: Option<String>,
     on_unavailable: Unavailable,
     origin_timeout_ms: u64,
 }
@@ -379,11 +387,7 @@ impl Recording {
                     wait_ms: None,
                     scope: None,
                 };
-                metrics::record_in(
-                    &self.env,
-                    &log,
-                    LineContext { mode: Mode::Observe, route: self.route.as_deref() },
-                );
+                metrics::record_in(&self.env, &log, observed(&self.trace));
                 return;
             }
         };
@@ -396,6 +400,7 @@ impl Recording {
             // The object never sends in observe mode: the Worker forwards.
             probe_origin: false,
             step: KeyStep::ObserveArrival,
+            trace: self.trace.clone(),
         };
         let identified = Identified {
             env: self.env.clone(),
@@ -403,7 +408,6 @@ impl Recording {
             name,
             target: self.target.clone(),
             call,
-            route: self.route.clone(),
             on_unavailable: self.on_unavailable,
             origin_timeout_ms: self.origin_timeout_ms,
         };
@@ -461,11 +465,7 @@ impl Identified {
             wait_ms: None,
             scope: Some(self.call.scope),
         };
-        metrics::record_in(
-            &self.env,
-            &log,
-            LineContext { mode: Mode::Observe, route: self.route.as_deref() },
-        );
+        metrics::record_in(&self.env, &log, observed(&self.call.trace));
     }
 
     /// Hands the object the origin's answer (or failure) for the attempt it claimed; returns

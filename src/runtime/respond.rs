@@ -12,7 +12,7 @@ use worker::{Env, Result};
 
 use super::chunks::Source;
 use super::metrics;
-use crate::core::log::{Decision, RequestLog};
+use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::machine::problem_response;
 use crate::core::problem::Problem;
 use crate::core::record::StoredResponse;
@@ -27,8 +27,8 @@ pub fn problem(problem: &Problem) -> Result<Response> {
 }
 
 /// A problem+json response for a request refused before it reached a key's object, with
-/// its log line (no object: none exists for it).
-pub fn refused(env: &Env, problem: &Problem) -> Result<Response> {
+/// its log line (no object: none exists for it); both name the request (`trace`).
+pub fn refused(env: &Env, problem: &Problem, trace: &Trace) -> Result<Response> {
     let log = RequestLog {
         object: None,
         decision: Decision::Rejected(problem.kind),
@@ -38,8 +38,8 @@ pub fn refused(env: &Env, problem: &Problem) -> Result<Response> {
         wait_ms: None,
         scope: None,
     };
-    metrics::record(env, &log);
-    self::problem(problem)
+    metrics::record_in(env, &log, LineContext { trace: Some(trace), ..LineContext::default() });
+    self::problem(&problem.clone().for_request(Some(trace)))
 }
 
 /// A stored response, marked `Idempotent-Replayed: true` when `replayed`.

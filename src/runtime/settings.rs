@@ -19,6 +19,23 @@ pub const METRICS_BINDING: &str = "IDEMPOTENCY_METRICS";
 
 thread_local! {
     static SETTINGS: OnceCell<Rc<Settings>> = const { OnceCell::new() };
+    static VERSION: OnceCell<Option<Rc<str>>> = const { OnceCell::new() };
+}
+
+/// The version-metadata binding (`[version_metadata]` in wrangler.toml), when bound.
+pub const VERSION_BINDING: &str = "CF_VERSION_METADATA";
+
+/// The worker's version, as the version-metadata binding names it (its `id`), read once
+/// per isolate; `None` where the binding is not declared.
+pub fn worker_version(env: &Env) -> Option<Rc<str>> {
+    VERSION.with(|cell| {
+        cell.get_or_init(|| {
+            let metadata = binding(env, VERSION_BINDING)?;
+            let id = js_sys::Reflect::get(&metadata, &JsValue::from_str("id")).ok()?.as_string()?;
+            Some(Rc::from(id.as_str()))
+        })
+        .clone()
+    })
 }
 
 /// The settings, read from `env` on the isolate's first call.

@@ -981,3 +981,41 @@ fn test_origin_holds_requests_at_a_gate_until_released() {
     assert_from_origin(&later, 201);
     assert_eq!(gate.arrived(), 3);
 }
+
+// ---------------------------------------------------------------------------------------
+// Traceable failures (issue 24.5)
+
+/// A caller's failure can be traced to its log line: a problem's `instance` names the
+/// request, and the request's line carries the same id, the method and the route. Both for
+/// a problem the object gives (422) and one the Worker gives before any object (400), and
+/// the `cf-ray` a request arrives with is its id when Cloudflare set one.
+#[test]
+fn a_problem_names_its_request_and_the_log_line_carries_the_same_id() {
+    let w = main_worker();
+    let key = new_key();
+    let path = new_path();
+    let first = w.send(&request("POST", &path).header("Idempotency-Key", &key).json(r#"{"amount":100}"#));
+    assert_from_origin(&first, 201);
+    let reused = w.send(&request("POST", &path).header("Idempotency-Key", &key).json(r#"{"amount":200}"#));
+    assert_problem(&reused, 422, "key-reused");
+    let instance = reused.json()["instance"].as_str().expect("an instance member").to_owned();
+    let id = instance.strip_prefix("urn:idempotency-edge:request:").expect("the request URN").to_owned();
+    assert!(id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()), "a drawn id: {id}");
+    let line = logs::wait_for_line(w, "the 422's line", |line| line["request_id"] == id.as_str());
+    assert_eq!(line["problem"], "key-reused", "{line}");
+    assert_eq!(line["method"], "POST", "{line}");
+
+    // Refused by the Worker, with a cf-ray as Cloudflare sets one: that is the id.
+    let ray = format!("{:016x}-AMS", rand_suffix());
+    let missing = w.send(&request("POST", &new_path()).header("cf-ray", &ray).json("{}"));
+    assert_problem(&missing, 400, "missing-key");
+    assert_eq!(missing.json()["instance"], format!("urn:idempotency-edge:request:{ray}"));
+    let line = logs::wait_for_line(w, "the 400's line", |line| line["request_id"] == ray.as_str());
+    assert_eq!(line["problem"], "missing-key", "{line}");
+    assert_eq!(line["method"], "POST", "{line}");
+}
+
+fn rand_suffix() -> u64 {
+    let key = new_key();
+    key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, b| (hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}

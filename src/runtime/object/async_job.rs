@@ -20,7 +20,9 @@ use wasm_bindgen::JsValue;
 use worker::web_sys::{self, Headers, Response};
 use worker::{console_error, Result};
 
-use super::{metrics, now_ms, random_u64, read_body, settings, storable, KeyObject, Outgoing};
+use super::{
+    metrics, now_ms, random_u64, read_body, settings, storable, traced_problem, KeyObject, Outgoing, Waiting,
+};
 use crate::core::async_job::{
     no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,
     StoredRequest,
@@ -59,7 +61,7 @@ impl KeyObject {
         let mut log = self.request_log(Some(call.scope));
         let response = self.accept_or_answer(req, headers, call, config, &mut log).await;
         log.status = response.as_ref().map_or(500, Response::status);
-        metrics::record(&self.env, &log);
+        self.record_line(&log, &call.trace);
         response
     }
 
@@ -75,7 +77,7 @@ impl KeyObject {
         // 1. The request, read whole and sealed (awaits, before anything is decided).
         let body = match read_body(req).await {
             Ok(buffer) => Uint8Array::new(&buffer).to_vec(),
-            Err(_) => return respond::problem(&storage_unavailable()),
+            Err(_) => return traced_problem(&storage_unavailable(), &call.trace),
         };
         let settings = settings::get(&self.env);
         let Ok(Some(ring)) = &settings.storage_keys else {
@@ -83,9 +85,11 @@ impl KeyObject {
             // unsealed whatever it is handed.
             let problem = no_key_ring_to_seal_requests();
             log.decision = Decision::Rejected(problem.kind);
-            return respond::problem(&problem);
+            return traced_problem(&problem, &call.trace);
         };
-        let Some(salt) = self.scope_salt.get() else { return respond::problem(&storage_unavailable()) };
+        let Some(salt) = self.scope_salt.get() else {
+            return traced_problem(&storage_unavailable(), &call.trace);
+        };
         let request = StoredRequest {
             scope_salt: salt.0,
             method: req.method(),
@@ -100,7 +104,7 @@ impl KeyObject {
             Ok(sealed) => sealed,
             Err(error) => {
                 console_error!("object {}: sealing the request failed: {}", self.short_id(), error);
-                return respond::problem(&storage_unavailable());
+                return traced_problem(&storage_unavailable(), &call.trace);
             }
         };
         drop(request);
@@ -114,7 +118,7 @@ impl KeyObject {
         // 2. The decision, on the record as it is now, and the claim in the same turn.
         if let Err(error) = self.record() {
             console_error!("object {}: reading the record failed: {}", self.short_id(), error);
-            return respond::problem(&storage_unavailable());
+            return traced_problem(&storage_unavailable(), &call.trace);
         }
         let arrival = Arrival {
             fingerprint,
@@ -143,7 +147,7 @@ impl KeyObject {
                 if let Some(withdrawal) = withdrawal {
                     let (withdrawn, _) = self.write(withdrawal, "withdrawing the job").await;
                     log.decision = withdrawn.decision.unwrap_or(log.decision);
-                    return respond::problem(&storage_unavailable());
+                    return traced_problem(&storage_unavailable(), &call.trace);
                 }
             }
         }
@@ -157,15 +161,16 @@ impl KeyObject {
                 Action::Accepted { retry_after } => return accepted(retry_after),
                 Action::Replay(stored) => return self.prepared(&stored).response(),
                 Action::Join { attempt, wait_ms } => {
-                    return self.wait(attempt, joined.take(), body_bytes, wait_ms, log).await;
+                    let waiting = Waiting { attempt, settled: joined.take(), body_bytes, wait_ms };
+                    return self.wait(waiting, &call.trace, log).await;
                 }
-                Action::Reject(problem) => return respond::problem(&problem),
+                Action::Reject(problem) => return traced_problem(&problem, &call.trace),
                 // An async arrival is never forwarded from here (the alarm sends), and
                 // settles nothing.
                 Action::SetAlarm(_) | Action::Forward { .. } | Action::Settle { .. } => {}
             }
         }
-        respond::problem(&storage_unavailable())
+        traced_problem(&storage_unavailable(), &call.trace)
     }
 
     /// The alarm of a key with a job: opens the stored request (an await), then steps on

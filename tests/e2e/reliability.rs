@@ -430,7 +430,7 @@ fn storm_of_duplicates_executes_each_key_exactly_once() {
 /// SYN cookies, and a cookie that fails to validate (`TcpExtSyncookiesFailed` in `nstat`)
 /// resets the connection after the worker wrote the request. The worker cannot tell that
 /// reset from one after an execution, so it holds the key unknown, rightly; the origin
-/// never read it. That is rare here (3 keys in 1 of 9 runs, on a loaded machine) and no
+/// never read it. That is rare here (3 keys in 1 of 17 runs, on a loaded machine) and no
 /// probe design changes it (it happens without the probe too), so such a key may have 0
 /// executions; every other key executes exactly once and is answered 201.
 #[test]

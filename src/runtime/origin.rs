@@ -1,18 +1,41 @@
-//! The origin fetch: one attempt, bounded by the origin timeout, reported as an
-//! `OriginResult` plus the answer when there is one.
+//! The origin fetch: one attempt, its answer bounded by the origin timeout (and the TCP
+//! probe before it by as much), reported as an `OriginResult` plus the answer when there
+//! is one.
 //!
 //! Owns the mapping from the runtime's fetch failures to the core's results. When it cannot
 //! tell whether the request reached the origin, it says `ResetAfterSend` (unknown), never
 //! `ConnectRefused`: mistaking an executed payment for an unexecuted one would charge twice.
 //!
 //! workerd reports every failed fetch alike ("Network connection lost."), a refused connect
-//! and a reset after the request was sent included. So, in `ORIGIN_URL` mode, the attempt
-//! first opens a plain TCP connection to the origin's host and port: if that is refused,
-//! nothing was sent and the key can be released. Any later fetch failure is unknown. In
-//! route mode the origin sits behind Cloudflare, where outbound sockets may not connect, so
-//! there is no probe and every fetch failure is unknown. The probe is bounded by a fraction
-//! of the origin timeout: a black-holed origin must not hold a key past its lease, and a
-//! probe that never connected sent nothing.
+//! and a reset after the request was sent included: both are the same kind of kj exception
+//! (DISCONNECTED: ECONNREFUSED and ECONNRESET map to it alike), which workerd's jsg turns
+//! into that one message, marked retryable, with no detail. So a fetch's error never says
+//! "not sent", and a second connect after a failed fetch says only whether the origin
+//! accepts connections now, not what became of the request: an origin that executed it and
+//! then crashed refuses that connect too. So, in `ORIGIN_URL` mode, the attempt first opens
+//! a plain TCP connection to the origin's host and port, before anything is sent: if that is
+//! refused, nothing was sent and the key can be released. Any later fetch failure is
+//! unknown. In route mode the origin sits behind Cloudflare, where outbound sockets may not
+//! connect, so there is no probe and every fetch failure is unknown.
+//!
+//! The probe waits as long as the fetch would wait for a connection of its own: the origin
+//! timeout. An origin whose accept queue is full drops new SYNs, which the kernel sends
+//! again after 1 s, 3 s, 7 s; a probe that gave up sooner (at a quarter of the timeout, 1 s
+//! of 4 s, until issue 23) released requests that the origin would have served, with 502
+//! `origin-unreachable` (3-8 of 100 new keys in a storm against Python's `http.server`,
+//! `reliability::storm_against_a_small_backlog_origin_has_no_false_origin_unreachable`). A
+//! probe that has not connected when the timeout is up releases the key, rightly: nothing
+//! was sent, and a fetch would not have connected in that time either (it would have left
+//! the key unknown), so a black-holed origin cannot hold a key.
+//!
+//! Once the probe connects, the fetch has the whole origin timeout of its own, because its
+//! own connect may wait for a dropped SYN too: taking the probe's wait out of it would turn
+//! a slow accept into a timeout, an unknown outcome, which is worse than a false refusal.
+//! So an attempt lasts at most twice the origin timeout, longer than the claim's lease
+//! (timeout + 10 s) when the timeout is over 10 s. That is safe: a live attempt keeps its
+//! key however long it runs (`core::machine`, rule 3), and a lease only matters after the
+//! object restarted, which ended the attempt (the key then reads as unknown, or, with
+//! `ORIGIN_DEDUPLICATES`, is sent again to an origin that deduplicates it).
 //!
 //! Through a service binding (`ORIGIN_SERVICE`) the attempt is `env.<binding>.fetch(...)`:
 //! the same request, the same timeout and the same classification of the answer. There is
@@ -58,11 +81,9 @@ pub enum AnswerBody {
     Streamed(web_sys::ReadableStream),
 }
 
-/// The share of the origin timeout that a TCP probe may take.
-const PROBE_SHARE_OF_TIMEOUT: u64 = 4;
-
 /// Sends one attempt and waits at most `timeout_ms` for the whole answer, body included: a
-/// body that stalls is a timeout like any other. `body` is the request body as the object
+/// body that stalls is a timeout like any other. With `probe_first` (and no `service`), a
+/// TCP probe may first wait up to `timeout_ms` for a connection; nothing is sent before it. `body` is the request body as the object
 /// received it (a JavaScript value: it never enters Wasm memory on this path). `service`
 /// is the binding to send through instead of the global `fetch`.
 // One attempt's every input, each used once; a struct would only rename them.
@@ -79,17 +100,16 @@ pub async fn forward(
     origin_auth_secret: Option<&str>,
 ) -> (OriginResult, Option<OriginAnswer>) {
     if probe_first && service.is_none() {
-        // Nothing is sent until the probe connects, so a probe that times out is a refusal.
-        let probe_timeout = Delay::from(Duration::from_millis(timeout_ms / PROBE_SHARE_OF_TIMEOUT));
-        let probe = Box::pin(accepts_connections(target));
-        match select(probe, probe_timeout).await {
-            Either::Left((true, _)) => {}
-            Either::Left((false, _)) => return (OriginResult::ConnectRefused, None),
-            Either::Right(((), _)) => {
-                console_warn!(
-                    "origin probe: no connection within {} ms",
-                    timeout_ms / PROBE_SHARE_OF_TIMEOUT
-                );
+        // Nothing is sent until the probe connects. It may wait as long as the fetch would
+        // wait for a connection of its own (the origin timeout): a full accept queue drops
+        // SYNs, which come again after 1 s, 3 s, 7 s, and giving up sooner would refuse a
+        // request the origin would have served. Refused, or not connected in that time, the
+        // origin took nothing and the key is released.
+        match probe(target, timeout_ms).await {
+            Probe::Opened => {}
+            Probe::Refused => return (OriginResult::ConnectRefused, None),
+            Probe::NoAnswer => {
+                console_warn!("origin probe: no connection within {} ms", timeout_ms);
                 return (OriginResult::ConnectRefused, None);
             }
         }
@@ -231,23 +251,34 @@ fn classify_fetch_error(error: JsValue) -> OriginResult {
     OriginResult::ResetAfterSend
 }
 
-/// Whether a TCP connection to the target's host and port opens. Sends no byte. The probe
-/// socket is closed without waiting for the close to finish.
-async fn accepts_connections(target: &str) -> bool {
-    let Some((host, port)) = host_and_port(target) else { return false };
+/// What a TCP connect to the origin showed.
+enum Probe {
+    Opened,
+    /// Refused, or failed before a connection existed (no byte was sent).
+    Refused,
+    /// Not connected within the wait.
+    NoAnswer,
+}
+
+/// Opens a TCP connection to the target's host and port, waiting at most `wait_ms`, and
+/// closes it. Sends no byte. The close is not awaited; a connect that is given up on is
+/// closed as soon as it opens, so a late connection does not linger at the origin.
+async fn probe(target: &str, wait_ms: u64) -> Probe {
+    let Some((host, port)) = host_and_port(target) else { return Probe::Refused };
     let mut address = String::with_capacity(host.len() + 6);
     address.push_str(host);
     address.push(':');
     address.push_str(&port.to_string());
     let Ok(socket) = worker::worker_sys::connect(JsValue::from(address), JsValue::UNDEFINED) else {
-        return false;
+        return Probe::Refused;
     };
-    let opened = match socket.opened() {
-        Ok(opened) => JsFuture::from(opened).await.is_ok(),
-        Err(_) => false,
+    let Ok(opened) = socket.opened() else { return Probe::Refused };
+    let wait = Delay::from(Duration::from_millis(wait_ms));
+    let probe = match select(JsFuture::from(opened), wait).await {
+        Either::Left((Ok(_), _)) => Probe::Opened,
+        Either::Left((Err(_), _)) => return Probe::Refused,
+        Either::Right(((), _)) => Probe::NoAnswer,
     };
-    if opened {
-        let _ = socket.close();
-    }
-    opened
+    let _ = socket.close();
+    probe
 }

@@ -3,6 +3,8 @@
 //! - `http`: a std-only HTTP/1.1 client (send, or send now and read or abandon later);
 //! - `origin`: the test origin, steered by request headers, with gates that hold requests
 //!   until the test releases them and report arrivals;
+//! - `backlog_origin`: Python's `http.server` with a small listen backlog, for the storm
+//!   that a full accept queue puts the TCP probe through;
 //! - `dedup_origin`: an origin that deduplicates by `Idempotency-Key` itself, and can go
 //!   down and come back;
 //! - `worker`: the harness that runs the built worker in `wrangler dev` (local workerd);
@@ -17,6 +19,7 @@
 //! test uses is reported as dead code.
 
 pub mod assert;
+pub mod backlog_origin;
 pub mod dedup_origin;
 pub mod hostile;
 pub mod http;

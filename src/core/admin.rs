@@ -20,11 +20,22 @@
 //! 6. Every call, refused ones included, writes one audit line ([`audit_line`]): the
 //!    operation, the object id, the outcome and the operator named by `X-Operator`, never
 //!    the token.
+//! 7. `POST {prefix}lookup` finds a record from what a customer can tell the operator: the
+//!    key and who sent it (the credential, i.e. the first `SCOPE_HEADER`'s value; or a
+//!    verified token's issuer, claim path and value; or anonymous; plus the further scope
+//!    headers' values), in a JSON body ([`parse_lookup`]), never in the URL, where proxies
+//!    log it. It answers with the record's inspect view, which names the object id and
+//!    never the scope.
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::async_job::JobPhase;
+use super::fingerprint::{object_name, Scope, ScopeField};
+use super::jwt::{ClaimPath, ClaimValue, Identity};
+use super::key::parse_key;
+use super::keyed_name::keyed_object_name;
+use super::problem::{Problem, ProblemKind};
 use super::record::{InFlight, Millis, Record, UnknownReason};
 
 /// The default prefix of the admin API.
@@ -86,6 +97,10 @@ pub enum AdminCall {
         object_id: String,
         force: bool,
     },
+    /// `POST {prefix}lookup`: the record of a (scope, key) given in the body.
+    Lookup {
+        reveal_fingerprint: bool,
+    },
     /// Under the prefix, but no such endpoint (or a malformed object id).
     NotFound,
     /// A known path with a method it does not take.
@@ -100,6 +115,13 @@ pub fn is_admin_path(prefix: &str, path: &str) -> bool {
 /// Parses an admin request. `query` is the URL's query without `?`.
 pub fn parse_call(prefix: &str, method: &str, path: &str, query: Option<&str>) -> AdminCall {
     let Some(rest) = path.strip_prefix(prefix) else { return AdminCall::NotFound };
+    if rest == "lookup" {
+        let reveal_fingerprint = query.unwrap_or("").split('&').any(|pair| pair == "reveal=fingerprint");
+        return match method {
+            "POST" => AdminCall::Lookup { reveal_fingerprint },
+            _ => AdminCall::MethodNotAllowed,
+        };
+    }
     let Some(object_id) = rest.strip_prefix("records/") else { return AdminCall::NotFound };
     let valid_id = object_id.len() == 64 && object_id.bytes().all(|b| b.is_ascii_hexdigit());
     if !valid_id {
@@ -205,6 +227,98 @@ pub fn summary(
 /// `WWW-Authenticate: Bearer`), a path that is no endpoint, a method other than GET or
 /// DELETE, an object id the namespace never issued, an object that cannot be reached, an
 /// operation the object does not know, and a purge refused without `force`.
+/// The most bytes a lookup's body may have.
+pub const MAX_LOOKUP_BYTES: usize = 16 * 1024;
+
+/// Who sent a key, as an operator can learn it from the customer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LookupScope {
+    /// The first `SCOPE_HEADER`'s value, exactly as the client sent it.
+    Credential(String),
+    /// A verified token's scope: its issuer (`iss`, if any), the claim's path and value.
+    Claim {
+        issuer: Option<String>,
+        path: String,
+        value: ClaimValue,
+    },
+    Anonymous,
+}
+
+/// A lookup's body: `{"key": "...", "credential": "Bearer …"}`, or `"claim": {"issuer":
+/// "…", "path": "sub", "value": "user_42"}` (a number as a JSON number), or
+/// `"anonymous": true`; and `"scope_headers": {"x-tenant": "acme"}` for the further
+/// `SCOPE_HEADER`s (absent ones left out). Returns the key's object name (as the Worker
+/// names it, keyed with `OBJECT_NAME_KEY` when set). Every way it can be wrong is a 400
+/// that says which.
+pub fn parse_lookup(
+    body: &[u8],
+    scope_headers: &[String],
+    name_key: Option<&[u8]>,
+) -> Result<String, Problem> {
+    let bad = |detail: &str| Problem::new(ProblemKind::InvalidLookup, detail.to_owned());
+    if body.len() > MAX_LOOKUP_BYTES {
+        return Err(bad("The lookup's body is over 16 KiB."));
+    }
+    let value: Value = serde_json::from_slice(body).map_err(|_| bad("The lookup's body is not JSON."))?;
+    let key = value["key"].as_str().ok_or_else(|| bad("Name the key: \"key\": \"…\"."))?;
+    let key = parse_key(key.as_bytes()).map_err(|_| bad("\"key\" is not a valid Idempotency-Key."))?;
+    let scope = match (&value["credential"], &value["claim"], &value["anonymous"]) {
+        (Value::String(credential), Value::Null, Value::Null) => LookupScope::Credential(credential.clone()),
+        (Value::Null, Value::Object(claim), Value::Null) => {
+            let issuer = match &claim.get("issuer") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(issuer)) => Some(issuer.clone()),
+                Some(_) => return Err(bad("\"claim.issuer\" must be a string.")),
+            };
+            let path =
+                claim.get("path").and_then(Value::as_str).ok_or_else(|| bad("Name \"claim.path\"."))?;
+            let value = match claim.get("value") {
+                Some(Value::String(text)) => ClaimValue::String(text.clone()),
+                Some(Value::Number(number)) => ClaimValue::Number(number.to_string()),
+                _ => return Err(bad("\"claim.value\" must be a string or a number.")),
+            };
+            LookupScope::Claim { issuer, path: path.to_owned(), value }
+        }
+        (Value::Null, Value::Null, Value::Bool(true)) => LookupScope::Anonymous,
+        _ => {
+            return Err(bad(
+                "Say who sent the key: exactly one of \"credential\", \"claim\" or \"anonymous\": true.",
+            ))
+        }
+    };
+    let extras_given = match &value["scope_headers"] {
+        Value::Null => serde_json::Map::new(),
+        Value::Object(map) => map.clone(),
+        _ => return Err(bad("\"scope_headers\" must be an object of header names and values.")),
+    };
+    let extra_names = scope_headers.iter().skip(1);
+    for name in extras_given.keys() {
+        if !extra_names.clone().any(|known| known.eq_ignore_ascii_case(name)) {
+            return Err(bad("\"scope_headers\" names a header that is not a further SCOPE_HEADER."));
+        }
+    }
+    let values: Vec<(String, Option<String>)> = extra_names
+        .map(|name| {
+            let given = extras_given.iter().find(|(given, _)| given.eq_ignore_ascii_case(name));
+            (name.clone(), given.and_then(|(_, value)| value.as_str()).map(str::to_owned))
+        })
+        .collect();
+    let extras: Vec<ScopeField<'_>> = values
+        .iter()
+        .map(|(name, value)| ScopeField { name, value: value.as_deref().map(str::as_bytes) })
+        .collect();
+    let scope = match scope {
+        LookupScope::Credential(credential) => Scope::credential(credential.as_bytes(), &extras),
+        LookupScope::Claim { issuer, path, value } => {
+            let claim_path =
+                ClaimPath::parse(&path).map_err(|_| bad("\"claim.path\" is not a claim path."))?;
+            Scope::claim(&Identity { issuer, claim_path, value }, &extras)
+        }
+        LookupScope::Anonymous => Scope::anonymous(&extras),
+    };
+    Ok(keyed_object_name(name_key, object_name(scope, key.as_str())))
+}
+
 pub mod refusals {
     use crate::core::problem::{Problem, ProblemKind};
 
@@ -220,7 +334,7 @@ pub mod refusals {
     }
 
     pub fn method_not_allowed() -> Problem {
-        Problem::new(ProblemKind::MethodNotAllowed, "Use GET to inspect, DELETE to purge.")
+        Problem::new(ProblemKind::MethodNotAllowed, "Use GET to inspect, DELETE to purge, POST to look up.")
     }
 
     pub fn no_such_object() -> Problem {
@@ -271,6 +385,47 @@ mod tests {
     use crate::core::fingerprint::Digest256;
     use crate::core::record::{AttemptId, Completed, InFlight, StoredResponse};
     use std::sync::Arc;
+
+    /// The lookup finds the object the Worker named for the same caller and key, for each
+    /// kind of scope, and says what is wrong with a body that cannot (issue 24.5).
+    #[test]
+    fn a_lookup_names_the_object_the_worker_named() {
+        let headers = vec!["authorization".to_owned(), "x-tenant".to_owned()];
+        let tenant = ScopeField { name: "x-tenant", value: Some(b"acme") };
+        let no_tenant = ScopeField { name: "x-tenant", value: None };
+        let body = br#"{"key":"order-1","credential":"Bearer alice","scope_headers":{"X-Tenant":"acme"}}"#;
+        let expected = object_name(Scope::credential(b"Bearer alice", &[tenant]), "order-1");
+        assert_eq!(parse_lookup(body, &headers, None), Ok(expected.clone()));
+        // Keyed with OBJECT_NAME_KEY as the Worker keys it.
+        assert_eq!(parse_lookup(body, &headers, Some(b"k")), Ok(keyed_object_name(Some(b"k"), expected)));
+        let body = br#"{"key":"order-1","claim":{"issuer":"https://id.example","path":"sub","value":42}}"#;
+        let identity = Identity {
+            issuer: Some("https://id.example".into()),
+            claim_path: ClaimPath::parse("sub").unwrap(),
+            value: ClaimValue::Number("42".into()),
+        };
+        let expected = object_name(Scope::claim(&identity, &[no_tenant]), "order-1");
+        assert_eq!(parse_lookup(body, &headers, None), Ok(expected));
+        let expected = object_name(Scope::anonymous(&[no_tenant]), "order-1");
+        assert_eq!(parse_lookup(br#"{"key":"order-1","anonymous":true}"#, &headers, None), Ok(expected));
+        for bad in [
+            &br#"not json"#[..],
+            br#"{"credential":"Bearer alice"}"#,
+            br#"{"key":"","credential":"Bearer alice"}"#,
+            br#"{"key":"k","credential":"a","anonymous":true}"#,
+            br#"{"key":"k"}"#,
+            br#"{"key":"k","credential":"a","scope_headers":{"x-other":"1"}}"#,
+            br#"{"key":"k","claim":{"path":"sub","value":true}}"#,
+        ] {
+            let problem = parse_lookup(bad, &headers, None).unwrap_err();
+            assert_eq!((problem.kind, problem.status()), (ProblemKind::InvalidLookup, 400), "{bad:?}");
+        }
+        assert_eq!(
+            parse_call("/p/", "POST", "/p/lookup", None),
+            AdminCall::Lookup { reveal_fingerprint: false }
+        );
+        assert_eq!(parse_call("/p/", "GET", "/p/lookup", None), AdminCall::MethodNotAllowed);
+    }
 
     const ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 

@@ -44,6 +44,8 @@ pub enum ProblemKind {
     NotFound,
     /// An admin path called with a method it does not take.
     MethodNotAllowed,
+    /// An admin lookup whose body does not say which key of which caller.
+    InvalidLookup,
     /// A path that origins may read as another path (an encoded `/`, `\` or dot segment,
     /// or `//`), on a method that a route could cover.
     InvalidPath,
@@ -66,7 +68,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, for parsing a slug back.
-    pub const ALL: [ProblemKind; 20] = [
+    pub const ALL: [ProblemKind; 21] = [
         ProblemKind::MissingKey,
         ProblemKind::InvalidKey,
         ProblemKind::KeyReused,
@@ -79,6 +81,7 @@ impl ProblemKind {
         ProblemKind::Unauthorized,
         ProblemKind::NotFound,
         ProblemKind::MethodNotAllowed,
+        ProblemKind::InvalidLookup,
         ProblemKind::InvalidPath,
         ProblemKind::MethodOverride,
         ProblemKind::OriginUnavailable,
@@ -114,6 +117,7 @@ impl ProblemKind {
             | ProblemKind::UnverifiedCredential => 401,
             ProblemKind::NotFound => 404,
             ProblemKind::MethodNotAllowed => 405,
+            ProblemKind::InvalidLookup => 400,
             ProblemKind::RateLimited => 429,
         }
     }
@@ -136,6 +140,7 @@ impl ProblemKind {
             ProblemKind::Unauthorized => "unauthorized",
             ProblemKind::NotFound => "not-found",
             ProblemKind::MethodNotAllowed => "method-not-allowed",
+            ProblemKind::InvalidLookup => "invalid-lookup",
             ProblemKind::InvalidPath => "invalid-path",
             ProblemKind::MethodOverride => "method-override",
             ProblemKind::OriginUnavailable => "origin-unavailable",
@@ -160,6 +165,7 @@ impl ProblemKind {
             ProblemKind::Unauthorized => "A valid admin bearer token is required",
             ProblemKind::NotFound => "No such admin endpoint",
             ProblemKind::MethodNotAllowed => "Method not allowed on this admin endpoint",
+            ProblemKind::InvalidLookup => "The lookup does not name a key and its caller",
             ProblemKind::InvalidPath => "The request path is ambiguous",
             ProblemKind::MethodOverride => "Method-override headers are not accepted here",
             ProblemKind::RateLimited => "Too many requests",

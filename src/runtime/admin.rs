@@ -7,8 +7,11 @@ use worker::web_sys::{Headers, Request, RequestInit, Response};
 use worker::{console_log, Env, Result};
 
 use super::entry::{call_object, key_namespace};
-use super::respond;
-use crate::core::admin::{audit_line, parse_call, refusals, token_matches, AdminCall, OPERATOR_HEADER};
+use super::{respond, settings};
+use crate::core::admin::{
+    audit_line, parse_call, parse_lookup, refusals, token_matches, AdminCall, MAX_LOOKUP_BYTES,
+    OPERATOR_HEADER,
+};
 use crate::core::config::Config;
 use crate::core::url::path_and_query_parts;
 use crate::core::wire::{ToObject, ENVELOPE_HEADER};
@@ -37,29 +40,32 @@ async fn answer(
     let (attempted, attempted_id) = match parse_call(&config.admin_prefix, &method, path, query) {
         AdminCall::Inspect { object_id, .. } => ("inspect", Some(object_id)),
         AdminCall::Purge { object_id, .. } => ("purge", Some(object_id)),
+        AdminCall::Lookup { .. } => ("lookup", None),
         _ => ("unknown", None),
     };
     let response = respond_to(req, url, env, config, token).await;
     match response {
-        Ok((operation, response)) => (operation, attempted_id, Ok(response)),
+        // A lookup's object id is known once its body was read.
+        Ok((operation, found, response)) => (operation, found.or(attempted_id), Ok(response)),
         Err(error) => (attempted, attempted_id, Err(error)),
     }
 }
 
+/// The call's operation, the object id it reached (if any) and its answer.
 async fn respond_to(
     req: Request,
     url: &str,
     env: &Env,
     config: &Config,
     token: &str,
-) -> Result<(&'static str, Response)> {
+) -> Result<(&'static str, Option<String>, Response)> {
     let prefix = config.admin_prefix.as_str();
     // The token is checked before anything else, so a refused call learns nothing about
     // which paths or records exist.
     if !token_matches(req.headers().get("authorization")?.as_deref(), token) {
         let response = respond::problem(&refusals::unauthorized())?;
         response.headers().set("www-authenticate", "Bearer")?;
-        return Ok(("refused", response));
+        return Ok(("refused", None, response));
     }
     let (path, query) = path_and_query_parts(url);
     let (object_id, operation) = match parse_call(prefix, &req.method(), path, query) {
@@ -67,13 +73,26 @@ async fn respond_to(
         AdminCall::Inspect { object_id, reveal_fingerprint: true } => (object_id, "inspect-reveal"),
         AdminCall::Purge { object_id, force: false } => (object_id, "purge"),
         AdminCall::Purge { object_id, force: true } => (object_id, "purge-force"),
+        AdminCall::Lookup { reveal_fingerprint } => {
+            // The object is named from the body as the Worker names it; its id is what the
+            // answer and the audit line show, never the scope.
+            let body = read_lookup(&req).await?;
+            let name_key = settings::get(env).object_name_key.clone();
+            let name = match parse_lookup(&body, &config.scope.headers, name_key.as_deref()) {
+                Ok(name) => name,
+                Err(problem) => return respond::problem(&problem).map(|r| ("lookup", None, r)),
+            };
+            let namespace = key_namespace(env, config.jurisdiction.as_deref())?;
+            let object_id = namespace.id_from_name(&name)?.to_string();
+            (object_id, if reveal_fingerprint { "inspect-reveal" } else { "inspect" })
+        }
         AdminCall::NotFound => {
             let response = respond::problem(&refusals::no_endpoint(prefix));
-            return response.map(|r| ("not-found", r));
+            return response.map(|r| ("not-found", None, r));
         }
         AdminCall::MethodNotAllowed => {
             let response = respond::problem(&refusals::method_not_allowed());
-            return response.map(|r| ("method-not-allowed", r));
+            return response.map(|r| ("method-not-allowed", None, r));
         }
     };
     let headers = Headers::new()?;
@@ -86,11 +105,20 @@ async fn respond_to(
     // than the runtime's exception (a bare 500).
     let Ok(stub) = namespace.id_from_string(&object_id).and_then(|id| id.get_stub()) else {
         let response = respond::problem(&refusals::no_such_object());
-        return response.map(|r| ("not-found", r));
+        return response.map(|r| ("not-found", None, r));
     };
     let response = match call_object(stub, &to_object).await {
         Ok(response) => Ok(response),
         Err(_) => respond::problem(&refusals::object_unreachable()),
     };
-    response.map(|r| (operation, r))
+    response.map(|r| (operation, Some(object_id), r))
+}
+
+/// A lookup's body, at most `MAX_LOOKUP_BYTES` (one more is read, so that the core
+/// refuses a longer one).
+async fn read_lookup(req: &Request) -> Result<Vec<u8>> {
+    let buffer = wasm_bindgen_futures::JsFuture::from(req.array_buffer()?).await?;
+    let bytes = js_sys::Uint8Array::new(&buffer);
+    let len = bytes.length().min(MAX_LOOKUP_BYTES as u32 + 1);
+    Ok(bytes.subarray(0, len).to_vec())
 }

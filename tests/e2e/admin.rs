@@ -10,7 +10,7 @@ use crate::support::assert::{assert_problem, is_problem, problem_kind};
 use crate::support::http::Request;
 use crate::support::logs;
 use crate::support::origin::Origin;
-use crate::support::requests::{covered, new_key, unique};
+use crate::support::requests::{covered, new_key, unique, DEFAULT_CREDENTIAL};
 use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
 
 const TOKEN: &str = "e2e-admin-token-7f3a-0123456789abcdef01234567";
@@ -100,6 +100,28 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
     assert_eq!(expires - created, 86_400_000, "expires after the default TTL of a day: {view}");
     assert_eq!(view["waiters"], 0, "{view}");
     assert!(!inspected.text().contains("amount"), "inspect never shows the stored body: {view}");
+
+    // Look the record up by what a customer can tell: the key and the credential it was
+    // sent with (in a JSON body, never the URL). The answer is the same view, naming the
+    // object id and never the scope (issue 24.5).
+    let lookup = |body: String| {
+        w.send(
+            &admin("POST", "/__idempotency/lookup", Some(TOKEN))
+                .header("Content-Type", "application/json")
+                .body(body),
+        )
+    };
+    let found = lookup(format!(r#"{{"key":"{key}","credential":"{DEFAULT_CREDENTIAL}"}}"#));
+    assert_eq!(found.status, 200, "{found:?}");
+    assert_eq!(found.json()["object_id"], object.as_str(), "{}", found.text());
+    assert_eq!(found.json()["state"], "completed");
+    assert!(!found.text().contains("e2e-default-caller"), "the scope is never shown: {}", found.text());
+    // Another caller's credential names another object: nothing is there.
+    let other = lookup(format!(r#"{{"key":"{key}","credential":"Bearer someone-else"}}"#));
+    assert_eq!(other.json()["state"], "absent", "{}", other.text());
+    assert_ne!(other.json()["object_id"], object.as_str());
+    assert_problem(&lookup(r#"{"credential":"Bearer x"}"#.to_owned()), 400, "invalid-lookup");
+    assert_problem(&w.send(&admin("GET", "/__idempotency/lookup", Some(TOKEN))), 405, "method-not-allowed");
 
     // Endpoints and objects that do not exist.
     assert_problem(&w.send(&admin("GET", "/__idempotency/records/not-an-id", Some(TOKEN))), 404, "not-found");

@@ -7,6 +7,7 @@
 //! problem+json and forwards nothing: a typo must never turn protection off silently.
 
 use super::async_job::AsyncConfig;
+use super::body_shape::BodyShape;
 use super::machine::{
     Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
 };
@@ -100,6 +101,8 @@ pub struct Policy<'a> {
     pub on_unavailable: Unavailable,
     /// Lowercase names of request headers that are part of the payload.
     pub fingerprint_headers: &'a [String],
+    /// What of a JSON body is part of the payload (`None`: all of it).
+    pub body_shape: Option<&'a BodyShape>,
     /// The claim that names the caller, and whether anonymous callers are let in.
     pub scope: ScopePolicy<'a>,
     /// How the origin's answers are classified.
@@ -307,6 +310,7 @@ impl Config {
             },
             on_unavailable: route.and_then(|r| r.on_unavailable).unwrap_or(Unavailable::FailClosed),
             fingerprint_headers: route.and_then(|r| r.fingerprint_headers.as_deref()).unwrap_or(&[]),
+            body_shape: route.and_then(|r| r.body_shape.as_ref()),
             scope: ScopePolicy {
                 claim: match route.and_then(|r| r.scope_claim.as_ref()) {
                     // A route's `scope_claim` wins, `""` (None) meaning the credential hash.
@@ -810,6 +814,10 @@ mod tests {
         assert!(!other.key_required);
         assert_eq!(other.on_unavailable, Unavailable::FailOpen);
         assert_eq!(other.timing.ttl_ms, 600_000);
+        assert_eq!(refunds.body_shape, None);
+        let shaped = parse(&[(VAR_ROUTES, r#"[{"pattern":"/v1/*","fingerprint_ignore":["/ts"]}]"#)]).unwrap();
+        assert!(matches!(shaped.policy_for("/v1/charges").body_shape, Some(BodyShape::Ignore(_))));
+        assert_eq!(shaped.policy_for("/v2/charges").body_shape, None);
         let unrouted = config.policy_for("/health");
         assert!(unrouted.key_required);
         assert_eq!(unrouted.on_unavailable, Unavailable::FailClosed);

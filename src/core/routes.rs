@@ -14,6 +14,8 @@
 //! | `ttl_seconds`, `duplicate_wait_seconds`, `origin_timeout_seconds` | timing overrides |
 //! | `on_object_unavailable` | `"fail-closed"` (default, 503) or `"fail-open"` (forward unprotected) |
 //! | `fingerprint_headers` | request headers that are part of the payload, e.g. `["Stripe-Version"]` |
+//! | `fingerprint_ignore` | JSON Pointers (RFC 6901) removed from a JSON body before it is fingerprinted, e.g. `["/client_timestamp"]` (`core::body_shape`) |
+//! | `fingerprint_only` | JSON Pointers: only these parts of a JSON body are fingerprinted (not with `fingerprint_ignore`) |
 //! | `scope_claim` | the JWT claim that names the caller on this route (`core::scope`); `""`: the credential hash |
 //! | `anonymous` | `"allow"`: callers without the scope header share one scope here; `"deny"` (the default unless `ALLOW_ANONYMOUS`): 401 |
 //! | `release_statuses` | origin statuses that mean "not executed" and release the key (default `[408, 409, 425, 429, 503]`; `[]` for none) |
@@ -31,6 +33,7 @@
 
 use serde_json::{Map, Value};
 
+use super::body_shape::{BodyShape, JsonPointer, MAX_POINTERS};
 use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
 use super::jwt::ClaimPath;
 use super::policy::StatusSet;
@@ -162,6 +165,8 @@ pub struct Route {
     pub on_unavailable: Option<Unavailable>,
     /// Lowercase header names.
     pub fingerprint_headers: Option<Vec<String>>,
+    /// What of a JSON body counts (`fingerprint_ignore` or `fingerprint_only`).
+    pub body_shape: Option<BodyShape>,
     /// `Some(None)`: `""`, the credential hash, whatever `SCOPE_JWT_CLAIM` says.
     pub scope_claim: Option<Option<ClaimPath>>,
     pub anonymous_allowed: Option<bool>,
@@ -207,7 +212,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 19] = [
+    const KNOWN: [&str; 21] = [
         "pattern",
         "methods",
         "key",
@@ -216,6 +221,8 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         "origin_timeout_seconds",
         "on_object_unavailable",
         "fingerprint_headers",
+        "fingerprint_ignore",
+        "fingerprint_only",
         "scope_claim",
         "anonymous",
         "release_statuses",
@@ -287,6 +294,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
                 .collect::<Result<Vec<_>, _>>()
         })
         .transpose()?;
+    let body_shape = body_shape(members, &at)?;
     let mode = match members.get("mode") {
         None => None,
         Some(Value::String(s)) if s == "enforce" => Some(Mode::Enforce),
@@ -349,6 +357,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         )?,
         on_unavailable,
         fingerprint_headers,
+        body_shape,
         scope_claim,
         anonymous_allowed,
         release_statuses,
@@ -371,6 +380,44 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
             Some(_) => return Err(format!("{}: expected \"off\" or \"prefer\"", at("async_accept"))),
         },
     })
+}
+
+/// `fingerprint_ignore` or `fingerprint_only` (not both): a list of JSON Pointers, each
+/// checked, the error naming the pointer. An empty `fingerprint_ignore` shapes nothing; an
+/// empty `fingerprint_only` would count nothing of the body, and is refused.
+fn body_shape(
+    members: &Map<String, Value>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<BodyShape>, String> {
+    let pointers = |name: &str| -> Result<Option<Vec<JsonPointer>>, String> {
+        let Some(list) = string_list(members, name, at)? else { return Ok(None) };
+        if list.len() > MAX_POINTERS {
+            return Err(format!("{}: at most {MAX_POINTERS} pointers", at(name)));
+        }
+        list.iter()
+            .enumerate()
+            .map(|(i, text)| {
+                JsonPointer::parse(text).map_err(|why| {
+                    format!("{}[{i}]: {text:?} is not a JSON Pointer to a field: {why}", at(name))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    };
+    match (pointers("fingerprint_ignore")?, pointers("fingerprint_only")?) {
+        (Some(_), Some(_)) => Err(format!(
+            "{}: set fingerprint_ignore or fingerprint_only, not both (one names what does not count, the other all that does)",
+            at("fingerprint_only")
+        )),
+        (Some(ignore), None) if ignore.is_empty() => Ok(None),
+        (Some(ignore), None) => Ok(Some(BodyShape::Ignore(ignore))),
+        (None, Some(only)) if only.is_empty() => Err(format!(
+            "{}: an empty list would count nothing of the body, so every body would be one payload",
+            at("fingerprint_only")
+        )),
+        (None, Some(only)) => Ok(Some(BodyShape::Only(only))),
+        (None, None) => Ok(None),
+    }
 }
 
 /// A list of origin statuses from 400 to 599. A 2xx never releases a key nor is it ever
@@ -516,6 +563,52 @@ mod tests {
         assert_eq!(routes[1].methods, None);
         assert_eq!(routes[1].release_statuses, None);
         assert_eq!(parse_routes("  ").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn fingerprint_shapes_are_parsed() {
+        let routes = parse_routes(
+            r#"[{"pattern":"/a","fingerprint_ignore":["/client_ts","/meta/sent~1at"]},
+                {"pattern":"/b","fingerprint_only":["/amount","/currency"]},
+                {"pattern":"/c","fingerprint_ignore":[]},
+                {"pattern":"/d"}]"#,
+        )
+        .unwrap();
+        let texts = |shape: &Option<BodyShape>| match shape {
+            Some(BodyShape::Ignore(p)) => ("ignore", p.iter().map(|p| p.as_str().to_owned()).collect()),
+            Some(BodyShape::Only(p)) => ("only", p.iter().map(|p| p.as_str().to_owned()).collect()),
+            None => ("none", Vec::<String>::new()),
+        };
+        assert_eq!(
+            texts(&routes[0].body_shape),
+            ("ignore", vec!["/client_ts".into(), "/meta/sent~1at".into()])
+        );
+        assert_eq!(texts(&routes[1].body_shape), ("only", vec!["/amount".into(), "/currency".into()]));
+        assert_eq!(routes[2].body_shape, None, "an empty ignore list shapes nothing");
+        assert_eq!(routes[3].body_shape, None);
+    }
+
+    #[test]
+    fn invalid_fingerprint_shapes_name_the_route_and_the_pointer() {
+        let cases = [
+            (r#"{"fingerprint_ignore":["/ok","client_ts"]}"#, "[0].fingerprint_ignore[1]: \"client_ts\""),
+            (r#"{"fingerprint_ignore":["/a~2b"]}"#, "[0].fingerprint_ignore[0]: \"/a~2b\""),
+            (r#"{"fingerprint_ignore":[""]}"#, "[0].fingerprint_ignore[0]: \"\""),
+            (r##"{"fingerprint_only":["#/amount"]}"##, "[0].fingerprint_only[0]: \"#/amount\""),
+            (r#"{"fingerprint_only":[]}"#, "[0].fingerprint_only: an empty list"),
+            (r#"{"fingerprint_only":"/amount"}"#, "[0].fingerprint_only: expected an array of strings"),
+            (r#"{"fingerprint_ignore":[1]}"#, "[0].fingerprint_ignore: expected an array of strings"),
+            (r#"{"fingerprint_ignore":["/a"],"fingerprint_only":["/b"]}"#, "not both"),
+        ];
+        for (route, expected) in cases {
+            let raw = format!(r#"[{{"pattern":"/a",{}}}]"#, &route[1..route.len() - 1]);
+            let error = parse_routes(&raw).expect_err(&raw);
+            assert!(error.contains(expected), "{raw}: {error}");
+        }
+        let many: Vec<String> = (0..=MAX_POINTERS).map(|i| format!("\"/f{i}\"")).collect();
+        let error =
+            parse_routes(&format!(r#"[{{"pattern":"/a","fingerprint_ignore":[{}]}}]"#, many.join(",")));
+        assert!(error.unwrap_err().contains("at most"));
     }
 
     #[test]

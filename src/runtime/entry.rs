@@ -468,6 +468,7 @@ pub(super) async fn identify(
         content_type: content_type.as_deref(),
         extra_headers: &extra_headers,
         body,
+        body_shape: policy.body_shape,
     };
     // Rule 5 of `core::scope`: a replay goes only to the original's credential. The values
     // are read only where a binding can apply (never with the default scope).

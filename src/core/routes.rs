@@ -16,6 +16,7 @@
 //! | `fingerprint_headers` | request headers that are part of the payload, e.g. `["Stripe-Version"]` |
 //! | `fingerprint_ignore` | JSON Pointers (RFC 6901) removed from a JSON body before it is fingerprinted, e.g. `["/client_timestamp"]` (`core::body_shape`) |
 //! | `fingerprint_only` | JSON Pointers: only these parts of a JSON body are fingerprinted (not with `fingerprint_ignore`) |
+//! | `key_header` | the header the key comes from (default `Idempotency-Key`), e.g. `"X-Idempotency-Key"` (`core::key`, rule 5); see [`parse_key_header`] |
 //! | `scope_claim` | the JWT claim that names the caller on this route (`core::scope`); `""`: the credential hash |
 //! | `anonymous` | `"allow"`: callers without the scope header share one scope here; `"deny"` (the default unless `ALLOW_ANONYMOUS`): 401 |
 //! | `release_statuses` | origin statuses that mean "not executed" and release the key (default `[408, 409, 425, 429, 503]`; `[]` for none) |
@@ -35,7 +36,11 @@ use serde_json::{Map, Value};
 
 use super::body_shape::{BodyShape, JsonPointer, MAX_POINTERS};
 use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
+use super::edge::METHOD_OVERRIDE_HEADERS;
+use super::headers::{is_hop_by_hop, INTERNAL_PREFIX};
 use super::jwt::ClaimPath;
+use super::key::KeyHeader;
+use super::origin_auth::SIGNATURE_HEADER;
 use super::policy::StatusSet;
 use super::problem::{Problem, ProblemKind};
 
@@ -79,6 +84,62 @@ impl Mode {
             Mode::Observe => "observe",
         }
     }
+}
+
+/// Longest `key_header` accepted.
+const MAX_KEY_HEADER_NAME: usize = 64;
+
+/// Whether `name` is a header name: an RFC 9110 token.
+pub fn is_header_name(name: &str) -> bool {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    !name.is_empty() && name.bytes().all(tchar)
+}
+
+/// Headers that already mean something else to the worker, the platform or the origin hop,
+/// and so cannot carry a route's key (lower case). Hop-by-hop headers, `cf-*` (set by
+/// Cloudflare), the method-override headers and the worker's own are refused too.
+const NOT_A_KEY_HEADER: [&str; 9] = [
+    "host",
+    "content-length",
+    "content-type",
+    "content-encoding",
+    "cookie",
+    "prefer",
+    "forwarded",
+    "x-forwarded-for",
+    "x-real-ip",
+];
+
+/// A route's `key_header`, as configured and in lower case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteKeyHeader {
+    pub name: String,
+    pub lowercase: String,
+}
+
+impl RouteKeyHeader {
+    pub fn as_key_header(&self) -> KeyHeader<'_> {
+        KeyHeader { name: &self.name, lowercase: &self.lowercase }
+    }
+}
+
+/// Checks a route's `key_header`: a header name that nothing else gives a meaning to. The
+/// key's value then follows `Idempotency-Key`'s grammar and limits (`core::key`).
+pub fn parse_key_header(name: &str) -> Result<RouteKeyHeader, String> {
+    if !is_header_name(name) || name.len() > MAX_KEY_HEADER_NAME {
+        return Err(format!("{name:?} is not a header name of at most {MAX_KEY_HEADER_NAME} characters"));
+    }
+    let lowercase = name.to_ascii_lowercase();
+    let taken = NOT_A_KEY_HEADER.contains(&lowercase.as_str())
+        || METHOD_OVERRIDE_HEADERS.contains(&lowercase.as_str())
+        || is_hop_by_hop(&lowercase, &[])
+        || lowercase.starts_with("cf-")
+        || lowercase.starts_with(INTERNAL_PREFIX)
+        || lowercase == SIGNATURE_HEADER;
+    if taken {
+        return Err(format!("{name} already means something else to the worker, the platform or the origin hop; name the header your API takes keys in"));
+    }
+    Ok(RouteKeyHeader { name: name.to_owned(), lowercase })
 }
 
 /// Longest binding name accepted.
@@ -167,6 +228,8 @@ pub struct Route {
     pub fingerprint_headers: Option<Vec<String>>,
     /// What of a JSON body counts (`fingerprint_ignore` or `fingerprint_only`).
     pub body_shape: Option<BodyShape>,
+    /// The header the key comes from; `None`: `Idempotency-Key`.
+    pub key_header: Option<RouteKeyHeader>,
     /// `Some(None)`: `""`, the credential hash, whatever `SCOPE_JWT_CLAIM` says.
     pub scope_claim: Option<Option<ClaimPath>>,
     pub anonymous_allowed: Option<bool>,
@@ -212,10 +275,11 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 21] = [
+    const KNOWN: [&str; 22] = [
         "pattern",
         "methods",
         "key",
+        "key_header",
         "ttl_seconds",
         "duplicate_wait_seconds",
         "origin_timeout_seconds",
@@ -284,8 +348,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
             }
             list.into_iter()
                 .map(|name| {
-                    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-                    if name.is_empty() || !name.bytes().all(tchar) {
+                    if !is_header_name(&name) {
                         Err(format!("{}: {name:?} is not a header name", at("fingerprint_headers")))
                     } else {
                         Ok(name.to_ascii_lowercase())
@@ -295,6 +358,13 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         })
         .transpose()?;
     let body_shape = body_shape(members, &at)?;
+    let key_header = match members.get("key_header") {
+        None => None,
+        Some(Value::String(name)) => {
+            Some(parse_key_header(name).map_err(|why| format!("{}: {why}", at("key_header")))?)
+        }
+        Some(_) => return Err(format!("{}: expected a header name", at("key_header"))),
+    };
     let mode = match members.get("mode") {
         None => None,
         Some(Value::String(s)) if s == "enforce" => Some(Mode::Enforce),
@@ -358,6 +428,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         on_unavailable,
         fingerprint_headers,
         body_shape,
+        key_header,
         scope_claim,
         anonymous_allowed,
         release_statuses,
@@ -609,6 +680,45 @@ mod tests {
         let error =
             parse_routes(&format!(r#"[{{"pattern":"/a","fingerprint_ignore":[{}]}}]"#, many.join(",")));
         assert!(error.unwrap_err().contains("at most"));
+    }
+
+    #[test]
+    fn key_headers_are_parsed() {
+        let routes = parse_routes(
+            r#"[{"pattern":"/a","key_header":"X-Idempotency-Key"},{"pattern":"/b","key_header":"PayPal-Request-Id"},
+                {"pattern":"/c"}]"#,
+        )
+        .unwrap();
+        let header = |i: usize| routes[i].key_header.as_ref().map(RouteKeyHeader::as_key_header);
+        assert_eq!(header(0), Some(KeyHeader { name: "X-Idempotency-Key", lowercase: "x-idempotency-key" }));
+        assert_eq!(header(1), Some(KeyHeader { name: "PayPal-Request-Id", lowercase: "paypal-request-id" }));
+        assert_eq!(header(2), None);
+        for taken in [
+            "Host",
+            "Content-Type",
+            "Connection",
+            "Transfer-Encoding",
+            "CF-Connecting-IP",
+            "X-Idempotency-Edge-Envelope",
+            "Idempotency-Edge-Signature",
+            "X-HTTP-Method-Override",
+            "Prefer",
+            "X-Forwarded-For",
+        ] {
+            let error = parse_routes(&format!(r#"[{{"pattern":"/a","key_header":"{taken}"}}]"#)).unwrap_err();
+            assert!(error.contains("[0].key_header: ") && error.contains(taken), "{taken}: {error}");
+        }
+        for bad in [
+            "\"\"",
+            "\"X Request\"",
+            "\"X-Request-Id:\"",
+            "1",
+            "[\"X-Request-Id\"]",
+            &format!("\"{}\"", "x".repeat(65)),
+        ] {
+            let error = parse_routes(&format!(r#"[{{"pattern":"/a","key_header":{bad}}}]"#)).unwrap_err();
+            assert!(error.contains("[0].key_header: "), "{bad}: {error}");
+        }
     }
 
     #[test]

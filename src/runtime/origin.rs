@@ -64,7 +64,8 @@ const PROBE_SHARE_OF_TIMEOUT: u64 = 4;
 /// Sends one attempt and waits at most `timeout_ms` for the whole answer, body included: a
 /// body that stalls is a timeout like any other. `body` is the request body as the object
 /// received it (a JavaScript value: it never enters Wasm memory on this path). `service`
-/// is the binding to send through instead of the global `fetch`.
+/// is the binding to send through instead of the global `fetch`. `key_header` names the
+/// header whose value the signature's key line carries (the route's, in lower case).
 // One attempt's every input, each used once; a struct would only rename them.
 #[allow(clippy::too_many_arguments)]
 pub async fn forward(
@@ -77,6 +78,7 @@ pub async fn forward(
     max_stored_bytes: u64,
     service: Option<worker_sys::Fetcher>,
     origin_auth_secret: Option<&str>,
+    key_header: &str,
 ) -> (OriginResult, Option<OriginAnswer>) {
     if probe_first && service.is_none() {
         // Nothing is sent until the probe connects, so a probe that times out is a refusal.
@@ -98,7 +100,8 @@ pub async fn forward(
     let signature = match origin_auth_secret {
         None => None,
         Some(secret) => {
-            let key = headers.get("idempotency-key").ok().flatten();
+            // The key line is the route's key header (`Idempotency-Key` by default).
+            let key = headers.get(key_header).ok().flatten();
             let signed_path = path_and_query(target);
             let protection = Protection::Protected;
             match origin_auth::signature(secret, method, &signed_path, key.as_deref(), protection, Some(body))

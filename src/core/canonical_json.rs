@@ -227,7 +227,7 @@ impl<'a> Parser<'a> {
 /// The value of a validated string token, for sorting: its escapes decoded, as generalised
 /// UTF-8 (a lone surrogate escape is encoded like a code point), whose byte order is code
 /// point order. Borrowed when the token has no escape.
-fn key_value(token: &[u8]) -> Cow<'_, [u8]> {
+pub(crate) fn key_value(token: &[u8]) -> Cow<'_, [u8]> {
     let inner = token.get(1..token.len().saturating_sub(1)).unwrap_or_default();
     if !inner.contains(&b'\\') {
         return Cow::Borrowed(inner);
@@ -290,11 +290,20 @@ fn has_lookalike_keys(members: &[(&[u8], Vec<u8>)]) -> bool {
 /// U+FFFD, and fully case-folded (upper case, then lower case, so that `ſ`, `S` and `s`, or
 /// the Kelvin sign and `k`, come out equal). Folding too much only keeps more objects in
 /// written order, which errs towards a 422, never towards a wrong replay.
-fn folded_key(token: &[u8]) -> String {
+pub(crate) fn folded_key(token: &[u8]) -> String {
     let value = key_value(token);
-    let mut folded = String::with_capacity(value.len());
-    for code_point in generalised_code_points(&value) {
-        let c = char::from_u32(code_point).unwrap_or(char::REPLACEMENT_CHARACTER);
+    fold(generalised_code_points(&value).map(|cp| char::from_u32(cp).unwrap_or(char::REPLACEMENT_CHARACTER)))
+}
+
+/// A name (a JSON Pointer's token, say) folded as [`folded_key`] folds a key, so that the two
+/// compare.
+pub(crate) fn folded_name(name: &str) -> String {
+    fold(name.chars())
+}
+
+fn fold(chars: impl Iterator<Item = char>) -> String {
+    let mut folded = String::new();
+    for c in chars {
         for upper in c.to_uppercase() {
             folded.extend(upper.to_lowercase());
         }

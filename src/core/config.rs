@@ -7,12 +7,14 @@
 //! problem+json and forwards nothing: a typo must never turn protection off silently.
 
 use super::async_job::{AsyncConfig, VAR_ASYNC_DEADLINE_SECONDS};
+use super::body_shape::BodyShape;
+use super::key::{KeyHeader, IDEMPOTENCY_KEY};
 use super::machine::{
     Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
 };
 use super::policy::{OutcomePolicy, StatusSet};
 use super::routes::{
-    is_binding_name, parse_routes, pattern_matches, Mode, Route, RouteRateLimit, Unavailable,
+    is_binding_name, parse_routes, pattern_matches, Mode, Route, RouteKeyHeader, RouteRateLimit, Unavailable,
 };
 use super::scope::{ScopeConfig, ScopePolicy};
 
@@ -105,6 +107,10 @@ pub struct Policy<'a> {
     pub on_unavailable: Unavailable,
     /// Lowercase names of request headers that are part of the payload.
     pub fingerprint_headers: &'a [String],
+    /// What of a JSON body is part of the payload (`None`: all of it).
+    pub body_shape: Option<&'a BodyShape>,
+    /// The header the key comes from (`Idempotency-Key` unless the route names another).
+    pub key_header: KeyHeader<'a>,
     /// The claim that names the caller, and whether anonymous callers are let in.
     pub scope: ScopePolicy<'a>,
     /// How the origin's answers are classified.
@@ -194,6 +200,17 @@ impl Config {
         let route_claims: Vec<_> =
             routes.iter().map(|r| r.scope_claim.as_ref().and_then(Option::as_ref)).collect();
         scope.check_route_claims(&route_claims)?;
+        // A key read from a credential header would make the credential the key (and put it
+        // in the origin signature's key line).
+        for (i, route) in routes.iter().enumerate() {
+            let Some(header) = &route.key_header else { continue };
+            if scope.headers.contains(&header.lowercase) || scope.replay_headers.contains(&header.lowercase) {
+                return Err(ConfigError::new(
+                    VAR_ROUTES,
+                    format!("[{i}].key_header: {} identifies the caller (SCOPE_HEADER or REPLAY_CREDENTIAL_HEADERS), so it cannot carry the key", header.name),
+                ));
+            }
+        }
         let admin_prefix = parse_admin_prefix(lookup(VAR_ADMIN_PATH_PREFIX))?;
         let jurisdiction = match lookup(VAR_JURISDICTION).map(str::trim).unwrap_or("") {
             "" => None,
@@ -319,6 +336,10 @@ impl Config {
             timing,
             on_unavailable: route.and_then(|r| r.on_unavailable).unwrap_or(Unavailable::FailClosed),
             fingerprint_headers: route.and_then(|r| r.fingerprint_headers.as_deref()).unwrap_or(&[]),
+            body_shape: route.and_then(|r| r.body_shape.as_ref()),
+            key_header: route
+                .and_then(|r| r.key_header.as_ref())
+                .map_or(IDEMPOTENCY_KEY, RouteKeyHeader::as_key_header),
             scope: ScopePolicy {
                 claim: match route.and_then(|r| r.scope_claim.as_ref()) {
                     // A route's `scope_claim` wins, `""` (None) meaning the credential hash.
@@ -383,6 +404,7 @@ impl Config {
             max_origin_attempts: policy.max_origin_attempts,
             mode: policy.mode,
             origin_service: policy.origin_service.map(str::to_owned),
+            key_header: (!policy.key_header.is_default()).then(|| policy.key_header.lowercase.to_owned()),
         }
     }
 
@@ -425,6 +447,16 @@ pub struct ObjectPolicy {
     pub mode: Mode,
     /// The service binding to forward through, instead of the request's URL.
     pub origin_service: Option<String>,
+    /// The route's key header in lower case, when it is not `Idempotency-Key`: the origin
+    /// signature's key line is its value (`core::origin_auth`).
+    pub key_header: Option<String>,
+}
+
+impl ObjectPolicy {
+    /// The lowercase name of the header the key came from.
+    pub fn key_header(&self) -> &str {
+        self.key_header.as_deref().unwrap_or(IDEMPOTENCY_KEY.lowercase)
+    }
 }
 
 /// The positional text form of a policy, as releases before `core::wire` sent it and as
@@ -496,6 +528,9 @@ pub fn decode_object_policy(value: &str) -> Option<ObjectPolicy> {
         max_origin_attempts,
         mode,
         origin_service,
+        // The text form predates `key_header`: every route it was written for used
+        // `Idempotency-Key`.
+        key_header: None,
     })
 }
 
@@ -828,6 +863,10 @@ mod tests {
         assert!(!other.key_required);
         assert_eq!(other.on_unavailable, Unavailable::FailOpen);
         assert_eq!(other.timing.ttl_ms, 600_000);
+        assert_eq!(refunds.body_shape, None);
+        let shaped = parse(&[(VAR_ROUTES, r#"[{"pattern":"/v1/*","fingerprint_ignore":["/ts"]}]"#)]).unwrap();
+        assert!(matches!(shaped.policy_for("/v1/charges").body_shape, Some(BodyShape::Ignore(_))));
+        assert_eq!(shaped.policy_for("/v2/charges").body_shape, None);
         let unrouted = config.policy_for("/health");
         assert!(unrouted.key_required);
         assert_eq!(unrouted.on_unavailable, Unavailable::FailClosed);
@@ -843,6 +882,38 @@ mod tests {
         assert_eq!(outcome.unknown, StatusSet::of(&[503, 504]).unwrap());
         assert_eq!(outcome.release, StatusSet::of(&[408, 409, 425, 429]).unwrap());
         assert_eq!(config.policy_for("/other").outcome.release, OutcomePolicy::default().release);
+    }
+
+    #[test]
+    fn a_route_names_its_key_header() {
+        let config =
+            parse(&[(VAR_ROUTES, r#"[{"pattern":"/paypal/*","key_header":"PayPal-Request-Id"}]"#)]).unwrap();
+        let routed = config.policy_for("/paypal/orders");
+        assert_eq!(
+            routed.key_header,
+            KeyHeader { name: "PayPal-Request-Id", lowercase: "paypal-request-id" }
+        );
+        assert_eq!(config.object_policy(&routed).key_header(), "paypal-request-id");
+        let plain = config.policy_for("/v1/charges");
+        assert_eq!(plain.key_header, IDEMPOTENCY_KEY);
+        assert_eq!(config.object_policy(&plain).key_header, None, "the default is not written");
+        assert_eq!(config.object_policy(&plain).key_header(), "idempotency-key");
+        // Naming the default explicitly is the default.
+        let explicit = parse(&[(VAR_ROUTES, r#"[{"pattern":"*","key_header":"idempotency-key"}]"#)]).unwrap();
+        assert_eq!(explicit.object_policy(&explicit.policy_for("/x")).key_header, None);
+        // A header that identifies the caller cannot carry the key.
+        for (scope, header) in [("", "Authorization"), ("X-Api-Key", "x-api-key")] {
+            let routes = format!(r#"[{{"pattern":"*","key_header":"{header}"}}]"#);
+            let vars: Vec<(&'static str, &str)> = if scope.is_empty() {
+                vec![(VAR_ROUTES, &routes)]
+            } else {
+                vec![(VAR_ROUTES, &routes), (VAR_SCOPE_HEADER, scope)]
+            };
+            let error =
+                Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).unwrap_err();
+            assert_eq!(error.variable, VAR_ROUTES);
+            assert!(error.reason.contains("[0].key_header"), "{}", error.detail());
+        }
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //!
 //! Owns the routing of a request before any body is read or any object is called: the
 //! admin API, a path no route can be chosen for, a missing service binding, the method
-//! override headers, the `Idempotency-Key` header, and whether the route covers the
-//! method. Observe mode is the same decision, forwarded and logged instead of enforced
+//! override headers, the key (from `Idempotency-Key`, or the header the route names in
+//! `key_header`), and whether the route covers the method. Observe mode is the same decision, forwarded and logged instead of enforced
 //! ([`Edge::PassObserved`]), so the two modes cannot drift apart.
 //!
 //! It also owns the texts of the refusals the Worker gives later on its own (a body over
@@ -97,7 +97,10 @@ pub fn decide<'c>(
             )),
         };
     }
-    let key = match (head.header)("idempotency-key") {
+    // Only the route's key header is read (`core::key`, rule 5): on a route that names
+    // another, `Idempotency-Key` is an ordinary header, neither a key nor a conflict, and a
+    // request that carries both is keyed by the route's alone.
+    let key = match (head.header)(policy.key_header.lowercase) {
         // workerd joins repeated header lines with ", "; the parser treats a top-level
         // comma as a second value.
         Ok(value) => parse_key_fields(value.as_deref().map(str::as_bytes)),
@@ -114,7 +117,7 @@ pub fn decide<'c>(
             if observe {
                 Edge::PassObserved(policy, kind)
             } else {
-                Edge::Refuse(Problem::new(kind, error.detail()))
+                Edge::Refuse(Problem::new(kind, error.detail_for(policy.key_header)))
             }
         }
     }
@@ -236,6 +239,49 @@ mod tests {
         assert_eq!(kind(&decide(&head("POST", "/v1/charges", &empty), &c, bound)), "observed invalid-key");
         assert_eq!(kind(&decide(&head("POST", "/v1/%2e%2e/x", &keyed), &c, bound)), "observed invalid-path");
         assert_eq!(kind(&decide(&head("GET", "/x", &overriding), &c, bound)), "observed method-override");
+    }
+
+    /// A route's key header is the only one read there; elsewhere `Idempotency-Key` is.
+    #[test]
+    fn a_route_reads_the_key_from_its_own_header() {
+        let c = config(
+            r#"[{"pattern":"/rid/*","key_header":"X-Request-Id"},{"pattern":"/opt/*","key":"optional","key_header":"X-Request-Id"}]"#,
+            "",
+        );
+        let bound = |_: &str| true;
+        let (rid, idem, both) = (
+            with(&[("x-request-id", "k1")]),
+            with(&[("idempotency-key", "k2")]),
+            with(&[("idempotency-key", "k2"), ("x-request-id", "k1")]),
+        );
+        let key = |request: &RequestHead<'_>| match decide(request, &c, bound) {
+            Edge::Covered { key, .. } => key.as_str().to_owned(),
+            other => kind(&other),
+        };
+        assert_eq!(key(&head("POST", "/rid/x", &rid)), "k1");
+        assert_eq!(key(&head("POST", "/rid/x", &both)), "k1", "the route's header alone");
+        assert_eq!(key(&head("POST", "/rid/x", &idem)), "refuse missing-key", "an ordinary header here");
+        assert_eq!(key(&head("POST", "/opt/x", &idem)), "pass", "without the route's key: unprotected");
+        assert_eq!(key(&head("POST", "/v1/charges", &idem)), "k2");
+        assert_eq!(key(&head("POST", "/v1/charges", &rid)), "refuse missing-key");
+        // Refusals name the route's header; its value has the key's grammar and limits.
+        let refusal = |value: Option<String>| {
+            let headers: Box<HeaderList> =
+                Box::new(move |name| Ok(value.clone().filter(|_| name == "x-request-id")));
+            match decide(&head("POST", "/rid/x", &headers), &c, bound) {
+                Edge::Refuse(problem) => (problem.kind.slug().to_owned(), problem.detail),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(
+            refusal(None),
+            ("missing-key".to_owned(), "This method requires the X-Request-Id header.".to_owned())
+        );
+        for bad in ["".to_owned(), "a, b".to_owned(), "caf\u{e9}".to_owned(), "k".repeat(256)] {
+            let (slug, text) = refusal(Some(bad.clone()));
+            assert_eq!(slug, "invalid-key", "{bad:?}");
+            assert!(text.contains("X-Request-Id") && !text.contains("Idempotency-Key"), "{text}");
+        }
     }
 
     #[test]

@@ -19,9 +19,13 @@
 //!    for its encoding. Huge numbers count digit for digit (never rounded), and duplicate
 //!    object keys count in their written order (which one wins is left to the origin).
 //! 5. Every field is length-prefixed, so no two different requests share an encoding.
+//! 6. A route may shape the canonical JSON body (`fingerprint_ignore`, `fingerprint_only`;
+//!    `core::body_shape`): only the body is shaped, and a route without the options hashes
+//!    exactly as every release before them did (pinned by fixed vectors below).
 
 use sha2::{Digest, Sha256};
 
+use super::body_shape::BodyShape;
 use super::canonical_json;
 use super::jwt::{ClaimValue, Identity};
 
@@ -202,6 +206,8 @@ pub struct Payload<'a> {
     /// value if present), e.g. an API version.
     pub extra_headers: &'a [(&'a str, Option<&'a str>)],
     pub body: &'a [u8],
+    /// What of a JSON body counts, when the route says (`None`: all of it).
+    pub body_shape: Option<&'a BodyShape>,
 }
 
 /// The payload fingerprint.
@@ -213,9 +219,14 @@ pub fn fingerprint(payload: &Payload<'_>) -> Digest256 {
     } else {
         None
     };
-    let (body_form, body): (&[u8], &[u8]) = match &canonical {
-        Some(canonical) => (b"json", canonical),
-        None => (b"raw", payload.body),
+    // A body that is not canonicalised is never shaped: it counts whole (`body_shape`,
+    // rule 6). Should a shape fail to read the canonical form, the whole of it counts.
+    let shaped =
+        canonical.as_ref().zip(payload.body_shape).and_then(|(canonical, shape)| shape.apply(canonical));
+    let (body_form, body): (&[u8], &[u8]) = match (&shaped, &canonical) {
+        (Some(shaped), _) => (shaped.form, &shaped.bytes),
+        (None, Some(canonical)) => (b"json", canonical),
+        (None, None) => (b"raw", payload.body),
     };
     let mut fields: Vec<&[u8]> = vec![
         payload.method.as_bytes(),
@@ -279,7 +290,14 @@ mod tests {
     use super::*;
 
     fn payload<'a>(path: &'a str, content_type: Option<&'a str>, body: &'a [u8]) -> Payload<'a> {
-        Payload { method: "POST", path_and_query: path, content_type, extra_headers: &[], body }
+        Payload {
+            method: "POST",
+            path_and_query: path,
+            content_type,
+            extra_headers: &[],
+            body,
+            body_shape: None,
+        }
     }
 
     #[test]
@@ -435,6 +453,80 @@ mod tests {
                 assert_ne!(a, b);
             }
         }
+    }
+
+    /// A route's shape changes what of the body counts, nothing else: method, path, query,
+    /// content type and fingerprint headers count as before, and a body that is not
+    /// canonicalised counts whole, byte for byte.
+    #[test]
+    fn a_shaped_fingerprint_is_bound_to_all_but_the_shaped_body() {
+        use crate::core::body_shape::JsonPointer;
+        let ignore_ts = BodyShape::Ignore(vec![JsonPointer::parse("/ts").unwrap()]);
+        let only_amount = BodyShape::Only(vec![JsonPointer::parse("/amount").unwrap()]);
+        for shape in [&ignore_ts, &only_amount] {
+            let shaped = |p: Payload<'static>| fingerprint(&Payload { body_shape: Some(shape), ..p });
+            let json = |body: &'static str| payload("/pay", Some("application/json"), body.as_bytes());
+            let base = shaped(json(r#"{"amount":1,"ts":1}"#));
+            assert_eq!(base, shaped(json(r#"{"ts":2,"amount":1}"#)), "{shape:?}");
+            assert_ne!(base, shaped(json(r#"{"amount":2,"ts":1}"#)), "{shape:?}");
+            assert_ne!(base, shaped(Payload { method: "PATCH", ..json(r#"{"amount":1,"ts":1}"#) }));
+            assert_ne!(
+                base,
+                shaped(payload("/pay?x=1", Some("application/json"), br#"{"amount":1,"ts":1}"#))
+            );
+            assert_ne!(base, shaped(payload("/refund", Some("application/json"), br#"{"amount":1,"ts":1}"#)));
+            assert_ne!(
+                base,
+                shaped(payload("/pay", Some("application/vnd+json"), br#"{"amount":1,"ts":1}"#))
+            );
+            let versioned =
+                Payload { extra_headers: &[("api-version", Some("1"))], ..json(r#"{"amount":1}"#) };
+            assert_ne!(shaped(versioned), shaped(json(r#"{"amount":1}"#)));
+            let caller = caller_binding_digest(&[("authorization", Some(b"Bearer a"))]);
+            assert_ne!(bound_to_caller(base, Some(caller)), base);
+            // Not JSON: the whole body counts, as on a route without the option.
+            let text = |body: &'static [u8]| payload("/pay", Some("text/plain"), body);
+            assert_eq!(shaped(text(b"amount=1&ts=1")), fingerprint(&text(b"amount=1&ts=1")));
+            assert_ne!(shaped(text(b"amount=1&ts=1")), shaped(text(b"amount=1&ts=2")));
+            let broken = || payload("/pay", Some("application/json"), br#"{"amount":1,"ts":1"#);
+            assert_eq!(shaped(broken()), fingerprint(&broken()));
+        }
+        // A body without the ignored field hashes as on a route without the option.
+        let plain = payload("/pay", Some("application/json"), br#"{"amount":1}"#);
+        assert_eq!(fingerprint(&Payload { body_shape: Some(&ignore_ts), ..plain }), fingerprint(&plain));
+        assert_ne!(fingerprint(&Payload { body_shape: Some(&only_amount), ..plain }), fingerprint(&plain));
+    }
+
+    /// Fingerprints computed with the formula of every release so far (independently, in
+    /// Python's hashlib): a stored record's fingerprint stays valid across releases, so a
+    /// retry after an upgrade replays instead of answering 422.
+    #[test]
+    fn fingerprints_are_unchanged_across_releases() {
+        let body = br#"{ "currency": "eur", "amount": 1000, "metadata": {"ts": "2026-12-01T10:00:00Z"} }"#;
+        let json = fingerprint(&Payload {
+            method: "POST",
+            path_and_query: "/v1/charges?expand=customer",
+            content_type: Some(" Application/JSON; charset=utf-8"),
+            extra_headers: &[("stripe-version", Some("2024-06-20"))],
+            body,
+            body_shape: None,
+        });
+        assert_eq!(json.to_hex(), "9bf77c7e673d87abfbc1fb4bc6d62355775daac2e50a854a373fb942ab163155");
+        let raw = fingerprint(&Payload {
+            method: "PATCH",
+            path_and_query: "/v1/charges/ch_1",
+            content_type: Some("text/plain"),
+            extra_headers: &[],
+            body: b"amount=1000",
+            body_shape: None,
+        });
+        assert_eq!(raw.to_hex(), "f9c7775ed43b248e6bdffc5c803a2782dcbb68ce6c6ad87bfa0244367a614fd0");
+        let binding = caller_binding_digest(&[("authorization", Some(b"Bearer sk_test_1"))]);
+        assert_eq!(
+            bound_to_caller(json, Some(binding)).to_hex(),
+            "3d112e533cd79cad2bd65ce4a6e07ea82f42752f321f5f2b55b59391b355683a"
+        );
+        assert_eq!(bound_to_caller(json, None), json);
     }
 
     #[test]

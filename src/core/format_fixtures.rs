@@ -127,6 +127,7 @@ pub(super) fn policy() -> ObjectPolicy {
         max_origin_attempts: Some(3),
         mode: Mode::Enforce,
         origin_service: Some("PAYMENTS".into()),
+        key_header: None,
     }
 }
 

@@ -13,6 +13,10 @@
 //! 4. Several `Idempotency-Key` fields in one request are invalid: a request names one
 //!    operation. Runtimes join repeated fields with `", "`, so a top-level comma (outside an
 //!    sf-string) is treated as a second field; that is why a bare key may not contain one.
+//! 5. A route may take its key from another header ([`KeyHeader`], route option
+//!    `key_header`, for APIs that already name it `X-Idempotency-Key` or
+//!    `PayPal-Request-Id`): the same rules apply to that header's value, and the refusals
+//!    name that header. On such a route `Idempotency-Key` is an ordinary header.
 
 use std::fmt;
 
@@ -53,7 +57,7 @@ impl KeyError {
     /// A sentence for the problem's `detail`. Never includes the key.
     pub fn detail(self) -> &'static str {
         match self {
-            KeyError::Missing => "This method requires an Idempotency-Key header.",
+            KeyError::Missing => "This method requires the Idempotency-Key header.",
             KeyError::Empty => "The Idempotency-Key header is empty.",
             KeyError::TooLong => "The Idempotency-Key is longer than 255 characters.",
             KeyError::NotPrintableAscii => {
@@ -67,6 +71,32 @@ impl KeyError {
                 "The request carries more than one Idempotency-Key value; send exactly one."
             }
         }
+    }
+}
+
+/// The header a route takes its key from: its name as configured (for messages) and in
+/// lower case (to read it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyHeader<'a> {
+    pub name: &'a str,
+    pub lowercase: &'a str,
+}
+
+/// `Idempotency-Key`, every route's key header unless it names another.
+pub const IDEMPOTENCY_KEY: KeyHeader<'static> =
+    KeyHeader { name: "Idempotency-Key", lowercase: "idempotency-key" };
+
+impl KeyHeader<'_> {
+    pub fn is_default(&self) -> bool {
+        self.lowercase == IDEMPOTENCY_KEY.lowercase
+    }
+}
+
+impl KeyError {
+    /// [`KeyError::detail`] for a key read from `header` (rule 5): the same sentence, naming
+    /// that header.
+    pub fn detail_for(self, header: KeyHeader<'_>) -> String {
+        self.detail().replace(IDEMPOTENCY_KEY.name, header.name)
     }
 }
 
@@ -224,6 +254,24 @@ mod tests {
         let two: [&[u8]; 2] = [b"a", b"b"];
         assert_eq!(parse_key_fields(two), Err(KeyError::SeveralValues));
         assert_eq!(parse_key_fields(std::iter::empty()), Err(KeyError::Missing));
+    }
+
+    #[test]
+    fn refusals_name_the_routes_key_header() {
+        let paypal = KeyHeader { name: "PayPal-Request-Id", lowercase: "paypal-request-id" };
+        assert_eq!(
+            KeyError::Missing.detail_for(paypal),
+            "This method requires the PayPal-Request-Id header."
+        );
+        assert_eq!(
+            KeyError::SeveralValues.detail_for(paypal),
+            "The request carries more than one PayPal-Request-Id value; send exactly one."
+        );
+        for error in [KeyError::Missing, KeyError::Empty, KeyError::TooLong, KeyError::BadEscape] {
+            assert_eq!(error.detail_for(IDEMPOTENCY_KEY), error.detail(), "unchanged by default");
+            assert!(!error.detail_for(paypal).contains("Idempotency-Key"), "{error:?}");
+        }
+        assert!(IDEMPOTENCY_KEY.is_default() && !paypal.is_default());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod async_job;
+pub mod body_shape;
 pub mod canonical_json;
 pub mod chunks;
 pub mod codec;

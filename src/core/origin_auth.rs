@@ -19,10 +19,14 @@
 //! <path and query, exactly as sent to the origin>
 //! <t>
 //! <n>
-//! <the Idempotency-Key header's value as sent, or an empty line without one>
+//! <the key header's value as sent, or an empty line without one>
 //! <protected|passed>
 //! <SHA-256 of the body bytes, 64 lowercase hex digits>
 //! ```
+//!
+//! The key header is `Idempotency-Key`, or on a route that names another (`key_header`,
+//! `core::key` rule 5) that one: the line carries the key the edge deduplicated by, and
+//! `Idempotency-Key` is then an ordinary header, signed as no other is.
 //!
 //! Version 2 (issue 20.7) adds the key and the protection: an origin that deduplicates by
 //! key, or refuses unprotected payments, can trust both. Version 1 (the same without those
@@ -86,7 +90,8 @@ pub struct Signed<'a> {
     pub method: &'a str,
     /// Path and query exactly as sent to the origin.
     pub path_and_query: &'a str,
-    /// The `Idempotency-Key` header's value as sent; empty when there is none.
+    /// The key header's value as sent (`Idempotency-Key`, or the route's `key_header`);
+    /// empty when there is none.
     pub idempotency_key: &'a str,
     pub protection: Protection,
     pub timestamp: u64,
@@ -145,7 +150,7 @@ pub struct Verified {
 }
 
 /// The reference verifier: what an origin does with the header, given the request as it
-/// arrived (`idempotency_key`: its `Idempotency-Key` header, if any).
+/// arrived (`idempotency_key`: its key header, `Idempotency-Key` or the route's `key_header`, if any).
 #[allow(clippy::too_many_arguments)]
 pub fn verify(
     secret: &[u8],

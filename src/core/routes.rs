@@ -14,6 +14,9 @@
 //! | `ttl_seconds`, `duplicate_wait_seconds`, `origin_timeout_seconds` | timing overrides |
 //! | `on_object_unavailable` | `"fail-closed"` (default, 503) or `"fail-open"` (forward unprotected) |
 //! | `fingerprint_headers` | request headers that are part of the payload, e.g. `["Stripe-Version"]` |
+//! | `fingerprint_ignore` | JSON Pointers (RFC 6901) removed from a JSON body before it is fingerprinted, e.g. `["/client_timestamp"]` (`core::body_shape`) |
+//! | `fingerprint_only` | JSON Pointers: only these parts of a JSON body are fingerprinted (not with `fingerprint_ignore`) |
+//! | `key_header` | the header the key comes from (default `Idempotency-Key`), e.g. `"X-Idempotency-Key"` (`core::key`, rule 5); see [`parse_key_header`] |
 //! | `scope_claim` | the JWT claim that names the caller on this route (`core::scope`); `""`: the credential hash |
 //! | `anonymous` | `"allow"`: callers without the scope header share one scope here; `"deny"` (the default unless `ALLOW_ANONYMOUS`): 401 |
 //! | `release_statuses` | origin statuses that mean "not executed" and release the key (default `[408, 409, 425, 429, 503]` less the route's `unknown_statuses`; `[]` for none) |
@@ -31,8 +34,13 @@
 
 use serde_json::{Map, Value};
 
+use super::body_shape::{BodyShape, JsonPointer, MAX_POINTERS};
 use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
+use super::edge::METHOD_OVERRIDE_HEADERS;
+use super::headers::{is_hop_by_hop, INTERNAL_PREFIX};
 use super::jwt::ClaimPath;
+use super::key::KeyHeader;
+use super::origin_auth::SIGNATURE_HEADER;
 use super::policy::StatusSet;
 use super::problem::{Problem, ProblemKind};
 
@@ -76,6 +84,62 @@ impl Mode {
             Mode::Observe => "observe",
         }
     }
+}
+
+/// Longest `key_header` accepted.
+const MAX_KEY_HEADER_NAME: usize = 64;
+
+/// Whether `name` is a header name: an RFC 9110 token.
+pub fn is_header_name(name: &str) -> bool {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    !name.is_empty() && name.bytes().all(tchar)
+}
+
+/// Headers that already mean something else to the worker, the platform or the origin hop,
+/// and so cannot carry a route's key (lower case). Hop-by-hop headers, `cf-*` (set by
+/// Cloudflare), the method-override headers and the worker's own are refused too.
+const NOT_A_KEY_HEADER: [&str; 9] = [
+    "host",
+    "content-length",
+    "content-type",
+    "content-encoding",
+    "cookie",
+    "prefer",
+    "forwarded",
+    "x-forwarded-for",
+    "x-real-ip",
+];
+
+/// A route's `key_header`, as configured and in lower case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteKeyHeader {
+    pub name: String,
+    pub lowercase: String,
+}
+
+impl RouteKeyHeader {
+    pub fn as_key_header(&self) -> KeyHeader<'_> {
+        KeyHeader { name: &self.name, lowercase: &self.lowercase }
+    }
+}
+
+/// Checks a route's `key_header`: a header name that nothing else gives a meaning to. The
+/// key's value then follows `Idempotency-Key`'s grammar and limits (`core::key`).
+pub fn parse_key_header(name: &str) -> Result<RouteKeyHeader, String> {
+    if !is_header_name(name) || name.len() > MAX_KEY_HEADER_NAME {
+        return Err(format!("{name:?} is not a header name of at most {MAX_KEY_HEADER_NAME} characters"));
+    }
+    let lowercase = name.to_ascii_lowercase();
+    let taken = NOT_A_KEY_HEADER.contains(&lowercase.as_str())
+        || METHOD_OVERRIDE_HEADERS.contains(&lowercase.as_str())
+        || is_hop_by_hop(&lowercase, &[])
+        || lowercase.starts_with("cf-")
+        || lowercase.starts_with(INTERNAL_PREFIX)
+        || lowercase == SIGNATURE_HEADER;
+    if taken {
+        return Err(format!("{name} already means something else to the worker, the platform or the origin hop; name the header your API takes keys in"));
+    }
+    Ok(RouteKeyHeader { name: name.to_owned(), lowercase })
 }
 
 /// Longest binding name accepted.
@@ -162,6 +226,10 @@ pub struct Route {
     pub on_unavailable: Option<Unavailable>,
     /// Lowercase header names.
     pub fingerprint_headers: Option<Vec<String>>,
+    /// What of a JSON body counts (`fingerprint_ignore` or `fingerprint_only`).
+    pub body_shape: Option<BodyShape>,
+    /// The header the key comes from; `None`: `Idempotency-Key`.
+    pub key_header: Option<RouteKeyHeader>,
     /// `Some(None)`: `""`, the credential hash, whatever `SCOPE_JWT_CLAIM` says.
     pub scope_claim: Option<Option<ClaimPath>>,
     pub anonymous_allowed: Option<bool>,
@@ -207,15 +275,18 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 19] = [
+    const KNOWN: [&str; 22] = [
         "pattern",
         "methods",
         "key",
+        "key_header",
         "ttl_seconds",
         "duplicate_wait_seconds",
         "origin_timeout_seconds",
         "on_object_unavailable",
         "fingerprint_headers",
+        "fingerprint_ignore",
+        "fingerprint_only",
         "scope_claim",
         "anonymous",
         "release_statuses",
@@ -277,8 +348,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
             }
             list.into_iter()
                 .map(|name| {
-                    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-                    if name.is_empty() || !name.bytes().all(tchar) {
+                    if !is_header_name(&name) {
                         Err(format!("{}: {name:?} is not a header name", at("fingerprint_headers")))
                     } else {
                         Ok(name.to_ascii_lowercase())
@@ -287,6 +357,14 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
                 .collect::<Result<Vec<_>, _>>()
         })
         .transpose()?;
+    let body_shape = body_shape(members, &at)?;
+    let key_header = match members.get("key_header") {
+        None => None,
+        Some(Value::String(name)) => {
+            Some(parse_key_header(name).map_err(|why| format!("{}: {why}", at("key_header")))?)
+        }
+        Some(_) => return Err(format!("{}: expected a header name", at("key_header"))),
+    };
     let mode = match members.get("mode") {
         None => None,
         Some(Value::String(s)) if s == "enforce" => Some(Mode::Enforce),
@@ -354,6 +432,8 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         )?,
         on_unavailable,
         fingerprint_headers,
+        body_shape,
+        key_header,
         scope_claim,
         anonymous_allowed,
         release_statuses,
@@ -376,6 +456,44 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
             Some(_) => return Err(format!("{}: expected \"off\" or \"prefer\"", at("async_accept"))),
         },
     })
+}
+
+/// `fingerprint_ignore` or `fingerprint_only` (not both): a list of JSON Pointers, each
+/// checked, the error naming the pointer. An empty `fingerprint_ignore` shapes nothing; an
+/// empty `fingerprint_only` would count nothing of the body, and is refused.
+fn body_shape(
+    members: &Map<String, Value>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<BodyShape>, String> {
+    let pointers = |name: &str| -> Result<Option<Vec<JsonPointer>>, String> {
+        let Some(list) = string_list(members, name, at)? else { return Ok(None) };
+        if list.len() > MAX_POINTERS {
+            return Err(format!("{}: at most {MAX_POINTERS} pointers", at(name)));
+        }
+        list.iter()
+            .enumerate()
+            .map(|(i, text)| {
+                JsonPointer::parse(text).map_err(|why| {
+                    format!("{}[{i}]: {text:?} is not a JSON Pointer to a field: {why}", at(name))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    };
+    match (pointers("fingerprint_ignore")?, pointers("fingerprint_only")?) {
+        (Some(_), Some(_)) => Err(format!(
+            "{}: set fingerprint_ignore or fingerprint_only, not both (one names what does not count, the other all that does)",
+            at("fingerprint_only")
+        )),
+        (Some(ignore), None) if ignore.is_empty() => Ok(None),
+        (Some(ignore), None) => Ok(Some(BodyShape::Ignore(ignore))),
+        (None, Some(only)) if only.is_empty() => Err(format!(
+            "{}: an empty list would count nothing of the body, so every body would be one payload",
+            at("fingerprint_only")
+        )),
+        (None, Some(only)) => Ok(Some(BodyShape::Only(only))),
+        (None, None) => Ok(None),
+    }
 }
 
 /// A list of origin statuses from 400 to 599. A 2xx never releases a key nor is it ever
@@ -521,6 +639,91 @@ mod tests {
         assert_eq!(routes[1].methods, None);
         assert_eq!(routes[1].release_statuses, None);
         assert_eq!(parse_routes("  ").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn fingerprint_shapes_are_parsed() {
+        let routes = parse_routes(
+            r#"[{"pattern":"/a","fingerprint_ignore":["/client_ts","/meta/sent~1at"]},
+                {"pattern":"/b","fingerprint_only":["/amount","/currency"]},
+                {"pattern":"/c","fingerprint_ignore":[]},
+                {"pattern":"/d"}]"#,
+        )
+        .unwrap();
+        let texts = |shape: &Option<BodyShape>| match shape {
+            Some(BodyShape::Ignore(p)) => ("ignore", p.iter().map(|p| p.as_str().to_owned()).collect()),
+            Some(BodyShape::Only(p)) => ("only", p.iter().map(|p| p.as_str().to_owned()).collect()),
+            None => ("none", Vec::<String>::new()),
+        };
+        assert_eq!(
+            texts(&routes[0].body_shape),
+            ("ignore", vec!["/client_ts".into(), "/meta/sent~1at".into()])
+        );
+        assert_eq!(texts(&routes[1].body_shape), ("only", vec!["/amount".into(), "/currency".into()]));
+        assert_eq!(routes[2].body_shape, None, "an empty ignore list shapes nothing");
+        assert_eq!(routes[3].body_shape, None);
+    }
+
+    #[test]
+    fn invalid_fingerprint_shapes_name_the_route_and_the_pointer() {
+        let cases = [
+            (r#"{"fingerprint_ignore":["/ok","client_ts"]}"#, "[0].fingerprint_ignore[1]: \"client_ts\""),
+            (r#"{"fingerprint_ignore":["/a~2b"]}"#, "[0].fingerprint_ignore[0]: \"/a~2b\""),
+            (r#"{"fingerprint_ignore":[""]}"#, "[0].fingerprint_ignore[0]: \"\""),
+            (r##"{"fingerprint_only":["#/amount"]}"##, "[0].fingerprint_only[0]: \"#/amount\""),
+            (r#"{"fingerprint_only":[]}"#, "[0].fingerprint_only: an empty list"),
+            (r#"{"fingerprint_only":"/amount"}"#, "[0].fingerprint_only: expected an array of strings"),
+            (r#"{"fingerprint_ignore":[1]}"#, "[0].fingerprint_ignore: expected an array of strings"),
+            (r#"{"fingerprint_ignore":["/a"],"fingerprint_only":["/b"]}"#, "not both"),
+        ];
+        for (route, expected) in cases {
+            let raw = format!(r#"[{{"pattern":"/a",{}}}]"#, &route[1..route.len() - 1]);
+            let error = parse_routes(&raw).expect_err(&raw);
+            assert!(error.contains(expected), "{raw}: {error}");
+        }
+        let many: Vec<String> = (0..=MAX_POINTERS).map(|i| format!("\"/f{i}\"")).collect();
+        let error =
+            parse_routes(&format!(r#"[{{"pattern":"/a","fingerprint_ignore":[{}]}}]"#, many.join(",")));
+        assert!(error.unwrap_err().contains("at most"));
+    }
+
+    #[test]
+    fn key_headers_are_parsed() {
+        let routes = parse_routes(
+            r#"[{"pattern":"/a","key_header":"X-Idempotency-Key"},{"pattern":"/b","key_header":"PayPal-Request-Id"},
+                {"pattern":"/c"}]"#,
+        )
+        .unwrap();
+        let header = |i: usize| routes[i].key_header.as_ref().map(RouteKeyHeader::as_key_header);
+        assert_eq!(header(0), Some(KeyHeader { name: "X-Idempotency-Key", lowercase: "x-idempotency-key" }));
+        assert_eq!(header(1), Some(KeyHeader { name: "PayPal-Request-Id", lowercase: "paypal-request-id" }));
+        assert_eq!(header(2), None);
+        for taken in [
+            "Host",
+            "Content-Type",
+            "Connection",
+            "Transfer-Encoding",
+            "CF-Connecting-IP",
+            "X-Idempotency-Edge-Envelope",
+            "Idempotency-Edge-Signature",
+            "X-HTTP-Method-Override",
+            "Prefer",
+            "X-Forwarded-For",
+        ] {
+            let error = parse_routes(&format!(r#"[{{"pattern":"/a","key_header":"{taken}"}}]"#)).unwrap_err();
+            assert!(error.contains("[0].key_header: ") && error.contains(taken), "{taken}: {error}");
+        }
+        for bad in [
+            "\"\"",
+            "\"X Request\"",
+            "\"X-Request-Id:\"",
+            "1",
+            "[\"X-Request-Id\"]",
+            &format!("\"{}\"", "x".repeat(65)),
+        ] {
+            let error = parse_routes(&format!(r#"[{{"pattern":"/a","key_header":{bad}}}]"#)).unwrap_err();
+            assert!(error.contains("[0].key_header: "), "{bad}: {error}");
+        }
     }
 
     #[test]

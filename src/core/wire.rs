@@ -22,12 +22,13 @@ use super::codec::{CodecError, Reader, Writer};
 use super::config::ObjectPolicy;
 use super::fingerprint::Digest256;
 use super::jwt::{base64url_decode, base64url_encode};
+use super::key::IDEMPOTENCY_KEY;
 use super::log::{Decision, Trace};
 use super::machine::{Timing, WaiterLimits};
 use super::policy::{OutcomePolicy, StatusSet};
 use super::problem::{Problem, ProblemKind};
 use super::record::AttemptId;
-use super::routes::{is_binding_name, Mode};
+use super::routes::{is_binding_name, is_header_name, Mode};
 use super::scope::ScopeLog;
 
 /// The one header the Worker sets on a call to a key's object.
@@ -300,10 +301,16 @@ impl ToObject {
 const POLICY_VIA_CLOUDFLARE: u8 = 1;
 const POLICY_RELEASE_REQUIRES_HEADER: u8 = 2;
 const POLICY_OBSERVE: u8 = 4;
+/// The route takes its key from another header than `Idempotency-Key`, whose name follows
+/// the service binding. A policy without it is written exactly as before the flag existed,
+/// so only routes that set `key_header` send (and asynchronous jobs store) the longer form;
+/// a release that does not know the flag refuses it as malformed, forwarding nothing.
+const POLICY_KEY_HEADER: u8 = 8;
 
 /// The policy's fields in order: timing, waiter limits, stored-answer cap, flags, the two
 /// status lists, the send cap (0: the origin does not deduplicate), the service binding
-/// (empty: none). Also what an asynchronous job stores ([`encode_policy`]).
+/// (empty: none), and with [`POLICY_KEY_HEADER`] the key header's lowercase name. Also
+/// what an asynchronous job stores ([`encode_policy`]).
 fn write_policy(out: &mut Writer, policy: &ObjectPolicy) {
     out.u64(policy.timing.ttl_ms);
     out.u64(policy.timing.duplicate_wait_ms);
@@ -313,7 +320,8 @@ fn write_policy(out: &mut Writer, policy: &ObjectPolicy) {
     out.u64(policy.max_stored_response_bytes);
     out.u8((u8::from(policy.outcome.via_cloudflare) * POLICY_VIA_CLOUDFLARE)
         | (u8::from(policy.outcome.release_requires_header) * POLICY_RELEASE_REQUIRES_HEADER)
-        | (u8::from(policy.mode == Mode::Observe) * POLICY_OBSERVE));
+        | (u8::from(policy.mode == Mode::Observe) * POLICY_OBSERVE)
+        | (u8::from(policy.key_header.is_some()) * POLICY_KEY_HEADER));
     for set in [&policy.outcome.release, &policy.outcome.unknown] {
         let statuses: Vec<u16> = set.iter().collect();
         out.u8(statuses.len() as u8);
@@ -323,6 +331,9 @@ fn write_policy(out: &mut Writer, policy: &ObjectPolicy) {
     }
     out.u16(policy.max_origin_attempts.unwrap_or(0));
     out.string(policy.origin_service.as_deref().unwrap_or(""));
+    if let Some(name) = &policy.key_header {
+        out.string(name);
+    }
 }
 
 fn read_policy(input: &mut Reader<'_>) -> Result<ObjectPolicy, WireError> {
@@ -331,7 +342,7 @@ fn read_policy(input: &mut Reader<'_>) -> Result<ObjectPolicy, WireError> {
     let limits = WaiterLimits { max_waiters: input.u32()? as usize, max_waiting_bytes: input.u64()? };
     let max_stored_response_bytes = input.u64()?;
     let flags = input.u8()?;
-    if flags > POLICY_VIA_CLOUDFLARE | POLICY_RELEASE_REQUIRES_HEADER | POLICY_OBSERVE {
+    if flags > POLICY_VIA_CLOUDFLARE | POLICY_RELEASE_REQUIRES_HEADER | POLICY_OBSERVE | POLICY_KEY_HEADER {
         return Err(WireError::Malformed);
     }
     let mut statuses = || -> Result<StatusSet, WireError> {
@@ -355,6 +366,21 @@ fn read_policy(input: &mut Reader<'_>) -> Result<ObjectPolicy, WireError> {
         name if is_binding_name(&name) => Some(name),
         _ => return Err(WireError::Malformed),
     };
+    let key_header = if flags & POLICY_KEY_HEADER != 0 {
+        // One name has one encoding: lower case, and never the default's (which is
+        // written as no name at all).
+        match input.string()? {
+            name if is_header_name(&name)
+                && name == name.to_ascii_lowercase()
+                && name != IDEMPOTENCY_KEY.lowercase =>
+            {
+                Some(name)
+            }
+            _ => return Err(WireError::Malformed),
+        }
+    } else {
+        None
+    };
     Ok(ObjectPolicy {
         timing,
         limits,
@@ -368,6 +394,7 @@ fn read_policy(input: &mut Reader<'_>) -> Result<ObjectPolicy, WireError> {
         max_origin_attempts,
         mode: if flags & POLICY_OBSERVE != 0 { Mode::Observe } else { Mode::Enforce },
         origin_service,
+        key_header,
     })
 }
 
@@ -505,6 +532,13 @@ mod tests {
             }),
             call(KeyStep::ObserveOutcome { attempt: AttemptId(2), outcome: ObservedOutcome::Reset }),
             ToObject::Admin("inspect".into()),
+            ToObject::Key(KeyCall {
+                policy: ObjectPolicy { key_header: Some("paypal-request-id".into()), ..policy() },
+                ..match call(KeyStep::Enforce { accept_async: Some(accept) }) {
+                    ToObject::Key(call) => call,
+                    ToObject::Admin(_) => unreachable!(),
+                }
+            }),
         ]
     }
 
@@ -560,6 +594,45 @@ mod tests {
         future[0] = 9;
         assert_eq!(decode_policy(&future), Err(WireError::UnknownVersion(9)));
     }
+
+    /// A policy without a key header is written byte for byte as before `key_header`
+    /// existed (these bytes are the policy inside `testdata/formats-jobs-v3.txt`'s
+    /// `job_waiting`), so no release mix sees a change on a route that does not set it.
+    #[test]
+    fn a_policy_without_a_key_header_is_written_as_before() {
+        let hex: String = encode_policy(&policy()).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "010000000005265c00000000000000271000000000000075300000006400000000008000000000000000a0000003040191019301ad01f70201f601f80003000000085041594d454e5453"
+        );
+    }
+
+    #[test]
+    fn a_key_header_round_trips_in_one_encoding() {
+        let routed = ObjectPolicy { key_header: Some("x-request-id".into()), ..policy() };
+        let bytes = encode_policy(&routed);
+        assert_eq!(decode_policy(&bytes), Ok(routed.clone()));
+        assert_eq!(decode_policy(&bytes).map(|p| p.key_header().to_owned()), Ok("x-request-id".to_owned()));
+        assert_eq!(policy().key_header(), "idempotency-key");
+        // Another spelling of a name, the default's name, or no name at all: not one
+        // policy's encoding.
+        for name in ["X-Request-Id", "idempotency-key", "", "x request"] {
+            let mut odd = encode_policy(&policy());
+            odd[POLICY_FLAGS_AT] |= POLICY_KEY_HEADER;
+            odd.extend((name.len() as u32).to_be_bytes());
+            odd.extend(name.as_bytes());
+            assert_eq!(decode_policy(&odd), Err(WireError::Malformed), "{name:?}");
+        }
+        let mut named = encode_policy(&policy());
+        named[POLICY_FLAGS_AT] |= POLICY_KEY_HEADER;
+        named.extend(12u32.to_be_bytes());
+        named.extend(b"x-request-id");
+        assert_eq!(decode_policy(&named), Ok(routed));
+    }
+
+    /// Where the flags byte sits in an encoded policy: version, three timings, the waiter
+    /// count and bytes, the stored-answer cap.
+    const POLICY_FLAGS_AT: usize = 1 + 8 * 3 + 4 + 8 + 8;
 
     #[test]
     fn the_answer_mark_round_trips() {

@@ -2,7 +2,8 @@
 //!
 //! Owns the request's way to its key's object. For a covered request (POST, PATCH) it:
 //! 1. loads the configuration (an invalid variable is a 500 naming it; nothing forwarded);
-//! 2. parses the `Idempotency-Key` (400 when missing or malformed);
+//! 2. parses the key, from `Idempotency-Key` or the route's `key_header` (400 when missing
+//!    or malformed);
 //! 3. reads the body up to `MAX_BODY_BYTES`, counting a streamed body as it arrives and
 //!    never trusting `Content-Length` alone (413 above it);
 //! 4. computes the scope (`identity`: 401 when a credential is missing, or a required
@@ -156,7 +157,8 @@ pub(super) async fn pass_through(
             }
         };
         let method = forwarded.method();
-        let key = forwarded.headers().get("idempotency-key")?;
+        // The key line is the route's key header, whatever its name.
+        let key = forwarded.headers().get(policy.key_header.lowercase)?;
         let signed_path = path_and_query(&target);
         let passed = Protection::Passed;
         let signature = match origin_auth::signature(
@@ -388,7 +390,7 @@ async fn covered(
             );
             if let Some(secret) = &settings.origin_auth_secret {
                 let signed_path = path_and_query_of(&target);
-                let key = headers.get("idempotency-key")?;
+                let key = headers.get(policy.key_header.lowercase)?;
                 let passed = Protection::Passed;
                 match origin_auth::signature(
                     secret,
@@ -483,6 +485,7 @@ pub(super) async fn identify(
         content_type: content_type.as_deref(),
         extra_headers: &extra_headers,
         body,
+        body_shape: policy.body_shape,
     };
     // Rule 5 of `core::scope`: a replay goes only to the original's credential. The values
     // are read only where a binding can apply (never with the default scope).

@@ -845,6 +845,7 @@ impl KeyObject {
             policy.max_stored_response_bytes,
             service,
             settings::get(&self.env).origin_auth_secret.as_deref(),
+            policy.key_header(),
         )
         .await
     }

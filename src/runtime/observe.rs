@@ -170,7 +170,7 @@ pub(super) async fn covered(
         let bytes: JsValue = js_sys::Uint8Array::from(&body[..]).into();
         let signed_path = crate::core::url::path_and_query(&target);
         // Observed, the request is sent on unprotected: `passed`.
-        let key = forwarded.headers().get("idempotency-key")?;
+        let key = forwarded.headers().get(policy.key_header.lowercase)?;
         let passed = crate::core::origin_auth::Protection::Passed;
         let signature = super::origin_auth::signature(
             secret,

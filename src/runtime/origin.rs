@@ -85,7 +85,8 @@ pub enum AnswerBody {
 /// body that stalls is a timeout like any other. With `probe_first` (and no `service`), a
 /// TCP probe may first wait up to `timeout_ms` for a connection; nothing is sent before it. `body` is the request body as the object
 /// received it (a JavaScript value: it never enters Wasm memory on this path). `service`
-/// is the binding to send through instead of the global `fetch`.
+/// is the binding to send through instead of the global `fetch`. `key_header` names the
+/// header whose value the signature's key line carries (the route's, in lower case).
 // One attempt's every input, each used once; a struct would only rename them.
 #[allow(clippy::too_many_arguments)]
 pub async fn forward(
@@ -98,6 +99,7 @@ pub async fn forward(
     max_stored_bytes: u64,
     service: Option<worker_sys::Fetcher>,
     origin_auth_secret: Option<&str>,
+    key_header: &str,
 ) -> (OriginResult, Option<OriginAnswer>) {
     if probe_first && service.is_none() {
         // Nothing is sent until the probe connects. It may wait as long as the fetch would
@@ -118,7 +120,8 @@ pub async fn forward(
     let signature = match origin_auth_secret {
         None => None,
         Some(secret) => {
-            let key = headers.get("idempotency-key").ok().flatten();
+            // The key line is the route's key header (`Idempotency-Key` by default).
+            let key = headers.get(key_header).ok().flatten();
             let signed_path = path_and_query(target);
             let protection = Protection::Protected;
             match origin_auth::signature(secret, method, &signed_path, key.as_deref(), protection, Some(body))

@@ -28,7 +28,7 @@ use crate::support::http::{
     decode_chunked, find_head_end, header_value, is_chunked, parse_header_lines, send_raw, split_lines,
     Request, Response,
 };
-use crate::support::requests::unique;
+use crate::support::requests::{register_secret, unique};
 use crate::support::storage::snapshot;
 use crate::support::worker::{
     key_object_toml, rate_limit_toml, shared, within_one_rate_limit_period, Readiness, Worker, WorkerConfig,
@@ -132,7 +132,10 @@ fn serve(mut stream: TcpStream, seen: &Mutex<Vec<Seen>>, nonces: &Mutex<HashSet<
     let method = parts.next().unwrap_or("").to_owned();
     let target = parts.next().unwrap_or("").to_owned();
     let signature = header_value(&headers, "idempotency-edge-signature");
-    let key = header_value(&headers, "idempotency-key");
+    // Under /v1/request-id/ the origin's API takes its keys in X-Request-Id (the route's
+    // key_header), so that is the key it checks the signature against.
+    let key_header = if target.starts_with("/v1/request-id/") { "x-request-id" } else { "idempotency-key" };
+    let key = header_value(&headers, key_header);
     let verified = verify(
         ORIGIN_SECRET.as_bytes(),
         signature,
@@ -189,6 +192,7 @@ fn hardened() -> &'static Worker {
             {"pattern":"/v1/limited-anonymous/*","rate_limit":"RATE_LIMITER_ANONYMOUS","anonymous":"allow"},
             {"pattern":"/v1/short/*","ttl_seconds":2,"rate_limit":false},
             {"pattern":"/v1/observed/*","mode":"observe","rate_limit":false},
+            {"pattern":"/v1/request-id/*","key_header":"X-Request-Id","rate_limit":false},
             {"pattern":"/*","rate_limit":false}]"#;
         Worker::start_with_config(
             WorkerConfig {
@@ -287,6 +291,39 @@ fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) 
 
 // ---------------------------------------------------------------------------------------
 // The signed hop.
+
+/// On a route that takes its key from `X-Request-Id` (`key_header`), the signature's key
+/// line is that header, on the protected forward and on a pass-through alike: an origin
+/// that deduplicates by its own header can trust the key the edge deduplicated by. The
+/// `Idempotency-Key` beside it is an ordinary header: another value on the retry changes
+/// nothing.
+#[test]
+fn the_signature_covers_the_routes_key_header() {
+    let (w, o) = (hardened(), verifying_origin());
+    let marker = unique("request-id");
+    let path = format!("/v1/request-id/{marker}");
+    let id = unique("rid");
+    register_secret(&id);
+    let keyed = || {
+        Request::post(&path)
+            .header("X-Request-Id", &id)
+            .header("Idempotency-Key", unique("ordinary"))
+            .header("Authorization", CALLER)
+            .json(BODY)
+            .timeout(Duration::from_secs(120))
+    };
+    let first = w.send(&keyed());
+    assert_eq!(first.status, 201, "the origin verified the key line against X-Request-Id: {first:?}");
+    let retry = w.send(&keyed());
+    assert!(retry.is_replayed(), "{retry:?}");
+    let get = w.send(&Request::get(&path).header("X-Request-Id", &id));
+    assert_eq!(get.status, 200, "{get:?}");
+    let seen = o.seen_at(&marker);
+    assert_eq!(seen.len(), 2, "one protected forward and one pass-through: {seen:?}");
+    assert!(seen.iter().all(|s| s.verdict.is_ok()), "{seen:?}");
+    assert_eq!(seen[0].protection, Some("protected"), "{seen:?}");
+    assert_eq!(seen[1].protection, Some("passed"), "{seen:?}");
+}
 
 #[test]
 fn every_forward_is_signed_and_the_origin_refuses_replays_and_alterations() {

@@ -5,7 +5,8 @@
 //! - `routed()`: one route per override, under `/routes/<override>/…`;
 //! - `detached()`: its Durable Object binding names a worker that is not running, so every
 //!   object call fails; `/open/…` fails open, everything else fails closed;
-//! - `misrouted()`: an invalid route list.
+//! - `misrouted()`: an invalid route list;
+//! - `mispointed()`: a route list whose only fault is a `fingerprint_ignore` pointer.
 
 use std::sync::OnceLock;
 use std::thread;
@@ -25,7 +26,10 @@ const ROUTES: &str = r#"[
   {"pattern": "/routes/ttl/*", "ttl_seconds": 10},
   {"pattern": "/routes/no-wait/*", "duplicate_wait_seconds": 0},
   {"pattern": "/routes/timeout/*", "origin_timeout_seconds": 1},
-  {"pattern": "/routes/versioned/*", "fingerprint_headers": ["X-Api-Version"]}
+  {"pattern": "/routes/versioned/*", "fingerprint_headers": ["X-Api-Version"]},
+  {"pattern": "/routes/ignore-ts/*", "fingerprint_ignore": ["/client_ts", "/meta/sent~1at"]},
+  {"pattern": "/routes/only-amount/*", "fingerprint_only": ["/amount", "/currency"]},
+  {"pattern": "/routes/request-id/*", "key_header": "X-Request-Id"}
 ]"#;
 
 fn origin() -> &'static Origin {
@@ -85,6 +89,18 @@ fn misrouted() -> &'static Worker {
         let routes = r#"[{"pattern": "/a"}, {"pattern": "/b", "ttl_seconds": "sixty"}]"#;
         Worker::start(WorkerConfig {
             name: "misrouted".into(),
+            vars: vars(routes),
+            readiness: Readiness::AnyResponse,
+        })
+    })
+}
+
+fn mispointed() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    instance(&CELL, || {
+        let routes = r#"[{"pattern": "/a/*", "fingerprint_ignore": ["/ok", "client_ts"]}]"#;
+        Worker::start(WorkerConfig {
+            name: "mispointed".into(),
             vars: vars(routes),
             readiness: Readiness::AnyResponse,
         })
@@ -231,6 +247,145 @@ fn a_route_adds_headers_to_the_fingerprint() {
     assert_eq!(w.send(&plain).status, 201);
     let changed = payment("POST", &other, &other_key).header("X-Api-Version", "2025-06-01");
     assert!(w.send(&changed).is_replayed());
+}
+
+/// `fingerprint_ignore`: a retry whose only change is an ignored field (a client timestamp,
+/// at the top or nested) replays the first answer; a changed counted field is 422, and
+/// the origin executes once.
+#[test]
+fn a_route_ignores_fields_that_change_on_every_retry() {
+    let (w, o) = (routed(), origin());
+    let key = new_key();
+    let path = path_under("/routes/ignore-ts");
+    let body = |ts: &str, amount: u32| {
+        format!(
+            r#"{{"amount":{amount},"currency":"eur","client_ts":"{ts}","meta":{{"sent/at":"{ts}","note":"n"}}}}"#
+        )
+    };
+    let first = w.send(&covered("POST", &path, &key, &body("2026-12-01T10:00:00Z", 700)));
+    assert_executed(&first, 201);
+    let retry = w.send(&covered("POST", &path, &key, &body("2026-12-01T10:00:07Z", 700)));
+    assert_replay_of(&retry, &first);
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    // Without the ignored fields at all, and with its members in another order: the same.
+    let bare = covered("POST", &path, &key, r#"{"meta":{"note":"n"},"currency":"eur","amount":700}"#);
+    assert_replay_of(&w.send(&bare), &first);
+    // A counted field changed: another payload under the same key.
+    let changed = w.send(&covered("POST", &path, &key, &body("2026-12-01T10:00:09Z", 701)));
+    assert_problem(&changed, 422, "key-reused");
+    let note = covered("POST", &path, &key, r#"{"amount":700,"currency":"eur","meta":{"note":"m"}}"#);
+    assert_problem(&w.send(&note), 422, "key-reused");
+    assert_eq!(o.executions(&key), 1);
+
+    // Elsewhere the timestamp counts.
+    let other_key = new_key();
+    let other = path_under("/elsewhere");
+    assert_executed(&w.send(&covered("POST", &other, &other_key, &body("t1", 700))), 201);
+    assert_problem(&w.send(&covered("POST", &other, &other_key, &body("t2", 700))), 422, "key-reused");
+    assert_eq!(o.executions(&other_key), 1);
+}
+
+/// A body that is not JSON cannot be shaped: on such a route it counts whole, so only a
+/// byte-identical retry replays.
+#[test]
+fn a_shaped_route_fingerprints_a_body_that_is_not_json_whole() {
+    let (w, o) = (routed(), origin());
+    let key = new_key();
+    let path = path_under("/routes/ignore-ts");
+    let form = |ts: &str| {
+        request("POST", &path)
+            .header("Idempotency-Key", &key)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(format!("amount=700&client_ts={ts}"))
+    };
+    let first = w.send(&form("1"));
+    assert_executed(&first, 201);
+    assert_replay_of(&w.send(&form("1")), &first);
+    assert_problem(&w.send(&form("2")), 422, "key-reused");
+    assert_eq!(o.executions(&key), 1);
+}
+
+/// `fingerprint_only`: only the named fields count; a retry that changes anything else
+/// replays, one that changes a named field is 422.
+#[test]
+fn a_route_counts_only_the_fields_it_names() {
+    let (w, o) = (routed(), origin());
+    let key = new_key();
+    let path = path_under("/routes/only-amount");
+    let first = w.send(&covered("POST", &path, &key, r#"{"amount":700,"currency":"eur","trace":"a"}"#));
+    assert_executed(&first, 201);
+    let retry = w.send(&covered("POST", &path, &key, r#"{"trace":"b","currency":"eur","amount":700,"x":1}"#));
+    assert_replay_of(&retry, &first);
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    for counted in [
+        r#"{"amount":701,"currency":"eur","trace":"a"}"#,
+        r#"{"amount":700,"currency":"usd","trace":"a"}"#,
+        r#"{"amount":700,"trace":"a"}"#,
+        // A case-insensitive origin reads this as another amount: never the same payload.
+        r#"{"amount":700,"currency":"eur","AMOUNT":9999}"#,
+    ] {
+        assert_problem(&w.send(&covered("POST", &path, &key, counted)), 422, "key-reused");
+    }
+    assert_eq!(o.executions(&key), 1);
+}
+
+/// An invalid pointer is a configuration error: every request is 500 naming the route,
+/// the member and the pointer, and nothing is forwarded.
+#[test]
+fn an_invalid_pointer_answers_500_naming_it() {
+    let (w, o) = (mispointed(), origin());
+    let path = path_under("/a");
+    for sent in [payment("POST", &path, &new_key()), request("GET", &path)] {
+        let r = w.send(&sent);
+        assert_problem(&r, 500, "invalid-config");
+        let detail = r.json()["detail"].as_str().unwrap_or_default().to_string();
+        assert!(
+            detail.contains("IDEMPOTENCY_ROUTES")
+                && detail.contains("[0].fingerprint_ignore[1]")
+                && detail.contains("\"client_ts\""),
+            "{detail}"
+        );
+    }
+    assert_eq!(o.executions_at(&path), 0, "nothing forwarded");
+}
+
+/// `key_header`: the route takes its key from `X-Request-Id`. Duplicates under one value
+/// execute once and get the first answer (a duplicate sent while the first runs included);
+/// `Idempotency-Key` is an ordinary header there.
+#[test]
+fn a_route_takes_its_key_from_its_own_header() {
+    let (w, o) = (routed(), origin());
+    let path = path_under("/routes/request-id");
+    let id = new_key();
+    let keyed = |id: &str| request("POST", &path).header("X-Request-Id", id).json(r#"{"amount":700}"#);
+    let gate = o.gate();
+    let first = gate.on(keyed(&id)).start(w.addr).expect("send the first attempt");
+    gate.expect_arrival("the first attempt");
+    let duplicate = keyed(&id).start(w.addr).expect("send a duplicate");
+    // The duplicate joins the running attempt, or (should it come late) replays its answer.
+    thread::sleep(Duration::from_millis(500));
+    gate.release();
+    let first = first.finish().expect("the first attempt's answer");
+    assert_executed(&first, 201);
+    assert_replay_of(&duplicate.finish().expect("the duplicate's answer"), &first);
+    // Later retries replay; another Idempotency-Key beside the same X-Request-Id changes
+    // nothing.
+    assert_replay_of(&w.send(&keyed(&id)), &first);
+    let both = keyed(&id).header("Idempotency-Key", new_key());
+    assert_replay_of(&w.send(&both), &first);
+    assert_eq!(o.executions_at(&path), 1, "one execution for every request under one X-Request-Id");
+
+    // Idempotency-Key alone is no key here: refused, naming the route's header.
+    let plain = w.send(&payment("POST", &path, &id));
+    assert_problem(&plain, 400, "missing-key");
+    assert!(plain.text().contains("X-Request-Id"), "{}", plain.text());
+    // The route's header has Idempotency-Key's grammar and limits.
+    assert_problem(&w.send(&keyed(&"k".repeat(256))), 400, "invalid-key");
+    assert_problem(&w.send(&keyed("a, b")), 400, "invalid-key");
+    // Another value is another operation.
+    let other = w.send(&keyed(&new_key()));
+    assert_executed(&other, 201);
+    assert_eq!(o.executions_at(&path), 2);
 }
 
 #[test]

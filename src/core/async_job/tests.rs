@@ -39,6 +39,7 @@ fn policy(max_origin_attempts: Option<u16>) -> ObjectPolicy {
         max_origin_attempts,
         mode: Mode::Enforce,
         origin_service: None,
+        key_header: None,
     }
 }
 

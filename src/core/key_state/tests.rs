@@ -22,6 +22,7 @@ fn policy() -> ObjectPolicy {
         max_origin_attempts: None,
         mode: Mode::Enforce,
         origin_service: None,
+        key_header: None,
     }
 }
 

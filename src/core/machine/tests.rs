@@ -896,6 +896,7 @@ impl Sim {
                 max_origin_attempts: None,
                 mode: Mode::Enforce,
                 origin_service: None,
+                key_header: None,
             },
             now: T0,
             stored: None,

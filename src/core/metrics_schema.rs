@@ -4,8 +4,9 @@
 //! Owns the one table that the writer and every reader share:
 //! 1. The writer (`log::RequestLog::data_point_in`) fills each column from the field this
 //!    table names for it, in the table's order; no other code decides a position.
-//! 2. Every SQL query the project ships (the fenced `sql` blocks of the documentation) is
-//!    checked against it by this module's tests: a column that is never written, a value a column cannot hold (`blob1 =
+//! 2. Every SQL query the project ships (the fenced `sql` blocks of the documentation, the
+//!    Grafana dashboard and alert rules under `ops/grafana/`) is checked against it by this
+//!    module's tests: a column that is never written, a value a column cannot hold (`blob1 =
 //!    'rejected:key-reused'`: the problem is in `blob2`), a string compared with a number, an
 //!    unweighted aggregate over sampled rows, or a dataset `wrangler.toml` does not bind
 //!    fails the build. Moving a field to another column breaks those queries' test before it

@@ -1,7 +1,8 @@
 //! The schema against the writer, and every shipped SQL query against the schema.
 //!
-//! The queries are read from the repository: the fenced `sql` blocks of README.md and
-//! docs/. Each is checked by a small SQL reader ([`check`]) that knows the
+//! The queries are read from the repository: the fenced `sql` blocks of README.md, docs/
+//! and ops/grafana/README.md, the targets of the Grafana dashboard and the queries of the
+//! Grafana alert rules. Each is checked by a small SQL reader ([`check`]) that knows the
 //! Analytics Engine SQL dialect only as far as these queries use it, and refuses what it
 //! does not know, so that a query it cannot read fails instead of passing unchecked. No
 //! network: nothing is sent to the SQL API.
@@ -279,6 +280,10 @@ const REFUSED_FUNCTIONS: [(&str, &str); 7] = [
 
 /// Columns every Analytics Engine dataset has besides the written ones.
 const BUILT_IN: [&str; 2] = ["timestamp", "_sample_interval"];
+
+/// Grafana macros of the Altinity ClickHouse data source that the dashboard and the alert
+/// rules use (`$timeSeries`: the time bucket; `$timeFilter`: the panel's time range).
+const GRAFANA_MACROS: [&str; 2] = ["timeSeries", "timeFilter"];
 
 /// The columns a query is checked against: the worker's ([`Schema::current`]), or another
 /// in the test that shows a changed writer breaks the shipped queries.
@@ -565,6 +570,79 @@ fn sql_blocks(markdown: &str) -> Vec<String> {
     blocks
 }
 
+const DASHBOARD: &str = "ops/grafana/dashboards/idempotency-edge.json";
+const ALERTS: &str = "ops/grafana/provisioning/alerting/idempotency-edge.yaml";
+const DATASOURCE: &str = "ops/grafana/provisioning/datasources/analytics-engine.yaml";
+/// The Grafana plugin that talks to the SQL API (Cloudflare's guide recommends it).
+const PLUGIN: &str = "vertamedia-clickhouse-datasource";
+
+/// Every panel of the dashboard, rows' collapsed panels included.
+fn panels(dashboard: &serde_json::Value) -> Vec<&serde_json::Value> {
+    let mut out = Vec::new();
+    let mut stack: Vec<&serde_json::Value> =
+        dashboard["panels"].as_array().map(|p| p.iter().collect()).unwrap_or_default();
+    while let Some(panel) = stack.pop() {
+        if let Some(inner) = panel["panels"].as_array() {
+            stack.extend(inner);
+        }
+        out.push(panel);
+    }
+    out
+}
+
+/// The dashboard's queries, by panel title, as written (with `$dataset`).
+fn dashboard_queries() -> Vec<(String, String)> {
+    let dashboard: serde_json::Value = serde_json::from_str(&read(DASHBOARD)).expect("the dashboard is JSON");
+    let mut queries = Vec::new();
+    for panel in panels(&dashboard) {
+        let title = panel["title"].as_str().unwrap_or_default().to_owned();
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let query =
+                target["query"].as_str().unwrap_or_else(|| panic!("{title}: a target without a query"));
+            queries.push((title.clone(), query.to_owned()));
+        }
+    }
+    queries
+}
+
+/// The `query: |` block scalars of the alert rules. Any other `query:` form fails, so no
+/// query is left unchecked by this reader, which is not a YAML parser.
+fn alert_queries() -> Vec<(String, String)> {
+    let yaml = read(ALERTS);
+    let lines: Vec<&str> = yaml.lines().collect();
+    let mut queries = Vec::new();
+    let mut title = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let trimmed = line.trim_start();
+        if let Some(t) = trimmed.strip_prefix("- title:").or_else(|| trimmed.strip_prefix("title:")) {
+            title = t.trim().trim_matches('"').to_owned();
+        }
+        if let Some(form) = trimmed.strip_prefix("query:") {
+            assert_eq!(
+                form.trim(),
+                "|",
+                "{ALERTS}: `{title}` writes its query as `query: |` and an indented block"
+            );
+            let indent = line.len() - trimmed.len();
+            let mut query = String::new();
+            i += 1;
+            while i < lines.len()
+                && (lines[i].trim().is_empty() || lines[i].len() - lines[i].trim_start().len() > indent)
+            {
+                query.push_str(lines[i].trim());
+                query.push('\n');
+                i += 1;
+            }
+            queries.push((title.clone(), query));
+            continue;
+        }
+        i += 1;
+    }
+    queries
+}
+
 fn report(failures: Vec<String>) {
     assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
 }
@@ -578,7 +656,7 @@ fn the_documented_queries_read_what_the_worker_writes() {
     let datasets = bound_datasets();
     let schema = Schema::current();
     let mut failures = Vec::new();
-    let mut files = vec!["README.md".to_owned()];
+    let mut files = vec!["README.md".to_owned(), "ops/grafana/README.md".to_owned()];
     let mut docs: Vec<String> = fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs"))
         .expect("docs/")
         .flatten()
@@ -605,6 +683,97 @@ fn the_documented_queries_read_what_the_worker_writes() {
         }
     }
     assert!(total > 0);
+    report(failures);
+}
+
+#[test]
+fn the_dashboard_reads_what_the_worker_writes_from_every_bound_dataset() {
+    let datasets = bound_datasets();
+    let schema = Schema::current();
+    let dashboard: serde_json::Value = serde_json::from_str(&read(DASHBOARD)).expect("the dashboard is JSON");
+    let variables = dashboard["templating"]["list"].as_array().expect("templating.list");
+    let variable = |name: &str| {
+        variables.iter().find(|v| v["name"] == name).unwrap_or_else(|| panic!("no `{name}` variable"))
+    };
+    // The data source is picked among the plugin's, and the dataset among those the
+    // environments bind: every one of them, and no other.
+    assert_eq!(variable("datasource")["type"], "datasource");
+    assert_eq!(variable("datasource")["query"], PLUGIN);
+    let mut offered: Vec<String> = variable("dataset")["options"]
+        .as_array()
+        .expect("the dataset variable lists its options")
+        .iter()
+        .map(|option| option["value"].as_str().expect("an option's value").to_owned())
+        .collect();
+    offered.sort();
+    let mut bound = datasets.clone();
+    bound.sort();
+    assert_eq!(offered, bound, "the dashboard's datasets are not the ones wrangler.toml binds");
+
+    let mut failures = Vec::new();
+    let mut ids = Vec::new();
+    for panel in panels(&dashboard) {
+        ids.push(panel["id"].as_u64().expect("every panel has an id"));
+        if panel["type"] == "row" {
+            continue;
+        }
+        let title = panel["title"].as_str().unwrap_or_default();
+        assert_eq!(
+            panel["datasource"]["uid"], "${datasource}",
+            "{title}: the panel's data source is the variable"
+        );
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            assert_eq!(target["datasource"]["uid"], "${datasource}", "{title}");
+            assert_eq!(
+                target["dateTimeColDataType"], "timestamp",
+                "{title}: $timeSeries and $timeFilter need it"
+            );
+        }
+    }
+    let count = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), count, "panel ids are unique");
+
+    let queries = dashboard_queries();
+    assert!(queries.len() >= 10, "{} dashboard queries", queries.len());
+    for (title, query) in &queries {
+        if !query.contains("FROM $dataset") {
+            failures.push(format!("{title}: reads FROM $dataset, so that the dataset picker applies"));
+        }
+        for dataset in &datasets {
+            for problem in check(&query.replace("$dataset", dataset), &schema, &datasets, &GRAFANA_MACROS) {
+                failures.push(format!("{title} ({dataset}): {problem}"));
+            }
+        }
+    }
+    report(failures);
+}
+
+#[test]
+fn the_alert_rules_read_what_the_worker_writes() {
+    let datasets = bound_datasets();
+    let schema = Schema::current();
+    let alerts = read(ALERTS);
+    let queries = alert_queries();
+    assert!(queries.len() >= 5, "{} alert queries", queries.len());
+    // Each rule's data query goes to the provisioned data source.
+    let datasource = read(DATASOURCE);
+    assert!(datasource.contains(&format!("type: {PLUGIN}")), "{DATASOURCE}");
+    assert!(datasource.contains("/analytics_engine/sql"), "{DATASOURCE} points at the SQL API");
+    let uid = datasource
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("uid:"))
+        .map(str::trim)
+        .expect("the data source has a fixed uid, which the alert rules name");
+    let sent = alerts.lines().filter(|line| line.trim() == format!("datasourceUid: {uid}")).count();
+    assert_eq!(sent, queries.len(), "every alert query names the data source {uid}");
+    let mut failures = Vec::new();
+    for (title, query) in &queries {
+        for problem in check(query, &schema, &datasets, &GRAFANA_MACROS) {
+            failures.push(format!("{ALERTS}, `{title}`: {problem}"));
+        }
+    }
     report(failures);
 }
 
@@ -675,7 +844,10 @@ fn a_writer_that_moved_a_field_would_fail_the_shipped_queries() {
     swapped.columns[two].field = decision;
     let failing = sql_blocks(&read("docs/operations.md"))
         .iter()
-        .filter(|sql| !check(sql, &swapped, &datasets, &[]).is_empty())
+        .chain(dashboard_queries().iter().map(|(_, q)| q))
+        .filter(|sql| {
+            !check(&sql.replace("$dataset", &datasets[0]), &swapped, &datasets, &GRAFANA_MACROS).is_empty()
+        })
         .count();
     assert!(failing >= 5, "only {failing} queries noticed that blob1 and blob2 changed places");
 }

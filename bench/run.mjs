@@ -20,7 +20,8 @@ import path from "node:path";
 import zlib from "node:zlib";
 import { fileURLToPath } from "node:url";
 import { writeConfig, startWorker } from "./lib/workers.mjs";
-import { pool, send, runLoad } from "./lib/load.mjs";
+import { pool, send, runLoad, quantiles } from "./lib/load.mjs";
+import { drawResult } from "./lib/svg.mjs";
 import { cpuMs, rssKiB, settle, othersCpuSnapshot, othersCpuBetween } from "./lib/proc.mjs";
 import { median, round } from "./lib/stats.mjs";
 import { sections, withoutNameSection, codeBreakdown, dataStrings } from "./lib/wasm.mjs";
@@ -438,6 +439,7 @@ async function burst(t, origin, key, { size, delayMs, extraHeaders = {} }) {
     lastResponseMs: Math.max(...ends),
     lastMinusOriginMs: Math.max(...ends) - delayMs,
     spreadMs: Math.max(...ends) - Math.min(...ends),
+    responseQuantiles: quantiles([...ends].sort((a, b) => a - b)),
     // When the (first) execution reached the origin, after the burst started.
     originReachedMs: counted.arrivedAt != null ? counted.arrivedAt - startedWall : null,
   };
@@ -1121,8 +1123,21 @@ async function main() {
   result.table = text;
   fs.mkdirSync(path.dirname(OUT_FILE), { recursive: true });
   fs.writeFileSync(OUT_FILE, JSON.stringify(result, null, 2));
+  writeSvg(result);
   console.log(text);
   console.log(`\nresult: ${path.relative(process.cwd(), OUT_FILE)}  (${result.durationSeconds} s)`);
+}
+
+// The picture of the run, beside the JSON (latest.json -> latest.svg). A drawing that fails
+// costs the picture, never the figures: they are written already.
+function writeSvg(result) {
+  const file = OUT_FILE.replace(/\.json$/, "") + ".svg";
+  try {
+    fs.writeFileSync(file, drawResult(result));
+    console.log(`picture: ${path.relative(process.cwd(), file)}`);
+  } catch (error) {
+    console.error(`drawing ${file} failed: ${error?.stack ?? error}`);
+  }
 }
 
 main().then(

@@ -1,7 +1,16 @@
 // The load generator: node's own HTTP/1.1 client with keep-alive connections, N requests in
 // flight at a time (one per connection), bounded by a duration and a request count.
 import http from "node:http";
-import { percentile } from "./stats.mjs";
+import { percentile, round } from "./stats.mjs";
+
+/** The latency quantiles a load result keeps, so that bench/lib/svg.mjs can draw the
+ * distribution and not only its p50 and p99. */
+export const QUANTILES = [1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9];
+
+/** `[[q, ms], …]` of sorted `values`. */
+export function quantiles(sorted) {
+  return sorted.length ? QUANTILES.map((q) => [q, round(percentile(sorted, q), 3)]) : [];
+}
 
 /** A keep-alive connection pool of `connections` sockets for one target. */
 export function pool(connections) {
@@ -94,5 +103,6 @@ export async function runLoad({ agent, target, connections, durationMs = Infinit
     rps: latencies.length / (elapsedMs / 1000),
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
+    latencyQuantiles: quantiles(latencies),
   };
 }

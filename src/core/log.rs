@@ -10,6 +10,7 @@
 //! written, with the same `decision` and `problem`, plus `"mode":"observe"`; `status` is
 //! what the caller really got (the origin's answer).
 
+use super::metrics_schema::{self, Field};
 use super::policy::Disposition;
 use super::problem::ProblemKind;
 use super::routes::Mode;
@@ -82,20 +83,26 @@ impl Decision {
         if let Some(slug) = token.strip_prefix("rejected:") {
             return ProblemKind::from_slug(slug).map(Decision::Rejected);
         }
-        [
-            Decision::Executed,
-            Decision::Released,
-            Decision::Unknown,
-            Decision::Replayed,
-            Decision::Coalesced,
-            Decision::FailedOpen,
-            Decision::Accepted,
-            Decision::RetryScheduled,
-            Decision::Reforwarded,
-            Decision::GaveUp,
-        ]
-        .into_iter()
-        .find(|decision| decision.name() == token)
+        Decision::WITHOUT_PROBLEM.into_iter().find(|decision| decision.name() == token)
+    }
+
+    /// Every decision but `Rejected`, which carries its problem.
+    const WITHOUT_PROBLEM: [Decision; 10] = [
+        Decision::Executed,
+        Decision::Released,
+        Decision::Unknown,
+        Decision::Replayed,
+        Decision::Coalesced,
+        Decision::FailedOpen,
+        Decision::Accepted,
+        Decision::RetryScheduled,
+        Decision::Reforwarded,
+        Decision::GaveUp,
+    ];
+
+    /// Every value of the line's `decision` field (`rejected` once, whatever its problem).
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        Decision::WITHOUT_PROBLEM.into_iter().map(Decision::name).chain(["rejected"])
     }
 
     fn name(self) -> &'static str {
@@ -176,18 +183,19 @@ pub fn request_id(cf_ray: Option<&str>, drawn: u64) -> String {
     }
 }
 
-/// One Workers Analytics Engine data point: the same fields as the log line.
-/// Layout (documented in docs/operations.md): index1 = decision; blob1 = decision,
-/// blob2 = problem kind or "", blob3 = object id or "", blob4 = mode (`enforce` or
-/// `observe`), blob5 = route pattern or "", blob6 = scope kind or "", blob7 = why a token
-/// did not verify or "", blob8 = method or "", blob9 = request id or "", blob10 = worker
-/// version or ""; double1 = status, double2 = origin status (0: none), double3 = origin
-/// latency in ms, double4 = wait in ms (-1: none).
+/// One Workers Analytics Engine data point: the same fields as the log line, each in the
+/// column `core::metrics_schema` names for it (documented in docs/operations.md).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DataPoint {
     pub index: &'static str,
-    pub blobs: [String; 10],
-    pub doubles: [f64; 4],
+    pub blobs: [String; metrics_schema::BLOBS.len()],
+    pub doubles: [f64; metrics_schema::DOUBLES.len()],
+}
+
+/// A field's value in a data point.
+enum Value<'a> {
+    Text(&'a str),
+    Number(f64),
 }
 
 impl RequestLog {
@@ -196,32 +204,64 @@ impl RequestLog {
         self.data_point_in(LineContext::default())
     }
 
+    /// The data point of a line written in `context`, laid out by `core::metrics_schema`.
     pub fn data_point_in(&self, context: LineContext<'_>) -> DataPoint {
-        let problem = match self.decision {
-            Decision::Rejected(kind) => kind.slug(),
-            _ => "",
-        };
-        let millis = |value: Option<u64>| value.map_or(-1.0, |v| v as f64);
         DataPoint {
-            index: self.decision.name(),
-            blobs: [
-                self.decision.name().to_owned(),
-                problem.to_owned(),
-                self.object.clone().unwrap_or_default(),
-                context.mode.name().to_owned(),
-                context.route().unwrap_or_default().to_owned(),
-                self.scope.map_or("", |scope| scope.kind.slug()).to_owned(),
-                self.scope.and_then(|scope| scope.unverified).map_or("", |reason| reason.slug()).to_owned(),
-                context.trace.map_or("", |trace| trace.method.as_str()).to_owned(),
-                context.trace.map_or("", |trace| trace.request_id.as_str()).to_owned(),
-                context.version.unwrap_or_default().to_owned(),
-            ],
-            doubles: [
-                f64::from(self.status),
-                f64::from(self.origin_status.unwrap_or(0)),
-                millis(self.origin_ms),
-                millis(self.wait_ms),
-            ],
+            index: self.token(metrics_schema::INDEX.field, context),
+            blobs: metrics_schema::BLOBS.map(|column| match self.value(column.field, context) {
+                Value::Text(text) => text.to_owned(),
+                // Unreachable: metrics_schema asserts at compile time that no blob is a number.
+                Value::Number(number) => number.to_string(),
+            }),
+            doubles: metrics_schema::DOUBLES.map(|column| match self.value(column.field, context) {
+                Value::Number(number) => number,
+                // Unreachable: metrics_schema asserts at compile time that every double is one.
+                Value::Text(_) => f64::NAN,
+            }),
+        }
+    }
+
+    /// A token field's value: the empty string when the field is absent (no problem, no
+    /// scope, a verified token), and for a field that is not a token.
+    fn token(&self, field: Field, context: LineContext<'_>) -> &'static str {
+        match field {
+            Field::Decision => self.decision.name(),
+            Field::Mode => context.mode.name(),
+            Field::Problem => match self.decision {
+                Decision::Rejected(kind) => kind.slug(),
+                _ => "",
+            },
+            Field::Scope => self.scope.map_or("", |scope| scope.kind.slug()),
+            Field::Unverified => {
+                self.scope.and_then(|scope| scope.unverified).map_or("", |reason| reason.slug())
+            }
+            Field::Object
+            | Field::Route
+            | Field::Method
+            | Field::RequestId
+            | Field::Version
+            | Field::Status
+            | Field::OriginStatus
+            | Field::OriginMs
+            | Field::WaitMs => "",
+        }
+    }
+
+    fn value<'a>(&'a self, field: Field, context: LineContext<'a>) -> Value<'a> {
+        let millis = |value: Option<u64>| Value::Number(value.map_or(-1.0, |v| v as f64));
+        match field {
+            Field::Object => Value::Text(self.object.as_deref().unwrap_or_default()),
+            Field::Route => Value::Text(context.route().unwrap_or_default()),
+            Field::Method => Value::Text(context.trace.map_or("", |trace| trace.method.as_str())),
+            Field::RequestId => Value::Text(context.trace.map_or("", |trace| trace.request_id.as_str())),
+            Field::Version => Value::Text(context.version.unwrap_or_default()),
+            Field::Status => Value::Number(f64::from(self.status)),
+            Field::OriginStatus => Value::Number(f64::from(self.origin_status.unwrap_or(0))),
+            Field::OriginMs => millis(self.origin_ms),
+            Field::WaitMs => millis(self.wait_ms),
+            Field::Decision | Field::Problem | Field::Mode | Field::Scope | Field::Unverified => {
+                Value::Text(self.token(field, context))
+            }
         }
     }
 

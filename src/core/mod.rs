@@ -26,6 +26,7 @@ pub mod key_state;
 pub mod keyed_name;
 pub mod log;
 pub mod log_decisions;
+pub mod metrics_schema;
 pub mod machine;
 pub mod origin_auth;
 pub mod policy;

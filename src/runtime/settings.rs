@@ -14,8 +14,8 @@ use worker::{console_error, Env};
 use crate::core::env_names::variable_names;
 use crate::core::settings::{EnvFacts, EnvValue, Settings};
 
-/// The optional Analytics Engine binding.
-pub const METRICS_BINDING: &str = "IDEMPOTENCY_METRICS";
+/// The optional Analytics Engine binding (its columns: `core::metrics_schema`).
+pub const METRICS_BINDING: &str = crate::core::metrics_schema::BINDING;
 
 thread_local! {
     static SETTINGS: OnceCell<Rc<Settings>> = const { OnceCell::new() };

@@ -80,7 +80,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method();
     let headers = req.headers();
     // Which request this is, on every log line and problem it gets (`core::log::Trace`).
-    let request_id = request_id(headers.get("cf-ray")?.as_deref(), random_u64());
+    let request_id = request_id(headers.get("cf-ray")?.as_deref(), random_u64);
     let mut trace = Trace { request_id, method: method.clone(), route: None };
     let settings = settings::get(&env);
     let config = match settings.serving_config() {

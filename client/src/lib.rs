@@ -13,9 +13,19 @@
 //! - [`Operation`] and [`Client`] are the same loop for callers that form the intent once
 //!   (the key fixed with it, for instance from a business id with [`key_for`]) and want the
 //!   whole story back: [`Outcome`] or [`ClientError`], each with every attempt.
-//!   [`blocking::Client`] is a thin blocking facade.
-//! - The `idempotency-edge-check` binary checks any endpoint (this worker or another
+//!   `blocking::Client` (feature `blocking`) is a thin blocking facade.
+//! - Two programs (feature `cli`): `idempotency-edge-send` sends one operation and shows
+//!   every attempt; `idempotency-edge-check` checks any endpoint (this worker or another
 //!   implementation of the IETF draft) for what the draft promises; see `docs/deploy.md`.
+//!
+//! # Features
+//!
+//! | feature    | default | what it adds |
+//! |------------|---------|--------------|
+//! | `rustls`   | yes     | TLS for reqwest: rustls with ring and the Mozilla roots. Off, reqwest gets no TLS from this crate: enable reqwest's `native-tls` in your own `Cargo.toml` and pass your `reqwest::Client` in. |
+//! | `blocking` | no      | `blocking::Client`, on a current-thread tokio runtime of its own |
+//! | `tracing`  | no      | one `tracing` event per attempt and per final decision (never a key or a header value) |
+//! | `cli`      | no      | the two programs and their argument parser (clap) |
 //!
 //! # The middleware
 //!
@@ -76,12 +86,16 @@
 //!
 //! # TLS
 //!
-//! reqwest with rustls (ring) and the Mozilla root store; no OpenSSL. To trust a private CA
+//! With the default `rustls` feature, reqwest with rustls (ring) and the Mozilla root store;
+//! no OpenSSL. To trust a private CA
 //! (a staging deployment, the tests' own), give the `reqwest::Client` the root with
 //! `add_root_certificate`; never turn certificate checks off.
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod attempt;
+#[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod client;
 mod key;

@@ -711,28 +711,13 @@ fn the_checker_is_not_fooled_by_one_answer_to_everything() {
     assert_eq!(run.report["executions_distinguishable"], false);
 }
 
-/// The example CLI (`examples/retrying_client.rs`), which `cargo test` builds next to the
-/// test binaries: its exit status for each kind of result, against the worker over TLS.
+/// `idempotency-edge-send`, run as the binary it is: its exit status for each kind of
+/// result, against the worker over TLS.
 fn run_cli(args: &[String]) -> (i32, String) {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let cli = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .map(|profile| profile.join("examples").join("retrying_client"))
-        .expect("the target directory");
-    // `cargo test --workspace` builds the examples; a targeted `--test e2e` does not, so an
-    // older binary may be lying there. Never test a stale one.
-    let newest_source = ["examples/retrying_client.rs", "src"]
-        .iter()
-        .filter_map(|path| newest_mtime(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)))
-        .max();
-    let built = std::fs::metadata(&cli).and_then(|m| m.modified()).ok();
-    assert!(
-        built.is_some() && built >= newest_source,
-        "{} is missing or older than its sources: run `cargo test --workspace` (it builds the examples)",
-        cli.display()
-    );
-    let output = Command::new(&cli).args(args).output().expect("run retrying_client");
+    let output = Command::new(env!("CARGO_BIN_EXE_idempotency-edge-send"))
+        .args(args)
+        .output()
+        .expect("run idempotency-edge-send");
     let text =
         format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     (output.status.code().unwrap_or(-1), text)
@@ -792,13 +777,4 @@ fn the_cli_exit_status_says_what_happened() {
     // A usage error.
     let (code, _) = run_cli(&[s("--url")]);
     assert_eq!(code, 64, "bad usage");
-}
-
-/// The newest modification time of a file, or of any file under a directory.
-fn newest_mtime(path: &std::path::Path) -> Option<std::time::SystemTime> {
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.is_dir() {
-        return meta.modified().ok();
-    }
-    std::fs::read_dir(path).ok()?.flatten().filter_map(|entry| newest_mtime(&entry.path())).max()
 }

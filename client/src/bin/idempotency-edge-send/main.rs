@@ -1,7 +1,8 @@
-//! A small CLI over the operation client (`idempotency_edge_client::Client`).
+//! `idempotency-edge-send`: one operation through the operation client
+//! (`idempotency_edge_client::Client`), every attempt shown.
 //!
 //! ```sh
-//! cargo run -p idempotency-edge-client --example retrying_client -- \
+//! cargo run -p idempotency-edge-client --features cli --bin idempotency-edge-send -- \
 //!   --url https://127.0.0.1:8787/v1/charges --key order-42-charge --data '{"amount":1000}'
 //! ```
 //!
@@ -26,7 +27,7 @@ use idempotency_edge_client::{
 };
 
 const USAGE: &str = "\
-usage: retrying_client --url URL (--key KEY | --id BUSINESS_ID [--action ACTION]) [options]
+usage: idempotency-edge-send --url URL (--key KEY | --id BUSINESS_ID [--action ACTION]) [options]
 
   --url URL                 absolute https:// (or http://) URL of the covered endpoint
   --key KEY                 the operation's Idempotency-Key, sent on every attempt
@@ -161,13 +162,22 @@ fn http_client(ca_cert: Option<&str>) -> Result<reqwest::Client, String> {
     builder.build().map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(run()),
+        Err(e) => {
+            eprintln!("idempotency-edge-send: cannot start the async runtime: {e}");
+            ExitCode::from(70)
+        }
+    }
+}
+
+async fn run() -> ExitCode {
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(e) => {
             if !e.is_empty() {
-                eprintln!("retrying_client: {e}\n");
+                eprintln!("idempotency-edge-send: {e}\n");
             }
             eprintln!("{USAGE}");
             return ExitCode::from(if e.is_empty() { 0 } else { 64 });
@@ -176,7 +186,7 @@ async fn main() -> ExitCode {
     let (base, path) = match split_url(&args.url) {
         Ok(parts) => parts,
         Err(e) => {
-            eprintln!("retrying_client: {e}");
+            eprintln!("idempotency-edge-send: {e}");
             return ExitCode::from(64);
         }
     };
@@ -191,7 +201,7 @@ async fn main() -> ExitCode {
     let op = match op {
         Ok(op) => op,
         Err(e) => {
-            eprintln!("retrying_client: {e}");
+            eprintln!("idempotency-edge-send: {e}");
             return ExitCode::from(64);
         }
     };
@@ -199,7 +209,7 @@ async fn main() -> ExitCode {
     let http = match http_client(args.ca_cert.as_deref()) {
         Ok(http) => http,
         Err(e) => {
-            eprintln!("retrying_client: {e}");
+            eprintln!("idempotency-edge-send: {e}");
             return ExitCode::from(64);
         }
     };

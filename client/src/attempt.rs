@@ -2,6 +2,7 @@
 //! [`TransportError`] classified for the policy, and the [`AttemptReport`] history.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::policy::{self, Decision, TransportErrorKind};
@@ -77,23 +78,46 @@ pub(crate) fn unix_now() -> u64 {
 }
 
 /// A failure below HTTP, classified for the retry policy.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Its `Display` is the kind and the failure's own message; [`std::error::Error::source`]
+/// is the failure itself (the `reqwest::Error`, and through it hyper's, rustls' or the
+/// operating system's), so that a report that walks the chain (`anyhow`'s `{:#}`) names
+/// the cause once. [`TransportError::detail`] is the whole chain on one line. Cheap to
+/// clone: the source is shared.
+#[derive(Clone, Debug)]
 pub struct TransportError {
     pub kind: TransportErrorKind,
     pub message: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl TransportError {
+    /// A failure with no underlying error to point to.
     pub fn new(kind: TransportErrorKind, message: impl Into<String>) -> Self {
-        TransportError { kind, message: message.into() }
+        TransportError { kind, message: message.into(), source: None }
     }
 
-    /// Classifies a reqwest failure. A connect error (refused, DNS, TLS handshake) means
-    /// nothing of the request was sent; a timeout or a broken body may come after the
-    /// request was sent, which is why every retry carries the same key; a builder error is a
-    /// request that no retry can fix.
-    pub fn from_reqwest(error: &reqwest::Error) -> TransportError {
-        let kind = if error.is_builder() {
+    /// The same, caused by `source`.
+    pub fn with_source(
+        mut self,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        self.source = Some(Arc::from(source.into()));
+        self
+    }
+
+    /// Classifies a reqwest failure, and keeps it as the source. A connect error (refused,
+    /// DNS, TLS handshake) means nothing of the request was sent; a timeout or a broken body
+    /// may come after the request was sent, which is why every retry carries the same key; a
+    /// builder error is a request that no retry can fix.
+    pub fn from_reqwest(error: reqwest::Error) -> TransportError {
+        let kind = TransportError::kind_of(&error);
+        TransportError::new(kind, error.to_string()).with_source(error)
+    }
+
+    /// How [`TransportError::from_reqwest`] classifies a reqwest failure.
+    pub fn kind_of(error: &reqwest::Error) -> TransportErrorKind {
+        if error.is_builder() {
             TransportErrorKind::Fatal
         } else if error.is_timeout() {
             TransportErrorKind::Timeout
@@ -103,12 +127,40 @@ impl TransportError {
             TransportErrorKind::ConnectionReset
         } else {
             TransportErrorKind::Other
-        };
-        TransportError::new(kind, error_chain(error))
+        }
+    }
+
+    /// The message and every cause below it on one line (reqwest's own message rarely names
+    /// the cause: a TLS failure says what was wrong with the certificate only further down).
+    pub fn detail(&self) -> String {
+        let mut text = self.message.clone();
+        if let Some(source) = &self.source {
+            // from_reqwest's message is the source's own: name it once.
+            if source.to_string() == self.message {
+                if let Some(below) = source.source() {
+                    text.push_str(": ");
+                    text.push_str(&error_chain(below));
+                }
+            } else {
+                text.push_str(": ");
+                text.push_str(&error_chain(source.as_ref()));
+            }
+        }
+        text
     }
 }
 
-/// An error and its sources on one line: reqwest's own message rarely names the cause.
+/// Two transport errors are equal when their kind and message are: the sources are not
+/// comparable, and the policy and the reports care about the kind.
+impl PartialEq for TransportError {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for TransportError {}
+
+/// An error and its sources on one line.
 pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -126,10 +178,15 @@ impl fmt::Display for TransportError {
     }
 }
 
-impl std::error::Error for TransportError {}
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// What one attempt got.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AttemptSummary {
     Answered { status: u16, replayed: bool, problem_type: Option<String>, retry_after: Option<Duration> },
     TransportFailed(TransportError),
@@ -137,6 +194,7 @@ pub enum AttemptSummary {
 
 /// One attempt, as the retry loop saw and judged it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AttemptReport {
     /// 1 for the first attempt.
     pub number: u32,
@@ -159,6 +217,7 @@ impl AttemptReport {
 
 /// The attempts behind a result.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Report {
     pub attempts: u32,
     /// From the first attempt's start to the end of the last.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use http::Extensions;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Error};
 
-use crate::attempt::{error_chain, AttemptReport, Report, Response, TransportError};
+use crate::attempt::{AttemptReport, Report, Response, TransportError};
 use crate::key::IDEMPOTENCY_KEY_HEADER;
 use crate::middleware::{AttemptObserver, Attempts, IdempotencyError, IdempotencyMiddleware};
 use crate::operation::Operation;
@@ -15,6 +15,7 @@ use crate::policy::{GiveUpReason, RetryConfig, TransportErrorKind};
 
 /// A 2xx answer.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Outcome {
     pub response: Response,
     /// `Idempotent-Replayed: true`: the answer is the stored (or joined) outcome of an
@@ -26,7 +27,12 @@ pub struct Outcome {
 }
 
 /// Why [`Client::send`] returned no 2xx answer.
+///
+/// Its [`source`](std::error::Error::source) is the transport failure, when there is one
+/// (`Transport`, and `GaveUp` after a last attempt without an answer), and through it the
+/// `reqwest::Error` itself.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum ClientError {
     /// A final answer that is not a success (400, 422 `key-reused`, another 4xx, …). Not
     /// retried: every retry would get the same answer.
@@ -99,17 +105,27 @@ impl fmt::Display for ClientError {
                 write!(f, "gave up after {n} attempt(s), {why}; last: ")?;
                 match last {
                     Ok(response) => write!(f, "{}", response.status),
-                    Err(e) => write!(f, "{e}"),
+                    // The error itself is the source: named, not repeated.
+                    Err(e) => write!(f, "no answer ({:?})", e.kind),
                 }
             }
             ClientError::Transport { error, .. } => {
-                write!(f, "transport failure after {n} attempt(s): {error}")
+                write!(f, "transport failure after {n} attempt(s) ({:?})", error.kind)
             }
         }
     }
 }
 
-impl std::error::Error for ClientError {}
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClientError::Transport { error, .. } | ClientError::GaveUp { last: Err(error), .. } => {
+                Some(error)
+            }
+            _ => None,
+        }
+    }
+}
 
 /// Sends [`Operation`]s to one base URL through a stack with an [`IdempotencyMiddleware`].
 /// Cheap to clone and shareable between tasks.
@@ -172,8 +188,10 @@ impl Client {
         let request = match built {
             Ok(request) => request,
             Err(e) => {
-                let error = TransportError::new(TransportErrorKind::Fatal, error_chain(&e));
-                return Err(ClientError::Transport { error, report: Report::default() });
+                return Err(ClientError::Transport {
+                    error: TransportError::from_reqwest(e),
+                    report: Report::default(),
+                });
             }
         };
         let mut extensions = Extensions::new();
@@ -186,7 +204,7 @@ impl Client {
             Ok(response) => {
                 // The middleware read the body already; this only copies it.
                 let response = Response::read(response).await.map_err(|e| ClientError::Transport {
-                    error: TransportError::from_reqwest(&e),
+                    error: TransportError::from_reqwest(e),
                     report: report.clone(),
                 })?;
                 if (200..300).contains(&response.status) {
@@ -209,16 +227,21 @@ impl Client {
                     Err(ClientError::GaveUp { reason, last, report })
                 }
                 Ok(other) => Err(ClientError::Transport {
-                    error: TransportError::new(TransportErrorKind::Fatal, other.to_string()),
+                    error: TransportError::new(TransportErrorKind::Fatal, other.to_string())
+                        .with_source(other),
                     report,
                 }),
                 Err(other) => Err(ClientError::Transport {
-                    error: TransportError::new(TransportErrorKind::Fatal, format!("{other:#}")),
+                    error: TransportError::new(
+                        TransportErrorKind::Fatal,
+                        "another layer of the stack failed",
+                    )
+                    .with_source(other),
                     report,
                 }),
             },
             Err(Error::Reqwest(e)) => {
-                Err(ClientError::Transport { error: TransportError::from_reqwest(&e), report })
+                Err(ClientError::Transport { error: TransportError::from_reqwest(e), report })
             }
         }
     }

@@ -38,7 +38,7 @@ use http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode, Version};
 use reqwest::{Request, ResponseBuilderExt, Url};
 use reqwest_middleware::{Error, Middleware, Next};
 
-use crate::attempt::{AttemptReport, AttemptSummary, Report, Response, TransportError};
+use crate::attempt::{error_chain, AttemptReport, AttemptSummary, Report, Response, TransportError};
 use crate::key::{random_key, IDEMPOTENCY_KEY_HEADER};
 use crate::policy::{AttemptResult, Decision, GiveUpReason, RetryConfig};
 use crate::random_unit;
@@ -160,7 +160,10 @@ pub struct Attempts(pub Vec<AttemptReport>);
 /// What the layer returns instead of a response when the outcome is not a final answer.
 ///
 /// It reaches the application as `reqwest_middleware::Error::Middleware`; get it back with
-/// [`IdempotencyError::from_middleware`]. Neither `Display` nor `Debug` shows the key.
+/// [`IdempotencyError::from_middleware`]. Neither `Display` nor `Debug` shows the key
+/// ([`IdempotencyError::key`] gives it). Its [`source`](std::error::Error::source) is the
+/// last transport failure of a give-up that ended without an answer.
+#[non_exhaustive]
 pub enum IdempotencyError {
     /// The operation may or may not have executed, and retrying cannot tell: the worker
     /// answered `outcome-unknown` (it will give every retry the same problem), or a 5xx
@@ -258,7 +261,8 @@ impl fmt::Display for IdempotencyError {
                 write!(f, "gave up after {} attempt(s), {why}; last: ", report.attempts)?;
                 match last {
                     Ok(response) => write!(f, "{}", response.status),
-                    Err(e) => write!(f, "{e}"),
+                    // The error itself is the source: named, not repeated.
+                    Err(e) => write!(f, "no answer ({:?})", e.kind),
                 }
             }
             IdempotencyError::UnbufferedBody => f.write_str(
@@ -268,7 +272,34 @@ impl fmt::Display for IdempotencyError {
     }
 }
 
-impl std::error::Error for IdempotencyError {}
+impl std::error::Error for IdempotencyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            IdempotencyError::GaveUp { last: Err(error), .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// What an attempt got, kept in the form its decision needs: an answer read to the end; a
+/// transport failure kept for the report and a later give-up, its reqwest error as the
+/// source; or one the loop ends on, handed on as reqwest's own error.
+enum Got {
+    Answer(ReadAnswer),
+    Kept(TransportError),
+    Failed(reqwest::Error),
+}
+
+impl Got {
+    /// The result as a give-up reports it.
+    fn into_last(self) -> Result<Response, TransportError> {
+        match self {
+            Got::Answer(answer) => Ok(answer.to_response()),
+            Got::Kept(error) => Err(error),
+            Got::Failed(error) => Err(TransportError::from_reqwest(error)),
+        }
+    }
+}
 
 /// An answer read to the end, with what is needed to hand it on as a reqwest response.
 struct ReadAnswer {
@@ -370,7 +401,7 @@ impl Middleware for IdempotencyMiddleware {
             };
             let took = attempt_started.elapsed();
 
-            let (summary, decision) = match &result {
+            let (summary, decision, got) = match result {
                 Ok(answer) => {
                     let response = answer.to_response();
                     let problem_type = response.problem_type();
@@ -387,17 +418,27 @@ impl Middleware for IdempotencyMiddleware {
                         problem_type,
                         retry_after,
                     };
-                    (summary, decision)
+                    (summary, decision, Got::Answer(answer))
                 }
                 Err(error) => {
-                    let error = TransportError::from_reqwest(error);
+                    let kind = TransportError::kind_of(&error);
                     let decision = self.config.decide(
-                        AttemptResult::Transport(error.kind),
+                        AttemptResult::Transport(kind),
                         number,
                         started.elapsed(),
                         (self.random)(),
                     );
-                    (AttemptSummary::TransportFailed(error), decision)
+                    match decision {
+                        Decision::Retry { .. } | Decision::GiveUp(_) => {
+                            let error = TransportError::from_reqwest(error);
+                            (AttemptSummary::TransportFailed(error.clone()), decision, Got::Kept(error))
+                        }
+                        // Handed on as it is, with its own sources; the report names them.
+                        _ => {
+                            let summary = TransportError::new(kind, error_chain(&error));
+                            (AttemptSummary::TransportFailed(summary), decision, Got::Failed(error))
+                        }
+                    }
                 }
             };
             let attempt = AttemptReport { number, took, result: summary, decision };
@@ -407,38 +448,31 @@ impl Middleware for IdempotencyMiddleware {
             history.push(attempt);
             extensions.insert(Attempts(history.clone()));
 
-            let buffered = |result: &Result<ReadAnswer, reqwest::Error>| match result {
-                Ok(answer) => Ok(answer.to_response()),
-                Err(e) => Err(TransportError::from_reqwest(e)),
-            };
-            match decision {
-                Decision::Retry { after } => {
-                    last = Some(buffered(&result));
+            match (decision, got) {
+                (Decision::Retry { after }, got) => {
+                    last = Some(got.into_last());
                     (self.sleep)(after).await;
                 }
-                Decision::Done | Decision::Fail => {
-                    return match result {
-                        Ok(answer) => Ok(answer.into_reqwest()),
-                        Err(e) => Err(Error::Reqwest(e)),
-                    };
+                (Decision::GiveUp(reason), got) => {
+                    let last = got.into_last();
+                    let report = report(started, history);
+                    return Err(Error::middleware(IdempotencyError::GaveUp { key, reason, last, report }));
                 }
-                Decision::NeedsReconciliation => {
-                    let response = match result {
-                        Ok(answer) => answer.to_response(),
-                        // The policy asks for reconciliation on answers only.
-                        Err(e) => return Err(Error::Reqwest(e)),
-                    };
+                (_, Got::Failed(e)) => return Err(Error::Reqwest(e)),
+                (Decision::NeedsReconciliation, Got::Answer(answer)) => {
                     let report = report(started, history);
                     return Err(Error::middleware(IdempotencyError::ReconciliationNeeded {
                         key,
-                        response,
+                        response: answer.to_response(),
                         report,
                     }));
                 }
-                Decision::GiveUp(reason) => {
-                    let last = buffered(&result);
-                    let report = report(started, history);
-                    return Err(Error::middleware(IdempotencyError::GaveUp { key, reason, last, report }));
+                (Decision::Done | Decision::Fail, Got::Answer(answer)) => {
+                    return Ok(answer.into_reqwest());
+                }
+                // Kept only for a retry or a give-up (above).
+                (Decision::Done | Decision::Fail | Decision::NeedsReconciliation, Got::Kept(error)) => {
+                    return Err(Error::middleware(error));
                 }
             }
         }

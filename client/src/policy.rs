@@ -36,6 +36,7 @@ use idempotency_edge::core::problem::{ProblemKind, PROBLEM_CONTENT_TYPE, PROBLEM
 
 /// How an attempt failed below HTTP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TransportErrorKind {
     /// No complete answer within the attempt's timeout (connect, send or receive).
     Timeout,
@@ -59,6 +60,7 @@ impl TransportErrorKind {
 
 /// What one attempt produced, as far as the policy cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AttemptResult<'a> {
     Transport(TransportErrorKind),
     Response {
@@ -73,6 +75,7 @@ pub enum AttemptResult<'a> {
 
 /// What an attempt's result means, before attempts and time are counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict {
     Done,
     Fail,
@@ -82,6 +85,7 @@ pub enum Verdict {
 
 /// The whole decision after an attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Decision {
     /// A 2xx answer: the operation succeeded (the answer may be a replay).
     Done,
@@ -97,6 +101,7 @@ pub enum Decision {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GiveUpReason {
     /// `max_attempts` attempts were made.
     AttemptsExhausted,
@@ -104,8 +109,22 @@ pub enum GiveUpReason {
     DeadlineExceeded,
 }
 
-/// Timing and limits of the retry loop.
+/// Timing and limits of the retry loop. Start from [`RetryConfig::default`] and change what
+/// differs (`RetryConfig::default().with_max_attempts(3)`); the fields are public to read.
+/// New limits may come in a minor release, hence `#[non_exhaustive]`.
+///
+/// ```
+/// use std::time::Duration;
+/// use idempotency_edge_client::RetryConfig;
+///
+/// let config = RetryConfig::default()
+///     .with_max_attempts(4)
+///     .with_deadline(Duration::from_secs(30));
+/// assert_eq!(config.max_attempts, 4);
+/// assert_eq!(config.base_backoff, Duration::from_millis(200));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RetryConfig {
     /// Backoff ceiling before the first retry; it doubles with every attempt.
     pub base_backoff: Duration,
@@ -137,6 +156,36 @@ impl Default for RetryConfig {
 }
 
 impl RetryConfig {
+    /// With another backoff base.
+    pub const fn with_base_backoff(mut self, base_backoff: Duration) -> Self {
+        self.base_backoff = base_backoff;
+        self
+    }
+
+    /// With another backoff cap.
+    pub const fn with_max_backoff(mut self, max_backoff: Duration) -> Self {
+        self.max_backoff = max_backoff;
+        self
+    }
+
+    /// With another attempt cap (the first attempt included; 0 counts as 1).
+    pub const fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// With another overall deadline.
+    pub const fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// With another per-attempt timeout.
+    pub const fn with_attempt_timeout(mut self, attempt_timeout: Duration) -> Self {
+        self.attempt_timeout = attempt_timeout;
+        self
+    }
+
     /// `min(cap, base × 2^(attempts_made − 1))`: the largest backoff after `attempts_made`
     /// attempts.
     pub fn backoff_ceiling(&self, attempts_made: u32) -> Duration {

@@ -180,13 +180,12 @@ fn payment(path: &str, key: &str) -> Operation {
 /// 100 ms base, 1 s cap, 10 attempts, 60 s deadline, 30 s per attempt (above the worker's
 /// 20 s origin timeout and 5 s duplicate wait).
 fn quick_retries() -> RetryConfig {
-    RetryConfig {
-        base_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_secs(1),
-        max_attempts: 10,
-        deadline: Duration::from_secs(60),
-        attempt_timeout: Duration::from_secs(30),
-    }
+    RetryConfig::default()
+        .with_base_backoff(Duration::from_millis(100))
+        .with_max_backoff(Duration::from_secs(1))
+        .with_max_attempts(10)
+        .with_deadline(Duration::from_secs(60))
+        .with_attempt_timeout(Duration::from_secs(30))
 }
 
 fn client(w: &Worker, config: RetryConfig) -> Client {
@@ -282,13 +281,12 @@ async fn a_lost_reply_is_retried_and_gets_the_stored_answer() {
     // lost would. No attempt can see an answer of its own, so the answer is a replay. The
     // margins are wide (9 s, and 3 s for a replay) so that a loaded machine changes nothing.
     let op = payment(&path, &key).header("x-test-delay-ms", "12000").unwrap();
-    let config = RetryConfig {
-        attempt_timeout: Duration::from_secs(3),
-        base_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_secs(1),
-        max_attempts: 100,
-        deadline: Duration::from_secs(120),
-    };
+    let config = RetryConfig::default()
+        .with_attempt_timeout(Duration::from_secs(3))
+        .with_base_backoff(Duration::from_millis(100))
+        .with_max_backoff(Duration::from_secs(1))
+        .with_max_attempts(100)
+        .with_deadline(Duration::from_secs(120));
     let outcome =
         client(w, config).send(&op).await.unwrap_or_else(|e| panic!("the client failed: {e}\n{e:?}"));
 
@@ -427,7 +425,7 @@ async fn a_persistent_429_ends_in_a_give_up() {
         .unwrap()
         .header("x-test-retry-after", "1")
         .unwrap();
-    match client(w, RetryConfig { max_attempts: 3, ..quick_retries() }).send(&op).await {
+    match client(w, quick_retries().with_max_attempts(3)).send(&op).await {
         Err(ClientError::GaveUp { reason: GiveUpReason::AttemptsExhausted, last: Ok(last), report }) => {
             assert_eq!(report.attempts, 3, "{report:?}");
             assert_from_origin(&last, 429);

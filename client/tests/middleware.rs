@@ -147,13 +147,12 @@ fn serve(mut stream: TcpStream, seen: &Mutex<Vec<Seen>>, script: &Mutex<VecDeque
 }
 
 fn config() -> RetryConfig {
-    RetryConfig {
-        base_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_secs(1),
-        max_attempts: 5,
-        deadline: Duration::from_secs(60),
-        attempt_timeout: Duration::from_secs(10),
-    }
+    RetryConfig::default()
+        .with_base_backoff(Duration::from_millis(100))
+        .with_max_backoff(Duration::from_secs(1))
+        .with_max_attempts(5)
+        .with_deadline(Duration::from_secs(60))
+        .with_attempt_timeout(Duration::from_secs(10))
 }
 
 type Waits = Arc<Mutex<Vec<Duration>>>;
@@ -192,7 +191,7 @@ async fn lost_replies_are_retried_with_the_same_key_and_body() {
         Action::Hang(Duration::from_secs(5)),
         answer(201, &[("Idempotent-Replayed", "true")], r#"{"id":"ch_1"}"#),
     ]);
-    let (client, waits) = stack(RetryConfig { attempt_timeout: ms(500), ..config() });
+    let (client, waits) = stack(config().with_attempt_timeout(ms(500)));
     let observed: Arc<Mutex<Vec<AttemptReport>>> = Arc::default();
     let record = observed.clone();
     let response = client
@@ -385,7 +384,7 @@ async fn a_5xx_that_is_not_the_workers_asks_for_reconciliation() {
 #[tokio::test]
 async fn retryable_to_the_end_is_a_give_up_with_the_last_answer() {
     let server = Scripted::start((0..3).map(|_| answer(429, &[("Retry-After", "1")], "{}")).collect());
-    let (client, waits) = stack(RetryConfig { max_attempts: 3, ..config() });
+    let (client, waits) = stack(config().with_max_attempts(3));
     let e = client.post(server.url("/x")).body("{}").send().await.expect_err("gave up");
     match reconciliation(&e) {
         IdempotencyError::GaveUp { reason: GiveUpReason::AttemptsExhausted, last: Ok(last), report, key } => {
@@ -489,7 +488,7 @@ async fn the_operation_client_reports_every_attempt() {
     assert!(e.needs_reconciliation() && e.attempts() == 1, "{e:?}");
 
     let server = Scripted::start(vec![answer(429, &[], ""), answer(429, &[], "")]);
-    match operation_client(&server, RetryConfig { max_attempts: 2, ..config() }).send(&charge()).await {
+    match operation_client(&server, config().with_max_attempts(2)).send(&charge()).await {
         Err(ClientError::GaveUp { reason: GiveUpReason::AttemptsExhausted, last: Ok(last), report }) => {
             assert_eq!((last.status, report.attempts), (429, 2));
         }
@@ -507,4 +506,47 @@ fn the_blocking_facade_sends_operations() {
     let outcome = client.send(&charge()).expect("201 after one retry");
     assert_eq!((outcome.attempts, outcome.response.status), (2, 201));
     assert_eq!(*waits.lock().unwrap(), [ms(1000)]);
+}
+
+#[tokio::test]
+async fn transport_failures_keep_their_source() {
+    use std::error::Error as _;
+    // Through the middleware: a give-up whose last attempt got no answer.
+    let server = Scripted::start(vec![Action::Close, Action::Close]);
+    let (client, _) = stack(config().with_max_attempts(2));
+    let e = client.post(server.url("/x")).body("{}").send().await.expect_err("gave up");
+    let e = reconciliation(&e);
+    let transport = e
+        .source()
+        .and_then(|s| s.downcast_ref::<idempotency_edge_client::TransportError>())
+        .unwrap_or_else(|| panic!("the last transport failure is the source: {e:?}"));
+    let below = transport.source().unwrap_or_else(|| panic!("and reqwest's error below it: {transport:?}"));
+    assert!(below.downcast_ref::<reqwest::Error>().is_some(), "{below:?}");
+    assert!(transport.detail().starts_with(&transport.message), "{}", transport.detail());
+    assert!(transport.detail().len() > transport.message.len(), "the causes too: {}", transport.detail());
+
+    // Through the operation client: the same, as a ClientError.
+    let server = Scripted::start(vec![Action::Close, Action::Close]);
+    let e =
+        operation_client(&server, config().with_max_attempts(2)).send(&charge()).await.expect_err("gave up");
+    assert!(matches!(e, ClientError::GaveUp { last: Err(_), .. }), "{e:?}");
+    let transport = e.source().and_then(|s| s.downcast_ref::<idempotency_edge_client::TransportError>());
+    assert!(transport.and_then(|t| t.source()).is_some_and(|s| s.is::<reqwest::Error>()), "{e:?}");
+    assert!(
+        !e.to_string().contains(&transport.map(|t| t.message.clone()).unwrap_or_default()),
+        "named once: {e}"
+    );
+
+    // Another layer's failure keeps it as the source.
+    let (m, _) = middleware(config());
+    let stack = ClientBuilder::new(reqwest::Client::new()).with(m).with(Refuse).build();
+    let e = Client::with_stack("http://127.0.0.1:9", stack).send(&charge()).await.expect_err("refused");
+    assert!(matches!(e, ClientError::Transport { .. }), "{e:?}");
+    let mut chain = Vec::new();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        chain.push(cause.to_string());
+        source = cause.source();
+    }
+    assert!(chain.iter().any(|s| s.contains("refused by policy")), "{chain:?}");
 }

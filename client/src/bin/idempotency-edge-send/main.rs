@@ -125,7 +125,8 @@ fn print_attempt(a: &AttemptReport) {
             }
             what
         }
-        AttemptSummary::TransportFailed(e) => format!("no answer ({e})"),
+        AttemptSummary::TransportFailed(e) => format!("no answer ({:?}: {})", e.kind, e.detail()),
+        _ => "an attempt of a kind this program does not know".into(),
     };
     let next = match a.decision {
         Decision::Retry { after } => format!("retry in {} ms", ms(after)),
@@ -134,6 +135,7 @@ fn print_attempt(a: &AttemptReport) {
         Decision::NeedsReconciliation => "outcome unknown, not retried".into(),
         Decision::GiveUp(GiveUpReason::AttemptsExhausted) => "no attempts left".into(),
         Decision::GiveUp(GiveUpReason::DeadlineExceeded) => "deadline reached".into(),
+        _ => "stopped".into(),
     };
     println!("attempt {}: {what} in {} ms -> {next}", a.number, ms(a.took));
 }
@@ -244,7 +246,7 @@ async fn run() -> ExitCode {
                     println!("check with the payment system whether this operation executed before doing anything else");
                     3
                 }
-                ClientError::Transport { .. } => 4,
+                _ => 4,
             };
             ExitCode::from(code)
         }

@@ -38,6 +38,12 @@ impl Response {
         })
     }
 
+    /// `Preference-Applied: respond-async`: the worker accepted the request as a job (with a
+    /// 202) instead of forwarding it while the client waited.
+    pub fn is_accepted_async(&self) -> bool {
+        policy::applies_respond_async(self.header("preference-applied"))
+    }
+
     /// The problem `type`, when the answer is `application/problem+json`.
     pub fn problem_type(&self) -> Option<String> {
         policy::problem_type(self.header("content-type"), &self.body)
@@ -206,10 +212,10 @@ pub struct AttemptReport {
 }
 
 impl AttemptReport {
-    /// The wait before the next attempt, when there is one.
+    /// The wait before the next attempt (a retry or a poll), when there is one.
     pub fn wait(&self) -> Option<Duration> {
         match self.decision {
-            Decision::Retry { after } => Some(after),
+            Decision::Retry { after } | Decision::Poll { after } => Some(after),
             _ => None,
         }
     }

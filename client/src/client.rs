@@ -9,7 +9,9 @@ use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Error};
 
 use crate::attempt::{AttemptReport, Report, Response, TransportError};
 use crate::key::IDEMPOTENCY_KEY_HEADER;
-use crate::middleware::{AttemptObserver, Attempts, IdempotencyError, IdempotencyMiddleware};
+use crate::middleware::{
+    still_pending_message, AttemptObserver, Attempts, IdempotencyError, IdempotencyMiddleware,
+};
 use crate::operation::Operation;
 use crate::policy::{GiveUpReason, RetryConfig, TransportErrorKind};
 
@@ -49,6 +51,11 @@ pub enum ClientError {
     /// A failure that retrying cannot fix: a request reqwest cannot build, or an error of
     /// another middleware in the stack.
     Transport { error: TransportError, report: Report },
+    /// The worker accepted the operation as a job (202, `Preference-Applied:
+    /// respond-async`) and had not finished it by the poll deadline. It is the worker's
+    /// now; send the same `Operation` again later to poll it (a new key would be a second
+    /// payment). `response` is the last 202.
+    StillPending { response: Response, report: Report },
 }
 
 impl ClientError {
@@ -57,7 +64,8 @@ impl ClientError {
             ClientError::Rejected { report, .. }
             | ClientError::ReconciliationNeeded { report, .. }
             | ClientError::GaveUp { report, .. }
-            | ClientError::Transport { report, .. } => report,
+            | ClientError::Transport { report, .. }
+            | ClientError::StillPending { report, .. } => report,
         }
     }
 
@@ -69,12 +77,17 @@ impl ClientError {
         matches!(self, ClientError::ReconciliationNeeded { .. })
     }
 
-    /// The last answer, when there was one.
+    /// The worker holds the operation as a job that has not finished: poll later.
+    pub fn is_still_pending(&self) -> bool {
+        matches!(self, ClientError::StillPending { .. })
+    }
+
+    /// The last answer, when there was one (for `StillPending`, the last 202).
     pub fn response(&self) -> Option<&Response> {
         match self {
-            ClientError::Rejected { response, .. } | ClientError::ReconciliationNeeded { response, .. } => {
-                Some(response)
-            }
+            ClientError::Rejected { response, .. }
+            | ClientError::ReconciliationNeeded { response, .. }
+            | ClientError::StillPending { response, .. } => Some(response),
             ClientError::GaveUp { last: Ok(response), .. } => Some(response),
             _ => None,
         }
@@ -112,6 +125,7 @@ impl fmt::Display for ClientError {
             ClientError::Transport { error, .. } => {
                 write!(f, "transport failure after {n} attempt(s) ({:?})", error.kind)
             }
+            ClientError::StillPending { report, .. } => f.write_str(&still_pending_message(report)),
         }
     }
 }
@@ -225,6 +239,9 @@ impl Client {
                 }
                 Ok(IdempotencyError::GaveUp { reason, last, report, .. }) => {
                     Err(ClientError::GaveUp { reason, last, report })
+                }
+                Ok(IdempotencyError::StillPending { response, report, .. }) => {
+                    Err(ClientError::StillPending { response, report })
                 }
                 Ok(other) => Err(ClientError::Transport {
                     error: TransportError::new(TransportErrorKind::Fatal, other.to_string())

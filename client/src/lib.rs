@@ -84,6 +84,16 @@
 //! reconciliation: the request may have executed, and a retry cannot tell. The table is in
 //! [`policy`].
 //!
+//! # Asynchronous acceptance
+//!
+//! Where the worker runs with `ASYNC_ACCEPT=prefer`, a request with `Prefer: respond-async`
+//! is answered 202 with `Preference-Applied: respond-async` and executed by the worker in
+//! the background. The middleware and the operation client poll it (the same request, the
+//! same key) until its final answer, honouring `Retry-After`, for up to
+//! [`RetryConfig::poll_deadline`] (5 minutes by default); past that the result is
+//! [`IdempotencyError::StillPending`] / [`ClientError::StillPending`]: poll later with the
+//! same key, never send the operation under a new one.
+//!
 //! # TLS
 //!
 //! With the default `rustls` feature, reqwest with rustls (ring) and the Mozilla root store;

@@ -18,6 +18,14 @@
 //!    [`IdempotencyError::ReconciliationNeeded`] (the worker's `outcome-unknown`, or a 5xx
 //!    that the worker did not write) and [`IdempotencyError::GaveUp`] (retryable to the
 //!    end). Both carry the key, so the application can reconcile or send it again later.
+//! 6. A 202 with `Preference-Applied: respond-async` (the worker's `ASYNC_ACCEPT`, for a
+//!    request that carries `Prefer: respond-async`) is not the answer: the worker holds the
+//!    request as a job. The layer polls it by sending the same request with the same key,
+//!    which the worker answers 202 while the job runs and with the job's final answer once
+//!    there is one; that answer is judged as any other (a replayed 201 is handed on).
+//!    Polls wait `Retry-After` (at least [`RetryConfig::poll_interval`]) and stop at
+//!    [`RetryConfig::poll_deadline`], counted from the first 202, with
+//!    [`IdempotencyError::StillPending`], which carries the key to poll with later.
 //!
 //! Other methods pass through untouched. Errors of middleware further down the stack are
 //! handed on at once: they are not this layer's to retry.
@@ -175,6 +183,13 @@ pub enum IdempotencyError {
     /// operation executed is not known to the client, but sending the same request with
     /// the same key later is safe: the worker replays or joins the first execution.
     GaveUp { key: String, reason: GiveUpReason, last: Result<Response, TransportError>, report: Report },
+    /// The worker accepted the request as a job (202 with `Preference-Applied:
+    /// respond-async`) and had not finished it when the poll deadline
+    /// ([`RetryConfig::poll_deadline`]) or the attempts after its last 202 ran out. The job
+    /// is the worker's now: it executes it (or, at its own deadline, gives up without
+    /// executing it). Poll again later by sending the same request with the same key
+    /// ([`IdempotencyError::key`]); do not send a new one. `response` is the last 202.
+    StillPending { key: String, response: Response, report: Report },
     /// The request body is a stream: its bytes cannot be kept for a retry, so nothing was
     /// sent. Give the body as bytes.
     UnbufferedBody,
@@ -189,12 +204,12 @@ impl IdempotencyError {
         }
     }
 
-    /// The key that was sent, to reconcile by or to send again.
+    /// The key that was sent, to reconcile by, to poll with or to send again.
     pub fn key(&self) -> Option<&str> {
         match self {
-            IdempotencyError::ReconciliationNeeded { key, .. } | IdempotencyError::GaveUp { key, .. } => {
-                Some(key)
-            }
+            IdempotencyError::ReconciliationNeeded { key, .. }
+            | IdempotencyError::GaveUp { key, .. }
+            | IdempotencyError::StillPending { key, .. } => Some(key),
             IdempotencyError::UnbufferedBody => None,
         }
     }
@@ -203,18 +218,25 @@ impl IdempotencyError {
         matches!(self, IdempotencyError::ReconciliationNeeded { .. })
     }
 
+    /// The worker holds the request as a job that has not finished: poll later.
+    pub fn is_still_pending(&self) -> bool {
+        matches!(self, IdempotencyError::StillPending { .. })
+    }
+
     pub fn report(&self) -> Option<&Report> {
         match self {
             IdempotencyError::ReconciliationNeeded { report, .. }
-            | IdempotencyError::GaveUp { report, .. } => Some(report),
+            | IdempotencyError::GaveUp { report, .. }
+            | IdempotencyError::StillPending { report, .. } => Some(report),
             IdempotencyError::UnbufferedBody => None,
         }
     }
 
-    /// The last answer, when there was one.
+    /// The last answer, when there was one (for `StillPending`, the last 202).
     pub fn response(&self) -> Option<&Response> {
         match self {
-            IdempotencyError::ReconciliationNeeded { response, .. } => Some(response),
+            IdempotencyError::ReconciliationNeeded { response, .. }
+            | IdempotencyError::StillPending { response, .. } => Some(response),
             IdempotencyError::GaveUp { last: Ok(response), .. } => Some(response),
             _ => None,
         }
@@ -236,6 +258,12 @@ impl fmt::Debug for IdempotencyError {
                 .field("key", &hidden(key))
                 .field("reason", reason)
                 .field("last", last)
+                .field("report", report)
+                .finish(),
+            IdempotencyError::StillPending { key, response, report } => f
+                .debug_struct("StillPending")
+                .field("key", &hidden(key))
+                .field("response", response)
                 .field("report", report)
                 .finish(),
             IdempotencyError::UnbufferedBody => f.write_str("UnbufferedBody"),
@@ -265,6 +293,7 @@ impl fmt::Display for IdempotencyError {
                     Err(e) => write!(f, "no answer ({:?})", e.kind),
                 }
             }
+            IdempotencyError::StillPending { report, .. } => f.write_str(&still_pending_message(report)),
             IdempotencyError::UnbufferedBody => f.write_str(
                 "a streaming request body cannot be sent again on a retry; give the body as bytes",
             ),
@@ -279,6 +308,18 @@ impl std::error::Error for IdempotencyError {
             _ => None,
         }
     }
+}
+
+/// What `StillPending` says, for [`IdempotencyError`] and [`crate::ClientError`] alike. The
+/// key is the caller's own (and may hold a business id), so the error carries it
+/// ([`IdempotencyError::key`], [`crate::Operation::key`]) rather than print it.
+pub(crate) fn still_pending_message(report: &Report) -> String {
+    format!(
+        "still pending after {} attempt(s) in {} s: the worker accepted the operation as a job and has not \
+         finished it; poll later with the same request and the same Idempotency-Key, never a new key",
+        report.attempts,
+        report.elapsed.as_secs()
+    )
 }
 
 /// What an attempt got, kept in the form its decision needs: an answer read to the end; a
@@ -371,21 +412,34 @@ impl Middleware for IdempotencyMiddleware {
         let started = Instant::now();
         let mut history: Vec<AttemptReport> = Vec::new();
         let mut last: Option<Result<Response, TransportError>> = None;
+        // Set by the first 202 that says the worker accepted the request as a job; from then
+        // on every attempt is a poll of that job (or a retry of a failed poll).
+        let mut pending: Option<Pending> = None;
+        // Attempts since the first, or since the last 202 of a job.
+        let mut tries = 0u32;
         for number in 1u32.. {
-            let timeout = match (self.config.attempt_timeout_at(started.elapsed()), last.take()) {
-                (Some(timeout), _) => timeout,
-                // A wait overran the deadline: give up with the result that led to it.
-                (None, Some(last)) => {
+            tries += 1;
+            let timeout = match &pending {
+                Some(p) => self.config.poll_timeout_at(p.since.elapsed()),
+                None => self.config.attempt_timeout_at(started.elapsed()),
+            };
+            let timeout = match (timeout, pending.take(), last.take()) {
+                (Some(timeout), p, _) => {
+                    pending = p;
+                    timeout
+                }
+                // A wait overran the poll deadline: the job is still the worker's.
+                (None, Some(p), _) => {
                     let report = report(started, history);
-                    return Err(Error::middleware(IdempotencyError::GaveUp {
-                        key,
-                        reason: GiveUpReason::DeadlineExceeded,
-                        last,
-                        report,
-                    }));
+                    return Err(self.still_pending(key, p.response, report));
+                }
+                // A wait overran the deadline: give up with the result that led to it.
+                (None, None, Some(last)) => {
+                    let report = report(started, history);
+                    return Err(self.gave_up(key, GiveUpReason::DeadlineExceeded, last, report));
                 }
                 // A zero deadline still allows one (instant) attempt.
-                (None, None) => Duration::from_millis(1),
+                (None, None, None) => Duration::from_millis(1),
             };
             let Some(mut attempt) = req.try_clone() else {
                 return Err(Error::middleware(IdempotencyError::UnbufferedBody));
@@ -401,17 +455,20 @@ impl Middleware for IdempotencyMiddleware {
             };
             let took = attempt_started.elapsed();
 
+            let decide = |facts: AttemptResult<'_>| match &pending {
+                Some(p) => self.config.decide_pending(facts, tries, p.since.elapsed(), (self.random)()),
+                None => self.config.decide(facts, tries, started.elapsed(), (self.random)()),
+            };
             let (summary, decision, got) = match result {
                 Ok(answer) => {
                     let response = answer.to_response();
                     let problem_type = response.problem_type();
                     let retry_after = response.retry_after();
-                    let facts = AttemptResult::Response {
-                        status: response.status,
-                        retry_after,
-                        problem_type: problem_type.as_deref(),
-                    };
-                    let decision = self.config.decide(facts, number, started.elapsed(), (self.random)());
+                    let facts = AttemptResult::answer(response.status)
+                        .with_retry_after(retry_after)
+                        .with_problem_type(problem_type.as_deref())
+                        .with_respond_async(response.is_accepted_async());
+                    let decision = decide(facts);
                     let summary = AttemptSummary::Answered {
                         status: response.status,
                         replayed: response.is_replayed(),
@@ -422,14 +479,9 @@ impl Middleware for IdempotencyMiddleware {
                 }
                 Err(error) => {
                     let kind = TransportError::kind_of(&error);
-                    let decision = self.config.decide(
-                        AttemptResult::Transport(kind),
-                        number,
-                        started.elapsed(),
-                        (self.random)(),
-                    );
+                    let decision = decide(AttemptResult::Transport(kind));
                     match decision {
-                        Decision::Retry { .. } | Decision::GiveUp(_) => {
+                        Decision::Retry { .. } | Decision::GiveUp(_) | Decision::StillPending => {
                             let error = TransportError::from_reqwest(error);
                             (AttemptSummary::TransportFailed(error.clone()), decision, Got::Kept(error))
                         }
@@ -449,34 +501,85 @@ impl Middleware for IdempotencyMiddleware {
             extensions.insert(Attempts(history.clone()));
 
             match (decision, got) {
+                (Decision::Poll { after }, Got::Answer(answer)) => {
+                    let since = pending.map_or_else(Instant::now, |p| p.since);
+                    pending = Some(Pending { since, response: answer.to_response() });
+                    tries = 0;
+                    (self.sleep)(after).await;
+                }
                 (Decision::Retry { after }, got) => {
                     last = Some(got.into_last());
                     (self.sleep)(after).await;
                 }
                 (Decision::GiveUp(reason), got) => {
-                    let last = got.into_last();
                     let report = report(started, history);
-                    return Err(Error::middleware(IdempotencyError::GaveUp { key, reason, last, report }));
+                    return Err(self.gave_up(key, reason, got.into_last(), report));
+                }
+                (Decision::StillPending, got) => {
+                    // The 202 that said so, or the last one before the polls that failed.
+                    let response = match (got, pending) {
+                        (Got::Answer(answer), _) => answer.to_response(),
+                        (_, Some(p)) => p.response,
+                        // Only an answer or a failure after a 202 can be StillPending.
+                        (got, None) => {
+                            let report = report(started, history);
+                            return Err(self.gave_up(
+                                key,
+                                GiveUpReason::DeadlineExceeded,
+                                got.into_last(),
+                                report,
+                            ));
+                        }
+                    };
+                    let report = report(started, history);
+                    return Err(self.still_pending(key, response, report));
                 }
                 (_, Got::Failed(e)) => return Err(Error::Reqwest(e)),
                 (Decision::NeedsReconciliation, Got::Answer(answer)) => {
                     let report = report(started, history);
+                    let response = answer.to_response();
                     return Err(Error::middleware(IdempotencyError::ReconciliationNeeded {
                         key,
-                        response: answer.to_response(),
+                        response,
                         report,
                     }));
                 }
                 (Decision::Done | Decision::Fail, Got::Answer(answer)) => {
                     return Ok(answer.into_reqwest());
                 }
-                // Kept only for a retry or a give-up (above).
-                (Decision::Done | Decision::Fail | Decision::NeedsReconciliation, Got::Kept(error)) => {
+                // Kept only for a retry, a give-up or a still-pending (above); a poll is an
+                // answer's.
+                (
+                    Decision::Done | Decision::Fail | Decision::NeedsReconciliation | Decision::Poll { .. },
+                    Got::Kept(error),
+                ) => {
                     return Err(Error::middleware(error));
                 }
             }
         }
         unreachable!("the attempt loop returns")
+    }
+}
+
+/// A job the worker accepted: since its first 202, and the last 202.
+struct Pending {
+    since: Instant,
+    response: Response,
+}
+
+impl IdempotencyMiddleware {
+    fn gave_up(
+        &self,
+        key: String,
+        reason: GiveUpReason,
+        last: Result<Response, TransportError>,
+        report: Report,
+    ) -> Error {
+        Error::middleware(IdempotencyError::GaveUp { key, reason, last, report })
+    }
+
+    fn still_pending(&self, key: String, response: Response, report: Report) -> Error {
+        Error::middleware(IdempotencyError::StillPending { key, response, report })
     }
 }
 

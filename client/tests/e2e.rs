@@ -2,6 +2,10 @@
 //! serving HTTPS with a certificate of the test's own CA) in front of the test origin on
 //! loopback. The client trusts that CA explicitly, and only it: certificate checks stay on.
 //!
+//! Asynchronous acceptance (`ASYNC_ACCEPT=prefer`, on an instance of its own): the client
+//! polls a job the worker accepted with 202 until its answer, and a job still pending at
+//! the poll deadline is polled later with the same key.
+//!
 //! Also the conformance checker, run as the binary it is, against the worker (every
 //! applicable check holds), against a bare origin that executes everything (it falls
 //! short, exit 1), and against an origin that answers 200 with one body to everything
@@ -27,8 +31,8 @@ use std::time::Duration;
 
 use http::Extensions;
 use idempotency_edge_client::{
-    AttemptSummary, Client, ClientError, GiveUpReason, IdempotencyError, IdempotencyMiddleware, Operation,
-    Response, RetryConfig, SentKey, TransportErrorKind,
+    AttemptSummary, Attempts, Client, ClientError, Decision, GiveUpReason, IdempotencyError,
+    IdempotencyMiddleware, Operation, Response, RetryConfig, SentKey, TransportErrorKind,
 };
 use reqwest::Certificate;
 use reqwest_middleware::{ClientBuilder, Middleware, Next};
@@ -154,6 +158,41 @@ fn worker() -> &'static Worker {
     })
 }
 
+/// 32 bytes 0..31 in standard base64: a test key, never a real one. Asynchronous acceptance
+/// stores the request (credentials included), so the worker refuses it without one.
+const STORAGE_KEYS: &str =
+    r#"[{"id":"client-async-test","key":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}]"#;
+
+/// The same worker setup with asynchronous acceptance on (`ASYNC_ACCEPT=prefer`): a request
+/// with `Prefer: respond-async` is answered 202 at once and executed from the key's alarm.
+/// An instance of its own, so the other tests run against the default configuration.
+fn async_worker() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    shared(&CELL, || {
+        let vars = [
+            ("ORIGIN_URL", origin().url()),
+            ("ASYNC_ACCEPT", "prefer".to_string()),
+            ("STORAGE_ENCRYPTION_KEYS", STORAGE_KEYS.to_string()),
+            ("IDEMPOTENCY_TTL_SECONDS", "600".to_string()),
+            ("ORIGIN_TIMEOUT_SECONDS", "20".to_string()),
+            ("SCOPE_HEADER", "Authorization".to_string()),
+        ];
+        let tls = tls();
+        Worker::start_https(
+            WorkerConfig {
+                name: "client-async".into(),
+                vars: vars.into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
+                readiness: Readiness::OriginAnswers,
+            },
+            Https {
+                key_path: tls.dir.join("key.pem"),
+                cert_path: tls.dir.join("cert.pem"),
+                probe: Box::new(tls_probe),
+            },
+        )
+    })
+}
+
 fn base_url(w: &Worker) -> String {
     format!("https://127.0.0.1:{}", w.addr.port())
 }
@@ -161,6 +200,11 @@ fn base_url(w: &Worker) -> String {
 /// Starts the worker without blocking the test's runtime.
 async fn start_worker() -> &'static Worker {
     tokio::task::spawn_blocking(worker).await.expect("worker start")
+}
+
+/// The same for [`async_worker`].
+async fn start_async_worker() -> &'static Worker {
+    tokio::task::spawn_blocking(async_worker).await.expect("worker start")
 }
 
 fn new_key() -> String {
@@ -504,6 +548,90 @@ async fn key_reuse_and_final_4xx_are_not_retried() {
         other => panic!("expected a final 400, got {other:?}"),
     }
     assert_eq!(o.executions(&key), 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Asynchronous acceptance: the client polls the job the worker accepted
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_middleware_polls_a_job_the_worker_accepted_until_its_answer() {
+    let w = start_async_worker().await;
+    let o = origin();
+    let (key, path) = (new_key(), new_path());
+    let http = ClientBuilder::new(https_client(&tls().ca_pem))
+        .with(IdempotencyMiddleware::new(quick_retries()))
+        .build();
+    // The origin takes 3 s: the worker answers 202 at once, the job's send runs from the
+    // key's alarm, and every poll meanwhile gets 202 again.
+    let request = http
+        .post(format!("{}{path}", base_url(w)))
+        .header("Idempotency-Key", key.as_str())
+        .header("Prefer", "respond-async")
+        .header("Content-Type", "application/json")
+        .header("x-test-delay-ms", "3000")
+        .body(PAYMENT_BODY)
+        .build()
+        .unwrap();
+    let mut extensions = Extensions::new();
+    let response = http
+        .execute_with_extensions(request, &mut extensions)
+        .await
+        .unwrap_or_else(|e| panic!("the job's answer, not an error: {e}\n{e:?}"));
+    let history = extensions.get::<Attempts>().map(|a| a.0.clone()).unwrap_or_default();
+
+    let response = Response::read(response).await.expect("the answer");
+    let json = assert_from_origin(&response, 201);
+    assert_eq!(json["path"], path.as_str());
+    assert!(response.is_replayed(), "the job's stored answer, replayed: {response:?}");
+    assert_eq!(o.executions(&key), 1, "one execution, however many polls: {history:?}");
+    // The first answer was the acceptance; the layer polled, honouring its Retry-After.
+    let first = &history[0];
+    match &first.result {
+        AttemptSummary::Answered { status: 202, retry_after: Some(retry_after), .. } => {
+            assert!(
+                matches!(first.decision, Decision::Poll { after } if after >= *retry_after),
+                "polled after Retry-After: {first:?}"
+            );
+        }
+        other => panic!("the first attempt should get 202 with Retry-After, got {other:?}"),
+    }
+    assert!(history.len() >= 2, "{history:?}");
+    assert!(
+        history[..history.len() - 1].iter().all(|a| matches!(a.decision, Decision::Poll { .. })),
+        "{history:?}"
+    );
+    assert_eq!(history.last().map(|a| a.decision), Some(Decision::Done));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_still_pending_at_the_poll_deadline_is_polled_later_with_the_same_key() {
+    let w = start_async_worker().await;
+    let o = origin();
+    let (key, path) = (new_key(), new_path());
+    let op = payment(&path, &key)
+        .header("Prefer", "respond-async")
+        .unwrap()
+        .header("x-test-delay-ms", "6000")
+        .unwrap();
+    // A poll deadline of 2 s, shorter than the origin's 6 s.
+    let impatient = quick_retries().with_poll_deadline(Duration::from_secs(2));
+    match client(w, impatient).send(&op).await {
+        Err(ClientError::StillPending { response, report }) => {
+            assert_eq!(response.status, 202, "{response:?}");
+            assert_eq!(response.header("preference-applied"), Some("respond-async"));
+            assert!(report.attempts >= 1, "{report:?}");
+        }
+        other => panic!("expected StillPending, got {other:?}"),
+    }
+    // The job is the worker's: it executes it with the client gone. Sending the same
+    // operation again (same key) polls it and gets its answer.
+    let outcome = client(w, quick_retries())
+        .send(&op)
+        .await
+        .unwrap_or_else(|e| panic!("the job's answer on a later poll: {e}\n{e:?}"));
+    assert_from_origin(&outcome.response, 201);
+    assert!(outcome.replayed, "{outcome:?}");
+    assert_eq!(o.executions(&key), 1, "the first send's job, executed once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -550,3 +550,171 @@ async fn transport_failures_keep_their_source() {
     }
     assert!(chain.iter().any(|s| s.contains("refused by policy")), "{chain:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Asynchronous acceptance: 202 with Preference-Applied: respond-async is polled
+
+fn accepted(retry_after: &str) -> Action {
+    answer(
+        202,
+        &[
+            ("content-type", "application/json"),
+            ("preference-applied", "respond-async"),
+            ("retry-after", retry_after),
+        ],
+        r#"{"status":"pending"}"#,
+    )
+}
+
+#[tokio::test]
+async fn a_202_accepted_as_a_job_is_polled_until_its_answer() {
+    let server = Scripted::start(vec![
+        accepted("3"),
+        accepted("2"),
+        answer(
+            201,
+            &[("Idempotent-Replayed", "true"), ("content-type", "application/json")],
+            r#"{"id":"ch_9"}"#,
+        ),
+    ]);
+    let (client, waits) = stack(config());
+    let mut extensions = Extensions::new();
+    let request = client
+        .post(server.url("/v1/charges"))
+        .header("Idempotency-Key", "order-9-charge")
+        .header("Prefer", "respond-async")
+        .header("Content-Type", "application/json")
+        .body(BODY)
+        .build()
+        .unwrap();
+    let response = client.execute_with_extensions(request, &mut extensions).await.expect("the job's answer");
+    assert_eq!(response.status(), 201, "the caller gets the final answer, not the 202");
+    assert_eq!(response.headers()["idempotent-replayed"], "true");
+    assert_eq!(response.text().await.unwrap(), r#"{"id":"ch_9"}"#);
+    assert_eq!(*waits.lock().unwrap(), [ms(3000), ms(2000)], "each poll waits the 202's Retry-After");
+
+    let attempts = extensions.get::<Attempts>().expect("the attempts").0.clone();
+    let decisions: Vec<Decision> = attempts.iter().map(|a| a.decision).collect();
+    assert_eq!(
+        decisions,
+        [Decision::Poll { after: ms(3000) }, Decision::Poll { after: ms(2000) }, Decision::Done]
+    );
+    // A poll is the same request again: same key, method, target, headers and body.
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3);
+    for s in &seen {
+        assert_eq!((s.method.as_str(), s.target.as_str()), ("POST", "/v1/charges"));
+        assert_eq!(s.header("idempotency-key"), Some("order-9-charge"));
+        assert_eq!(s.header("prefer"), Some("respond-async"));
+        assert_eq!(s.body, BODY.as_bytes());
+    }
+}
+
+#[tokio::test]
+async fn polls_wait_at_least_the_poll_interval_and_survive_a_lost_reply() {
+    let server = Scripted::start(vec![
+        accepted("0"),
+        Action::Close,
+        problem(409, "in-progress", Some("1")),
+        answer(201, &[("Idempotent-Replayed", "true")], "{}"),
+    ]);
+    let (client, waits) = stack(config().with_poll_interval(ms(1500)));
+    let response = client
+        .post(server.url("/x"))
+        .header("Idempotency-Key", "k")
+        .header("Prefer", "respond-async")
+        .body("{}")
+        .send()
+        .await
+        .expect("201 in the end");
+    assert_eq!(response.status(), 201);
+    // The poll interval over a zero Retry-After; then the lost reply and the 409 are retried
+    // as before (backoff 100 ms, then Retry-After over 200 ms).
+    assert_eq!(*waits.lock().unwrap(), [ms(1500), ms(100), ms(1000)]);
+    assert_eq!(server.seen().len(), 4);
+}
+
+#[tokio::test]
+async fn a_202_that_is_not_a_job_is_a_final_answer() {
+    // An origin's own 202, without the preference applied: handed on as it is.
+    let server = Scripted::start(vec![answer(202, &[("retry-after", "1")], r#"{"queued":true}"#)]);
+    let (client, waits) = stack(config());
+    let response =
+        client.post(server.url("/x")).header("Idempotency-Key", "k").body("{}").send().await.unwrap();
+    assert_eq!(response.status(), 202);
+    assert_eq!(response.text().await.unwrap(), r#"{"queued":true}"#);
+    assert_eq!(server.seen().len(), 1);
+    assert!(waits.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_job_still_pending_at_the_poll_deadline_is_an_error_with_the_key() {
+    // The real clock: polls 1 s apart, a poll deadline of 1.5 s. The first 202 waits 1 s;
+    // the second would poll again at 2 s, past the deadline.
+    let server = Scripted::start(vec![accepted("1"), accepted("1")]);
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(IdempotencyMiddleware::new(config().with_poll_deadline(ms(1500))))
+        .build();
+    let started = std::time::Instant::now();
+    let e = client
+        .post(server.url("/v1/charges"))
+        .header("Idempotency-Key", "order-11-charge")
+        .header("Prefer", "respond-async")
+        .body(BODY)
+        .send()
+        .await
+        .expect_err("still pending");
+    assert!(started.elapsed() >= Duration::from_secs(1), "Retry-After was waited out");
+    let e = reconciliation(&e);
+    assert!(e.is_still_pending(), "{e:?}");
+    assert!(!e.needs_reconciliation());
+    assert_eq!(e.key(), Some("order-11-charge"), "the key to poll with later");
+    assert_eq!(e.response().map(|r| r.status), Some(202), "the last 202");
+    assert_eq!(e.report().map(|r| r.attempts), Some(2));
+    let text = e.to_string();
+    assert!(text.contains("still pending"), "{text}");
+    assert!(text.contains("same Idempotency-Key"), "{text}");
+    assert!(!text.contains("order-11-charge") && !format!("{e:?}").contains("order-11-charge"), "{e:?}");
+    assert_eq!(server.seen().len(), 2);
+
+    // A Retry-After past the poll deadline hands the job back at once, without a wait.
+    let server = Scripted::start(vec![accepted("1"), accepted("600")]);
+    let (client, waits) = stack(config());
+    let e = client
+        .post(server.url("/x"))
+        .header("Idempotency-Key", "k")
+        .header("Prefer", "respond-async")
+        .body("{}")
+        .send()
+        .await
+        .expect_err("still pending");
+    assert!(reconciliation(&e).is_still_pending(), "{e:?}");
+    assert_eq!(*waits.lock().unwrap(), [ms(1000)]);
+
+    // A zero poll deadline: no polling, the first 202 comes back as StillPending.
+    let server = Scripted::start(vec![accepted("1")]);
+    let (client, waits) = stack(config().with_poll_deadline(Duration::ZERO));
+    let e =
+        client.post(server.url("/x")).header("Prefer", "respond-async").body("{}").send().await.unwrap_err();
+    let e = reconciliation(&e);
+    assert!(e.is_still_pending() && e.key().is_some_and(|k| k.len() == 36), "the added key: {e:?}");
+    assert!(waits.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_operation_client_polls_and_reports_still_pending() {
+    let server = Scripted::start(vec![accepted("1"), answer(201, &[("Idempotent-Replayed", "true")], "{}")]);
+    let op = charge().header("Prefer", "respond-async").unwrap();
+    let outcome = operation_client(&server, config()).send(&op).await.expect("201");
+    assert_eq!((outcome.attempts, outcome.response.status, outcome.replayed), (2, 201, true));
+    assert_eq!(outcome.history[0].decision, Decision::Poll { after: ms(1000) });
+    assert_eq!(outcome.history[0].wait(), Some(ms(1000)));
+
+    let server = Scripted::start(vec![accepted("1")]);
+    match operation_client(&server, config().with_poll_deadline(Duration::ZERO)).send(&op).await {
+        Err(ClientError::StillPending { response, report }) => {
+            assert_eq!((response.status, report.attempts), (202, 1));
+        }
+        other => panic!("{other:?}"),
+    }
+}

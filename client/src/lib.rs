@@ -112,6 +112,8 @@ mod key;
 pub mod middleware;
 mod operation;
 pub mod policy;
+#[cfg(feature = "tracing")]
+mod trace;
 
 pub use attempt::{AttemptReport, AttemptSummary, Report, Response, TransportError};
 pub use client::{Client, ClientError, Outcome};

@@ -494,6 +494,8 @@ impl Middleware for IdempotencyMiddleware {
                 }
             };
             let attempt = AttemptReport { number, took, result: summary, decision };
+            #[cfg(feature = "tracing")]
+            crate::trace::attempt(&attempt, pending.is_some());
             if let Some(observer) = &observer {
                 (observer.0)(&attempt);
             }
@@ -538,6 +540,8 @@ impl Middleware for IdempotencyMiddleware {
                 (Decision::NeedsReconciliation, Got::Answer(answer)) => {
                     let report = report(started, history);
                     let response = answer.to_response();
+                    #[cfg(feature = "tracing")]
+                    crate::trace::reconcile(&response, &report);
                     return Err(Error::middleware(IdempotencyError::ReconciliationNeeded {
                         key,
                         response,
@@ -575,10 +579,14 @@ impl IdempotencyMiddleware {
         last: Result<Response, TransportError>,
         report: Report,
     ) -> Error {
+        #[cfg(feature = "tracing")]
+        crate::trace::gave_up(reason, &report);
         Error::middleware(IdempotencyError::GaveUp { key, reason, last, report })
     }
 
     fn still_pending(&self, key: String, response: Response, report: Report) -> Error {
+        #[cfg(feature = "tracing")]
+        crate::trace::still_pending(&report);
         Error::middleware(IdempotencyError::StillPending { key, response, report })
     }
 }

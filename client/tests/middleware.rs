@@ -718,3 +718,88 @@ async fn the_operation_client_polls_and_reports_still_pending() {
         other => panic!("{other:?}"),
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The tracing events (feature `tracing`)
+
+/// Collects every event's level and fields as text: a subscriber of the test's own, so the
+/// test needs nothing beyond `tracing`.
+#[cfg(feature = "tracing")]
+#[derive(Clone, Default)]
+struct Collect(Arc<Mutex<Vec<String>>>);
+
+#[cfg(feature = "tracing")]
+impl tracing::Subscriber for Collect {
+    /// This crate's events only (hyper's and others' are not the subject).
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        metadata.target().starts_with("idempotency_edge_client")
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Text(String);
+        impl tracing::field::Visit for Text {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!(" {}={value:?}", field.name()));
+            }
+        }
+        let mut text = Text(format!("{} {}", event.metadata().level(), event.metadata().target()));
+        event.record(&mut text);
+        self.0.lock().unwrap().push(text.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[cfg(feature = "tracing")]
+#[tokio::test]
+async fn tracing_events_name_each_attempt_and_never_the_key() {
+    let events = Collect::default();
+    let _guard = tracing::subscriber::set_default(events.clone());
+    let server = Scripted::start(vec![Action::Close]);
+    let (client, _) = stack(config().with_max_attempts(1));
+    client
+        .post(server.url("/x"))
+        .header("Idempotency-Key", "order-12-charge")
+        .header("Authorization", "Bearer secret-token")
+        .header("Prefer", "respond-async")
+        .body("{}")
+        .send()
+        .await
+        .expect_err("one attempt only: the lost reply gives up");
+    let (client, _) = stack(config());
+    let server2 = Scripted::start(vec![accepted("1"), answer(201, &[], "{}")]);
+    client
+        .post(server2.url("/x"))
+        .header("Idempotency-Key", "order-12-charge")
+        .header("Prefer", "respond-async")
+        .body("{}")
+        .send()
+        .await
+        .expect("polled to 201");
+
+    let events = events.0.lock().unwrap().clone();
+    let text = events.join("\n");
+    assert!(events.iter().all(|e| e.contains("idempotency_edge_client")), "{text}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("DEBUG") && e.contains("attempt=1") && e.contains("decision=\"give-up\"")),
+        "{text}"
+    );
+    assert!(events.iter().any(|e| e.starts_with("WARN") && e.contains("gave up")), "{text}");
+    assert!(
+        events.iter().any(|e| e.contains("status=202")
+            && e.contains("decision=\"poll\"")
+            && e.contains("wait_ms=1000")),
+        "{text}"
+    );
+    assert!(events.iter().any(|e| e.contains("status=201") && e.contains("polling=true")), "{text}");
+    assert!(
+        !text.contains("order-12-charge") && !text.contains("secret-token"),
+        "no key, no header value: {text}"
+    );
+}

@@ -697,13 +697,15 @@ fn the_checker_finds_every_applicable_check_holding_on_the_worker() {
     require_build();
     let w = worker();
     let base = base_url(w);
+    let credential = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}.txt", unique("credential")));
+    std::fs::write(&credential, "Bearer checker-test\n").expect("write the credential file");
     let run = run_checker(&[
         s("--url"),
         format!("{base}/v1/payments/{}", unique("check")),
         s("--url2"),
         format!("{base}/v1/refunds/{}", unique("check")),
-        s("--header"),
-        s("Authorization: Bearer checker-test"),
+        s("--credential-file"),
+        credential.display().to_string(),
         s("--body"),
         s(r#"{"amount":1}"#),
         s("--slow-header"),
@@ -835,18 +837,45 @@ fn the_checker_is_not_fooled_by_one_answer_to_everything() {
         run.stdout
     );
     assert_eq!(run.report["executions_distinguishable"], false);
+
+    // --json -: the report on stdout, alone; the table on stderr.
+    let output = Command::new(env!("CARGO_BIN_EXE_idempotency-edge-check"))
+        .args(["--url", &format!("http://{addr}/v1/payments/x"), "--json", "-"])
+        .output()
+        .expect("run idempotency-edge-check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("stdout is the JSON report ({e}): {stdout}"));
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        (report["passed"].as_bool(), report["exit_status"].as_u64()),
+        (Some(false), Some(1)),
+        "{report}"
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("falls short"), "the table went to stderr");
 }
 
-/// `idempotency-edge-send`, run as the binary it is: its exit status for each kind of
-/// result, against the worker over TLS.
-fn run_cli(args: &[String]) -> (i32, String) {
+/// The credential the CLI tests give through the environment (`--credential-env`).
+const CLI_CREDENTIAL_VAR: &str = "E2E_CLI_CREDENTIAL";
+const CLI_CREDENTIAL: &str = "Bearer e2e-cli-caller";
+
+/// `idempotency-edge-send`, run as the binary it is, with [`CLI_CREDENTIAL`] in its
+/// environment: its exit status, stdout and stderr.
+fn run_send(args: &[String]) -> (i32, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_idempotency-edge-send"))
         .args(args)
+        .env(CLI_CREDENTIAL_VAR, CLI_CREDENTIAL)
         .output()
         .expect("run idempotency-edge-send");
-    let text =
-        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    (output.status.code().unwrap_or(-1), text)
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code().unwrap_or(-1), stdout, stderr)
+}
+
+/// [`run_send`], stdout and stderr together.
+fn run_cli(args: &[String]) -> (i32, String) {
+    let (code, stdout, stderr) = run_send(args);
+    (code, format!("{stdout}{stderr}"))
 }
 
 #[test]
@@ -864,8 +893,8 @@ fn the_cli_exit_status_says_what_happened() {
             s(data),
             s("--ca-cert"),
             ca.clone(),
-            s("-H"),
-            s("Authorization: Bearer e2e-cli-caller"),
+            s("--credential-env"),
+            s(CLI_CREDENTIAL_VAR),
             s("--attempts"),
             s("3"),
             s("--base-ms"),
@@ -875,6 +904,7 @@ fn the_cli_exit_status_says_what_happened() {
     let (path, key) = (new_path(), new_key());
     let (code, out) = run_cli(&common(&path, &key, PAYMENT_BODY));
     assert_eq!(code, 0, "success: {out}");
+    assert!(!out.contains("e2e-cli-caller"), "the credential is never printed: {out}");
     // The same key with another body: 422, which the client never retries.
     let (code, out) = run_cli(&common(&path, &key, r#"{"amount":1}"#));
     assert_eq!(code, 1, "rejected: {out}");
@@ -900,7 +930,64 @@ fn the_cli_exit_status_says_what_happened() {
     let (code, out) = run_cli(&untrusted);
     assert_eq!(code, 2, "an untrusted certificate is never trusted, only retried: {out}");
     assert!(out.contains("UnknownIssuer"), "{out}");
-    // A usage error.
+    // Usage errors: clap's, and a credential variable that is not set.
     let (code, _) = run_cli(&[s("--url")]);
     assert_eq!(code, 64, "bad usage");
+    let mut unset = common(&new_path(), &new_key(), PAYMENT_BODY);
+    unset[9] = s("E2E_CLI_CREDENTIAL_NOT_SET");
+    let (code, out) = run_cli(&unset);
+    assert_eq!(code, 64, "{out}");
+    assert!(out.contains("E2E_CLI_CREDENTIAL_NOT_SET is not set"), "{out}");
+    let (code, out) = run_cli(&[s("--version")]);
+    assert_eq!((code, out.trim()), (0, concat!("idempotency-edge-send ", env!("CARGO_PKG_VERSION"))));
+}
+
+#[test]
+fn the_cli_writes_json_to_stdout_and_polls_an_accepted_job() {
+    let w = async_worker();
+    let ca = tls().ca_path().display().to_string();
+    let o = origin();
+    let send = |key: &str, extra: &[&str]| {
+        let mut args = vec![
+            s("--url"),
+            format!("{}/v1/payments/{}", base_url(w), unique("cli-async")),
+            s("--key"),
+            s(key),
+            s("--body"),
+            s(PAYMENT_BODY),
+            s("--ca-cert"),
+            ca.clone(),
+            s("--credential-env"),
+            s(CLI_CREDENTIAL_VAR),
+            s("--respond-async"),
+            s("--json"),
+            s("-"),
+            s("-H"),
+            s("x-test-delay-ms: 3000"),
+        ];
+        args.extend(extra.iter().map(|a| s(a)));
+        let (code, stdout, stderr) = run_send(&args);
+        let json: serde_json::Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("stdout is one JSON document ({e}):\n{stdout}\nstderr:\n{stderr}"));
+        (code, json, stderr)
+    };
+    // Polled until the job's answer: exit 0, the replayed 201 in the JSON.
+    let key = new_key();
+    let (code, json, stderr) = send(&key, &[]);
+    assert_eq!(code, 0, "{json}\n{stderr}");
+    assert_eq!((json["result"].as_str(), json["exit_status"].as_u64()), (Some("success"), Some(0)), "{json}");
+    assert_eq!((json["status"].as_u64(), json["replayed"].as_bool()), (Some(201), Some(true)), "{json}");
+    assert_eq!(json["history"][0]["status"], 202, "{json}");
+    assert!(stderr.contains("accepted as a job, poll in"), "the text went to stderr: {stderr}");
+    assert_eq!(o.executions(&key), 1);
+    // No polling (--poll-deadline-ms 0): the job is handed back as still pending, exit 5.
+    let key = new_key();
+    let (code, json, stderr) = send(&key, &["--poll-deadline-ms", "0"]);
+    assert_eq!(code, 5, "{json}\n{stderr}");
+    assert_eq!(
+        (json["result"].as_str(), json["status"].as_u64()),
+        (Some("still-pending"), Some(202)),
+        "{json}"
+    );
+    assert!(stderr.contains(&key), "the operator is told which key to poll with: {stderr}");
 }

@@ -1,36 +1,61 @@
-//! The checker's command line.
+//! The checker's command line: the shared endpoint arguments (`--url`, `-H`, credentials,
+//! `--ca-cert`, `--json`) and the checks' own.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-pub const USAGE: &str = "\
-usage: idempotency-edge-check --url URL [options]
+use clap::Parser;
 
-Checks an Idempotency-Key endpoint with fresh keys. Every request executes for real:
-use a test route or a staging deployment, with a test credential.
+use crate::shared::{self, Endpoint, EXIT_STATUS_HELP};
 
-  --url URL              the covered endpoint (http:// or https://)
-  --url2 URL             another covered path of the same API: the same key there must get 422
-  -H, --header 'N: v'    a header for every request, e.g. a test credential (repeatable)
-  --body BODY            the request body (default {}); sent as application/json when it
-                         is JSON and no Content-Type header is given
-  --method METHOD        default POST
-  --slow-header 'N: v'   a header that makes the endpoint answer slowly (several seconds),
-                         for the retry-while-running check; without it that check is not
-                         applicable
-  --slow-lead-ms MS      how long the slow first attempt runs before the retry (default 1000)
-  --concurrency N        duplicates sent at once (default 8)
-  --keys-optional        the endpoint executes requests without a key by design
-  --ca-cert FILE         trust this PEM root certificate as well (a private CA)
-  --timeout-secs S       time one request may take (default 60)
-  --json FILE            write the report as JSON
+/// Checks an Idempotency-Key endpoint with fresh keys. Every request executes for real: use
+/// a test route or a staging deployment, with a test credential.
+#[derive(Parser, Debug)]
+#[command(name = "idempotency-edge-check", version, after_help = EXIT_STATUS_HELP)]
+pub struct Cli {
+    #[command(flatten)]
+    pub endpoint: Endpoint,
 
-exit status: 0 every applicable check holds, 1 a check falls short, 2 bad usage";
+    /// Another covered path of the same API: the same key there must get 422
+    #[arg(long, value_name = "URL", value_parser = shared::http_url)]
+    pub url2: Option<String>,
 
+    /// The request body; sent as application/json when it is JSON and no Content-Type
+    /// header is given
+    #[arg(long, visible_alias = "data", value_name = "BODY", default_value = "{}")]
+    pub body: String,
+
+    /// The request method
+    #[arg(long, value_name = "METHOD", default_value = "POST", value_parser = shared::method)]
+    pub method: String,
+
+    /// A header that makes the endpoint answer slowly (several seconds), for the
+    /// retry-while-running check; without it that check is not applicable
+    #[arg(long, value_name = "'NAME: VALUE'", value_parser = shared::HeaderLine)]
+    pub slow_header: Option<(String, String)>,
+
+    /// How long the slow first attempt runs before the retry
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub slow_lead_ms: u64,
+
+    /// Duplicates sent at once (2 to 100)
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub concurrency: usize,
+
+    /// The endpoint executes requests without a key by design
+    #[arg(long)]
+    pub keys_optional: bool,
+
+    /// Time one request may take
+    #[arg(long, value_name = "S", default_value_t = 60)]
+    pub timeout_secs: u64,
+}
+
+/// What the checks need, with the credential read and the defaults applied.
 #[derive(Debug)]
 pub struct Args {
     pub url: String,
     pub url2: Option<String>,
+    /// Every header of every request: `-H`, then the credential.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub method: String,
@@ -38,107 +63,44 @@ pub struct Args {
     pub slow_lead: Duration,
     pub concurrency: usize,
     pub keys_optional: bool,
-    pub ca_cert: Option<PathBuf>,
     pub timeout: Duration,
-    pub json: Option<PathBuf>,
 }
 
-pub enum Usage {
-    Help,
-    Bad(String),
-}
-
-fn header(value: &str) -> Result<(String, String), Usage> {
-    let (name, v) = value
-        .split_once(':')
-        .ok_or_else(|| Usage::Bad("a header is 'Name: value'; got one without a colon".to_string()))?;
-    let (name, v) = (name.trim(), v.trim());
-    if http::HeaderName::from_bytes(name.as_bytes()).is_err() || http::HeaderValue::from_str(v).is_err() {
-        // The value may be a credential: name the header only.
-        return Err(Usage::Bad(format!("invalid header {name:?}")));
-    }
-    if name.eq_ignore_ascii_case("idempotency-key") {
-        return Err(Usage::Bad(
-            "the checker chooses the keys itself; remove the Idempotency-Key header".into(),
-        ));
-    }
-    Ok((name.to_string(), v.to_string()))
-}
-
-pub fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, Usage> {
-    let mut args = Args {
-        url: String::new(),
-        url2: None,
-        headers: Vec::new(),
-        body: b"{}".to_vec(),
-        method: "POST".into(),
-        slow_header: None,
-        slow_lead: Duration::from_millis(1000),
-        concurrency: 8,
-        keys_optional: false,
-        ca_cert: None,
-        timeout: Duration::from_secs(60),
-        json: None,
-    };
-    let number = |flag: &str, value: &str| -> Result<u64, Usage> {
-        value.parse().map_err(|_| Usage::Bad(format!("{flag} takes a number, got {value:?}")))
-    };
-    while let Some(flag) = argv.next() {
-        match flag.as_str() {
-            "-h" | "--help" => return Err(Usage::Help),
-            "--keys-optional" => {
-                args.keys_optional = true;
-                continue;
-            }
-            _ => {}
+impl Cli {
+    /// The checks' arguments; an error (bad usage) when the credential cannot be read.
+    pub fn args(&self) -> Result<Args, String> {
+        let mut headers = self.endpoint.headers()?;
+        let body = self.body.clone().into_bytes();
+        let has_type = headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type"));
+        if !has_type && serde_json::from_slice::<serde_json::Value>(&body).is_ok() {
+            headers.push(("Content-Type".into(), "application/json".into()));
         }
-        let value = argv.next().ok_or_else(|| Usage::Bad(format!("{flag} needs a value")))?;
-        match flag.as_str() {
-            "--url" => args.url = value,
-            "--url2" => args.url2 = Some(value),
-            "-H" | "--header" => args.headers.push(header(&value)?),
-            "--body" => args.body = value.into_bytes(),
-            "--method" => args.method = value.to_ascii_uppercase(),
-            "--slow-header" => args.slow_header = Some(header(&value)?),
-            "--slow-lead-ms" => args.slow_lead = Duration::from_millis(number(&flag, &value)?),
-            "--concurrency" => args.concurrency = number(&flag, &value)?.clamp(2, 100) as usize,
-            "--ca-cert" => args.ca_cert = Some(PathBuf::from(value)),
-            "--timeout-secs" => args.timeout = Duration::from_secs(number(&flag, &value)?.max(1)),
-            "--json" => args.json = Some(PathBuf::from(value)),
-            other => return Err(Usage::Bad(format!("unknown option {other}"))),
-        }
+        Ok(Args {
+            url: self.endpoint.url.clone(),
+            url2: self.url2.clone(),
+            headers,
+            body,
+            method: self.method.clone(),
+            slow_header: self.slow_header.clone(),
+            slow_lead: Duration::from_millis(self.slow_lead_ms),
+            concurrency: self.concurrency.clamp(2, 100),
+            keys_optional: self.keys_optional,
+            timeout: Duration::from_secs(self.timeout_secs.max(1)),
+        })
     }
-    if args.url.is_empty() {
-        return Err(Usage::Bad("--url is required".into()));
-    }
-    for url in std::iter::once(&args.url).chain(args.url2.iter()) {
-        let parsed =
-            reqwest::Url::parse(url).map_err(|e| Usage::Bad(format!("{url:?} is not a URL: {e}")))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(Usage::Bad(format!("{url:?}: only http:// and https:// URLs")));
-        }
-    }
-    if http::Method::from_bytes(args.method.as_bytes()).is_err() {
-        return Err(Usage::Bad(format!("invalid method {:?}", args.method)));
-    }
-    let has_type = args.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type"));
-    if !has_type && serde_json::from_slice::<serde_json::Value>(&args.body).is_ok() {
-        args.headers.push(("Content-Type".into(), "application/json".into()));
-    }
-    Ok(args)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse_line(line: &[&str]) -> Result<Args, Usage> {
-        parse(line.iter().map(|s| s.to_string()))
+    fn parse_line(line: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("idempotency-edge-check").chain(line.iter().copied()))
     }
 
     #[test]
     fn flags_and_defaults() {
-        let args = parse_line(&[
+        let cli = parse_line(&[
             "--url",
             "https://api.example.com/v1/charges",
             "-H",
@@ -148,12 +110,22 @@ mod tests {
             "--json",
             "r.json",
         ])
-        .unwrap_or_else(|_| panic!("valid"));
+        .unwrap_or_else(|e| panic!("valid: {e}"));
+        let args = cli.args().unwrap();
         assert_eq!(args.method, "POST");
         assert_eq!(args.body, b"{}");
         assert_eq!(args.slow_header, Some(("X-Test-Delay-Ms".into(), "4000".into())));
         assert!(args.headers.contains(&("Content-Type".into(), "application/json".into())));
         assert!(args.headers.contains(&("Authorization".into(), "Bearer t".into())));
+        assert_eq!(args.concurrency, 8);
+        assert_eq!(cli.endpoint.json.as_deref(), Some(std::path::Path::new("r.json")));
+        let args =
+            parse_line(&["--url", "http://x/y", "--concurrency", "1000", "--method", "patch", "--data", "x"])
+                .unwrap()
+                .args()
+                .unwrap();
+        assert_eq!((args.concurrency, args.method.as_str(), args.body.as_slice()), (100, "PATCH", &b"x"[..]));
+        assert!(!args.headers.iter().any(|(n, _)| n == "Content-Type"), "x is not JSON");
     }
 
     #[test]
@@ -166,10 +138,14 @@ mod tests {
             &["--url", "https://x/y", "-H", "Idempotency-Key: k"][..],
             &["--url", "https://x/y", "--method", "P O"][..],
             &["--url", "https://x/y", "--bogus", "1"][..],
+            &["--url", "https://x/y", "--url2", "mailto:a@b"][..],
             &["--url"][..],
         ] {
-            assert!(matches!(parse_line(line), Err(Usage::Bad(_))), "{line:?}");
+            assert!(parse_line(line).is_err(), "{line:?}");
         }
-        assert!(matches!(parse_line(&["--help"]), Err(Usage::Help)));
+        let help = parse_line(&["--help"]).unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+        assert!(help.to_string().contains("Exit status"), "{help}");
+        assert_eq!(parse_line(&["--version"]).unwrap_err().kind(), clap::error::ErrorKind::DisplayVersion);
     }
 }

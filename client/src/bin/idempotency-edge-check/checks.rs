@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use idempotency_edge_client::{random_key, IDEMPOTENCY_KEY_HEADER};
-use reqwest::{Certificate, Method};
+use reqwest::Method;
 
 use crate::args::Args;
 use crate::report::{CheckResult, Report, Verdict};
@@ -181,16 +181,11 @@ pub fn problem_defects(status: u16, content_type: Option<&str>, body: &[u8]) -> 
     }
 }
 
-pub async fn run(args: &Args) -> Result<Report, String> {
-    let mut builder = reqwest::Client::builder().timeout(args.timeout);
-    if let Some(path) = &args.ca_cert {
-        let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let root = Certificate::from_pem(&pem)
-            .map_err(|e| format!("{} is not a PEM certificate: {e}", path.display()))?;
-        builder = builder.add_root_certificate(root);
-    }
-    let http = builder.build().map_err(|e| format!("cannot build the HTTP client: {}", describe(&e)))?;
-    let method = Method::from_bytes(args.method.as_bytes()).map_err(|_| "invalid method".to_string())?;
+/// Runs every check with `http` (built from the shared endpoint arguments: `--ca-cert`,
+/// `--timeout-secs`).
+pub async fn run(args: &Args, http: reqwest::Client) -> Report {
+    // The method was checked when the arguments were parsed.
+    let method = Method::from_bytes(args.method.as_bytes()).unwrap_or(Method::POST);
     let checker = Checker { args, http, method };
     let mut report = Report {
         method: args.method.clone(),
@@ -199,7 +194,7 @@ pub async fn run(args: &Args) -> Result<Report, String> {
         checks: Vec::new(),
     };
     run_checks(&checker, &mut report).await;
-    Ok(report)
+    report
 }
 
 async fn run_checks(c: &Checker<'_>, report: &mut Report) {

@@ -76,9 +76,10 @@
 //!
 //! # What is retried
 //!
-//! Timeouts, broken connections, the worker's `409 in-progress`, `502 origin-unreachable`
-//! and `503 storage-unavailable`, and any 429: the request certainly did not execute, or
-//! the worker will replay or join the one execution there was. Final answers (2xx, 4xx,
+//! Timeouts, broken connections, the worker's `409 in-progress`, `502 origin-unreachable`,
+//! `503 storage-unavailable` and `503 origin-unavailable`, and any 429: the request
+//! certainly did not execute, or the worker will replay or join the one execution there
+//! was. Final answers (2xx, 4xx,
 //! `422 key-reused`) are never retried. The worker's `outcome-unknown`, and any other 5xx
 //! (an origin's 500, a gateway's 502 or 504, Cloudflare's 520 or 524), call for
 //! reconciliation: the request may have executed, and a retry cannot tell. The table is in

@@ -10,9 +10,11 @@ use std::thread;
 use std::time::Duration;
 
 use http::Extensions;
+#[cfg(feature = "blocking")]
+use idempotency_edge_client::blocking;
 use idempotency_edge_client::{
-    blocking, AttemptObserver, AttemptReport, AttemptSummary, Attempts, Client, ClientError, Decision,
-    GiveUpReason, IdempotencyError, IdempotencyMiddleware, Operation, RetryConfig, SentKey,
+    AttemptObserver, AttemptReport, AttemptSummary, Attempts, Client, ClientError, Decision, GiveUpReason,
+    IdempotencyError, IdempotencyMiddleware, Operation, RetryConfig, SentKey,
 };
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
 
@@ -496,6 +498,7 @@ async fn the_operation_client_reports_every_attempt() {
     }
 }
 
+#[cfg(feature = "blocking")]
 #[test]
 fn the_blocking_facade_sends_operations() {
     let server = Scripted::start(vec![answer(429, &[("Retry-After", "1")], ""), answer(201, &[], "{}")]);

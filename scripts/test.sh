@@ -54,7 +54,14 @@ rm -f target/e2e-times.txt
 skip=(--skip reliability_run)
 [[ -n $run_reliability ]] && skip=()
 status=0
-cargo test --workspace --no-fail-fast "${cargo_args[@]}" -- "${skip[@]}" 2>&1 | tee "$log" || status=$?
+cargo test --workspace --no-fail-fast --lib --bins --tests "${cargo_args[@]}" -- "${skip[@]}" 2>&1 | tee "$log" || status=$?
+# Doctests one crate at a time: the worker crate is a cdylib, so cargo names its rlib without
+# a hash, and in one workspace-wide run two builds of it (the feature sets of different
+# crates' test targets) write the same file; a doctest of the client then links against the
+# wrong one (E0460, seen in a fresh-clone CI run). One crate per run builds one.
+for crate in idempotency-edge idempotency-edge-client idempotency-edge-config; do
+  cargo test --doc -p "$crate" "${cargo_args[@]}" 2>&1 | tee -a "$log" || status=$?
+done
 # Every instance's log, whichever tests ran: no secret, no panic (scripts/scan-e2e-logs.py).
 python3 scripts/scan-e2e-logs.py target/tmp target/tmp/e2e-run-start 2>&1 | tee -a "$log" || status=1
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

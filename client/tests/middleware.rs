@@ -762,6 +762,9 @@ impl tracing::Subscriber for Collect {
 async fn tracing_events_name_each_attempt_and_never_the_key() {
     let events = Collect::default();
     let _guard = tracing::subscriber::set_default(events.clone());
+    // Tests run in parallel threads without a subscriber: a callsite they reached first is
+    // cached as uninteresting, and its events here would be lost (seen in a CI run).
+    tracing::callsite::rebuild_interest_cache();
     let server = Scripted::start(vec![Action::Close]);
     let (client, _) = stack(config().with_max_attempts(1));
     client

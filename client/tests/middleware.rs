@@ -760,11 +760,21 @@ impl tracing::Subscriber for Collect {
 #[cfg(feature = "tracing")]
 #[tokio::test]
 async fn tracing_events_name_each_attempt_and_never_the_key() {
-    let events = Collect::default();
-    let _guard = tracing::subscriber::set_default(events.clone());
-    // Tests run in parallel threads without a subscriber: a callsite they reached first is
-    // cached as uninteresting, and its events here would be lost (seen in a CI run).
-    tracing::callsite::rebuild_interest_cache();
+    // The collector is the binary's global subscriber, not a scoped one: the other tests run
+    // in parallel threads, and a callsite one of them reached first under no subscriber was
+    // cached as uninteresting, so a scoped subscriber lost events (seen twice in CI runs,
+    // with and without rebuilding the interest cache). Setting the global one rebuilds every
+    // callsite's interest, and callsites registered later see it. Other tests' events are
+    // collected too: every assertion below holds for them as well (this crate's target only,
+    // and never a key or a credential), and the ones that look for events find this test's.
+    static EVENTS: std::sync::OnceLock<Collect> = std::sync::OnceLock::new();
+    let events = EVENTS
+        .get_or_init(|| {
+            let events = Collect::default();
+            tracing::subscriber::set_global_default(events.clone()).expect("no other global subscriber");
+            events
+        })
+        .clone();
     let server = Scripted::start(vec![Action::Close]);
     let (client, _) = stack(config().with_max_attempts(1));
     client

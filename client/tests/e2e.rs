@@ -152,7 +152,7 @@ fn worker() -> &'static Worker {
             Https {
                 key_path: tls.dir.join("key.pem"),
                 cert_path: tls.dir.join("cert.pem"),
-                probe: Box::new(tls_probe),
+                probe: std::sync::Arc::new(tls_probe),
             },
         )
     })
@@ -187,7 +187,7 @@ fn async_worker() -> &'static Worker {
             Https {
                 key_path: tls.dir.join("key.pem"),
                 cert_path: tls.dir.join("cert.pem"),
-                probe: Box::new(tls_probe),
+                probe: std::sync::Arc::new(tls_probe),
             },
         )
     })

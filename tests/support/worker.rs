@@ -45,12 +45,13 @@ pub struct WorkerConfig {
 }
 
 /// Proves an HTTPS instance ready (see [`Https`]).
-pub type HttpsProbe = Box<dyn Fn(SocketAddr) -> Result<bool, String> + Send + Sync>;
+pub type HttpsProbe = Arc<dyn Fn(SocketAddr) -> Result<bool, String> + Send + Sync>;
 
 /// Serve over HTTPS (`--local-protocol https`) with the test's own key and certificate.
 /// This harness speaks plain HTTP only, so the test proves readiness with `probe`: `Ok(true)`
 /// once a request through the worker is answered by the origin, `Ok(false)` or `Err(why)`
 /// while it is not.
+#[derive(Clone)]
 pub struct Https {
     pub key_path: PathBuf,
     pub cert_path: PathBuf,
@@ -523,7 +524,36 @@ impl Worker {
         Worker::start_with(config, Some(wrangler_toml), &[], &more, None, None)
     }
 
+    /// Starts an instance, on new ports once more when workerd could not bind the ones it
+    /// was given: `free_port` finds a port free, and another process (an instance starting
+    /// in parallel, an origin) can take it before workerd binds it ("Address already in
+    /// use", seen once in a fresh-clone CI run).
     fn start_with(
+        config: WorkerConfig,
+        wrangler_toml: Option<&str>,
+        extra: &[&str],
+        more: &[&str],
+        https: Option<Https>,
+        registry: Option<&str>,
+    ) -> Result<Worker, String> {
+        const ATTEMPTS: u32 = 3;
+        let WorkerConfig { name, vars, readiness } = config;
+        for attempt in 1..=ATTEMPTS {
+            let config = WorkerConfig { name: name.clone(), vars: vars.clone(), readiness };
+            match Self::start_once(config, wrangler_toml, extra, more, https.clone(), registry) {
+                Err(error) if error.contains("Address already in use") && attempt < ATTEMPTS => {
+                    eprintln!(
+                        "instance '{name}': a port was taken before workerd bound it; starting on new ports"
+                    );
+                    INSTANCES.lock().unwrap_or_else(|e| e.into_inner()).retain(|known| known.name != name);
+                }
+                result => return result,
+            }
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    fn start_once(
         config: WorkerConfig,
         wrangler_toml: Option<&str>,
         extra: &[&str],

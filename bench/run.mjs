@@ -144,8 +144,8 @@ function bundle() {
   const secs = sections(wasm).map((s) => ({ section: s.name, bytes: s.bytes }));
   const stripped = withoutNameSection(wasm);
   const whatIf = [{ variant: "name section removed", raw: stripped.length, gzip: gz(stripped) }];
-  if (named !== wasm) whatIf.push({ variant: "worker-build's output, names kept (before build.sh's -Oz pass)", raw: named.length, gzip: gz(named) });
-  // What wasm-opt -Oz (instead of worker-build's `-O --debuginfo`) would give.
+  if (named !== wasm) whatIf.push({ variant: "build.sh's first -Oz pass, names kept (before the stripped pass)", raw: named.length, gzip: gz(named) });
+  // Without a named copy (an older build), what one more wasm-opt -Oz pass would give.
   const wasmOpt = path.join(ROOT, "node_modules/.bin/wasm-opt");
   if (fs.existsSync(wasmOpt) && named === wasm) {
     const out = path.join(OUT_DIR, "whatif-Oz.wasm");

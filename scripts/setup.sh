@@ -2,7 +2,7 @@
 # Installs everything the worker needs to build and run locally, from the package
 # registries only. Idempotent: each step is skipped when its result is already in place.
 #   - the wasm32 target (rustup)
-#   - worker-build 0.8.7 and wasm-bindgen-cli (the version Cargo.lock pins), via cargo install
+#   - wasm-bindgen-cli (the version Cargo.lock pins), via cargo install
 #   - wrangler (workerd), esbuild for this platform and binaryen (wasm-opt), via npm ci
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,14 +14,11 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 
-WORKER_BUILD_VERSION=0.8.7
+# No worker-build: scripts/build.sh takes its steps itself, which spares a fresh machine
+# about nine minutes of compiling it.
 # wasm-bindgen-cli must equal the wasm-bindgen crate in Cargo.lock to the patch.
 WASM_BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
 
-if ! worker-build --version 2>/dev/null | grep -q "$WORKER_BUILD_VERSION"; then
-  say "installing worker-build $WORKER_BUILD_VERSION (a few minutes, once)"
-  cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked
-fi
 if ! wasm-bindgen --version 2>/dev/null | grep -q "$WASM_BINDGEN_VERSION"; then
   say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (several minutes, once)"
   # Not --locked: the crate's own lockfile names a webpki-roots release the registry no

@@ -1,0 +1,110 @@
+// The Worker's JavaScript entry: what workerd calls, handed on to what the Rust crate exports
+// through wasm-bindgen (`fetch` from `runtime::entry`, the `KeyObject` Durable Object from
+// `runtime::object`). scripts/build.sh bundles it with wasm-bindgen's output into
+// build/index.js; it is the only JavaScript in the worker besides that generated glue.
+//
+// It also owns recovery after a trap. The release build aborts on panic, which traps as a
+// `WebAssembly.RuntimeError` and leaves the instance's memory unusable. The worker crate's
+// panic hook sets `criticalError` on the shared init state; the next call here resets the
+// instance (wasm-bindgen's `--experimental-reset-state-function`), whose start function bumps
+// `instanceId`. A Durable Object whose Rust half belongs to an older instance builds a new
+// one, which starts empty and reads its key's record from storage on its first request: the
+// object holds nothing in memory that storage does not also hold (`core::key_state`), so a
+// reset loses live waiters but never a claim.
+//
+// A trap inside a Rust future leaves that call's promise unsettled for ever: the future is
+// polled from a microtask, and the trap ends the microtask, not the promise. An object call
+// left so would hold its caller until the client gave up, and workerd does not see the hang
+// while the Worker awaits the object. So every call in flight is rejected with the trap
+// (the Worker then answers as for any failed object call: 503, nothing forwarded), and so is
+// every other call into the same instance, whose memory the trap has made unusable.
+//
+// Plain classes with direct calls, not the per-call `Proxy` objects of worker-build's shim:
+// a replay crosses this file once each way.
+import { WorkerEntrypoint } from "cloudflare:workers";
+import * as wasm from "./index.js";
+
+const initState = wasm.__worker_init_state();
+
+function resetAfterTrap() {
+  if (initState.criticalError) {
+    console.log("idempotency-edge: resetting the Wasm instance after a trap");
+    wasm.__wbg_reset_state();
+    initState.criticalError = false;
+  }
+}
+
+// The rejections of the calls in flight into the current instance.
+const callsInFlight = new Set();
+
+function noteTrap(error) {
+  if (error instanceof WebAssembly.RuntimeError) {
+    console.error("idempotency-edge: Wasm trap", error);
+    initState.criticalError = true;
+    for (const reject of callsInFlight) reject(error);
+    callsInFlight.clear();
+  }
+}
+
+// `call`'s promise, or the trap that ends it first.
+async function untilSettledOrTrapped(call) {
+  let reject;
+  const trapped = new Promise((_, rejectCall) => {
+    reject = rejectCall;
+  });
+  callsInFlight.add(reject);
+  try {
+    return await Promise.race([call(), trapped]);
+  } catch (error) {
+    noteTrap(error);
+    throw error;
+  } finally {
+    callsInFlight.delete(reject);
+  }
+}
+
+// A trap inside a promise callback reaches no caller below; the isolate reports it here.
+addEventListener("error", (event) => noteTrap(event.error));
+
+export default class Worker extends WorkerEntrypoint {
+  fetch(request) {
+    resetAfterTrap();
+    return untilSettledOrTrapped(() => wasm.fetch(request, this.env, this.ctx));
+  }
+}
+
+export class KeyObject {
+  #state;
+  #env;
+  #inner;
+  #instanceId;
+
+  constructor(state, env) {
+    this.#state = state;
+    this.#env = env;
+    resetAfterTrap();
+    this.#build();
+  }
+
+  #build() {
+    this.#inner = new wasm.KeyObject(this.#state, this.#env);
+    this.#instanceId = initState.instanceId;
+  }
+
+  #current() {
+    resetAfterTrap();
+    if (this.#instanceId !== initState.instanceId) this.#build();
+    return this.#inner;
+  }
+
+  fetch(request) {
+    const inner = this.#current();
+    return untilSettledOrTrapped(() => inner.fetch(request));
+  }
+
+  // A trapped alarm is rejected like any failed alarm: the platform retries it.
+  alarm() {
+    const inner = this.#current();
+    return untilSettledOrTrapped(() => inner.alarm());
+  }
+}

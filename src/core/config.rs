@@ -603,6 +603,12 @@ pub const VAR_DELETE_FAULT_INJECTION: &str = "DELETE_FAULT_INJECTION";
 /// `CHUNK_WRITE_FAULT_INJECTION`: how many writes of a large answer's chunk rows of each
 /// object instance fail on purpose, half-way through their transaction. Test-only.
 pub const VAR_CHUNK_WRITE_FAULT_INJECTION: &str = "CHUNK_WRITE_FAULT_INJECTION";
+/// `PANIC_FAULT_INJECTION`: above 0, a request carrying [`PANIC_TEST_HEADER`] panics in the
+/// Worker (`worker`) or in the key's object (`object`), so that the tests can prove the
+/// Wasm instance recovers from a trap (src/entry.mjs). Test-only.
+pub const VAR_PANIC_FAULT_INJECTION: &str = "PANIC_FAULT_INJECTION";
+/// The request header that asks for a panic while `PANIC_FAULT_INJECTION` is set.
+pub const PANIC_TEST_HEADER: &str = "x-test-panic";
 
 /// Parses a fault-injection variable: a whole number of failures (unset or empty: none).
 /// Anything else is an error naming the variable, never a silent zero.
@@ -618,12 +624,21 @@ pub fn parse_fault_injection(variable: &'static str, raw: Option<&str>) -> Resul
 }
 
 /// The test-only failures a worker injects into itself: how many alarm runs, record
-/// deletions and chunk writes of each object instance fail on purpose.
+/// deletions and chunk writes of each object instance fail on purpose, and whether a
+/// request may ask for a panic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FaultInjection {
     pub alarm_failures: u32,
     pub delete_failures: u32,
     pub chunk_write_failures: u32,
+    pub panics_on_request: u32,
+}
+
+/// Where a request asked to panic (`PANIC_TEST_HEADER`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PanicSite {
+    Worker,
+    Object,
 }
 
 impl FaultInjection {
@@ -644,7 +659,22 @@ impl FaultInjection {
                 VAR_CHUNK_WRITE_FAULT_INJECTION,
                 lookup(VAR_CHUNK_WRITE_FAULT_INJECTION),
             )?,
+            panics_on_request: parse_fault_injection(
+                VAR_PANIC_FAULT_INJECTION,
+                lookup(VAR_PANIC_FAULT_INJECTION),
+            )?,
         })
+    }
+
+    /// Whether a request with this `PANIC_TEST_HEADER` value panics at `site`: only while
+    /// `PANIC_FAULT_INJECTION` is set, never otherwise, whatever the header says.
+    pub fn panics_at(&self, header: Option<&str>, site: PanicSite) -> bool {
+        let asked = match header.map(str::trim) {
+            Some("worker") => PanicSite::Worker,
+            Some("object") => PanicSite::Object,
+            _ => return false,
+        };
+        self.panics_on_request > 0 && asked == site
     }
 
     pub fn is_set(&self) -> bool {
@@ -654,10 +684,11 @@ impl FaultInjection {
     /// The error line a worker logs on every isolate start while any is set, so that one
     /// left in a production deploy degrades nothing unseen. `None` when none is set.
     pub fn line(&self) -> Option<String> {
-        let FaultInjection { alarm_failures, delete_failures, chunk_write_failures } = self;
+        let FaultInjection { alarm_failures, delete_failures, chunk_write_failures, panics_on_request } =
+            self;
         self.is_set().then(|| {
             format!(
-                "{{\"event\":\"fault-injection\",\"alarm_failures\":{alarm_failures},\"delete_failures\":{delete_failures},\"chunk_write_failures\":{chunk_write_failures},\"detail\":\"A *_FAULT_INJECTION variable is set: alarms, deletions or chunk writes fail on purpose. These variables are for tests only; remove them from production.\"}}"
+                "{{\"event\":\"fault-injection\",\"alarm_failures\":{alarm_failures},\"delete_failures\":{delete_failures},\"chunk_write_failures\":{chunk_write_failures},\"panics_on_request\":{panics_on_request},\"detail\":\"A *_FAULT_INJECTION variable is set: alarms, deletions or chunk writes fail, or requests may panic, on purpose. These variables are for tests only; remove them from production.\"}}"
             )
         })
     }
@@ -980,5 +1011,26 @@ mod tests {
         assert!(value["detail"].as_str().unwrap().contains("tests only"));
         let bad = FaultInjection::from_vars(|name| (name == VAR_ALARM_FAULT_INJECTION).then_some("x"));
         assert_eq!(bad.unwrap_err().variable, VAR_ALARM_FAULT_INJECTION);
+    }
+
+    #[test]
+    fn a_request_panics_only_while_panic_injection_is_set_and_only_where_it_asks() {
+        let off = FaultInjection::default();
+        let on =
+            FaultInjection::from_vars(|name| (name == VAR_PANIC_FAULT_INJECTION).then_some("1")).unwrap();
+        assert!(on.is_set());
+        let line: serde_json::Value = serde_json::from_str(&on.line().unwrap()).unwrap();
+        assert_eq!(line["panics_on_request"], 1);
+        for site in [PanicSite::Worker, PanicSite::Object] {
+            for header in [None, Some(""), Some("worker"), Some("object"), Some("both")] {
+                assert!(!off.panics_at(header, site), "{header:?} {site:?}");
+            }
+        }
+        assert!(on.panics_at(Some("worker"), PanicSite::Worker));
+        assert!(on.panics_at(Some(" object "), PanicSite::Object));
+        assert!(!on.panics_at(Some("worker"), PanicSite::Object));
+        assert!(!on.panics_at(Some("object"), PanicSite::Worker));
+        assert!(!on.panics_at(None, PanicSite::Worker));
+        assert!(!on.panics_at(Some("Worker"), PanicSite::Worker));
     }
 }

@@ -37,7 +37,7 @@ pub enum NameKind {
 }
 
 /// Every name the worker reads from its environment, and how it is set: the one list.
-pub const NAMES: [(&str, NameKind); 43] = [
+pub const NAMES: [(&str, NameKind); 44] = [
     (VAR_ORIGIN_URL, NameKind::Variable),
     (VAR_TTL_SECONDS, NameKind::Variable),
     (VAR_DUPLICATE_WAIT_SECONDS, NameKind::Variable),
@@ -77,6 +77,7 @@ pub const NAMES: [(&str, NameKind); 43] = [
     (VAR_ALARM_FAULT_INJECTION, NameKind::TestOnly),
     (VAR_DELETE_FAULT_INJECTION, NameKind::TestOnly),
     (VAR_CHUNK_WRITE_FAULT_INJECTION, NameKind::TestOnly),
+    (VAR_PANIC_FAULT_INJECTION, NameKind::TestOnly),
     ("RATE_LIMITER", NameKind::Binding),
     ("IDEMPOTENCY_KEYS", NameKind::Binding),
     ("IDEMPOTENCY_METRICS", NameKind::Binding),

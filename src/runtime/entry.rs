@@ -53,7 +53,7 @@ use worker::{console_error, event, ByteStream, Context, Env, ObjectNamespace, Re
 
 use super::{admin, identity, metrics, observe, origin_auth, random_u64, respond, settings};
 use crate::core::async_job::prefers_respond_async;
-use crate::core::config::{Config, Policy, RateLimiterChoice};
+use crate::core::config::{Config, PanicSite, Policy, RateLimiterChoice, PANIC_TEST_HEADER};
 use crate::core::edge::{self, Edge, RequestHead};
 use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload};
 use crate::core::headers::{connection_tokens, forward_to_origin};
@@ -83,6 +83,9 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let request_id = request_id(headers.get("cf-ray")?.as_deref(), random_u64);
     let mut trace = Trace { request_id, method: method.clone(), route: None };
     let settings = settings::get(&env);
+    if settings.fault_injection.panics_at(headers.get(PANIC_TEST_HEADER)?.as_deref(), PanicSite::Worker) {
+        panic!("PANIC_FAULT_INJECTION: the Worker panics on purpose");
+    }
     let config = match settings.serving_config() {
         Ok(config) => config,
         Err(error) => return respond::refused(&env, &error.problem(), &trace),

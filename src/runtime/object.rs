@@ -63,7 +63,7 @@ use super::storage::{self, StorageError};
 use super::{now_ms, random_u64};
 use crate::core::admin;
 use crate::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
-use crate::core::config::ObjectPolicy;
+use crate::core::config::{ObjectPolicy, PanicSite, PANIC_TEST_HEADER};
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::{connection_tokens, pass_to_caller, store_for_replay};
 use crate::core::key_state::{answer_body_cap, Arrival, Decided, KeyState, Pending};
@@ -190,6 +190,10 @@ impl KeyObject {
 impl KeyObject {
     async fn handle(&self, req: web_sys::Request) -> Result<Response> {
         let headers = req.headers();
+        let panic_asked = headers.get(PANIC_TEST_HEADER)?;
+        if settings::get(&self.env).fault_injection.panics_at(panic_asked.as_deref(), PanicSite::Object) {
+            panic!("PANIC_FAULT_INJECTION: the object panics on purpose");
+        }
         // The one envelope the Worker sends (`core::wire`): an unknown version is a 503,
         // never a guess.
         let call = match ToObject::decode(headers.get(ENVELOPE_HEADER)?.as_deref()) {
@@ -423,6 +427,7 @@ impl KeyObject {
                         "alarm_failures": faults.alarm_failures,
                         "delete_failures": faults.delete_failures,
                         "chunk_write_failures": faults.chunk_write_failures,
+                        "panics_on_request": faults.panics_on_request,
                     });
                 }
                 json_response(&view)

@@ -999,3 +999,65 @@ fn logs_hold_no_keys_credentials_or_bodies_and_no_panic() {
     assert!(w.log_contents().contains("\"event\":\"idempotency\""), "the log holds the worker's lines");
     logs::scan_for_leaks(w, &[]).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A Rust panic traps the Wasm instance (the release build aborts on panic), and a trapped
+/// instance's memory is not to be trusted again. The entry module (src/entry.mjs) resets
+/// the instance on the next call, and the key's object builds a new Rust half, which reads
+/// the key's record from storage. Proven here with the test-only `PANIC_FAULT_INJECTION`
+/// (a request with `x-test-panic: worker` or `object` panics there): after a panic in the
+/// Worker and after one in the object, the key's stored outcome is replayed, nothing is
+/// executed again, a new key executes once, and neither panic reached the origin.
+#[test]
+fn after_a_panic_in_the_worker_or_the_object_the_instance_recovers_and_replays() {
+    let o = Origin::start();
+    let vars = [("ORIGIN_URL", o.url()), ("PANIC_FAULT_INJECTION", "1".to_string())]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
+    let w = Worker::start(WorkerConfig {
+        name: "panics-on-purpose".into(),
+        vars,
+        readiness: Readiness::OriginAnswers,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let key = new_key();
+    let request = payment(&new_path(), &key);
+    let first = w.send(&request);
+    assert_executed(&first, 201);
+
+    for site in ["worker", "object"] {
+        let trapped = w.send(&request.clone().header("x-test-panic", site));
+        assert!(trapped.status >= 500, "a panic in the {site} is a server error: {trapped:?}");
+        assert!(
+            !trapped.has_header("x-origin-execution"),
+            "a panic in the {site} reached the origin: {trapped:?}"
+        );
+        logs::wait_for_text(
+            &w,
+            &format!(
+                "PANIC_FAULT_INJECTION: the {} panics on purpose",
+                if site == "worker" { "Worker" } else { "object" }
+            ),
+        );
+        let replay = w.send(&request);
+        assert_replay_of(&replay, &first);
+        assert_eq!(o.executions(&key), 1, "after a panic in the {site}: executed again");
+    }
+    logs::wait_for_text(&w, "resetting the Wasm instance after a trap");
+
+    let other = new_key();
+    let fresh = w.send(&payment(&new_path(), &other));
+    assert_executed(&fresh, 201);
+    assert_eq!(o.executions(&other), 1);
+    assert_eq!(o.executions(&key), 1);
+
+    // The log scans let these panics pass, and only these: one more panic of any other
+    // kind in the same log is reported.
+    let log = w.log_contents();
+    assert_eq!(logs::unexpected_panic_signs(&log), Vec::<&str>::new());
+    logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let with_another = format!("{log}\npanicked at src/runtime/object.rs:1:1:\n  something else\n");
+    assert_eq!(logs::unexpected_panic_signs(&with_another), vec!["panicked at", "RuntimeError: unreachable"]);
+    let unannounced = log.replace("\"panics_on_request\":1", "\"panics_on_request\":0");
+    assert!(!logs::unexpected_panic_signs(&unannounced).is_empty());
+}

@@ -83,7 +83,8 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let request_id = request_id(headers.get("cf-ray")?.as_deref(), random_u64);
     let mut trace = Trace { request_id, method: method.clone(), route: None };
     let settings = settings::get(&env);
-    if settings.fault_injection.panics_at(headers.get(PANIC_TEST_HEADER)?.as_deref(), PanicSite::Worker) {
+    if settings.fault_injection.panics_at(|| headers.get(PANIC_TEST_HEADER).ok().flatten(), PanicSite::Worker)
+    {
         panic!("PANIC_FAULT_INJECTION: the Worker panics on purpose");
     }
     let config = match settings.serving_config() {

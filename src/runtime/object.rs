@@ -190,8 +190,8 @@ impl KeyObject {
 impl KeyObject {
     async fn handle(&self, req: web_sys::Request) -> Result<Response> {
         let headers = req.headers();
-        let panic_asked = headers.get(PANIC_TEST_HEADER)?;
-        if settings::get(&self.env).fault_injection.panics_at(panic_asked.as_deref(), PanicSite::Object) {
+        let panic_asked = || headers.get(PANIC_TEST_HEADER).ok().flatten();
+        if settings::get(&self.env).fault_injection.panics_at(panic_asked, PanicSite::Object) {
             panic!("PANIC_FAULT_INJECTION: the object panics on purpose");
         }
         // The one envelope the Worker sends (`core::wire`): an unknown version is a 503,

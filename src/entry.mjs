@@ -37,8 +37,14 @@ function resetAfterTrap() {
 // The rejections of the calls in flight into the current instance.
 const callsInFlight = new Set();
 
+// The trap last noted: one trap reaches noteTrap twice (the isolate's error event, and the
+// rejected call's own catch), and the second must not reset the instance again, nor reject
+// calls made since into the new one.
+let lastTrap = null;
+
 function noteTrap(error) {
-  if (error instanceof WebAssembly.RuntimeError) {
+  if (error instanceof WebAssembly.RuntimeError && error !== lastTrap) {
+    lastTrap = error;
     console.error("idempotency-edge: Wasm trap", error);
     initState.criticalError = true;
     for (const reject of callsInFlight) reject(error);

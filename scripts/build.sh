@@ -64,11 +64,14 @@ fi
 # WASM_BINDGEN_USE_JS_SYS tells wasm-bindgen's macro to use js_sys's futures, as worker-build
 # sets it, so both builds compile the same code and share cargo's cache.
 WASM_BINDGEN_USE_JS_SYS=1 cargo build --quiet --lib --release --target wasm32-unknown-unknown
+# Where cargo wrote it: a CARGO_TARGET_DIR set elsewhere must not leave an older Wasm under
+# target/ to be shipped instead.
+cargo_target=${CARGO_TARGET_DIR:-target}
 stage=target/worker-js
 rm -rf "$stage"
 mkdir -p "$stage"
 # The reset-state function and the abort handler are what src/entry.mjs recovers with.
-wasm-bindgen target/wasm32-unknown-unknown/release/idempotency_edge.wasm --out-dir "$stage" \
+wasm-bindgen "$cargo_target/wasm32-unknown-unknown/release/idempotency_edge.wasm" --out-dir "$stage" \
   --out-name index --target module --no-typescript \
   --experimental-reset-state-function --force-enable-abort-handler
 

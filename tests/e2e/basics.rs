@@ -712,7 +712,7 @@ fn chunked_body_over_limit_is_413() {
         let key = new_key();
         let path = new_path();
         let big = vec![b'x'; MAX_BODY_BYTES + 904];
-        let r = w.send(
+        let r = w.send_once(
             &request("POST", &path)
                 .header("Idempotency-Key", &key)
                 .header("Content-Type", "text/plain")
@@ -725,7 +725,7 @@ fn chunked_body_over_limit_is_413() {
 
         // The next request, and a small chunked body, are forwarded whole.
         let key = new_key();
-        let r = w.send(
+        let r = w.send_once(
             &request("POST", &new_path())
                 .header("Idempotency-Key", &key)
                 .header("Content-Type", "text/plain")

@@ -866,7 +866,32 @@ impl Worker {
     }
 
     /// Sends a request to this worker; panics (with the log tail) when no response comes.
+    /// Sends `request` and returns the worker's answer. wrangler dev's own proxy sometimes
+    /// answers a POST with 503 "Your worker restarted mid-request" when the worker did not
+    /// restart: its pooled connection to the worker was closed by the other side as the
+    /// request went out on it (workers-sdk issue 14641, after about 5 s without requests),
+    /// so the worker never had the request. That answer, and only it, is sent again (twice
+    /// at most, each time said on stderr): were the first one ever delivered after all, the
+    /// test would see a replay where it expects an execution, and fail. A test that checks
+    /// that the worker never breaks wrangler's connection uses [`Worker::send_once`].
     pub fn send(&self, request: &Request) -> Response {
+        let mut answer = self.send_once(request);
+        for _ in 0..2 {
+            if !is_dev_proxy_503(&answer) {
+                break;
+            }
+            eprintln!(
+                "instance '{}': wrangler dev's proxy answered {} {} with 503 \"Your worker restarted mid-request\"; sending it again",
+                self.name, request.method, request.path
+            );
+            thread::sleep(Duration::from_millis(200));
+            answer = self.send_once(request);
+        }
+        answer
+    }
+
+    /// Sends `request` once, whatever answers it.
+    pub fn send_once(&self, request: &Request) -> Response {
         match request.send(self.addr) {
             Ok(r) => r,
             Err(e) => panic!(
@@ -878,6 +903,12 @@ impl Worker {
             ),
         }
     }
+}
+
+/// Whether `r` is wrangler dev's proxy's own 503 (plain text, never the worker's
+/// problem+json) for a request it could not hand to the worker.
+fn is_dev_proxy_503(r: &Response) -> bool {
+    r.status == 503 && r.text().starts_with("Your worker restarted mid-request")
 }
 
 impl Drop for Worker {

@@ -6,7 +6,7 @@
 use worker::web_sys::{Headers, Request, RequestInit, Response};
 use worker::{console_log, Env, Result};
 
-use super::entry::{call_object, key_namespace};
+use super::object_call::{call_object, key_namespace};
 use super::{respond, settings};
 use crate::core::admin::{
     audit_line, parse_call, parse_lookup, refusals, token_matches, AdminCall, MAX_LOOKUP_BYTES,

@@ -1,6 +1,9 @@
 //! The scope's runtime half: reads the scope headers, fetches the JWKS, imports keys into
 //! WebCrypto once per isolate and checks signatures with `crypto.subtle`.
 //!
+//! `identify` is a covered request's identity as both modes compute it: scope, fingerprint
+//! and object name.
+//!
 //! Every decision is the core's: which token, which claims, which keys, which scope
 //! (`core::scope`, `core::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
 //! fresh, what a failed fetch or an unknown `kid` answers (`core::jwks_cache`); when a
@@ -27,11 +30,13 @@ use worker::{console_error, Delay, Result};
 
 use super::now_ms;
 use crate::core::config::{Config, Policy};
-use crate::core::fingerprint::Scope;
+use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope};
 use crate::core::jwks_cache::{Document, FetchRequest, JwksCache, KeyQuery, Lookup};
 use crate::core::jwt::{self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity};
+use crate::core::key::IdempotencyKey;
+use crate::core::keyed_name::keyed_object_name;
 use crate::core::problem::Problem;
-use crate::core::scope::{self, ScopeConfig, ScopeLog, Start};
+use crate::core::scope::{self, caller_binding, ScopeConfig, ScopeLog, Start};
 use crate::core::verified_tokens::VerifiedTokens;
 
 /// How long one JWKS fetch may take before it counts as failed (a hanging JWKS URL costs
@@ -357,4 +362,67 @@ async fn check(alg: Algorithm, key: &CryptoKey, signature: &[u8], data: &[u8]) -
         Ok(promise) => JsFuture::from(promise).await.is_ok_and(|valid| valid.as_bool() == Some(true)),
         Err(_) => false,
     }
+}
+
+/// Who a covered request belongs to and what it asks for: its fingerprint, its object's
+/// name, the scope's key salt and the scope for the log line.
+pub struct Identified {
+    pub fingerprint: Digest256,
+    pub name: String,
+    pub scope_salt: Digest256,
+    pub scope_log: ScopeLog,
+}
+
+/// Identifies a covered request, the same way in enforce and observe mode so that both
+/// reach the same object: the caller's scope (a 401 problem when the
+/// request may not be scoped), the payload fingerprint and the object name (keyed with
+/// `OBJECT_NAME_KEY` when set).
+#[allow(clippy::too_many_arguments)]
+pub async fn identify(
+    headers: &Headers,
+    method: &str,
+    path_and_query: &str,
+    key: &IdempotencyKey,
+    config: &Config,
+    policy: &Policy<'_>,
+    body: &[u8],
+    name_key: Option<&[u8]>,
+) -> Result<std::result::Result<Identified, Problem>> {
+    let (scope, scope_log) = match self::scope(headers, config, policy).await? {
+        Ok(scope) => scope,
+        Err(problem) => return Ok(Err(problem)),
+    };
+    let scope_salt = scope.key_salt();
+    let content_type = headers.get("content-type")?;
+    let extra_values: Vec<Option<String>> =
+        policy.fingerprint_headers.iter().map(|name| headers.get(name).ok().flatten()).collect();
+    let extra_headers: Vec<(&str, Option<&str>)> = policy
+        .fingerprint_headers
+        .iter()
+        .map(String::as_str)
+        .zip(extra_values.iter().map(Option::as_deref))
+        .collect();
+    let payload = Payload {
+        method,
+        path_and_query,
+        content_type: content_type.as_deref(),
+        extra_headers: &extra_headers,
+        body,
+        body_shape: policy.body_shape,
+    };
+    // Rule 5 of `core::scope`: a replay goes only to the original's credential. The values
+    // are read only where a binding can apply (never with the default scope).
+    let binding = if config.scope.binds_replays() {
+        let values = header_values(headers, &config.scope.replay_headers)?;
+        let replay = named_values(&config.scope.replay_headers, &values);
+        caller_binding(&config.scope, scope_log.kind, &replay)
+    } else {
+        None
+    };
+    Ok(Ok(Identified {
+        fingerprint: bound_to_caller(fingerprint(&payload), binding),
+        name: keyed_object_name(name_key, object_name(scope, key.as_str())),
+        scope_salt,
+        scope_log,
+    }))
 }

@@ -2,12 +2,17 @@
 //!
 //! - `entry`: the Worker's fetch handler. Validates the request, fingerprints it and hands
 //!   it to the key's Durable Object; passes uncovered methods through.
+//! - `forward`: the Worker's own forwards (pass-through, observe, fail-open), signed.
+//! - `object_call`: the Worker's call to a key's object, and whether the object answered.
 //! - `object`: the Durable Object, single writer for one (scope, key).
 //! - `observe`: observe mode's edge half: forward as the request came, record beside it.
 //! - `storage`: the object's one-row SQLite record.
+//! - `record_store`: the object's storage as one piece: the record, its sealed answer,
+//!   chunk rows and the alarm, with the test-only storage faults.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
 //! - `identity`: the caller's scope: the JWKS fetch (cached as `core::jwks_cache` decides),
 //!   WebCrypto signature checks.
+//! - `body`: request bodies read within a limit, or drained, in the Worker and the object.
 //! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `metrics`: the log line and the optional Analytics Engine data point.
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
@@ -17,14 +22,18 @@
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
 
 mod admin;
+mod body;
 mod chunks;
 mod entry;
+mod forward;
 mod identity;
 mod metrics;
 mod object;
+mod object_call;
 mod observe;
 mod origin;
 mod origin_auth;
+mod record_store;
 mod respond;
 mod seal;
 mod settings;

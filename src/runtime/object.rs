@@ -3,8 +3,9 @@
 //! Every decision comes from the key's driver, `core::key_state::KeyState`, which holds the
 //! record as this instance knows it and the live execution: this file loads, hands it what
 //! happened, writes the step it returns, and carries the step out. What stays here is what
-//! only the runtime has: storage, the alarm, sealing, the origin fetch, and the settlement
-//! channel the waiters of an execution share.
+//! only the runtime has: the settlement channel the waiters of an execution share, the
+//! origin fetch, and the calls into the key's storage (`runtime::record_store`: the record,
+//! sealing, chunk rows, the alarm).
 //!
 //! Order inside `fetch`, which is what makes duplicates safe:
 //! 1. Decide from the envelope (`core::wire`), the cached record (one synchronous SQL read the first time)
@@ -36,7 +37,7 @@
 //! handler still runs to the end (the runtime keeps driving it), so the outcome is recorded
 //! and every waiter is answered.
 
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{Cell, RefCell};
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -44,22 +45,20 @@ use std::time::Duration;
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either, FutureExt, Shared};
 use futures_util::StreamExt;
 use worker::web_sys::{self, Headers, Response};
-use worker::worker_sys::{self, DurableObjectState, DurableObjectStorage};
-use worker::{console_error, console_log, Delay, Env, Result, SqlStorage, State, Storage};
+use worker::worker_sys::{self, DurableObjectState};
+use worker::{console_error, console_log, Delay, Env, Result, State};
 
-use super::chunks;
-use super::metrics;
 use super::origin::{self, AnswerBody, OriginAnswer};
+use super::record_store::RecordStore;
 use super::respond::{self, Prepared};
-use super::seal::Sealer;
 use super::settings;
-use super::storage::{self, StorageError};
+use super::storage::StorageError;
+use super::{body, metrics};
 use super::{now_ms, random_u64};
 use crate::core::admin;
 use crate::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
@@ -72,9 +71,8 @@ use crate::core::machine::{storage_unavailable, Action, RecordChange};
 use crate::core::policy::OriginResult;
 use crate::core::problem::Problem;
 use crate::core::problem::ProblemKind;
-use crate::core::record::{AttemptId, Completed, Record, StoredResponse};
+use crate::core::record::{AttemptId, Record, StoredResponse};
 use crate::core::scope::ScopeLog;
-use crate::core::seal::refuses_unsealed;
 use crate::core::wire::{
     Answered, KeyCall, KeyStep, ObservedOutcome, ToObject, ANSWERED_HEADER, ANSWERED_PLAIN, ENVELOPE_HEADER,
 };
@@ -91,7 +89,6 @@ type Settlement = Shared<oneshot::Receiver<Rc<Prepared>>>;
 /// and `worker::Response` builds a second `Response` on the way out.
 #[wasm_bindgen]
 pub struct KeyObject {
-    state: State,
     env: Env,
     /// The key's driver: the record as this instance knows it, and the live execution.
     key: RefCell<KeyState>,
@@ -102,29 +99,10 @@ pub struct KeyObject {
     observed_settle: RefCell<Option<(AttemptId, oneshot::Sender<Rc<Prepared>>)>>,
     /// The stored answer made ready for replays (see `respond::Prepared`).
     prepared: RefCell<Option<Rc<Prepared>>>,
-    /// The object id as text, for log lines.
-    id: OnceCell<String>,
-    storage: OnceCell<Storage>,
-    sql: OnceCell<SqlStorage>,
-    /// Seals and opens the key's stored answer when `STORAGE_ENCRYPTION_KEYS` is set.
-    sealer: Sealer,
-    /// The caller scope's key salt, from the first key request (it never changes: the
-    /// object's name is derived from the scope).
-    scope_salt: OnceCell<Digest256>,
+    /// The key's storage: record, sealing, chunk rows and alarm.
+    store: RecordStore,
     /// Alarm runs of this instance so far (for `ALARM_FAULT_INJECTION`).
     alarm_runs: Cell<u32>,
-    /// Record deletions of this instance so far (for `DELETE_FAULT_INJECTION`).
-    deletions: Cell<u32>,
-    /// Chunked answer writes of this instance so far (for `CHUNK_WRITE_FAULT_INJECTION`).
-    chunk_writes: Cell<u32>,
-    /// The chunked answer whose rows this instance has checked (`runtime::chunks`).
-    chunk_check: RefCell<Option<chunks::Checked>>,
-    /// Whether the record as last read from storage held an answer in the clear (see
-    /// `core::seal::refuses_unsealed`); cleared by every write of this instance.
-    read_in_clear: Cell<bool>,
-    /// Whether the record's table is known to exist (this instance read a record or wrote
-    /// one); cleared by a deletion, which drops it.
-    record_table: Cell<bool>,
 }
 
 #[wasm_bindgen]
@@ -132,23 +110,13 @@ impl KeyObject {
     #[wasm_bindgen(constructor)]
     pub fn new(state: DurableObjectState, env: Env) -> KeyObject {
         KeyObject {
-            state: State::from(state),
+            store: RecordStore::new(State::from(state), env.clone()),
             env,
             key: RefCell::new(KeyState::new()),
             settlement: RefCell::new(None),
             observed_settle: RefCell::new(None),
             prepared: RefCell::new(None),
-            id: OnceCell::new(),
-            storage: OnceCell::new(),
-            sql: OnceCell::new(),
-            sealer: Sealer::default(),
-            scope_salt: OnceCell::new(),
             alarm_runs: Cell::new(0),
-            deletions: Cell::new(0),
-            chunk_writes: Cell::new(0),
-            chunk_check: RefCell::new(None),
-            read_in_clear: Cell::new(false),
-            record_table: Cell::new(false),
         }
     }
 
@@ -203,7 +171,7 @@ impl KeyObject {
                 // Never silent: a Worker and an object that cannot read each other refuse
                 // every request until the deploy settles.
                 console_error!("object {}: the call's envelope is unreadable: {:?}", self.short_id(), error);
-                drain_body(&req, None).await;
+                body::drain(&req, None).await;
                 let problem = error.problem();
                 let mut log = self.request_log(None);
                 (log.decision, log.status) = (Decision::Rejected(problem.kind), problem.status());
@@ -213,7 +181,7 @@ impl KeyObject {
         };
         let now = now_ms();
         let KeyCall { fingerprint, scope_salt, ref policy, body_bytes, .. } = call;
-        let _ = self.scope_salt.set(scope_salt);
+        let _ = self.store.scope_salt.set(scope_salt);
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
         if let Err(error) = self.open_sealed_record().await {
@@ -257,7 +225,7 @@ impl KeyObject {
             match action {
                 Action::Forward { attempt } => execution = Some(self.begin_execution(*attempt)),
                 Action::Join { attempt, .. } => joined = self.settlement_of(*attempt),
-                Action::SetAlarm(at) => alarm = Some((*at, self.issue_alarm(*at))),
+                Action::SetAlarm(at) => alarm = Some((*at, self.store.issue_alarm(*at))),
                 _ => {}
             }
         }
@@ -266,13 +234,13 @@ impl KeyObject {
         // then forwards nothing and releases the key. The body stays a JavaScript value: the
         // object forwards it and never looks inside. Any other request only drains its body.
         let body = if execution.is_some() {
-            Some(read_body(&req).await)
+            Some(body::read_whole(&req).await)
         } else {
-            drain_body(&req, Some(body_bytes)).await;
+            body::drain(&req, Some(body_bytes)).await;
             None
         };
         let alarm_set = match alarm {
-            Some((at, alarm)) => self.confirm_alarm(at, alarm).await,
+            Some((at, alarm)) => self.store.confirm_alarm(at, alarm).await,
             None => true,
         };
         if !alarm_set {
@@ -331,7 +299,7 @@ impl KeyObject {
         error: StorageError,
     ) -> Result<Response> {
         console_error!("object {}: {} failed: {}", self.short_id(), what, error);
-        drain_body(req, Some(call.body_bytes)).await;
+        body::drain(req, Some(call.body_bytes)).await;
         self.refuse_storage_unavailable(call)
     }
 
@@ -376,7 +344,7 @@ impl KeyObject {
                 // A corrupt record is still a record: keep it (never forward unprotected),
                 // and look again later, whatever becomes of the platform's retries.
                 let again = now_ms().saturating_add(ALARM_AFTER_READ_ERROR_MS);
-                self.set_alarm(again).await;
+                self.store.set_alarm(again).await;
                 return Err(format!("could not read the record: {error}"));
             }
         };
@@ -390,7 +358,7 @@ impl KeyObject {
         }
         for action in decided.step.actions {
             if let Action::SetAlarm(at) = action {
-                if !self.set_alarm(at).await {
+                if !self.store.set_alarm(at).await {
                     return Err("the next alarm could not be set".to_owned());
                 }
             }
@@ -401,7 +369,7 @@ impl KeyObject {
     async fn admin(&self, operation: &str) -> Result<Response> {
         let now = now_ms();
         self.expire_observed(now);
-        let object_id = self.state.id().to_string();
+        let object_id = self.object_id().to_owned();
         let record = match self.record() {
             Ok(record) => record,
             Err(error) => {
@@ -440,7 +408,7 @@ impl KeyObject {
                     let job = record.as_ref().and_then(Record::async_job).is_some();
                     match self.apply(&RecordChange::Delete).await {
                         // A pending job's alarm is cancelled with it.
-                        Ok(()) if job && self.state.storage().delete_alarm().await.is_err() => {
+                        Ok(()) if job && !self.store.delete_alarm().await => {
                             console_error!("object {}: cancelling the job's alarm failed", self.short_id());
                             respond::problem(&storage_unavailable())
                         }
@@ -470,174 +438,40 @@ impl KeyObject {
     /// execution still runs in this instance is left to that execution.
     fn record(&self) -> std::result::Result<Option<Record>, StorageError> {
         if !self.key.borrow().is_loaded() {
-            let stored = storage::load(self.sql())?;
-            self.record_table.set(stored.is_some());
-            let in_clear = matches!(&stored, Some(Record::Completed(Completed { sealed_answer: None, .. })));
-            self.read_in_clear.set(in_clear);
+            let stored = self.store.load()?;
             self.key.borrow_mut().remember(stored);
         }
         if self.key.borrow().expired_on_read(now_ms()) {
-            storage::delete(self.sql())?;
+            self.store.delete_now()?;
             self.key.borrow_mut().handle_deleting();
             console_log!("{{\"event\":\"expired-on-read\",\"object\":\"{}\"}}", self.object_id());
         }
         Ok(self.cached_record())
     }
 
-    /// Opens the cached record's sealed answer, if it has one, and keeps the opened record
-    /// in memory. A record that cannot be opened is an error: never treated as absent.
+    /// Opens the cached record's sealed or chunked answer, if it has one, and keeps the
+    /// opened record in memory. A record that cannot be opened is an error: never treated
+    /// as absent.
     async fn open_sealed_record(&self) -> std::result::Result<(), StorageError> {
         let Some(record) = self.record()? else { return Ok(()) };
-        let settings = settings::get(&self.env);
-        let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
-        // Only what storage held: an answer this instance opened is kept unsealed in memory.
-        if self.read_in_clear.get() && refuses_unsealed(ring_set, settings.storage_allow_unsealed, &record) {
-            return Err(StorageError::Seal(
-                "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
-                    .to_owned(),
-            ));
-        }
-        let Record::Completed(done) = record else { return Ok(()) };
-        if done.chunks.is_some() {
-            return self.open_chunked_record(&done).await;
-        }
-        let Some(sealed) = &done.sealed_answer else { return Ok(()) };
-        let salt = self.scope_salt.get().ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
-        let settings = settings::get(&self.env);
-        let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
-        let binding = done.sealed_bound.then_some((done.attempt, &done.fingerprint));
-        let answer = self
-            .sealer
-            .open(ring, &salt.0, self.object_id(), binding, sealed)
-            .await
-            .map_err(|error| StorageError::Seal(error.to_string()))?;
+        let Some(opened) = self.store.open(&record).await? else { return Ok(()) };
         let mut key = self.key.borrow_mut();
-        // Only if nothing replaced the record meanwhile (an alarm, a purge, another opener).
-        if matches!(key.record(), Some(Record::Completed(now)) if now.sealed_answer.as_ref() == Some(sealed))
-        {
-            let opened = Completed { response: Arc::new(answer), sealed_answer: None, ..done.clone() };
-            key.remember(Some(Record::Completed(opened)));
+        if opened.opens(key.record()) {
+            key.remember(Some(self.store.keep(opened)));
         }
         Ok(())
-    }
-
-    /// A chunked answer (`runtime::chunks`): opens its head when sealed and checks its rows,
-    /// once per instance, before anything replays it. Never treated as absent on failure.
-    async fn open_chunked_record(&self, done: &Completed) -> std::result::Result<(), StorageError> {
-        let attempt = done.chunks.as_ref().map(|manifest| manifest.attempt);
-        let checked = self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
-        if done.sealed_answer.is_none() && checked == attempt {
-            return Ok(());
-        }
-        // Only a sealed head needs the scope's key (an unsealed answer is checked without it).
-        let salt = match (&done.sealed_answer, self.scope_salt.get()) {
-            (Some(_), None) => return Err(StorageError::Seal("no scope salt".to_owned())),
-            (_, salt) => salt.map_or(&[][..], |salt| &salt.0[..]),
-        };
-        let settings = settings::get(&self.env);
-        let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
-        let sealing =
-            chunks::Sealing { sealer: &self.sealer, ring, scope: salt, object_id: self.object_id() };
-        let (opened, checked) = chunks::open(self.sql(), done, sealing).await?;
-        let mut key = self.key.borrow_mut();
-        // Only if nothing replaced the record meanwhile (an alarm, a purge, another opener).
-        if matches!(key.record(), Some(Record::Completed(now)) if now.chunks == done.chunks && now.sealed_answer == done.sealed_answer)
-        {
-            key.remember(Some(Record::Completed(opened)));
-            *self.chunk_check.borrow_mut() = Some(checked);
-        }
-        Ok(())
-    }
-
-    /// The record as it is written to storage: a completed answer is sealed when
-    /// `STORAGE_ENCRYPTION_KEYS` is set (an await); every other record as it is, at once.
-    async fn storable_record(&self, record: &Record) -> std::result::Result<Option<Record>, StorageError> {
-        let Record::Completed(done) = record else { return Ok(None) };
-        let settings = settings::get(&self.env);
-        let ring = match &settings.storage_keys {
-            Ok(Some(ring)) => ring,
-            Ok(None) => return Ok(None),
-            // Never store in the clear what the operator asked to seal.
-            Err(problem) => return Err(StorageError::Seal(problem.detail.clone())),
-        };
-        let salt = self.scope_salt.get().ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
-        let binding = (done.attempt, &done.fingerprint);
-        let sealed = self
-            .sealer
-            .seal(ring, &salt.0, self.object_id(), binding, &done.response)
-            .await
-            .map_err(|error| StorageError::Seal(error.to_string()))?;
-        Ok(Some(Record::Completed(Completed {
-            sealed_answer: Some(sealed),
-            sealed_bound: true,
-            ..done.clone()
-        })))
     }
 
     /// Writes a record change to storage, then to memory. A claim's `Put` is synchronous,
     /// so it is in place before the caller awaits anything; only a completed answer that is
     /// sealed awaits (WebCrypto) before it is written.
     async fn apply(&self, change: &RecordChange) -> std::result::Result<(), StorageError> {
-        if !matches!(change, RecordChange::Keep) {
-            self.read_in_clear.set(false);
-        }
         match change {
             RecordChange::Keep => Ok(()),
-            // Over one row: the body in chunk rows, written with the record in one
-            // transaction; this instance keeps the head and the manifest, not the body.
-            RecordChange::Put(Record::Completed(done))
-                if crate::core::chunks::needs_chunks(&done.response) =>
-            {
-                let settings = settings::get(&self.env);
-                let ring = match &settings.storage_keys {
-                    Ok(ring) => ring.as_ref(),
-                    // Never store in the clear what the operator asked to seal.
-                    Err(problem) => return Err(StorageError::Seal(problem.detail.clone())),
-                };
-                let sealing = match ring {
-                    None => None,
-                    Some(ring) => {
-                        let salt = self
-                            .scope_salt
-                            .get()
-                            .ok_or_else(|| StorageError::Seal("no scope salt".to_owned()))?;
-                        Some(chunks::Sealing {
-                            sealer: &self.sealer,
-                            ring: Some(ring),
-                            scope: &salt.0,
-                            object_id: self.object_id(),
-                        })
-                    }
-                };
-                let still_current = || self.claim_is_current(done.attempt);
-                // CHUNK_WRITE_FAULT_INJECTION (tests only): this write fails half-way.
-                let writes = self.chunk_writes.get();
-                self.chunk_writes.set(writes.saturating_add(1));
-                let fail_half_way = writes < settings.fault_injection.chunk_write_failures;
-                let (cached, checked) =
-                    chunks::put(self.raw_storage(), self.sql(), done, sealing, still_current, fail_half_way)
-                        .await?;
-                self.key.borrow_mut().remember(Some(cached));
-                *self.chunk_check.borrow_mut() = Some(checked);
-                Ok(())
-            }
-            RecordChange::Put(record @ Record::Completed(_)) => {
-                let sealed = self.storable_record(record).await?;
-                // The sealing await let other requests in: write only if the claim is still
-                // the live one, checked in the same turn as the write.
-                if !self.claim_is_current(record.attempt()) {
-                    return Err(StorageError::Fenced);
-                }
-                match sealed {
-                    Some(sealed) => storage::put(self.sql(), &sealed, &self.record_table)?,
-                    None => storage::put(self.sql(), record, &self.record_table)?,
-                }
-                self.key.borrow_mut().remember(Some(record.clone()));
-                Ok(())
-            }
             RecordChange::Put(record) => {
-                storage::put(self.sql(), record, &self.record_table)?;
-                self.key.borrow_mut().remember(Some(record.clone()));
+                let attempt = record.attempt();
+                let cached = self.store.put(record, || self.claim_is_current(attempt)).await?;
+                self.key.borrow_mut().remember(Some(cached));
                 Ok(())
             }
             RecordChange::Delete => {
@@ -645,21 +479,7 @@ impl KeyObject {
                 // deletion is confirmed finds no record (and claims anew: its claim's write
                 // is ordered after this deletion).
                 self.key.borrow_mut().handle_deleting();
-                // `deleteAll()` drops the table: a claim written after it creates it again.
-                self.record_table.set(false);
-                let deletions = self.deletions.get();
-                self.deletions.set(deletions.saturating_add(1));
-                let deleted = if deletions < settings::get(&self.env).fault_injection.delete_failures {
-                    // As a `deleteAll()` that fails without deleting anything.
-                    Err(StorageError::Sql(format!(
-                        "DELETE_FAULT_INJECTION: deletion {} fails on purpose",
-                        deletions + 1
-                    )))
-                } else {
-                    // Deletes the table and the alarm too: a released or expired key
-                    // leaves nothing behind.
-                    self.state.storage().delete_all().await.map_err(|e| StorageError::Sql(e.to_string()))
-                };
+                let deleted = self.store.delete_all().await;
                 let still_absent = self.key.borrow().is_loaded() && self.key.borrow().record().is_none();
                 if deleted.is_err() && still_absent {
                     // The record (a claim) may still be in storage: read it again rather
@@ -675,47 +495,6 @@ impl KeyObject {
                     }
                 }
                 deleted
-            }
-        }
-    }
-
-    /// Sets the alarm (and tries once more if that fails); whether it is set.
-    async fn set_alarm(&self, at: u64) -> bool {
-        let alarm = self.issue_alarm(at);
-        self.confirm_alarm(at, alarm).await
-    }
-
-    /// Calls `setAlarm` now, without awaiting it: issued in the same turn as a record write,
-    /// the two reach storage as one durable write.
-    fn issue_alarm(&self, at: u64) -> std::result::Result<JsFuture, JsValue> {
-        let when = js_sys::Date::new(&JsValue::from_f64(at as f64));
-        self.raw_storage().set_alarm(when, JsValue::NULL.into()).map(JsFuture::from)
-    }
-
-    /// Awaits an issued alarm; when it failed, sets it once more in the same request.
-    /// Whether the alarm is set. A caller that cannot do without it fails closed.
-    async fn confirm_alarm(&self, at: u64, alarm: std::result::Result<JsFuture, JsValue>) -> bool {
-        let settle = |alarm: std::result::Result<JsFuture, JsValue>| async move {
-            match alarm {
-                Ok(pending) => pending.await.map(|_| ()),
-                Err(error) => Err(error),
-            }
-        };
-        let Err(error) = settle(alarm).await else { return true };
-        console_error!(
-            "object {}: setting the alarm failed, trying again: {:?}",
-            self.short_id(),
-            error.as_string()
-        );
-        match settle(self.issue_alarm(at)).await {
-            Ok(()) => true,
-            Err(error) => {
-                console_error!(
-                    "object {}: setting the alarm failed twice: {:?}",
-                    self.short_id(),
-                    error.as_string()
-                );
-                false
             }
         }
     }
@@ -772,30 +551,51 @@ impl KeyObject {
         let stored = answer.as_mut().and_then(storable).map(Arc::new);
         log.origin_status = answer.as_ref().map(|answer| answer.status);
         log.origin_ms = Some(now_ms().saturating_sub(started));
-        let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
-        let (decided, _) = self.write(pending, "the outcome").await;
-        if let Some(decision) = decided.decision {
+        let (decision, settled) =
+            self.finish(attempt, result, stored, policy, Some(settle), "the outcome").await;
+        if let Some(decision) = decision {
             log.decision = decision;
         }
-        let mut settle = Some(settle);
-        let mut response = None;
+        match settled {
+            Some(Settled { prepared, answer: shared, origin_answered }) => match (answer, origin_answered) {
+                (Some(answer), true) => live_response(answer, &prepared),
+                _ => respond::stored(&shared, false),
+            },
+            // Should the step not settle (it always does), the waiters are released by the
+            // dropped sender and get 409.
+            None => respond::problem(&storage_unavailable()),
+        }
+    }
+
+    /// Records an attempt's outcome (the object's own forward, or the one observe mode
+    /// reports), wakes whoever waits on it (`settle`), and confirms the alarms the step set.
+    /// The decision, and the answer it settled with (`None` if it settled nothing).
+    async fn finish(
+        &self,
+        attempt: AttemptId,
+        result: OriginResult,
+        stored: Option<Arc<StoredResponse>>,
+        policy: &ObjectPolicy,
+        mut settle: Option<oneshot::Sender<Rc<Prepared>>>,
+        what: &str,
+    ) -> (Option<Decision>, Option<Settled>) {
+        let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
+        let (decided, _) = self.write(pending, what).await;
+        let mut settled = None;
         let mut alarms = Vec::new();
         for action in decided.step.actions {
             match action {
                 // Issued in the same turn as the outcome write (one durable write), and
                 // confirmed once the waiters are woken.
-                Action::SetAlarm(at) => alarms.push((at, self.issue_alarm(at))),
-                Action::Settle { attempt, answer: shared, origin_answered } => {
+                Action::SetAlarm(at) => alarms.push((at, self.store.issue_alarm(at))),
+                Action::Settle { attempt, answer, origin_answered } => {
                     self.end_execution(attempt);
                     // One copy of the body for the waiters and the caller alike.
-                    let prepared = self.prepared(&shared);
+                    let prepared = self.prepared(&answer);
                     if let Some(settle) = settle.take() {
                         let _ = settle.send(prepared.clone());
                     }
-                    response = Some(match (answer.take(), origin_answered) {
-                        (Some(answer), true) => live_response(answer, &prepared),
-                        _ => respond::stored(&shared, false),
-                    });
+                    settled = Some(Settled { prepared, answer, origin_answered });
                 }
                 _ => {}
             }
@@ -804,17 +604,15 @@ impl KeyObject {
             // The outcome was already sent and cannot be taken back. Should the alarm still
             // fail, the claim's alarm stays in place (it fires at the claim's expiry, and
             // moves itself to the record's), and an expired record is deleted when read.
-            self.confirm_alarm(at, alarm).await;
+            self.store.confirm_alarm(at, alarm).await;
         }
         // A chunked answer is replayed from its rows from now on: the whole body the
         // waiters shared is not kept for the rest of this instance's life.
         if self.key.borrow().record().is_some_and(|record| record.chunks().is_some()) {
             self.prepared.borrow_mut().take();
         }
-        // Should the step not settle (it always does), the waiters are released by the
-        // dropped sender and get 409.
         self.end_execution(attempt);
-        response.unwrap_or_else(|| respond::problem(&storage_unavailable()))
+        (decided.decision, settled)
     }
 
     /// Sends one attempt to the origin (through the route's service binding, when it has
@@ -869,7 +667,7 @@ impl KeyObject {
     ) -> Result<Response> {
         if let Err(error) = self.record() {
             console_error!("object {}: reading the record failed: {}", self.short_id(), error);
-            drain_body(req, None).await;
+            body::drain(req, None).await;
             return decision_answer(Decision::Rejected(ProblemKind::StorageUnavailable), None);
         }
         let arrival = Arrival {
@@ -891,14 +689,14 @@ impl KeyObject {
             *self.observed_settle.borrow_mut() = Some((attempt, settle));
         }
         let alarm = decided.step.actions.iter().find_map(|action| match action {
-            Action::SetAlarm(at) => Some((*at, self.issue_alarm(*at))),
+            Action::SetAlarm(at) => Some((*at, self.store.issue_alarm(*at))),
             _ => None,
         });
-        drain_body(req, None).await;
+        body::drain(req, None).await;
         // Observing, the Worker has forwarded already: nothing to fail closed on. A claim
         // whose alarm could not be set is still deleted when read past its expiry.
         if let Some((at, alarm)) = alarm {
-            self.confirm_alarm(at, alarm).await;
+            self.store.confirm_alarm(at, alarm).await;
         }
         decision_answer(decision, claimed)
     }
@@ -925,7 +723,7 @@ impl KeyObject {
                         // The Worker's copy of the answer broke off: what the caller got is
                         // not known here.
                         Err(_) => {
-                            drain_body(req, None).await;
+                            body::drain(req, None).await;
                             return self
                                 .settle_observed(attempt, OriginResult::ResetAfterSend, None, policy)
                                 .await;
@@ -952,16 +750,16 @@ impl KeyObject {
                 (result, Some(OriginAnswer { status, headers: answer_headers, connection_tokens, body }))
             }
             ObservedOutcome::Timeout => {
-                drain_body(req, None).await;
+                body::drain(req, None).await;
                 (OriginResult::TimedOut, None)
             }
             // The Worker read its copy only up to the stored-size cap.
             ObservedOutcome::Oversized { status } => {
-                drain_body(req, None).await;
+                body::drain(req, None).await;
                 return self.settle_observed(attempt, OriginResult::Oversized(*status), None, policy).await;
             }
             ObservedOutcome::Reset => {
-                drain_body(req, None).await;
+                body::drain(req, None).await;
                 (OriginResult::ResetAfterSend, None)
             }
         };
@@ -981,27 +779,10 @@ impl KeyObject {
             OriginResult::Responded(_) => answer.as_mut().and_then(storable).map(Arc::new),
             _ => None,
         };
-        let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
-        let (decided, _) = self.write(pending, "the observed outcome").await;
-        let mut settle = self.take_observed_settle(attempt);
-        let mut alarms = Vec::new();
-        for action in decided.step.actions {
-            match action {
-                Action::SetAlarm(at) => alarms.push((at, self.issue_alarm(at))),
-                Action::Settle { attempt, answer, .. } => {
-                    self.end_execution(attempt);
-                    if let Some(settle) = settle.take() {
-                        let _ = settle.send(self.prepared(&answer));
-                    }
-                }
-                _ => {}
-            }
-        }
-        for (at, alarm) in alarms {
-            self.confirm_alarm(at, alarm).await;
-        }
-        self.end_execution(attempt);
-        decision_answer(decided.decision.unwrap_or(Decision::Unknown), None)
+        let settle = self.take_observed_settle(attempt);
+        let (decision, _) =
+            self.finish(attempt, result, stored, policy, settle, "the observed outcome").await;
+        decision_answer(decision.unwrap_or(Decision::Unknown), None)
     }
 
     /// Forgets an observed claim whose lease has ended: its outcome will not come (the
@@ -1034,20 +815,12 @@ impl KeyObject {
         match &*prepared {
             Some(ready) if ready.is_for(stored) => ready.clone(),
             _ => {
-                let ready = Rc::new(Prepared::new(stored.clone(), self.chunk_source(stored)));
+                let source = self.store.chunk_source(self.key.borrow().record(), stored);
+                let ready = Rc::new(Prepared::new(stored.clone(), source));
                 *prepared = Some(ready.clone());
                 ready
             }
         }
-    }
-
-    /// Where a replay of `stored` reads its body from, when it is the cached record's
-    /// chunked answer (`runtime::chunks`); `None` for an answer held whole in memory.
-    fn chunk_source(&self, stored: &Arc<StoredResponse>) -> Option<chunks::Source> {
-        let key = self.key.borrow();
-        let Some(Record::Completed(done)) = key.record() else { return None };
-        let manifest = done.chunks.as_ref().filter(|_| Arc::ptr_eq(&done.response, stored))?;
-        Some(chunks::Source::new(self.sql().clone(), manifest.clone(), self.chunk_check.borrow().as_ref()))
     }
 
     /// The execution of `attempt` is over (the driver knows it already): its settlement
@@ -1098,21 +871,12 @@ impl KeyObject {
         }
     }
 
-    /// The object id as text (64 hex digits), read once.
     fn object_id(&self) -> &str {
-        self.id.get_or_init(|| self.state.id().to_string())
-    }
-
-    fn sql(&self) -> &SqlStorage {
-        self.sql.get_or_init(|| self.state.storage().sql())
-    }
-
-    fn raw_storage(&self) -> &DurableObjectStorage {
-        self.storage.get_or_init(|| self.state.storage()).as_raw()
+        self.store.object_id()
     }
 
     fn short_id(&self) -> &str {
-        &self.object_id()[..16]
+        self.store.short_id()
     }
 }
 
@@ -1147,15 +911,20 @@ fn json_response(value: &serde_json::Value) -> Result<Response> {
     respond::build(200, &headers, &serde_json::to_vec(value).unwrap_or_default())
 }
 
-/// The largest declared body [`drain_body`] reads in one call.
-const DRAIN_WHOLE_BYTES: u64 = 64 * 1024;
-
 /// One attempt to send, as the envelope described it.
 struct Sending<'a> {
     attempt: AttemptId,
     policy: &'a ObjectPolicy,
     /// Whether the origin may be probed with a TCP connect first (`KeyCall::probe_origin`).
     probe_first: bool,
+}
+
+/// The answer an execution settled with, as its waiters got it.
+struct Settled {
+    prepared: Rc<Prepared>,
+    answer: Arc<StoredResponse>,
+    /// Whether the origin gave it (rather than a stored answer the outcome left in place).
+    origin_answered: bool,
 }
 
 /// A duplicate's place among an execution's waiters.
@@ -1179,29 +948,6 @@ pub(super) struct Outgoing<'a> {
     pub headers: &'a Headers,
     /// As the object holds it: a JavaScript value that never enters Wasm memory.
     pub body: &'a JsValue,
-}
-
-/// The request body as one `ArrayBuffer`.
-async fn read_body(req: &web_sys::Request) -> std::result::Result<JsValue, JsValue> {
-    JsFuture::from(req.array_buffer()?).await
-}
-
-/// Reads the request body to its end and keeps none of it: each chunk stays a JavaScript
-/// value and is dropped at once (the runtime drops a connection whose body is left unread).
-/// A body the Worker declared small (`KeyCall::body_bytes`) is read with one
-/// `arrayBuffer()` instead: one call across the boundary rather than a reader, a read per
-/// chunk and a release (issue 17); it is dropped as soon as it is read, and a large body
-/// still never sits whole in a waiter.
-async fn drain_body(req: &web_sys::Request, declared_bytes: Option<u64>) {
-    if declared_bytes.is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES) {
-        if let Ok(read) = req.array_buffer() {
-            let _ = JsFuture::from(read).await;
-            return;
-        }
-    }
-    let Some(raw) = req.body() else { return };
-    let mut chunks = wasm_streams::ReadableStream::from_raw(raw.unchecked_into()).into_stream();
-    while let Some(Ok(_)) = chunks.next().await {}
 }
 
 /// The attempt a step forwards, if it does.

@@ -35,17 +35,19 @@
 //! for a method that is passed through.
 
 use futures_channel::oneshot;
-use futures_util::stream::{self, StreamExt};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
-use worker::{console_error, ByteStream, Context, Env, Result};
+use worker::{console_error, Context, Env, Result};
 
-use super::entry::{self, cached_key_namespace, call_object_marked};
-use super::{metrics, now_ms};
+use super::forward::{self, has_websocket, origin_or_problem, pass_through, replace_client_ip, start_send};
+use super::identity::{self, identify};
+use super::object_call::{cached_key_namespace, call_object_marked};
+use super::{body, metrics, now_ms, origin_auth};
 use crate::core::config::{Config, Policy};
 use crate::core::key::IdempotencyKey;
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
+use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
 use crate::core::problem::ProblemKind;
 use crate::core::record::AttemptId;
 use crate::core::routes::{after_object_failure, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable};
@@ -106,7 +108,7 @@ pub(super) async fn passed(
     trace: &Trace,
 ) -> Result<Response> {
     let started = now_ms();
-    let answer = entry::pass_through(req, url, env, config, policy, trace).await;
+    let answer = pass_through(req, url, env, config, policy, trace).await;
     log_refusal(env, kind, &answer, started, trace);
     answer
 }
@@ -146,46 +148,45 @@ pub(super) async fn covered(
     let headers = req.headers();
     let path_and_query = path_and_query(url);
     let target = config.target_for(policy, url, &path_and_query);
-    let (body, forward_body) = match read_body(&req, &headers, config.max_body_bytes).await? {
-        Body::Declared => {
+    let (body, forward_body) = match body::read_observed(&req, &headers, config.max_body_bytes).await? {
+        body::ObservedBody::Declared => {
             return passed(req, url, env, config, policy, ProblemKind::BodyTooLarge, &trace).await
         }
-        Body::OverLimit(stream) => {
+        body::ObservedBody::OverLimit(stream) => {
             let started = now_ms();
             let forwarded = forward_request(&req, &target, Some(&stream))?;
-            let answer = entry::origin_or_problem(entry::send(env, policy.origin_service, &forwarded).await);
+            let answer = origin_or_problem(forward::send(env, policy.origin_service, &forwarded).await);
             log_refusal(env, ProblemKind::BodyTooLarge, &answer, started, &trace);
             return answer;
         }
-        Body::Read(body, forward_body) => (body, forward_body),
+        body::ObservedBody::Read(body, forward_body) => (body, forward_body),
     };
 
     // The forward goes first: nothing below waits for the object (but for its signature).
     let forwarded = forward_request(&req, &target, forward_body.as_ref())?;
     let settings = super::settings::get(env);
     if settings.trusted_client_ip {
-        entry::replace_client_ip(&forwarded.headers())?;
+        replace_client_ip(&forwarded.headers())?;
     }
     if let Some(secret) = &settings.origin_auth_secret {
         let bytes: JsValue = js_sys::Uint8Array::from(&body[..]).into();
-        let signed_path = crate::core::url::path_and_query(&target);
-        // Observed, the request is sent on unprotected: `passed`.
-        let key = forwarded.headers().get(policy.key_header.lowercase)?;
-        let passed = crate::core::origin_auth::Protection::Passed;
-        let signature = super::origin_auth::signature(
+        // Observed, the request is sent on unprotected: `Passed`.
+        let (method, headers) = (req.method(), forwarded.headers());
+        let key_header = policy.key_header.lowercase;
+        let signed = origin_auth::sign_hop(
             secret,
-            &req.method(),
-            &signed_path,
-            key.as_deref(),
-            passed,
+            &method,
+            &target,
+            &headers,
+            key_header,
+            Protection::Passed,
             Some(&bytes),
-        )
-        .await
-        .map_err(worker::Error::from)?;
-        forwarded.headers().set(crate::core::origin_auth::SIGNATURE_HEADER, &signature)?;
+        );
+        let Ok(signature) = signed.await else { return origin_or_problem(Err(forward::not_signed())) };
+        forwarded.headers().set(SIGNATURE_HEADER, &signature)?;
     }
     let started = now_ms();
-    let pending = entry::start_send(env, policy.origin_service, &forwarded);
+    let pending = start_send(env, policy.origin_service, &forwarded);
 
     // Who the caller is (which may fetch a JWKS) and everything the object needs are
     // worked out in the recording, after the caller's answer: observing never delays it.
@@ -218,12 +219,12 @@ pub(super) async fn covered(
         Ok(response) => response,
         Err(error) => {
             let _ = handed.send(Forwarded::Failed { ms });
-            return entry::origin_or_problem(Err(error));
+            return origin_or_problem(Err(error));
         }
     };
     let status = response.status();
     let answer_headers: Vec<(String, String)> = worker::Headers(response.headers()).entries().collect();
-    if entry::has_websocket(&response) {
+    if has_websocket(&response) {
         let _ =
             handed.send(Forwarded::Answered { status, headers: answer_headers, body: Captured::Nothing, ms });
         return Ok(response);
@@ -265,55 +266,6 @@ fn forward_request(req: &Request, target: &str, body: Option<&JsValue>) -> Resul
         init.set_body(body);
     }
     Ok(Request::new_with_str_and_init(target, &init)?)
-}
-
-enum Body {
-    /// `Content-Length` says it is over the limit: the request goes on as it is, unread.
-    Declared,
-    /// A streamed body over the limit: what was read, then the rest (never buffered).
-    OverLimit(JsValue),
-    /// The body's bytes (for the fingerprint) and the value to forward: the same
-    /// `ArrayBuffer` for a declared length, a stream of the same chunks for a streamed body
-    /// (so it is forwarded streamed, as it came). `None` to forward: there was no body.
-    Read(Vec<u8>, Option<JsValue>),
-}
-
-async fn read_body(req: &Request, headers: &Headers, limit: u64) -> Result<Body> {
-    let declared = headers.get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit) {
-        return Ok(Body::Declared);
-    }
-    let Some(raw) = req.body() else { return Ok(Body::Read(Vec::new(), None)) };
-    if declared.is_some() {
-        let buffer = JsFuture::from(req.array_buffer()?).await?;
-        let body = js_sys::Uint8Array::new(&buffer).to_vec();
-        return Ok(Body::Read(body, Some(buffer)));
-    }
-    let mut chunks = ByteStream::from(raw);
-    let mut held: Vec<Vec<u8>> = Vec::new();
-    let mut total = 0u64;
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk?;
-        total += chunk.len() as u64;
-        held.push(chunk);
-        if total > limit {
-            let read = stream::iter(
-                held.into_iter().map(|chunk| Ok(JsValue::from(js_sys::Uint8Array::from(&chunk[..])))),
-            );
-            let rest = chunks.map(|chunk| {
-                chunk
-                    .map(|bytes| JsValue::from(js_sys::Uint8Array::from(&bytes[..])))
-                    .map_err(|e| JsValue::from(e.to_string()))
-            });
-            let whole = wasm_streams::ReadableStream::from_stream(read.chain(rest));
-            return Ok(Body::OverLimit(whole.into_raw().into()));
-        }
-    }
-    let body = held.concat();
-    let again =
-        stream::iter(held.into_iter().map(|chunk| Ok(JsValue::from(js_sys::Uint8Array::from(&chunk[..])))));
-    let stream = wasm_streams::ReadableStream::from_stream(again);
-    Ok(Body::Read(body, Some(stream.into_raw().into())))
 }
 
 /// The observed request as the recording identifies it: owned, since it runs after the
@@ -365,8 +317,8 @@ impl Recording {
         let Observed { method, path_and_query, key, headers, body, .. } = &self.request;
         let name_key = settings.object_name_key.as_deref();
         let identified =
-            entry::identify(headers, method, path_and_query, key, config, &policy, body, name_key).await;
-        let entry::Identified { fingerprint, name, scope_salt, scope_log } = match identified {
+            identify(headers, method, path_and_query, key, config, &policy, body, name_key).await;
+        let identity::Identified { fingerprint, name, scope_salt, scope_log } = match identified {
             Ok(Ok(identified)) => identified,
             outcome => {
                 let kind = match outcome {

@@ -57,12 +57,12 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, AbortController, Headers, Request, RequestInit, RequestRedirect, Response};
 use worker::{console_warn, worker_sys, Delay};
 
-use super::entry::filtered_copy;
+use super::forward::filtered_copy;
 use super::origin_auth;
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
 use crate::core::policy::OriginResult;
-use crate::core::url::{host_and_port, path_and_query};
+use crate::core::url::host_and_port;
 
 /// The origin's answer.
 pub struct OriginAnswer {
@@ -120,11 +120,8 @@ pub async fn forward(
     let signature = match origin_auth_secret {
         None => None,
         Some(secret) => {
-            // The key line is the route's key header (`Idempotency-Key` by default).
-            let key = headers.get(key_header).ok().flatten();
-            let signed_path = path_and_query(target);
-            let protection = Protection::Protected;
-            match origin_auth::signature(secret, method, &signed_path, key.as_deref(), protection, Some(body))
+            let protected = Protection::Protected;
+            match origin_auth::sign_hop(secret, method, target, headers, key_header, protected, Some(body))
                 .await
             {
                 Ok(value) => Some(value),

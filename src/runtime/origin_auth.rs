@@ -8,9 +8,10 @@ use std::cell::RefCell;
 use js_sys::{Object, Reflect, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{self, CryptoKey, SubtleCrypto};
+use worker::web_sys::{self, CryptoKey, Headers, SubtleCrypto};
 
 use crate::core::origin_auth::{canonical_string, header_value, Protection, Signed, NONCE_BYTES};
+use crate::core::url::path_and_query;
 
 thread_local! {
     static HMAC_KEY: RefCell<Option<CryptoKey>> = const { RefCell::new(None) };
@@ -43,6 +44,23 @@ pub async fn signature(
     let key = hmac_key(&subtle, secret).await?;
     let mac = JsFuture::from(subtle.sign_with_str_and_u8_array("HMAC", &key, canonical.as_bytes())?).await?;
     Ok(header_value(&signed, &Uint8Array::new(&mac).to_vec()))
+}
+
+/// The signature of one hop to the origin, as every forward signs it (the object's, a
+/// pass-through, a fail-open or an observed forward): the path is `target`'s as sent, and
+/// the key line is the value of `key_header` in `headers` (the route's key header,
+/// `Idempotency-Key` unless `key_header` names another), whatever else the request carries.
+pub async fn sign_hop(
+    secret: &str,
+    method: &str,
+    target: &str,
+    headers: &Headers,
+    key_header: &str,
+    protection: Protection,
+    body: Option<&JsValue>,
+) -> Result<String, JsValue> {
+    let key = headers.get(key_header)?;
+    signature(secret, method, &path_and_query(target), key.as_deref(), protection, body).await
 }
 
 async fn hmac_key(subtle: &SubtleCrypto, secret: &str) -> Result<CryptoKey, JsValue> {

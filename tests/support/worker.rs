@@ -491,9 +491,8 @@ impl Worker {
     }
 
     /// [`Worker::start_with_config`], in wrangler's dev registry named `registry`, which
-    /// the instances that bind each other (`script_name`) share. Every other instance has
-    /// a registry of its own: wrangler restarts every worker of a registry when another
-    /// joins it, and a request in flight then fails ("Your worker restarted mid-request").
+    /// the instances that bind each other (`script_name`) share, and no other instance
+    /// joins. Every other instance is in wrangler's default registry (see `start_once`).
     pub fn start_with_config_in_registry(
         config: WorkerConfig,
         wrangler_toml: &str,

@@ -20,9 +20,7 @@ use wasm_bindgen::JsValue;
 use worker::web_sys::{self, Headers, Response};
 use worker::{console_error, Result};
 
-use super::{
-    metrics, now_ms, random_u64, read_body, settings, storable, traced_problem, KeyObject, Outgoing, Waiting,
-};
+use super::{metrics, now_ms, random_u64, settings, storable, traced_problem, KeyObject, Outgoing, Waiting};
 use crate::core::async_job::{
     no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,
     StoredRequest,
@@ -75,7 +73,7 @@ impl KeyObject {
     ) -> Result<Response> {
         let KeyCall { fingerprint, ref policy, body_bytes, .. } = *call;
         // 1. The request, read whole and sealed (awaits, before anything is decided).
-        let body = match read_body(req).await {
+        let body = match super::super::body::read_whole(req).await {
             Ok(buffer) => Uint8Array::new(&buffer).to_vec(),
             Err(_) => return traced_problem(&storage_unavailable(), &call.trace),
         };
@@ -87,7 +85,7 @@ impl KeyObject {
             log.decision = Decision::Rejected(problem.kind);
             return traced_problem(&problem, &call.trace);
         };
-        let Some(salt) = self.scope_salt.get() else {
+        let Some(salt) = self.store.scope_salt.get() else {
             return traced_problem(&storage_unavailable(), &call.trace);
         };
         let request = StoredRequest {
@@ -100,7 +98,7 @@ impl KeyObject {
         // The claim's time: the sealed request is bound to it and to the fingerprint.
         let now = now_ms();
         let binding = (now, &fingerprint);
-        let sealed = match self.sealer.seal_request(ring, self.object_id(), binding, &request).await {
+        let sealed = match self.store.sealer.seal_request(ring, self.object_id(), binding, &request).await {
             Ok(sealed) => sealed,
             Err(error) => {
                 console_error!("object {}: sealing the request failed: {}", self.short_id(), error);
@@ -134,13 +132,13 @@ impl KeyObject {
         let mut alarm = None;
         for action in &decided.step.actions {
             match action {
-                Action::SetAlarm(at) => alarm = Some((*at, self.issue_alarm(*at))),
+                Action::SetAlarm(at) => alarm = Some((*at, self.store.issue_alarm(*at))),
                 Action::Join { attempt, .. } => joined = self.settlement_of(*attempt),
                 _ => {}
             }
         }
         if let Some((at, alarm)) = alarm {
-            if !self.confirm_alarm(at, alarm).await {
+            if !self.store.confirm_alarm(at, alarm).await {
                 // Without its alarm a job would never run: the driver withdraws a job
                 // claimed here (nothing was sent), and the caller may retry.
                 let withdrawal = self.key.borrow_mut().handle_alarm_failed(&decided);
@@ -191,12 +189,12 @@ impl KeyObject {
                 let settings = settings::get(&self.env);
                 let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
                 let binding = binding.as_ref().map(|(claimed_at, fingerprint)| (*claimed_at, fingerprint));
-                match self.sealer.open_request(ring, self.object_id(), binding, &sealed).await {
+                match self.store.sealer.open_request(ring, self.object_id(), binding, &sealed).await {
                     Ok(request) => Some((sealed, request)),
                     Err(error) => {
                         // Nothing is sent unopened; look again later, whatever becomes of
                         // the platform's retries (the key may come back into the ring).
-                        self.set_alarm(now_ms().saturating_add(super::ALARM_AFTER_READ_ERROR_MS)).await;
+                        self.store.set_alarm(now_ms().saturating_add(super::ALARM_AFTER_READ_ERROR_MS)).await;
                         return Err(format!("the stored request cannot be opened: {error}"));
                     }
                 }
@@ -232,7 +230,7 @@ impl KeyObject {
         let mut alarm_set = true;
         for action in &decided.step.actions {
             if let Action::SetAlarm(at) = action {
-                alarm_set &= self.set_alarm(*at).await;
+                alarm_set &= self.store.set_alarm(*at).await;
             }
         }
         if let Some(decision) = decided.decision {
@@ -260,7 +258,7 @@ impl KeyObject {
         let job = before.as_ref().and_then(Record::async_job).cloned().ok_or("the job is gone")?;
         let policy = &job.policy;
         // The answer is sealed under the caller's scope, which the request carries.
-        let _ = self.scope_salt.set(Digest256(request.scope_salt));
+        let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
         let headers = Headers::new().map_err(|_| "headers")?;
         for (name, value) in &request.headers {
             let _ = headers.append(name, value);
@@ -302,7 +300,7 @@ impl KeyObject {
         }
         for action in decided.step.actions {
             if let Action::SetAlarm(at) = action {
-                if !self.set_alarm(at).await {
+                if !self.store.set_alarm(at).await {
                     return Err("the next alarm could not be set".to_owned());
                 }
             }

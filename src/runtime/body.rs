@@ -1,0 +1,146 @@
+//! Request bodies, in the Worker and in the object. The Worker reads a covered request's
+//! body whole, up to `MAX_BODY_BYTES`, counting a streamed body as it arrives (a
+//! `Content-Length` can only make a refusal come sooner); observe mode reads the same but
+//! forwards a larger body as it came. Every answer that does not use a body still reads
+//! it: the runtime drops a connection whose request body was left unread.
+
+use futures_util::stream::{self, StreamExt};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use worker::web_sys::{Headers, Request};
+use worker::{ByteStream, Result};
+
+/// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
+/// when it is larger than `limit`. `Content-Length` can only make the answer come sooner; a
+/// body without one is counted as it streams in.
+pub(super) async fn read_within(
+    req: &Request,
+    headers: &Headers,
+    limit: u64,
+) -> Result<Option<(Vec<u8>, JsValue)>> {
+    let declared = headers.get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Ok(None);
+    }
+    let Some(stream) = req.body() else {
+        return Ok(Some((Vec::new(), js_sys::Uint8Array::new_with_length(0).into())));
+    };
+    if declared.is_some() {
+        // A declared length is the body's length (HTTP framing): read it in one call, and
+        // send the same `ArrayBuffer` on.
+        let buffer = JsFuture::from(req.array_buffer()?).await?;
+        let body = js_sys::Uint8Array::new(&buffer).to_vec();
+        return Ok(Some((body, buffer)));
+    }
+    let mut stream = ByteStream::from(stream);
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if (body.len() + chunk.len()) as u64 > limit {
+            drop(body);
+            drain_stream(&mut stream).await;
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let js_body = js_sys::Uint8Array::from(body.as_slice()).into();
+    Ok(Some((body, js_body)))
+}
+
+/// Most bytes read and thrown away after a rejection. Answering before the request body is
+/// consumed makes workerd drop the connection (a proxy in front then fails the next request
+/// on it), so the rest is read, but not without end.
+const DRAIN_LIMIT_BYTES: usize = 8 * 1024 * 1024;
+
+/// Reads and discards a refused request's body in the Worker, up to [`DRAIN_LIMIT_BYTES`].
+pub(super) async fn discard(req: &Request) {
+    if let Some(stream) = req.body() {
+        drain_stream(&mut ByteStream::from(stream)).await;
+    }
+}
+
+async fn drain_stream(stream: &mut ByteStream) {
+    let mut drained = 0usize;
+    while let Some(Ok(chunk)) = stream.next().await {
+        drained += chunk.len();
+        if drained > DRAIN_LIMIT_BYTES {
+            break;
+        }
+    }
+}
+
+/// A body in observe mode, where the request is forwarded whatever its size.
+pub(super) enum ObservedBody {
+    /// `Content-Length` says it is over the limit: the request goes on as it is, unread.
+    Declared,
+    /// A streamed body over the limit: what was read, then the rest (never buffered).
+    OverLimit(JsValue),
+    /// The body's bytes (for the fingerprint) and the value to forward: the same
+    /// `ArrayBuffer` for a declared length, a stream of the same chunks for a streamed body
+    /// (so it is forwarded streamed, as it came). `None` to forward: there was no body.
+    Read(Vec<u8>, Option<JsValue>),
+}
+
+pub(super) async fn read_observed(req: &Request, headers: &Headers, limit: u64) -> Result<ObservedBody> {
+    let declared = headers.get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Ok(ObservedBody::Declared);
+    }
+    let Some(raw) = req.body() else { return Ok(ObservedBody::Read(Vec::new(), None)) };
+    if declared.is_some() {
+        let buffer = JsFuture::from(req.array_buffer()?).await?;
+        let body = js_sys::Uint8Array::new(&buffer).to_vec();
+        return Ok(ObservedBody::Read(body, Some(buffer)));
+    }
+    let mut chunks = ByteStream::from(raw);
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    let mut total = 0u64;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk?;
+        total += chunk.len() as u64;
+        held.push(chunk);
+        if total > limit {
+            let read = stream::iter(
+                held.into_iter().map(|chunk| Ok(JsValue::from(js_sys::Uint8Array::from(&chunk[..])))),
+            );
+            let rest = chunks.map(|chunk| {
+                chunk
+                    .map(|bytes| JsValue::from(js_sys::Uint8Array::from(&bytes[..])))
+                    .map_err(|e| JsValue::from(e.to_string()))
+            });
+            let whole = wasm_streams::ReadableStream::from_stream(read.chain(rest));
+            return Ok(ObservedBody::OverLimit(whole.into_raw().into()));
+        }
+    }
+    let body = held.concat();
+    let again =
+        stream::iter(held.into_iter().map(|chunk| Ok(JsValue::from(js_sys::Uint8Array::from(&chunk[..])))));
+    let stream = wasm_streams::ReadableStream::from_stream(again);
+    Ok(ObservedBody::Read(body, Some(stream.into_raw().into())))
+}
+
+/// The largest declared body [`drain`] reads in one call.
+const DRAIN_WHOLE_BYTES: u64 = 64 * 1024;
+
+/// The request body as one `ArrayBuffer`.
+pub(super) async fn read_whole(req: &Request) -> std::result::Result<JsValue, JsValue> {
+    JsFuture::from(req.array_buffer()?).await
+}
+
+/// Reads the request body to its end and keeps none of it: each chunk stays a JavaScript
+/// value and is dropped at once (the runtime drops a connection whose body is left unread).
+/// A body the Worker declared small (`KeyCall::body_bytes`) is read with one
+/// `arrayBuffer()` instead: one call across the boundary rather than a reader, a read per
+/// chunk and a release (issue 17); it is dropped as soon as it is read, and a large body
+/// still never sits whole in a waiter.
+pub(super) async fn drain(req: &Request, declared_bytes: Option<u64>) {
+    if declared_bytes.is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES) {
+        if let Ok(read) = req.array_buffer() {
+            let _ = JsFuture::from(read).await;
+            return;
+        }
+    }
+    let Some(raw) = req.body() else { return };
+    let mut chunks = wasm_streams::ReadableStream::from_raw(raw.unchecked_into()).into_stream();
+    while let Some(Ok(_)) = chunks.next().await {}
+}

@@ -1,0 +1,153 @@
+//! The Worker's own forwards to the origin, the ones no object protects: a pass-through
+//! (any uncovered method), observe mode's forward, and a fail-open forward. Each is signed
+//! like the object's (`ORIGIN_AUTH_SECRET`, as `Protection::Passed`), follows
+//! `TRUSTED_CLIENT_IP`, goes through the route's service binding when it names one, and
+//! answers 502 problem+json when the origin cannot be reached. Redirects go back to the
+//! caller: following one would be a second request.
+
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use worker::web_sys::{Headers, Request, RequestInit, Response, ResponseInit};
+use worker::{Env, Result};
+
+use super::{body, origin_auth, respond, settings};
+use crate::core::config::{Config, Policy};
+use crate::core::edge;
+use crate::core::log::Trace;
+use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
+use crate::core::url::path_and_query;
+
+/// Any uncovered method: to the origin as it is, body streamed, no key needed. When the
+/// hop is signed, the body is read first (up to `MAX_BODY_BYTES`, 413 above) to digest it.
+pub(super) async fn pass_through(
+    req: Request,
+    url: &str,
+    env: &Env,
+    config: &Config,
+    policy: &Policy<'_>,
+    trace: &Trace,
+) -> Result<Response> {
+    let settings = settings::get(env);
+    let target = config.target_for(policy, url, &path_and_query(url));
+    let untouched = settings.origin_auth_secret.is_none() && !settings.trusted_client_ip;
+    if untouched && target == url {
+        return origin_or_problem(send(env, policy.origin_service, &req).await);
+    }
+    // `new Request(url, request)`: the same method, headers and body stream, another URL.
+    let init: &RequestInit = req.unchecked_ref();
+    let mut forwarded = Request::new_with_str_and_init(&target, init)?;
+    if settings.trusted_client_ip {
+        replace_client_ip(&forwarded.headers())?;
+    }
+    if let Some(secret) = &settings.origin_auth_secret {
+        let body = match forwarded.body() {
+            None => None,
+            Some(_) => {
+                let headers = forwarded.headers();
+                match body::read_within(&forwarded, &headers, config.max_body_bytes).await? {
+                    Some((_, js_body)) => Some(js_body),
+                    None => {
+                        return respond::refused(env, &edge::body_too_large(config.max_body_bytes), trace)
+                    }
+                }
+            }
+        };
+        let (method, headers) = (forwarded.method(), forwarded.headers());
+        let key_header = policy.key_header.lowercase;
+        let signed = origin_auth::sign_hop(
+            secret,
+            &method,
+            &target,
+            &headers,
+            key_header,
+            Protection::Passed,
+            body.as_ref(),
+        );
+        let Ok(signature) = signed.await else { return origin_or_problem(Err(not_signed())) };
+        let init = RequestInit::new();
+        init.set_method(&method);
+        init.set_headers(&forwarded.headers());
+        init.set_redirect(forwarded.redirect());
+        if let Some(body) = &body {
+            init.set_body(body);
+        }
+        forwarded = Request::new_with_str_and_init(&target, &init)?;
+        forwarded.headers().set(SIGNATURE_HEADER, &signature)?;
+    }
+    origin_or_problem(send(env, policy.origin_service, &forwarded).await)
+}
+
+/// A forward whose signature could not be made: it is not sent (502, as for an origin that
+/// could not be reached).
+pub(super) fn not_signed() -> worker::Error {
+    worker::Error::RustError("the hop to the origin could not be signed".into())
+}
+
+/// `TRUSTED_CLIENT_IP`: the client's own forwarding headers are dropped, and the connecting
+/// IP (`CF-Connecting-IP`, set by Cloudflare's edge and not by the client) takes their place.
+pub(super) fn replace_client_ip(headers: &Headers) -> Result<()> {
+    let connecting = headers.get("cf-connecting-ip")?;
+    for name in ["x-forwarded-for", "forwarded", "x-real-ip"] {
+        headers.delete(name)?;
+    }
+    if let Some(ip) = connecting {
+        headers.set("x-forwarded-for", &ip)?;
+        headers.set("x-real-ip", &ip)?;
+    }
+    Ok(())
+}
+
+/// Sends `req` to the origin: through the named service binding, or the global `fetch`.
+pub(super) async fn send(env: &Env, service: Option<&str>, req: &Request) -> Result<Response> {
+    Ok(JsFuture::from(start_send(env, service, req)?).await?.dyn_into()?)
+}
+
+/// [`send`] without waiting: the request is on its way when this returns.
+pub(super) fn start_send(env: &Env, service: Option<&str>, req: &Request) -> Result<js_sys::Promise> {
+    match service {
+        Some(name) => {
+            let service: worker::worker_sys::Fetcher = env.service(name)?.into_rpc();
+            Ok(service.fetch(req)?)
+        }
+        None => {
+            let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+            Ok(global.fetch_with_request(req))
+        }
+    }
+}
+
+/// A pass-through answer, or 502 problem+json when the origin could not be reached. The
+/// answer goes out as a new `Response` over the origin's body, status and headers (as
+/// `worker::Response` did before), or as it is when it carries a WebSocket (an upgrade).
+pub(super) fn origin_or_problem(result: Result<Response>) -> Result<Response> {
+    match result {
+        Ok(response) if has_websocket(&response) => Ok(response),
+        Ok(response) => rewrap(&response, &response.headers()),
+        Err(_) => respond::problem(&edge::pass_through_unreachable()),
+    }
+}
+
+pub(super) fn has_websocket(response: &Response) -> bool {
+    js_sys::Reflect::get(response, &JsValue::from_str("webSocket"))
+        .is_ok_and(|socket| !socket.is_null() && !socket.is_undefined())
+}
+
+/// `new Response(response.body, { status, headers })`.
+pub(super) fn rewrap(response: &Response, headers: &Headers) -> Result<Response> {
+    let init = ResponseInit::new();
+    init.set_status(response.status());
+    init.set_headers(headers);
+    Ok(Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?)
+}
+
+/// A copy of `headers` (one call) without the names `keep` refuses (one `delete` each). Only
+/// the names cross into Wasm, not the values.
+pub(super) fn filtered_copy(headers: &Headers, keep: impl Fn(&str) -> bool) -> Result<Headers> {
+    let copy = Headers::new_with_headers(headers)?;
+    for name in worker::Headers(headers.clone()).keys() {
+        if !keep(&name) {
+            copy.delete(&name)?;
+        }
+    }
+    Ok(copy)
+}

@@ -1,0 +1,101 @@
+//! The Worker's call to a key's object: the namespace (in the configured jurisdiction),
+//! the stub, the call, and whether the answer is the object's own. Only an answer that
+//! carries the object's mark (`core::wire::ANSWERED_HEADER`) is one the object gave; any
+//! other failure is classified (`core::routes::ObjectCallFailure`) for the core to decide
+//! between failing open and 503.
+
+use std::cell::OnceCell;
+
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use worker::web_sys::{Headers, Request, Response};
+use worker::{Env, ObjectNamespace, Result, Stub};
+
+use super::forward::rewrap;
+use crate::core::routes::ObjectCallFailure;
+use crate::core::wire::{Answered, ANSWERED_HEADER};
+
+/// The Durable Object namespace binding (wrangler.toml).
+pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
+
+/// The key objects' namespace, restricted to the configured jurisdiction if any (as
+/// `env.IDEMPOTENCY_KEYS.jurisdiction("eu")` in JavaScript; workers-rs has no wrapper).
+pub(super) fn key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
+    let namespace = env.durable_object(OBJECT_BINDING)?;
+    let Some(jurisdiction) = jurisdiction else { return Ok(namespace) };
+    let raw = JsValue::from(namespace);
+    let restrict: js_sys::Function =
+        js_sys::Reflect::get(&raw, &JsValue::from("jurisdiction"))?.dyn_into()?;
+    Ok(restrict.call1(&raw, &JsValue::from(jurisdiction))?.unchecked_into())
+}
+
+thread_local! {
+    static NAMESPACE: OnceCell<ObjectNamespace> = const { OnceCell::new() };
+}
+
+/// [`key_namespace`], looked up once per isolate (bindings, like variables, cannot change
+/// while an isolate lives). A failed lookup is not kept: it is tried again next time.
+pub(super) fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
+    if let Some(namespace) = NAMESPACE.with(|cell| cell.get().map(|ns| JsValue::from(ns).unchecked_into())) {
+        return Ok(namespace);
+    }
+    let namespace = key_namespace(env, jurisdiction)?;
+    NAMESPACE.with(|cell| {
+        let _ = cell.set(JsValue::from(&namespace).unchecked_into());
+    });
+    Ok(namespace)
+}
+
+/// Sends `req` to the object behind `stub` and takes its answer (see
+/// [`answered_by_object`]). A call that throws before it is sent, or that the platform
+/// refuses as `overloaded` (queued and never run), was not delivered; any other failure
+/// may have come after the object sent the request on.
+pub(super) async fn call_object(
+    stub: Stub,
+    req: &Request,
+) -> std::result::Result<Response, (ObjectCallFailure, String)> {
+    call_object_marked(stub, req).await.map(|(response, _)| response)
+}
+
+/// [`call_object`], with the mark the object put on its answer (observe mode's verdict).
+pub(super) async fn call_object_marked(
+    stub: Stub,
+    req: &Request,
+) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
+    let stub: worker::worker_sys::DurableObject = stub.into_rpc();
+    let pending = stub
+        .fetch_with_request(req)
+        .map_err(|error| (ObjectCallFailure::BeforeSend, worker::Error::from(error).to_string()))?;
+    let response = JsFuture::from(pending).await.map_err(|error| {
+        let flag = |name: &str| {
+            js_sys::Reflect::get(&error, &JsValue::from_str(name))
+                .is_ok_and(|flag| flag.as_bool() == Some(true))
+        };
+        let failure = ObjectCallFailure::Rejected { overloaded: flag("overloaded"), remote: flag("remote") };
+        (failure, worker::Error::from(error).to_string())
+    })?;
+    let unmarked = |error: String| (ObjectCallFailure::UnmarkedAnswer, error);
+    let response: Response = response.dyn_into().map_err(|_| unmarked("not a Response".to_owned()))?;
+    answered_by_object(response).map_err(|error| unmarked(error.to_string()))
+}
+
+/// The object's answer without its mark, and the mark, or an error when the answer did not
+/// come from the object (the platform answered, perhaps after the object ran).
+fn answered_by_object(response: Response) -> Result<(Response, Answered)> {
+    let received = response.headers();
+    let Some(mark) = received.get(ANSWERED_HEADER)? else {
+        return Err(worker::Error::RustError(format!(
+            "the object did not answer (the platform said {})",
+            response.status()
+        )));
+    };
+    // The mark's presence is what proves the object answered. Its verdict matters to
+    // observe mode only; a value it cannot read (a live answer keeps the origin's own header
+    // of this name, should it send one) is a plain mark, never a reason to refuse an answer
+    // the object gave.
+    let answered = Answered::decode(&mark).unwrap_or(Answered::Plain);
+    // A fetched response's headers are immutable: copy them (one call), drop the mark.
+    let headers = Headers::new_with_headers(&received)?;
+    headers.delete(ANSWERED_HEADER)?;
+    Ok((rewrap(&response, &headers)?, answered))
+}

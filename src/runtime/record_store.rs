@@ -1,0 +1,331 @@
+//! The key object's storage, as one piece: the record's row (`storage`), its sealed answer
+//! (`seal`), a large answer's chunk rows (`chunks`), the alarm, and the test-only storage
+//! faults (`DELETE_FAULT_INJECTION`, `CHUNK_WRITE_FAULT_INJECTION`).
+//!
+//! It reads, opens, seals and writes what it is handed, and remembers only what storage
+//! itself needs (whether the table exists, whether the last read held an answer in the
+//! clear, which chunked answer this instance has checked). Which record to write and when
+//! is the key's driver's (`core::key_state`); the object (`runtime::object`) keeps the
+//! driver, and hands this store each change the driver asks for.
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::sync::Arc;
+
+use wasm_bindgen::JsValue;
+use wasm_bindgen_futures::JsFuture;
+use worker::worker_sys::DurableObjectStorage;
+use worker::{console_error, Env, SqlStorage, State, Storage};
+
+use super::chunks;
+use super::seal::Sealer;
+use super::settings;
+use super::storage::{self, StorageError};
+use crate::core::chunks::ChunkManifest;
+use crate::core::fingerprint::Digest256;
+use crate::core::record::{Completed, Record, StoredResponse};
+use crate::core::seal::{refuses_unsealed, KeyRing};
+
+/// One object's storage (see the module doc).
+pub(super) struct RecordStore {
+    state: State,
+    env: Env,
+    /// The object id as text, for log lines and as sealing's associated data.
+    id: OnceCell<String>,
+    storage: OnceCell<Storage>,
+    sql: OnceCell<SqlStorage>,
+    /// Seals and opens the key's stored answer when `STORAGE_ENCRYPTION_KEYS` is set.
+    pub sealer: Sealer,
+    /// The caller scope's key salt, from the first key request (it never changes: the
+    /// object's name is derived from the scope).
+    pub scope_salt: OnceCell<Digest256>,
+    /// Record deletions of this instance so far (for `DELETE_FAULT_INJECTION`).
+    deletions: Cell<u32>,
+    /// Chunked answer writes of this instance so far (for `CHUNK_WRITE_FAULT_INJECTION`).
+    chunk_writes: Cell<u32>,
+    /// The chunked answer whose rows this instance has checked (`runtime::chunks`).
+    chunk_check: RefCell<Option<chunks::Checked>>,
+    /// Whether the record as last read from storage held an answer in the clear (see
+    /// `core::seal::refuses_unsealed`); cleared by every write of this instance.
+    read_in_clear: Cell<bool>,
+    /// Whether the record's table is known to exist (this instance read a record or wrote
+    /// one); cleared by a deletion, which drops it.
+    record_table: Cell<bool>,
+}
+
+/// A record opened after it was read (its sealed answer, or its chunk rows checked): what
+/// the object keeps in memory, if storage still holds what was opened.
+pub(super) struct Opened {
+    record: Record,
+    checked: Option<chunks::Checked>,
+    /// What identifies the stored record that was opened.
+    sealed_answer: Option<Vec<u8>>,
+    chunks: Option<ChunkManifest>,
+}
+
+impl Opened {
+    /// Whether `current` (the record as the object knows it now) is still the one that was
+    /// opened: an alarm, a purge or another opener may have replaced it meanwhile.
+    pub fn opens(&self, current: Option<&Record>) -> bool {
+        matches!(current, Some(Record::Completed(now)) if now.sealed_answer == self.sealed_answer && now.chunks == self.chunks)
+    }
+}
+
+impl RecordStore {
+    pub fn new(state: State, env: Env) -> RecordStore {
+        RecordStore {
+            state,
+            env,
+            id: OnceCell::new(),
+            storage: OnceCell::new(),
+            sql: OnceCell::new(),
+            sealer: Sealer::default(),
+            scope_salt: OnceCell::new(),
+            deletions: Cell::new(0),
+            chunk_writes: Cell::new(0),
+            chunk_check: RefCell::new(None),
+            read_in_clear: Cell::new(false),
+            record_table: Cell::new(false),
+        }
+    }
+
+    /// Reads the stored record (synchronous: in the caller's turn).
+    pub fn load(&self) -> Result<Option<Record>, StorageError> {
+        let stored = storage::load(self.sql())?;
+        self.record_table.set(stored.is_some());
+        let in_clear = matches!(&stored, Some(Record::Completed(Completed { sealed_answer: None, .. })));
+        self.read_in_clear.set(in_clear);
+        Ok(stored)
+    }
+
+    /// Deletes the record's row at once (synchronous), as for a record read past its expiry.
+    pub fn delete_now(&self) -> Result<(), StorageError> {
+        storage::delete(self.sql())
+    }
+
+    /// Opens `record` as read from storage: its sealed answer, or its chunked answer's head
+    /// and rows (checked once per instance). `None` when there is nothing to open. A record
+    /// that cannot be opened, or that is stored in the clear while sealing is required, is an
+    /// error: never treated as absent.
+    pub async fn open(&self, record: &Record) -> Result<Option<Opened>, StorageError> {
+        let settings = settings::get(&self.env);
+        let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
+        // Only what storage held: an answer this instance opened is kept unsealed in memory.
+        if self.read_in_clear.get() && refuses_unsealed(ring_set, settings.storage_allow_unsealed, record) {
+            return Err(StorageError::Seal(
+                "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
+                    .to_owned(),
+            ));
+        }
+        let Record::Completed(done) = record else { return Ok(None) };
+        let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
+        let opened = |record, checked| Opened {
+            record: Record::Completed(record),
+            checked,
+            sealed_answer: done.sealed_answer.clone(),
+            chunks: done.chunks.clone(),
+        };
+        if let Some(manifest) = &done.chunks {
+            let checked = self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
+            if done.sealed_answer.is_none() && checked == Some(manifest.attempt) {
+                return Ok(None);
+            }
+            // Only a sealed head needs the scope's key (an unsealed answer is checked without it).
+            let salt = match (&done.sealed_answer, self.scope_salt.get()) {
+                (Some(_), None) => return Err(no_scope_salt()),
+                (_, salt) => salt.map_or(&[][..], |salt| &salt.0[..]),
+            };
+            let sealing =
+                chunks::Sealing { sealer: &self.sealer, ring, scope: salt, object_id: self.object_id() };
+            let (record, checked) = chunks::open(self.sql(), done, sealing).await?;
+            return Ok(Some(opened(record, Some(checked))));
+        }
+        let Some(sealed) = &done.sealed_answer else { return Ok(None) };
+        let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
+        let binding = done.sealed_bound.then_some((done.attempt, &done.fingerprint));
+        let answer = self
+            .sealer
+            .open(ring, &salt.0, self.object_id(), binding, sealed)
+            .await
+            .map_err(|error| StorageError::Seal(error.to_string()))?;
+        let record = Completed { response: Arc::new(answer), sealed_answer: None, ..done.clone() };
+        Ok(Some(opened(record, None)))
+    }
+
+    /// Keeps what opening checked (a chunked answer's rows), once the object kept the
+    /// opened record.
+    pub fn keep(&self, opened: Opened) -> Record {
+        if let Some(checked) = opened.checked {
+            *self.chunk_check.borrow_mut() = Some(checked);
+        }
+        opened.record
+    }
+
+    /// Writes `record` (a claim, a job, an outcome); returns the record as the object keeps
+    /// it in memory. A claim is written at once, in the caller's turn, before it awaits
+    /// anything. A completed answer is sealed first when `STORAGE_ENCRYPTION_KEYS` is set
+    /// (an await), and written only if `still_current()` still holds after that await, in
+    /// the same turn as the write; an answer over one row goes into chunk rows with its
+    /// record, in one transaction, and is kept as its head and manifest, not its body.
+    pub async fn put(
+        &self,
+        record: &Record,
+        still_current: impl Fn() -> bool,
+    ) -> Result<Record, StorageError> {
+        self.read_in_clear.set(false);
+        let Record::Completed(done) = record else {
+            storage::put(self.sql(), record, &self.record_table)?;
+            return Ok(record.clone());
+        };
+        let settings = settings::get(&self.env);
+        let ring = match &settings.storage_keys {
+            Ok(ring) => ring.as_ref(),
+            // Never store in the clear what the operator asked to seal.
+            Err(problem) => return Err(StorageError::Seal(problem.detail.clone())),
+        };
+        if crate::core::chunks::needs_chunks(&done.response) {
+            let sealing = match ring {
+                None => None,
+                Some(ring) => {
+                    let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
+                    Some(chunks::Sealing {
+                        sealer: &self.sealer,
+                        ring: Some(ring),
+                        scope: &salt.0,
+                        object_id: self.object_id(),
+                    })
+                }
+            };
+            // CHUNK_WRITE_FAULT_INJECTION (tests only): this write fails half-way.
+            let writes = self.chunk_writes.get();
+            self.chunk_writes.set(writes.saturating_add(1));
+            let fail_half_way = writes < settings.fault_injection.chunk_write_failures;
+            let (cached, checked) =
+                chunks::put(self.raw_storage(), self.sql(), done, sealing, still_current, fail_half_way)
+                    .await?;
+            *self.chunk_check.borrow_mut() = Some(checked);
+            return Ok(cached);
+        }
+        let sealed = match ring {
+            None => None,
+            Some(ring) => Some(self.sealed(ring, done).await?),
+        };
+        // The sealing await let other requests in: write only if the claim is still the
+        // live one, checked in the same turn as the write.
+        if !still_current() {
+            return Err(StorageError::Fenced);
+        }
+        storage::put(self.sql(), sealed.as_ref().unwrap_or(record), &self.record_table)?;
+        Ok(record.clone())
+    }
+
+    /// `done` as it is stored when sealing is on: its answer sealed, bound to its attempt
+    /// and fingerprint.
+    async fn sealed(&self, ring: &KeyRing, done: &Completed) -> Result<Record, StorageError> {
+        let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
+        let binding = (done.attempt, &done.fingerprint);
+        let sealed = self
+            .sealer
+            .seal(ring, &salt.0, self.object_id(), binding, &done.response)
+            .await
+            .map_err(|error| StorageError::Seal(error.to_string()))?;
+        Ok(Record::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: true, ..done.clone() }))
+    }
+
+    /// Deletes everything the key stored: the record, its chunk rows, its table and its
+    /// alarm (`deleteAll`). A released or expired key leaves nothing behind.
+    pub async fn delete_all(&self) -> Result<(), StorageError> {
+        self.read_in_clear.set(false);
+        // `deleteAll()` drops the table: a claim written after it creates it again.
+        self.record_table.set(false);
+        let deletions = self.deletions.get();
+        self.deletions.set(deletions.saturating_add(1));
+        if deletions < settings::get(&self.env).fault_injection.delete_failures {
+            // As a `deleteAll()` that fails without deleting anything.
+            return Err(StorageError::Sql(format!(
+                "DELETE_FAULT_INJECTION: deletion {} fails on purpose",
+                deletions + 1
+            )));
+        }
+        self.state.storage().delete_all().await.map_err(|e| StorageError::Sql(e.to_string()))
+    }
+
+    /// Cancels the alarm (a purged job's).
+    pub async fn delete_alarm(&self) -> bool {
+        self.state.storage().delete_alarm().await.is_ok()
+    }
+
+    /// Sets the alarm (and tries once more if that fails); whether it is set.
+    pub async fn set_alarm(&self, at: u64) -> bool {
+        let alarm = self.issue_alarm(at);
+        self.confirm_alarm(at, alarm).await
+    }
+
+    /// Calls `setAlarm` now, without awaiting it: issued in the same turn as a record write,
+    /// the two reach storage as one durable write.
+    pub fn issue_alarm(&self, at: u64) -> Result<JsFuture, JsValue> {
+        let when = js_sys::Date::new(&JsValue::from_f64(at as f64));
+        self.raw_storage().set_alarm(when, JsValue::NULL.into()).map(JsFuture::from)
+    }
+
+    /// Awaits an issued alarm; when it failed, sets it once more in the same request.
+    /// Whether the alarm is set. A caller that cannot do without it fails closed.
+    pub async fn confirm_alarm(&self, at: u64, alarm: Result<JsFuture, JsValue>) -> bool {
+        let settle = |alarm: Result<JsFuture, JsValue>| async move {
+            match alarm {
+                Ok(pending) => pending.await.map(|_| ()),
+                Err(error) => Err(error),
+            }
+        };
+        let Err(error) = settle(alarm).await else { return true };
+        console_error!(
+            "object {}: setting the alarm failed, trying again: {:?}",
+            self.short_id(),
+            error.as_string()
+        );
+        match settle(self.issue_alarm(at)).await {
+            Ok(()) => true,
+            Err(error) => {
+                console_error!(
+                    "object {}: setting the alarm failed twice: {:?}",
+                    self.short_id(),
+                    error.as_string()
+                );
+                false
+            }
+        }
+    }
+
+    /// Where a replay of `stored` reads its body from, when it is `current`'s chunked
+    /// answer (`runtime::chunks`); `None` for an answer held whole in memory.
+    pub fn chunk_source(
+        &self,
+        current: Option<&Record>,
+        stored: &Arc<StoredResponse>,
+    ) -> Option<chunks::Source> {
+        let Some(Record::Completed(done)) = current else { return None };
+        let manifest = done.chunks.as_ref().filter(|_| Arc::ptr_eq(&done.response, stored))?;
+        Some(chunks::Source::new(self.sql().clone(), manifest.clone(), self.chunk_check.borrow().as_ref()))
+    }
+
+    /// The object id as text (64 hex digits), read once.
+    pub fn object_id(&self) -> &str {
+        self.id.get_or_init(|| self.state.id().to_string())
+    }
+
+    /// The object id's first 16 digits, for log lines.
+    pub fn short_id(&self) -> &str {
+        &self.object_id()[..16]
+    }
+
+    pub fn sql(&self) -> &SqlStorage {
+        self.sql.get_or_init(|| self.state.storage().sql())
+    }
+
+    fn raw_storage(&self) -> &DurableObjectStorage {
+        self.storage.get_or_init(|| self.state.storage()).as_raw()
+    }
+}
+
+fn no_scope_salt() -> StorageError {
+    StorageError::Seal("no scope salt".to_owned())
+}

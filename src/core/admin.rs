@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::async_job::JobPhase;
+use super::config::FaultInjection;
 use super::fingerprint::{object_name, Scope, ScopeField};
 use super::jwt::{ClaimPath, ClaimValue, Identity};
 use super::key::parse_key;
@@ -146,6 +147,32 @@ pub fn token_matches(authorization: Option<&str>, expected: &str) -> bool {
     let b = Sha256::digest(expected.as_bytes());
     let difference = a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y));
     difference == 0 && !expected.is_empty() && !presented.is_empty()
+}
+
+/// The whole view an object answers an inspect call with: the record's [`summary`], the
+/// duplicates waiting on the execution running now (`waiters`: `None` when none runs, so
+/// an operator sees who waits, and that nobody is left waiting once it settles), and any
+/// test-only fault injection left set (it degrades alarms, deletions or chunk writes, and
+/// whoever looks at a record must see it).
+pub fn inspection(
+    object_id: &str,
+    record: Option<&Record>,
+    waiters: Option<usize>,
+    now: Millis,
+    reveal_fingerprint: bool,
+    faults: &FaultInjection,
+) -> Value {
+    let mut view = summary(object_id, record, waiters.is_some(), now, reveal_fingerprint);
+    view["waiters"] = json!(waiters.unwrap_or(0));
+    if faults.is_set() {
+        view["fault_injection"] = json!({
+            "alarm_failures": faults.alarm_failures,
+            "delete_failures": faults.delete_failures,
+            "chunk_write_failures": faults.chunk_write_failures,
+            "panics_on_request": faults.panics_on_request,
+        });
+    }
+    view
 }
 
 /// The inspect view of a record: state, times and, for a stored answer, its status and
@@ -495,6 +522,13 @@ mod tests {
         assert_eq!(revealed["fingerprint"], Digest256([7; 32]).to_hex());
         assert_eq!(summary(ID, Some(&done), false, 1_000, false)["state"], "absent");
         assert_eq!(summary(ID, None, false, 0, false)["state"], "absent");
+        // The object's whole view: waiters always, fault injection only when set.
+        let quiet = inspection(ID, Some(&done), None, 20, false, &FaultInjection::default());
+        assert_eq!((quiet["waiters"].clone(), quiet.get("fault_injection")), (json!(0), None));
+        let faults = FaultInjection { delete_failures: 2, ..FaultInjection::default() };
+        let degraded = inspection(ID, None, Some(3), 0, false, &faults);
+        assert_eq!(degraded["waiters"], 3);
+        assert_eq!(degraded["fault_injection"]["delete_failures"], 2);
         assert!(purge_refusal(Some(&done), false, 20, false).is_some(), "a completed record needs force");
         assert_eq!(purge_refusal(Some(&done), false, 20, true), None);
         assert_eq!(purge_refusal(Some(&done), false, 1_000, false), None, "an expired one does not");

@@ -48,17 +48,16 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 use worker::{console_error, event, Context, Env, Result};
 
-use super::forward::{filtered_copy, not_signed, origin_or_problem, pass_through, replace_client_ip, send};
+use super::forward::{self, filtered_copy, pass_through, replace_client_ip};
 use super::identity::{identify, Identified};
 use super::object_call::{cached_key_namespace, call_object, OBJECT_BINDING};
-use super::{admin, body, metrics, observe, origin_auth, random_u64, respond, settings};
+use super::{admin, body, metrics, observe, random_u64, respond, settings};
 use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{Config, PanicSite, Policy, RateLimiterChoice, PANIC_TEST_HEADER};
 use crate::core::edge::{self, Edge, RequestHead};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::IdempotencyKey;
 use crate::core::log::{request_id, Decision, LineContext, RequestLog, Trace};
-use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
 use crate::core::routes::{
     after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable,
 };
@@ -260,29 +259,7 @@ async fn covered(
                 short,
                 error
             );
-            if let Some(secret) = &settings.origin_auth_secret {
-                let key_header = policy.key_header.lowercase;
-                let passed = Protection::Passed;
-                let signed = origin_auth::sign_hop(
-                    secret,
-                    wire_method,
-                    &target,
-                    &headers,
-                    key_header,
-                    passed,
-                    Some(&js_body),
-                );
-                let Ok(signature) = signed.await else { return origin_or_problem(Err(not_signed())) };
-                headers.set(SIGNATURE_HEADER, &signature)?;
-            }
-            let init = RequestInit::new();
-            init.set_method(wire_method);
-            init.set_headers(&headers);
-            init.set_body(&js_body);
-            // A proxy hands redirects to the client; following one is a second request.
-            init.set_redirect(RequestRedirect::Manual);
-            let forwarded = Request::new_with_str_and_init(&target, &init)?;
-            let answer = origin_or_problem(send(env, policy.origin_service, &forwarded).await);
+            let answer = forward::fail_open(env, policy, wire_method, &target, &headers, &js_body).await;
             let log = RequestLog {
                 object: Some(short.to_owned()),
                 decision: Decision::FailedOpen,

@@ -7,7 +7,7 @@
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{Headers, Request, RequestInit, Response, ResponseInit};
+use worker::web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 use worker::{Env, Result};
 
 use super::{body, origin_auth, respond, settings};
@@ -81,6 +81,41 @@ pub(super) async fn pass_through(
 /// could not be reached).
 pub(super) fn not_signed() -> worker::Error {
     worker::Error::RustError("the hop to the origin could not be signed".into())
+}
+
+/// A fail-open forward: the route chose availability over protection, and the object
+/// provably never had the request (`core::routes::after_object_failure`), so nothing was
+/// sent for this attempt. `headers` are the request's end-to-end headers (the client IP
+/// rule applied); the hop is signed as `Passed`.
+pub(super) async fn fail_open(
+    env: &Env,
+    policy: &Policy<'_>,
+    method: &str,
+    target: &str,
+    headers: &Headers,
+    body: &JsValue,
+) -> Result<Response> {
+    if let Some(secret) = &settings::get(env).origin_auth_secret {
+        let key_header = policy.key_header.lowercase;
+        let signed = origin_auth::sign_hop(
+            secret,
+            method,
+            target,
+            headers,
+            key_header,
+            Protection::Passed,
+            Some(body),
+        );
+        let Ok(signature) = signed.await else { return origin_or_problem(Err(not_signed())) };
+        headers.set(SIGNATURE_HEADER, &signature)?;
+    }
+    let init = RequestInit::new();
+    init.set_method(method);
+    init.set_headers(headers);
+    init.set_body(body);
+    init.set_redirect(RequestRedirect::Manual);
+    let forwarded = Request::new_with_str_and_init(target, &init)?;
+    origin_or_problem(send(env, policy.origin_service, &forwarded).await)
 }
 
 /// `TRUSTED_CLIENT_IP`: the client's own forwarding headers are dropped, and the connecting

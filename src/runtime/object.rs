@@ -44,16 +44,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either, FutureExt, Shared};
-use futures_util::StreamExt;
 use worker::web_sys::{self, Headers, Response};
-use worker::worker_sys::{self, DurableObjectState};
+use worker::worker_sys::DurableObjectState;
 use worker::{console_error, console_log, Delay, Env, Result, State};
 
-use super::origin::{self, AnswerBody, OriginAnswer};
+use super::origin::{self, AnswerBody, OriginAnswer, Outgoing};
 use super::record_store::RecordStore;
 use super::respond::{self, Prepared};
 use super::settings;
@@ -64,8 +63,8 @@ use crate::core::admin;
 use crate::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
 use crate::core::config::{ObjectPolicy, PanicSite, PANIC_TEST_HEADER};
 use crate::core::fingerprint::Digest256;
-use crate::core::headers::{connection_tokens, pass_to_caller, store_for_replay};
-use crate::core::key_state::{answer_body_cap, Arrival, Decided, KeyState, Pending};
+use crate::core::headers::{pass_to_caller, store_for_replay};
+use crate::core::key_state::{Arrival, Decided, KeyState, Pending};
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::machine::{storage_unavailable, Action, RecordChange};
 use crate::core::policy::OriginResult;
@@ -198,22 +197,32 @@ impl KeyObject {
             }
             KeyStep::Enforce { accept_async } => *accept_async,
         };
-        if let Some(accept) = accept.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES) {
-            return self.arrive_async(&req, &headers, &call, accept).await;
-        }
-        if let Err(error) = self.record() {
-            return self.refuse_unreadable(&req, &call, "reading the record", error).await;
-        }
-        let arrival = Arrival {
-            fingerprint,
-            new_attempt: AttemptId(random_u64()),
-            policy,
-            body_bytes,
-            accept: None,
-            observing: false,
+        // An arrival that asks for asynchronous acceptance brings its request read whole and
+        // sealed (`async_job`), before anything is decided: every await comes before the
+        // decision it feeds.
+        let mut log = self.request_log(Some(call.scope));
+        let accept = match accept.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES) {
+            None => None,
+            Some(config) => match self.sealed_for_later(&req, &headers, &call, config, now).await {
+                Ok(accept) => Some(accept),
+                Err(problem) => {
+                    log.decision = Decision::Rejected(problem.kind);
+                    return self.answer(traced_problem(&problem, &call.trace), &mut log, &call.trace);
+                }
+            },
         };
+        let body_read = accept.is_some();
+        if let Err(error) = self.record() {
+            console_error!("object {}: reading the record failed: {}", self.short_id(), error);
+            if !body_read {
+                body::drain(&req, Some(body_bytes)).await;
+            }
+            return self.answer(traced_problem(&storage_unavailable(), &call.trace), &mut log, &call.trace);
+        }
+        let new_attempt = AttemptId(random_u64());
+        let arrival = Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing: false };
         let pending = self.key.borrow_mut().handle_arrival(arrival, now);
-        let (decided, _) = self.write(pending, "the claim").await;
+        let (decided, _) = self.write(pending, if body_read { "the job's claim" } else { "the claim" }).await;
 
         // Still before any await that lets other requests in: become the live execution, or
         // take a place among its waiters.
@@ -236,7 +245,9 @@ impl KeyObject {
         let body = if execution.is_some() {
             Some(body::read_whole(&req).await)
         } else {
-            body::drain(&req, Some(body_bytes)).await;
+            if !body_read {
+                body::drain(&req, Some(body_bytes)).await;
+            }
             None
         };
         let alarm_set = match alarm {
@@ -246,17 +257,22 @@ impl KeyObject {
         if !alarm_set {
             let withdrawal = self.key.borrow_mut().handle_alarm_failed(&decided);
             if let Some(withdrawal) = withdrawal {
-                // Nothing was sent: the waiters are released (409), the claim withdrawn.
+                // Nothing was sent: the waiters are released (409), the claim (or the job,
+                // which without its alarm would never run) withdrawn; the caller may retry.
                 drop(execution.take());
                 if let Some(attempt) = forwarded(&decided) {
                     self.end_execution(attempt);
                 }
-                self.write(withdrawal, "withdrawing the claim").await;
-                return self.refuse_storage_unavailable(&call);
+                let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
+                log.decision = withdrawn.decision.unwrap_or(log.decision);
+                return self.answer(
+                    traced_problem(&storage_unavailable(), &call.trace),
+                    &mut log,
+                    &call.trace,
+                );
             }
         }
         let Decided { step, decision } = decided;
-        let mut log = self.request_log(Some(call.scope));
         if let Some(decision) = decision {
             log.decision = decision;
         }
@@ -284,8 +300,13 @@ impl KeyObject {
             }
         }
         let response = response.unwrap_or_else(|| traced_problem(&storage_unavailable(), &call.trace));
+        self.answer(response, &mut log, &call.trace)
+    }
+
+    /// A key request's answer, after its line (with the answer's status) is written.
+    fn answer(&self, response: Result<Response>, log: &mut RequestLog, trace: &Trace) -> Result<Response> {
         log.status = response.as_ref().map_or(500, Response::status);
-        self.record_line(&log, &call.trace);
+        self.record_line(log, trace);
         response
     }
 
@@ -382,23 +403,8 @@ impl KeyObject {
         let response = match operation {
             "inspect" | "inspect-reveal" => {
                 let reveal = operation == "inspect-reveal";
-                let mut view = admin::summary(&object_id, record.as_ref(), live, now, reveal);
-                // Duplicates waiting on the running execution: an operator (and the tests)
-                // can see who waits, and that nobody is left waiting once it settles.
-                view["waiters"] = serde_json::json!(waiters.unwrap_or(0));
-                // A test-only fault-injection variable left set degrades alarms or
-                // deletions: the operator who looks at a record sees it.
-                let settings = settings::get(&self.env);
-                let faults = settings.fault_injection;
-                if faults.is_set() {
-                    view["fault_injection"] = serde_json::json!({
-                        "alarm_failures": faults.alarm_failures,
-                        "delete_failures": faults.delete_failures,
-                        "chunk_write_failures": faults.chunk_write_failures,
-                        "panics_on_request": faults.panics_on_request,
-                    });
-                }
-                json_response(&view)
+                let faults = settings::get(&self.env).fault_injection;
+                json_response(&admin::inspection(&object_id, record.as_ref(), waiters, now, reveal, &faults))
             }
             "purge" | "purge-force" => {
                 let force = operation == "purge-force";
@@ -542,7 +548,7 @@ impl KeyObject {
         let (result, mut answer) = match body {
             Some(body) => {
                 let request = Outgoing { target: &target, method: &req.method(), headers: &headers, body };
-                self.send(request, policy, probe_first).await
+                origin::send(&self.env, request, policy, probe_first).await
             }
             // The body could not be read: nothing was sent, and the key is released.
             None => (OriginResult::ConnectRefused, None),
@@ -615,44 +621,6 @@ impl KeyObject {
         (decided.decision, settled)
     }
 
-    /// Sends one attempt to the origin (through the route's service binding, when it has
-    /// one). A binding that cannot be used sends nothing: the attempt is released.
-    pub(super) async fn send(
-        &self,
-        request: Outgoing<'_>,
-        policy: &ObjectPolicy,
-        probe_first: bool,
-    ) -> (OriginResult, Option<OriginAnswer>) {
-        let service = match policy.origin_service.as_deref() {
-            None => None,
-            Some(name) => match self.env.service(name) {
-                Ok(service) => Some(service.into_rpc::<worker_sys::Fetcher>()),
-                Err(error) => {
-                    console_error!(
-                        "object {}: the origin service binding {} is unusable: {}",
-                        self.short_id(),
-                        name,
-                        error
-                    );
-                    return (OriginResult::ConnectRefused, None);
-                }
-            },
-        };
-        origin::forward(
-            request.target,
-            request.method,
-            request.headers,
-            request.body,
-            policy.timing.origin_timeout_ms,
-            probe_first,
-            policy.max_stored_response_bytes,
-            service,
-            settings::get(&self.env).origin_auth_secret.as_deref(),
-            policy.key_header(),
-        )
-        .await
-    }
-
     /// Observe mode, a request's arrival: steps the machine as for a real request, writes
     /// what it would write (the claim, the alarm) and answers with the decision, without
     /// forwarding, replaying or waiting. A claim becomes the live execution until the
@@ -702,7 +670,8 @@ impl KeyObject {
     }
 
     /// Observe mode, the origin's answer to a claimed request, as the Worker got it: recorded
-    /// as enforcing would have recorded it. Answers with the decision (`executed`,
+    /// as enforcing would have recorded it (as [`KeyObject::execute`] does after its own
+    /// forward), and anyone who joined it woken. Answers with the decision (`executed`,
     /// `released` or `unknown`).
     async fn observe_outcome(
         &self,
@@ -711,70 +680,7 @@ impl KeyObject {
         outcome: &ObservedOutcome,
         policy: &ObjectPolicy,
     ) -> Result<Response> {
-        let (result, answer) = match outcome {
-            ObservedOutcome::Responded { status, headers: answer_headers } => {
-                let status = *status;
-                let answer_headers = answer_headers.clone();
-                let cap = answer_body_cap(policy, &answer_headers);
-                let body = match req.body() {
-                    None => AnswerBody::Complete(Vec::new()),
-                    Some(raw) => match origin::read_capped(raw, cap).await {
-                        Ok(body) => body,
-                        // The Worker's copy of the answer broke off: what the caller got is
-                        // not known here.
-                        Err(_) => {
-                            body::drain(req, None).await;
-                            return self
-                                .settle_observed(attempt, OriginResult::ResetAfterSend, None, policy)
-                                .await;
-                        }
-                    },
-                };
-                let result = match body {
-                    AnswerBody::Complete(_) => OriginResult::Responded(status),
-                    AnswerBody::Streamed(stream) => {
-                        // Too large to store: read the rest and drop it.
-                        let mut rest =
-                            wasm_streams::ReadableStream::from_raw(stream.unchecked_into()).into_stream();
-                        while let Some(Ok(_)) = rest.next().await {}
-                        return self
-                            .settle_observed(attempt, OriginResult::Oversized(status), None, policy)
-                            .await;
-                    }
-                };
-                let connection = answer_headers
-                    .iter()
-                    .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
-                    .map(|(_, value)| value.as_str());
-                let connection_tokens = connection_tokens(connection);
-                (result, Some(OriginAnswer { status, headers: answer_headers, connection_tokens, body }))
-            }
-            ObservedOutcome::Timeout => {
-                body::drain(req, None).await;
-                (OriginResult::TimedOut, None)
-            }
-            // The Worker read its copy only up to the stored-size cap.
-            ObservedOutcome::Oversized { status } => {
-                body::drain(req, None).await;
-                return self.settle_observed(attempt, OriginResult::Oversized(*status), None, policy).await;
-            }
-            ObservedOutcome::Reset => {
-                body::drain(req, None).await;
-                (OriginResult::ResetAfterSend, None)
-            }
-        };
-        self.settle_observed(attempt, result, answer, policy).await
-    }
-
-    /// Records an observed attempt's outcome (as [`KeyObject::execute`] does after its own
-    /// forward), wakes anyone who joined it, and answers with the decision.
-    async fn settle_observed(
-        &self,
-        attempt: AttemptId,
-        result: OriginResult,
-        mut answer: Option<OriginAnswer>,
-        policy: &ObjectPolicy,
-    ) -> Result<Response> {
+        let (result, mut answer) = origin::reported(req, outcome, policy).await;
         let stored = match result {
             OriginResult::Responded(_) => answer.as_mut().and_then(storable).map(Arc::new),
             _ => None,
@@ -939,15 +845,6 @@ pub(super) struct Waiting {
 /// A problem answered to the request `trace` names (its `instance`).
 pub(super) fn traced_problem(problem: &Problem, trace: &Trace) -> Result<Response> {
     respond::problem(&problem.clone().for_request(Some(trace)))
-}
-
-/// A request on its way to the origin.
-pub(super) struct Outgoing<'a> {
-    pub target: &'a str,
-    pub method: &'a str,
-    pub headers: &'a Headers,
-    /// As the object holds it: a JavaScript value that never enters Wasm memory.
-    pub body: &'a JsValue,
 }
 
 /// The attempt a step forwards, if it does.

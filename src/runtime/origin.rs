@@ -55,14 +55,17 @@ use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{self, AbortController, Headers, Request, RequestInit, RequestRedirect, Response};
-use worker::{console_warn, worker_sys, Delay};
+use worker::{console_error, console_warn, worker_sys, Delay, Env};
 
 use super::forward::filtered_copy;
-use super::origin_auth;
+use super::{body, origin_auth, settings};
+use crate::core::config::ObjectPolicy;
 use crate::core::headers::{connection_tokens, forward_to_origin};
+use crate::core::key_state::answer_body_cap;
 use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
 use crate::core::policy::OriginResult;
 use crate::core::url::host_and_port;
+use crate::core::wire::ObservedOutcome;
 
 /// The origin's answer.
 pub struct OriginAnswer {
@@ -81,6 +84,90 @@ pub enum AnswerBody {
     Streamed(web_sys::ReadableStream),
 }
 
+/// A request on its way to the origin.
+pub struct Outgoing<'a> {
+    pub target: &'a str,
+    pub method: &'a str,
+    pub headers: &'a Headers,
+    /// As the object holds it: a JavaScript value that never enters Wasm memory.
+    pub body: &'a JsValue,
+}
+
+/// Sends one attempt of a key's object to the origin, through the route's service binding
+/// when it names one: a binding that cannot be used sends nothing (the attempt is
+/// released, and the line says which binding).
+pub async fn send(
+    env: &Env,
+    request: Outgoing<'_>,
+    policy: &ObjectPolicy,
+    probe_first: bool,
+) -> (OriginResult, Option<OriginAnswer>) {
+    let service = match policy.origin_service.as_deref() {
+        None => None,
+        Some(name) => match env.service(name) {
+            Ok(service) => Some(service.into_rpc::<worker_sys::Fetcher>()),
+            Err(error) => {
+                console_error!("the origin service binding {} is unusable: {}", name, error);
+                return (OriginResult::ConnectRefused, None);
+            }
+        },
+    };
+    let Outgoing { target, method, headers, body } = request;
+    let timeout_ms = policy.timing.origin_timeout_ms;
+    let settings = settings::get(env);
+    let secret = settings.origin_auth_secret.as_deref();
+    let cap = policy.max_stored_response_bytes;
+    forward(target, method, headers, body, timeout_ms, probe_first, cap, service, secret, policy.key_header())
+        .await
+}
+
+/// The origin's answer to an observed request, as observe mode's Worker reports it (its
+/// body, up to the stored-size cap, in `req`), classified as this object's own forward
+/// would classify it. Whatever is not kept of the body is read and dropped.
+pub async fn reported(
+    req: &Request,
+    outcome: &ObservedOutcome,
+    policy: &ObjectPolicy,
+) -> (OriginResult, Option<OriginAnswer>) {
+    let (status, headers) = match outcome {
+        ObservedOutcome::Responded { status, headers } => (*status, headers.clone()),
+        other => {
+            body::drain(req, None).await;
+            return match other {
+                ObservedOutcome::Timeout => (OriginResult::TimedOut, None),
+                // The Worker read its copy only up to the stored-size cap.
+                ObservedOutcome::Oversized { status } => (OriginResult::Oversized(*status), None),
+                _ => (OriginResult::ResetAfterSend, None),
+            };
+        }
+    };
+    let cap = answer_body_cap(policy, &headers);
+    let body = match req.body() {
+        None => AnswerBody::Complete(Vec::new()),
+        Some(raw) => match read_capped(raw, cap).await {
+            Ok(body) => body,
+            // The Worker's copy of the answer broke off: what the caller got is not known
+            // here.
+            Err(_) => {
+                body::drain(req, None).await;
+                return (OriginResult::ResetAfterSend, None);
+            }
+        },
+    };
+    if let AnswerBody::Streamed(stream) = body {
+        // Too large to store: read the rest and drop it.
+        let mut rest = wasm_streams::ReadableStream::from_raw(stream.unchecked_into()).into_stream();
+        while let Some(Ok(_)) = rest.next().await {}
+        return (OriginResult::Oversized(status), None);
+    }
+    let connection = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
+        .map(|(_, value)| value.as_str());
+    let connection_tokens = connection_tokens(connection);
+    (OriginResult::Responded(status), Some(OriginAnswer { status, headers, connection_tokens, body }))
+}
+
 /// Sends one attempt and waits at most `timeout_ms` for the whole answer, body included: a
 /// body that stalls is a timeout like any other. With `probe_first` (and no `service`), a
 /// TCP probe may first wait up to `timeout_ms` for a connection; nothing is sent before it. `body` is the request body as the object
@@ -89,7 +176,7 @@ pub enum AnswerBody {
 /// header whose value the signature's key line carries (the route's, in lower case).
 // One attempt's every input, each used once; a struct would only rename them.
 #[allow(clippy::too_many_arguments)]
-pub async fn forward(
+async fn forward(
     target: &str,
     method: &str,
     headers: &Headers,
@@ -141,7 +228,7 @@ pub async fn forward(
         };
     let exchange = Box::pin(async move {
         let response =
-            JsFuture::from(send(service.as_ref(), &request)?).await.map_err(classify_fetch_error)?;
+            JsFuture::from(start(service.as_ref(), &request)?).await.map_err(classify_fetch_error)?;
         let response: Response = response.dyn_into().map_err(|_| OriginResult::ResetAfterSend)?;
         read_answer(response, max_stored_bytes).await.map_err(|_| OriginResult::ResetAfterSend)
     });
@@ -232,7 +319,7 @@ pub(super) async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Resul
 /// Starts the request: through `service` when given, else the global `fetch`. A call that
 /// throws before it returns a promise may still have sent the request (a binding's code
 /// ran): unknown.
-pub fn send(
+pub fn start(
     service: Option<&worker_sys::Fetcher>,
     request: &Request,
 ) -> Result<js_sys::Promise, OriginResult> {

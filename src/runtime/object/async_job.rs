@@ -3,12 +3,13 @@
 //! and executed from the object's one alarm, which also does the expiry clean-up.
 //!
 //! Every await comes before the decision it feeds: an arrival reads and seals its request
-//! first, then steps the machine on the record as it is after those awaits (never a copy
-//! from before them), and writes the claim in the same turn. The alarm opens the stored
-//! request first, then steps on the fresh record, and claims the send durably (with its
-//! lease, and the alarm for that lease) before anything is sent. A send is tied to no
-//! client connection: a restart mid-send leaves a claim whose lease ends, and the next
-//! alarm treats it as an unknown outcome (`core::async_job`, rule 4).
+//! first (`sealed_for_later`), then goes the way every arrival goes (`KeyObject::handle`):
+//! the driver steps on the record as it is after those awaits (never a copy from before
+//! them), and the claim, with the sealed request, is written in the same turn. The alarm
+//! opens the stored request first, then steps on the fresh record, and claims the send
+//! durably (with its lease, and the alarm for that lease) before anything is sent. A send
+//! is tied to no client connection: a restart mid-send leaves a claim whose lease ends, and
+//! the next alarm treats it as an unknown outcome (`core::async_job`, rule 4).
 //!
 //! Never logged: the request, its headers or body, the key. The log line names the object
 //! id digest and the decision only.
@@ -20,20 +21,19 @@ use wasm_bindgen::JsValue;
 use worker::web_sys::{self, Headers, Response};
 use worker::{console_error, Result};
 
-use super::{metrics, now_ms, random_u64, settings, storable, traced_problem, KeyObject, Outgoing, Waiting};
+use super::{body, metrics, now_ms, random_u64, settings, storable, KeyObject};
 use crate::core::async_job::{
     no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,
     StoredRequest,
 };
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::forward_to_origin;
-use crate::core::key_state::Arrival;
 use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::{storage_unavailable, Action};
-use crate::core::problem::ProblemKind;
+use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record};
 use crate::core::wire::KeyCall;
-use crate::runtime::origin::AnswerBody;
+use crate::runtime::origin::{self, AnswerBody, Outgoing};
 use crate::runtime::respond;
 
 /// 202 Accepted for a job that runs: `Preference-Applied: respond-async` (RFC 7240 §3) and
@@ -48,46 +48,26 @@ pub(super) fn accepted(retry_after: u64) -> Result<Response> {
 }
 
 impl KeyObject {
-    /// An arrival that asks for asynchronous acceptance.
-    pub(super) async fn arrive_async(
+    /// An arrival that asks for asynchronous acceptance: its request read whole and sealed,
+    /// bound to the claim's time (`now`) and fingerprint, ready to be stored with the claim.
+    /// The problem to answer when it cannot be (nothing is claimed then).
+    pub(super) async fn sealed_for_later(
         &self,
         req: &web_sys::Request,
         headers: &Headers,
         call: &KeyCall,
         config: AsyncConfig,
-    ) -> Result<Response> {
-        let mut log = self.request_log(Some(call.scope));
-        let response = self.accept_or_answer(req, headers, call, config, &mut log).await;
-        log.status = response.as_ref().map_or(500, Response::status);
-        self.record_line(&log, &call.trace);
-        response
-    }
-
-    async fn accept_or_answer(
-        &self,
-        req: &web_sys::Request,
-        headers: &Headers,
-        call: &KeyCall,
-        config: AsyncConfig,
-        log: &mut RequestLog,
-    ) -> Result<Response> {
-        let KeyCall { fingerprint, ref policy, body_bytes, .. } = *call;
-        // 1. The request, read whole and sealed (awaits, before anything is decided).
-        let body = match super::super::body::read_whole(req).await {
+        now: u64,
+    ) -> std::result::Result<AsyncAccept, Problem> {
+        let body = match body::read_whole(req).await {
             Ok(buffer) => Uint8Array::new(&buffer).to_vec(),
-            Err(_) => return traced_problem(&storage_unavailable(), &call.trace),
+            Err(_) => return Err(storage_unavailable()),
         };
         let settings = settings::get(&self.env);
-        let Ok(Some(ring)) = &settings.storage_keys else {
-            // The Worker refuses this configuration; an object never stores a request
-            // unsealed whatever it is handed.
-            let problem = no_key_ring_to_seal_requests();
-            log.decision = Decision::Rejected(problem.kind);
-            return traced_problem(&problem, &call.trace);
-        };
-        let Some(salt) = self.store.scope_salt.get() else {
-            return traced_problem(&storage_unavailable(), &call.trace);
-        };
+        // The Worker refuses this configuration; an object never stores a request unsealed
+        // whatever it is handed.
+        let Ok(Some(ring)) = &settings.storage_keys else { return Err(no_key_ring_to_seal_requests()) };
+        let Some(salt) = self.store.scope_salt.get() else { return Err(storage_unavailable()) };
         let request = StoredRequest {
             scope_salt: salt.0,
             method: req.method(),
@@ -95,80 +75,19 @@ impl KeyObject {
             headers: end_to_end(headers),
             body,
         };
-        // The claim's time: the sealed request is bound to it and to the fingerprint.
-        let now = now_ms();
-        let binding = (now, &fingerprint);
-        let sealed = match self.store.sealer.seal_request(ring, self.object_id(), binding, &request).await {
-            Ok(sealed) => sealed,
+        let binding = (now, &call.fingerprint);
+        match self.store.sealer.seal_request(ring, self.object_id(), binding, &request).await {
+            Ok(sealed_request) => Ok(AsyncAccept {
+                sealed_request,
+                policy: call.policy.clone(),
+                probe_origin: call.probe_origin,
+                config,
+            }),
             Err(error) => {
                 console_error!("object {}: sealing the request failed: {}", self.short_id(), error);
-                return traced_problem(&storage_unavailable(), &call.trace);
-            }
-        };
-        drop(request);
-        let accept = AsyncAccept {
-            sealed_request: sealed,
-            policy: policy.clone(),
-            probe_origin: call.probe_origin,
-            config,
-        };
-
-        // 2. The decision, on the record as it is now, and the claim in the same turn.
-        if let Err(error) = self.record() {
-            console_error!("object {}: reading the record failed: {}", self.short_id(), error);
-            return traced_problem(&storage_unavailable(), &call.trace);
-        }
-        let arrival = Arrival {
-            fingerprint,
-            new_attempt: AttemptId(random_u64()),
-            policy,
-            body_bytes,
-            accept: Some(accept),
-            observing: false,
-        };
-        let pending = self.key.borrow_mut().handle_arrival(arrival, now);
-        let (decided, _) = self.write(pending, "the job's claim").await;
-        let mut joined = None;
-        let mut alarm = None;
-        for action in &decided.step.actions {
-            match action {
-                Action::SetAlarm(at) => alarm = Some((*at, self.store.issue_alarm(*at))),
-                Action::Join { attempt, .. } => joined = self.settlement_of(*attempt),
-                _ => {}
+                Err(storage_unavailable())
             }
         }
-        if let Some((at, alarm)) = alarm {
-            if !self.store.confirm_alarm(at, alarm).await {
-                // Without its alarm a job would never run: the driver withdraws a job
-                // claimed here (nothing was sent), and the caller may retry.
-                let withdrawal = self.key.borrow_mut().handle_alarm_failed(&decided);
-                if let Some(withdrawal) = withdrawal {
-                    let (withdrawn, _) = self.write(withdrawal, "withdrawing the job").await;
-                    log.decision = withdrawn.decision.unwrap_or(log.decision);
-                    return traced_problem(&storage_unavailable(), &call.trace);
-                }
-            }
-        }
-
-        // 3. The answer.
-        if let Some(decision) = decided.decision {
-            log.decision = decision;
-        }
-        for action in decided.step.actions {
-            match action {
-                Action::Accepted { retry_after } => return accepted(retry_after),
-                Action::Replay(stored) => return self.prepared(&stored).response(),
-                Action::Join { attempt, wait_ms } => {
-                    let waiting = Waiting { attempt, settled: joined.take(), body_bytes, wait_ms };
-                    return self.wait(waiting, &call.trace, log).await;
-                }
-                Action::Reject(problem) => return traced_problem(&problem, &call.trace),
-                // An async arrival is never forwarded from here (the alarm sends), and
-                // settles nothing.
-                Action::SetAlarm(_) | Action::Forward { .. } | Action::Settle { .. } => {}
-            }
-        }
-        traced_problem(&storage_unavailable(), &call.trace)
     }
 
     /// The alarm of a key with a job: opens the stored request (an await), then steps on
@@ -267,7 +186,7 @@ impl KeyObject {
         let started = now_ms();
         let outgoing =
             Outgoing { target: &request.target, method: &request.method, headers: &headers, body: &body };
-        let (result, mut answer) = self.send(outgoing, policy, job.probe_origin).await;
+        let (result, mut answer) = origin::send(&self.env, outgoing, policy, job.probe_origin).await;
         drop(request);
         let origin_ms = now_ms().saturating_sub(started);
         let origin_status = answer.as_ref().map(|answer| answer.status);

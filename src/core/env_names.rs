@@ -37,7 +37,7 @@ pub enum NameKind {
 }
 
 /// Every name the worker reads from its environment, and how it is set: the one list.
-pub const NAMES: [(&str, NameKind); 44] = [
+pub const NAMES: [(&str, NameKind); 45] = [
     (VAR_ORIGIN_URL, NameKind::Variable),
     (VAR_TTL_SECONDS, NameKind::Variable),
     (VAR_DUPLICATE_WAIT_SECONDS, NameKind::Variable),
@@ -82,6 +82,7 @@ pub const NAMES: [(&str, NameKind); 44] = [
     ("IDEMPOTENCY_KEYS", NameKind::Binding),
     ("IDEMPOTENCY_METRICS", NameKind::Binding),
     ("CF_VERSION_METADATA", NameKind::Binding),
+    (super::outcome_events::OUTCOME_QUEUE_BINDING, NameKind::Binding),
 ];
 
 /// Every name the worker knows.

@@ -29,6 +29,7 @@ pub mod log_decisions;
 pub mod machine;
 pub mod metrics_schema;
 pub mod origin_auth;
+pub mod outcome_events;
 pub mod policy;
 pub mod problem;
 pub mod record;

@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either, FutureExt, Shared};
@@ -67,6 +67,7 @@ use crate::core::headers::{pass_to_caller, store_for_replay};
 use crate::core::key_state::{Arrival, Decided, KeyState, Pending};
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::machine::{storage_unavailable, Action, RecordChange};
+use crate::core::outcome_events::{publishes, OutcomeEvent, OUTCOME_QUEUE_BINDING};
 use crate::core::policy::OriginResult;
 use crate::core::problem::Problem;
 use crate::core::problem::ProblemKind;
@@ -561,6 +562,7 @@ impl KeyObject {
             self.finish(attempt, result, stored, policy, Some(settle), "the outcome").await;
         if let Some(decision) = decision {
             log.decision = decision;
+            self.publish_outcome(decision, log.origin_status, false);
         }
         match settled {
             Some(Settled { prepared, answer: shared, origin_answered }) => match (answer, origin_answered) {
@@ -571,6 +573,35 @@ impl KeyObject {
             // dropped sender and get 409.
             None => respond::problem(&storage_unavailable()),
         }
+    }
+
+    /// Publishes an outcome to `OUTCOME_QUEUE`, when it is bound and `core::outcome_events`
+    /// says this outcome is published. The answer never waits for it: the send runs beside
+    /// it, and a failed one is logged (`outcome-publish-failed`), never retried.
+    pub(super) fn publish_outcome(&self, decision: Decision, origin_status: Option<u16>, asynchronous: bool) {
+        if !publishes(decision, asynchronous) {
+            return;
+        }
+        let Some(queue) = settings::binding(&self.env, OUTCOME_QUEUE_BINDING) else { return };
+        let event = OutcomeEvent {
+            object_id: self.object_id(),
+            decision,
+            origin_status,
+            asynchronous,
+            at_ms: now_ms(),
+        };
+        let message = event.message();
+        let object = self.object_id().to_owned();
+        wasm_bindgen_futures::spawn_local(async move {
+            if let Err(error) = send_to_queue(&queue, &message).await {
+                let error = worker::Error::from(error);
+                console_error!(
+                    "{{\"event\":\"outcome-publish-failed\",\"object\":\"{}\"}} {}",
+                    object,
+                    error
+                );
+            }
+        });
     }
 
     /// Records an attempt's outcome (the object's own forward, or the one observe mode
@@ -845,6 +876,14 @@ pub(super) struct Waiting {
 /// A problem answered to the request `trace` names (its `instance`).
 pub(super) fn traced_problem(problem: &Problem, trace: &Trace) -> Result<Response> {
     respond::problem(&problem.clone().for_request(Some(trace)))
+}
+
+/// `queue.send(message)` on a Queues producer binding, the message as a JSON value.
+async fn send_to_queue(queue: &JsValue, message: &str) -> std::result::Result<JsValue, JsValue> {
+    let body = js_sys::JSON::parse(message)?;
+    let send: js_sys::Function = js_sys::Reflect::get(queue, &JsValue::from_str("send"))?.dyn_into()?;
+    let sent: js_sys::Promise = send.call1(queue, &body)?.dyn_into()?;
+    wasm_bindgen_futures::JsFuture::from(sent).await
 }
 
 /// The attempt a step forwards, if it does.

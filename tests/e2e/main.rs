@@ -17,6 +17,7 @@
 //! - `at_rest`: stored answers sealed with `STORAGE_ENCRYPTION_KEYS`;
 //! - `large_answers`: answers over one SQLite row, stored in chunks and replayed as streams;
 //! - `outcomes`: `ORIGIN_DEDUPLICATES` against an origin that honours keys itself;
+//! - `outcome_queue`: outcomes published to `OUTCOME_QUEUE`, read by a consumer worker;
 //! - `async_accept`: `ASYNC_ACCEPT` (`Prefer: respond-async`): jobs run from the object's
 //!   alarm, through overloads, an origin that is down, a restart and the deadline;
 //! - `identity`: scopes from verified JWT claims, and callers without a credential;
@@ -48,6 +49,7 @@ mod hardening;
 mod identity;
 mod large_answers;
 mod metrics;
+mod outcome_queue;
 mod outcomes;
 mod reliability;
 mod reliability_run;

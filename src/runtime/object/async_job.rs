@@ -239,6 +239,7 @@ impl KeyObject {
             scope: None,
         };
         metrics::record(&self.env, &log);
+        self.publish_outcome(decision, origin_status, true);
     }
 }
 

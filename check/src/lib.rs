@@ -39,8 +39,16 @@ pub const KEY_CLASS: &str = "KeyObject";
 pub const METRICS_BINDING: &str = "IDEMPOTENCY_METRICS";
 
 /// Binding kinds wrangler does not let environments inherit, that this worker reads.
-const NOT_INHERITED: [&str; 6] =
-    ["vars", "durable_objects", "services", "analytics_engine_datasets", "ratelimits", "version_metadata"];
+const NOT_INHERITED: [&str; 7] = [
+    "vars",
+    "durable_objects",
+    "services",
+    "analytics_engine_datasets",
+    "ratelimits",
+    "version_metadata",
+    // OUTCOME_QUEUE's producer: an environment without it publishes nothing.
+    "queues",
+];
 
 /// Keys whose entries are bindings (named by `binding`, or `name`), for the misspelling check.
 const BINDING_KINDS: [&str; 20] = [

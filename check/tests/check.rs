@@ -213,6 +213,10 @@ fn environments_inherit_what_wrangler_lets_them_inherit() {
     assert!(bare.errors().next().unwrap().message.contains("[[env.bare.durable_objects.bindings]]"));
     // Its own binding, the inherited route and migration: route mode is fine.
     assert_clean(&check(&toml, Some("routed"), None).unwrap());
+    // A queue producer (OUTCOME_QUEUE) at the top level only: the environment has none.
+    // (An array-of-tables header is absolute: appended last, it is still the top level's.)
+    let queued = format!("{toml}\n[[queues.producers]]\nbinding = \"OUTCOME_QUEUE\"\nqueue = \"outcomes\"\n");
+    assert_eq!(notes(&check(&queued, Some("routed"), None).unwrap()), ["queues"]);
     let unknown = check(&toml, Some("prod"), None).unwrap_err();
     assert!(unknown.contains("[env.prod]") && unknown.contains("bare, routed"), "{unknown}");
 }

@@ -39,7 +39,7 @@ pub(super) async fn pass_through(
     if settings.trusted_client_ip {
         replace_client_ip(&forwarded.headers())?;
     }
-    if let Some(secret) = &settings.origin_auth_secret {
+    if settings.origin_auth_secret.is_some() {
         let body = match forwarded.body() {
             None => None,
             Some(_) => {
@@ -53,28 +53,38 @@ pub(super) async fn pass_through(
             }
         };
         let (method, headers) = (forwarded.method(), forwarded.headers());
-        let key_header = policy.key_header.lowercase;
-        let signed = origin_auth::sign_hop(
-            secret,
-            &method,
-            &target,
-            &headers,
-            key_header,
-            Protection::Passed,
-            body.as_ref(),
-        );
-        let Ok(signature) = signed.await else { return origin_or_problem(Err(not_signed())) };
+        if let Err(error) = sign_passed(env, policy, &method, &target, &headers, body.as_ref()).await {
+            return origin_or_problem(Err(error));
+        }
         let init = RequestInit::new();
         init.set_method(&method);
-        init.set_headers(&forwarded.headers());
+        init.set_headers(&headers);
         init.set_redirect(forwarded.redirect());
         if let Some(body) = &body {
             init.set_body(body);
         }
         forwarded = Request::new_with_str_and_init(&target, &init)?;
-        forwarded.headers().set(SIGNATURE_HEADER, &signature)?;
     }
     origin_or_problem(send(env, policy.origin_service, &forwarded).await)
+}
+
+/// Signs a forward the Worker makes itself (`Protection::Passed`: no object protects it)
+/// onto `headers`, when `ORIGIN_AUTH_SECRET` is set: the key line is the route's key header.
+/// An error when it cannot be signed: the forward is then not sent.
+pub(super) async fn sign_passed(
+    env: &Env,
+    policy: &Policy<'_>,
+    method: &str,
+    target: &str,
+    headers: &Headers,
+    body: Option<&JsValue>,
+) -> Result<()> {
+    let Some(secret) = &settings::get(env).origin_auth_secret else { return Ok(()) };
+    let key_header = policy.key_header.lowercase;
+    let signed = origin_auth::sign_hop(secret, method, target, headers, key_header, Protection::Passed, body);
+    let signature = signed.await.map_err(|_| not_signed())?;
+    headers.set(SIGNATURE_HEADER, &signature)?;
+    Ok(())
 }
 
 /// A forward whose signature could not be made: it is not sent (502, as for an origin that
@@ -95,19 +105,8 @@ pub(super) async fn fail_open(
     headers: &Headers,
     body: &JsValue,
 ) -> Result<Response> {
-    if let Some(secret) = &settings::get(env).origin_auth_secret {
-        let key_header = policy.key_header.lowercase;
-        let signed = origin_auth::sign_hop(
-            secret,
-            method,
-            target,
-            headers,
-            key_header,
-            Protection::Passed,
-            Some(body),
-        );
-        let Ok(signature) = signed.await else { return origin_or_problem(Err(not_signed())) };
-        headers.set(SIGNATURE_HEADER, &signature)?;
+    if let Err(error) = sign_passed(env, policy, method, target, headers, Some(body)).await {
+        return origin_or_problem(Err(error));
     }
     let init = RequestInit::new();
     init.set_method(method);

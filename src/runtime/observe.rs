@@ -43,11 +43,10 @@ use worker::{console_error, Context, Env, Result};
 use super::forward::{self, has_websocket, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::{self, identify};
 use super::object_call::{cached_key_namespace, call_object_marked};
-use super::{body, metrics, now_ms, origin_auth};
+use super::{body, metrics, now_ms};
 use crate::core::config::{Config, Policy};
 use crate::core::key::IdempotencyKey;
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
-use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
 use crate::core::problem::ProblemKind;
 use crate::core::record::AttemptId;
 use crate::core::routes::{after_object_failure, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable};
@@ -168,22 +167,14 @@ pub(super) async fn covered(
     if settings.trusted_client_ip {
         replace_client_ip(&forwarded.headers())?;
     }
-    if let Some(secret) = &settings.origin_auth_secret {
+    if settings.origin_auth_secret.is_some() {
+        // Observed, the request is sent on unprotected (`Passed`), its body as read.
         let bytes: JsValue = js_sys::Uint8Array::from(&body[..]).into();
-        // Observed, the request is sent on unprotected: `Passed`.
         let (method, headers) = (req.method(), forwarded.headers());
-        let key_header = policy.key_header.lowercase;
-        let signed = origin_auth::sign_hop(
-            secret,
-            &method,
-            &target,
-            &headers,
-            key_header,
-            Protection::Passed,
-            Some(&bytes),
-        );
-        let Ok(signature) = signed.await else { return origin_or_problem(Err(forward::not_signed())) };
-        forwarded.headers().set(SIGNATURE_HEADER, &signature)?;
+        let signed = forward::sign_passed(env, policy, &method, &target, &headers, Some(&bytes));
+        if let Err(error) = signed.await {
+            return origin_or_problem(Err(error));
+        }
     }
     let started = now_ms();
     let pending = start_send(env, policy.origin_service, &forwarded);

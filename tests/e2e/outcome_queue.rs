@@ -13,25 +13,10 @@ use crate::support::assert::{assert_executed, assert_problem};
 use crate::support::logs::{self, decision_lines, LOG_TIMEOUT};
 use crate::support::origin::Origin;
 use crate::support::requests::{new_key, new_path, payment};
-use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
+use crate::support::worker::{key_object_toml, shared, Readiness, Worker, WorkerConfig};
 
-const WRANGLER_TOML: &str = r#"
-name = "e2e-outcome-queue"
-main = "{MAIN}"
-compatibility_date = "2026-04-26"
-
-[[durable_objects.bindings]]
-name = "IDEMPOTENCY_KEYS"
-class_name = "KeyObject"
-
-[[migrations]]
-tag = "v1"
-new_sqlite_classes = ["KeyObject"]
-
-[[queues.producers]]
-binding = "OUTCOME_QUEUE"
-queue = "e2e-outcomes"
-"#;
+/// The producer binding, on the worker's configuration (`key_object_toml`).
+const PRODUCER: &str = "\n[[queues.producers]]\nbinding = \"OUTCOME_QUEUE\"\nqueue = \"e2e-outcomes\"\n";
 
 /// One message per batch, delivered within a second.
 const CONSUMER_TOML: &str = r#"
@@ -76,7 +61,7 @@ fn queued() -> &'static (Origin, Worker) {
         .collect();
         let w = Worker::start_with_configs(
             WorkerConfig { name: "outcome-queue".into(), vars, readiness: Readiness::OriginAnswers },
-            WRANGLER_TOML,
+            &key_object_toml("e2e-outcome-queue", PRODUCER),
             &[CONSUMER_TOML],
             &[("consumer.mjs", CONSUMER)],
         )?;

@@ -293,6 +293,14 @@ impl Record {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
+        Record::decode_skipping(bytes).map(|(record, _)| record)
+    }
+
+    /// [`Record::decode`], with how many skippable extensions it did not know and skipped.
+    /// Such a record re-encodes without them (shorter, or as version 1 when none is left):
+    /// that is what skippable means, a fact a newer release added that an older one may drop.
+    pub fn decode_skipping(bytes: &[u8]) -> Result<(Record, usize), DecodeError> {
+        let mut skipped = 0;
         let mut input = Reader::new(bytes);
         if input.take(2)? != MAGIC {
             return Err(DecodeError::NotARecord);
@@ -398,13 +406,13 @@ impl Record {
                         }
                         *chunks = Some(ChunkManifest::decode(value).ok_or(DecodeError::BadField(tag))?);
                     }
-                    (tag, _) if tag & EXT_SKIPPABLE != 0 => {}
+                    (tag, _) if tag & EXT_SKIPPABLE != 0 => skipped += 1,
                     (tag, _) => return Err(DecodeError::UnknownExtension(tag)),
                 }
             }
         }
         input.finish()?;
-        Ok(record)
+        Ok((record, skipped))
     }
 }
 
@@ -695,6 +703,16 @@ mod tests {
         };
         assert_eq!(Record::decode(&with(0x7f)), Err(DecodeError::UnknownExtension(0x7f)));
         assert_eq!(Record::decode(&with(0x90)), Ok(samples()[5].clone()));
+        assert_eq!(Record::decode_skipping(&with(0x90)), Ok((samples()[5].clone(), 1)));
+        // Skipped, it is not written again: a record whose only extension was skipped
+        // re-encodes as version 1 (found by the fuzzer: a second encoding, by design).
+        let only_skippable =
+            [&[b'I', b'E', VERSION_2, KIND_IN_FLIGHT][..], &[0; 8 + 32 + 24], &[1, 0x81, 0, 0, 0, 0]]
+                .concat();
+        let (decoded, skipped) = Record::decode_skipping(&only_skippable).expect("decodes");
+        assert_eq!(skipped, 1);
+        assert_eq!(decoded.encode()[2], VERSION_1);
+        assert_eq!(decoded.encode().len(), only_skippable.len() - 6);
         // The attempts extension on a completed record is not a known combination.
         let mut completed = samples()[1].encode();
         completed[2] = 2;

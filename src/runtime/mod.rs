@@ -15,6 +15,7 @@
 //! - `body`: request bodies read within a limit, or drained, in the Worker and the object.
 //! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `metrics`: the log line and the optional Analytics Engine data point.
+//! - `outcome_queue`: published outcomes sent to the optional `OUTCOME_QUEUE` producer.
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
 //!   answer prepared once for replays.
 //! - `settings`: the configuration and bindings, read once per isolate.
@@ -33,6 +34,7 @@ mod object_call;
 mod observe;
 mod origin;
 mod origin_auth;
+mod outcome_queue;
 mod record_store;
 mod respond;
 mod seal;

@@ -44,38 +44,33 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either, FutureExt, Shared};
-use worker::web_sys::{self, Headers, Response};
+use worker::web_sys::{self, Response};
 use worker::worker_sys::DurableObjectState;
 use worker::{console_error, console_log, Delay, Env, Result, State};
 
-use super::origin::{self, AnswerBody, OriginAnswer, Outgoing};
+use super::origin::{self, OriginAnswer, Outgoing};
 use super::record_store::RecordStore;
 use super::respond::{self, Prepared};
 use super::settings;
 use super::storage::StorageError;
-use super::{body, metrics};
+use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64};
 use crate::core::admin;
 use crate::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
 use crate::core::config::{ObjectPolicy, PanicSite, PANIC_TEST_HEADER};
 use crate::core::fingerprint::Digest256;
-use crate::core::headers::{pass_to_caller, store_for_replay};
 use crate::core::key_state::{Arrival, Decided, KeyState, Pending};
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::machine::{storage_unavailable, Action, RecordChange};
-use crate::core::outcome_events::{publishes, OutcomeEvent, OUTCOME_QUEUE_BINDING};
 use crate::core::policy::OriginResult;
-use crate::core::problem::Problem;
 use crate::core::problem::ProblemKind;
 use crate::core::record::{AttemptId, Record, StoredResponse};
 use crate::core::scope::ScopeLog;
-use crate::core::wire::{
-    Answered, KeyCall, KeyStep, ObservedOutcome, ToObject, ANSWERED_HEADER, ANSWERED_PLAIN, ENVELOPE_HEADER,
-};
+use crate::core::wire::{KeyCall, KeyStep, ObservedOutcome, ToObject, ENVELOPE_HEADER};
 
 mod async_job;
 
@@ -129,7 +124,7 @@ impl KeyObject {
                 console_error!("object {}: answering failed: {}", self.short_id(), error);
                 respond::problem(&storage_unavailable())
             });
-            mark_answered(answer).map(JsValue::from).map_err(JsValue::from)
+            respond::marked(answer).map(JsValue::from).map_err(JsValue::from)
         })
         .await
     }
@@ -208,7 +203,11 @@ impl KeyObject {
                 Ok(accept) => Some(accept),
                 Err(problem) => {
                     log.decision = Decision::Rejected(problem.kind);
-                    return self.answer(traced_problem(&problem, &call.trace), &mut log, &call.trace);
+                    return self.answer(
+                        respond::traced_problem(&problem, &call.trace),
+                        &mut log,
+                        &call.trace,
+                    );
                 }
             },
         };
@@ -218,7 +217,11 @@ impl KeyObject {
             if !body_read {
                 body::drain(&req, Some(body_bytes)).await;
             }
-            return self.answer(traced_problem(&storage_unavailable(), &call.trace), &mut log, &call.trace);
+            return self.answer(
+                respond::traced_problem(&storage_unavailable(), &call.trace),
+                &mut log,
+                &call.trace,
+            );
         }
         let new_attempt = AttemptId(random_u64());
         let arrival = Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing: false };
@@ -267,7 +270,7 @@ impl KeyObject {
                 let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
                 log.decision = withdrawn.decision.unwrap_or(log.decision);
                 return self.answer(
-                    traced_problem(&storage_unavailable(), &call.trace),
+                    respond::traced_problem(&storage_unavailable(), &call.trace),
                     &mut log,
                     &call.trace,
                 );
@@ -293,14 +296,15 @@ impl KeyObject {
                     let waiting = Waiting { attempt, settled: joined.take(), body_bytes, wait_ms };
                     response = Some(self.wait(waiting, &call.trace, &mut log).await);
                 }
-                Action::Reject(problem) => response = Some(traced_problem(&problem, &call.trace)),
+                Action::Reject(problem) => response = Some(respond::traced_problem(&problem, &call.trace)),
                 // A poll of the key's asynchronous job.
                 Action::Accepted { retry_after } => response = Some(async_job::accepted(retry_after)),
                 // Settling only follows an origin result, never an arrival.
                 Action::Settle { .. } => {}
             }
         }
-        let response = response.unwrap_or_else(|| traced_problem(&storage_unavailable(), &call.trace));
+        let response =
+            response.unwrap_or_else(|| respond::traced_problem(&storage_unavailable(), &call.trace));
         self.answer(response, &mut log, &call.trace)
     }
 
@@ -330,7 +334,7 @@ impl KeyObject {
         let mut log = self.request_log(Some(call.scope));
         log.status = 503;
         self.record_line(&log, &call.trace);
-        traced_problem(&storage_unavailable(), &call.trace)
+        respond::traced_problem(&storage_unavailable(), &call.trace)
     }
 
     /// Writes a request's line, naming the request (`core::log::Trace`).
@@ -405,7 +409,7 @@ impl KeyObject {
             "inspect" | "inspect-reveal" => {
                 let reveal = operation == "inspect-reveal";
                 let faults = settings::get(&self.env).fault_injection;
-                json_response(&admin::inspection(&object_id, record.as_ref(), waiters, now, reveal, &faults))
+                respond::json(&admin::inspection(&object_id, record.as_ref(), waiters, now, reveal, &faults))
             }
             "purge" | "purge-force" => {
                 let force = operation == "purge-force";
@@ -425,7 +429,7 @@ impl KeyObject {
                                 object_id,
                                 force
                             );
-                            json_response(&serde_json::json!({ "object_id": object_id, "purged": true }))
+                            respond::json(&serde_json::json!({ "object_id": object_id, "purged": true }))
                         }
                         Err(error) => {
                             console_error!("object {}: purge failed: {}", self.short_id(), error);
@@ -555,53 +559,24 @@ impl KeyObject {
             None => (OriginResult::ConnectRefused, None),
         };
         // The body moves into the stored answer: the caller's response shares it below.
-        let stored = answer.as_mut().and_then(storable).map(Arc::new);
+        let stored = answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new);
         log.origin_status = answer.as_ref().map(|answer| answer.status);
         log.origin_ms = Some(now_ms().saturating_sub(started));
         let (decision, settled) =
             self.finish(attempt, result, stored, policy, Some(settle), "the outcome").await;
         if let Some(decision) = decision {
             log.decision = decision;
-            self.publish_outcome(decision, log.origin_status, false);
+            outcome_queue::publish(&self.env, self.object_id(), decision, log.origin_status, false);
         }
         match settled {
             Some(Settled { prepared, answer: shared, origin_answered }) => match (answer, origin_answered) {
-                (Some(answer), true) => live_response(answer, &prepared),
+                (Some(answer), true) => respond::live(answer, &prepared),
                 _ => respond::stored(&shared, false),
             },
             // Should the step not settle (it always does), the waiters are released by the
             // dropped sender and get 409.
             None => respond::problem(&storage_unavailable()),
         }
-    }
-
-    /// Publishes an outcome to `OUTCOME_QUEUE`, when it is bound and `core::outcome_events`
-    /// says this outcome is published. The answer never waits for it: the send runs beside
-    /// it, and a failed one is logged (`outcome-publish-failed`), never retried.
-    pub(super) fn publish_outcome(&self, decision: Decision, origin_status: Option<u16>, asynchronous: bool) {
-        if !publishes(decision, asynchronous) {
-            return;
-        }
-        let Some(queue) = settings::binding(&self.env, OUTCOME_QUEUE_BINDING) else { return };
-        let event = OutcomeEvent {
-            object_id: self.object_id(),
-            decision,
-            origin_status,
-            asynchronous,
-            at_ms: now_ms(),
-        };
-        let message = event.message();
-        let object = self.object_id().to_owned();
-        wasm_bindgen_futures::spawn_local(async move {
-            if let Err(error) = send_to_queue(&queue, &message).await {
-                let error = worker::Error::from(error);
-                console_error!(
-                    "{{\"event\":\"outcome-publish-failed\",\"object\":\"{}\"}} {}",
-                    object,
-                    error
-                );
-            }
-        });
     }
 
     /// Records an attempt's outcome (the object's own forward, or the one observe mode
@@ -667,7 +642,7 @@ impl KeyObject {
         if let Err(error) = self.record() {
             console_error!("object {}: reading the record failed: {}", self.short_id(), error);
             body::drain(req, None).await;
-            return decision_answer(Decision::Rejected(ProblemKind::StorageUnavailable), None);
+            return respond::observed_decision(Decision::Rejected(ProblemKind::StorageUnavailable), None);
         }
         let arrival = Arrival {
             fingerprint,
@@ -697,7 +672,7 @@ impl KeyObject {
         if let Some((at, alarm)) = alarm {
             self.store.confirm_alarm(at, alarm).await;
         }
-        decision_answer(decision, claimed)
+        respond::observed_decision(decision, claimed)
     }
 
     /// Observe mode, the origin's answer to a claimed request, as the Worker got it: recorded
@@ -713,13 +688,13 @@ impl KeyObject {
     ) -> Result<Response> {
         let (result, mut answer) = origin::reported(req, outcome, policy).await;
         let stored = match result {
-            OriginResult::Responded(_) => answer.as_mut().and_then(storable).map(Arc::new),
+            OriginResult::Responded(_) => answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new),
             _ => None,
         };
         let settle = self.take_observed_settle(attempt);
         let (decision, _) =
             self.finish(attempt, result, stored, policy, settle, "the observed outcome").await;
-        decision_answer(decision.unwrap_or(Decision::Unknown), None)
+        respond::observed_decision(decision.unwrap_or(Decision::Unknown), None)
     }
 
     /// Forgets an observed claim whose lease has ended: its outcome will not come (the
@@ -802,9 +777,9 @@ impl KeyObject {
             }
             (_, Err(problem)) => {
                 log.decision = Decision::Rejected(problem.kind);
-                traced_problem(&problem, trace)
+                respond::traced_problem(&problem, trace)
             }
-            (None, Ok(_)) => traced_problem(&storage_unavailable(), trace),
+            (None, Ok(_)) => respond::traced_problem(&storage_unavailable(), trace),
         }
     }
 
@@ -815,37 +790,6 @@ impl KeyObject {
     fn short_id(&self) -> &str {
         self.store.short_id()
     }
-}
-
-/// Marks an answer as the object's own (`core::wire::ANSWERED_HEADER`). Prepared replays carry
-/// the marker already. Should the answer's headers be immutable, it is rebuilt around the
-/// same body with a marked copy of them.
-fn mark_answered(response: Result<Response>) -> Result<Response> {
-    let response = response?;
-    let headers = response.headers();
-    if headers.has(ANSWERED_HEADER)? || headers.set(ANSWERED_HEADER, ANSWERED_PLAIN).is_ok() {
-        return Ok(response);
-    }
-    let copy = Headers::new_with_headers(&headers)?;
-    copy.set(ANSWERED_HEADER, ANSWERED_PLAIN)?;
-    let init = web_sys::ResponseInit::new();
-    init.set_status(response.status());
-    init.set_headers(&copy);
-    Ok(Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?)
-}
-
-/// Observe mode's answer to the Worker: 204, marked with the decision (and the claimed
-/// attempt).
-fn decision_answer(decision: Decision, claimed: Option<AttemptId>) -> Result<Response> {
-    let headers = Headers::new()?;
-    headers.set(ANSWERED_HEADER, &Answered::Observed { decision, claimed }.encode())?;
-    respond::build(204, &headers, &[])
-}
-
-fn json_response(value: &serde_json::Value) -> Result<Response> {
-    let headers = Headers::new()?;
-    headers.set("content-type", "application/json")?;
-    respond::build(200, &headers, &serde_json::to_vec(value).unwrap_or_default())
 }
 
 /// One attempt to send, as the envelope described it.
@@ -873,60 +817,12 @@ pub(super) struct Waiting {
     pub wait_ms: u64,
 }
 
-/// A problem answered to the request `trace` names (its `instance`).
-pub(super) fn traced_problem(problem: &Problem, trace: &Trace) -> Result<Response> {
-    respond::problem(&problem.clone().for_request(Some(trace)))
-}
-
-/// `queue.send(message)` on a Queues producer binding, the message as a JSON value.
-async fn send_to_queue(queue: &JsValue, message: &str) -> std::result::Result<JsValue, JsValue> {
-    let body = js_sys::JSON::parse(message)?;
-    let send: js_sys::Function = js_sys::Reflect::get(queue, &JsValue::from_str("send"))?.dyn_into()?;
-    let sent: js_sys::Promise = send.call1(queue, &body)?.dyn_into()?;
-    wasm_bindgen_futures::JsFuture::from(sent).await
-}
-
 /// The attempt a step forwards, if it does.
 fn forwarded(decided: &Decided) -> Option<AttemptId> {
     decided.step.actions.iter().find_map(|action| match action {
         Action::Forward { attempt } => Some(*attempt),
         _ => None,
     })
-}
-
-/// The origin's answer as it is stored for replay, its body moved out of `answer` (held
-/// once, not twice); `None` for one streamed past the cap.
-fn storable(answer: &mut OriginAnswer) -> Option<StoredResponse> {
-    let AnswerBody::Complete(body) = &mut answer.body else { return None };
-    let body = std::mem::take(body);
-    let headers = answer
-        .headers
-        .iter()
-        .filter(|(name, _)| store_for_replay(name, &answer.connection_tokens))
-        .cloned()
-        .collect();
-    Some(StoredResponse { status: answer.status, headers, body })
-}
-
-/// The origin's answer for the caller whose request executed: every end-to-end header,
-/// cookies included; the body the waiters share (`prepared`, which `storable` moved it
-/// into), or one over the stored-size cap as the stream it is.
-fn live_response(answer: OriginAnswer, prepared: &Prepared) -> Result<Response> {
-    let headers = Headers::new()?;
-    for (name, value) in &answer.headers {
-        if pass_to_caller(name, &answer.connection_tokens) {
-            headers.append(name, value)?;
-        }
-    }
-    match answer.body {
-        AnswerBody::Complete(_) => prepared.live(&headers),
-        AnswerBody::Streamed(stream) => {
-            let init = web_sys::ResponseInit::new();
-            init.set_status(answer.status);
-            init.set_headers(&headers);
-            Ok(Response::new_with_opt_readable_stream_and_init(Some(&stream), &init)?)
-        }
-    }
 }
 
 /// When an alarm that could not read its record looks again.

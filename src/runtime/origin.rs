@@ -60,10 +60,11 @@ use worker::{console_error, console_warn, worker_sys, Delay, Env};
 use super::forward::filtered_copy;
 use super::{body, origin_auth, settings};
 use crate::core::config::ObjectPolicy;
-use crate::core::headers::{connection_tokens, forward_to_origin};
+use crate::core::headers::{connection_tokens, forward_to_origin, store_for_replay};
 use crate::core::key_state::answer_body_cap;
 use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
 use crate::core::policy::OriginResult;
+use crate::core::record::StoredResponse;
 use crate::core::url::host_and_port;
 use crate::core::wire::ObservedOutcome;
 
@@ -75,6 +76,22 @@ pub struct OriginAnswer {
     /// Tokens of the answer's `Connection` header (they name more hop-by-hop headers).
     pub connection_tokens: Vec<String>,
     pub body: AnswerBody,
+}
+
+impl OriginAnswer {
+    /// The answer as it is stored for replay, its body moved out of this one (held once,
+    /// not twice); `None` for one streamed past the cap.
+    pub fn take_storable(&mut self) -> Option<StoredResponse> {
+        let AnswerBody::Complete(body) = &mut self.body else { return None };
+        let body = std::mem::take(body);
+        let headers = self
+            .headers
+            .iter()
+            .filter(|(name, _)| store_for_replay(name, &self.connection_tokens))
+            .cloned()
+            .collect();
+        Some(StoredResponse { status: self.status, headers, body })
+    }
 }
 
 pub enum AnswerBody {

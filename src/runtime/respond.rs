@@ -12,11 +12,13 @@ use worker::{Env, Result};
 
 use super::chunks::Source;
 use super::metrics;
+use super::origin::{AnswerBody, OriginAnswer};
+use crate::core::headers::pass_to_caller;
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::machine::problem_response;
 use crate::core::problem::Problem;
-use crate::core::record::StoredResponse;
-use crate::core::wire::{ANSWERED_HEADER, ANSWERED_PLAIN};
+use crate::core::record::{AttemptId, StoredResponse};
+use crate::core::wire::{Answered, ANSWERED_HEADER, ANSWERED_PLAIN};
 
 /// The header that marks every answer that did not come from this request's own execution.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
@@ -160,4 +162,62 @@ fn prepare(stored: &StoredResponse, with_body: bool) -> Result<(Headers, Option<
         Some(Blob::new_with_u8_array_sequence(&JsValue::from(parts))?)
     };
     Ok((headers, body))
+}
+
+/// A problem answered to the request `trace` names (its `instance`).
+pub fn traced_problem(refusal: &Problem, trace: &Trace) -> Result<Response> {
+    problem(&refusal.clone().for_request(Some(trace)))
+}
+
+/// Marks an answer as the object's own (`core::wire::ANSWERED_HEADER`). Prepared replays carry
+/// the marker already. Should the answer's headers be immutable, it is rebuilt around the
+/// same body with a marked copy of them.
+pub fn marked(response: Result<Response>) -> Result<Response> {
+    let response = response?;
+    let headers = response.headers();
+    if headers.has(ANSWERED_HEADER)? || headers.set(ANSWERED_HEADER, ANSWERED_PLAIN).is_ok() {
+        return Ok(response);
+    }
+    let copy = Headers::new_with_headers(&headers)?;
+    copy.set(ANSWERED_HEADER, ANSWERED_PLAIN)?;
+    let init = ResponseInit::new();
+    init.set_status(response.status());
+    init.set_headers(&copy);
+    Ok(Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?)
+}
+
+/// Observe mode's answer to the Worker: 204, marked with the decision (and the claimed
+/// attempt).
+pub fn observed_decision(decision: Decision, claimed: Option<AttemptId>) -> Result<Response> {
+    let headers = Headers::new()?;
+    headers.set(ANSWERED_HEADER, &Answered::Observed { decision, claimed }.encode())?;
+    build(204, &headers, &[])
+}
+
+/// 200 with `value` as JSON (the admin API's views).
+pub fn json(value: &serde_json::Value) -> Result<Response> {
+    let headers = Headers::new()?;
+    headers.set("content-type", "application/json")?;
+    build(200, &headers, &serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// The origin's answer for the caller whose request executed: every end-to-end header,
+/// cookies included; the body the waiters share (`prepared`, which `OriginAnswer::take_storable` moved it
+/// into), or one over the stored-size cap as the stream it is.
+pub fn live(answer: OriginAnswer, prepared: &Prepared) -> Result<Response> {
+    let headers = Headers::new()?;
+    for (name, value) in &answer.headers {
+        if pass_to_caller(name, &answer.connection_tokens) {
+            headers.append(name, value)?;
+        }
+    }
+    match answer.body {
+        AnswerBody::Complete(_) => prepared.live(&headers),
+        AnswerBody::Streamed(stream) => {
+            let init = ResponseInit::new();
+            init.set_status(answer.status);
+            init.set_headers(&headers);
+            Ok(Response::new_with_opt_readable_stream_and_init(Some(&stream), &init)?)
+        }
+    }
 }

@@ -21,7 +21,7 @@ use wasm_bindgen::JsValue;
 use worker::web_sys::{self, Headers, Response};
 use worker::{console_error, Result};
 
-use super::{body, metrics, now_ms, random_u64, settings, storable, KeyObject};
+use super::{body, metrics, now_ms, random_u64, settings, KeyObject};
 use crate::core::async_job::{
     no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,
     StoredRequest,
@@ -33,7 +33,8 @@ use crate::core::machine::{storage_unavailable, Action};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record};
 use crate::core::wire::KeyCall;
-use crate::runtime::origin::{self, AnswerBody, Outgoing};
+use crate::runtime::origin::{self, AnswerBody, OriginAnswer, Outgoing};
+use crate::runtime::outcome_queue;
 use crate::runtime::respond;
 
 /// 202 Accepted for a job that runs: `Preference-Applied: respond-async` (RFC 7240 §3) and
@@ -194,7 +195,7 @@ impl KeyObject {
             let value = answer.headers.iter().find(|(name, _)| name.eq_ignore_ascii_case("retry-after"));
             parse_retry_after(value.map(|(_, value)| value.as_str()), now_ms())
         });
-        let stored = answer.as_mut().and_then(storable).map(Arc::new);
+        let stored = answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new);
         if let Some(AnswerBody::Streamed(stream)) = answer.map(|answer| answer.body) {
             // Too large to store: nobody waits for it; let it go.
             let _ = wasm_bindgen_futures::JsFuture::from(stream.cancel()).await;
@@ -239,7 +240,7 @@ impl KeyObject {
             scope: None,
         };
         metrics::record(&self.env, &log);
-        self.publish_outcome(decision, origin_status, true);
+        outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, true);
     }
 }
 

@@ -53,7 +53,7 @@ use worker::worker_sys::DurableObjectState;
 use worker::{console_error, console_log, Delay, Env, Result, State};
 
 use super::origin::{self, OriginAnswer, Outgoing};
-use super::record_store::RecordStore;
+use super::record_store::{Opened, RecordStore};
 use super::respond::{self, Prepared};
 use super::settings;
 use super::storage::StorageError;
@@ -180,7 +180,8 @@ impl KeyObject {
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
         if let Err(error) = self.open_sealed_record().await {
-            return self.refuse_unreadable(&req, &call, "opening the stored answer", error).await;
+            let log = self.request_log(Some(call.scope));
+            return self.refuse_unreadable(&req, &call, "opening the stored answer", error, true, log).await;
         }
         // Observe mode: the same record, opened the same way; nothing forwarded from here.
         self.expire_observed(now);
@@ -213,15 +214,8 @@ impl KeyObject {
         };
         let body_read = accept.is_some();
         if let Err(error) = self.record() {
-            console_error!("object {}: reading the record failed: {}", self.short_id(), error);
-            if !body_read {
-                body::drain(&req, Some(body_bytes)).await;
-            }
-            return self.answer(
-                respond::traced_problem(&storage_unavailable(), &call.trace),
-                &mut log,
-                &call.trace,
-            );
+            let drain = !body_read;
+            return self.refuse_unreadable(&req, &call, "reading the record", error, drain, log).await;
         }
         let new_attempt = AttemptId(random_u64());
         let arrival = Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing: false };
@@ -316,25 +310,22 @@ impl KeyObject {
     }
 
     /// The answer when the record cannot be read or opened: 503, nothing forwarded, the
-    /// body drained, and the decision logged (an unreadable record must never pass quietly).
+    /// body drained (unless it was read already), and the decision logged (an unreadable
+    /// record must never pass quietly).
     async fn refuse_unreadable(
         &self,
         req: &web_sys::Request,
         call: &KeyCall,
         what: &str,
         error: StorageError,
+        drain: bool,
+        mut log: RequestLog,
     ) -> Result<Response> {
         console_error!("object {}: {} failed: {}", self.short_id(), what, error);
-        body::drain(req, Some(call.body_bytes)).await;
-        self.refuse_storage_unavailable(call)
-    }
-
-    /// 503 `storage-unavailable`, logged: nothing was forwarded.
-    fn refuse_storage_unavailable(&self, call: &KeyCall) -> Result<Response> {
-        let mut log = self.request_log(Some(call.scope));
-        log.status = 503;
-        self.record_line(&log, &call.trace);
-        respond::traced_problem(&storage_unavailable(), &call.trace)
+        if drain {
+            body::drain(req, Some(call.body_bytes)).await;
+        }
+        self.answer(respond::traced_problem(&storage_unavailable(), &call.trace), &mut log, &call.trace)
     }
 
     /// Writes a request's line, naming the request (`core::log::Trace`).
@@ -467,7 +458,7 @@ impl KeyObject {
         let Some(record) = self.record()? else { return Ok(()) };
         let Some(opened) = self.store.open(&record).await? else { return Ok(()) };
         let mut key = self.key.borrow_mut();
-        if opened.opens(key.record()) {
+        if Opened::still_stored(&record, key.record()) {
             key.remember(Some(self.store.keep(opened)));
         }
         Ok(())

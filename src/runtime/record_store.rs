@@ -20,7 +20,6 @@ use super::chunks;
 use super::seal::Sealer;
 use super::settings;
 use super::storage::{self, StorageError};
-use crate::core::chunks::ChunkManifest;
 use crate::core::fingerprint::Digest256;
 use crate::core::record::{Completed, Record, StoredResponse};
 use crate::core::seal::{refuses_unsealed, KeyRing};
@@ -57,16 +56,15 @@ pub(super) struct RecordStore {
 pub(super) struct Opened {
     record: Record,
     checked: Option<chunks::Checked>,
-    /// What identifies the stored record that was opened.
-    sealed_answer: Option<Vec<u8>>,
-    chunks: Option<ChunkManifest>,
 }
 
 impl Opened {
-    /// Whether `current` (the record as the object knows it now) is still the one that was
-    /// opened: an alarm, a purge or another opener may have replaced it meanwhile.
-    pub fn opens(&self, current: Option<&Record>) -> bool {
-        matches!(current, Some(Record::Completed(now)) if now.sealed_answer == self.sealed_answer && now.chunks == self.chunks)
+    /// Whether `current` (the record as the object knows it now) is still `opened_from`,
+    /// the record that was opened: an alarm, a purge or another opener may have replaced it
+    /// meanwhile.
+    pub fn still_stored(opened_from: &Record, current: Option<&Record>) -> bool {
+        matches!((opened_from, current), (Record::Completed(was), Some(Record::Completed(now)))
+            if now.sealed_answer == was.sealed_answer && now.chunks == was.chunks)
     }
 }
 
@@ -118,12 +116,7 @@ impl RecordStore {
         }
         let Record::Completed(done) = record else { return Ok(None) };
         let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
-        let opened = |record, checked| Opened {
-            record: Record::Completed(record),
-            checked,
-            sealed_answer: done.sealed_answer.clone(),
-            chunks: done.chunks.clone(),
-        };
+        let opened = |record, checked| Opened { record: Record::Completed(record), checked };
         if let Some(manifest) = &done.chunks {
             let checked = self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
             if done.sealed_answer.is_none() && checked == Some(manifest.attempt) {

@@ -200,6 +200,17 @@ enum Value<'a> {
 }
 
 impl RequestLog {
+    /// A line about `object` (if one was reached) and `scope` (if one was reached), with no
+    /// origin or wait figures yet.
+    pub fn new(
+        object: Option<String>,
+        decision: Decision,
+        status: u16,
+        scope: Option<ScopeLog>,
+    ) -> RequestLog {
+        RequestLog { object, decision, status, origin_status: None, origin_ms: None, wait_ms: None, scope }
+    }
+
     /// The data point of an enforce-mode line.
     pub fn data_point(&self) -> DataPoint {
         self.data_point_in(LineContext::default())

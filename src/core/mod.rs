@@ -28,6 +28,7 @@ pub mod log;
 pub mod log_decisions;
 pub mod machine;
 pub mod metrics_schema;
+pub mod observed;
 pub mod origin_auth;
 pub mod outcome_events;
 pub mod policy;

@@ -1,20 +1,25 @@
-//! The admin API's edge half: checks the token, parses the call and hands it to the
-//! object named by the id. The object inspects or purges (see `object`). The rules are in
-//! `core::admin`. Every call, a refused one too, writes one audit line
+//! The admin API, both halves. The Worker's checks the token, parses the call and hands it
+//! to the object named by the id; the object's (`KeyObject::admin`) inspects or purges the
+//! record. The rules are in `core::admin`. Every call, a refused one too, writes one audit line
 //! (`core::admin::audit_line`) naming the operator from `X-Operator`, never the token.
 
-use worker::web_sys::{Headers, Request, RequestInit, Response};
-use worker::{console_log, Env, Result};
+use worker::web_sys::{Request, Response};
+use worker::{console_error, console_log, Env, Result};
 
-use super::object_call::{call_object, key_namespace};
+use super::now_ms;
+use super::object::KeyObject;
+use super::object_call::{call_object, envelope_request, key_namespace};
 use super::{respond, settings};
+use crate::core::admin;
 use crate::core::admin::{
     audit_line, parse_call, parse_lookup, refusals, token_matches, AdminCall, MAX_LOOKUP_BYTES,
     OPERATOR_HEADER,
 };
 use crate::core::config::Config;
+use crate::core::machine::{storage_unavailable, RecordChange};
+use crate::core::record::Record;
 use crate::core::url::path_and_query_parts;
-use crate::core::wire::{ToObject, ENVELOPE_HEADER};
+use crate::core::wire::ToObject;
 
 /// Answers one admin call, and writes its audit line.
 pub async fn call(req: Request, url: &str, env: &Env, config: &Config, token: &str) -> Result<Response> {
@@ -95,11 +100,8 @@ async fn respond_to(
             return response.map(|r| ("method-not-allowed", None, r));
         }
     };
-    let headers = Headers::new()?;
-    headers.set(ENVELOPE_HEADER, &ToObject::Admin(operation.to_owned()).encode())?;
-    let init = RequestInit::new();
-    init.set_headers(&headers);
-    let to_object = Request::new_with_str_and_init("https://admin.invalid/", &init)?;
+    let envelope = ToObject::Admin(operation.to_owned()).encode();
+    let to_object = envelope_request("https://admin.invalid/", "GET", &envelope, None)?;
     let namespace = key_namespace(env, config.jurisdiction.as_deref())?;
     // 64 hex digits that this namespace never issued are no object id: not found, rather
     // than the runtime's exception (a bare 500).
@@ -121,4 +123,58 @@ async fn read_lookup(req: &Request) -> Result<Vec<u8>> {
     let bytes = js_sys::Uint8Array::new(&buffer);
     let len = bytes.length().min(MAX_LOOKUP_BYTES as u32 + 1);
     Ok(bytes.subarray(0, len).to_vec())
+}
+
+impl KeyObject {
+    /// Inspects or purges the record for the admin API (`core::admin` has the rules).
+    pub(super) async fn admin(&self, operation: &str) -> Result<Response> {
+        let now = now_ms();
+        self.expire_observed(now);
+        let object_id = self.object_id().to_owned();
+        let record = match self.record() {
+            Ok(record) => record,
+            Err(error) => {
+                console_error!("object {}: admin could not read the record: {}", self.short_id(), error);
+                return respond::problem(&storage_unavailable());
+            }
+        };
+        let waiters = self.key.borrow().live().map(|live| live.waiters);
+        let live = waiters.is_some();
+        let response = match operation {
+            "inspect" | "inspect-reveal" => {
+                let reveal = operation == "inspect-reveal";
+                let faults = settings::get(&self.env).fault_injection;
+                respond::json(&admin::inspection(&object_id, record.as_ref(), waiters, now, reveal, &faults))
+            }
+            "purge" | "purge-force" => {
+                let force = operation == "purge-force";
+                if let Some(refusal) = admin::purge_refusal(record.as_ref(), live, now, force) {
+                    respond::problem(&admin::refusals::purge_refused(refusal))
+                } else {
+                    let job = record.as_ref().and_then(Record::async_job).is_some();
+                    match self.apply(&RecordChange::Delete).await {
+                        // A pending job's alarm is cancelled with it.
+                        Ok(()) if job && !self.store.delete_alarm().await => {
+                            console_error!("object {}: cancelling the job's alarm failed", self.short_id());
+                            respond::problem(&storage_unavailable())
+                        }
+                        Ok(()) => {
+                            console_log!(
+                                "{{\"event\":\"admin-purge\",\"object\":\"{}\",\"forced\":{}}}",
+                                object_id,
+                                force
+                            );
+                            respond::json(&serde_json::json!({ "object_id": object_id, "purged": true }))
+                        }
+                        Err(error) => {
+                            console_error!("object {}: purge failed: {}", self.short_id(), error);
+                            respond::problem(&storage_unavailable())
+                        }
+                    }
+                }
+            }
+            _ => respond::problem(&admin::refusals::unknown_operation()),
+        };
+        response
+    }
 }

@@ -12,9 +12,7 @@
 //!    fingerprint and the timing, so the object repeats none of this work.
 //!
 //! Rejections in steps 1–3 happen before any object exists, and so does the rate limit
-//! (`RATE_LIMITER`, a Workers Rate Limiting binding; keyed as `core::scope::rate_limit_keys`
-//! says: a verified claim's scope, a credential's scope and `CF-Connecting-IP` both, an
-//! anonymous caller's IP; 429 with `Retry-After` over any of them).
+//! (`runtime::rate_limit`: 429 with `Retry-After`).
 //!
 //! Every forward the Worker makes itself (pass-through and fail-open) is signed like the
 //! object's (`ORIGIN_AUTH_SECRET`, `runtime::origin_auth`), and with `TRUSTED_CLIENT_IP`
@@ -43,17 +41,15 @@
 //! `worker::Request`, which reads the method, the URL, the headers and `request.cf` for
 //! every request whether they are needed or not.
 
-use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 use worker::{console_error, event, Context, Env, Result};
 
 use super::forward::{self, filtered_copy, pass_through, replace_client_ip};
 use super::identity::{identify, Identified};
 use super::object_call::{cached_key_namespace, call_object, OBJECT_BINDING};
-use super::{admin, body, metrics, observe, random_u64, respond, settings};
+use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::async_job::prefers_respond_async;
-use crate::core::config::{Config, PanicSite, Policy, RateLimiterChoice, PANIC_TEST_HEADER};
+use crate::core::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
 use crate::core::edge::{self, Edge, RequestHead};
 use crate::core::headers::{connection_tokens, forward_to_origin};
 use crate::core::key::IdempotencyKey;
@@ -115,51 +111,6 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     }
 }
 
-/// The rate limit for a covered request, checked before any object exists: `None` to go
-/// on, or the answer (429 when any of `limit_keys` is over the limit, or 500 when a route
-/// names a binding that is not bound). The keys are `core::scope::rate_limit_keys`.
-async fn rate_limited(
-    env: &Env,
-    choice: Option<RateLimiterChoice<'_>>,
-    limit_keys: &[String],
-    trace: &Trace,
-) -> Option<Result<Response>> {
-    let binding = match choice? {
-        RateLimiterChoice::Default => settings::binding(env, settings::RATE_LIMITER_BINDING)?,
-        RateLimiterChoice::Named(name) => match settings::binding(env, name) {
-            Some(binding) => binding,
-            None => return Some(respond::refused(env, &edge::rate_limiter_unbound(name), trace)),
-        },
-    };
-    let mut verdict = Ok(true);
-    for key in limit_keys {
-        verdict = limit(&binding, key).await;
-        if verdict != Ok(true) {
-            break;
-        }
-    }
-    match verdict {
-        Ok(true) => None,
-        Ok(false) => Some(respond::refused(env, &edge::rate_limited(), trace)),
-        // The limiter is a guard against floods, not a part of the idempotency promise: a
-        // limiter that fails lets the request on, and says so.
-        Err(error) => {
-            console_error!("rate limiter failed, request let through: {}", worker::Error::from(error));
-            None
-        }
-    }
-}
-
-/// `binding.limit({ key })`; whether the request is within the limit.
-async fn limit(binding: &JsValue, key: &str) -> std::result::Result<bool, JsValue> {
-    let call: js_sys::Function = js_sys::Reflect::get(binding, &JsValue::from_str("limit"))?.dyn_into()?;
-    let options = js_sys::Object::new();
-    js_sys::Reflect::set(&options, &JsValue::from_str("key"), &JsValue::from_str(key))?;
-    let pending: js_sys::Promise = call.call1(binding, &options)?.dyn_into()?;
-    let outcome = JsFuture::from(pending).await?;
-    Ok(js_sys::Reflect::get(&outcome, &JsValue::from_str("success"))?.as_bool() == Some(true))
-}
-
 async fn covered(
     req: Request,
     url: &str,
@@ -187,7 +138,7 @@ async fn covered(
     drop(body);
     let client_ip = headers.get("cf-connecting-ip")?;
     let limit_keys = rate_limit_keys(scope_log.kind, &scope_salt.to_hex(), client_ip.as_deref());
-    if let Some(answer) = rate_limited(env, policy.rate_limiter, &limit_keys, &trace).await {
+    if let Some(answer) = rate_limit::refusal(env, policy.rate_limiter, &limit_keys, &trace).await {
         return answer;
     }
 
@@ -260,15 +211,8 @@ async fn covered(
                 error
             );
             let answer = forward::fail_open(env, policy, wire_method, &target, &headers, &js_body).await;
-            let log = RequestLog {
-                object: Some(short.to_owned()),
-                decision: Decision::FailedOpen,
-                status: answer.as_ref().map_or(500, Response::status),
-                origin_status: None,
-                origin_ms: None,
-                wait_ms: None,
-                scope: Some(scope_log),
-            };
+            let status = answer.as_ref().map_or(500, Response::status);
+            let log = RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log));
             metrics::record_in(env, &log, LineContext { trace: Some(&trace), ..LineContext::default() });
             answer
         }

@@ -185,3 +185,17 @@ pub(super) fn filtered_copy(headers: &Headers, keep: impl Fn(&str) -> bool) -> R
     }
     Ok(copy)
 }
+
+/// `new Request(target, { method, headers, body, redirect: "manual" })`: the request as it
+/// came, with the body that was read (or none).
+pub(super) fn as_it_came(req: &Request, target: &str, body: Option<&JsValue>) -> Result<Request> {
+    let init = RequestInit::new();
+    init.set_method(&req.method());
+    init.set_headers(&req.headers());
+    // A proxy hands redirects to its caller.
+    init.set_redirect(RequestRedirect::Manual);
+    if let Some(body) = body {
+        init.set_body(body);
+    }
+    Ok(Request::new_with_str_and_init(target, &init)?)
+}

@@ -7,6 +7,7 @@
 //! - `object`: the Durable Object, single writer for one (scope, key).
 //! - `observe`: observe mode's edge half: forward as the request came, record beside it.
 //! - `storage`: the object's one-row SQLite record.
+//! - `key_record`: the object's record kept in step between the key's driver and storage.
 //! - `record_store`: the object's storage as one piece: the record, its sealed answer,
 //!   chunk rows and the alarm, with the test-only storage faults.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
@@ -15,10 +16,13 @@
 //! - `body`: request bodies read within a limit, or drained, in the Worker and the object.
 //! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `metrics`: the log line and the optional Analytics Engine data point.
+//! - `rate_limit`: the Worker's rate limit for covered requests (the binding's call).
 //! - `outcome_queue`: published outcomes sent to the optional `OUTCOME_QUEUE` producer.
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
 //!   answer prepared once for replays.
 //! - `settings`: the configuration and bindings, read once per isolate.
+//! - `settlement`: the live execution's answer as its waiters share it, and the prepared
+//!   replay.
 //! - `seal`: stored answers sealed and opened with WebCrypto.
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
 
@@ -28,6 +32,7 @@ mod chunks;
 mod entry;
 mod forward;
 mod identity;
+mod key_record;
 mod metrics;
 mod object;
 mod object_call;
@@ -35,10 +40,12 @@ mod observe;
 mod origin;
 mod origin_auth;
 mod outcome_queue;
+mod rate_limit;
 mod record_store;
 mod respond;
 mod seal;
 mod settings;
+mod settlement;
 mod storage;
 
 /// Milliseconds since the epoch. Only the runtime reads the clock; the core is handed it.

@@ -41,31 +41,28 @@ use std::cell::{Cell, RefCell};
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
 
-use futures_channel::oneshot;
-use futures_util::future::{select, Either, FutureExt, Shared};
 use worker::web_sys::{self, Response};
 use worker::worker_sys::DurableObjectState;
-use worker::{console_error, console_log, Delay, Env, Result, State};
+use worker::{console_error, Env, Result, State};
 
 use super::origin::{self, OriginAnswer, Outgoing};
-use super::record_store::{Opened, RecordStore};
+use super::record_store::RecordStore;
 use super::respond::{self, Prepared};
 use super::settings;
+use super::settlement::{self, Settle, Settlement, Settlements};
 use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64};
-use crate::core::admin;
 use crate::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
 use crate::core::config::{ObjectPolicy, PanicSite, PANIC_TEST_HEADER};
 use crate::core::fingerprint::Digest256;
-use crate::core::key_state::{Arrival, Decided, KeyState, Pending};
+use crate::core::key_state::{Arrival, Decided, KeyState};
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
-use crate::core::machine::{storage_unavailable, Action, RecordChange};
+use crate::core::machine::{storage_unavailable, Action};
 use crate::core::policy::OriginResult;
 use crate::core::problem::ProblemKind;
 use crate::core::record::{AttemptId, Record, StoredResponse};
@@ -74,28 +71,19 @@ use crate::core::wire::{KeyCall, KeyStep, ObservedOutcome, ToObject, ENVELOPE_HE
 
 mod async_job;
 
-/// The answer that settles an execution, shared by its waiters: prepared once, so every
-/// waiter's response shares one body.
-type Settlement = Shared<oneshot::Receiver<Rc<Prepared>>>;
-
 /// The object. Exported to the runtime by hand (rather than with `#[durable_object]`), so
 /// that `fetch` takes and returns the runtime's own `Request` and `Response`: the
 /// `worker::Request` conversion reads the method, URL, headers and `cf` of every request,
 /// and `worker::Response` builds a second `Response` on the way out.
 #[wasm_bindgen]
 pub struct KeyObject {
-    env: Env,
+    pub(super) env: Env,
     /// The key's driver: the record as this instance knows it, and the live execution.
-    key: RefCell<KeyState>,
-    /// The live execution's answer, which its waiters share.
-    settlement: RefCell<Option<(AttemptId, Settlement)>>,
-    /// Wakes whoever joined an observe-mode claim (an enforce-mode duplicate during a
-    /// switch of mode) when the Worker brings its outcome.
-    observed_settle: RefCell<Option<(AttemptId, oneshot::Sender<Rc<Prepared>>)>>,
-    /// The stored answer made ready for replays (see `respond::Prepared`).
-    prepared: RefCell<Option<Rc<Prepared>>>,
+    pub(super) key: RefCell<KeyState>,
+    /// The live execution's answer as its waiters share it, and the prepared replay.
+    live: Settlements,
     /// The key's storage: record, sealing, chunk rows and alarm.
-    store: RecordStore,
+    pub(super) store: RecordStore,
     /// Alarm runs of this instance so far (for `ALARM_FAULT_INJECTION`).
     alarm_runs: Cell<u32>,
 }
@@ -108,9 +96,7 @@ impl KeyObject {
             store: RecordStore::new(State::from(state), env.clone()),
             env,
             key: RefCell::new(KeyState::new()),
-            settlement: RefCell::new(None),
-            observed_settle: RefCell::new(None),
-            prepared: RefCell::new(None),
+            live: Settlements::default(),
             alarm_runs: Cell::new(0),
         }
     }
@@ -230,8 +216,8 @@ impl KeyObject {
         let mut alarm = None;
         for action in &decided.step.actions {
             match action {
-                Action::Forward { attempt } => execution = Some(self.begin_execution(*attempt)),
-                Action::Join { attempt, .. } => joined = self.settlement_of(*attempt),
+                Action::Forward { attempt } => execution = Some(self.live.begin(*attempt)),
+                Action::Join { attempt, .. } => joined = self.live.of(*attempt),
                 Action::SetAlarm(at) => alarm = Some((*at, self.store.issue_alarm(*at))),
                 _ => {}
             }
@@ -259,7 +245,7 @@ impl KeyObject {
                 // which without its alarm would never run) withdrawn; the caller may retry.
                 drop(execution.take());
                 if let Some(attempt) = forwarded(&decided) {
-                    self.end_execution(attempt);
+                    self.live.end(attempt);
                 }
                 let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
                 log.decision = withdrawn.decision.unwrap_or(log.decision);
@@ -336,15 +322,8 @@ impl KeyObject {
     /// The log line of a request to this object before its decision is known: storage
     /// unavailable (what it is unless something better is decided), no status yet.
     fn request_log(&self, scope: Option<ScopeLog>) -> RequestLog {
-        RequestLog {
-            object: Some(self.object_id().to_owned()),
-            decision: Decision::Rejected(ProblemKind::StorageUnavailable),
-            status: 0,
-            origin_status: None,
-            origin_ms: None,
-            wait_ms: None,
-            scope,
-        }
+        let object = Some(self.object_id().to_owned());
+        RequestLog::new(object, Decision::Rejected(ProblemKind::StorageUnavailable), 0, scope)
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {
@@ -382,151 +361,6 @@ impl KeyObject {
         }
         Ok(())
     }
-    /// Inspects or purges the record for the admin API (`core::admin` has the rules).
-    async fn admin(&self, operation: &str) -> Result<Response> {
-        let now = now_ms();
-        self.expire_observed(now);
-        let object_id = self.object_id().to_owned();
-        let record = match self.record() {
-            Ok(record) => record,
-            Err(error) => {
-                console_error!("object {}: admin could not read the record: {}", self.short_id(), error);
-                return respond::problem(&storage_unavailable());
-            }
-        };
-        let waiters = self.key.borrow().live().map(|live| live.waiters);
-        let live = waiters.is_some();
-        let response = match operation {
-            "inspect" | "inspect-reveal" => {
-                let reveal = operation == "inspect-reveal";
-                let faults = settings::get(&self.env).fault_injection;
-                respond::json(&admin::inspection(&object_id, record.as_ref(), waiters, now, reveal, &faults))
-            }
-            "purge" | "purge-force" => {
-                let force = operation == "purge-force";
-                if let Some(refusal) = admin::purge_refusal(record.as_ref(), live, now, force) {
-                    respond::problem(&admin::refusals::purge_refused(refusal))
-                } else {
-                    let job = record.as_ref().and_then(Record::async_job).is_some();
-                    match self.apply(&RecordChange::Delete).await {
-                        // A pending job's alarm is cancelled with it.
-                        Ok(()) if job && !self.store.delete_alarm().await => {
-                            console_error!("object {}: cancelling the job's alarm failed", self.short_id());
-                            respond::problem(&storage_unavailable())
-                        }
-                        Ok(()) => {
-                            console_log!(
-                                "{{\"event\":\"admin-purge\",\"object\":\"{}\",\"forced\":{}}}",
-                                object_id,
-                                force
-                            );
-                            respond::json(&serde_json::json!({ "object_id": object_id, "purged": true }))
-                        }
-                        Err(error) => {
-                            console_error!("object {}: purge failed: {}", self.short_id(), error);
-                            respond::problem(&storage_unavailable())
-                        }
-                    }
-                }
-            }
-            _ => respond::problem(&admin::refusals::unknown_operation()),
-        };
-        response
-    }
-
-    /// The record, read from storage the first time and from memory afterwards. A record
-    /// past its expiry is deleted here (one synchronous statement) and read as absent, so a
-    /// record whose alarm was missed is gone the moment anything looks at it; a claim whose
-    /// execution still runs in this instance is left to that execution.
-    fn record(&self) -> std::result::Result<Option<Record>, StorageError> {
-        if !self.key.borrow().is_loaded() {
-            let stored = self.store.load()?;
-            self.key.borrow_mut().remember(stored);
-        }
-        if self.key.borrow().expired_on_read(now_ms()) {
-            self.store.delete_now()?;
-            self.key.borrow_mut().handle_deleting();
-            console_log!("{{\"event\":\"expired-on-read\",\"object\":\"{}\"}}", self.object_id());
-        }
-        Ok(self.cached_record())
-    }
-
-    /// Opens the cached record's sealed or chunked answer, if it has one, and keeps the
-    /// opened record in memory. A record that cannot be opened is an error: never treated
-    /// as absent.
-    async fn open_sealed_record(&self) -> std::result::Result<(), StorageError> {
-        let Some(record) = self.record()? else { return Ok(()) };
-        let Some(opened) = self.store.open(&record).await? else { return Ok(()) };
-        let mut key = self.key.borrow_mut();
-        if Opened::still_stored(&record, key.record()) {
-            key.remember(Some(self.store.keep(opened)));
-        }
-        Ok(())
-    }
-
-    /// Writes a record change to storage, then to memory. A claim's `Put` is synchronous,
-    /// so it is in place before the caller awaits anything; only a completed answer that is
-    /// sealed awaits (WebCrypto) before it is written.
-    async fn apply(&self, change: &RecordChange) -> std::result::Result<(), StorageError> {
-        match change {
-            RecordChange::Keep => Ok(()),
-            RecordChange::Put(record) => {
-                let attempt = record.attempt();
-                let cached = self.store.put(record, || self.claim_is_current(attempt)).await?;
-                self.key.borrow_mut().remember(Some(cached));
-                Ok(())
-            }
-            RecordChange::Delete => {
-                // Forgotten in memory in this turn, so that a request arriving while the
-                // deletion is confirmed finds no record (and claims anew: its claim's write
-                // is ordered after this deletion).
-                self.key.borrow_mut().handle_deleting();
-                let deleted = self.store.delete_all().await;
-                let still_absent = self.key.borrow().is_loaded() && self.key.borrow().record().is_none();
-                if deleted.is_err() && still_absent {
-                    // The record (a claim) may still be in storage: read it again rather
-                    // than believe it gone, so the key stays held and is never claimed and
-                    // forwarded again by this instance.
-                    self.key.borrow_mut().forget();
-                    if let Err(error) = self.record() {
-                        console_error!(
-                            "object {}: reading the record again failed: {}",
-                            self.short_id(),
-                            error
-                        );
-                    }
-                }
-                deleted
-            }
-        }
-    }
-
-    /// The settlement channel of an execution that the driver made live: the sender
-    /// settles it, and waiters share the receiver.
-    fn begin_execution(&self, attempt: AttemptId) -> oneshot::Sender<Rc<Prepared>> {
-        let (settle, settled) = oneshot::channel();
-        *self.settlement.borrow_mut() = Some((attempt, settled.shared()));
-        settle
-    }
-
-    /// What a waiter on `attempt` waits for (`None` where nothing will settle it here).
-    fn settlement_of(&self, attempt: AttemptId) -> Option<Settlement> {
-        let settlement = self.settlement.borrow();
-        settlement.as_ref().filter(|(live, _)| *live == attempt).map(|(_, settled)| settled.clone())
-    }
-
-    /// Writes a pending step's record change and tells the driver how it went: the step
-    /// to carry out, and whether the write held (a failure is logged here).
-    async fn write(&self, pending: Pending, what: &str) -> (Decided, bool) {
-        match self.apply(&pending.step().change).await {
-            Ok(()) => (self.key.borrow_mut().handle_written(pending), true),
-            Err(error) => {
-                console_error!("object {}: writing {} failed: {}", self.short_id(), what, error);
-                (self.key.borrow_mut().handle_write_failed(pending, now_ms()), false)
-            }
-        }
-    }
-
     /// Runs the first attempt: forwards it, records the outcome, wakes the waiters and
     /// answers the caller.
     async fn execute(
@@ -534,7 +368,7 @@ impl KeyObject {
         req: &web_sys::Request,
         body: Option<&JsValue>,
         sending: Sending<'_>,
-        settle: oneshot::Sender<Rc<Prepared>>,
+        settle: Settle,
         log: &mut RequestLog,
     ) -> Result<Response> {
         let Sending { attempt, policy, probe_first } = sending;
@@ -579,7 +413,7 @@ impl KeyObject {
         result: OriginResult,
         stored: Option<Arc<StoredResponse>>,
         policy: &ObjectPolicy,
-        mut settle: Option<oneshot::Sender<Rc<Prepared>>>,
+        mut settle: Option<Settle>,
         what: &str,
     ) -> (Option<Decision>, Option<Settled>) {
         let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
@@ -592,7 +426,7 @@ impl KeyObject {
                 // confirmed once the waiters are woken.
                 Action::SetAlarm(at) => alarms.push((at, self.store.issue_alarm(at))),
                 Action::Settle { attempt, answer, origin_answered } => {
-                    self.end_execution(attempt);
+                    self.live.end(attempt);
                     // One copy of the body for the waiters and the caller alike.
                     let prepared = self.prepared(&answer);
                     if let Some(settle) = settle.take() {
@@ -612,9 +446,9 @@ impl KeyObject {
         // A chunked answer is replayed from its rows from now on: the whole body the
         // waiters shared is not kept for the rest of this instance's life.
         if self.key.borrow().record().is_some_and(|record| record.chunks().is_some()) {
-            self.prepared.borrow_mut().take();
+            self.live.forget_prepared();
         }
-        self.end_execution(attempt);
+        self.live.end(attempt);
         (decided.decision, settled)
     }
 
@@ -650,8 +484,7 @@ impl KeyObject {
         let decision = decided.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
         let claimed = forwarded(&decided);
         if let Some(attempt) = claimed {
-            let settle = self.begin_execution(attempt);
-            *self.observed_settle.borrow_mut() = Some((attempt, settle));
+            self.live.begin_observed(attempt);
         }
         let alarm = decided.step.actions.iter().find_map(|action| match action {
             Action::SetAlarm(at) => Some((*at, self.store.issue_alarm(*at))),
@@ -682,7 +515,7 @@ impl KeyObject {
             OriginResult::Responded(_) => answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new),
             _ => None,
         };
-        let settle = self.take_observed_settle(attempt);
+        let settle = self.live.take_observed(attempt);
         let (decision, _) =
             self.finish(attempt, result, stored, policy, settle, "the observed outcome").await;
         respond::observed_decision(decision.unwrap_or(Decision::Unknown), None)
@@ -691,57 +524,17 @@ impl KeyObject {
     /// Forgets an observed claim whose lease has ended: its outcome will not come (the
     /// Worker's background work was cut short), and its record says what enforcing would
     /// say of it.
-    fn expire_observed(&self, now: u64) {
+    pub(super) fn expire_observed(&self, now: u64) {
         let expired = self.key.borrow_mut().expire_observed(now);
         if let Some(attempt) = expired {
-            drop(self.take_observed_settle(attempt));
-            self.end_execution(attempt);
+            drop(self.live.take_observed(attempt));
+            self.live.end(attempt);
         }
     }
 
-    /// The sender that settles the observed claim of `attempt`, if it is the one kept.
-    fn take_observed_settle(&self, attempt: AttemptId) -> Option<oneshot::Sender<Rc<Prepared>>> {
-        let mut observed = self.observed_settle.borrow_mut();
-        match observed.take() {
-            Some((kept, settle)) if kept == attempt => Some(settle),
-            other => {
-                *observed = other;
-                None
-            }
-        }
-    }
-
-    /// The stored answer prepared for replays: made once per stored answer and object life,
-    /// then shared by every replay and waiter.
+    /// The stored answer prepared for replays, shared by every replay and waiter.
     fn prepared(&self, stored: &Arc<StoredResponse>) -> Rc<Prepared> {
-        let mut prepared = self.prepared.borrow_mut();
-        match &*prepared {
-            Some(ready) if ready.is_for(stored) => ready.clone(),
-            _ => {
-                let source = self.store.chunk_source(self.key.borrow().record(), stored);
-                let ready = Rc::new(Prepared::new(stored.clone(), source));
-                *prepared = Some(ready.clone());
-                ready
-            }
-        }
-    }
-
-    /// The execution of `attempt` is over (the driver knows it already): its settlement
-    /// is let go, so that no finished answer stays held for new waiters.
-    fn end_execution(&self, attempt: AttemptId) {
-        let mut settlement = self.settlement.borrow_mut();
-        if settlement.as_ref().is_some_and(|(live, _)| *live == attempt) {
-            *settlement = None;
-        }
-    }
-
-    /// Whether the record is still the claim of `attempt` (the driver's fencing).
-    fn claim_is_current(&self, attempt: AttemptId) -> bool {
-        self.key.borrow().claim_is_current(attempt)
-    }
-
-    fn cached_record(&self) -> Option<Record> {
-        self.key.borrow().record().cloned()
+        self.live.prepared(stored, || self.store.chunk_source(self.key.borrow().record(), stored))
     }
 
     /// A duplicate waits for the live execution's answer, at most `wait_ms`. Returns the
@@ -749,16 +542,7 @@ impl KeyObject {
     async fn wait(&self, waiting: Waiting, trace: &Trace, log: &mut RequestLog) -> Result<Response> {
         let Waiting { attempt, settled, body_bytes, wait_ms } = waiting;
         let started = now_ms();
-        let outcome = match settled {
-            Some(settled) => {
-                let timeout = Delay::from(Duration::from_millis(wait_ms));
-                match select(settled, timeout).await {
-                    Either::Left((Ok(answer), _)) => Some(answer),
-                    _ => None,
-                }
-            }
-            None => None,
-        };
+        let outcome = settlement::wait_for(settled, wait_ms).await;
         log.wait_ms = Some(now_ms().saturating_sub(started));
         let over = self.key.borrow_mut().handle_wait_over(attempt, body_bytes, outcome.is_some(), now_ms());
         match (outcome, over) {
@@ -774,11 +558,11 @@ impl KeyObject {
         }
     }
 
-    fn object_id(&self) -> &str {
+    pub(super) fn object_id(&self) -> &str {
         self.store.object_id()
     }
 
-    fn short_id(&self) -> &str {
+    pub(super) fn short_id(&self) -> &str {
         self.store.short_id()
     }
 }

@@ -8,12 +8,12 @@ use std::cell::OnceCell;
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{Headers, Request, Response};
+use worker::web_sys::{Headers, Request, RequestInit, Response};
 use worker::{Env, ObjectNamespace, Result, Stub};
 
 use super::forward::rewrap;
 use crate::core::routes::ObjectCallFailure;
-use crate::core::wire::{Answered, ANSWERED_HEADER};
+use crate::core::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
 
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
@@ -58,7 +58,7 @@ pub(super) async fn call_object(
 }
 
 /// [`call_object`], with the mark the object put on its answer (observe mode's verdict).
-pub(super) async fn call_object_marked(
+async fn call_object_marked(
     stub: Stub,
     req: &Request,
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
@@ -98,4 +98,40 @@ fn answered_by_object(response: Response) -> Result<(Response, Answered)> {
     let headers = Headers::new_with_headers(&received)?;
     headers.delete(ANSWERED_HEADER)?;
     Ok((rewrap(&response, &headers)?, answered))
+}
+
+/// A call that carries only an envelope (`core::wire`) and, perhaps, a body: `method` to
+/// `target` (the object reads only the envelope and the body).
+pub(super) fn envelope_request(
+    target: &str,
+    method: &str,
+    envelope: &str,
+    body: Option<&JsValue>,
+) -> Result<Request> {
+    let headers = Headers::new()?;
+    headers.set(ENVELOPE_HEADER, envelope)?;
+    let init = RequestInit::new();
+    init.set_method(method);
+    init.set_headers(&headers);
+    if let Some(body) = body {
+        init.set_body(body);
+    }
+    Ok(Request::new_with_str_and_init(target, &init)?)
+}
+
+/// Observe mode's call to the key's object named `name`: the envelope (and the origin's
+/// body, with an outcome), POSTed to `target`; the mark the object put on its answer.
+pub(super) async fn call_named(
+    env: &Env,
+    jurisdiction: Option<&str>,
+    name: &str,
+    target: &str,
+    envelope: String,
+    body: Option<JsValue>,
+) -> std::result::Result<Answered, (ObjectCallFailure, String)> {
+    let before = |error: worker::Error| (ObjectCallFailure::BeforeSend, error.to_string());
+    let request = envelope_request(target, "POST", &envelope, body.as_ref()).map_err(before)?;
+    let namespace = cached_key_namespace(env, jurisdiction).map_err(before)?;
+    let stub = namespace.get_by_name(name).map_err(before)?;
+    call_object_marked(stub, &request).await.map(|(_, answered)| answered)
 }

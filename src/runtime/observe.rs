@@ -37,63 +37,21 @@
 use futures_channel::oneshot;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{self, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
+use worker::web_sys::{Headers, Request, Response};
 use worker::{console_error, Context, Env, Result};
 
-use super::forward::{self, has_websocket, origin_or_problem, pass_through, replace_client_ip, start_send};
+use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::{self, identify};
-use super::object_call::{cached_key_namespace, call_object_marked};
-use super::{body, metrics, now_ms};
+use super::object_call::{cached_key_namespace, call_named};
+use super::{body, metrics, now_ms, origin};
 use crate::core::config::{Config, Policy};
 use crate::core::key::IdempotencyKey;
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
+use crate::core::observed::{self, Forwarded};
 use crate::core::problem::ProblemKind;
-use crate::core::record::AttemptId;
-use crate::core::routes::{after_object_failure, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable};
+use crate::core::routes::{Mode, Unavailable};
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
-use crate::core::wire::{Answered, KeyCall, KeyStep, ObservedOutcome, ToObject, ENVELOPE_HEADER};
-
-/// What became of the forward, handed from the caller's side to the recording.
-enum Forwarded {
-    /// The origin answered; `body` is what was captured of the object's half of its body.
-    Answered { status: u16, headers: Vec<(String, String)>, body: Captured, ms: u64 },
-    /// The fetch failed (the caller got 502).
-    Failed { ms: u64 },
-}
-
-/// What the recording gets of the origin's body. The object's half of the `tee` is read as
-/// it comes, beside the caller's, so that `tee` never holds it whole while the recording
-/// identifies the caller or calls the object; and only up to what could be stored.
-enum Captured {
-    /// No body, or none to keep (a WebSocket).
-    Nothing,
-    Whole(Vec<u8>),
-    /// Over the stored-size cap: read no further (the object records it as too large).
-    TooLarge,
-    /// The body broke off.
-    Broken,
-}
-
-/// Reads `half` to its end, or cancels it past `cap` bytes.
-async fn capture(half: web_sys::ReadableStream, cap: u64) -> Captured {
-    let mut stream = wasm_streams::ReadableStream::from_raw(half.unchecked_into());
-    let mut reader = stream.get_reader();
-    let mut bytes = Vec::new();
-    loop {
-        match reader.read().await {
-            Ok(None) => return Captured::Whole(bytes),
-            Ok(Some(chunk)) => {
-                let chunk = js_sys::Uint8Array::new(&chunk);
-                if bytes.len() as u64 + u64::from(chunk.length()) > cap {
-                    let _ = reader.cancel().await;
-                    return Captured::TooLarge;
-                }
-                bytes.extend(chunk.to_vec());
-            }
-            Err(_) => return Captured::Broken,
-        }
-    }
-}
+use crate::core::wire::{Answered, KeyCall, KeyStep, ToObject};
 
 /// A request that enforce mode would have refused before any object: forwarded as it
 /// came, and logged with the refusal it would have had.
@@ -108,22 +66,24 @@ pub(super) async fn passed(
 ) -> Result<Response> {
     let started = now_ms();
     let answer = pass_through(req, url, env, config, policy, trace).await;
-    log_refusal(env, kind, &answer, started, trace);
+    log_refused_forward(env, kind, &answer, started, trace);
     answer
 }
 
-fn log_refusal(env: &Env, kind: ProblemKind, answer: &Result<Response>, started: u64, trace: &Trace) {
-    let status = answer.as_ref().map_or(500, Response::status);
+/// The line of a request that enforce mode would have refused (`kind`): the status its
+/// caller got from the origin instead, and how long the origin took.
+fn log_refusal(env: &Env, kind: ProblemKind, status: u16, origin_ms: u64, trace: &Trace) {
     let log = RequestLog {
-        object: None,
-        decision: Decision::Rejected(kind),
-        status,
-        origin_status: None,
-        origin_ms: Some(now_ms().saturating_sub(started)),
-        wait_ms: None,
-        scope: None,
+        origin_ms: Some(origin_ms),
+        ..RequestLog::new(None, Decision::Rejected(kind), status, None)
     };
     metrics::record_in(env, &log, observed(trace));
+}
+
+/// [`log_refusal`] for a forward the Worker made and has the answer of.
+fn log_refused_forward(env: &Env, kind: ProblemKind, answer: &Result<Response>, started: u64, trace: &Trace) {
+    let status = answer.as_ref().map_or(500, Response::status);
+    log_refusal(env, kind, status, now_ms().saturating_sub(started), trace);
 }
 
 /// An observe-mode line about the request `trace` names (its route included).
@@ -153,16 +113,16 @@ pub(super) async fn covered(
         }
         body::ObservedBody::OverLimit(stream) => {
             let started = now_ms();
-            let forwarded = forward_request(&req, &target, Some(&stream))?;
+            let forwarded = forward::as_it_came(&req, &target, Some(&stream))?;
             let answer = origin_or_problem(forward::send(env, policy.origin_service, &forwarded).await);
-            log_refusal(env, ProblemKind::BodyTooLarge, &answer, started, &trace);
+            log_refused_forward(env, ProblemKind::BodyTooLarge, &answer, started, &trace);
             return answer;
         }
         body::ObservedBody::Read(body, forward_body) => (body, forward_body),
     };
 
     // The forward goes first: nothing below waits for the object (but for its signature).
-    let forwarded = forward_request(&req, &target, forward_body.as_ref())?;
+    let forwarded = forward::as_it_came(&req, &target, forward_body.as_ref())?;
     let settings = super::settings::get(env);
     if settings.trusted_client_ip {
         replace_client_ip(&forwarded.headers())?;
@@ -215,48 +175,13 @@ pub(super) async fn covered(
     };
     let status = response.status();
     let answer_headers: Vec<(String, String)> = worker::Headers(response.headers()).entries().collect();
-    if has_websocket(&response) {
-        let _ =
-            handed.send(Forwarded::Answered { status, headers: answer_headers, body: Captured::Nothing, ms });
-        return Ok(response);
-    }
-    let (to_caller, to_object) = match response.body() {
-        Some(body) => {
-            let halves = body.tee();
-            (
-                Some(halves.get(0).unchecked_into::<web_sys::ReadableStream>()),
-                Some(halves.get(1).unchecked_into::<web_sys::ReadableStream>()),
-            )
-        }
-        None => (None, None),
-    };
-    let init = ResponseInit::new();
-    init.set_status(status);
-    init.set_headers(&response.headers());
-    let answer = Response::new_with_opt_readable_stream_and_init(to_caller.as_ref(), &init)?;
     let cap = config.object_policy(policy).max_stored_response_bytes;
+    let (answer, captured) = origin::split_answer(response, cap)?;
     ctx.wait_until(async move {
-        let body = match to_object {
-            Some(half) => capture(half, cap).await,
-            None => Captured::Whole(Vec::new()),
-        };
+        let body = captured.await;
         let _ = handed.send(Forwarded::Answered { status, headers: answer_headers, body, ms });
     });
     Ok(answer)
-}
-
-/// `new Request(target, { method, headers, body, redirect: "manual" })`: the request as it
-/// came, with the body that was read (or none).
-fn forward_request(req: &Request, target: &str, body: Option<&JsValue>) -> Result<Request> {
-    let init = RequestInit::new();
-    init.set_method(&req.method());
-    init.set_headers(&req.headers());
-    // A proxy hands redirects to its caller.
-    init.set_redirect(RequestRedirect::Manual);
-    if let Some(body) = body {
-        init.set_body(body);
-    }
-    Ok(Request::new_with_str_and_init(target, &init)?)
 }
 
 /// The observed request as the recording identifies it: owned, since it runs after the
@@ -283,32 +208,22 @@ struct Recording {
     origin_timeout_ms: u64,
 }
 
-/// The recording once the caller is identified: the object it calls and what it tells it.
-struct Identified {
-    env: Env,
-    jurisdiction: Option<String>,
-    /// The key's object name.
-    name: String,
-    target: String,
-    /// Fingerprint, scope (also for the outcome's log line), policy, body size and scope
-    /// salt, as enforce mode sends them (the step is set per call).
-    call: KeyCall,
-    on_unavailable: Unavailable,
-    origin_timeout_ms: u64,
-}
-
 impl Recording {
-    /// Identifies the caller as enforce mode would, then records (see [`Identified::run`]).
-    /// A caller enforce mode would refuse (401, 503) is logged as that refusal, with the
-    /// origin's status, and nothing is recorded.
+    /// Identifies the caller as enforce mode would, then tells the key's object of the
+    /// arrival and, for a claim, of the outcome; writes the line. A caller enforce mode would
+    /// refuse (401, 503) is logged as that refusal, with the origin's status, and nothing is
+    /// recorded.
     async fn run(self, forwarded: oneshot::Receiver<Forwarded>) {
-        let settings = super::settings::get(&self.env);
+        let Recording { env, jurisdiction, request, target, trace, on_unavailable, origin_timeout_ms } = self;
+        let settings = super::settings::get(&env);
         let Ok(config) = &settings.config else { return };
-        let policy = config.policy_for(&self.request.routed_path);
-        let Observed { method, path_and_query, key, headers, body, .. } = &self.request;
+        let policy = config.policy_for(&request.routed_path);
+        let Observed { method, path_and_query, key, headers, body, .. } = &request;
         let name_key = settings.object_name_key.as_deref();
         let identified =
             identify(headers, method, path_and_query, key, config, &policy, body, name_key).await;
+        // A handler cut short hands nothing over: as a broken connection.
+        let forwarded = async { forwarded.await.unwrap_or(Forwarded::Failed { ms: 0 }) };
         let identity::Identified { fingerprint, name, scope_salt, scope_log } = match identified {
             Ok(Ok(identified)) => identified,
             outcome => {
@@ -316,22 +231,8 @@ impl Recording {
                     Ok(Err(problem)) => problem.kind,
                     _ => ProblemKind::StorageUnavailable,
                 };
-                let forwarded = forwarded.await.unwrap_or(Forwarded::Failed { ms: 0 });
-                let (status, ms) = match forwarded {
-                    Forwarded::Answered { status, ms, .. } => (status, ms),
-                    Forwarded::Failed { ms } => (502, ms),
-                };
-                let log = RequestLog {
-                    object: None,
-                    decision: Decision::Rejected(kind),
-                    status,
-                    origin_status: None,
-                    origin_ms: Some(ms),
-                    wait_ms: None,
-                    scope: None,
-                };
-                metrics::record_in(&self.env, &log, observed(&self.trace));
-                return;
+                let (status, _, ms) = observed::log_fields(&forwarded.await);
+                return log_refusal(&env, kind, status, ms, &trace);
             }
         };
         let call = KeyCall {
@@ -343,29 +244,19 @@ impl Recording {
             // The object never sends in observe mode: the Worker forwards.
             probe_origin: false,
             step: KeyStep::ObserveArrival,
-            trace: self.trace.clone(),
+            trace,
         };
-        let identified = Identified {
-            env: self.env.clone(),
-            jurisdiction: self.jurisdiction.clone(),
-            name,
-            target: self.target.clone(),
-            call,
-            on_unavailable: self.on_unavailable,
-            origin_timeout_ms: self.origin_timeout_ms,
+        // The request's copy is not held while the object is called.
+        drop(request);
+        let object = |step: KeyStep, body: Option<JsValue>| {
+            let envelope = ToObject::Key(KeyCall { step, ..call.clone() }).encode();
+            call_named(&env, jurisdiction.as_deref(), &name, &target, envelope, body)
         };
-        drop(self);
-        identified.run(forwarded).await;
-    }
-}
-
-impl Identified {
-    async fn run(self, forwarded: oneshot::Receiver<Forwarded>) {
         // The object's id, as the object's own lines name it (and the admin API takes it).
-        let short = cached_key_namespace(&self.env, self.jurisdiction.as_deref())
-            .and_then(|namespace| namespace.id_from_name(&self.name).map(|id| id.to_string()))
-            .unwrap_or_else(|_| self.name[..16].to_owned());
-        let (mut decision, claimed) = match self.call(KeyStep::ObserveArrival, None).await {
+        let short = cached_key_namespace(&env, jurisdiction.as_deref())
+            .and_then(|namespace| namespace.id_from_name(&name).map(|id| id.to_string()))
+            .unwrap_or_else(|_| name[..16].to_owned());
+        let (mut decision, claimed) = match object(KeyStep::ObserveArrival, None).await {
             Ok(Answered::Observed { decision, claimed }) => (decision, claimed),
             Ok(Answered::Plain) => (Decision::Rejected(ProblemKind::StorageUnavailable), None),
             Err((failure, error)) => {
@@ -375,91 +266,34 @@ impl Identified {
                     failure,
                     error
                 );
-                let decision = match after_object_failure(failure, self.on_unavailable) {
-                    AfterObjectFailure::FailOpen => Decision::FailedOpen,
-                    AfterObjectFailure::Refuse(problem) => Decision::Rejected(problem.kind),
-                };
-                (decision, None)
+                (observed::unreached(failure, on_unavailable), None)
             }
         };
-        // A handler cut short hands nothing over: as a broken connection.
-        let forwarded = forwarded.await.unwrap_or(Forwarded::Failed { ms: 0 });
-        let (status, origin_status, ms) = match &forwarded {
-            Forwarded::Answered { status, ms, .. } => (*status, Some(*status), *ms),
-            Forwarded::Failed { ms } => (502, None, *ms),
-        };
+        let forwarded = forwarded.await;
+        let (status, origin_status, ms) = observed::log_fields(&forwarded);
         // A body captured for no claim is simply dropped.
         if let Some(attempt) = claimed {
-            decision = match self.outcome(attempt, forwarded).await {
-                Ok(decision) => decision,
-                Err(error) => {
+            // The origin's answer (or failure) for the attempt the object claimed.
+            let (outcome, body) = observed::reported_outcome(forwarded, origin_timeout_ms);
+            let body = body.map(|bytes| JsValue::from(js_sys::Uint8Array::from(&bytes[..])));
+            decision = match object(KeyStep::ObserveOutcome { attempt, outcome }, body).await {
+                Ok(Answered::Observed { decision, .. }) => decision,
+                recorded => {
                     // The claim stays: past its lease, enforce mode would hold the key.
+                    let error = match recorded {
+                        Err((_, error)) => error,
+                        _ => "the object answered without a decision".to_owned(),
+                    };
                     console_error!("object {}: the observed outcome was not recorded: {}", short, error);
                     Decision::Unknown
                 }
             };
         }
         let log = RequestLog {
-            object: Some(short),
-            decision,
-            status,
             origin_status,
             origin_ms: Some(ms),
-            wait_ms: None,
-            scope: Some(self.call.scope),
+            ..RequestLog::new(Some(short), decision, status, Some(call.scope))
         };
-        metrics::record_in(&self.env, &log, observed(&self.call.trace));
-    }
-
-    /// Hands the object the origin's answer (or failure) for the attempt it claimed; returns
-    /// the decision it recorded.
-    async fn outcome(
-        &self,
-        attempt: AttemptId,
-        forwarded: Forwarded,
-    ) -> std::result::Result<Decision, String> {
-        let (outcome, body) = match forwarded {
-            Forwarded::Answered { ms, .. } if ms > self.origin_timeout_ms => (ObservedOutcome::Timeout, None),
-            Forwarded::Answered { status, headers, body, .. } => match body {
-                Captured::Whole(bytes) => (
-                    ObservedOutcome::Responded { status, headers },
-                    Some(JsValue::from(js_sys::Uint8Array::from(&bytes[..]))),
-                ),
-                Captured::Nothing => (ObservedOutcome::Responded { status, headers }, None),
-                Captured::TooLarge => (ObservedOutcome::Oversized { status }, None),
-                Captured::Broken => (ObservedOutcome::Reset, None),
-            },
-            Forwarded::Failed { .. } => (ObservedOutcome::Reset, None),
-        };
-        match self.call(KeyStep::ObserveOutcome { attempt, outcome }, body).await {
-            Ok(Answered::Observed { decision, .. }) => Ok(decision),
-            Ok(Answered::Plain) => Err("the object answered without a decision".to_owned()),
-            Err((_, error)) => Err(error),
-        }
-    }
-
-    /// One call to the key's object, for one step of observe mode; its answer's mark.
-    async fn call(
-        &self,
-        step: KeyStep,
-        body: Option<JsValue>,
-    ) -> std::result::Result<Answered, (ObjectCallFailure, String)> {
-        let before = |error: worker::Error| (ObjectCallFailure::BeforeSend, error.to_string());
-        let envelope = ToObject::Key(KeyCall { step, ..self.call.clone() }).encode();
-        let request = (|| -> Result<Request> {
-            let headers = Headers::new()?;
-            headers.set(ENVELOPE_HEADER, &envelope)?;
-            let init = RequestInit::new();
-            init.set_method("POST");
-            init.set_headers(&headers);
-            if let Some(body) = &body {
-                init.set_body(body);
-            }
-            Ok(Request::new_with_str_and_init(&self.target, &init)?)
-        })()
-        .map_err(before)?;
-        let namespace = cached_key_namespace(&self.env, self.jurisdiction.as_deref()).map_err(before)?;
-        let stub = namespace.get_by_name(&self.name).map_err(before)?;
-        call_object_marked(stub, &request).await.map(|(_, answered)| answered)
+        metrics::record_in(&env, &log, observed(&call.trace));
     }
 }

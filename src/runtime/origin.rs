@@ -54,14 +54,17 @@ use futures_util::stream::{self, StreamExt};
 use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{self, AbortController, Headers, Request, RequestInit, RequestRedirect, Response};
+use worker::web_sys::{
+    self, AbortController, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit,
+};
 use worker::{console_error, console_warn, worker_sys, Delay, Env};
 
-use super::forward::filtered_copy;
+use super::forward::{self, filtered_copy};
 use super::{body, origin_auth, settings};
 use crate::core::config::ObjectPolicy;
 use crate::core::headers::{connection_tokens, forward_to_origin, store_for_replay};
 use crate::core::key_state::answer_body_cap;
+use crate::core::observed::Captured;
 use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
 use crate::core::policy::OriginResult;
 use crate::core::record::StoredResponse;
@@ -385,4 +388,48 @@ async fn probe(target: &str, wait_ms: u64) -> Probe {
     };
     let _ = socket.close();
     probe
+}
+
+/// Observe mode's split of the origin's answer (`ReadableStream.tee`): the answer for the
+/// caller, with the origin's status, headers and body as they come, and the recording's
+/// half, read beside it up to `cap` bytes (past it, cancelled: `tee` never holds a large
+/// answer). A WebSocket's answer is passed on whole, with nothing to capture.
+pub(super) fn split_answer(
+    response: Response,
+    cap: u64,
+) -> worker::Result<(Response, impl std::future::Future<Output = Captured>)> {
+    if forward::has_websocket(&response) {
+        return Ok((response, Either::Left(std::future::ready(Captured::Nothing))));
+    }
+    let Some(body) = response.body() else {
+        return Ok((response, Either::Left(std::future::ready(Captured::Whole(Vec::new())))));
+    };
+    let halves = body.tee();
+    let to_caller: web_sys::ReadableStream = halves.get(0).unchecked_into();
+    let init = ResponseInit::new();
+    init.set_status(response.status());
+    init.set_headers(&response.headers());
+    let answer = Response::new_with_opt_readable_stream_and_init(Some(&to_caller), &init)?;
+    Ok((answer, Either::Right(capture(halves.get(1).unchecked_into(), cap))))
+}
+
+/// Reads `half` to its end, or cancels it past `cap` bytes.
+async fn capture(half: web_sys::ReadableStream, cap: u64) -> Captured {
+    let mut stream = wasm_streams::ReadableStream::from_raw(half.unchecked_into());
+    let mut reader = stream.get_reader();
+    let mut bytes = Vec::new();
+    loop {
+        match reader.read().await {
+            Ok(None) => return Captured::Whole(bytes),
+            Ok(Some(chunk)) => {
+                let chunk = js_sys::Uint8Array::new(&chunk);
+                if bytes.len() as u64 + u64::from(chunk.length()) > cap {
+                    let _ = reader.cancel().await;
+                    return Captured::TooLarge;
+                }
+                bytes.extend(chunk.to_vec());
+            }
+            Err(_) => return Captured::Broken,
+        }
+    }
 }

@@ -31,15 +31,7 @@ pub fn problem(problem: &Problem) -> Result<Response> {
 /// A problem+json response for a request refused before it reached a key's object, with
 /// its log line (no object: none exists for it); both name the request (`trace`).
 pub fn refused(env: &Env, problem: &Problem, trace: &Trace) -> Result<Response> {
-    let log = RequestLog {
-        object: None,
-        decision: Decision::Rejected(problem.kind),
-        status: problem.status(),
-        origin_status: None,
-        origin_ms: None,
-        wait_ms: None,
-        scope: None,
-    };
+    let log = RequestLog::new(None, Decision::Rejected(problem.kind), problem.status(), None);
     metrics::record_in(env, &log, LineContext { trace: Some(trace), ..LineContext::default() });
     self::problem(&problem.clone().for_request(Some(trace)))
 }

@@ -230,14 +230,11 @@ impl KeyObject {
 
     /// The job's log line and data point: the decision and the origin's status, no more.
     fn log_job(&self, decision: Decision, origin_status: Option<u16>, origin_ms: Option<u64>) {
+        let object = Some(self.object_id().to_owned());
         let log = RequestLog {
-            object: Some(self.object_id().to_owned()),
-            decision,
-            status: origin_status.unwrap_or(0),
             origin_status,
             origin_ms,
-            wait_ms: None,
-            scope: None,
+            ..RequestLog::new(object, decision, origin_status.unwrap_or(0), None)
         };
         metrics::record(&self.env, &log);
         outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, true);

@@ -1,0 +1,111 @@
+//! The object's record kept in step: the key's driver (`core::key_state`, what the object
+//! knows of its record) and storage (`runtime::record_store`) are read and changed together
+//! here, so that no handler can change one without the other.
+//!
+//! - The record is read from storage once per object life, then from memory; a record past
+//!   its expiry is deleted when read (one synchronous statement), so a record whose alarm
+//!   was missed is gone the moment anything looks at it.
+//! - A sealed or chunked answer is opened once and kept opened in memory, if storage still
+//!   holds what was opened; one that cannot be opened is an error, never an absent record.
+//! - A change is written to storage first, then to memory, and the driver is told whether
+//!   the write held (`handle_written`, `handle_write_failed`).
+
+use worker::{console_error, console_log};
+
+use super::now_ms;
+use super::object::KeyObject;
+use super::record_store::Opened;
+use super::storage::StorageError;
+use crate::core::key_state::{Decided, Pending};
+use crate::core::machine::RecordChange;
+use crate::core::record::{AttemptId, Record};
+
+impl KeyObject {
+    /// The record, read from storage the first time and from memory afterwards. A record
+    /// past its expiry is deleted here (one synchronous statement) and read as absent, so a
+    /// record whose alarm was missed is gone the moment anything looks at it; a claim whose
+    /// execution still runs in this instance is left to that execution.
+    pub(super) fn record(&self) -> std::result::Result<Option<Record>, StorageError> {
+        if !self.key.borrow().is_loaded() {
+            let stored = self.store.load()?;
+            self.key.borrow_mut().remember(stored);
+        }
+        if self.key.borrow().expired_on_read(now_ms()) {
+            self.store.delete_now()?;
+            self.key.borrow_mut().handle_deleting();
+            console_log!("{{\"event\":\"expired-on-read\",\"object\":\"{}\"}}", self.object_id());
+        }
+        Ok(self.cached_record())
+    }
+
+    /// Opens the cached record's sealed or chunked answer, if it has one, and keeps the
+    /// opened record in memory. A record that cannot be opened is an error: never treated
+    /// as absent.
+    pub(super) async fn open_sealed_record(&self) -> std::result::Result<(), StorageError> {
+        let Some(record) = self.record()? else { return Ok(()) };
+        let Some(opened) = self.store.open(&record).await? else { return Ok(()) };
+        let mut key = self.key.borrow_mut();
+        if Opened::still_stored(&record, key.record()) {
+            key.remember(Some(self.store.keep(opened)));
+        }
+        Ok(())
+    }
+
+    /// Writes a record change to storage, then to memory. A claim's `Put` is synchronous,
+    /// so it is in place before the caller awaits anything; only a completed answer that is
+    /// sealed awaits (WebCrypto) before it is written.
+    pub(super) async fn apply(&self, change: &RecordChange) -> std::result::Result<(), StorageError> {
+        match change {
+            RecordChange::Keep => Ok(()),
+            RecordChange::Put(record) => {
+                let attempt = record.attempt();
+                let cached = self.store.put(record, || self.claim_is_current(attempt)).await?;
+                self.key.borrow_mut().remember(Some(cached));
+                Ok(())
+            }
+            RecordChange::Delete => {
+                // Forgotten in memory in this turn, so that a request arriving while the
+                // deletion is confirmed finds no record (and claims anew: its claim's write
+                // is ordered after this deletion).
+                self.key.borrow_mut().handle_deleting();
+                let deleted = self.store.delete_all().await;
+                let still_absent = self.key.borrow().is_loaded() && self.key.borrow().record().is_none();
+                if deleted.is_err() && still_absent {
+                    // The record (a claim) may still be in storage: read it again rather
+                    // than believe it gone, so the key stays held and is never claimed and
+                    // forwarded again by this instance.
+                    self.key.borrow_mut().forget();
+                    if let Err(error) = self.record() {
+                        console_error!(
+                            "object {}: reading the record again failed: {}",
+                            self.short_id(),
+                            error
+                        );
+                    }
+                }
+                deleted
+            }
+        }
+    }
+
+    /// Writes a pending step's record change and tells the driver how it went: the step
+    /// to carry out, and whether the write held (a failure is logged here).
+    pub(super) async fn write(&self, pending: Pending, what: &str) -> (Decided, bool) {
+        match self.apply(&pending.step().change).await {
+            Ok(()) => (self.key.borrow_mut().handle_written(pending), true),
+            Err(error) => {
+                console_error!("object {}: writing {} failed: {}", self.short_id(), what, error);
+                (self.key.borrow_mut().handle_write_failed(pending, now_ms()), false)
+            }
+        }
+    }
+
+    /// Whether the record is still the claim of `attempt` (the driver's fencing).
+    pub(super) fn claim_is_current(&self, attempt: AttemptId) -> bool {
+        self.key.borrow().claim_is_current(attempt)
+    }
+
+    pub(super) fn cached_record(&self) -> Option<Record> {
+        self.key.borrow().record().cloned()
+    }
+}

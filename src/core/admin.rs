@@ -247,6 +247,15 @@ pub fn summary(
             });
         }
     }
+    // A lookup for an unknown outcome (`core::reconcile`): how often it said nothing, and
+    // when the alarm asks next. Never the lookup itself (sealed: it holds the key).
+    if let Some(reconciling) = record.reconciling() {
+        view["reconcile"] = json!({
+            "asked": reconciling.asked,
+            "next_at_ms": matches!(record, Record::Unknown(_)).then_some(reconciling.next_at),
+            "not_found_status": reconciling.not_found,
+        });
+    }
     view
 }
 
@@ -564,6 +573,7 @@ mod tests {
     #[test]
     fn in_flight_records_need_force() {
         let claim = Record::InFlight(InFlight {
+            reconcile: None,
             attempt: AttemptId(1),
             fingerprint: Digest256([7; 32]),
             origin_attempts: 1,

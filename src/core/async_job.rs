@@ -499,6 +499,7 @@ pub(super) fn claim(
         sealed_request: accept.sealed_request.clone(),
     };
     let claim = InFlight {
+        reconcile: None,
         attempt: new_attempt,
         fingerprint,
         origin_attempts: sent,
@@ -558,6 +559,7 @@ pub(super) fn on_alarm(
 fn send(claim: &InFlight, job: &AsyncJob, attempt: AttemptId, now: Millis) -> Step {
     let lease_until = now.saturating_add(job.lease_ms());
     let next = InFlight {
+        reconcile: None,
         attempt,
         fingerprint: claim.fingerprint,
         origin_attempts: claim.origin_attempts.saturating_add(1),
@@ -595,6 +597,7 @@ fn give_up(claim: &InFlight, job: &AsyncJob, now: Millis) -> Step {
 fn hold_unknown(claim: &InFlight, job: &AsyncJob, reason: UnknownReason, now: Millis) -> Step {
     let retained = now.saturating_add(job.ttl_ms()).max(claim.expires_at);
     let unknown = Record::Unknown(Unknown {
+        reconcile: None,
         attempt: claim.attempt,
         fingerprint: claim.fingerprint,
         origin_attempts: claim.origin_attempts,

@@ -13,6 +13,7 @@ use super::machine::{
     Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
 };
 use super::policy::{OutcomePolicy, StatusSet};
+use super::reconcile::ReconcileRoute;
 use super::routes::{
     is_binding_name, parse_routes, pattern_matches, Mode, Route, RouteKeyHeader, RouteRateLimit, Unavailable,
 };
@@ -129,6 +130,8 @@ pub struct Policy<'a> {
     pub rate_limiter: Option<RateLimiterChoice<'a>>,
     /// `Some`: a request that prefers `respond-async` is accepted as a job.
     pub async_accept: Option<AsyncConfig>,
+    /// `Some`: an unknown outcome is looked up at the origin (`core::reconcile`).
+    pub reconcile: Option<&'a ReconcileRoute>,
 }
 
 /// Which Workers Rate Limiting binding limits a request.
@@ -315,6 +318,12 @@ impl Config {
         self.async_accept.prefer || self.routes.iter().any(|route| route.async_accept == Some(true))
     }
 
+    /// Whether any route looks up unknown outcomes (which stores the lookup, credentials
+    /// included, sealed).
+    pub fn reconciles(&self) -> bool {
+        self.routes.iter().any(|route| route.reconcile.is_some())
+    }
+
     /// The policy for a request to `path`.
     pub fn policy_for(&self, path: &str) -> Policy<'_> {
         let route = self.routes.iter().find(|route| pattern_matches(&route.pattern, path));
@@ -380,6 +389,7 @@ impl Config {
                     self.async_accept.with_default_deadline(timing.ttl_ms)
                 },
             ),
+            reconcile: route.and_then(|r| r.reconcile.as_ref()),
         }
     }
 

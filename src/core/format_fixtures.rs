@@ -148,6 +148,7 @@ fn job(phase: JobPhase) -> AsyncJob {
 
 fn in_flight(attempt: u64, origin_attempts: u16, async_job: Option<AsyncJob>) -> Record {
     Record::InFlight(InFlight {
+        reconcile: None,
         attempt: AttemptId(attempt),
         fingerprint: fingerprint(),
         origin_attempts,
@@ -179,6 +180,7 @@ fn completed(attempt: u64, sealed: bool, bound: bool, chunks: Option<ChunkManife
 
 fn unknown(attempt: u64, origin_attempts: u16, reason: UnknownReason) -> Record {
     Record::Unknown(Unknown {
+        reconcile: None,
         attempt: AttemptId(attempt),
         fingerprint: fingerprint(),
         origin_attempts,

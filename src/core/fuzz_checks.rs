@@ -284,6 +284,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
             lease_until: source.u64(),
             expires_at: source.u64(),
             async_job: (source.u8() % 3 == 0).then(|| build_job(source)),
+            reconcile: build_reconciling(source),
         }),
         1 => {
             let completed_at = source.u64();
@@ -338,8 +339,29 @@ fn build_record(source: &mut Source<'_>) -> Record {
                 1 => UnknownReason::ResetAfterSend,
                 _ => UnknownReason::ResponseTooLarge { status: source.u16() },
             },
+            reconcile: build_reconciling(source),
         }),
     }
+}
+
+/// A record's reconciliation (`core::reconcile`), one time in four; never with an empty
+/// lookup, which no writer stores.
+fn build_reconciling(source: &mut Source<'_>) -> Option<crate::core::reconcile::Reconciling> {
+    if source.u8() % 4 != 0 {
+        return None;
+    }
+    let sealed_lookup = source.bytes();
+    (!sealed_lookup.is_empty()).then(|| crate::core::reconcile::Reconciling {
+        sealed_lookup,
+        bound_at: source.u64(),
+        not_found: source.u16(),
+        asked: source.u16(),
+        next_at: source.u64(),
+        policy: {
+            let text = format!("600000,5000,{},100,1000,1000,0,503,,0,", u64::from(source.u16()) * 10);
+            Box::new(decode_object_policy(&text).expect("a policy the runtime writes"))
+        },
+    })
 }
 
 /// An asynchronous job (`core::async_job`), with a policy whose deduplication and lease
@@ -406,6 +428,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
             limits: WaiterLimits::default(),
             timing,
             accept: None,
+            lookup: None,
         };
         let next = step(Some(record), arrival, now);
         let forwarded = next.actions.iter().any(|a| matches!(a, Action::Forward { .. }));

@@ -35,6 +35,7 @@ use super::log::Decision;
 use super::machine::{self, storage_unavailable, Action, Event, RecordChange, Step};
 use super::policy::OriginResult;
 use super::problem::{Problem, ProblemKind};
+use super::reconcile::{Reconciling, Verdict};
 use super::record::{AttemptId, Millis, Record, StoredResponse};
 
 /// The execution this instance is running for its key.
@@ -60,6 +61,8 @@ pub struct Arrival<'a> {
     pub body_bytes: u64,
     /// Set for asynchronous acceptance, with the sealed request.
     pub accept: Option<AsyncAccept>,
+    /// The route's lookup, sealed, for a claim this arrival makes (`core::reconcile`).
+    pub lookup: Option<Reconciling>,
     /// Observe mode: the Worker forwards; a claim lives for its lease.
     pub observing: bool,
 }
@@ -171,6 +174,12 @@ impl KeyState {
         machine::claim_is_current(self.record(), attempt)
     }
 
+    /// Whether `attempt`'s unknown outcome is still the record (rule 9's fencing, asked again
+    /// just before a verdict that had to await is written).
+    pub fn lookup_is_current(&self, attempt: AttemptId) -> bool {
+        machine::lookup_is_current(self.record(), attempt)
+    }
+
     // -- The live execution ---------------------------------------------------------------
 
     pub fn live(&self) -> Option<&LiveAttempt> {
@@ -217,7 +226,7 @@ impl KeyState {
     /// A covered request arrived: the step on the record as it is now, judged with this
     /// instance's live load. Its record change is written before anything else is awaited.
     pub fn handle_arrival(&mut self, arrival: Arrival<'_>, now: Millis) -> Pending {
-        let Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing } = arrival;
+        let Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing, lookup } = arrival;
         let (live_attempt, waiters, waiting_bytes) = match self.live {
             Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
             None => (None, 0, 0),
@@ -233,6 +242,7 @@ impl KeyState {
             limits: policy.limits,
             timing: policy.timing,
             accept: accept.map(Box::new),
+            lookup: lookup.map(Box::new),
         };
         let step = machine::step(self.record(), event, now);
         let observed_until = observing.then(|| now.saturating_add(policy.timing.lease_ms()));
@@ -272,6 +282,36 @@ impl KeyState {
         let live_attempt = self.live.map(|live| live.attempt);
         let step = machine::step(self.record(), Event::Alarm { live_attempt }, now);
         Pending { what: InProgress::Other, step, decision: None }
+    }
+
+    /// Rule 9 of `core::machine` for an arrival on a route with a lookup: the attempt
+    /// whose unknown outcome is to be looked up before the arrival is decided, if any.
+    pub fn reconcile_first(&self, now: Millis) -> Option<AttemptId> {
+        machine::reconcile_first(self.record(), self.live.map(|live| live.attempt), now)
+    }
+
+    /// A lookup of the unknown outcome of `attempt` answered (`core::reconcile`). The
+    /// decision is `reconciled-executed`, `reconciled-not-executed` or `reconcile-failed`,
+    /// whatever becomes of the write (a failed one leaves the key unknown).
+    pub fn handle_reconciled(
+        &mut self,
+        attempt: AttemptId,
+        verdict: Verdict,
+        policy: &ObjectPolicy,
+        jitter: f64,
+        now: Millis,
+    ) -> Pending {
+        let decision = match &verdict {
+            Verdict::NotExecuted => Decision::ReconciledNotExecuted,
+            Verdict::Executed(_) => Decision::ReconciledExecuted,
+            Verdict::Unsure => Decision::ReconcileFailed,
+        };
+        let event = Event::Reconciled { attempt, verdict, timing: policy.timing, jitter };
+        let step = machine::step(self.record(), event, now);
+        // A fenced step (the record moved on meanwhile) decided nothing.
+        let decision =
+            (step.change != RecordChange::Keep || decision == Decision::ReconcileFailed).then_some(decision);
+        Pending { what: InProgress::Other, step, decision }
     }
 
     /// The alarm fired on a key with a job: `new_attempt` is the id its send gets. The
@@ -479,7 +519,7 @@ pub fn decision_of(actions: &[Action]) -> Option<Decision> {
         Action::Join { .. } => Some(Decision::Coalesced),
         Action::Reject(problem) => Some(Decision::Rejected(problem.kind)),
         Action::Accepted { .. } => Some(Decision::Accepted),
-        Action::SetAlarm(_) | Action::Settle { .. } => None,
+        Action::SetAlarm(_) | Action::Settle { .. } | Action::Lookup { .. } => None,
     })
 }
 

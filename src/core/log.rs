@@ -45,6 +45,14 @@ pub enum Decision {
     /// A job's deadline came with no execution: it gave up (503 `origin-unavailable` to
     /// the next poll, then the key is released).
     GaveUp,
+    /// An unknown outcome looked up (`core::reconcile`): the origin executed it, and its
+    /// lookup's answer is now the stored final answer.
+    ReconciledExecuted,
+    /// An unknown outcome looked up: the origin never executed it, and the key is released.
+    ReconciledNotExecuted,
+    /// An unknown outcome looked up, and the lookup said nothing (an error, a timeout): still
+    /// unknown, asked again later.
+    ReconcileFailed,
 }
 
 impl From<super::async_job::JobDecision> for Decision {
@@ -87,7 +95,7 @@ impl Decision {
     }
 
     /// Every decision but `Rejected`, which carries its problem.
-    const WITHOUT_PROBLEM: [Decision; 10] = [
+    const WITHOUT_PROBLEM: [Decision; 13] = [
         Decision::Executed,
         Decision::Released,
         Decision::Unknown,
@@ -98,6 +106,9 @@ impl Decision {
         Decision::RetryScheduled,
         Decision::Reforwarded,
         Decision::GaveUp,
+        Decision::ReconciledExecuted,
+        Decision::ReconciledNotExecuted,
+        Decision::ReconcileFailed,
     ];
 
     /// Every value of the line's `decision` field (`rejected` once, whatever its problem).
@@ -118,6 +129,9 @@ impl Decision {
             Decision::RetryScheduled => "retry-scheduled",
             Decision::Reforwarded => "reforwarded",
             Decision::GaveUp => "gave-up",
+            Decision::ReconciledExecuted => "reconciled-executed",
+            Decision::ReconciledNotExecuted => "reconciled-not-executed",
+            Decision::ReconcileFailed => "reconcile-failed",
         }
     }
 }
@@ -599,6 +613,9 @@ mod tests {
             Decision::RetryScheduled,
             Decision::Reforwarded,
             Decision::GaveUp,
+            Decision::ReconciledExecuted,
+            Decision::ReconciledNotExecuted,
+            Decision::ReconcileFailed,
         ];
         all.extend(ProblemKind::ALL.into_iter().map(Decision::Rejected));
         for decision in all {

@@ -81,6 +81,8 @@ fn is_problem(decision: Decision) -> bool {
         // An asynchronous job's failures: a send that did not execute and waits for the
         // next, an unknown outcome sent again, a job given up at its deadline.
         Decision::RetryScheduled | Decision::Reforwarded | Decision::GaveUp => true,
+        // Every reconciliation: what became of an outcome that was unknown.
+        Decision::ReconciledExecuted | Decision::ReconciledNotExecuted | Decision::ReconcileFailed => true,
         Decision::Executed | Decision::Replayed | Decision::Coalesced | Decision::Accepted => false,
     }
 }

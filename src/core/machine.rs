@@ -30,6 +30,12 @@
 //!    key as a job, which the alarm executes; an arrival on a job's key is a poll (202, or
 //!    503 `origin-unavailable` once the job gave up). An unknown outcome taken up again for
 //!    such a request (rule 7) becomes a job too, instead of a forward.
+//! 9. Where the route has a lookup (`core::reconcile`), a claim stores it, sealed, and its
+//!    alarm is set for the lease's end, so that an owner that died is noticed. An unknown
+//!    outcome (or such a claim, past its lease) is looked up: from the alarm, with backoff,
+//!    until the record expires, and once at once for a retry ([`reconcile_first`]). "Not
+//!    executed" releases the key; "executed" stores the lookup's answer as the final one;
+//!    anything else leaves the key unknown and asks again later.
 
 use std::sync::Arc;
 
@@ -37,6 +43,7 @@ use super::async_job::{self, AsyncAccept};
 use super::fingerprint::Digest256;
 use super::policy::{disposition, release_confirmed, Disposition, OriginResult, OutcomePolicy};
 use super::problem::{Problem, ProblemKind};
+use super::reconcile::{self, Reconciling, Verdict};
 use super::record::{AttemptId, Completed, InFlight, Millis, Record, StoredResponse, Unknown, UnknownReason};
 
 /// Extra lease beyond the origin timeout: time to read the origin's body and write the
@@ -111,6 +118,8 @@ pub enum Event {
         /// Set when the request asks for asynchronous acceptance (`Prefer: respond-async`
         /// where `ASYNC_ACCEPT=prefer`), with its sealed request.
         accept: Option<Box<AsyncAccept>>,
+        /// The route's lookup, sealed for a claim this arrival makes (rule 9).
+        lookup: Option<Box<Reconciling>>,
     },
     /// The claim could not be written.
     ClaimWriteFailed { attempt: AttemptId },
@@ -134,6 +143,9 @@ pub enum Event {
     /// The alarm fired, with the id a job's next send gets (the runtime draws it). For a
     /// record without a job, as [`Event::Alarm`].
     JobAlarm { live_attempt: Option<AttemptId>, new_attempt: AttemptId },
+    /// A lookup of the unknown outcome of `attempt` answered (rule 9); `jitter` in `[0, 1]`
+    /// for the backoff, drawn by the runtime.
+    Reconciled { attempt: AttemptId, verdict: Verdict, timing: Timing, jitter: f64 },
     /// A job's send finished (fields as for [`Event::OriginFinished`]), with the origin's
     /// `Retry-After` in milliseconds and the jitter for the backoff: a number in `[0, 1]`
     /// that the runtime drew.
@@ -176,6 +188,9 @@ pub enum Action {
     /// `attempt` is over: its own caller gets the origin's live answer (or `answer` when the
     /// origin gave none), and every waiter gets `answer`, marked replayed.
     Settle { attempt: AttemptId, answer: Arc<StoredResponse>, origin_answered: bool },
+    /// Ask the origin's lookup whether the unknown outcome of `attempt` executed, then step
+    /// with [`Event::Reconciled`] (rule 9).
+    Lookup { attempt: AttemptId },
 }
 
 /// The result of one event.
@@ -205,9 +220,11 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
             limits,
             timing,
             accept,
+            lookup,
         } => {
             let room = Room { waiters, waiting_bytes, body_bytes, limits };
-            let arrival = Arrival { fingerprint, new_attempt, live_attempt, room, max_origin_attempts, timing, accept };
+            let arrival =
+                Arrival { fingerprint, new_attempt, live_attempt, room, max_origin_attempts, timing, accept, lookup };
             on_arrival(record, arrival, now)
         }
         Event::JobAlarm { live_attempt, new_attempt } => match record {
@@ -262,8 +279,125 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
             Some(Record::InFlight(claim)) if live_attempt == Some(claim.attempt) => {
                 Step::keep(vec![Action::SetAlarm(now.saturating_add(LEASE_MARGIN_MS).max(claim.expires_at))])
             }
+            // Rule 9: a claim whose owner died, past its lease, is an unknown outcome to look
+            // up now; an unknown outcome is looked up when due.
+            Some(Record::InFlight(claim @ InFlight { reconcile: Some(reconciling), .. }))
+                if now >= claim.lease_until && !record_expired(claim, now) =>
+            {
+                let reconcile = Some(Reconciling { next_at: now, ..reconciling.clone() });
+                let unknown = Record::Unknown(unknown_of_dead_claim(claim, reconcile, now));
+                Step { change: RecordChange::Put(unknown), actions: vec![Action::Lookup { attempt: claim.attempt }] }
+            }
+            Some(Record::Unknown(unknown @ Unknown { reconcile: Some(reconciling), .. })) if now < unknown.expires_at => {
+                if now >= reconciling.next_at {
+                    Step::keep(vec![Action::Lookup { attempt: unknown.attempt }])
+                } else {
+                    Step::keep(vec![Action::SetAlarm(reconciling.next_at.min(unknown.expires_at))])
+                }
+            }
             Some(record) if !record.is_expired(now) => Step::keep(vec![Action::SetAlarm(record.expires_at())]),
             _ => Step { change: RecordChange::Delete, actions: vec![] },
+        },
+        Event::Reconciled { attempt, verdict, timing, jitter } => on_reconciled(record, attempt, verdict, timing, jitter, now),
+    }
+}
+
+/// Rule 9 for a retry: the attempt whose outcome a lookup should settle before the arrival
+/// is decided, if any (an unknown outcome that may be looked up, or a claim whose owner is
+/// gone, past its lease). An answer too large to store is not looked up: it would be too
+/// large again.
+pub fn reconcile_first(
+    record: Option<&Record>,
+    live_attempt: Option<AttemptId>,
+    now: Millis,
+) -> Option<AttemptId> {
+    match record? {
+        record if record.is_expired(now) => None,
+        Record::Unknown(Unknown { reason: UnknownReason::ResponseTooLarge { .. }, .. }) => None,
+        Record::Unknown(unknown) => Some(unknown.attempt),
+        Record::InFlight(claim)
+            if claim.async_job.is_none()
+                && live_attempt != Some(claim.attempt)
+                && now >= claim.lease_until =>
+        {
+            Some(claim.attempt)
+        }
+        _ => None,
+    }
+}
+
+/// Rule 9's fencing, asked again just before a verdict that had to await (sealing) is
+/// written: whether `record` is still the unknown outcome (or the dead claim) of `attempt`.
+pub fn lookup_is_current(record: Option<&Record>, attempt: AttemptId) -> bool {
+    match record {
+        Some(Record::Unknown(unknown)) => unknown.attempt == attempt,
+        Some(Record::InFlight(claim)) => claim.attempt == attempt && claim.async_job.is_none(),
+        _ => false,
+    }
+}
+
+/// A claim whose owner died, past its lease: its outcome is unknown.
+fn unknown_of_dead_claim(claim: &InFlight, reconcile: Option<Reconciling>, now: Millis) -> Unknown {
+    Unknown {
+        attempt: claim.attempt,
+        fingerprint: claim.fingerprint,
+        origin_attempts: claim.origin_attempts,
+        since: now,
+        expires_at: claim.expires_at,
+        reason: UnknownReason::OriginTimeout,
+        reconcile,
+    }
+}
+
+/// Rule 9: what a lookup's verdict does to the unknown outcome of `attempt` (fenced: a
+/// record that moved on meanwhile is kept as it is).
+fn on_reconciled(
+    record: Option<&Record>,
+    attempt: AttemptId,
+    verdict: Verdict,
+    timing: Timing,
+    jitter: f64,
+    now: Millis,
+) -> Step {
+    let Some(current) = record.filter(|record| record.attempt() == attempt && !record.is_expired(now)) else {
+        return Step::keep(Vec::new());
+    };
+    let unknown = match current {
+        Record::Unknown(unknown) => unknown.clone(),
+        Record::InFlight(claim @ InFlight { async_job: None, .. }) if now >= claim.lease_until => {
+            unknown_of_dead_claim(claim, claim.reconcile.clone(), now)
+        }
+        _ => return Step::keep(Vec::new()),
+    };
+    match verdict {
+        Verdict::NotExecuted => Step { change: RecordChange::Delete, actions: Vec::new() },
+        Verdict::Executed(answer) if stored_size(&answer) <= MAX_STORED_RESPONSE_BYTES => {
+            let expires_at = now.saturating_add(timing.ttl_ms).max(unknown.expires_at);
+            let done = Record::Completed(Completed {
+                attempt,
+                fingerprint: unknown.fingerprint,
+                completed_at: now,
+                expires_at,
+                response: Arc::new(answer),
+                sealed_answer: None,
+                sealed_bound: false,
+                chunks: None,
+            });
+            Step { change: RecordChange::Put(done), actions: vec![Action::SetAlarm(expires_at)] }
+        }
+        // Nothing known (or an answer too large to keep): ask again later, until expiry.
+        _ => match &unknown.reconcile {
+            Some(reconciling) => {
+                let next_at = now.saturating_add(reconcile::next_delay(reconciling.asked, jitter));
+                let asked = reconciling.asked.saturating_add(1);
+                let reconcile = Some(Reconciling { asked, next_at, ..reconciling.clone() });
+                let alarm = next_at.min(unknown.expires_at);
+                let next = Record::Unknown(Unknown { reconcile, ..unknown });
+                Step { change: RecordChange::Put(next), actions: vec![Action::SetAlarm(alarm)] }
+            }
+            // Looked up for a retry only (the record kept no lookup): nothing to schedule.
+            None if matches!(current, Record::Unknown(_)) => Step::keep(Vec::new()),
+            None => Step { change: RecordChange::Put(Record::Unknown(unknown)), actions: Vec::new() },
         },
     }
 }
@@ -304,10 +438,19 @@ struct Arrival {
     timing: Timing,
     /// The arrival asks for asynchronous acceptance (rule 8).
     accept: Option<Box<AsyncAccept>>,
+    /// The route's lookup, sealed, for a claim (rule 9).
+    lookup: Option<Box<Reconciling>>,
 }
 
 /// A claim for `new_attempt`, forwarded at once: the key's `origin_attempts`-th sending.
-fn claim_and_forward(arrival: &Arrival, origin_attempts: u16, keep_until: Millis, now: Millis) -> Step {
+/// `earlier` is the lookup of the record it replaces, kept where this arrival brings none.
+fn claim_and_forward(
+    arrival: &Arrival,
+    origin_attempts: u16,
+    keep_until: Millis,
+    earlier: Option<&Reconciling>,
+    now: Millis,
+) -> Step {
     if let Some(accept) = &arrival.accept {
         // Rule 8: a job instead, sent by the alarm (the `origin_attempts`-th sending).
         let sent = origin_attempts.saturating_sub(1);
@@ -325,6 +468,11 @@ fn claim_and_forward(arrival: &Arrival, origin_attempts: u16, keep_until: Millis
     let lease_until = now.saturating_add(arrival.timing.lease_ms());
     let expires_at = now.saturating_add(arrival.timing.ttl_ms).max(lease_until).max(keep_until);
     let claim = InFlight {
+        reconcile: arrival.lookup.as_deref().or(earlier).map(|lookup| Reconciling {
+            asked: 0,
+            next_at: 0,
+            ..lookup.clone()
+        }),
         attempt: arrival.new_attempt,
         fingerprint: arrival.fingerprint,
         origin_attempts,
@@ -346,7 +494,13 @@ fn claim_and_forward(arrival: &Arrival, origin_attempts: u16, keep_until: Millis
 /// is bounded by the timeout the lease covers), and kept for the TTL from then. A claim's
 /// own expiry is not moved: past it, the claim reads as expired whatever the alarm, and an
 /// alarm that finds a record not yet expired sets itself again at the record's expiry.
+///
+/// A claim with a lookup (rule 9) sets its alarm for the lease's end instead, so that an
+/// owner that died is noticed and its outcome looked up; its outcome then moves the alarm.
 pub fn claim_alarm(claim: &InFlight, timing: &Timing) -> Millis {
+    if claim.reconcile.is_some() {
+        return claim.lease_until;
+    }
     claim.lease_until.saturating_add(timing.ttl_ms).max(claim.expires_at)
 }
 
@@ -355,7 +509,7 @@ fn reforward_or_hold(arrival: &Arrival, record: &Record, reason: UnknownReason, 
     let sent = record.origin_attempts();
     match arrival.max_origin_attempts {
         Some(max) if sent < max && !matches!(reason, UnknownReason::ResponseTooLarge { .. }) => {
-            claim_and_forward(arrival, sent.saturating_add(1), record.expires_at(), now)
+            claim_and_forward(arrival, sent.saturating_add(1), record.expires_at(), record.reconciling(), now)
         }
         Some(max) if sent >= max => Step::keep(vec![Action::Reject(attempts_exhausted(reason, sent))]),
         _ => Step::keep(vec![Action::Reject(outcome_unknown(reason))]),
@@ -372,7 +526,7 @@ fn on_arrival(record: Option<&Record>, arrival: Arrival, now: Millis) -> Step {
         other => other,
     };
     let Some(current) = current else {
-        return claim_and_forward(&arrival, 1, 0, now);
+        return claim_and_forward(&arrival, 1, 0, None, now);
     };
     if current.fingerprint() != fingerprint {
         return Step::keep(vec![Action::Reject(Problem::new(
@@ -473,7 +627,16 @@ fn on_origin_finished(
     let retained_until = now.saturating_add(timing.ttl_ms).max(claim.expires_at);
     let origin_attempts = claim.origin_attempts;
     let unknown = |reason| {
+        // Rule 9: looked up from the alarm, unless it would be too large again.
+        let reconcile = match reason {
+            UnknownReason::ResponseTooLarge { .. } => None,
+            _ => claim.reconcile.as_ref().map(|lookup| Reconciling {
+                next_at: now.saturating_add(reconcile::FIRST_DELAY_MS),
+                ..lookup.clone()
+            }),
+        };
         Record::Unknown(Unknown {
+            reconcile,
             attempt,
             fingerprint,
             origin_attempts,
@@ -503,7 +666,9 @@ fn on_origin_finished(
     // recorded later (a claim of an earlier release, or an outcome write that outlasted the
     // lease) moves it.
     let expires_at = next.expires_at();
-    let actions = if expires_at <= claim_alarm(claim, &timing) {
+    let actions = if let Some(reconciling) = next.reconciling() {
+        vec![Action::SetAlarm(reconciling.next_at.min(expires_at)), settle]
+    } else if expires_at <= claim_alarm(claim, &timing) {
         vec![settle]
     } else {
         vec![Action::SetAlarm(expires_at), settle]
@@ -573,5 +738,7 @@ pub fn problem_response(problem: &Problem) -> StoredResponse {
     StoredResponse { status: problem.status(), headers, body: problem.to_json() }
 }
 
+#[cfg(test)]
+mod reconcile_tests;
 #[cfg(test)]
 mod tests;

@@ -33,6 +33,7 @@ pub mod origin_auth;
 pub mod outcome_events;
 pub mod policy;
 pub mod problem;
+pub mod reconcile;
 pub mod record;
 pub mod routes;
 pub mod scope;

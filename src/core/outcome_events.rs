@@ -42,10 +42,14 @@ pub struct OutcomeEvent<'a> {
 
 /// Whether an outcome with `decision` is published: every final decision of an
 /// asynchronous job (executed, released, unknown, gave up; not a scheduled retry, which is
-/// not an outcome), and an unknown outcome whatever the request.
+/// not an outcome), an unknown outcome whatever the request, and every reconciliation
+/// (`core::reconcile`; a lookup that said nothing too, so that a consumer sees it tried).
 pub fn publishes(decision: Decision, asynchronous: bool) -> bool {
     match decision {
-        Decision::Unknown => true,
+        Decision::Unknown
+        | Decision::ReconciledExecuted
+        | Decision::ReconciledNotExecuted
+        | Decision::ReconcileFailed => true,
         Decision::Executed | Decision::Released | Decision::GaveUp => asynchronous,
         _ => false,
     }
@@ -75,6 +79,11 @@ mod tests {
     fn unknown_outcomes_and_every_final_job_outcome_are_published() {
         assert!(publishes(Decision::Unknown, false));
         assert!(publishes(Decision::Unknown, true));
+        for reconciled in
+            [Decision::ReconciledExecuted, Decision::ReconciledNotExecuted, Decision::ReconcileFailed]
+        {
+            assert!(publishes(reconciled, false), "{reconciled:?}");
+        }
         for decision in [Decision::Executed, Decision::Released, Decision::GaveUp] {
             assert!(publishes(decision, true), "{decision:?} of a job");
             assert!(!publishes(decision, false), "{decision:?} of a request its caller saw answered");

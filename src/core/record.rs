@@ -27,6 +27,7 @@
 //! | 2 (critical) | sealed answer: a `core::seal::Envelope` of the encoded [`StoredResponse`]; the inline response is then empty | completed |
 //! | 3 (critical) | async job: a `core::async_job::AsyncJob` (deadline, next attempt, policy, the sealed request) | in flight |
 //! | 5 (critical) | sealed answer bound to the record's attempt and fingerprint as well: as tag 2, with `core::seal::bound_answer_associated_data` (written since issue 20; tag 2 is still read) | completed |
+//! | 134 (skippable) | reconciliation: a `core::reconcile::Reconciling` (the sealed lookup, how often it was asked, when next) | in flight, unknown |
 //! | 4 (critical) | chunked answer: a `core::chunks::ChunkManifest`; the body is in chunk rows and the inline (or sealed) response has none | completed |
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use super::async_job::AsyncJob;
 use super::chunks::ChunkManifest;
 use super::codec::{CodecError, Reader, Writer};
 use super::fingerprint::Digest256;
+use super::reconcile::Reconciling;
 
 /// Milliseconds since the Unix epoch, as the runtime's clock reports them.
 pub type Millis = u64;
@@ -94,6 +96,8 @@ pub struct InFlight {
     /// An asynchronous job (`core::async_job`): the claim holds its stored request and is
     /// executed from the object's alarm.
     pub async_job: Option<AsyncJob>,
+    /// The sealed lookup of a route with `reconcile_url` (`core::reconcile`).
+    pub reconcile: Option<Reconciling>,
 }
 
 /// A key with a final response.
@@ -128,6 +132,8 @@ pub struct Unknown {
     pub since: Millis,
     pub expires_at: Millis,
     pub reason: UnknownReason,
+    /// The sealed lookup and when the alarm asks next (`core::reconcile`).
+    pub reconcile: Option<Reconciling>,
 }
 
 /// What a Durable Object keeps about its key.
@@ -198,6 +204,16 @@ impl Record {
         }
     }
 
+    /// The reconciliation the record holds, if any.
+    pub fn reconciling(&self) -> Option<&Reconciling> {
+        match self {
+            Record::InFlight(InFlight { reconcile, .. }) | Record::Unknown(Unknown { reconcile, .. }) => {
+                reconcile.as_ref()
+            }
+            Record::Completed(_) => None,
+        }
+    }
+
     /// The chunk manifest of an answer whose body is stored in chunk rows.
     pub fn chunks(&self) -> Option<&ChunkManifest> {
         match self {
@@ -212,6 +228,7 @@ impl Record {
             || self.is_sealed()
             || self.async_job().is_some()
             || self.chunks().is_some()
+            || self.reconciling().is_some()
         {
             VERSION_2
         } else {
@@ -238,6 +255,10 @@ impl Record {
         }
         if let Record::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: true, .. }) = self {
             extensions.push((EXT_BOUND_SEALED_ANSWER, sealed));
+        }
+        let reconciling = self.reconciling().map(Reconciling::encode);
+        if let Some(reconciling) = &reconciling {
+            extensions.push((EXT_RECONCILING, reconciling));
         }
         let mut out = Writer::with_capacity(64);
         out.raw(MAGIC);
@@ -314,6 +335,7 @@ impl Record {
         let fingerprint = Digest256(input.array()?);
         let record = match kind {
             KIND_IN_FLIGHT => Record::InFlight(InFlight {
+                reconcile: None,
                 attempt,
                 fingerprint,
                 origin_attempts: 1,
@@ -349,6 +371,7 @@ impl Record {
                     other => return Err(DecodeError::BadField(other)),
                 };
                 Record::Unknown(Unknown {
+                    reconcile: None,
                     attempt,
                     fingerprint,
                     origin_attempts: 1,
@@ -406,6 +429,10 @@ impl Record {
                         }
                         *chunks = Some(ChunkManifest::decode(value).ok_or(DecodeError::BadField(tag))?);
                     }
+                    (EXT_RECONCILING, Record::InFlight(InFlight { reconcile, .. }))
+                    | (EXT_RECONCILING, Record::Unknown(Unknown { reconcile, .. })) => {
+                        *reconcile = Some(Reconciling::decode(value).ok_or(DecodeError::BadField(tag))?);
+                    }
                     (tag, _) if tag & EXT_SKIPPABLE != 0 => skipped += 1,
                     (tag, _) => return Err(DecodeError::UnknownExtension(tag)),
                 }
@@ -442,6 +469,9 @@ const EXT_BOUND_SEALED_ANSWER: u8 = 5;
 pub const SEALED_RECORD_VERSION: u8 = VERSION_2;
 /// Extension tags with this bit may be skipped by a reader that does not know them.
 const EXT_SKIPPABLE: u8 = 0x80;
+/// The reconciliation of an unknown outcome (`core::reconcile::Reconciling`): skippable, since
+/// a release that drops it holds the key unknown, as it would have without it.
+const EXT_RECONCILING: u8 = EXT_SKIPPABLE | 6;
 const KIND_IN_FLIGHT: u8 = 1;
 const KIND_COMPLETED: u8 = 2;
 const KIND_UNKNOWN: u8 = 3;
@@ -497,6 +527,7 @@ mod tests {
     fn samples() -> Vec<Record> {
         vec![
             Record::InFlight(InFlight {
+                reconcile: None,
                 attempt: AttemptId(7),
                 fingerprint: fp(1),
                 origin_attempts: 1,
@@ -523,6 +554,7 @@ mod tests {
                 chunks: None,
             }),
             Record::Unknown(Unknown {
+                reconcile: None,
                 attempt: AttemptId(0),
                 fingerprint: fp(3),
                 origin_attempts: 1,
@@ -531,6 +563,7 @@ mod tests {
                 reason: UnknownReason::ResponseTooLarge { status: 200 },
             }),
             Record::Unknown(Unknown {
+                reconcile: None,
                 attempt: AttemptId(1),
                 fingerprint: fp(4),
                 origin_attempts: 1,
@@ -551,6 +584,7 @@ mod tests {
             }),
             // Version 2: with the origin-attempts extension.
             Record::InFlight(InFlight {
+                reconcile: None,
                 attempt: AttemptId(8),
                 fingerprint: fp(5),
                 origin_attempts: 3,
@@ -560,6 +594,7 @@ mod tests {
                 async_job: None,
             }),
             Record::Unknown(Unknown {
+                reconcile: None,
                 attempt: AttemptId(9),
                 fingerprint: fp(6),
                 origin_attempts: u16::MAX,
@@ -687,6 +722,41 @@ mod tests {
         }
         // A version 1 record of an unknown outcome reads as sent once.
         assert_eq!(Record::decode(&samples()[3].encode()).unwrap().origin_attempts(), 1);
+    }
+
+    #[test]
+    fn a_reconciliation_round_trips_and_a_release_without_it_may_skip_it() {
+        let reconciling = crate::core::reconcile::Reconciling {
+            sealed_lookup: vec![9; 48],
+            bound_at: 1_700_000_000_000,
+            not_found: 404,
+            asked: 3,
+            next_at: 1_700_000_009_000,
+            policy: Box::new(crate::core::format_fixtures::policy()),
+        };
+        let unknown = Record::Unknown(Unknown {
+            attempt: AttemptId(5),
+            fingerprint: Digest256([3; 32]),
+            origin_attempts: 1,
+            since: 1_700_000_000_500,
+            expires_at: 1_700_086_400_000,
+            reason: UnknownReason::ResetAfterSend,
+            reconcile: Some(reconciling.clone()),
+        });
+        let bytes = unknown.encode();
+        assert_eq!(bytes[2], VERSION_2, "an extension makes it version 2");
+        assert_eq!(Record::decode(&bytes), Ok(unknown.clone()));
+        // Skippable: a release that does not know it reads the record as without it, and
+        // holds the key unknown as it always did (never a second forward).
+        assert_ne!(EXT_RECONCILING & EXT_SKIPPABLE, 0);
+        let Record::Unknown(plain) = unknown else { unreachable!() };
+        let without = Record::Unknown(Unknown { reconcile: None, ..plain.clone() });
+        assert_eq!(without.encode()[2], VERSION_1, "and without it, what the release before wrote");
+        // An unreadable reconciliation is a bad record, not an absent one.
+        let mut broken = Record::Unknown(Unknown { reconcile: Some(reconciling), ..plain }).encode();
+        let at = broken.len() - 1;
+        broken[at] ^= 0xff;
+        assert!(Record::decode(&broken).is_err());
     }
 
     #[test]

@@ -27,6 +27,8 @@
 //! | `async_accept` | `"off"` or `"prefer"`: overrides `ASYNC_ACCEPT` for this route (`core::async_job`) |
 //! | `mode` | `"enforce"` or `"observe"`: overrides `MODE` for this route (see [`Mode`]) |
 //! | `origin_service` | the `[[services]]` binding this route's origin is reached through |
+//! | `reconcile_url` | a lookup for unknown outcomes, e.g. `"https://api.example/v1/charges?idempotency_key={key}"` (`core::reconcile`; needs `STORAGE_ENCRYPTION_KEYS`) |
+//! | `reconcile_not_found` | the lookup's status that means "never executed" (default 404; a 4xx) |
 //! | `rate_limit` | `false`: no rate limit on this route; a binding name (`"RATE_LIMITER_PAYOUTS"`): limit with that `[[ratelimits]]` binding instead of `RATE_LIMITER` (an unbound name is a 500) |
 //!
 //! Any other member, a wrong type or a value out of range is an error that says where
@@ -43,6 +45,7 @@ use super::key::KeyHeader;
 use super::origin_auth::SIGNATURE_HEADER;
 use super::policy::StatusSet;
 use super::problem::{Problem, ProblemKind};
+use super::reconcile::ReconcileRoute;
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
 /// forwards only standard methods from an object.
@@ -244,6 +247,8 @@ pub struct Route {
     pub rate_limit: Option<RouteRateLimit>,
     /// `Some(true)`: `"prefer"` (`ASYNC_ACCEPT` for this route).
     pub async_accept: Option<bool>,
+    /// The lookup for unknown outcomes (`reconcile_url`, `reconcile_not_found`).
+    pub reconcile: Option<ReconcileRoute>,
 }
 
 /// A route's `rate_limit` member.
@@ -275,7 +280,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
     let Value::Object(members) = item else {
         return Err(format!("[{index}]: expected an object with a \"pattern\""));
     };
-    const KNOWN: [&str; 22] = [
+    const KNOWN: [&str; 24] = [
         "pattern",
         "methods",
         "key",
@@ -298,6 +303,8 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         "origin_service",
         "rate_limit",
         "async_accept",
+        "reconcile_url",
+        "reconcile_not_found",
     ];
     if let Some(unknown) = members.keys().find(|name| !KNOWN.contains(&name.as_str())) {
         return Err(format!("{}: unknown member (known: {})", at(unknown), KNOWN.join(", ")));
@@ -454,6 +461,28 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
             Some(Value::String(s)) if s == "off" => Some(false),
             Some(Value::String(s)) if s == "prefer" => Some(true),
             Some(_) => return Err(format!("{}: expected \"off\" or \"prefer\"", at("async_accept"))),
+        },
+        reconcile: match (members.get("reconcile_url"), members.get("reconcile_not_found")) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(format!("{}: only with a reconcile_url", at("reconcile_not_found")))
+            }
+            (Some(Value::String(template)), status) => {
+                let status =
+                    match status {
+                        None => None,
+                        Some(value) => Some(value.as_u64().ok_or_else(|| {
+                            format!("{}: expected an HTTP status", at("reconcile_not_found"))
+                        })?),
+                    };
+                Some(
+                    ReconcileRoute::parse(template, status)
+                        .map_err(|why| format!("{}: {why}", at("reconcile_url")))?,
+                )
+            }
+            (Some(_), _) => {
+                return Err(format!("{}: expected a URL template with {{key}}", at("reconcile_url")))
+            }
         },
     })
 }
@@ -685,6 +714,35 @@ mod tests {
         let error =
             parse_routes(&format!(r#"[{{"pattern":"/a","fingerprint_ignore":[{}]}}]"#, many.join(",")));
         assert!(error.unwrap_err().contains("at most"));
+    }
+
+    #[test]
+    fn reconcile_urls_are_parsed_and_checked() {
+        let routes = parse_routes(
+            r#"[{"pattern":"/a","reconcile_url":"https://o.example/v1/ops/{key}","reconcile_not_found":410},
+                {"pattern":"/b","reconcile_url":"http://127.0.0.1:8788/v1/charges?idempotency_key={key}"},
+                {"pattern":"/c"}]"#,
+        )
+        .unwrap();
+        let route = |i: usize| routes[i].reconcile.as_ref();
+        assert_eq!(
+            route(0).map(|r| (r.url_for("k"), r.not_found)),
+            Some(("https://o.example/v1/ops/k".into(), 410))
+        );
+        assert_eq!(route(1).map(|r| r.not_found), Some(404));
+        assert_eq!(route(2), None);
+        for (route, expected) in [
+            (r#"{"reconcile_url":"https://o.example/v1/ops"}"#, "[0].reconcile_url: expected {key}"),
+            (r#"{"reconcile_url":"/v1/ops/{key}"}"#, "[0].reconcile_url: expected an absolute"),
+            (r#"{"reconcile_url":42}"#, "[0].reconcile_url: expected a URL template"),
+            (r#"{"reconcile_url":"https://o/{key}","reconcile_not_found":200}"#, "reconcile_not_found"),
+            (r#"{"reconcile_url":"https://o/{key}","reconcile_not_found":"404"}"#, "reconcile_not_found"),
+            (r#"{"reconcile_not_found":404}"#, "[0].reconcile_not_found: only with a reconcile_url"),
+        ] {
+            let raw = format!(r#"[{{"pattern":"/a",{}}}]"#, &route[1..route.len() - 1]);
+            let error = parse_routes(&raw).expect_err(&raw);
+            assert!(error.contains(expected), "{raw}: {error}");
+        }
     }
 
     #[test]

@@ -109,6 +109,20 @@ pub struct ScopeConfig {
 }
 
 impl ScopeConfig {
+    /// The headers a reconciliation's lookup carries (`core::reconcile`): every header that
+    /// names the caller (`SCOPE_HEADER`'s) and every one that carries its secret
+    /// (`REPLAY_CREDENTIAL_HEADERS`'), once each, so that the origin answers for this caller
+    /// only.
+    pub fn lookup_headers(&self) -> Vec<String> {
+        let mut names = self.headers.clone();
+        for name in &self.replay_headers {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names
+    }
+
     /// Parses the scope variables; `lookup` as in `Config::from_vars`.
     pub fn from_vars<'a>(
         lookup: &impl Fn(&'static str) -> Option<&'a str>,

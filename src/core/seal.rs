@@ -405,6 +405,7 @@ mod tests {
             _ => unreachable!(),
         };
         let claim = Record::InFlight(InFlight {
+            reconcile: None,
             attempt: AttemptId(1),
             fingerprint: Digest256([1; 32]),
             origin_attempts: 1,

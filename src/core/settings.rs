@@ -169,6 +169,13 @@ impl Settings {
                 format!("ASYNC_ACCEPT is prefer (or a route's async_accept is), which stores requests, credentials included: set the secret {VAR_STORAGE_ENCRYPTION_KEYS} so that they are sealed."),
             ));
         }
+        // So does a stored lookup: the key and the caller's scope headers.
+        if matches!((&config, &storage_keys), (Ok(config), Ok(None)) if config.reconciles()) {
+            others.push(SettingError::new(
+                VAR_STORAGE_ENCRYPTION_KEYS,
+                format!("a route's reconcile_url stores the lookup of each key, with the key and the caller's credentials: set the secret {VAR_STORAGE_ENCRYPTION_KEYS} so that they are sealed."),
+            ));
+        }
         Settings {
             config,
             storage_keys,
@@ -285,6 +292,27 @@ mod tests {
     fn asynchronous_acceptance_without_a_key_ring_is_refused() {
         let s = settings(&[("ASYNC_ACCEPT", EnvValue::Text("prefer"))]);
         assert_eq!(s.first_problem().map(|p| p.name.as_str()), Some("STORAGE_ENCRYPTION_KEYS"));
+    }
+
+    #[test]
+    fn a_reconcile_url_without_a_key_ring_is_refused_and_with_one_reaches_the_policy() {
+        let routes =
+            r#"[{"pattern":"/v1/charges","reconcile_url":"https://api.example/v1/charges?k={key}"}]"#;
+        let s = settings(&[("IDEMPOTENCY_ROUTES", EnvValue::Text(routes))]);
+        let problem = s.first_problem().expect("refused");
+        assert_eq!(problem.name, "STORAGE_ENCRYPTION_KEYS");
+        assert!(problem.detail.contains("reconcile_url"), "{}", problem.detail);
+        let ring = r#"[{"id":"k1","key":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}]"#;
+        let s = settings(&[
+            ("IDEMPOTENCY_ROUTES", EnvValue::Text(routes)),
+            ("STORAGE_ENCRYPTION_KEYS", EnvValue::Text(ring)),
+        ]);
+        assert!(s.problems().is_empty(), "{:?}", s.problems());
+        let config = s.serving_config().unwrap();
+        let route = config.policy_for("/v1/charges").reconcile.expect("the route's lookup");
+        assert_eq!(route.url_for("a/b"), "https://api.example/v1/charges?k=a%2Fb");
+        assert_eq!(route.not_found, 404);
+        assert!(config.policy_for("/v1/refunds").reconcile.is_none(), "only where a route has one");
     }
 
     /// Defaults are valid in every configuration: one that depends on another value is

@@ -45,8 +45,14 @@ pub const ANSWERED_PLAIN: &str = "1";
 /// The envelope's version. A later release that changes a field adds a version and keeps
 /// reading the one before for as long as a deploy can mix releases. Version 2 added the
 /// request's trace (`core::log::Trace`) at the end of a key call; version 1 is still read,
-/// with an empty trace.
-pub const WIRE_VERSION: u8 = 2;
+/// with an empty trace. Version 3 adds the route's lookup ([`ReconcileCall`]) after the
+/// trace, and is written only for a call that has one: a call without one is written as
+/// version 2, which the release before reads, so a deploy of this release refuses (503)
+/// only the calls of routes that reconcile, for the moment it takes.
+pub const WIRE_VERSION: u8 = 3;
+
+/// The version written for a call with nothing of version 3 in it.
+const WIRE_VERSION_2: u8 = 2;
 
 /// The version of a policy as an asynchronous job stores it ([`encode_policy`]): the
 /// envelope's policy layout, which version 1 and 2 share.
@@ -85,6 +91,19 @@ pub struct KeyCall {
     pub step: KeyStep,
     /// Which request this is, for the object's log line and its problems' `instance`.
     pub trace: Trace,
+    /// The route's lookup for unknown outcomes (`core::reconcile`), filled for this key.
+    pub reconcile: Option<ReconcileCall>,
+}
+
+/// What the object needs to look up an unknown outcome of this key (`core::reconcile`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReconcileCall {
+    /// The lookup's URL, with the key in it.
+    pub url: String,
+    /// The status that means "never executed".
+    pub not_found: u16,
+    /// The lowercase names of the caller's scope headers, sent with the lookup.
+    pub scope_headers: Vec<String>,
 }
 
 /// What the object is asked to do with the request.
@@ -168,7 +187,11 @@ impl ToObject {
     /// The header value: `version ‖ call kind ‖ fields`, base64url without padding.
     pub fn encode(&self) -> String {
         let mut out = Writer::with_capacity(160);
-        out.u8(WIRE_VERSION);
+        let reconcile = match self {
+            ToObject::Key(call) => call.reconcile.as_ref(),
+            ToObject::Admin(_) => None,
+        };
+        out.u8(if reconcile.is_some() { WIRE_VERSION } else { WIRE_VERSION_2 });
         match self {
             ToObject::Admin(operation) => {
                 out.u8(CALL_ADMIN);
@@ -215,6 +238,14 @@ impl ToObject {
                 out.string(&call.trace.request_id);
                 out.string(&call.trace.method);
                 out.string(call.trace.route.as_deref().unwrap_or_default());
+                if let Some(reconcile) = reconcile {
+                    out.string(&reconcile.url);
+                    out.u16(reconcile.not_found);
+                    out.count(reconcile.scope_headers.len());
+                    for name in &reconcile.scope_headers {
+                        out.string(name);
+                    }
+                }
             }
         }
         base64url_encode(&out.into_bytes())
@@ -225,7 +256,7 @@ impl ToObject {
         let bytes = base64url_decode(value.ok_or(WireError::Missing)?).ok_or(WireError::Malformed)?;
         let mut input = Reader::new(&bytes);
         let version = match input.u8()? {
-            version @ (1 | WIRE_VERSION) => version,
+            version @ (1 | WIRE_VERSION_2 | WIRE_VERSION) => version,
             other => return Err(WireError::UnknownVersion(other)),
         };
         let kind = input.u8()?;
@@ -284,6 +315,18 @@ impl ToObject {
             let route = Some(input.string()?).filter(|route| !route.is_empty());
             Trace { request_id, method, route }
         };
+        let reconcile = if version == WIRE_VERSION {
+            let url = input.string()?;
+            let not_found = input.u16()?;
+            let count = input.count(4)?;
+            let scope_headers = (0..count).map(|_| input.string()).collect::<Result<Vec<_>, _>>()?;
+            if url.is_empty() || kind != CALL_ENFORCE {
+                return Err(WireError::Malformed);
+            }
+            Some(ReconcileCall { url, not_found, scope_headers })
+        } else {
+            None
+        };
         input.finish()?;
         Ok(ToObject::Key(KeyCall {
             fingerprint,
@@ -294,6 +337,7 @@ impl ToObject {
             probe_origin: flags & FLAG_PROBE_ORIGIN != 0,
             step,
             trace,
+            reconcile,
         }))
     }
 }
@@ -485,6 +529,7 @@ mod tests {
                 method: "POST".into(),
                 route: Some("/v1/charges*".into()),
             },
+            reconcile: None,
         })
     }
 
@@ -494,6 +539,9 @@ mod tests {
     fn a_version_1_envelope_is_read_with_an_empty_trace() {
         for sample in samples() {
             let ToObject::Key(call) = sample else { continue };
+            if call.reconcile.is_some() {
+                continue;
+            }
             let untraced = KeyCall { trace: Trace::default(), ..call };
             let mut bytes = base64url_decode(&ToObject::Key(untraced.clone()).encode()).unwrap();
             // Version 2 ends a key call with the trace's three strings, empty here: each is
@@ -532,6 +580,17 @@ mod tests {
             }),
             call(KeyStep::ObserveOutcome { attempt: AttemptId(2), outcome: ObservedOutcome::Reset }),
             ToObject::Admin("inspect".into()),
+            ToObject::Key(KeyCall {
+                reconcile: Some(ReconcileCall {
+                    url: "https://api.example/v1/charges?idempotency_key=order%201".into(),
+                    not_found: 404,
+                    scope_headers: vec!["authorization".into(), "stripe-account".into()],
+                }),
+                ..match call(KeyStep::Enforce { accept_async: None }) {
+                    ToObject::Key(call) => call,
+                    ToObject::Admin(_) => unreachable!(),
+                }
+            }),
             ToObject::Key(KeyCall {
                 policy: ObjectPolicy { key_header: Some("paypal-request-id".into()), ..policy() },
                 ..match call(KeyStep::Enforce { accept_async: Some(accept) }) {

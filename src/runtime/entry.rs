@@ -59,7 +59,7 @@ use crate::core::routes::{
 };
 use crate::core::scope::rate_limit_keys;
 use crate::core::url::{path_and_query, path_and_query_parts};
-use crate::core::wire::{KeyCall, KeyStep, ToObject, ENVELOPE_HEADER};
+use crate::core::wire::{KeyCall, KeyStep, ReconcileCall, ToObject, ENVELOPE_HEADER};
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
@@ -166,6 +166,11 @@ async fn covered(
         probe_origin: config.probes_origin(policy),
         step: KeyStep::Enforce { accept_async },
         trace: trace.clone(),
+        reconcile: policy.reconcile.map(|route| ReconcileCall {
+            url: route.url_for(key.as_str()),
+            not_found: route.not_found,
+            scope_headers: config.scope.lookup_headers(),
+        }),
     });
     outgoing.set(ENVELOPE_HEADER, &call.encode())?;
     // The method as `worker::Method` spells it (an unknown one becomes GET), as before.

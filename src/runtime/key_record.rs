@@ -55,11 +55,21 @@ impl KeyObject {
     /// so it is in place before the caller awaits anything; only a completed answer that is
     /// sealed awaits (WebCrypto) before it is written.
     pub(super) async fn apply(&self, change: &RecordChange) -> std::result::Result<(), StorageError> {
+        self.apply_fenced(change, |object, attempt| object.claim_is_current(attempt)).await
+    }
+
+    /// [`KeyObject::apply`], with the fencing a completed answer is written under after it
+    /// was sealed: whether the record it replaces is still current.
+    async fn apply_fenced(
+        &self,
+        change: &RecordChange,
+        still_current: fn(&KeyObject, AttemptId) -> bool,
+    ) -> std::result::Result<(), StorageError> {
         match change {
             RecordChange::Keep => Ok(()),
             RecordChange::Put(record) => {
                 let attempt = record.attempt();
-                let cached = self.store.put(record, || self.claim_is_current(attempt)).await?;
+                let cached = self.store.put(record, || still_current(self, attempt)).await?;
                 self.key.borrow_mut().remember(Some(cached));
                 Ok(())
             }
@@ -91,7 +101,22 @@ impl KeyObject {
     /// Writes a pending step's record change and tells the driver how it went: the step
     /// to carry out, and whether the write held (a failure is logged here).
     pub(super) async fn write(&self, pending: Pending, what: &str) -> (Decided, bool) {
-        match self.apply(&pending.step().change).await {
+        self.write_fenced(pending, what, |object, attempt| object.claim_is_current(attempt)).await
+    }
+
+    /// [`KeyObject::write`] of a lookup's verdict: fenced by the unknown outcome it settles.
+    pub(super) async fn write_verdict(&self, pending: Pending) -> (Decided, bool) {
+        let fence = |object: &KeyObject, attempt| object.key.borrow().lookup_is_current(attempt);
+        self.write_fenced(pending, "the reconciliation", fence).await
+    }
+
+    async fn write_fenced(
+        &self,
+        pending: Pending,
+        what: &str,
+        still_current: fn(&KeyObject, AttemptId) -> bool,
+    ) -> (Decided, bool) {
+        match self.apply_fenced(&pending.step().change, still_current).await {
             Ok(()) => (self.key.borrow_mut().handle_written(pending), true),
             Err(error) => {
                 console_error!("object {}: writing {} failed: {}", self.short_id(), what, error);

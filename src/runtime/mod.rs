@@ -16,6 +16,7 @@
 //! - `body`: request bodies read within a limit, or drained, in the Worker and the object.
 //! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `metrics`: the log line and the optional Analytics Engine data point.
+//! - `reconcile`: the object's lookups of unknown outcomes (`core::reconcile`).
 //! - `rate_limit`: the Worker's rate limit for covered requests (the binding's call).
 //! - `outcome_queue`: published outcomes sent to the optional `OUTCOME_QUEUE` producer.
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
@@ -41,6 +42,7 @@ mod origin;
 mod origin_auth;
 mod outcome_queue;
 mod rate_limit;
+mod reconcile;
 mod record_store;
 mod respond;
 mod seal;

@@ -81,7 +81,7 @@ pub struct KeyObject {
     /// The key's driver: the record as this instance knows it, and the live execution.
     pub(super) key: RefCell<KeyState>,
     /// The live execution's answer as its waiters share it, and the prepared replay.
-    live: Settlements,
+    pub(super) live: Settlements,
     /// The key's storage: record, sealing, chunk rows and alarm.
     pub(super) store: RecordStore,
     /// Alarm runs of this instance so far (for `ALARM_FAULT_INJECTION`).
@@ -184,6 +184,15 @@ impl KeyObject {
         // sealed (`async_job`), before anything is decided: every await comes before the
         // decision it feeds.
         let mut log = self.request_log(Some(call.scope));
+        // A route with a lookup (`runtime::reconcile`): an unknown outcome is looked up
+        // before the arrival is decided, and a claim gets the lookup, sealed. Not for an
+        // asynchronous request (jobs do not reconcile).
+        let (mut now, mut lookup) = (now, None);
+        if let Some(reconcile) = call.reconcile.as_ref().filter(|_| accept.is_none()) {
+            self.reconcile_for_retry(&headers, &call, reconcile).await;
+            now = now_ms();
+            lookup = self.sealed_lookup(&headers, &call, reconcile, now).await;
+        }
         let accept = match accept.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES) {
             None => None,
             Some(config) => match self.sealed_for_later(&req, &headers, &call, config, now).await {
@@ -204,7 +213,8 @@ impl KeyObject {
             return self.refuse_unreadable(&req, &call, "reading the record", error, drain, log).await;
         }
         let new_attempt = AttemptId(random_u64());
-        let arrival = Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing: false };
+        let arrival =
+            Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing: false, lookup };
         let pending = self.key.borrow_mut().handle_arrival(arrival, now);
         let (decided, _) = self.write(pending, if body_read { "the job's claim" } else { "the claim" }).await;
 
@@ -279,8 +289,9 @@ impl KeyObject {
                 Action::Reject(problem) => response = Some(respond::traced_problem(&problem, &call.trace)),
                 // A poll of the key's asynchronous job.
                 Action::Accepted { retry_after } => response = Some(async_job::accepted(retry_after)),
-                // Settling only follows an origin result, never an arrival.
-                Action::Settle { .. } => {}
+                // Settling only follows an origin result, and a lookup an alarm or a
+                // retry's reconciliation (above), never an arrival's step.
+                Action::Settle { .. } | Action::Lookup { .. } => {}
             }
         }
         let response =
@@ -353,10 +364,13 @@ impl KeyObject {
             return Err("clean-up failed".to_owned());
         }
         for action in decided.step.actions {
-            if let Action::SetAlarm(at) = action {
-                if !self.store.set_alarm(at).await {
+            match action {
+                Action::SetAlarm(at) if !self.store.set_alarm(at).await => {
                     return Err("the next alarm could not be set".to_owned());
                 }
+                // An unknown outcome due to be looked up (`runtime::reconcile`).
+                Action::Lookup { attempt } => self.reconcile_from_alarm(attempt).await?,
+                _ => {}
             }
         }
         Ok(())
@@ -476,6 +490,7 @@ impl KeyObject {
             body_bytes,
             accept: None,
             observing: true,
+            lookup: None,
         };
         let pending = self.key.borrow_mut().handle_arrival(arrival, now);
         let (decided, _) = self.write(pending, "the observed claim").await;

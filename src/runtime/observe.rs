@@ -245,6 +245,8 @@ impl Recording {
             probe_origin: false,
             step: KeyStep::ObserveArrival,
             trace,
+            // Observing, the object never forwards, nor looks up.
+            reconcile: None,
         };
         // The request's copy is not held while the object is called.
         drop(request);

@@ -141,6 +141,30 @@ pub async fn send(
         .await
 }
 
+/// A reconciliation's lookup (`core::reconcile`): `GET url` with `headers` (the caller's
+/// scope headers), signed like every hop the edge sends, through the route's service
+/// binding if it names one, within the origin timeout and without a probe. The status and,
+/// for an answer within the stored-size cap, the answer as it would be stored; `None` when
+/// no answer came (refused, reset, timed out).
+pub async fn look_up(
+    env: &Env,
+    url: &str,
+    headers: &Headers,
+    policy: &ObjectPolicy,
+) -> Option<(u16, Option<StoredResponse>)> {
+    let outgoing = Outgoing { target: url, method: "GET", headers, body: &JsValue::NULL };
+    match send(env, outgoing, policy, false).await {
+        (OriginResult::Responded(status), Some(mut answer)) => Some((status, answer.take_storable())),
+        (OriginResult::Oversized(status), answer) => {
+            if let Some(AnswerBody::Streamed(stream)) = answer.map(|answer| answer.body) {
+                let _ = JsFuture::from(stream.cancel()).await;
+            }
+            Some((status, None))
+        }
+        _ => None,
+    }
+}
+
 /// The origin's answer to an observed request, as observe mode's Worker reports it (its
 /// body, up to the stored-size cap, in `req`), classified as this object's own forward
 /// would classify it. Whatever is not kept of the body is read and dropped.
@@ -228,7 +252,9 @@ async fn forward(
         None => None,
         Some(secret) => {
             let protected = Protection::Protected;
-            match origin_auth::sign_hop(secret, method, target, headers, key_header, protected, Some(body))
+            // A lookup (`look_up`) has no body: it is signed as one of none.
+            let signed_body = (!body.is_null()).then_some(body);
+            match origin_auth::sign_hop(secret, method, target, headers, key_header, protected, signed_body)
                 .await
             {
                 Ok(value) => Some(value),

@@ -6,7 +6,8 @@
 //!   shares the receiver, and the answer is prepared once so that they share one body;
 //! - the sender of an observe-mode claim, kept until the Worker brings its outcome;
 //! - the stored answer prepared for replays (`respond::Prepared`), made once per stored
-//!   answer and object life.
+//!   answer and object life;
+//! - the lookup of an unknown outcome running now, which other retries wait for.
 //!
 //! A dropped sender releases its waiters (they get the driver's 409), so an execution that
 //! ends without settling never leaves anyone waiting for ever.
@@ -40,6 +41,9 @@ pub(super) struct Settlements {
     observed: RefCell<Option<(AttemptId, Settle)>>,
     /// The stored answer made ready for replays.
     prepared: RefCell<Option<Rc<Prepared>>>,
+    /// The lookup running for an attempt's unknown outcome (`runtime::reconcile`): whoever
+    /// would look it up meanwhile waits for this one instead of asking again.
+    lookup: RefCell<Option<(AttemptId, Shared<oneshot::Receiver<()>>)>>,
 }
 
 impl Settlements {
@@ -99,6 +103,29 @@ impl Settlements {
                 *prepared = Some(ready.clone());
                 ready
             }
+        }
+    }
+
+    /// Starts the lookup of `attempt`'s outcome: the sender to drop when it is over, or, when
+    /// one already runs, what to wait for instead.
+    pub fn begin_lookup(
+        &self,
+        attempt: AttemptId,
+    ) -> Result<oneshot::Sender<()>, Shared<oneshot::Receiver<()>>> {
+        let mut lookup = self.lookup.borrow_mut();
+        if let Some((_, done)) = lookup.as_ref().filter(|(running, _)| *running == attempt) {
+            return Err(done.clone());
+        }
+        let (over, done) = oneshot::channel();
+        *lookup = Some((attempt, done.shared()));
+        Ok(over)
+    }
+
+    /// The lookup of `attempt` is over (its sender is dropped by the caller).
+    pub fn end_lookup(&self, attempt: AttemptId) {
+        let mut lookup = self.lookup.borrow_mut();
+        if lookup.as_ref().is_some_and(|(running, _)| *running == attempt) {
+            *lookup = None;
         }
     }
 

@@ -59,6 +59,7 @@ fn accept(max_origin_attempts: Option<u16>) -> Box<AsyncAccept> {
 
 fn async_arrival(fingerprint: Digest256, new_attempt: u64, max: Option<u16>) -> Event {
     Event::Arrival {
+        lookup: None,
         fingerprint,
         new_attempt: AttemptId(new_attempt),
         live_attempt: None,
@@ -79,6 +80,7 @@ fn plain_arrival(
     max: Option<u16>,
 ) -> Event {
     Event::Arrival {
+        lookup: None,
         fingerprint,
         new_attempt: AttemptId(new_attempt),
         live_attempt: live,
@@ -501,6 +503,7 @@ fn with_a_deduplicating_origin_an_unknown_outcome_is_sent_again_up_to_the_limit(
 #[test]
 fn an_async_retry_of_an_unknown_key_becomes_a_job_where_the_origin_deduplicates() {
     let unknown = Record::Unknown(Unknown {
+        reconcile: None,
         attempt: AttemptId(1),
         fingerprint: FP,
         origin_attempts: 1,
@@ -641,6 +644,7 @@ impl Sim {
                 let new_attempt = self.id();
                 let accept = Some(*accept(self.max));
                 let arrival = Arrival {
+                    lookup: None,
                     fingerprint,
                     new_attempt,
                     policy: &self.policy,
@@ -654,6 +658,7 @@ impl Sim {
                 self.read();
                 let new_attempt = self.id();
                 let arrival = Arrival {
+                    lookup: None,
                     fingerprint: FP,
                     new_attempt,
                     policy: &self.policy,

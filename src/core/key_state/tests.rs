@@ -27,7 +27,7 @@ fn policy() -> ObjectPolicy {
 }
 
 fn arrival(policy: &ObjectPolicy, new_attempt: AttemptId, observing: bool) -> Arrival<'_> {
-    Arrival { fingerprint: FP, new_attempt, policy, body_bytes: 10, accept: None, observing }
+    Arrival { lookup: None, fingerprint: FP, new_attempt, policy, body_bytes: 10, accept: None, observing }
 }
 
 fn answer(status: u16) -> Arc<StoredResponse> {
@@ -189,6 +189,7 @@ fn the_alarm_keeps_a_running_claim_and_deletes_an_orphaned_one() {
 #[test]
 fn a_job_send_that_cannot_be_scheduled_is_put_back() {
     let before = Record::InFlight(InFlight {
+        reconcile: None,
         attempt: A,
         fingerprint: FP,
         origin_attempts: 0,

@@ -51,6 +51,7 @@ fn arrival_with_waiters(
     waiters: usize,
 ) -> Event {
     Event::Arrival {
+        lookup: None,
         fingerprint,
         new_attempt,
         live_attempt,
@@ -67,6 +68,7 @@ fn arrival_with_waiters(
 /// The claim the machine writes when `attempt` arrives first at `at` (with [`timing`]).
 fn claim(attempt: AttemptId, at: Millis) -> InFlight {
     InFlight {
+        reconcile: None,
         attempt,
         fingerprint: FP,
         origin_attempts: 1,
@@ -96,6 +98,7 @@ fn completed(attempt: AttemptId, at: Millis, response: Arc<StoredResponse>) -> R
 
 fn unknown(attempt: AttemptId, at: Millis, reason: UnknownReason) -> Record {
     Record::Unknown(Unknown {
+        reconcile: None,
         attempt,
         fingerprint: FP,
         origin_attempts: 1,
@@ -197,6 +200,7 @@ fn first_arrival_claims_then_forwards() {
     assert_eq!(
         step.change,
         RecordChange::Put(Record::InFlight(InFlight {
+            reconcile: None,
             attempt: A,
             fingerprint: FP,
             origin_attempts: 1,
@@ -214,6 +218,7 @@ fn first_arrival_claims_then_forwards() {
 fn a_claim_is_retained_at_least_until_its_lease_ends() {
     let short = Timing { ttl_ms: 1_000, ..timing() };
     let event = Event::Arrival {
+        lookup: None,
         fingerprint: FP,
         new_attempt: A,
         live_attempt: None,
@@ -259,6 +264,7 @@ fn expired_records_of_every_kind_are_claimed_anew() {
                 for live in [None, Some(AttemptId(99))] {
                     let step = step(Some(record), arrival(fingerprint, B, live), now);
                     let expected = InFlight {
+                        reconcile: None,
                         attempt: B,
                         fingerprint,
                         origin_attempts: 1,
@@ -366,6 +372,7 @@ fn past_the_waiting_bytes_a_duplicate_is_told_to_retry() {
     let record = in_flight(A, T0);
     let limits = WaiterLimits { max_waiters: 1_000, max_waiting_bytes: 10 * 1024 * 1024 };
     let arrive = |waiting_bytes: u64, body_bytes: u64| Event::Arrival {
+        lookup: None,
         fingerprint: FP,
         new_attempt: B,
         live_attempt: Some(A),
@@ -573,6 +580,7 @@ fn a_timeout_or_reset_holds_the_key_as_unknown() {
     ] {
         let step = step(Some(&record), finished(A, result, None), now);
         let expected = Record::Unknown(Unknown {
+            reconcile: None,
             attempt: A,
             fingerprint: FP,
             origin_attempts: 1,
@@ -639,6 +647,7 @@ fn a_response_too_large_to_store_is_held_as_unknown() {
     let big = response_of_size(200, MAX_STORED_RESPONSE_BYTES + 1);
     let step = step(Some(&record), responded(A, &big), now);
     let expected = Record::Unknown(Unknown {
+        reconcile: None,
         attempt: A,
         fingerprint: FP,
         origin_attempts: 1,
@@ -1073,6 +1082,7 @@ impl Sim {
         let new_attempt = AttemptId(self.next_attempt);
         self.next_attempt += 1;
         let arrival = Arrival {
+            lookup: None,
             fingerprint,
             new_attempt,
             policy: &self.policy,
@@ -1167,6 +1177,7 @@ impl Sim {
             prop_assert_eq!(
                 step.change.clone(),
                 RecordChange::Put(Record::InFlight(InFlight {
+                    reconcile: None,
                     attempt: new_attempt,
                     fingerprint,
                     origin_attempts: 1,
@@ -1196,6 +1207,7 @@ impl Sim {
             let new_attempt = AttemptId(self.next_attempt);
             self.next_attempt += 1;
             let arrival = Arrival {
+                lookup: None,
                 fingerprint: claim.fingerprint,
                 new_attempt,
                 policy: &self.policy,
@@ -1332,6 +1344,7 @@ proptest! {
 fn an_alarm_never_deletes_a_claim_whose_execution_is_still_running() {
     let timing = Timing { ttl_ms: 1_000, duplicate_wait_ms: 1_000, origin_timeout_ms: 1_000 };
     let claim = Record::InFlight(InFlight {
+        reconcile: None,
         attempt: AttemptId(1),
         fingerprint: Digest256([1; 32]),
         origin_attempts: 1,
@@ -1354,6 +1367,7 @@ fn an_alarm_never_deletes_a_claim_whose_execution_is_still_running() {
 fn a_response_status_without_its_answer_is_held_as_unknown() {
     let timing = Timing { ttl_ms: 60_000, duplicate_wait_ms: 1_000, origin_timeout_ms: 1_000 };
     let claim = Record::InFlight(InFlight {
+        reconcile: None,
         attempt: AttemptId(1),
         fingerprint: Digest256([1; 32]),
         origin_attempts: 1,
@@ -1381,6 +1395,7 @@ fn a_response_status_without_its_answer_is_held_as_unknown() {
 
 fn arrival_to_deduplicating_origin(max: u16, live_attempt: Option<AttemptId>) -> Event {
     Event::Arrival {
+        lookup: None,
         fingerprint: FP,
         new_attempt: B,
         live_attempt,
@@ -1396,6 +1411,7 @@ fn arrival_to_deduplicating_origin(max: u16, live_attempt: Option<AttemptId>) ->
 
 fn unknown_sent(times: u16, reason: UnknownReason) -> Record {
     Record::Unknown(Unknown {
+        reconcile: None,
         attempt: A,
         fingerprint: FP,
         origin_attempts: times,

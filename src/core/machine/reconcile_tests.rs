@@ -1,0 +1,242 @@
+//! Rule 9 of the machine: unknown outcomes looked up at the origin (`core::reconcile`).
+
+use super::*;
+use crate::core::reconcile::{Reconciling, Verdict, FIRST_DELAY_MS, RECONCILED_HEADER};
+
+const T0: Millis = 1_700_000_000_000;
+const TTL: u64 = 86_400_000;
+const ORIGIN_TIMEOUT: u64 = 30_000;
+const LEASE: u64 = ORIGIN_TIMEOUT + LEASE_MARGIN_MS;
+const A: AttemptId = AttemptId(1);
+const B: AttemptId = AttemptId(2);
+const FP: Digest256 = Digest256([1; 32]);
+
+fn timing() -> Timing {
+    Timing { ttl_ms: TTL, duplicate_wait_ms: 5_000, origin_timeout_ms: ORIGIN_TIMEOUT }
+}
+
+fn lookup() -> Reconciling {
+    Reconciling {
+        sealed_lookup: vec![7; 40],
+        bound_at: T0,
+        not_found: 404,
+        asked: 0,
+        next_at: 0,
+        policy: Box::new(crate::core::format_fixtures::policy()),
+    }
+}
+
+fn arrival(new_attempt: AttemptId, lookup: Option<Reconciling>, live_attempt: Option<AttemptId>) -> Event {
+    Event::Arrival {
+        fingerprint: FP,
+        new_attempt,
+        live_attempt,
+        waiters: 0,
+        waiting_bytes: 0,
+        max_origin_attempts: None,
+        body_bytes: 0,
+        limits: WaiterLimits::default(),
+        timing: timing(),
+        accept: None,
+        lookup: lookup.map(Box::new),
+    }
+}
+
+fn put(step: &Step) -> Record {
+    match &step.change {
+        RecordChange::Put(record) => record.clone(),
+        other => panic!("expected a put, got {other:?}"),
+    }
+}
+
+fn claimed() -> Record {
+    put(&step(None, arrival(A, Some(lookup()), None), T0))
+}
+
+fn unknown_at(now: Millis) -> Record {
+    let event = Event::OriginFinished {
+        attempt: A,
+        result: OriginResult::TimedOut,
+        response: None,
+        timing: timing(),
+        outcome: OutcomePolicy::default(),
+    };
+    put(&step(Some(&claimed()), event, now))
+}
+
+fn reconciled(record: &Record, attempt: AttemptId, verdict: Verdict, now: Millis) -> Step {
+    step(Some(record), Event::Reconciled { attempt, verdict, timing: timing(), jitter: 1.0 }, now)
+}
+
+fn answer() -> StoredResponse {
+    let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    headers.push((RECONCILED_HEADER.to_owned(), "true".to_owned()));
+    StoredResponse { status: 200, headers, body: br#"{"id":"ch_1"}"#.to_vec() }
+}
+
+#[test]
+fn a_claim_stores_its_lookup_and_sets_its_alarm_for_the_end_of_its_lease() {
+    let step = step(None, arrival(A, Some(lookup()), None), T0);
+    let Record::InFlight(claim) = put(&step) else { panic!() };
+    assert_eq!(claim.reconcile, Some(lookup()));
+    assert_eq!(step.actions, vec![Action::SetAlarm(T0 + LEASE), Action::Forward { attempt: A }]);
+}
+
+#[test]
+fn a_final_answer_moves_the_alarm_to_its_expiry() {
+    let event = Event::OriginFinished {
+        attempt: A,
+        result: OriginResult::Responded(201),
+        response: Some(Arc::new(answer())),
+        timing: timing(),
+        outcome: OutcomePolicy::default(),
+    };
+    let done = step(Some(&claimed()), event, T0 + 10);
+    assert!(matches!(put(&done), Record::Completed(_)));
+    assert_eq!(done.actions[0], Action::SetAlarm(T0 + 10 + TTL));
+}
+
+#[test]
+fn an_unknown_outcome_keeps_the_lookup_and_asks_from_the_alarm_a_second_later() {
+    let now = T0 + 31_000;
+    let Record::Unknown(unknown) = unknown_at(now) else { panic!() };
+    assert_eq!(unknown.reconcile, Some(Reconciling { next_at: now + FIRST_DELAY_MS, ..lookup() }));
+    let event = Event::OriginFinished {
+        attempt: A,
+        result: OriginResult::TimedOut,
+        response: None,
+        timing: timing(),
+        outcome: OutcomePolicy::default(),
+    };
+    let timed_out = step(Some(&claimed()), event, now);
+    assert_eq!(timed_out.actions[0], Action::SetAlarm(now + FIRST_DELAY_MS));
+    // Not due yet: the alarm looks again when it is; due: it asks.
+    let early = step(Some(&Record::Unknown(unknown.clone())), Event::Alarm { live_attempt: None }, now + 10);
+    assert_eq!(early.actions, vec![Action::SetAlarm(now + FIRST_DELAY_MS)]);
+    let due =
+        step(Some(&Record::Unknown(unknown)), Event::Alarm { live_attempt: None }, now + FIRST_DELAY_MS);
+    assert_eq!(due, Step::keep(vec![Action::Lookup { attempt: A }]));
+}
+
+#[test]
+fn an_answer_too_large_to_store_is_never_looked_up() {
+    let event = Event::OriginFinished {
+        attempt: A,
+        result: OriginResult::Oversized(200),
+        response: None,
+        timing: timing(),
+        outcome: OutcomePolicy::default(),
+    };
+    let record = put(&step(Some(&claimed()), event, T0 + 10));
+    assert_eq!(record.reconciling(), None);
+    assert_eq!(reconcile_first(Some(&record), None, T0 + 20), None);
+}
+
+#[test]
+fn a_claim_whose_owner_died_is_looked_up_when_its_lease_ends_not_before() {
+    let claim = claimed();
+    let during = step(Some(&claim), Event::Alarm { live_attempt: None }, T0 + LEASE - 1);
+    assert!(!during.actions.iter().any(|action| matches!(action, Action::Lookup { .. })));
+    // The owner still runs here: no lookup, whatever the time.
+    let live = step(Some(&claim), Event::Alarm { live_attempt: Some(A) }, T0 + LEASE + 5);
+    assert!(!live.actions.iter().any(|action| matches!(action, Action::Lookup { .. })));
+    let after = step(Some(&claim), Event::Alarm { live_attempt: None }, T0 + LEASE);
+    assert_eq!(after.actions, vec![Action::Lookup { attempt: A }]);
+    let Record::Unknown(unknown) = put(&after) else { panic!() };
+    assert_eq!(unknown.reason, UnknownReason::OriginTimeout);
+    assert_eq!(unknown.reconcile.map(|r| r.next_at), Some(T0 + LEASE));
+}
+
+#[test]
+fn not_executed_releases_the_key_and_the_next_arrival_claims_it_again() {
+    let record = unknown_at(T0 + 31_000);
+    let released = reconciled(&record, A, Verdict::NotExecuted, T0 + 32_000);
+    assert_eq!(released, Step { change: RecordChange::Delete, actions: vec![] });
+    let again = step(None, arrival(B, Some(lookup()), None), T0 + 32_001);
+    assert!(again.actions.contains(&Action::Forward { attempt: B }));
+}
+
+#[test]
+fn executed_stores_the_lookups_answer_as_the_final_one() {
+    let record = unknown_at(T0 + 31_000);
+    let now = T0 + 32_000;
+    let done = reconciled(&record, A, Verdict::Executed(answer()), now);
+    let Record::Completed(completed) = put(&done) else { panic!() };
+    assert_eq!(completed.attempt, A);
+    assert_eq!(completed.fingerprint, FP);
+    assert_eq!(*completed.response, answer());
+    assert_eq!(done.actions, vec![Action::SetAlarm(now + TTL)]);
+    let replay = step(Some(&Record::Completed(completed)), arrival(B, Some(lookup()), None), now + 1);
+    assert_eq!(replay.actions, vec![Action::Replay(Arc::new(answer()))]);
+}
+
+#[test]
+fn a_lookup_that_says_nothing_asks_again_later_with_backoff_until_expiry() {
+    let mut record = unknown_at(T0 + 31_000);
+    let mut now = T0 + 32_000;
+    let mut waits = Vec::new();
+    for asked in 1..=4u16 {
+        let unsure = reconciled(&record, A, Verdict::Unsure, now);
+        record = put(&unsure);
+        let reconciling = record.reconciling().expect("kept").clone();
+        assert_eq!(reconciling.asked, asked);
+        assert_eq!(unsure.actions, vec![Action::SetAlarm(reconciling.next_at)]);
+        waits.push(reconciling.next_at - now);
+        now = reconciling.next_at;
+    }
+    assert_eq!(waits, vec![1_000, 2_000, 4_000, 8_000]);
+    // Near expiry the alarm is the expiry's, and then the record is deleted.
+    let expires_at = record.expires_at();
+    let late = reconciled(&record, A, Verdict::Unsure, expires_at - 1);
+    assert_eq!(late.actions, vec![Action::SetAlarm(expires_at)]);
+    let end = step(Some(&put(&late)), Event::Alarm { live_attempt: None }, expires_at);
+    assert_eq!(end.change, RecordChange::Delete);
+}
+
+#[test]
+fn a_verdict_for_a_record_that_moved_on_changes_nothing() {
+    let record = unknown_at(T0 + 31_000);
+    for verdict in [Verdict::NotExecuted, Verdict::Executed(answer()), Verdict::Unsure] {
+        assert_eq!(reconciled(&record, B, verdict.clone(), T0 + 32_000), Step::keep(vec![]), "{verdict:?}");
+        assert_eq!(reconciled(&record, A, verdict, record.expires_at()), Step::keep(vec![]), "expired");
+    }
+    let done = put(&reconciled(&record, A, Verdict::Executed(answer()), T0 + 32_000));
+    assert_eq!(reconciled(&done, A, Verdict::NotExecuted, T0 + 33_000), Step::keep(vec![]));
+}
+
+#[test]
+fn a_retry_looks_up_an_unknown_outcome_or_a_dead_claim_first_and_nothing_else() {
+    let unknown = unknown_at(T0 + 31_000);
+    assert_eq!(reconcile_first(Some(&unknown), None, T0 + 31_001), Some(A));
+    assert_eq!(reconcile_first(Some(&unknown), None, unknown.expires_at()), None, "expired");
+    let claim = claimed();
+    assert_eq!(reconcile_first(Some(&claim), None, T0 + LEASE - 1), None, "its owner may still run");
+    assert_eq!(reconcile_first(Some(&claim), Some(A), T0 + LEASE + 1), None, "its owner runs here");
+    assert_eq!(reconcile_first(Some(&claim), None, T0 + LEASE), Some(A));
+    let done = put(&reconciled(&unknown, A, Verdict::Executed(answer()), T0 + 32_000));
+    assert_eq!(reconcile_first(Some(&done), None, T0 + 33_000), None);
+    assert_eq!(reconcile_first(None, None, T0), None);
+}
+
+#[test]
+fn an_unsure_lookup_of_a_record_kept_without_one_schedules_nothing() {
+    // An unknown outcome recorded before the route had a lookup: a retry asks, once.
+    let Record::Unknown(unknown) = unknown_at(T0 + 31_000) else { panic!() };
+    let bare = Record::Unknown(Unknown { reconcile: None, ..unknown });
+    assert_eq!(reconciled(&bare, A, Verdict::Unsure, T0 + 32_000), Step::keep(vec![]));
+    let done = reconciled(&bare, A, Verdict::Executed(answer()), T0 + 32_000);
+    assert!(matches!(put(&done), Record::Completed(_)));
+}
+
+#[test]
+fn a_reforward_under_origin_deduplicates_keeps_the_lookup() {
+    let record = unknown_at(T0 + 31_000);
+    let mut event = arrival(B, None, None);
+    if let Event::Arrival { max_origin_attempts, .. } = &mut event {
+        *max_origin_attempts = Some(3);
+    }
+    let again = step(Some(&record), event, T0 + 40_000);
+    let Record::InFlight(claim) = put(&again) else { panic!() };
+    assert_eq!(claim.origin_attempts, 2);
+    assert_eq!(claim.reconcile, Some(lookup()));
+}

@@ -17,6 +17,7 @@
 //! - `at_rest`: stored answers sealed with `STORAGE_ENCRYPTION_KEYS`;
 //! - `large_answers`: answers over one SQLite row, stored in chunks and replayed as streams;
 //! - `outcomes`: `ORIGIN_DEDUPLICATES` against an origin that honours keys itself;
+//! - `reconcile`: unknown outcomes looked up at the origin (`reconcile_url`);
 //! - `outcome_queue`: outcomes published to `OUTCOME_QUEUE`, read by a consumer worker;
 //! - `async_accept`: `ASYNC_ACCEPT` (`Prefer: respond-async`): jobs run from the object's
 //!   alarm, through overloads, an origin that is down, a restart and the deadline;
@@ -51,6 +52,7 @@ mod large_answers;
 mod metrics;
 mod outcome_queue;
 mod outcomes;
+mod reconcile;
 mod reliability;
 mod reliability_run;
 mod rollout;

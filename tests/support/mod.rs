@@ -7,6 +7,8 @@
 //!   that a full accept queue puts the TCP probe through;
 //! - `dedup_origin`: an origin that deduplicates by `Idempotency-Key` itself, and can go
 //!   down and come back;
+//! - `ledger_origin`: a payment origin with a ledger and a lookup by key, for
+//!   reconciliation;
 //! - `worker`: the harness that runs the built worker in `wrangler dev` (local workerd);
 //! - `requests`: unique keys, paths and credentials, and the standard requests;
 //! - `assert`: the shared assertions (origin answer, replay, problem);
@@ -23,6 +25,7 @@ pub mod backlog_origin;
 pub mod dedup_origin;
 pub mod hostile;
 pub mod http;
+pub mod ledger_origin;
 pub mod logs;
 pub mod origin;
 pub mod requests;

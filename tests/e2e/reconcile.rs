@@ -1,0 +1,251 @@
+//! Reconciliation of unknown outcomes (issue 25.1, route option `reconcile_url`): an origin
+//! that answers "did operation X happen?" settles what would otherwise stay
+//! `outcome-unknown` until the TTL. The test origin (`support::ledger_origin`) keeps a
+//! ledger and offers the lookup; every test counts its charges, so "one execution" is the
+//! origin's word, not the worker's.
+
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::support::assert::{assert_problem, check_problem};
+use crate::support::http::{Request, Response};
+use crate::support::ledger_origin::{LedgerOrigin, Plan};
+use crate::support::logs::wait_for_line;
+use crate::support::requests::{new_credential, new_key, register_secret};
+use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
+
+/// Short, so that a stalled charge becomes unknown quickly; the lease is this plus 10 s.
+const ORIGIN_TIMEOUT_SECONDS: u64 = 2;
+/// Longer than the origin timeout: the worker gives up first.
+const STALL: Duration = Duration::from_secs(4);
+
+/// 32 bytes 0..31 in standard base64: a test key, never a real one.
+const STORAGE_KEYS: &str =
+    r#"[{"id":"reconcile-test","key":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}]"#;
+
+const CHARGE: &str = r#"{"amount":1000,"currency":"eur"}"#;
+
+fn vars(origin: &LedgerOrigin) -> Vec<(String, String)> {
+    let routes = format!(r#"[{{"pattern":"/v1/charges","reconcile_url":"{}"}}]"#, origin.reconcile_url());
+    let secret = crate::support::requests::secret("origin-auth");
+    register_secret(&secret);
+    [
+        ("ORIGIN_URL", origin.url()),
+        ("ORIGIN_TIMEOUT_SECONDS", ORIGIN_TIMEOUT_SECONDS.to_string()),
+        ("IDEMPOTENCY_TTL_SECONDS", "600".to_owned()),
+        ("IDEMPOTENCY_ROUTES", routes),
+        ("STORAGE_ENCRYPTION_KEYS", STORAGE_KEYS.to_owned()),
+        ("ORIGIN_AUTH_SECRET", secret),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_owned(), v))
+    .collect()
+}
+
+fn start(name: &str) -> Result<(LedgerOrigin, Worker), String> {
+    let origin = LedgerOrigin::start();
+    let w = Worker::start(WorkerConfig {
+        name: name.into(),
+        vars: vars(&origin),
+        readiness: Readiness::OriginAnswers,
+    })?;
+    Ok((origin, w))
+}
+
+fn reconciling() -> &'static (LedgerOrigin, Worker) {
+    static CELL: OnceLock<Result<(LedgerOrigin, Worker), String>> = OnceLock::new();
+    shared(&CELL, || start("reconcile"))
+}
+
+/// A charge under `key` from the caller `credential`.
+fn charge(key: &str, credential: &str) -> Request {
+    Request::post("/v1/charges")
+        .header("Authorization", credential)
+        .header("Idempotency-Key", key)
+        .json(CHARGE)
+        .timeout(Duration::from_secs(120))
+}
+
+/// `request`, named: its line's `request_id` is the `cf-ray` it carries, as on Cloudflare.
+fn named(request: Request, name: &str) -> Request {
+    request.header("cf-ray", name)
+}
+
+/// The key's object, from the line of the request `named` as `name`.
+fn object_of(w: &Worker, name: &str) -> String {
+    let line = wait_for_line(w, "the named request's line", |line| line["request_id"] == name);
+    line["object"].as_str().unwrap_or_else(|| panic!("no object in {line}")).to_owned()
+}
+
+/// A `cf-ray`-shaped name for one request.
+fn ray() -> String {
+    format!("{:016x}-TST", rand_u64())
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(Instant::now())
+}
+
+/// The reconciled answer: the lookup's 200, replayed and marked reconciled.
+fn assert_reconciled(r: &Response, key: &str) -> serde_json::Value {
+    assert_eq!(r.status, 200, "the lookup's answer: {r:?}");
+    assert!(r.is_replayed(), "a reconciled answer is a replay: {r:?}");
+    assert_eq!(r.header("idempotency-reconciled"), Some("true"), "{r:?}");
+    let body = r.json();
+    assert_eq!(body["key"], key, "the lookup's charge: {r:?}");
+    body
+}
+
+#[test]
+fn a_timeout_resolved_as_executed_gives_the_retry_the_lookups_answer() {
+    let (o, w) = reconciling();
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    o.plan_next(Plan::ChargeThenStall(STALL));
+    let name = ray();
+    let first = w.send(&named(charge(&key, &credential), &name));
+    assert_problem(&first, 502, "outcome-unknown");
+    assert_eq!(o.charges(&key), 1, "the origin charged, then its reply was lost");
+
+    let retry = w.send(&charge(&key, &credential));
+    let reconciled = assert_reconciled(&retry, &key);
+    assert_eq!(o.charges(&key), 1, "reconciled, not executed again");
+    // Asked once, as the caller (its own credential), and signed by the edge.
+    let asked = o.lookups(&key);
+    assert!(asked >= 1, "the retry looked the outcome up");
+    let headers = o.last_lookup_headers();
+    let header =
+        |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
+    assert_eq!(header("authorization").as_deref(), Some(credential.as_str()), "the caller's scope headers");
+    assert!(header("idempotency-edge-signature").is_some(), "the edge's signature: {headers:?}");
+
+    // From now on it is a stored answer: replayed unchanged, never looked up again.
+    let again = w.send(&charge(&key, &credential));
+    assert_eq!(assert_reconciled(&again, &key), reconciled);
+    assert_eq!(o.lookups(&key), asked, "a stored answer is not looked up");
+    assert_eq!(o.charges(&key), 1);
+    // Another payload under the key is still refused.
+    let other = w.send(&charge(&key, &credential).json(r#"{"amount":1}"#));
+    assert_problem(&other, 422, "key-reused");
+
+    let object = object_of(w, &name);
+    wait_for_line(w, "reconciled-executed", |line| {
+        line["object"] == object.as_str()
+            && line["decision"] == "reconciled-executed"
+            && line["origin_status"] == 200
+    });
+}
+
+#[test]
+fn a_timeout_resolved_as_not_executed_lets_the_retry_execute_once() {
+    let (o, w) = reconciling();
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    o.plan_next(Plan::StallThenDrop(STALL));
+    let first = w.send(&charge(&key, &credential));
+    assert_problem(&first, 502, "outcome-unknown");
+    assert_eq!(o.charges(&key), 0, "the origin dropped it without charging");
+
+    let retry = w.send(&charge(&key, &credential));
+    assert_eq!(retry.status, 201, "not executed: the retry is forwarded: {retry:?}");
+    assert!(!retry.is_replayed(), "{retry:?}");
+    assert_eq!(o.charges(&key), 1, "executed once");
+    assert!(o.lookups(&key) >= 1);
+
+    let again = w.send(&charge(&key, &credential));
+    assert_eq!(again.status, 201);
+    assert!(again.is_replayed(), "{again:?}");
+    assert_eq!(again.json(), retry.json());
+    assert_eq!(o.charges(&key), 1);
+}
+
+#[test]
+fn a_lookup_that_fails_is_asked_again_from_the_alarm_until_it_answers() {
+    let (o, w) = reconciling();
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    o.plan_next(Plan::ChargeThenStall(STALL));
+    o.fail_next_lookups(&key, 1);
+    let name = ray();
+    let first = w.send(&named(charge(&key, &credential), &name));
+    assert_problem(&first, 502, "outcome-unknown");
+
+    // Nobody retries: the alarm asks (a second after the outcome became unknown), gets
+    // 503, and asks again after its backoff, which answers.
+    assert!(
+        o.wait_for(&key, Duration::from_secs(60), |_, _, lookups| lookups >= 2),
+        "the alarm asked {} time(s) in a minute",
+        o.lookups(&key)
+    );
+    let object = object_of(w, &name);
+    wait_for_line(w, "reconcile-failed", |line| {
+        line["object"] == object.as_str() && line["decision"] == "reconcile-failed"
+    });
+    wait_for_line(w, "reconciled-executed", |line| {
+        line["object"] == object.as_str() && line["decision"] == "reconciled-executed"
+    });
+    let asked = o.lookups(&key);
+
+    let retry = w.send(&charge(&key, &credential));
+    assert_reconciled(&retry, &key);
+    assert_eq!(o.lookups(&key), asked, "settled by the alarm: the retry asked nothing");
+    assert_eq!(o.charges(&key), 1);
+}
+
+#[test]
+fn a_lookup_for_another_caller_finds_nothing_of_this_one() {
+    // The lookup carries the retrying caller's credential: a key that another caller used
+    // is another object, and its charge is never this caller's answer.
+    let (o, w) = reconciling();
+    let key = new_key();
+    let (alice, mallory) = (new_credential("alice"), new_credential("mallory"));
+    o.plan_next(Plan::ChargeThenStall(STALL));
+    assert_problem(&w.send(&charge(&key, &alice)), 502, "outcome-unknown");
+    let theirs = w.send(&charge(&key, &mallory));
+    assert_eq!(theirs.status, 201, "mallory's own first attempt: {theirs:?}");
+    assert!(!theirs.is_replayed());
+    assert_ne!(theirs.json()["id"], serde_json::Value::Null);
+    let alices = w.send(&charge(&key, &alice));
+    let body = assert_reconciled(&alices, &key);
+    assert_ne!(body["id"], theirs.json()["id"], "each caller gets its own charge");
+    assert_eq!(o.charges(&key), 2, "one charge per caller");
+}
+
+#[test]
+fn sigkill_mid_send_then_the_unknown_outcome_is_reconciled() {
+    static CELL: OnceLock<Result<(LedgerOrigin, Worker), String>> = OnceLock::new();
+    let (o, w) = shared(&CELL, || start("reconcile-crash"));
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    o.plan_next(Plan::ChargeWhenAbandoned);
+    let first = charge(&key, &credential).start(w.addr).expect("send");
+    assert!(
+        o.wait_for(&key, Duration::from_secs(60), |_, arrived, _| arrived == 1),
+        "the charge reached the origin"
+    );
+    let at_origin = Instant::now();
+    w.crash();
+    assert!(first.finish().is_err(), "the caller's connection dies with workerd");
+    assert!(
+        o.wait_for(&key, Duration::from_secs(60), |charges, _, _| charges == 1),
+        "the origin charged as workerd died"
+    );
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart on the same state: {e}"));
+
+    // During the lease a retry is told to wait; once it ends, the outcome is looked up
+    // (by the alarm set for the lease's end, or by the retry itself) and the retry gets the
+    // charge the origin made.
+    let lease = Duration::from_secs(ORIGIN_TIMEOUT_SECONDS + 10);
+    let deadline = at_origin + lease + Duration::from_secs(60);
+    let answer = loop {
+        let r = w.send(&charge(&key, &credential));
+        if r.status == 200 {
+            break r;
+        }
+        if let Err(why) = check_problem(&r, 409, "in-progress") {
+            panic!("before reconciliation, only 409 in-progress: {why}");
+        }
+        assert!(Instant::now() < deadline, "not reconciled a minute after the lease ended: {r:?}");
+        thread::sleep(Duration::from_millis(500));
+    };
+    assert_reconciled(&answer, &key);
+    assert_eq!(o.charges(&key), 1, "one charge, never a second");
+}

@@ -1,0 +1,290 @@
+//! A payment origin that answers "did operation X happen?", for reconciliation (issue
+//! 25.1): a threaded HTTP/1.1 server on loopback with a ledger.
+//!
+//! - `POST /v1/charges` charges once per (`Authorization`, `Idempotency-Key`) and answers
+//!   201 with the charge, unless the test planned otherwise for the next charge
+//!   ([`LedgerOrigin::plan_next`]): charge, then stall past the worker's timeout and close
+//!   (executed, reply lost); stall, then close without charging (never executed); or hold
+//!   the request until the worker's connection dies, then charge (executed while the
+//!   worker was killed).
+//! - `GET /v1/charges?idempotency_key=K` is the lookup: 200 with the charge the caller
+//!   (its `Authorization`) made under `K`, 404 when there is none. The test may make a
+//!   key's next lookups fail with 503 ([`LedgerOrigin::fail_next_lookups`]).
+//! - Any other `GET` answers 200 (the harness's readiness probe).
+//!
+//! Every answer carries `x-origin-execution`, as the harness's probe expects.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::http::{find_head_end, header_value, parse_header_lines, split_lines};
+
+/// What the origin does with the next charge.
+#[derive(Clone, Copy, Debug)]
+pub enum Plan {
+    /// Charge, stall this long, then close without answering: executed, reply lost.
+    ChargeThenStall(Duration),
+    /// Stall this long, then close without charging: never executed.
+    StallThenDrop(Duration),
+    /// Hold the request until the worker closes the connection, then charge.
+    ChargeWhenAbandoned,
+}
+
+#[derive(Default)]
+struct State {
+    /// (authorization, key) → the charge's JSON.
+    ledger: HashMap<(String, String), String>,
+    charges_by_key: HashMap<String, usize>,
+    arrivals_by_key: HashMap<String, usize>,
+    lookups_by_key: HashMap<String, usize>,
+    /// The headers of every lookup, in order.
+    lookup_headers: Vec<Vec<(String, String)>>,
+    /// Per key: how many of its next lookups fail.
+    failing_lookups: HashMap<String, usize>,
+    plans: VecDeque<Plan>,
+    serial: u64,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn update<T>(&self, change: impl FnOnce(&mut State) -> T) -> T {
+        let out = change(&mut self.lock());
+        self.changed.notify_all();
+        out
+    }
+}
+
+pub struct LedgerOrigin {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl LedgerOrigin {
+    pub fn start() -> LedgerOrigin {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let addr = listener.local_addr().expect("its address");
+        let shared = Arc::new(Shared::default());
+        let accepting = shared.clone();
+        thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let shared = accepting.clone();
+                thread::spawn(move || handle(stream, &shared));
+            }
+        });
+        LedgerOrigin { addr, shared }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The route option: the lookup's URL template.
+    pub fn reconcile_url(&self) -> String {
+        format!("{}/v1/charges?idempotency_key={{key}}", self.url())
+    }
+
+    pub fn plan_next(&self, plan: Plan) {
+        self.shared.update(|s| s.plans.push_back(plan));
+    }
+
+    /// The next `n` lookups of `key` answer 503 (per key, so that tests sharing the origin
+    /// do not take each other's failures).
+    pub fn fail_next_lookups(&self, key: &str, n: usize) {
+        self.shared.update(|s| s.failing_lookups.insert(key.to_owned(), n));
+    }
+
+    /// Charges made under `key` (executions).
+    pub fn charges(&self, key: &str) -> usize {
+        self.shared.lock().charges_by_key.get(key).copied().unwrap_or(0)
+    }
+
+    pub fn lookups(&self, key: &str) -> usize {
+        self.shared.lock().lookups_by_key.get(key).copied().unwrap_or(0)
+    }
+
+    pub fn last_lookup_headers(&self) -> Vec<(String, String)> {
+        self.shared.lock().lookup_headers.last().cloned().unwrap_or_default()
+    }
+
+    /// Waits until `done` holds of (charges, arrivals, lookups) for `key`, at most
+    /// `timeout`; whether it held.
+    pub fn wait_for(&self, key: &str, timeout: Duration, done: impl Fn(usize, usize, usize) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        loop {
+            let count = |map: &HashMap<String, usize>| map.get(key).copied().unwrap_or(0);
+            if done(count(&state.charges_by_key), count(&state.arrivals_by_key), count(&state.lookups_by_key))
+            {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            state =
+                self.shared.changed.wait_timeout(state, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+struct Received {
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+}
+
+fn read_request(stream: &mut TcpStream) -> io::Result<Option<Received>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let head_end = loop {
+        if let Some(end) = find_head_end(&buf) {
+            break end;
+        }
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let lines = split_lines(&buf[..head_end - 4]);
+    let request_line = String::from_utf8_lossy(lines.first().copied().unwrap_or(b"")).to_string();
+    let mut parts = request_line.split(' ');
+    let method = parts.next().unwrap_or("").to_string();
+    let target = parts.next().unwrap_or("").to_string();
+    let headers = parse_header_lines(&lines[1..]);
+    let len: usize =
+        header_value(&headers, "content-length").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    while buf.len() - head_end < len {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "body cut short"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Ok(Some(Received { method, target, headers }))
+}
+
+fn respond(stream: &mut TcpStream, status: u16, body: &str) {
+    let reason = match status {
+        200 => "OK",
+        201 => "Created",
+        404 => "Not Found",
+        _ => "Service Unavailable",
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\nx-origin-execution: 0\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body.as_bytes()));
+    let _ = stream.flush();
+    let _ = stream.shutdown(Shutdown::Write);
+}
+
+/// `%XX` decoded (the worker encodes every byte but the unreserved ones).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(byte) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                out.push(byte);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether the other end closed the connection.
+fn peer_closed(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut byte = [0u8; 1];
+    let closed = match stream.peek(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+    };
+    let _ = stream.set_nonblocking(false);
+    closed
+}
+
+fn handle(mut stream: TcpStream, shared: &Shared) {
+    stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
+    let Ok(Some(received)) = read_request(&mut stream) else { return };
+    let auth = header_value(&received.headers, "authorization").unwrap_or_default().to_string();
+    if received.method == "GET" {
+        let Some(key) = received.target.split_once("idempotency_key=").map(|(_, key)| percent_decode(key))
+        else {
+            return respond(&mut stream, 200, "{}");
+        };
+        let (status, body) = shared.update(|s| {
+            *s.lookups_by_key.entry(key.clone()).or_insert(0) += 1;
+            s.lookup_headers.push(received.headers.clone());
+            if let Some(failing) = s.failing_lookups.get_mut(&key).filter(|n| **n > 0) {
+                *failing -= 1;
+                return (503, r#"{"error":"lookup unavailable"}"#.to_owned());
+            }
+            match s.ledger.get(&(auth.clone(), key.clone())) {
+                Some(charge) => (200, charge.clone()),
+                None => (404, r#"{"error":"no such charge"}"#.to_owned()),
+            }
+        });
+        return respond(&mut stream, status, &body);
+    }
+    let key = header_value(&received.headers, "idempotency-key").unwrap_or_default().to_string();
+    let plan = shared.update(|s| {
+        *s.arrivals_by_key.entry(key.clone()).or_insert(0) += 1;
+        s.plans.pop_front()
+    });
+    let charge = |shared: &Shared| {
+        shared.update(|s| {
+            s.serial += 1;
+            let json = format!(r#"{{"id":"ch_{:04}","amount":1000,"key":"{}"}}"#, s.serial, key);
+            s.ledger.insert((auth.clone(), key.clone()), json.clone());
+            *s.charges_by_key.entry(key.clone()).or_insert(0) += 1;
+            json
+        })
+    };
+    match plan {
+        None => {
+            let json = charge(shared);
+            respond(&mut stream, 201, &json);
+        }
+        Some(Plan::ChargeThenStall(stall)) => {
+            charge(shared);
+            thread::sleep(stall);
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        Some(Plan::StallThenDrop(stall)) => {
+            thread::sleep(stall);
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        Some(Plan::ChargeWhenAbandoned) => {
+            let deadline = Instant::now() + Duration::from_secs(300);
+            while !peer_closed(&stream) && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(50));
+            }
+            charge(shared);
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+}

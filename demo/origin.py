@@ -2,13 +2,18 @@
 """A small demo payment origin for idempotency-edge, on loopback only.
 
 POST /v1/charges  charges the ledger (slowly, on purpose) and answers 201 with the charge.
+GET  /v1/charges?idempotency_key=K
+                  the lookup: 200 with the charge this caller (its Authorization) made under
+                  key K, 404 when there is none. The worker's route option reconcile_url
+                  points here (scripts/demo.sh sets it).
 GET  /v1/ledger   lists every charge, so you can see one charge per key.
 
 It drops a reply only when asked: a request with "X-Demo-Drop-Reply: 1" is charged and
 then its connection is reset instead of answered, like a payment processor that crashes
 after acting. The worker cannot know whether that charge happened: it answers 502
-outcome-unknown and never sends the key again. To see such failures at random as well, set
-DEMO_DROP_RATE (a share from 0 to 1; default 0, so every run tells the same story).
+outcome-unknown, never sends the key again, and asks the lookup instead; a retry gets the
+charge the lookup found. To see such failures at random as well, set DEMO_DROP_RATE (a share
+from 0 to 1; default 0, so every run tells the same story).
 
 It logs one line per execution, so a prevented duplicate is visible: the worker answers the
 retry, and no new line appears here.
@@ -21,6 +26,7 @@ import struct
 import sys
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DELAY_SECONDS = float(os.environ.get("DEMO_DELAY_MS", "700")) / 1000
@@ -28,6 +34,9 @@ DROP_RATE = float(os.environ.get("DEMO_DROP_RATE", "0"))
 if not 0 <= DROP_RATE <= 1:
     sys.exit("DEMO_DROP_RATE must be a share from 0 to 1, got %r" % DROP_RATE)
 LEDGER = []
+# Who made each charge (its Authorization), so that a lookup answers a caller only about its
+# own keys; kept out of the ledger's listing.
+CALLERS = {}
 LOCK = threading.Lock()
 
 
@@ -43,7 +52,18 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):
-        if self.path.startswith("/v1/ledger"):
+        url = urllib.parse.urlsplit(self.path)
+        if url.path == "/v1/charges":
+            key = urllib.parse.parse_qs(url.query).get("idempotency_key", [None])[0]
+            caller = self.headers.get("Authorization")
+            with LOCK:
+                found = [c for c in LEDGER if c["idempotency_key"] == key and CALLERS.get(c["id"]) == caller]
+            if key is not None and found:
+                print("origin: lookup found charge %s" % found[-1]["id"], file=sys.stderr, flush=True)
+                self._send(200, found[-1])
+            else:
+                self._send(404, {"error": "no charge under this key for this caller"})
+        elif self.path.startswith("/v1/ledger"):
             with LOCK:
                 self._send(200, {"charges": LEDGER, "total_cents": sum(c["amount"] for c in LEDGER)})
         else:
@@ -67,6 +87,7 @@ class Handler(BaseHTTPRequestHandler):
                       "currency": request.get("currency", "eur"), "created": int(time.time()),
                       "idempotency_key": self.headers.get("Idempotency-Key")}
             LEDGER.append(charge)
+            CALLERS[charge["id"]] = self.headers.get("Authorization")
         print("origin: executed charge %s for %d" % (charge["id"], amount), file=sys.stderr, flush=True)
         if self.headers.get("X-Demo-Drop-Reply") == "1" or (DROP_RATE > 0 and random.random() < DROP_RATE):
             print("origin: dropped the reply to charge %s" % charge["id"], file=sys.stderr, flush=True)

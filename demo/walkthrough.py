@@ -6,7 +6,8 @@ Runs, against the live worker on loopback:
   2. ten concurrent duplicates of a new charge (one execution);
   3. a reply lost to a client that gives up, then the retry (replayed);
   4. the same key with another amount (422 key-reused);
-  5. a reply the origin drops after charging (502 outcome-unknown, never re-sent);
+  5. a reply the origin drops after charging (502 outcome-unknown, never re-sent), then
+     the retry, which gets the charge the origin's lookup found (reconciled);
   6. the ledger, showing one charge per key.
 
 Every run tells the same story: the demo origin drops a reply only when asked (step 5 asks
@@ -66,18 +67,21 @@ def charge_once(key, amount, timeout, drop):
         payload = response.read()
         elapsed = (time.monotonic() - started) * 1000
         replayed = response.getheader("Idempotent-Replayed") == "true"
-        return response.status, replayed, elapsed, payload
+        reconciled = response.getheader("Idempotency-Reconciled") == "true"
+        return response.status, replayed, elapsed, payload, reconciled
     finally:
         conn.close()
 
 
 def show(label, result):
-    status, replayed, elapsed, payload = result
+    status, replayed, elapsed, payload, reconciled = result
     try:
         parsed = json.loads(payload)
         summary = parsed.get("id") or parsed.get("type", "")
     except ValueError:
         summary = payload[:60]
+    if reconciled:
+        summary = "%s (reconciled)" % summary
     print("  %-28s %d  replayed=%-5s %7.1f ms  %s" % (label, status, str(replayed).lower(), elapsed, summary))
 
 

@@ -548,6 +548,10 @@ impl Drop for DemoOrigin {
     }
 }
 
+/// 32 bytes 0..31 in standard base64: a test key, never a real one (scripts/demo.sh makes
+/// one per demo state).
+const DEMO_STORAGE_KEYS: &str = r#"[{"id":"demo","key":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}]"#;
+
 fn start_demo_origin(port: u16) -> DemoOrigin {
     let child = Command::new("python3")
         .arg(repo_root().join("demo/origin.py"))
@@ -618,9 +622,17 @@ fn readme_walkthrough() -> String {
 fn the_walkthrough_tells_the_same_story_every_run() {
     let port = free_port();
     let _demo = start_demo_origin(port);
+    // As scripts/demo.sh sets them: the demo origin's lookup reconciles step 5.
+    let routes = format!(
+        r#"[{{"pattern":"/v1/charges","reconcile_url":"http://127.0.0.1:{port}/v1/charges?idempotency_key={{key}}"}}]"#
+    );
     let w = Worker::start(WorkerConfig {
         name: "demo".into(),
-        vars: vars(&[("ORIGIN_URL", &format!("http://127.0.0.1:{port}"))]),
+        vars: vars(&[
+            ("ORIGIN_URL", &format!("http://127.0.0.1:{port}")),
+            ("IDEMPOTENCY_ROUTES", &routes),
+            ("STORAGE_ENCRYPTION_KEYS", DEMO_STORAGE_KEYS),
+        ]),
         readiness: Readiness::AnyResponse,
     })
     .unwrap_or_else(|e| panic!("{e}"));
@@ -632,8 +644,13 @@ fn the_walkthrough_tells_the_same_story_every_run() {
         decisions_of(&readme_walkthrough()),
         "the README shows what a newcomer sees; this run printed:\n{first}"
     );
-    for expected in ["replayed=true", "outcome-unknown", "key-reused", "1 distinct answer(s) for 10 requests"]
-    {
+    for expected in [
+        "replayed=true",
+        "outcome-unknown",
+        "key-reused",
+        "1 distinct answer(s) for 10 requests",
+        "(reconciled)",
+    ] {
         assert!(first.contains(expected), "{expected:?} in:\n{first}");
     }
 }

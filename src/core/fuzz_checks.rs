@@ -34,6 +34,7 @@ use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unkn
 use super::routes::pattern_matches;
 use super::scope::{bearer_token, ScopeLog};
 use super::url::normalised_path;
+use super::reconcile::Verdict;
 use super::wire::{decode_policy, encode_policy};
 
 /// Key parsing: `parse_key` and `parse_key_fields`, and the header-name rules.
@@ -457,9 +458,14 @@ fn drive(record: &Record, source: &mut Source<'_>) {
                 RecordChange::Put(Record::InFlight(claim)) => {
                     assert!(claim.attempt == other && claim.claimed_at == now);
                     assert!(claim.lease_until >= now && claim.expires_at >= claim.lease_until);
-                    // The claim's alarm covers the outcome it may get (one alarm per key).
+                    // The claim's alarm covers the outcome it may get (one alarm per key), or,
+                    // with a lookup (rule 9), comes at the lease's end to notice a dead owner.
                     assert_eq!(*alarm, super::machine::claim_alarm(claim, &timing));
-                    assert!(*alarm >= claim.expires_at);
+                    if claim.reconcile.is_some() {
+                        assert_eq!(*alarm, claim.lease_until);
+                    } else {
+                        assert!(*alarm >= claim.expires_at);
+                    }
                 }
                 change => panic!("a forward without its claim: {change:?}"),
             }
@@ -494,6 +500,31 @@ fn drive(record: &Record, source: &mut Source<'_>) {
             assert_eq!(settles, 1, "{next:?}");
             if attempt != record.attempt() || !matches!(record, Record::InFlight(_)) {
                 assert_eq!(next.change, RecordChange::Keep, "fencing: a stale finisher wrote");
+            }
+        }
+    }
+
+    // A lookup's verdict (rule 9) never forwards, changes only the unknown outcome (or dead
+    // claim) it was asked about, and keeps its attempt and fingerprint; only "not executed"
+    // releases the key.
+    let answer = StoredResponse { status: 200, headers: Vec::new(), body: source.bytes() };
+    for verdict in [Verdict::NotExecuted, Verdict::Executed(answer), Verdict::Unsure] {
+        let asked = Event::Reconciled { attempt: record.attempt(), verdict: verdict.clone(), timing, jitter: 0.5 };
+        let next = step(Some(record), asked, now);
+        assert!(!next.actions.iter().any(|a| matches!(a, Action::Forward { .. })), "{next:?}");
+        let current = super::machine::lookup_is_current(Some(record), record.attempt()) && !record.is_expired(now);
+        match &next.change {
+            RecordChange::Keep => {}
+            RecordChange::Delete => assert!(current && verdict == Verdict::NotExecuted, "{record:?}: {next:?}"),
+            RecordChange::Put(after) => {
+                assert!(current, "a verdict wrote over {record:?}: {next:?}");
+                assert_eq!((after.attempt(), after.fingerprint()), (record.attempt(), record.fingerprint()));
+                match after {
+                    Record::Completed(_) => assert!(matches!(verdict, Verdict::Executed(_))),
+                    // An answer too large to store is no answer: still unknown.
+                    Record::Unknown(_) => assert_ne!(verdict, Verdict::NotExecuted),
+                    Record::InFlight(_) => panic!("a verdict claimed: {next:?}"),
+                }
             }
         }
     }

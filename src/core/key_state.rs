@@ -115,6 +115,16 @@ pub struct Decided {
     pub decision: Option<Decision>,
 }
 
+impl Decided {
+    /// The attempt the step forwards (and claimed the key for), if it does.
+    pub fn forwarded(&self) -> Option<AttemptId> {
+        self.step.actions.iter().find_map(|action| match action {
+            Action::Forward { attempt } => Some(*attempt),
+            _ => None,
+        })
+    }
+}
+
 /// The in-memory state of one key in one object instance.
 #[derive(Debug, Default)]
 pub struct KeyState {
@@ -419,10 +429,7 @@ impl KeyState {
     /// expiry.
     pub fn handle_alarm_failed(&mut self, decided: &Decided) -> Option<Pending> {
         let step = &decided.step;
-        let claimed = step.actions.iter().find_map(|action| match action {
-            Action::Forward { attempt } => Some(*attempt),
-            _ => None,
-        });
+        let claimed = decided.forwarded();
         let observed =
             |attempt| self.live.is_some_and(|live| live.attempt == attempt && live.observed_until.is_some());
         if claimed.is_some_and(observed) {

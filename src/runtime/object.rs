@@ -64,7 +64,7 @@ use crate::core::key_state::{Arrival, Decided, KeyState};
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::machine::{storage_unavailable, Action};
 use crate::core::policy::OriginResult;
-use crate::core::problem::ProblemKind;
+use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record, StoredResponse};
 use crate::core::scope::ScopeLog;
 use crate::core::wire::{KeyCall, KeyStep, ObservedOutcome, ToObject, ENVELOPE_HEADER};
@@ -154,9 +154,11 @@ impl KeyObject {
                 console_error!("object {}: the call's envelope is unreadable: {:?}", self.short_id(), error);
                 body::drain(&req, None).await;
                 let problem = error.problem();
-                let mut log = self.request_log(None);
-                (log.decision, log.status) = (Decision::Rejected(problem.kind), problem.status());
-                metrics::record(&self.env, &log);
+                let object = Some(self.object_id().to_owned());
+                metrics::record(
+                    &self.env,
+                    &RequestLog::new(object, Decision::Rejected(problem.kind), problem.status(), None),
+                );
                 return respond::problem(&problem);
             }
         };
@@ -184,33 +186,21 @@ impl KeyObject {
         // sealed (`async_job`), before anything is decided: every await comes before the
         // decision it feeds.
         let mut log = self.request_log(Some(call.scope));
-        // A route with a lookup (`runtime::reconcile`): an unknown outcome is looked up
-        // before the arrival is decided, and a claim gets the lookup, sealed. Not for an
-        // asynchronous request (jobs do not reconcile).
-        let (mut now, mut lookup) = (now, None);
-        if let Some(reconcile) = call.reconcile.as_ref().filter(|_| accept.is_none()) {
-            self.reconcile_for_retry(&headers, &call, reconcile).await;
-            now = now_ms();
-            lookup = self.sealed_lookup(&headers, &call, reconcile, now).await;
-        }
+        // On a route with a lookup: an unknown outcome is looked up first (`runtime::reconcile`).
+        let (now, lookup) = self.reconcile_before_arrival(&headers, &call, accept.is_none(), now).await;
         let accept = match accept.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES) {
             None => None,
             Some(config) => match self.sealed_for_later(&req, &headers, &call, config, now).await {
                 Ok(accept) => Some(accept),
                 Err(problem) => {
                     log.decision = Decision::Rejected(problem.kind);
-                    return self.answer(
-                        respond::traced_problem(&problem, &call.trace),
-                        &mut log,
-                        &call.trace,
-                    );
+                    return self.refuse(&problem, &mut log, &call.trace);
                 }
             },
         };
         let body_read = accept.is_some();
         if let Err(error) = self.record() {
-            let drain = !body_read;
-            return self.refuse_unreadable(&req, &call, "reading the record", error, drain, log).await;
+            return self.refuse_unreadable(&req, &call, "reading the record", error, !body_read, log).await;
         }
         let new_attempt = AttemptId(random_u64());
         let arrival =
@@ -218,9 +208,8 @@ impl KeyObject {
         let pending = self.key.borrow_mut().handle_arrival(arrival, now);
         let (decided, _) = self.write(pending, if body_read { "the job's claim" } else { "the claim" }).await;
 
-        // Still before any await that lets other requests in: become the live execution, or
-        // take a place among its waiters.
-        // The alarm is issued here too, so that it joins the claim in one durable write.
+        // Still before any await that lets other requests in: become the live execution, or take
+        // a place among its waiters; the alarm is issued too, to join the claim's durable write.
         let mut execution = None;
         let mut joined = None;
         let mut alarm = None;
@@ -254,16 +243,12 @@ impl KeyObject {
                 // Nothing was sent: the waiters are released (409), the claim (or the job,
                 // which without its alarm would never run) withdrawn; the caller may retry.
                 drop(execution.take());
-                if let Some(attempt) = forwarded(&decided) {
+                if let Some(attempt) = decided.forwarded() {
                     self.live.end(attempt);
                 }
                 let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
                 log.decision = withdrawn.decision.unwrap_or(log.decision);
-                return self.answer(
-                    respond::traced_problem(&storage_unavailable(), &call.trace),
-                    &mut log,
-                    &call.trace,
-                );
+                return self.refuse(&storage_unavailable(), &mut log, &call.trace);
             }
         }
         let Decided { step, decision } = decided;
@@ -299,6 +284,11 @@ impl KeyObject {
         self.answer(response, &mut log, &call.trace)
     }
 
+    /// [`KeyObject::answer`] with `problem`, naming the request.
+    fn refuse(&self, problem: &Problem, log: &mut RequestLog, trace: &Trace) -> Result<Response> {
+        self.answer(respond::traced_problem(problem, trace), log, trace)
+    }
+
     /// A key request's answer, after its line (with the answer's status) is written.
     fn answer(&self, response: Result<Response>, log: &mut RequestLog, trace: &Trace) -> Result<Response> {
         log.status = response.as_ref().map_or(500, Response::status);
@@ -322,7 +312,7 @@ impl KeyObject {
         if drain {
             body::drain(req, Some(call.body_bytes)).await;
         }
-        self.answer(respond::traced_problem(&storage_unavailable(), &call.trace), &mut log, &call.trace)
+        self.refuse(&storage_unavailable(), &mut log, &call.trace)
     }
 
     /// Writes a request's line, naming the request (`core::log::Trace`).
@@ -497,7 +487,7 @@ impl KeyObject {
         // As for a real request, everything is in place before the first await. Enforcing
         // would have waited on a live attempt; observing never does.
         let decision = decided.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
-        let claimed = forwarded(&decided);
+        let claimed = decided.forwarded();
         if let Some(attempt) = claimed {
             self.live.begin_observed(attempt);
         }
@@ -605,14 +595,6 @@ pub(super) struct Waiting {
     pub settled: Option<Settlement>,
     pub body_bytes: u64,
     pub wait_ms: u64,
-}
-
-/// The attempt a step forwards, if it does.
-fn forwarded(decided: &Decided) -> Option<AttemptId> {
-    decided.step.actions.iter().find_map(|action| match action {
-        Action::Forward { attempt } => Some(*attempt),
-        _ => None,
-    })
 }
 
 /// When an alarm that could not read its record looks again.

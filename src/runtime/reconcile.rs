@@ -28,11 +28,28 @@ use crate::core::wire::{KeyCall, ReconcileCall};
 const AFTER_UNOPENED_LOOKUP_MS: u64 = 60_000;
 
 impl KeyObject {
+    /// Before an arrival on a route with a lookup is decided (asynchronous requests aside:
+    /// jobs do not reconcile): an unknown outcome is looked up ([`Self::reconcile_for_retry`]),
+    /// and the lookup is sealed for a claim ([`Self::sealed_lookup`]). The time the arrival is
+    /// then decided at (after those awaits; the seal is bound to it), and the sealed lookup.
+    pub(super) async fn reconcile_before_arrival(
+        &self,
+        headers: &Headers,
+        call: &KeyCall,
+        may_reconcile: bool,
+        now: u64,
+    ) -> (u64, Option<Reconciling>) {
+        let Some(reconcile) = call.reconcile.as_ref().filter(|_| may_reconcile) else { return (now, None) };
+        self.reconcile_for_retry(headers, call, reconcile).await;
+        let now = now_ms();
+        (now, self.sealed_lookup(headers, call, reconcile, now).await)
+    }
+
     /// The route's lookup, sealed for a claim this arrival may make: bound to the claim's
     /// time (`now`, which the arrival is then decided at) and fingerprint. `None` where the
     /// key is held (no claim follows) or the lookup cannot be sealed; the latter is logged,
     /// and costs only the alarm's lookups (a retry still looks up with its own request).
-    pub(super) async fn sealed_lookup(
+    async fn sealed_lookup(
         &self,
         headers: &Headers,
         call: &KeyCall,
@@ -68,12 +85,7 @@ impl KeyObject {
     /// A retry on a route with a lookup: if the key's outcome is unknown (or its claim's
     /// owner is gone, past its lease), it is looked up once, with this request's scope
     /// headers, before the retry is decided.
-    pub(super) async fn reconcile_for_retry(
-        &self,
-        headers: &Headers,
-        call: &KeyCall,
-        reconcile: &ReconcileCall,
-    ) {
+    async fn reconcile_for_retry(&self, headers: &Headers, call: &KeyCall, reconcile: &ReconcileCall) {
         if self.record().is_err() {
             return;
         }

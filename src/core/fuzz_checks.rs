@@ -30,11 +30,11 @@ use super::jwt::{self as jwt_core, Algorithm, ClaimPath, JwksSource, Unverified,
 use super::key::{parse_key, parse_key_fields, KeyError, MAX_KEY_LEN};
 use super::machine::{step, Action, Event, RecordChange, Timing, WaiterLimits};
 use super::policy::{OriginResult, OutcomePolicy, StatusSet};
+use super::reconcile::Verdict;
 use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
 use super::routes::pattern_matches;
 use super::scope::{bearer_token, ScopeLog};
 use super::url::normalised_path;
-use super::reconcile::Verdict;
 use super::wire::{decode_policy, encode_policy};
 
 /// Key parsing: `parse_key` and `parse_key_fields`, and the header-name rules.
@@ -509,13 +509,17 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     // releases the key.
     let answer = StoredResponse { status: 200, headers: Vec::new(), body: source.bytes() };
     for verdict in [Verdict::NotExecuted, Verdict::Executed(answer), Verdict::Unsure] {
-        let asked = Event::Reconciled { attempt: record.attempt(), verdict: verdict.clone(), timing, jitter: 0.5 };
+        let asked =
+            Event::Reconciled { attempt: record.attempt(), verdict: verdict.clone(), timing, jitter: 0.5 };
         let next = step(Some(record), asked, now);
         assert!(!next.actions.iter().any(|a| matches!(a, Action::Forward { .. })), "{next:?}");
-        let current = super::machine::lookup_is_current(Some(record), record.attempt()) && !record.is_expired(now);
+        let current =
+            super::machine::lookup_is_current(Some(record), record.attempt()) && !record.is_expired(now);
         match &next.change {
             RecordChange::Keep => {}
-            RecordChange::Delete => assert!(current && verdict == Verdict::NotExecuted, "{record:?}: {next:?}"),
+            RecordChange::Delete => {
+                assert!(current && verdict == Verdict::NotExecuted, "{record:?}: {next:?}")
+            }
             RecordChange::Put(after) => {
                 assert!(current, "a verdict wrote over {record:?}: {next:?}");
                 assert_eq!((after.attempt(), after.fingerprint()), (record.attempt(), record.fingerprint()));

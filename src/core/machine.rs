@@ -303,9 +303,13 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
 }
 
 /// Rule 9 for a retry: the attempt whose outcome a lookup should settle before the arrival
-/// is decided, if any (an unknown outcome that may be looked up, or a claim whose owner is
-/// gone, past its lease). An answer too large to store is not looked up: it would be too
-/// large again.
+/// is decided, if any: an unknown outcome whose record keeps a lookup, not asked yet or due
+/// again, or a claim with a lookup whose owner is gone, past its lease. Bounded so that
+/// retries cannot turn into a stream of lookups: once a lookup said nothing, the next is
+/// not asked before the backoff's time, however often the client retries (and a lookup
+/// that runs is joined, `runtime::reconcile`). A record without a lookup (written before
+/// the route had one) is not looked up; an answer too large to store neither: it would be
+/// too large again.
 pub fn reconcile_first(
     record: Option<&Record>,
     live_attempt: Option<AttemptId>,
@@ -314,9 +318,12 @@ pub fn reconcile_first(
     match record? {
         record if record.is_expired(now) => None,
         Record::Unknown(Unknown { reason: UnknownReason::ResponseTooLarge { .. }, .. }) => None,
-        Record::Unknown(unknown) => Some(unknown.attempt),
+        Record::Unknown(Unknown { attempt, reconcile: Some(reconciling), .. }) => {
+            (reconciling.asked == 0 || now >= reconciling.next_at).then_some(*attempt)
+        }
         Record::InFlight(claim)
             if claim.async_job.is_none()
+                && claim.reconcile.is_some()
                 && live_attempt != Some(claim.attempt)
                 && now >= claim.lease_until =>
         {

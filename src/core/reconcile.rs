@@ -19,9 +19,10 @@
 //! 3. When an outcome becomes unknown (a timeout, a reset after send, or a claim whose
 //!    object died, past its lease), the alarm asks: first [`FIRST_DELAY_MS`] after, then
 //!    with jittered exponential backoff up to [`MAX_DELAY_MS`], until the record's TTL.
-//! 4. A retry that finds the outcome unknown asks once at once (coalesced with the other
-//!    retries of that moment, bounded by the route's origin timeout), then is answered as
-//!    the record then says: the reconciled answer, a forward, or outcome-unknown.
+//! 4. A retry that finds the outcome unknown asks at once (coalesced with the other retries
+//!    of that moment, bounded by the route's origin timeout) unless a lookup already said
+//!    nothing and the next is not due, then is answered as the record then says: the
+//!    reconciled answer, a forward, or outcome-unknown.
 //! 5. An answer the origin gave too large to store stays unknown and is never looked up:
 //!    it would be too large again. Observe mode and asynchronous jobs do not reconcile.
 //!

@@ -219,10 +219,30 @@ fn a_retry_looks_up_an_unknown_outcome_or_a_dead_claim_first_and_nothing_else() 
 }
 
 #[test]
-fn an_unsure_lookup_of_a_record_kept_without_one_schedules_nothing() {
-    // An unknown outcome recorded before the route had a lookup: a retry asks, once.
+fn retries_ask_at_once_the_first_time_then_only_when_the_backoff_says() {
+    let now = T0 + 31_000;
+    let unknown = unknown_at(now);
+    // The first retry asks at once, before the alarm would.
+    assert_eq!(reconcile_first(Some(&unknown), None, now + 1), Some(A));
+    // Once a lookup said nothing, retries do not ask again before it is due.
+    let unsure = put(&reconciled(&unknown, A, Verdict::Unsure, now + 2));
+    let due = unsure.reconciling().expect("kept").next_at;
+    for early in [now + 3, due - 1] {
+        assert_eq!(reconcile_first(Some(&unsure), None, early), None, "at {early}");
+    }
+    assert_eq!(reconcile_first(Some(&unsure), None, due), Some(A));
+}
+
+#[test]
+fn a_record_without_a_lookup_is_not_looked_up_and_a_verdict_for_it_schedules_nothing() {
+    // An unknown outcome recorded before the route had a lookup, or a claim without one.
     let Record::Unknown(unknown) = unknown_at(T0 + 31_000) else { panic!() };
     let bare = Record::Unknown(Unknown { reconcile: None, ..unknown });
+    assert_eq!(reconcile_first(Some(&bare), None, T0 + 32_000), None);
+    let Record::InFlight(claim) = claimed() else { panic!() };
+    let plain = Record::InFlight(InFlight { reconcile: None, ..claim });
+    assert_eq!(reconcile_first(Some(&plain), None, T0 + LEASE), None);
+    // Should one be asked all the same, it changes nothing but a found answer.
     assert_eq!(reconciled(&bare, A, Verdict::Unsure, T0 + 32_000), Step::keep(vec![]));
     let done = reconciled(&bare, A, Verdict::Executed(answer()), T0 + 32_000);
     assert!(matches!(put(&done), Record::Completed(_)));

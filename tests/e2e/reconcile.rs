@@ -26,10 +26,14 @@ const STORAGE_KEYS: &str =
 
 const CHARGE: &str = r#"{"amount":1000,"currency":"eur"}"#;
 
+/// The admin API's token here (a test value, never a real one).
+const ADMIN_TOKEN: &str = "reconcile-admin-token-for-tests-only-0123456789";
+
 fn vars(origin: &LedgerOrigin) -> Vec<(String, String)> {
     let routes = format!(r#"[{{"pattern":"/v1/charges","reconcile_url":"{}"}}]"#, origin.reconcile_url());
     let secret = crate::support::requests::secret("origin-auth");
     register_secret(&secret);
+    register_secret(ADMIN_TOKEN);
     [
         ("ORIGIN_URL", origin.url()),
         ("ORIGIN_TIMEOUT_SECONDS", ORIGIN_TIMEOUT_SECONDS.to_string()),
@@ -37,6 +41,7 @@ fn vars(origin: &LedgerOrigin) -> Vec<(String, String)> {
         ("IDEMPOTENCY_ROUTES", routes),
         ("STORAGE_ENCRYPTION_KEYS", STORAGE_KEYS.to_owned()),
         ("ORIGIN_AUTH_SECRET", secret),
+        ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_owned(), v))
@@ -248,4 +253,40 @@ fn sigkill_mid_send_then_the_unknown_outcome_is_reconciled() {
     };
     assert_reconciled(&answer, &key);
     assert_eq!(o.charges(&key), 1, "one charge, never a second");
+}
+
+#[test]
+fn the_admin_view_shows_how_often_the_lookup_was_asked_and_never_the_lookup() {
+    let (o, w) = reconciling();
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    o.plan_next(Plan::ChargeThenStall(STALL));
+    o.fail_next_lookups(&key, 1_000);
+    let name = ray();
+    assert_problem(&w.send(&named(charge(&key, &credential), &name)), 502, "outcome-unknown");
+    let object = object_of(w, &name);
+    let record = format!("/__idempotency/records/{object}");
+    let inspect = || {
+        let r = w.send(&Request::get(&record).header("Authorization", format!("Bearer {ADMIN_TOKEN}")));
+        assert_eq!(r.status, 200, "{r:?}");
+        r
+    };
+    // The alarm asks a second after the outcome became unknown, and gets 503.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let view = loop {
+        let r = inspect();
+        let view = r.json();
+        if view["reconcile"]["asked"].as_u64().unwrap_or(0) >= 1 {
+            assert!(!r.text().contains(&key), "the view never shows the key: {view}");
+            assert!(!r.text().contains(&credential), "nor the caller's credential: {view}");
+            assert!(!r.text().contains("idempotency_key="), "nor the lookup's URL: {view}");
+            break view;
+        }
+        assert!(Instant::now() < deadline, "no lookup shown in a minute: {view}");
+        thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(view["state"], "unknown", "{view}");
+    assert_eq!(view["reconcile"]["not_found_status"], 404, "{view}");
+    let next = view["reconcile"]["next_at_ms"].as_u64().unwrap_or_else(|| panic!("next_at_ms: {view}"));
+    assert!(next > view["created_at_ms"].as_u64().unwrap_or(u64::MAX), "asked again later: {view}");
+    assert_eq!(o.charges(&key), 1);
 }

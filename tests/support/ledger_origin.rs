@@ -15,13 +15,14 @@
 //! Every answer carries `x-origin-execution`, as the harness's probe expects.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::http::{find_head_end, header_value, parse_header_lines, split_lines};
+use super::http::header_value;
+use super::origin::{peer_closed, read_request};
 
 /// What the origin does with the next charge.
 #[derive(Clone, Copy, Debug)]
@@ -140,43 +141,6 @@ impl LedgerOrigin {
     }
 }
 
-struct Received {
-    method: String,
-    target: String,
-    headers: Vec<(String, String)>,
-}
-
-fn read_request(stream: &mut TcpStream) -> io::Result<Option<Received>> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    let head_end = loop {
-        if let Some(end) = find_head_end(&buf) {
-            break end;
-        }
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(None);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let lines = split_lines(&buf[..head_end - 4]);
-    let request_line = String::from_utf8_lossy(lines.first().copied().unwrap_or(b"")).to_string();
-    let mut parts = request_line.split(' ');
-    let method = parts.next().unwrap_or("").to_string();
-    let target = parts.next().unwrap_or("").to_string();
-    let headers = parse_header_lines(&lines[1..]);
-    let len: usize =
-        header_value(&headers, "content-length").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
-    while buf.len() - head_end < len {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "body cut short"));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    Ok(Some(Received { method, target, headers }))
-}
-
 fn respond(stream: &mut TcpStream, status: u16, body: &str) {
     let reason = match status {
         200 => "OK",
@@ -210,21 +174,6 @@ fn percent_decode(text: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Whether the other end closed the connection.
-fn peer_closed(stream: &TcpStream) -> bool {
-    if stream.set_nonblocking(true).is_err() {
-        return false;
-    }
-    let mut byte = [0u8; 1];
-    let closed = match stream.peek(&mut byte) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => e.kind() != io::ErrorKind::WouldBlock,
-    };
-    let _ = stream.set_nonblocking(false);
-    closed
 }
 
 fn handle(mut stream: TcpStream, shared: &Shared) {

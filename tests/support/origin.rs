@@ -381,7 +381,7 @@ fn hold(stream: &TcpStream, shared: &Shared, name: &str) {
 }
 
 /// Whether the other end has closed the connection (a read would see the end of stream).
-fn peer_closed(stream: &TcpStream) -> bool {
+pub(super) fn peer_closed(stream: &TcpStream) -> bool {
     if stream.set_nonblocking(true).is_err() {
         return false;
     }
@@ -395,14 +395,17 @@ fn peer_closed(stream: &TcpStream) -> bool {
     closed
 }
 
-struct Received {
-    method: String,
-    target: String,
-    headers: Vec<(String, String)>,
-    body_len: usize,
+/// One request as read by [`read_request`].
+pub(super) struct Received {
+    pub method: String,
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    pub body_len: usize,
 }
 
-fn read_request(stream: &mut TcpStream) -> io::Result<Option<Received>> {
+/// Reads one request (its head, and its body by `Content-Length` or chunked); `None` when
+/// the connection closed before a head came.
+pub(super) fn read_request(stream: &mut TcpStream) -> io::Result<Option<Received>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     let head_end = loop {

@@ -1,19 +1,8 @@
 //! Rule 9 of the machine: unknown outcomes looked up at the origin (`core::reconcile`).
 
+use super::tests::{timing, A, B, FP, LEASE, T0, TTL};
 use super::*;
 use crate::core::reconcile::{Reconciling, Verdict, FIRST_DELAY_MS, RECONCILED_HEADER};
-
-const T0: Millis = 1_700_000_000_000;
-const TTL: u64 = 86_400_000;
-const ORIGIN_TIMEOUT: u64 = 30_000;
-const LEASE: u64 = ORIGIN_TIMEOUT + LEASE_MARGIN_MS;
-const A: AttemptId = AttemptId(1);
-const B: AttemptId = AttemptId(2);
-const FP: Digest256 = Digest256([1; 32]);
-
-fn timing() -> Timing {
-    Timing { ttl_ms: TTL, duplicate_wait_ms: 5_000, origin_timeout_ms: ORIGIN_TIMEOUT }
-}
 
 fn lookup() -> Reconciling {
     Reconciling {
@@ -26,20 +15,13 @@ fn lookup() -> Reconciling {
     }
 }
 
+/// The machine's tests' arrival of `new_attempt`, bringing `lookup`.
 fn arrival(new_attempt: AttemptId, lookup: Option<Reconciling>, live_attempt: Option<AttemptId>) -> Event {
-    Event::Arrival {
-        fingerprint: FP,
-        new_attempt,
-        live_attempt,
-        waiters: 0,
-        waiting_bytes: 0,
-        max_origin_attempts: None,
-        body_bytes: 0,
-        limits: WaiterLimits::default(),
-        timing: timing(),
-        accept: None,
-        lookup: lookup.map(Box::new),
+    let mut event = super::tests::arrival(FP, new_attempt, live_attempt);
+    if let Event::Arrival { lookup: brought, .. } = &mut event {
+        *brought = lookup.map(Box::new);
     }
+    event
 }
 
 fn put(step: &Step) -> Record {
@@ -53,15 +35,19 @@ fn claimed() -> Record {
     put(&step(None, arrival(A, Some(lookup()), None), T0))
 }
 
-fn unknown_at(now: Millis) -> Record {
-    let event = Event::OriginFinished {
+/// `A`'s origin call finished with `result` (and no answer to store).
+fn finished(result: OriginResult) -> Event {
+    Event::OriginFinished {
         attempt: A,
-        result: OriginResult::TimedOut,
+        result,
         response: None,
         timing: timing(),
         outcome: OutcomePolicy::default(),
-    };
-    put(&step(Some(&claimed()), event, now))
+    }
+}
+
+fn unknown_at(now: Millis) -> Record {
+    put(&step(Some(&claimed()), finished(OriginResult::TimedOut), now))
 }
 
 fn reconciled(record: &Record, attempt: AttemptId, verdict: Verdict, now: Millis) -> Step {
@@ -101,14 +87,7 @@ fn an_unknown_outcome_keeps_the_lookup_and_asks_from_the_alarm_a_second_later() 
     let now = T0 + 31_000;
     let Record::Unknown(unknown) = unknown_at(now) else { panic!() };
     assert_eq!(unknown.reconcile, Some(Reconciling { next_at: now + FIRST_DELAY_MS, ..lookup() }));
-    let event = Event::OriginFinished {
-        attempt: A,
-        result: OriginResult::TimedOut,
-        response: None,
-        timing: timing(),
-        outcome: OutcomePolicy::default(),
-    };
-    let timed_out = step(Some(&claimed()), event, now);
+    let timed_out = step(Some(&claimed()), finished(OriginResult::TimedOut), now);
     assert_eq!(timed_out.actions[0], Action::SetAlarm(now + FIRST_DELAY_MS));
     // Not due yet: the alarm looks again when it is; due: it asks.
     let early = step(Some(&Record::Unknown(unknown.clone())), Event::Alarm { live_attempt: None }, now + 10);
@@ -120,14 +99,7 @@ fn an_unknown_outcome_keeps_the_lookup_and_asks_from_the_alarm_a_second_later() 
 
 #[test]
 fn an_answer_too_large_to_store_is_never_looked_up() {
-    let event = Event::OriginFinished {
-        attempt: A,
-        result: OriginResult::Oversized(200),
-        response: None,
-        timing: timing(),
-        outcome: OutcomePolicy::default(),
-    };
-    let record = put(&step(Some(&claimed()), event, T0 + 10));
+    let record = put(&step(Some(&claimed()), finished(OriginResult::Oversized(200)), T0 + 10));
     assert_eq!(record.reconciling(), None);
     assert_eq!(reconcile_first(Some(&record), None, T0 + 20), None);
 }

@@ -25,22 +25,26 @@ use crate::core::routes::Mode;
 // Fixtures
 // ---------------------------------------------------------------------------------------
 
-const T0: Millis = 1_700_000_000_000;
-const TTL: u64 = 86_400_000;
-const ORIGIN_TIMEOUT: u64 = 30_000;
+pub(super) const T0: Millis = 1_700_000_000_000;
+pub(super) const TTL: u64 = 86_400_000;
+pub(super) const ORIGIN_TIMEOUT: u64 = 30_000;
 const WAIT: u64 = 5_000;
-const LEASE: u64 = ORIGIN_TIMEOUT + LEASE_MARGIN_MS;
+pub(super) const LEASE: u64 = ORIGIN_TIMEOUT + LEASE_MARGIN_MS;
 
-const A: AttemptId = AttemptId(1);
-const B: AttemptId = AttemptId(2);
-const FP: Digest256 = Digest256([1; 32]);
+pub(super) const A: AttemptId = AttemptId(1);
+pub(super) const B: AttemptId = AttemptId(2);
+pub(super) const FP: Digest256 = Digest256([1; 32]);
 const OTHER_FP: Digest256 = Digest256([2; 32]);
 
-fn timing() -> Timing {
+pub(super) fn timing() -> Timing {
     Timing { ttl_ms: TTL, duplicate_wait_ms: WAIT, origin_timeout_ms: ORIGIN_TIMEOUT }
 }
 
-fn arrival(fingerprint: Digest256, new_attempt: AttemptId, live_attempt: Option<AttemptId>) -> Event {
+pub(super) fn arrival(
+    fingerprint: Digest256,
+    new_attempt: AttemptId,
+    live_attempt: Option<AttemptId>,
+) -> Event {
     arrival_with_waiters(fingerprint, new_attempt, live_attempt, 0)
 }
 

@@ -301,8 +301,9 @@ impl KeyState {
     }
 
     /// A lookup of the unknown outcome of `attempt` answered (`core::reconcile`). The
-    /// decision is `reconciled-executed`, `reconciled-not-executed` or `reconcile-failed`,
-    /// whatever becomes of the write (a failed one leaves the key unknown).
+    /// decision is `reconciled-executed`, `reconciled-not-executed` or `reconcile-failed`
+    /// (also for a "not found" the machine does not believe yet), whatever becomes of the
+    /// write (a failed one leaves the key unknown).
     pub fn handle_reconciled(
         &mut self,
         attempt: AttemptId,
@@ -311,16 +312,18 @@ impl KeyState {
         jitter: f64,
         now: Millis,
     ) -> Pending {
-        let decision = match &verdict {
-            Verdict::NotExecuted => Decision::ReconciledNotExecuted,
-            Verdict::Executed(_) => Decision::ReconciledExecuted,
-            Verdict::Unsure => Decision::ReconcileFailed,
-        };
+        let unsure = verdict == Verdict::Unsure;
         let event = Event::Reconciled { attempt, verdict, timing: policy.timing, jitter };
         let step = machine::step(self.record(), event, now);
-        // A fenced step (the record moved on meanwhile) decided nothing.
-        let decision =
-            (step.change != RecordChange::Keep || decision == Decision::ReconcileFailed).then_some(decision);
+        // What the step made of the verdict (a "not found" too soon after the outcome became
+        // unknown is asked again later); a fenced step (the record moved on meanwhile)
+        // decided nothing.
+        let decision = match &step.change {
+            RecordChange::Delete => Some(Decision::ReconciledNotExecuted),
+            RecordChange::Put(Record::Completed(_)) => Some(Decision::ReconciledExecuted),
+            RecordChange::Put(_) => Some(Decision::ReconcileFailed),
+            RecordChange::Keep => unsure.then_some(Decision::ReconcileFailed),
+        };
         Pending { what: InProgress::Other, step, decision }
     }
 

@@ -34,8 +34,10 @@
 //!    alarm is set for the lease's end, so that an owner that died is noticed. An unknown
 //!    outcome (or such a claim, past its lease) is looked up: from the alarm, with backoff,
 //!    until the record expires, and once at once for a retry ([`reconcile_first`]). "Not
-//!    executed" releases the key; "executed" stores the lookup's answer as the final one;
-//!    anything else leaves the key unknown and asks again later.
+//!    executed" releases the key, once the origin has had its timeout again since the outcome
+//!    became unknown (sooner, it may be a request the origin has not committed yet);
+//!    "executed" stores the lookup's answer as the final one; anything else leaves the key
+//!    unknown and asks again later.
 
 use std::sync::Arc;
 
@@ -375,6 +377,18 @@ fn on_reconciled(
             unknown_of_dead_claim(claim, claim.reconcile.clone(), now)
         }
         _ => return Step::keep(Vec::new()),
+    };
+    // "Not found" is believed only once the origin has had the origin timeout again after
+    // the outcome became unknown: an origin still working on a request it has not committed
+    // yet may not find it, and releasing the key then would execute it twice. Sooner, it
+    // is asked again later. A dead claim's lease (the timeout and a margin) is over already.
+    let trusted_from = match current {
+        Record::Unknown(unknown) => unknown.since.saturating_add(timing.origin_timeout_ms),
+        _ => now,
+    };
+    let verdict = match verdict {
+        Verdict::NotExecuted if now < trusted_from => Verdict::Unsure,
+        verdict => verdict,
     };
     match verdict {
         Verdict::NotExecuted => Step { change: RecordChange::Delete, actions: Vec::new() },

@@ -12,7 +12,8 @@
 //!    the caller's credentials), so that the object can ask from its alarm after a restart.
 //! 2. The origin's answer decides: the route's "not found" status (404 unless
 //!    `reconcile_not_found` says another 4xx) means never executed, and the key is
-//!    released, so the next retry is forwarded; a 2xx means executed, and that answer
+//!    released, so the next retry is forwarded (believed only once the origin had its
+//!    timeout again since the outcome became unknown, `core::machine` rule 9); a 2xx means executed, and that answer
 //!    becomes the stored final answer, replayed with [`RECONCILED_HEADER`]; anything else
 //!    (another status, a timeout, a broken connection, an answer too large to store) says
 //!    nothing, and the key stays unknown.

@@ -143,19 +143,38 @@ fn a_timeout_resolved_as_executed_gives_the_retry_the_lookups_answer() {
 }
 
 #[test]
-fn a_timeout_resolved_as_not_executed_lets_the_retry_execute_once() {
+fn a_timeout_resolved_as_not_executed_lets_a_retry_execute_once() {
     let (o, w) = reconciling();
     let (key, credential) = (new_key(), new_credential("reconcile"));
     o.plan_next(Plan::StallThenDrop(STALL));
     let first = w.send(&charge(&key, &credential));
+    let answered = Instant::now();
     assert_problem(&first, 502, "outcome-unknown");
     assert_eq!(o.charges(&key), 0, "the origin dropped it without charging");
 
-    let retry = w.send(&charge(&key, &credential));
-    assert_eq!(retry.status, 201, "not executed: the retry is forwarded: {retry:?}");
-    assert!(!retry.is_replayed(), "{retry:?}");
+    // "Not found" is believed only once the origin had its timeout again since the outcome
+    // became unknown (it might still be working on a request it has not committed): a retry
+    // right away is told the outcome is unknown, and the key is asked about again later.
+    let started = answered.elapsed();
+    let soon = w.send(&charge(&key, &credential));
+    if started < Duration::from_millis(300) && answered.elapsed() < Duration::from_secs(1) {
+        assert_problem(&soon, 502, "outcome-unknown");
+        assert_eq!(o.charges(&key), 0);
+    }
+    // Then not found releases the key, and a retry executes, once.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let retry = loop {
+        let r = w.send(&charge(&key, &credential));
+        if r.status == 201 {
+            break r;
+        }
+        assert_problem(&r, 502, "outcome-unknown");
+        assert!(Instant::now() < deadline, "not released a minute after: {r:?}");
+        thread::sleep(Duration::from_millis(500));
+    };
+    assert!(!retry.is_replayed(), "not executed: the retry is forwarded: {retry:?}");
     assert_eq!(o.charges(&key), 1, "executed once");
-    assert!(o.lookups(&key) >= 1);
+    assert!(o.lookups(&key) >= 2, "asked again after the first, too early, not found");
 
     let again = w.send(&charge(&key, &credential));
     assert_eq!(again.status, 201);

@@ -120,12 +120,23 @@ fn a_claim_whose_owner_died_is_looked_up_when_its_lease_ends_not_before() {
 }
 
 #[test]
-fn not_executed_releases_the_key_and_the_next_arrival_claims_it_again() {
-    let record = unknown_at(T0 + 31_000);
-    let released = reconciled(&record, A, Verdict::NotExecuted, T0 + 32_000);
+fn not_executed_releases_the_key_once_the_origin_had_its_timeout_again() {
+    let since = T0 + 31_000;
+    let record = unknown_at(since);
+    // Sooner, the origin may still be working on a request it has not committed: asked again.
+    let early = reconciled(&record, A, Verdict::NotExecuted, since + 29_999);
+    let Record::Unknown(still) = put(&early) else { panic!("{early:?}") };
+    assert_eq!(still.reconcile.map(|r| r.asked), Some(1));
+    let released = reconciled(&record, A, Verdict::NotExecuted, since + 30_000);
     assert_eq!(released, Step { change: RecordChange::Delete, actions: vec![] });
-    let again = step(None, arrival(B, Some(lookup()), None), T0 + 32_001);
+    let again = step(None, arrival(B, Some(lookup()), None), since + 30_001);
     assert!(again.actions.contains(&Action::Forward { attempt: B }));
+    // A claim whose owner died is past its lease (the timeout and a margin) already.
+    let dead = reconciled(&claimed(), A, Verdict::NotExecuted, T0 + LEASE);
+    assert_eq!(dead.change, RecordChange::Delete);
+    // A found answer is proof at once.
+    let found = reconciled(&record, A, Verdict::Executed(answer()), since + 1);
+    assert!(matches!(put(&found), Record::Completed(_)));
 }
 
 #[test]

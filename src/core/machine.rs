@@ -386,10 +386,8 @@ fn on_reconciled(
         Record::Unknown(unknown) => unknown.since.saturating_add(timing.origin_timeout_ms),
         _ => now,
     };
-    let verdict = match verdict {
-        Verdict::NotExecuted if now < trusted_from => Verdict::Unsure,
-        verdict => verdict,
-    };
+    let too_soon = matches!(verdict, Verdict::NotExecuted) && now < trusted_from;
+    let verdict = if too_soon { Verdict::Unsure } else { verdict };
     match verdict {
         Verdict::NotExecuted => Step { change: RecordChange::Delete, actions: Vec::new() },
         Verdict::Executed(answer) if stored_size(&answer) <= MAX_STORED_RESPONSE_BYTES => {
@@ -409,7 +407,12 @@ fn on_reconciled(
         // Nothing known (or an answer too large to keep): ask again later, until expiry.
         _ => match &unknown.reconcile {
             Some(reconciling) => {
-                let next_at = now.saturating_add(reconcile::next_delay(reconciling.asked, jitter));
+                // A not-found that came too soon is asked again when it can be believed.
+                let next_at = if too_soon {
+                    trusted_from
+                } else {
+                    now.saturating_add(reconcile::next_delay(reconciling.asked, jitter))
+                };
                 let asked = reconciling.asked.saturating_add(1);
                 let reconcile = Some(Reconciling { asked, next_at, ..reconciling.clone() });
                 let alarm = next_at.min(unknown.expires_at);

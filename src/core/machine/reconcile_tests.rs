@@ -124,9 +124,14 @@ fn not_executed_releases_the_key_once_the_origin_had_its_timeout_again() {
     let since = T0 + 31_000;
     let record = unknown_at(since);
     // Sooner, the origin may still be working on a request it has not committed: asked again.
-    let early = reconciled(&record, A, Verdict::NotExecuted, since + 29_999);
+    let early = reconciled(&record, A, Verdict::NotExecuted, since + 1_000);
     let Record::Unknown(still) = put(&early) else { panic!("{early:?}") };
-    assert_eq!(still.reconcile.map(|r| r.asked), Some(1));
+    // Asked again when a not-found can be believed, not later (nor sooner: it would be
+    // too soon again).
+    assert_eq!(still.reconcile.map(|r| (r.asked, r.next_at)), Some((1, since + 30_000)));
+    assert_eq!(early.actions, vec![Action::SetAlarm(since + 30_000)]);
+    let just_before = reconciled(&record, A, Verdict::NotExecuted, since + 29_999);
+    assert!(matches!(put(&just_before), Record::Unknown(_)), "{just_before:?}");
     let released = reconciled(&record, A, Verdict::NotExecuted, since + 30_000);
     assert_eq!(released, Step { change: RecordChange::Delete, actions: vec![] });
     let again = step(None, arrival(B, Some(lookup()), None), since + 30_001);

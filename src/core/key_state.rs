@@ -296,8 +296,8 @@ impl KeyState {
 
     /// Rule 9 of `core::machine` for an arrival on a route with a lookup: the attempt
     /// whose unknown outcome is to be looked up before the arrival is decided, if any.
-    pub fn reconcile_first(&self, now: Millis) -> Option<AttemptId> {
-        machine::reconcile_first(self.record(), self.live.map(|live| live.attempt), now)
+    pub fn reconcile_first(&self, fingerprint: Digest256, now: Millis) -> Option<AttemptId> {
+        machine::reconcile_first(self.record(), fingerprint, self.live.map(|live| live.attempt), now)
     }
 
     /// A lookup of the unknown outcome of `attempt` answered (`core::reconcile`). The

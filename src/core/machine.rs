@@ -311,14 +311,16 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
 /// not asked before the backoff's time, however often the client retries (and a lookup
 /// that runs is joined, `runtime::reconcile`). A record without a lookup (written before
 /// the route had one) is not looked up; an answer too large to store neither: it would be
-/// too large again.
+/// too large again. Only a retry of the same request asks (`fingerprint`): a request that
+/// reuses the key for another payload is refused 422 as ever, and drives no lookup.
 pub fn reconcile_first(
     record: Option<&Record>,
+    fingerprint: Digest256,
     live_attempt: Option<AttemptId>,
     now: Millis,
 ) -> Option<AttemptId> {
     match record? {
-        record if record.is_expired(now) => None,
+        record if record.is_expired(now) || record.fingerprint() != fingerprint => None,
         Record::Unknown(Unknown { reason: UnknownReason::ResponseTooLarge { .. }, .. }) => None,
         Record::Unknown(Unknown { attempt, reconcile: Some(reconciling), .. }) => {
             (reconciling.asked == 0 || now >= reconciling.next_at).then_some(*attempt)

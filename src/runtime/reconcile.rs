@@ -89,7 +89,7 @@ impl KeyObject {
         if self.record().is_err() {
             return;
         }
-        let Some(attempt) = self.key.borrow().reconcile_first(now_ms()) else { return };
+        let Some(attempt) = self.key.borrow().reconcile_first(call.fingerprint, now_ms()) else { return };
         let request = lookup_request(headers, reconcile, call.scope_salt);
         self.look_up(attempt, &request, reconcile.not_found, &call.policy).await;
     }

@@ -101,7 +101,7 @@ fn an_unknown_outcome_keeps_the_lookup_and_asks_from_the_alarm_a_second_later() 
 fn an_answer_too_large_to_store_is_never_looked_up() {
     let record = put(&step(Some(&claimed()), finished(OriginResult::Oversized(200)), T0 + 10));
     assert_eq!(record.reconciling(), None);
-    assert_eq!(reconcile_first(Some(&record), None, T0 + 20), None);
+    assert_eq!(reconcile_first(Some(&record), FP, None, T0 + 20), None);
 }
 
 #[test]
@@ -195,15 +195,18 @@ fn a_verdict_for_a_record_that_moved_on_changes_nothing() {
 #[test]
 fn a_retry_looks_up_an_unknown_outcome_or_a_dead_claim_first_and_nothing_else() {
     let unknown = unknown_at(T0 + 31_000);
-    assert_eq!(reconcile_first(Some(&unknown), None, T0 + 31_001), Some(A));
-    assert_eq!(reconcile_first(Some(&unknown), None, unknown.expires_at()), None, "expired");
+    assert_eq!(reconcile_first(Some(&unknown), FP, None, T0 + 31_001), Some(A));
+    assert_eq!(reconcile_first(Some(&unknown), FP, None, unknown.expires_at()), None, "expired");
     let claim = claimed();
-    assert_eq!(reconcile_first(Some(&claim), None, T0 + LEASE - 1), None, "its owner may still run");
-    assert_eq!(reconcile_first(Some(&claim), Some(A), T0 + LEASE + 1), None, "its owner runs here");
-    assert_eq!(reconcile_first(Some(&claim), None, T0 + LEASE), Some(A));
+    assert_eq!(reconcile_first(Some(&claim), FP, None, T0 + LEASE - 1), None, "its owner may still run");
+    assert_eq!(reconcile_first(Some(&claim), FP, Some(A), T0 + LEASE + 1), None, "its owner runs here");
+    assert_eq!(reconcile_first(Some(&claim), FP, None, T0 + LEASE), Some(A));
     let done = put(&reconciled(&unknown, A, Verdict::Executed(answer()), T0 + 32_000));
-    assert_eq!(reconcile_first(Some(&done), None, T0 + 33_000), None);
-    assert_eq!(reconcile_first(None, None, T0), None);
+    assert_eq!(reconcile_first(Some(&done), FP, None, T0 + 33_000), None);
+    assert_eq!(reconcile_first(None, FP, None, T0), None);
+    // Another payload under the key asks nothing: it is refused 422, as ever.
+    assert_eq!(reconcile_first(Some(&unknown), Digest256([2; 32]), None, T0 + 31_001), None);
+    assert_eq!(reconcile_first(Some(&claim), Digest256([2; 32]), None, T0 + LEASE), None);
 }
 
 #[test]
@@ -211,14 +214,14 @@ fn retries_ask_at_once_the_first_time_then_only_when_the_backoff_says() {
     let now = T0 + 31_000;
     let unknown = unknown_at(now);
     // The first retry asks at once, before the alarm would.
-    assert_eq!(reconcile_first(Some(&unknown), None, now + 1), Some(A));
+    assert_eq!(reconcile_first(Some(&unknown), FP, None, now + 1), Some(A));
     // Once a lookup said nothing, retries do not ask again before it is due.
     let unsure = put(&reconciled(&unknown, A, Verdict::Unsure, now + 2));
     let due = unsure.reconciling().expect("kept").next_at;
     for early in [now + 3, due - 1] {
-        assert_eq!(reconcile_first(Some(&unsure), None, early), None, "at {early}");
+        assert_eq!(reconcile_first(Some(&unsure), FP, None, early), None, "at {early}");
     }
-    assert_eq!(reconcile_first(Some(&unsure), None, due), Some(A));
+    assert_eq!(reconcile_first(Some(&unsure), FP, None, due), Some(A));
 }
 
 #[test]
@@ -226,10 +229,10 @@ fn a_record_without_a_lookup_is_not_looked_up_and_a_verdict_for_it_schedules_not
     // An unknown outcome recorded before the route had a lookup, or a claim without one.
     let Record::Unknown(unknown) = unknown_at(T0 + 31_000) else { panic!() };
     let bare = Record::Unknown(Unknown { reconcile: None, ..unknown });
-    assert_eq!(reconcile_first(Some(&bare), None, T0 + 32_000), None);
+    assert_eq!(reconcile_first(Some(&bare), FP, None, T0 + 32_000), None);
     let Record::InFlight(claim) = claimed() else { panic!() };
     let plain = Record::InFlight(InFlight { reconcile: None, ..claim });
-    assert_eq!(reconcile_first(Some(&plain), None, T0 + LEASE), None);
+    assert_eq!(reconcile_first(Some(&plain), FP, None, T0 + LEASE), None);
     // Should one be asked all the same, it changes nothing but a found answer.
     assert_eq!(reconciled(&bare, A, Verdict::Unsure, T0 + 32_000), Step::keep(vec![]));
     let done = reconciled(&bare, A, Verdict::Executed(answer()), T0 + 32_000);

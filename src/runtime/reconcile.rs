@@ -21,7 +21,7 @@ use crate::core::fingerprint::Digest256;
 use crate::core::log::RequestLog;
 use crate::core::machine::Action;
 use crate::core::reconcile::{self, Reconciling};
-use crate::core::record::{AttemptId, Record};
+use crate::core::record::AttemptId;
 use crate::core::wire::{KeyCall, ReconcileCall};
 
 /// When an alarm whose lookup cannot be opened looks again.
@@ -97,12 +97,11 @@ impl KeyObject {
     /// The alarm's lookup of `attempt`'s unknown outcome, with the lookup the claim sealed.
     /// An error is thrown to the platform, which retries the alarm.
     pub(super) async fn reconcile_from_alarm(&self, attempt: AttemptId) -> std::result::Result<(), String> {
-        let record = self.cached_record();
-        let Some(reconciling) = record.as_ref().and_then(Record::reconciling).cloned() else { return Ok(()) };
-        let fingerprint = record.as_ref().map(Record::fingerprint).unwrap_or(Digest256([0; 32]));
+        let Some(record) = self.cached_record() else { return Ok(()) };
+        let Some(reconciling) = record.reconciling() else { return Ok(()) };
         let settings = settings::get(&self.env);
         let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
-        let binding = Some((reconciling.bound_at, &fingerprint));
+        let binding = Some((reconciling.bound_at, &record.fingerprint()));
         let opened =
             self.store.sealer.open_request(ring, self.object_id(), binding, &reconciling.sealed_lookup).await;
         let request = match opened {
@@ -140,19 +139,18 @@ impl KeyObject {
                 return true;
             }
         };
-        let headers = Headers::new().ok();
-        let answer = match &headers {
-            Some(headers) => {
+        let started = now_ms();
+        let answer = match Headers::new() {
+            Ok(headers) => {
                 for (name, value) in &request.headers {
                     let _ = headers.append(name, value);
                 }
-                let started = now_ms();
-                let answer = origin::look_up(&self.env, &request.target, headers, policy).await;
-                Some((answer, now_ms().saturating_sub(started)))
+                origin::look_up(&self.env, &request.target, &headers, policy).await
             }
-            None => None,
+            // Nothing asked: as a lookup that got no answer.
+            Err(_) => None,
         };
-        let (answer, origin_ms) = answer.unwrap_or((None, 0));
+        let origin_ms = now_ms().saturating_sub(started);
         let origin_status = answer.as_ref().map(|(status, _)| *status);
         let verdict = reconcile::verdict(answer, not_found);
         let jitter = js_sys::Math::random();

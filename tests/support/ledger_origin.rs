@@ -17,12 +17,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::http::header_value;
-use super::origin::{peer_closed, read_request};
+use super::origin::{peer_closed, read_request, Shared};
 
 /// What the origin does with the next charge.
 #[derive(Clone, Copy, Debug)]
@@ -50,34 +50,16 @@ struct State {
     serial: u64,
 }
 
-#[derive(Default)]
-struct Shared {
-    state: Mutex<State>,
-    changed: Condvar,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn update<T>(&self, change: impl FnOnce(&mut State) -> T) -> T {
-        let out = change(&mut self.lock());
-        self.changed.notify_all();
-        out
-    }
-}
-
 pub struct LedgerOrigin {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<State>>,
 }
 
 impl LedgerOrigin {
     pub fn start() -> LedgerOrigin {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
         let addr = listener.local_addr().expect("its address");
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared::<State>::default());
         let accepting = shared.clone();
         thread::spawn(move || {
             for stream in listener.incoming().flatten() {
@@ -123,21 +105,10 @@ impl LedgerOrigin {
     /// Waits until `done` holds of (charges, arrivals, lookups) for `key`, at most
     /// `timeout`; whether it held.
     pub fn wait_for(&self, key: &str, timeout: Duration, done: impl Fn(usize, usize, usize) -> bool) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.lock();
-        loop {
-            let count = |map: &HashMap<String, usize>| map.get(key).copied().unwrap_or(0);
-            if done(count(&state.charges_by_key), count(&state.arrivals_by_key), count(&state.lookups_by_key))
-            {
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            state =
-                self.shared.changed.wait_timeout(state, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
-        }
+        let count = |map: &HashMap<String, usize>| map.get(key).copied().unwrap_or(0);
+        self.shared.wait_until(timeout, |state| {
+            done(count(&state.charges_by_key), count(&state.arrivals_by_key), count(&state.lookups_by_key))
+        })
     }
 }
 
@@ -176,7 +147,7 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn handle(mut stream: TcpStream, shared: &Shared) {
+fn handle(mut stream: TcpStream, shared: &Shared<State>) {
     stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
     let Ok(Some(received)) = read_request(&mut stream) else { return };
     let auth = header_value(&received.headers, "authorization").unwrap_or_default().to_string();
@@ -204,7 +175,7 @@ fn handle(mut stream: TcpStream, shared: &Shared) {
         *s.arrivals_by_key.entry(key.clone()).or_insert(0) += 1;
         s.plans.pop_front()
     });
-    let charge = |shared: &Shared| {
+    let charge = |shared: &Shared<State>| {
         shared.update(|s| {
             s.serial += 1;
             let json = format!(r#"{{"id":"ch_{:04}","amount":1000,"key":"{}"}}"#, s.serial, key);

@@ -75,25 +75,32 @@ struct GateState {
     released: bool,
 }
 
-/// The origin's counts, and a condition variable that is notified on every change.
-#[derive(Default)]
-struct Shared {
-    state: Mutex<State>,
+/// A test origin's state, and a condition variable that is notified on every change (this
+/// origin's counts, and `ledger_origin`'s ledger).
+pub(super) struct Shared<S> {
+    state: Mutex<S>,
     changed: Condvar,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+impl<S: Default> Default for Shared<S> {
+    fn default() -> Self {
+        Shared { state: Mutex::default(), changed: Condvar::new() }
+    }
+}
+
+impl<S> Shared<S> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, S> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn update(&self, change: impl FnOnce(&mut State)) {
-        change(&mut self.lock());
+    pub(super) fn update<T>(&self, change: impl FnOnce(&mut S) -> T) -> T {
+        let out = change(&mut self.lock());
         self.changed.notify_all();
+        out
     }
 
     /// Waits until `done` holds, at most `timeout`; returns whether it held.
-    fn wait_until(&self, timeout: Duration, done: impl Fn(&State) -> bool) -> bool {
+    pub(super) fn wait_until(&self, timeout: Duration, done: impl Fn(&S) -> bool) -> bool {
         let deadline = Instant::now() + timeout;
         let mut state = self.lock();
         loop {
@@ -112,7 +119,7 @@ impl Shared {
 #[derive(Clone)]
 pub struct Origin {
     addr: SocketAddr,
-    state: Arc<Shared>,
+    state: Arc<Shared<State>>,
     listener: Arc<Mutex<Listening>>,
 }
 
@@ -135,7 +142,7 @@ impl Origin {
         let addr = listener.local_addr()?;
         let origin = Origin {
             addr,
-            state: Arc::new(Shared::default()),
+            state: Arc::new(Shared::<State>::default()),
             listener: Arc::new(Mutex::new(Listening::default())),
         };
         origin.serve(listener)?;
@@ -266,7 +273,7 @@ fn count_for_key(counts: &HashMap<String, usize>, key: &str) -> usize {
 /// gate releases it, so a failing test leaves nothing hanging.
 pub struct Gate {
     name: String,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<State>>,
 }
 
 impl Gate {
@@ -344,7 +351,7 @@ impl Drop for Gate {
 
 /// Holds a request at its gate until the gate is released (or [`LONGEST_HOLD`] passes),
 /// noting whether the worker closed the connection meanwhile.
-fn hold(stream: &TcpStream, shared: &Shared, name: &str) {
+fn hold(stream: &TcpStream, shared: &Shared<State>, name: &str) {
     let known = shared.lock().gates.contains_key(name);
     if !known {
         return;
@@ -478,7 +485,7 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-fn handle(mut stream: TcpStream, state: Arc<Shared>) {
+fn handle(mut stream: TcpStream, state: Arc<Shared<State>>) {
     stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
     let received = match read_request(&mut stream) {
         Ok(Some(r)) => r,

@@ -90,6 +90,14 @@ pub struct WaiterLimits {
     pub max_waiting_bytes: u64,
 }
 
+impl WaiterLimits {
+    /// Whether one more request may wait where `waiters` already do (on an execution, or on
+    /// the lookup of an unknown outcome, `core::reconcile`).
+    pub fn admits(&self, waiters: usize) -> bool {
+        waiters < self.max_waiters
+    }
+}
+
 impl Default for WaiterLimits {
     fn default() -> Self {
         WaiterLimits { max_waiters: DEFAULT_WAITERS_PER_KEY, max_waiting_bytes: DEFAULT_WAITING_BYTES }
@@ -449,7 +457,7 @@ struct Room {
 
 impl Room {
     fn is_full(&self) -> bool {
-        self.waiters >= self.limits.max_waiters
+        !self.limits.admits(self.waiters)
             || self.waiting_bytes.saturating_add(self.body_bytes) > self.limits.max_waiting_bytes
     }
 }

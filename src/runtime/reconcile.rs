@@ -5,7 +5,9 @@
 //! Every await comes before the decision it feeds: a retry's lookup runs, and its verdict
 //! is written, before the retry itself is decided on the record as it then is. One lookup
 //! runs per unknown outcome at a time (`runtime::settlement`): a retry that arrives while
-//! one runs waits for it instead of asking again.
+//! one runs waits for it instead of asking again, up to `MAX_WAITERS_PER_KEY` of them;
+//! past that, a retry is answered on the record as it is (outcome-unknown), as a duplicate
+//! past the waiter cap is.
 //!
 //! Never logged: the lookup's URL (it holds the key), its headers (credentials) or its
 //! answer. The line says the object, the decision and the lookup's status.
@@ -14,6 +16,7 @@ use worker::console_error;
 use worker::web_sys::Headers;
 
 use super::object::KeyObject;
+use super::settlement::LookupTurn;
 use super::{metrics, now_ms, origin, outcome_queue, settings};
 use crate::core::async_job::StoredRequest;
 use crate::core::config::ObjectPolicy;
@@ -132,12 +135,14 @@ impl KeyObject {
         not_found: u16,
         policy: &ObjectPolicy,
     ) -> bool {
-        let over = match self.live.begin_lookup(attempt) {
-            Ok(over) => over,
-            Err(running) => {
+        let over = match self.live.begin_lookup(attempt, &policy.limits) {
+            LookupTurn::Run(over) => over,
+            LookupTurn::Wait(running) => {
                 let _ = running.await;
                 return true;
             }
+            // The one that runs sets what comes next.
+            LookupTurn::Full => return true,
         };
         let started = now_ms();
         let answer = match Headers::new() {

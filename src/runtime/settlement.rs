@@ -23,6 +23,7 @@ use worker::Delay;
 
 use super::chunks;
 use super::respond::Prepared;
+use crate::core::machine::WaiterLimits;
 use crate::core::record::{AttemptId, StoredResponse};
 
 /// The answer that settles an execution, shared by its waiters.
@@ -43,7 +44,7 @@ pub(super) struct Settlements {
     prepared: RefCell<Option<Rc<Prepared>>>,
     /// The lookup running for an attempt's unknown outcome (`runtime::reconcile`): whoever
     /// would look it up meanwhile waits for this one instead of asking again.
-    lookup: RefCell<Option<(AttemptId, Shared<oneshot::Receiver<()>>)>>,
+    lookup: RefCell<Option<RunningLookup>>,
 }
 
 impl Settlements {
@@ -106,25 +107,29 @@ impl Settlements {
         }
     }
 
-    /// Starts the lookup of `attempt`'s outcome: the sender to drop when it is over, or, when
-    /// one already runs, what to wait for instead.
-    pub fn begin_lookup(
-        &self,
-        attempt: AttemptId,
-    ) -> Result<oneshot::Sender<()>, Shared<oneshot::Receiver<()>>> {
+    /// The caller's turn at the lookup of `attempt`'s outcome: run it (and drop the sender
+    /// when it is over), wait for the one that runs, or, where `limits` admit no more
+    /// waiters, neither: the request is decided on the record as it is (as a duplicate past
+    /// the waiter cap is), so that a flood of retries holds no more requests than
+    /// `MAX_WAITERS_PER_KEY` while the origin is asked.
+    pub fn begin_lookup(&self, attempt: AttemptId, limits: &WaiterLimits) -> LookupTurn {
         let mut lookup = self.lookup.borrow_mut();
-        if let Some((_, done)) = lookup.as_ref().filter(|(running, _)| *running == attempt) {
-            return Err(done.clone());
+        if let Some(running) = lookup.as_mut().filter(|running| running.attempt == attempt) {
+            if !limits.admits(running.waiting) {
+                return LookupTurn::Full;
+            }
+            running.waiting += 1;
+            return LookupTurn::Wait(running.done.clone());
         }
         let (over, done) = oneshot::channel();
-        *lookup = Some((attempt, done.shared()));
-        Ok(over)
+        *lookup = Some(RunningLookup { attempt, done: done.shared(), waiting: 0 });
+        LookupTurn::Run(over)
     }
 
     /// The lookup of `attempt` is over (its sender is dropped by the caller).
     pub fn end_lookup(&self, attempt: AttemptId) {
         let mut lookup = self.lookup.borrow_mut();
-        if lookup.as_ref().is_some_and(|(running, _)| *running == attempt) {
+        if lookup.as_ref().is_some_and(|running| running.attempt == attempt) {
             *lookup = None;
         }
     }
@@ -134,6 +139,20 @@ impl Settlements {
     pub fn forget_prepared(&self) {
         self.prepared.borrow_mut().take();
     }
+}
+
+/// The lookup of an unknown outcome running now, and how many wait for it.
+struct RunningLookup {
+    attempt: AttemptId,
+    done: Shared<oneshot::Receiver<()>>,
+    waiting: usize,
+}
+
+/// A request's turn at a lookup (see [`Settlements::begin_lookup`]).
+pub(super) enum LookupTurn {
+    Run(oneshot::Sender<()>),
+    Wait(Shared<oneshot::Receiver<()>>),
+    Full,
 }
 
 /// Waits for `settled` at most `wait_ms`: the execution's answer, or `None` when the wait

@@ -251,3 +251,10 @@ fn a_reforward_under_origin_deduplicates_keeps_the_lookup() {
     assert_eq!(claim.origin_attempts, 2);
     assert_eq!(claim.reconcile, Some(lookup()));
 }
+
+#[test]
+fn waiters_on_a_lookup_are_bounded_as_waiters_on_an_execution() {
+    let limits = WaiterLimits { max_waiters: 2, ..WaiterLimits::default() };
+    assert!(limits.admits(0) && limits.admits(1));
+    assert!(!limits.admits(2) && !limits.admits(3));
+}

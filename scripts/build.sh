@@ -81,9 +81,16 @@ wasm-bindgen "$cargo_target/wasm32-unknown-unknown/release/idempotency_edge.wasm
 # `-O` followed by one -Oz pass, and 594,898 / 261,410 for a single stripped -Oz pass.
 features=(--enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int
   --enable-bulk-memory --enable-multivalue --enable-reference-types --enable-exception-handling)
+#
+# `-ocimfs 20` stops wasm-opt from inlining every function that has one caller, whatever its
+# size (its default): that folded rarely taken branches (the admin API, observe mode, the
+# data point) into the handlers, so that an isolate's first request compiled them all (V8
+# compiles a Wasm function whole on its first call), and it made the Wasm larger after gzip,
+# not smaller: 272,424 -> 263,052 bytes gzipped for the same code (issue 23, docs/performance.md).
+inline=(--one-caller-inline-max-function-size 20)
 mkdir -p target/wasm-names
-"$wasm_opt" "$stage/index_bg.wasm" -o target/wasm-names/index_bg.wasm "${features[@]}" -Oz --debuginfo
-"$wasm_opt" target/wasm-names/index_bg.wasm -o "$stage/index_bg.wasm" "${features[@]}" -Oz --strip-debug --strip-producers
+"$wasm_opt" "$stage/index_bg.wasm" -o target/wasm-names/index_bg.wasm "${features[@]}" -Oz "${inline[@]}" --debuginfo
+"$wasm_opt" target/wasm-names/index_bg.wasm -o "$stage/index_bg.wasm" "${features[@]}" -Oz "${inline[@]}" --strip-debug --strip-producers
 
 cp src/entry.mjs "$stage/entry.mjs"
 "$esbuild" "$stage/entry.mjs" --bundle --format=esm --minify --log-level=warning \

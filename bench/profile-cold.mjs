@@ -1,0 +1,61 @@
+// A V8 CPU profile of a fresh isolate's first request (issue 23.4): what the first request
+// pays that a warm one does not. Starts the worker (named copy of the Wasm, as
+// bench/profile-named.mjs does) in a new workerd, profiles its first request, then one warm
+// request (a new key, after 20 others), and prints both: busy time and the top functions by
+// self time, in ms.
+//
+//   node bench/profile-cold.mjs [build dir=build] [wasm=target/wasm-names/index_bg.wasm] [top=25]
+//
+// The profiler samples every 50 µs here, and an attached profiler changes what it measures a
+// little (V8 logs every function it compiles); compare the two profiles with each other, not
+// with bench/coldstart.mjs's figures.
+import { fork } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { pool, send } from "./lib/load.mjs";
+import { startProfiledWorker, summarizeProfile, varsOf } from "./lib/profile.mjs";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const [buildArg = "build", wasmArg = "target/wasm-names/index_bg.wasm", topArg = "25"] = process.argv.slice(2);
+const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-cold-prof-"));
+const root = path.join(WORK, "build");
+fs.cpSync(path.resolve(buildArg), root, { recursive: true });
+fs.copyFileSync(path.resolve(wasmArg), path.join(root, "index_bg.wasm"));
+
+const origin = await new Promise((resolve) => {
+  const child = fork(path.join(ROOT, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  child.on("message", (m) => m.ready && resolve({ port: m.port, stop: () => (child.disconnect(), child.kill()) }));
+});
+const wranglerToml = fs.readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
+const compatibilityDate = wranglerToml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)[1];
+const vars = { ...varsOf(wranglerToml), ORIGIN_URL: `http://127.0.0.1:${origin.port}` };
+const w = await startProfiledWorker({ root, name: "bench-profile-cold", vars, compatibilityDate, persistDir: path.join(WORK, "state") });
+const payment = (key) => ({
+  method: "POST",
+  path: "/v1/payments",
+  headers: { "content-type": "application/json", authorization: "Bearer sk_test_bench", "idempotency-key": key },
+  body: Buffer.from(JSON.stringify({ amount: 1999, currency: "eur", customer: "cus_bench_0001", metadata: { order: key.slice(-24) } })),
+});
+const id = Date.now().toString(36);
+const agent = pool(1);
+const first = await w.profile(() => send(agent, w, payment(`${id}-cold`)));
+for (let i = 0; i < 20; i++) await send(agent, w, payment(`${id}-warmup-${i}`));
+const warm = await w.profile(() => send(agent, w, payment(`${id}-warm`)));
+for (const [name, { profile }] of Object.entries({ first, warm })) {
+  fs.mkdirSync(path.join(ROOT, "target/bench"), { recursive: true });
+  fs.writeFileSync(path.join(ROOT, `target/bench/profile-cold-${name}.cpuprofile`), JSON.stringify(profile));
+  const s = summarizeProfile(profile, Number(topArg));
+  console.log(`\n## ${name} request: isolate busy ${s.busyMs} ms`);
+  console.log("| category | ms |\n|---|--:|");
+  for (const c of s.categories.slice(0, 10)) console.log(`| ${c.name} | ${c.ms} |`);
+  console.log("| function (self time) | ms |\n|---|--:|");
+  for (const f of s.functions) console.log(`| ${f.name.slice(0, 110).replace(/\|/g, "\\|")} | ${f.ms} |`);
+  console.log("| runtime API call ← caller | ms |\n|---|--:|");
+  for (const f of s.runtimeApiByRustCaller.slice(0, 10)) console.log(`| ${f.name.slice(0, 110).replace(/\|/g, "\\|")} | ${f.ms} |`);
+}
+await w.dispose();
+origin.stop();
+fs.rmSync(WORK, { recursive: true, force: true });
+process.exit(0);

@@ -11,7 +11,8 @@
 use std::cell::{Cell, OnceCell, RefCell};
 use std::sync::Arc;
 
-use wasm_bindgen::JsValue;
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::DurableObjectStorage;
 use worker::{console_error, Env, SqlStorage, State, Storage};
@@ -256,8 +257,7 @@ impl RecordStore {
     /// Calls `setAlarm` now, without awaiting it: issued in the same turn as a record write,
     /// the two reach storage as one durable write.
     pub fn issue_alarm(&self, at: u64) -> Result<JsFuture, JsValue> {
-        let when = js_sys::Date::new(&JsValue::from_f64(at as f64));
-        self.raw_storage().set_alarm(when, JsValue::NULL.into()).map(JsFuture::from)
+        set_alarm_at(self.raw_storage(), at as f64).map(JsFuture::from)
     }
 
     /// Awaits an issued alarm; when it failed, sets it once more in the same request.
@@ -317,6 +317,23 @@ impl RecordStore {
     fn raw_storage(&self) -> &DurableObjectStorage {
         self.storage.get_or_init(|| self.state.storage()).as_raw()
     }
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// The object's storage, seen only for `setAlarm` with a number.
+    type AlarmStorage;
+
+    /// `storage.setAlarm(ms)`, the time as milliseconds since the epoch, which the runtime
+    /// takes as it takes a `Date` (`worker_sys`'s binding asks for a `Date`). Building a
+    /// `Date` per claim cost a crossing, and an isolate's first `new Date` was one of its
+    /// first request's dearest calls in the profile (`bench/profile-cold.mjs`).
+    #[wasm_bindgen(method, catch, js_name = setAlarm)]
+    fn set_alarm_at_ms(this: &AlarmStorage, scheduled_time_ms: f64) -> Result<js_sys::Promise, JsValue>;
+}
+
+fn set_alarm_at(storage: &DurableObjectStorage, at_ms: f64) -> Result<js_sys::Promise, JsValue> {
+    storage.unchecked_ref::<AlarmStorage>().set_alarm_at_ms(at_ms)
 }
 
 fn no_scope_salt() -> StorageError {

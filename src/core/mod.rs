@@ -19,6 +19,7 @@ mod format_fixtures;
 pub mod fuzz_checks;
 pub mod headers;
 pub mod hmac;
+pub mod json;
 pub mod jwks_cache;
 pub mod jwt;
 pub mod key;

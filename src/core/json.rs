@@ -110,20 +110,25 @@ impl fmt::Display for Number {
     }
 }
 
-/// An `f64` as serde_json (zmij) formats a finite one. Rust's `{:e}` gives the same
-/// shortest round-trip digits; only the layout is serde_json's.
+/// An `f64` as serde_json (zmij) formats a finite one: the shortest digits that read back
+/// as the same `f64`, the nearest such when there are several, in serde_json's layout.
 fn format_f64(x: f64) -> String {
+    // Rust's `{:e}` gives the shortest digits that read back, the nearest such; only a tie
+    // between two nearest (below) and the layout differ from serde_json's.
     let (mut digits, mut exponent) = scientific_parts(&format!("{:e}", x.abs()));
     // Two shortest forms equally near the exact value (563000000000000.25 is as near to
-    // ...0.2 as to ...0.3): serde_json takes the one with an even last digit, Rust's
-    // formatting the higher one. A tie is an exact value one digit longer, ending in 5.
+    // ...0.2 as to ...0.3): serde_json takes the one with an even last digit if it reads
+    // back. A tie is an exact value one digit longer, ending in 5.
     let (exact, exact_exponent) = scientific_parts(&format!("{:.800e}", x.abs()));
     if exact.len() == digits.len() + 1 && exact.ends_with('5') && exact_exponent == exponent {
         let truncated = &exact[..digits.len()];
-        if truncated.as_bytes()[truncated.len() - 1] % 2 == 0 {
-            digits = truncated.to_owned();
+        let (even, even_exponent) = if truncated.as_bytes()[truncated.len() - 1] % 2 == 0 {
+            (truncated.to_owned(), exponent)
         } else {
-            (digits, exponent) = decimal_increment(truncated, exponent);
+            decimal_increment(truncated, exponent)
+        };
+        if reads_back(&even, even_exponent, x.abs()) {
+            (digits, exponent) = (even, even_exponent);
         }
     }
     let length = digits.len() as i32;
@@ -165,6 +170,11 @@ fn format_f64(x: f64) -> String {
     out
 }
 
+/// Whether the decimal `digits × 10^(exponent - digits + 1)` reads as `x`.
+fn reads_back(digits: &str, exponent: i32, x: f64) -> bool {
+    format!("{digits}e{}", exponent - (digits.len() as i32 - 1)).parse::<f64>() == Ok(x)
+}
+
 /// The significant digits (trailing zeros dropped) and the exponent of `{:e}` text.
 fn scientific_parts(text: &str) -> (String, i32) {
     let (mantissa, exponent) = text.split_once('e').unwrap_or((text, "0"));
@@ -190,9 +200,14 @@ fn decimal_increment(digits: &str, exponent: i32) -> (String, i32) {
 }
 
 impl Value {
-    /// An object of these members (a later duplicate replaces an earlier one).
-    pub fn object<const M: usize>(members: [(&str, Value); M]) -> Value {
-        Value::Object(members.into_iter().map(|(key, value)| (key.to_owned(), value)).collect())
+    /// An object of these members (a later duplicate replaces an earlier one). Inserted one
+    /// by one: collecting into a `BTreeMap` would link a sort into the Wasm.
+    pub fn object(members: Vec<(&str, Value)>) -> Value {
+        let mut map = Map::new();
+        for (key, value) in members {
+            map.insert(key.to_owned(), value);
+        }
+        Value::Object(map)
     }
 
     /// Sets a member of an object; does nothing to any other value.
@@ -876,6 +891,56 @@ impl From<&serde_json::Value> for Value {
 impl From<serde_json::Value> for Value {
     fn from(value: serde_json::Value) -> Value {
         Value::from(&value)
+    }
+}
+
+/// Comparisons with plain values, as serde_json's `Value` has them, for the tests.
+#[cfg(test)]
+mod comparisons {
+    use super::Value;
+
+    impl PartialEq<str> for Value {
+        fn eq(&self, other: &str) -> bool {
+            self.as_str() == Some(other)
+        }
+    }
+
+    impl PartialEq<&str> for Value {
+        fn eq(&self, other: &&str) -> bool {
+            self.as_str() == Some(*other)
+        }
+    }
+
+    impl PartialEq<String> for Value {
+        fn eq(&self, other: &String) -> bool {
+            self.as_str() == Some(other.as_str())
+        }
+    }
+
+    impl PartialEq<bool> for Value {
+        fn eq(&self, other: &bool) -> bool {
+            self.as_bool() == Some(*other)
+        }
+    }
+
+    macro_rules! numeric {
+        ($($ty:ty => $as:ident as $wide:ty),*) => {$(
+            impl PartialEq<$ty> for Value {
+                fn eq(&self, other: &$ty) -> bool {
+                    self.$as() == Some(*other as $wide)
+                }
+            }
+        )*};
+    }
+    numeric!(i32 => as_i64 as i64, i64 => as_i64 as i64, u16 => as_u64 as u64, u32 => as_u64 as u64,
+        u64 => as_u64 as u64, usize => as_u64 as u64, f64 => as_f64 as f64);
+
+    impl PartialEq<serde_json::Value> for Value {
+        // Tests only: converting first is the simple way, and exact.
+        #[allow(clippy::cmp_owned)]
+        fn eq(&self, other: &serde_json::Value) -> bool {
+            *self == Value::from(other)
+        }
     }
 }
 

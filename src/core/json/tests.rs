@@ -154,7 +154,7 @@ fn numbers_are_classified_as_serde_json_classifies_them() {
         ("1e3", None, None, 1000.0),
         ("1.5e-3", None, None, 0.0015),
         ("123456789012345678901234567890", None, None, 1.2345678901234568e29),
-        ("563000000000000.2", None, None, 563000000000000.25),
+        ("563000000000000.2", None, None, 563_000_000_000_000.0 + 0.25),
     ];
     for (text, as_u64, as_i64, as_f64) in cases {
         let n = number(text);
@@ -183,7 +183,7 @@ fn nesting_stops_where_serde_jsons_does() {
 
 #[test]
 fn built_objects_write_sorted_keys_and_null_for_none() {
-    let mut value = Value::object([("b", Value::from(1u64)), ("a", Value::from(None::<u64>))]);
+    let mut value = Value::object(vec![("b", Value::from(1u64)), ("a", Value::from(None::<u64>))]);
     value.insert("c", "x\u{1}");
     value.insert("a", true);
     assert_eq!(value.to_string(), r#"{"a":true,"b":1,"c":"x\u0001"}"#);
@@ -191,6 +191,24 @@ fn built_objects_write_sorted_keys_and_null_for_none() {
     assert_eq!(Value::from(-3i64).to_string(), "-3");
     assert_eq!(value["missing"], Value::Null);
     assert_eq!(Value::Null["a"], Value::Null);
+}
+
+#[test]
+fn powers_of_two_and_their_neighbours_write_as_serde_json_writes_them() {
+    // Where the f64s below are twice as dense as above, the shortest decimal is not
+    // always the nearest one.
+    let normal = (1u64..2047).map(|exponent| exponent << 52);
+    let subnormal = (0..52).map(|bit| 1u64 << bit);
+    for bits in normal.chain(subnormal) {
+        for x in [f64::from_bits(bits), f64::from_bits(bits + 1), f64::from_bits(bits - 1)] {
+            assert_eq!(Value::from(x).to_string(), serde_json::Value::from(x).to_string(), "{x:e}");
+        }
+    }
+    for x in
+        [0.0, -0.0, f64::MIN_POSITIVE, f64::MAX, f64::MIN, 5e-324, 0.1, 1e15, 1e16, 1e-5, 1e-6, 123456.789]
+    {
+        assert_eq!(Value::from(x).to_string(), serde_json::Value::from(x).to_string(), "{x:e}");
+    }
 }
 
 /// Generated JSON, written by serde_json in its compact and pretty forms.

@@ -27,7 +27,7 @@
 //!    log it. It answers with the record's inspect view, which names the object id and
 //!    never the scope.
 
-use serde_json::{json, Value};
+use super::json::{self, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::async_job::JobPhase;
@@ -76,13 +76,13 @@ pub fn operator_name(header: Option<&str>) -> Option<String> {
 /// One audit line (JSON) for an admin call: `operation` is `inspect`, `reveal`, `purge`,
 /// `purge-force` or `refused`; `outcome` the answer's status. No token, no record content.
 pub fn audit_line(operation: &str, object_id: Option<&str>, operator: Option<&str>, status: u16) -> String {
-    json!({
-        "event": "admin-audit",
-        "operation": operation,
-        "object": object_id,
-        "operator": operator_name(operator),
-        "status": status,
-    })
+    Value::object(vec![
+        ("event", "admin-audit".into()),
+        ("operation", operation.into()),
+        ("object", object_id.into()),
+        ("operator", operator_name(operator).into()),
+        ("status", status.into()),
+    ])
     .to_string()
 }
 
@@ -163,14 +163,17 @@ pub fn inspection(
     faults: &FaultInjection,
 ) -> Value {
     let mut view = summary(object_id, record, waiters.is_some(), now, reveal_fingerprint);
-    view["waiters"] = json!(waiters.unwrap_or(0));
+    view.insert("waiters", waiters.unwrap_or(0));
     if faults.is_set() {
-        view["fault_injection"] = json!({
-            "alarm_failures": faults.alarm_failures,
-            "delete_failures": faults.delete_failures,
-            "chunk_write_failures": faults.chunk_write_failures,
-            "panics_on_request": faults.panics_on_request,
-        });
+        view.insert(
+            "fault_injection",
+            Value::object(vec![
+                ("alarm_failures", faults.alarm_failures.into()),
+                ("delete_failures", faults.delete_failures.into()),
+                ("chunk_write_failures", faults.chunk_write_failures.into()),
+                ("panics_on_request", faults.panics_on_request.into()),
+            ]),
+        );
     }
     view
 }
@@ -185,76 +188,87 @@ pub fn summary(
     reveal_fingerprint: bool,
 ) -> Value {
     let Some(record) = record.filter(|record| !record.is_expired(now)) else {
-        return json!({ "object_id": object_id, "state": "absent" });
+        return Value::object(vec![("object_id", object_id.into()), ("state", "absent".into())]);
     };
-    let mut view = json!({
-        "object_id": object_id,
-        "state": record.state_name(),
-        "expires_at_ms": record.expires_at(),
-    });
+    let mut view = Value::object(vec![
+        ("object_id", object_id.into()),
+        ("state", record.state_name().into()),
+        ("expires_at_ms", record.expires_at().into()),
+    ]);
     if reveal_fingerprint {
-        view["fingerprint"] = json!(record.fingerprint().to_hex());
+        view.insert("fingerprint", record.fingerprint().to_hex());
     }
     match record {
         Record::InFlight(claim) => {
-            view["created_at_ms"] = json!(claim.claimed_at);
-            view["lease_until_ms"] = json!(claim.lease_until);
-            view["executing_now"] = json!(live);
-            view["attempts"] = json!(claim.origin_attempts);
+            view.insert("created_at_ms", claim.claimed_at);
+            view.insert("lease_until_ms", claim.lease_until);
+            view.insert("executing_now", live);
+            view.insert("attempts", claim.origin_attempts);
             if let Some(job) = &claim.async_job {
                 // Never the request itself: only that one is stored (sealed).
-                view["async"] = json!({
-                    "phase": match job.phase {
-                        JobPhase::Waiting => "waiting",
-                        JobPhase::Sending => "sending",
-                        JobPhase::GaveUp => "gave-up",
-                    },
-                    "retry_at_ms": (job.phase == JobPhase::Waiting).then_some(job.next_attempt_at),
-                    "deadline_ms": job.deadline,
-                    "request_stored": !job.sealed_request.is_empty(),
-                });
+                let phase = match job.phase {
+                    JobPhase::Waiting => "waiting",
+                    JobPhase::Sending => "sending",
+                    JobPhase::GaveUp => "gave-up",
+                };
+                view.insert(
+                    "async",
+                    Value::object(vec![
+                        ("phase", phase.into()),
+                        (
+                            "retry_at_ms",
+                            (job.phase == JobPhase::Waiting).then_some(job.next_attempt_at).into(),
+                        ),
+                        ("deadline_ms", job.deadline.into()),
+                        ("request_stored", (!job.sealed_request.is_empty()).into()),
+                    ]),
+                );
             }
         }
         Record::Completed(done) => {
-            view["created_at_ms"] = json!(done.completed_at);
+            view.insert("created_at_ms", done.completed_at);
             match &done.sealed_answer {
                 // Sealed: not even the status is known without opening it.
                 Some(sealed) => {
-                    view["sealed"] = json!(true);
+                    view.insert("sealed", true);
                     if let Some(envelope) = super::seal::Envelope::decode(sealed) {
-                        view["key_id"] = json!(envelope.key_id);
+                        view.insert("key_id", envelope.key_id);
                     }
                 }
                 None => {
-                    view["status"] = json!(done.response.status);
+                    view.insert("status", done.response.status);
                     let body_bytes =
                         done.chunks.as_ref().map_or(done.response.body.len() as u64, |m| m.body_len);
-                    view["body_bytes"] = json!(body_bytes);
+                    view.insert("body_bytes", body_bytes);
                 }
             }
             // A large answer stored in chunk rows (`core::chunks`).
             if let Some(manifest) = &done.chunks {
-                view["chunks"] = json!(manifest.count());
+                view.insert("chunks", manifest.count());
             }
         }
         Record::Unknown(unknown) => {
-            view["created_at_ms"] = json!(unknown.since);
-            view["attempts"] = json!(unknown.origin_attempts);
-            view["reason"] = json!(match unknown.reason {
+            view.insert("created_at_ms", unknown.since);
+            view.insert("attempts", unknown.origin_attempts);
+            let reason = match unknown.reason {
                 UnknownReason::OriginTimeout => "origin-timeout",
                 UnknownReason::ResetAfterSend => "reset-after-send",
                 UnknownReason::ResponseTooLarge { .. } => "response-too-large",
-            });
+            };
+            view.insert("reason", reason);
         }
     }
     // A lookup for an unknown outcome (`core::reconcile`): how often it said nothing, and
     // when the alarm asks next. Never the lookup itself (sealed: it holds the key).
     if let Some(reconciling) = record.reconciling() {
-        view["reconcile"] = json!({
-            "asked": reconciling.asked,
-            "next_at_ms": matches!(record, Record::Unknown(_)).then_some(reconciling.next_at),
-            "not_found_status": reconciling.not_found,
-        });
+        view.insert(
+            "reconcile",
+            Value::object(vec![
+                ("asked", reconciling.asked.into()),
+                ("next_at_ms", matches!(record, Record::Unknown(_)).then_some(reconciling.next_at).into()),
+                ("not_found_status", reconciling.not_found.into()),
+            ]),
+        );
     }
     view
 }
@@ -295,7 +309,7 @@ pub fn parse_lookup(
     if body.len() > MAX_LOOKUP_BYTES {
         return Err(bad("The lookup's body is over 16 KiB."));
     }
-    let value: Value = serde_json::from_slice(body).map_err(|_| bad("The lookup's body is not JSON."))?;
+    let value = json::parse(body).map_err(|_| bad("The lookup's body is not JSON."))?;
     let key = value["key"].as_str().ok_or_else(|| bad("Name the key: \"key\": \"…\"."))?;
     let key = parse_key(key.as_bytes()).map_err(|_| bad("\"key\" is not a valid Idempotency-Key."))?;
     let scope = match (&value["credential"], &value["claim"], &value["anonymous"]) {
@@ -323,7 +337,7 @@ pub fn parse_lookup(
         }
     };
     let extras_given = match &value["scope_headers"] {
-        Value::Null => serde_json::Map::new(),
+        Value::Null => Map::new(),
         Value::Object(map) => map.clone(),
         _ => return Err(bad("\"scope_headers\" must be an object of header names and values.")),
     };
@@ -533,7 +547,7 @@ mod tests {
         assert_eq!(summary(ID, None, false, 0, false)["state"], "absent");
         // The object's whole view: waiters always, fault injection only when set.
         let quiet = inspection(ID, Some(&done), None, 20, false, &FaultInjection::default());
-        assert_eq!((quiet["waiters"].clone(), quiet.get("fault_injection")), (json!(0), None));
+        assert_eq!((quiet["waiters"].clone(), quiet.get("fault_injection")), (Value::from(0u64), None));
         let faults = FaultInjection { delete_failures: 2, ..FaultInjection::default() };
         let degraded = inspection(ID, None, Some(3), 0, false, &faults);
         assert_eq!(degraded["waiters"], 3);
@@ -555,17 +569,18 @@ mod tests {
     #[test]
     fn audit_lines_name_the_operator_and_never_the_token() {
         let line = audit_line("purge-force", Some(ID), Some("alice@example.com"), 200);
-        let json: Value = serde_json::from_str(&line).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(json["event"], "admin-audit");
         assert_eq!(json["operation"], "purge-force");
         assert_eq!(json["operator"], "alice@example.com");
         assert_eq!(json["object"], ID);
         assert_eq!(json["status"], 200);
         let hostile = audit_line("inspect", None, Some("eve\n{\"x\":1}\u{7}"), 401);
-        assert!(!hostile.contains('\u{7}') && serde_json::from_str::<Value>(&hostile).is_ok());
+        assert!(!hostile.contains('\u{7}') && serde_json::from_str::<serde_json::Value>(&hostile).is_ok());
         assert_eq!(
-            serde_json::from_str::<Value>(&audit_line("inspect", None, None, 401)).unwrap()["operator"],
-            Value::Null
+            serde_json::from_str::<serde_json::Value>(&audit_line("inspect", None, None, 401)).unwrap()
+                ["operator"],
+            serde_json::Value::Null
         );
         assert_eq!(operator_name(Some(&"a".repeat(100))).unwrap().len(), 64);
     }

@@ -15,10 +15,14 @@ pub mod env_names;
 pub mod fingerprint;
 #[cfg(test)]
 mod format_fixtures;
+// The fuzz targets' checks, with serde_json as their oracle: built for the tests and for
+// fuzz/ (the `fuzz` feature) only, so that the worker does not depend on serde_json.
+#[cfg(any(test, feature = "fuzz"))]
 #[doc(hidden)]
 pub mod fuzz_checks;
 pub mod headers;
 pub mod hmac;
+pub mod json;
 pub mod jwks_cache;
 pub mod jwt;
 pub mod key;

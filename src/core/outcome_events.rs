@@ -16,7 +16,7 @@
 //! A message that cannot be sent is logged (`outcome-publish-failed`), never retried by the
 //! worker, and never changes the outcome or its answer.
 
-use serde_json::json;
+use super::json::Value;
 
 use super::log::Decision;
 
@@ -58,20 +58,22 @@ pub fn publishes(decision: Decision, asynchronous: bool) -> bool {
 impl OutcomeEvent<'_> {
     /// The message's body, as JSON.
     pub fn message(&self) -> String {
-        json!({
-            "version": MESSAGE_VERSION,
-            "object_id": self.object_id,
-            "decision": self.decision.token(),
-            "origin_status": self.origin_status,
-            "asynchronous": self.asynchronous,
-            "at_ms": self.at_ms,
-        })
+        Value::object(vec![
+            ("version", MESSAGE_VERSION.into()),
+            ("object_id", self.object_id.into()),
+            ("decision", self.decision.token().into()),
+            ("origin_status", self.origin_status.into()),
+            ("asynchronous", self.asynchronous.into()),
+            ("at_ms", self.at_ms.into()),
+        ])
         .to_string()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::core::problem::ProblemKind;
 

@@ -34,7 +34,7 @@
 //! Any other member, a wrong type or a value out of range is an error that says where
 //! (`IDEMPOTENCY_ROUTES[1].ttl_seconds: …`), so a typo never disables protection silently.
 
-use serde_json::{Map, Value};
+use super::json::{self, Map, Value};
 
 use super::body_shape::{BodyShape, JsonPointer, MAX_POINTERS};
 use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
@@ -265,7 +265,7 @@ pub fn parse_routes(raw: &str) -> Result<Vec<Route>, String> {
     if raw.trim().is_empty() {
         return Ok(Vec::new());
     }
-    let value: Value = serde_json::from_str(raw).map_err(|e| format!("not valid JSON ({e})"))?;
+    let value = json::parse_str(raw).map_err(|e| format!("not valid JSON ({e})"))?;
     let Value::Array(items) = value else {
         return Err("expected a JSON array of routes, tried in order".to_owned());
     };
@@ -490,10 +490,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
 /// `fingerprint_ignore` or `fingerprint_only` (not both): a list of JSON Pointers, each
 /// checked, the error naming the pointer. An empty `fingerprint_ignore` shapes nothing; an
 /// empty `fingerprint_only` would count nothing of the body, and is refused.
-fn body_shape(
-    members: &Map<String, Value>,
-    at: &dyn Fn(&str) -> String,
-) -> Result<Option<BodyShape>, String> {
+fn body_shape(members: &Map, at: &dyn Fn(&str) -> String) -> Result<Option<BodyShape>, String> {
     let pointers = |name: &str| -> Result<Option<Vec<JsonPointer>>, String> {
         let Some(list) = string_list(members, name, at)? else { return Ok(None) };
         if list.len() > MAX_POINTERS {
@@ -527,11 +524,7 @@ fn body_shape(
 
 /// A list of origin statuses from 400 to 599. A 2xx never releases a key nor is it ever
 /// unknown: the origin said that it executed.
-fn statuses(
-    members: &Map<String, Value>,
-    name: &str,
-    at: &dyn Fn(&str) -> String,
-) -> Result<Option<StatusSet>, String> {
+fn statuses(members: &Map, name: &str, at: &dyn Fn(&str) -> String) -> Result<Option<StatusSet>, String> {
     let Some(value) = members.get(name) else { return Ok(None) };
     let invalid = || format!("{}: expected an array of HTTP statuses from 400 to 599", at(name));
     let Value::Array(items) = value else { return Err(invalid()) };
@@ -542,11 +535,7 @@ fn statuses(
     StatusSet::of(&numbers).map(Some).ok_or_else(invalid)
 }
 
-fn flag(
-    members: &Map<String, Value>,
-    name: &str,
-    at: &dyn Fn(&str) -> String,
-) -> Result<Option<bool>, String> {
+fn flag(members: &Map, name: &str, at: &dyn Fn(&str) -> String) -> Result<Option<bool>, String> {
     match members.get(name) {
         None => Ok(None),
         Some(Value::Bool(value)) => Ok(Some(*value)),
@@ -555,7 +544,7 @@ fn flag(
 }
 
 fn string_list(
-    members: &Map<String, Value>,
+    members: &Map,
     name: &str,
     at: &dyn Fn(&str) -> String,
 ) -> Result<Option<Vec<String>>, String> {
@@ -574,7 +563,7 @@ fn string_list(
 }
 
 fn seconds(
-    members: &Map<String, Value>,
+    members: &Map,
     name: &str,
     min: u64,
     max: u64,

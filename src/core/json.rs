@@ -1,0 +1,948 @@
+//! JSON values: a strict RFC 8259 parser and a compact writer, for the few JSON documents
+//! the worker reads and writes itself (the `ROUTES` setting, JWT headers and claims, JWKS,
+//! `STORAGE_ENCRYPTION_KEYS`, the admin API's lookup body and answers, outcome messages).
+//!
+//! Owns the reading and writing of those values only; request bodies are read by
+//! `canonical_json`, which never builds a value. It replaces `serde_json` so that the Wasm
+//! links neither serde_json nor serde's generic code, and it reads exactly what
+//! `serde_json::from_slice::<serde_json::Value>` reads (the tests compare the two):
+//!
+//! 1. The whole input is one value with optional whitespace (space, tab, CR, LF) around
+//!    it; anything after it is an error. Strings are UTF-8 without raw control characters
+//!    and with valid escapes; a `\u` escape of a surrogate must be a high one followed by
+//!    a low one. Numbers have no leading zeros, no `+`, no bare `.`.
+//! 2. Arrays and objects nest at most 127 deep (serde_json's recursion limit of 128), so
+//!    a hostile document cannot exhaust the stack.
+//! 3. An object keeps the last value of a key written twice, and iterates its keys sorted
+//!    (a `BTreeMap`, as serde_json's `Map` without `preserve_order`). Claims such as
+//!    `exp` therefore read as every other serde_json-based JWT library reads them.
+//! 4. A number is a `u64` when written as a whole number that fits, an `i64` when a
+//!    negative whole number fits, else an `f64` computed as serde_json computes it
+//!    (without its `float_roundtrip` feature), including `-0` as `-0.0`; a number too
+//!    large for an `f64` is an error.
+//! 5. Written JSON is compact, keys sorted, strings escaped as serde_json escapes them
+//!    (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other control characters as `\u00XX`,
+//!    everything else as is), so answers stay byte-identical.
+//!
+//! An error names the rule broken and where (line and column), never the input's text:
+//! the parsed documents hold secrets (keys, tokens).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// An object's members, keys sorted and unique.
+pub type Map = BTreeMap<String, Value>;
+
+/// serde_json's default recursion limit: a value nested this deep is refused.
+const DEPTH_LIMIT: u8 = 128;
+
+/// A JSON value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(String),
+    Array(Vec<Value>),
+    Object(Map),
+}
+
+/// A JSON number, kept as serde_json keeps it (see rule 4): `1` and `1.0` differ.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Number(N);
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum N {
+    PosInt(u64),
+    /// Always below zero.
+    NegInt(i64),
+    /// Always finite.
+    Float(f64),
+}
+
+impl Number {
+    pub fn is_u64(&self) -> bool {
+        matches!(self.0, N::PosInt(_))
+    }
+
+    pub fn is_i64(&self) -> bool {
+        match self.0 {
+            N::PosInt(n) => n <= i64::MAX as u64,
+            N::NegInt(_) => true,
+            N::Float(_) => false,
+        }
+    }
+
+    pub fn as_u64(&self) -> Option<u64> {
+        match self.0 {
+            N::PosInt(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    pub fn as_i64(&self) -> Option<i64> {
+        match self.0 {
+            N::PosInt(n) => i64::try_from(n).ok(),
+            N::NegInt(n) => Some(n),
+            N::Float(_) => None,
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        Some(match self.0 {
+            N::PosInt(n) => n as f64,
+            N::NegInt(n) => n as f64,
+            N::Float(f) => f,
+        })
+    }
+}
+
+impl fmt::Display for Number {
+    /// As serde_json writes it: integers in decimal, an `f64` in its shortest round-trip
+    /// digits, in positional form for decimal exponents from -5 to 15 (with `.0` on a
+    /// whole number), else `1.5e-7`, `1e+16`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            N::PosInt(n) => write!(f, "{n}"),
+            N::NegInt(n) => write!(f, "{n}"),
+            N::Float(x) => f.write_str(&format_f64(x)),
+        }
+    }
+}
+
+/// An `f64` as serde_json (zmij) formats a finite one: the shortest digits that read back
+/// as the same `f64`, the nearest such when there are several, in serde_json's layout.
+fn format_f64(x: f64) -> String {
+    // Rust's `{:e}` gives the shortest digits that read back, the nearest such; only a tie
+    // between two nearest (below) and the layout differ from serde_json's.
+    let (mut digits, mut exponent) = scientific_parts(&format!("{:e}", x.abs()));
+    // Two shortest forms equally near the exact value (563000000000000.25 is as near to
+    // ...0.2 as to ...0.3): serde_json takes the one with an even last digit if it reads
+    // back. A tie is an exact value one digit longer, ending in 5.
+    let (exact, exact_exponent) = scientific_parts(&format!("{:.800e}", x.abs()));
+    if exact.len() == digits.len() + 1 && exact.ends_with('5') && exact_exponent == exponent {
+        let truncated = &exact[..digits.len()];
+        let (even, even_exponent) = if truncated.as_bytes()[truncated.len() - 1] % 2 == 0 {
+            (truncated.to_owned(), exponent)
+        } else {
+            decimal_increment(truncated, exponent)
+        };
+        if reads_back(&even, even_exponent, x.abs()) {
+            (digits, exponent) = (even, even_exponent);
+        }
+    }
+    let length = digits.len() as i32;
+    let mut out = String::with_capacity(length as usize + 8);
+    if x.is_sign_negative() {
+        out.push('-');
+    }
+    if (-5..=15).contains(&exponent) {
+        if length - 1 <= exponent {
+            // 1234e7 -> 12340000000.0
+            out.push_str(&digits);
+            out.extend(std::iter::repeat_n('0', (exponent + 1 - length) as usize));
+            out.push_str(".0");
+        } else if exponent >= 0 {
+            // 1234e-2 -> 12.34
+            let (whole, fraction) = digits.split_at(exponent as usize + 1);
+            out.push_str(whole);
+            out.push('.');
+            out.push_str(fraction);
+        } else {
+            // 1234e-6 -> 0.001234
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', (-exponent - 1) as usize));
+            out.push_str(&digits);
+        }
+    } else {
+        // 1234e30 -> 1.234e+33
+        out.push_str(&digits[..1]);
+        if length > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        if exponent >= 0 {
+            out.push('+');
+        }
+        out.push_str(&exponent.to_string());
+    }
+    out
+}
+
+/// Whether the decimal `digits × 10^(exponent - digits + 1)` reads as `x`.
+fn reads_back(digits: &str, exponent: i32, x: f64) -> bool {
+    format!("{digits}e{}", exponent - (digits.len() as i32 - 1)).parse::<f64>() == Ok(x)
+}
+
+/// The significant digits (trailing zeros dropped) and the exponent of `{:e}` text.
+fn scientific_parts(text: &str) -> (String, i32) {
+    let (mantissa, exponent) = text.split_once('e').unwrap_or((text, "0"));
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    (digits.to_owned(), exponent.parse().unwrap_or(0))
+}
+
+/// `digits` (of a number `d.ddd × 10^exponent`) plus one in the last place.
+fn decimal_increment(digits: &str, exponent: i32) -> (String, i32) {
+    let mut bytes = digits.as_bytes().to_vec();
+    for byte in bytes.iter_mut().rev() {
+        if *byte == b'9' {
+            *byte = b'0';
+        } else {
+            *byte += 1;
+            let text = String::from_utf8(bytes).unwrap_or_default();
+            return (text.trim_end_matches('0').to_owned(), exponent);
+        }
+    }
+    ("1".to_owned(), exponent + 1)
+}
+
+impl Value {
+    /// An object of these members (a later duplicate replaces an earlier one). Inserted one
+    /// by one: collecting into a `BTreeMap` would link a sort into the Wasm.
+    pub fn object(members: Vec<(&str, Value)>) -> Value {
+        let mut map = Map::new();
+        for (key, value) in members {
+            map.insert(key.to_owned(), value);
+        }
+        Value::Object(map)
+    }
+
+    /// Sets a member of an object; does nothing to any other value.
+    pub fn insert(&mut self, key: &str, value: impl Into<Value>) {
+        if let Value::Object(members) = self {
+            members.insert(key.to_owned(), value.into());
+        }
+    }
+
+    /// An object's member; `None` for a missing one and for any other value.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.as_object()?.get(key)
+    }
+
+    pub fn as_object(&self) -> Option<&Map> {
+        match self {
+            Value::Object(members) => Some(members),
+            _ => None,
+        }
+    }
+
+    pub fn as_array(&self) -> Option<&Vec<Value>> {
+        match self {
+            Value::Array(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    pub fn is_string(&self) -> bool {
+        matches!(self, Value::String(_))
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Value::Number(n) => n.as_u64(),
+            _ => None,
+        }
+    }
+
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Number(n) => n.as_i64(),
+            _ => None,
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Number(n) => n.as_f64(),
+            _ => None,
+        }
+    }
+}
+
+static NULL: Value = Value::Null;
+
+/// `value["key"]`: the member, or `null` when missing or not an object (as serde_json).
+impl std::ops::Index<&str> for Value {
+    type Output = Value;
+
+    fn index(&self, key: &str) -> &Value {
+        self.get(key).unwrap_or(&NULL)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Value {
+        Value::Bool(b)
+    }
+}
+
+impl From<u64> for Value {
+    fn from(n: u64) -> Value {
+        Value::Number(Number(N::PosInt(n)))
+    }
+}
+
+impl From<u32> for Value {
+    fn from(n: u32) -> Value {
+        Value::from(u64::from(n))
+    }
+}
+
+impl From<u16> for Value {
+    fn from(n: u16) -> Value {
+        Value::from(u64::from(n))
+    }
+}
+
+impl From<usize> for Value {
+    fn from(n: usize) -> Value {
+        Value::from(n as u64)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(n: i64) -> Value {
+        Value::Number(Number(if n < 0 { N::NegInt(n) } else { N::PosInt(n as u64) }))
+    }
+}
+
+/// A finite `f64`; anything else is `null`, as serde_json makes it.
+impl From<f64> for Value {
+    fn from(x: f64) -> Value {
+        if x.is_finite() {
+            Value::Number(Number(N::Float(x)))
+        } else {
+            Value::Null
+        }
+    }
+}
+
+impl From<&str> for Value {
+    fn from(text: &str) -> Value {
+        Value::String(text.to_owned())
+    }
+}
+
+impl From<String> for Value {
+    fn from(text: String) -> Value {
+        Value::String(text)
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(value: Option<T>) -> Value {
+        value.map_or(Value::Null, Into::into)
+    }
+}
+
+impl From<Map> for Value {
+    fn from(members: Map) -> Value {
+        Value::Object(members)
+    }
+}
+
+/// Compact JSON, keys sorted (`to_string()` is the text serde_json writes).
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = String::new();
+        write_value(&mut out, self);
+        f.write_str(&out)
+    }
+}
+
+fn write_value(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(text) => write_string(out, text),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(members) => {
+            out.push('{');
+            for (i, (key, item)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(out, key);
+                out.push(':');
+                write_value(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// A JSON string literal, escaped as serde_json escapes it.
+pub fn write_string(out: &mut String, text: &str) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if u32::from(c) < 0x20 => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let code = u32::from(c) as usize;
+                out.push_str("\\u00");
+                out.push(char::from(HEX[code >> 4]));
+                out.push(char::from(HEX[code & 0xf]));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Why a text is not JSON: the rule broken and where. Never the text itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    what: &'static str,
+    line: usize,
+    column: usize,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at line {} column {}", self.what, self.line, self.column)
+    }
+}
+
+/// Parses one JSON value (rules 1 to 4).
+pub fn parse(bytes: &[u8]) -> Result<Value, Error> {
+    let mut parser = Parser { bytes, at: 0, depth_left: DEPTH_LIMIT };
+    let value = parser.value()?;
+    parser.skip_whitespace();
+    if parser.at < bytes.len() {
+        return Err(parser.error("trailing characters"));
+    }
+    Ok(value)
+}
+
+/// [`parse`] for text.
+pub fn parse_str(text: &str) -> Result<Value, Error> {
+    parse(text.as_bytes())
+}
+
+struct Parser<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    depth_left: u8,
+}
+
+/// serde_json's check before `a * 10 + b`: whether it would pass `max`.
+macro_rules! overflows {
+    ($a:ident * 10 + $b:ident, $max:expr) => {
+        $a >= $max / 10 && ($a > $max / 10 || $b > $max % 10)
+    };
+}
+
+impl Parser<'_> {
+    fn error(&self, what: &'static str) -> Error {
+        let before = &self.bytes[..self.at.min(self.bytes.len())];
+        let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
+        let column = before.len() - before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        Error { what, line, column }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    /// The next byte, consumed; `None` at the end.
+    fn next(&mut self) -> Option<u8> {
+        let byte = self.peek()?;
+        self.at += 1;
+        Some(byte)
+    }
+
+    fn skip_whitespace(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    fn value(&mut self) -> Result<Value, Error> {
+        self.skip_whitespace();
+        match self.peek() {
+            None => Err(self.error("EOF while parsing a value")),
+            Some(b'n') => self.literal(b"null", Value::Null),
+            Some(b't') => self.literal(b"true", Value::Bool(true)),
+            Some(b'f') => self.literal(b"false", Value::Bool(false)),
+            Some(b'-') => {
+                self.at += 1;
+                self.number(false).map(Value::Number)
+            }
+            Some(b'0'..=b'9') => self.number(true).map(Value::Number),
+            Some(b'"') => {
+                self.at += 1;
+                self.string().map(Value::String)
+            }
+            Some(open @ (b'[' | b'{')) => {
+                self.depth_left -= 1;
+                if self.depth_left == 0 {
+                    return Err(self.error("recursion limit exceeded"));
+                }
+                self.at += 1;
+                let value = if open == b'[' { self.array() } else { self.object() };
+                self.depth_left += 1;
+                value
+            }
+            Some(_) => Err(self.error("expected value")),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], value: Value) -> Result<Value, Error> {
+        for &expected in word {
+            match self.next() {
+                None => return Err(self.error("EOF while parsing a value")),
+                Some(byte) if byte != expected => return Err(self.error("expected ident")),
+                Some(_) => {}
+            }
+        }
+        Ok(value)
+    }
+
+    fn array(&mut self) -> Result<Value, Error> {
+        let mut items = Vec::new();
+        self.skip_whitespace();
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            return Ok(Value::Array(items));
+        }
+        loop {
+            items.push(self.value()?);
+            self.skip_whitespace();
+            match self.next() {
+                Some(b',') => {}
+                Some(b']') => return Ok(Value::Array(items)),
+                None => return Err(self.error("EOF while parsing a list")),
+                Some(_) => return Err(self.error("expected `,` or `]`")),
+            }
+        }
+    }
+
+    fn object(&mut self) -> Result<Value, Error> {
+        let mut members = Map::new();
+        self.skip_whitespace();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Ok(Value::Object(members));
+        }
+        loop {
+            self.skip_whitespace();
+            match self.next() {
+                Some(b'"') => {}
+                None => return Err(self.error("EOF while parsing an object")),
+                Some(_) => return Err(self.error("key must be a string")),
+            }
+            let key = self.string()?;
+            self.skip_whitespace();
+            match self.next() {
+                Some(b':') => {}
+                None => return Err(self.error("EOF while parsing an object")),
+                Some(_) => return Err(self.error("expected `:`")),
+            }
+            let value = self.value()?;
+            // The last of a key written twice wins (rule 3).
+            members.insert(key, value);
+            self.skip_whitespace();
+            match self.next() {
+                Some(b',') => {}
+                Some(b'}') => return Ok(Value::Object(members)),
+                None => return Err(self.error("EOF while parsing an object")),
+                Some(_) => return Err(self.error("expected `,` or `}`")),
+            }
+        }
+    }
+
+    /// The rest of a string whose opening quote is consumed.
+    fn string(&mut self) -> Result<String, Error> {
+        let mut out = String::new();
+        loop {
+            // A run of plain bytes, copied at once once its UTF-8 is checked.
+            let start = self.at;
+            while let Some(byte) = self.peek() {
+                if byte == b'"' || byte == b'\\' || byte < 0x20 {
+                    break;
+                }
+                self.at += 1;
+            }
+            match std::str::from_utf8(&self.bytes[start..self.at]) {
+                Ok(run) => out.push_str(run),
+                Err(_) => return Err(self.error("invalid unicode code point")),
+            }
+            match self.next() {
+                Some(b'"') => return Ok(out),
+                Some(b'\\') => self.escape(&mut out)?,
+                Some(_) => {
+                    return Err(self.error("control character (\\u0000-\\u001F) found while parsing a string"))
+                }
+                None => return Err(self.error("EOF while parsing a string")),
+            }
+        }
+    }
+
+    fn escape(&mut self, out: &mut String) -> Result<(), Error> {
+        let c = match self.next() {
+            Some(b'"') => '"',
+            Some(b'\\') => '\\',
+            Some(b'/') => '/',
+            Some(b'b') => '\u{8}',
+            Some(b'f') => '\u{c}',
+            Some(b'n') => '\n',
+            Some(b'r') => '\r',
+            Some(b't') => '\t',
+            Some(b'u') => self.unicode_escape()?,
+            Some(_) => return Err(self.error("invalid escape")),
+            None => return Err(self.error("EOF while parsing a string")),
+        };
+        out.push(c);
+        Ok(())
+    }
+
+    /// A `\u` escape's character: a surrogate only as a high one followed by `\u` and a
+    /// low one (rule 1).
+    fn unicode_escape(&mut self) -> Result<char, Error> {
+        let first = self.hex4()?;
+        let code = match first {
+            0xDC00..=0xDFFF => return Err(self.error("lone leading surrogate in hex escape")),
+            0xD800..=0xDBFF => {
+                if self.next() != Some(b'\\') || self.next() != Some(b'u') {
+                    return Err(self.error("unexpected end of hex escape"));
+                }
+                let second = self.hex4()?;
+                if !(0xDC00..=0xDFFF).contains(&second) {
+                    return Err(self.error("lone leading surrogate in hex escape"));
+                }
+                0x10000 + ((u32::from(first) - 0xD800) << 10) + (u32::from(second) - 0xDC00)
+            }
+            code => u32::from(code),
+        };
+        char::from_u32(code).ok_or_else(|| self.error("invalid unicode code point"))
+    }
+
+    fn hex4(&mut self) -> Result<u16, Error> {
+        let mut code = 0u16;
+        for _ in 0..4 {
+            let digit = match self.next() {
+                Some(c @ b'0'..=b'9') => c - b'0',
+                Some(c @ b'a'..=b'f') => c - b'a' + 10,
+                Some(c @ b'A'..=b'F') => c - b'A' + 10,
+                Some(_) => return Err(self.error("invalid escape")),
+                None => return Err(self.error("EOF while parsing a string")),
+            };
+            code = code * 16 + u16::from(digit);
+        }
+        Ok(code)
+    }
+
+    /// A number whose sign, if any, is consumed: serde_json's `parse_integer` and what it
+    /// calls, step for step, so that every value (and every `f64` rounding) is the same.
+    fn number(&mut self, positive: bool) -> Result<Number, Error> {
+        let significand = match self.next() {
+            None => return Err(self.error("EOF while parsing a value")),
+            Some(b'0') => {
+                // One leading zero only.
+                if let Some(b'0'..=b'9') = self.peek() {
+                    return Err(self.error("invalid number"));
+                }
+                0
+            }
+            Some(c @ b'1'..=b'9') => {
+                let mut significand = u64::from(c - b'0');
+                while let Some(c @ b'0'..=b'9') = self.peek() {
+                    let digit = u64::from(c - b'0');
+                    if overflows!(significand * 10 + digit, u64::MAX) {
+                        // Past u64: the further digits only raise the exponent.
+                        let mut exponent = 0i32;
+                        while let Some(b'0'..=b'9') = self.peek() {
+                            self.at += 1;
+                            exponent += 1;
+                        }
+                        return self.float_rest(positive, significand, exponent);
+                    }
+                    self.at += 1;
+                    significand = significand * 10 + digit;
+                }
+                significand
+            }
+            Some(_) => return Err(self.error("invalid number")),
+        };
+        match self.peek() {
+            Some(b'.' | b'e' | b'E') => self.float_rest(positive, significand, 0),
+            _ if positive => Ok(Number(N::PosInt(significand))),
+            _ => {
+                let negated = (significand as i64).wrapping_neg();
+                // Past i64, and `-0`, are floats.
+                Ok(Number(if negated >= 0 { N::Float(-(significand as f64)) } else { N::NegInt(negated) }))
+            }
+        }
+    }
+
+    /// A fraction and/or an exponent, if any, after the integer digits.
+    fn float_rest(&mut self, positive: bool, significand: u64, exponent: i32) -> Result<Number, Error> {
+        let value = match self.peek() {
+            Some(b'.') => self.decimal(positive, significand, exponent)?,
+            Some(b'e' | b'E') => self.exponent(positive, significand, exponent)?,
+            _ => self.float_from_parts(positive, significand, exponent)?,
+        };
+        Ok(Number(N::Float(value)))
+    }
+
+    fn decimal(&mut self, positive: bool, mut significand: u64, exponent_before: i32) -> Result<f64, Error> {
+        self.at += 1;
+        let mut exponent_after = 0i32;
+        let mut digits = false;
+        while let Some(c @ b'0'..=b'9') = self.peek() {
+            let digit = u64::from(c - b'0');
+            digits = true;
+            if overflows!(significand * 10 + digit, u64::MAX) {
+                // The next digit would overflow: ignore every further one.
+                while let Some(b'0'..=b'9') = self.peek() {
+                    self.at += 1;
+                }
+                break;
+            }
+            self.at += 1;
+            significand = significand * 10 + digit;
+            exponent_after -= 1;
+        }
+        if !digits {
+            return Err(match self.peek() {
+                Some(_) => self.error("invalid number"),
+                None => self.error("EOF while parsing a value"),
+            });
+        }
+        let exponent = exponent_before + exponent_after;
+        match self.peek() {
+            Some(b'e' | b'E') => self.exponent(positive, significand, exponent),
+            _ => self.float_from_parts(positive, significand, exponent),
+        }
+    }
+
+    fn exponent(&mut self, positive: bool, significand: u64, starting: i32) -> Result<f64, Error> {
+        self.at += 1;
+        let positive_exponent = match self.peek() {
+            Some(b'+') => {
+                self.at += 1;
+                true
+            }
+            Some(b'-') => {
+                self.at += 1;
+                false
+            }
+            _ => true,
+        };
+        let mut exponent = match self.next() {
+            Some(c @ b'0'..=b'9') => i32::from(c - b'0'),
+            Some(_) => return Err(self.error("invalid number")),
+            None => return Err(self.error("EOF while parsing a value")),
+        };
+        while let Some(c @ b'0'..=b'9') = self.peek() {
+            self.at += 1;
+            let digit = i32::from(c - b'0');
+            if overflows!(exponent * 10 + digit, i32::MAX) {
+                // An exponent past i32: infinity is an error, the rest is zero.
+                if significand != 0 && positive_exponent {
+                    return Err(self.error("number out of range"));
+                }
+                while let Some(b'0'..=b'9') = self.peek() {
+                    self.at += 1;
+                }
+                return Ok(if positive { 0.0 } else { -0.0 });
+            }
+            exponent = exponent * 10 + digit;
+        }
+        let exponent = if positive_exponent {
+            starting.saturating_add(exponent)
+        } else {
+            starting.saturating_sub(exponent)
+        };
+        self.float_from_parts(positive, significand, exponent)
+    }
+
+    /// serde_json's `f64_from_parts` (without `float_roundtrip`): the significand scaled by
+    /// a power of ten from a table, so the rounding is the same as serde_json's.
+    fn float_from_parts(&self, positive: bool, significand: u64, mut exponent: i32) -> Result<f64, Error> {
+        let mut f = significand as f64;
+        loop {
+            match POW10.get(exponent.wrapping_abs() as usize) {
+                Some(&pow) => {
+                    if exponent >= 0 {
+                        f *= pow;
+                        if f.is_infinite() {
+                            return Err(self.error("number out of range"));
+                        }
+                    } else {
+                        f /= pow;
+                    }
+                    break;
+                }
+                None => {
+                    if f == 0.0 {
+                        break;
+                    }
+                    if exponent >= 0 {
+                        return Err(self.error("number out of range"));
+                    }
+                    f /= 1e308;
+                    exponent += 308;
+                }
+            }
+        }
+        Ok(if positive { f } else { -f })
+    }
+}
+
+// Exact powers of ten as Rust reads the literals, as serde_json's table.
+#[rustfmt::skip]
+static POW10: [f64; 309] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9,
+    1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+    1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27, 1e28, 1e29,
+    1e30, 1e31, 1e32, 1e33, 1e34, 1e35, 1e36, 1e37, 1e38, 1e39,
+    1e40, 1e41, 1e42, 1e43, 1e44, 1e45, 1e46, 1e47, 1e48, 1e49,
+    1e50, 1e51, 1e52, 1e53, 1e54, 1e55, 1e56, 1e57, 1e58, 1e59,
+    1e60, 1e61, 1e62, 1e63, 1e64, 1e65, 1e66, 1e67, 1e68, 1e69,
+    1e70, 1e71, 1e72, 1e73, 1e74, 1e75, 1e76, 1e77, 1e78, 1e79,
+    1e80, 1e81, 1e82, 1e83, 1e84, 1e85, 1e86, 1e87, 1e88, 1e89,
+    1e90, 1e91, 1e92, 1e93, 1e94, 1e95, 1e96, 1e97, 1e98, 1e99,
+    1e100, 1e101, 1e102, 1e103, 1e104, 1e105, 1e106, 1e107, 1e108, 1e109,
+    1e110, 1e111, 1e112, 1e113, 1e114, 1e115, 1e116, 1e117, 1e118, 1e119,
+    1e120, 1e121, 1e122, 1e123, 1e124, 1e125, 1e126, 1e127, 1e128, 1e129,
+    1e130, 1e131, 1e132, 1e133, 1e134, 1e135, 1e136, 1e137, 1e138, 1e139,
+    1e140, 1e141, 1e142, 1e143, 1e144, 1e145, 1e146, 1e147, 1e148, 1e149,
+    1e150, 1e151, 1e152, 1e153, 1e154, 1e155, 1e156, 1e157, 1e158, 1e159,
+    1e160, 1e161, 1e162, 1e163, 1e164, 1e165, 1e166, 1e167, 1e168, 1e169,
+    1e170, 1e171, 1e172, 1e173, 1e174, 1e175, 1e176, 1e177, 1e178, 1e179,
+    1e180, 1e181, 1e182, 1e183, 1e184, 1e185, 1e186, 1e187, 1e188, 1e189,
+    1e190, 1e191, 1e192, 1e193, 1e194, 1e195, 1e196, 1e197, 1e198, 1e199,
+    1e200, 1e201, 1e202, 1e203, 1e204, 1e205, 1e206, 1e207, 1e208, 1e209,
+    1e210, 1e211, 1e212, 1e213, 1e214, 1e215, 1e216, 1e217, 1e218, 1e219,
+    1e220, 1e221, 1e222, 1e223, 1e224, 1e225, 1e226, 1e227, 1e228, 1e229,
+    1e230, 1e231, 1e232, 1e233, 1e234, 1e235, 1e236, 1e237, 1e238, 1e239,
+    1e240, 1e241, 1e242, 1e243, 1e244, 1e245, 1e246, 1e247, 1e248, 1e249,
+    1e250, 1e251, 1e252, 1e253, 1e254, 1e255, 1e256, 1e257, 1e258, 1e259,
+    1e260, 1e261, 1e262, 1e263, 1e264, 1e265, 1e266, 1e267, 1e268, 1e269,
+    1e270, 1e271, 1e272, 1e273, 1e274, 1e275, 1e276, 1e277, 1e278, 1e279,
+    1e280, 1e281, 1e282, 1e283, 1e284, 1e285, 1e286, 1e287, 1e288, 1e289,
+    1e290, 1e291, 1e292, 1e293, 1e294, 1e295, 1e296, 1e297, 1e298, 1e299,
+    1e300, 1e301, 1e302, 1e303, 1e304, 1e305, 1e306, 1e307, 1e308,
+];
+
+/// Tests build values with serde_json's `json!` and hand them over with this.
+#[cfg(test)]
+impl From<&serde_json::Value> for Value {
+    fn from(value: &serde_json::Value) -> Value {
+        match value {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::Bool(*b),
+            serde_json::Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+                (Some(u), _, _) => Value::from(u),
+                (None, Some(i), _) => Value::from(i),
+                (None, None, Some(f)) => Value::from(f),
+                _ => unreachable!("a serde_json number is one of the three"),
+            },
+            serde_json::Value::String(text) => Value::String(text.clone()),
+            serde_json::Value::Array(items) => Value::Array(items.iter().map(Value::from).collect()),
+            serde_json::Value::Object(members) => {
+                Value::Object(members.iter().map(|(key, value)| (key.clone(), Value::from(value))).collect())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+impl From<serde_json::Value> for Value {
+    fn from(value: serde_json::Value) -> Value {
+        Value::from(&value)
+    }
+}
+
+/// Comparisons with plain values, as serde_json's `Value` has them, for the tests.
+#[cfg(test)]
+mod comparisons {
+    use super::Value;
+
+    impl PartialEq<str> for Value {
+        fn eq(&self, other: &str) -> bool {
+            self.as_str() == Some(other)
+        }
+    }
+
+    impl PartialEq<&str> for Value {
+        fn eq(&self, other: &&str) -> bool {
+            self.as_str() == Some(*other)
+        }
+    }
+
+    impl PartialEq<String> for Value {
+        fn eq(&self, other: &String) -> bool {
+            self.as_str() == Some(other.as_str())
+        }
+    }
+
+    impl PartialEq<bool> for Value {
+        fn eq(&self, other: &bool) -> bool {
+            self.as_bool() == Some(*other)
+        }
+    }
+
+    macro_rules! numeric {
+        ($($ty:ty => $as:ident as $wide:ty),*) => {$(
+            impl PartialEq<$ty> for Value {
+                fn eq(&self, other: &$ty) -> bool {
+                    self.$as() == Some(*other as $wide)
+                }
+            }
+        )*};
+    }
+    numeric!(i32 => as_i64 as i64, i64 => as_i64 as i64, u16 => as_u64 as u64, u32 => as_u64 as u64,
+        u64 => as_u64 as u64, usize => as_u64 as u64, f64 => as_f64 as f64);
+
+    impl PartialEq<serde_json::Value> for Value {
+        // Tests only: converting first is the simple way, and exact.
+        #[allow(clippy::cmp_owned)]
+        fn eq(&self, other: &serde_json::Value) -> bool {
+            *self == Value::from(other)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

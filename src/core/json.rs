@@ -111,26 +111,15 @@ impl fmt::Display for Number {
 }
 
 /// An `f64` as serde_json (zmij) formats a finite one: the shortest digits that read back
-/// as the same `f64`, the nearest such when there are several, in serde_json's layout.
+/// as the same `f64`, the nearest such (an even last digit on a tie), in serde_json's
+/// layout.
+///
+/// The digits come from the exact decimal value, in integer arithmetic ([`exact_digits`]),
+/// and Rust's correctly rounded reading (`str::parse`), never from Rust's float formatter:
+/// that formatter (Grisu and Dragon4) was about 10 KB of the Wasm gzipped, for floats the
+/// worker never writes of its own (a float only comes from parsing).
 fn format_f64(x: f64) -> String {
-    // Rust's `{:e}` gives the shortest digits that read back, the nearest such; only a tie
-    // between two nearest (below) and the layout differ from serde_json's.
-    let (mut digits, mut exponent) = scientific_parts(&format!("{:e}", x.abs()));
-    // Two shortest forms equally near the exact value (563000000000000.25 is as near to
-    // ...0.2 as to ...0.3): serde_json takes the one with an even last digit if it reads
-    // back. A tie is an exact value one digit longer, ending in 5.
-    let (exact, exact_exponent) = scientific_parts(&format!("{:.800e}", x.abs()));
-    if exact.len() == digits.len() + 1 && exact.ends_with('5') && exact_exponent == exponent {
-        let truncated = &exact[..digits.len()];
-        let (even, even_exponent) = if truncated.as_bytes()[truncated.len() - 1] % 2 == 0 {
-            (truncated.to_owned(), exponent)
-        } else {
-            decimal_increment(truncated, exponent)
-        };
-        if reads_back(&even, even_exponent, x.abs()) {
-            (digits, exponent) = (even, even_exponent);
-        }
-    }
+    let (digits, exponent) = shortest_digits(x.abs());
     let length = digits.len() as i32;
     let mut out = String::with_capacity(length as usize + 8);
     if x.is_sign_negative() {
@@ -175,15 +164,6 @@ fn reads_back(digits: &str, exponent: i32, x: f64) -> bool {
     format!("{digits}e{}", exponent - (digits.len() as i32 - 1)).parse::<f64>() == Ok(x)
 }
 
-/// The significant digits (trailing zeros dropped) and the exponent of `{:e}` text.
-fn scientific_parts(text: &str) -> (String, i32) {
-    let (mantissa, exponent) = text.split_once('e').unwrap_or((text, "0"));
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let digits = digits.trim_end_matches('0');
-    let digits = if digits.is_empty() { "0" } else { digits };
-    (digits.to_owned(), exponent.parse().unwrap_or(0))
-}
-
 /// `digits` (of a number `d.ddd × 10^exponent`) plus one in the last place.
 fn decimal_increment(digits: &str, exponent: i32) -> (String, i32) {
     let mut bytes = digits.as_bytes().to_vec();
@@ -197,6 +177,116 @@ fn decimal_increment(digits: &str, exponent: i32) -> (String, i32) {
         }
     }
     ("1".to_owned(), exponent + 1)
+}
+
+/// The shortest significant digits of `x` (finite, not negative) that read back as `x`,
+/// and the decimal exponent of the first (`d.ddd × 10^exponent`). Of two candidates of one
+/// length, the nearer is tried first, and on a tie the even one, as serde_json chooses.
+fn shortest_digits(x: f64) -> (String, i32) {
+    if x == 0.0 {
+        return ("0".to_owned(), 0);
+    }
+    let (exact, exponent) = exact_digits(x);
+    // 17 significant digits always read back, so the loop ends by then; a shorter exact
+    // value reads back whole.
+    for length in 1..exact.len() {
+        let (kept, rest) = exact.split_at(length);
+        let down = (kept.trim_end_matches('0').to_owned(), exponent);
+        let (up_digits, up_exponent) = decimal_increment(kept, exponent);
+        let up = (up_digits, up_exponent);
+        let first = rest.as_bytes()[0];
+        let tie = first == b'5' && rest[1..].bytes().all(|b| b == b'0');
+        let down_first = if tie { kept.as_bytes()[length - 1] % 2 == 0 } else { first < b'5' };
+        let (nearer, farther) = if down_first { (down, up) } else { (up, down) };
+        for (digits, exponent) in [nearer, farther] {
+            let digits = if digits.is_empty() { "0".to_owned() } else { digits };
+            if reads_back(&digits, exponent, x) {
+                return (digits, exponent);
+            }
+        }
+    }
+    let exact = exact.trim_end_matches('0');
+    (if exact.is_empty() { "0" } else { exact }.to_owned(), exponent)
+}
+
+/// Every significant digit of `x` (finite, positive) and the decimal exponent of the first:
+/// `x = m × 2^e` is `m × 2^e` for `e ≥ 0` and `m × 5^-e × 10^e` below, in base-10^9 limbs.
+fn exact_digits(x: f64) -> (String, i32) {
+    let bits = x.to_bits();
+    let biased = (bits >> 52) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    let (mantissa, binary) = match biased {
+        0 => (fraction, -1074),
+        _ => (fraction | (1 << 52), biased - 1075),
+    };
+    let mut limbs = Limbs::from(mantissa);
+    let mut decimal = 0;
+    if binary >= 0 {
+        limbs.multiply_by_power(2, binary.unsigned_abs());
+    } else {
+        limbs.multiply_by_power(5, binary.unsigned_abs());
+        decimal = binary;
+    }
+    let digits = limbs.to_decimal();
+    let exponent = decimal + digits.len() as i32 - 1;
+    (digits.trim_end_matches('0').to_owned(), exponent)
+}
+
+/// A non-negative integer in base-10^9 limbs, least significant first: just the arithmetic
+/// [`exact_digits`] needs.
+struct Limbs(Vec<u32>);
+
+const LIMB: u64 = 1_000_000_000;
+
+impl From<u64> for Limbs {
+    fn from(mut n: u64) -> Limbs {
+        let mut limbs = Vec::with_capacity(4);
+        loop {
+            limbs.push((n % LIMB) as u32);
+            n /= LIMB;
+            if n == 0 {
+                return Limbs(limbs);
+            }
+        }
+    }
+}
+
+impl Limbs {
+    /// Multiplies by `base^exponent` (`base` 2 or 5), by the largest power below 10^9 at a
+    /// time, so that each step fits a `u64`.
+    fn multiply_by_power(&mut self, base: u32, mut exponent: u32) {
+        let step = if base == 2 { 29 } else { 12 };
+        while exponent > 0 {
+            let this = exponent.min(step);
+            self.multiply(base.pow(this));
+            exponent -= this;
+        }
+    }
+
+    fn multiply(&mut self, factor: u32) {
+        let mut carry = 0u64;
+        for limb in &mut self.0 {
+            let product = u64::from(*limb) * u64::from(factor) + carry;
+            *limb = (product % LIMB) as u32;
+            carry = product / LIMB;
+        }
+        while carry > 0 {
+            self.0.push((carry % LIMB) as u32);
+            carry /= LIMB;
+        }
+    }
+
+    fn to_decimal(&self) -> String {
+        let mut text = String::with_capacity(self.0.len() * 9);
+        for (i, limb) in self.0.iter().rev().enumerate() {
+            let limb = limb.to_string();
+            if i > 0 {
+                text.extend(std::iter::repeat_n('0', 9 - limb.len()));
+            }
+            text.push_str(&limb);
+        }
+        text
+    }
 }
 
 impl Value {

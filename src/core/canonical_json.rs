@@ -27,6 +27,8 @@
 
 use std::borrow::Cow;
 
+use super::case_fold::push_folded;
+
 /// Deepest nesting of arrays and objects that is canonicalised.
 pub const MAX_DEPTH: usize = 128;
 
@@ -301,12 +303,12 @@ pub(crate) fn folded_name(name: &str) -> String {
     fold(name.chars())
 }
 
+/// Upper case, then lower case, per character (`core::case_fold`: the standard library's
+/// mapping, from a table of this crate's own).
 fn fold(chars: impl Iterator<Item = char>) -> String {
     let mut folded = String::new();
     for c in chars {
-        for upper in c.to_uppercase() {
-            folded.extend(upper.to_lowercase());
-        }
+        push_folded(&mut folded, c);
     }
     folded
 }

@@ -7,6 +7,7 @@ pub mod admin;
 pub mod async_job;
 pub mod body_shape;
 pub mod canonical_json;
+pub mod case_fold;
 pub mod chunks;
 pub mod codec;
 pub mod config;

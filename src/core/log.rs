@@ -10,6 +10,7 @@
 //! written, with the same `decision` and `problem`, plus `"mode":"observe"`; `status` is
 //! what the caller really got (the origin's answer).
 
+use super::json;
 use super::metrics_schema::{self, Field};
 use super::policy::Disposition;
 use super::problem::ProblemKind;
@@ -308,7 +309,7 @@ impl RequestLog {
         line.push_str("{\"event\":\"idempotency\"");
         if let Some(object) = &self.object {
             line.push_str(",\"object\":");
-            push_json_string(&mut line, object);
+            json::write_string(&mut line, object);
         }
         line.push_str(",\"decision\":\"");
         line.push_str(self.decision.name());
@@ -334,21 +335,21 @@ impl RequestLog {
         }
         if let Some(route) = context.route() {
             line.push_str(",\"route\":");
-            push_json_string(&mut line, route);
+            json::write_string(&mut line, route);
         }
         if let Some(trace) = context.trace {
             if !trace.method.is_empty() {
                 line.push_str(",\"method\":");
-                push_json_string(&mut line, &trace.method);
+                json::write_string(&mut line, &trace.method);
             }
             if !trace.request_id.is_empty() {
                 line.push_str(",\"request_id\":");
-                push_json_string(&mut line, &trace.request_id);
+                json::write_string(&mut line, &trace.request_id);
             }
         }
         if let Some(version) = context.version {
             line.push_str(",\"version\":");
-            push_json_string(&mut line, version);
+            json::write_string(&mut line, version);
         }
         if context.mode == Mode::Observe {
             line.push_str(",\"mode\":\"observe\"");
@@ -381,26 +382,6 @@ fn push_number(line: &mut String, name: &str, value: Option<u64>) {
         }
     }
     line.extend(digits[at..].iter().map(|&d| char::from(d)));
-}
-
-/// A JSON string literal (the object id is hex digits, but nothing here relies on it).
-fn push_json_string(line: &mut String, value: &str) {
-    line.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => line.push_str("\\\""),
-            '\\' => line.push_str("\\\\"),
-            c if u32::from(c) < 0x20 => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                let code = u32::from(c) as usize;
-                line.push_str("\\u00");
-                line.push(char::from(HEX[code >> 4]));
-                line.push(char::from(HEX[code & 0xf]));
-            }
-            c => line.push(c),
-        }
-    }
-    line.push('"');
 }
 
 #[cfg(test)]

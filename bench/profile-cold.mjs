@@ -9,29 +9,15 @@
 // The profiler samples every 50 µs here, and an attached profiler changes what it measures a
 // little (V8 logs every function it compiles); compare the two profiles with each other, not
 // with bench/coldstart.mjs's figures.
-import { fork } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { pool, send } from "./lib/load.mjs";
-import { startProfiledWorker, summarizeProfile, varsOf } from "./lib/profile.mjs";
+import { startNamedWorker, summarizeProfile } from "./lib/profile.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const [buildArg = "build", wasmArg = "target/wasm-names/index_bg.wasm", topArg = "25"] = process.argv.slice(2);
-const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-cold-prof-"));
-const root = path.join(WORK, "build");
-fs.cpSync(path.resolve(buildArg), root, { recursive: true });
-fs.copyFileSync(path.resolve(wasmArg), path.join(root, "index_bg.wasm"));
-
-const origin = await new Promise((resolve) => {
-  const child = fork(path.join(ROOT, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  child.on("message", (m) => m.ready && resolve({ port: m.port, stop: () => (child.disconnect(), child.kill()) }));
-});
-const wranglerToml = fs.readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
-const compatibilityDate = wranglerToml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)[1];
-const vars = { ...varsOf(wranglerToml), ORIGIN_URL: `http://127.0.0.1:${origin.port}` };
-const w = await startProfiledWorker({ root, name: "bench-profile-cold", vars, compatibilityDate, persistDir: path.join(WORK, "state") });
+const { worker: w, stop } = await startNamedWorker({ rootDir: ROOT, build: buildArg, wasm: wasmArg, name: "bench-profile-cold" });
 const payment = (key) => ({
   method: "POST",
   path: "/v1/payments",
@@ -55,7 +41,5 @@ for (const [name, { profile }] of Object.entries({ first, warm })) {
   console.log("| runtime API call ← caller | ms |\n|---|--:|");
   for (const f of s.runtimeApiByRustCaller.slice(0, 10)) console.log(`| ${f.name.slice(0, 110).replace(/\|/g, "\\|")} | ${f.ms} |`);
 }
-await w.dispose();
-origin.stop();
-fs.rmSync(WORK, { recursive: true, force: true });
+await stop();
 process.exit(0);

@@ -8,29 +8,15 @@
 //
 // Prints, per phase, the isolate's busy time per request, the share by category and the
 // top functions by self time. Writes target/bench/profile-named-{first,replay}.cpuprofile.
-import { fork } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { pool, send, runLoad } from "./lib/load.mjs";
-import { startProfiledWorker, summarizeProfile, varsOf } from "./lib/profile.mjs";
+import { startNamedWorker, summarizeProfile } from "./lib/profile.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const [buildArg = "build", wasmArg = "target/wasm-names/index_bg.wasm", topArg = "30"] = process.argv.slice(2);
-const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-prof-"));
-const root = path.join(WORK, "build");
-fs.cpSync(path.resolve(buildArg), root, { recursive: true });
-fs.copyFileSync(path.resolve(wasmArg), path.join(root, "index_bg.wasm"));
-
-const origin = await new Promise((resolve) => {
-  const child = fork(path.join(ROOT, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  child.on("message", (m) => m.ready && resolve({ port: m.port, stop: () => (child.disconnect(), child.kill()) }));
-});
-const wranglerToml = fs.readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
-const compatibilityDate = wranglerToml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)[1];
-const vars = { ...varsOf(wranglerToml), ORIGIN_URL: `http://127.0.0.1:${origin.port}` };
-const w = await startProfiledWorker({ root, name: "bench-profile-named", vars, compatibilityDate, persistDir: path.join(WORK, "state") });
+const { worker: w, stop } = await startNamedWorker({ rootDir: ROOT, build: buildArg, wasm: wasmArg, name: "bench-profile-named" });
 const payment = (key) => ({
   method: "POST",
   path: "/v1/payments",
@@ -56,7 +42,5 @@ for (const [name, { result, profile }] of Object.entries({ first, replay })) {
   console.log("| function (self time) | share % |\n|---|--:|");
   for (const f of s.functions) console.log(`| ${f.name.slice(0, 110).replace(/\|/g, "\\|")} | ${f.share} |`);
 }
-await w.dispose();
-origin.stop();
-fs.rmSync(WORK, { recursive: true, force: true });
+await stop();
 process.exit(0);

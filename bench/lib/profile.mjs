@@ -168,3 +168,34 @@ export function summarizeProfile(profile, top = 25) {
     runtimeApiByRustCaller: sorted(apiCalls, 15),
   };
 }
+
+/**
+ * The named copy of the Wasm (`wasm`, from scripts/build.sh's target/wasm-names/) in a copy
+ * of `build`, run by a profiled worker against `bench/origin.mjs` with wrangler.toml's
+ * [vars]: what bench/profile-named.mjs and bench/profile-cold.mjs profile. `stop()` ends
+ * the worker and the origin and removes the copy.
+ */
+export async function startNamedWorker({ rootDir, build, wasm, name }) {
+  const { fork } = await import("node:child_process");
+  const os = await import("node:os");
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), `idempotency-edge-${name}-`));
+  const root = path.join(work, "build");
+  fs.cpSync(path.resolve(build), root, { recursive: true });
+  fs.copyFileSync(path.resolve(wasm), path.join(root, "index_bg.wasm"));
+  const origin = await new Promise((resolve) => {
+    const child = fork(path.join(rootDir, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    child.on("message", (m) => m.ready && resolve({ port: m.port, stop: () => (child.disconnect(), child.kill()) }));
+  });
+  const wranglerToml = fs.readFileSync(path.join(rootDir, "wrangler.toml"), "utf8");
+  const compatibilityDate = wranglerToml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)[1];
+  const vars = { ...varsOf(wranglerToml), ORIGIN_URL: `http://127.0.0.1:${origin.port}` };
+  const worker = await startProfiledWorker({ root, name, vars, compatibilityDate, persistDir: path.join(work, "state") });
+  return {
+    worker,
+    async stop() {
+      await worker.dispose();
+      origin.stop();
+      fs.rmSync(work, { recursive: true, force: true });
+    },
+  };
+}

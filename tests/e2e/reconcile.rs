@@ -107,7 +107,7 @@ fn assert_reconciled(r: &Response, key: &str) -> serde_json::Value {
 fn a_timeout_resolved_as_executed_gives_the_retry_the_lookups_answer() {
     let (o, w) = reconciling();
     let (key, credential) = (new_key(), new_credential("reconcile"));
-    o.plan_next(Plan::ChargeThenStall(STALL));
+    o.plan_next(&key, Plan::ChargeThenStall(STALL));
     let name = ray();
     let first = w.send(&named(charge(&key, &credential), &name));
     assert_problem(&first, 502, "outcome-unknown");
@@ -119,7 +119,7 @@ fn a_timeout_resolved_as_executed_gives_the_retry_the_lookups_answer() {
     // Asked once, as the caller (its own credential), and signed by the edge.
     let asked = o.lookups(&key);
     assert!(asked >= 1, "the retry looked the outcome up");
-    let headers = o.last_lookup_headers();
+    let headers = o.last_lookup_headers(&key);
     let header =
         |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
     assert_eq!(header("authorization").as_deref(), Some(credential.as_str()), "the caller's scope headers");
@@ -146,7 +146,7 @@ fn a_timeout_resolved_as_executed_gives_the_retry_the_lookups_answer() {
 fn a_timeout_resolved_as_not_executed_lets_a_retry_execute_once() {
     let (o, w) = reconciling();
     let (key, credential) = (new_key(), new_credential("reconcile"));
-    o.plan_next(Plan::StallThenDrop(STALL));
+    o.plan_next(&key, Plan::StallThenDrop(STALL));
     let first = w.send(&charge(&key, &credential));
     let answered = Instant::now();
     assert_problem(&first, 502, "outcome-unknown");
@@ -187,7 +187,7 @@ fn a_timeout_resolved_as_not_executed_lets_a_retry_execute_once() {
 fn a_lookup_that_fails_is_asked_again_from_the_alarm_until_it_answers() {
     let (o, w) = reconciling();
     let (key, credential) = (new_key(), new_credential("reconcile"));
-    o.plan_next(Plan::ChargeThenStall(STALL));
+    o.plan_next(&key, Plan::ChargeThenStall(STALL));
     o.fail_next_lookups(&key, 1);
     let name = ray();
     let first = w.send(&named(charge(&key, &credential), &name));
@@ -222,7 +222,7 @@ fn a_lookup_for_another_caller_finds_nothing_of_this_one() {
     let (o, w) = reconciling();
     let key = new_key();
     let (alice, mallory) = (new_credential("alice"), new_credential("mallory"));
-    o.plan_next(Plan::ChargeThenStall(STALL));
+    o.plan_next(&key, Plan::ChargeThenStall(STALL));
     assert_problem(&w.send(&charge(&key, &alice)), 502, "outcome-unknown");
     let theirs = w.send(&charge(&key, &mallory));
     assert_eq!(theirs.status, 201, "mallory's own first attempt: {theirs:?}");
@@ -239,7 +239,7 @@ fn sigkill_mid_send_then_the_unknown_outcome_is_reconciled() {
     static CELL: OnceLock<Result<(LedgerOrigin, Worker), String>> = OnceLock::new();
     let (o, w) = shared(&CELL, || start("reconcile-crash"));
     let (key, credential) = (new_key(), new_credential("reconcile"));
-    o.plan_next(Plan::ChargeWhenAbandoned);
+    o.plan_next(&key, Plan::ChargeWhenAbandoned);
     let first = charge(&key, &credential).start(w.addr).expect("send");
     assert!(
         o.wait_for(&key, Duration::from_secs(60), |_, arrived, _| arrived == 1),
@@ -278,7 +278,7 @@ fn sigkill_mid_send_then_the_unknown_outcome_is_reconciled() {
 fn the_admin_view_shows_how_often_the_lookup_was_asked_and_never_the_lookup() {
     let (o, w) = reconciling();
     let (key, credential) = (new_key(), new_credential("reconcile"));
-    o.plan_next(Plan::ChargeThenStall(STALL));
+    o.plan_next(&key, Plan::ChargeThenStall(STALL));
     o.fail_next_lookups(&key, 1_000);
     let name = ray();
     assert_problem(&w.send(&named(charge(&key, &credential), &name)), 502, "outcome-unknown");

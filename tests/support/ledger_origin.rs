@@ -2,8 +2,9 @@
 //! 25.1): a threaded HTTP/1.1 server on loopback with a ledger.
 //!
 //! - `POST /v1/charges` charges once per (`Authorization`, `Idempotency-Key`) and answers
-//!   201 with the charge, unless the test planned otherwise for the next charge
-//!   ([`LedgerOrigin::plan_next`]): charge, then stall past the worker's timeout and close
+//!   201 with the charge, unless the test planned otherwise for the key's next charge
+//!   ([`LedgerOrigin::plan_next`], per key, so that tests sharing the origin in parallel
+//!   never take each other's plans): charge, then stall past the worker's timeout and close
 //!   (executed, reply lost); stall, then close without charging (never executed); or hold
 //!   the request until the worker's connection dies, then charge (executed while the
 //!   worker was killed).
@@ -42,11 +43,13 @@ struct State {
     charges_by_key: HashMap<String, usize>,
     arrivals_by_key: HashMap<String, usize>,
     lookups_by_key: HashMap<String, usize>,
-    /// The headers of every lookup, in order.
-    lookup_headers: Vec<Vec<(String, String)>>,
+    /// Per key: the headers of its latest lookup (per key, like every record here, so
+    /// that tests sharing the origin in parallel never read each other's).
+    lookup_headers: HashMap<String, Vec<(String, String)>>,
     /// Per key: how many of its next lookups fail.
     failing_lookups: HashMap<String, usize>,
-    plans: VecDeque<Plan>,
+    /// Per key: what its next charges do.
+    plans: HashMap<String, VecDeque<Plan>>,
     serial: u64,
 }
 
@@ -79,8 +82,9 @@ impl LedgerOrigin {
         format!("{}/v1/charges?idempotency_key={{key}}", self.url())
     }
 
-    pub fn plan_next(&self, plan: Plan) {
-        self.shared.update(|s| s.plans.push_back(plan));
+    /// What the next charge under `key` does.
+    pub fn plan_next(&self, key: &str, plan: Plan) {
+        self.shared.update(|s| s.plans.entry(key.to_owned()).or_default().push_back(plan));
     }
 
     /// The next `n` lookups of `key` answer 503 (per key, so that tests sharing the origin
@@ -98,8 +102,9 @@ impl LedgerOrigin {
         self.shared.lock().lookups_by_key.get(key).copied().unwrap_or(0)
     }
 
-    pub fn last_lookup_headers(&self) -> Vec<(String, String)> {
-        self.shared.lock().lookup_headers.last().cloned().unwrap_or_default()
+    /// The headers of the latest lookup of `key`.
+    pub fn last_lookup_headers(&self, key: &str) -> Vec<(String, String)> {
+        self.shared.lock().lookup_headers.get(key).cloned().unwrap_or_default()
     }
 
     /// Waits until `done` holds of (charges, arrivals, lookups) for `key`, at most
@@ -158,7 +163,7 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>) {
         };
         let (status, body) = shared.update(|s| {
             *s.lookups_by_key.entry(key.clone()).or_insert(0) += 1;
-            s.lookup_headers.push(received.headers.clone());
+            s.lookup_headers.insert(key.clone(), received.headers.clone());
             if let Some(failing) = s.failing_lookups.get_mut(&key).filter(|n| **n > 0) {
                 *failing -= 1;
                 return (503, r#"{"error":"lookup unavailable"}"#.to_owned());
@@ -173,7 +178,7 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>) {
     let key = header_value(&received.headers, "idempotency-key").unwrap_or_default().to_string();
     let plan = shared.update(|s| {
         *s.arrivals_by_key.entry(key.clone()).or_insert(0) += 1;
-        s.plans.pop_front()
+        s.plans.get_mut(&key).and_then(VecDeque::pop_front)
     });
     let charge = |shared: &Shared<State>| {
         shared.update(|s| {

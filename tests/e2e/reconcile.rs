@@ -93,6 +93,18 @@ fn rand_u64() -> u64 {
     RandomState::new().hash_one(Instant::now())
 }
 
+/// A first attempt, named, that the origin charged and whose reply it lost (502
+/// `outcome-unknown`), with the key's next `failing_lookups` lookups answering 503: its key,
+/// its caller's credential and its name.
+fn charged_then_lost(o: &LedgerOrigin, w: &Worker, failing_lookups: usize) -> (String, String, String) {
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    o.plan_next(&key, Plan::ChargeThenStall(STALL));
+    o.fail_next_lookups(&key, failing_lookups);
+    let name = ray();
+    assert_problem(&w.send(&named(charge(&key, &credential), &name)), 502, "outcome-unknown");
+    (key, credential, name)
+}
+
 /// The reconciled answer: the lookup's 200, replayed and marked reconciled.
 fn assert_reconciled(r: &Response, key: &str) -> serde_json::Value {
     assert_eq!(r.status, 200, "the lookup's answer: {r:?}");
@@ -106,11 +118,7 @@ fn assert_reconciled(r: &Response, key: &str) -> serde_json::Value {
 #[test]
 fn a_timeout_resolved_as_executed_gives_the_retry_the_lookups_answer() {
     let (o, w) = reconciling();
-    let (key, credential) = (new_key(), new_credential("reconcile"));
-    o.plan_next(&key, Plan::ChargeThenStall(STALL));
-    let name = ray();
-    let first = w.send(&named(charge(&key, &credential), &name));
-    assert_problem(&first, 502, "outcome-unknown");
+    let (key, credential, name) = charged_then_lost(o, w, 0);
     assert_eq!(o.charges(&key), 1, "the origin charged, then its reply was lost");
 
     let retry = w.send(&charge(&key, &credential));
@@ -186,12 +194,7 @@ fn a_timeout_resolved_as_not_executed_lets_a_retry_execute_once() {
 #[test]
 fn a_lookup_that_fails_is_asked_again_from_the_alarm_until_it_answers() {
     let (o, w) = reconciling();
-    let (key, credential) = (new_key(), new_credential("reconcile"));
-    o.plan_next(&key, Plan::ChargeThenStall(STALL));
-    o.fail_next_lookups(&key, 1);
-    let name = ray();
-    let first = w.send(&named(charge(&key, &credential), &name));
-    assert_problem(&first, 502, "outcome-unknown");
+    let (key, credential, name) = charged_then_lost(o, w, 1);
 
     // Nobody retries: the alarm asks (a second after the outcome became unknown), gets
     // 503, and asks again after its backoff, which answers.
@@ -277,11 +280,7 @@ fn sigkill_mid_send_then_the_unknown_outcome_is_reconciled() {
 #[test]
 fn the_admin_view_shows_how_often_the_lookup_was_asked_and_never_the_lookup() {
     let (o, w) = reconciling();
-    let (key, credential) = (new_key(), new_credential("reconcile"));
-    o.plan_next(&key, Plan::ChargeThenStall(STALL));
-    o.fail_next_lookups(&key, 1_000);
-    let name = ray();
-    assert_problem(&w.send(&named(charge(&key, &credential), &name)), 502, "outcome-unknown");
+    let (key, credential, name) = charged_then_lost(o, w, 1_000);
     let object = object_of(w, &name);
     let record = format!("/__idempotency/records/{object}");
     let inspect = || {

@@ -13,17 +13,11 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { pool, send } from "./lib/load.mjs";
-import { startNamedWorker, summarizeProfile } from "./lib/profile.mjs";
+import { profiledPayment as payment, startNamedWorker, summarizeProfile } from "./lib/profile.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const [buildArg = "build", wasmArg = "target/wasm-names/index_bg.wasm", topArg = "25"] = process.argv.slice(2);
 const { worker: w, stop } = await startNamedWorker({ rootDir: ROOT, build: buildArg, wasm: wasmArg, name: "bench-profile-cold" });
-const payment = (key) => ({
-  method: "POST",
-  path: "/v1/payments",
-  headers: { "content-type": "application/json", authorization: "Bearer sk_test_bench", "idempotency-key": key },
-  body: Buffer.from(JSON.stringify({ amount: 1999, currency: "eur", customer: "cus_bench_0001", metadata: { order: key.slice(-24) } })),
-});
 const id = Date.now().toString(36);
 const agent = pool(1);
 const first = await w.profile(() => send(agent, w, payment(`${id}-cold`)));

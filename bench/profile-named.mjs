@@ -12,19 +12,11 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { pool, send, runLoad } from "./lib/load.mjs";
-import { startNamedWorker, summarizeProfile } from "./lib/profile.mjs";
+import { profiledPayment as payment, startNamedWorker, summarizeProfile } from "./lib/profile.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const [buildArg = "build", wasmArg = "target/wasm-names/index_bg.wasm", topArg = "30"] = process.argv.slice(2);
 const { worker: w, stop } = await startNamedWorker({ rootDir: ROOT, build: buildArg, wasm: wasmArg, name: "bench-profile-named" });
-const payment = (key) => ({
-  method: "POST",
-  path: "/v1/payments",
-  headers: { "content-type": "application/json", authorization: "Bearer sk_test_bench", "idempotency-key": key },
-  body: Buffer.from(
-    JSON.stringify({ amount: 1999, currency: "eur", customer: "cus_bench_0001", description: "Benchmark payment", metadata: { order: key.slice(-24) } }),
-  ),
-});
 const id = Date.now().toString(36);
 const agent = pool(16);
 await runLoad({ agent, target: w, connections: 16, durationMs: 2000, makeRequest: (i) => payment(`${id}-warm-${i}`) });

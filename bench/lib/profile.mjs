@@ -199,3 +199,15 @@ export async function startNamedWorker({ rootDir, build, wasm, name }) {
     },
   };
 }
+
+/** The payment both profilers send: a first attempt, or a replay when `key` repeats. */
+export function profiledPayment(key) {
+  return {
+    method: "POST",
+    path: "/v1/payments",
+    headers: { "content-type": "application/json", authorization: "Bearer sk_test_bench", "idempotency-key": key },
+    body: Buffer.from(
+      JSON.stringify({ amount: 1999, currency: "eur", customer: "cus_bench_0001", description: "Benchmark payment", metadata: { order: key.slice(-24) } }),
+    ),
+  };
+}

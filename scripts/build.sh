@@ -84,9 +84,8 @@ features=(--enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-
 #
 # `-ocimfs 20` stops wasm-opt from inlining every function that has one caller, whatever its
 # size (its default): that folded rarely taken branches (the admin API, observe mode, the
-# data point) into the handlers, so that an isolate's first request compiled them all (V8
-# compiles a Wasm function whole on its first call), and it made the Wasm larger after gzip,
-# not smaller: 272,424 -> 263,052 bytes gzipped for the same code (issue 23, docs/performance.md).
+# data point) into the handlers, and it made the Wasm larger after gzip, not smaller:
+# 272,424 -> 263,052 bytes gzipped for the same code (issue 23, docs/performance.md).
 inline=(--one-caller-inline-max-function-size 20)
 mkdir -p target/wasm-names
 "$wasm_opt" "$stage/index_bg.wasm" -o target/wasm-names/index_bg.wasm "${features[@]}" -Oz "${inline[@]}" --debuginfo

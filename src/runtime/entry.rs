@@ -47,7 +47,7 @@ use worker::{console_error, event, Context, Env, Result};
 use super::forward::{self, filtered_copy, pass_through, replace_client_ip};
 use super::identity::{identify, Identified};
 use super::object_call::{cached_key_namespace, call_object, OBJECT_BINDING};
-use super::{admin, body, metrics, observe, random_u64, rare, rate_limit, respond, settings};
+use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
 use crate::core::edge::{self, Edge, RequestHead};
@@ -94,18 +94,18 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     match edge {
         Edge::Admin => {
             let token = settings.admin_token.as_deref().unwrap_or_default();
-            rare(admin::call(req, &url, &env, config, token)).await
+            admin::call(req, &url, &env, config, token).await
         }
         Edge::Refuse(problem) => {
             body::discard(&req).await;
             respond::refused(&env, &problem, &trace)
         }
-        Edge::PassThrough(policy) => rare(pass_through(req, &url, &env, config, &policy, &trace)).await,
+        Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy, &trace).await,
         Edge::PassObserved(policy, kind) => {
-            rare(observe::passed(req, &url, &env, config, &policy, kind, &trace)).await
+            observe::passed(req, &url, &env, config, &policy, kind, &trace).await
         }
         Edge::Covered { policy, key } if policy.mode == Mode::Observe => {
-            rare(observe::covered(req, &url, &env, &ctx, config, &policy, key, trace)).await
+            observe::covered(req, &url, &env, &ctx, config, &policy, key, trace).await
         }
         Edge::Covered { policy, key } => covered(req, &url, &env, config, &policy, key, trace).await,
     }
@@ -215,8 +215,7 @@ async fn covered(
                 short,
                 error
             );
-            let answer =
-                rare(forward::fail_open(env, policy, wire_method, &target, &headers, &js_body)).await;
+            let answer = forward::fail_open(env, policy, wire_method, &target, &headers, &js_body).await;
             let status = answer.as_ref().map_or(500, Response::status);
             let log = RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log));
             metrics::record_in(env, &log, LineContext { trace: Some(&trace), ..LineContext::default() });

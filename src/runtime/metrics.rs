@@ -23,16 +23,9 @@ pub fn record_in(env: &Env, log: &RequestLog, context: LineContext<'_>) {
     if filter.keeps(log.decision, draw) {
         web_sys::console::log_1(&JsValue::from_str(&log.to_json_in(context)));
     }
-    if settings.metrics_bound {
-        write_point(env, log, context);
+    if !settings.metrics_bound {
+        return;
     }
-}
-
-/// The data point, where the binding exists. Its own function: the Analytics Engine builder
-/// is not compiled into every line's writer (V8 compiles a Wasm function whole on its first
-/// call), and deployments without the binding never compile it.
-#[inline(never)]
-fn write_point(env: &Env, log: &RequestLog, context: LineContext<'_>) {
     if let Ok(dataset) = env.analytics_engine(METRICS_BINDING) {
         let point = log.data_point_in(context);
         let written = AnalyticsEngineDataPointBuilder::new()

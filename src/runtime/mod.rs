@@ -50,17 +50,6 @@ mod settings;
 mod settlement;
 mod storage;
 
-/// A rarely taken branch's future, boxed behind a vtable so that its code is its own function
-/// and not inlined into the handler's state machine (issue 23.3-4): V8 compiles a Wasm
-/// function whole on its first call, so a handler that inlines the admin API, observe mode
-/// and asynchronous jobs makes every isolate's first request compile them, and every
-/// handler state carries their futures' size. One allocation, only on the branch taken.
-fn rare<'a, T>(
-    future: impl std::future::Future<Output = T> + 'a,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>> {
-    Box::pin(future)
-}
-
 /// Milliseconds since the epoch. Only the runtime reads the clock; the core is handed it.
 fn now_ms() -> u64 {
     js_sys::Date::now() as u64

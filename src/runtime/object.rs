@@ -56,7 +56,7 @@ use super::settings;
 use super::settlement::{self, Settle, Settlement, Settlements};
 use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
-use super::{now_ms, random_u64, rare};
+use super::{now_ms, random_u64};
 use crate::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
 use crate::core::config::{ObjectPolicy, PanicSite, PANIC_TEST_HEADER};
 use crate::core::fingerprint::Digest256;
@@ -147,7 +147,7 @@ impl KeyObject {
         // never a guess.
         let call = match ToObject::decode(headers.get(ENVELOPE_HEADER)?.as_deref()) {
             Ok(ToObject::Key(call)) => call,
-            Ok(ToObject::Admin(operation)) => return rare(self.admin(&operation)).await,
+            Ok(ToObject::Admin(operation)) => return self.admin(&operation).await,
             Err(error) => {
                 // Never silent: a Worker and an object that cannot read each other refuse
                 // every request until the deploy settles.
@@ -169,17 +169,16 @@ impl KeyObject {
         // it is after that, never a copy from before it.
         if let Err(error) = self.open_sealed_record().await {
             let log = self.request_log(Some(call.scope));
-            return rare(self.refuse_unreadable(&req, &call, "opening the stored answer", error, true, log))
-                .await;
+            return self.refuse_unreadable(&req, &call, "opening the stored answer", error, true, log).await;
         }
         // Observe mode: the same record, opened the same way; nothing forwarded from here.
         self.expire_observed(now);
         let accept = match &call.step {
             KeyStep::ObserveArrival => {
-                return rare(self.observe_arrival(&req, fingerprint, policy, body_bytes, now)).await
+                return self.observe_arrival(&req, fingerprint, policy, body_bytes, now).await
             }
             KeyStep::ObserveOutcome { attempt, outcome } => {
-                return rare(self.observe_outcome(&req, *attempt, outcome, policy)).await
+                return self.observe_outcome(&req, *attempt, outcome, policy).await
             }
             KeyStep::Enforce { accept_async } => *accept_async,
         };
@@ -191,7 +190,7 @@ impl KeyObject {
         let (now, lookup) = self.reconcile_before_arrival(&headers, &call, accept.is_none(), now).await;
         let accept = match accept.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES) {
             None => None,
-            Some(config) => match rare(self.sealed_for_later(&req, &headers, &call, config, now)).await {
+            Some(config) => match self.sealed_for_later(&req, &headers, &call, config, now).await {
                 Ok(accept) => Some(accept),
                 Err(problem) => {
                     log.decision = Decision::Rejected(problem.kind);
@@ -201,8 +200,7 @@ impl KeyObject {
         };
         let body_read = accept.is_some();
         if let Err(error) = self.record() {
-            return rare(self.refuse_unreadable(&req, &call, "reading the record", error, !body_read, log))
-                .await;
+            return self.refuse_unreadable(&req, &call, "reading the record", error, !body_read, log).await;
         }
         let new_attempt = AttemptId(random_u64());
         let arrival =
@@ -248,7 +246,7 @@ impl KeyObject {
                 if let Some(attempt) = decided.forwarded() {
                     self.live.end(attempt);
                 }
-                let (withdrawn, _) = rare(self.write(withdrawal, "withdrawing the claim")).await;
+                let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
                 log.decision = withdrawn.decision.unwrap_or(log.decision);
                 return self.refuse(&storage_unavailable(), &mut log, &call.trace);
             }

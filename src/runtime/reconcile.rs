@@ -17,7 +17,7 @@ use worker::web_sys::Headers;
 
 use super::object::KeyObject;
 use super::settlement::LookupTurn;
-use super::{metrics, now_ms, origin, outcome_queue, rare, settings};
+use super::{metrics, now_ms, origin, outcome_queue, settings};
 use crate::core::async_job::StoredRequest;
 use crate::core::config::ObjectPolicy;
 use crate::core::fingerprint::Digest256;
@@ -43,12 +43,9 @@ impl KeyObject {
         now: u64,
     ) -> (u64, Option<Reconciling>) {
         let Some(reconcile) = call.reconcile.as_ref().filter(|_| may_reconcile) else { return (now, None) };
-        rare(async move {
-            self.reconcile_for_retry(headers, call, reconcile).await;
-            let now = now_ms();
-            (now, self.sealed_lookup(headers, call, reconcile, now).await)
-        })
-        .await
+        self.reconcile_for_retry(headers, call, reconcile).await;
+        let now = now_ms();
+        (now, self.sealed_lookup(headers, call, reconcile, now).await)
     }
 
     /// The route's lookup, sealed for a claim this arrival may make: bound to the claim's

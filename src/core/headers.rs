@@ -70,6 +70,52 @@ fn is_internal(name: &str) -> bool {
         .is_some_and(|prefix| prefix.eq_ignore_ascii_case(INTERNAL_PREFIX.as_bytes()))
 }
 
+/// A request's headers read across the JS↔Wasm boundary in one call (`runtime::boundary`)
+/// rather than one call per header: each header as `name\nvalue\n`, as the runtime's
+/// `Headers` iterates them (lowercase names; repeated lines joined with `", "`). A name
+/// cannot hold a line feed and the runtime refuses one in a value, so the text splits
+/// without escapes; a field left without its pair (never written by the runtime) is
+/// ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeaderLines {
+    text: String,
+}
+
+impl HeaderLines {
+    pub fn new(text: String) -> HeaderLines {
+        HeaderLines { text }
+    }
+
+    /// Every header, as (name, value), in the runtime's order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut fields = self.text.split('\n');
+        std::iter::from_fn(move || Some((fields.next()?, fields.next()?)))
+    }
+
+    /// The value of `name` (any case) as `Headers.get` answers it: `None` when absent,
+    /// repeated entries (`Set-Cookie` is iterated one line at a time) joined with `", "`.
+    pub fn get(&self, name: &str) -> Option<String> {
+        let mut values = self.pairs().filter(|(present, _)| present.eq_ignore_ascii_case(name));
+        let mut joined = values.next()?.1.to_owned();
+        for (_, value) in values {
+            joined.push_str(", ");
+            joined.push_str(value);
+        }
+        Some(joined)
+    }
+
+    /// The names of the headers that `keep` refuses, as one text (`name\n` each) for the
+    /// runtime to delete from a copy in one call.
+    pub fn refused_names(&self, keep: impl Fn(&str) -> bool) -> String {
+        let mut names = String::new();
+        for (name, _) in self.pairs().filter(|(name, _)| !keep(name)) {
+            names.push_str(name);
+            names.push('\n');
+        }
+        names
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +154,26 @@ mod tests {
         assert!(store_for_replay("x-request-id", &[]));
         assert!(!store_for_replay("Set-Cookie", &[]));
         assert!(pass_to_caller("Set-Cookie", &[]));
+    }
+
+    #[test]
+    fn header_lines_read_as_the_runtime_reads_headers() {
+        let lines = HeaderLines::new(
+            "authorization\nBearer a\ncontent-type\napplication/json\nset-cookie\na=1\nset-cookie\nb=2\nx-empty\n\n"
+                .to_owned(),
+        );
+        assert_eq!(lines.get("Authorization").as_deref(), Some("Bearer a"));
+        assert_eq!(lines.get("content-type").as_deref(), Some("application/json"));
+        assert_eq!(lines.get("set-cookie").as_deref(), Some("a=1, b=2"), "repeated entries joined");
+        assert_eq!(lines.get("x-empty").as_deref(), Some(""), "present and empty is not absent");
+        assert_eq!(lines.get("x-absent"), None);
+        assert_eq!(lines.pairs().count(), 5);
+        let tokens = connection_tokens(None);
+        assert_eq!(
+            lines.refused_names(|name| name != "authorization" && forward_to_origin(name, &tokens)),
+            "authorization\n"
+        );
+        assert_eq!(HeaderLines::new(String::new()).pairs().count(), 0, "no headers");
+        assert_eq!(HeaderLines::new("dangling".to_owned()).get("dangling"), None, "a field without its pair");
     }
 }

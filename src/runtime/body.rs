@@ -11,14 +11,14 @@ use worker::web_sys::{Headers, Request};
 use worker::{ByteStream, Result};
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
-/// when it is larger than `limit`. `Content-Length` can only make the answer come sooner; a
+/// when it is larger than `limit` (`content_length`: the request's `Content-Length`). `Content-Length` can only make the answer come sooner; a
 /// body without one is counted as it streams in.
 pub(super) async fn read_within(
     req: &Request,
-    headers: &Headers,
+    content_length: Option<&str>,
     limit: u64,
 ) -> Result<Option<(Vec<u8>, JsValue)>> {
-    let declared = headers.get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = content_length.and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit) {
         return Ok(None);
     }

@@ -44,14 +44,15 @@
 use worker::web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 use worker::{console_error, event, Context, Env, Result};
 
-use super::forward::{self, filtered_copy, pass_through, replace_client_ip};
+use super::boundary::{filtered_copy, header_lines};
+use super::forward::{self, pass_through, replace_client_ip};
 use super::identity::{identify, Identified};
 use super::object_call::{cached_key_namespace, call_object, OBJECT_BINDING};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
 use crate::core::edge::{self, Edge, RequestHead};
-use crate::core::headers::{connection_tokens, forward_to_origin};
+use crate::core::headers::{connection_tokens, forward_to_origin, HeaderLines};
 use crate::core::key::IdempotencyKey;
 use crate::core::log::{request_id, Decision, LineContext, RequestLog, Trace};
 use crate::core::routes::{
@@ -64,13 +65,13 @@ use crate::core::wire::{KeyCall, KeyStep, ReconcileCall, ToObject, ENVELOPE_HEAD
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method();
-    let headers = req.headers();
+    // The headers, read whole in one call: every decision below reads this copy.
+    let lines = header_lines(&req.headers());
     // Which request this is, on every log line and problem it gets (`core::log::Trace`).
-    let request_id = request_id(headers.get("cf-ray")?.as_deref(), random_u64);
+    let request_id = request_id(lines.get("cf-ray").as_deref(), random_u64);
     let mut trace = Trace { request_id, method: method.clone(), route: None };
     let settings = settings::get(&env);
-    if settings.fault_injection.panics_at(|| headers.get(PANIC_TEST_HEADER).ok().flatten(), PanicSite::Worker)
-    {
+    if settings.fault_injection.panics_at(|| lines.get(PANIC_TEST_HEADER), PanicSite::Worker) {
         panic!("PANIC_FAULT_INJECTION: the Worker panics on purpose");
     }
     let config = match settings.serving_config() {
@@ -79,7 +80,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     };
     let url = req.url();
     let (path, _) = path_and_query_parts(&url);
-    let read_header = |name: &str| headers.get(name).map_err(|_| ());
+    let read_header = |name: &str| Ok(lines.get(name));
     let head = RequestHead {
         method: &method,
         path,
@@ -107,12 +108,14 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         Edge::Covered { policy, key } if policy.mode == Mode::Observe => {
             observe::covered(req, &url, &env, &ctx, config, &policy, key, trace).await
         }
-        Edge::Covered { policy, key } => covered(req, &url, &env, config, &policy, key, trace).await,
+        Edge::Covered { policy, key } => covered(req, &lines, &url, &env, config, &policy, key, trace).await,
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn covered(
     req: Request,
+    lines: &HeaderLines,
     url: &str,
     env: &Env,
     config: &Config,
@@ -121,8 +124,10 @@ async fn covered(
     trace: Trace,
 ) -> Result<Response> {
     let method = trace.method.as_str();
-    let headers = req.headers();
-    let Some((body, js_body)) = body::read_within(&req, &headers, config.max_body_bytes).await? else {
+    let declared_length = lines.get("content-length");
+    let Some((body, js_body)) =
+        body::read_within(&req, declared_length.as_deref(), config.max_body_bytes).await?
+    else {
         return respond::refused(env, &edge::body_too_large(config.max_body_bytes), &trace);
     };
 
@@ -130,20 +135,20 @@ async fn covered(
     let settings = settings::get(env);
     let name_key = settings.object_name_key.as_deref();
     let Identified { fingerprint, name, scope_salt, scope_log } =
-        match identify(&headers, method, &path_and_query, &key, config, policy, &body, name_key).await? {
+        match identify(lines, method, &path_and_query, &key, config, policy, &body, name_key).await? {
             Ok(identified) => identified,
             Err(problem) => return respond::refused(env, &problem, &trace),
         };
     let body_bytes = body.len();
     drop(body);
-    let client_ip = headers.get("cf-connecting-ip")?;
+    let client_ip = lines.get("cf-connecting-ip");
     let limit_keys = rate_limit_keys(scope_log.kind, &scope_salt.to_hex(), client_ip.as_deref());
     if let Some(answer) = rate_limit::refusal(env, policy.rate_limiter, &limit_keys, &trace).await {
         return answer;
     }
 
-    let tokens = connection_tokens(headers.get("connection")?.as_deref());
-    let outgoing = filtered_copy(&headers, |name| forward_to_origin(name, &tokens))?;
+    let tokens = connection_tokens(lines.get("connection").as_deref());
+    let outgoing = filtered_copy(&req.headers(), lines, |name| forward_to_origin(name, &tokens))?;
     if settings.trusted_client_ip {
         replace_client_ip(&outgoing)?;
     }
@@ -154,9 +159,7 @@ async fn covered(
         .transpose()?;
     // Everything the object needs, in one envelope (`core::wire`), the asynchronous
     // settings (`core::async_job`) included when the request prefers `respond-async`.
-    let accept_async = policy
-        .async_accept
-        .filter(|_| prefers_respond_async(headers.get("prefer").ok().flatten().as_deref()));
+    let accept_async = policy.async_accept.filter(|_| prefers_respond_async(lines.get("prefer").as_deref()));
     let call = ToObject::Key(KeyCall {
         fingerprint,
         scope_salt,

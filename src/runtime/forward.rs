@@ -43,8 +43,8 @@ pub(super) async fn pass_through(
         let body = match forwarded.body() {
             None => None,
             Some(_) => {
-                let headers = forwarded.headers();
-                match body::read_within(&forwarded, &headers, config.max_body_bytes).await? {
+                let declared = forwarded.headers().get("content-length")?;
+                match body::read_within(&forwarded, declared.as_deref(), config.max_body_bytes).await? {
                     Some((_, js_body)) => Some(js_body),
                     None => {
                         return respond::refused(env, &edge::body_too_large(config.max_body_bytes), trace)
@@ -172,18 +172,6 @@ pub(super) fn rewrap(response: &Response, headers: &Headers) -> Result<Response>
     init.set_status(response.status());
     init.set_headers(headers);
     Ok(Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?)
-}
-
-/// A copy of `headers` (one call) without the names `keep` refuses (one `delete` each). Only
-/// the names cross into Wasm, not the values.
-pub(super) fn filtered_copy(headers: &Headers, keep: impl Fn(&str) -> bool) -> Result<Headers> {
-    let copy = Headers::new_with_headers(headers)?;
-    for name in worker::Headers(headers.clone()).keys() {
-        if !keep(&name) {
-            copy.delete(&name)?;
-        }
-    }
-    Ok(copy)
 }
 
 /// `new Request(target, { method, headers, body, redirect: "manual" })`: the request as it

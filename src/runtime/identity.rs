@@ -31,6 +31,7 @@ use worker::{console_error, Delay, Result};
 use super::now_ms;
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope};
+use crate::core::headers::HeaderLines;
 use crate::core::jwks_cache::{Document, FetchRequest, JwksCache, KeyQuery, Lookup};
 use crate::core::jwt::{self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity};
 use crate::core::key::IdempotencyKey;
@@ -50,11 +51,11 @@ const MAX_CACHED_CRYPTO_KEYS: usize = 64;
 
 /// The scope of a covered request, with its log form, or the 401 problem refusing it.
 pub async fn scope(
-    headers: &Headers,
+    headers: &HeaderLines,
     config: &Config,
     policy: &Policy<'_>,
 ) -> Result<std::result::Result<(Scope, ScopeLog), Problem>> {
-    let values = header_values(headers, &config.scope.headers)?;
+    let values = header_values(headers, &config.scope.headers);
     let pairs = named_values(&config.scope.headers, &values);
     Ok(match scope::start(&config.scope, &policy.scope, &pairs) {
         Start::Decided(scope, log) => Ok((scope, log)),
@@ -70,8 +71,8 @@ pub async fn scope(
 }
 
 /// The values of the headers `names`, in order (`None` for an absent one).
-pub(super) fn header_values(headers: &Headers, names: &[String]) -> Result<Vec<Option<String>>> {
-    Ok(names.iter().map(|name| headers.get(name)).collect::<std::result::Result<Vec<_>, _>>()?)
+pub(super) fn header_values(headers: &HeaderLines, names: &[String]) -> Vec<Option<String>> {
+    names.iter().map(|name| headers.get(name)).collect()
 }
 
 /// `names` beside their `values` as the core reads headers: (lowercase name, bytes if present).
@@ -379,7 +380,7 @@ pub struct Identified {
 /// `OBJECT_NAME_KEY` when set).
 #[allow(clippy::too_many_arguments)]
 pub async fn identify(
-    headers: &Headers,
+    headers: &HeaderLines,
     method: &str,
     path_and_query: &str,
     key: &IdempotencyKey,
@@ -393,9 +394,9 @@ pub async fn identify(
         Err(problem) => return Ok(Err(problem)),
     };
     let scope_salt = scope.key_salt();
-    let content_type = headers.get("content-type")?;
+    let content_type = headers.get("content-type");
     let extra_values: Vec<Option<String>> =
-        policy.fingerprint_headers.iter().map(|name| headers.get(name).ok().flatten()).collect();
+        policy.fingerprint_headers.iter().map(|name| headers.get(name)).collect();
     let extra_headers: Vec<(&str, Option<&str>)> = policy
         .fingerprint_headers
         .iter()
@@ -413,7 +414,7 @@ pub async fn identify(
     // Rule 5 of `core::scope`: a replay goes only to the original's credential. The values
     // are read only where a binding can apply (never with the default scope).
     let binding = if config.scope.binds_replays() {
-        let values = header_values(headers, &config.scope.replay_headers)?;
+        let values = header_values(headers, &config.scope.replay_headers);
         let replay = named_values(&config.scope.replay_headers, &values);
         caller_binding(&config.scope, scope_log.kind, &replay)
     } else {

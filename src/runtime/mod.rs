@@ -29,6 +29,7 @@
 
 mod admin;
 mod body;
+mod boundary;
 mod chunks;
 mod entry;
 mod forward;

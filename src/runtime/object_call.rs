@@ -11,7 +11,7 @@ use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::{Headers, Request, RequestInit, Response};
 use worker::{Env, ObjectNamespace, Result, Stub};
 
-use super::forward::rewrap;
+use super::boundary::response_without;
 use crate::core::routes::ObjectCallFailure;
 use crate::core::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
 
@@ -94,10 +94,8 @@ fn answered_by_object(response: Response) -> Result<(Response, Answered)> {
     // of this name, should it send one) is a plain mark, never a reason to refuse an answer
     // the object gave.
     let answered = Answered::decode(&mark).unwrap_or(Answered::Plain);
-    // A fetched response's headers are immutable: copy them (one call), drop the mark.
-    let headers = Headers::new_with_headers(&received)?;
-    headers.delete(ANSWERED_HEADER)?;
-    Ok((rewrap(&response, &headers)?, answered))
+    // A fetched response's headers are immutable: a copy without the mark (one call).
+    Ok((response_without(&response, ANSWERED_HEADER)?, answered))
 }
 
 /// A call that carries only an envelope (`core::wire`) and, perhaps, a body: `method` to

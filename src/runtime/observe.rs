@@ -37,14 +37,16 @@
 use futures_channel::oneshot;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{Headers, Request, Response};
+use worker::web_sys::{Request, Response};
 use worker::{console_error, Context, Env, Result};
 
+use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::{self, identify};
 use super::object_call::{cached_key_namespace, call_named};
 use super::{body, metrics, now_ms, origin};
 use crate::core::config::{Config, Policy};
+use crate::core::headers::HeaderLines;
 use crate::core::key::IdempotencyKey;
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::observed::{self, Forwarded};
@@ -149,7 +151,7 @@ pub(super) async fn covered(
             method,
             path_and_query,
             key,
-            headers: Headers::new_with_headers(&headers)?,
+            headers: header_lines(&headers),
             body,
         },
         target,
@@ -174,7 +176,10 @@ pub(super) async fn covered(
         }
     };
     let status = response.status();
-    let answer_headers: Vec<(String, String)> = worker::Headers(response.headers()).entries().collect();
+    let answer_headers: Vec<(String, String)> = header_lines(&response.headers())
+        .pairs()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
     let cap = config.object_policy(policy).max_stored_response_bytes;
     let (answer, captured) = origin::split_answer(response, cap)?;
     ctx.wait_until(async move {
@@ -192,7 +197,7 @@ struct Observed {
     method: String,
     path_and_query: String,
     key: IdempotencyKey,
-    headers: Headers,
+    headers: HeaderLines,
     body: Vec<u8>,
 }
 

@@ -59,7 +59,8 @@ use worker::web_sys::{
 };
 use worker::{console_error, console_warn, worker_sys, Delay, Env};
 
-use super::forward::{self, filtered_copy};
+use super::boundary::{filtered_copy, header_lines};
+use super::forward;
 use super::{body, origin_auth, settings};
 use crate::core::config::ObjectPolicy;
 use crate::core::headers::{connection_tokens, forward_to_origin, store_for_replay};
@@ -303,8 +304,10 @@ fn build_request(
     signal: &web_sys::AbortSignal,
     signature: Option<&str>,
 ) -> Result<Request, JsValue> {
-    let tokens = connection_tokens(headers.get("connection")?.as_deref());
-    let outgoing = filtered_copy(headers, |name| forward_to_origin(name, &tokens)).map_err(JsValue::from)?;
+    let lines = header_lines(headers);
+    let tokens = connection_tokens(lines.get("connection").as_deref());
+    let outgoing =
+        filtered_copy(headers, &lines, |name| forward_to_origin(name, &tokens)).map_err(JsValue::from)?;
     if let Some(signature) = signature {
         outgoing.set(SIGNATURE_HEADER, signature)?;
     }
@@ -322,7 +325,10 @@ fn build_request(
 /// machine counts a stored response) fits in `max_stored_bytes`, else a stream of it.
 async fn read_answer(response: Response, max_stored_bytes: u64) -> Result<OriginAnswer, JsValue> {
     let status = response.status();
-    let headers: Vec<(String, String)> = worker::Headers(response.headers()).entries().collect();
+    let headers: Vec<(String, String)> = header_lines(&response.headers())
+        .pairs()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
     let connection = headers
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case("connection"))

@@ -44,10 +44,15 @@ js = js.split(exportsOf).join("wasm = __xExports(wasmInstance.exports);");
 // A Wasm exports object is frozen, so the exports are copied into a plain object rather than
 // proxied (a Proxy may not answer another function for a frozen property).
 js = `const __X = (globalThis.__X = { imp: {}, exp: {} });
+// A snippet's namespace object is read-only: each namespace is copied, not patched.
 function __xImports(o) {
-  for (const ns of Object.values(o)) for (const k of Object.keys(ns)) {
-    const f = ns[k];
-    if (typeof f === "function") ns[k] = function (...a) { __X.imp[k] = (__X.imp[k] || 0) + 1; return f.apply(this, a); };
+  for (const [name, ns] of Object.entries(o)) {
+    const copy = {};
+    for (const k of Object.keys(ns)) {
+      const f = ns[k];
+      copy[k] = typeof f === "function" ? function (...a) { __X.imp[k] = (__X.imp[k] || 0) + 1; return f.apply(this, a); } : f;
+    }
+    o[name] = copy;
   }
   return o;
 }

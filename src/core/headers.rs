@@ -92,6 +92,11 @@ impl HeaderLines {
         std::iter::from_fn(move || Some((fields.next()?, fields.next()?)))
     }
 
+    /// Every header, owned.
+    pub fn to_pairs(&self) -> Vec<(String, String)> {
+        self.pairs().map(|(name, value)| (name.to_owned(), value.to_owned())).collect()
+    }
+
     /// The value of `name` (any case) as `Headers.get` answers it: `None` when absent,
     /// repeated entries (`Set-Cookie` is iterated one line at a time) joined with `", "`.
     pub fn get(&self, name: &str) -> Option<String> {

@@ -5,10 +5,14 @@
 
 // Every header as `name\nvalue\n`, in the order `Headers` iterates them (lowercase names,
 // repeated lines joined with ", ", each Set-Cookie on its own). A value cannot hold a line
-// feed (the runtime refuses one), so the text needs no escapes.
+// feed (HTTP ends a header line there, and `Headers` refuses one), so the text needs no
+// escapes; should one ever appear, this throws rather than let it read as another header.
 export function headerLines(headers) {
   let text = "";
-  for (const [name, value] of headers) text += name + "\n" + value + "\n";
+  for (const [name, value] of headers) {
+    if (name.includes("\n") || value.includes("\n")) throw new TypeError("a header holds a line feed");
+    text += name + "\n" + value + "\n";
+  }
   return text;
 }
 

@@ -11,17 +11,18 @@ use crate::core::headers::HeaderLines;
 
 #[wasm_bindgen(module = "/src/runtime/boundary.mjs")]
 extern "C" {
-    #[wasm_bindgen(js_name = headerLines)]
-    fn header_lines_text(headers: &Headers) -> String;
+    #[wasm_bindgen(js_name = headerLines, catch)]
+    fn header_lines_text(headers: &Headers) -> Result<String, JsValue>;
     #[wasm_bindgen(js_name = headersWithout, catch)]
     fn headers_without_text(headers: &Headers, refused: &str) -> Result<Headers, JsValue>;
     #[wasm_bindgen(js_name = responseWithout, catch)]
     fn response_without_js(response: &Response, name: &str) -> Result<Response, JsValue>;
 }
 
-/// `headers`, read whole.
-pub(super) fn header_lines(headers: &Headers) -> HeaderLines {
-    HeaderLines::new(header_lines_text(headers))
+/// `headers`, read whole. An error only where a header holds a line feed, which HTTP and
+/// `Headers` never let through: each caller then fails closed (nothing is forwarded on it).
+pub(super) fn header_lines(headers: &Headers) -> worker::Result<HeaderLines> {
+    Ok(HeaderLines::new(header_lines_text(headers)?))
 }
 
 /// A copy of `headers` (read whole as `lines`) without the names `keep` refuses.

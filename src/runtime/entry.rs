@@ -66,7 +66,7 @@ use crate::core::wire::{KeyCall, KeyStep, ReconcileCall, ToObject, ENVELOPE_HEAD
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method();
     // The headers, read whole in one call: every decision below reads this copy.
-    let lines = header_lines(&req.headers());
+    let lines = header_lines(&req.headers())?;
     // Which request this is, on every log line and problem it gets (`core::log::Trace`).
     let request_id = request_id(lines.get("cf-ray").as_deref(), random_u64);
     let mut trace = Trace { request_id, method: method.clone(), route: None };

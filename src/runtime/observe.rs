@@ -107,6 +107,8 @@ pub(super) async fn covered(
 ) -> Result<Response> {
     let method = trace.method.clone();
     let headers = req.headers();
+    // Read before anything is sent, for the recording below.
+    let lines = header_lines(&headers)?;
     let path_and_query = path_and_query(url);
     let target = config.target_for(policy, url, &path_and_query);
     let (body, forward_body) = match body::read_observed(&req, &headers, config.max_body_bytes).await? {
@@ -151,7 +153,7 @@ pub(super) async fn covered(
             method,
             path_and_query,
             key,
-            headers: header_lines(&headers),
+            headers: lines,
             body,
         },
         target,
@@ -176,10 +178,9 @@ pub(super) async fn covered(
         }
     };
     let status = response.status();
-    let answer_headers: Vec<(String, String)> = header_lines(&response.headers())
-        .pairs()
-        .map(|(name, value)| (name.to_owned(), value.to_owned()))
-        .collect();
+    // Only the recording reads them: unreadable, it records none, and the caller still gets
+    // the origin's answer.
+    let answer_headers = header_lines(&response.headers()).map(|lines| lines.to_pairs()).unwrap_or_default();
     let cap = config.object_policy(policy).max_stored_response_bytes;
     let (answer, captured) = origin::split_answer(response, cap)?;
     ctx.wait_until(async move {

@@ -304,7 +304,7 @@ fn build_request(
     signal: &web_sys::AbortSignal,
     signature: Option<&str>,
 ) -> Result<Request, JsValue> {
-    let lines = header_lines(headers);
+    let lines = header_lines(headers).map_err(JsValue::from)?;
     let tokens = connection_tokens(lines.get("connection").as_deref());
     let outgoing =
         filtered_copy(headers, &lines, |name| forward_to_origin(name, &tokens)).map_err(JsValue::from)?;
@@ -325,10 +325,8 @@ fn build_request(
 /// machine counts a stored response) fits in `max_stored_bytes`, else a stream of it.
 async fn read_answer(response: Response, max_stored_bytes: u64) -> Result<OriginAnswer, JsValue> {
     let status = response.status();
-    let headers: Vec<(String, String)> = header_lines(&response.headers())
-        .pairs()
-        .map(|(name, value)| (name.to_owned(), value.to_owned()))
-        .collect();
+    // Unreadable headers: the outcome is unknown (the origin may have executed).
+    let headers = header_lines(&response.headers()).map_err(JsValue::from)?.to_pairs();
     let connection = headers
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case("connection"))

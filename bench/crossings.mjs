@@ -11,12 +11,12 @@
 // optimizer keeps every import and export name). The Worker and its object share one isolate
 // locally, so both halves count. A request to `/__xing` answers the counts, `/__xing_reset`
 // clears them; both exist only in this counting copy.
-import { execFileSync, fork } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { writeConfig, startWorker } from "./lib/workers.mjs";
+import { startCopyWithOrigin } from "./lib/workers.mjs";
 import { pool, send } from "./lib/load.mjs";
 import { profiledPayment as payment } from "./lib/profile.mjs";
 
@@ -86,16 +86,7 @@ fs.writeFileSync(path.join(build, "index.js"), fs.readFileSync(path.join(glue, "
 fs.copyFileSync(path.join(ROOT, "build/index_bg.wasm"), path.join(build, "index_bg.wasm"));
 fs.writeFileSync(path.join(build, "worker/shim.mjs"), "export * from '../index.js';\nexport { default } from '../index.js';\n");
 
-const origin = await new Promise((resolve) => {
-  const child = fork(path.join(ROOT, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  child.on("message", (m) => m.ready && resolve({ port: m.port, stop: () => (child.disconnect(), child.kill()) }));
-});
-const config = writeConfig(path.join(work, "wrangler.toml"), {
-  from: path.join(ROOT, "wrangler.toml"),
-  main: path.join(build, "worker/shim.mjs"),
-  vars: { ORIGIN_URL: `http://127.0.0.1:${origin.port}` },
-});
-const worker = await startWorker({ name: "crossings", config, persistDir: path.join(work, "state") });
+const { worker, stop } = await startCopyWithOrigin({ rootDir: ROOT, build, name: "crossings", work });
 const agent = pool(1);
 const get = async (p) => (await fetch(`http://${worker.host}:${worker.port}${p}`)).text();
 
@@ -123,7 +114,6 @@ for (const [name, c] of Object.entries({ replay, first })) {
   console.log("| JS→Wasm export | per request |\n|---|--:|");
   for (const [k, v] of Object.entries(c.exports)) console.log(`| ${k} | ${v} |`);
 }
-await worker.dispose();
-origin.stop();
+await stop();
 fs.rmSync(work, { recursive: true, force: true });
 process.exit(0);

@@ -12,15 +12,15 @@
 // (a payment with a new key) and then asks the counting copy (`/__exec`, which exists only
 // there) which ids ran. An id is mapped to its function by reading the instrumented code:
 // each function body starts with `i32.const id; call log_execution`.
-import { execFileSync, fork } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { writeConfig, startWorker } from "./lib/workers.mjs";
+import { startCopyWithOrigin } from "./lib/workers.mjs";
 import { pool, send } from "./lib/load.mjs";
 import { profiledPayment as payment } from "./lib/profile.mjs";
-import { codeBreakdown, sections } from "./lib/wasm.mjs";
+import { codeBreakdown, reader, sections } from "./lib/wasm.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const top = Number(process.argv[2] ?? 30);
@@ -41,45 +41,25 @@ execFileSync(path.join(ROOT, "node_modules/.bin/wasm-opt"), [named, ...features,
 
 // id -> function index, from the instrumented code section.
 function idsOf(buf) {
-  const secs = sections(buf);
-  let pos;
-  const u32 = () => {
-    let result = 0, shift = 0, byte;
-    do {
-      byte = buf[pos++];
-      result += (byte & 0x7f) * 2 ** shift;
-      shift += 7;
-    } while (byte & 0x80);
-    return result;
-  };
-  const s32 = () => {
-    let result = 0, shift = 0, byte;
-    do {
-      byte = buf[pos++];
-      result |= (byte & 0x7f) << shift;
-      shift += 7;
-    } while (byte & 0x80);
-    return shift < 32 && byte & 0x40 ? result | (~0 << shift) : result;
-  };
-  const code = secs.find((s) => s.name === "code");
-  pos = code.body;
-  const count = u32();
+  const code = sections(buf).find((s) => s.name === "code");
+  const r = reader(buf, code.body);
+  const count = r.u32();
   const byId = new Map();
   for (let i = 0; i < count; i++) {
-    const size = u32();
-    const end = pos + size;
-    const groups = u32();
+    const size = r.u32();
+    const end = r.pos + size;
+    const groups = r.u32();
     for (let g = 0; g < groups; g++) {
-      u32();
-      const type = buf[pos++];
-      if (type === 0x63 || type === 0x64) s32();
+      r.u32();
+      const type = r.byte();
+      if (type === 0x63 || type === 0x64) r.s32();
     }
-    if (buf[pos] === 0x41) {
-      pos++;
-      const id = s32();
-      if (buf[pos] === 0x10) byId.set(id, i);
+    // `i32.const id` (0x41), then `call log_execution` (0x10).
+    if (r.byte() === 0x41) {
+      const id = r.s32();
+      if (r.byte() === 0x10) byId.set(id, i);
     }
-    pos = end;
+    r.pos = end;
   }
   return byId;
 }
@@ -104,21 +84,11 @@ ${js}`;
 fs.writeFileSync(path.join(build, "index.js"), js);
 fs.writeFileSync(path.join(build, "worker/shim.mjs"), "export * from '../index.js';\nexport { default } from '../index.js';\n");
 
-const origin = await new Promise((resolve) => {
-  const child = fork(path.join(ROOT, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  child.on("message", (m) => m.ready && resolve({ port: m.port, stop: () => (child.disconnect(), child.kill()) }));
-});
-const config = writeConfig(path.join(work, "wrangler.toml"), {
-  from: path.join(ROOT, "wrangler.toml"),
-  main: path.join(build, "worker/shim.mjs"),
-  vars: { ORIGIN_URL: `http://127.0.0.1:${origin.port}` },
-});
-const worker = await startWorker({ name: "first-request-code", config, persistDir: path.join(work, "state") });
+const { worker, stop } = await startCopyWithOrigin({ rootDir: ROOT, build, name: "first-request-code", work });
 const agent = pool(1);
 const answer = await send(agent, worker, payment(`first-code-${Date.now().toString(36)}`));
 const ran = JSON.parse(await (await fetch(`http://${worker.host}:${worker.port}/__exec`)).text());
-await worker.dispose();
-origin.stop();
+await stop();
 fs.rmSync(work, { recursive: true, force: true });
 
 const functions = new Map();

@@ -6,7 +6,8 @@ const SECTION_NAMES = {
   7: "export", 8: "start", 9: "element", 10: "code", 11: "data", 12: "datacount", 13: "tag",
 };
 
-function reader(buf, start = 0) {
+/** A LEB128 reader over `buf` from `start`: `byte`, `u32`, `s32`, `name`, and `pos`. */
+export function reader(buf, start = 0) {
   let p = start;
   return {
     get pos() { return p; },
@@ -22,6 +23,17 @@ function reader(buf, start = 0) {
         shift += 7;
       } while (b & 0x80);
       return result;
+    },
+    s32() {
+      let result = 0;
+      let shift = 0;
+      let b;
+      do {
+        b = buf[p++];
+        result |= (b & 0x7f) << shift;
+        shift += 7;
+      } while (b & 0x80);
+      return shift < 32 && b & 0x40 ? result | (~0 << shift) : result;
     },
     name() {
       const len = this.u32();

@@ -6,6 +6,7 @@
 // - the address of the user worker's own workerd socket, so load skips wrangler's proxy
 //   worker (read from the `reloadComplete` event, which carries it to the proxy);
 // - the pid of that workerd process, for CPU and memory figures.
+import { fork } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { unstable_DevEnv } from "wrangler";
@@ -78,4 +79,30 @@ export async function startWorker({ name, config, persistDir, registryDir }) {
   if (!pid) throw new Error(`${name}: could not find the workerd process listening on ${host}:${port}`);
   const proxyPid = pidListeningOn(Number(proxyUrl.port), fresh);
   return { name, host, port, proxyUrl: String(proxyUrl), pid, proxyPid, dispose: () => worker.dispose() };
+}
+
+/**
+ * A copy of the worker built in `build` (index.js, index_bg.wasm, worker/shim.mjs), run with
+ * `rootDir`'s wrangler.toml in front of a new `bench/origin.mjs`, its state under `work`:
+ * what the counting tools (bench/crossings.mjs, bench/first-request-code.mjs) measure.
+ * `stop()` ends the worker and the origin.
+ */
+export async function startCopyWithOrigin({ rootDir, build, name, work }) {
+  const origin = await new Promise((resolve) => {
+    const child = fork(path.join(rootDir, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    child.on("message", (m) => m.ready && resolve({ port: m.port, stop: () => (child.disconnect(), child.kill()) }));
+  });
+  const config = writeConfig(path.join(work, "wrangler.toml"), {
+    from: path.join(rootDir, "wrangler.toml"),
+    main: path.join(build, "worker/shim.mjs"),
+    vars: { ORIGIN_URL: `http://127.0.0.1:${origin.port}` },
+  });
+  const worker = await startWorker({ name, config, persistDir: path.join(work, "state") });
+  return {
+    worker,
+    async stop() {
+      await worker.dispose();
+      origin.stop();
+    },
+  };
 }

@@ -181,4 +181,24 @@ mod tests {
         assert_eq!(HeaderLines::new(String::new()).pairs().count(), 0, "no headers");
         assert_eq!(HeaderLines::new("dangling".to_owned()).get("dangling"), None, "a field without its pair");
     }
+
+    proptest::proptest! {
+        /// Whatever headers the runtime iterates (lowercase token names, values of any byte
+        /// but a line feed, as `Headers` holds them), the text `headerLines` writes reads
+        /// back as the same pairs, and `get` answers as `Headers.get` does.
+        #[test]
+        fn header_lines_read_back_what_the_runtime_wrote(
+            headers in proptest::collection::vec(("[a-z0-9-]{1,12}", "[\\x00-\\x09\\x0b-\\xff]{0,24}"), 0..12)
+        ) {
+            let text: String = headers.iter().map(|(name, value)| format!("{name}\n{value}\n")).collect();
+            let lines = HeaderLines::new(text);
+            let read: Vec<(String, String)> = lines.to_pairs();
+            proptest::prop_assert_eq!(&read, &headers);
+            for (name, _) in &headers {
+                let values: Vec<&str> =
+                    headers.iter().filter(|(other, _)| other == name).map(|(_, value)| value.as_str()).collect();
+                proptest::prop_assert_eq!(lines.get(&name.to_ascii_uppercase()), Some(values.join(", ")));
+            }
+        }
+    }
 }

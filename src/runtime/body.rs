@@ -7,18 +7,18 @@
 use futures_util::stream::{self, StreamExt};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{Headers, Request};
+use worker::web_sys::Request;
 use worker::{ByteStream, Result};
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
-/// when it is larger than `limit` (`content_length`: the request's `Content-Length`). `Content-Length` can only make the answer come sooner; a
-/// body without one is counted as it streams in.
+/// when it is larger than `limit`. `content_length` (the request's `Content-Length`) can
+/// only make the answer come sooner; a body without one is counted as it streams in.
 pub(super) async fn read_within(
     req: &Request,
     content_length: Option<&str>,
     limit: u64,
 ) -> Result<Option<(Vec<u8>, JsValue)>> {
-    let declared = content_length.and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = declared_length(content_length);
     if declared.is_some_and(|length| length > limit) {
         return Ok(None);
     }
@@ -45,6 +45,11 @@ pub(super) async fn read_within(
     }
     let js_body = js_sys::Uint8Array::from(body.as_slice()).into();
     Ok(Some((body, js_body)))
+}
+
+/// The length a `Content-Length` value declares, when it is a number.
+fn declared_length(content_length: Option<&str>) -> Option<u64> {
+    content_length.and_then(|value| value.trim().parse::<u64>().ok())
 }
 
 /// Most bytes read and thrown away after a rejection. Answering before the request body is
@@ -81,8 +86,12 @@ pub(super) enum ObservedBody {
     Read(Vec<u8>, Option<JsValue>),
 }
 
-pub(super) async fn read_observed(req: &Request, headers: &Headers, limit: u64) -> Result<ObservedBody> {
-    let declared = headers.get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
+pub(super) async fn read_observed(
+    req: &Request,
+    content_length: Option<&str>,
+    limit: u64,
+) -> Result<ObservedBody> {
+    let declared = declared_length(content_length);
     if declared.is_some_and(|length| length > limit) {
         return Ok(ObservedBody::Declared);
     }

@@ -106,24 +106,25 @@ pub(super) async fn covered(
     trace: Trace,
 ) -> Result<Response> {
     let method = trace.method.clone();
-    let headers = req.headers();
     // Read before anything is sent, for the recording below.
-    let lines = header_lines(&headers)?;
+    let lines = header_lines(&req.headers())?;
     let path_and_query = path_and_query(url);
     let target = config.target_for(policy, url, &path_and_query);
-    let (body, forward_body) = match body::read_observed(&req, &headers, config.max_body_bytes).await? {
-        body::ObservedBody::Declared => {
-            return passed(req, url, env, config, policy, ProblemKind::BodyTooLarge, &trace).await
-        }
-        body::ObservedBody::OverLimit(stream) => {
-            let started = now_ms();
-            let forwarded = forward::as_it_came(&req, &target, Some(&stream))?;
-            let answer = origin_or_problem(forward::send(env, policy.origin_service, &forwarded).await);
-            log_refused_forward(env, ProblemKind::BodyTooLarge, &answer, started, &trace);
-            return answer;
-        }
-        body::ObservedBody::Read(body, forward_body) => (body, forward_body),
-    };
+    let declared_length = lines.get("content-length");
+    let (body, forward_body) =
+        match body::read_observed(&req, declared_length.as_deref(), config.max_body_bytes).await? {
+            body::ObservedBody::Declared => {
+                return passed(req, url, env, config, policy, ProblemKind::BodyTooLarge, &trace).await
+            }
+            body::ObservedBody::OverLimit(stream) => {
+                let started = now_ms();
+                let forwarded = forward::as_it_came(&req, &target, Some(&stream))?;
+                let answer = origin_or_problem(forward::send(env, policy.origin_service, &forwarded).await);
+                log_refused_forward(env, ProblemKind::BodyTooLarge, &answer, started, &trace);
+                return answer;
+            }
+            body::ObservedBody::Read(body, forward_body) => (body, forward_body),
+        };
 
     // The forward goes first: nothing below waits for the object (but for its signature).
     let forwarded = forward::as_it_came(&req, &target, forward_body.as_ref())?;

@@ -1,6 +1,8 @@
 //! Which headers cross which hop.
 //!
-//! Owns the header rules; it sees names (and the `Connection` value), never a request.
+//! Owns the header rules; they see names (and the `Connection` value), never a request.
+//! It also reads a request's headers as the runtime hands them over in one text
+//! ([`HeaderLines`]).
 //!
 //! 1. Hop-by-hop headers (RFC 9110 §7.6.1, plus any named in `Connection`) never cross the
 //!    proxy, in either direction.

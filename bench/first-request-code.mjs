@@ -34,6 +34,7 @@ for (const need of [named, path.join(ROOT, "build/index.js")]) {
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-first-code-"));
 const build = path.join(work, "build");
 fs.mkdirSync(path.join(build, "worker"), { recursive: true });
+// scripts/build.sh's feature list: `--all-features` would write imports V8 cannot read.
 const features = ["--enable-mutable-globals", "--enable-sign-ext", "--enable-nontrapping-float-to-int", "--enable-bulk-memory",
   "--enable-multivalue", "--enable-reference-types", "--enable-exception-handling"];
 const instrumented = path.join(build, "index_bg.wasm");

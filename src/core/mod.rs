@@ -34,6 +34,7 @@ pub mod log_decisions;
 pub mod machine;
 pub mod metrics_schema;
 pub mod observed;
+pub mod order;
 pub mod origin_auth;
 pub mod outcome_events;
 pub mod policy;

@@ -33,6 +33,7 @@ use crate::core::machine::{storage_unavailable, Action};
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record};
 use crate::core::wire::KeyCall;
+use crate::runtime::boundary::header_lines;
 use crate::runtime::origin::{self, AnswerBody, OriginAnswer, Outgoing};
 use crate::runtime::outcome_queue;
 use crate::runtime::respond;
@@ -73,7 +74,9 @@ impl KeyObject {
             scope_salt: salt.0,
             method: req.method(),
             target: req.url(),
-            headers: end_to_end(headers),
+            // Unreadable only where a header holds a line feed, which the Worker refused
+            // already: nothing is sealed or claimed then.
+            headers: end_to_end(headers).map_err(|_| storage_unavailable())?,
             body,
         };
         let binding = (now, &call.fingerprint);
@@ -244,16 +247,14 @@ impl KeyObject {
 /// The request's end-to-end headers as the origin gets them: the Worker's internal headers
 /// dropped, and `respond-async` taken out of `Prefer` (the edge honoured it; the origin
 /// must answer with its final answer).
-fn end_to_end(headers: &Headers) -> Vec<(String, String)> {
-    worker::Headers(headers.clone())
-        .entries()
-        .filter(|(name, _)| forward_to_origin(name, &[]))
-        .filter_map(|(name, value)| {
-            if name.eq_ignore_ascii_case("prefer") {
-                prefer_for_origin(&value).map(|value| (name, value))
-            } else {
-                Some((name, value))
-            }
-        })
-        .collect()
+fn end_to_end(headers: &Headers) -> Result<Vec<(String, String)>> {
+    let lines = header_lines(headers)?;
+    let kept = lines.pairs().filter(|(name, _)| forward_to_origin(name, &[])).filter_map(|(name, value)| {
+        if name.eq_ignore_ascii_case("prefer") {
+            prefer_for_origin(value).map(|value| (name.to_owned(), value))
+        } else {
+            Some((name.to_owned(), value.to_owned()))
+        }
+    });
+    Ok(kept.collect())
 }

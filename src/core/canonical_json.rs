@@ -28,7 +28,7 @@
 use std::borrow::Cow;
 
 use super::case_fold::push_folded;
-use super::order::{sort_stable_by, stable_order};
+use super::order::{arrange, sort_stable_by, stable_order};
 
 /// Deepest nesting of arrays and objects that is canonicalised.
 pub const MAX_DEPTH: usize = 128;
@@ -124,8 +124,7 @@ impl<'a> Parser<'a> {
             // Each key decoded once, then the members moved into the keys' stable order.
             let keys: Vec<Cow<'_, [u8]>> = members.iter().map(|(key, _)| key_value(key)).collect();
             let order = stable_order(keys.len(), &mut |a, b| keys[a] < keys[b]);
-            let mut slots: Vec<Option<(&[u8], Vec<u8>)>> = members.into_iter().map(Some).collect();
-            members = order.into_iter().filter_map(|index| slots[index].take()).collect();
+            arrange(&mut members, order);
         }
         out.push(b'{');
         for (i, (key, value)) in members.iter().enumerate() {

@@ -6,7 +6,7 @@
 //! `sort_by_cached_key`) are fast on long slices but are compiled anew for each element type
 //! and comparison, about 12 KB of the Wasm for these three call sites (issue 23.3). Here the
 //! sorting itself is one non-generic merge sort over indices ([`stable_order`]); what is
-//! generic is only the few lines that move the items into that order ([`sort_stable_by`]).
+//! generic is only the swap that moves the items into that order ([`arrange`]).
 //!
 //! It is stable (equal items keep their order), which the fingerprint relies on: members
 //! that compare equal are exact duplicates, and their written order decides which one a
@@ -50,10 +50,26 @@ pub fn stable_order(len: usize, less: &mut dyn FnMut(usize, usize) -> bool) -> V
 }
 
 /// Sorts `items` stably by `less` (whether the first sorts strictly before the second).
-pub fn sort_stable_by<T>(items: &mut Vec<T>, mut less: impl FnMut(&T, &T) -> bool) {
+pub fn sort_stable_by<T>(items: &mut [T], mut less: impl FnMut(&T, &T) -> bool) {
     let order = stable_order(items.len(), &mut |a, b| less(&items[a], &items[b]));
-    let mut slots: Vec<Option<T>> = std::mem::take(items).into_iter().map(Some).collect();
-    items.extend(order.into_iter().filter_map(|index| slots[index].take()));
+    arrange(items, order);
+}
+
+/// Moves `items` into `order` (as [`stable_order`] gives it: the new first item is the one
+/// at `order[0]`), in place: each cycle of the permutation is walked once, so `n` swaps at
+/// most, and nothing but the swap depends on the items' type.
+pub fn arrange<T>(items: &mut [T], mut order: Vec<usize>) {
+    for start in 0..order.len() {
+        let mut at = start;
+        while order[at] != start {
+            // `at` receives the item its slot names; the one it held moves on along the cycle.
+            let from = order[at];
+            items.swap(at, from);
+            order[at] = at;
+            at = from;
+        }
+        order[at] = at;
+    }
 }
 
 #[cfg(test)]
@@ -91,6 +107,17 @@ mod tests {
     }
 
     proptest! {
+        /// Any order, applied in place, puts each item where the order says.
+        #[test]
+        fn arranges_items_in_any_order(seeds in proptest::collection::vec(any::<u32>(), 0..100)) {
+            let mut order: Vec<usize> = (0..seeds.len()).collect();
+            order.sort_by_key(|&index| seeds[index]);
+            let mut items: Vec<String> = (0..seeds.len()).map(|index| index.to_string()).collect();
+            arrange(&mut items, order.clone());
+            let expected: Vec<String> = order.iter().map(|index| index.to_string()).collect();
+            prop_assert_eq!(items, expected);
+        }
+
         /// The same order as `std`'s stable sort, ties included: items that compare equal
         /// (the same `key`) keep their written order (`tag`).
         #[test]

@@ -11,7 +11,8 @@
 //
 //   node bench/coldstart.mjs [build dir=build] [rounds=5]
 //
-// Runs the built worker in ORIGIN_URL mode (as deployed). Not part of bench/run.mjs.
+// Runs the built worker in ORIGIN_URL mode (as deployed), and the same build in route mode
+// (`worker-route`: no TCP probe). Not part of bench/run.mjs.
 import { fork } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -51,6 +52,13 @@ const configs = {
     fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace(/^name\s*=.*$/m, 'name = "cold-worker"'));
     return file;
   },
+  // The same build in route mode (no ORIGIN_URL, the origin named by the Host header): no TCP
+  // probe before the first forward, so no first use of `connect()` on the first request.
+  "worker-route": (file) => {
+    writeConfig(file, { from: path.join(ROOT, "wrangler.toml"), main: path.join(build, "worker/shim.mjs"), vars: { ORIGIN_URL: "" } });
+    fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace(/^name\s*=.*$/m, 'name = "cold-worker-route"'));
+    return file;
+  },
 };
 const payment = (key) => ({
   method: "POST",
@@ -70,6 +78,7 @@ for (let r = 0; r < rounds; r++) {
     const startMs = performance.now() - t0;
     await settle([t.pid]);
     const startCpu = cpuMs(t.pid);
+    if (name === "worker-route") t.hostHeader = `127.0.0.1:${origin.port}`;
     const agent = pool(1);
     const c0 = cpuMs(t.pid);
     const first = await send(agent, t, payment(`${id}-${name}-${r}-first`));

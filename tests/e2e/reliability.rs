@@ -422,9 +422,19 @@ fn storm_of_duplicates_executes_each_key_exactly_once() {
 /// Issue 23.2: a storm of new keys against an origin with a small listen backlog (Python's
 /// `http.server`, whose default backlog is 5): 100 new keys x 5 duplicates, shuffled, 25 at
 /// a time, origin timeout 4 s. The full accept queue drops SYNs, which the kernel sends
-/// again after 1 s; the origin serves every request in the end. No request may be answered
-/// 502 `origin-unreachable` (the TCP probe must not give up on a connection that would have
-/// opened), no key executes twice, and a key's duplicates get its one answer.
+/// again after 1 s, 3 s, 7 s; the origin serves every request in the end. The TCP probe must
+/// not give up on a connection before the origin timeout: no key may be answered 502
+/// `origin-unreachable` sooner than that (the probe used to give up at a quarter of it, and
+/// 3-8 of 100 keys were refused that way in every run). No key executes twice, and a key's
+/// duplicates get its one answer.
+///
+/// A probe that waited the whole timeout without a connection releases its key rightly: a
+/// fetch would not have connected in that time either (it would have left the key unknown),
+/// and an origin that accepts nothing for 4 s is unreachable by the configured measure. On a
+/// quiet machine that does not happen here (0 such keys in every run before this test
+/// checked the time); with the suite's other tests beside it on 2 cores, one key in one
+/// fresh-clone run saw its SYN dropped at 0, 1 and 3 s. So such a key is counted and
+/// printed, and what fails the test is a refusal that came before the timeout.
 ///
 /// A backlog of 5 also bounds the origin's SYN queue, so its kernel answers some SYNs with
 /// SYN cookies, and a cookie that fails to validate (`TcpExtSyncookiesFailed` in `nstat`)
@@ -439,6 +449,7 @@ fn storm_against_a_small_backlog_origin_has_no_false_origin_unreachable() {
     const DUPLICATES: usize = 5;
     const CONNECTIONS: usize = 25;
     const BACKLOG: u32 = 5;
+    const ORIGIN_TIMEOUT_SECONDS: u64 = 4;
     let origin = BacklogOrigin::start(BACKLOG);
     let w = Worker::start(WorkerConfig {
         name: "rel-backlog-storm".into(),
@@ -446,7 +457,7 @@ fn storm_against_a_small_backlog_origin_has_no_false_origin_unreachable() {
             ("ORIGIN_URL", origin.url()),
             ("IDEMPOTENCY_TTL_SECONDS", "600".to_string()),
             ("DUPLICATE_WAIT_SECONDS", "120".to_string()),
-            ("ORIGIN_TIMEOUT_SECONDS", "4".to_string()),
+            ("ORIGIN_TIMEOUT_SECONDS", ORIGIN_TIMEOUT_SECONDS.to_string()),
             ("SCOPE_HEADER", "Authorization".to_string()),
         ]),
         readiness: Readiness::OriginAnswers,
@@ -460,7 +471,8 @@ fn storm_against_a_small_backlog_origin_has_no_false_origin_unreachable() {
     let order = Arc::new(order);
     let keys = Arc::new(keys);
     let next = Arc::new(AtomicUsize::new(0));
-    let results: Arc<Mutex<Vec<Answer>>> = Arc::new(Mutex::new(Vec::new()));
+    // Each answer with how long its request took.
+    let results: Arc<Mutex<Vec<(Answer, Duration)>>> = Arc::new(Mutex::new(Vec::new()));
     let threads: Vec<_> = (0..CONNECTIONS)
         .map(|_| {
             let (order, keys, next, results) = (order.clone(), keys.clone(), next.clone(), results.clone());
@@ -471,15 +483,24 @@ fn storm_against_a_small_backlog_origin_has_no_false_origin_unreachable() {
                 let (key, path) = &keys[k];
                 let req =
                     payment(path, key).header("x-test-delay-ms", "50").timeout(Duration::from_secs(180));
+                let sent = Instant::now();
                 let answer = req.send(addr).map_err(|e| e.to_string());
-                results.lock().unwrap().push((k, answer));
+                results.lock().unwrap().push(((k, answer), sent.elapsed()));
             })
         })
         .collect();
     for t in threads {
         t.join().expect("storm thread");
     }
-    let results = std::mem::take(&mut *results.lock().unwrap());
+    let timed = std::mem::take(&mut *results.lock().unwrap());
+    // The longest any request of a key waited: its executing request's, which includes the
+    // probe's wait (a duplicate may have joined later).
+    let mut longest_wait: HashMap<usize, Duration> = HashMap::new();
+    for ((k, _), took) in &timed {
+        let longest = longest_wait.entry(*k).or_default();
+        *longest = (*longest).max(*took);
+    }
+    let results: Vec<Answer> = timed.into_iter().map(|(answer, _)| answer).collect();
 
     let mut failures = Vec::new();
     let mut by_key: HashMap<usize, Vec<Response>> = HashMap::new();
@@ -495,8 +516,16 @@ fn storm_against_a_small_backlog_origin_has_no_false_origin_unreachable() {
         let kind = problem_kind(r).map(|kind| format!(" {kind}")).unwrap_or_default();
         *outcomes.entry(format!("{}{kind}", r.status)).or_default() += 1;
     }
-    let unreachable = by_key.values().flatten().filter(|r| is_unreachable(r)).count();
-    let unreachable_keys = by_key.values().filter(|answers| answers.iter().any(is_unreachable)).count();
+    // A key refused as unreachable before the origin timeout was up: the probe gave up on a
+    // connection that might still have opened. After it, the refusal is the timeout's.
+    let origin_timeout = Duration::from_secs(ORIGIN_TIMEOUT_SECONDS);
+    let unreachable_keys: Vec<usize> =
+        by_key.iter().filter(|(_, answers)| answers.iter().any(is_unreachable)).map(|(k, _)| *k).collect();
+    let premature: Vec<String> = unreachable_keys
+        .iter()
+        .filter(|k| longest_wait.get(k).is_none_or(|waited| *waited < origin_timeout))
+        .map(|k| format!("key #{k} after {:?}", longest_wait.get(k).copied().unwrap_or_default()))
+        .collect();
     // The same outcome for every duplicate: byte for byte for an answer from the origin; a
     // problem by its kind, since each names its own request (`instance`).
     let same = |a: &Response, b: &Response| {
@@ -507,21 +536,34 @@ fn storm_against_a_small_backlog_origin_has_no_false_origin_unreachable() {
                 _ => false,
             }
     };
+    // A key refused as unreachable was released (nothing was sent): a later duplicate may
+    // execute it, and every answer but the refusals is then that execution's one answer.
+    let answered = |answers: &[Response]| -> Vec<Response> {
+        answers.iter().filter(|r| !is_unreachable(r)).cloned().collect()
+    };
     for (k, answers) in &by_key {
-        let first = &answers[0];
+        let answers = answered(answers);
+        let Some(first) = answers.first() else { continue };
         if answers.iter().any(|r| !same(r, first)) {
             let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
             failures.push(format!("key #{k}: its answers differ (statuses {statuses:?})"));
         }
     }
     // A key held unknown executed at most once (a failed SYN cookie may have reset its
-    // request before the origin read it); every other key exactly once, answered 201.
+    // request before the origin read it); a key only ever refused as unreachable, never;
+    // every other key exactly once, answered 201.
     let executed = origin.executions();
     let mut unknown_keys = 0;
     for (k, (key, _)) in keys.iter().enumerate() {
         let n = executed.get(key).copied().unwrap_or(0);
-        let Some(first) = by_key.get(&k).and_then(|answers| answers.first()) else { continue };
-        let unknown = check_problem(first, 502, "outcome-unknown").is_ok();
+        let Some(answers) = by_key.get(&k) else { continue };
+        let Some(first) = answered(answers).into_iter().next() else {
+            if n != 0 {
+                failures.push(format!("key #{k}: {n} executions, every answer 502 origin-unreachable"));
+            }
+            continue;
+        };
+        let unknown = check_problem(&first, 502, "outcome-unknown").is_ok();
         unknown_keys += usize::from(unknown);
         let expected = if unknown { n <= 1 } else { n == 1 && first.status == 201 };
         if !expected {
@@ -532,14 +574,18 @@ fn storm_against_a_small_backlog_origin_has_no_false_origin_unreachable() {
     outcomes.sort();
     println!(
         "backlog storm: {} requests ({KEYS} keys x {DUPLICATES}), {CONNECTIONS} at a time, backlog {BACKLOG}: \
-         answers {outcomes:?}; {unreachable_keys} of {KEYS} keys got 502 origin-unreachable, \
-         {unknown_keys} outcome-unknown (a reset after sending); seed {seed:#x}",
-        KEYS * DUPLICATES
+         answers {outcomes:?}; {} of {KEYS} keys got 502 origin-unreachable ({} of them before the \
+         {ORIGIN_TIMEOUT_SECONDS} s origin timeout), {unknown_keys} outcome-unknown (a reset after sending); \
+         seed {seed:#x}",
+        KEYS * DUPLICATES,
+        unreachable_keys.len(),
+        premature.len(),
     );
-    assert_eq!(
-        unreachable, 0,
-        "{unreachable_keys} of {KEYS} keys were answered 502 origin-unreachable by an origin that \
-         would have served them (TEST_SEED={seed:#x}); answers: {outcomes:?}"
+    assert!(
+        premature.is_empty(),
+        "502 origin-unreachable before the origin timeout, from an origin that would have \
+         served them (TEST_SEED={seed:#x}): {}; answers: {outcomes:?}",
+        premature.join(", ")
     );
     assert!(failures.is_empty(), "backlog storm failures (TEST_SEED={seed:#x}):\n{}", failures.join("\n"));
 }

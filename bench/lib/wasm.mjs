@@ -9,32 +9,25 @@ const SECTION_NAMES = {
 /** A LEB128 reader over `buf` from `start`: `byte`, `u32`, `s32`, `name`, and `pos`. */
 export function reader(buf, start = 0) {
   let p = start;
+  // One LEB128 number, in arithmetic rather than 32-bit operators so that no width wraps;
+  // a signed one is negative when its last byte's 0x40 bit is set.
+  const leb = (signed) => {
+    let result = 0;
+    let shift = 0;
+    let b;
+    do {
+      b = buf[p++];
+      result += (b & 0x7f) * 2 ** shift;
+      shift += 7;
+    } while (b & 0x80);
+    return signed && b & 0x40 ? result - 2 ** shift : result;
+  };
   return {
     get pos() { return p; },
     set pos(v) { p = v; },
     byte() { return buf[p++]; },
-    u32() {
-      let result = 0;
-      let shift = 0;
-      let b;
-      do {
-        b = buf[p++];
-        result += (b & 0x7f) * 2 ** shift;
-        shift += 7;
-      } while (b & 0x80);
-      return result;
-    },
-    s32() {
-      let result = 0;
-      let shift = 0;
-      let b;
-      do {
-        b = buf[p++];
-        result |= (b & 0x7f) << shift;
-        shift += 7;
-      } while (b & 0x80);
-      return shift < 32 && b & 0x40 ? result | (~0 << shift) : result;
-    },
+    u32: () => leb(false),
+    s32: () => leb(true),
     name() {
       const len = this.u32();
       const s = buf.subarray(p, p + len).toString("utf8");

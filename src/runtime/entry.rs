@@ -135,7 +135,7 @@ async fn covered(
     let settings = settings::get(env);
     let name_key = settings.object_name_key.as_deref();
     let Identified { fingerprint, name, scope_salt, scope_log } =
-        match identify(lines, method, &path_and_query, &key, config, policy, &body, name_key).await? {
+        match identify(lines, method, &path_and_query, &key, config, policy, &body, name_key).await {
             Ok(identified) => identified,
             Err(problem) => return respond::refused(env, &problem, &trace),
         };

@@ -26,7 +26,7 @@ use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{CryptoKey, Headers, Request, RequestInit, Response, SubtleCrypto, WorkerGlobalScope};
-use worker::{console_error, Delay, Result};
+use worker::{console_error, Delay};
 
 use super::now_ms;
 use crate::core::config::{Config, Policy};
@@ -54,10 +54,10 @@ pub async fn scope(
     headers: &HeaderLines,
     config: &Config,
     policy: &Policy<'_>,
-) -> Result<std::result::Result<(Scope, ScopeLog), Problem>> {
+) -> std::result::Result<(Scope, ScopeLog), Problem> {
     let values = header_values(headers, &config.scope.headers);
     let pairs = named_values(&config.scope.headers, &values);
-    Ok(match scope::start(&config.scope, &policy.scope, &pairs) {
+    match scope::start(&config.scope, &policy.scope, &pairs) {
         Start::Decided(scope, log) => Ok((scope, log)),
         Start::Refused(problem) => Err(problem),
         Start::Verify(token) => {
@@ -67,7 +67,7 @@ pub async fn scope(
             };
             scope::finish(&config.scope, &pairs, verified)
         }
-    })
+    }
 }
 
 /// The values of the headers `names`, in order (`None` for an absent one).
@@ -388,11 +388,8 @@ pub async fn identify(
     policy: &Policy<'_>,
     body: &[u8],
     name_key: Option<&[u8]>,
-) -> Result<std::result::Result<Identified, Problem>> {
-    let (scope, scope_log) = match self::scope(headers, config, policy).await? {
-        Ok(scope) => scope,
-        Err(problem) => return Ok(Err(problem)),
-    };
+) -> std::result::Result<Identified, Problem> {
+    let (scope, scope_log) = self::scope(headers, config, policy).await?;
     let scope_salt = scope.key_salt();
     let content_type = headers.get("content-type");
     let extra_values: Vec<Option<String>> =
@@ -420,10 +417,10 @@ pub async fn identify(
     } else {
         None
     };
-    Ok(Ok(Identified {
+    Ok(Identified {
         fingerprint: bound_to_caller(fingerprint(&payload), binding),
         name: keyed_object_name(name_key, object_name(scope, key.as_str())),
         scope_salt,
         scope_log,
-    }))
+    })
 }

@@ -232,14 +232,10 @@ impl Recording {
         // A handler cut short hands nothing over: as a broken connection.
         let forwarded = async { forwarded.await.unwrap_or(Forwarded::Failed { ms: 0 }) };
         let identity::Identified { fingerprint, name, scope_salt, scope_log } = match identified {
-            Ok(Ok(identified)) => identified,
-            outcome => {
-                let kind = match outcome {
-                    Ok(Err(problem)) => problem.kind,
-                    _ => ProblemKind::StorageUnavailable,
-                };
+            Ok(identified) => identified,
+            Err(problem) => {
                 let (status, _, ms) = observed::log_fields(&forwarded.await);
-                return log_refusal(&env, kind, status, ms, &trace);
+                return log_refusal(&env, problem.kind, status, ms, &trace);
             }
         };
         let call = KeyCall {

@@ -18,12 +18,11 @@
 // AB_JWT_ALG=HS256 signs with an HMAC secret (SCOPE_JWT_HS256_SECRET) instead of ES256.
 // AB_VARS_A / AB_VARS_B: extra variables for one side, as JSON, e.g. the same build twice with
 // AB_VARS_B='{"LOG_DECISIONS":"problems"}' to measure the cost of the decision log lines.
-import { fork } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { writeConfig, startWorker } from "./lib/workers.mjs";
+import { writeConfig, startWorker, startBenchOrigin } from "./lib/workers.mjs";
 import { pool, send, runLoad } from "./lib/load.mjs";
 import { cpuMs, settle } from "./lib/proc.mjs";
 import crypto from "node:crypto";
@@ -39,14 +38,6 @@ const rounds = Number(roundsArg);
 const conns = Number(connArg);
 const durationMs = Number(msArg);
 
-function startOrigin() {
-  const child = fork(path.join(ROOT, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  return new Promise((resolve) =>
-    child.on("message", (m) => {
-      if (m.ready) resolve({ pid: child.pid, port: m.port, stop: () => (child.disconnect(), child.kill()) });
-    }),
-  );
-}
 
 // An ES256 key, its JWKS and one token (sub acct_bench, valid for an hour).
 function jwtScope() {
@@ -89,7 +80,7 @@ const payment = (key, extra = {}, name = "a") => ({
   ),
 });
 
-const origin = await startOrigin();
+const origin = await startBenchOrigin(ROOT);
 const targets = {};
 for (const [name, dir] of [["a", dirA], ["b", dirB]]) {
   const file = path.join(WORK, `${name}.toml`);

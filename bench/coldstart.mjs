@@ -13,12 +13,11 @@
 //
 // Runs the built worker in ORIGIN_URL mode (as deployed), and the same build in route mode
 // (`worker-route`: no TCP probe). Not part of bench/run.mjs.
-import { fork } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { writeConfig, startWorker } from "./lib/workers.mjs";
+import { writeConfig, startWorker, startBenchOrigin } from "./lib/workers.mjs";
 import { pool, send } from "./lib/load.mjs";
 import { cpuMs, settle } from "./lib/proc.mjs";
 import { median } from "./lib/stats.mjs";
@@ -29,15 +28,18 @@ const [buildArg = "build", roundsArg = "5"] = process.argv.slice(2);
 const build = path.resolve(buildArg);
 const rounds = Number(roundsArg);
 
-const origin = await new Promise((resolve) => {
-  const child = fork(path.join(ROOT, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  child.on("message", (m) => m.ready && resolve({ port: m.port, stop: () => (child.disconnect(), child.kill()) }));
-});
+const origin = await startBenchOrigin(ROOT);
 const originUrl = `http://127.0.0.1:${origin.port}`;
 const date = fs.readFileSync(path.join(ROOT, "wrangler.toml"), "utf8").match(/^compatibility_date\s*=\s*"([^"]+)"/m)[1];
 const ladder = (mode) =>
   `name = "cold-${mode}"\nmain = "x"\ncompatibility_date = "${date}"\n` +
   '[[durable_objects.bindings]]\nname = "LADDER"\nclass_name = "LadderObject"\n\n[[migrations]]\ntag = "v1"\nnew_sqlite_classes = ["LadderObject"]\n';
+// The built worker with wrangler.toml's settings, named `name`, in front of `originUrl`.
+function builtWorker(file, name, originUrl) {
+  writeConfig(file, { from: path.join(ROOT, "wrangler.toml"), main: path.join(build, "worker/shim.mjs"), vars: { ORIGIN_URL: originUrl } });
+  fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace(/^name\s*=.*$/m, `name = "${name}"`));
+  return file;
+}
 const configs = {
   passthrough: (file) =>
     writeConfig(file, {
@@ -47,18 +49,10 @@ const configs = {
     }),
   "js-do-claim": (file) =>
     writeConfig(file, { base: ladder("do-claim"), main: path.join(ROOT, "bench/targets/ladder.mjs"), vars: { ORIGIN_URL: originUrl, LADDER_MODE: "do-claim" } }),
-  worker: (file) => {
-    writeConfig(file, { from: path.join(ROOT, "wrangler.toml"), main: path.join(build, "worker/shim.mjs"), vars: { ORIGIN_URL: originUrl } });
-    fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace(/^name\s*=.*$/m, 'name = "cold-worker"'));
-    return file;
-  },
+  worker: (file) => builtWorker(file, "cold-worker", originUrl),
   // The same build in route mode (no ORIGIN_URL, the origin named by the Host header): no TCP
   // probe before the first forward, so no first use of `connect()` on the first request.
-  "worker-route": (file) => {
-    writeConfig(file, { from: path.join(ROOT, "wrangler.toml"), main: path.join(build, "worker/shim.mjs"), vars: { ORIGIN_URL: "" } });
-    fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace(/^name\s*=.*$/m, 'name = "cold-worker-route"'));
-    return file;
-  },
+  "worker-route": (file) => builtWorker(file, "cold-worker-route", ""),
 };
 const payment = (key) => ({
   method: "POST",

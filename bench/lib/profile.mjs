@@ -10,6 +10,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { Miniflare } from "miniflare";
 import WebSocket from "ws";
+import { startBenchOrigin } from "./workers.mjs";
 
 /** The [vars] of a wrangler.toml (string values only). */
 export function varsOf(tomlText) {
@@ -176,16 +177,12 @@ export function summarizeProfile(profile, top = 25) {
  * the worker and the origin and removes the copy.
  */
 export async function startNamedWorker({ rootDir, build, wasm, name }) {
-  const { fork } = await import("node:child_process");
   const os = await import("node:os");
   const work = fs.mkdtempSync(path.join(os.tmpdir(), `idempotency-edge-${name}-`));
   const root = path.join(work, "build");
   fs.cpSync(path.resolve(build), root, { recursive: true });
   fs.copyFileSync(path.resolve(wasm), path.join(root, "index_bg.wasm"));
-  const origin = await new Promise((resolve) => {
-    const child = fork(path.join(rootDir, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-    child.on("message", (m) => m.ready && resolve({ port: m.port, stop: () => (child.disconnect(), child.kill()) }));
-  });
+  const origin = await startBenchOrigin(rootDir);
   const wranglerToml = fs.readFileSync(path.join(rootDir, "wrangler.toml"), "utf8");
   const compatibilityDate = wranglerToml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)[1];
   const vars = { ...varsOf(wranglerToml), ORIGIN_URL: `http://127.0.0.1:${origin.port}` };

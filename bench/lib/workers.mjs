@@ -82,16 +82,24 @@ export async function startWorker({ name, config, persistDir, registryDir }) {
 }
 
 /**
+ * `bench/origin.mjs` under `rootDir` in a node process of its own, once it listens:
+ * `{ pid, port, stop() }`.
+ */
+export function startBenchOrigin(rootDir) {
+  const child = fork(path.join(rootDir, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  return new Promise((resolve) =>
+    child.on("message", (m) => m.ready && resolve({ pid: child.pid, port: m.port, stop: () => (child.disconnect(), child.kill()) })),
+  );
+}
+
+/**
  * A copy of the worker built in `build` (index.js, index_bg.wasm, worker/shim.mjs), run with
  * `rootDir`'s wrangler.toml in front of a new `bench/origin.mjs`, its state under `work`:
  * what the counting tools (bench/crossings.mjs, bench/first-request-code.mjs) measure.
  * `stop()` ends the worker and the origin.
  */
 export async function startCopyWithOrigin({ rootDir, build, name, work }) {
-  const origin = await new Promise((resolve) => {
-    const child = fork(path.join(rootDir, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-    child.on("message", (m) => m.ready && resolve({ port: m.port, stop: () => (child.disconnect(), child.kill()) }));
-  });
+  const origin = await startBenchOrigin(rootDir);
   const config = writeConfig(path.join(work, "wrangler.toml"), {
     from: path.join(rootDir, "wrangler.toml"),
     main: path.join(build, "worker/shim.mjs"),

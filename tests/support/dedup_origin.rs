@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::http::{find_head_end, header_value, parse_header_lines, split_lines};
 use super::requests::unique;
+use super::worker::free_port;
 
 /// What the origin did with one key.
 #[derive(Default)]
@@ -50,7 +51,9 @@ pub struct DedupOrigin {
 
 impl DedupOrigin {
     pub fn start() -> DedupOrigin {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the origin");
+        // A port no other process is handed while this origin is down (`free_port`).
+        let port = free_port();
+        let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind the origin");
         let origin = DedupOrigin {
             addr: listener.local_addr().unwrap(),
             keys: Arc::default(),

@@ -36,6 +36,7 @@
 //! `Idempotency-Key` value as received, per request target, and in total.
 
 use super::http::{decode_chunked, find_head_end, header_value, is_chunked, parse_header_lines, split_lines};
+use super::worker::free_port;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -131,9 +132,11 @@ struct Listening {
 }
 
 impl Origin {
-    /// Starts on a free loopback port.
+    /// Starts on a free loopback port, one that no other process is handed while this
+    /// origin is paused ([`free_port`]).
     pub fn start() -> Origin {
-        Origin::start_on(0).expect("test origin: bind 127.0.0.1:0")
+        let port = free_port();
+        Origin::start_on(port).unwrap_or_else(|e| panic!("test origin: bind 127.0.0.1:{port}: {e}"))
     }
 
     /// Starts on 127.0.0.1:`port`.

@@ -313,8 +313,28 @@ pub fn rate_limit_toml(binding: &str, namespace_id: u32, limit: u32) -> String {
 /// state folder with no record of the key, which executed the retry a second time: the
 /// double execution issue 20 saw after a crash. [`Worker::wait_ready`] also checks that
 /// this incarnation's own log says it serves the port.
+///
+/// Why below the kernel's ephemeral range: a port there is never handed out by a bind to
+/// port 0 or to an outgoing connection, so no other process (an origin, a client, wrangler's
+/// own sockets) takes a crashed instance's port before its restart binds it again, as one
+/// did in a fresh-clone CI run ("Address already in use" on restart). Only this allocator
+/// hands those ports out, from a point that depends on the process id, so that two test
+/// processes seldom try the same ones. Where the range leaves no room below it, a port is
+/// taken from the kernel as before.
 pub fn free_port() -> u16 {
+    const FIRST: u16 = 20_000;
     let mut reserved = RESERVED_PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    let below_ephemeral = ephemeral_range_start().saturating_sub(FIRST);
+    if below_ephemeral > 0 {
+        let offset = (std::process::id() % u32::from(below_ephemeral)) as u16;
+        for step in 0..below_ephemeral {
+            let port = FIRST + (offset + step) % below_ephemeral;
+            if !reserved.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                reserved.push(port);
+                return port;
+            }
+        }
+    }
     loop {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -325,6 +345,15 @@ pub fn free_port() -> u16 {
             return port;
         }
     }
+}
+
+/// The first port of the kernel's ephemeral range (`ip_local_port_range`), or Linux's
+/// default where it cannot be read.
+fn ephemeral_range_start() -> u16 {
+    fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 fn temp_base() -> PathBuf {

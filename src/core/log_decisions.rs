@@ -17,6 +17,49 @@ use super::log::Decision;
 /// The variable.
 pub const VAR_LOG_DECISIONS: &str = "LOG_DECISIONS";
 
+/// A sampling rate as written: 0, 1, or the value between them.
+#[derive(Debug, PartialEq)]
+enum Rate {
+    Zero,
+    One,
+    Between(f64),
+}
+
+/// A rate written in digits with at most one dot (`0.01`, `.5`, `1.`, `1`); `None` for
+/// anything else (signs, exponents, `inf`, `NaN`) and for a value above 1.
+///
+/// Read by hand rather than with `str::parse::<f64>`: that parser (correctly rounded for
+/// any input) is about 15 KB of the Wasm gzipped, and nothing else in the worker parses a
+/// float from text (JSON numbers have their own reader, `core::json`). Which of the three a
+/// value is comes from its digits, exactly; the rate itself is the nearest `f64` (the
+/// quotient of two exact `f64`s) for up to 15 significant digits and 22 after the dot, and
+/// within a few units in the last place beyond, which a sampling rate never notices.
+fn decimal_rate(value: &str) -> Option<Rate> {
+    let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
+    let digits = |text: &str| text.bytes().all(|b| b.is_ascii_digit());
+    if whole.len() + fraction.len() == 0 || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    let fraction_is_zero = fraction.bytes().all(|b| b == b'0');
+    match whole.trim_start_matches('0') {
+        "" if fraction_is_zero => return Some(Rate::Zero),
+        "" => {}
+        "1" if fraction_is_zero => return Some(Rate::One),
+        _ => return None,
+    }
+    // 0.fraction: its significant digits over a power of ten.
+    let digits = fraction.trim_end_matches('0');
+    let significant = digits.trim_start_matches('0');
+    let kept = &significant[..significant.len().min(17)];
+    let numerator = kept.bytes().fold(0u64, |n, b| n * 10 + u64::from(b - b'0'));
+    let places = digits.len() - significant.len() + kept.len();
+    let denominator = (0..places).fold(1f64, |d, _| d * 10.0);
+    let rate = numerator as f64 / denominator;
+    // Only a value with hundreds of zeros after the dot reads as 0: sampling it is never
+    // drawing, which is what `problems` does.
+    Some(if rate > 0.0 { Rate::Between(rate) } else { Rate::Zero })
+}
+
 /// Which decision lines are written.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub enum LogDecisions {
@@ -44,15 +87,10 @@ impl LogDecisions {
                 "{VAR_LOG_DECISIONS} is invalid: expected all, problems, or a sampling rate from 0 to 1 (such as 0.01)"
             )
         };
-        // Digits and one dot only: no `inf`, `NaN`, exponents or signs.
-        if !value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-            return Err(invalid());
-        }
-        match value.parse::<f64>() {
-            Ok(0.0) => Ok(LogDecisions::Problems),
-            Ok(1.0) => Ok(LogDecisions::All),
-            Ok(rate) if rate > 0.0 && rate < 1.0 => Ok(LogDecisions::Sample(rate)),
-            _ => Err(invalid()),
+        match decimal_rate(value).ok_or_else(invalid)? {
+            Rate::Zero => Ok(LogDecisions::Problems),
+            Rate::One => Ok(LogDecisions::All),
+            Rate::Between(rate) => Ok(LogDecisions::Sample(rate)),
         }
     }
 
@@ -123,6 +161,46 @@ mod tests {
         for raw in ["ALL", "none", "1.5", "-0.1", "1e-2", "NaN", "inf", "0.1.2", "50%"] {
             let error = LogDecisions::parse(Some(raw)).expect_err(raw);
             assert!(error.contains(VAR_LOG_DECISIONS), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_rate_reads_as_rusts_float_parser_reads_it() {
+        // Beside `values`: long and odd forms, read without `str::parse::<f64>`.
+        for (raw, expected) in [
+            ("000", Some(Rate::Zero)),
+            ("0.000", Some(Rate::Zero)),
+            ("1.", Some(Rate::One)),
+            ("001.000", Some(Rate::One)),
+            ("0.000000000000000000001", Some(Rate::Between(1e-21))),
+            ("0.12345678901234567890123", Some(Rate::Between(0.12345678901234568))),
+            ("1.0000000000000000000001", None),
+            ("2", None),
+            (".", None),
+            ("..5", None),
+            ("0,5", None),
+            ("+0.5", None),
+            ("0.5 ", None),
+        ] {
+            assert_eq!(decimal_rate(raw), expected, "{raw:?}");
+        }
+        let hundreds_of_zeros = format!("0.{}1", "0".repeat(400));
+        assert_eq!(decimal_rate(&hundreds_of_zeros), Some(Rate::Zero));
+    }
+
+    proptest::proptest! {
+        /// Up to 15 significant digits and 22 places, the rate is the correctly rounded one.
+        #[test]
+        fn a_short_rate_is_the_nearest_f64(whole in "0{0,3}1?", zeros in "0{0,7}", digits in "[0-9]{0,15}") {
+            let raw = format!("{whole}.{zeros}{digits}");
+            let expected = match raw.parse::<f64>() {
+                Ok(0.0) => Some(Rate::Zero),
+                Ok(1.0) => Some(Rate::One),
+                Ok(rate) if rate < 1.0 => Some(Rate::Between(rate)),
+                Ok(_) => None,
+                Err(_) => None,
+            };
+            proptest::prop_assert_eq!(decimal_rate(&raw), expected, "{}", raw);
         }
     }
 

@@ -27,6 +27,7 @@
 //! An error names the rule broken and where (line and column), never the input's text:
 //! the parsed documents hold secrets (keys, tokens).
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -114,10 +115,10 @@ impl fmt::Display for Number {
 /// as the same `f64`, the nearest such (an even last digit on a tie), in serde_json's
 /// layout.
 ///
-/// The digits come from the exact decimal value, in integer arithmetic ([`exact_digits`]),
-/// and Rust's correctly rounded reading (`str::parse`), never from Rust's float formatter:
-/// that formatter (Grisu and Dragon4) was about 10 KB of the Wasm gzipped, for floats the
-/// worker never writes of its own (a float only comes from parsing).
+/// The digits come from integer arithmetic on the exact binary value ([`Scaled`]), never
+/// from Rust's float formatter (Grisu and Dragon4, about 10 KB of the Wasm gzipped) nor its
+/// float parser (about 15 KB, with its tables of powers of five): the worker writes no
+/// float of its own, a float only comes from parsing a body.
 fn format_f64(x: f64) -> String {
     let (digits, exponent) = shortest_digits(x.abs());
     let length = digits.len() as i32;
@@ -159,24 +160,109 @@ fn format_f64(x: f64) -> String {
     out
 }
 
-/// Whether the decimal `digits × 10^(exponent - digits + 1)` reads as `x`.
-fn reads_back(digits: &str, exponent: i32, x: f64) -> bool {
-    format!("{digits}e{}", exponent - (digits.len() as i32 - 1)).parse::<f64>() == Ok(x)
+/// `value × 10^unit` for an 18-digit integer `value`: the unit in which [`shortest_digits`]
+/// compares `x`, its candidates and the bounds of what reads back as `x`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Scaled {
+    /// `⌊v / 10^unit⌋` of the exact value `v`.
+    whole: u64,
+    /// Whether anything below the unit was cut off (`v` is not a whole number of units).
+    cut: bool,
 }
 
-/// `digits` (of a number `d.ddd × 10^exponent`) plus one in the last place.
-fn decimal_increment(digits: &str, exponent: i32) -> (String, i32) {
-    let mut bytes = digits.as_bytes().to_vec();
-    for byte in bytes.iter_mut().rev() {
-        if *byte == b'9' {
-            *byte = b'0';
+impl Scaled {
+    /// `mantissa × 2^binary` in units of `10^unit`; the quotient must fit 64 bits.
+    fn of(mantissa: u64, binary: i32, unit: i32) -> Scaled {
+        let mut n = Big::from(mantissa);
+        let (twos, fives) = (binary - unit, -unit);
+        if fives > 0 {
+            n.multiply_by_power_of_five(fives.unsigned_abs());
+        }
+        if twos > 0 {
+            n.shift_left(twos.unsigned_abs());
+        }
+        // ⌊⌊n / a⌋ / b⌋ is ⌊n / ab⌋, and the quotient is whole only if both steps were.
+        let mut cut = false;
+        if fives < 0 {
+            cut |= n.divide_by_power_of_five(fives.unsigned_abs());
+        }
+        if twos < 0 {
+            cut |= n.shift_right(twos.unsigned_abs());
+        }
+        Scaled { whole: n.low_u64(), cut }
+    }
+
+    /// How the whole number `units` (in the same unit) compares with this value.
+    fn order(self, units: u64) -> Ordering {
+        units.cmp(&self.whole).then(if self.cut { Ordering::Less } else { Ordering::Equal })
+    }
+}
+
+/// The decimals that read as one finite, positive `f64` under correct rounding, as
+/// `str::parse::<f64>` reads: those strictly between the midpoints to its two neighbours,
+/// and the midpoints themselves when its mantissa is even (a tie reads as the even
+/// neighbour).
+#[derive(Debug)]
+struct ReadsBack {
+    below: Scaled,
+    above: Scaled,
+    ties: bool,
+}
+
+impl ReadsBack {
+    fn of(mantissa: u64, binary: i32, unit: i32) -> ReadsBack {
+        // Above a power of two (not the least normal), the neighbour below is half as far.
+        let closer_below = mantissa == 1 << 52 && binary > -1074;
+        let below = if closer_below {
+            Scaled::of(4 * mantissa - 1, binary - 2, unit)
         } else {
-            *byte += 1;
-            let text = String::from_utf8(bytes).unwrap_or_default();
-            return (text.trim_end_matches('0').to_owned(), exponent);
+            Scaled::of(2 * mantissa - 1, binary - 1, unit)
+        };
+        let above = Scaled::of(2 * mantissa + 1, binary - 1, unit);
+        ReadsBack { below, above, ties: mantissa % 2 == 0 }
+    }
+
+    /// Whether `units` (a whole number of the unit this was made in) reads as the `f64`.
+    fn contains(&self, units: u64) -> bool {
+        match (self.below.order(units), self.above.order(units)) {
+            (Ordering::Greater, Ordering::Less) => true,
+            (Ordering::Equal, _) | (_, Ordering::Equal) => self.ties,
+            _ => false,
         }
     }
-    ("1".to_owned(), exponent + 1)
+}
+
+/// `x` (finite, positive) as `mantissa × 2^binary`, the mantissa with its hidden bit.
+fn binary_parts(x: f64) -> (u64, i32) {
+    let bits = x.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    match biased {
+        0 => (fraction, -1074),
+        _ => (fraction | (1 << 52), biased - 1075),
+    }
+}
+
+/// 10^18: [`shortest_digits`] scales `x` to 18 digits, one past the 17 that always read back.
+const EIGHTEEN_DIGITS: u64 = 1_000_000_000_000_000_000;
+
+/// `x` (finite, positive) in the unit that gives it 18 digits before the point, and that
+/// unit's exponent.
+fn eighteen_digits(mantissa: u64, binary: i32) -> (Scaled, i32) {
+    // ⌊log10(2^e)⌋ as ⌊e × 78913 / 2^18⌋, exact for |e| < 1650; one step off at most for
+    // the mantissa's bits below its top one, which the loop corrects.
+    let top_bit = binary + 63 - mantissa.leading_zeros() as i32;
+    let mut unit = ((i64::from(top_bit) * 78_913) >> 18) as i32 - 17;
+    loop {
+        let scaled = Scaled::of(mantissa, binary, unit);
+        if scaled.whole >= EIGHTEEN_DIGITS {
+            unit += 1;
+        } else if scaled.whole < EIGHTEEN_DIGITS / 10 {
+            unit -= 1;
+        } else {
+            return (scaled, unit);
+        }
+    }
 }
 
 /// The shortest significant digits of `x` (finite, not negative) that read back as `x`,
@@ -186,106 +272,125 @@ fn shortest_digits(x: f64) -> (String, i32) {
     if x == 0.0 {
         return ("0".to_owned(), 0);
     }
-    let (exact, exponent) = exact_digits(x);
-    // 17 significant digits always read back, so the loop ends by then; a shorter exact
-    // value reads back whole.
-    for length in 1..exact.len() {
-        let (kept, rest) = exact.split_at(length);
-        let down = (kept.trim_end_matches('0').to_owned(), exponent);
-        let (up_digits, up_exponent) = decimal_increment(kept, exponent);
-        let up = (up_digits, up_exponent);
-        let first = rest.as_bytes()[0];
-        let tie = first == b'5' && rest[1..].bytes().all(|b| b == b'0');
-        let down_first = if tie { kept.as_bytes()[length - 1] % 2 == 0 } else { first < b'5' };
+    let (mantissa, binary) = binary_parts(x);
+    let (exact, unit) = eighteen_digits(mantissa, binary);
+    let reads_back = ReadsBack::of(mantissa, binary, unit);
+    let mut step = EIGHTEEN_DIGITS;
+    // 17 significant digits always read back, so a candidate is found by then.
+    let mut chosen = exact.whole;
+    for _length in 1..=17 {
+        step /= 10;
+        let down = exact.whole - exact.whole % step;
+        let rest = exact.whole % step;
+        let half = step / 2;
+        let tie = rest == half && !exact.cut;
+        let down_first = if tie { (down / step) % 2 == 0 } else { rest < half };
+        let up = down + step;
         let (nearer, farther) = if down_first { (down, up) } else { (up, down) };
-        for (digits, exponent) in [nearer, farther] {
-            let digits = if digits.is_empty() { "0".to_owned() } else { digits };
-            if reads_back(&digits, exponent, x) {
-                return (digits, exponent);
-            }
+        if let Some(found) = [nearer, farther].into_iter().find(|&units| reads_back.contains(units)) {
+            chosen = found;
+            break;
         }
     }
-    let exact = exact.trim_end_matches('0');
-    (if exact.is_empty() { "0" } else { exact }.to_owned(), exponent)
+    let text = chosen.to_string();
+    let exponent = unit + text.len() as i32 - 1;
+    (text.trim_end_matches('0').to_owned(), exponent)
 }
 
-/// Every significant digit of `x` (finite, positive) and the decimal exponent of the first:
-/// `x = m × 2^e` is `m × 2^e` for `e ≥ 0` and `m × 5^-e × 10^e` below, in base-10^9 limbs.
-fn exact_digits(x: f64) -> (String, i32) {
-    let bits = x.to_bits();
-    let biased = (bits >> 52) as i32;
-    let fraction = bits & ((1 << 52) - 1);
-    let (mantissa, binary) = match biased {
-        0 => (fraction, -1074),
-        _ => (fraction | (1 << 52), biased - 1075),
-    };
-    let mut limbs = Limbs::from(mantissa);
-    let mut decimal = 0;
-    if binary >= 0 {
-        limbs.multiply_by_power(2, binary.unsigned_abs());
-    } else {
-        limbs.multiply_by_power(5, binary.unsigned_abs());
-        decimal = binary;
-    }
-    let digits = limbs.to_decimal();
-    let exponent = decimal + digits.len() as i32 - 1;
-    (digits.trim_end_matches('0').to_owned(), exponent)
-}
+/// A non-negative integer in binary, 32 bits a limb, least significant first: just the
+/// arithmetic [`Scaled`] needs.
+struct Big(Vec<u32>);
 
-/// A non-negative integer in base-10^9 limbs, least significant first: just the arithmetic
-/// [`exact_digits`] needs.
-struct Limbs(Vec<u32>);
-
-const LIMB: u64 = 1_000_000_000;
-
-impl From<u64> for Limbs {
-    fn from(mut n: u64) -> Limbs {
-        let mut limbs = Vec::with_capacity(4);
-        loop {
-            limbs.push((n % LIMB) as u32);
-            n /= LIMB;
-            if n == 0 {
-                return Limbs(limbs);
-            }
-        }
+impl From<u64> for Big {
+    fn from(n: u64) -> Big {
+        Big(vec![n as u32, (n >> 32) as u32])
     }
 }
 
-impl Limbs {
-    /// Multiplies by `base^exponent` (`base` 2 or 5), by the largest power below 10^9 at a
-    /// time, so that each step fits a `u64`.
-    fn multiply_by_power(&mut self, base: u32, mut exponent: u32) {
-        let step = if base == 2 { 29 } else { 12 };
+impl Big {
+    /// 5^13, the largest power of five in a limb.
+    const FIVES_IN_A_LIMB: (u32, u32) = (13, 1_220_703_125);
+
+    fn multiply_by_power_of_five(&mut self, mut exponent: u32) {
         while exponent > 0 {
-            let this = exponent.min(step);
-            self.multiply(base.pow(this));
+            let this = exponent.min(Self::FIVES_IN_A_LIMB.0);
+            let factor = u64::from(5u32.pow(this));
+            let mut carry = 0u64;
+            for limb in &mut self.0 {
+                let product = u64::from(*limb) * factor + carry;
+                *limb = product as u32;
+                carry = product >> 32;
+            }
+            if carry > 0 {
+                self.0.push(carry as u32);
+            }
             exponent -= this;
         }
     }
 
-    fn multiply(&mut self, factor: u32) {
-        let mut carry = 0u64;
-        for limb in &mut self.0 {
-            let product = u64::from(*limb) * u64::from(factor) + carry;
-            *limb = (product % LIMB) as u32;
-            carry = product / LIMB;
+    /// Divides by `5^exponent`, rounding down; whether anything was cut.
+    fn divide_by_power_of_five(&mut self, mut exponent: u32) -> bool {
+        let mut cut = false;
+        while exponent > 0 {
+            let this = exponent.min(Self::FIVES_IN_A_LIMB.0);
+            let divisor = u64::from(5u32.pow(this));
+            let mut remainder = 0u64;
+            for limb in self.0.iter_mut().rev() {
+                let current = (remainder << 32) | u64::from(*limb);
+                *limb = (current / divisor) as u32;
+                remainder = current % divisor;
+            }
+            cut |= remainder != 0;
+            while self.0.last() == Some(&0) {
+                self.0.pop();
+            }
+            exponent -= this;
         }
-        while carry > 0 {
-            self.0.push((carry % LIMB) as u32);
-            carry /= LIMB;
-        }
+        cut
     }
 
-    fn to_decimal(&self) -> String {
-        let mut text = String::with_capacity(self.0.len() * 9);
-        for (i, limb) in self.0.iter().rev().enumerate() {
-            let limb = limb.to_string();
-            if i > 0 {
-                text.extend(std::iter::repeat_n('0', 9 - limb.len()));
+    fn shift_left(&mut self, bits: u32) {
+        let (limbs, bits) = ((bits / 32) as usize, bits % 32);
+        if bits > 0 {
+            let mut carry = 0u32;
+            for limb in &mut self.0 {
+                let next = *limb >> (32 - bits);
+                *limb = (*limb << bits) | carry;
+                carry = next;
             }
-            text.push_str(&limb);
+            if carry > 0 {
+                self.0.push(carry);
+            }
         }
-        text
+        self.0.splice(0..0, std::iter::repeat_n(0, limbs));
+    }
+
+    /// Divides by `2^bits`, rounding down; whether anything was cut.
+    fn shift_right(&mut self, bits: u32) -> bool {
+        let (limbs, bits) = ((bits / 32) as usize, bits % 32);
+        if limbs >= self.0.len() {
+            let cut = self.0.iter().any(|&limb| limb != 0);
+            self.0.clear();
+            return cut;
+        }
+        let mut cut = self.0.drain(..limbs).any(|limb| limb != 0);
+        if bits > 0 {
+            cut |= self.0[0] & ((1 << bits) - 1) != 0;
+            let mut carry = 0u32;
+            for limb in self.0.iter_mut().rev() {
+                let next = *limb << (32 - bits);
+                *limb = (*limb >> bits) | carry;
+                carry = next;
+            }
+        }
+        cut
+    }
+
+    /// The value, which the caller knows fits 64 bits.
+    fn low_u64(&self) -> u64 {
+        debug_assert!(self.0.iter().skip(2).all(|&limb| limb == 0), "a scaled value fits 64 bits");
+        let limb = |i: usize| u64::from(self.0.get(i).copied().unwrap_or(0));
+        limb(0) | (limb(1) << 32)
     }
 }
 

@@ -311,3 +311,63 @@ proptest! {
         }
     }
 }
+
+/// What Rust's correctly rounded parser says of `units × 10^unit`.
+fn parses_as(units: u64, unit: i32, x: f64) -> bool {
+    format!("{units}e{unit}").parse::<f64>() == Ok(x)
+}
+
+/// `x` scaled to 18 digits is its exact decimal expansion (as Rust's formatter writes it at
+/// full precision) cut after 18 digits, and the read-back test answers for every candidate
+/// near the edges of `x`'s rounding interval as Rust's correctly rounded parser does: each
+/// bound exactly, a unit either side, and the bounds and `x` cut short or rounded up in
+/// every place, which are the candidates `shortest_digits` tries.
+fn reads_back_as_rust_parses(x: f64) -> Result<(), TestCaseError> {
+    let (mantissa, binary) = binary_parts(x);
+    let (exact, unit) = eighteen_digits(mantissa, binary);
+    let expansion = format!("{x:.1100e}");
+    let (digits, _) = expansion.split_once('e').unwrap();
+    let digits = digits.replace('.', "");
+    prop_assert_eq!(exact.whole.to_string(), &digits[..18], "{:e}", x);
+    prop_assert_eq!(exact.cut, digits[18..].bytes().any(|b| b != b'0'), "{:e}", x);
+    let reads = ReadsBack::of(mantissa, binary, unit);
+    let mut candidates = Vec::new();
+    for base in [reads.below.whole, reads.above.whole, exact.whole] {
+        candidates.extend([base.saturating_sub(1), base, base + 1]);
+        let mut step = 1;
+        while step < EIGHTEEN_DIGITS {
+            candidates.extend([base - base % step, base - base % step + step]);
+            step *= 10;
+        }
+    }
+    for units in candidates.into_iter().filter(|&units| units > 0) {
+        prop_assert_eq!(reads.contains(units), parses_as(units, unit, x), "{}e{} for {:e}", units, unit, x);
+    }
+    Ok(())
+}
+
+#[test]
+fn the_edges_of_every_binade_read_back_as_rust_parses_them() {
+    // The midpoints themselves: ties to even, the half-as-far neighbour above a power of
+    // two, the least subnormal, the least normal, and the largest finite value.
+    let normal = (1u64..2047).step_by(7).map(|exponent| exponent << 52);
+    let subnormal = (0..52).map(|bit| 1u64 << bit);
+    for bits in normal.chain(subnormal).chain([1, (1 << 52) - 1, 1 << 52, f64::MAX.to_bits()]) {
+        for bits in [bits, bits + 1, bits.saturating_sub(1).max(1)] {
+            let x = f64::from_bits(bits);
+            if x.is_finite() {
+                reads_back_as_rust_parses(x).unwrap();
+            }
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_read_back_test_agrees_with_rusts_parser(bits in 1u64..0x7ff0_0000_0000_0000, m in (1u64 << 52)..(1u64 << 53), shift in -60i32..80) {
+        // Random bits, and values with few binary fraction digits, whose midpoints have few
+        // decimal digits (so ties are reachable).
+        reads_back_as_rust_parses(f64::from_bits(bits))?;
+        reads_back_as_rust_parses(m as f64 * 2f64.powi(-shift))?;
+    }
+}

@@ -9,7 +9,7 @@
 //   deferred, settings read once per isolate, JIT);
 // - the workerd CPU of the first request alone (ticks of 10 ms, so coarse).
 //
-//   node bench/coldstart.mjs [build dir=build] [rounds=5]
+//   node bench/coldstart.mjs [build dir=build] [rounds=5] [other build dir ...]
 //
 // Runs the built worker in ORIGIN_URL mode (as deployed), and the same build in route mode
 // (`worker-route`: no TCP probe). Not part of bench/run.mjs.
@@ -24,7 +24,7 @@ import { median } from "./lib/stats.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-cold-"));
-const [buildArg = "build", roundsArg = "5"] = process.argv.slice(2);
+const [buildArg = "build", roundsArg = "5", ...otherBuilds] = process.argv.slice(2);
 const build = path.resolve(buildArg);
 const rounds = Number(roundsArg);
 
@@ -35,8 +35,8 @@ const ladder = (mode) =>
   `name = "cold-${mode}"\nmain = "x"\ncompatibility_date = "${date}"\n` +
   '[[durable_objects.bindings]]\nname = "LADDER"\nclass_name = "LadderObject"\n\n[[migrations]]\ntag = "v1"\nnew_sqlite_classes = ["LadderObject"]\n';
 // The built worker with wrangler.toml's settings, named `name`, in front of `originUrl`.
-function builtWorker(file, name, originUrl) {
-  writeConfig(file, { from: path.join(ROOT, "wrangler.toml"), main: path.join(build, "worker/shim.mjs"), vars: { ORIGIN_URL: originUrl } });
+function builtWorker(file, name, originUrl, dir = build) {
+  writeConfig(file, { from: path.join(ROOT, "wrangler.toml"), main: path.join(dir, "worker/shim.mjs"), vars: { ORIGIN_URL: originUrl } });
   fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace(/^name\s*=.*$/m, `name = "${name}"`));
   return file;
 }
@@ -54,6 +54,11 @@ const configs = {
   // probe before the first forward, so no first use of `connect()` on the first request.
   "worker-route": (file) => builtWorker(file, "cold-worker-route", ""),
 };
+// Further builds to compare, each as deployed (ORIGIN_URL mode): worker-2, worker-3, ...
+for (const [i, dir] of otherBuilds.entries()) {
+  console.log(`worker-${i + 2}: ${path.resolve(dir)}`);
+  configs[`worker-${i + 2}`] = (file) => builtWorker(file, `cold-worker-${i + 2}`, originUrl, path.resolve(dir));
+}
 const payment = (key) => ({
   method: "POST",
   path: "/v1/payments",

@@ -371,3 +371,12 @@ proptest! {
         reads_back_as_rust_parses(m as f64 * 2f64.powi(-shift))?;
     }
 }
+
+#[test]
+fn every_power_of_ten_is_the_nearest_f64() {
+    for k in 0..=308 {
+        assert_eq!(power_of_ten(k), Some(format!("1e{k}").parse::<f64>().unwrap()), "1e{k}");
+    }
+    assert_eq!(power_of_ten(309), None);
+    assert_eq!(power_of_ten(i32::MIN.wrapping_abs() as usize), None);
+}

@@ -330,3 +330,42 @@ fn a_scope_from_a_non_secret_header_binds_each_key_to_the_replay_credential() {
     let bad = ScopeConfig::from_vars(&|name| (name == VAR_REPLAY_CREDENTIAL_HEADERS).then_some("a b"));
     assert_eq!(bad.unwrap_err().variable, VAR_REPLAY_CREDENTIAL_HEADERS);
 }
+
+#[test]
+fn a_loopback_address_is_what_the_standard_parser_calls_one() {
+    let std_reads = |host: &str| host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
+    for host in [
+        "127.0.0.1",
+        "127.255.255.255",
+        "127.1.2.3",
+        "126.0.0.1",
+        "128.0.0.1",
+        "127.0.0",
+        "127.0.0.1.",
+        "127.0.0.1.1",
+        "127.0.0.01",
+        "0127.0.0.1",
+        "127.0.0.256",
+        "127.0.0.+1",
+        "127.0.0. 1",
+        "127..0.1",
+        "1.2.3.4",
+        "",
+        "127",
+        "127.000.0.1",
+        "127.0.0.1000",
+        "localhost",
+        "::1",
+        "127.0.0.1:80",
+    ] {
+        assert_eq!(is_loopback_ipv4(host), std_reads(host), "{host:?}");
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_dotted_text_is_judged_as_the_standard_parser_judges_it(host in "(12[6-8]|0|00|1|[0-9]{1,4})(\\.[0-9+ ]{0,4}){0,5}") {
+        let std_reads = host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
+        proptest::prop_assert_eq!(is_loopback_ipv4(&host), std_reads, "{:?}", host);
+    }
+}

@@ -249,8 +249,9 @@ const EIGHTEEN_DIGITS: u64 = 1_000_000_000_000_000_000;
 /// `x` (finite, positive) in the unit that gives it 18 digits before the point, and that
 /// unit's exponent.
 fn eighteen_digits(mantissa: u64, binary: i32) -> (Scaled, i32) {
-    // ⌊log10(2^e)⌋ as ⌊e × 78913 / 2^18⌋, exact for |e| < 1650; one step off at most for
-    // the mantissa's bits below its top one, which the loop corrects.
+    // ⌊log10 x⌋ estimated from x's top bit, as ⌊e × 78913 / 2^18⌋ for 2^e; the loop
+    // corrects the estimate, a step at a time (one too low still fits 64 bits: below 10^19).
+    // The test of every binade's edges runs each estimate there is.
     let top_bit = binary + 63 - mantissa.leading_zeros() as i32;
     let mut unit = ((i64::from(top_bit) * 78_913) >> 18) as i32 - 17;
     loop {

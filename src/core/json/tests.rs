@@ -350,7 +350,7 @@ fn reads_back_as_rust_parses(x: f64) -> Result<(), TestCaseError> {
 fn the_edges_of_every_binade_read_back_as_rust_parses_them() {
     // The midpoints themselves: ties to even, the half-as-far neighbour above a power of
     // two, the least subnormal, the least normal, and the largest finite value.
-    let normal = (1u64..2047).step_by(7).map(|exponent| exponent << 52);
+    let normal = (1u64..2047).map(|exponent| exponent << 52);
     let subnormal = (0..52).map(|bit| 1u64 << bit);
     for bits in normal.chain(subnormal).chain([1, (1 << 52) - 1, 1 << 52, f64::MAX.to_bits()]) {
         for bits in [bits, bits + 1, bits.saturating_sub(1).max(1)] {

@@ -14,8 +14,6 @@
 //! 3. At most [`MAX_VERIFIED_TOKENS`] are kept; one more starts the memo again (cheaper
 //!    than tracking age, and a miss costs only a signature check).
 
-use std::collections::HashMap;
-
 use super::jwt::{Identity, Validity};
 
 /// How long a verification is reused, at most.
@@ -26,7 +24,11 @@ pub const MAX_VERIFIED_TOKENS: usize = 1_024;
 /// The tokens that verified in this isolate, by verification id.
 #[derive(Debug, Default)]
 pub struct VerifiedTokens {
-    tokens: HashMap<[u8; 32], Remembered>,
+    /// Sorted by id, found by binary search: a list rather than a hash map, whose code
+    /// (hashbrown and SipHash) was about 3 KB of the Wasm gzipped for this memo and
+    /// `runtime::identity`'s key handles. A new verification moves at most
+    /// [`MAX_VERIFIED_TOKENS`] entries, after a signature check that costs far more.
+    tokens: Vec<([u8; 32], Remembered)>,
 }
 
 /// A token that verified, and until when that may be reused.
@@ -41,11 +43,12 @@ impl VerifiedTokens {
     /// The identity of the token `id` if it verified before and may be reused at `now_ms`
     /// (rule 2); one that may not is forgotten.
     pub fn recall(&mut self, id: &[u8; 32], now_ms: u64) -> Option<Identity> {
-        let remembered = self.tokens.get(id)?;
+        let at = self.tokens.binary_search_by(|(known, _)| known.cmp(id)).ok()?;
+        let remembered = &self.tokens[at].1;
         if now_ms < remembered.until_ms && remembered.validity.contains(now_ms / 1_000) {
             return Some(remembered.identity.clone());
         }
-        self.tokens.remove(id);
+        self.tokens.remove(at);
         None
     }
 
@@ -54,7 +57,11 @@ impl VerifiedTokens {
         if self.tokens.len() >= MAX_VERIFIED_TOKENS {
             self.tokens.clear();
         }
-        self.tokens.insert(id, Remembered { identity, validity, until_ms: now_ms + VERIFIED_TOKEN_TTL_MS });
+        let remembered = Remembered { identity, validity, until_ms: now_ms + VERIFIED_TOKEN_TTL_MS };
+        match self.tokens.binary_search_by(|(known, _)| known.cmp(&id)) {
+            Ok(at) => self.tokens[at].1 = remembered,
+            Err(at) => self.tokens.insert(at, (id, remembered)),
+        }
     }
 }
 
@@ -125,5 +132,53 @@ mod tests {
         memo.remember(id(MAX_VERIFIED_TOKENS), identity("acct_new"), long_lived, NOW_MS);
         assert!((0..MAX_VERIFIED_TOKENS).all(|n| memo.recall(&id(n), NOW_MS).is_none()));
         assert_eq!(memo.recall(&id(MAX_VERIFIED_TOKENS), NOW_MS), Some(identity("acct_new")));
+    }
+
+    /// The rules above, as a hash map keeps them (the memo's layout before it became a
+    /// sorted list): what any sequence of calls must answer.
+    #[derive(Default)]
+    struct Model(std::collections::HashMap<[u8; 32], (Identity, Validity, u64)>);
+
+    impl Model {
+        fn recall(&mut self, id: &[u8; 32], now_ms: u64) -> Option<Identity> {
+            let (identity, validity, until_ms) = self.0.get(id)?;
+            if now_ms < *until_ms && validity.contains(now_ms / 1_000) {
+                return Some(identity.clone());
+            }
+            self.0.remove(id);
+            None
+        }
+
+        fn remember(&mut self, id: [u8; 32], identity: Identity, validity: Validity, now_ms: u64) {
+            if self.0.len() >= MAX_VERIFIED_TOKENS {
+                self.0.clear();
+            }
+            self.0.insert(id, (identity, validity, now_ms + VERIFIED_TOKEN_TTL_MS));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_sequence_of_calls_answers_as_a_hash_map_would(
+            calls in proptest::collection::vec((proptest::bool::ANY, 0u8..24, 0u8..4, 0u64..1_500_000, 0u64..200), 1..300),
+        ) {
+            let mut memo = VerifiedTokens::default();
+            let mut model = Model::default();
+            for (remember, first_byte, last_byte, later_ms, exp_after_s) in calls {
+                // Ids that differ in their first and last bytes, so the order matters.
+                let mut token = [7; 32];
+                token[0] = first_byte;
+                token[31] = last_byte;
+                let now_ms = NOW_MS + later_ms;
+                if remember {
+                    let window = validity(json!({"exp": NOW_S + exp_after_s}));
+                    let subject = format!("acct_{first_byte}_{last_byte}_{later_ms}");
+                    memo.remember(token, identity(&subject), window, now_ms);
+                    model.remember(token, identity(&subject), window, now_ms);
+                } else {
+                    proptest::prop_assert_eq!(memo.recall(&token, now_ms), model.recall(&token, now_ms));
+                }
+            }
+        }
     }
 }

@@ -17,7 +17,6 @@
 //! check).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -167,7 +166,9 @@ thread_local! {
     static URL_KEYS: RefCell<JwksCache> = RefCell::new(JwksCache::default());
     /// The last fetch the cache handed out: the one under way while the cache has one.
     static URL_FETCH: RefCell<Option<Fetch>> = const { RefCell::new(None) };
-    static CRYPTO_KEYS: RefCell<HashMap<String, CryptoKey>> = RefCell::new(HashMap::new());
+    /// The imported keys by their JWK, searched in order: at most
+    /// `MAX_CACHED_CRYPTO_KEYS`, and no hash map's code in the Wasm (`core::verified_tokens`).
+    static CRYPTO_KEYS: RefCell<Vec<(String, CryptoKey)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The JWKS URL's keys for a token with this `kid`, as `core::jwks_cache` answers, after
@@ -291,7 +292,7 @@ fn verify_parameters(alg: Algorithm) -> Object {
 }
 
 fn cached_key(id: &str) -> Option<CryptoKey> {
-    CRYPTO_KEYS.with(|keys| keys.borrow().get(id).cloned())
+    CRYPTO_KEYS.with(|keys| keys.borrow().iter().find(|(known, _)| known == id).map(|(_, key)| key.clone()))
 }
 
 fn cache_key(id: String, key: &CryptoKey) {
@@ -300,7 +301,8 @@ fn cache_key(id: String, key: &CryptoKey) {
         if keys.len() >= MAX_CACHED_CRYPTO_KEYS {
             keys.clear();
         }
-        keys.insert(id, key.clone());
+        keys.retain(|(known, _)| *known != id);
+        keys.push((id, key.clone()));
     });
 }
 

@@ -17,16 +17,9 @@ use super::log::Decision;
 /// The variable.
 pub const VAR_LOG_DECISIONS: &str = "LOG_DECISIONS";
 
-/// A sampling rate as written: 0, 1, or the value between them.
-#[derive(Debug, PartialEq)]
-enum Rate {
-    Zero,
-    One,
-    Between(f64),
-}
-
-/// A rate written in digits with at most one dot (`0.01`, `.5`, `1.`, `1`); `None` for
-/// anything else (signs, exponents, `inf`, `NaN`) and for a value above 1.
+/// The setting a rate written in digits with at most one dot (`0.01`, `.5`, `1.`, `1`)
+/// stands for (`0` is `problems`, `1` is `all`); `None` for anything else (signs,
+/// exponents, `inf`, `NaN`) and for a value above 1.
 ///
 /// Read by hand rather than with `str::parse::<f64>`: that parser (correctly rounded for
 /// any input) is about 15 KB of the Wasm gzipped, and nothing else in the worker parses a
@@ -34,17 +27,17 @@ enum Rate {
 /// value is comes from its digits, exactly; the rate itself is the nearest `f64` (the
 /// quotient of two exact `f64`s) for up to 15 significant digits and 22 after the dot, and
 /// within a few units in the last place beyond, which a sampling rate never notices.
-fn decimal_rate(value: &str) -> Option<Rate> {
+fn decimal_rate(value: &str) -> Option<LogDecisions> {
     let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
-    let digits = |text: &str| text.bytes().all(|b| b.is_ascii_digit());
-    if whole.len() + fraction.len() == 0 || !digits(whole) || !digits(fraction) {
+    let all_digits = |text: &str| text.bytes().all(|b| b.is_ascii_digit());
+    if whole.len() + fraction.len() == 0 || !all_digits(whole) || !all_digits(fraction) {
         return None;
     }
     let fraction_is_zero = fraction.bytes().all(|b| b == b'0');
     match whole.trim_start_matches('0') {
-        "" if fraction_is_zero => return Some(Rate::Zero),
+        "" if fraction_is_zero => return Some(LogDecisions::Problems),
         "" => {}
-        "1" if fraction_is_zero => return Some(Rate::One),
+        "1" if fraction_is_zero => return Some(LogDecisions::All),
         _ => return None,
     }
     // 0.fraction: its significant digits over a power of ten.
@@ -57,7 +50,7 @@ fn decimal_rate(value: &str) -> Option<Rate> {
     let rate = numerator as f64 / denominator;
     // Only a value with hundreds of zeros after the dot reads as 0: sampling it is never
     // drawing, which is what `problems` does.
-    Some(if rate > 0.0 { Rate::Between(rate) } else { Rate::Zero })
+    Some(if rate > 0.0 { LogDecisions::Sample(rate) } else { LogDecisions::Problems })
 }
 
 /// Which decision lines are written.
@@ -87,11 +80,7 @@ impl LogDecisions {
                 "{VAR_LOG_DECISIONS} is invalid: expected all, problems, or a sampling rate from 0 to 1 (such as 0.01)"
             )
         };
-        match decimal_rate(value).ok_or_else(invalid)? {
-            Rate::Zero => Ok(LogDecisions::Problems),
-            Rate::One => Ok(LogDecisions::All),
-            Rate::Between(rate) => Ok(LogDecisions::Sample(rate)),
-        }
+        decimal_rate(value).ok_or_else(invalid)
     }
 
     /// Whether the line of `decision` is written, given the runtime's draw in `[0, 1)`.
@@ -168,12 +157,12 @@ mod tests {
     fn a_rate_reads_as_rusts_float_parser_reads_it() {
         // Beside `values`: long and odd forms, read without `str::parse::<f64>`.
         for (raw, expected) in [
-            ("000", Some(Rate::Zero)),
-            ("0.000", Some(Rate::Zero)),
-            ("1.", Some(Rate::One)),
-            ("001.000", Some(Rate::One)),
-            ("0.000000000000000000001", Some(Rate::Between(1e-21))),
-            ("0.12345678901234567890123", Some(Rate::Between(0.12345678901234568))),
+            ("000", Some(LogDecisions::Problems)),
+            ("0.000", Some(LogDecisions::Problems)),
+            ("1.", Some(LogDecisions::All)),
+            ("001.000", Some(LogDecisions::All)),
+            ("0.000000000000000000001", Some(LogDecisions::Sample(1e-21))),
+            ("0.12345678901234567890123", Some(LogDecisions::Sample(0.12345678901234568))),
             ("1.0000000000000000000001", None),
             ("2", None),
             (".", None),
@@ -185,7 +174,7 @@ mod tests {
             assert_eq!(decimal_rate(raw), expected, "{raw:?}");
         }
         let hundreds_of_zeros = format!("0.{}1", "0".repeat(400));
-        assert_eq!(decimal_rate(&hundreds_of_zeros), Some(Rate::Zero));
+        assert_eq!(decimal_rate(&hundreds_of_zeros), Some(LogDecisions::Problems));
     }
 
     proptest::proptest! {
@@ -194,9 +183,9 @@ mod tests {
         fn a_short_rate_is_the_nearest_f64(whole in "0{0,3}1?", zeros in "0{0,7}", digits in "[0-9]{0,15}") {
             let raw = format!("{whole}.{zeros}{digits}");
             let expected = match raw.parse::<f64>() {
-                Ok(0.0) => Some(Rate::Zero),
-                Ok(1.0) => Some(Rate::One),
-                Ok(rate) if rate < 1.0 => Some(Rate::Between(rate)),
+                Ok(0.0) => Some(LogDecisions::Problems),
+                Ok(1.0) => Some(LogDecisions::All),
+                Ok(rate) if rate < 1.0 => Some(LogDecisions::Sample(rate)),
                 Ok(_) => None,
                 Err(_) => None,
             };

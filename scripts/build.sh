@@ -87,9 +87,16 @@ features=(--enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-
 # data point) into the handlers, and it made the Wasm larger after gzip, not smaller:
 # 272,424 -> 263,052 bytes gzipped for the same code (issue 23, docs/performance.md).
 inline=(--one-caller-inline-max-function-size 20)
+#
+# `--low-memory-unused` lets wasm-opt fold `load(p + c)` (c under 1 KiB) into the load's
+# offset field. The two differ only where `p + c` wraps past 4 GiB, which no pointer of this
+# program does (its memory is tens of MiB; Rust's stack sits at the bottom and grows down
+# without wrapping): a wrapped access would trap instead of reading low memory. -975 bytes,
+# -390 gzipped (issue 23).
+assume=(--low-memory-unused)
 mkdir -p target/wasm-names
-"$wasm_opt" "$stage/index_bg.wasm" -o target/wasm-names/index_bg.wasm "${features[@]}" -Oz "${inline[@]}" --debuginfo
-"$wasm_opt" target/wasm-names/index_bg.wasm -o "$stage/index_bg.wasm" "${features[@]}" -Oz "${inline[@]}" --strip-debug --strip-producers
+"$wasm_opt" "$stage/index_bg.wasm" -o target/wasm-names/index_bg.wasm "${features[@]}" "${assume[@]}" -Oz "${inline[@]}" --debuginfo
+"$wasm_opt" target/wasm-names/index_bg.wasm -o "$stage/index_bg.wasm" "${features[@]}" "${assume[@]}" -Oz "${inline[@]}" --strip-debug --strip-producers
 
 cp src/entry.mjs "$stage/entry.mjs"
 "$esbuild" "$stage/entry.mjs" --bundle --format=esm --minify --log-level=warning \

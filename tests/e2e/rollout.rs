@@ -211,6 +211,24 @@ fn observe_mode_forwards_everything_and_logs_what_enforce_would_have_done() {
     assert_eq!(big.json()["body_len"], 10_000, "the whole body reached the origin: {big:?}");
     assert_eq!(decision(&expect("too large", 1)[0]), ("rejected".into(), "body-too-large".into()));
 
+    // A streamed (chunked) body over MAX_BODY_BYTES: what was read, then the rest, forwarded
+    // whole and in order, logged as body-too-large.
+    let big_chunked_key = unique("observe-big-chunked");
+    let big_body: Vec<u8> = (0..10_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let big_chunked = w.send(
+        &Request::post(&path_under("/observed"))
+            .header("Authorization", CALLER)
+            .header("Idempotency-Key", &big_chunked_key)
+            .header("x-test-body-sum", "1")
+            .body(big_body.clone())
+            .chunked(),
+    );
+    assert_untouched(&big_chunked, 201);
+    assert_eq!(big_chunked.json()["body_len"], 10_000, "the whole body reached the origin: {big_chunked:?}");
+    let sum = format!("{:016x}", crate::support::origin::fnv1a(&big_body));
+    assert_eq!(big_chunked.json()["body_fnv"], sum.as_str(), "in order, unchanged: {big_chunked:?}");
+    assert_eq!(decision(&expect("too large, streamed", 1)[0]), ("rejected".into(), "body-too-large".into()));
+
     // A streamed (chunked) body within the limit: forwarded whole.
     let chunked_key = unique("observe-chunked");
     let chunked = w.send(

@@ -411,6 +411,16 @@ pub(super) struct Received {
     pub target: String,
     pub headers: Vec<(String, String)>,
     pub body_len: usize,
+    /// FNV-1a (64 bits) of the body's bytes in order, answered as `body_fnv` when the request
+    /// asks with `x-test-body-sum: 1`.
+    pub body_fnv: u64,
+}
+
+/// FNV-1a, 64 bits: tells whether a body reached the origin unchanged and in order.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x100_0000_01b3))
 }
 
 /// Reads one request (its head, and its body by `Content-Length` or chunked); `None` when
@@ -435,10 +445,10 @@ pub(super) fn read_request(stream: &mut TcpStream) -> io::Result<Option<Received
     let target = parts.next().unwrap_or("").to_string();
     let headers = parse_header_lines(&lines[1..]);
 
-    let body_len = if is_chunked(&headers) {
+    let (body_len, body_fnv) = if is_chunked(&headers) {
         loop {
             match decode_chunked(&buf[head_end..]) {
-                Some(Ok((body, _))) => break body.len(),
+                Some(Ok((body, _))) => break (body.len(), fnv1a(&body)),
                 Some(Err(e)) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
                 None => {
                     let n = stream.read(&mut chunk)?;
@@ -459,9 +469,9 @@ pub(super) fn read_request(stream: &mut TcpStream) -> io::Result<Option<Received
             }
             buf.extend_from_slice(&chunk[..n]);
         }
-        len
+        (len, fnv1a(&buf[head_end..head_end + len]))
     };
-    Ok(Some(Received { method, target, headers, body_len }))
+    Ok(Some(Received { method, target, headers, body_len, body_fnv }))
 }
 
 fn reason(status: u16) -> &'static str {
@@ -525,7 +535,7 @@ fn handle(mut stream: TcpStream, state: Arc<Shared<State>>) {
     let default_status = if matches!(received.method.as_str(), "POST" | "PATCH") { 201 } else { 200 };
     let status = control("x-test-status").and_then(|v| v.parse::<u16>().ok()).unwrap_or(default_status);
     let pad = control("x-test-pad-bytes").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
-    let json = serde_json::json!({
+    let mut json = serde_json::json!({
         "execution": serial,
         "key": key,
         "method": received.method,
@@ -533,6 +543,9 @@ fn handle(mut stream: TcpStream, state: Arc<Shared<State>>) {
         "body_len": received.body_len,
         "pad": "x".repeat(pad),
     });
+    if control("x-test-body-sum").as_deref() == Some("1") {
+        json["body_fnv"] = format!("{:016x}", received.body_fnv).into();
+    }
     // 204 and 304 answers have no body, and say no length.
     let bodiless = matches!(status, 204 | 304);
     let raw = control("x-test-answer-bytes").and_then(|v| v.parse::<usize>().ok());

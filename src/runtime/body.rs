@@ -4,11 +4,13 @@
 //! forwards a larger body as it came. Every answer that does not use a body still reads
 //! it: the runtime drops a connection whose request body was left unread.
 
-use futures_util::stream::{self, StreamExt};
+use futures_util::stream::StreamExt;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::Request;
 use worker::{ByteStream, Result};
+
+use super::boundary;
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
 /// when it is larger than `limit`. `content_length` (the request's `Content-Length`) can
@@ -101,31 +103,12 @@ pub(super) async fn read_observed(
         let body = js_sys::Uint8Array::new(&buffer).to_vec();
         return Ok(ObservedBody::Read(body, Some(buffer)));
     }
-    let mut chunks = ByteStream::from(raw);
-    let mut held: Vec<Vec<u8>> = Vec::new();
-    let mut total = 0u64;
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk?;
-        total += chunk.len() as u64;
-        held.push(chunk);
-        if total > limit {
-            let read = stream::iter(
-                held.into_iter().map(|chunk| Ok(JsValue::from(js_sys::Uint8Array::from(&chunk[..])))),
-            );
-            let rest = chunks.map(|chunk| {
-                chunk
-                    .map(|bytes| JsValue::from(js_sys::Uint8Array::from(&bytes[..])))
-                    .map_err(|e| JsValue::from(e.to_string()))
-            });
-            let whole = wasm_streams::ReadableStream::from_stream(read.chain(rest));
-            return Ok(ObservedBody::OverLimit(whole.into_raw().into()));
-        }
-    }
-    let body = held.concat();
-    let again =
-        stream::iter(held.into_iter().map(|chunk| Ok(JsValue::from(js_sys::Uint8Array::from(&chunk[..])))));
-    let stream = wasm_streams::ReadableStream::from_stream(again);
-    Ok(ObservedBody::Read(body, Some(stream.into_raw().into())))
+    Ok(match boundary::read_up_to(&raw, limit, true).await? {
+        (Some(body), Some(forward)) => ObservedBody::Read(body, Some(forward.into())),
+        (None, Some(forward)) => ObservedBody::OverLimit(forward.into()),
+        // Never: the helper always hands back the body to forward. Not forwarding it without.
+        (_, None) => return Err(worker::Error::RustError("the body to forward went missing".into())),
+    })
 }
 
 /// The largest declared body [`drain`] reads in one call.

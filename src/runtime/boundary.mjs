@@ -30,3 +30,63 @@ export function responseWithout(response, name) {
   headers.delete(name);
   return new Response(response.body, { status: response.status, headers });
 }
+
+// A byte stream of `count` parts pulled one at a time, part `i` the Uint8Array that `read(i)`
+// resolves to (a replay's chunk rows). A rejected read errors the stream, so a reader never
+// sees it end short; nothing is read ahead of the reader (a high-water mark of 0).
+export function pulledStream(count, read) {
+  let next = 0;
+  return new ReadableStream(
+    {
+      async pull(controller) {
+        if (next < count) controller.enqueue(await read(next++));
+        if (next >= count) controller.close();
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+// Reads `stream` (a request's body in observe mode, an origin's answer) until it ends or
+// passes `limit` bytes. Returns [whole, forward]: within the limit, the bytes as one
+// Uint8Array and, when `forwardWhole`, a stream of the same chunks to send on (else null);
+// past it, null and a stream of the chunks read so far followed by the rest, which is never
+// buffered. A failed read rejects.
+export async function readUpTo(stream, limit, forwardWhole) {
+  const reader = stream.getReader();
+  const parts = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    total += value.byteLength;
+    if (total > limit) return [null, partsThen(parts, reader)];
+  }
+  const whole = new Uint8Array(total);
+  let at = 0;
+  for (const part of parts) {
+    whole.set(part, at);
+    at += part.byteLength;
+  }
+  return [whole, forwardWhole ? partsThen(parts, null) : null];
+}
+
+// A stream of `parts`, then of what `rest` (a reader, or null) still reads.
+function partsThen(parts, rest) {
+  let next = 0;
+  return new ReadableStream(
+    {
+      async pull(controller) {
+        if (next < parts.length) return controller.enqueue(parts[next++]);
+        const { done, value } = rest ? await rest.read() : { done: true };
+        if (done) controller.close();
+        else controller.enqueue(value);
+      },
+      cancel(reason) {
+        return rest?.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}

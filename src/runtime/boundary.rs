@@ -1,11 +1,14 @@
 //! Bindings to `boundary.mjs`, the runtime's JavaScript helpers: a request's headers read in
 //! one call (`core::headers::HeaderLines`), a copy of headers without some names, and an
 //! answer rewrapped without one header, each one crossing of the JS↔Wasm boundary where
-//! `web_sys` would make one per header (issue 23: a replay crossed it about 160 times).
+//! `web_sys` would make one per header (issue 23: a replay crossed it about 160 times); and
+//! the two streams the runtime makes (a replay's chunk rows, observe mode's body as it came),
+//! made in JavaScript: with them, nothing hands a Rust `Stream` to JavaScript, and
+//! `wasm-streams`' adapter for that (about 1.5 KB gzipped) leaves the Wasm.
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
-use worker::web_sys::{Headers, Response};
+use worker::web_sys::{Headers, ReadableStream, Response};
 
 use crate::core::headers::HeaderLines;
 
@@ -17,6 +20,10 @@ extern "C" {
     fn headers_without_text(headers: &Headers, refused: &str) -> Result<Headers, JsValue>;
     #[wasm_bindgen(js_name = responseWithout, catch)]
     fn response_without_js(response: &Response, name: &str) -> Result<Response, JsValue>;
+    #[wasm_bindgen(js_name = pulledStream)]
+    fn pulled_stream_js(count: u32, read: &JsValue) -> ReadableStream;
+    #[wasm_bindgen(js_name = readUpTo)]
+    fn read_up_to_js(stream: &ReadableStream, limit: f64, forward_whole: bool) -> js_sys::Promise;
 }
 
 /// `headers`, read whole. An error only where a header holds a line feed, which HTTP and
@@ -37,4 +44,33 @@ pub(super) fn filtered_copy(
 /// `new Response(response.body, { status, headers })` without the header `name`.
 pub(super) fn response_without(response: &Response, name: &str) -> worker::Result<Response> {
     Ok(response_without_js(response, name)?)
+}
+
+/// A stream of `count` parts, pulled one at a time as its reader asks: part `i` is what the
+/// promise `read(i)` resolves to, and a rejected one errors the stream.
+pub(super) fn pulled_stream(
+    count: u32,
+    read: impl FnMut(u32) -> js_sys::Promise + 'static,
+) -> ReadableStream {
+    let read = wasm_bindgen::closure::Closure::<dyn FnMut(u32) -> js_sys::Promise>::new(read);
+    // The stream holds the function; wasm-bindgen frees it when the stream is collected.
+    pulled_stream_js(count, &read.into_js_value())
+}
+
+/// `stream` read up to `limit` bytes: `Some(bytes)` (with a stream of the same chunks to send
+/// on when `forward_whole`), or, past the limit, `None` and a stream of what was read
+/// followed by the rest, never buffered. An error where the stream could not be read.
+pub(super) async fn read_up_to(
+    stream: &ReadableStream,
+    limit: u64,
+    forward_whole: bool,
+) -> std::result::Result<(Option<Vec<u8>>, Option<ReadableStream>), JsValue> {
+    use wasm_bindgen::JsCast;
+    // The limits are settings of at most a few hundred MiB, exact as an f64.
+    let read: js_sys::Array =
+        wasm_bindgen_futures::JsFuture::from(read_up_to_js(stream, limit as f64, forward_whole))
+            .await?
+            .unchecked_into();
+    let whole = read.get(0).dyn_into::<js_sys::Uint8Array>().ok().map(|whole| whole.to_vec());
+    Ok((whole, read.get(1).dyn_into::<ReadableStream>().ok()))
 }

@@ -22,6 +22,7 @@ use worker::web_sys::{self, CryptoKey};
 use worker::worker_sys::DurableObjectStorage;
 use worker::SqlStorage;
 
+use super::boundary;
 use super::seal::{self, Sealer};
 use super::storage::{self, StorageError};
 use crate::core::chunks::{self, ChunkManifest, CHUNK_BYTES};
@@ -94,19 +95,17 @@ impl Source {
     /// missing or does not match errors the stream: the replay breaks off, never completes
     /// with wrong bytes.
     pub fn stream(&self) -> web_sys::ReadableStream {
-        use futures_util::stream::{self, StreamExt};
         let source = self.clone();
-        let rows = stream::iter(0..self.manifest.count()).then(move |index| {
+        let count = self.manifest.count() as u32;
+        let stream = boundary::pulled_stream(count, move |index| {
             let source = source.clone();
-            async move {
-                source.chunk(index).await.map(JsValue::from).map_err(|error| {
+            wasm_bindgen_futures::future_to_promise(async move {
+                source.chunk(index as usize).await.map(JsValue::from).map_err(|error| {
                     worker::console_error!("replaying a chunked answer: {}", error);
                     JsValue::from(js_sys::Error::new("stored answer chunk unreadable"))
                 })
-            }
+            })
         });
-        let stream: web_sys::ReadableStream =
-            wasm_streams::ReadableStream::from_stream(rows).into_raw().unchecked_into();
         fixed_length(&stream, self.manifest.body_len).unwrap_or(stream)
     }
 

@@ -50,7 +50,7 @@
 //! and the result says `Oversized`, so the key is held unknown.
 
 use futures_util::future::{select, Either};
-use futures_util::stream::{self, StreamExt};
+use futures_util::stream::StreamExt;
 use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -59,7 +59,7 @@ use worker::web_sys::{
 };
 use worker::{console_error, console_warn, worker_sys, Delay, Env};
 
-use super::boundary::{filtered_copy, header_lines};
+use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
 use super::{body, origin_auth, settings};
 use crate::core::config::ObjectPolicy;
@@ -341,29 +341,15 @@ async fn read_answer(response: Response, max_stored_bytes: u64) -> Result<Origin
     Ok(OriginAnswer { status, headers, connection_tokens, body })
 }
 
-/// Reads `raw` chunk by chunk. Within `cap`, the bytes (copied into Wasm once); past it,
-/// a stream of the chunks read so far followed by the rest, which is never buffered here.
+/// Reads `raw` (in JavaScript, `boundary::read_up_to`). Within `cap`, the bytes (copied into
+/// Wasm once); past it, a stream of the chunks read so far followed by the rest, which is
+/// never buffered here.
 pub(super) async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Result<AnswerBody, JsValue> {
-    let mut chunks = wasm_streams::ReadableStream::from_raw(raw.unchecked_into()).into_stream();
-    let mut held: Vec<js_sys::Uint8Array> = Vec::new();
-    let mut total = 0u64;
-    while let Some(chunk) = chunks.next().await {
-        let chunk: js_sys::Uint8Array = chunk?.unchecked_into();
-        total += u64::from(chunk.length());
-        held.push(chunk);
-        if total > cap {
-            let read = stream::iter(held.into_iter().map(|chunk| Ok(JsValue::from(chunk))));
-            let whole = wasm_streams::ReadableStream::from_stream(read.chain(chunks));
-            return Ok(AnswerBody::Streamed(whole.into_raw().unchecked_into()));
-        }
-    }
-    let mut body = Vec::with_capacity(total as usize);
-    for chunk in held {
-        let at = body.len();
-        body.resize(at + chunk.length() as usize, 0);
-        chunk.copy_to(&mut body[at..]);
-    }
-    Ok(AnswerBody::Complete(body))
+    Ok(match boundary::read_up_to(&raw, cap, false).await? {
+        (Some(body), _) => AnswerBody::Complete(body),
+        (None, Some(rest)) => AnswerBody::Streamed(rest),
+        (None, None) => return Err(JsValue::from_str("an answer past its cap came without its stream")),
+    })
 }
 
 /// Starts the request: through `service` when given, else the global `fetch`. A call that

@@ -29,6 +29,7 @@ pub mod jwt;
 pub mod key;
 pub mod key_state;
 pub mod keyed_name;
+pub mod latch;
 pub mod log;
 pub mod log_decisions;
 pub mod machine;

@@ -434,7 +434,7 @@ impl KeyObject {
                     // One copy of the body for the waiters and the caller alike.
                     let prepared = self.prepared(&answer);
                     if let Some(settle) = settle.take() {
-                        let _ = settle.send(prepared.clone());
+                        settle.set(prepared.clone());
                     }
                     settled = Some(Settled { prepared, answer, origin_answered });
                 }

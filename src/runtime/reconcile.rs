@@ -138,7 +138,7 @@ impl KeyObject {
         let over = match self.live.begin_lookup(attempt, &policy.limits) {
             LookupTurn::Run(over) => over,
             LookupTurn::Wait(running) => {
-                let _ = running.await;
+                running.wait().await;
                 return true;
             }
             // The one that runs sets what comes next.

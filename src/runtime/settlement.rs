@@ -10,27 +10,28 @@
 //! - the lookup of an unknown outcome running now, which other retries wait for.
 //!
 //! A dropped sender releases its waiters (they get the driver's 409), so an execution that
-//! ends without settling never leaves anyone waiting for ever.
+//! ends without settling never leaves anyone waiting for ever. The hand-over itself is
+//! `core::latch` (host-tested).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_channel::oneshot;
-use futures_util::future::{select, Either, FutureExt, Shared};
+use futures_util::future::{select, Either};
 use worker::Delay;
 
 use super::chunks;
 use super::respond::Prepared;
+use crate::core::latch::{latch, Latch, Setter};
 use crate::core::machine::WaiterLimits;
 use crate::core::record::{AttemptId, StoredResponse};
 
 /// The answer that settles an execution, shared by its waiters.
-pub(super) type Settlement = Shared<oneshot::Receiver<Rc<Prepared>>>;
+pub(super) type Settlement = Latch<Rc<Prepared>>;
 
 /// The sender that settles an execution.
-pub(super) type Settle = oneshot::Sender<Rc<Prepared>>;
+pub(super) type Settle = Setter<Rc<Prepared>>;
 
 /// The live answers of one key's object.
 #[derive(Default)]
@@ -51,8 +52,8 @@ impl Settlements {
     /// The settlement channel of an execution that the driver made live: the sender
     /// settles it, and waiters share the receiver.
     pub fn begin(&self, attempt: AttemptId) -> Settle {
-        let (settle, settled) = oneshot::channel();
-        *self.live.borrow_mut() = Some((attempt, settled.shared()));
+        let (settle, settled) = latch();
+        *self.live.borrow_mut() = Some((attempt, settled));
         settle
     }
 
@@ -121,8 +122,8 @@ impl Settlements {
             running.waiting += 1;
             return LookupTurn::Wait(running.done.clone());
         }
-        let (over, done) = oneshot::channel();
-        *lookup = Some(RunningLookup { attempt, done: done.shared(), waiting: 0 });
+        let (over, done) = latch();
+        *lookup = Some(RunningLookup { attempt, done, waiting: 0 });
         LookupTurn::Run(over)
     }
 
@@ -144,14 +145,14 @@ impl Settlements {
 /// The lookup of an unknown outcome running now, and how many wait for it.
 struct RunningLookup {
     attempt: AttemptId,
-    done: Shared<oneshot::Receiver<()>>,
+    done: Latch<()>,
     waiting: usize,
 }
 
 /// A request's turn at a lookup (see [`Settlements::begin_lookup`]).
 pub(super) enum LookupTurn {
-    Run(oneshot::Sender<()>),
-    Wait(Shared<oneshot::Receiver<()>>),
+    Run(Setter<()>),
+    Wait(Latch<()>),
     Full,
 }
 
@@ -159,8 +160,8 @@ pub(super) enum LookupTurn {
 /// ran out, nothing will settle it here, or the execution ended without settling.
 pub(super) async fn wait_for(settled: Option<Settlement>, wait_ms: u64) -> Option<Rc<Prepared>> {
     let settled = settled?;
-    match select(settled, Delay::from(Duration::from_millis(wait_ms))).await {
-        Either::Left((Ok(answer), _)) => Some(answer),
+    match select(settled.wait(), Delay::from(Duration::from_millis(wait_ms))).await {
+        Either::Left((Some(answer), _)) => Some(answer),
         _ => None,
     }
 }

@@ -48,28 +48,22 @@ export function pulledStream(count, read) {
 }
 
 // Reads `stream` (a request's body in observe mode, an origin's answer) until it ends or
-// passes `limit` bytes. Returns [whole, forward]: within the limit, the bytes as one
-// Uint8Array and, when `forwardWhole`, a stream of the same chunks to send on (else null);
-// past it, null and a stream of the chunks read so far followed by the rest, which is never
-// buffered. A failed read rejects.
+// passes `limit` bytes. Returns [parts, forward]: within the limit, the chunks read (the Rust
+// side copies them into one buffer, so no second whole copy is made here) and, when
+// `forwardWhole`, a stream of the same chunks to send on (else null); past it, null and a
+// stream of the chunks read so far followed by the rest, which is never buffered. A failed
+// read rejects.
 export async function readUpTo(stream, limit, forwardWhole) {
   const reader = stream.getReader();
   const parts = [];
   let total = 0;
   for (;;) {
     const { done, value } = await reader.read();
-    if (done) break;
+    if (done) return [parts, forwardWhole ? partsThen(parts, null) : null];
     parts.push(value);
     total += value.byteLength;
     if (total > limit) return [null, partsThen(parts, reader)];
   }
-  const whole = new Uint8Array(total);
-  let at = 0;
-  for (const part of parts) {
-    whole.set(part, at);
-    at += part.byteLength;
-  }
-  return [whole, forwardWhole ? partsThen(parts, null) : null];
 }
 
 // A stream of `parts`, then of what `rest` (a reader, or null) still reads.

@@ -2,9 +2,10 @@
 //! one call (`core::headers::HeaderLines`), a copy of headers without some names, and an
 //! answer rewrapped without one header, each one crossing of the JS↔Wasm boundary where
 //! `web_sys` would make one per header (issue 23: a replay crossed it about 160 times); and
-//! the two streams the runtime makes (a replay's chunk rows, observe mode's body as it came),
-//! made in JavaScript: with them, nothing hands a Rust `Stream` to JavaScript, and
-//! `wasm-streams`' adapter for that (about 1.5 KB gzipped) leaves the Wasm.
+//! the runtime's stream work done in JavaScript (a replay's chunk rows pulled one at a time,
+//! a body or an origin's answer read up to a limit and passed on as it came): with it,
+//! nothing hands a Rust `Stream` to JavaScript, and `wasm-streams`' adapter for that leaves
+//! the Wasm.
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
@@ -71,6 +72,19 @@ pub(super) async fn read_up_to(
         wasm_bindgen_futures::JsFuture::from(read_up_to_js(stream, limit as f64, forward_whole))
             .await?
             .unchecked_into();
-    let whole = read.get(0).dyn_into::<js_sys::Uint8Array>().ok().map(|whole| whole.to_vec());
+    let parts = read.get(0);
+    let whole = (!parts.is_null()).then(|| {
+        // Copied chunk by chunk into one buffer: the whole body is never copied twice.
+        let parts: Vec<js_sys::Uint8Array> =
+            parts.unchecked_into::<js_sys::Array>().iter().map(JsCast::unchecked_into).collect();
+        let mut whole = vec![0; parts.iter().map(|part| part.length() as usize).sum()];
+        let mut at = 0;
+        for part in parts {
+            let end = at + part.length() as usize;
+            part.copy_to(&mut whole[at..end]);
+            at = end;
+        }
+        whole
+    });
     Ok((whole, read.get(1).dyn_into::<ReadableStream>().ok()))
 }

@@ -3,7 +3,7 @@
 # worker, checks that the fuzz targets build, then runs every test of the workspace's three
 # crates: the worker's (host unit and property tests of the core; the end-to-end tests in
 # tests/e2e, which start real workerd with wrangler dev in front of a real origin on
-# loopback), the client's (unit tests, the middleware against a scripted server,
+# loopback; the build's and the benchmark's JavaScript, through Node), the client's (unit tests, the middleware against a scripted server,
 # doctests, and end-to-end tests against the worker over TLS, the checker binary included)
 # and the configuration checker's (check/: its rules, the repository's wrangler.toml, and
 # `wrangler deploy --dry-run` of each shipped environment).

@@ -5,7 +5,10 @@
 //! else calls, and write a module that still compiles.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+#[path = "javascript/node.rs"]
+mod node;
+use node::node;
 
 const GLUE: &str = r#"import source wasmModule from "./index_bg.wasm";
 
@@ -129,15 +132,6 @@ fn exports_of(wasm: &Path) -> Vec<String> {
     let out = node().args(["-e", script]).arg(wasm).output().expect("run node");
     assert!(out.status.success(), "node could not read the written module: {out:?}");
     String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect()
-}
-
-fn node() -> Command {
-    let probe = Command::new("node").arg("--version").output();
-    assert!(
-        probe.is_ok_and(|out| out.status.success()),
-        "these tests need Node 20: run ./scripts/setup.sh (the base image has it), or ./scripts/test.sh"
-    );
-    Command::new("node")
 }
 
 fn scratch() -> PathBuf {

@@ -31,6 +31,14 @@ fn poll<T: Clone>(wait: &mut Wait<T>, waker: &Waker) -> Poll<Option<T>> {
     Pin::new(wait).poll(&mut Context::from_waker(waker))
 }
 
+/// A new waiter on `latch` with its own counting waker, polled once: still waiting.
+fn waiting<T: Clone + std::fmt::Debug + PartialEq>(latch: &Latch<T>) -> (Arc<Counting>, Waker, Wait<T>) {
+    let (counter, waker) = counting();
+    let mut wait = latch.wait();
+    assert_eq!(poll(&mut wait, &waker), Poll::Pending);
+    (counter, waker, wait)
+}
+
 fn slots<T>(latch: &Latch<T>) -> usize {
     latch.0.borrow().wakers.len()
 }
@@ -38,12 +46,7 @@ fn slots<T>(latch: &Latch<T>) -> usize {
 #[test]
 fn every_waiter_gets_the_value_once_woken_and_later_ones_at_once() {
     let (setter, latch) = latch::<u32>();
-    let waiters: Vec<_> = (0..3).map(|_| (counting(), latch.clone().wait())).collect();
-    let mut waiters: Vec<_> =
-        waiters.into_iter().map(|((counter, waker), wait)| (counter, waker, wait)).collect();
-    for (_, waker, wait) in &mut waiters {
-        assert_eq!(poll(wait, waker), Poll::Pending);
-    }
+    let mut waiters: Vec<_> = (0..3).map(|_| waiting(&latch)).collect();
     setter.set(7);
     for (counter, waker, wait) in &mut waiters {
         assert_eq!(wakes(counter), 1, "woken once by the value");
@@ -56,9 +59,7 @@ fn every_waiter_gets_the_value_once_woken_and_later_ones_at_once() {
 #[test]
 fn a_setter_gone_without_a_value_releases_every_waiter_with_none() {
     let (setter, latch) = latch::<u32>();
-    let (counter, waker) = counting();
-    let mut wait = latch.wait();
-    assert_eq!(poll(&mut wait, &waker), Poll::Pending);
+    let (counter, waker, mut wait) = waiting(&latch);
     drop(setter);
     assert_eq!(wakes(&counter), 1);
     assert_eq!(poll(&mut wait, &waker), Poll::Ready(None));
@@ -68,13 +69,9 @@ fn a_setter_gone_without_a_value_releases_every_waiter_with_none() {
 #[test]
 fn a_waiter_that_gives_up_is_not_woken_and_its_slot_is_reused() {
     let (setter, latch) = latch::<u32>();
-    let (gone_counter, gone_waker) = counting();
-    let mut gone = latch.wait();
-    assert_eq!(poll(&mut gone, &gone_waker), Poll::Pending);
+    let (gone_counter, _, gone) = waiting(&latch);
     drop(gone);
-    let (counter, waker) = counting();
-    let mut stays = latch.wait();
-    assert_eq!(poll(&mut stays, &waker), Poll::Pending);
+    let (counter, waker, mut stays) = waiting(&latch);
     assert_eq!(slots(&latch), 1, "the gone waiter's slot is taken again");
     // Polled again, even with another waker, it keeps its one slot.
     let (other_counter, other_waker) = counting();
@@ -88,9 +85,7 @@ fn a_waiter_that_gives_up_is_not_woken_and_its_slot_is_reused() {
 #[test]
 fn a_wait_dropped_after_the_end_touches_nothing() {
     let (setter, latch) = latch::<u32>();
-    let (_, waker) = counting();
-    let mut wait = latch.wait();
-    assert_eq!(poll(&mut wait, &waker), Poll::Pending);
+    let (_, _, wait) = waiting(&latch);
     drop(setter);
     drop(wait);
     assert_eq!(slots(&latch), 0);

@@ -3,8 +3,9 @@
 # worker, checks that the fuzz targets build, then runs every test of the workspace's three
 # crates: the worker's (host unit and property tests of the core; the end-to-end tests in
 # tests/e2e, which start real workerd with wrangler dev in front of a real origin on
-# loopback; the build's and the benchmark's JavaScript, through Node), the client's (unit tests, the middleware against a scripted server,
-# doctests, and end-to-end tests against the worker over TLS, the checker binary included)
+# loopback; the build's and the benchmark's JavaScript, through Node), the client's (unit
+# tests, the middleware against a scripted server, doctests, and end-to-end tests against
+# the worker over TLS, the checker binary included)
 # and the configuration checker's (check/: its rules, the repository's wrangler.toml, and
 # `wrangler deploy --dry-run` of each shipped environment).
 # Ends with one line adding up every test binary's results, and the slowest e2e tests.

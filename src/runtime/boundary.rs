@@ -8,7 +8,7 @@
 //! the Wasm.
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 use worker::web_sys::{Headers, ReadableStream, Response};
 
 use crate::core::headers::HeaderLines;
@@ -66,7 +66,6 @@ pub(super) async fn read_up_to(
     limit: u64,
     forward_whole: bool,
 ) -> std::result::Result<(Option<Vec<u8>>, Option<ReadableStream>), JsValue> {
-    use wasm_bindgen::JsCast;
     // The limits are settings of at most a few hundred MiB, exact as an f64.
     let read: js_sys::Array =
         wasm_bindgen_futures::JsFuture::from(read_up_to_js(stream, limit as f64, forward_whole))

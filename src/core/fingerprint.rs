@@ -23,7 +23,7 @@
 //!    `core::body_shape`): only the body is shaped, and a route without the options hashes
 //!    exactly as every release before them did (pinned by fixed vectors below).
 
-use sha2::{Digest, Sha256};
+use super::sha256::Sha256;
 
 use super::body_shape::BodyShape;
 use super::canonical_json;
@@ -276,13 +276,13 @@ pub fn is_json_media_type(content_type: &str) -> bool {
 
 fn sha256_fields(domain: &[u8], fields: &[&[u8]]) -> Digest256 {
     let mut hasher = Sha256::new();
-    hasher.update((domain.len() as u64).to_be_bytes());
+    hasher.update(&(domain.len() as u64).to_be_bytes());
     hasher.update(domain);
     for field in fields {
-        hasher.update((field.len() as u64).to_be_bytes());
+        hasher.update(&(field.len() as u64).to_be_bytes());
         hasher.update(field);
     }
-    Digest256(hasher.finalize().into())
+    Digest256(hasher.finalize())
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! HMAC-SHA-256 (RFC 2104) on the `sha2` crate the core already uses.
+//! HMAC-SHA-256 (RFC 2104) on the core's SHA-256 (`core::sha256`).
 //!
 //! Owns the one keyed hash the core needs: keyed object names (`core::keyed_name`) and the
 //! reference implementation of the origin signature (`core::origin_auth`), which the tests
@@ -6,7 +6,7 @@
 //! WebCrypto (`runtime::origin_auth`); both must agree, and the known-answer vectors in
 //! `origin_auth` pin them to the same bytes.
 
-use sha2::{Digest, Sha256};
+use super::sha256::{sha256, Sha256};
 
 const BLOCK: usize = 64;
 
@@ -14,18 +14,18 @@ const BLOCK: usize = 64;
 pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     let mut block = [0u8; BLOCK];
     if key.len() > BLOCK {
-        block[..32].copy_from_slice(&Sha256::digest(key));
+        block[..32].copy_from_slice(&sha256(key));
     } else {
         block[..key.len()].copy_from_slice(key);
     }
     let mut inner = Sha256::new();
-    inner.update(block.map(|b| b ^ 0x36));
+    inner.update(&block.map(|b| b ^ 0x36));
     inner.update(message);
     let inner = inner.finalize();
     let mut outer = Sha256::new();
-    outer.update(block.map(|b| b ^ 0x5c));
-    outer.update(inner);
-    outer.finalize().into()
+    outer.update(&block.map(|b| b ^ 0x5c));
+    outer.update(&inner);
+    outer.finalize()
 }
 
 /// Compares two byte strings in time that depends only on their lengths.

@@ -283,12 +283,12 @@ impl Validity {
 /// token (signature included), so only the very token that verified, read for the same
 /// claim, finds it.
 pub fn verification_id(claim_path: &ClaimPath, token: &str) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
+    use super::sha256::Sha256;
     let mut hasher = Sha256::new();
-    hasher.update((claim_path.text.len() as u64).to_be_bytes());
+    hasher.update(&(claim_path.text.len() as u64).to_be_bytes());
     hasher.update(claim_path.text.as_bytes());
     hasher.update(token.as_bytes());
-    hasher.finalize().into()
+    hasher.finalize()
 }
 
 /// The path of the claim that names the caller: `sub`, or `org.id` for a nested one.

@@ -46,6 +46,7 @@ pub mod routes;
 pub mod scope;
 pub mod seal;
 pub mod settings;
+pub mod sha256;
 pub mod url;
 pub mod verified_tokens;
 pub mod wire;

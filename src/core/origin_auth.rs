@@ -43,7 +43,7 @@
 //! this module builds the canonical string for it and holds the known-answer vectors that
 //! pin both implementations, and the documented Rust and Python verifiers, to one format.
 
-use sha2::{Digest, Sha256};
+use super::sha256::sha256;
 
 use super::hmac::{constant_time_eq, hex, hmac_sha256};
 
@@ -126,7 +126,7 @@ pub fn check_secret(value: &str) -> Result<(), String> {
 
 /// The whole header value, computed in the core (the reference the runtime must match).
 pub fn sign(secret: &[u8], signed: &Signed<'_>, body: &[u8]) -> String {
-    let digest = hex(&Sha256::digest(body));
+    let digest = hex(&sha256(body));
     let mac = hmac_sha256(secret, canonical_string(signed, &digest).as_bytes());
     header_value(signed, &mac)
 }
@@ -177,7 +177,7 @@ pub fn verify(
     }
     let idempotency_key = idempotency_key.unwrap_or("");
     let signed = Signed { method, path_and_query, idempotency_key, protection, timestamp, nonce };
-    let digest = hex(&Sha256::digest(body));
+    let digest = hex(&sha256(body));
     let expected = hex(&hmac_sha256(secret, canonical_string(&signed, &digest).as_bytes()));
     if constant_time_eq(expected.as_bytes(), v2.as_bytes()) {
         Ok(Verified { nonce: nonce.to_owned(), protection })
@@ -213,7 +213,7 @@ mod tests {
         let body = br#"{"amount":1000,"currency":"eur"}"#;
         let charge = signed("POST", "/v1/charges?expand=customer", 1_796_300_000, NONCE);
         assert_eq!(
-            canonical_string(&charge, &hex(&Sha256::digest(body))),
+            canonical_string(&charge, &hex(&sha256(body))),
             "idempotency-edge-signature-v2\nPOST\n/v1/charges?expand=customer\n1796300000\n0123456789abcdef0123456789abcdef\norder-42-charge\nprotected\n4e493e4ce0e474c166303ac8affb1464ce2a54f9299ae1e25f7a4360993d22bb"
         );
         assert_eq!(

@@ -4,11 +4,10 @@
 //! forwards a larger body as it came. Every answer that does not use a body still reads
 //! it: the runtime drops a connection whose request body was left unread.
 
-use futures_util::stream::StreamExt;
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
 use worker::web_sys::Request;
-use worker::{ByteStream, Result};
+use worker::Result;
 
 use super::boundary;
 
@@ -34,19 +33,21 @@ pub(super) async fn read_within(
         let body = js_sys::Uint8Array::new(&buffer).to_vec();
         return Ok(Some((body, buffer)));
     }
-    let mut stream = ByteStream::from(stream);
-    let mut body = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk?;
-        if (body.len() + chunk.len()) as u64 > limit {
-            drop(body);
-            drain_stream(&mut stream).await;
-            return Ok(None);
+    // Counted as it streams in, in JavaScript (`boundary::read_up_to`); past the limit, the
+    // rest is read and thrown away, as far as `DRAIN_LIMIT_BYTES` beyond the limit (the
+    // stream left over starts with the chunks read so far).
+    match boundary::read_up_to(&stream, limit, false).await? {
+        (Some(body), _) => {
+            let js_body = js_sys::Uint8Array::from(body.as_slice()).into();
+            Ok(Some((body, js_body)))
         }
-        body.extend_from_slice(&chunk);
+        (None, rest) => {
+            if let Some(rest) = rest {
+                boundary::drain(&rest, limit as f64 + DRAIN_LIMIT_BYTES).await;
+            }
+            Ok(None)
+        }
     }
-    let js_body = js_sys::Uint8Array::from(body.as_slice()).into();
-    Ok(Some((body, js_body)))
 }
 
 /// The length a `Content-Length` value declares, when it is a number.
@@ -57,22 +58,12 @@ fn declared_length(content_length: Option<&str>) -> Option<u64> {
 /// Most bytes read and thrown away after a rejection. Answering before the request body is
 /// consumed makes workerd drop the connection (a proxy in front then fails the next request
 /// on it), so the rest is read, but not without end.
-const DRAIN_LIMIT_BYTES: usize = 8 * 1024 * 1024;
+const DRAIN_LIMIT_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
 
 /// Reads and discards a refused request's body in the Worker, up to [`DRAIN_LIMIT_BYTES`].
 pub(super) async fn discard(req: &Request) {
     if let Some(stream) = req.body() {
-        drain_stream(&mut ByteStream::from(stream)).await;
-    }
-}
-
-async fn drain_stream(stream: &mut ByteStream) {
-    let mut drained = 0usize;
-    while let Some(Ok(chunk)) = stream.next().await {
-        drained += chunk.len();
-        if drained > DRAIN_LIMIT_BYTES {
-            break;
-        }
+        boundary::drain(&stream, DRAIN_LIMIT_BYTES).await;
     }
 }
 
@@ -132,7 +123,7 @@ pub(super) async fn drain(req: &Request, declared_bytes: Option<u64>) {
             return;
         }
     }
-    let Some(raw) = req.body() else { return };
-    let mut chunks = wasm_streams::ReadableStream::from_raw(raw.unchecked_into()).into_stream();
-    while let Some(Ok(_)) = chunks.next().await {}
+    if let Some(stream) = req.body() {
+        boundary::drain(&stream, f64::INFINITY).await;
+    }
 }

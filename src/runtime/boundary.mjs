@@ -66,6 +66,23 @@ export async function readUpTo(stream, limit, forwardWhole) {
   }
 }
 
+// Reads `stream` and keeps nothing, until it ends or more than `limit` bytes have passed.
+// Resolves true when it ended; false past the limit or at a failed read, which ends the
+// draining (nothing is left to wait for). Never rejects.
+export async function drain(stream, limit) {
+  try {
+    const reader = stream.getReader();
+    for (let total = 0; ; ) {
+      const { done, value } = await reader.read();
+      if (done) return true;
+      total += value.byteLength;
+      if (total > limit) return false;
+    }
+  } catch {
+    return false;
+  }
+}
+
 // A stream of `parts`, then of what `rest` (a reader, or null) still reads.
 function partsThen(parts, rest) {
   let next = 0;

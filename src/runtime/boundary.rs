@@ -3,9 +3,10 @@
 //! answer rewrapped without one header, each one crossing of the JS↔Wasm boundary where
 //! `web_sys` would make one per header (issue 23: a replay crossed it about 160 times); and
 //! the runtime's stream work done in JavaScript (a replay's chunk rows pulled one at a time,
-//! a body or an origin's answer read up to a limit and passed on as it came): with it,
-//! nothing hands a Rust `Stream` to JavaScript, and `wasm-streams`' adapter for that leaves
-//! the Wasm.
+//! a body or an origin's answer read up to a limit and passed on as it came, a body read and
+//! thrown away): with it, nothing hands a Rust `Stream` to JavaScript, and nothing reads a
+//! JavaScript stream through one, so `wasm-streams`' adapters and `worker::ByteStream`
+//! leave the Wasm.
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
@@ -25,6 +26,8 @@ extern "C" {
     fn pulled_stream_js(count: u32, read: &JsValue) -> ReadableStream;
     #[wasm_bindgen(js_name = readUpTo)]
     fn read_up_to_js(stream: &ReadableStream, limit: f64, forward_whole: bool) -> js_sys::Promise;
+    #[wasm_bindgen(js_name = drain)]
+    fn drain_js(stream: &ReadableStream, limit: f64) -> js_sys::Promise;
 }
 
 /// `headers`, read whole. An error only where a header holds a line feed, which HTTP and
@@ -86,4 +89,10 @@ pub(super) async fn read_up_to(
         whole
     });
     Ok((whole, read.get(1).dyn_into::<ReadableStream>().ok()))
+}
+
+/// Reads `stream` and keeps nothing, until it ends or more than `limit` bytes have passed (a
+/// failed read ends it too). Whether it ended.
+pub(super) async fn drain(stream: &ReadableStream, limit: f64) -> bool {
+    wasm_bindgen_futures::JsFuture::from(drain_js(stream, limit)).await.is_ok_and(|ended| ended.is_truthy())
 }

@@ -50,7 +50,6 @@
 //! and the result says `Oversized`, so the key is held unknown.
 
 use futures_util::future::{select, Either};
-use futures_util::stream::StreamExt;
 use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -201,8 +200,7 @@ pub async fn reported(
     };
     if let AnswerBody::Streamed(stream) = body {
         // Too large to store: read the rest and drop it.
-        let mut rest = wasm_streams::ReadableStream::from_raw(stream.unchecked_into()).into_stream();
-        while let Some(Ok(_)) = rest.next().await {}
+        boundary::drain(&stream, f64::INFINITY).await;
         return (OriginResult::Oversized(status), None);
     }
     let connection = headers
@@ -431,21 +429,15 @@ pub(super) fn split_answer(
 
 /// Reads `half` to its end, or cancels it past `cap` bytes.
 async fn capture(half: web_sys::ReadableStream, cap: u64) -> Captured {
-    let mut stream = wasm_streams::ReadableStream::from_raw(half.unchecked_into());
-    let mut reader = stream.get_reader();
-    let mut bytes = Vec::new();
-    loop {
-        match reader.read().await {
-            Ok(None) => return Captured::Whole(bytes),
-            Ok(Some(chunk)) => {
-                let chunk = js_sys::Uint8Array::new(&chunk);
-                if bytes.len() as u64 + u64::from(chunk.length()) > cap {
-                    let _ = reader.cancel().await;
-                    return Captured::TooLarge;
-                }
-                bytes.extend(chunk.to_vec());
+    match boundary::read_up_to(&half, cap, false).await {
+        Ok((Some(bytes), _)) => Captured::Whole(bytes),
+        Ok((None, rest)) => {
+            if let Some(rest) = rest {
+                // Cancelling it cancels the half it reads the rest from.
+                let _ = JsFuture::from(rest.cancel()).await;
             }
-            Err(_) => return Captured::Broken,
+            Captured::TooLarge
         }
+        Err(_) => Captured::Broken,
     }
 }

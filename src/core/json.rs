@@ -14,7 +14,7 @@
 //! 2. Arrays and objects nest at most 127 deep (serde_json's recursion limit of 128), so
 //!    a hostile document cannot exhaust the stack.
 //! 3. An object keeps the last value of a key written twice, and iterates its keys sorted
-//!    (a `BTreeMap`, as serde_json's `Map` without `preserve_order`). Claims such as
+//!    (as serde_json's `Map` without `preserve_order`, a `BTreeMap`). Claims such as
 //!    `exp` therefore read as every other serde_json-based JWT library reads them.
 //! 4. A number is a `u64` when written as a whole number that fits, an `i64` when a
 //!    negative whole number fits, else an `f64` computed as serde_json computes it
@@ -28,11 +28,95 @@
 //! the parsed documents hold secrets (keys, tokens).
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::fmt;
 
-/// An object's members, keys sorted and unique.
-pub type Map = BTreeMap<String, Value>;
+use super::order::sort_stable_by;
+
+/// An object's members, keys sorted and unique: a sorted list, not a `BTreeMap`, whose
+/// tree code was about 6 KB of the Wasm (issue 23, size) for objects of a few members.
+///
+/// A parsed object is built from its members as written, sorted once ([`Map::from_written`]:
+/// at most n·log n comparisons, so a hostile token with many claims costs no more than a
+/// tree would); [`Map::insert`] is for the few members the worker sets itself, since each
+/// one moves the members after it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Map {
+    members: Vec<(String, Value)>,
+}
+
+impl Map {
+    pub fn new() -> Map {
+        Map::default()
+    }
+
+    /// The object of `members` in written order: sorted by key (stably), and of a key
+    /// written twice the last value kept (rule 3).
+    pub fn from_written(mut members: Vec<(String, Value)>) -> Map {
+        sort_stable_by(&mut members, |a, b| a.0 < b.0);
+        let mut unique: Vec<(String, Value)> = Vec::with_capacity(members.len());
+        for member in members {
+            match unique.last_mut() {
+                Some(last) if last.0 == member.0 => *last = member,
+                _ => unique.push(member),
+            }
+        }
+        Map { members: unique }
+    }
+
+    /// Sets `key` to `value`; the value it replaces, if any.
+    pub fn insert(&mut self, key: String, value: Value) -> Option<Value> {
+        match self.position(&key) {
+            Ok(at) => Some(std::mem::replace(&mut self.members[at].1, value)),
+            Err(at) => {
+                self.members.insert(at, (key, value));
+                None
+            }
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.position(key).ok().map(|at| &self.members[at].1)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.position(key).is_ok()
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The members, keys in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.members.iter().map(|(key, value)| (key, value))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.members.iter().map(|(key, _)| key)
+    }
+
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        self.members.binary_search_by(|(member, _)| member.as_str().cmp(key))
+    }
+}
+
+/// `map["key"]`, as for a `BTreeMap`: panics when the key is missing.
+impl std::ops::Index<&str> for Map {
+    type Output = Value;
+    fn index(&self, key: &str) -> &Value {
+        self.get(key).expect("no such member")
+    }
+}
+
+impl FromIterator<(String, Value)> for Map {
+    fn from_iter<I: IntoIterator<Item = (String, Value)>>(members: I) -> Map {
+        Map::from_written(members.into_iter().collect())
+    }
+}
 
 /// serde_json's default recursion limit: a value nested this deep is refused.
 const DEPTH_LIMIT: u8 = 128;
@@ -403,14 +487,11 @@ impl Big {
 }
 
 impl Value {
-    /// An object of these members (a later duplicate replaces an earlier one). Inserted one
-    /// by one: collecting into a `BTreeMap` would link a sort into the Wasm.
+    /// An object of these members (a later duplicate replaces an earlier one).
     pub fn object(members: Vec<(&str, Value)>) -> Value {
-        let mut map = Map::new();
-        for (key, value) in members {
-            map.insert(key.to_owned(), value);
-        }
-        Value::Object(map)
+        Value::Object(Map::from_written(
+            members.into_iter().map(|(key, value)| (key.to_owned(), value)).collect(),
+        ))
     }
 
     /// Sets a member of an object; does nothing to any other value.
@@ -760,11 +841,12 @@ impl Parser<'_> {
     }
 
     fn object(&mut self) -> Result<Value, Error> {
-        let mut members = Map::new();
+        // As written; sorted once at the end (`Map::from_written`).
+        let mut members = Vec::new();
         self.skip_whitespace();
         if self.peek() == Some(b'}') {
             self.at += 1;
-            return Ok(Value::Object(members));
+            return Ok(Value::Object(Map::new()));
         }
         loop {
             self.skip_whitespace();
@@ -781,12 +863,12 @@ impl Parser<'_> {
                 Some(_) => return Err(self.error("expected `:`")),
             }
             let value = self.value()?;
-            // The last of a key written twice wins (rule 3).
-            members.insert(key, value);
+            // The last of a key written twice wins (rule 3), in `Map::from_written`.
+            members.push((key, value));
             self.skip_whitespace();
             match self.next() {
                 Some(b',') => {}
-                Some(b'}') => return Ok(Value::Object(members)),
+                Some(b'}') => return Ok(Value::Object(Map::from_written(members))),
                 None => return Err(self.error("EOF while parsing an object")),
                 Some(_) => return Err(self.error("expected `,` or `}`")),
             }

@@ -428,7 +428,7 @@ pub fn parse_jwks(text: &str, source: JwksSource) -> Result<KeySet, String> {
     for (index, item) in items.iter().enumerate() {
         let Value::Object(members) = item else { continue };
         if source == JwksSource::Inline
-            && ["d", "p", "q", "dp", "dq", "qi", "k"].iter().any(|m| members.contains_key(*m))
+            && ["d", "p", "q", "dp", "dq", "qi", "k"].iter().any(|m| members.contains_key(m))
         {
             return Err(format!(
                 "keys[{index}] holds private or secret key material; publish only public keys (HS256 secrets go in SCOPE_JWT_HS256_SECRET)"

@@ -293,6 +293,40 @@ proptest! {
         same_as_serde_json(&bytes)?;
     }
 
+    /// Objects whose members repeat keys from a small set, in any order: read as serde_json
+    /// reads them (keys sorted, the last value of a repeated key kept).
+    #[test]
+    fn objects_with_repeated_keys_read_as_serde_json_reads_them(
+        members in proptest::collection::vec(("[abc]{0,2}", any::<u8>()), 0..40),
+    ) {
+        let text: Vec<String> = members.iter().map(|(key, value)| format!("\"{key}\":{value}")).collect();
+        same_as_serde_json(format!("{{{}}}", text.join(",")).as_bytes())?;
+    }
+
+    /// `Map::insert` and `Map::get` do what a `BTreeMap`'s do, and iterate as it does.
+    #[test]
+    fn a_map_built_by_inserts_is_a_btree_maps_model(
+        inserts in proptest::collection::vec(("[abcd]{0,3}", any::<u8>()), 0..60),
+        probes in proptest::collection::vec("[abcd]{0,3}", 0..20),
+    ) {
+        let mut map = Map::new();
+        let mut model = std::collections::BTreeMap::new();
+        for (key, value) in &inserts {
+            let replaced = map.insert(key.clone(), Value::from(u64::from(*value)));
+            let expected = model.insert(key.clone(), Value::from(u64::from(*value)));
+            prop_assert_eq!(replaced, expected);
+        }
+        for key in &probes {
+            prop_assert_eq!(map.get(key), model.get(key));
+            prop_assert_eq!(map.contains_key(key), model.contains_key(key));
+        }
+        prop_assert_eq!(map.len(), model.len());
+        prop_assert!(map.iter().eq(model.iter()));
+        let written: Vec<(String, Value)> =
+            inserts.iter().map(|(key, value)| (key.clone(), Value::from(u64::from(*value)))).collect();
+        prop_assert_eq!(Map::from_written(written), map);
+    }
+
     #[test]
     fn numbers_read_and_write_as_serde_json_does(
         whole in "-?(0|[1-9][0-9]{0,25})",

@@ -47,6 +47,7 @@ pub mod scope;
 pub mod seal;
 pub mod settings;
 pub mod sha256;
+pub mod text;
 pub mod url;
 pub mod verified_tokens;
 pub mod wire;

@@ -46,6 +46,7 @@ use super::origin_auth::SIGNATURE_HEADER;
 use super::policy::StatusSet;
 use super::problem::{Problem, ProblemKind};
 use super::reconcile::ReconcileRoute;
+use super::text;
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
 /// forwards only standard methods from an object.
@@ -586,7 +587,7 @@ pub fn pattern_matches(pattern: &str, path: &str) -> bool {
     let parts: Vec<&str> = parts.collect();
     let Some((last, middle)) = parts.split_last() else { return rest.is_empty() };
     for part in middle {
-        match rest.find(part) {
+        match text::find(rest, part) {
             Some(at) => rest = &rest[at + part.len()..],
             None => return false,
         }

@@ -28,6 +28,7 @@ use super::storage::{self, StorageError};
 use crate::core::chunks::{self, ChunkManifest, CHUNK_BYTES};
 use crate::core::record::{Completed, Record, StoredResponse, SEALED_RECORD_VERSION};
 use crate::core::seal::{Envelope, KeyRing};
+use crate::core::text;
 
 const CREATE_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS idempotency_chunk (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL)";
@@ -315,7 +316,7 @@ pub async fn open(
 pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
     match sql.exec(CLEAR, None) {
         Ok(_) => Ok(()),
-        Err(error) if error.to_string().contains("no such table") => Ok(()),
+        Err(error) if text::contains(&error.to_string(), "no such table") => Ok(()),
         Err(error) => Err(StorageError::Sql(error.to_string())),
     }
 }
@@ -354,7 +355,7 @@ fn query(sql: &SqlStorage, statement: &str, bindings: Vec<JsValue>) -> Result<Ar
             }
             Ok(rows)
         }
-        Err(error) if error.to_string().contains("no such table") => Ok(Array::new()),
+        Err(error) if text::contains(&error.to_string(), "no such table") => Ok(Array::new()),
         Err(error) => Err(StorageError::Sql(error.to_string())),
     }
 }

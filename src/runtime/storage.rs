@@ -9,6 +9,7 @@ use std::cell::Cell;
 use worker::{SqlStorage, SqlStorageValue};
 
 use crate::core::record::{DecodeError, Record};
+use crate::core::text;
 
 const CREATE_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)";
@@ -56,7 +57,7 @@ pub fn load(sql: &SqlStorage) -> Result<Option<Record>, StorageError> {
     }
     let cursor = match sql.exec(SELECT, None) {
         Ok(cursor) => cursor,
-        Err(error) if error.to_string().contains("no such table") => return Ok(None),
+        Err(error) if text::contains(&error.to_string(), "no such table") => return Ok(None),
         Err(error) => return Err(StorageError::Sql(error.to_string())),
     };
     let Some(row) = cursor.raw().next() else { return Ok(None) };
@@ -93,7 +94,7 @@ pub fn put_encoded(sql: &SqlStorage, record: Vec<u8>) -> Result<(), StorageError
 pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
     match sql.exec(DELETE, None) {
         Ok(_) => {}
-        Err(error) if error.to_string().contains("no such table") => {}
+        Err(error) if text::contains(&error.to_string(), "no such table") => {}
         Err(error) => return Err(StorageError::Sql(error.to_string())),
     }
     super::chunks::delete(sql)

@@ -8,9 +8,9 @@
 //! (`core::scope`, `core::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
 //! fresh, what a failed fetch or an unknown `kid` answers (`core::jwks_cache`); when a
 //! verified token may be reused (`core::verified_tokens`). This file only carries out what
-//! the core cannot: the JWKS fetch (its timeout and size bound), one fetch shared by every
-//! request that waits for it, and the signature check (no RSA or EC code is compiled into
-//! the Wasm).
+//! the core cannot: the JWKS fetch (its timeout and size bound), one fetch awaited by every
+//! request that waits for it (each through a promise of its own, see `Fetch`), and the
+//! signature check (no RSA or EC code is compiled into the Wasm).
 //!
 //! Per isolate it keeps the core's JWKS cache and verified-token memo, the JWKS fetch under
 //! way, and the imported `CryptoKey`s by the key's public JWK (an import costs more than a
@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use futures_util::future::{select, Either, FutureExt, LocalBoxFuture, Shared};
+use futures_util::future::{select, Either};
 use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -158,8 +158,17 @@ async fn candidate_keys(
     Err(failures.into_iter().min_by_key(rank).unwrap_or(Unverified::NoKey))
 }
 
-/// One JWKS fetch, shared by every request that waits for it; it reports to the cache.
-type Fetch = Shared<LocalBoxFuture<'static, ()>>;
+/// The end of one JWKS fetch, awaited by every request that waits for it: a JavaScript
+/// promise, resolved once the fetch has reported to the cache (it never rejects).
+///
+/// A promise, because each waiter is a request of its own: workerd delivers a promise's
+/// continuation to the request that awaited it, so each waiter resumes in its own context.
+/// A Rust future shared between requests (`futures`' `Shared`) is polled only by whichever
+/// request wakes it, and every other waiter, having no I/O of its own under way, is
+/// cancelled by the runtime as hung: a 500 for each request that arrives while a new
+/// isolate fetches its keys (the e2e test `tokens_arriving_during_the_jwks_fetch_…`). The fetch runs as a task of its own (`future_to_promise`),
+/// so it also goes on whoever waits or stops waiting.
+type Fetch = js_sys::Promise;
 
 thread_local! {
     static VERIFIED: RefCell<VerifiedTokens> = RefCell::new(VerifiedTokens::default());
@@ -182,7 +191,10 @@ async fn url_keys(url: &str, kid: Option<&str>) -> std::result::Result<Rc<KeySet
             Lookup::UnknownKid => return Err(Unverified::UnknownKid),
             Lookup::Unavailable => return Err(Unverified::KeysUnavailable),
             Lookup::Wait => match awaited_fetch(url) {
-                Some(fetch) => fetch.await,
+                // It never rejects; either way the cache is asked again.
+                Some(fetch) => {
+                    let _ = JsFuture::from(fetch).await;
+                }
                 // Never: the cache waits only for a fetch it handed out, which is kept.
                 None => return Err(Unverified::KeysUnavailable),
             },
@@ -196,14 +208,17 @@ fn awaited_fetch(url: &str) -> Option<Fetch> {
     URL_FETCH.with(|slot| {
         let mut slot = slot.borrow_mut();
         if let Some(request) = URL_KEYS.with(|cache| cache.borrow_mut().poll_fetch()) {
-            *slot = Some(fetch_jwks(url.to_owned(), request).boxed_local().shared());
+            let url = url.to_owned();
+            *slot = Some(wasm_bindgen_futures::future_to_promise(async move {
+                fetch_jwks(url, request).await;
+                Ok(JsValue::UNDEFINED)
+            }));
         }
         slot.clone()
     })
 }
 
-/// Fetches the JWKS and reports it to the cache, once, whoever of its waiters polls it;
-/// why it was of no use is logged.
+/// Fetches the JWKS and reports it to the cache, once; why it was of no use is logged.
 async fn fetch_jwks(url: String, request: FetchRequest) {
     let fetched = select(Box::pin(fetch_jwks_text(&url)), Delay::from(JWKS_FETCH_TIMEOUT)).await;
     let fetched = match fetched {

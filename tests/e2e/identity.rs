@@ -287,8 +287,8 @@ fn down_worker() -> &'static Worker {
     })
 }
 
-/// A JWKS on loopback: serves the current document with `Cache-Control: max-age=600`, and
-/// counts fetches.
+/// A JWKS on loopback: serves the current document with `Cache-Control: max-age=600`, each
+/// answer after `delay`, one connection at a time, and counts fetches.
 struct JwksServer {
     port: u16,
     document: Arc<Mutex<String>>,
@@ -297,6 +297,10 @@ struct JwksServer {
 
 impl JwksServer {
     fn start(document: String) -> JwksServer {
+        JwksServer::start_slow(document, Duration::ZERO)
+    }
+
+    fn start_slow(document: String, delay: Duration) -> JwksServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the JWKS server");
         let port = listener.local_addr().expect("its address").port();
         let server = JwksServer { port, document: Arc::new(Mutex::new(document)), fetches: Arc::default() };
@@ -310,6 +314,7 @@ impl JwksServer {
                     head.push(byte[0]);
                 }
                 fetches.fetch_add(1, Ordering::SeqCst);
+                thread::sleep(delay);
                 let body = document.lock().expect("the document").clone();
                 let reply = format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: public, max-age=600\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -706,6 +711,36 @@ fn key_rotation_through_the_jwks_url_fetches_the_new_kid() {
     assert_eq!(unknown.header("retry-after"), Some("30"), "{unknown:?}");
     assert_eq!(o.executions_at(&unknown_path), 0, "nothing forwarded");
     assert_eq!(server.fetches(), 2, "at most one refetch per 30 s");
+}
+
+/// Tokens that arrive while the JWKS is being fetched wait for that one fetch: eight at once
+/// on a new isolate's empty cache make one fetch (held 2 s at the server, so every one of
+/// them arrives during it), and every one is verified and executed once. A fetch per
+/// request would count eight; a waiter never woken would leave its request unanswered.
+#[test]
+fn tokens_arriving_during_the_jwks_fetch_all_wait_for_that_one_fetch() {
+    let server = JwksServer::start_slow(
+        json!({"keys": [ec_jwk("ec-1", &keys().ec)]}).to_string(),
+        Duration::from_secs(2),
+    );
+    let w = start("jwks-url-slow", &[("SCOPE_JWKS_URL", server.url())]).unwrap_or_else(|e| panic!("{e}"));
+    let o = origin();
+    let requests: Vec<(String, Request)> = (0..8)
+        .map(|_| {
+            let key = unique("shared-fetch");
+            let token = bearer(&mint(Signing::Es256, &claims(&unique("acct"))));
+            let request = charge(&new_path("/v1/charges/"), &key, &token).timeout(Duration::from_secs(60));
+            (key, request)
+        })
+        .collect();
+    let in_flight: Vec<_> =
+        requests.iter().map(|(_, request)| request.start(w.addr).expect("send a request")).collect();
+    for ((key, _), sent) in requests.iter().zip(in_flight) {
+        let answer = sent.finish().expect("an answer");
+        assert_executed(&answer);
+        assert_eq!(o.executions(key), 1);
+    }
+    assert_eq!(server.fetches(), 1, "one fetch served every request that waited for it");
 }
 
 /// A JWKS URL that is down: a token cannot be verified, so it is refused with 503 and

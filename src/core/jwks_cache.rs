@@ -30,6 +30,11 @@
 //! 5. Rules 3 and 4 stack: a lookup whose fetch failed or brought keys without its `kid`
 //!    goes on to that `kid`'s refetch when the throttle allows, as a token with a new `kid`
 //!    does; so the isolate makes at most two fetches per 30 s for tokens with new kids.
+//! 6. A fetch not reported within [`FETCH_LOST_AFTER_MS`] of being scheduled is lost (the
+//!    request that ran it was cancelled, and its own timeout with it): it counts as a
+//!    failed fetch (rule 3), so lookups stop waiting for it, and a report that comes after
+//!    all is ignored. Without this, one lost fetch would leave every later lookup of the
+//!    isolate waiting for it. Waiters give up at the same time ([`FETCH_LOST_AFTER_MS`]).
 
 use std::rc::Rc;
 
@@ -45,6 +50,12 @@ pub const MAX_JWKS_TTL_SECONDS: u64 = 86_400;
 /// No new fetch this long after a failed one, and at most one refetch per this interval
 /// for unknown kids: the `Retry-After` of a transient refusal (`core::scope`).
 const RETRY_INTERVAL_MS: u64 = JWKS_RETRY_SECONDS * 1_000;
+/// How long the runtime waits for the JWKS URL's answer before it reports the fetch failed
+/// (a hanging JWKS URL costs a token this much, then the quiet time of rule 3).
+pub const FETCH_TIMEOUT_MS: u64 = 5_000;
+/// A fetch not reported this long after it was scheduled is lost (rule 6): well past its
+/// own timeout, which a fetch whose request is still running always reports by.
+pub const FETCH_LOST_AFTER_MS: u64 = FETCH_TIMEOUT_MS + 5_000;
 
 /// What one isolate knows of the JWKS URL's keys.
 #[derive(Debug, Default)]
@@ -73,10 +84,11 @@ struct FetchId(u64);
 enum FetchState {
     #[default]
     Idle,
-    /// A lookup waits for this fetch; [`JwksCache::poll_fetch`] has not handed it out yet.
-    Scheduled(FetchId),
-    /// Handed out, not yet reported back.
-    Running(FetchId),
+    /// A lookup waits for this fetch, scheduled at this time; [`JwksCache::poll_fetch`] has
+    /// not handed it out yet.
+    Scheduled(FetchId, u64),
+    /// Handed out, not yet reported back; scheduled at this time.
+    Running(FetchId, u64),
 }
 
 /// A fetch of the JWKS URL to start now. Report how it went to
@@ -138,6 +150,7 @@ pub enum Lookup {
 impl JwksCache {
     /// The keys for `query` at `now_ms`, or a fetch to wait for first (rules 1, 3, 4).
     pub fn lookup(&mut self, query: &mut KeyQuery<'_>, now_ms: u64) -> Lookup {
+        self.give_up_lost_fetch(now_ms);
         match query.step {
             Step::Start => {
                 let fresh = self.keys.is_some() && now_ms < self.fresh_until_ms;
@@ -145,7 +158,7 @@ impl JwksCache {
                 if fresh || quiet {
                     return self.at_hand(query, now_ms);
                 }
-                self.schedule();
+                self.schedule(now_ms);
                 query.step = Step::Refreshed;
                 Lookup::Wait
             }
@@ -162,8 +175,8 @@ impl JwksCache {
     /// The fetch to start now, if a lookup waits for one that is not under way yet.
     /// Hands out at most one fetch at a time.
     pub fn poll_fetch(&mut self) -> Option<FetchRequest> {
-        let FetchState::Scheduled(id) = self.fetch else { return None };
-        self.fetch = FetchState::Running(id);
+        let FetchState::Scheduled(id, at) = self.fetch else { return None };
+        self.fetch = FetchState::Running(id, at);
         Some(FetchRequest { id })
     }
 
@@ -176,8 +189,12 @@ impl JwksCache {
         request: FetchRequest,
         fetched: Result<Document, String>,
     ) -> Result<(), String> {
-        // Only one fetch is ever handed out, so `request` is the one under way.
-        self.fetch = FetchState::Idle;
+        // Only one fetch is handed out at a time: `request` is the one under way, unless it
+        // was given up as lost (rule 6), and then what it brought is not taken.
+        match self.fetch {
+            FetchState::Running(id, _) if id == request.id => self.fetch = FetchState::Idle,
+            _ => return Err("reported after it was given up as lost; not used".to_owned()),
+        }
         let parsed = fetched.and_then(|document| {
             let set = parse_jwks(&document.text, JwksSource::Fetched)
                 .map_err(|why| format!("not a usable JWKS: {why}"))?;
@@ -211,19 +228,29 @@ impl JwksCache {
             return Lookup::Unavailable;
         }
         self.last_kid_refetch_ms = Some(now_ms);
-        query.step = Step::Refetched(self.schedule());
+        query.step = Step::Refetched(self.schedule(now_ms));
         Lookup::Wait
     }
 
     /// The fetch a lookup waits for: the one scheduled or under way, else a new one.
-    fn schedule(&mut self) -> FetchId {
+    fn schedule(&mut self, now_ms: u64) -> FetchId {
         match self.fetch {
-            FetchState::Scheduled(id) | FetchState::Running(id) => id,
+            FetchState::Scheduled(id, _) | FetchState::Running(id, _) => id,
             FetchState::Idle => {
                 self.fetches_scheduled += 1;
                 let id = FetchId(self.fetches_scheduled);
-                self.fetch = FetchState::Scheduled(id);
+                self.fetch = FetchState::Scheduled(id, now_ms);
                 id
+            }
+        }
+    }
+
+    /// Rule 6: a fetch scheduled [`FETCH_LOST_AFTER_MS`] ago and not reported failed.
+    fn give_up_lost_fetch(&mut self, now_ms: u64) {
+        if let FetchState::Scheduled(_, at) | FetchState::Running(_, at) = self.fetch {
+            if now_ms >= at.saturating_add(FETCH_LOST_AFTER_MS) {
+                self.fetch = FetchState::Idle;
+                self.quiet_until_ms = now_ms + RETRY_INTERVAL_MS;
             }
         }
     }
@@ -302,6 +329,57 @@ mod tests {
 
     fn no_fetch() -> Result<Document, String> {
         panic!("no fetch expected")
+    }
+
+    /// Rule 6: a fetch that never reports (its request was cancelled) is waited for until
+    /// `FETCH_LOST_AFTER_MS`, then counts as failed: lookups answer from what is at hand for
+    /// the retry interval, the next fetch comes after it, and the lost one's late report is
+    /// not taken and does not end the new one.
+    #[test]
+    fn a_fetch_that_never_reports_is_given_up_and_its_late_report_ignored() {
+        let mut cache = JwksCache::default();
+        let mut query = KeyQuery::new(Some("a"));
+        assert_eq!(cache.lookup(&mut query, T0), Lookup::Wait);
+        let lost = cache.poll_fetch().expect("the first fetch");
+
+        let mut other = KeyQuery::new(Some("a"));
+        assert_eq!(cache.lookup(&mut other, T0 + FETCH_LOST_AFTER_MS - 1), Lookup::Wait, "still under way");
+        assert_eq!(cache.poll_fetch(), None, "one fetch at a time");
+        assert_eq!(
+            cache.lookup(&mut other, T0 + FETCH_LOST_AFTER_MS),
+            Lookup::Unavailable,
+            "the waiter stops"
+        );
+        assert_eq!(cache.lookup(&mut query, T0 + FETCH_LOST_AFTER_MS), Lookup::Unavailable);
+        let quiet_end = T0 + FETCH_LOST_AFTER_MS + RETRY_INTERVAL_MS;
+        let (lookup, fetches) = resolve(&mut cache, Some("a"), quiet_end - 1, no_fetch);
+        assert_eq!((lookup, fetches), (Lookup::Unavailable, 0), "no fetch in the retry interval");
+
+        let mut next = KeyQuery::new(Some("a"));
+        assert_eq!(cache.lookup(&mut next, quiet_end), Lookup::Wait);
+        let running = cache.poll_fetch().expect("a new fetch after the interval");
+        assert!(cache.handle_fetched(quiet_end + 1, lost, document(&["a"], None)).is_err(), "a late report");
+        assert_eq!(cache.poll_fetch(), None, "the new fetch is still the one under way");
+        assert_eq!(
+            cache.lookup(&mut KeyQuery::new(Some("a")), quiet_end + 1),
+            Lookup::Wait,
+            "keys not taken"
+        );
+        cache.handle_fetched(quiet_end + 2, running, document(&["a"], None)).unwrap();
+        assert_eq!(kids(&cache.lookup(&mut next, quiet_end + 2)), ["a"]);
+    }
+
+    /// A lost refresh of stale keys leaves them in use, as a failed one does (rule 3).
+    #[test]
+    fn a_lost_refresh_leaves_the_stale_keys_in_use() {
+        let mut cache = filled(&["a"], None);
+        let stale = T0 + DEFAULT_JWKS_TTL_SECONDS * SECOND;
+        let mut query = KeyQuery::new(Some("a"));
+        assert_eq!(cache.lookup(&mut query, stale), Lookup::Wait);
+        let _lost = cache.poll_fetch().expect("the refresh");
+        assert_eq!(kids(&cache.lookup(&mut query, stale + FETCH_LOST_AFTER_MS)), ["a"]);
+        let (lookup, fetches) = resolve(&mut cache, Some("a"), stale + FETCH_LOST_AFTER_MS + 1, no_fetch);
+        assert_eq!((kids(&lookup), fetches), (vec!["a".to_owned()], 0));
     }
 
     #[test]

@@ -31,7 +31,9 @@ use super::now_ms;
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope};
 use crate::core::headers::HeaderLines;
-use crate::core::jwks_cache::{Document, FetchRequest, JwksCache, KeyQuery, Lookup};
+use crate::core::jwks_cache::{
+    Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
+};
 use crate::core::jwt::{self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity};
 use crate::core::key::IdempotencyKey;
 use crate::core::keyed_name::keyed_object_name;
@@ -39,9 +41,6 @@ use crate::core::problem::Problem;
 use crate::core::scope::{self, caller_binding, ScopeConfig, ScopeLog, Start};
 use crate::core::verified_tokens::VerifiedTokens;
 
-/// How long one JWKS fetch may take before it counts as failed (a hanging JWKS URL costs
-/// a token this much, then `core::jwks_cache`'s quiet time).
-const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 256 * 1024;
 /// Imported keys kept per isolate; past this the cache starts again (rotation leaves old
@@ -191,9 +190,13 @@ async fn url_keys(url: &str, kid: Option<&str>) -> std::result::Result<Rc<KeySet
             Lookup::UnknownKid => return Err(Unverified::UnknownKid),
             Lookup::Unavailable => return Err(Unverified::KeysUnavailable),
             Lookup::Wait => match awaited_fetch(url) {
-                // It never rejects; either way the cache is asked again.
+                // It never rejects. A fetch whose request was cancelled never ends, so the
+                // wait stops when the cache gives it up (rule 6 of `core::jwks_cache`); its
+                // timer is also this request's own I/O, so the runtime never takes the wait
+                // for a hang. Either way the cache is asked again.
                 Some(fetch) => {
-                    let _ = JsFuture::from(fetch).await;
+                    let gave_up = Delay::from(Duration::from_millis(FETCH_LOST_AFTER_MS));
+                    let _ = select(JsFuture::from(fetch), gave_up).await;
                 }
                 // Never: the cache waits only for a fetch it handed out, which is kept.
                 None => return Err(Unverified::KeysUnavailable),
@@ -220,10 +223,10 @@ fn awaited_fetch(url: &str) -> Option<Fetch> {
 
 /// Fetches the JWKS and reports it to the cache, once; why it was of no use is logged.
 async fn fetch_jwks(url: String, request: FetchRequest) {
-    let fetched = select(Box::pin(fetch_jwks_text(&url)), Delay::from(JWKS_FETCH_TIMEOUT)).await;
-    let fetched = match fetched {
+    let timeout = Delay::from(Duration::from_millis(FETCH_TIMEOUT_MS));
+    let fetched = match select(Box::pin(fetch_jwks_text(&url)), timeout).await {
         Either::Left((result, _)) => result,
-        Either::Right(_) => Err(format!("no answer within {} s", JWKS_FETCH_TIMEOUT.as_secs())),
+        Either::Right(_) => Err(format!("no answer within {} s", FETCH_TIMEOUT_MS / 1_000)),
     };
     let handled = URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));
     if let Err(why) = handled {

@@ -108,7 +108,9 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         Edge::Covered { policy, key } if policy.mode == Mode::Observe => {
             observe::covered(req, &url, &env, &ctx, config, &policy, key, trace).await
         }
-        Edge::Covered { policy, key } => covered(req, &lines, &url, &env, config, &policy, key, trace).await,
+        Edge::Covered { policy, key } => {
+            covered(req, &lines, &url, &env, &ctx, config, &policy, key, trace).await
+        }
     }
 }
 
@@ -118,6 +120,7 @@ async fn covered(
     lines: &HeaderLines,
     url: &str,
     env: &Env,
+    ctx: &Context,
     config: &Config,
     policy: &Policy<'_>,
     key: IdempotencyKey,
@@ -134,11 +137,12 @@ async fn covered(
     let path_and_query = path_and_query(url);
     let settings = settings::get(env);
     let name_key = settings.object_name_key.as_deref();
-    let Identified { fingerprint, name, scope_salt, scope_log } =
-        match identify(lines, method, &path_and_query, &key, config, policy, &body, name_key).await {
-            Ok(identified) => identified,
-            Err(problem) => return respond::refused(env, &problem, &trace),
-        };
+    let identified =
+        identify(lines, method, &path_and_query, &key, config, policy, &body, name_key, Some(ctx)).await;
+    let Identified { fingerprint, name, scope_salt, scope_log } = match identified {
+        Ok(identified) => identified,
+        Err(problem) => return respond::refused(env, &problem, &trace),
+    };
     let body_bytes = body.len();
     drop(body);
     let client_ip = lines.get("cf-connecting-ip");

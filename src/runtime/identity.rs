@@ -25,7 +25,7 @@ use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{CryptoKey, Headers, Request, RequestInit, Response, SubtleCrypto, WorkerGlobalScope};
-use worker::{console_error, Delay};
+use worker::{console_error, Context, Delay};
 
 use super::now_ms;
 use crate::core::config::{Config, Policy};
@@ -52,6 +52,7 @@ pub async fn scope(
     headers: &HeaderLines,
     config: &Config,
     policy: &Policy<'_>,
+    keep_alive: Option<&Context>,
 ) -> std::result::Result<(Scope, ScopeLog), Problem> {
     let values = header_values(headers, &config.scope.headers);
     let pairs = named_values(&config.scope.headers, &values);
@@ -60,7 +61,7 @@ pub async fn scope(
         Start::Refused(problem) => Err(problem),
         Start::Verify(token) => {
             let verified = match policy.scope.claim {
-                Some(claim) => verify(token, &config.scope, claim).await,
+                Some(claim) => verify(token, &config.scope, claim, keep_alive).await,
                 None => Err(Unverified::NoKey),
             };
             scope::finish(&config.scope, &pairs, verified)
@@ -90,6 +91,7 @@ async fn verify(
     token: &str,
     config: &ScopeConfig,
     claim: &jwt::ClaimPath,
+    keep_alive: Option<&Context>,
 ) -> std::result::Result<Identity, Unverified> {
     let id = verification_id(claim, token);
     if let Some(identity) = VERIFIED.with(|memo| memo.borrow_mut().recall(&id, now_ms())) {
@@ -103,7 +105,7 @@ async fn verify(
             None => false,
         }
     } else {
-        let keys = candidate_keys(config, token.algorithm, token.kid.as_deref()).await?;
+        let keys = candidate_keys(config, token.algorithm, token.kid.as_deref(), keep_alive).await?;
         let mut any = false;
         for jwk in &keys {
             if let Some(key) = public_key(jwk).await {
@@ -129,6 +131,7 @@ async fn candidate_keys(
     config: &ScopeConfig,
     algorithm: Algorithm,
     kid: Option<&str>,
+    keep_alive: Option<&Context>,
 ) -> std::result::Result<Vec<Jwk>, Unverified> {
     let mut chosen: Vec<Jwk> = Vec::new();
     let mut failures: Vec<Unverified> = Vec::new();
@@ -140,7 +143,7 @@ async fn candidate_keys(
         take(inline, &mut failures);
     }
     if let Some(url) = &config.jwks_url {
-        match url_keys(url, kid).await {
+        match url_keys(url, kid, keep_alive).await {
             Ok(set) => take(&set, &mut failures),
             Err(reason) => failures.push(reason),
         }
@@ -180,8 +183,13 @@ thread_local! {
 }
 
 /// The JWKS URL's keys for a token with this `kid`, as `core::jwks_cache` answers, after
-/// the fetches it says to wait for; otherwise why there are none.
-async fn url_keys(url: &str, kid: Option<&str>) -> std::result::Result<Rc<KeySet>, Unverified> {
+/// the fetches it says to wait for; otherwise why there are none. A fetch this request
+/// starts is kept running with `keep_alive`'s `waitUntil` (see [`awaited_fetch`]).
+async fn url_keys(
+    url: &str,
+    kid: Option<&str>,
+    keep_alive: Option<&Context>,
+) -> std::result::Result<Rc<KeySet>, Unverified> {
     let mut query = KeyQuery::new(kid);
     loop {
         let now = now_ms();
@@ -189,7 +197,7 @@ async fn url_keys(url: &str, kid: Option<&str>) -> std::result::Result<Rc<KeySet
             Lookup::Found(keys) => return Ok(keys),
             Lookup::UnknownKid => return Err(Unverified::UnknownKid),
             Lookup::Unavailable => return Err(Unverified::KeysUnavailable),
-            Lookup::Wait => match awaited_fetch(url) {
+            Lookup::Wait => match awaited_fetch(url, keep_alive) {
                 // It never rejects. A fetch whose request was cancelled never ends, so the
                 // wait stops when the cache gives it up (rule 6 of `core::jwks_cache`); its
                 // timer is also this request's own I/O, so the runtime never takes the wait
@@ -206,16 +214,23 @@ async fn url_keys(url: &str, kid: Option<&str>) -> std::result::Result<Rc<KeySet
 }
 
 /// The fetch a waiting lookup waits for: the one the cache hands out now, started here, or
-/// the one under way.
-fn awaited_fetch(url: &str) -> Option<Fetch> {
+/// the one under way. One started here runs in this request, which others may then wait
+/// on: `keep_alive` (this request's context, when it has one to lend) holds it open until
+/// the fetch ends, so that this request's client leaving does not cancel it for them.
+fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
     URL_FETCH.with(|slot| {
         let mut slot = slot.borrow_mut();
         if let Some(request) = URL_KEYS.with(|cache| cache.borrow_mut().poll_fetch()) {
             let url = url.to_owned();
-            *slot = Some(wasm_bindgen_futures::future_to_promise(async move {
+            let fetch = wasm_bindgen_futures::future_to_promise(async move {
                 fetch_jwks(url, request).await;
                 Ok(JsValue::UNDEFINED)
-            }));
+            });
+            if let Some(ctx) = keep_alive {
+                // Refused only outside a request; the fetch then runs as long as this one.
+                let _ = ctx.as_ref().wait_until(&fetch);
+            }
+            *slot = Some(fetch);
         }
         slot.clone()
     })
@@ -408,8 +423,9 @@ pub async fn identify(
     policy: &Policy<'_>,
     body: &[u8],
     name_key: Option<&[u8]>,
+    keep_alive: Option<&Context>,
 ) -> std::result::Result<Identified, Problem> {
-    let (scope, scope_log) = self::scope(headers, config, policy).await?;
+    let (scope, scope_log) = self::scope(headers, config, policy, keep_alive).await?;
     let scope_salt = scope.key_salt();
     let content_type = headers.get("content-type");
     let extra_values: Vec<Option<String>> =

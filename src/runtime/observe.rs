@@ -228,7 +228,8 @@ impl Recording {
         let Observed { method, path_and_query, key, headers, body, .. } = &request;
         let name_key = settings.object_name_key.as_deref();
         let identified =
-            identify(headers, method, path_and_query, key, config, &policy, body, name_key).await;
+            // The recording runs in `waitUntil` already: a fetch it starts outlives the caller.
+            identify(headers, method, path_and_query, key, config, &policy, body, name_key, None).await;
         // A handler cut short hands nothing over: as a broken connection.
         let forwarded = async { forwarded.await.unwrap_or(Forwarded::Failed { ms: 0 }) };
         let identity::Identified { fingerprint, name, scope_salt, scope_log } = match identified {

@@ -168,8 +168,9 @@ async fn candidate_keys(
 /// A Rust future shared between requests (`futures`' `Shared`) is polled only by whichever
 /// request wakes it, and every other waiter, having no I/O of its own under way, is
 /// cancelled by the runtime as hung: a 500 for each request that arrives while a new
-/// isolate fetches its keys (the e2e test `tokens_arriving_during_the_jwks_fetch_…`). The fetch runs as a task of its own (`future_to_promise`),
-/// so it also goes on whoever waits or stops waiting.
+/// isolate fetches its keys (the e2e test `tokens_arriving_during_the_jwks_fetch_…`). The
+/// fetch runs as a task of its own (`future_to_promise`), so it goes on whoever waits or
+/// stops waiting, held open by the starting request's `waitUntil` ([`awaited_fetch`]).
 type Fetch = js_sys::Promise;
 
 thread_local! {

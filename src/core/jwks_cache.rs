@@ -68,6 +68,8 @@ pub struct JwksCache {
     fetch: FetchState,
     /// Fetches numbered so far: a lookup tells the refetch it waited for by its number.
     fetches_scheduled: u64,
+    /// A fetch was given up as lost (rule 6) and the runtime has not been told yet.
+    lost_untold: bool,
 }
 
 /// The last good keys, and the fetch that brought them.
@@ -172,6 +174,12 @@ impl JwksCache {
         }
     }
 
+    /// Whether a fetch has been given up as lost (rule 6) since the last call: true once per
+    /// lost fetch, so that the runtime logs it once, whichever request noticed.
+    pub fn take_lost_fetch(&mut self) -> bool {
+        std::mem::take(&mut self.lost_untold)
+    }
+
     /// The fetch to start now, if a lookup waits for one that is not under way yet.
     /// Hands out at most one fetch at a time.
     pub fn poll_fetch(&mut self) -> Option<FetchRequest> {
@@ -251,6 +259,7 @@ impl JwksCache {
             if now_ms >= at.saturating_add(FETCH_LOST_AFTER_MS) {
                 self.fetch = FetchState::Idle;
                 self.quiet_until_ms = now_ms + RETRY_INTERVAL_MS;
+                self.lost_untold = true;
             }
         }
     }
@@ -345,12 +354,15 @@ mod tests {
         let mut other = KeyQuery::new(Some("a"));
         assert_eq!(cache.lookup(&mut other, T0 + FETCH_LOST_AFTER_MS - 1), Lookup::Wait, "still under way");
         assert_eq!(cache.poll_fetch(), None, "one fetch at a time");
+        assert!(!cache.take_lost_fetch());
         assert_eq!(
             cache.lookup(&mut other, T0 + FETCH_LOST_AFTER_MS),
             Lookup::Unavailable,
             "the waiter stops"
         );
         assert_eq!(cache.lookup(&mut query, T0 + FETCH_LOST_AFTER_MS), Lookup::Unavailable);
+        assert!(cache.take_lost_fetch(), "told once");
+        assert!(!cache.take_lost_fetch(), "and only once");
         let quiet_end = T0 + FETCH_LOST_AFTER_MS + RETRY_INTERVAL_MS;
         let (lookup, fetches) = resolve(&mut cache, Some("a"), quiet_end - 1, no_fetch);
         assert_eq!((lookup, fetches), (Lookup::Unavailable, 0), "no fetch in the retry interval");

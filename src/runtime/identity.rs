@@ -194,7 +194,21 @@ async fn url_keys(
     let mut query = KeyQuery::new(kid);
     loop {
         let now = now_ms();
-        match URL_KEYS.with(|cache| cache.borrow_mut().lookup(&mut query, now)) {
+        let (lookup, lost) = URL_KEYS.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let lookup = cache.lookup(&mut query, now);
+            (lookup, cache.take_lost_fetch())
+        });
+        if lost {
+            // Once per lost fetch: its own request can no longer say what became of it.
+            console_error!(
+                "jwks: the fetch of SCOPE_JWKS_URL did not end within {} s (its request was cut short?); \
+                 given up: tokens use the last good keys, if any, until the next fetch in {} s",
+                FETCH_LOST_AFTER_MS / 1_000,
+                scope::JWKS_RETRY_SECONDS
+            );
+        }
+        match lookup {
             Lookup::Found(keys) => return Ok(keys),
             Lookup::UnknownKid => return Err(Unverified::UnknownKid),
             Lookup::Unavailable => return Err(Unverified::KeysUnavailable),

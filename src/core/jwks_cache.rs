@@ -34,7 +34,7 @@
 //!    request that ran it was cancelled, and its own timeout with it): it counts as a
 //!    failed fetch (rule 3), so lookups stop waiting for it, and a report that comes after
 //!    all is ignored. Without this, one lost fetch would leave every later lookup of the
-//!    isolate waiting for it. Waiters give up at the same time ([`FETCH_LOST_AFTER_MS`]).
+//!    isolate waiting for it. A waiter waits at most as long ([`FETCH_LOST_AFTER_MS`]).
 
 use std::rc::Rc;
 

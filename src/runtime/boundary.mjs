@@ -66,20 +66,18 @@ export async function readUpTo(stream, limit, forwardWhole) {
   }
 }
 
-// Reads `stream` and keeps nothing, until it ends or more than `limit` bytes have passed.
-// Resolves true when it ended; false past the limit or at a failed read, which ends the
-// draining (nothing is left to wait for). Never rejects.
+// Reads `stream` and keeps nothing, until it ends or more than `limit` bytes have passed. A
+// failed read ends the draining too (nothing is left to wait for): it never rejects.
 export async function drain(stream, limit) {
   try {
     const reader = stream.getReader();
-    for (let total = 0; ; ) {
+    for (let total = 0; total <= limit; ) {
       const { done, value } = await reader.read();
-      if (done) return true;
+      if (done) return;
       total += value.byteLength;
-      if (total > limit) return false;
     }
   } catch {
-    return false;
+    // Nothing more to read.
   }
 }
 

@@ -92,7 +92,8 @@ pub(super) async fn read_up_to(
 }
 
 /// Reads `stream` and keeps nothing, until it ends or more than `limit` bytes have passed (a
-/// failed read ends it too). Whether it ended.
-pub(super) async fn drain(stream: &ReadableStream, limit: f64) -> bool {
-    wasm_bindgen_futures::JsFuture::from(drain_js(stream, limit)).await.is_ok_and(|ended| ended.is_truthy())
+/// failed read ends it too).
+pub(super) async fn drain(stream: &ReadableStream, limit: f64) {
+    // It never rejects.
+    let _ = wasm_bindgen_futures::JsFuture::from(drain_js(stream, limit)).await;
 }

@@ -25,7 +25,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import binaryen from "binaryen";
-import { codeBreakdown } from "./lib/wasm.mjs";
+import { codeBreakdown, crateOf, WASM_OPT_FEATURES } from "./lib/wasm.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const top = Number(process.argv[2] ?? 25);
@@ -38,15 +38,13 @@ for (const need of [named, shipped]) {
   }
 }
 const wasmOpt = path.join(ROOT, "node_modules/.bin/wasm-opt");
-// scripts/build.sh's features and -Oz settings.
-const features = ["--enable-mutable-globals", "--enable-sign-ext", "--enable-nontrapping-float-to-int", "--enable-bulk-memory",
-  "--enable-multivalue", "--enable-reference-types", "--enable-exception-handling"];
+// scripts/build.sh's -Oz settings.
 const optimise = ["--low-memory-unused", "-Oz", "--one-caller-inline-max-function-size", "20"];
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-core-floor-"));
 
 /** wasm-opt's call graph of `file`: caller name -> callee names, and every function's name. */
 function callGraph(file) {
-  const dot = execFileSync(wasmOpt, [file, ...features, "--print-call-graph", "-o", "/dev/null"], {
+  const dot = execFileSync(wasmOpt, [file, ...WASM_OPT_FEATURES, "--print-call-graph", "-o", "/dev/null"], {
     maxBuffer: 256 << 20,
   }).toString();
   const calls = new Map();
@@ -135,8 +133,8 @@ fs.writeFileSync(edited, module.emitBinary());
 module.dispose();
 const floorNamed = path.join(work, "floor-named.wasm");
 const floor = path.join(work, "floor.wasm");
-execFileSync(wasmOpt, [edited, "-o", floorNamed, ...features, ...optimise, "--debuginfo"]);
-execFileSync(wasmOpt, [floorNamed, "-o", floor, ...features, ...optimise, "--strip-debug", "--strip-producers"]);
+execFileSync(wasmOpt, [edited, "-o", floorNamed, ...WASM_OPT_FEATURES, ...optimise, "--debuginfo"]);
+execFileSync(wasmOpt, [floorNamed, "-o", floor, ...WASM_OPT_FEATURES, ...optimise, "--strip-debug", "--strip-producers"]);
 
 // `gzip -9` itself, as the issue's target reads it (node's zlib at level 9 writes about
 // 0.7 % more for the same bytes).
@@ -157,11 +155,10 @@ let keptBytes = 0;
 for (const name of kept) {
   const bytes = sizes.get(name) ?? 0;
   keptBytes += bytes;
-  const crate = inCore(name) ? "idempotency_edge::core" : (name.match(/^<?([a-z_][a-z0-9_]*)/)?.[1] ?? "(other)");
+  const crate = inCore(name) ? "idempotency_edge::core" : crateOf(name);
   byCrate.set(crate, (byCrate.get(crate) ?? 0) + bytes);
 }
 console.log(`\nkept: ${kept.size} functions, ${keptBytes} bytes of code at their size in the named build`);
 console.log("| crate | bytes |\n|---|--:|");
 for (const [crate, bytes] of [...byCrate].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`| ${crate} | ${bytes} |`);
-if (process.env.CORE_FLOOR_KEEP) console.log(`\nkept in ${work}`);
-else fs.rmSync(work, { recursive: true, force: true });
+fs.rmSync(work, { recursive: true, force: true });

@@ -20,7 +20,7 @@ import { fileURLToPath } from "node:url";
 import { startCopyWithOrigin } from "./lib/workers.mjs";
 import { pool, send } from "./lib/load.mjs";
 import { profiledPayment as payment } from "./lib/profile.mjs";
-import { codeBreakdown, reader, sections } from "./lib/wasm.mjs";
+import { codeBreakdown, reader, sections, WASM_OPT_FEATURES } from "./lib/wasm.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const top = Number(process.argv[2] ?? 30);
@@ -34,11 +34,8 @@ for (const need of [named, path.join(ROOT, "build/index.js")]) {
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-first-code-"));
 const build = path.join(work, "build");
 fs.mkdirSync(path.join(build, "worker"), { recursive: true });
-// scripts/build.sh's feature list: `--all-features` would write imports V8 cannot read.
-const features = ["--enable-mutable-globals", "--enable-sign-ext", "--enable-nontrapping-float-to-int", "--enable-bulk-memory",
-  "--enable-multivalue", "--enable-reference-types", "--enable-exception-handling"];
 const instrumented = path.join(build, "index_bg.wasm");
-execFileSync(path.join(ROOT, "node_modules/.bin/wasm-opt"), [named, ...features, "--log-execution", "--debuginfo", "-o", instrumented]);
+execFileSync(path.join(ROOT, "node_modules/.bin/wasm-opt"), [named, ...WASM_OPT_FEATURES, "--log-execution", "--debuginfo", "-o", instrumented]);
 
 // id -> function index, from the instrumented code section.
 function idsOf(buf) {

@@ -24,7 +24,7 @@ import { pool, send, runLoad, quantiles } from "./lib/load.mjs";
 import { drawResult } from "./lib/svg.mjs";
 import { cpuMs, rssKiB, settle, othersCpuSnapshot, othersCpuBetween } from "./lib/proc.mjs";
 import { median, round } from "./lib/stats.mjs";
-import { sections, withoutNameSection, codeBreakdown, dataStrings } from "./lib/wasm.mjs";
+import { sections, withoutNameSection, codeBreakdown, dataStrings, WASM_OPT_FEATURES } from "./lib/wasm.mjs";
 import { startProfiledWorker, summarizeProfile, varsOf } from "./lib/profile.mjs";
 import crypto from "node:crypto";
 
@@ -149,12 +149,8 @@ function bundle() {
   const wasmOpt = path.join(ROOT, "node_modules/.bin/wasm-opt");
   if (fs.existsSync(wasmOpt) && named === wasm) {
     const out = path.join(OUT_DIR, "whatif-Oz.wasm");
-    const features = [
-      "mutable-globals", "sign-ext", "nontrapping-float-to-int", "bulk-memory", "multivalue",
-      "reference-types", "exception-handling",
-    ].map((f) => `--enable-${f}`);
     try {
-      execFileSync(wasmOpt, [path.join(SNAPSHOT, "index_bg.wasm"), "-o", out, "-Oz", ...features], { stdio: "ignore" });
+      execFileSync(wasmOpt, [path.join(SNAPSHOT, "index_bg.wasm"), "-o", out, "-Oz", ...WASM_OPT_FEATURES], { stdio: "ignore" });
       const oz = fs.readFileSync(out);
       whatIf.push({ variant: "wasm-opt -Oz, no name section", raw: oz.length, gzip: gz(oz) });
     } catch (error) {

@@ -6,6 +6,12 @@ const SECTION_NAMES = {
   7: "export", 8: "start", 9: "element", 10: "code", 11: "data", 12: "datacount", 13: "tag",
 };
 
+/** scripts/build.sh's wasm-opt features: `--all-features` would write imports V8 cannot read. */
+export const WASM_OPT_FEATURES = [
+  "mutable-globals", "sign-ext", "nontrapping-float-to-int", "bulk-memory", "multivalue",
+  "reference-types", "exception-handling",
+].map((feature) => `--enable-${feature}`);
+
 /** A LEB128 reader over `buf` from `start`: `byte`, `u32`, `s32`, `name`, and `pos`. */
 export function reader(buf, start = 0) {
   let p = start;
@@ -63,7 +69,8 @@ export function withoutNameSection(buf) {
   return Buffer.concat(parts);
 }
 
-function crateOf(name) {
+/** The crate a function's name says it belongs to (a trait impl counts as the trait's crate). */
+export function crateOf(name) {
   if (name.startsWith("__wbg_") || name.startsWith("__wbindgen")) return "(wasm-bindgen glue)";
   let n = name.replace(/\[[0-9a-f]+\]/g, "");
   const asTrait = n.match(/^<+(?:&|mut |dyn )*([A-Za-z_][A-Za-z0-9_]*)(::)?.*? as ([A-Za-z_][A-Za-z0-9_]*)/);

@@ -25,7 +25,7 @@ use crate::support::http::{Request, Response};
 use crate::support::logs::{decision_lines, wait_for_line};
 use crate::support::origin::Origin;
 use crate::support::requests::{covered, request, unique};
-use crate::support::worker::{shared as instance, Readiness, Worker, WorkerConfig};
+use crate::support::worker::{send_past_dev_proxy, shared as instance, Readiness, Worker, WorkerConfig};
 
 const ROUTES: &str = r#"[
   {"pattern": "/open/*", "on_object_unavailable": "fail-open"},
@@ -364,7 +364,7 @@ fn two_hundred_duplicates_of_a_one_mib_body_execute_once() {
             let (request, start, addr) = (request.clone(), start.clone(), w.addr);
             thread::spawn(move || {
                 start.wait();
-                request.send(addr)
+                send_past_dev_proxy(addr, &request)
             })
         })
         .collect();

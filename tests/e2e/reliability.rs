@@ -34,7 +34,7 @@ use crate::support::requests::{
 };
 use crate::support::rng::{self, Rng};
 use crate::support::storage::{self, Snapshot};
-use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
+use crate::support::worker::{send_past_dev_proxy, shared, Readiness, Worker, WorkerConfig};
 
 const MAX_BODY_BYTES: usize = 262_144;
 const HOSTILE_ORIGIN_TIMEOUT_SECONDS: u64 = 4;
@@ -352,7 +352,7 @@ fn storm_of_duplicates_executes_each_key_exactly_once() {
                 let (key, path) = &keys[k];
                 let req =
                     payment(path, key).header("x-test-delay-ms", "50").timeout(Duration::from_secs(180));
-                let answer = req.send(addr).map_err(|e| e.to_string());
+                let answer = send_past_dev_proxy(addr, &req).map_err(|e| e.to_string());
                 results.lock().unwrap().push((k, answer));
             })
         })
@@ -484,7 +484,7 @@ fn storm_against_a_small_backlog_origin_has_no_false_origin_unreachable() {
                 let req =
                     payment(path, key).header("x-test-delay-ms", "50").timeout(Duration::from_secs(180));
                 let sent = Instant::now();
-                let answer = req.send(addr).map_err(|e| e.to_string());
+                let answer = send_past_dev_proxy(addr, &req).map_err(|e| e.to_string());
                 results.lock().unwrap().push(((k, answer), sent.elapsed()));
             })
         })
@@ -972,7 +972,7 @@ fn one_key_under_different_scopes_executes_separately_and_never_crosses() {
         .map(|(i, c)| {
             let req = request(c);
             let addr = w.addr;
-            thread::spawn(move || (i, req.send(addr)))
+            thread::spawn(move || (i, send_past_dev_proxy(addr, &req)))
         })
         .collect();
     for t in retries {

@@ -28,7 +28,7 @@ use crate::support::http::{Request, Response};
 use crate::support::origin::Origin;
 use crate::support::requests::{covered, new_key, unique};
 use crate::support::rng::{self, Rng};
-use crate::support::worker::{repo_root, Readiness, Worker, WorkerConfig};
+use crate::support::worker::{repo_root, send_past_dev_proxy, Readiness, Worker, WorkerConfig};
 
 const ORIGIN_TIMEOUT_SECONDS: u64 = 3;
 const MAX_BODY_BYTES: usize = 4096;
@@ -124,7 +124,8 @@ fn run_jobs(addr: std::net::SocketAddr, keys: &Arc<Vec<Key>>, jobs: Vec<Job>) ->
             thread::spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(job) = jobs.get(i) else { break };
-                let answer = request(&keys[job.key], job).send(addr).map_err(|e| e.to_string());
+                let answer =
+                    send_past_dev_proxy(addr, &request(&keys[job.key], job)).map_err(|e| e.to_string());
                 sent.lock().unwrap().push(Sent { job: job.clone(), answer });
             })
         })

@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 use crate::support::http::{Request, Response};
 use crate::support::origin::Origin;
 use crate::support::requests::unique;
-use crate::support::worker::{free_port, repo_root, shared as instance, Readiness, Worker, WorkerConfig};
+use crate::support::worker::{
+    free_port, repo_root, send_past_dev_proxy, shared as instance, Readiness, Worker, WorkerConfig,
+};
 
 const CALLER: &str = "Bearer test-caller";
 const BODY: &str = r#"{"amount":1200,"currency":"eur"}"#;
@@ -259,7 +261,7 @@ fn observe_mode_forwards_everything_and_logs_what_enforce_would_have_done() {
     let slow = payment(&slow_path, &slow_key).header("x-test-delay-ms", "3000");
     let running = {
         let (addr, slow) = (w.addr, slow.clone());
-        thread::spawn(move || slow.send(addr))
+        thread::spawn(move || send_past_dev_proxy(addr, &slow))
     };
     assert!(
         o.wait_for_executions(&slow_key, 1, Duration::from_secs(60)),

@@ -893,44 +893,60 @@ impl Worker {
         &self.dir
     }
 
-    /// Sends a request to this worker; panics (with the log tail) when no response comes.
-    /// Sends `request` and returns the worker's answer. wrangler dev's own proxy sometimes
-    /// answers a POST with 503 "Your worker restarted mid-request" when the worker did not
-    /// restart: its pooled connection to the worker was closed by the other side as the
-    /// request went out on it (workers-sdk issue 14641, after about 5 s without requests),
-    /// so the worker never had the request. That answer, and only it, is sent again (twice
-    /// at most, each time said on stderr): were the first one ever delivered after all, the
-    /// test would see a replay where it expects an execution, and fail. A test that checks
-    /// that the worker never breaks wrangler's connection uses [`Worker::send_once`].
+    /// Sends `request` to this worker and returns its answer, past wrangler dev's proxy's
+    /// own 503 as [`send_past_dev_proxy`] does; panics (with the log tail) when no response
+    /// comes. A test that checks that the worker never breaks wrangler's connection uses
+    /// [`Worker::send_once`].
     pub fn send(&self, request: &Request) -> Response {
-        let mut answer = self.send_once(request);
-        for _ in 0..2 {
-            if !is_dev_proxy_503(&answer) {
-                break;
-            }
-            eprintln!(
-                "instance '{}': wrangler dev's proxy answered {} {} with 503 \"Your worker restarted mid-request\"; sending it again",
-                self.name, request.method, request.path
-            );
-            thread::sleep(Duration::from_millis(200));
-            answer = self.send_once(request);
+        match send_past_dev_proxy(self.addr, request) {
+            Ok(r) => r,
+            Err(e) => self.no_response(request, e),
         }
-        answer
     }
 
     /// Sends `request` once, whatever answers it.
     pub fn send_once(&self, request: &Request) -> Response {
         match request.send(self.addr) {
             Ok(r) => r,
-            Err(e) => panic!(
-                "{} {} to worker '{}' got no response: {e}. Worker log tail:\n{}",
-                request.method,
-                request.path,
-                self.name,
-                self.log_tail(40)
-            ),
+            Err(e) => self.no_response(request, e),
         }
     }
+
+    fn no_response(&self, request: &Request, error: std::io::Error) -> ! {
+        panic!(
+            "{} {} to worker '{}' got no response: {error}. Worker log tail:\n{}",
+            request.method,
+            request.path,
+            self.name,
+            self.log_tail(40)
+        )
+    }
+}
+
+/// Sends `request` to the worker at `addr` and returns its answer. wrangler dev's own proxy
+/// sometimes answers a POST with 503 "Your worker restarted mid-request" when the worker did
+/// not restart: its pooled connection to the worker was closed by the other side as the
+/// request went out on it (workers-sdk issue 14641, after about 5 s without requests on
+/// that connection, which many requests at once make likely: some wait in the proxy that
+/// long), so the worker never had the request. That answer, and only it, is sent again
+/// (twice at most, each time said on stderr): were the first one ever delivered after all,
+/// the test would see one request more than it sent (a replay where it expects an
+/// execution, or a decision line too many), and fail. For threads that hold only the
+/// worker's address; [`Worker::send`] is the same for a test that holds the worker.
+pub fn send_past_dev_proxy(addr: SocketAddr, request: &Request) -> std::io::Result<Response> {
+    let mut answer = request.send(addr)?;
+    for _ in 0..2 {
+        if !is_dev_proxy_503(&answer) {
+            break;
+        }
+        eprintln!(
+            "worker at {addr}: wrangler dev's proxy answered {} {} with 503 \"Your worker restarted mid-request\"; sending it again",
+            request.method, request.path
+        );
+        thread::sleep(Duration::from_millis(200));
+        answer = request.send(addr)?;
+    }
+    Ok(answer)
 }
 
 /// Whether `r` is wrangler dev's proxy's own 503 (plain text, never the worker's
@@ -969,5 +985,62 @@ impl Drop for Worker {
         if let Ok(mut child) = self.supervisor.lock() {
             let _ = child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::http::Request;
+    use super::super::origin::read_request;
+    use super::send_past_dev_proxy;
+    use std::io::Write;
+    use std::net::TcpListener;
+    use std::thread;
+
+    const DEV_PROXY_503: &str = "Your worker restarted mid-request. Please try sending the request again. Only GET or HEAD requests are retried automatically.";
+
+    /// A loopback server that answers each connection with the next of `answers` (status,
+    /// content type, body) and returns how many requests it read.
+    fn serve(
+        answers: Vec<(u16, &'static str, &'static str)>,
+    ) -> (std::net::SocketAddr, thread::JoinHandle<usize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = thread::spawn(move || {
+            let mut served = 0;
+            for (status, content_type, body) in answers {
+                let (mut stream, _) = listener.accept().unwrap();
+                read_request(&mut stream).unwrap().expect("a request");
+                served += 1;
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                stream.write_all(answer.as_bytes()).unwrap();
+            }
+            served
+        });
+        (addr, server)
+    }
+
+    #[test]
+    fn the_dev_proxys_own_503_is_sent_again_and_nothing_else_is() {
+        let post = Request::new("POST", "/p").body(b"{}".to_vec());
+        // The proxy's 503 twice, then the worker's answer: three sends, the last answer.
+        let (addr, server) = serve(vec![
+            (503, "text/plain", DEV_PROXY_503),
+            (503, "text/plain", DEV_PROXY_503),
+            (201, "application/json", "{}"),
+        ]);
+        assert_eq!(send_past_dev_proxy(addr, &post).unwrap().status, 201);
+        assert_eq!(server.join().unwrap(), 3);
+        // Three times at most: the third 503 is what the test gets.
+        let (addr, server) = serve(vec![(503, "text/plain", DEV_PROXY_503); 3]);
+        assert_eq!(send_past_dev_proxy(addr, &post).unwrap().status, 503);
+        assert_eq!(server.join().unwrap(), 3);
+        // The worker's own 503 (problem+json) is an answer, never sent again.
+        let (addr, server) = serve(vec![(503, "application/problem+json", r#"{"status":503}"#)]);
+        assert_eq!(send_past_dev_proxy(addr, &post).unwrap().status, 503);
+        assert_eq!(server.join().unwrap(), 1);
     }
 }

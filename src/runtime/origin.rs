@@ -275,7 +275,17 @@ async fn forward(
         let response =
             JsFuture::from(start(service.as_ref(), &request)?).await.map_err(classify_fetch_error)?;
         let response: Response = response.dyn_into().map_err(|_| OriginResult::ResetAfterSend)?;
-        read_answer(response, max_stored_bytes).await.map_err(|_| OriginResult::ResetAfterSend)
+        let status = response.status();
+        read_answer(response, max_stored_bytes).await.map_err(|error| {
+            // The outcome is unknown, but the origin did answer: the status it sent is what
+            // the engineer reconciling this key needs first (a 2xx most likely executed).
+            console_warn!(
+                "origin answered {} and its answer broke off: {}",
+                status,
+                worker::Error::from(error)
+            );
+            OriginResult::ResetAfterSend
+        })
     });
     let timeout = Delay::from(Duration::from_millis(timeout_ms));
     match select(exchange, timeout).await {

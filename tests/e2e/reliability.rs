@@ -295,6 +295,25 @@ fn origin_that_stalls_the_body_is_outcome_unknown_and_never_retried() {
     assert_eq!(o.answers(&key), 0, "the origin never finished an answer for the key");
 }
 
+/// An answer whose head came and whose body broke off: the origin answered, so the outcome
+/// is unknown and never sent again, and the log says which status the origin sent (what
+/// the engineer reconciling the key needs first).
+#[test]
+fn an_answer_that_breaks_off_mid_body_is_outcome_unknown_and_its_status_is_logged() {
+    let w = hostile_worker();
+    let o = origin();
+    let key = new_key();
+    let path = new_path();
+    // The origin sends its 201's head and half its body, waits 300 ms and closes.
+    let first = w.send(&payment(&path, &key).header("x-test-stall-body-ms", "300"));
+    assert_problem(&first, 502, "outcome-unknown");
+    assert_eq!(o.executions(&key), 1);
+    logs::wait_for_text(w, "origin answered 201 and its answer broke off");
+    let retry = w.send(&payment(&path, &key));
+    assert_problem(&retry, 502, "outcome-unknown");
+    assert_eq!(o.executions(&key), 1, "an unknown outcome is never forwarded again");
+}
+
 /// Issue 3, fault 3: 503 with Retry-After is passed on as the origin sent it (header
 /// included) and releases the key. (429 with Retry-After: `tests/e2e.rs`,
 /// `status_429_keeps_retry_after_and_releases_the_key`.)

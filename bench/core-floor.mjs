@@ -25,7 +25,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import binaryen from "binaryen";
-import { codeBreakdown, crateOf, WASM_OPT_FEATURES } from "./lib/wasm.mjs";
+import { codeBreakdown, crateOf, WASM_OPT_FEATURES, WASM_OPT_SHIPPED } from "./lib/wasm.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const top = Number(process.argv[2] ?? 25);
@@ -38,8 +38,6 @@ for (const need of [named, shipped]) {
   }
 }
 const wasmOpt = path.join(ROOT, "node_modules/.bin/wasm-opt");
-// scripts/build.sh's -Oz settings.
-const optimise = ["--low-memory-unused", "-Oz", "--one-caller-inline-max-function-size", "20"];
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-core-floor-"));
 
 /** wasm-opt's call graph of `file`: caller name -> callee names, and every function's name. */
@@ -133,8 +131,8 @@ fs.writeFileSync(edited, module.emitBinary());
 module.dispose();
 const floorNamed = path.join(work, "floor-named.wasm");
 const floor = path.join(work, "floor.wasm");
-execFileSync(wasmOpt, [edited, "-o", floorNamed, ...WASM_OPT_FEATURES, ...optimise, "--debuginfo"]);
-execFileSync(wasmOpt, [floorNamed, "-o", floor, ...WASM_OPT_FEATURES, ...optimise, "--strip-debug", "--strip-producers"]);
+execFileSync(wasmOpt, [edited, "-o", floorNamed, ...WASM_OPT_FEATURES, ...WASM_OPT_SHIPPED, "--debuginfo"]);
+execFileSync(wasmOpt, [floorNamed, "-o", floor, ...WASM_OPT_FEATURES, ...WASM_OPT_SHIPPED, "--strip-debug", "--strip-producers"]);
 
 // `gzip -9` itself, as the issue's target reads it (node's zlib at level 9 writes about
 // 0.7 % more for the same bytes).

@@ -12,6 +12,9 @@ export const WASM_OPT_FEATURES = [
   "reference-types", "exception-handling",
 ].map((feature) => `--enable-${feature}`);
 
+/** scripts/build.sh's optimisation of the shipped Wasm (its `assume`, `-Oz` and `inline`). */
+export const WASM_OPT_SHIPPED = ["--low-memory-unused", "-Oz", "--one-caller-inline-max-function-size", "20"];
+
 /** A LEB128 reader over `buf` from `start`: `byte`, `u32`, `s32`, `name`, and `pos`. */
 export function reader(buf, start = 0) {
   let p = start;

@@ -929,10 +929,12 @@ impl Worker {
 /// request went out on it (workers-sdk issue 14641, after about 5 s without requests on
 /// that connection, which many requests at once make likely: some wait in the proxy that
 /// long), so the worker never had the request. That answer, and only it, is sent again
-/// (twice at most, each time said on stderr): were the first one ever delivered after all,
-/// the test would see one request more than it sent (a replay where it expects an
-/// execution, or a decision line too many), and fail. For threads that hold only the
-/// worker's address; [`Worker::send`] is the same for a test that holds the worker.
+/// (twice at most, each time said on stderr). Were the first one ever delivered after all,
+/// a test that counts what the worker saw would see one request more than it sent (a
+/// replay where it expects an execution, or a decision line too many) and fail; a test of
+/// replays or of answer counts would not notice, and loses nothing by it. For threads that
+/// hold only the worker's address; [`Worker::send`] is the same for a test that holds the
+/// worker.
 pub fn send_past_dev_proxy(addr: SocketAddr, request: &Request) -> std::io::Result<Response> {
     let mut answer = request.send(addr)?;
     for _ in 0..2 {

@@ -4,10 +4,10 @@
 // build/index.js; it is the only JavaScript in the worker besides that generated glue.
 //
 // It also owns recovery after a trap. The release build aborts on panic, which traps as a
-// `WebAssembly.RuntimeError` and leaves the instance's memory unusable. The worker crate's
-// panic hook sets `criticalError` on the shared init state; the next call here resets the
-// instance (wasm-bindgen's `--experimental-reset-state-function`), whose start function bumps
-// `instanceId`. A Durable Object whose Rust half belongs to an older instance builds a new
+// `WebAssembly.RuntimeError` and leaves the instance's memory unusable. The panic hook
+// (`runtime::platform`) sets `criticalError` on the shared init state; the next call here
+// resets the instance (wasm-bindgen's `--experimental-reset-state-function`), whose start
+// function bumps `instanceId`. A Durable Object whose Rust half belongs to an older instance builds a new
 // one, which starts empty and reads its key's record from storage on its first request: the
 // object holds nothing in memory that storage does not also hold (`core::key_state`), so a
 // reset loses live waiters but never a claim.

@@ -161,6 +161,15 @@ pub fn namespace_unusable(binding: &str) -> Problem {
     )
 }
 
+/// The method a covered request is sent to its object with: the method's standard
+/// spelling in capitals, and `GET` for a method outside that list, as the `worker` crate's
+/// `Method` spelled it (which this worker used until it bound the runtime itself, issue 23).
+pub fn method_on_the_wire(method: &str) -> &'static str {
+    const KNOWN: [&str; 10] =
+        ["HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE", "REPORT", "GET"];
+    KNOWN.into_iter().find(|known| known.eq_ignore_ascii_case(method)).unwrap_or("GET")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,5 +314,14 @@ mod tests {
         assert!(rate_limiter_unbound("LIMITER").detail.contains("LIMITER"));
         assert_eq!(pass_through_unreachable().status(), 502);
         assert_eq!(namespace_unusable("IDEMPOTENCY_KEYS").status(), 500);
+    }
+
+    #[test]
+    fn the_method_on_the_wire_is_spelt_in_capitals_and_an_unknown_one_is_get() {
+        assert_eq!(method_on_the_wire("POST"), "POST");
+        assert_eq!(method_on_the_wire("patch"), "PATCH");
+        assert_eq!(method_on_the_wire("Report"), "REPORT");
+        assert_eq!(method_on_the_wire("PROPFIND"), "GET");
+        assert_eq!(method_on_the_wire(""), "GET");
     }
 }

@@ -251,8 +251,9 @@ mod tests {
         assert_eq!(s.config.as_ref().unwrap().origin_url, None);
     }
 
-    /// The TOML number or boolean that workers-rs's `env.var` refuses (and that was read
-    /// as unset, its default applying in silence) is named as invalid.
+    /// A TOML number or boolean (which the runtime hands over as a number or a boolean, not
+    /// text, and which was once read as unset, its default applying in silence) is named as
+    /// invalid.
     #[test]
     fn a_value_that_is_not_a_string_is_named_and_never_defaults_in_silence() {
         for name in

@@ -3,12 +3,12 @@
 //! record. The rules are in `core::admin`. Every call, a refused one too, writes one audit line
 //! (`core::admin::audit_line`) naming the operator from `X-Operator`, never the token.
 
-use worker::web_sys::{Request, Response};
-use worker::{console_error, console_log, Env, Result};
+use web_sys::{Request, Response};
 
 use super::now_ms;
 use super::object::KeyObject;
 use super::object_call::{call_object, envelope_request, key_namespace};
+use super::platform::{console_error, console_log, Env, Result};
 use super::{respond, settings};
 use crate::core::admin;
 use crate::core::admin::{
@@ -89,7 +89,7 @@ async fn respond_to(
                 Err(problem) => return respond::problem(&problem).map(|r| ("lookup", None, r)),
             };
             let namespace = key_namespace(env, config.jurisdiction.as_deref())?;
-            let object_id = namespace.id_from_name(&name)?.to_string();
+            let object_id = namespace.id_from_name(&name)?.to_hex();
             (object_id, if reveal_fingerprint { "inspect-reveal" } else { "inspect" })
         }
         AdminCall::NotFound => {
@@ -106,7 +106,7 @@ async fn respond_to(
     let namespace = key_namespace(env, config.jurisdiction.as_deref())?;
     // 64 hex digits that this namespace never issued are no object id: not found, rather
     // than the runtime's exception (a bare 500).
-    let Ok(stub) = namespace.id_from_string(&object_id).and_then(|id| id.get_stub()) else {
+    let Ok(stub) = namespace.id_from_string(&object_id).and_then(|id| namespace.stub_of(&id)) else {
         let response = respond::problem(&refusals::no_such_object());
         return response.map(|r| ("not-found", None, r));
     };

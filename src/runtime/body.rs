@@ -6,10 +6,10 @@
 
 use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::Request;
-use worker::Result;
+use web_sys::Request;
 
 use super::boundary;
+use super::platform::Result;
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
 /// when it is larger than `limit`. `content_length` (the request's `Content-Length`) can
@@ -98,7 +98,7 @@ pub(super) async fn read_observed(
         (Some(body), Some(forward)) => ObservedBody::Read(body, Some(forward.into())),
         (None, Some(forward)) => ObservedBody::OverLimit(forward.into()),
         // Never: the helper always hands back the body to forward. Not forwarding it without.
-        (_, None) => return Err(worker::Error::RustError("the body to forward went missing".into())),
+        (_, None) => return Err(super::platform::Error::Rust("the body to forward went missing".into())),
     })
 }
 

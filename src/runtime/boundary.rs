@@ -5,12 +5,11 @@
 //! the runtime's stream work done in JavaScript (a replay's chunk rows pulled one at a time,
 //! a body or an origin's answer read up to a limit and passed on as it came, a body read and
 //! thrown away): with it, nothing hands a Rust `Stream` to JavaScript, and nothing reads a
-//! JavaScript stream through one, so `wasm-streams`' adapters and `worker::ByteStream`
-//! leave the Wasm.
+//! JavaScript stream through one.
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
-use worker::web_sys::{Headers, ReadableStream, Response};
+use web_sys::{Headers, ReadableStream, Response};
 
 use crate::core::headers::HeaderLines;
 
@@ -32,7 +31,7 @@ extern "C" {
 
 /// `headers`, read whole. An error only where a header holds a line feed, which HTTP and
 /// `Headers` never let through: each caller then fails closed (nothing is forwarded on it).
-pub(super) fn header_lines(headers: &Headers) -> worker::Result<HeaderLines> {
+pub(super) fn header_lines(headers: &Headers) -> super::platform::Result<HeaderLines> {
     Ok(HeaderLines::new(header_lines_text(headers)?))
 }
 
@@ -41,12 +40,12 @@ pub(super) fn filtered_copy(
     headers: &Headers,
     lines: &HeaderLines,
     keep: impl Fn(&str) -> bool,
-) -> worker::Result<Headers> {
+) -> super::platform::Result<Headers> {
     Ok(headers_without_text(headers, &lines.refused_names(keep))?)
 }
 
 /// `new Response(response.body, { status, headers })` without the header `name`.
-pub(super) fn response_without(response: &Response, name: &str) -> worker::Result<Response> {
+pub(super) fn response_without(response: &Response, name: &str) -> super::platform::Result<Response> {
     Ok(response_without_js(response, name)?)
 }
 

@@ -18,11 +18,10 @@ use std::sync::Arc;
 use js_sys::{Array, Reflect, Uint8Array};
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
-use worker::web_sys::{self, CryptoKey};
-use worker::worker_sys::DurableObjectStorage;
-use worker::SqlStorage;
+use web_sys::CryptoKey;
 
 use super::boundary;
+use super::platform::{DurableObjectStorage, SqlStorage};
 use super::seal::{self, Sealer};
 use super::storage::{self, StorageError};
 use crate::core::chunks::{self, ChunkManifest, CHUNK_BYTES};
@@ -39,7 +38,7 @@ const COUNT: &str = "SELECT count(*) AS n FROM idempotency_chunk";
 
 #[wasm_bindgen]
 extern "C" {
-    /// The object's storage, seen through the method `worker` does not bind.
+    /// The object's storage, seen through `transactionSync`.
     #[wasm_bindgen(extends = js_sys::Object)]
     type TransactionalStorage;
 
@@ -102,7 +101,7 @@ impl Source {
             let source = source.clone();
             wasm_bindgen_futures::future_to_promise(async move {
                 source.chunk(index as usize).await.map(JsValue::from).map_err(|error| {
-                    worker::console_error!("replaying a chunked answer: {}", error);
+                    super::platform::console_error!("replaying a chunked answer: {}", error);
                     JsValue::from(js_sys::Error::new("stored answer chunk unreadable"))
                 })
             })
@@ -240,11 +239,11 @@ pub async fn put(
     }
     // From here to the end of the transaction nothing is awaited.
     let mut write = || -> Result<JsValue, JsValue> {
-        let fail = |e: worker::Error| JsValue::from(js_sys::Error::new(&e.to_string()));
-        sql.exec(CREATE_TABLE, None).map_err(fail)?;
-        sql.exec(CLEAR, None).map_err(fail)?;
+        let fail = |e: super::platform::Error| JsValue::from(js_sys::Error::new(&e.to_string()));
+        sql.run(CREATE_TABLE, &[]).map_err(fail)?;
+        sql.run(CLEAR, &[]).map_err(fail)?;
         for (index, row) in rows.iter().enumerate() {
-            sql.exec_raw(INSERT, vec![JsValue::from(index as f64), JsValue::from(row)]).map_err(fail)?;
+            sql.run(INSERT, &[JsValue::from(index as f64), JsValue::from(row)]).map_err(fail)?;
             // CHUNK_WRITE_FAULT_INJECTION (tests only): a throw after some rows are written,
             // which must roll every statement of the transaction back.
             if fail_half_way && index + 1 == rows.len().div_ceil(2) {
@@ -314,7 +313,7 @@ pub async fn open(
 
 /// Deletes every chunk row (synchronously; a missing table is nothing to delete).
 pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
-    match sql.exec(CLEAR, None) {
+    match sql.run(CLEAR, &[]) {
         Ok(_) => Ok(()),
         Err(error) if text::contains(&error.to_string(), "no such table") => Ok(()),
         Err(error) => Err(StorageError::Sql(error.to_string())),
@@ -323,7 +322,7 @@ pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
 
 /// Row `index`'s bytes as the runtime returns them (an `ArrayBuffer`, viewed), or `None`.
 fn read_row(sql: &SqlStorage, index: usize) -> Result<Option<Uint8Array>, StorageError> {
-    let rows = query(sql, SELECT_ONE, vec![JsValue::from(index as f64)])?;
+    let rows = query(sql, SELECT_ONE, &[JsValue::from(index as f64)])?;
     let Some(row) = rows.iter().next() else { return Ok(None) };
     let bytes =
         Reflect::get(&row, &JsValue::from_str("bytes")).map_err(|e| StorageError::Sql(js_message(&e)))?;
@@ -334,7 +333,7 @@ fn read_row(sql: &SqlStorage, index: usize) -> Result<Option<Uint8Array>, Storag
 }
 
 fn count_rows(sql: &SqlStorage) -> Result<usize, StorageError> {
-    let rows = query(sql, COUNT, Vec::new())?;
+    let rows = query(sql, COUNT, &[])?;
     let n = rows
         .iter()
         .next()
@@ -346,15 +345,9 @@ fn count_rows(sql: &SqlStorage) -> Result<usize, StorageError> {
 
 /// Runs a query and returns its rows as JavaScript objects (no copy into Wasm). A missing
 /// table reads as no rows.
-fn query(sql: &SqlStorage, statement: &str, bindings: Vec<JsValue>) -> Result<Array, StorageError> {
-    match sql.exec_raw(statement, bindings) {
-        Ok(cursor) => {
-            let rows = Array::new();
-            for row in cursor {
-                rows.push(&row.map_err(|e| StorageError::Sql(e.to_string()))?);
-            }
-            Ok(rows)
-        }
+fn query(sql: &SqlStorage, statement: &str, bindings: &[JsValue]) -> Result<Array, StorageError> {
+    match sql.run(statement, bindings).and_then(|cursor| cursor.rows()) {
+        Ok(rows) => Ok(rows),
         Err(error) if text::contains(&error.to_string(), "no such table") => Ok(Array::new()),
         Err(error) => Err(StorageError::Sql(error.to_string())),
     }

@@ -37,17 +37,20 @@
 //! reached through that service binding, for every method; a missing binding is 500.
 
 //!
-//! It works on the runtime's own `Request` and `Response` objects (`web_sys`), not on
-//! `worker::Request`, which reads the method, the URL, the headers and `request.cf` for
-//! every request whether they are needed or not.
+//! It works on the runtime's own `Request` and `Response` objects (`web_sys`), and reads of
+//! a request only what a decision needs.
 
-use worker::web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
-use worker::{console_error, event, Context, Env, Result};
+use std::panic::AssertUnwindSafe;
+
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::JsValue;
+use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 
 use super::boundary::{filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
 use super::identity::{identify, Identified};
 use super::object_call::{cached_key_namespace, call_object, OBJECT_BINDING};
+use super::platform::{console_error, describe, Context, Env, Result};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
@@ -62,7 +65,24 @@ use crate::core::scope::rate_limit_keys;
 use crate::core::url::{path_and_query, path_and_query_parts};
 use crate::core::wire::{KeyCall, KeyStep, ReconcileCall, ToObject, ENVELOPE_HEADER};
 
-#[event(fetch)]
+/// The Worker's `fetch`, as `src/entry.mjs` calls it. An error that reaches here is logged
+/// and answered 500 with a plain body, as `worker`'s `#[event(fetch)]` answered it.
+#[wasm_bindgen(js_name = fetch)]
+pub async fn fetch_export(req: Request, env: JsValue, ctx: JsValue) -> std::result::Result<JsValue, JsValue> {
+    AssertUnwindSafe(async move {
+        match fetch(req, Env::new(env), Context::new(ctx)).await {
+            Ok(response) => Ok(JsValue::from(response)),
+            Err(error) => {
+                console_error!("{}", error);
+                let init = web_sys::ResponseInit::new();
+                init.set_status(500);
+                Ok(JsValue::from(Response::new_with_opt_str_and_init(Some("INTERNAL SERVER ERROR"), &init)?))
+            }
+        }
+    })
+    .await
+}
+
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method();
     // The headers, read whole in one call: every decision below reads this copy.
@@ -180,9 +200,7 @@ async fn covered(
         }),
     });
     outgoing.set(ENVELOPE_HEADER, &call.encode())?;
-    // The method as `worker::Method` spells it (an unknown one becomes GET), as before.
-    let wire_method = worker::Method::from(method.to_owned());
-    let wire_method = wire_method.as_ref();
+    let wire_method = edge::method_on_the_wire(method);
     // One JavaScript copy of the body serves the object call and a fail-open forward.
     let init = RequestInit::new();
     init.set_method(wire_method);
@@ -207,7 +225,7 @@ async fn covered(
     // The object name is a hash: safe to log, unlike the key or the credential.
     let short = &name[..16];
     let (failure, error) = match namespace.get_by_name(&name) {
-        Err(error) => (ObjectCallFailure::BeforeSend, error.to_string()),
+        Err(error) => (ObjectCallFailure::BeforeSend, describe(error)),
         Ok(stub) => match call_object(stub, &to_object).await {
             Ok(response) => return Ok(response),
             Err(failure) => failure,

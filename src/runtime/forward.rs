@@ -7,9 +7,9 @@
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
-use worker::{Env, Result};
+use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 
+use super::platform::{Env, Result};
 use super::{body, origin_auth, respond, settings};
 use crate::core::config::{Config, Policy};
 use crate::core::edge;
@@ -89,8 +89,8 @@ pub(super) async fn sign_passed(
 
 /// A forward whose signature could not be made: it is not sent (502, as for an origin that
 /// could not be reached).
-pub(super) fn not_signed() -> worker::Error {
-    worker::Error::RustError("the hop to the origin could not be signed".into())
+pub(super) fn not_signed() -> super::platform::Error {
+    super::platform::Error::Rust("the hop to the origin could not be signed".into())
 }
 
 /// A fail-open forward: the route chose availability over protection, and the object
@@ -140,8 +140,8 @@ pub(super) async fn send(env: &Env, service: Option<&str>, req: &Request) -> Res
 pub(super) fn start_send(env: &Env, service: Option<&str>, req: &Request) -> Result<js_sys::Promise> {
     match service {
         Some(name) => {
-            let service: worker::worker_sys::Fetcher = env.service(name)?.into_rpc();
-            Ok(service.fetch(req)?)
+            let service = env.service(name)?;
+            Ok(service.fetch_with_request(req)?)
         }
         None => {
             let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
@@ -151,8 +151,8 @@ pub(super) fn start_send(env: &Env, service: Option<&str>, req: &Request) -> Res
 }
 
 /// A pass-through answer, or 502 problem+json when the origin could not be reached. The
-/// answer goes out as a new `Response` over the origin's body, status and headers (as
-/// `worker::Response` did before), or as it is when it carries a WebSocket (an upgrade).
+/// answer goes out as a new `Response` over the origin's body, status and headers, or as it
+/// is when it carries a WebSocket (an upgrade).
 pub(super) fn origin_or_problem(result: Result<Response>) -> Result<Response> {
     match result {
         Ok(response) if has_websocket(&response) => Ok(response),

@@ -25,9 +25,9 @@ use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{CryptoKey, Headers, Request, RequestInit, Response, SubtleCrypto, WorkerGlobalScope};
-use worker::{console_error, Context, Delay};
 
 use super::now_ms;
+use super::platform::{console_error, Context, Delay};
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope};
 use crate::core::headers::HeaderLines;
@@ -243,7 +243,7 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
             });
             if let Some(ctx) = keep_alive {
                 // Refused only outside a request; the fetch then runs as long as this one.
-                let _ = ctx.as_ref().wait_until(&fetch);
+                ctx.keep_until(&fetch);
             }
             *slot = Some(fetch);
         }

@@ -10,10 +10,9 @@
 //! - A change is written to storage first, then to memory, and the driver is told whether
 //!   the write held (`handle_written`, `handle_write_failed`).
 
-use worker::{console_error, console_log};
-
 use super::now_ms;
 use super::object::KeyObject;
+use super::platform::{console_error, console_log};
 use super::record_store::Opened;
 use super::storage::StorageError;
 use crate::core::key_state::{Decided, Pending};

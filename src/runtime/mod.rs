@@ -26,6 +26,8 @@
 //!   replay.
 //! - `seal`: stored answers sealed and opened with WebCrypto.
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
+//! - `platform`: the bindings to workerd (environment, context, Durable Object storage and
+//!   SQL, timers, TCP connect, the log, errors, the panic hook).
 
 mod admin;
 mod body;
@@ -42,6 +44,7 @@ mod observe;
 mod origin;
 mod origin_auth;
 mod outcome_queue;
+pub(crate) mod platform;
 mod rate_limit;
 mod reconcile;
 mod record_store;

@@ -45,11 +45,10 @@ use std::sync::Arc;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
 
-use worker::web_sys::{self, Response};
-use worker::worker_sys::DurableObjectState;
-use worker::{console_error, Env, Result, State};
+use web_sys::Response;
 
 use super::origin::{self, OriginAnswer, Outgoing};
+use super::platform::{console_error, DurableObjectState, Env, Result};
 use super::record_store::RecordStore;
 use super::respond::{self, Prepared};
 use super::settings;
@@ -71,10 +70,8 @@ use crate::core::wire::{KeyCall, KeyStep, ObservedOutcome, ToObject, ENVELOPE_HE
 
 mod async_job;
 
-/// The object. Exported to the runtime by hand (rather than with `#[durable_object]`), so
-/// that `fetch` takes and returns the runtime's own `Request` and `Response`: the
-/// `worker::Request` conversion reads the method, URL, headers and `cf` of every request,
-/// and `worker::Response` builds a second `Response` on the way out.
+/// The object, as `src/entry.mjs` builds it: `fetch` takes and returns the runtime's own
+/// `Request` and `Response`, with no conversion on the way in or out.
 #[wasm_bindgen]
 pub struct KeyObject {
     pub(super) env: Env,
@@ -91,9 +88,10 @@ pub struct KeyObject {
 #[wasm_bindgen]
 impl KeyObject {
     #[wasm_bindgen(constructor)]
-    pub fn new(state: DurableObjectState, env: Env) -> KeyObject {
+    pub fn new(state: DurableObjectState, env: JsValue) -> KeyObject {
+        let env = Env::new(env);
         KeyObject {
-            store: RecordStore::new(State::from(state), env.clone()),
+            store: RecordStore::new(state, env.clone()),
             env,
             key: RefCell::new(KeyState::new()),
             live: Settlements::default(),

@@ -8,25 +8,22 @@ use std::cell::OnceCell;
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{Headers, Request, RequestInit, Response};
-use worker::{Env, ObjectNamespace, Result, Stub};
+use web_sys::{Headers, Request, RequestInit, Response};
 
 use super::boundary::response_without;
+use super::platform::{Env, Error, ObjectNamespace, ObjectStub, Result};
 use crate::core::routes::ObjectCallFailure;
 use crate::core::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
 
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
 
-/// The key objects' namespace, restricted to the configured jurisdiction if any (as
-/// `env.IDEMPOTENCY_KEYS.jurisdiction("eu")` in JavaScript; workers-rs has no wrapper).
+/// The key objects' namespace, restricted to the configured jurisdiction if any
+/// (`env.IDEMPOTENCY_KEYS.jurisdiction("eu")`).
 pub(super) fn key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
     let namespace = env.durable_object(OBJECT_BINDING)?;
     let Some(jurisdiction) = jurisdiction else { return Ok(namespace) };
-    let raw = JsValue::from(namespace);
-    let restrict: js_sys::Function =
-        js_sys::Reflect::get(&raw, &JsValue::from("jurisdiction"))?.dyn_into()?;
-    Ok(restrict.call1(&raw, &JsValue::from(jurisdiction))?.unchecked_into())
+    Ok(namespace.jurisdiction(jurisdiction)?)
 }
 
 thread_local! {
@@ -51,7 +48,7 @@ pub(super) fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Res
 /// refuses as `overloaded` (queued and never run), was not delivered; any other failure
 /// may have come after the object sent the request on.
 pub(super) async fn call_object(
-    stub: Stub,
+    stub: ObjectStub,
     req: &Request,
 ) -> std::result::Result<Response, (ObjectCallFailure, String)> {
     call_object_marked(stub, req).await.map(|(response, _)| response)
@@ -59,20 +56,19 @@ pub(super) async fn call_object(
 
 /// [`call_object`], with the mark the object put on its answer (observe mode's verdict).
 async fn call_object_marked(
-    stub: Stub,
+    stub: ObjectStub,
     req: &Request,
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
-    let stub: worker::worker_sys::DurableObject = stub.into_rpc();
     let pending = stub
         .fetch_with_request(req)
-        .map_err(|error| (ObjectCallFailure::BeforeSend, worker::Error::from(error).to_string()))?;
+        .map_err(|error| (ObjectCallFailure::BeforeSend, Error::from(error).to_string()))?;
     let response = JsFuture::from(pending).await.map_err(|error| {
         let flag = |name: &str| {
             js_sys::Reflect::get(&error, &JsValue::from_str(name))
                 .is_ok_and(|flag| flag.as_bool() == Some(true))
         };
         let failure = ObjectCallFailure::Rejected { overloaded: flag("overloaded"), remote: flag("remote") };
-        (failure, worker::Error::from(error).to_string())
+        (failure, Error::from(error).to_string())
     })?;
     let unmarked = |error: String| (ObjectCallFailure::UnmarkedAnswer, error);
     let response: Response = response.dyn_into().map_err(|_| unmarked("not a Response".to_owned()))?;
@@ -84,7 +80,7 @@ async fn call_object_marked(
 fn answered_by_object(response: Response) -> Result<(Response, Answered)> {
     let received = response.headers();
     let Some(mark) = received.get(ANSWERED_HEADER)? else {
-        return Err(worker::Error::RustError(format!(
+        return Err(Error::Rust(format!(
             "the object did not answer (the platform said {})",
             response.status()
         )));
@@ -127,9 +123,9 @@ pub(super) async fn call_named(
     envelope: String,
     body: Option<JsValue>,
 ) -> std::result::Result<Answered, (ObjectCallFailure, String)> {
-    let before = |error: worker::Error| (ObjectCallFailure::BeforeSend, error.to_string());
+    let before = |error: Error| (ObjectCallFailure::BeforeSend, error.to_string());
     let request = envelope_request(target, "POST", &envelope, body.as_ref()).map_err(before)?;
     let namespace = cached_key_namespace(env, jurisdiction).map_err(before)?;
-    let stub = namespace.get_by_name(name).map_err(before)?;
+    let stub = namespace.get_by_name(name).map_err(|error| before(error.into()))?;
     call_object_marked(stub, &request).await.map(|(_, answered)| answered)
 }

@@ -37,13 +37,13 @@
 use futures_channel::oneshot;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{Request, Response};
-use worker::{console_error, Context, Env, Result};
+use web_sys::{Request, Response};
 
 use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::{self, identify};
 use super::object_call::{cached_key_namespace, call_named};
+use super::platform::{console_error, Context, Env, Result};
 use super::{body, metrics, now_ms, origin};
 use crate::core::config::{Config, Policy};
 use crate::core::headers::HeaderLines;
@@ -166,18 +166,18 @@ pub(super) async fn covered(
     ctx.wait_until(recording.run(forwarded_rx));
 
     let answered = match pending {
-        Ok(promise) => JsFuture::from(promise).await.map_err(worker::Error::from),
+        Ok(promise) => JsFuture::from(promise).await.map_err(super::platform::Error::from),
         Err(error) => Err(error),
     };
     let ms = now_ms().saturating_sub(started);
-    let response = match answered.and_then(|value| value.dyn_into::<Response>().map_err(worker::Error::from))
-    {
-        Ok(response) => response,
-        Err(error) => {
-            let _ = handed.send(Forwarded::Failed { ms });
-            return origin_or_problem(Err(error));
-        }
-    };
+    let response =
+        match answered.and_then(|value| value.dyn_into::<Response>().map_err(super::platform::Error::from)) {
+            Ok(response) => response,
+            Err(error) => {
+                let _ = handed.send(Forwarded::Failed { ms });
+                return origin_or_problem(Err(error));
+            }
+        };
     let status = response.status();
     // Only the recording reads them: unreadable, it records none, and the caller still gets
     // the origin's answer.
@@ -260,7 +260,7 @@ impl Recording {
         };
         // The object's id, as the object's own lines name it (and the admin API takes it).
         let short = cached_key_namespace(&env, jurisdiction.as_deref())
-            .and_then(|namespace| namespace.id_from_name(&name).map(|id| id.to_string()))
+            .and_then(|namespace| Ok(namespace.id_from_name(&name)?.to_hex()))
             .unwrap_or_else(|_| name[..16].to_owned());
         let (mut decision, claimed) = match object(KeyStep::ObserveArrival, None).await {
             Ok(Answered::Observed { decision, claimed }) => (decision, claimed),

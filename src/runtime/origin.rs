@@ -53,13 +53,13 @@ use futures_util::future::{select, Either};
 use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{
+use web_sys::{
     self, AbortController, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit,
 };
-use worker::{console_error, console_warn, worker_sys, Delay, Env};
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
+use super::platform::{connect, console_error, console_warn, Delay, Env, Fetcher};
 use super::{body, origin_auth, settings};
 use crate::core::config::ObjectPolicy;
 use crate::core::headers::{connection_tokens, forward_to_origin, store_for_replay};
@@ -125,7 +125,7 @@ pub async fn send(
     let service = match policy.origin_service.as_deref() {
         None => None,
         Some(name) => match env.service(name) {
-            Ok(service) => Some(service.into_rpc::<worker_sys::Fetcher>()),
+            Ok(service) => Some(service),
             Err(error) => {
                 console_error!("the origin service binding {} is unusable: {}", name, error);
                 return (OriginResult::ConnectRefused, None);
@@ -227,7 +227,7 @@ async fn forward(
     timeout_ms: u64,
     probe_first: bool,
     max_stored_bytes: u64,
-    service: Option<worker_sys::Fetcher>,
+    service: Option<Fetcher>,
     origin_auth_secret: Option<&str>,
     key_header: &str,
 ) -> (OriginResult, Option<OriginAnswer>) {
@@ -258,7 +258,7 @@ async fn forward(
             {
                 Ok(value) => Some(value),
                 Err(error) => {
-                    console_warn!("origin signature failed: {}", worker::Error::from(error));
+                    console_warn!("origin signature failed: {}", super::platform::Error::from(error));
                     return (OriginResult::ConnectRefused, None);
                 }
             }
@@ -282,7 +282,7 @@ async fn forward(
             console_warn!(
                 "origin answered {} and its answer broke off: {}",
                 status,
-                worker::Error::from(error)
+                super::platform::Error::from(error)
             );
             OriginResult::ResetAfterSend
         })
@@ -363,12 +363,9 @@ pub(super) async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Resul
 /// Starts the request: through `service` when given, else the global `fetch`. A call that
 /// throws before it returns a promise may still have sent the request (a binding's code
 /// ran): unknown.
-pub fn start(
-    service: Option<&worker_sys::Fetcher>,
-    request: &Request,
-) -> Result<js_sys::Promise, OriginResult> {
+pub fn start(service: Option<&Fetcher>, request: &Request) -> Result<js_sys::Promise, OriginResult> {
     match service {
-        Some(service) => service.fetch(request).map_err(classify_fetch_error),
+        Some(service) => service.fetch_with_request(request).map_err(classify_fetch_error),
         None => {
             let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
             Ok(global.fetch_with_request(request))
@@ -378,7 +375,7 @@ pub fn start(
 
 /// A fetch failure may have happened after the request left: the outcome is unknown.
 fn classify_fetch_error(error: JsValue) -> OriginResult {
-    console_warn!("origin fetch failed: {}", worker::Error::from(error));
+    console_warn!("origin fetch failed: {}", super::platform::Error::from(error));
     OriginResult::ResetAfterSend
 }
 
@@ -400,7 +397,7 @@ async fn probe(target: &str, wait_ms: u64) -> Probe {
     address.push_str(host);
     address.push(':');
     address.push_str(&port.to_string());
-    let Ok(socket) = worker::worker_sys::connect(JsValue::from(address), JsValue::UNDEFINED) else {
+    let Ok(socket) = connect(&address) else {
         return Probe::Refused;
     };
     let Ok(opened) = socket.opened() else { return Probe::Refused };
@@ -421,7 +418,7 @@ async fn probe(target: &str, wait_ms: u64) -> Probe {
 pub(super) fn split_answer(
     response: Response,
     cap: u64,
-) -> worker::Result<(Response, impl std::future::Future<Output = Captured>)> {
+) -> super::platform::Result<(Response, impl std::future::Future<Output = Captured>)> {
     if forward::has_websocket(&response) {
         return Ok((response, Either::Left(std::future::ready(Captured::Nothing))));
     }

@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use js_sys::{Object, Reflect, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{self, CryptoKey, Headers, SubtleCrypto};
+use web_sys::{CryptoKey, Headers, SubtleCrypto};
 
 use crate::core::origin_auth::{canonical_string, header_value, Protection, Signed, NONCE_BYTES};
 use crate::core::url::path_and_query;

@@ -4,8 +4,8 @@
 //! failed (`outcome-publish-failed`, with the object id), which is not retried.
 
 use wasm_bindgen::{JsCast, JsValue};
-use worker::{console_error, Env};
 
+use super::platform::{console_error, Env};
 use super::{now_ms, settings};
 use crate::core::log::Decision;
 use crate::core::outcome_events::{publishes, OutcomeEvent, OUTCOME_QUEUE_BINDING};
@@ -28,7 +28,7 @@ pub fn publish(
     let object = object_id.to_owned();
     wasm_bindgen_futures::spawn_local(async move {
         if let Err(error) = send(&queue, &message).await {
-            let error = worker::Error::from(error);
+            let error = super::platform::Error::from(error);
             console_error!("{{\"event\":\"outcome-publish-failed\",\"object\":\"{}\"}} {}", object, error);
         }
     });

@@ -6,9 +6,9 @@
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::Response;
-use worker::{console_error, Env, Result};
+use web_sys::Response;
 
+use super::platform::{console_error, Env, Result};
 use super::{respond, settings};
 use crate::core::config::RateLimiterChoice;
 use crate::core::edge;
@@ -43,7 +43,10 @@ pub(super) async fn refusal(
         // The limiter is a guard against floods, not a part of the idempotency promise: a
         // limiter that fails lets the request on, and says so.
         Err(error) => {
-            console_error!("rate limiter failed, request let through: {}", worker::Error::from(error));
+            console_error!(
+                "rate limiter failed, request let through: {}",
+                super::platform::Error::from(error)
+            );
             None
         }
     }

@@ -12,10 +12,10 @@
 //! Never logged: the lookup's URL (it holds the key), its headers (credentials) or its
 //! answer. The line says the object, the decision and the lookup's status.
 
-use worker::console_error;
-use worker::web_sys::Headers;
+use web_sys::Headers;
 
 use super::object::KeyObject;
+use super::platform::console_error;
 use super::settlement::LookupTurn;
 use super::{metrics, now_ms, origin, outcome_queue, settings};
 use crate::core::async_job::StoredRequest;

@@ -11,13 +11,11 @@
 use std::cell::{Cell, OnceCell, RefCell};
 use std::sync::Arc;
 
-use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
-use worker::worker_sys::DurableObjectStorage;
-use worker::{console_error, Env, SqlStorage, State, Storage};
 
 use super::chunks;
+use super::platform::{console_error, describe, DurableObjectState, DurableObjectStorage, Env, SqlStorage};
 use super::seal::Sealer;
 use super::settings;
 use super::storage::{self, StorageError};
@@ -27,11 +25,11 @@ use crate::core::seal::{refuses_unsealed, KeyRing};
 
 /// One object's storage (see the module doc).
 pub(super) struct RecordStore {
-    state: State,
+    state: DurableObjectState,
     env: Env,
     /// The object id as text, for log lines and as sealing's associated data.
     id: OnceCell<String>,
-    storage: OnceCell<Storage>,
+    storage: OnceCell<DurableObjectStorage>,
     sql: OnceCell<SqlStorage>,
     /// Seals and opens the key's stored answer when `STORAGE_ENCRYPTION_KEYS` is set.
     pub sealer: Sealer,
@@ -70,7 +68,7 @@ impl Opened {
 }
 
 impl RecordStore {
-    pub fn new(state: State, env: Env) -> RecordStore {
+    pub fn new(state: DurableObjectState, env: Env) -> RecordStore {
         RecordStore {
             state,
             env,
@@ -240,12 +238,16 @@ impl RecordStore {
                 deletions + 1
             )));
         }
-        self.state.storage().delete_all().await.map_err(|e| StorageError::Sql(e.to_string()))
+        let pending = self.raw_storage().delete_all().map_err(|e| StorageError::Sql(describe(e)))?;
+        JsFuture::from(pending).await.map(|_| ()).map_err(|e| StorageError::Sql(describe(e)))
     }
 
     /// Cancels the alarm (a purged job's).
     pub async fn delete_alarm(&self) -> bool {
-        self.state.storage().delete_alarm().await.is_ok()
+        match self.raw_storage().delete_alarm() {
+            Ok(pending) => JsFuture::from(pending).await.is_ok(),
+            Err(_) => false,
+        }
     }
 
     /// Sets the alarm (and tries once more if that fails); whether it is set.
@@ -257,7 +259,7 @@ impl RecordStore {
     /// Calls `setAlarm` now, without awaiting it: issued in the same turn as a record write,
     /// the two reach storage as one durable write.
     pub fn issue_alarm(&self, at: u64) -> Result<JsFuture, JsValue> {
-        set_alarm_at(self.raw_storage(), at as f64).map(JsFuture::from)
+        self.raw_storage().set_alarm(at as f64).map(JsFuture::from)
     }
 
     /// Awaits an issued alarm; when it failed, sets it once more in the same request.
@@ -302,7 +304,7 @@ impl RecordStore {
 
     /// The object id as text (64 hex digits), read once.
     pub fn object_id(&self) -> &str {
-        self.id.get_or_init(|| self.state.id().to_string())
+        self.id.get_or_init(|| self.state.id().to_hex())
     }
 
     /// The object id's first 16 digits, for log lines.
@@ -311,29 +313,12 @@ impl RecordStore {
     }
 
     pub fn sql(&self) -> &SqlStorage {
-        self.sql.get_or_init(|| self.state.storage().sql())
+        self.sql.get_or_init(|| self.raw_storage().sql())
     }
 
     fn raw_storage(&self) -> &DurableObjectStorage {
-        self.storage.get_or_init(|| self.state.storage()).as_raw()
+        self.storage.get_or_init(|| self.state.storage())
     }
-}
-
-#[wasm_bindgen]
-extern "C" {
-    /// The object's storage, seen only for `setAlarm` with a number.
-    type AlarmStorage;
-
-    /// `storage.setAlarm(ms)`, the time as milliseconds since the epoch, which the runtime
-    /// takes as it takes a `Date` (`worker_sys`'s binding asks for a `Date`). Building a
-    /// `Date` per claim cost a crossing, and an isolate's first `new Date` was one of its
-    /// first request's dearest calls in the profile (`bench/profile-cold.mjs`).
-    #[wasm_bindgen(method, catch, js_name = setAlarm)]
-    fn set_alarm_at_ms(this: &AlarmStorage, scheduled_time_ms: f64) -> Result<js_sys::Promise, JsValue>;
-}
-
-fn set_alarm_at(storage: &DurableObjectStorage, at_ms: f64) -> Result<js_sys::Promise, JsValue> {
-    storage.unchecked_ref::<AlarmStorage>().set_alarm_at_ms(at_ms)
 }
 
 fn no_scope_salt() -> StorageError {

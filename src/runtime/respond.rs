@@ -1,18 +1,17 @@
 //! Turns core values into the runtime's `Response`s. Owns no decision.
 //!
 //! Works on the raw `web_sys` types: a response built here goes back to the runtime as it
-//! is, without `worker::Response`'s conversions (each of which reads the headers, the status
-//! and the body stream back and builds another `Response`).
+//! is, with no conversion that would read it back and build another `Response`.
 
 use std::sync::Arc;
 
 use wasm_bindgen::JsValue;
-use worker::web_sys::{Blob, Headers, Response, ResponseInit};
-use worker::{Env, Result};
+use web_sys::{Blob, Headers, Response, ResponseInit};
 
 use super::chunks::Source;
 use super::metrics;
 use super::origin::{AnswerBody, OriginAnswer};
+use super::platform::{Env, Result};
 use crate::core::headers::pass_to_caller;
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::machine::problem_response;

@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use js_sys::{Object, Reflect, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{self, CryptoKey, SubtleCrypto};
+use web_sys::{CryptoKey, SubtleCrypto};
 
 use crate::core::async_job::StoredRequest;
 use crate::core::fingerprint::Digest256;

@@ -9,7 +9,8 @@ use std::cell::OnceCell;
 use std::rc::Rc;
 
 use wasm_bindgen::{JsCast, JsValue};
-use worker::{console_error, Env};
+
+use super::platform::{console_error, Env};
 
 use crate::core::env_names::variable_names;
 use crate::core::settings::{EnvFacts, EnvValue, Settings};
@@ -84,7 +85,7 @@ pub fn binding(env: &Env, name: &str) -> Option<JsValue> {
 }
 
 /// Every name the environment holds, sorted (for the core's misspelling check).
-/// workers-rs cannot list the environment; `Object.keys(env)` can.
+/// `Object.keys(env)`.
 fn environment_names(env: &Env) -> Vec<String> {
     let object: &js_sys::Object = AsRef::<JsValue>::as_ref(env).unchecked_ref();
     let mut names: Vec<String> =

@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::{select, Either};
-use worker::Delay;
 
 use super::chunks;
+use super::platform::Delay;
 use super::respond::Prepared;
 use crate::core::latch::{latch, Latch, Setter};
 use crate::core::machine::WaiterLimits;

@@ -6,7 +6,7 @@
 
 use std::cell::Cell;
 
-use worker::{SqlStorage, SqlStorageValue};
+use super::platform::{sql_blob, sql_bytes, SqlStorage};
 
 use crate::core::record::{DecodeError, Record};
 use crate::core::text;
@@ -51,20 +51,21 @@ impl std::fmt::Display for StorageError {
 /// and turned into a string, on the path that creates objects (issue 23); an object that
 /// has a record pays one statement more on the first read of its life.
 pub fn load(sql: &SqlStorage) -> Result<Option<Record>, StorageError> {
-    let exists = sql.exec(TABLE_EXISTS, None).map_err(|e| StorageError::Sql(e.to_string()))?;
-    if exists.raw().next().is_none() {
+    let exists = sql.run(TABLE_EXISTS, &[]).and_then(|cursor| cursor.first_row());
+    if exists.map_err(|e| StorageError::Sql(e.to_string()))?.is_none() {
         return Ok(None);
     }
-    let cursor = match sql.exec(SELECT, None) {
+    let cursor = match sql.run(SELECT, &[]) {
         Ok(cursor) => cursor,
         Err(error) if text::contains(&error.to_string(), "no such table") => return Ok(None),
         Err(error) => return Err(StorageError::Sql(error.to_string())),
     };
-    let Some(row) = cursor.raw().next() else { return Ok(None) };
-    let row = row.map_err(|e| StorageError::Sql(e.to_string()))?;
-    match row.into_iter().next() {
-        Some(SqlStorageValue::Blob(bytes)) => Record::decode(&bytes).map(Some).map_err(StorageError::Corrupt),
-        _ => Err(StorageError::Corrupt(DecodeError::NotARecord)),
+    let Some(row) = cursor.first_row().map_err(|e| StorageError::Sql(e.to_string()))? else {
+        return Ok(None);
+    };
+    match sql_bytes(&row.get(0)) {
+        Some(bytes) => Record::decode(&bytes).map(Some).map_err(StorageError::Corrupt),
+        None => Err(StorageError::Corrupt(DecodeError::NotARecord)),
     }
 }
 
@@ -72,8 +73,7 @@ pub fn load(sql: &SqlStorage) -> Result<Option<Record>, StorageError> {
 /// instance read or wrote it), so an outcome's write does not ask to create it again.
 pub fn put(sql: &SqlStorage, record: &Record, table: &Cell<bool>) -> Result<(), StorageError> {
     if table.get() {
-        sql.exec(UPSERT, vec![SqlStorageValue::Blob(record.encode())])
-            .map_err(|e| StorageError::Sql(e.to_string()))?;
+        sql.run(UPSERT, &[sql_blob(&record.encode())]).map_err(|e| StorageError::Sql(e.to_string()))?;
         return Ok(());
     }
     put_encoded(sql, record.encode())?;
@@ -83,8 +83,8 @@ pub fn put(sql: &SqlStorage, record: &Record, table: &Cell<bool>) -> Result<(), 
 
 /// Writes an encoded record (see [`put`]).
 pub fn put_encoded(sql: &SqlStorage, record: Vec<u8>) -> Result<(), StorageError> {
-    sql.exec(CREATE_TABLE, None).map_err(|e| StorageError::Sql(e.to_string()))?;
-    sql.exec(UPSERT, vec![SqlStorageValue::Blob(record)]).map_err(|e| StorageError::Sql(e.to_string()))?;
+    sql.run(CREATE_TABLE, &[]).map_err(|e| StorageError::Sql(e.to_string()))?;
+    sql.run(UPSERT, &[sql_blob(&record)]).map_err(|e| StorageError::Sql(e.to_string()))?;
     Ok(())
 }
 
@@ -92,7 +92,7 @@ pub fn put_encoded(sql: &SqlStorage, record: Vec<u8>) -> Result<(), StorageError
 /// one turn, so nothing can read them after it). The alarm and the tables stay; the next
 /// alarm deletes everything.
 pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
-    match sql.exec(DELETE, None) {
+    match sql.run(DELETE, &[]) {
         Ok(_) => {}
         Err(error) if text::contains(&error.to_string(), "no such table") => {}
         Err(error) => return Err(StorageError::Sql(error.to_string())),

@@ -18,9 +18,9 @@ use std::sync::Arc;
 
 use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
-use worker::web_sys::{self, Headers, Response};
-use worker::{console_error, Result};
+use web_sys::{Headers, Response};
 
+use super::super::platform::{console_error, Result};
 use super::{body, metrics, now_ms, random_u64, settings, KeyObject};
 use crate::core::async_job::{
     no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,

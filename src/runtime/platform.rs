@@ -1,0 +1,483 @@
+//! The runtime's own bindings to workerd: the environment and its bindings, a request's
+//! context, a Durable Object's state, storage and SQL, timers, the TCP connect, the log, a
+//! JavaScript error as a Rust value, and the instance's panic hook with the state that
+//! `src/entry.mjs` recovers from a trap with.
+//!
+//! They replace the `worker` crate (issue 23, size). The runtime used a few dozen of its
+//! calls and none of its conversions (it works on `web_sys`'s `Request` and `Response`
+//! already), but its error type, its binding wrappers and its SQL cursor brought their
+//! own formatting and conversion code into the Wasm. Each binding here is the one
+//! JavaScript call its name says. Owns no decision.
+
+use std::cell::Cell;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use js_sys::{Array, Promise, Reflect, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+/// A failure: what JavaScript threw (or a promise rejected with), or one made here.
+pub enum Error {
+    Js(JsValue),
+    Rust(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<JsValue> for Error {
+    fn from(value: JsValue) -> Error {
+        Error::Js(value)
+    }
+}
+
+impl From<String> for Error {
+    fn from(message: String) -> Error {
+        Error::Rust(message)
+    }
+}
+
+impl From<Error> for JsValue {
+    fn from(error: Error) -> JsValue {
+        match error {
+            Error::Js(value) => value,
+            Error::Rust(message) => js_sys::Error::new(&message).into(),
+        }
+    }
+}
+
+/// As the log has always shown them: a JavaScript error as `Name: message` (`Name [code]:
+/// message` when it has a code), a thrown string as itself.
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Rust(message) => f.write_str(message),
+            Error::Js(value) => {
+                if let Some(error) = value.dyn_ref::<js_sys::Error>() {
+                    let name = error.name().as_string().unwrap_or_else(|| "Error".to_owned());
+                    let message = String::from(error.message());
+                    match Reflect::get(value, &JsValue::from_str("code"))
+                        .ok()
+                        .and_then(|code| code.as_string())
+                    {
+                        Some(code) => write!(f, "{name} [{code}]: {message}"),
+                        None => write!(f, "{name}: {message}"),
+                    }
+                } else if let Some(text) = value.as_string() {
+                    f.write_str(&text)
+                } else {
+                    write!(f, "unrecognized JavaScript value: {value:?}")
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// What JavaScript threw, as the log shows it ([`Error`]'s `Display`).
+pub fn describe(thrown: JsValue) -> String {
+    Error::Js(thrown).to_string()
+}
+
+/// One line to the log at its level.
+pub fn log_line(level: Level, line: &str) {
+    let line = JsValue::from_str(line);
+    match level {
+        Level::Log => web_sys::console::log_1(&line),
+        Level::Warn => web_sys::console::warn_1(&line),
+        Level::Error => web_sys::console::error_1(&line),
+    }
+}
+
+pub enum Level {
+    Log,
+    Warn,
+    Error,
+}
+
+/// `console.log` of a formatted line.
+macro_rules! console_log {
+    ($($arg:tt)*) => {
+        $crate::runtime::platform::log_line($crate::runtime::platform::Level::Log, &format!($($arg)*))
+    };
+}
+
+/// `console.warn` of a formatted line.
+macro_rules! console_warn {
+    ($($arg:tt)*) => {
+        $crate::runtime::platform::log_line($crate::runtime::platform::Level::Warn, &format!($($arg)*))
+    };
+}
+
+/// `console.error` of a formatted line.
+macro_rules! console_error {
+    ($($arg:tt)*) => {
+        $crate::runtime::platform::log_line($crate::runtime::platform::Level::Error, &format!($($arg)*))
+    };
+}
+
+pub(crate) use {console_error, console_log, console_warn};
+
+/// The Worker's (and the object's) environment: variables, secrets and bindings.
+#[derive(Clone)]
+pub struct Env(JsValue);
+
+impl Env {
+    pub fn new(env: JsValue) -> Env {
+        Env(env)
+    }
+
+    /// The binding `name`, when the environment holds one.
+    pub fn binding(&self, name: &str) -> Result<JsValue> {
+        let binding = Reflect::get(&self.0, &JsValue::from_str(name))
+            .map_err(|_| Error::Rust(format!("Env does not contain binding `{name}`")))?;
+        if binding.is_undefined() || binding.is_null() {
+            return Err(Error::Rust(format!("Binding `{name}` is undefined.")));
+        }
+        Ok(binding)
+    }
+
+    /// The binding `name`, when it is of the class `class` (a variable of the same name is
+    /// not a binding).
+    fn binding_of(&self, name: &str, class: &str) -> Result<JsValue> {
+        let binding = self.binding(name)?;
+        let found = String::from(binding.unchecked_ref::<js_sys::Object>().constructor().name());
+        if found != class {
+            return Err(Error::Rust(format!("Binding cannot be cast to the type {class} from {found}")));
+        }
+        Ok(binding)
+    }
+
+    /// A service binding (another Worker).
+    pub fn service(&self, name: &str) -> Result<Fetcher> {
+        self.binding_of(name, "Fetcher").map(JsCast::unchecked_into)
+    }
+
+    /// A Durable Object namespace.
+    pub fn durable_object(&self, name: &str) -> Result<ObjectNamespace> {
+        self.binding_of(name, "DurableObjectNamespace").map(JsCast::unchecked_into)
+    }
+
+    /// An Analytics Engine dataset. Not checked by class: wrangler dev's stand-in for one is
+    /// a plain object.
+    pub fn analytics_engine(&self, name: &str) -> Result<AnalyticsEngineDataset> {
+        self.binding(name).map(JsCast::unchecked_into)
+    }
+}
+
+impl AsRef<JsValue> for Env {
+    fn as_ref(&self) -> &JsValue {
+        &self.0
+    }
+}
+
+/// A request's context: the work it keeps the request open for.
+#[derive(Clone)]
+pub struct Context(ExecutionContext);
+
+impl Context {
+    pub fn new(ctx: JsValue) -> Context {
+        Context(ctx.unchecked_into())
+    }
+
+    /// Runs `work` to its end even after the answer has gone.
+    pub fn wait_until<F: Future<Output = ()> + 'static>(&self, work: F) {
+        let promise = wasm_bindgen_futures::future_to_promise(async move {
+            work.await;
+            Ok(JsValue::UNDEFINED)
+        });
+        // Refused only outside a request, where nothing could be kept open anyway; the work
+        // runs either way.
+        let _ = self.0.wait_until(&promise);
+    }
+
+    /// Keeps the request open until `promise` settles.
+    pub fn keep_until(&self, promise: &Promise) {
+        let _ = self.0.wait_until(promise);
+    }
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// A service binding, or anything else with a `fetch(request)`.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    #[derive(Clone)]
+    pub type Fetcher;
+
+    #[wasm_bindgen(method, catch, js_name = fetch)]
+    pub fn fetch_with_request(
+        this: &Fetcher,
+        request: &web_sys::Request,
+    ) -> std::result::Result<Promise, JsValue>;
+
+    /// A Durable Object namespace.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    #[derive(Clone)]
+    pub type ObjectNamespace;
+
+    #[wasm_bindgen(method, catch, js_name = getByName)]
+    pub fn get_by_name(this: &ObjectNamespace, name: &str) -> std::result::Result<ObjectStub, JsValue>;
+
+    /// The id of the object named `name`.
+    #[wasm_bindgen(method, catch, js_name = idFromName)]
+    pub fn id_from_name(this: &ObjectNamespace, name: &str) -> std::result::Result<DurableObjectId, JsValue>;
+
+    /// The id written as `hex` (refused when this namespace never issued it).
+    #[wasm_bindgen(method, catch, js_name = idFromString)]
+    pub fn id_from_string(this: &ObjectNamespace, hex: &str)
+        -> std::result::Result<DurableObjectId, JsValue>;
+
+    /// The stub of the object `id`.
+    #[wasm_bindgen(method, catch, js_name = get)]
+    pub fn stub_of(this: &ObjectNamespace, id: &DurableObjectId) -> std::result::Result<ObjectStub, JsValue>;
+
+    /// The namespace restricted to a jurisdiction (`namespace.jurisdiction("eu")`).
+    #[wasm_bindgen(method, catch)]
+    pub fn jurisdiction(
+        this: &ObjectNamespace,
+        jurisdiction: &str,
+    ) -> std::result::Result<ObjectNamespace, JsValue>;
+
+    /// A stub of one Durable Object.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    pub type ObjectStub;
+
+    #[wasm_bindgen(method, catch, js_name = fetch)]
+    pub fn fetch_with_request(
+        this: &ObjectStub,
+        request: &web_sys::Request,
+    ) -> std::result::Result<Promise, JsValue>;
+
+    /// An Analytics Engine dataset.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    pub type AnalyticsEngineDataset;
+
+    #[wasm_bindgen(method, catch, js_name = writeDataPoint)]
+    pub fn write_data_point(
+        this: &AnalyticsEngineDataset,
+        point: &js_sys::Object,
+    ) -> std::result::Result<(), JsValue>;
+
+    #[wasm_bindgen(extends = js_sys::Object)]
+    #[derive(Clone)]
+    type ExecutionContext;
+
+    #[wasm_bindgen(method, catch, js_name = waitUntil)]
+    fn wait_until(this: &ExecutionContext, promise: &Promise) -> std::result::Result<(), JsValue>;
+
+    /// A Durable Object's state.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    pub type DurableObjectState;
+
+    #[wasm_bindgen(method, getter)]
+    pub fn storage(this: &DurableObjectState) -> DurableObjectStorage;
+
+    #[wasm_bindgen(method, getter)]
+    pub fn id(this: &DurableObjectState) -> DurableObjectId;
+
+    #[wasm_bindgen(extends = js_sys::Object)]
+    pub type DurableObjectId;
+
+    /// The id as 64 hex digits.
+    #[wasm_bindgen(method, js_name = toString)]
+    pub fn to_hex(this: &DurableObjectId) -> String;
+
+    /// A Durable Object's storage.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    #[derive(Clone)]
+    pub type DurableObjectStorage;
+
+    #[wasm_bindgen(method, getter)]
+    pub fn sql(this: &DurableObjectStorage) -> SqlStorage;
+
+    #[wasm_bindgen(method, catch, js_name = deleteAll)]
+    pub fn delete_all(this: &DurableObjectStorage) -> std::result::Result<Promise, JsValue>;
+
+    #[wasm_bindgen(method, catch, js_name = deleteAlarm)]
+    pub fn delete_alarm(this: &DurableObjectStorage) -> std::result::Result<Promise, JsValue>;
+
+    /// `setAlarm(ms)`, the time as milliseconds since the epoch, which the runtime takes as
+    /// it takes a `Date`: building a `Date` per claim cost a crossing, and an isolate's
+    /// first `new Date` was one of its first request's dearest calls in the profile
+    /// (`bench/profile-cold.mjs`).
+    #[wasm_bindgen(method, catch, js_name = setAlarm)]
+    pub fn set_alarm(this: &DurableObjectStorage, at_ms: f64) -> std::result::Result<Promise, JsValue>;
+
+    /// A Durable Object's SQLite database.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    #[derive(Clone)]
+    pub type SqlStorage;
+
+    #[wasm_bindgen(method, catch, variadic, js_name = exec)]
+    fn exec_with(this: &SqlStorage, query: &str, bindings: &Array)
+        -> std::result::Result<SqlCursor, JsValue>;
+
+    /// A statement's result.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    pub type SqlCursor;
+
+    /// The rows as arrays of column values.
+    #[wasm_bindgen(method)]
+    fn raw(this: &SqlCursor) -> js_sys::Iterator;
+
+    /// The rows as objects, column names as keys.
+    #[wasm_bindgen(method, catch, js_name = toArray)]
+    fn to_array(this: &SqlCursor) -> std::result::Result<Array, JsValue>;
+
+    #[wasm_bindgen(js_name = setTimeout)]
+    fn set_timeout(handler: &js_sys::Function, ms: f64) -> JsValue;
+
+    #[wasm_bindgen(js_name = clearTimeout)]
+    fn clear_timeout(id: &JsValue);
+}
+
+impl SqlStorage {
+    /// Runs `query` with `bindings` (synchronous: in the caller's turn).
+    pub fn run(&self, query: &str, bindings: &[JsValue]) -> Result<SqlCursor> {
+        let array = Array::new();
+        for value in bindings {
+            array.push(value);
+        }
+        Ok(self.exec_with(query, &array)?)
+    }
+}
+
+impl SqlCursor {
+    /// The first row's column values, if there is a row.
+    pub fn first_row(&self) -> Result<Option<Array>> {
+        let next = self.raw().next()?;
+        Ok(if next.done() { None } else { Some(next.value().unchecked_into()) })
+    }
+
+    /// Every row, as an object per row.
+    pub fn rows(&self) -> Result<Array> {
+        Ok(self.to_array()?)
+    }
+}
+
+/// A SQL blob's bytes as a binding.
+pub fn sql_blob(bytes: &[u8]) -> JsValue {
+    Uint8Array::from(bytes).into()
+}
+
+/// A SQL value as bytes, when it is a blob (the runtime returns an `ArrayBuffer`).
+pub fn sql_bytes(value: &JsValue) -> Option<Vec<u8>> {
+    if let Some(buffer) = value.dyn_ref::<js_sys::ArrayBuffer>() {
+        return Some(Uint8Array::new(buffer).to_vec());
+    }
+    value.dyn_ref::<Uint8Array>().map(Uint8Array::to_vec)
+}
+
+#[wasm_bindgen(module = "cloudflare:sockets")]
+extern "C" {
+    /// Opens a TCP connection (`connect("host:port")`).
+    #[wasm_bindgen(catch)]
+    pub fn connect(address: &str) -> std::result::Result<Socket, JsValue>;
+}
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(extends = js_sys::Object)]
+    pub type Socket;
+
+    /// Settles when the connection is open, or rejects when it could not be.
+    #[wasm_bindgen(method, getter, catch)]
+    pub fn opened(this: &Socket) -> std::result::Result<Promise, JsValue>;
+
+    #[wasm_bindgen(method, catch)]
+    pub fn close(this: &Socket) -> std::result::Result<Promise, JsValue>;
+}
+
+/// A timer: ready once its time has passed. Dropped before then, it clears its timeout, so
+/// a wait that something else ended leaves no timer behind.
+pub struct Delay {
+    ms: f64,
+    fired: Rc<Cell<bool>>,
+    timeout: Option<(JsValue, Closure<dyn FnMut()>)>,
+}
+
+impl From<Duration> for Delay {
+    fn from(wait: Duration) -> Delay {
+        Delay { ms: wait.as_millis() as f64, fired: Rc::new(Cell::new(false)), timeout: None }
+    }
+}
+
+impl Future for Delay {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
+        if self.fired.get() {
+            return Poll::Ready(());
+        }
+        if self.timeout.is_none() {
+            let fired = self.fired.clone();
+            let waker = cx.waker().clone();
+            let callback = Closure::<dyn FnMut()>::new(move || {
+                fired.set(true);
+                waker.wake_by_ref();
+            });
+            let id = set_timeout(callback.as_ref().unchecked_ref(), self.ms);
+            self.timeout = Some((id, callback));
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Delay {
+    fn drop(&mut self) {
+        if let Some((id, _)) = &self.timeout {
+            if !self.fired.get() {
+                clear_timeout(id);
+            }
+        }
+    }
+}
+
+#[wasm_bindgen(
+    inline_js = "export const state = globalThis.__worker_init_state = { criticalError: false, instanceId: 0 };"
+)]
+extern "C" {
+    /// What `src/entry.mjs` reads to recover from a trap: whether a panic happened, and
+    /// which instance of the Wasm is the current one.
+    type InitState;
+
+    #[wasm_bindgen(thread_local_v2, js_name = state)]
+    static INIT_STATE: InitState;
+
+    #[wasm_bindgen(method, setter, js_name = criticalError)]
+    fn set_critical_error(this: &InitState, value: bool);
+
+    #[wasm_bindgen(method, getter, js_name = instanceId)]
+    fn instance_id(this: &InitState) -> u32;
+
+    #[wasm_bindgen(method, setter, js_name = instanceId)]
+    fn set_instance_id(this: &InitState, value: u32);
+}
+
+/// Runs when the instance starts, and again when `src/entry.mjs` resets it after a trap: a
+/// new instance id, and a panic hook that logs the panic and marks the instance as one to
+/// reset (the release build aborts on panic, which traps).
+#[wasm_bindgen(start)]
+fn start() {
+    std::panic::set_hook(Box::new(|info| {
+        let error = js_sys::Error::new(&format!("Rust panic: {info}"));
+        web_sys::console::error_2(&JsValue::from_str("Critical"), &error);
+        INIT_STATE.with(|state| state.set_critical_error(true));
+    }));
+    INIT_STATE.with(|state| state.set_instance_id(state.instance_id() + 1));
+}
+
+/// The init state, for `src/entry.mjs`.
+#[wasm_bindgen(js_name = "__worker_init_state")]
+pub fn init_state() -> JsValue {
+    INIT_STATE.with(|state| AsRef::<JsValue>::as_ref(state).clone())
+}

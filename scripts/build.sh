@@ -74,10 +74,6 @@ mkdir -p "$stage"
 wasm-bindgen "$cargo_target/wasm32-unknown-unknown/release/idempotency_edge.wasm" --out-dir "$stage" \
   --out-name index --target module --no-typescript \
   --experimental-reset-state-function --force-enable-abort-handler
-# The exports of wasm-bindgen classes that no JavaScript can ever hold (structs of `worker` and
-# `wasm-streams` that nothing makes), so that wasm-opt can drop the code behind them: about
-# 9 KB raw, 2.4 KB gzipped (scripts/dead-exports.mjs says how it decides).
-node scripts/dead-exports.mjs "$stage/index.js" src/entry.mjs "$stage/index_bg.wasm" "$stage/index_bg.wasm"
 
 # wasm-opt at -Oz keeping the `name` section (the benchmark's size breakdown by crate reads
 # that copy in target/wasm-names/), then again at -Oz without names or producers for the

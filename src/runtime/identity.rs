@@ -20,14 +20,13 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use futures_util::future::{select, Either};
 use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{CryptoKey, Headers, Request, RequestInit, Response, SubtleCrypto, WorkerGlobalScope};
 
 use super::now_ms;
-use super::platform::{console_error, Context, Delay};
+use super::platform::{console_error, race, Context, Delay, Either};
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope};
 use crate::core::headers::HeaderLines;
@@ -219,7 +218,7 @@ async fn url_keys(
                 // for a hang. Either way the cache is asked again.
                 Some(fetch) => {
                     let gave_up = Delay::from(Duration::from_millis(FETCH_LOST_AFTER_MS));
-                    let _ = select(JsFuture::from(fetch), gave_up).await;
+                    race(JsFuture::from(fetch), gave_up).await;
                 }
                 // Never: the cache waits only for a fetch it handed out, which is kept.
                 None => return Err(Unverified::KeysUnavailable),
@@ -254,8 +253,8 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
 /// Fetches the JWKS and reports it to the cache, once; why it was of no use is logged.
 async fn fetch_jwks(url: String, request: FetchRequest) {
     let timeout = Delay::from(Duration::from_millis(FETCH_TIMEOUT_MS));
-    let fetched = match select(Box::pin(fetch_jwks_text(&url)), timeout).await {
-        Either::Left((result, _)) => result,
+    let fetched = match race(fetch_jwks_text(&url), timeout).await {
+        Either::Left(result) => result,
         Either::Right(_) => Err(format!("no answer within {} s", FETCH_TIMEOUT_MS / 1_000)),
     };
     let handled = URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));

@@ -34,7 +34,6 @@
 //! forward), so it is recorded as unknown; its caller gets 502 `origin-unreachable`, as
 //! for a method that is passed through.
 
-use futures_channel::oneshot;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Request, Response};
@@ -43,7 +42,7 @@ use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::{self, identify};
 use super::object_call::{cached_key_namespace, call_named};
-use super::platform::{console_error, Context, Env, Result};
+use super::platform::{console_error, hand_over, Context, Env, Handed, Result};
 use super::{body, metrics, now_ms, origin};
 use crate::core::config::{Config, Policy};
 use crate::core::headers::HeaderLines;
@@ -162,7 +161,7 @@ pub(super) async fn covered(
         on_unavailable: policy.on_unavailable,
         origin_timeout_ms: policy.timing.origin_timeout_ms,
     };
-    let (handed, forwarded_rx) = oneshot::channel();
+    let (handed, forwarded_rx) = hand_over();
     ctx.wait_until(recording.run(forwarded_rx));
 
     let answered = match pending {
@@ -174,7 +173,7 @@ pub(super) async fn covered(
         match answered.and_then(|value| value.dyn_into::<Response>().map_err(super::platform::Error::from)) {
             Ok(response) => response,
             Err(error) => {
-                let _ = handed.send(Forwarded::Failed { ms });
+                handed.send(Forwarded::Failed { ms });
                 return origin_or_problem(Err(error));
             }
         };
@@ -186,7 +185,7 @@ pub(super) async fn covered(
     let (answer, captured) = origin::split_answer(response, cap)?;
     ctx.wait_until(async move {
         let body = captured.await;
-        let _ = handed.send(Forwarded::Answered { status, headers: answer_headers, body, ms });
+        handed.send(Forwarded::Answered { status, headers: answer_headers, body, ms });
     });
     Ok(answer)
 }
@@ -220,7 +219,7 @@ impl Recording {
     /// arrival and, for a claim, of the outcome; writes the line. A caller enforce mode would
     /// refuse (401, 503) is logged as that refusal, with the origin's status, and nothing is
     /// recorded.
-    async fn run(self, forwarded: oneshot::Receiver<Forwarded>) {
+    async fn run(self, forwarded: Handed<Forwarded>) {
         let Recording { env, jurisdiction, request, target, trace, on_unavailable, origin_timeout_ms } = self;
         let settings = super::settings::get(&env);
         let Ok(config) = &settings.config else { return };

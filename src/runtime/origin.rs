@@ -49,7 +49,6 @@
 //! is not read into memory: its caller gets it as a stream (what was read, then the rest),
 //! and the result says `Oversized`, so the key is held unknown.
 
-use futures_util::future::{select, Either};
 use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -59,7 +58,7 @@ use web_sys::{
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
-use super::platform::{connect, console_error, console_warn, Delay, Env, Fetcher};
+use super::platform::{connect, console_error, console_warn, race, Delay, Either, Env, Fetcher};
 use super::{body, origin_auth, settings};
 use crate::core::config::ObjectPolicy;
 use crate::core::headers::{connection_tokens, forward_to_origin, store_for_replay};
@@ -288,16 +287,16 @@ async fn forward(
         })
     });
     let timeout = Delay::from(Duration::from_millis(timeout_ms));
-    match select(exchange, timeout).await {
-        Either::Left((Ok(answer), _)) => {
+    match race(exchange, timeout).await {
+        Either::Left(Ok(answer)) => {
             let result = match answer.body {
                 AnswerBody::Complete(_) => OriginResult::Responded(answer.status),
                 AnswerBody::Streamed(_) => OriginResult::Oversized(answer.status),
             };
             (result, Some(answer))
         }
-        Either::Left((Err(result), _)) => (result, None),
-        Either::Right(((), _)) => {
+        Either::Left(Err(result)) => (result, None),
+        Either::Right(()) => {
             controller.abort();
             (OriginResult::TimedOut, None)
         }
@@ -402,10 +401,10 @@ async fn probe(target: &str, wait_ms: u64) -> Probe {
     };
     let Ok(opened) = socket.opened() else { return Probe::Refused };
     let wait = Delay::from(Duration::from_millis(wait_ms));
-    let probe = match select(JsFuture::from(opened), wait).await {
-        Either::Left((Ok(_), _)) => Probe::Opened,
-        Either::Left((Err(_), _)) => return Probe::Refused,
-        Either::Right(((), _)) => Probe::NoAnswer,
+    let probe = match race(JsFuture::from(opened), wait).await {
+        Either::Left(Ok(_)) => Probe::Opened,
+        Either::Left(Err(_)) => return Probe::Refused,
+        Either::Right(()) => Probe::NoAnswer,
     };
     let _ = socket.close();
     probe
@@ -420,10 +419,10 @@ pub(super) fn split_answer(
     cap: u64,
 ) -> super::platform::Result<(Response, impl std::future::Future<Output = Captured>)> {
     if forward::has_websocket(&response) {
-        return Ok((response, Either::Left(std::future::ready(Captured::Nothing))));
+        return Ok((response, Capture::Done(Captured::Nothing).run()));
     }
     let Some(body) = response.body() else {
-        return Ok((response, Either::Left(std::future::ready(Captured::Whole(Vec::new())))));
+        return Ok((response, Capture::Done(Captured::Whole(Vec::new())).run()));
     };
     let halves = body.tee();
     let to_caller: web_sys::ReadableStream = halves.get(0).unchecked_into();
@@ -431,7 +430,22 @@ pub(super) fn split_answer(
     init.set_status(response.status());
     init.set_headers(&response.headers());
     let answer = Response::new_with_opt_readable_stream_and_init(Some(&to_caller), &init)?;
-    Ok((answer, Either::Right(capture(halves.get(1).unchecked_into(), cap))))
+    Ok((answer, Capture::Read(halves.get(1).unchecked_into(), cap).run()))
+}
+
+/// What the recording's half of an answer holds: known already, or to be read.
+enum Capture {
+    Done(Captured),
+    Read(web_sys::ReadableStream, u64),
+}
+
+impl Capture {
+    async fn run(self) -> Captured {
+        match self {
+            Capture::Done(captured) => captured,
+            Capture::Read(half, cap) => capture(half, cap).await,
+        }
+    }
 }
 
 /// Reads `half` to its end, or cancels it past `cap` bytes.

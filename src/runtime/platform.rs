@@ -1,6 +1,7 @@
 //! The runtime's own bindings to workerd: the environment and its bindings, a request's
 //! context, a Durable Object's state, storage and SQL, timers, the TCP connect, the log, a
-//! JavaScript error as a Rust value, and the instance's panic hook with the state that
+//! JavaScript error as a Rust value, the two ways its futures meet (the first of two to
+//! finish, a value handed from one task to another), and the instance's panic hook with the state that
 //! `src/entry.mjs` recovers from a trap with.
 //!
 //! They replace the `worker` crate (issue 23, size). The runtime used a few dozen of its
@@ -9,12 +10,12 @@
 //! own formatting and conversion code into the Wasm. Each binding here is the one
 //! JavaScript call its name says. Owns no decision.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context as TaskContext, Poll};
+use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::Duration;
 
 use js_sys::{Array, Promise, Reflect, Uint8Array};
@@ -439,6 +440,83 @@ impl Drop for Delay {
                 clear_timeout(id);
             }
         }
+    }
+}
+
+/// Which of two futures finished first ([`race`]).
+pub enum Either<A, B> {
+    Left(A),
+    Right(B),
+}
+
+/// Whichever of `left` and `right` finishes first (`left` when both are ready at once); the
+/// other is dropped unfinished.
+pub async fn race<A: Future, B: Future>(left: A, right: B) -> Either<A::Output, B::Output> {
+    let mut left = std::pin::pin!(left);
+    let mut right = std::pin::pin!(right);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(value) = left.as_mut().poll(cx) {
+            return Poll::Ready(Either::Left(value));
+        }
+        if let Poll::Ready(value) = right.as_mut().poll(cx) {
+            return Poll::Ready(Either::Right(value));
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// A value handed from one task to another, once: the receiving half resolves to it, or to
+/// `None` when the sending half is dropped without handing it over.
+pub fn hand_over<T>() -> (Handover<T>, Handed<T>) {
+    let slot = Rc::new(RefCell::new(Slot { value: None, closed: false, waker: None }));
+    (Handover(slot.clone()), Handed(slot))
+}
+
+struct Slot<T> {
+    value: Option<T>,
+    closed: bool,
+    waker: Option<Waker>,
+}
+
+/// The sending half of [`hand_over`].
+pub struct Handover<T>(Rc<RefCell<Slot<T>>>);
+
+impl<T> Handover<T> {
+    pub fn send(self, value: T) {
+        self.0.borrow_mut().value = Some(value);
+    }
+}
+
+impl<T> Drop for Handover<T> {
+    fn drop(&mut self) {
+        let waker = {
+            let mut slot = self.0.borrow_mut();
+            slot.closed = true;
+            slot.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// The receiving half of [`hand_over`].
+pub struct Handed<T>(Rc<RefCell<Slot<T>>>);
+
+impl<T> Future for Handed<T> {
+    type Output = Option<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<T>> {
+        let mut slot = self.0.borrow_mut();
+        if let Some(value) = slot.value.take() {
+            return Poll::Ready(Some(value));
+        }
+        if slot.closed {
+            return Poll::Ready(None);
+        }
+        slot.waker = Some(cx.waker().clone());
+        Poll::Pending
     }
 }
 

@@ -18,10 +18,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::{select, Either};
-
 use super::chunks;
-use super::platform::Delay;
+use super::platform::{race, Delay, Either};
 use super::respond::Prepared;
 use crate::core::latch::{latch, Latch, Setter};
 use crate::core::machine::WaiterLimits;
@@ -160,8 +158,8 @@ pub(super) enum LookupTurn {
 /// ran out, nothing will settle it here, or the execution ended without settling.
 pub(super) async fn wait_for(settled: Option<Settlement>, wait_ms: u64) -> Option<Rc<Prepared>> {
     let settled = settled?;
-    match select(settled.wait(), Delay::from(Duration::from_millis(wait_ms))).await {
-        Either::Left((Some(answer), _)) => Some(answer),
+    match race(settled.wait(), Delay::from(Duration::from_millis(wait_ms))).await {
+        Either::Left(Some(answer)) => Some(answer),
         _ => None,
     }
 }

@@ -65,10 +65,11 @@ const byId = idsOf(fs.readFileSync(instrumented));
 const original = codeBreakdown(fs.readFileSync(named)).all;
 
 let js = fs.readFileSync(path.join(ROOT, "build/index.js"), "utf8");
-const instance = /new WebAssembly\.Instance\((\w+),(\w+)\(\)\)/g;
+// esbuild's short names may hold a `$`, which `\w` does not match.
+const instance = /new WebAssembly\.Instance\(([\w$]+),([\w$]+)\(\)\)/g;
 if (!instance.test(js)) throw new Error("first-request-code: the glue has an unexpected shape (no instantiation)");
 js = js.replace(instance, (_, module, imports) => `new WebAssembly.Instance(${module},__logExecution(${imports}()))`);
-const workerFetch = /fetch\((\w)\)\{return (\w+)\(\),/;
+const workerFetch = /fetch\(([\w$]+)\)\{return ([\w$]+)\(\),/;
 if (!workerFetch.test(js)) throw new Error("first-request-code: the glue has an unexpected shape (no Worker fetch)");
 js = js.replace(workerFetch, (whole, request) =>
   `fetch(${request}){if(new URL(${request}.url).pathname==="/__exec")return new Response(JSON.stringify([...globalThis.__ran]));` +

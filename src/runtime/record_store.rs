@@ -272,18 +272,20 @@ impl RecordStore {
             }
         };
         let Err(error) = settle(alarm).await else { return true };
+        // What the runtime threw, as `Name: message` (an `Error` is no string: read as one,
+        // it logged `None`).
         console_error!(
-            "object {}: setting the alarm failed, trying again: {:?}",
+            "object {}: setting the alarm failed, trying again: {}",
             self.short_id(),
-            error.as_string()
+            describe(error)
         );
         match settle(self.issue_alarm(at)).await {
             Ok(()) => true,
             Err(error) => {
                 console_error!(
-                    "object {}: setting the alarm failed twice: {:?}",
+                    "object {}: setting the alarm failed twice: {}",
                     self.short_id(),
-                    error.as_string()
+                    describe(error)
                 );
                 false
             }

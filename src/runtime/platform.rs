@@ -60,7 +60,8 @@ impl fmt::Display for Error {
             Error::Js(value) => {
                 if let Some(error) = value.dyn_ref::<js_sys::Error>() {
                     let name = error.name().as_string().unwrap_or_else(|| "Error".to_owned());
-                    let message = String::from(error.message());
+                    // Read with `as_string`: `String::from` throws on a message that is no string.
+                    let message = error.message().as_string().unwrap_or_default();
                     match Reflect::get(value, &JsValue::from_str("code"))
                         .ok()
                         .and_then(|code| code.as_string())

@@ -6,7 +6,9 @@
 //! driver's (`core::key_state`). A Durable Object runs on one thread (an isolate's event
 //! loop), so the state is an `Rc<RefCell<…>>`, with none of the atomics, `Arc`s and slab of
 //! `futures`' `Shared` over a `oneshot` channel that it replaces (issue 23, size). It reads
-//! no clock and does no I/O: a waiter's deadline is the caller's (`select` with a timer).
+//! no clock and does no I/O: a waiter's deadline is the caller's (`race` with a timer).
+//! It is also how observe mode's caller hands the origin's answer to its recording, the
+//! one waiter, which takes the value rather than a clone ([`Latch::take`]).
 //!
 //! - [`Setter::set`] gives every waiter, present and future, a clone of the value.
 //! - A [`Setter`] dropped without a value releases every waiter with `None`, so an execution
@@ -79,22 +81,46 @@ impl<T> Latch<T> {
     pub fn wait(&self) -> Wait<T> {
         Wait { state: self.0.clone(), slot: None }
     }
+
+    /// Waits for the value and takes it, for the latch's one waiter: a value is never
+    /// cloned, and a wait after it finds none.
+    pub fn take(self) -> Take<T> {
+        Take(self.wait())
+    }
 }
+
+/// [`Latch::take`]'s wait.
+pub struct Take<T>(Wait<T>);
 
 impl<T: Clone> Future for Wait<T> {
     type Output = Option<T>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        let this = &mut *self;
-        let mut state = this.state.borrow_mut();
-        if let Some(value) = &state.value {
-            return Poll::Ready(Some(value.clone()));
+        self.poll_value(cx, |value| value.clone())
+    }
+}
+
+impl<T> Future for Take<T> {
+    type Output = Option<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        self.0.poll_value(cx, Option::take)
+    }
+}
+
+impl<T> Wait<T> {
+    /// The value as `read` reads it out of the state, `None` once the setter is gone
+    /// without one, or pending with this waiter's waker registered.
+    fn poll_value(&mut self, cx: &mut Context<'_>, read: fn(&mut Option<T>) -> Option<T>) -> Poll<Option<T>> {
+        let mut state = self.state.borrow_mut();
+        if let Some(value) = read(&mut state.value) {
+            return Poll::Ready(Some(value));
         }
         if !state.open {
             return Poll::Ready(None);
         }
         let waker = Some(cx.waker().clone());
-        match this.slot {
+        match self.slot {
             Some(slot) => state.wakers[slot] = waker,
             None => {
                 let slot = match state.wakers.iter().position(Option::is_none) {
@@ -105,7 +131,7 @@ impl<T: Clone> Future for Wait<T> {
                     }
                 };
                 state.wakers[slot] = waker;
-                this.slot = Some(slot);
+                self.slot = Some(slot);
             }
         }
         Poll::Pending

@@ -42,11 +42,12 @@ use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::{self, identify};
 use super::object_call::{cached_key_namespace, call_named};
-use super::platform::{console_error, hand_over, Context, Env, Handed, Result};
+use super::platform::{console_error, Context, Env, Result};
 use super::{body, metrics, now_ms, origin};
 use crate::core::config::{Config, Policy};
 use crate::core::headers::HeaderLines;
 use crate::core::key::IdempotencyKey;
+use crate::core::latch::{latch, Latch};
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::observed::{self, Forwarded};
 use crate::core::problem::ProblemKind;
@@ -161,7 +162,7 @@ pub(super) async fn covered(
         on_unavailable: policy.on_unavailable,
         origin_timeout_ms: policy.timing.origin_timeout_ms,
     };
-    let (handed, forwarded_rx) = hand_over();
+    let (handed, forwarded_rx) = latch();
     ctx.wait_until(recording.run(forwarded_rx));
 
     let answered = match pending {
@@ -173,7 +174,7 @@ pub(super) async fn covered(
         match answered.and_then(|value| value.dyn_into::<Response>().map_err(super::platform::Error::from)) {
             Ok(response) => response,
             Err(error) => {
-                handed.send(Forwarded::Failed { ms });
+                handed.set(Forwarded::Failed { ms });
                 return origin_or_problem(Err(error));
             }
         };
@@ -185,7 +186,7 @@ pub(super) async fn covered(
     let (answer, captured) = origin::split_answer(response, cap)?;
     ctx.wait_until(async move {
         let body = captured.await;
-        handed.send(Forwarded::Answered { status, headers: answer_headers, body, ms });
+        handed.set(Forwarded::Answered { status, headers: answer_headers, body, ms });
     });
     Ok(answer)
 }
@@ -219,7 +220,7 @@ impl Recording {
     /// arrival and, for a claim, of the outcome; writes the line. A caller enforce mode would
     /// refuse (401, 503) is logged as that refusal, with the origin's status, and nothing is
     /// recorded.
-    async fn run(self, forwarded: Handed<Forwarded>) {
+    async fn run(self, forwarded: Latch<Forwarded>) {
         let Recording { env, jurisdiction, request, target, trace, on_unavailable, origin_timeout_ms } = self;
         let settings = super::settings::get(&env);
         let Ok(config) = &settings.config else { return };
@@ -230,7 +231,7 @@ impl Recording {
             // The recording runs in `waitUntil` already: a fetch it starts outlives the caller.
             identify(headers, method, path_and_query, key, config, &policy, body, name_key, None).await;
         // A handler cut short hands nothing over: as a broken connection.
-        let forwarded = async { forwarded.await.unwrap_or(Forwarded::Failed { ms: 0 }) };
+        let forwarded = async { forwarded.take().await.unwrap_or(Forwarded::Failed { ms: 0 }) };
         let identity::Identified { fingerprint, name, scope_salt, scope_log } = match identified {
             Ok(identified) => identified,
             Err(problem) => {

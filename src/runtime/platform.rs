@@ -1,8 +1,7 @@
 //! The runtime's own bindings to workerd: the environment and its bindings, a request's
 //! context, a Durable Object's state, storage and SQL, timers, the TCP connect, the log, a
-//! JavaScript error as a Rust value, the two ways its futures meet (the first of two to
-//! finish, a value handed from one task to another), and the instance's panic hook with the state that
-//! `src/entry.mjs` recovers from a trap with.
+//! JavaScript error as a Rust value, the first of two futures to finish, and the instance's
+//! panic hook with the state that `src/entry.mjs` recovers from a trap with.
 //!
 //! They replace the `worker` crate (issue 23, size). The runtime used a few dozen of its
 //! calls and none of its conversions (it works on `web_sys`'s `Request` and `Response`
@@ -10,12 +9,12 @@
 //! own formatting and conversion code into the Wasm. Each binding here is the one
 //! JavaScript call its name says. Owns no decision.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context as TaskContext, Poll, Waker};
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use js_sys::{Array, Promise, Reflect, Uint8Array};
@@ -465,60 +464,6 @@ pub async fn race<A: Future, B: Future>(left: A, right: B) -> Either<A::Output, 
         Poll::Pending
     })
     .await
-}
-
-/// A value handed from one task to another, once: the receiving half resolves to it, or to
-/// `None` when the sending half is dropped without handing it over.
-pub fn hand_over<T>() -> (Handover<T>, Handed<T>) {
-    let slot = Rc::new(RefCell::new(Slot { value: None, closed: false, waker: None }));
-    (Handover(slot.clone()), Handed(slot))
-}
-
-struct Slot<T> {
-    value: Option<T>,
-    closed: bool,
-    waker: Option<Waker>,
-}
-
-/// The sending half of [`hand_over`].
-pub struct Handover<T>(Rc<RefCell<Slot<T>>>);
-
-impl<T> Handover<T> {
-    pub fn send(self, value: T) {
-        self.0.borrow_mut().value = Some(value);
-    }
-}
-
-impl<T> Drop for Handover<T> {
-    fn drop(&mut self) {
-        let waker = {
-            let mut slot = self.0.borrow_mut();
-            slot.closed = true;
-            slot.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-}
-
-/// The receiving half of [`hand_over`].
-pub struct Handed<T>(Rc<RefCell<Slot<T>>>);
-
-impl<T> Future for Handed<T> {
-    type Output = Option<T>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<T>> {
-        let mut slot = self.0.borrow_mut();
-        if let Some(value) = slot.value.take() {
-            return Poll::Ready(Some(value));
-        }
-        if slot.closed {
-            return Poll::Ready(None);
-        }
-        slot.waker = Some(cx.waker().clone());
-        Poll::Pending
-    }
 }
 
 #[wasm_bindgen(

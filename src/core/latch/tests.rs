@@ -181,3 +181,38 @@ proptest! {
         }
     }
 }
+
+/// A value that cannot be cloned: what [`Latch::take`] hands over.
+#[derive(Debug, PartialEq)]
+struct Owned(Vec<u8>);
+
+fn poll_take(take: &mut Take<Owned>, waker: &Waker) -> Poll<Option<Owned>> {
+    Pin::new(take).poll(&mut Context::from_waker(waker))
+}
+
+#[test]
+fn the_one_waiter_takes_the_value_itself_woken_when_it_is_set() {
+    let (setter, latch) = latch::<Owned>();
+    let (counter, waker) = counting();
+    let mut take = latch.take();
+    assert_eq!(poll_take(&mut take, &waker), Poll::Pending);
+    setter.set(Owned(vec![1, 2, 3]));
+    assert_eq!(wakes(&counter), 1, "woken once by the value");
+    assert_eq!(poll_take(&mut take, &waker), Poll::Ready(Some(Owned(vec![1, 2, 3]))));
+}
+
+#[test]
+fn a_value_set_before_the_take_is_taken_at_once_and_a_setter_gone_without_one_is_none() {
+    let (setter, early) = latch::<Owned>();
+    setter.set(Owned(vec![9]));
+    let (_, waker) = counting();
+    assert_eq!(poll_take(&mut early.take(), &waker), Poll::Ready(Some(Owned(vec![9]))));
+
+    let (setter, latch) = latch::<Owned>();
+    let (counter, waker) = counting();
+    let mut take = latch.take();
+    assert_eq!(poll_take(&mut take, &waker), Poll::Pending);
+    drop(setter);
+    assert_eq!(wakes(&counter), 1, "released by the setter's end");
+    assert_eq!(poll_take(&mut take, &waker), Poll::Ready(None));
+}

@@ -238,39 +238,42 @@ async function startTargets(origin, which, suffix = "") {
   const wranglerToml = path.join(ROOT, "wrangler.toml");
   const compatibilityDate =
     fs.readFileSync(wranglerToml, "utf8").match(/^compatibility_date\s*=\s*"([^"]+)"/m)?.[1] ?? "2026-04-26";
-  const configs = path.join(OUT_DIR, "configs");
+  // One directory per instance: wrangler keeps its bundles in `.wrangler/tmp` beside the
+  // config, and an instance that stops clears that directory under any other that shares
+  // it (esbuild then prints "Could not resolve …/middleware-loader.entry.ts").
+  const configDir = (name) => path.join(OUT_DIR, "configs", `${name}${suffix}`);
   const shim = path.join(SNAPSHOT, "worker/shim.mjs");
   const simple = (name, main, extra = "") =>
     `name = "${name}"\nmain = "${main}"\ncompatibility_date = "${compatibilityDate}"\n${extra}\n[vars]\n`;
   const ladderExtra =
     '[[durable_objects.bindings]]\nname = "LADDER"\nclass_name = "LadderObject"\n\n[[migrations]]\ntag = "v1"\nnew_sqlite_classes = ["LadderObject"]\n';
   const rustConfig = (name, vars) => {
-    const file = path.join(configs, `${name}.toml`);
+    const file = path.join(configDir(name), "wrangler.toml");
     writeConfig(file, { from: wranglerToml, main: shim, vars });
     fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace(/^name\s*=.*$/m, `name = "${name}"`));
     return file;
   };
   const defs = {
     passthrough: () =>
-      writeConfig(path.join(configs, "passthrough.toml"), {
+      writeConfig(path.join(configDir("passthrough"), "wrangler.toml"), {
         base: simple("bench-passthrough", "x"),
         main: path.join(ROOT, "bench/targets/passthrough.mjs"),
         vars: { ORIGIN_URL: originUrl },
       }),
     "js-do": () =>
-      writeConfig(path.join(configs, "js-do.toml"), {
+      writeConfig(path.join(configDir("js-do"), "wrangler.toml"), {
         base: simple("bench-js-do", "x", ladderExtra),
         main: path.join(ROOT, "bench/targets/ladder.mjs"),
         vars: { ORIGIN_URL: originUrl, LADDER_MODE: "do" },
       }),
     "js-do-sql": () =>
-      writeConfig(path.join(configs, "js-do-sql.toml"), {
+      writeConfig(path.join(configDir("js-do-sql"), "wrangler.toml"), {
         base: simple("bench-js-do-sql", "x", ladderExtra),
         main: path.join(ROOT, "bench/targets/ladder.mjs"),
         vars: { ORIGIN_URL: originUrl, LADDER_MODE: "do-sql" },
       }),
     "js-do-claim": () =>
-      writeConfig(path.join(configs, "js-do-claim.toml"), {
+      writeConfig(path.join(configDir("js-do-claim"), "wrangler.toml"), {
         base: simple("bench-js-do-claim", "x", ladderExtra),
         main: path.join(ROOT, "bench/targets/ladder.mjs"),
         vars: { ORIGIN_URL: originUrl, LADDER_MODE: "do-claim" },

@@ -99,6 +99,7 @@ pub fn log_line(level: Level, line: &str) {
     }
 }
 
+/// A log line's level: the `console` method it goes to.
 pub enum Level {
     Log,
     Warn,

@@ -270,7 +270,8 @@ async fn forward(
             // Nothing was sent.
             Err(_) => return (OriginResult::ConnectRefused, None),
         };
-    let exchange = Box::pin(async move {
+    // Not boxed: `race` pins it where it is.
+    let exchange = async move {
         let response =
             JsFuture::from(start(service.as_ref(), &request)?).await.map_err(classify_fetch_error)?;
         let response: Response = response.dyn_into().map_err(|_| OriginResult::ResetAfterSend)?;
@@ -285,7 +286,7 @@ async fn forward(
             );
             OriginResult::ResetAfterSend
         })
-    });
+    };
     let timeout = Delay::from(Duration::from_millis(timeout_ms));
     match race(exchange, timeout).await {
         Either::Left(Ok(answer)) => {

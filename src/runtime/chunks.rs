@@ -21,7 +21,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use web_sys::CryptoKey;
 
 use super::boundary;
-use super::platform::{DurableObjectStorage, SqlStorage};
+use super::platform::{message_of, DurableObjectStorage, SqlStorage};
 use super::seal::{self, Sealer};
 use super::storage::{self, StorageError};
 use crate::core::chunks::{self, ChunkManifest, CHUNK_BYTES};
@@ -362,8 +362,5 @@ fn seal_fault(error: seal::SealError) -> StorageError {
 }
 
 fn js_message(error: &JsValue) -> String {
-    Reflect::get(error, &JsValue::from_str("message"))
-        .ok()
-        .and_then(|m| m.as_string())
-        .unwrap_or_else(|| format!("{error:?}"))
+    message_of(error).unwrap_or_else(|| format!("{error:?}"))
 }

@@ -26,7 +26,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{CryptoKey, Headers, Request, RequestInit, Response, SubtleCrypto, WorkerGlobalScope};
 
 use super::now_ms;
-use super::platform::{console_error, race, Context, Delay, Either};
+use super::platform::{console_error, message_of, race, Context, Delay, Either};
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope};
 use crate::core::headers::HeaderLines;
@@ -271,13 +271,13 @@ async fn fetch_jwks(url: String, request: FetchRequest) {
 async fn fetch_jwks_text(url: &str) -> std::result::Result<Document, String> {
     let init = RequestInit::new();
     init.set_method("GET");
-    let headers = Headers::new().map_err(describe)?;
-    headers.set("accept", "application/jwk-set+json, application/json").map_err(describe)?;
+    let headers = Headers::new().map_err(message)?;
+    headers.set("accept", "application/jwk-set+json, application/json").map_err(message)?;
     init.set_headers(&headers);
-    let request = Request::new_with_str_and_init(url, &init).map_err(describe)?;
+    let request = Request::new_with_str_and_init(url, &init).map_err(message)?;
     let global: WorkerGlobalScope = js_sys::global().unchecked_into();
     let response: Response =
-        JsFuture::from(global.fetch_with_request(&request)).await.map_err(describe)?.unchecked_into();
+        JsFuture::from(global.fetch_with_request(&request)).await.map_err(message)?.unchecked_into();
     if response.status() != 200 {
         return Err(format!("HTTP {}", response.status()));
     }
@@ -287,7 +287,7 @@ async fn fetch_jwks_text(url: &str) -> std::result::Result<Document, String> {
         return Err(format!("larger than {MAX_JWKS_BYTES} bytes"));
     }
     let cache_control = response.headers().get("cache-control").ok().flatten();
-    let buffer = JsFuture::from(response.array_buffer().map_err(describe)?).await.map_err(describe)?;
+    let buffer = JsFuture::from(response.array_buffer().map_err(message)?).await.map_err(message)?;
     let bytes = js_sys::Uint8Array::new(&buffer).to_vec();
     if bytes.len() > MAX_JWKS_BYTES {
         return Err(format!("larger than {MAX_JWKS_BYTES} bytes"));
@@ -296,12 +296,9 @@ async fn fetch_jwks_text(url: &str) -> std::result::Result<Document, String> {
     Ok(Document { text, cache_control })
 }
 
-fn describe(error: JsValue) -> String {
-    // Never `String::from(JsString)`: it panics on a value that is not a string.
-    error
-        .as_string()
-        .or_else(|| Reflect::get(&error, &JsValue::from_str("message")).ok().and_then(|m| m.as_string()))
-        .unwrap_or_else(|| "an error".to_owned())
+/// What a failed fetch threw, as its message alone (the line around it names the fetch).
+fn message(error: JsValue) -> String {
+    message_of(&error).unwrap_or_else(|| "an error".to_owned())
 }
 
 fn subtle() -> Option<SubtleCrypto> {
@@ -373,7 +370,7 @@ async fn public_key(jwk: &Jwk) -> Option<CryptoKey> {
                 console_error!(
                     "jwks: a {} key could not be imported: {}",
                     jwk.algorithm.jose_name(),
-                    describe(error)
+                    message(error)
                 );
                 None
             }
@@ -382,7 +379,7 @@ async fn public_key(jwk: &Jwk) -> Option<CryptoKey> {
             console_error!(
                 "jwks: a {} key could not be imported: {}",
                 jwk.algorithm.jose_name(),
-                describe(error)
+                message(error)
             );
             None
         }

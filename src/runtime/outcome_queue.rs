@@ -5,8 +5,8 @@
 
 use wasm_bindgen::{JsCast, JsValue};
 
+use super::now_ms;
 use super::platform::{console_error, Env};
-use super::{now_ms, settings};
 use crate::core::log::Decision;
 use crate::core::outcome_events::{publishes, OutcomeEvent, OUTCOME_QUEUE_BINDING};
 
@@ -22,7 +22,7 @@ pub fn publish(
     if !publishes(decision, asynchronous) {
         return;
     }
-    let Some(queue) = settings::binding(env, OUTCOME_QUEUE_BINDING) else { return };
+    let Ok(queue) = env.binding(OUTCOME_QUEUE_BINDING) else { return };
     let event = OutcomeEvent { object_id, decision, origin_status, asynchronous, at_ms: now_ms() };
     let message = event.message();
     let object = object_id.to_owned();

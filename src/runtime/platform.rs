@@ -78,15 +78,15 @@ impl fmt::Display for Error {
     }
 }
 
-impl fmt::Debug for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
 /// What JavaScript threw, as the log shows it ([`Error`]'s `Display`).
 pub fn describe(thrown: JsValue) -> String {
     Error::Js(thrown).to_string()
+}
+
+/// What JavaScript threw, as its message alone: a thrown string itself, or an error's
+/// `message`; `None` for anything else.
+pub fn message_of(thrown: &JsValue) -> Option<String> {
+    thrown.as_string().or_else(|| Reflect::get(thrown, &JsValue::from_str("message")).ok()?.as_string())
 }
 
 /// One line to the log at its level.
@@ -138,22 +138,28 @@ impl Env {
         Env(env)
     }
 
-    /// The binding `name`, when the environment holds one.
+    /// What the environment holds under `name` (a variable, a secret or a binding of any
+    /// kind), when it holds anything.
     pub fn binding(&self, name: &str) -> Result<JsValue> {
         let binding = Reflect::get(&self.0, &JsValue::from_str(name))
             .map_err(|_| Error::Rust(format!("Env does not contain binding `{name}`")))?;
-        if binding.is_undefined() || binding.is_null() {
+        if binding.is_undefined() {
             return Err(Error::Rust(format!("Binding `{name}` is undefined.")));
         }
         Ok(binding)
     }
 
     /// The binding `name`, when it is of the class `class` (a variable of the same name is
-    /// not a binding).
+    /// not a binding). The class is read with `Reflect`, which cannot throw through the
+    /// Wasm on a value without one (`null`, an object with no prototype).
     fn binding_of(&self, name: &str, class: &str) -> Result<JsValue> {
         let binding = self.binding(name)?;
-        let found = String::from(binding.unchecked_ref::<js_sys::Object>().constructor().name());
-        if found != class {
+        let found = Reflect::get(&binding, &JsValue::from_str("constructor"))
+            .and_then(|constructor| Reflect::get(&constructor, &JsValue::from_str("name")))
+            .ok()
+            .and_then(|name| name.as_string());
+        if found.as_deref() != Some(class) {
+            let found = found.unwrap_or_else(|| "a value of no class".to_owned());
             return Err(Error::Rust(format!("Binding cannot be cast to the type {class} from {found}")));
         }
         Ok(binding)

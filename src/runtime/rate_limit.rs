@@ -24,10 +24,10 @@ pub(super) async fn refusal(
     trace: &Trace,
 ) -> Option<Result<Response>> {
     let binding = match choice? {
-        RateLimiterChoice::Default => settings::binding(env, settings::RATE_LIMITER_BINDING)?,
-        RateLimiterChoice::Named(name) => match settings::binding(env, name) {
-            Some(binding) => binding,
-            None => return Some(respond::refused(env, &edge::rate_limiter_unbound(name), trace)),
+        RateLimiterChoice::Default => env.binding(settings::RATE_LIMITER_BINDING).ok()?,
+        RateLimiterChoice::Named(name) => match env.binding(name) {
+            Ok(binding) => binding,
+            Err(_) => return Some(respond::refused(env, &edge::rate_limiter_unbound(name), trace)),
         },
     };
     let mut verdict = Ok(true);

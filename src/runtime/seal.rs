@@ -14,6 +14,8 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{CryptoKey, SubtleCrypto};
 
+use super::platform::message_of;
+
 use crate::core::async_job::StoredRequest;
 use crate::core::fingerprint::Digest256;
 use crate::core::record::AttemptId;
@@ -35,8 +37,7 @@ impl std::fmt::Display for SealError {
 
 fn fail(what: &str) -> impl Fn(JsValue) -> SealError + '_ {
     move |error| {
-        let message = Reflect::get(&error, &JsValue::from_str("message")).ok().and_then(|m| m.as_string());
-        SealError(format!("{what}: {}", message.unwrap_or_else(|| "WebCrypto refused".to_owned())))
+        SealError(format!("{what}: {}", message_of(&error).unwrap_or_else(|| "WebCrypto refused".to_owned())))
     }
 }
 

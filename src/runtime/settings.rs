@@ -31,7 +31,7 @@ pub const VERSION_BINDING: &str = "CF_VERSION_METADATA";
 pub fn worker_version(env: &Env) -> Option<Rc<str>> {
     VERSION.with(|cell| {
         cell.get_or_init(|| {
-            let metadata = binding(env, VERSION_BINDING)?;
+            let metadata = env.binding(VERSION_BINDING).ok()?;
             let id = js_sys::Reflect::get(&metadata, &JsValue::from_str("id")).ok()?.as_string()?;
             Some(Rc::from(id.as_str()))
         })
@@ -57,7 +57,7 @@ enum Held {
 fn load(env: &Env) -> Settings {
     let values: Vec<(&'static str, Held)> = variable_names()
         .filter_map(|name| {
-            let value = binding(env, name)?;
+            let value = env.binding(name).ok()?;
             Some((name, value.as_string().map_or(Held::NotText, Held::Text)))
         })
         .collect();
@@ -75,13 +75,6 @@ fn load(env: &Env) -> Settings {
         console_error!("{}", line);
     }
     settings
-}
-
-/// A binding of any kind, when the environment has it.
-pub fn binding(env: &Env, name: &str) -> Option<JsValue> {
-    js_sys::Reflect::get(AsRef::<JsValue>::as_ref(env), &JsValue::from_str(name))
-        .ok()
-        .filter(|v| !v.is_undefined())
 }
 
 /// Every name the environment holds, sorted (for the core's misspelling check).

@@ -6,13 +6,18 @@
 //! keys are cached there, one per ring key and purpose. Stored answers and stored requests
 //! (`core::async_job`) share the same sealing: only the HKDF salt and info and the
 //! associated data differ.
+//!
+//! The WebCrypto steps of one operation (derive the key once, draw a nonce, seal; or open)
+//! are one call into `webcrypto.mjs`, so each operation here awaits one promise; what is
+//! sealed, under which key and bound to what stays decided here and in `core::seal`.
 
-use std::cell::RefCell;
+use std::cell::OnceCell;
 
-use js_sys::{Object, Reflect, Uint8Array};
+use js_sys::{Map, Promise, Uint8Array};
+use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{CryptoKey, SubtleCrypto};
+use web_sys::CryptoKey;
 
 use super::platform::message_of;
 
@@ -25,6 +30,47 @@ use crate::core::seal::{
     request_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN, REQUEST_KEY_INFO,
 };
 
+#[wasm_bindgen(module = "/src/runtime/webcrypto.mjs")]
+extern "C" {
+    #[wasm_bindgen(js_name = derivedKey)]
+    fn derived_key_js(cache: &Map, key_id: &str, secret: &[u8], salt: &[u8], info: &[u8]) -> Promise;
+    #[wasm_bindgen(js_name = seal)]
+    #[allow(clippy::too_many_arguments)]
+    fn seal_js(
+        cache: &Map,
+        key_id: &str,
+        secret: &[u8],
+        salt: &[u8],
+        info: &[u8],
+        nonce_length: u32,
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Promise;
+    #[wasm_bindgen(js_name = open)]
+    #[allow(clippy::too_many_arguments)]
+    fn open_js(
+        cache: &Map,
+        key_id: &str,
+        secret: &[u8],
+        salt: &[u8],
+        info: &[u8],
+        nonce: &[u8],
+        aad: &[u8],
+        ciphertext: &[u8],
+    ) -> Promise;
+    #[wasm_bindgen(js_name = openWith)]
+    fn open_with_js(key: &CryptoKey, nonce: &[u8], aad: &[u8], ciphertext: &Uint8Array) -> Promise;
+    #[wasm_bindgen(js_name = sha256)]
+    fn sha256_js(bytes: &Uint8Array) -> Promise;
+}
+
+/// What `promise` resolves to, or its rejection's message (`webcrypto.mjs` names the step).
+async fn settled(promise: Promise) -> Result<JsValue, SealError> {
+    JsFuture::from(promise)
+        .await
+        .map_err(|error| SealError(message_of(&error).unwrap_or_else(|| "WebCrypto refused".to_owned())))
+}
+
 /// Why an answer could not be sealed or opened.
 #[derive(Debug)]
 pub struct SealError(pub String);
@@ -35,16 +81,11 @@ impl std::fmt::Display for SealError {
     }
 }
 
-fn fail(what: &str) -> impl Fn(JsValue) -> SealError + '_ {
-    move |error| {
-        SealError(format!("{what}: {}", message_of(&error).unwrap_or_else(|| "WebCrypto refused".to_owned())))
-    }
-}
-
 /// The derived keys of one object (one scope), by ring key id and HKDF info.
 #[derive(Default)]
 pub struct Sealer {
-    derived: RefCell<Vec<(String, &'static [u8], CryptoKey)>>,
+    /// `webcrypto.mjs`'s cache of this object's derived keys, made on first use.
+    derived: OnceCell<Map>,
 }
 
 impl Sealer {
@@ -125,7 +166,8 @@ impl Sealer {
         let ring_key = ring
             .by_id(key_id)
             .ok_or_else(|| SealError(format!("no key with id {key_id:?} in STORAGE_ENCRYPTION_KEYS")))?;
-        self.key(ring_key, scope, ANSWER_KEY_INFO).await
+        let promise = derived_key_js(self.cache(), &ring_key.id, &ring_key.secret, scope, ANSWER_KEY_INFO);
+        Ok(settled(promise).await?.unchecked_into())
     }
 
     /// Seals a job's request for the object `object_id` (the key derived with the object id
@@ -174,16 +216,16 @@ impl Sealer {
         aad: &[u8],
         plaintext: &[u8],
     ) -> Result<Vec<u8>, SealError> {
-        let ring_key = ring.newest();
-        let key = self.key(ring_key, salt, info).await?;
+        let RingKey { id, secret } = ring.newest();
+        let promise = seal_js(self.cache(), id, secret, salt, info, NONCE_LEN as u32, aad, plaintext);
+        let sealed = Uint8Array::new(&settled(promise).await?).to_vec();
+        if sealed.len() < NONCE_LEN {
+            return Err(SealError("sealing: no nonce came back".to_owned()));
+        }
+        let (drawn, ciphertext) = sealed.split_at(NONCE_LEN);
         let mut nonce = [0u8; NONCE_LEN];
-        crypto()?.get_random_values_with_u8_array(&mut nonce).map_err(fail("drawing a nonce"))?;
-        let promise = subtle()?
-            .encrypt_with_object_and_u8_array(&aes_gcm(&nonce, aad), &key, plaintext)
-            .map_err(fail("sealing"))?;
-        let ciphertext = JsFuture::from(promise).await.map_err(fail("sealing"))?;
-        let ciphertext = Uint8Array::new(&ciphertext).to_vec();
-        Ok(Envelope { key_id: ring_key.id.clone(), nonce, ciphertext }.encode())
+        nonce.copy_from_slice(drawn);
+        Ok(Envelope { key_id: id.clone(), nonce, ciphertext: ciphertext.to_vec() }.encode())
     }
 
     async fn open_bytes(
@@ -202,86 +244,22 @@ impl Sealer {
         let ring_key = ring.by_id(&envelope.key_id).ok_or_else(|| {
             SealError(format!("no key with id {:?} in STORAGE_ENCRYPTION_KEYS", envelope.key_id))
         })?;
-        let key = self.key(ring_key, salt, info).await?;
-        let promise = subtle()?
-            .decrypt_with_object_and_u8_array(&aes_gcm(&envelope.nonce, aad), &key, &envelope.ciphertext)
-            .map_err(fail("opening"))?;
-        let plaintext =
-            JsFuture::from(promise).await.map_err(fail("opening (a changed byte or the wrong key)"))?;
-        Ok(Uint8Array::new(&plaintext).to_vec())
+        let promise = open_js(
+            self.cache(),
+            &ring_key.id,
+            &ring_key.secret,
+            salt,
+            info,
+            &envelope.nonce,
+            aad,
+            &envelope.ciphertext,
+        );
+        Ok(Uint8Array::new(&settled(promise).await?).to_vec())
     }
 
-    /// The AES-GCM key for `ring_key`, `salt` (this object's scope, or its id) and `info`,
-    /// derived once.
-    async fn key(
-        &self,
-        ring_key: &RingKey,
-        salt: &[u8],
-        info: &'static [u8],
-    ) -> Result<CryptoKey, SealError> {
-        let cached = self
-            .derived
-            .borrow()
-            .iter()
-            .find(|(id, i, _)| *id == ring_key.id && *i == info)
-            .map(|e| e.2.clone());
-        if let Some(key) = cached {
-            return Ok(key);
-        }
-        let subtle = subtle()?;
-        let usages = js_sys::Array::of1(&JsValue::from_str("deriveKey"));
-        let base = subtle
-            .import_key_with_object(
-                "raw",
-                &Uint8Array::from(&ring_key.secret[..]),
-                &named("HKDF"),
-                false,
-                &usages,
-            )
-            .map_err(fail("importing a storage key"))?;
-        let base: CryptoKey =
-            JsFuture::from(base).await.map_err(fail("importing a storage key"))?.unchecked_into();
-        let hkdf = named("HKDF");
-        set(&hkdf, "hash", &JsValue::from_str("SHA-256"));
-        set(&hkdf, "salt", &Uint8Array::from(salt));
-        set(&hkdf, "info", &Uint8Array::from(info));
-        let aes = named("AES-GCM");
-        set(&aes, "length", &JsValue::from_f64(256.0));
-        let usages = js_sys::Array::of2(&JsValue::from_str("encrypt"), &JsValue::from_str("decrypt"));
-        let derived = subtle
-            .derive_key_with_object_and_object(&hkdf, &base, &aes, false, &usages)
-            .map_err(fail("deriving a storage key"))?;
-        let derived: CryptoKey =
-            JsFuture::from(derived).await.map_err(fail("deriving a storage key"))?.unchecked_into();
-        self.derived.borrow_mut().push((ring_key.id.clone(), info, derived.clone()));
-        Ok(derived)
+    fn cache(&self) -> &Map {
+        self.derived.get_or_init(Map::new)
     }
-}
-
-fn crypto() -> Result<web_sys::Crypto, SealError> {
-    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
-    global.crypto().map_err(fail("no crypto in this runtime"))
-}
-
-fn subtle() -> Result<SubtleCrypto, SealError> {
-    Ok(crypto()?.subtle())
-}
-
-fn named(name: &str) -> Object {
-    let object = Object::new();
-    set(&object, "name", &JsValue::from_str(name));
-    object
-}
-
-fn set(object: &Object, name: &str, value: &JsValue) {
-    let _ = Reflect::set(object, &JsValue::from_str(name), value);
-}
-
-fn aes_gcm(nonce: &[u8], aad: &[u8]) -> Object {
-    let algorithm = named("AES-GCM");
-    set(&algorithm, "iv", &Uint8Array::from(nonce));
-    set(&algorithm, "additionalData", &Uint8Array::from(aad));
-    algorithm
 }
 
 /// Opens the sealed bytes `ciphertext` (AES-GCM output) with `key`, bound to `aad`. The bytes
@@ -292,19 +270,12 @@ pub async fn open_view(
     aad: &[u8],
     ciphertext: &Uint8Array,
 ) -> Result<Uint8Array, SealError> {
-    let promise = subtle()?
-        .decrypt_with_object_and_buffer_source(&aes_gcm(nonce, aad), key, ciphertext)
-        .map_err(fail("opening"))?;
-    let plaintext =
-        JsFuture::from(promise).await.map_err(fail("opening (a changed byte or the wrong key)"))?;
-    Ok(Uint8Array::new(&plaintext))
+    Ok(settled(open_with_js(key, nonce, aad, ciphertext)).await?.unchecked_into())
 }
 
 /// SHA-256 of `bytes`, by WebCrypto (the bytes stay in JavaScript).
 pub async fn sha256(bytes: &Uint8Array) -> Result<[u8; 32], SealError> {
-    let promise = subtle()?.digest_with_str_and_buffer_source("SHA-256", bytes).map_err(fail("digesting"))?;
-    let digest = JsFuture::from(promise).await.map_err(fail("digesting"))?;
-    let digest = Uint8Array::new(&digest);
+    let digest: Uint8Array = settled(sha256_js(bytes)).await?.unchecked_into();
     let mut out = [0u8; 32];
     if digest.length() != 32 {
         return Err(SealError("digesting: not 32 bytes".to_owned()));

@@ -101,10 +101,16 @@ pub struct Signed<'a> {
 
 /// The canonical string for a request, given the body's SHA-256 in lowercase hex.
 pub fn canonical_string(signed: &Signed<'_>, body_sha256_hex: &str) -> String {
+    canonical_head(signed) + body_sha256_hex
+}
+
+/// The canonical string up to its last line, the body's digest, which whoever digests the
+/// body appends (the runtime: WebCrypto, in `webcrypto.mjs`, where the body is).
+pub fn canonical_head(signed: &Signed<'_>) -> String {
     let Signed { method, path_and_query, idempotency_key, protection, timestamp, nonce } = signed;
     let protection = protection.as_str();
     format!(
-        "{VERSION_LINE}\n{method}\n{path_and_query}\n{timestamp}\n{nonce}\n{idempotency_key}\n{protection}\n{body_sha256_hex}"
+        "{VERSION_LINE}\n{method}\n{path_and_query}\n{timestamp}\n{nonce}\n{idempotency_key}\n{protection}\n"
     )
 }
 

@@ -1,20 +1,23 @@
-//! Signs origin requests with WebCrypto: the `Idempotency-Edge-Signature` header of
-//! `core::origin_auth`, whose canonical string and format this file only fills in.
+//! Signs origin requests: the `Idempotency-Edge-Signature` header of `core::origin_auth`,
+//! whose canonical string and format this file only fills in.
 //!
-//! The HMAC key is imported once per isolate (the secret cannot change while it lives).
+//! The digest of the body and the HMAC are one WebCrypto call (`webcrypto.mjs`'s
+//! `originMac`, which imports the key once per isolate: the secret cannot change while it
+//! lives); the nonce, the time and everything signed besides the body are decided here.
 
-use std::cell::RefCell;
-
-use js_sys::{Object, Reflect, Uint8Array};
+use js_sys::{Promise, Uint8Array};
+use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{CryptoKey, Headers, SubtleCrypto};
+use web_sys::Headers;
 
-use crate::core::origin_auth::{canonical_string, header_value, Protection, Signed, NONCE_BYTES};
+use crate::core::origin_auth::{canonical_head, header_value, Protection, Signed, NONCE_BYTES};
 use crate::core::url::path_and_query;
 
-thread_local! {
-    static HMAC_KEY: RefCell<Option<CryptoKey>> = const { RefCell::new(None) };
+#[wasm_bindgen(module = "/src/runtime/webcrypto.mjs")]
+extern "C" {
+    #[wasm_bindgen(js_name = originMac)]
+    fn origin_mac(secret: &str, canonical_head: &str, body: &JsValue) -> Promise;
 }
 
 /// The header value for a request to `path_and_query` (as sent to the origin) with the
@@ -28,21 +31,14 @@ pub async fn signature(
     protection: Protection,
     body: Option<&JsValue>,
 ) -> Result<String, JsValue> {
-    let subtle = subtle()?;
-    let empty: JsValue = Uint8Array::new_with_length(0).into();
-    let body = body.unwrap_or(&empty);
-    let body: Object = body.clone().unchecked_into();
-    let digest = JsFuture::from(subtle.digest_with_str_and_buffer_source("SHA-256", &body)?).await?;
-    let digest_hex: String = Uint8Array::new(&digest).to_vec().iter().map(|b| format!("{b:02x}")).collect();
     let timestamp = (js_sys::Date::now() / 1000.0) as u64;
     let mut nonce = [0u8; NONCE_BYTES];
     crypto()?.get_random_values_with_u8_array(&mut nonce)?;
     let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
     let idempotency_key = idempotency_key.unwrap_or("");
     let signed = Signed { method, path_and_query, idempotency_key, protection, timestamp, nonce: &nonce };
-    let canonical = canonical_string(&signed, &digest_hex);
-    let key = hmac_key(&subtle, secret).await?;
-    let mac = JsFuture::from(subtle.sign_with_str_and_u8_array("HMAC", &key, canonical.as_bytes())?).await?;
+    let mac =
+        JsFuture::from(origin_mac(secret, &canonical_head(&signed), body.unwrap_or(&JsValue::NULL))).await?;
     Ok(header_value(&signed, &Uint8Array::new(&mac).to_vec()))
 }
 
@@ -63,31 +59,7 @@ pub async fn sign_hop(
     signature(secret, method, &path_and_query(target), key.as_deref(), protection, body).await
 }
 
-async fn hmac_key(subtle: &SubtleCrypto, secret: &str) -> Result<CryptoKey, JsValue> {
-    if let Some(key) = HMAC_KEY.with(|cell| cell.borrow().clone()) {
-        return Ok(key);
-    }
-    let algorithm = Object::new();
-    Reflect::set(&algorithm, &"name".into(), &"HMAC".into())?;
-    Reflect::set(&algorithm, &"hash".into(), &"SHA-256".into())?;
-    let usages = js_sys::Array::of1(&JsValue::from_str("sign"));
-    let pending = subtle.import_key_with_object(
-        "raw",
-        &Uint8Array::from(secret.as_bytes()),
-        &algorithm,
-        false,
-        &usages,
-    )?;
-    let key: CryptoKey = JsFuture::from(pending).await?.unchecked_into();
-    HMAC_KEY.with(|cell| *cell.borrow_mut() = Some(key.clone()));
-    Ok(key)
-}
-
 fn crypto() -> Result<web_sys::Crypto, JsValue> {
     let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
     global.crypto()
-}
-
-fn subtle() -> Result<SubtleCrypto, JsValue> {
-    Ok(crypto()?.subtle())
 }

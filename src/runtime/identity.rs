@@ -1,5 +1,5 @@
-//! The scope's runtime half: reads the scope headers, fetches the JWKS, imports keys into
-//! WebCrypto once per isolate and checks signatures with `crypto.subtle`.
+//! The scope's runtime half: reads the scope headers, fetches the JWKS, and has token
+//! signatures checked by WebCrypto (`webcrypto.mjs`).
 //!
 //! `identify` is a covered request's identity as both modes compute it: scope, fingerprint
 //! and object name.
@@ -12,18 +12,20 @@
 //! request that waits for it (each through a promise of its own, see `Fetch`), and the
 //! signature check (no RSA or EC code is compiled into the Wasm).
 //!
-//! Per isolate it keeps the core's JWKS cache and verified-token memo, the JWKS fetch under
-//! way, and the imported `CryptoKey`s by the key's public JWK (an import costs more than a
-//! check).
+//! Per isolate it keeps the core's JWKS cache and verified-token memo and the JWKS fetch
+//! under way. The signature check is one call into `webcrypto.mjs`, which imports each key
+//! once per isolate (an import costs more than a check) and tries the candidate keys in
+//! the core's order.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use js_sys::{Array, Object, Reflect};
+use js_sys::{Array, Promise};
+use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{CryptoKey, Headers, Request, RequestInit, Response, SubtleCrypto, WorkerGlobalScope};
+use web_sys::{Headers, Request, RequestInit, Response, WorkerGlobalScope};
 
 use super::now_ms;
 use super::platform::{console_error, message_of, race, Context, Delay, Either};
@@ -42,9 +44,17 @@ use crate::core::verified_tokens::VerifiedTokens;
 
 /// Largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 256 * 1024;
-/// Imported keys kept per isolate; past this the cache starts again (rotation leaves old
-/// keys behind).
-const MAX_CACHED_CRYPTO_KEYS: usize = 64;
+
+#[wasm_bindgen(module = "/src/runtime/webcrypto.mjs")]
+extern "C" {
+    /// Whether `signature` over `data` verifies under one of `jwks` (their `import_json`
+    /// texts), each imported once per isolate; resolves to a boolean, never rejects.
+    #[wasm_bindgen(js_name = verifyUnderKeys)]
+    fn verify_under_keys(alg: &str, jwks: &Array, signature: &[u8], data: &[u8]) -> Promise;
+    /// The same for an HS256 signature under the configured secret.
+    #[wasm_bindgen(js_name = verifyUnderSecret)]
+    fn verify_under_secret(secret: &[u8], signature: &[u8], data: &[u8]) -> Promise;
+}
 
 /// The scope of a covered request, with its log form, or the 401 problem refusing it.
 pub async fn scope(
@@ -97,25 +107,17 @@ async fn verify(
         return Ok(identity);
     }
     let (token, identity) = jwt::prepare(token, &config.validation, claim, now_ms() / 1_000)?;
-    let verified = if token.algorithm == Algorithm::Hs256 {
+    let signing_input = token.signing_input;
+    let check = if token.algorithm == Algorithm::Hs256 {
         let secret = config.hs256_secret.as_ref().ok_or(Unverified::NoKey)?;
-        match hmac_key(secret.bytes()).await {
-            Some(key) => check(Algorithm::Hs256, &key, &token.signature, token.signing_input).await,
-            None => false,
-        }
+        verify_under_secret(secret.bytes(), &token.signature, signing_input)
     } else {
         let keys = candidate_keys(config, token.algorithm, token.kid.as_deref(), keep_alive).await?;
-        let mut any = false;
-        for jwk in &keys {
-            if let Some(key) = public_key(jwk).await {
-                if check(token.algorithm, &key, &token.signature, token.signing_input).await {
-                    any = true;
-                    break;
-                }
-            }
-        }
-        any
+        let texts: Array = keys.iter().map(|jwk| JsValue::from_str(&jwk.import_json)).collect();
+        verify_under_keys(token.algorithm.jose_name(), &texts, &token.signature, signing_input)
     };
+    // Never rejects: a key that cannot be imported is logged and skipped there.
+    let verified = JsFuture::from(check).await.is_ok_and(|valid| valid.as_bool() == Some(true));
     if verified {
         let validity = Validity::of(&token.claims, &config.validation);
         VERIFIED.with(|memo| memo.borrow_mut().remember(id, identity.clone(), validity, now_ms()));
@@ -177,9 +179,6 @@ thread_local! {
     static URL_KEYS: RefCell<JwksCache> = RefCell::new(JwksCache::default());
     /// The last fetch the cache handed out: the one under way while the cache has one.
     static URL_FETCH: RefCell<Option<Fetch>> = const { RefCell::new(None) };
-    /// The imported keys by their JWK, searched in order: at most
-    /// `MAX_CACHED_CRYPTO_KEYS`, and no hash map's code in the Wasm (`core::verified_tokens`).
-    static CRYPTO_KEYS: RefCell<Vec<(String, CryptoKey)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The JWKS URL's keys for a token with this `kid`, as `core::jwks_cache` answers, after
@@ -299,116 +298,6 @@ async fn fetch_jwks_text(url: &str) -> std::result::Result<Document, String> {
 /// What a failed fetch threw, as its message alone (the line around it names the fetch).
 fn message(error: JsValue) -> String {
     message_of(&error).unwrap_or_else(|| "an error".to_owned())
-}
-
-fn subtle() -> Option<SubtleCrypto> {
-    let global: WorkerGlobalScope = js_sys::global().unchecked_into();
-    global.crypto().ok().map(|crypto| crypto.subtle())
-}
-
-/// `{ name, … }` for WebCrypto.
-fn algorithm(members: &[(&str, &str)]) -> Object {
-    let object = Object::new();
-    for (name, value) in members {
-        let _ = Reflect::set(&object, &JsValue::from_str(name), &JsValue::from_str(value));
-    }
-    object
-}
-
-/// The import parameters of a key of this algorithm.
-fn import_parameters(alg: Algorithm) -> Object {
-    match alg {
-        Algorithm::Rs256 => algorithm(&[("name", "RSASSA-PKCS1-v1_5"), ("hash", "SHA-256")]),
-        Algorithm::Es256 => algorithm(&[("name", "ECDSA"), ("namedCurve", "P-256")]),
-        Algorithm::EdDsa => algorithm(&[("name", "Ed25519")]),
-        Algorithm::Hs256 => algorithm(&[("name", "HMAC"), ("hash", "SHA-256")]),
-    }
-}
-
-/// The `verify` parameters. ECDSA's signature is raw `r || s`, which is JWS's format too.
-fn verify_parameters(alg: Algorithm) -> Object {
-    match alg {
-        Algorithm::Rs256 => algorithm(&[("name", "RSASSA-PKCS1-v1_5")]),
-        Algorithm::Es256 => algorithm(&[("name", "ECDSA"), ("hash", "SHA-256")]),
-        Algorithm::EdDsa => algorithm(&[("name", "Ed25519")]),
-        Algorithm::Hs256 => algorithm(&[("name", "HMAC")]),
-    }
-}
-
-fn cached_key(id: &str) -> Option<CryptoKey> {
-    CRYPTO_KEYS.with(|keys| keys.borrow().iter().find(|(known, _)| known == id).map(|(_, key)| key.clone()))
-}
-
-fn cache_key(id: String, key: &CryptoKey) {
-    CRYPTO_KEYS.with(|keys| {
-        let mut keys = keys.borrow_mut();
-        if keys.len() >= MAX_CACHED_CRYPTO_KEYS {
-            keys.clear();
-        }
-        keys.retain(|(known, _)| *known != id);
-        keys.push((id, key.clone()));
-    });
-}
-
-/// The `CryptoKey` of a JWKS key, imported once per isolate.
-async fn public_key(jwk: &Jwk) -> Option<CryptoKey> {
-    if let Some(key) = cached_key(&jwk.import_json) {
-        return Some(key);
-    }
-    let key_data: Object = js_sys::JSON::parse(&jwk.import_json).ok()?.unchecked_into();
-    let usages = Array::of1(&JsValue::from_str("verify"));
-    let promise =
-        subtle()?.import_key_with_object("jwk", &key_data, &import_parameters(jwk.algorithm), false, &usages);
-    match promise {
-        Ok(promise) => match JsFuture::from(promise).await {
-            Ok(key) => {
-                let key: CryptoKey = key.unchecked_into();
-                cache_key(jwk.import_json.clone(), &key);
-                Some(key)
-            }
-            Err(error) => {
-                console_error!(
-                    "jwks: a {} key could not be imported: {}",
-                    jwk.algorithm.jose_name(),
-                    message(error)
-                );
-                None
-            }
-        },
-        Err(error) => {
-            console_error!(
-                "jwks: a {} key could not be imported: {}",
-                jwk.algorithm.jose_name(),
-                message(error)
-            );
-            None
-        }
-    }
-}
-
-/// The HS256 secret as a `CryptoKey`, imported once per isolate.
-async fn hmac_key(secret: &[u8]) -> Option<CryptoKey> {
-    const ID: &str = "hs256-secret";
-    if let Some(key) = cached_key(ID) {
-        return Some(key);
-    }
-    let raw: Object = js_sys::Uint8Array::from(secret).into();
-    let usages = Array::of1(&JsValue::from_str("verify"));
-    let promise = subtle()?
-        .import_key_with_object("raw", &raw, &import_parameters(Algorithm::Hs256), false, &usages)
-        .ok()?;
-    let key: CryptoKey = JsFuture::from(promise).await.ok()?.unchecked_into();
-    cache_key(ID.to_owned(), &key);
-    Some(key)
-}
-
-/// One WebCrypto `verify`; any error counts as a failed check.
-async fn check(alg: Algorithm, key: &CryptoKey, signature: &[u8], data: &[u8]) -> bool {
-    let Some(subtle) = subtle() else { return false };
-    match subtle.verify_with_object_and_u8_array_and_u8_array(&verify_parameters(alg), key, signature, data) {
-        Ok(promise) => JsFuture::from(promise).await.is_ok_and(|valid| valid.as_bool() == Some(true)),
-        Err(_) => false,
-    }
 }
 
 /// Who a covered request belongs to and what it asks for: its fingerprint, its object's

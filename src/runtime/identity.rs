@@ -8,9 +8,9 @@
 //! (`core::scope`, `core::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
 //! fresh, what a failed fetch or an unknown `kid` answers (`core::jwks_cache`); when a
 //! verified token may be reused (`core::verified_tokens`). This file only carries out what
-//! the core cannot: the JWKS fetch (its timeout and size bound), one fetch awaited by every
-//! request that waits for it (each through a promise of its own, see `Fetch`), and the
-//! signature check (no RSA or EC code is compiled into the Wasm).
+//! the core cannot: the JWKS fetch (its timeout and size bound: one call into `jwks.mjs`),
+//! one fetch awaited by every request that waits for it (each through a promise of its own,
+//! see `Fetch`), and the signature check (no RSA or EC code is compiled into the Wasm).
 //!
 //! Per isolate it keeps the core's JWKS cache and verified-token memo and the JWKS fetch
 //! under way. The signature check is one call into `webcrypto.mjs`, which imports each key
@@ -25,10 +25,9 @@ use js_sys::{Array, Promise};
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Headers, Request, RequestInit, Response, WorkerGlobalScope};
 
 use super::now_ms;
-use super::platform::{console_error, message_of, race, Context, Delay, Either};
+use super::platform::{console_error, message_of, race, Context, Delay};
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope};
 use crate::core::headers::HeaderLines;
@@ -44,6 +43,14 @@ use crate::core::verified_tokens::VerifiedTokens;
 
 /// Largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 256 * 1024;
+
+#[wasm_bindgen(module = "/src/runtime/jwks.mjs")]
+extern "C" {
+    /// `[text, cacheControl]` of the JWKS URL's 200 answer of at most `max_bytes`, within
+    /// `timeout_ms`; rejects with why it was of no use.
+    #[wasm_bindgen(js_name = fetchJwks)]
+    fn fetch_jwks_js(url: &str, timeout_ms: f64, max_bytes: f64) -> Promise;
+}
 
 #[wasm_bindgen(module = "/src/runtime/webcrypto.mjs")]
 extern "C" {
@@ -251,11 +258,16 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
 
 /// Fetches the JWKS and reports it to the cache, once; why it was of no use is logged.
 async fn fetch_jwks(url: String, request: FetchRequest) {
-    let timeout = Delay::from(Duration::from_millis(FETCH_TIMEOUT_MS));
-    let fetched = match race(fetch_jwks_text(&url), timeout).await {
-        Either::Left(result) => result,
-        Either::Right(_) => Err(format!("no answer within {} s", FETCH_TIMEOUT_MS / 1_000)),
-    };
+    let fetched = JsFuture::from(fetch_jwks_js(&url, FETCH_TIMEOUT_MS as f64, MAX_JWKS_BYTES as f64))
+        .await
+        .map(|answer| {
+            let answer: Array = answer.unchecked_into();
+            Document {
+                text: answer.get(0).as_string().unwrap_or_default(),
+                cache_control: answer.get(1).as_string(),
+            }
+        })
+        .map_err(message);
     let handled = URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));
     if let Err(why) = handled {
         // The URL is configuration, not a secret; the body is never logged.
@@ -264,35 +276,6 @@ async fn fetch_jwks(url: String, request: FetchRequest) {
             why
         );
     }
-}
-
-/// The body of the JWKS URL's 200 answer (at most `MAX_JWKS_BYTES`) and its `Cache-Control`.
-async fn fetch_jwks_text(url: &str) -> std::result::Result<Document, String> {
-    let init = RequestInit::new();
-    init.set_method("GET");
-    let headers = Headers::new().map_err(message)?;
-    headers.set("accept", "application/jwk-set+json, application/json").map_err(message)?;
-    init.set_headers(&headers);
-    let request = Request::new_with_str_and_init(url, &init).map_err(message)?;
-    let global: WorkerGlobalScope = js_sys::global().unchecked_into();
-    let response: Response =
-        JsFuture::from(global.fetch_with_request(&request)).await.map_err(message)?.unchecked_into();
-    if response.status() != 200 {
-        return Err(format!("HTTP {}", response.status()));
-    }
-    let declared =
-        response.headers().get("content-length").ok().flatten().and_then(|v| v.trim().parse::<usize>().ok());
-    if declared.is_some_and(|length| length > MAX_JWKS_BYTES) {
-        return Err(format!("larger than {MAX_JWKS_BYTES} bytes"));
-    }
-    let cache_control = response.headers().get("cache-control").ok().flatten();
-    let buffer = JsFuture::from(response.array_buffer().map_err(message)?).await.map_err(message)?;
-    let bytes = js_sys::Uint8Array::new(&buffer).to_vec();
-    if bytes.len() > MAX_JWKS_BYTES {
-        return Err(format!("larger than {MAX_JWKS_BYTES} bytes"));
-    }
-    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
-    Ok(Document { text, cache_control })
 }
 
 /// What a failed fetch threw, as its message alone (the line around it names the fetch).

@@ -1,7 +1,8 @@
 // The few JavaScript helpers the Rust runtime calls through wasm-bindgen
 // (`runtime::boundary`): each does in one call what would otherwise cross the JS↔Wasm
 // boundary once per header (a lookup, an iterator step, a delete, each with its string
-// copied). They decide nothing; the Rust side says which names and what to do.
+// copied), or awaits in JavaScript what a Rust future would await step by step. They
+// decide nothing; the Rust side says which names and what to do, and what came of it means.
 
 // Every header as `name\nvalue\n`, in the order `Headers` iterates them (lowercase names,
 // repeated lines joined with ", ", each Set-Cookie on its own). A value cannot hold a line
@@ -25,7 +26,7 @@ export function headersWithout(headers, refused) {
 
 // `new Response(response.body, { status, headers })` with the header `name` left out: an
 // answer's headers as fetched are immutable.
-export function responseWithout(response, name) {
+function responseWithout(response, name) {
   const headers = new Headers(response.headers);
   headers.delete(name);
   return new Response(response.body, { status: response.status, headers });
@@ -99,3 +100,35 @@ function partsThen(parts, rest) {
     { highWaterMark: 0 },
   );
 }
+
+// The Worker's call to a key's object (`runtime::object_call`): `stub.fetch(request)` and
+// what came of it, for the Rust side to classify (`core::routes::ObjectCallFailure`):
+// - [0, error]: the call threw before it was sent;
+// - [1, error, overloaded, remote]: the platform rejected it, with its two flags;
+// - [2, why]: something answered that is not the object (no `Response`, or no `mark`);
+// - [3, response, mark]: the object's answer, rewrapped without the header `mark` (a
+//   fetched answer's headers are immutable), and that header's value.
+// It never rejects.
+export async function callObject(stub, request, mark) {
+  let pending;
+  try {
+    pending = stub.fetch(request);
+  } catch (error) {
+    return [0, error];
+  }
+  let response;
+  try {
+    response = await pending;
+  } catch (error) {
+    return [1, error, error?.overloaded === true, error?.remote === true];
+  }
+  if (!(response instanceof Response)) return [2, "not a Response"];
+  const value = response.headers.get(mark);
+  if (value === null) return [2, `the object did not answer (the platform said ${response.status})`];
+  try {
+    return [3, responseWithout(response, mark), value];
+  } catch (error) {
+    return [2, `the object's answer could not be rewrapped: ${error?.message ?? error}`];
+  }
+}
+

@@ -1,15 +1,17 @@
 //! Bindings to `boundary.mjs`, the runtime's JavaScript helpers: a request's headers read in
-//! one call (`core::headers::HeaderLines`), a copy of headers without some names, and an
-//! answer rewrapped without one header, each one crossing of the JS↔Wasm boundary where
-//! `web_sys` would make one per header (issue 23: a replay crossed it about 160 times); and
-//! the runtime's stream work done in JavaScript (a replay's chunk rows pulled one at a time,
-//! a body or an origin's answer read up to a limit and passed on as it came, a body read and
-//! thrown away): with it, nothing hands a Rust `Stream` to JavaScript, and nothing reads a
-//! JavaScript stream through one.
+//! one call (`core::headers::HeaderLines`) and a copy of headers without some names, each
+//! one crossing of the JS↔Wasm boundary where `web_sys` would make one per header (issue 23:
+//! a replay crossed it about 160 times); the runtime's stream work done in JavaScript (a
+//! replay's chunk rows pulled one at a time, a body or an origin's answer read up to a limit
+//! and passed on as it came, a body read and thrown away): with it, nothing hands a Rust
+//! `Stream` to JavaScript, and nothing reads a JavaScript stream through one; and the
+//! Worker's call to a key's object with its answer's mark read and taken off, in one call.
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
-use web_sys::{Headers, ReadableStream, Response};
+use web_sys::{Headers, ReadableStream, Request};
+
+use super::platform::ObjectStub;
 
 use crate::core::headers::HeaderLines;
 
@@ -19,14 +21,14 @@ extern "C" {
     fn header_lines_text(headers: &Headers) -> Result<String, JsValue>;
     #[wasm_bindgen(js_name = headersWithout, catch)]
     fn headers_without_text(headers: &Headers, refused: &str) -> Result<Headers, JsValue>;
-    #[wasm_bindgen(js_name = responseWithout, catch)]
-    fn response_without_js(response: &Response, name: &str) -> Result<Response, JsValue>;
     #[wasm_bindgen(js_name = pulledStream)]
     fn pulled_stream_js(count: u32, read: &JsValue) -> ReadableStream;
     #[wasm_bindgen(js_name = readUpTo)]
     fn read_up_to_js(stream: &ReadableStream, limit: f64, forward_whole: bool) -> js_sys::Promise;
     #[wasm_bindgen(js_name = drain)]
     fn drain_js(stream: &ReadableStream, limit: f64) -> js_sys::Promise;
+    #[wasm_bindgen(js_name = callObject)]
+    fn call_object_js(stub: &ObjectStub, request: &Request, mark: &str) -> js_sys::Promise;
 }
 
 /// `headers`, read whole. An error only where a header holds a line feed, which HTTP and
@@ -42,11 +44,6 @@ pub(super) fn filtered_copy(
     keep: impl Fn(&str) -> bool,
 ) -> super::platform::Result<Headers> {
     Ok(headers_without_text(headers, &lines.refused_names(keep))?)
-}
-
-/// `new Response(response.body, { status, headers })` without the header `name`.
-pub(super) fn response_without(response: &Response, name: &str) -> super::platform::Result<Response> {
-    Ok(response_without_js(response, name)?)
 }
 
 /// A stream of `count` parts, pulled one at a time as its reader asks: part `i` is what the
@@ -95,4 +92,13 @@ pub(super) async fn read_up_to(
 pub(super) async fn drain(stream: &ReadableStream, limit: f64) {
     // It never rejects.
     let _ = wasm_bindgen_futures::JsFuture::from(drain_js(stream, limit)).await;
+}
+
+/// `stub.fetch(request)` and what came of it, as `boundary.mjs`'s `callObject` reports it
+/// (`[kind, …]`: thrown before sending, rejected with its flags, not the object's answer,
+/// or the answer without its `mark` header and that header's value). It never rejects.
+pub(super) async fn call_object(stub: &ObjectStub, request: &Request, mark: &str) -> js_sys::Array {
+    wasm_bindgen_futures::JsFuture::from(call_object_js(stub, request, mark))
+        .await
+        .map_or_else(|_| js_sys::Array::new(), JsCast::unchecked_into)
 }

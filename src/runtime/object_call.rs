@@ -7,10 +7,9 @@
 use std::cell::OnceCell;
 
 use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, Response};
 
-use super::boundary::response_without;
+use super::boundary;
 use super::platform::{Env, Error, ObjectNamespace, ObjectStub, Result};
 use crate::core::routes::ObjectCallFailure;
 use crate::core::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
@@ -43,10 +42,10 @@ pub(super) fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Res
     Ok(namespace)
 }
 
-/// Sends `req` to the object behind `stub` and takes its answer (see
-/// [`answered_by_object`]). A call that throws before it is sent, or that the platform
-/// refuses as `overloaded` (queued and never run), was not delivered; any other failure
-/// may have come after the object sent the request on.
+/// Sends `req` to the object behind `stub` and takes its answer: only one that carries the
+/// object's mark is the object's. A call that throws before it is sent, or that the
+/// platform refuses as `overloaded` (queued and never run), was not delivered; any other
+/// failure may have come after the object sent the request on.
 pub(super) async fn call_object(
     stub: ObjectStub,
     req: &Request,
@@ -55,43 +54,32 @@ pub(super) async fn call_object(
 }
 
 /// [`call_object`], with the mark the object put on its answer (observe mode's verdict).
+/// The call and its answer's mark are read in one JavaScript call (`boundary::call_object`);
+/// what they mean is decided here.
 async fn call_object_marked(
     stub: ObjectStub,
     req: &Request,
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
-    let pending = stub
-        .fetch_with_request(req)
-        .map_err(|error| (ObjectCallFailure::BeforeSend, Error::from(error).to_string()))?;
-    let response = JsFuture::from(pending).await.map_err(|error| {
-        let flag = |name: &str| {
-            js_sys::Reflect::get(&error, &JsValue::from_str(name))
-                .is_ok_and(|flag| flag.as_bool() == Some(true))
-        };
-        let failure = ObjectCallFailure::Rejected { overloaded: flag("overloaded"), remote: flag("remote") };
-        (failure, Error::from(error).to_string())
-    })?;
-    let unmarked = |error: String| (ObjectCallFailure::UnmarkedAnswer, error);
-    let response: Response = response.dyn_into().map_err(|_| unmarked("not a Response".to_owned()))?;
-    answered_by_object(response).map_err(|error| unmarked(error.to_string()))
-}
-
-/// The object's answer without its mark, and the mark, or an error when the answer did not
-/// come from the object (the platform answered, perhaps after the object ran).
-fn answered_by_object(response: Response) -> Result<(Response, Answered)> {
-    let received = response.headers();
-    let Some(mark) = received.get(ANSWERED_HEADER)? else {
-        return Err(Error::Rust(format!(
-            "the object did not answer (the platform said {})",
-            response.status()
-        )));
-    };
-    // The mark's presence is what proves the object answered. Its verdict matters to
-    // observe mode only; a value it cannot read (a live answer keeps the origin's own header
-    // of this name, should it send one) is a plain mark, never a reason to refuse an answer
-    // the object gave.
-    let answered = Answered::decode(&mark).unwrap_or(Answered::Plain);
-    // A fetched response's headers are immutable: a copy without the mark (one call).
-    Ok((response_without(&response, ANSWERED_HEADER)?, answered))
+    let outcome = boundary::call_object(&stub, req, ANSWERED_HEADER).await;
+    let described = |at: u32| Error::from(outcome.get(at)).to_string();
+    match outcome.get(0).as_f64() {
+        Some(0.0) => Err((ObjectCallFailure::BeforeSend, described(1))),
+        Some(1.0) => {
+            let flag = |at: u32| outcome.get(at).as_bool() == Some(true);
+            Err((ObjectCallFailure::Rejected { overloaded: flag(2), remote: flag(3) }, described(1)))
+        }
+        Some(3.0) => {
+            // The mark's presence is what proves the object answered. Its verdict matters
+            // to observe mode only; a value it cannot read (a live answer keeps the
+            // origin's own header of this name, should it send one) is a plain mark, never
+            // a reason to refuse an answer the object gave.
+            let mark = outcome.get(2).as_string().unwrap_or_default();
+            let answered = Answered::decode(&mark).unwrap_or(Answered::Plain);
+            Ok((outcome.get(1).unchecked_into(), answered))
+        }
+        // The platform answered, perhaps after the object ran.
+        _ => Err((ObjectCallFailure::UnmarkedAnswer, outcome.get(1).as_string().unwrap_or_default())),
+    }
 }
 
 /// A call that carries only an envelope (`core::wire`) and, perhaps, a body: `method` to

@@ -4,7 +4,7 @@
 //! forwards a larger body as it came. Every answer that does not use a body still reads
 //! it: the runtime drops a connection whose request body was left unread.
 
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::Request;
 
@@ -13,7 +13,9 @@ use super::platform::Result;
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
 /// when it is larger than `limit`. `content_length` (the request's `Content-Length`) can
-/// only make the answer come sooner; a body without one is counted as it streams in.
+/// only make the answer come sooner; a body without one is counted as it streams in, and
+/// past the limit the rest is read and thrown away, as far as `DRAIN_LIMIT_BYTES` beyond
+/// the limit. Read in one JavaScript call (`boundary.mjs`'s `readWithin`).
 pub(super) async fn read_within(
     req: &Request,
     content_length: Option<&str>,
@@ -23,31 +25,14 @@ pub(super) async fn read_within(
     if declared.is_some_and(|length| length > limit) {
         return Ok(None);
     }
-    let Some(stream) = req.body() else {
-        return Ok(Some((Vec::new(), js_sys::Uint8Array::new_with_length(0).into())));
-    };
-    if declared.is_some() {
-        // A declared length is the body's length (HTTP framing): read it in one call, and
-        // send the same `ArrayBuffer` on.
-        let buffer = JsFuture::from(req.array_buffer()?).await?;
-        let body = js_sys::Uint8Array::new(&buffer).to_vec();
-        return Ok(Some((body, buffer)));
+    // The limits are settings of at most a few hundred MiB, exact as an f64.
+    let read = boundary::read_within(req, declared.is_some(), limit as f64, DRAIN_LIMIT_BYTES).await?;
+    if read.is_null() {
+        return Ok(None);
     }
-    // Counted as it streams in, in JavaScript (`boundary::read_up_to`); past the limit, the
-    // rest is read and thrown away, as far as `DRAIN_LIMIT_BYTES` beyond the limit (the
-    // stream left over starts with the chunks read so far).
-    match boundary::read_up_to(&stream, limit, false).await? {
-        (Some(body), _) => {
-            let js_body = js_sys::Uint8Array::from(body.as_slice()).into();
-            Ok(Some((body, js_body)))
-        }
-        (None, rest) => {
-            if let Some(rest) = rest {
-                boundary::drain(&rest, limit as f64 + DRAIN_LIMIT_BYTES).await;
-            }
-            Ok(None)
-        }
-    }
+    let read: js_sys::Array = read.unchecked_into();
+    let bytes: js_sys::Uint8Array = read.get(0).unchecked_into();
+    Ok(Some((bytes.to_vec(), read.get(1))))
 }
 
 /// The length a `Content-Length` value declares, when it is a number.
@@ -62,9 +47,7 @@ const DRAIN_LIMIT_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
 
 /// Reads and discards a refused request's body in the Worker, up to [`DRAIN_LIMIT_BYTES`].
 pub(super) async fn discard(req: &Request) {
-    if let Some(stream) = req.body() {
-        boundary::drain(&stream, DRAIN_LIMIT_BYTES).await;
-    }
+    boundary::drain_request(req, false, DRAIN_LIMIT_BYTES).await;
 }
 
 /// A body in observe mode, where the request is forwarded whatever its size.
@@ -113,17 +96,9 @@ pub(super) async fn read_whole(req: &Request) -> std::result::Result<JsValue, Js
 /// Reads the request body to its end and keeps none of it: each chunk stays a JavaScript
 /// value and is dropped at once (the runtime drops a connection whose body is left unread).
 /// A body the Worker declared small (`KeyCall::body_bytes`) is read with one
-/// `arrayBuffer()` instead: one call across the boundary rather than a reader, a read per
-/// chunk and a release (issue 17); it is dropped as soon as it is read, and a large body
-/// still never sits whole in a waiter.
+/// `arrayBuffer()` instead of a reader, a read per chunk and a release (issue 17); it is
+/// dropped as soon as it is read, and a large body still never sits whole in a waiter.
 pub(super) async fn drain(req: &Request, declared_bytes: Option<u64>) {
-    if declared_bytes.is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES) {
-        if let Ok(read) = req.array_buffer() {
-            let _ = JsFuture::from(read).await;
-            return;
-        }
-    }
-    if let Some(stream) = req.body() {
-        boundary::drain(&stream, f64::INFINITY).await;
-    }
+    let whole = declared_bytes.is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES);
+    boundary::drain_request(req, whole, f64::INFINITY).await;
 }

@@ -132,3 +132,54 @@ export async function callObject(stub, request, mark) {
   }
 }
 
+// A request's body read whole up to `limit` bytes (`runtime::body`): [bytes, toSend], where
+// `bytes` is a Uint8Array for the Rust side to copy once and `toSend` the same bytes as a
+// value to send on; null when the body is larger. With `declared` (the request has a
+// numeric `Content-Length`, which is then its length: HTTP framing) it is read in one
+// `arrayBuffer()`; otherwise it is counted as it streams in, and past the limit the rest is
+// read and thrown away up to `drainLimit` bytes beyond it. A failed read rejects.
+export async function readWithin(request, declared, limit, drainLimit) {
+  if (!request.body) {
+    const none = new Uint8Array(0);
+    return [none, none];
+  }
+  if (declared) {
+    const buffer = await request.arrayBuffer();
+    return [new Uint8Array(buffer), buffer];
+  }
+  const [parts, rest] = await readUpTo(request.body, limit, false);
+  if (parts === null) {
+    await drain(rest, limit + drainLimit);
+    return null;
+  }
+  const bytes = joined(parts);
+  return [bytes, bytes];
+}
+
+// The request body read to its end and dropped (the runtime drops a connection whose body is
+// left unread): with `whole` in one `arrayBuffer()` (a body the Rust side knows to be small:
+// one call rather than a read per chunk), otherwise chunk by chunk up to `limit` bytes. It
+// never rejects.
+export async function drainRequest(request, whole, limit) {
+  if (whole) {
+    try {
+      await request.arrayBuffer();
+      return;
+    } catch {
+      // Read as a stream below, as far as it goes.
+    }
+  }
+  if (request.body) await drain(request.body, limit);
+}
+
+// `parts` (Uint8Arrays) as one.
+function joined(parts) {
+  if (parts.length === 1) return parts[0];
+  const whole = new Uint8Array(parts.reduce((total, part) => total + part.byteLength, 0));
+  let at = 0;
+  for (const part of parts) {
+    whole.set(part, at);
+    at += part.byteLength;
+  }
+  return whole;
+}

@@ -27,6 +27,10 @@ extern "C" {
     fn read_up_to_js(stream: &ReadableStream, limit: f64, forward_whole: bool) -> js_sys::Promise;
     #[wasm_bindgen(js_name = drain)]
     fn drain_js(stream: &ReadableStream, limit: f64) -> js_sys::Promise;
+    #[wasm_bindgen(js_name = readWithin)]
+    fn read_within_js(request: &Request, declared: bool, limit: f64, drain_limit: f64) -> js_sys::Promise;
+    #[wasm_bindgen(js_name = drainRequest)]
+    fn drain_request_js(request: &Request, whole: bool, limit: f64) -> js_sys::Promise;
     #[wasm_bindgen(js_name = callObject)]
     fn call_object_js(stub: &ObjectStub, request: &Request, mark: &str) -> js_sys::Promise;
 }
@@ -71,20 +75,22 @@ pub(super) async fn read_up_to(
             .await?
             .unchecked_into();
     let parts = read.get(0);
-    let whole = (!parts.is_null()).then(|| {
-        // Copied chunk by chunk into one buffer: the whole body is never copied twice.
-        let parts: Vec<js_sys::Uint8Array> =
-            parts.unchecked_into::<js_sys::Array>().iter().map(JsCast::unchecked_into).collect();
-        let mut whole = vec![0; parts.iter().map(|part| part.length() as usize).sum()];
-        let mut at = 0;
-        for part in parts {
-            let end = at + part.length() as usize;
-            part.copy_to(&mut whole[at..end]);
-            at = end;
-        }
-        whole
-    });
+    let whole = (!parts.is_null()).then(|| joined(&parts.unchecked_into()));
     Ok((whole, read.get(1).dyn_into::<ReadableStream>().ok()))
+}
+
+/// `parts` (an array of `Uint8Array`s) copied into one buffer, chunk by chunk: the whole
+/// body is never copied twice.
+pub(super) fn joined(parts: &js_sys::Array) -> Vec<u8> {
+    let parts: Vec<js_sys::Uint8Array> = parts.iter().map(JsCast::unchecked_into).collect();
+    let mut whole = vec![0; parts.iter().map(|part| part.length() as usize).sum()];
+    let mut at = 0;
+    for part in parts {
+        let end = at + part.length() as usize;
+        part.copy_to(&mut whole[at..end]);
+        at = end;
+    }
+    whole
 }
 
 /// Reads `stream` and keeps nothing, until it ends or more than `limit` bytes have passed (a
@@ -101,4 +107,23 @@ pub(super) async fn call_object(stub: &ObjectStub, request: &Request, mark: &str
     wasm_bindgen_futures::JsFuture::from(call_object_js(stub, request, mark))
         .await
         .map_or_else(|_| js_sys::Array::new(), JsCast::unchecked_into)
+}
+
+/// A request's body read whole up to `limit` (`boundary.mjs`'s `readWithin`): `[bytes,
+/// toSend]`, or null when it is larger (its rest then read and dropped up to `drain_limit`
+/// bytes beyond the limit). An error where it could not be read.
+pub(super) async fn read_within(
+    request: &Request,
+    declared: bool,
+    limit: f64,
+    drain_limit: f64,
+) -> std::result::Result<JsValue, JsValue> {
+    wasm_bindgen_futures::JsFuture::from(read_within_js(request, declared, limit, drain_limit)).await
+}
+
+/// A request's body read to its end and dropped (in one `arrayBuffer()` when `whole`),
+/// chunk by chunk up to `limit` bytes otherwise. It never fails.
+pub(super) async fn drain_request(request: &Request, whole: bool, limit: f64) {
+    // It never rejects.
+    let _ = wasm_bindgen_futures::JsFuture::from(drain_request_js(request, whole, limit)).await;
 }

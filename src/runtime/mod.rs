@@ -27,7 +27,7 @@
 //! - `seal`: stored answers sealed and opened with WebCrypto.
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
 //! - `platform`: the bindings to workerd (environment, context, Durable Object storage and
-//!   SQL, timers, TCP connect, the log, errors, the panic hook).
+//!   SQL, timers, the log, errors, the panic hook).
 
 mod admin;
 mod body;

@@ -49,7 +49,8 @@
 //! is not read into memory: its caller gets it as a stream (what was read, then the rest),
 //! and the result says `Oversized`, so the key is held unknown.
 
-use std::time::Duration;
+use js_sys::{Array, Function, Promise};
+use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
@@ -58,9 +59,10 @@ use web_sys::{
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
-use super::platform::{connect, console_error, console_warn, race, Delay, Either, Env, Fetcher};
+use super::platform::{console_error, console_warn, Env, Fetcher};
 use super::{body, origin_auth, settings};
 use crate::core::config::ObjectPolicy;
+use crate::core::headers::HeaderLines;
 use crate::core::headers::{connection_tokens, forward_to_origin, store_for_replay};
 use crate::core::key_state::answer_body_cap;
 use crate::core::observed::Captured;
@@ -69,6 +71,24 @@ use crate::core::policy::OriginResult;
 use crate::core::record::StoredResponse;
 use crate::core::url::host_and_port;
 use crate::core::wire::ObservedOutcome;
+
+#[wasm_bindgen(module = "/src/runtime/origin.mjs")]
+extern "C" {
+    /// What a TCP connect to `address` showed within `wait_ms`: 0 opened, 1 refused, 2
+    /// not connected in time. Never rejects.
+    #[wasm_bindgen(js_name = probe)]
+    fn probe_js(address: &str, wait_ms: f64) -> Promise;
+    /// The request sent (through `service` unless it is null) and its answer's head read
+    /// within `timeout_ms`, `controller` aborting it past that; `[kind, …]` as `origin.mjs`
+    /// documents it. Never rejects.
+    #[wasm_bindgen(js_name = exchange)]
+    fn exchange_js(
+        request: &Request,
+        service: &JsValue,
+        controller: &AbortController,
+        timeout_ms: f64,
+    ) -> Promise;
+}
 
 /// The origin's answer.
 pub struct OriginAnswer {
@@ -270,38 +290,72 @@ async fn forward(
             // Nothing was sent.
             Err(_) => return (OriginResult::ConnectRefused, None),
         };
-    // Not boxed: `race` pins it where it is.
-    let exchange = async move {
-        let response =
-            JsFuture::from(start(service.as_ref(), &request)?).await.map_err(classify_fetch_error)?;
-        let response: Response = response.dyn_into().map_err(|_| OriginResult::ResetAfterSend)?;
-        let status = response.status();
-        read_answer(response, max_stored_bytes).await.map_err(|error| {
-            // The outcome is unknown, but the origin did answer: the status it sent is what
-            // the engineer reconciling this key needs first (a 2xx most likely executed).
-            console_warn!(
-                "origin answered {} and its answer broke off: {}",
-                status,
-                super::platform::Error::from(error)
-            );
-            OriginResult::ResetAfterSend
-        })
-    };
-    let timeout = Delay::from(Duration::from_millis(timeout_ms));
-    match race(exchange, timeout).await {
-        Either::Left(Ok(answer)) => {
-            let result = match answer.body {
-                AnswerBody::Complete(_) => OriginResult::Responded(answer.status),
-                AnswerBody::Streamed(_) => OriginResult::Oversized(answer.status),
-            };
-            (result, Some(answer))
+    // Sent, and its answer read, within the timeout, in JavaScript (`origin.mjs`); what each
+    // outcome means is decided here.
+    let service = service.map_or(JsValue::NULL, JsValue::from);
+    let timeout = timeout_ms as f64;
+    let head: Array = JsFuture::from(exchange_js(&request, &service, &controller, timeout))
+        .await
+        .map_or_else(|_| Array::new(), JsCast::unchecked_into);
+    let status = head.get(1).as_f64().unwrap_or(0.0) as u16;
+    match head.get(0).as_f64() {
+        Some(0.0) => {}
+        // The fetch failed, perhaps after the request left: the outcome is unknown.
+        Some(1.0) => {
+            console_warn!("origin fetch failed: {}", super::platform::Error::from(head.get(1)));
+            return (OriginResult::ResetAfterSend, None);
         }
-        Either::Left(Err(result)) => (result, None),
-        Either::Right(()) => {
-            controller.abort();
-            (OriginResult::TimedOut, None)
-        }
+        Some(2.0) => return (OriginResult::TimedOut, None),
+        Some(4.0) => return (broke_off(status, head.get(2)), None),
+        // Not a `Response`: the outcome is unknown.
+        _ => return (OriginResult::ResetAfterSend, None),
     }
+    let headers = HeaderLines::new(head.get(2).as_string().unwrap_or_default()).to_pairs();
+    let connection = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
+        .map(|(_, value)| value.as_str());
+    let connection_tokens = connection_tokens(connection);
+    // The body's cap: the stored-size cap less the headers, counted as the machine counts a
+    // stored response.
+    let header_bytes: u64 = headers.iter().map(|(n, v)| (n.len() + v.len() + 8) as u64).sum();
+    let body_cap = max_stored_bytes.saturating_sub(header_bytes);
+    let body = match head.get(3).dyn_into::<Function>() {
+        Err(_) => AnswerBody::Complete(Vec::new()),
+        Ok(finish) => {
+            // The limits are settings of at most a few hundred MiB, exact as an f64.
+            let read = finish.call1(&JsValue::NULL, &JsValue::from(body_cap as f64));
+            let read: Array = match read {
+                Ok(promise) => JsFuture::from(Promise::from(promise))
+                    .await
+                    .map_or_else(|_| Array::new(), JsCast::unchecked_into),
+                Err(_) => Array::new(),
+            };
+            match read.get(0).as_f64() {
+                Some(0.0) => AnswerBody::Complete(boundary::joined(&read.get(1).unchecked_into())),
+                Some(1.0) => AnswerBody::Streamed(read.get(1).unchecked_into()),
+                Some(3.0) => return (OriginResult::TimedOut, None),
+                _ => return (broke_off(status, read.get(1)), None),
+            }
+        }
+    };
+    let result = match body {
+        AnswerBody::Complete(_) => OriginResult::Responded(status),
+        AnswerBody::Streamed(_) => OriginResult::Oversized(status),
+    };
+    (result, Some(OriginAnswer { status, headers, connection_tokens, body }))
+}
+
+/// An answer whose head came with `status` and which then broke off (`error`): the outcome
+/// is unknown, but the origin did answer, and the status it sent is what the engineer
+/// reconciling this key needs first (a 2xx most likely executed).
+fn broke_off(status: u16, error: JsValue) -> OriginResult {
+    console_warn!(
+        "origin answered {} and its answer broke off: {}",
+        status,
+        super::platform::Error::from(error)
+    );
+    OriginResult::ResetAfterSend
 }
 
 fn build_request(
@@ -329,26 +383,6 @@ fn build_request(
     Request::new_with_str_and_init(target, &init)
 }
 
-/// Reads the answer: the whole body when the answer (body and headers, counted as the
-/// machine counts a stored response) fits in `max_stored_bytes`, else a stream of it.
-async fn read_answer(response: Response, max_stored_bytes: u64) -> Result<OriginAnswer, JsValue> {
-    let status = response.status();
-    // Unreadable headers: the outcome is unknown (the origin may have executed).
-    let headers = header_lines(&response.headers()).map_err(JsValue::from)?.to_pairs();
-    let connection = headers
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
-        .map(|(_, value)| value.as_str());
-    let connection_tokens = connection_tokens(connection);
-    let header_bytes: u64 = headers.iter().map(|(n, v)| (n.len() + v.len() + 8) as u64).sum();
-    let body_cap = max_stored_bytes.saturating_sub(header_bytes);
-    let body = match response.body() {
-        None => AnswerBody::Complete(Vec::new()),
-        Some(raw) => read_capped(raw, body_cap).await?,
-    };
-    Ok(OriginAnswer { status, headers, connection_tokens, body })
-}
-
 /// Reads `raw` (in JavaScript, `boundary::read_up_to`). Within `cap`, the bytes (copied into
 /// Wasm once); past it, a stream of the chunks read so far followed by the rest, which is
 /// never buffered here.
@@ -358,25 +392,6 @@ pub(super) async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Resul
         (None, Some(rest)) => AnswerBody::Streamed(rest),
         (None, None) => return Err(JsValue::from_str("an answer past its cap came without its stream")),
     })
-}
-
-/// Starts the request: through `service` when given, else the global `fetch`. A call that
-/// throws before it returns a promise may still have sent the request (a binding's code
-/// ran): unknown.
-pub fn start(service: Option<&Fetcher>, request: &Request) -> Result<js_sys::Promise, OriginResult> {
-    match service {
-        Some(service) => service.fetch_with_request(request).map_err(classify_fetch_error),
-        None => {
-            let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
-            Ok(global.fetch_with_request(request))
-        }
-    }
-}
-
-/// A fetch failure may have happened after the request left: the outcome is unknown.
-fn classify_fetch_error(error: JsValue) -> OriginResult {
-    console_warn!("origin fetch failed: {}", super::platform::Error::from(error));
-    OriginResult::ResetAfterSend
 }
 
 /// What a TCP connect to the origin showed.
@@ -389,26 +404,19 @@ enum Probe {
 }
 
 /// Opens a TCP connection to the target's host and port, waiting at most `wait_ms`, and
-/// closes it. Sends no byte. The close is not awaited; a connect that is given up on is
-/// closed as soon as it opens, so a late connection does not linger at the origin.
+/// closes it (`origin.mjs`'s `probe`). Sends no byte. Anything but a connection opened in
+/// time reads as "not connected", which is safe either way: nothing is sent after it.
 async fn probe(target: &str, wait_ms: u64) -> Probe {
     let Some((host, port)) = host_and_port(target) else { return Probe::Refused };
     let mut address = String::with_capacity(host.len() + 6);
     address.push_str(host);
     address.push(':');
     address.push_str(&port.to_string());
-    let Ok(socket) = connect(&address) else {
-        return Probe::Refused;
-    };
-    let Ok(opened) = socket.opened() else { return Probe::Refused };
-    let wait = Delay::from(Duration::from_millis(wait_ms));
-    let probe = match race(JsFuture::from(opened), wait).await {
-        Either::Left(Ok(_)) => Probe::Opened,
-        Either::Left(Err(_)) => return Probe::Refused,
-        Either::Right(()) => Probe::NoAnswer,
-    };
-    let _ = socket.close();
-    probe
+    match JsFuture::from(probe_js(&address, wait_ms as f64)).await.ok().and_then(|shown| shown.as_f64()) {
+        Some(0.0) => Probe::Opened,
+        Some(2.0) => Probe::NoAnswer,
+        _ => Probe::Refused,
+    }
 }
 
 /// Observe mode's split of the origin's answer (`ReadableStream.tee`): the answer for the

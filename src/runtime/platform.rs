@@ -1,5 +1,5 @@
 //! The runtime's own bindings to workerd: the environment and its bindings, a request's
-//! context, a Durable Object's state, storage and SQL, timers, the TCP connect, the log, a
+//! context, a Durable Object's state, storage and SQL, timers, the log, a
 //! JavaScript error as a Rust value, the first of two futures to finish, and the instance's
 //! panic hook with the state that `src/entry.mjs` recovers from a trap with.
 //!
@@ -383,26 +383,6 @@ pub fn sql_bytes(value: &JsValue) -> Option<Vec<u8>> {
         return Some(Uint8Array::new(buffer).to_vec());
     }
     value.dyn_ref::<Uint8Array>().map(Uint8Array::to_vec)
-}
-
-#[wasm_bindgen(module = "cloudflare:sockets")]
-extern "C" {
-    /// Opens a TCP connection (`connect("host:port")`).
-    #[wasm_bindgen(catch)]
-    pub fn connect(address: &str) -> std::result::Result<Socket, JsValue>;
-}
-
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(extends = js_sys::Object)]
-    pub type Socket;
-
-    /// Settles when the connection is open, or rejects when it could not be.
-    #[wasm_bindgen(method, getter, catch)]
-    pub fn opened(this: &Socket) -> std::result::Result<Promise, JsValue>;
-
-    #[wasm_bindgen(method, catch)]
-    pub fn close(this: &Socket) -> std::result::Result<Promise, JsValue>;
 }
 
 /// A timer: ready once its time has passed. Dropped before then, it clears its timeout, so

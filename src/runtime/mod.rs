@@ -28,6 +28,10 @@
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
 //! - `platform`: the bindings to workerd (environment, context, Durable Object storage and
 //!   SQL, timers, the log, errors, the panic hook).
+//! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
+//!   per operation that reports what happened and decides nothing (`boundary.mjs`: headers,
+//!   bodies, streams, the object call; `webcrypto.mjs`: sealing, the origin signature,
+//!   token checks; `jwks.mjs`: the JWKS fetch; `origin.mjs`: the probe and the exchange).
 
 mod admin;
 mod body;

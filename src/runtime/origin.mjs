@@ -24,7 +24,7 @@ export async function probe(address, waitMs) {
   }
   let timer;
   const late = new Promise((resolve) => {
-    timer = setTimeout(resolve, waitMs, 2);
+    timer = setTimeout(() => resolve(2), waitMs);
   });
   const shown = await Promise.race([opened, late]);
   clearTimeout(timer);

@@ -48,6 +48,11 @@
 //! The answer's body is read as a stream, up to the stored-size cap. An answer over the cap
 //! is not read into memory: its caller gets it as a stream (what was read, then the rest),
 //! and the result says `Oversized`, so the key is held unknown.
+//!
+//! The probe and the exchange are awaited in JavaScript (`origin.mjs`: one call each, the
+//! body's read a second call once the head has set its cap), which reports what happened
+//! as plain values; what each report means (refused, unknown, timed out, an answer) is
+//! decided here, and an unexpected one is unknown, never "not sent".
 
 use js_sys::{Array, Function, Promise};
 use wasm_bindgen::prelude::wasm_bindgen;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::assert::{assert_executed, assert_problem, assert_replay_of};
 use crate::support::http::{Request, Response};
-use crate::support::logs::{decision_lines, wait_for_line};
+use crate::support::logs::{decision_lines, wait_for_line, wait_for_text};
 use crate::support::origin::Origin;
 use crate::support::requests::{covered, request, unique};
 use crate::support::worker::{send_past_dev_proxy, shared as instance, Readiness, Worker, WorkerConfig};
@@ -513,6 +513,8 @@ fn a_black_holed_origin_releases_the_key_once_the_probe_gives_up() {
         assert_problem(&r, 502, "origin-unreachable");
     }
     assert_eq!(served.executions(&key), 0);
+    // Told apart from a refused connect in the log: the probe waited out the origin timeout.
+    wait_for_text(&w, "origin probe: no connection within 8000 ms");
     drop((hole, queued));
 }
 

@@ -11,29 +11,39 @@
 // WebCrypto said, as the Rust side's messages did before.
 //
 // A byte argument that comes from Rust is a view of the Wasm memory, which the Rust side may
-// reuse (or grow, detaching the view) once the call has returned: each function copies
-// those before its first `await`.
+// reuse (or grow, detaching the view) once the call has returned. So each function hands
+// such bytes to WebCrypto (which reads them when it is called) before its first `await`, or,
+// when it must await first (a key not yet derived), copies them before that.
 
 const subtle = () => crypto.subtle;
 
-// Runs `step`, naming `what` in the message of what it throws or rejects with.
+function messageOf(error) {
+  return typeof error?.message === "string" ? error.message : "WebCrypto refused";
+}
+
+// Runs `step`, naming `what` in the message of what it throws or rejects with. `step` runs
+// at once, in the caller's turn.
 async function named(what, step) {
   try {
     return await step();
   } catch (error) {
-    const message = typeof error?.message === "string" ? error.message : "WebCrypto refused";
-    throw new Error(`${what}: ${message}`);
+    throw new Error(`${what}: ${messageOf(error)}`);
   }
 }
 
+// The name of a derived key in its object's cache: one object's scope (or id) never changes,
+// so a ring key and the HKDF info name it.
+function keyName(keyId, info) {
+  return `${keyId}\n${String.fromCharCode(...info)}`;
+}
+
 // The AES-256-GCM key derived with HKDF-SHA-256 from `secret` with `salt` and `info`, made
-// once per `cache` (a `Map` of one object's derived keys: its scope, or its id, never
-// changes, so a ring key and the HKDF info name the key), ring key (`keyId`) and `info`.
+// once per `cache` (a `Map` of one object's derived keys), ring key (`keyId`) and `info`.
 export async function derivedKey(cache, keyId, secret, salt, info) {
-  [secret, salt, info] = [secret.slice(), salt.slice(), info.slice()];
-  const name = `${keyId}\n${String.fromCharCode(...info)}`;
+  const name = keyName(keyId, info);
   const cached = cache.get(name);
   if (cached) return cached;
+  [secret, salt, info] = [secret.slice(), salt.slice(), info.slice()];
   const base = await named("importing a storage key", () =>
     subtle().importKey("raw", secret, "HKDF", false, ["deriveKey"]),
   );
@@ -48,11 +58,21 @@ export async function derivedKey(cache, keyId, secret, salt, info) {
 }
 
 // `plaintext` sealed bound to `aad` under the key `derivedKey` makes of the other arguments:
-// a nonce of `nonceLength` bytes drawn here, followed by the ciphertext and its tag.
+// a nonce of `nonceLength` bytes drawn here, followed by the ciphertext and its tag. With the
+// key at hand the bytes are sealed where they are; only a key still to derive makes it copy
+// them first.
 export async function seal(cache, keyId, secret, salt, info, nonceLength, aad, plaintext) {
-  [aad, plaintext] = [aad.slice(), plaintext.slice()];
-  const key = await derivedKey(cache, keyId, secret, salt, info);
-  const nonce = await named("drawing a nonce", () => crypto.getRandomValues(new Uint8Array(nonceLength)));
+  let key = cache.get(keyName(keyId, info));
+  if (!key) {
+    [aad, plaintext] = [aad.slice(), plaintext.slice()];
+    key = await derivedKey(cache, keyId, secret, salt, info);
+  }
+  let nonce;
+  try {
+    nonce = crypto.getRandomValues(new Uint8Array(nonceLength));
+  } catch (error) {
+    throw new Error(`drawing a nonce: ${messageOf(error)}`);
+  }
   const sealed = await named("sealing", () =>
     subtle().encrypt({ name: "AES-GCM", iv: nonce, additionalData: aad }, key, plaintext),
   );
@@ -63,16 +83,18 @@ export async function seal(cache, keyId, secret, salt, info, nonceLength, aad, p
 }
 
 // `ciphertext` opened with `nonce`, bound to `aad`, under the key `derivedKey` makes of the
-// other arguments; rejects on any changed byte.
+// other arguments; rejects on any changed byte. Copies as `seal` does.
 export async function open(cache, keyId, secret, salt, info, nonce, aad, ciphertext) {
-  [nonce, aad, ciphertext] = [nonce.slice(), aad.slice(), ciphertext.slice()];
-  return openWith(await derivedKey(cache, keyId, secret, salt, info), nonce, aad, ciphertext);
+  let key = cache.get(keyName(keyId, info));
+  if (!key) {
+    [nonce, aad, ciphertext] = [nonce.slice(), aad.slice(), ciphertext.slice()];
+    key = await derivedKey(cache, keyId, secret, salt, info);
+  }
+  return openWith(key, nonce, aad, ciphertext);
 }
 
-// `ciphertext` (a view of JavaScript's own bytes) opened with `key` and `nonce`, bound to
-// `aad`; rejects on any changed byte.
+// `ciphertext` opened with `key` and `nonce`, bound to `aad`; rejects on any changed byte.
 export async function openWith(key, nonce, aad, ciphertext) {
-  [nonce, aad] = [nonce.slice(), aad.slice()];
   const plain = await named("opening (a changed byte or the wrong key)", () =>
     subtle().decrypt({ name: "AES-GCM", iv: nonce, additionalData: aad }, key, ciphertext),
   );

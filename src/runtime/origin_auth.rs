@@ -11,6 +11,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::Headers;
 
+use crate::core::hmac::hex;
 use crate::core::origin_auth::{canonical_head, header_value, Protection, Signed, NONCE_BYTES};
 use crate::core::url::path_and_query;
 
@@ -34,7 +35,7 @@ pub async fn signature(
     let timestamp = (js_sys::Date::now() / 1000.0) as u64;
     let mut nonce = [0u8; NONCE_BYTES];
     crypto()?.get_random_values_with_u8_array(&mut nonce)?;
-    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let nonce = hex(&nonce);
     let idempotency_key = idempotency_key.unwrap_or("");
     let signed = Signed { method, path_and_query, idempotency_key, protection, timestamp, nonce: &nonce };
     let mac =

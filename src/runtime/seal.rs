@@ -160,12 +160,7 @@ impl Sealer {
         scope: &[u8],
         key_id: &str,
     ) -> Result<CryptoKey, SealError> {
-        let ring = ring.ok_or_else(|| {
-            SealError("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
-        })?;
-        let ring_key = ring
-            .by_id(key_id)
-            .ok_or_else(|| SealError(format!("no key with id {key_id:?} in STORAGE_ENCRYPTION_KEYS")))?;
+        let ring_key = ring_key(needed(ring)?, key_id)?;
         let promise = derived_key_js(self.cache(), &ring_key.id, &ring_key.secret, scope, ANSWER_KEY_INFO);
         Ok(settled(promise).await?.unchecked_into())
     }
@@ -218,14 +213,15 @@ impl Sealer {
     ) -> Result<Vec<u8>, SealError> {
         let RingKey { id, secret } = ring.newest();
         let promise = seal_js(self.cache(), id, secret, salt, info, NONCE_LEN as u32, aad, plaintext);
-        let sealed = Uint8Array::new(&settled(promise).await?).to_vec();
-        if sealed.len() < NONCE_LEN {
+        let sealed = Uint8Array::new(&settled(promise).await?);
+        if (sealed.length() as usize) < NONCE_LEN {
             return Err(SealError("sealing: no nonce came back".to_owned()));
         }
-        let (drawn, ciphertext) = sealed.split_at(NONCE_LEN);
+        // The nonce and the ciphertext copied into Wasm once each, straight from the result.
         let mut nonce = [0u8; NONCE_LEN];
-        nonce.copy_from_slice(drawn);
-        Ok(Envelope { key_id: id.clone(), nonce, ciphertext: ciphertext.to_vec() }.encode())
+        sealed.subarray(0, NONCE_LEN as u32).copy_to(&mut nonce);
+        let ciphertext = sealed.subarray(NONCE_LEN as u32, sealed.length()).to_vec();
+        Ok(Envelope { key_id: id.clone(), nonce, ciphertext }.encode())
     }
 
     async fn open_bytes(
@@ -236,14 +232,10 @@ impl Sealer {
         aad: &[u8],
         sealed: &[u8],
     ) -> Result<Vec<u8>, SealError> {
-        let ring = ring.ok_or_else(|| {
-            SealError("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
-        })?;
+        let ring = needed(ring)?;
         let envelope =
             Envelope::decode(sealed).ok_or_else(|| SealError("the sealed value is malformed".to_owned()))?;
-        let ring_key = ring.by_id(&envelope.key_id).ok_or_else(|| {
-            SealError(format!("no key with id {:?} in STORAGE_ENCRYPTION_KEYS", envelope.key_id))
-        })?;
+        let ring_key = ring_key(ring, &envelope.key_id)?;
         let promise = open_js(
             self.cache(),
             &ring_key.id,
@@ -260,6 +252,17 @@ impl Sealer {
     fn cache(&self) -> &Map {
         self.derived.get_or_init(Map::new)
     }
+}
+
+/// The ring, which a sealed value needs to be opened.
+fn needed(ring: Option<&KeyRing>) -> Result<&KeyRing, SealError> {
+    ring.ok_or_else(|| SealError("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned()))
+}
+
+/// The ring key named `key_id`.
+fn ring_key<'r>(ring: &'r KeyRing, key_id: &str) -> Result<&'r RingKey, SealError> {
+    ring.by_id(key_id)
+        .ok_or_else(|| SealError(format!("no key with id {key_id:?} in STORAGE_ENCRYPTION_KEYS")))
 }
 
 /// Opens the sealed bytes `ciphertext` (AES-GCM output) with `key`, bound to `aad`. The bytes

@@ -1,6 +1,6 @@
 // The Worker's JavaScript entry: what workerd calls, handed on to what the Rust crate exports
-// through wasm-bindgen (`fetch` from `runtime::entry`, the `KeyObject` Durable Object from
-// `runtime::object`). scripts/build.sh bundles it with wasm-bindgen's output into
+// through wasm-bindgen (`arrive` and its `Covered` requests from `runtime::entry`, the
+// `KeyObject` Durable Object from `runtime::object`). scripts/build.sh bundles it with wasm-bindgen's output into
 // build/index.js. Besides it and that generated glue, the worker's JavaScript is the
 // runtime's helpers in src/runtime/*.mjs, which the Rust runtime calls to await its I/O in
 // one call each (they decide nothing).
@@ -74,10 +74,27 @@ async function untilSettledOrTrapped(call) {
 // A trap inside a promise callback reaches no caller below; the isolate reports it here.
 addEventListener("error", (event) => noteTrap(event.error));
 
+// The Worker's answer to `request`. `arrive` answers, or returns a promise of the answer,
+// or, for a covered request in enforce mode, returns it as a `Covered` with its body's read
+// under way: each of its steps takes what the last promise came to and returns the answer
+// or the next promise, none of which rejects. What each result means, and what comes next,
+// is decided in Rust; this loop only awaits.
+async function answer(request, env, ctx) {
+  const arrived = wasm.arrive(request, env, ctx);
+  if (!Array.isArray(arrived)) return arrived;
+  const [covered, read] = arrived;
+  const instanceId = initState.instanceId;
+  let next = covered.step(await read);
+  while (next instanceof Promise) next = covered.step(await next);
+  // Freed only into the instance that made it: after a trap, its memory is another's.
+  if (instanceId === initState.instanceId && !initState.criticalError) covered.free();
+  return next;
+}
+
 export default class Worker extends WorkerEntrypoint {
   fetch(request) {
     resetAfterTrap();
-    return untilSettledOrTrapped(() => wasm.fetch(request, this.env, this.ctx));
+    return untilSettledOrTrapped(() => answer(request, this.env, this.ctx));
   }
 }
 

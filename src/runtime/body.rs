@@ -12,25 +12,43 @@ use super::boundary;
 use super::platform::Result;
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
-/// when it is larger than `limit`. `content_length` (the request's `Content-Length`) can
-/// only make the answer come sooner; a body without one is counted as it streams in, and
-/// past the limit the rest is read and thrown away, as far as `DRAIN_LIMIT_BYTES` beyond
-/// the limit. Read in one JavaScript call (`boundary.mjs`'s `readWithin`).
+/// when it is larger than `limit`: [`start_read`], then [`taken`].
 pub(super) async fn read_within(
     req: &Request,
     content_length: Option<&str>,
     limit: u64,
 ) -> Result<Option<(Vec<u8>, JsValue)>> {
+    match start_read(req, content_length, limit) {
+        None => Ok(None),
+        Some(read) => taken(JsFuture::from(read).await?),
+    }
+}
+
+/// The read of a body up to `limit`, under way in one JavaScript call (`boundary.mjs`'s
+/// `readWithin`; its result goes to [`taken`]), or `None` when `content_length` (the
+/// request's `Content-Length`) already says the body is larger: it can only make the
+/// answer come sooner. A body without one is counted as it streams in, and past the
+/// limit the rest is read and thrown away, as far as `DRAIN_LIMIT_BYTES` beyond the limit.
+pub(super) fn start_read(req: &Request, content_length: Option<&str>, limit: u64) -> Option<js_sys::Promise> {
     let declared = declared_length(content_length);
     if declared.is_some_and(|length| length > limit) {
-        return Ok(None);
+        return None;
     }
     // The limits are settings of at most a few hundred MiB, exact as an f64.
-    let read = boundary::read_within(req, declared.is_some(), limit as f64, DRAIN_LIMIT_BYTES).await?;
+    Some(boundary::read_within(req, declared.is_some(), limit as f64, DRAIN_LIMIT_BYTES))
+}
+
+/// What [`start_read`]'s read came to: the body's bytes copied into Rust once, with the
+/// value to send on; `None` when it was larger than the limit; an error where it could
+/// not be read.
+pub(super) fn taken(read: JsValue) -> Result<Option<(Vec<u8>, JsValue)>> {
     if read.is_null() {
         return Ok(None);
     }
     let read: js_sys::Array = read.unchecked_into();
+    if read.length() == 1 {
+        return Err(read.get(0).into());
+    }
     let bytes: js_sys::Uint8Array = read.get(0).unchecked_into();
     Ok(Some((bytes.to_vec(), read.get(1))))
 }

@@ -132,28 +132,47 @@ export async function callObject(stub, request, mark) {
   }
 }
 
-// A request's body read whole up to `limit` bytes (`runtime::body`): [bytes, toSend], where
-// `bytes` is a Uint8Array for the Rust side to copy once and `toSend` the same bytes as a
-// value to send on; null when the body is larger. With `declared` (the request has a
-// numeric `Content-Length`, which is then its length: HTTP framing) it is read in one
-// `arrayBuffer()`; otherwise it is counted as it streams in, and past the limit the rest is
-// read and thrown away up to `drainLimit` bytes beyond it. A failed read rejects.
+// A request's body read whole up to `limit` bytes (`runtime::entry::Covered`): [bytes,
+// toSend], where `bytes` is a Uint8Array for the Rust side to copy once and `toSend` the
+// same bytes as a value to send on; null when the body is larger; [error] when it could not
+// be read. With `declared` (the request has a numeric `Content-Length`, which is then its
+// length: HTTP framing) it is read in one `arrayBuffer()`; otherwise it is counted as it
+// streams in, and past the limit the rest is read and thrown away up to `drainLimit` bytes
+// beyond it. It never rejects.
 export async function readWithin(request, declared, limit, drainLimit) {
-  if (!request.body) {
-    const none = new Uint8Array(0);
-    return [none, none];
+  try {
+    if (!request.body) {
+      const none = new Uint8Array(0);
+      return [none, none];
+    }
+    if (declared) {
+      const buffer = await request.arrayBuffer();
+      return [new Uint8Array(buffer), buffer];
+    }
+    const [parts, rest] = await readUpTo(request.body, limit, false);
+    if (parts === null) {
+      await drain(rest, limit + drainLimit);
+      return null;
+    }
+    const bytes = joined(parts);
+    return [bytes, bytes];
+  } catch (error) {
+    return [error];
   }
-  if (declared) {
-    const buffer = await request.arrayBuffer();
-    return [new Uint8Array(buffer), buffer];
+}
+
+// Whether a request is within the limits of the Rate Limiting binding `limiter` for every
+// one of `keys` (`key\n` each), asked in order up to the first one over: true or false, or
+// [error] when the limiter failed. It never rejects.
+export async function withinLimits(limiter, keys) {
+  try {
+    for (const key of keys.split("\n")) {
+      if (key && (await limiter.limit({ key }))?.success !== true) return false;
+    }
+    return true;
+  } catch (error) {
+    return [error];
   }
-  const [parts, rest] = await readUpTo(request.body, limit, false);
-  if (parts === null) {
-    await drain(rest, limit + drainLimit);
-    return null;
-  }
-  const bytes = joined(parts);
-  return [bytes, bytes];
 }
 
 // The request body read to its end and dropped (the runtime drops a connection whose body is

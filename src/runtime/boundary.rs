@@ -27,12 +27,22 @@ extern "C" {
     fn read_up_to_js(stream: &ReadableStream, limit: f64, forward_whole: bool) -> js_sys::Promise;
     #[wasm_bindgen(js_name = drain)]
     fn drain_js(stream: &ReadableStream, limit: f64) -> js_sys::Promise;
+    /// A covered request's body read up to `limit` (see `boundary.mjs`); never rejects.
     #[wasm_bindgen(js_name = readWithin)]
-    fn read_within_js(request: &Request, declared: bool, limit: f64, drain_limit: f64) -> js_sys::Promise;
+    pub(super) fn read_within(
+        request: &Request,
+        declared: bool,
+        limit: f64,
+        drain_limit: f64,
+    ) -> js_sys::Promise;
+    /// Whether a request is within the rate limiter's limits for every key; never rejects.
+    #[wasm_bindgen(js_name = withinLimits)]
+    pub(super) fn within_limits(limiter: &JsValue, keys: &str) -> js_sys::Promise;
     #[wasm_bindgen(js_name = drainRequest)]
     fn drain_request_js(request: &Request, whole: bool, limit: f64) -> js_sys::Promise;
+    /// `stub.fetch(request)` and what came of it (see `boundary.mjs`); never rejects.
     #[wasm_bindgen(js_name = callObject)]
-    fn call_object_js(stub: &ObjectStub, request: &Request, mark: &str) -> js_sys::Promise;
+    pub(super) fn call_object_js(stub: &ObjectStub, request: &Request, mark: &str) -> js_sys::Promise;
 }
 
 /// `headers`, read whole. An error only where a header holds a line feed, which HTTP and
@@ -107,18 +117,6 @@ pub(super) async fn call_object(stub: &ObjectStub, request: &Request, mark: &str
     wasm_bindgen_futures::JsFuture::from(call_object_js(stub, request, mark))
         .await
         .map_or_else(|_| js_sys::Array::new(), JsCast::unchecked_into)
-}
-
-/// A request's body read whole up to `limit` (`boundary.mjs`'s `readWithin`): `[bytes,
-/// toSend]`, or null when it is larger (its rest then read and dropped up to `drain_limit`
-/// bytes beyond the limit). An error where it could not be read.
-pub(super) async fn read_within(
-    request: &Request,
-    declared: bool,
-    limit: f64,
-    drain_limit: f64,
-) -> std::result::Result<JsValue, JsValue> {
-    wasm_bindgen_futures::JsFuture::from(read_within_js(request, declared, limit, drain_limit)).await
 }
 
 /// A request's body read to its end and dropped (in one `arrayBuffer()` when `whole`),

@@ -39,70 +39,82 @@
 //!
 //! It works on the runtime's own `Request` and `Response` objects (`web_sys`), and reads of
 //! a request only what a decision needs.
+//!
+//! A covered request in enforce mode, the worker's hot path, holds no Rust future:
+//! `src/entry.mjs` awaits each of its steps' JavaScript calls (the body's read, a token's
+//! check, the rate limiter, the object call) and hands what came of it to the next step
+//! ([`Covered::step`]), which decides in Rust what the result means and what comes next.
+//! Every other edge is one Rust future, handed to JavaScript as its promise.
 
-use std::panic::AssertUnwindSafe;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::future_to_promise;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 
-use super::boundary::{filtered_copy, header_lines};
+use super::boundary::{self, filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
-use super::identity::{identify, Identified};
-use super::object_call::{cached_key_namespace, call_object, OBJECT_BINDING};
-use super::platform::{console_error, describe, Context, Env, Result};
-use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
+use super::identity::{
+    identified, scope_finish, scope_start, token_identity, Arrived, Identified, ScopeStart,
+};
+use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
+use super::platform::{console_error, describe, Context, Env, Error, Result};
+use super::rate_limit::{self, Limit};
+use super::{admin, body, metrics, observe, random_u64, respond, settings};
 use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
 use crate::core::edge::{self, Edge, RequestHead};
+use crate::core::fingerprint::Scope;
 use crate::core::headers::{connection_tokens, forward_to_origin, HeaderLines};
+use crate::core::jwt::{Identity, Unverified};
 use crate::core::key::IdempotencyKey;
 use crate::core::log::{request_id, Decision, LineContext, RequestLog, Trace};
 use crate::core::routes::{
     after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable,
 };
-use crate::core::scope::rate_limit_keys;
+use crate::core::scope::{rate_limit_keys, ScopeLog};
 use crate::core::url::{path_and_query, path_and_query_parts};
-use crate::core::wire::{KeyCall, KeyStep, ReconcileCall, ToObject, ENVELOPE_HEADER};
+use crate::core::wire::{KeyCall, KeyStep, ReconcileCall, ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
 
-/// The Worker's `fetch`, as `src/entry.mjs` calls it. An error that reaches here is logged
-/// and answered 500 with a plain body, as `worker`'s `#[event(fetch)]` answered it.
-#[wasm_bindgen(js_name = fetch)]
-pub async fn fetch_export(req: Request, env: JsValue, ctx: JsValue) -> std::result::Result<JsValue, JsValue> {
-    AssertUnwindSafe(async move {
-        match fetch(req, Env::new(env), Context::new(ctx)).await {
-            Ok(response) => Ok(JsValue::from(response)),
-            Err(error) => {
-                console_error!("{}", error);
-                let init = web_sys::ResponseInit::new();
-                init.set_status(500);
-                Ok(JsValue::from(Response::new_with_opt_str_and_init(Some("INTERNAL SERVER ERROR"), &init)?))
-            }
-        }
-    })
-    .await
+/// The Worker's `fetch`, as `src/entry.mjs` calls it: the answer, a promise of it, or, for a
+/// covered request in enforce mode, the [`Covered`] request whose steps JavaScript drives.
+#[wasm_bindgen]
+pub fn arrive(req: Request, env: JsValue, ctx: JsValue) -> JsValue {
+    arrived(req, Env::new(env), Context::new(ctx)).unwrap_or_else(internal_error)
 }
 
-async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
+/// An error that reaches the top is logged and answered 500 with a plain body, as
+/// `worker`'s `#[event(fetch)]` answered it.
+fn internal_error(error: Error) -> JsValue {
+    console_error!("{}", error);
+    let init = web_sys::ResponseInit::new();
+    init.set_status(500);
+    Response::new_with_opt_str_and_init(Some("INTERNAL SERVER ERROR"), &init)
+        .map_or_else(|error| error, JsValue::from)
+}
+
+fn arrived(req: Request, env: Env, ctx: Context) -> Result<JsValue> {
     let method = req.method();
     // The headers, read whole in one call: every decision below reads this copy.
     let lines = header_lines(&req.headers())?;
     // Which request this is, on every log line and problem it gets (`core::log::Trace`).
     let request_id = request_id(lines.get("cf-ray").as_deref(), random_u64);
-    let mut trace = Trace { request_id, method: method.clone(), route: None };
+    let mut trace = Trace { request_id, method, route: None };
     let settings = settings::get(&env);
     if settings.fault_injection.panics_at(|| lines.get(PANIC_TEST_HEADER), PanicSite::Worker) {
         panic!("PANIC_FAULT_INJECTION: the Worker panics on purpose");
     }
     let config = match settings.serving_config() {
         Ok(config) => config,
-        Err(error) => return respond::refused(&env, &error.problem(), &trace),
+        Err(error) => return Ok(respond::refused(&env, &error.problem(), &trace)?.into()),
     };
     let url = req.url();
     let (path, _) = path_and_query_parts(&url);
     let read_header = |name: &str| Ok(lines.get(name));
     let head = RequestHead {
-        method: &method,
+        method: &trace.method,
         path,
         admin_enabled: settings.admin_token.is_some(),
         header: &read_header,
@@ -112,148 +124,302 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     if let Edge::PassThrough(policy) | Edge::PassObserved(policy, _) | Edge::Covered { policy, .. } = &edge {
         trace.route = policy.route.map(str::to_owned);
     }
-    match edge {
-        Edge::Admin => {
-            let token = settings.admin_token.as_deref().unwrap_or_default();
-            admin::call(req, &url, &env, config, token).await
+    let edge = match edge {
+        Edge::Covered { policy, key } if policy.mode == Mode::Enforce => {
+            let Some(read) =
+                body::start_read(&req, lines.get("content-length").as_deref(), config.max_body_bytes)
+            else {
+                return Ok(
+                    respond::refused(&env, &edge::body_too_large(config.max_body_bytes), &trace)?.into()
+                );
+            };
+            let covered =
+                Covered { req, env, ctx, lines, url, config, policy, key, trace, phase: Phase::Reading };
+            return Ok(js_sys::Array::of2(&covered.into(), &read).into());
         }
-        Edge::Refuse(problem) => {
-            body::discard(&req).await;
-            respond::refused(&env, &problem, &trace)
-        }
-        Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy, &trace).await,
-        Edge::PassObserved(policy, kind) => {
-            observe::passed(req, &url, &env, config, &policy, kind, &trace).await
-        }
-        Edge::Covered { policy, key } if policy.mode == Mode::Observe => {
-            observe::covered(req, &url, &env, &ctx, config, &policy, key, trace).await
-        }
-        Edge::Covered { policy, key } => {
-            covered(req, &lines, &url, &env, &ctx, config, &policy, key, trace).await
+        other => other,
+    };
+    // Every other edge is one Rust future, handed to JavaScript as its promise.
+    Ok(future_to_promise(async move {
+        let answer = match edge {
+            Edge::Admin => {
+                let token = settings.admin_token.as_deref().unwrap_or_default();
+                admin::call(req, &url, &env, config, token).await
+            }
+            Edge::Refuse(problem) => {
+                body::discard(&req).await;
+                respond::refused(&env, &problem, &trace)
+            }
+            Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy, &trace).await,
+            Edge::PassObserved(policy, kind) => {
+                observe::passed(req, &url, &env, config, &policy, kind, &trace).await
+            }
+            Edge::Covered { policy, key } => {
+                observe::covered(req, &url, &env, &ctx, config, &policy, key, trace).await
+            }
+        };
+        Ok(answer.map_or_else(internal_error, JsValue::from))
+    })
+    .into())
+}
+
+/// A covered request in enforce mode on its way through the Worker: read its body within
+/// `MAX_BODY_BYTES`, identify it (scope, fingerprint, object name), ask the rate limiter,
+/// call its key's object, and answer with what the object answered, or as
+/// `core::routes::after_object_failure` says when the object could not answer.
+///
+/// `src/entry.mjs` drives it: [`arrive`] hands it over with the body's read under way, and
+/// each [`Covered::step`] takes what the last promise came to and returns the answer or
+/// the next promise. No promise it returns rejects.
+#[wasm_bindgen]
+pub struct Covered {
+    req: Request,
+    env: Env,
+    ctx: Context,
+    lines: HeaderLines,
+    url: String,
+    config: &'static Config,
+    policy: Policy<'static>,
+    key: IdempotencyKey,
+    trace: Trace,
+    phase: Phase,
+}
+
+/// What the promise a step returned was, and what the step after it holds.
+enum Phase {
+    /// The body's read (`body::start_read`).
+    Reading,
+    /// A token's check, whose result lands in `verified`.
+    Verifying { body: Vec<u8>, js_body: JsValue, verified: Rc<RefCell<Option<TokenCheck>>> },
+    /// The rate limiter's verdict.
+    Limiting { identified: Identified, js_body: JsValue, body_bytes: usize },
+    /// The object call's outcome (`boundary.mjs`'s `callObject`).
+    Calling(Unanswered),
+    /// The answer itself (a fail-open forward), handed on as it came.
+    Answering,
+    /// Answered: no step is left.
+    Done,
+}
+
+type TokenCheck = std::result::Result<Identity, Unverified>;
+
+/// What a failed object call's answer needs: the object's name for the log, and a
+/// fail-open route's forward.
+struct Unanswered {
+    short: String,
+    scope_log: ScopeLog,
+    wire_method: &'static str,
+    /// With `on_object_unavailable: "fail-open"`: the target, the end-to-end headers and
+    /// the body, kept for the forward.
+    unprotected: Option<(String, Headers, JsValue)>,
+}
+
+#[wasm_bindgen]
+impl Covered {
+    /// The step after the last promise came to `settled`: the answer (a `Response`), or the
+    /// next promise, whose result is the next step's `settled`.
+    pub fn step(&mut self, settled: JsValue) -> JsValue {
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Reading => self.read(settled),
+            Phase::Verifying { body, js_body, verified } => {
+                // A check that left no result fails closed, as a signature that did not verify.
+                let verified = verified.take().unwrap_or(Err(Unverified::Signature));
+                match scope_finish(&self.lines, self.config, verified) {
+                    Ok((scope, scope_log)) => self.identify(&body, js_body, scope, scope_log),
+                    Err(problem) => self.refuse(&problem),
+                }
+            }
+            Phase::Limiting { identified, js_body, body_bytes } => {
+                match rate_limit::refusal(&self.env, settled, &self.trace) {
+                    Some(answer) => answer.map_or_else(internal_error, JsValue::from),
+                    None => self.call(identified, js_body, body_bytes),
+                }
+            }
+            Phase::Calling(unanswered) => match classify(settled.unchecked_ref()) {
+                Ok((response, _)) => response.into(),
+                Err(failure) => self.unanswered(unanswered, failure),
+            },
+            Phase::Answering => settled,
+            Phase::Done => {
+                internal_error(Error::Rust("a covered request was stepped after its answer".into()))
+            }
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn covered(
-    req: Request,
-    lines: &HeaderLines,
-    url: &str,
-    env: &Env,
-    ctx: &Context,
-    config: &Config,
-    policy: &Policy<'_>,
-    key: IdempotencyKey,
-    trace: Trace,
-) -> Result<Response> {
-    let method = trace.method.as_str();
-    let declared_length = lines.get("content-length");
-    let Some((body, js_body)) =
-        body::read_within(&req, declared_length.as_deref(), config.max_body_bytes).await?
-    else {
-        return respond::refused(env, &edge::body_too_large(config.max_body_bytes), &trace);
-    };
-
-    let path_and_query = path_and_query(url);
-    let settings = settings::get(env);
-    let name_key = settings.object_name_key.as_deref();
-    let identified =
-        identify(lines, method, &path_and_query, &key, config, policy, &body, name_key, Some(ctx)).await;
-    let Identified { fingerprint, name, scope_salt, scope_log } = match identified {
-        Ok(identified) => identified,
-        Err(problem) => return respond::refused(env, &problem, &trace),
-    };
-    let body_bytes = body.len();
-    drop(body);
-    let client_ip = lines.get("cf-connecting-ip");
-    let limit_keys = rate_limit_keys(scope_log.kind, &scope_salt.to_hex(), client_ip.as_deref());
-    if let Some(answer) = rate_limit::refusal(env, policy.rate_limiter, &limit_keys, &trace).await {
-        return answer;
+impl Covered {
+    /// A refusal before the object was called (nothing forwarded).
+    fn refuse(&self, problem: &crate::core::problem::Problem) -> JsValue {
+        respond::refused(&self.env, problem, &self.trace).map_or_else(internal_error, JsValue::from)
     }
 
-    let tokens = connection_tokens(lines.get("connection").as_deref());
-    let outgoing = filtered_copy(&req.headers(), lines, |name| forward_to_origin(name, &tokens))?;
-    if settings.trusted_client_ip {
-        replace_client_ip(&outgoing)?;
+    /// The body read: the scope, at once or after a token's check.
+    fn read(&mut self, read: JsValue) -> JsValue {
+        let (body, js_body) = match body::taken(read) {
+            Ok(Some(read)) => read,
+            Ok(None) => return self.refuse(&edge::body_too_large(self.config.max_body_bytes)),
+            Err(error) => return internal_error(error),
+        };
+        match scope_start(&self.lines, self.config, &self.policy) {
+            ScopeStart::Decided(scope, scope_log) => self.identify(&body, js_body, scope, scope_log),
+            ScopeStart::Refused(problem) => self.refuse(&problem),
+            ScopeStart::Verify(token) => {
+                let verified = Rc::new(RefCell::new(None));
+                let slot = Rc::clone(&verified);
+                let (config, claim, ctx) = (self.config, self.policy.scope.claim, self.ctx.clone());
+                let check = future_to_promise(async move {
+                    let identity = token_identity(&token, &config.scope, claim, Some(&ctx)).await;
+                    slot.replace(Some(identity));
+                    Ok(JsValue::UNDEFINED)
+                });
+                self.phase = Phase::Verifying { body, js_body, verified };
+                check.into()
+            }
+        }
     }
-    // The target and the end-to-end headers, kept for a fail-open forward.
-    let target = config.target_for(policy, url, &path_and_query);
-    let unprotected = (policy.on_unavailable == Unavailable::FailOpen)
-        .then(|| Headers::new_with_headers(&outgoing).map(|headers| (target.clone(), headers)))
-        .transpose()?;
-    // Everything the object needs, in one envelope (`core::wire`), the asynchronous
-    // settings (`core::async_job`) included when the request prefers `respond-async`.
-    let accept_async = policy.async_accept.filter(|_| prefers_respond_async(lines.get("prefer").as_deref()));
-    let call = ToObject::Key(KeyCall {
-        fingerprint,
-        scope_salt,
-        scope: scope_log,
-        policy: config.object_policy(policy),
-        body_bytes: body_bytes as u64,
-        probe_origin: config.probes_origin(policy),
-        step: KeyStep::Enforce { accept_async },
-        trace: trace.clone(),
-        reconcile: policy.reconcile.map(|route| ReconcileCall {
-            url: route.url_for(key.as_str()),
-            not_found: route.not_found,
-            scope_headers: config.scope.lookup_headers(),
-        }),
-    });
-    outgoing.set(ENVELOPE_HEADER, &call.encode())?;
-    let wire_method = edge::method_on_the_wire(method);
-    // One JavaScript copy of the body serves the object call and a fail-open forward.
-    let init = RequestInit::new();
-    init.set_method(wire_method);
-    init.set_headers(&outgoing);
-    init.set_body(&js_body);
-    // The object's answer is the caller's, a redirect included: following its `Location`
-    // would send the request to the object again (and again), and end in a 503.
-    init.set_redirect(RequestRedirect::Manual);
-    // The object's request URL is where the first attempt goes.
-    let to_object = Request::new_with_str_and_init(&target, &init)?;
-    // The request holds its own copy of the body; keep this one only for a fail-open
-    // forward, so that a waiting duplicate holds no second copy.
-    let js_body = unprotected.is_some().then_some(js_body);
 
-    let namespace = match cached_key_namespace(env, config.jurisdiction.as_deref()) {
-        Ok(namespace) => namespace,
-        Err(error) => {
-            console_error!("configuration: the Durable Object namespace is unusable: {}", error);
-            return respond::refused(env, &edge::namespace_unusable(OBJECT_BINDING), &trace);
+    /// The scope known: the fingerprint and the object's name, then the rate limit.
+    fn identify(&mut self, body: &[u8], js_body: JsValue, scope: Scope, scope_log: ScopeLog) -> JsValue {
+        let path_and_query = path_and_query(&self.url);
+        let request = Arrived {
+            headers: &self.lines,
+            method: &self.trace.method,
+            path_and_query: &path_and_query,
+            key: &self.key,
+            config: self.config,
+            policy: &self.policy,
+            body,
+            name_key: settings::get(&self.env).object_name_key.as_deref(),
+        };
+        let identified = identified(&request, scope, scope_log);
+        let client_ip = self.lines.get("cf-connecting-ip");
+        let limit_keys =
+            rate_limit_keys(identified.scope_log.kind, &identified.scope_salt.to_hex(), client_ip.as_deref());
+        match rate_limit::ask(&self.env, self.policy.rate_limiter, &limit_keys, &self.trace) {
+            Limit::Free => self.call(identified, js_body, body.len()),
+            Limit::Refused(answer) => answer.map_or_else(internal_error, JsValue::from),
+            Limit::Asked(verdict) => {
+                self.phase = Phase::Limiting { identified, js_body, body_bytes: body.len() };
+                verdict.into()
+            }
         }
-    };
-    // The object name is a hash: safe to log, unlike the key or the credential.
-    let short = &name[..16];
-    let (failure, error) = match namespace.get_by_name(&name) {
-        Err(error) => (ObjectCallFailure::BeforeSend, describe(error)),
-        Ok(stub) => match call_object(stub, &to_object).await {
-            Ok(response) => return Ok(response),
-            Err(failure) => failure,
-        },
-    };
-    match (after_object_failure(failure, policy.on_unavailable), unprotected, js_body) {
-        (AfterObjectFailure::FailOpen, Some((target, headers)), Some(js_body)) => {
-            // The route chose availability over protection, and the object never had the
-            // request, so nothing can have been sent for this attempt.
-            console_error!(
-                "object {}: not reached ({}); failing open, forwarding without protection",
-                short,
-                error
-            );
-            let answer = forward::fail_open(env, policy, wire_method, &target, &headers, &js_body).await;
-            let status = answer.as_ref().map_or(500, Response::status);
-            let log = RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log));
-            metrics::record_in(env, &log, LineContext { trace: Some(&trace), ..LineContext::default() });
-            answer
+    }
+
+    /// The call to the key's object: its request (the envelope, the end-to-end headers and
+    /// the body), under way.
+    fn call(&mut self, identified: Identified, js_body: JsValue, body_bytes: usize) -> JsValue {
+        self.send_to_object(identified, js_body, body_bytes).unwrap_or_else(internal_error)
+    }
+
+    fn send_to_object(&mut self, identified: Identified, js_body: JsValue, body_bytes: usize) -> Result<JsValue> {
+        let Identified { fingerprint, name, scope_salt, scope_log } = identified;
+        let (config, policy, lines) = (self.config, &self.policy, &self.lines);
+        let path_and_query = path_and_query(&self.url);
+        let tokens = connection_tokens(lines.get("connection").as_deref());
+        let outgoing = filtered_copy(&self.req.headers(), lines, |name| forward_to_origin(name, &tokens))?;
+        if settings::get(&self.env).trusted_client_ip {
+            replace_client_ip(&outgoing)?;
         }
-        (decision, _, _) => {
-            console_error!("object {}: unavailable ({:?}): {}", short, failure, error);
-            let problem = match decision {
-                AfterObjectFailure::Refuse(problem) => problem,
-                // A fail-open decision always has its forward at hand (see `unprotected`).
-                AfterObjectFailure::FailOpen => object_unreachable(),
-            };
-            respond::refused(env, &problem, &trace)
+        // The target and the end-to-end headers, kept for a fail-open forward.
+        let target = config.target_for(policy, &self.url, &path_and_query);
+        let keep_headers = (policy.on_unavailable == Unavailable::FailOpen)
+            .then(|| Headers::new_with_headers(&outgoing))
+            .transpose()?;
+        // Everything the object needs, in one envelope (`core::wire`), the asynchronous
+        // settings (`core::async_job`) included when the request prefers `respond-async`.
+        let accept_async =
+            policy.async_accept.filter(|_| prefers_respond_async(lines.get("prefer").as_deref()));
+        let call = ToObject::Key(KeyCall {
+            fingerprint,
+            scope_salt,
+            scope: scope_log,
+            policy: config.object_policy(policy),
+            body_bytes: body_bytes as u64,
+            probe_origin: config.probes_origin(policy),
+            step: KeyStep::Enforce { accept_async },
+            trace: self.trace.clone(),
+            reconcile: policy.reconcile.map(|route| ReconcileCall {
+                url: route.url_for(self.key.as_str()),
+                not_found: route.not_found,
+                scope_headers: config.scope.lookup_headers(),
+            }),
+        });
+        outgoing.set(ENVELOPE_HEADER, &call.encode())?;
+        let wire_method = edge::method_on_the_wire(&self.trace.method);
+        // One JavaScript copy of the body serves the object call and a fail-open forward.
+        let init = RequestInit::new();
+        init.set_method(wire_method);
+        init.set_headers(&outgoing);
+        init.set_body(&js_body);
+        // The object's answer is the caller's, a redirect included: following its `Location`
+        // would send the request to the object again (and again), and end in a 503.
+        init.set_redirect(RequestRedirect::Manual);
+        // The object's request URL is where the first attempt goes.
+        let to_object = Request::new_with_str_and_init(&target, &init)?;
+        // The request holds its own copy of the body; keep this one only for a fail-open
+        // forward, so that a waiting duplicate holds no second copy.
+        let unprotected = keep_headers.map(|headers| (target, headers, js_body));
+
+        let namespace = match cached_key_namespace(&self.env, config.jurisdiction.as_deref()) {
+            Ok(namespace) => namespace,
+            Err(error) => {
+                console_error!("configuration: the Durable Object namespace is unusable: {}", error);
+                return Ok(self.refuse(&edge::namespace_unusable(OBJECT_BINDING)));
+            }
+        };
+        // The object name is a hash: safe to log, unlike the key or the credential.
+        let unanswered = Unanswered { short: name[..16].to_owned(), scope_log, wire_method, unprotected };
+        match namespace.get_by_name(&name) {
+            Err(error) => Ok(self.unanswered(unanswered, (ObjectCallFailure::BeforeSend, describe(error)))),
+            Ok(stub) => {
+                self.phase = Phase::Calling(unanswered);
+                Ok(boundary::call_object_js(&stub, &to_object, ANSWERED_HEADER).into())
+            }
+        }
+    }
+
+    /// The object did not answer: a fail-open forward (a promise of its answer) where the
+    /// core says the request provably never left the Worker, 503 otherwise.
+    fn unanswered(
+        &mut self,
+        unanswered: Unanswered,
+        (failure, error): (ObjectCallFailure, String),
+    ) -> JsValue {
+        let Unanswered { short, scope_log, wire_method, unprotected } = unanswered;
+        match (after_object_failure(failure, self.policy.on_unavailable), unprotected) {
+            (AfterObjectFailure::FailOpen, Some((target, headers, js_body))) => {
+                // The route chose availability over protection, and the object never had the
+                // request, so nothing can have been sent for this attempt.
+                console_error!(
+                    "object {}: not reached ({}); failing open, forwarding without protection",
+                    short,
+                    error
+                );
+                let (env, policy, trace) = (self.env.clone(), self.policy.clone(), self.trace.clone());
+                self.phase = Phase::Answering;
+                future_to_promise(async move {
+                    let answer =
+                        forward::fail_open(&env, &policy, wire_method, &target, &headers, &js_body).await;
+                    let status = answer.as_ref().map_or(500, Response::status);
+                    let log = RequestLog::new(Some(short), Decision::FailedOpen, status, Some(scope_log));
+                    metrics::record_in(
+                        &env,
+                        &log,
+                        LineContext { trace: Some(&trace), ..LineContext::default() },
+                    );
+                    Ok(answer.map_or_else(internal_error, JsValue::from))
+                })
+                .into()
+            }
+            (decision, _) => {
+                console_error!("object {}: unavailable ({:?}): {}", short, failure, error);
+                let problem = match decision {
+                    AfterObjectFailure::Refuse(problem) => problem,
+                    // A fail-open decision always has its forward at hand (see `unprotected`).
+                    AfterObjectFailure::FailOpen => object_unreachable(),
+                };
+                self.refuse(&problem)
+            }
         }
     }
 }

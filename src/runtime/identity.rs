@@ -70,18 +70,58 @@ pub async fn scope(
     policy: &Policy<'_>,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<(Scope, ScopeLog), Problem> {
+    match scope_start(headers, config, policy) {
+        ScopeStart::Decided(scope, log) => Ok((scope, log)),
+        ScopeStart::Refused(problem) => Err(problem),
+        ScopeStart::Verify(token) => {
+            let verified = token_identity(&token, &config.scope, policy.scope.claim, keep_alive).await;
+            scope_finish(headers, config, verified)
+        }
+    }
+}
+
+/// What the scope headers alone decide (`core::scope::start`), with the token to verify
+/// as its own text, so that the check can run while nothing else is borrowed.
+pub enum ScopeStart {
+    Decided(Scope, ScopeLog),
+    Refused(Problem),
+    Verify(String),
+}
+
+/// The first half of [`scope`], without waiting: decided, refused, or a token to check
+/// ([`token_identity`]) before [`scope_finish`].
+pub fn scope_start(headers: &HeaderLines, config: &Config, policy: &Policy<'_>) -> ScopeStart {
     let values = header_values(headers, &config.scope.headers);
     let pairs = named_values(&config.scope.headers, &values);
     match scope::start(&config.scope, &policy.scope, &pairs) {
-        Start::Decided(scope, log) => Ok((scope, log)),
-        Start::Refused(problem) => Err(problem),
-        Start::Verify(token) => {
-            let verified = match policy.scope.claim {
-                Some(claim) => verify(token, &config.scope, claim, keep_alive).await,
-                None => Err(Unverified::NoKey),
-            };
-            scope::finish(&config.scope, &pairs, verified)
-        }
+        Start::Decided(scope, log) => ScopeStart::Decided(scope, log),
+        Start::Refused(problem) => ScopeStart::Refused(problem),
+        Start::Verify(token) => ScopeStart::Verify(token.to_owned()),
+    }
+}
+
+/// The second half of [`scope`]: the scope once the token's check says `verified`.
+pub fn scope_finish(
+    headers: &HeaderLines,
+    config: &Config,
+    verified: std::result::Result<Identity, Unverified>,
+) -> std::result::Result<(Scope, ScopeLog), Problem> {
+    let values = header_values(headers, &config.scope.headers);
+    let pairs = named_values(&config.scope.headers, &values);
+    scope::finish(&config.scope, &pairs, verified)
+}
+
+/// The identity `token` states once verified under the route's `claim`, or why it does not
+/// verify (a route without a claim has no key to verify under).
+pub async fn token_identity(
+    token: &str,
+    config: &ScopeConfig,
+    claim: Option<&jwt::ClaimPath>,
+    keep_alive: Option<&Context>,
+) -> std::result::Result<Identity, Unverified> {
+    match claim {
+        Some(claim) => verify(token, config, claim, keep_alive).await,
+        None => Err(Unverified::NoKey),
     }
 }
 
@@ -309,6 +349,25 @@ pub async fn identify(
     keep_alive: Option<&Context>,
 ) -> std::result::Result<Identified, Problem> {
     let (scope, scope_log) = self::scope(headers, config, policy, keep_alive).await?;
+    let request = Arrived { headers, method, path_and_query, key, config, policy, body, name_key };
+    Ok(identified(&request, scope, scope_log))
+}
+
+/// What [`identified`] reads of a covered request besides its scope.
+pub struct Arrived<'a> {
+    pub headers: &'a HeaderLines,
+    pub method: &'a str,
+    pub path_and_query: &'a str,
+    pub key: &'a IdempotencyKey,
+    pub config: &'a Config,
+    pub policy: &'a Policy<'a>,
+    pub body: &'a [u8],
+    pub name_key: Option<&'a [u8]>,
+}
+
+/// [`identify`] once the scope is known: the fingerprint and the object's name.
+pub fn identified(request: &Arrived<'_>, scope: Scope, scope_log: ScopeLog) -> Identified {
+    let Arrived { headers, method, path_and_query, key, config, policy, body, name_key } = *request;
     let scope_salt = scope.key_salt();
     let content_type = headers.get("content-type");
     let extra_values: Vec<Option<String>> =
@@ -336,10 +395,10 @@ pub async fn identify(
     } else {
         None
     };
-    Ok(Identified {
+    Identified {
         fingerprint: bound_to_caller(fingerprint(&payload), binding),
         name: keyed_object_name(name_key, object_name(scope, key.as_str())),
         scope_salt,
         scope_log,
-    })
+    }
 }

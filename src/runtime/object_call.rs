@@ -54,13 +54,20 @@ pub(super) async fn call_object(
 }
 
 /// [`call_object`], with the mark the object put on its answer (observe mode's verdict).
-/// The call and its answer's mark are read in one JavaScript call (`boundary::call_object`);
-/// what they mean is decided here.
 async fn call_object_marked(
     stub: ObjectStub,
     req: &Request,
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
-    let outcome = boundary::call_object(&stub, req, ANSWERED_HEADER).await;
+    classify(&boundary::call_object(&stub, req, ANSWERED_HEADER).await)
+}
+
+/// What came of a call to a key's object, as `boundary.mjs`'s `callObject` reports it
+/// (`outcome`, called with the mark [`ANSWERED_HEADER`]): the object's answer with its
+/// mark, or the failure for the core to classify. The call and its answer's mark are read
+/// in one JavaScript call; what they mean is decided here.
+pub(super) fn classify(
+    outcome: &js_sys::Array,
+) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
     let described = |at: u32| Error::from(outcome.get(at)).to_string();
     match outcome.get(0).as_f64() {
         Some(0.0) => Err((ObjectCallFailure::BeforeSend, described(1))),

@@ -19,7 +19,9 @@ use crate::core::settings::{EnvFacts, EnvValue, Settings};
 pub const METRICS_BINDING: &str = crate::core::metrics_schema::BINDING;
 
 thread_local! {
-    static SETTINGS: OnceCell<Rc<Settings>> = const { OnceCell::new() };
+    // Leaked once per isolate (per Wasm instance), so that a request's state can borrow
+    // its configuration across the awaits JavaScript makes (`runtime::entry::Covered`).
+    static SETTINGS: OnceCell<&'static Settings> = const { OnceCell::new() };
     static VERSION: OnceCell<Option<Rc<str>>> = const { OnceCell::new() };
 }
 
@@ -40,8 +42,8 @@ pub fn worker_version(env: &Env) -> Option<Rc<str>> {
 }
 
 /// The settings, read from `env` on the isolate's first call.
-pub fn get(env: &Env) -> Rc<Settings> {
-    SETTINGS.with(|cell| cell.get_or_init(|| Rc::new(load(env))).clone())
+pub fn get(env: &Env) -> &'static Settings {
+    SETTINGS.with(|cell| *cell.get_or_init(|| Box::leak(Box::new(load(env)))))
 }
 
 /// The Rate Limiting binding.

@@ -98,6 +98,12 @@ export default class Worker extends WorkerEntrypoint {
   }
 }
 
+// `answer` once `drained` has settled (it never rejects).
+async function drainedThen([answer, drained]) {
+  await drained;
+  return answer;
+}
+
 export class KeyObject {
   #state;
   #env;
@@ -122,9 +128,14 @@ export class KeyObject {
     return this.#inner;
   }
 
+  // A replay the object can give at once (`KeyObject::replay`) is answered once its body is
+  // drained; any other request is the Rust `fetch`'s, whole.
   fetch(request) {
     const inner = this.#current();
-    return untilSettledOrTrapped(() => inner.fetch(request));
+    return untilSettledOrTrapped(() => {
+      const replayed = inner.replay(request);
+      return replayed === undefined ? inner.fetch(request) : drainedThen(replayed);
+    });
   }
 
   // A trapped alarm is rejected like any failed alarm: the platform retries it.

@@ -106,6 +106,17 @@ impl Pending {
     pub fn decision(&self) -> Option<Decision> {
         self.decision
     }
+
+    /// The stored answer, when all this step does is replay it: nothing to write, so its
+    /// report ([`KeyState::handle_written`]) follows at once, and nothing else to carry
+    /// out. The runtime answers such an arrival without awaiting anything but the body's
+    /// drain (`runtime::object`'s replay path); every other step goes the whole way.
+    pub fn replay_only(&self) -> Option<&Arc<StoredResponse>> {
+        match (&self.step.change, &self.step.actions[..]) {
+            (RecordChange::Keep, [Action::Replay(stored)]) => Some(stored),
+            _ => None,
+        }
+    }
 }
 
 /// A step to carry out, with the decision for the request's log line.

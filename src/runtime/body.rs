@@ -117,6 +117,12 @@ pub(super) async fn read_whole(req: &Request) -> std::result::Result<JsValue, Js
 /// `arrayBuffer()` instead of a reader, a read per chunk and a release (issue 17); it is
 /// dropped as soon as it is read, and a large body still never sits whole in a waiter.
 pub(super) async fn drain(req: &Request, declared_bytes: Option<u64>) {
+    // It never rejects.
+    let _ = JsFuture::from(start_drain(req, declared_bytes)).await;
+}
+
+/// [`drain`], under way: a promise that never rejects.
+pub(super) fn start_drain(req: &Request, declared_bytes: Option<u64>) -> js_sys::Promise {
     let whole = declared_bytes.is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES);
-    boundary::drain_request(req, whole, f64::INFINITY).await;
+    boundary::drain_request_js(req, whole, f64::INFINITY)
 }

@@ -38,8 +38,9 @@ extern "C" {
     /// Whether a request is within the rate limiter's limits for every key; never rejects.
     #[wasm_bindgen(js_name = withinLimits)]
     pub(super) fn within_limits(limiter: &JsValue, keys: &str) -> js_sys::Promise;
+    /// A request's body read to its end and dropped (see `boundary.mjs`); never rejects.
     #[wasm_bindgen(js_name = drainRequest)]
-    fn drain_request_js(request: &Request, whole: bool, limit: f64) -> js_sys::Promise;
+    pub(super) fn drain_request_js(request: &Request, whole: bool, limit: f64) -> js_sys::Promise;
     /// `stub.fetch(request)` and what came of it (see `boundary.mjs`); never rejects.
     #[wasm_bindgen(js_name = callObject)]
     pub(super) fn call_object_js(stub: &ObjectStub, request: &Request, mark: &str) -> js_sys::Promise;

@@ -311,7 +311,12 @@ impl Covered {
         self.send_to_object(identified, js_body, body_bytes).unwrap_or_else(internal_error)
     }
 
-    fn send_to_object(&mut self, identified: Identified, js_body: JsValue, body_bytes: usize) -> Result<JsValue> {
+    fn send_to_object(
+        &mut self,
+        identified: Identified,
+        js_body: JsValue,
+        body_bytes: usize,
+    ) -> Result<JsValue> {
         let Identified { fingerprint, name, scope_salt, scope_log } = identified;
         let (config, policy, lines) = (self.config, &self.policy, &self.lines);
         let path_and_query = path_and_query(&self.url);

@@ -113,6 +113,25 @@ impl KeyObject {
         .await
     }
 
+    /// A replay answered at once, where the arrival needs no await before its answer: its
+    /// envelope asks to enforce, with no lookup and no asynchronous acceptance, the record
+    /// is in memory with nothing to open, and the key's driver decides a replay that writes
+    /// nothing (`core::key_state::Pending::replay_only`). Returns `[answer, drained]` (the
+    /// marked answer, and the drain of the request's body under way, which `src/entry.mjs`
+    /// awaits before it answers), or `undefined`, having changed nothing a request could
+    /// see, for `fetch` to take the arrival the whole way.
+    pub fn replay(&self, req: web_sys::Request) -> JsValue {
+        let Some((response, drained)) = self.replayed(&req) else { return JsValue::UNDEFINED };
+        let answer = response.or_else(|error| {
+            console_error!("object {}: answering failed: {}", self.short_id(), error);
+            respond::problem(&storage_unavailable())
+        });
+        match respond::marked(answer) {
+            Ok(response) => js_sys::Array::of2(&response.into(), &drained).into(),
+            Err(error) => JsValue::from(error),
+        }
+    }
+
     /// The runtime's `alarm` on the object. A failure is thrown, never swallowed: the
     /// platform then retries the alarm (with backoff), so a deletion that failed once is
     /// tried again.
@@ -280,6 +299,50 @@ impl KeyObject {
         let response =
             response.unwrap_or_else(|| respond::traced_problem(&storage_unavailable(), &call.trace));
         self.answer(response, &mut log, &call.trace)
+    }
+
+    /// [`KeyObject::replay`]'s arrival: `None` where it must go the whole way (`handle`).
+    /// The order is `handle`'s, without its awaits: each check below is one that `handle`
+    /// would pass without awaiting, and the step is decided and reported in one turn.
+    fn replayed(&self, req: &web_sys::Request) -> Option<(Result<Response>, js_sys::Promise)> {
+        let headers = req.headers();
+        let panic_asked = || headers.get(PANIC_TEST_HEADER).ok().flatten();
+        if settings::get(&self.env).fault_injection.panics_at(panic_asked, PanicSite::Object) {
+            panic!("PANIC_FAULT_INJECTION: the object panics on purpose");
+        }
+        let Ok(ToObject::Key(call)) = ToObject::decode(headers.get(ENVELOPE_HEADER).ok()?.as_deref()) else {
+            return None;
+        };
+        let KeyCall { fingerprint, scope_salt, ref policy, body_bytes, .. } = call;
+        if call.step != (KeyStep::Enforce { accept_async: None }) || call.reconcile.is_some() {
+            return None;
+        }
+        let _ = self.store.scope_salt.set(scope_salt);
+        let record = self.record().ok()??;
+        if self.store.has_to_open(&record) {
+            return None;
+        }
+        let now = now_ms();
+        self.expire_observed(now);
+        let new_attempt = AttemptId(random_u64());
+        let arrival = Arrival {
+            fingerprint,
+            new_attempt,
+            policy,
+            body_bytes,
+            accept: None,
+            observing: false,
+            lookup: None,
+        };
+        let pending = self.key.borrow_mut().handle_arrival(arrival, now);
+        let stored = pending.replay_only()?.clone();
+        // Nothing to write: the step is reported at once, as `write` would after a `Keep`.
+        let decided = self.key.borrow_mut().handle_written(pending);
+        let drained = body::start_drain(req, Some(body_bytes));
+        let mut log = self.request_log(Some(call.scope));
+        log.decision = decided.decision.unwrap_or(log.decision);
+        let response = self.prepared(&stored).response();
+        Some((self.answer(response, &mut log, &call.trace), drained))
     }
 
     /// [`KeyObject::answer`] with `problem`, naming the request.

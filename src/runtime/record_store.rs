@@ -104,6 +104,9 @@ impl RecordStore {
     /// that cannot be opened, or that is stored in the clear while sealing is required, is an
     /// error: never treated as absent.
     pub async fn open(&self, record: &Record) -> Result<Option<Opened>, StorageError> {
+        if !self.has_to_open(record) {
+            return Ok(None);
+        }
         let settings = settings::get(&self.env);
         let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
         // Only what storage held: an answer this instance opened is kept unsealed in memory.
@@ -141,6 +144,21 @@ impl RecordStore {
             .map_err(|error| StorageError::Seal(error.to_string()))?;
         let record = Completed { response: Arc::new(answer), sealed_answer: None, ..done.clone() };
         Ok(Some(opened(record, None)))
+    }
+
+    /// Whether [`RecordStore::open`] has anything to do with `record`: open it, check its
+    /// chunk rows, or refuse it. When not, `open` answers `None` without awaiting, and a
+    /// replay of it can be answered at once (`runtime::object`).
+    pub fn has_to_open(&self, record: &Record) -> bool {
+        let settings = settings::get(&self.env);
+        let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
+        if self.read_in_clear.get() && refuses_unsealed(ring_set, settings.storage_allow_unsealed, record) {
+            return true;
+        }
+        let Record::Completed(done) = record else { return false };
+        let checked = || self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
+        done.sealed_answer.is_some()
+            || done.chunks.as_ref().is_some_and(|manifest| checked() != Some(manifest.attempt))
     }
 
     /// Keeps what opening checked (a chunked answer's rows), once the object kept the

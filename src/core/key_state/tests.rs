@@ -221,9 +221,43 @@ fn a_replay_is_decided_from_the_record_in_memory() {
         chunks: None,
     })));
     let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    assert_eq!(pending.replay_only().map(|stored| stored.status), Some(201));
     let decided = written(&mut key, pending);
     assert!(matches!(&decided.step.actions[..], [Action::Replay(stored)] if stored.status == 201));
     assert_eq!(decided.decision, Some(Decision::Replayed));
+}
+
+#[test]
+fn only_a_step_that_replays_and_writes_nothing_is_replay_only() {
+    let policy = policy();
+    // A claim: written, and forwarded.
+    let mut key = KeyState::new();
+    key.remember(None);
+    let claim = key.handle_arrival(arrival(&policy, A, false), T0);
+    assert_eq!(claim.replay_only(), None);
+    written(&mut key, claim);
+    // A duplicate of the live claim joins it.
+    let duplicate = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    assert!(duplicate.step().actions.iter().any(|action| matches!(action, Action::Join { .. })));
+    assert_eq!(duplicate.replay_only(), None);
+    // The same key's answer, past its expiry: not replayed.
+    let mut expired = KeyState::new();
+    expired.remember(Some(Record::Completed(Completed {
+        attempt: A,
+        fingerprint: FP,
+        completed_at: T0,
+        expires_at: T0 + TTL,
+        response: answer(201),
+        sealed_answer: None,
+        sealed_bound: false,
+        chunks: None,
+    })));
+    assert_eq!(expired.handle_arrival(arrival(&policy, B, false), T0 + TTL + 1).replay_only(), None);
+    // Another payload under the key: refused, not replayed.
+    let other = Arrival { fingerprint: Digest256([2; 32]), ..arrival(&policy, B, false) };
+    let mismatch = expired.handle_arrival(other, T0 + 1);
+    assert!(mismatch.step().actions.iter().any(|action| matches!(action, Action::Reject(_))));
+    assert_eq!(mismatch.replay_only(), None);
 }
 
 #[test]

@@ -21,8 +21,10 @@
 // (the Worker then answers as for any failed object call: 503, nothing forwarded), and so is
 // every other call into the same instance, whose memory the trap has made unusable.
 //
-// Plain classes with direct calls, not the per-call `Proxy` objects of worker-build's shim:
-// a replay crosses this file once each way.
+// Plain classes with direct calls, not the per-call `Proxy` objects of worker-build's shim.
+// The replay's hot path awaits here rather than in Rust futures: the Worker's covered
+// request is driven step by step (`answer`), and the object answers a replay it can give
+// at once without its `fetch` (`KeyObject.fetch`). Every decision is still the Rust side's.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import * as wasm from "./index.js";
 

@@ -1,7 +1,8 @@
 //! The wasm32 runtime: carries out what `crate::core` decides, and nothing else.
 //!
 //! - `entry`: the Worker's fetch handler. Validates the request, fingerprints it and hands
-//!   it to the key's Durable Object; passes uncovered methods through.
+//!   it to the key's Durable Object; passes uncovered methods through. A covered request's
+//!   steps are synchronous, and `src/entry.mjs` awaits between them (`Covered`).
 //! - `forward`: the Worker's own forwards (pass-through, observe, fail-open), signed.
 //! - `object_call`: the Worker's call to a key's object, and whether the object answered.
 //! - `object`: the Durable Object, single writer for one (scope, key).

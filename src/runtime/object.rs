@@ -17,6 +17,10 @@
 //!    other path drains it chunk by chunk, so a waiter holds no body.
 //! 3. Carry out the actions: forward, replay, join, reject.
 //!
+//! A replay of an answer already in memory takes none of those awaits but the drain:
+//! `replay` decides it in one turn, in the same order, and `src/entry.mjs` drains the body
+//! and answers (issue 23: the replay is the hot path). Any other arrival goes to `fetch`.
+//!
 //! Every answer the object gives carries its mark (`core::wire::ANSWERED_HEADER`), added in one
 //! place (`fetch`) whatever path made the answer, errors included: the Worker treats an
 //! unmarked answer as one the object may not have given, and never fails open on it.

@@ -206,11 +206,9 @@ fn a_job_send_that_cannot_be_scheduled_is_put_back() {
     assert_eq!(key.record(), Some(&before));
 }
 
-#[test]
-fn a_replay_is_decided_from_the_record_in_memory() {
-    let policy = policy();
-    let mut key = KeyState::new();
-    key.remember(Some(Record::Completed(Completed {
+/// `A`'s answer, 201, completed at T0 and kept for the TTL.
+fn completed_201() -> Record {
+    Record::Completed(Completed {
         attempt: A,
         fingerprint: FP,
         completed_at: T0,
@@ -219,7 +217,14 @@ fn a_replay_is_decided_from_the_record_in_memory() {
         sealed_answer: None,
         sealed_bound: false,
         chunks: None,
-    })));
+    })
+}
+
+#[test]
+fn a_replay_is_decided_from_the_record_in_memory() {
+    let policy = policy();
+    let mut key = KeyState::new();
+    key.remember(Some(completed_201()));
     let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
     assert_eq!(pending.replay_only().map(|stored| stored.status), Some(201));
     let decided = written(&mut key, pending);
@@ -242,16 +247,7 @@ fn only_a_step_that_replays_and_writes_nothing_is_replay_only() {
     assert_eq!(duplicate.replay_only(), None);
     // The same key's answer, past its expiry: not replayed.
     let mut expired = KeyState::new();
-    expired.remember(Some(Record::Completed(Completed {
-        attempt: A,
-        fingerprint: FP,
-        completed_at: T0,
-        expires_at: T0 + TTL,
-        response: answer(201),
-        sealed_answer: None,
-        sealed_bound: false,
-        chunks: None,
-    })));
+    expired.remember(Some(completed_201()));
     assert_eq!(expired.handle_arrival(arrival(&policy, B, false), T0 + TTL + 1).replay_only(), None);
     // Another payload under the key: refused, not replayed.
     let other = Arrival { fingerprint: Digest256([2; 32]), ..arrival(&policy, B, false) };

@@ -1,9 +1,9 @@
 // The Worker's JavaScript entry: what workerd calls, handed on to what the Rust crate exports
 // through wasm-bindgen (`arrive` and its `Covered` requests from `runtime::entry`, the
-// `KeyObject` Durable Object from `runtime::object`). scripts/build.sh bundles it with wasm-bindgen's output into
-// build/index.js. Besides it and that generated glue, the worker's JavaScript is the
-// runtime's helpers in src/runtime/*.mjs, which the Rust runtime calls to await its I/O in
-// one call each (they decide nothing).
+// `KeyObject` Durable Object from `runtime::object`). scripts/build.sh bundles it with
+// wasm-bindgen's output into build/index.js. Besides it and that generated glue, the
+// worker's JavaScript is the runtime's helpers in src/runtime/*.mjs, which the Rust runtime
+// calls to await its I/O in one call each (they decide nothing).
 //
 // It also owns recovery after a trap. The release build aborts on panic, which traps as a
 // `WebAssembly.RuntimeError` and leaves the instance's memory unusable. The panic hook

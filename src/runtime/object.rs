@@ -309,6 +309,11 @@ impl KeyObject {
     /// The order is `handle`'s, without its awaits: each check below is one that `handle`
     /// would pass without awaiting, and the step is decided and reported in one turn.
     fn replayed(&self, req: &web_sys::Request) -> Option<(Result<Response>, js_sys::Promise)> {
+        // Only an answer already in memory is replayed here. A claim, a job or a record not
+        // yet read goes to `fetch` before the envelope is read, so that it is read once.
+        if !matches!(self.key.borrow().record(), Some(Record::Completed(_))) {
+            return None;
+        }
         let headers = req.headers();
         let panic_asked = || headers.get(PANIC_TEST_HEADER).ok().flatten();
         if settings::get(&self.env).fault_injection.panics_at(panic_asked, PanicSite::Object) {

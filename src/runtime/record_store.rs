@@ -104,26 +104,19 @@ impl RecordStore {
     /// that cannot be opened, or that is stored in the clear while sealing is required, is an
     /// error: never treated as absent.
     pub async fn open(&self, record: &Record) -> Result<Option<Opened>, StorageError> {
-        if !self.has_to_open(record) {
-            return Ok(None);
-        }
-        let settings = settings::get(&self.env);
-        let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
-        // Only what storage held: an answer this instance opened is kept unsealed in memory.
-        if self.read_in_clear.get() && refuses_unsealed(ring_set, settings.storage_allow_unsealed, record) {
+        if self.refused_in_clear(record) {
             return Err(StorageError::Seal(
                 "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
                     .to_owned(),
             ));
         }
         let Record::Completed(done) = record else { return Ok(None) };
-        let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
+        if !self.needs_opening(record) {
+            return Ok(None);
+        }
+        let ring = settings::get(&self.env).storage_keys.as_ref().ok().and_then(Option::as_ref);
         let opened = |record, checked| Opened { record: Record::Completed(record), checked };
-        if let Some(manifest) = &done.chunks {
-            let checked = self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
-            if done.sealed_answer.is_none() && checked == Some(manifest.attempt) {
-                return Ok(None);
-            }
+        if done.chunks.is_some() {
             // Only a sealed head needs the scope's key (an unsealed answer is checked without it).
             let salt = match (&done.sealed_answer, self.scope_salt.get()) {
                 (Some(_), None) => return Err(no_scope_salt()),
@@ -150,11 +143,19 @@ impl RecordStore {
     /// chunk rows, or refuse it. When not, `open` answers `None` without awaiting, and a
     /// replay of it can be answered at once (`runtime::object`).
     pub fn has_to_open(&self, record: &Record) -> bool {
+        self.refused_in_clear(record) || self.needs_opening(record)
+    }
+
+    /// Whether `record`, as storage held it, is in the clear while sealing is required. Only
+    /// what storage held: an answer this instance opened is kept unsealed in memory.
+    fn refused_in_clear(&self, record: &Record) -> bool {
         let settings = settings::get(&self.env);
         let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
-        if self.read_in_clear.get() && refuses_unsealed(ring_set, settings.storage_allow_unsealed, record) {
-            return true;
-        }
+        self.read_in_clear.get() && refuses_unsealed(ring_set, settings.storage_allow_unsealed, record)
+    }
+
+    /// Whether `record` holds a sealed answer, or chunk rows this instance has not checked.
+    fn needs_opening(&self, record: &Record) -> bool {
         let Record::Completed(done) = record else { return false };
         let checked = || self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
         done.sealed_answer.is_some()

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::http::{find_head_end, header_value, parse_header_lines, split_lines};
 use super::requests::unique;
-use super::worker::free_port;
+use super::worker::bind_free_port;
 
 /// What the origin did with one key.
 #[derive(Default)]
@@ -52,8 +52,7 @@ pub struct DedupOrigin {
 impl DedupOrigin {
     pub fn start() -> DedupOrigin {
         // A port no other process is handed while this origin is down (`free_port`).
-        let port = free_port();
-        let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind the origin");
+        let listener = bind_free_port();
         let origin = DedupOrigin {
             addr: listener.local_addr().unwrap(),
             keys: Arc::default(),

@@ -36,7 +36,7 @@
 //! `Idempotency-Key` value as received, per request target, and in total.
 
 use super::http::{decode_chunked, find_head_end, header_value, is_chunked, parse_header_lines, split_lines};
-use super::worker::free_port;
+use super::worker::bind_free_port;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -133,15 +133,17 @@ struct Listening {
 
 impl Origin {
     /// Starts on a free loopback port, one that no other process is handed while this
-    /// origin is paused ([`free_port`]).
+    /// origin is paused ([`bind_free_port`]).
     pub fn start() -> Origin {
-        let port = free_port();
-        Origin::start_on(port).unwrap_or_else(|e| panic!("test origin: bind 127.0.0.1:{port}: {e}"))
+        Origin::serving(bind_free_port()).unwrap_or_else(|e| panic!("test origin: serve: {e}"))
     }
 
     /// Starts on 127.0.0.1:`port`.
     pub fn start_on(port: u16) -> io::Result<Origin> {
-        let listener = TcpListener::bind(("127.0.0.1", port))?;
+        Origin::serving(TcpListener::bind(("127.0.0.1", port))?)
+    }
+
+    fn serving(listener: TcpListener) -> io::Result<Origin> {
         let addr = listener.local_addr()?;
         let origin = Origin {
             addr,

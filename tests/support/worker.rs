@@ -347,6 +347,53 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// A loopback listener on a port from [`free_port`]: on another port when the first was
+/// taken between `free_port`'s probe and this bind.
+///
+/// Why: `free_port` only finds a port free a moment ago. A fresh-clone CI run once saw an
+/// origin's bind fail with "Address already in use" right after its probe (issue 23's
+/// stop 39), which failed a test without anything being wrong with the worker. The port
+/// taken stays reserved, and the line printed says which it was and what held it.
+pub fn bind_free_port() -> TcpListener {
+    const ATTEMPTS: u32 = 5;
+    for attempt in 1..=ATTEMPTS {
+        let port = free_port();
+        match TcpListener::bind(("127.0.0.1", port)) {
+            Ok(listener) => return listener,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempt < ATTEMPTS => {
+                eprintln!(
+                    "port {port} was taken after it was found free ({}); binding another",
+                    holders_of(port)
+                );
+            }
+            Err(e) => panic!("bind 127.0.0.1:{port}: {e}"),
+        }
+    }
+    unreachable!("the last attempt returns or panics")
+}
+
+/// What holds `port` on loopback, from `/proc/net/tcp`: the TCP states of its sockets
+/// (`0A` is LISTEN, `01` ESTABLISHED, `06` TIME_WAIT), for the line that says a port was
+/// taken.
+fn holders_of(port: u16) -> String {
+    let wanted = format!(":{port:04X}");
+    let states: Vec<String> = fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.get(1)?.ends_with(&wanted))
+                .then(|| format!("state {}", fields.get(3).copied().unwrap_or("?")))
+        })
+        .collect();
+    if states.is_empty() {
+        "no socket of it in /proc/net/tcp now".to_owned()
+    } else {
+        states.join(", ")
+    }
+}
+
 /// The first port of the kernel's ephemeral range (`ip_local_port_range`), or Linux's
 /// default where it cannot be read.
 fn ephemeral_range_start() -> u16 {
@@ -994,10 +1041,20 @@ impl Drop for Worker {
 mod tests {
     use super::super::http::Request;
     use super::super::origin::read_request;
-    use super::send_past_dev_proxy;
+    use super::{bind_free_port, holders_of, send_past_dev_proxy};
     use std::io::Write;
     use std::net::TcpListener;
     use std::thread;
+
+    #[test]
+    fn a_port_taken_is_reported_with_what_holds_it() {
+        let listener = bind_free_port();
+        let port = listener.local_addr().unwrap().port();
+        assert!(TcpListener::bind(("127.0.0.1", port)).is_err(), "the listener holds its port");
+        assert_eq!(holders_of(port), "state 0A", "a listening socket is LISTEN (0A)");
+        drop(listener);
+        assert_eq!(holders_of(port), "no socket of it in /proc/net/tcp now");
+    }
 
     const DEV_PROXY_503: &str = "Your worker restarted mid-request. Please try sending the request again. Only GET or HEAD requests are retried automatically.";
 

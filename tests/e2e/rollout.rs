@@ -572,23 +572,44 @@ impl Drop for DemoOrigin {
 /// one per demo state).
 const DEMO_STORAGE_KEYS: &str = r#"[{"id":"demo","key":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}]"#;
 
-fn start_demo_origin(port: u16) -> DemoOrigin {
-    let child = Command::new("python3")
-        .arg(repo_root().join("demo/origin.py"))
-        .arg(port.to_string())
-        .env("DEMO_DELAY_MS", "700")
-        .env_remove("DEMO_DROP_RATE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("the demo test needs python3 on PATH (python3 demo/origin.py): {e}"));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "demo/origin.py did not listen on 127.0.0.1:{port}");
-        thread::sleep(Duration::from_millis(100));
+/// `demo/origin.py` on a port from `free_port`, and that port. On another port when the
+/// first was taken before the demo origin bound it (its bind fails and it exits): a port
+/// that answers is this child's only while the child still runs.
+fn start_demo_origin() -> (DemoOrigin, u16) {
+    const ATTEMPTS: u32 = 5;
+    for attempt in 1..=ATTEMPTS {
+        let port = free_port();
+        let child = Command::new("python3")
+            .arg(repo_root().join("demo/origin.py"))
+            .arg(port.to_string())
+            .env("DEMO_DELAY_MS", "700")
+            .env_remove("DEMO_DROP_RATE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("the demo test needs python3 on PATH (python3 demo/origin.py): {e}"));
+        let mut demo = DemoOrigin(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = demo.0.try_wait().expect("poll demo/origin.py") {
+                assert!(
+                    attempt < ATTEMPTS,
+                    "demo/origin.py exited ({status}) on port {port}, {ATTEMPTS} times"
+                );
+                eprintln!("demo/origin.py exited ({status}): port {port} was taken; trying another");
+                break;
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+                && demo.0.try_wait().ok().flatten().is_none()
+            {
+                return (demo, port);
+            }
+            assert!(Instant::now() < deadline, "demo/origin.py did not listen on 127.0.0.1:{port}");
+            thread::sleep(Duration::from_millis(100));
+        }
     }
-    DemoOrigin(child)
+    unreachable!("the last attempt returns or panics")
 }
 
 fn run_walkthrough(w: &Worker) -> String {
@@ -640,8 +661,7 @@ fn readme_walkthrough() -> String {
 
 #[test]
 fn the_walkthrough_tells_the_same_story_every_run() {
-    let port = free_port();
-    let _demo = start_demo_origin(port);
+    let (_demo, port) = start_demo_origin();
     // As scripts/demo.sh sets them: the demo origin's lookup reconciles step 5.
     let routes = format!(
         r#"[{{"pattern":"/v1/charges","reconcile_url":"http://127.0.0.1:{port}/v1/charges?idempotency_key={{key}}"}}]"#

@@ -27,6 +27,7 @@ use super::sha256::Sha256;
 
 use super::body_shape::BodyShape;
 use super::canonical_json;
+use super::hex;
 use super::jwt::{ClaimValue, Identity};
 
 /// A SHA-256 digest. `Debug` and `Display` print hex.
@@ -35,7 +36,7 @@ pub struct Digest256(pub [u8; 32]);
 
 impl Digest256 {
     pub fn to_hex(&self) -> String {
-        hex(&self.0)
+        hex::encode(&self.0)
     }
 
     /// Parses 64 lowercase or uppercase hex digits.
@@ -46,14 +47,14 @@ impl Digest256 {
         }
         let mut out = [0u8; 32];
         for (i, pair) in bytes.chunks_exact(2).enumerate() {
-            out[i] = (hex_value(pair[0])? << 4) | hex_value(pair[1])?;
+            out[i] = (hex::digit_value(pair[0])? << 4) | hex::digit_value(pair[1])?;
         }
         Some(Digest256(out))
     }
 
     /// The first 8 bytes in hex: enough to tell records apart in a log line.
     pub fn short_hex(&self) -> String {
-        hex(&self.0[..8])
+        hex::encode(&self.0[..8])
     }
 }
 
@@ -66,25 +67,6 @@ impl std::fmt::Debug for Digest256 {
 impl std::fmt::Display for Digest256 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.to_hex())
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 0xf) as usize] as char);
-    }
-    out
-}
-
-fn hex_value(digit: u8) -> Option<u8> {
-    match digit {
-        b'0'..=b'9' => Some(digit - b'0'),
-        b'a'..=b'f' => Some(digit - b'a' + 10),
-        b'A'..=b'F' => Some(digit - b'A' + 10),
-        _ => None,
     }
 }
 

@@ -10,7 +10,8 @@
 //! change: records under the old names are no longer found (they expire by their alarms).
 //! docs/deploy.md describes the migration.
 
-use super::hmac::{hex, hmac_sha256};
+use super::hex::encode as hex;
+use super::hmac::hmac_sha256;
 
 /// The variable (a secret) that keys object names.
 pub const VAR_OBJECT_NAME_KEY: &str = "OBJECT_NAME_KEY";

@@ -22,6 +22,7 @@ mod format_fixtures;
 #[doc(hidden)]
 pub mod fuzz_checks;
 pub mod headers;
+pub mod hex;
 pub mod hmac;
 pub mod json;
 pub mod jwks_cache;

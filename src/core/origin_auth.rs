@@ -45,7 +45,8 @@
 
 use super::sha256::sha256;
 
-use super::hmac::{constant_time_eq, hex, hmac_sha256};
+use super::hex::encode as hex;
+use super::hmac::{constant_time_eq, hmac_sha256};
 
 /// The header the worker adds to every origin request.
 pub const SIGNATURE_HEADER: &str = "idempotency-edge-signature";

@@ -11,7 +11,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::Headers;
 
-use crate::core::hmac::hex;
+use crate::core::hex::encode as hex;
 use crate::core::origin_auth::{canonical_head, header_value, Protection, Signed, NONCE_BYTES};
 use crate::core::url::path_and_query;
 

@@ -2,10 +2,7 @@ use proptest::prelude::*;
 use sha2::Digest;
 
 use super::*;
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use crate::core::hex::encode as hex;
 
 fn reference(bytes: &[u8]) -> [u8; 32] {
     sha2::Sha256::digest(bytes).into()

@@ -4,8 +4,9 @@
 //
 //   node bench/ab.mjs DIR_A DIR_B [replay|first|burst] [rounds=6] [connections=16] [ms=2000]
 //
-// DIR_A or DIR_B may also name a ladder target (`js-do-claim`, `js-do-sql`, `js-do`) to set the
-// worker against plain JS in the same process. DIR_A and DIR_B are otherwise build directories (index.js, index_bg.wasm, worker/shim.mjs), e.g. a
+// DIR_A or DIR_B may also name a ladder target (`js-do-claim`, `js-do-claim-mark`,
+// `js-do-claim-rpc`, `js-do-sql`, `js-do`) to set the worker against plain JS in the same
+// process. DIR_A and DIR_B are otherwise build directories (index.js, index_bg.wasm, worker/shim.mjs), e.g. a
 // copy of build/ from two commits. Prints per build: median req/s, median p50 and median
 // workerd CPU per request. For `burst` (100 concurrent requests for one new key, origin
 // delay 300 ms) the p50 column is the last response − 300 ms and the CPU column the first
@@ -113,6 +114,8 @@ for (const [name, dir] of [["a", dirA], ["b", dirB]]) {
 }
 
 const results = { a: [], b: [] };
+// Answers by status, per target: a target that fails fast would otherwise look fast.
+const answered = { a: {}, b: {} };
 const id = Date.now().toString(36);
 // Round -1 warms both up and is not counted.
 for (let r = -1; r < rounds; r++) {
@@ -146,6 +149,7 @@ for (let r = -1; r < rounds; r++) {
     // lines (console.log) from workerd; the lines' cost outside the isolate shows here.
     const self = process.cpuUsage(self0);
     if (r >= 0) results[name].push({ rps: out.rps, p50: out.p50, cpu: (cpuMs(t.pid) - cpu0) / out.requests, node: (self.user + self.system) / 1000 / out.requests });
+    for (const [status, count] of Object.entries(out.statuses)) answered[name][status] = (answered[name][status] ?? 0) + count;
   }
 }
 
@@ -157,6 +161,11 @@ for (const [name, dir] of [["a", dirA], ["b", dirB]]) {
       `CPU ${median(rs.map((x) => x.cpu)).toFixed(3)} ms/req  (rounds: ${rs.map((x) => x.cpu.toFixed(2)).join(" ")})` +
       (rs[0]?.node != null ? `  node (load + log receiver) ${median(rs.map((x) => x.node)).toFixed(3)} ms/req` : ""),
   );
+  const statuses = Object.entries(answered[name]);
+  if (statuses.length) {
+    const failed = statuses.filter(([status]) => !status.startsWith("2"));
+    console.log(`  answers: ${statuses.map(([status, count]) => `${count} × ${status}`).join(", ")}${failed.length ? "  ← NOT ALL 2xx: these figures are not of the path measured" : ""}`);
+  }
 }
 for (const t of Object.values(targets)) await t.dispose();
 origin.stop();

@@ -13,6 +13,10 @@
 //             object, a durable claim (`storage.put`) before the origin (the output gate
 //             holds the fetch until it is confirmed), the outcome `put` after, one alarm at
 //             expiry, and replays from the object (memory, else one `storage.get`).
+//   "do-claim-mark", "do-claim-rpc"  `do-claim` with the object's answer told apart from
+//             one the platform made, as the Rust worker must tell them apart (it never
+//             fails open on an answer the object may have given): a header the Worker reads
+//             and takes off, or an RPC method returning the answer beside the mark.
 import { DurableObject } from "cloudflare:workers";
 
 export default {
@@ -22,9 +26,26 @@ export default {
     const body = await req.arrayBuffer();
     const u = new URL(req.url);
     const stub = env.LADDER.get(env.LADDER.idFromName(key));
-    return stub.fetch(new Request(env.ORIGIN_URL + u.pathname + u.search, { method: req.method, headers: req.headers, body }));
+    const forwarded = new Request(env.ORIGIN_URL + u.pathname + u.search, { method: req.method, headers: req.headers, body });
+    if (env.LADDER_MODE === "do-claim-rpc") {
+      const [answer, mark] = await stub.claimCall(forwarded);
+      if (mark !== MARK) return new Response("not the object", { status: 503 });
+      return answer;
+    }
+    const answer = await stub.fetch(forwarded);
+    if (env.LADDER_MODE !== "do-claim-mark") return answer;
+    if (answer.headers.get(MARK_HEADER) !== MARK) return new Response("not the object", { status: 503 });
+    const headers = new Headers(answer.headers);
+    headers.delete(MARK_HEADER);
+    return new Response(answer.body, { status: answer.status, headers });
   },
 };
+
+// "do-claim-mark" marks the object's answer with a header, which the Worker reads and takes
+// off (a fetched answer's headers are immutable: a new Response); "do-claim-rpc" calls an
+// RPC method that returns the answer beside the mark, with nothing to take off.
+const MARK_HEADER = "x-ladder-mark";
+const MARK = "1";
 
 const DAY_MS = 86_400_000;
 
@@ -35,6 +56,7 @@ export class LadderObject extends DurableObject {
   async fetch(req) {
     const mode = this.env.LADDER_MODE;
     if (mode === "do-claim") return this.claim(req);
+    if (mode === "do-claim-mark") return this.claim(req, true);
     if (mode === "do-sql") {
       if (!this.loaded) {
         try {
@@ -71,7 +93,11 @@ export class LadderObject extends DurableObject {
     return fetch(req.url, { method: req.method, headers: req.headers, body, redirect: "manual" });
   }
 
-  async claim(req) {
+  async claimCall(req) {
+    return [await this.claim(req), MARK];
+  }
+
+  async claim(req, marked = false) {
     if (!this.loaded) {
       this.record = (await this.ctx.storage.get("record")) ?? null;
       this.loaded = true;
@@ -80,9 +106,10 @@ export class LadderObject extends DurableObject {
     if (this.record?.status) {
       const headers = new Headers(this.record.headers);
       headers.set("idempotent-replayed", "true");
+      if (marked) headers.set(MARK_HEADER, MARK);
       return new Response(this.record.body, { status: this.record.status, headers });
     }
-    if (this.record) return new Response("in progress", { status: 409, headers: { "retry-after": "1" } });
+    if (this.record) return new Response("in progress", { status: 409, headers: { "retry-after": "1", ...(marked && { [MARK_HEADER]: MARK }) } });
     this.record = { inflight: true };
     await this.ctx.storage.put("record", this.record);
     this.ctx.storage.setAlarm(Date.now() + DAY_MS);
@@ -90,7 +117,10 @@ export class LadderObject extends DurableObject {
     const answerBody = await answer.arrayBuffer();
     this.record = { status: answer.status, headers: [...answer.headers], body: answerBody };
     this.ctx.storage.put("record", this.record);
-    return new Response(answerBody, { status: answer.status, headers: answer.headers });
+    if (!marked) return new Response(answerBody, { status: answer.status, headers: answer.headers });
+    const headers = new Headers(answer.headers);
+    headers.set(MARK_HEADER, MARK);
+    return new Response(answerBody, { status: answer.status, headers });
   }
 
   async alarm() {

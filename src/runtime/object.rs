@@ -123,17 +123,16 @@ impl KeyObject {
     /// nothing (`core::key_state::Pending::replay_only`). Returns `[answer, drained]` (the
     /// marked answer, and the drain of the request's body under way, which `src/entry.mjs`
     /// awaits before it answers), or `undefined`, having changed nothing a request could
-    /// see, for `fetch` to take the arrival the whole way.
-    pub fn replay(&self, req: web_sys::Request) -> JsValue {
-        let Some((response, drained)) = self.replayed(&req) else { return JsValue::UNDEFINED };
+    /// see, for `fetch` to take the arrival the whole way. An answer that cannot be marked
+    /// is thrown, as `fetch` rejects with it.
+    pub fn replay(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
+        let Some((response, drained)) = self.replayed(&req) else { return Ok(JsValue::UNDEFINED) };
         let answer = response.or_else(|error| {
             console_error!("object {}: answering failed: {}", self.short_id(), error);
             respond::problem(&storage_unavailable())
         });
-        match respond::marked(answer) {
-            Ok(response) => js_sys::Array::of2(&response.into(), &drained).into(),
-            Err(error) => JsValue::from(error),
-        }
+        let marked = respond::marked(answer).map_err(JsValue::from)?;
+        Ok(js_sys::Array::of2(&marked.into(), &drained).into())
     }
 
     /// The runtime's `alarm` on the object. A failure is thrown, never swallowed: the

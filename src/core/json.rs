@@ -687,6 +687,15 @@ fn write_value(out: &mut String, value: &Value) {
     }
 }
 
+/// `text` as a JSON string literal: how an error message quotes a value it was given, with
+/// control characters escaped. (Rust's `{:?}` would quote it much the same, but its
+/// formatting code, Unicode tables included, would then be in the Wasm for a few messages.)
+pub fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    write_string(&mut out, text);
+    out
+}
+
 /// A JSON string literal, escaped as serde_json escapes it.
 pub fn write_string(out: &mut String, text: &str) {
     out.push('"');

@@ -306,7 +306,8 @@ impl ClaimPath {
         }
         if text.split('.').any(str::is_empty) || text.chars().any(char::is_control) {
             return Err(format!(
-                "{text:?} is not a claim name or a dotted path (empty segment or control character)"
+                "{} is not a claim name or a dotted path (empty segment or control character)",
+                super::json::quoted(text)
             ));
         }
         Ok(ClaimPath { text: text.to_owned() })

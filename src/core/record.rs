@@ -457,6 +457,27 @@ pub enum DecodeError {
     UnknownExtension(u8),
 }
 
+/// Said in the operator's words: a log line names what is wrong with the stored bytes
+/// (Rust's `Debug` spelling would need its formatting code in the Wasm for these few lines).
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::NotARecord => f.write_str("not a record (no record header)"),
+            DecodeError::UnsupportedVersion(version) => {
+                write!(f, "record version {version}, which this release cannot read")
+            }
+            DecodeError::BadKind(kind) => write!(f, "unknown record kind {kind}"),
+            DecodeError::BadField(field) => write!(f, "field {field} holds a value this release cannot read"),
+            DecodeError::Truncated => f.write_str("cut short"),
+            DecodeError::NotUtf8 => f.write_str("a text field is not UTF-8"),
+            DecodeError::TrailingBytes => f.write_str("bytes after the record's end"),
+            DecodeError::UnknownExtension(tag) => {
+                write!(f, "critical extension {tag}, which this release does not know")
+            }
+        }
+    }
+}
+
 const MAGIC: &[u8; 2] = b"IE";
 const VERSION_1: u8 = 1;
 const VERSION_2: u8 = 2;
@@ -512,6 +533,32 @@ fn put_common(out: &mut Writer, attempt: AttemptId, fingerprint: &Digest256) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the log says of unreadable stored bytes names the version, kind, field or
+    /// extension it met, in words rather than Rust's enum syntax.
+    #[test]
+    fn decode_errors_are_said_in_words() {
+        let said = |error: DecodeError| error.to_string();
+        assert_eq!(
+            said(DecodeError::UnsupportedVersion(9)),
+            "record version 9, which this release cannot read"
+        );
+        assert_eq!(
+            said(DecodeError::UnknownExtension(7)),
+            "critical extension 7, which this release does not know"
+        );
+        assert_eq!(said(DecodeError::BadKind(3)), "unknown record kind 3");
+        assert_eq!(said(DecodeError::BadField(4)), "field 4 holds a value this release cannot read");
+        for error in [
+            DecodeError::NotARecord,
+            DecodeError::Truncated,
+            DecodeError::NotUtf8,
+            DecodeError::TrailingBytes,
+        ] {
+            let text = said(error);
+            assert!(text.contains(' ') && text != format!("{error:?}"), "{text}");
+        }
+    }
 
     fn fp(n: u8) -> Digest256 {
         Digest256([n; 32])

@@ -131,7 +131,10 @@ impl RouteKeyHeader {
 /// key's value then follows `Idempotency-Key`'s grammar and limits (`core::key`).
 pub fn parse_key_header(name: &str) -> Result<RouteKeyHeader, String> {
     if !is_header_name(name) || name.len() > MAX_KEY_HEADER_NAME {
-        return Err(format!("{name:?} is not a header name of at most {MAX_KEY_HEADER_NAME} characters"));
+        return Err(format!(
+            "{} is not a header name of at most {MAX_KEY_HEADER_NAME} characters",
+            json::quoted(name)
+        ));
     }
     let lowercase = name.to_ascii_lowercase();
     let taken = NOT_A_KEY_HEADER.contains(&lowercase.as_str())
@@ -169,6 +172,19 @@ pub enum ObjectCallFailure {
     /// An answer without the object's marker: the platform answered, perhaps after the
     /// object ran.
     UnmarkedAnswer,
+}
+
+/// Said in the operator's words, for the Worker's log line.
+impl std::fmt::Display for ObjectCallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ObjectCallFailure::BeforeSend => f.write_str("the call could not be made"),
+            ObjectCallFailure::Rejected { overloaded, remote } => {
+                write!(f, "the call was rejected, overloaded: {overloaded}, remote: {remote}")
+            }
+            ObjectCallFailure::UnmarkedAnswer => f.write_str("an answer without the object's mark"),
+        }
+    }
 }
 
 impl ObjectCallFailure {
@@ -323,8 +339,9 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
                         Ok(upper)
                     } else {
                         Err(format!(
-                            "{}: {m:?} cannot be covered (use {})",
+                            "{}: {} cannot be covered (use {})",
                             at("methods"),
+                            json::quoted(&m),
                             COVERABLE_METHODS.join(", ")
                         ))
                     }
@@ -357,7 +374,11 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
             list.into_iter()
                 .map(|name| {
                     if !is_header_name(&name) {
-                        Err(format!("{}: {name:?} is not a header name", at("fingerprint_headers")))
+                        Err(format!(
+                            "{}: {} is not a header name",
+                            at("fingerprint_headers"),
+                            json::quoted(&name)
+                        ))
                     } else {
                         Ok(name.to_ascii_lowercase())
                     }
@@ -501,7 +522,11 @@ fn body_shape(members: &Map, at: &dyn Fn(&str) -> String) -> Result<Option<BodyS
             .enumerate()
             .map(|(i, text)| {
                 JsonPointer::parse(text).map_err(|why| {
-                    format!("{}[{i}]: {text:?} is not a JSON Pointer to a field: {why}", at(name))
+                    format!(
+                        "{}[{i}]: {} is not a JSON Pointer to a field: {why}",
+                        at(name),
+                        json::quoted(text)
+                    )
                 })
             })
             .collect::<Result<Vec<_>, _>>()

@@ -124,7 +124,7 @@ impl KeyRing {
                 }
             };
             if keys.iter().any(|key| key.id == id) {
-                return Err(format!("{}: the id {id:?} is listed twice", at("id")));
+                return Err(format!("{}: the id {} is listed twice", at("id"), super::json::quoted(&id)));
             }
             let secret = match members.get("key") {
                 Some(Value::String(text)) => {

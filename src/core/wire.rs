@@ -164,6 +164,19 @@ impl WireError {
     }
 }
 
+/// Said in the operator's words, for the object's log line.
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::Missing => f.write_str("no envelope"),
+            WireError::UnknownVersion(version) => {
+                write!(f, "envelope version {version}, which this release does not know")
+            }
+            WireError::Malformed => f.write_str("not a valid envelope"),
+        }
+    }
+}
+
 impl From<CodecError> for WireError {
     fn from(_: CodecError) -> WireError {
         WireError::Malformed

@@ -283,7 +283,7 @@ pub async fn open(
                 .await
                 .map_err(seal_fault)?;
             let head = StoredResponse::decode(&plain)
-                .map_err(|error| StorageError::Seal(format!("the opened head is unreadable: {error:?}")))?;
+                .map_err(|error| StorageError::Seal(format!("the opened head is unreadable: {error}")))?;
             if !head.body.is_empty() {
                 return Err(fault("the sealed head of a chunked answer has a body".to_owned()));
             }

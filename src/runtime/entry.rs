@@ -417,7 +417,7 @@ impl Covered {
                 .into()
             }
             (decision, _) => {
-                console_error!("object {}: unavailable ({:?}): {}", short, failure, error);
+                console_error!("object {}: unavailable ({}): {}", short, failure, error);
                 let problem = match decision {
                     AfterObjectFailure::Refuse(problem) => problem,
                     // A fail-open decision always has its forward at hand (see `unprotected`).

@@ -171,7 +171,7 @@ impl KeyObject {
             Err(error) => {
                 // Never silent: a Worker and an object that cannot read each other refuse
                 // every request until the deploy settles.
-                console_error!("object {}: the call's envelope is unreadable: {:?}", self.short_id(), error);
+                console_error!("object {}: the call's envelope is unreadable: {}", self.short_id(), error);
                 body::drain(&req, None).await;
                 let problem = error.problem();
                 let object = Some(self.object_id().to_owned());

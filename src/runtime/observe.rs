@@ -267,7 +267,7 @@ impl Recording {
             Ok(Answered::Plain) => (Decision::Rejected(ProblemKind::StorageUnavailable), None),
             Err((failure, error)) => {
                 console_error!(
-                    "object {}: not reached in observe mode ({:?}): {}; the request was forwarded anyway, unrecorded",
+                    "object {}: not reached in observe mode ({}): {}; the request was forwarded anyway, unrecorded",
                     short,
                     failure,
                     error

@@ -127,7 +127,7 @@ impl Sealer {
         };
         let plaintext = self.open_bytes(ring, scope, ANSWER_KEY_INFO, &aad, sealed).await?;
         StoredResponse::decode(&plaintext)
-            .map_err(|error| SealError(format!("the opened answer is unreadable: {error:?}")))
+            .map_err(|error| SealError(format!("the opened answer is unreadable: {error}")))
     }
 
     /// Seals `plaintext` bound to `aad` under the ring's newest key, with the answer key of
@@ -261,8 +261,11 @@ fn needed(ring: Option<&KeyRing>) -> Result<&KeyRing, SealError> {
 
 /// The ring key named `key_id`.
 fn ring_key<'r>(ring: &'r KeyRing, key_id: &str) -> Result<&'r RingKey, SealError> {
-    ring.by_id(key_id)
-        .ok_or_else(|| SealError(format!("no key with id {key_id:?} in STORAGE_ENCRYPTION_KEYS")))
+    ring.by_id(key_id).ok_or_else(|| {
+        // Quoted as JSON: the id comes from stored bytes, and the log shows it as text.
+        let quoted = crate::core::json::quoted(key_id);
+        SealError(format!("no key with id {quoted} in STORAGE_ENCRYPTION_KEYS"))
+    })
 }
 
 /// Opens the sealed bytes `ciphertext` (AES-GCM output) with `key`, bound to `aad`. The bytes

@@ -36,7 +36,7 @@ impl std::fmt::Display for StorageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StorageError::Sql(message) => write!(f, "SQL error: {message}"),
-            StorageError::Corrupt(error) => write!(f, "stored record is unreadable: {error:?}"),
+            StorageError::Corrupt(error) => write!(f, "stored record is unreadable: {error}"),
             StorageError::Seal(error) => write!(f, "stored answer: {error}"),
             StorageError::Chunks(error) => write!(f, "stored answer chunks: {error}"),
             StorageError::Fenced => write!(f, "the claim is no longer the live one; outcome not written"),

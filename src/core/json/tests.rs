@@ -414,3 +414,16 @@ fn every_power_of_ten_is_the_nearest_f64() {
     assert_eq!(power_of_ten(309), None);
     assert_eq!(power_of_ten(i32::MIN.wrapping_abs() as usize), None);
 }
+
+/// How error messages quote a value they were given: as a JSON string, so a control
+/// character or a quote in an operator's setting (or in stored bytes) cannot break the line.
+#[test]
+fn quoted_is_a_json_string_literal() {
+    assert_eq!(quoted("client_ts"), "\"client_ts\"");
+    assert_eq!(quoted("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+    assert_eq!(quoted("é"), "\"é\"");
+    for text in ["", "x-key", "a\tb", "\u{7f}", "line\r\nfeed"] {
+        let read: serde_json::Value = serde_json::from_str(&quoted(text)).expect("a JSON string");
+        assert_eq!(read.as_str(), Some(text), "{text:?}");
+    }
+}

@@ -63,6 +63,20 @@ fi
 #
 # WASM_BINDGEN_USE_JS_SYS tells wasm-bindgen's macro to use js_sys's futures, as worker-build
 # sets it, so both builds compile the same code and share cargo's cache.
+#
+# Panic messages name their source file. Cargo compiles the registry's crates from
+# $CARGO_HOME/registry/src/, so without the remap their paths would carry this machine's
+# home directory into the shipped Wasm, and two machines with their registries in different
+# places would build different bytes from the same sources and toolchain. (The project's own
+# paths are relative, and the standard library's are /rustc/<commit>/ already.) Only for the
+# Wasm: host builds keep real paths. Checked by the e2e test
+# hardening::the_shipped_wasm_names_no_directory_of_the_build_machine.
+# Cargo splits these flags at spaces, so a home with a space in it keeps its paths.
+registry_src=${CARGO_HOME:-$HOME/.cargo}/registry/src
+case $registry_src in
+  *[[:space:]]*) ;;
+  *) export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS:-} --remap-path-prefix=$registry_src=registry" ;;
+esac
 WASM_BINDGEN_USE_JS_SYS=1 cargo build --quiet --lib --release --target wasm32-unknown-unknown
 # Where cargo wrote it: a CARGO_TARGET_DIR set elsewhere must not leave an older Wasm under
 # target/ to be shipped instead.

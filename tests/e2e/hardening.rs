@@ -695,3 +695,19 @@ fn a_short_admin_token_refuses_every_request() {
     assert!(!w.log_contents().contains("only-twenty-bytes"), "nor logged");
     assert!(verifying_origin().seen_at(&marker).is_empty(), "nothing was forwarded");
 }
+
+/// The shipped Wasm names no directory of the machine that built it: `scripts/build.sh`
+/// remaps the registry crates' source paths (which panic messages carry), so the artefact
+/// no longer depends on where that machine's cargo keeps the registry (its home directory
+/// among it).
+#[test]
+fn the_shipped_wasm_names_no_directory_of_the_build_machine() {
+    crate::support::worker::require_build();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/build/index_bg.wasm");
+    let wasm = std::fs::read(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    let cargo_home = std::env::var("CARGO_HOME")
+        .unwrap_or_else(|_| format!("{}/.cargo", std::env::var("HOME").expect("HOME is set")));
+    let registry = format!("{cargo_home}/registry/src");
+    let names = |needle: &[u8]| wasm.windows(needle.len()).any(|window| window == needle);
+    assert!(!names(registry.as_bytes()), "the Wasm names {registry}: see scripts/build.sh's remap");
+}

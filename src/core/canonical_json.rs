@@ -338,7 +338,7 @@ fn generalised_code_points(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
 
 fn hex4(bytes: &[u8]) -> Option<u32> {
     let digits = bytes.get(..4)?;
-    digits.iter().try_fold(0, |value, &digit| Some(value << 4 | char::from(digit).to_digit(16)?))
+    digits.iter().try_fold(0, |value, &digit| Some(value << 4 | u32::from(super::hex::digit_value(digit)?)))
 }
 
 /// UTF-8's encoding of any code point below 0x110000, surrogates included.

@@ -709,11 +709,8 @@ pub fn write_string(out: &mut String, text: &str) {
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
             c if u32::from(c) < 0x20 => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                let code = u32::from(c) as usize;
                 out.push_str("\\u00");
-                out.push(char::from(HEX[code >> 4]));
-                out.push(char::from(HEX[code & 0xf]));
+                super::hex::push(out, c as u8);
             }
             c => out.push(c),
         }
@@ -954,10 +951,7 @@ impl Parser<'_> {
         let mut code = 0u16;
         for _ in 0..4 {
             let digit = match self.next() {
-                Some(c @ b'0'..=b'9') => c - b'0',
-                Some(c @ b'a'..=b'f') => c - b'a' + 10,
-                Some(c @ b'A'..=b'F') => c - b'A' + 10,
-                Some(_) => return Err(self.error("invalid escape")),
+                Some(c) => super::hex::digit_value(c).ok_or_else(|| self.error("invalid escape"))?,
                 None => return Err(self.error("EOF while parsing a string")),
             };
             code = code * 16 + u16::from(digit);

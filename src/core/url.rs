@@ -119,10 +119,8 @@ pub fn normalised_path(path: &str) -> Result<String, AmbiguousPath> {
                         out.push(char::from(v));
                     }
                     v => {
-                        const HEX: &[u8; 16] = b"0123456789ABCDEF";
                         out.push('%');
-                        out.push(char::from(HEX[usize::from(v >> 4)]));
-                        out.push(char::from(HEX[usize::from(v & 0xf)]));
+                        super::hex::push_upper(&mut out, v);
                     }
                 }
                 i += 3;
@@ -153,8 +151,7 @@ pub fn normalised_path(path: &str) -> Result<String, AmbiguousPath> {
 }
 
 fn hex_pair(pair: &[u8]) -> Option<u8> {
-    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    Some(digit(pair[0])? << 4 | digit(pair[1])?)
+    Some(super::hex::digit_value(pair[0])? << 4 | super::hex::digit_value(pair[1])?)
 }
 
 #[cfg(test)]

@@ -71,7 +71,9 @@ fi
 # paths are relative, and the standard library's are /rustc/<commit>/ already.) Only for the
 # Wasm: host builds keep real paths. Checked by the e2e test
 # hardening::the_shipped_wasm_names_no_directory_of_the_build_machine.
-# Cargo splits these flags at spaces, so a home with a space in it keeps its paths.
+# Cargo splits these flags at spaces, so a home with a space in it keeps its paths, and a
+# RUSTFLAGS set in the environment replaces them (cargo takes the first source of flags it
+# finds); that test then says so.
 registry_src=${CARGO_HOME:-$HOME/.cargo}/registry/src
 case $registry_src in
   *[[:space:]]*) ;;

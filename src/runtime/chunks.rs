@@ -11,19 +11,19 @@
 //! statement throw, rolls every one back (the record then stays the claim, and the key is
 //! held as a failed outcome write). The same writes in one synchronous turn would also be
 //! coalesced into one durable write by the output gate; the explicit transaction adds the
-//! rollback. `worker` 0.8.7 does not bind `transactionSync`, so it is bound here.
+//! rollback. `worker` 0.8.7 does not bind `transactionSync`; `runtime::platform` does.
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use js_sys::{Array, Reflect, Uint8Array};
-use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use web_sys::CryptoKey;
 
 use super::boundary;
-use super::platform::{message_of, DurableObjectStorage, SqlStorage};
+use super::platform::{message_of, SqlStorage};
 use super::seal::{self, Sealer};
-use super::storage::{self, StorageError};
+use super::storage::{self, KvCopy, StorageError, Stores};
 use crate::core::chunks::{self, ChunkManifest, CHUNK_BYTES};
 use crate::core::record::{Completed, Record, StoredResponse, SEALED_RECORD_VERSION};
 use crate::core::seal::{Envelope, KeyRing};
@@ -35,21 +35,6 @@ const INSERT: &str = "INSERT INTO idempotency_chunk (seq, bytes) VALUES (?, ?)";
 const CLEAR: &str = "DELETE FROM idempotency_chunk";
 const SELECT_ONE: &str = "SELECT bytes FROM idempotency_chunk WHERE seq = ?";
 const COUNT: &str = "SELECT count(*) AS n FROM idempotency_chunk";
-
-#[wasm_bindgen]
-extern "C" {
-    /// The object's storage, seen through `transactionSync`.
-    #[wasm_bindgen(extends = js_sys::Object)]
-    type TransactionalStorage;
-
-    /// Runs `callback` in a transaction: committed when it returns, rolled back (and the
-    /// exception rethrown) when it throws.
-    #[wasm_bindgen(method, catch, js_name = transactionSync)]
-    fn transaction_sync(
-        this: &TransactionalStorage,
-        callback: &mut dyn FnMut() -> Result<JsValue, JsValue>,
-    ) -> Result<JsValue, JsValue>;
-}
 
 /// What sealing needs: the ring, the scope's salt and the object.
 pub struct Sealing<'a> {
@@ -172,8 +157,8 @@ fn fixed_length(stream: &web_sys::ReadableStream, len: u64) -> Option<web_sys::R
 /// one transaction. Returns the record as this object keeps it in memory (the head and
 /// the manifest, no body) and the check that its rows now pass.
 pub async fn put(
-    storage: &DurableObjectStorage,
-    sql: &SqlStorage,
+    stores: Stores<'_>,
+    kv_copy: &Cell<KvCopy>,
     done: &Completed,
     sealing: Option<Sealing<'_>>,
     still_current: impl Fn() -> bool,
@@ -238,6 +223,7 @@ pub async fn put(
         return Err(StorageError::Fenced);
     }
     // From here to the end of the transaction nothing is awaited.
+    let sql = stores.sql;
     let mut write = || -> Result<JsValue, JsValue> {
         let fail = |e: super::platform::Error| JsValue::from(js_sys::Error::new(&e.to_string()));
         sql.run(CREATE_TABLE, &[]).map_err(fail)?;
@@ -252,14 +238,15 @@ pub async fn put(
                 )));
             }
         }
-        storage::put_encoded(sql, record.clone())
+        storage::put_encoded(stores, record.clone(), kv_copy)
             .map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))?;
         Ok(JsValue::UNDEFINED)
     };
-    storage
-        .unchecked_ref::<TransactionalStorage>()
-        .transaction_sync(&mut write)
-        .map_err(|error| StorageError::Sql(js_message(&error)))?;
+    stores.storage.transaction_sync(&mut write).map_err(|error| {
+        // The copy's removal, if any, was rolled back with the rest.
+        kv_copy.set(KvCopy::Unknown);
+        StorageError::Sql(js_message(&error))
+    })?;
     let cached = Completed { response: head, sealed_answer: None, chunks: Some(manifest), ..done.clone() };
     Ok((Record::Completed(cached), Checked { attempt, opener }))
 }

@@ -307,8 +307,20 @@ extern "C" {
     #[wasm_bindgen(method, getter)]
     pub fn sql(this: &DurableObjectStorage) -> SqlStorage;
 
+    /// The synchronous key-value API of a SQLite-backed object (`ctx.storage.kv`).
+    #[wasm_bindgen(method, getter)]
+    pub fn kv(this: &DurableObjectStorage) -> SyncKvStorage;
+
     #[wasm_bindgen(method, catch, js_name = deleteAll)]
     pub fn delete_all(this: &DurableObjectStorage) -> std::result::Result<Promise, JsValue>;
+
+    /// Runs `callback` in a transaction: committed when it returns, rolled back (and the
+    /// exception rethrown) when it throws.
+    #[wasm_bindgen(method, catch, js_name = transactionSync)]
+    pub fn transaction_sync(
+        this: &DurableObjectStorage,
+        callback: &mut dyn FnMut() -> std::result::Result<JsValue, JsValue>,
+    ) -> std::result::Result<JsValue, JsValue>;
 
     #[wasm_bindgen(method, catch, js_name = deleteAlarm)]
     pub fn delete_alarm(this: &DurableObjectStorage) -> std::result::Result<Promise, JsValue>;
@@ -319,6 +331,24 @@ extern "C" {
     /// (`bench/profile-cold.mjs`).
     #[wasm_bindgen(method, catch, js_name = setAlarm)]
     pub fn set_alarm(this: &DurableObjectStorage, at_ms: f64) -> std::result::Result<Promise, JsValue>;
+
+    /// A SQLite-backed object's synchronous key-value API: its values live in the object's
+    /// own database (a table workerd creates for itself, `_cf_KV`), written in the caller's
+    /// turn like SQL, so the output gate holds an outgoing fetch until they are durable.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    #[derive(Clone)]
+    pub type SyncKvStorage;
+
+    /// The value stored under `key` (structured-cloned), or `undefined`.
+    #[wasm_bindgen(method, catch, js_name = get)]
+    pub fn get(this: &SyncKvStorage, key: &str) -> std::result::Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(method, catch, js_name = put)]
+    pub fn put(this: &SyncKvStorage, key: &str, value: &Uint8Array) -> std::result::Result<(), JsValue>;
+
+    /// Whether a value was deleted.
+    #[wasm_bindgen(method, catch, js_name = delete)]
+    pub fn delete(this: &SyncKvStorage, key: &str) -> std::result::Result<bool, JsValue>;
 
     /// A Durable Object's SQLite database.
     #[wasm_bindgen(extends = js_sys::Object)]

@@ -15,10 +15,12 @@ use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
 
 use super::chunks;
-use super::platform::{console_error, describe, DurableObjectState, DurableObjectStorage, Env, SqlStorage};
+use super::platform::{
+    console_error, describe, DurableObjectState, DurableObjectStorage, Env, SqlStorage, SyncKvStorage,
+};
 use super::seal::Sealer;
 use super::settings;
-use super::storage::{self, StorageError};
+use super::storage::{self, KvCopy, StorageError, Stores};
 use crate::core::fingerprint::Digest256;
 use crate::core::record::{Completed, Record, StoredResponse};
 use crate::core::seal::{refuses_unsealed, KeyRing};
@@ -31,6 +33,7 @@ pub(super) struct RecordStore {
     id: OnceCell<String>,
     storage: OnceCell<DurableObjectStorage>,
     sql: OnceCell<SqlStorage>,
+    kv: OnceCell<SyncKvStorage>,
     /// Seals and opens the key's stored answer when `STORAGE_ENCRYPTION_KEYS` is set.
     pub sealer: Sealer,
     /// The caller scope's key salt, from the first key request (it never changes: the
@@ -48,6 +51,8 @@ pub(super) struct RecordStore {
     /// Whether the record's table is known to exist (this instance read a record or wrote
     /// one); cleared by a deletion, which drops it.
     record_table: Cell<bool>,
+    /// Whether a key-value copy of the record is stored (`runtime::storage`'s two layouts).
+    kv_copy: Cell<KvCopy>,
 }
 
 /// A record opened after it was read (its sealed answer, or its chunk rows checked): what
@@ -75,6 +80,7 @@ impl RecordStore {
             id: OnceCell::new(),
             storage: OnceCell::new(),
             sql: OnceCell::new(),
+            kv: OnceCell::new(),
             sealer: Sealer::default(),
             scope_salt: OnceCell::new(),
             deletions: Cell::new(0),
@@ -82,13 +88,15 @@ impl RecordStore {
             chunk_check: RefCell::new(None),
             read_in_clear: Cell::new(false),
             record_table: Cell::new(false),
+            kv_copy: Cell::new(KvCopy::Unknown),
         }
     }
 
     /// Reads the stored record (synchronous: in the caller's turn).
     pub fn load(&self) -> Result<Option<Record>, StorageError> {
-        let stored = storage::load(self.sql())?;
-        self.record_table.set(stored.is_some());
+        let stored = storage::load(self.stores(), &self.kv_copy)?;
+        // A record read from the key-value copy says nothing of the table.
+        self.record_table.set(stored.is_some() && self.kv_copy.get() == KvCopy::Absent);
         let in_clear = matches!(&stored, Some(Record::Completed(Completed { sealed_answer: None, .. })));
         self.read_in_clear.set(in_clear);
         Ok(stored)
@@ -96,7 +104,7 @@ impl RecordStore {
 
     /// Deletes the record's row at once (synchronous), as for a record read past its expiry.
     pub fn delete_now(&self) -> Result<(), StorageError> {
-        storage::delete(self.sql())
+        storage::delete(self.stores(), &self.kv_copy)
     }
 
     /// Opens `record` as read from storage: its sealed answer, or its chunked answer's head
@@ -184,7 +192,7 @@ impl RecordStore {
     ) -> Result<Record, StorageError> {
         self.read_in_clear.set(false);
         let Record::Completed(done) = record else {
-            storage::put(self.sql(), record, &self.record_table)?;
+            storage::put(self.stores(), record, &self.record_table, &self.kv_copy)?;
             return Ok(record.clone());
         };
         let settings = settings::get(&self.env);
@@ -211,7 +219,7 @@ impl RecordStore {
             self.chunk_writes.set(writes.saturating_add(1));
             let fail_half_way = writes < settings.fault_injection.chunk_write_failures;
             let (cached, checked) =
-                chunks::put(self.raw_storage(), self.sql(), done, sealing, still_current, fail_half_way)
+                chunks::put(self.stores(), &self.kv_copy, done, sealing, still_current, fail_half_way)
                     .await?;
             *self.chunk_check.borrow_mut() = Some(checked);
             return Ok(cached);
@@ -225,7 +233,7 @@ impl RecordStore {
         if !still_current() {
             return Err(StorageError::Fenced);
         }
-        storage::put(self.sql(), sealed.as_ref().unwrap_or(record), &self.record_table)?;
+        storage::put(self.stores(), sealed.as_ref().unwrap_or(record), &self.record_table, &self.kv_copy)?;
         Ok(record.clone())
     }
 
@@ -246,8 +254,10 @@ impl RecordStore {
     /// alarm (`deleteAll`). A released or expired key leaves nothing behind.
     pub async fn delete_all(&self) -> Result<(), StorageError> {
         self.read_in_clear.set(false);
-        // `deleteAll()` drops the table: a claim written after it creates it again.
+        // `deleteAll()` drops the table: a claim written after it creates it again. Until it
+        // has succeeded, a key-value copy may still be there.
         self.record_table.set(false);
+        self.kv_copy.set(KvCopy::Unknown);
         let deletions = self.deletions.get();
         self.deletions.set(deletions.saturating_add(1));
         if deletions < settings::get(&self.env).fault_injection.delete_failures {
@@ -258,7 +268,9 @@ impl RecordStore {
             )));
         }
         let pending = self.raw_storage().delete_all().map_err(|e| StorageError::Sql(describe(e)))?;
-        JsFuture::from(pending).await.map(|_| ()).map_err(|e| StorageError::Sql(describe(e)))
+        JsFuture::from(pending).await.map_err(|e| StorageError::Sql(describe(e)))?;
+        self.kv_copy.set(KvCopy::Absent);
+        Ok(())
     }
 
     /// Cancels the alarm (a purged job's).
@@ -339,6 +351,11 @@ impl RecordStore {
 
     fn raw_storage(&self) -> &DurableObjectStorage {
         self.storage.get_or_init(|| self.state.storage())
+    }
+
+    fn stores(&self) -> Stores<'_> {
+        let kv = self.kv.get_or_init(|| self.raw_storage().kv());
+        Stores { storage: self.raw_storage(), sql: self.sql(), kv }
     }
 }
 

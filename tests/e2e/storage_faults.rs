@@ -113,7 +113,9 @@ fn storage_faults_inside_the_object_fail_closed_and_forward_nothing() {
             Fault::GarbageRecord
             | Fault::RecordOfTheWrongType
             | Fault::UnreadableFile
-            | Fault::EveryWriteFails => {
+            | Fault::EveryWriteFails
+            | Fault::GarbageInTheKeyValueStore
+            | Fault::StringInTheKeyValueStore => {
                 for attempt in 0..3 {
                     let r = w.send(&case.request);
                     assert_problem(&r, 503, "storage-unavailable");
@@ -123,6 +125,9 @@ fn storage_faults_inside_the_object_fail_closed_and_forward_nothing() {
                         "{label}, attempt {attempt}: forwarded"
                     );
                 }
+            }
+            Fault::RecordMovedToTheKeyValueStore => {
+                unreachable!("{label}: a layout, not a fault; its test is the next one")
             }
             Fault::WritesAfterTheClaimFail => {
                 // The claim is written, the origin executes, the outcome write fails: the
@@ -215,5 +220,103 @@ fn a_failed_release_write_holds_the_key_and_forwards_nothing_again() {
         assert_problem(&retry, 409, "in-progress");
         assert_eq!(o.executions(&key), 1, "attempt {attempt}: forwarded again after a failed release");
     }
+    logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The record's other layout (`runtime::storage`): the next release writes the record as
+/// the `record` value of the object's key-value store instead of a row of its own table,
+/// and this release reads that value first, so that a deploy of the next release can be
+/// rolled back to this one without a key it claimed looking new. A record moved there
+/// (bytes unchanged) replays byte for byte; a value there that is not a record is 503
+/// even with a good row beside it, never a fall-back to the row and never a forward; a
+/// purge deletes the moved record, and the key's next execution is written as a row, with
+/// no key-value copy left to shadow it.
+#[test]
+fn a_record_in_the_next_releases_layout_is_read_first_and_never_taken_for_absent() {
+    const TOKEN: &str = "e2e-record-layouts-admin-token-0123456789abcdef";
+    let o = Origin::start();
+    let vars = [
+        ("ORIGIN_URL", o.url()),
+        ("IDEMPOTENCY_TTL_SECONDS", "600".to_string()),
+        ("ADMIN_TOKEN", TOKEN.to_string()),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect();
+    let w = Worker::start(WorkerConfig {
+        name: "record-layouts".into(),
+        vars,
+        readiness: Readiness::OriginAnswers,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cases: Vec<(Fault, Request, String, String, usize)> = [
+        Fault::RecordMovedToTheKeyValueStore,
+        Fault::GarbageInTheKeyValueStore,
+        Fault::StringInTheKeyValueStore,
+    ]
+    .into_iter()
+    .map(|fault| {
+        let key = new_key();
+        let request = payment(&new_path(), &key);
+        let object = object_created_by(&w, &request, 201);
+        assert_eq!(o.executions(&key), 1);
+        (fault, request, key, object, 1)
+    })
+    .collect();
+    // The answer the moved record must replay.
+    let moved = &cases[0];
+    let original = w.send(&moved.1);
+    assert_eq!(original.status, 201, "{original:?}");
+    assert_eq!(original.header("idempotent-replayed"), Some("true"), "{original:?}");
+
+    w.crash();
+    for (fault, _, _, object, _) in &cases {
+        storage::inject(w.persist_dir(), object, *fault);
+    }
+    let stored = storage::snapshot(w.persist_dir());
+    let moved_file = stored.objects.iter().find(|f| f.id == moved.3).expect("the moved record's object");
+    assert_eq!(
+        (moved_file.rows_of("_cf_KV"), moved_file.rows_of("idempotency_record")),
+        (1, 0),
+        "the record moved to the key-value store: {}",
+        stored.describe()
+    );
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart after the moves: {e}"));
+
+    let replay = w.send(&moved.1);
+    assert_replay_of(&replay, &original);
+    for (fault, request, key, _, executions) in &cases[1..] {
+        for attempt in 0..3 {
+            assert_problem(&w.send(request), 503, "storage-unavailable");
+            assert_eq!(o.executions(key), *executions, "{fault:?}, attempt {attempt}: forwarded");
+        }
+    }
+    assert_eq!(o.executions(&moved.2), 1, "the moved record was replayed, not forwarded");
+
+    // Purged, then executed again: the new record is a row, and nothing of the moved one is
+    // left to be read before it.
+    let purge = Request::new("DELETE", &format!("/__idempotency/records/{}?force=true", moved.3))
+        .header("Authorization", format!("Bearer {TOKEN}"));
+    let purged = w.send(&purge);
+    assert_eq!(purged.status, 200, "purging the moved record: {purged:?}");
+    assert_executed(&w.send(&moved.1), 201);
+    assert_eq!(o.executions(&moved.2), 2, "a purged key executes again");
+    let again = w.send(&moved.1);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"), "{again:?}");
+    assert_eq!(o.executions(&moved.2), 2);
+    w.crash();
+    let stored = storage::snapshot(w.persist_dir());
+    let file = stored.objects.iter().find(|f| f.id == moved.3).expect("the purged key's object");
+    assert_eq!(
+        (file.rows_of("_cf_KV"), file.rows_of("idempotency_record")),
+        (0, 1),
+        "after the purge and the new execution, one row and no key-value copy: {}",
+        stored.describe()
+    );
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
+    let after_restart = w.send(&moved.1);
+    assert_eq!(after_restart.header("idempotent-replayed"), Some("true"), "{after_restart:?}");
+    assert_eq!(o.executions(&moved.2), 2, "read back from its row after a restart");
+    logs::sentinel(&w, &o);
     logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
 }

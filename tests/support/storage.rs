@@ -7,7 +7,9 @@
 //! (`_cf_ALARM`, one row per object with an alarm). An object's database holds its tables
 //! (`idempotency_record`), workerd's `_cf_METADATA` (alarm bookkeeping) and miniflare's
 //! `__miniflare_do_name` (the name the object was addressed by); `deleteAll()` drops them
-//! all and leaves an empty 4 KiB file.
+//! all and leaves an empty 4 KiB file. The record's other layout, which the worker reads
+//! first (`runtime::storage`), is the `record` value of workerd's key-value table
+//! (`_cf_KV`), serialized as V8 serializes a `Uint8Array`.
 //!
 //! Each database is copied (with its WAL) to a temporary directory before it is read, so
 //! the running workerd is never disturbed and never locked out.
@@ -38,9 +40,15 @@ impl ObjectFile {
         self.rows() == 0
     }
 
-    /// Rows of the worker's own record table.
+    /// Stored records: rows of the worker's own record table, and values of the key-value
+    /// table (where the worker stores nothing but its record).
     pub fn records(&self) -> u64 {
-        self.tables.iter().filter(|(name, _)| name == "idempotency_record").map(|(_, rows)| rows).sum()
+        self.rows_of("idempotency_record") + self.rows_of("_cf_KV")
+    }
+
+    /// Rows of one table (0 where it does not exist).
+    pub fn rows_of(&self, table: &str) -> u64 {
+        self.tables.iter().filter(|(name, _)| name == table).map(|(_, rows)| rows).sum()
     }
 }
 
@@ -198,6 +206,14 @@ pub enum Fault {
     /// No record; the first write (the claim) succeeds and every later one fails (a trigger
     /// that aborts while a row exists): the outcome write fails.
     WritesAfterTheClaimFail,
+    /// The stored record moved, bytes unchanged, from its row to the key-value store, where
+    /// the next release writes it: read from there.
+    RecordMovedToTheKeyValueStore,
+    /// The row kept, and beside it a key-value value that is bytes but not a record: read
+    /// first, and never taken for an absent record.
+    GarbageInTheKeyValueStore,
+    /// The row kept, and beside it a key-value value that is a string, not bytes.
+    StringInTheKeyValueStore,
 }
 
 const INJECT: &str = r#"
@@ -218,6 +234,39 @@ if fault == "UnreadableFile":
             os.remove(path + suffix)
     sys.exit(0)
 con = sqlite3.connect(path)
+
+def varint(n):
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+# A value as workerd's key-value store keeps it: V8's serialization (version 15) of a
+# Uint8Array (its ArrayBuffer, then the view over all of it), or of a one-byte string.
+def v8_uint8array(payload):
+    return b"\xff\x0f" + b"B" + varint(len(payload)) + payload + b"VB" + varint(0) + varint(len(payload)) + varint(0)
+
+def v8_string(text):
+    return b"\xff\x0f" + b'"' + varint(len(text)) + text.encode("latin-1")
+
+def put_kv(value):
+    con.execute("CREATE TABLE IF NOT EXISTS _cf_KV (key TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID")
+    con.execute("INSERT OR REPLACE INTO _cf_KV VALUES ('record', ?)", (value,))
+
+if fault in ("RecordMovedToTheKeyValueStore", "GarbageInTheKeyValueStore", "StringInTheKeyValueStore"):
+    (record,) = con.execute("SELECT record FROM idempotency_record WHERE id = 1").fetchone()
+    if fault == "RecordMovedToTheKeyValueStore":
+        put_kv(v8_uint8array(bytes(record)))
+        con.execute("DROP TABLE idempotency_record")
+    elif fault == "GarbageInTheKeyValueStore":
+        put_kv(v8_uint8array(b"\xffnot a record\x00\x01\x02"))
+    else:
+        put_kv(v8_string("a text value"))
+    con.commit()
+    con.close()
+    sys.exit(0)
 con.execute("DROP TABLE IF EXISTS idempotency_record")
 if fault == "GarbageRecord":
     con.execute("CREATE TABLE idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)")

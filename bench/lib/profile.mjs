@@ -24,8 +24,14 @@ export function varsOf(tomlText) {
   return vars;
 }
 
-/** `root` holds the built worker: index.js, index_bg.wasm and worker/shim.mjs. */
-export async function startProfiledWorker({ root, name, vars, compatibilityDate, persistDir }) {
+/** The built worker's Durable Object binding (wrangler.toml's). */
+const KEY_OBJECTS = { IDEMPOTENCY_KEYS: { className: "KeyObject", useSQLite: true } };
+
+/**
+ * `root` holds the built worker: index.js, index_bg.wasm and worker/shim.mjs (or a ladder
+ * target's script as worker/shim.mjs, with its own `durableObjects`).
+ */
+export async function startProfiledWorker({ root, name, vars, compatibilityDate, persistDir, durableObjects = KEY_OBJECTS }) {
   fs.rmSync(persistDir, { recursive: true, force: true });
   const mf = new Miniflare({
     host: "127.0.0.1",
@@ -48,7 +54,7 @@ export async function startProfiledWorker({ root, name, vars, compatibilityDate,
           { type: "CompiledWasm", include: ["**/*.wasm"] },
         ],
         compatibilityDate,
-        durableObjects: { IDEMPOTENCY_KEYS: { className: "KeyObject", useSQLite: true } },
+        durableObjects,
         bindings: vars,
       },
     ],
@@ -187,6 +193,34 @@ export async function startNamedWorker({ rootDir, build, wasm, name }) {
   const compatibilityDate = wranglerToml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)[1];
   const vars = { ...varsOf(wranglerToml), ORIGIN_URL: `http://127.0.0.1:${origin.port}` };
   const worker = await startProfiledWorker({ root, name, vars, compatibilityDate, persistDir: path.join(work, "state") });
+  return {
+    worker,
+    async stop() {
+      await worker.dispose();
+      origin.stop();
+      fs.rmSync(work, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * A ladder target of bench/targets/ladder.mjs (`target` as bench/ab.mjs names it, e.g.
+ * `js-do-claim`), profiled the same way as the built worker, against `bench/origin.mjs`: the
+ * best peer's design side by side with the worker in one profiler's terms. `stop()` as for
+ * [`startNamedWorker`].
+ */
+export async function startLadderWorker({ rootDir, target, name }) {
+  const os = await import("node:os");
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), `idempotency-edge-${name}-`));
+  const root = path.join(work, "ladder");
+  fs.mkdirSync(path.join(root, "worker"), { recursive: true });
+  fs.copyFileSync(path.join(rootDir, "bench/targets/ladder.mjs"), path.join(root, "worker/shim.mjs"));
+  const origin = await startBenchOrigin(rootDir);
+  const wranglerToml = fs.readFileSync(path.join(rootDir, "wrangler.toml"), "utf8");
+  const compatibilityDate = wranglerToml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)[1];
+  const vars = { ORIGIN_URL: `http://127.0.0.1:${origin.port}`, LADDER_MODE: target.slice("js-".length) };
+  const durableObjects = { LADDER: { className: "LadderObject", useSQLite: true } };
+  const worker = await startProfiledWorker({ root, name, vars, compatibilityDate, persistDir: path.join(work, "state"), durableObjects });
   return {
     worker,
     async stop() {

@@ -183,24 +183,15 @@ export function summarizeProfile(profile, top = 25) {
  * the worker and the origin and removes the copy.
  */
 export async function startNamedWorker({ rootDir, build, wasm, name }) {
-  const os = await import("node:os");
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), `idempotency-edge-${name}-`));
-  const root = path.join(work, "build");
-  fs.cpSync(path.resolve(build), root, { recursive: true });
-  fs.copyFileSync(path.resolve(wasm), path.join(root, "index_bg.wasm"));
-  const origin = await startBenchOrigin(rootDir);
-  const wranglerToml = fs.readFileSync(path.join(rootDir, "wrangler.toml"), "utf8");
-  const compatibilityDate = wranglerToml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)[1];
-  const vars = { ...varsOf(wranglerToml), ORIGIN_URL: `http://127.0.0.1:${origin.port}` };
-  const worker = await startProfiledWorker({ root, name, vars, compatibilityDate, persistDir: path.join(work, "state") });
-  return {
-    worker,
-    async stop() {
-      await worker.dispose();
-      origin.stop();
-      fs.rmSync(work, { recursive: true, force: true });
+  return startInCopy({
+    rootDir,
+    name,
+    fill(root) {
+      fs.cpSync(path.resolve(build), root, { recursive: true });
+      fs.copyFileSync(path.resolve(wasm), path.join(root, "index_bg.wasm"));
     },
-  };
+    vars: (wranglerToml, originUrl) => ({ ...varsOf(wranglerToml), ORIGIN_URL: originUrl }),
+  });
 }
 
 /**
@@ -210,17 +201,39 @@ export async function startNamedWorker({ rootDir, build, wasm, name }) {
  * [`startNamedWorker`].
  */
 export async function startLadderWorker({ rootDir, target, name }) {
+  return startInCopy({
+    rootDir,
+    name,
+    fill(root) {
+      fs.mkdirSync(path.join(root, "worker"), { recursive: true });
+      fs.copyFileSync(path.join(rootDir, "bench/targets/ladder.mjs"), path.join(root, "worker/shim.mjs"));
+    },
+    vars: (_, originUrl) => ({ ORIGIN_URL: originUrl, LADDER_MODE: target.slice("js-".length) }),
+    durableObjects: { LADDER: { className: "LadderObject", useSQLite: true } },
+  });
+}
+
+/**
+ * A profiled worker whose script `fill(root)` writes into a fresh temporary directory, with
+ * wrangler.toml's compatibility date and `vars(wranglerToml, originUrl)`, against a new
+ * `bench/origin.mjs`. `stop()` ends the worker and the origin and removes the directory.
+ */
+async function startInCopy({ rootDir, name, fill, vars, durableObjects }) {
   const os = await import("node:os");
   const work = fs.mkdtempSync(path.join(os.tmpdir(), `idempotency-edge-${name}-`));
-  const root = path.join(work, "ladder");
-  fs.mkdirSync(path.join(root, "worker"), { recursive: true });
-  fs.copyFileSync(path.join(rootDir, "bench/targets/ladder.mjs"), path.join(root, "worker/shim.mjs"));
+  const root = path.join(work, "root");
+  fill(root);
   const origin = await startBenchOrigin(rootDir);
   const wranglerToml = fs.readFileSync(path.join(rootDir, "wrangler.toml"), "utf8");
   const compatibilityDate = wranglerToml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)[1];
-  const vars = { ORIGIN_URL: `http://127.0.0.1:${origin.port}`, LADDER_MODE: target.slice("js-".length) };
-  const durableObjects = { LADDER: { className: "LadderObject", useSQLite: true } };
-  const worker = await startProfiledWorker({ root, name, vars, compatibilityDate, persistDir: path.join(work, "state"), durableObjects });
+  const worker = await startProfiledWorker({
+    root,
+    name,
+    vars: vars(wranglerToml, `http://127.0.0.1:${origin.port}`),
+    compatibilityDate,
+    persistDir: path.join(work, "state"),
+    durableObjects,
+  });
   return {
     worker,
     async stop() {

@@ -1,10 +1,11 @@
-//! The key object's storage, as one piece: the record's row (`storage`), its sealed answer
-//! (`seal`), a large answer's chunk rows (`chunks`), the alarm, and the test-only storage
-//! faults (`DELETE_FAULT_INJECTION`, `CHUNK_WRITE_FAULT_INJECTION`).
+//! The key object's storage, as one piece: the record (`storage`: its row, and the
+//! key-value copy read before it), its sealed answer (`seal`), a large answer's chunk rows
+//! (`chunks`), the alarm, and the test-only storage faults (`DELETE_FAULT_INJECTION`,
+//! `CHUNK_WRITE_FAULT_INJECTION`).
 //!
 //! It reads, opens, seals and writes what it is handed, and remembers only what storage
-//! itself needs (whether the table exists, whether the last read held an answer in the
-//! clear, which chunked answer this instance has checked). Which record to write and when
+//! itself needs (whether the table exists, whether a key-value copy is stored, whether the
+//! last read held an answer in the clear, which chunked answer this instance has checked). Which record to write and when
 //! is the key's driver's (`core::key_state`); the object (`runtime::object`) keeps the
 //! driver, and hands this store each change the driver asks for.
 

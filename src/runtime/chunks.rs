@@ -224,8 +224,8 @@ pub async fn put(
     }
     // From here to the end of the transaction nothing is awaited.
     let sql = stores.sql;
-    let mut write = || -> Result<JsValue, JsValue> {
-        let fail = |e: super::platform::Error| JsValue::from(js_sys::Error::new(&e.to_string()));
+    let write = || -> Result<(), StorageError> {
+        let fail = |e: super::platform::Error| StorageError::Sql(e.to_string());
         sql.run(CREATE_TABLE, &[]).map_err(fail)?;
         sql.run(CLEAR, &[]).map_err(fail)?;
         for (index, row) in rows.iter().enumerate() {
@@ -233,20 +233,13 @@ pub async fn put(
             // CHUNK_WRITE_FAULT_INJECTION (tests only): a throw after some rows are written,
             // which must roll every statement of the transaction back.
             if fail_half_way && index + 1 == rows.len().div_ceil(2) {
-                return Err(JsValue::from(js_sys::Error::new(
-                    "CHUNK_WRITE_FAULT_INJECTION: fails on purpose",
-                )));
+                return Err(StorageError::Sql("CHUNK_WRITE_FAULT_INJECTION: fails on purpose".to_owned()));
             }
         }
-        storage::put_encoded(stores, record.clone(), kv_copy)
-            .map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))?;
-        Ok(JsValue::UNDEFINED)
+        storage::put_encoded(stores, record, kv_copy)
     };
-    stores.storage.transaction_sync(&mut write).map_err(|error| {
-        // The copy's removal, if any, was rolled back with the rest.
-        kv_copy.set(KvCopy::Unknown);
-        StorageError::Sql(js_message(&error))
-    })?;
+    // A key-value copy's removal, if any, is rolled back with the rest.
+    storage::in_transaction(stores.storage, write).inspect_err(|_| kv_copy.set(KvCopy::Possible))?;
     let cached = Completed { response: head, sealed_answer: None, chunks: Some(manifest), ..done.clone() };
     Ok((Record::Completed(cached), Checked { attempt, opener }))
 }

@@ -89,7 +89,7 @@ impl RecordStore {
             chunk_check: RefCell::new(None),
             read_in_clear: Cell::new(false),
             record_table: Cell::new(false),
-            kv_copy: Cell::new(KvCopy::Unknown),
+            kv_copy: Cell::new(KvCopy::Possible),
         }
     }
 
@@ -258,7 +258,7 @@ impl RecordStore {
         // `deleteAll()` drops the table: a claim written after it creates it again. Until it
         // has succeeded, a key-value copy may still be there.
         self.record_table.set(false);
-        self.kv_copy.set(KvCopy::Unknown);
+        self.kv_copy.set(KvCopy::Possible);
         let deletions = self.deletions.get();
         self.deletions.set(deletions.saturating_add(1));
         if deletions < settings::get(&self.env).fault_injection.delete_failures {

@@ -41,12 +41,11 @@ pub const KV_KEY: &str = "record";
 /// What this instance knows of a key-value copy of the record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvCopy {
-    /// Not read yet, or the last read failed: a write removes whatever is there.
-    Unknown,
     /// None stored: the common case, where a write is one statement.
     Absent,
-    /// One stored (written by a later release): a write here replaces it.
-    Present,
+    /// One may be stored (written by a later release), or this instance has not read yet,
+    /// or a write that would have removed it failed: a write removes whatever is there.
+    Possible,
 }
 
 /// The object's two stores, as the record's reads and writes use them.
@@ -91,10 +90,9 @@ impl std::fmt::Display for StorageError {
 /// path that creates objects (issue 23); an object that has a record pays one statement
 /// more on the first read of its life. `kv_copy` is set to what the read found.
 pub fn load(stores: Stores<'_>, kv_copy: &Cell<KvCopy>) -> Result<Option<Record>, StorageError> {
-    kv_copy.set(KvCopy::Unknown);
+    kv_copy.set(KvCopy::Possible);
     let value = stores.kv.get(KV_KEY).map_err(|e| StorageError::Sql(describe(e)))?;
     if !value.is_undefined() {
-        kv_copy.set(KvCopy::Present);
         // Anything but bytes is not a record: never read as absent (that would forward the
         // key again), an error the caller answers 503.
         let bytes = value.dyn_ref::<Uint8Array>().map(Uint8Array::to_vec);
@@ -141,9 +139,9 @@ pub fn put(
         put_encoded(stores, encoded, kv_copy)?;
     } else {
         // The row and the copy's removal in one transaction: a claim whose row could not be
-        // written keeps the copy it would have replaced (and this instance reads it again).
-        in_transaction(stores.storage, || put_encoded(stores, encoded.clone(), kv_copy))
-            .inspect_err(|_| kv_copy.set(KvCopy::Unknown))?;
+        // written keeps the copy it would have replaced.
+        in_transaction(stores.storage, || put_encoded(stores, encoded, kv_copy))
+            .inspect_err(|_| kv_copy.set(KvCopy::Possible))?;
     }
     table.set(true);
     Ok(())
@@ -174,13 +172,13 @@ pub fn delete(stores: Stores<'_>, kv_copy: &Cell<KvCopy>) -> Result<(), StorageE
     if kv_copy.get() == KvCopy::Absent {
         delete_all()
     } else {
-        in_transaction(stores.storage, delete_all).inspect_err(|_| kv_copy.set(KvCopy::Unknown))
+        in_transaction(stores.storage, delete_all).inspect_err(|_| kv_copy.set(KvCopy::Possible))
     }
 }
 
 /// Deletes the key-value copy of the record unless `kv_copy` says there is none.
 fn remove_kv_copy(stores: Stores<'_>, kv_copy: &Cell<KvCopy>) -> Result<(), StorageError> {
-    if kv_copy.get() != KvCopy::Absent {
+    if kv_copy.get() == KvCopy::Possible {
         stores.kv.delete(KV_KEY).map_err(|e| StorageError::Sql(describe(e)))?;
         kv_copy.set(KvCopy::Absent);
     }
@@ -189,21 +187,28 @@ fn remove_kv_copy(stores: Stores<'_>, kv_copy: &Cell<KvCopy>) -> Result<(), Stor
 
 /// Runs `write` in one transaction (`transactionSync`): every statement of it is rolled
 /// back when it fails, and its error returned. What a [`KvCopy`] says is not rolled back
-/// with it: a caller whose transaction failed sets it back to `Unknown`.
+/// with it: a caller whose transaction failed sets it back to `Possible`.
 pub fn in_transaction(
     storage: &DurableObjectStorage,
-    mut write: impl FnMut() -> Result<(), StorageError>,
+    write: impl FnOnce() -> Result<(), StorageError>,
+) -> Result<(), StorageError> {
+    // `transactionSync` calls back once; the `Option` lets the write own what it moves.
+    let mut write = Some(write);
+    run_transaction(storage, &mut || write.take().map_or(Ok(()), |write| write()))
+}
+
+/// [`in_transaction`]'s body, compiled once for every caller.
+fn run_transaction(
+    storage: &DurableObjectStorage,
+    write: &mut dyn FnMut() -> Result<(), StorageError>,
 ) -> Result<(), StorageError> {
     let mut failure = None;
     let mut callback = || -> Result<JsValue, JsValue> {
-        match write() {
-            Ok(()) => Ok(JsValue::UNDEFINED),
-            Err(error) => {
-                let thrown = JsValue::from(js_sys::Error::new(&error.to_string()));
-                failure = Some(error);
-                Err(thrown)
-            }
-        }
+        write().map(|()| JsValue::UNDEFINED).map_err(|error| {
+            let thrown = JsValue::from(js_sys::Error::new(&error.to_string()));
+            failure = Some(error);
+            thrown
+        })
     };
     let outcome = storage.transaction_sync(&mut callback);
     match (outcome, failure) {

@@ -273,14 +273,7 @@ fn a_record_in_the_next_releases_layout_is_read_first_and_never_taken_for_absent
     for (fault, _, _, object, _) in &cases {
         storage::inject(w.persist_dir(), object, *fault);
     }
-    let stored = storage::snapshot(w.persist_dir());
-    let moved_file = stored.objects.iter().find(|f| f.id == moved.3).expect("the moved record's object");
-    assert_eq!(
-        (moved_file.rows_of("_cf_KV"), moved_file.rows_of("idempotency_record")),
-        (1, 0),
-        "the record moved to the key-value store: {}",
-        stored.describe()
-    );
+    assert_layout_rows(&w, &moved.3, (1, 0), "the record moved to the key-value store");
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart after the moves: {e}"));
 
     let replay = w.send(&moved.1);
@@ -305,13 +298,11 @@ fn a_record_in_the_next_releases_layout_is_read_first_and_never_taken_for_absent
     assert_eq!(again.header("idempotent-replayed"), Some("true"), "{again:?}");
     assert_eq!(o.executions(&moved.2), 2);
     w.crash();
-    let stored = storage::snapshot(w.persist_dir());
-    let file = stored.objects.iter().find(|f| f.id == moved.3).expect("the purged key's object");
-    assert_eq!(
-        (file.rows_of("_cf_KV"), file.rows_of("idempotency_record")),
+    assert_layout_rows(
+        &w,
+        &moved.3,
         (0, 1),
-        "after the purge and the new execution, one row and no key-value copy: {}",
-        stored.describe()
+        "after the purge and the new execution, one row and no key-value copy",
     );
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
     let after_restart = w.send(&moved.1);
@@ -319,4 +310,17 @@ fn a_record_in_the_next_releases_layout_is_read_first_and_never_taken_for_absent
     assert_eq!(o.executions(&moved.2), 2, "read back from its row after a restart");
     logs::sentinel(&w, &o);
     logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Asserts how many values of the key-value store and rows of the record table `object`'s
+/// database holds (the instance stopped).
+fn assert_layout_rows(w: &Worker, object: &str, expected: (u64, u64), what: &str) {
+    let stored = storage::snapshot(w.persist_dir());
+    let file = stored.objects.iter().find(|f| f.id == object).expect("the key's object file");
+    assert_eq!(
+        (file.rows_of("_cf_KV"), file.rows_of("idempotency_record")),
+        expected,
+        "{what}: {}",
+        stored.describe()
+    );
 }

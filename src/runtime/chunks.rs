@@ -6,10 +6,10 @@
 //! reads a row, digests it (and opens it, when sealed) with WebCrypto and hands it to the
 //! response stream, so no replay copies the body into Wasm memory or holds it whole.
 //!
-//! Atomicity: the rows, the deletion of any older rows and the record row are written
-//! inside `ctx.storage.transactionSync(...)`, which commits them together or, should any
-//! statement throw, rolls every one back (the record then stays the claim, and the key is
-//! held as a failed outcome write). The same writes in one synchronous turn would also be
+//! Atomicity: the rows, the deletion of any older rows and the record (its key-value value)
+//! are written inside `ctx.storage.transactionSync(...)`, which commits them together or,
+//! should any statement throw, rolls every one back (the record then stays the claim, and
+//! the key is held as a failed outcome write). The same writes in one synchronous turn would also be
 //! coalesced into one durable write by the output gate; the explicit transaction adds the
 //! rollback. `worker` 0.8.7 does not bind `transactionSync`; `runtime::platform` does.
 
@@ -23,7 +23,7 @@ use web_sys::CryptoKey;
 use super::boundary;
 use super::platform::{message_of, SqlStorage};
 use super::seal::{self, Sealer};
-use super::storage::{self, KvCopy, StorageError, Stores};
+use super::storage::{self, LegacyRow, StorageError, Stores};
 use crate::core::chunks::{self, ChunkManifest, CHUNK_BYTES};
 use crate::core::record::{Completed, Record, StoredResponse, SEALED_RECORD_VERSION};
 use crate::core::seal::{Envelope, KeyRing};
@@ -153,12 +153,12 @@ fn fixed_length(stream: &web_sys::ReadableStream, len: u64) -> Option<web_sys::R
 }
 
 /// Stores a completed answer whose body is over one row: the body in chunk rows, the
-/// record (status, headers and manifest, sealed when `sealing` has a ring) in its row, in
-/// one transaction. Returns the record as this object keeps it in memory (the head and
+/// record (status, headers and manifest, sealed when `sealing` has a ring) as its
+/// key-value value, in one transaction. Returns the record as this object keeps it in memory (the head and
 /// the manifest, no body) and the check that its rows now pass.
 pub async fn put(
     stores: Stores<'_>,
-    kv_copy: &Cell<KvCopy>,
+    legacy: &Cell<LegacyRow>,
     done: &Completed,
     sealing: Option<Sealing<'_>>,
     still_current: impl Fn() -> bool,
@@ -236,10 +236,10 @@ pub async fn put(
                 return Err(StorageError::Sql("CHUNK_WRITE_FAULT_INJECTION: fails on purpose".to_owned()));
             }
         }
-        storage::put_encoded(stores, record, kv_copy)
+        storage::put_encoded(stores, record, legacy)
     };
-    // A key-value copy's removal, if any, is rolled back with the rest.
-    storage::in_transaction(stores.storage, write).inspect_err(|_| kv_copy.set(KvCopy::Possible))?;
+    // A legacy row's removal, if any, is rolled back with the rest.
+    storage::in_transaction(stores.storage, write).inspect_err(|_| legacy.set(LegacyRow::Possible))?;
     let cached = Completed { response: head, sealed_answer: None, chunks: Some(manifest), ..done.clone() };
     Ok((Record::Completed(cached), Checked { attempt, opener }))
 }

@@ -402,11 +402,6 @@ impl SqlCursor {
     }
 }
 
-/// A SQL blob's bytes as a binding.
-pub fn sql_blob(bytes: &[u8]) -> JsValue {
-    Uint8Array::from(bytes).into()
-}
-
 /// A SQL value as bytes, when it is a blob (the runtime returns an `ArrayBuffer`).
 pub fn sql_bytes(value: &JsValue) -> Option<Vec<u8>> {
     if let Some(buffer) = value.dyn_ref::<js_sys::ArrayBuffer>() {

@@ -1,12 +1,12 @@
-//! The key object's storage, as one piece: the record (`storage`: its row, and the
-//! key-value copy read before it), its sealed answer (`seal`), a large answer's chunk rows
+//! The key object's storage, as one piece: the record (`storage`: its key-value value, and
+//! the legacy row read after it), its sealed answer (`seal`), a large answer's chunk rows
 //! (`chunks`), the alarm, and the test-only storage faults (`DELETE_FAULT_INJECTION`,
 //! `CHUNK_WRITE_FAULT_INJECTION`).
 //!
 //! It reads, opens, seals and writes what it is handed, and remembers only what storage
-//! itself needs (whether the table exists, whether a key-value copy is stored, whether the
-//! last read held an answer in the clear, which chunked answer this instance has checked). Which record to write and when
-//! is the key's driver's (`core::key_state`); the object (`runtime::object`) keeps the
+//! itself needs (whether a legacy row may be stored, whether the last read held an answer in
+//! the clear, which chunked answer this instance has checked). Which record to write and
+//! when is the key's driver's (`core::key_state`); the object (`runtime::object`) keeps the
 //! driver, and hands this store each change the driver asks for.
 
 use std::cell::{Cell, OnceCell, RefCell};
@@ -21,7 +21,7 @@ use super::platform::{
 };
 use super::seal::Sealer;
 use super::settings;
-use super::storage::{self, KvCopy, StorageError, Stores};
+use super::storage::{self, LegacyRow, StorageError, Stores};
 use crate::core::fingerprint::Digest256;
 use crate::core::record::{Completed, Record, StoredResponse};
 use crate::core::seal::{refuses_unsealed, KeyRing};
@@ -49,11 +49,8 @@ pub(super) struct RecordStore {
     /// Whether the record as last read from storage held an answer in the clear (see
     /// `core::seal::refuses_unsealed`); cleared by every write of this instance.
     read_in_clear: Cell<bool>,
-    /// Whether the record's table is known to exist (this instance read a record or wrote
-    /// one); cleared by a deletion, which drops it.
-    record_table: Cell<bool>,
-    /// Whether a key-value copy of the record is stored (`runtime::storage`'s two layouts).
-    kv_copy: Cell<KvCopy>,
+    /// Whether a row of the legacy table may be stored (`runtime::storage`'s two layouts).
+    legacy_row: Cell<LegacyRow>,
 }
 
 /// A record opened after it was read (its sealed answer, or its chunk rows checked): what
@@ -88,24 +85,21 @@ impl RecordStore {
             chunk_writes: Cell::new(0),
             chunk_check: RefCell::new(None),
             read_in_clear: Cell::new(false),
-            record_table: Cell::new(false),
-            kv_copy: Cell::new(KvCopy::Possible),
+            legacy_row: Cell::new(LegacyRow::Possible),
         }
     }
 
     /// Reads the stored record (synchronous: in the caller's turn).
     pub fn load(&self) -> Result<Option<Record>, StorageError> {
-        let stored = storage::load(self.stores(), &self.kv_copy)?;
-        // A record read from the key-value copy says nothing of the table.
-        self.record_table.set(stored.is_some() && self.kv_copy.get() == KvCopy::Absent);
+        let stored = storage::load(self.stores(), &self.legacy_row)?;
         let in_clear = matches!(&stored, Some(Record::Completed(Completed { sealed_answer: None, .. })));
         self.read_in_clear.set(in_clear);
         Ok(stored)
     }
 
-    /// Deletes the record's row at once (synchronous), as for a record read past its expiry.
+    /// Deletes the record at once (synchronous), as for a record read past its expiry.
     pub fn delete_now(&self) -> Result<(), StorageError> {
-        storage::delete(self.stores(), &self.kv_copy)
+        storage::delete(self.stores(), &self.legacy_row)
     }
 
     /// Opens `record` as read from storage: its sealed answer, or its chunked answer's head
@@ -193,7 +187,7 @@ impl RecordStore {
     ) -> Result<Record, StorageError> {
         self.read_in_clear.set(false);
         let Record::Completed(done) = record else {
-            storage::put(self.stores(), record, &self.record_table, &self.kv_copy)?;
+            storage::put(self.stores(), record, &self.legacy_row)?;
             return Ok(record.clone());
         };
         let settings = settings::get(&self.env);
@@ -220,7 +214,7 @@ impl RecordStore {
             self.chunk_writes.set(writes.saturating_add(1));
             let fail_half_way = writes < settings.fault_injection.chunk_write_failures;
             let (cached, checked) =
-                chunks::put(self.stores(), &self.kv_copy, done, sealing, still_current, fail_half_way)
+                chunks::put(self.stores(), &self.legacy_row, done, sealing, still_current, fail_half_way)
                     .await?;
             *self.chunk_check.borrow_mut() = Some(checked);
             return Ok(cached);
@@ -234,7 +228,7 @@ impl RecordStore {
         if !still_current() {
             return Err(StorageError::Fenced);
         }
-        storage::put(self.stores(), sealed.as_ref().unwrap_or(record), &self.record_table, &self.kv_copy)?;
+        storage::put(self.stores(), sealed.as_ref().unwrap_or(record), &self.legacy_row)?;
         Ok(record.clone())
     }
 
@@ -251,14 +245,12 @@ impl RecordStore {
         Ok(Record::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: true, ..done.clone() }))
     }
 
-    /// Deletes everything the key stored: the record, its chunk rows, its table and its
+    /// Deletes everything the key stored: the record, its chunk rows, every table and its
     /// alarm (`deleteAll`). A released or expired key leaves nothing behind.
     pub async fn delete_all(&self) -> Result<(), StorageError> {
         self.read_in_clear.set(false);
-        // `deleteAll()` drops the table: a claim written after it creates it again. Until it
-        // has succeeded, a key-value copy may still be there.
-        self.record_table.set(false);
-        self.kv_copy.set(KvCopy::Possible);
+        // Until `deleteAll()` has succeeded, a legacy row may still be there.
+        self.legacy_row.set(LegacyRow::Possible);
         let deletions = self.deletions.get();
         self.deletions.set(deletions.saturating_add(1));
         if deletions < settings::get(&self.env).fault_injection.delete_failures {
@@ -270,7 +262,7 @@ impl RecordStore {
         }
         let pending = self.raw_storage().delete_all().map_err(|e| StorageError::Sql(describe(e)))?;
         JsFuture::from(pending).await.map_err(|e| StorageError::Sql(describe(e)))?;
-        self.kv_copy.set(KvCopy::Absent);
+        self.legacy_row.set(LegacyRow::Absent);
         Ok(())
     }
 

@@ -1,49 +1,47 @@
-//! The object's stored record: one row in the object's own SQLite database, and, read
-//! first, the key-value copy a release after this one writes instead.
+//! The object's stored record: one value of the object's key-value store, and, read after
+//! it, the row of its own table that releases before this one wrote.
 //!
-//! Owns the SQL and the record's key-value key. Every call is synchronous (SQLite-backed
-//! Durable Objects run SQL and their key-value API in the same turn), so a claim is
-//! written before the handler awaits anything, and the runtime's output gate holds the
-//! origin fetch until the write is durable.
+//! Owns the record's key-value key and the legacy table's SQL. Every call is synchronous
+//! (SQLite-backed Durable Objects run SQL and their key-value API in the same turn), so a
+//! claim is written before the handler awaits anything, and the runtime's output gate holds
+//! the origin fetch until the write is durable.
 //!
-//! Two layouts, one record (issue 23.1). This release writes the record as one row of its
-//! own table (`idempotency_record`), as the releases before it did. The next writes it as
-//! one value of the object's key-value store (`ctx.storage.kv`, key [`KV_KEY`]): workerd
-//! creates that store's table as a system query, which is not billed, where the worker's
-//! own `CREATE TABLE` is billed as two rows written. This release reads both, key-value
-//! first, so that a deploy of the next one can be rolled back to this one without a key
-//! it claimed looking new (which would forward it again): a release that cannot read
-//! where its successor writes must not be the one rolled back to. A write here removes
-//! a key-value copy in the same transaction, so the two layouts never both hold a record.
-//! The bytes are the same `core::record` encoding in either place.
+//! Two layouts, one record (issue 23.1). This release writes the record as the value
+//! [`KV_KEY`] of the object's key-value store (`ctx.storage.kv`, a `Uint8Array` of the
+//! `core::record` bytes): workerd creates that store's table as a system query, which is
+//! not billed, where a table of the worker's own costs a billed `CREATE TABLE` (two rows
+//! written) on every new key. Earlier releases wrote one row of the table
+//! `idempotency_record`. Those from `032df08` on read the key-value value first and the
+//! row after it, so they are the ones this release may be rolled back to: an older one
+//! would not see a claim written here, would take the key for new and forward it again
+//! (docs/deploy.md, rule 6). This release reads both in the same order, for the keys
+//! those releases claimed, until their time to live has passed. A write here removes the
+//! row in the same transaction when one may exist, so the two layouts never both hold a
+//! record, and a row can never come back from under a deleted value.
 
 use std::cell::Cell;
 
 use js_sys::Uint8Array;
 use wasm_bindgen::{JsCast, JsValue};
 
-use super::platform::{describe, sql_blob, sql_bytes, DurableObjectStorage, SqlStorage, SyncKvStorage};
+use super::platform::{describe, sql_bytes, DurableObjectStorage, SqlStorage, SyncKvStorage};
 
 use crate::core::record::{DecodeError, Record};
-use crate::core::text;
 
-const CREATE_TABLE: &str =
-    "CREATE TABLE IF NOT EXISTS idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)";
 const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
 const TABLE_EXISTS: &str = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idempotency_record'";
-const UPSERT: &str = "INSERT OR REPLACE INTO idempotency_record (id, record) VALUES (1, ?)";
-const DELETE: &str = "DELETE FROM idempotency_record";
+const DELETE_ROW: &str = "DELETE FROM idempotency_record";
 
 /// The record's key in the object's key-value store (its value: the encoded record, as a
 /// `Uint8Array`).
 pub const KV_KEY: &str = "record";
 
-/// What this instance knows of a key-value copy of the record.
+/// What this instance knows of a record in the legacy table (`idempotency_record`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KvCopy {
-    /// None stored: the common case, where a write is one statement.
+pub enum LegacyRow {
+    /// None stored: the common case, where a write is one key-value `put`.
     Absent,
-    /// One may be stored (written by a later release), or this instance has not read yet,
+    /// One may be stored (an older release wrote it), or this instance has not read yet,
     /// or a write that would have removed it failed: a write removes whatever is there.
     Possible,
 }
@@ -82,35 +80,31 @@ impl std::fmt::Display for StorageError {
     }
 }
 
-/// Reads the record: the key-value copy if one is stored, else the row. The table is
-/// created by the first claim, not before, so an object that only ever refused requests
-/// leaves no storage behind; a missing table means no record. Whether the table exists is
-/// asked first: a new object (every first attempt) would otherwise meet "no such table" as
-/// a thrown JavaScript error, with its stack trace built and turned into a string, on the
-/// path that creates objects (issue 23); an object that has a record pays one statement
-/// more on the first read of its life. `kv_copy` is set to what the read found.
-pub fn load(stores: Stores<'_>, kv_copy: &Cell<KvCopy>) -> Result<Option<Record>, StorageError> {
-    kv_copy.set(KvCopy::Possible);
+/// Reads the record: the key-value value if one is stored, else the legacy row. Whether
+/// the legacy table exists is asked before it is read: a new object (every first attempt)
+/// would otherwise meet "no such table" as a thrown JavaScript error, with its stack trace
+/// built and turned into a string, on the path that creates objects (issue 23). `legacy`
+/// is set to what the read found.
+pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<Record>, StorageError> {
+    legacy.set(LegacyRow::Possible);
     let value = stores.kv.get(KV_KEY).map_err(|e| StorageError::Sql(describe(e)))?;
     if !value.is_undefined() {
+        // Every write removes the row in the transaction that writes the value (here, and
+        // in the release before), so a value means no row.
+        legacy.set(LegacyRow::Absent);
         // Anything but bytes is not a record: never read as absent (that would forward the
         // key again), an error the caller answers 503.
         let bytes = value.dyn_ref::<Uint8Array>().map(Uint8Array::to_vec);
         let bytes = bytes.ok_or(StorageError::Corrupt(DecodeError::NotARecord))?;
         return Record::decode(&bytes).map(Some).map_err(StorageError::Corrupt);
     }
-    kv_copy.set(KvCopy::Absent);
-    let sql = stores.sql;
-    let exists = sql.run(TABLE_EXISTS, &[]).and_then(|cursor| cursor.first_row());
-    if exists.map_err(|e| StorageError::Sql(e.to_string()))?.is_none() {
+    if !legacy_table_exists(stores.sql)? {
+        legacy.set(LegacyRow::Absent);
         return Ok(None);
     }
-    let cursor = match sql.run(SELECT, &[]) {
-        Ok(cursor) => cursor,
-        Err(error) if text::contains(&error.to_string(), "no such table") => return Ok(None),
-        Err(error) => return Err(StorageError::Sql(error.to_string())),
-    };
+    let cursor = stores.sql.run(SELECT, &[]).map_err(|e| StorageError::Sql(e.to_string()))?;
     let Some(row) = cursor.first_row().map_err(|e| StorageError::Sql(e.to_string()))? else {
+        legacy.set(LegacyRow::Absent);
         return Ok(None);
     };
     match sql_bytes(&row.get(0)) {
@@ -119,74 +113,65 @@ pub fn load(stores: Stores<'_>, kv_copy: &Cell<KvCopy>) -> Result<Option<Record>
     }
 }
 
-/// Writes the record: one row, one statement once `table` says the table exists (this
-/// instance read or wrote it), so an outcome's write does not ask to create it again.
-pub fn put(
-    stores: Stores<'_>,
-    record: &Record,
-    table: &Cell<bool>,
-    kv_copy: &Cell<KvCopy>,
-) -> Result<(), StorageError> {
-    if table.get() && kv_copy.get() == KvCopy::Absent {
-        stores
-            .sql
-            .run(UPSERT, &[sql_blob(&record.encode())])
-            .map_err(|e| StorageError::Sql(e.to_string()))?;
-        return Ok(());
-    }
+/// Writes the record: one key-value `put`, and, when `legacy` says a row may be stored,
+/// the row's removal in the same transaction (a claim whose value could not be written
+/// keeps the row it would have replaced).
+pub fn put(stores: Stores<'_>, record: &Record, legacy: &Cell<LegacyRow>) -> Result<(), StorageError> {
     let encoded = record.encode();
-    if kv_copy.get() == KvCopy::Absent {
-        put_encoded(stores, encoded, kv_copy)?;
-    } else {
-        // The row and the copy's removal in one transaction: a claim whose row could not be
-        // written keeps the copy it would have replaced.
-        in_transaction(stores.storage, || put_encoded(stores, encoded, kv_copy))
-            .inspect_err(|_| kv_copy.set(KvCopy::Possible))?;
+    if legacy.get() == LegacyRow::Absent {
+        return put_encoded(stores, encoded, legacy);
     }
-    table.set(true);
-    Ok(())
+    in_transaction(stores.storage, || put_encoded(stores, encoded, legacy))
+        .inspect_err(|_| legacy.set(LegacyRow::Possible))
 }
 
-/// Writes an encoded record (see [`put`]), removing a key-value copy unless `kv_copy` says
+/// Writes an encoded record (see [`put`]), removing a legacy row unless `legacy` says
 /// there is none. Callers that may remove one run it in a transaction.
-pub fn put_encoded(stores: Stores<'_>, record: Vec<u8>, kv_copy: &Cell<KvCopy>) -> Result<(), StorageError> {
-    remove_kv_copy(stores, kv_copy)?;
-    stores.sql.run(CREATE_TABLE, &[]).map_err(|e| StorageError::Sql(e.to_string()))?;
-    stores.sql.run(UPSERT, &[sql_blob(&record)]).map_err(|e| StorageError::Sql(e.to_string()))?;
-    Ok(())
+pub fn put_encoded(
+    stores: Stores<'_>,
+    record: Vec<u8>,
+    legacy: &Cell<LegacyRow>,
+) -> Result<(), StorageError> {
+    remove_legacy_row(stores.sql, legacy)?;
+    let value = Uint8Array::from(record.as_slice());
+    stores.kv.put(KV_KEY, &value).map_err(|e| StorageError::Sql(describe(e)))
 }
 
-/// Deletes the record (row and key-value copy) and any chunk rows of a large answer at once
-/// (synchronously, in one turn, so nothing can read them after it). The alarm and the
-/// tables stay; the next alarm deletes everything.
-pub fn delete(stores: Stores<'_>, kv_copy: &Cell<KvCopy>) -> Result<(), StorageError> {
+/// Deletes the record (value and legacy row) and any chunk rows of a large answer at once
+/// (synchronously, in one turn, so nothing can read them after it). The alarm stays; the
+/// next alarm deletes everything.
+pub fn delete(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<(), StorageError> {
     let delete_all = || {
-        remove_kv_copy(stores, kv_copy)?;
-        match stores.sql.run(DELETE, &[]) {
-            Ok(_) => {}
-            Err(error) if text::contains(&error.to_string(), "no such table") => {}
-            Err(error) => return Err(StorageError::Sql(error.to_string())),
-        }
+        remove_legacy_row(stores.sql, legacy)?;
+        stores.kv.delete(KV_KEY).map_err(|e| StorageError::Sql(describe(e)))?;
         super::chunks::delete(stores.sql)
     };
-    if kv_copy.get() == KvCopy::Absent {
+    if legacy.get() == LegacyRow::Absent {
         delete_all()
     } else {
-        in_transaction(stores.storage, delete_all).inspect_err(|_| kv_copy.set(KvCopy::Possible))
+        in_transaction(stores.storage, delete_all).inspect_err(|_| legacy.set(LegacyRow::Possible))
     }
 }
 
-/// Deletes the key-value copy of the record unless `kv_copy` says there is none.
-fn remove_kv_copy(stores: Stores<'_>, kv_copy: &Cell<KvCopy>) -> Result<(), StorageError> {
-    if kv_copy.get() == KvCopy::Possible {
-        stores.kv.delete(KV_KEY).map_err(|e| StorageError::Sql(describe(e)))?;
-        kv_copy.set(KvCopy::Absent);
+/// Deletes the legacy row unless `legacy` says there is none.
+fn remove_legacy_row(sql: &SqlStorage, legacy: &Cell<LegacyRow>) -> Result<(), StorageError> {
+    if legacy.get() == LegacyRow::Possible {
+        if legacy_table_exists(sql)? {
+            sql.run(DELETE_ROW, &[]).map_err(|e| StorageError::Sql(e.to_string()))?;
+        }
+        legacy.set(LegacyRow::Absent);
     }
     Ok(())
+}
+
+/// Whether the legacy table exists (a read of the schema: no thrown error when it does not).
+fn legacy_table_exists(sql: &SqlStorage) -> Result<bool, StorageError> {
+    let exists = sql.run(TABLE_EXISTS, &[]).and_then(|cursor| cursor.first_row());
+    Ok(exists.map_err(|e| StorageError::Sql(e.to_string()))?.is_some())
 }
 
 /// Runs `write` in one transaction (`transactionSync`): every statement of it is rolled
-/// back when it fails, and its error returned. What a [`KvCopy`] says is not rolled back
+/// back when it fails, and its error returned. What a [`LegacyRow`] says is not rolled back
 /// with it: a caller whose transaction failed sets it back to `Possible`.
 pub fn in_transaction(
     storage: &DurableObjectStorage,

@@ -24,7 +24,7 @@ use crate::support::dedup_origin::DedupOrigin;
 use crate::support::http::{Request, Response};
 use crate::support::logs::wait_for_line;
 use crate::support::requests::{new_credential, request, secret, unique};
-use crate::support::storage::files_contain;
+use crate::support::storage::{self, files_contain};
 use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
 
 /// 32 bytes 0..31 in standard base64: a test key, never a real one.
@@ -276,6 +276,9 @@ fn async_with_the_origin_down_survives_a_sigkill_and_stores_no_credential_in_cle
             "the {what} is in a SQLite file in the clear"
         );
     }
+    // The restart also changes the stored layout: the job as the releases before the
+    // key-value layout stored it (`runtime::storage`), which this one finishes in its own.
+    assert_eq!(storage::move_records_to_the_legacy_table(w.persist_dir()), 1, "the job moved");
     w.restart(Readiness::AnyResponse).unwrap_or_else(|e| panic!("restart: {e}"));
     // Still pending after the restart: the stored job and its alarm survived.
     assert_accepted(&w.send(&req));
@@ -285,6 +288,15 @@ fn async_with_the_origin_down_survives_a_sigkill_and_stores_no_credential_in_cle
     assert_eq!(o.executions(&key), 1, "one execution");
     assert_eq!(o.received(&key), 1, "nothing reached the origin while it was down");
     assert!(w.send(&req).is_replayed());
+    // The outcome was written as the key-value value, and the job's row removed with it.
+    w.crash();
+    let stored = storage::snapshot(w.persist_dir());
+    let layouts: Vec<(u64, u64)> = stored
+        .non_empty()
+        .iter()
+        .map(|file| (file.rows_of("_cf_KV"), file.rows_of("idempotency_record")))
+        .collect();
+    assert_eq!(layouts, [(1, 0)], "one record, in the key-value store: {}", stored.describe());
 }
 
 #[test]

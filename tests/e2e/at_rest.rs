@@ -18,7 +18,7 @@ use crate::support::assert::{assert_problem, assert_replay_of};
 use crate::support::http::Request;
 use crate::support::origin::Origin;
 use crate::support::requests::{request, unique};
-use crate::support::storage::files_contain;
+use crate::support::storage::{files_contain, STORED_RECORD_PY};
 use crate::support::worker::{Readiness, Worker, WorkerConfig};
 
 /// 32 bytes 0..31 and 32..63, in standard base64: test keys, never real ones.
@@ -125,23 +125,19 @@ fn a_changed_byte_in_a_sealed_answer_is_503_and_forwards_nothing() {
     assert_eq!(w.send(&payment(&marker, &key)).status, 201);
     w.crash();
     let script = r#"
-import glob, os, sqlite3, sys
 changed = 0
 for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
     con = sqlite3.connect(path)
-    try:
-        for (record,) in con.execute("SELECT record FROM idempotency_record"):
-            flipped = bytes(record[:-1]) + bytes([record[-1] ^ 1])
-            changed += con.execute("UPDATE idempotency_record SET record = ?", (flipped,)).rowcount
+    stored = read_record(con)
+    if stored is not None:
+        layout, record = stored
+        write_record(con, layout, record[:-1] + bytes([record[-1] ^ 1]))
+        changed += 1
         con.commit()
-    except sqlite3.OperationalError:
-        pass
     con.close()
 print(changed)
 "#;
-    let out =
-        Command::new("python3").arg("-c").arg(script).arg(w.persist_dir()).output().expect("python3 runs");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(on_the_files(&w, script), "1");
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
     for _ in 0..2 {
         assert_problem(&w.send(&payment(&marker, &key)), 503, "storage-unavailable");
@@ -173,9 +169,11 @@ fn an_invalid_key_ring_is_refused_without_its_value() {
     assert_eq!(origin().executions(&key), 0);
 }
 
-/// Runs `script` (Python, with the persist folder as its argument) on the SQLite files of
-/// a crashed instance, and returns what it printed.
+/// Runs `script` (Python, with the persist folder as its argument, `glob`, `os`, `sqlite3`
+/// and `sys` imported, and `support::storage`'s helpers for the stored record defined) on
+/// the SQLite files of a crashed instance, and returns what it printed.
 fn on_the_files(w: &Worker, script: &str) -> String {
+    let script = format!("import glob, os, sqlite3, sys\n{STORED_RECORD_PY}\n{script}");
     let out =
         Command::new("python3").arg("-c").arg(script).arg(w.persist_dir()).output().expect("python3 runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -185,15 +183,13 @@ fn on_the_files(w: &Worker, script: &str) -> String {
 /// The object id and the stored record (hex) of the instance's one object with a record
 /// (a dedicated instance), separated by a space.
 const READ_RECORD: &str = r#"
-import glob, os, sqlite3, sys
 found = []
 for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
     con = sqlite3.connect(path)
-    try:
+    stored = read_record(con)
+    if stored is not None:
         object_id = os.path.basename(path)[: -len(".sqlite")]
-        found += [object_id + " " + bytes(r).hex() for (r,) in con.execute("SELECT record FROM idempotency_record")]
-    except sqlite3.OperationalError:
-        pass
+        found.append(object_id + " " + stored[1].hex())
     con.close()
 assert len(found) == 1, found
 print(found[0])
@@ -236,24 +232,22 @@ fn an_older_attempts_sealed_answer_written_back_is_503_and_forwards_nothing() {
     // record (same object, same payload, same key ring): it must not open.
     let splice = format!(
         r#"
-import glob, os, sqlite3, sys
 older = bytes.fromhex("{older}")
 # Header 60 bytes, an empty inline response 10, one extension: count, tag, u32 length.
 HEAD = 60 + 10 + 2
 changed = 0
 for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
     con = sqlite3.connect(path)
-    try:
-        for (record,) in con.execute("SELECT record FROM idempotency_record"):
-            record = bytes(record)
-            assert record[HEAD - 1] == 5 and older[HEAD - 1] == 5, "a bound sealed answer (tag 5)"
-            envelope = older[HEAD + 4:]
-            spliced = record[:HEAD] + len(envelope).to_bytes(4, "big") + envelope
-            assert spliced != record
-            changed += con.execute("UPDATE idempotency_record SET record = ?", (spliced,)).rowcount
+    stored = read_record(con)
+    if stored is not None:
+        layout, record = stored
+        assert record[HEAD - 1] == 5 and older[HEAD - 1] == 5, "a bound sealed answer (tag 5)"
+        envelope = older[HEAD + 4:]
+        spliced = record[:HEAD] + len(envelope).to_bytes(4, "big") + envelope
+        assert spliced != record
+        write_record(con, layout, spliced)
+        changed += 1
         con.commit()
-    except sqlite3.OperationalError:
-        pass
     con.close()
 print(changed)
 "#
@@ -303,21 +297,18 @@ fn every_kind_of_tampering_with_a_sealed_record_is_503_and_forwards_nothing() {
     // Three of the four files, in name order: the first gets another key id, the second
     // another nonce, the third the first one's original record (moved across objects).
     let script = r#"
-import glob, os, sqlite3, sys
 HEAD = 60 + 10 + 2 + 4   # header, empty inline response, count, tag, u32 length
 rows = []
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite"))):
     con = sqlite3.connect(path)
-    try:
-        for (record,) in con.execute("SELECT record FROM idempotency_record"):
-            rows.append((path, bytes(record)))
-    except sqlite3.OperationalError:
-        pass
+    stored = read_record(con)
+    if stored is not None:
+        rows.append((path, stored[1]))
     con.close()
 assert len(rows) == 4, len(rows)
 def write(path, record):
     con = sqlite3.connect(path)
-    con.execute("UPDATE idempotency_record SET record = ?", (record,))
+    write_record(con, read_record(con)[0], record)
     con.commit()
     con.close()
 (p0, r0), (p1, r1), (p2, r2), _ = rows
@@ -328,9 +319,7 @@ write(p1, r1[:nonce] + bytes([r1[nonce] ^ 1]) + r1[nonce + 1 :])
 write(p2, r0)
 print("ok")
 "#;
-    let out =
-        Command::new("python3").arg("-c").arg(script).arg(w.persist_dir()).output().expect("python3 runs");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(on_the_files(&w, script), "ok");
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
     // Which key's file got which change is not known here, but three of the four must be
     // refused, and none of them forwarded.

@@ -25,6 +25,7 @@ use crate::support::http::{Request, Response};
 use crate::support::logs::{decision_lines, wait_for_line, wait_for_text};
 use crate::support::origin::Origin;
 use crate::support::requests::{covered, request, unique};
+use crate::support::storage::STORED_RECORD_PY;
 use crate::support::worker::{send_past_dev_proxy, shared as instance, Readiness, Worker, WorkerConfig};
 
 const ROUTES: &str = r#"[
@@ -232,14 +233,15 @@ import glob, os, sqlite3, sys
 changed = 0
 for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
     con = sqlite3.connect(path)
-    try:
-        changed += con.execute("UPDATE idempotency_record SET record = x'49450909'").rowcount
+    stored = read_record(con)
+    if stored is not None:
+        write_record(con, stored[0], bytes.fromhex("49450909"))
+        changed += 1
         con.commit()
-    except sqlite3.OperationalError:
-        pass
     con.close()
 print(changed)
 "#;
+    let script = format!("{STORED_RECORD_PY}\n{script}");
     let out = Command::new("python3").arg("-c").arg(script).arg(persist).output().expect("python3 runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().parse().expect("a count")

@@ -29,7 +29,7 @@ use crate::support::assert::{assert_problem, assert_replay_of};
 use crate::support::http::{Request, Response};
 use crate::support::origin::{answer_bytes, Origin};
 use crate::support::requests::{new_key, new_path, payment};
-use crate::support::storage::files_contain;
+use crate::support::storage::{files_contain, STORED_RECORD_PY};
 use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
 
 const MIB: usize = 1024 * 1024;
@@ -231,14 +231,13 @@ if len(rows) == 2:
     count += 1
 "#;
 
-/// Counts the record and chunk rows left in every object database, as `records chunks`.
+/// Counts the records (in either layout) and chunk rows left in every object database, as
+/// `records chunks`.
 const COUNT_ROWS: &str = r#"
-for table in ("idempotency_record", "idempotency_chunk"):
-    try:
-        totals[table] = totals.get(table, 0) + con.execute("SELECT count(*) FROM " + table).fetchone()[0]
-    except sqlite3.OperationalError:
-        pass
-count = "%d %d" % (totals.get("idempotency_record", 0), totals.get("idempotency_chunk", 0))
+totals["records"] = totals.get("records", 0) + (read_record(con) is not None)
+if has_table(con, "idempotency_chunk"):
+    totals["chunks"] = totals.get("chunks", 0) + con.execute("SELECT count(*) FROM idempotency_chunk").fetchone()[0]
+count = "%d %d" % (totals.get("records", 0), totals.get("chunks", 0))
 "#;
 
 /// Runs `body` (Python, with `con` open on each object database in turn, and `count` and
@@ -247,7 +246,7 @@ count = "%d %d" % (totals.get("idempotency_record", 0), totals.get("idempotency_
 fn sqlite(dir: &Path, body: &str) -> String {
     let indented: String = body.lines().map(|line| format!("        {line}\n")).collect();
     let script = format!(
-        "import glob, os, sqlite3, sys\ncount = 0\ntotals = {{}}\n\
+        "import glob, os, sqlite3, sys\n{STORED_RECORD_PY}\ncount = 0\ntotals = {{}}\n\
          for path in glob.glob(os.path.join(sys.argv[1], 'v3', 'do', '*', '*.sqlite')):\n\
          \x20   con = sqlite3.connect(path)\n\
          \x20   try:\n{indented}\

@@ -6,11 +6,13 @@
 //!   unreadable database file: 503 `storage-unavailable` with `Retry-After`, and nothing
 //!   forwarded, for every retry; also on a route that fails open, since the object did
 //!   answer.
-//! - A failed claim write (a `CHECK` constraint that no record meets, so the `INSERT`
-//!   fails as a full disk would): 503, nothing forwarded.
-//! - A failed outcome write (a trigger that aborts every write after the claim): the caller
-//!   still gets the origin's answer, and the key stays held, never forwarded again: 409
-//!   `in-progress` until the claim's lease ends, `outcome-unknown` after it.
+//! - A failed claim write (a `CHECK` constraint on the key-value table that no record
+//!   meets, so the `put` fails as a full disk would): 503, nothing forwarded.
+//! - A failed outcome write (a `CHECK` constraint that refuses a completed record): the
+//!   caller still gets the origin's answer, and the key stays held, never forwarded again:
+//!   409 `in-progress` until the claim's lease ends, `outcome-unknown` after it.
+//! - The record's legacy layout (a row of the table earlier releases wrote): read when the
+//!   key-value store holds none; a row that is not a record is 503, never a forward.
 //!
 //! These are real write failures of workerd's SQLite storage. A failed release (a failed
 //! `deleteAll()`) cannot be made from the database file, so its test injects it with the
@@ -114,8 +116,8 @@ fn storage_faults_inside_the_object_fail_closed_and_forward_nothing() {
             | Fault::RecordOfTheWrongType
             | Fault::UnreadableFile
             | Fault::EveryWriteFails
-            | Fault::GarbageInTheKeyValueStore
-            | Fault::StringInTheKeyValueStore => {
+            | Fault::GarbageInTheLegacyTable
+            | Fault::TextInTheLegacyTable => {
                 for attempt in 0..3 {
                     let r = w.send(&case.request);
                     assert_problem(&r, 503, "storage-unavailable");
@@ -126,7 +128,7 @@ fn storage_faults_inside_the_object_fail_closed_and_forward_nothing() {
                     );
                 }
             }
-            Fault::RecordMovedToTheKeyValueStore => {
+            Fault::RecordMovedToTheLegacyTable => {
                 unreachable!("{label}: a layout, not a fault; its test is the next one")
             }
             Fault::WritesAfterTheClaimFail => {
@@ -223,16 +225,14 @@ fn a_failed_release_write_holds_the_key_and_forwards_nothing_again() {
     logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// The record's other layout (`runtime::storage`): the next release writes the record as
-/// the `record` value of the object's key-value store instead of a row of its own table,
-/// and this release reads that value first, so that a deploy of the next release can be
-/// rolled back to this one without a key it claimed looking new. A record moved there
-/// (bytes unchanged) replays byte for byte; a value there that is not a record is 503
-/// even with a good row beside it, never a fall-back to the row and never a forward; a
-/// purge deletes the moved record, and the key's next execution is written as a row, with
-/// no key-value copy left to shadow it.
+/// The record's legacy layout (`runtime::storage`): releases before this layout wrote the
+/// record as the one row of their own table, and this release reads that row when the
+/// object's key-value store holds no record, for the keys they claimed. A record moved
+/// there (bytes unchanged) replays byte for byte; a row that is not a record is 503, never
+/// read as absent and never a forward; a purge deletes the moved record, and the key's next
+/// execution is written as the key-value value, with no row left behind it.
 #[test]
-fn a_record_in_the_next_releases_layout_is_read_first_and_never_taken_for_absent() {
+fn a_record_in_the_previous_layout_stays_readable_and_is_never_taken_for_absent() {
     const TOKEN: &str = "e2e-record-layouts-admin-token-0123456789abcdef";
     let o = Origin::start();
     let vars = [
@@ -249,20 +249,17 @@ fn a_record_in_the_next_releases_layout_is_read_first_and_never_taken_for_absent
         readiness: Readiness::OriginAnswers,
     })
     .unwrap_or_else(|e| panic!("{e}"));
-    let cases: Vec<(Fault, Request, String, String, usize)> = [
-        Fault::RecordMovedToTheKeyValueStore,
-        Fault::GarbageInTheKeyValueStore,
-        Fault::StringInTheKeyValueStore,
-    ]
-    .into_iter()
-    .map(|fault| {
-        let key = new_key();
-        let request = payment(&new_path(), &key);
-        let object = object_created_by(&w, &request, 201);
-        assert_eq!(o.executions(&key), 1);
-        (fault, request, key, object, 1)
-    })
-    .collect();
+    let cases: Vec<(Fault, Request, String, String, usize)> =
+        [Fault::RecordMovedToTheLegacyTable, Fault::GarbageInTheLegacyTable, Fault::TextInTheLegacyTable]
+            .into_iter()
+            .map(|fault| {
+                let key = new_key();
+                let request = payment(&new_path(), &key);
+                let object = object_created_by(&w, &request, 201);
+                assert_eq!(o.executions(&key), 1);
+                (fault, request, key, object, 1)
+            })
+            .collect();
     // The answer the moved record must replay.
     let moved = &cases[0];
     let original = w.send(&moved.1);
@@ -270,10 +267,11 @@ fn a_record_in_the_next_releases_layout_is_read_first_and_never_taken_for_absent
     assert_eq!(original.header("idempotent-replayed"), Some("true"), "{original:?}");
 
     w.crash();
+    assert_layout_rows(&w, &moved.3, (1, 0), "this release writes the key-value value");
     for (fault, _, _, object, _) in &cases {
         storage::inject(w.persist_dir(), object, *fault);
     }
-    assert_layout_rows(&w, &moved.3, (1, 0), "the record moved to the key-value store");
+    assert_layout_rows(&w, &moved.3, (0, 1), "the record moved to the legacy table");
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart after the moves: {e}"));
 
     let replay = w.send(&moved.1);
@@ -286,8 +284,8 @@ fn a_record_in_the_next_releases_layout_is_read_first_and_never_taken_for_absent
     }
     assert_eq!(o.executions(&moved.2), 1, "the moved record was replayed, not forwarded");
 
-    // Purged, then executed again: the new record is a row, and nothing of the moved one is
-    // left to be read before it.
+    // Purged, then executed again: the new record is the key-value value, and nothing of
+    // the moved one is left behind it.
     let purge = Request::new("DELETE", &format!("/__idempotency/records/{}?force=true", moved.3))
         .header("Authorization", format!("Bearer {TOKEN}"));
     let purged = w.send(&purge);
@@ -298,22 +296,17 @@ fn a_record_in_the_next_releases_layout_is_read_first_and_never_taken_for_absent
     assert_eq!(again.header("idempotent-replayed"), Some("true"), "{again:?}");
     assert_eq!(o.executions(&moved.2), 2);
     w.crash();
-    assert_layout_rows(
-        &w,
-        &moved.3,
-        (0, 1),
-        "after the purge and the new execution, one row and no key-value copy",
-    );
+    assert_layout_rows(&w, &moved.3, (1, 0), "after the purge and the new execution, the value and no row");
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
     let after_restart = w.send(&moved.1);
     assert_eq!(after_restart.header("idempotent-replayed"), Some("true"), "{after_restart:?}");
-    assert_eq!(o.executions(&moved.2), 2, "read back from its row after a restart");
+    assert_eq!(o.executions(&moved.2), 2, "read back from the key-value store after a restart");
     logs::sentinel(&w, &o);
     logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// Asserts how many values of the key-value store and rows of the record table `object`'s
-/// database holds (the instance stopped).
+/// Asserts how many values of the key-value store and rows of the legacy record table
+/// `object`'s database holds (the instance stopped).
 fn assert_layout_rows(w: &Worker, object: &str, expected: (u64, u64), what: &str) {
     let stored = storage::snapshot(w.persist_dir());
     let file = stored.objects.iter().find(|f| f.id == object).expect("the key's object file");

@@ -5,11 +5,13 @@
 //! is one object's own SQLite database (with `-wal` and `-shm` beside it while workerd has
 //! it open), and `metadata.sqlite` in the same directory holds the pending alarms
 //! (`_cf_ALARM`, one row per object with an alarm). An object's database holds its tables
-//! (`idempotency_record`), workerd's `_cf_METADATA` (alarm bookkeeping) and miniflare's
-//! `__miniflare_do_name` (the name the object was addressed by); `deleteAll()` drops them
-//! all and leaves an empty 4 KiB file. The record's other layout, which the worker reads
-//! first (`runtime::storage`), is the `record` value of workerd's key-value table
-//! (`_cf_KV`), serialized as V8 serializes a `Uint8Array`.
+//! (the key-value store's `_cf_KV`, whose `record` value is the key's record serialized as
+//! V8 serializes a `Uint8Array`; a large answer's `idempotency_chunk`), workerd's
+//! `_cf_METADATA` (alarm bookkeeping) and miniflare's `__miniflare_do_name` (the name the
+//! object was addressed by); `deleteAll()` drops them all and leaves an empty 4 KiB file.
+//! The record's legacy layout, which the worker reads after the key-value value
+//! (`runtime::storage`), is the one row of `idempotency_record`. `stored_record.py` reads
+//! and writes either.
 //!
 //! Each database is copied (with its WAL) to a temporary directory before it is read, so
 //! the running workerd is never disturbed and never locked out.
@@ -194,27 +196,31 @@ pub fn file_names(dir: &Path) -> Vec<PathBuf> {
 /// restart, and the worker meets the fault through its ordinary storage calls.
 #[derive(Clone, Copy, Debug)]
 pub enum Fault {
-    /// The record row holds bytes that are not a record.
+    /// The record (the key-value value) holds bytes that are not a record.
     GarbageRecord,
-    /// The record table has the right name but the record is a text value.
+    /// The record's key-value value is a string, not bytes.
     RecordOfTheWrongType,
     /// The file is not an SQLite database any more (its first page overwritten).
     UnreadableFile,
-    /// No record, and every write of one fails (a `CHECK` constraint no record meets):
-    /// the claim write fails.
+    /// No record, and every write of one fails (the key-value table made with a `CHECK`
+    /// constraint no record meets): the claim write fails.
     EveryWriteFails,
-    /// No record; the first write (the claim) succeeds and every later one fails (a trigger
-    /// that aborts while a row exists): the outcome write fails.
+    /// No record; the claim's write succeeds and a completed record's fails (a `CHECK`
+    /// constraint on the key-value table that refuses a completed record's header; workerd
+    /// refuses to run a trigger on its own table): the outcome write fails.
     WritesAfterTheClaimFail,
-    /// The stored record moved, bytes unchanged, from its row to the key-value store, where
-    /// the next release writes it: read from there.
-    RecordMovedToTheKeyValueStore,
-    /// The row kept, and beside it a key-value value that is bytes but not a record: read
-    /// first, and never taken for an absent record.
-    GarbageInTheKeyValueStore,
-    /// The row kept, and beside it a key-value value that is a string, not bytes.
-    StringInTheKeyValueStore,
+    /// The stored record moved, bytes unchanged, from the key-value store to a row of the
+    /// table releases before this layout wrote: read from there.
+    RecordMovedToTheLegacyTable,
+    /// No key-value value, and a legacy row that is bytes but not a record.
+    GarbageInTheLegacyTable,
+    /// No key-value value, and a legacy row that is a text value.
+    TextInTheLegacyTable,
 }
+
+/// The Python helpers that read and write a stored record in either layout
+/// (`stored_record.py`), to put before a script that needs them.
+pub const STORED_RECORD_PY: &str = include_str!("stored_record.py");
 
 const INJECT: &str = r#"
 import os, sqlite3, sys
@@ -234,58 +240,62 @@ if fault == "UnreadableFile":
             os.remove(path + suffix)
     sys.exit(0)
 con = sqlite3.connect(path)
-
-def varint(n):
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-# A value as workerd's key-value store keeps it: V8's serialization (version 15) of a
-# Uint8Array (its ArrayBuffer, then the view over all of it), or of a one-byte string.
-def v8_uint8array(payload):
-    return b"\xff\x0f" + b"B" + varint(len(payload)) + payload + b"VB" + varint(0) + varint(len(payload)) + varint(0)
-
-def v8_string(text):
-    return b"\xff\x0f" + b'"' + varint(len(text)) + text.encode("latin-1")
-
-def put_kv(value):
-    con.execute("CREATE TABLE IF NOT EXISTS _cf_KV (key TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID")
-    con.execute("INSERT OR REPLACE INTO _cf_KV VALUES ('record', ?)", (value,))
-
-if fault in ("RecordMovedToTheKeyValueStore", "GarbageInTheKeyValueStore", "StringInTheKeyValueStore"):
-    (record,) = con.execute("SELECT record FROM idempotency_record WHERE id = 1").fetchone()
-    if fault == "RecordMovedToTheKeyValueStore":
-        put_kv(v8_uint8array(bytes(record)))
-        con.execute("DROP TABLE idempotency_record")
-    elif fault == "GarbageInTheKeyValueStore":
-        put_kv(v8_uint8array(b"\xffnot a record\x00\x01\x02"))
-    else:
-        put_kv(v8_string("a text value"))
-    con.commit()
-    con.close()
-    sys.exit(0)
-con.execute("DROP TABLE IF EXISTS idempotency_record")
+GARBAGE = b"\xffnot a record\x00\x01\x02"
+KV_TABLE = "CREATE TABLE _cf_KV (key TEXT PRIMARY KEY, value BLOB%s) WITHOUT ROWID"
 if fault == "GarbageRecord":
-    con.execute("CREATE TABLE idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)")
-    con.execute("INSERT INTO idempotency_record VALUES (1, ?)", (b"\xffnot a record\x00\x01\x02",))
+    assert read_record(con)[0] == "kv", "a record in the key-value store"
+    put_kv(con, v8_uint8array(GARBAGE))
 elif fault == "RecordOfTheWrongType":
-    con.execute("CREATE TABLE idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)")
-    con.execute("INSERT INTO idempotency_record VALUES (1, 'a text value')")
+    assert read_record(con)[0] == "kv", "a record in the key-value store"
+    put_kv(con, v8_string("a text value"))
 elif fault == "EveryWriteFails":
-    con.execute("CREATE TABLE idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL CHECK (length(record) < 0))")
+    assert read_record(con) is None and not has_table(con, "_cf_KV"), "a released key"
+    con.execute(KV_TABLE % ", CHECK (key <> 'record')")
 elif fault == "WritesAfterTheClaimFail":
-    con.execute("CREATE TABLE idempotency_record (id INTEGER PRIMARY KEY CHECK (id = 1), record BLOB NOT NULL)")
-    con.execute("""CREATE TRIGGER e2e_fail_after_claim BEFORE INSERT ON idempotency_record
-                   WHEN EXISTS (SELECT 1 FROM idempotency_record)
-                   BEGIN SELECT RAISE(ABORT, 'e2e: injected write failure'); END""")
+    assert read_record(con) is None and not has_table(con, "_cf_KV"), "a released key"
+    # A completed record starts "IE", its version (1 or 2), its kind (2).
+    con.execute(KV_TABLE % ", CHECK (instr(value, X'49450102') = 0 AND instr(value, X'49450202') = 0)")
+elif fault == "RecordMovedToTheLegacyTable":
+    move_record(con, "row")
+elif fault in ("GarbageInTheLegacyTable", "TextInTheLegacyTable"):
+    assert read_record(con)[0] == "kv", "a record in the key-value store"
+    con.execute("DELETE FROM _cf_KV WHERE key = 'record'")
+    put_row(con, GARBAGE if fault == "GarbageInTheLegacyTable" else "a text value")
 else:
     sys.exit("unknown fault " + fault)
 con.commit()
 con.close()
 "#;
+
+/// Moves every stored record under `persist_dir` (the instance stopped), bytes unchanged,
+/// to the legacy table, where releases before the key-value layout wrote it; returns how
+/// many it moved.
+pub fn move_records_to_the_legacy_table(persist_dir: &Path) -> u64 {
+    const MOVE: &str = r#"
+import glob, os, sqlite3, sys
+moved = 0
+for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
+    con = sqlite3.connect(path)
+    if read_record(con) is not None:
+        move_record(con, "row")
+        moved += 1
+        con.commit()
+    con.close()
+print(moved)
+"#;
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(format!("{STORED_RECORD_PY}\n{MOVE}"))
+        .arg(persist_dir)
+        .output()
+        .unwrap_or_else(|e| panic!("run python3 to move the records: {e}"));
+    assert!(
+        output.status.success(),
+        "moving the records failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().parse().expect("a count")
+}
 
 /// The database file of one object under `persist_dir`.
 pub fn object_file(persist_dir: &Path, object_id: &str) -> PathBuf {
@@ -301,7 +311,7 @@ pub fn inject(persist_dir: &Path, object_id: &str, fault: Fault) {
     let file = object_file(persist_dir, object_id);
     let output = Command::new("python3")
         .arg("-c")
-        .arg(INJECT)
+        .arg(format!("{STORED_RECORD_PY}\n{INJECT}"))
         .arg(&file)
         .arg(format!("{fault:?}"))
         .output()

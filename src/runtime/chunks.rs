@@ -9,9 +9,9 @@
 //! Atomicity: the rows, the deletion of any older rows and the record (its key-value value)
 //! are written inside `ctx.storage.transactionSync(...)`, which commits them together or,
 //! should any statement throw, rolls every one back (the record then stays the claim, and
-//! the key is held as a failed outcome write). The same writes in one synchronous turn would also be
-//! coalesced into one durable write by the output gate; the explicit transaction adds the
-//! rollback. `worker` 0.8.7 does not bind `transactionSync`; `runtime::platform` does.
+//! the key is held as a failed outcome write). The same writes in one synchronous turn
+//! would also be coalesced into one durable write by the output gate; the explicit
+//! transaction adds the rollback. `worker` 0.8.7 does not bind `transactionSync`; `runtime::platform` does.
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -154,8 +154,8 @@ fn fixed_length(stream: &web_sys::ReadableStream, len: u64) -> Option<web_sys::R
 
 /// Stores a completed answer whose body is over one row: the body in chunk rows, the
 /// record (status, headers and manifest, sealed when `sealing` has a ring) as its
-/// key-value value, in one transaction. Returns the record as this object keeps it in memory (the head and
-/// the manifest, no body) and the check that its rows now pass.
+/// key-value value, in one transaction. Returns the record as this object keeps it in
+/// memory (the head and the manifest, no body) and the check that its rows now pass.
 pub async fn put(
     stores: Stores<'_>,
     legacy: &Cell<LegacyRow>,

@@ -17,7 +17,8 @@ use wasm_bindgen_futures::JsFuture;
 
 use super::chunks;
 use super::platform::{
-    console_error, describe, DurableObjectState, DurableObjectStorage, Env, SqlStorage, SyncKvStorage,
+    console_error, console_log, describe, DurableObjectState, DurableObjectStorage, Env, SqlStorage,
+    SyncKvStorage,
 };
 use super::seal::Sealer;
 use super::settings;
@@ -92,6 +93,11 @@ impl RecordStore {
     /// Reads the stored record (synchronous: in the caller's turn).
     pub fn load(&self) -> Result<Option<Record>, StorageError> {
         let stored = storage::load(self.stores(), &self.legacy_row)?;
+        if stored.is_some() && self.legacy_row.get() == LegacyRow::Possible {
+            // A key an older release stored (`runtime::storage`): the operator sees that such
+            // keys are still retried, before a release stops reading their layout.
+            console_log!("{{\"event\":\"legacy-record-read\",\"object\":\"{}\"}}", self.object_id());
+        }
         let in_clear = matches!(&stored, Some(Record::Completed(Completed { sealed_answer: None, .. })));
         self.read_in_clear.set(in_clear);
         Ok(stored)

@@ -84,7 +84,8 @@ impl std::fmt::Display for StorageError {
 /// the legacy table exists is asked before it is read: a new object (every first attempt)
 /// would otherwise meet "no such table" as a thrown JavaScript error, with its stack trace
 /// built and turned into a string, on the path that creates objects (issue 23). `legacy`
-/// is set to what the read found.
+/// is set to what the read found: a record read with `legacy` left `Possible` came from
+/// the row.
 pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<Record>, StorageError> {
     legacy.set(LegacyRow::Possible);
     let value = stores.kv.get(KV_KEY).map_err(|e| StorageError::Sql(describe(e)))?;

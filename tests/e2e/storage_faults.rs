@@ -229,8 +229,9 @@ fn a_failed_release_write_holds_the_key_and_forwards_nothing_again() {
 /// record as the one row of their own table, and this release reads that row when the
 /// object's key-value store holds no record, for the keys they claimed. A record moved
 /// there (bytes unchanged) replays byte for byte; a row that is not a record is 503, never
-/// read as absent and never a forward; a purge deletes the moved record, and the key's next
-/// execution is written as the key-value value, with no row left behind it.
+/// read as absent and never a forward; the read of a row is logged for the operator; a purge
+/// deletes the moved record, and the key's next execution is written as the key-value
+/// value, with no row left behind it.
 #[test]
 fn a_record_in_the_previous_layout_stays_readable_and_is_never_taken_for_absent() {
     const TOKEN: &str = "e2e-record-layouts-admin-token-0123456789abcdef";
@@ -276,6 +277,9 @@ fn a_record_in_the_previous_layout_stays_readable_and_is_never_taken_for_absent(
 
     let replay = w.send(&moved.1);
     assert_replay_of(&replay, &original);
+    // The operator sees that a key stored by an older release was read.
+    let legacy_read = format!("{{\"event\":\"legacy-record-read\",\"object\":\"{}\"}}", moved.3);
+    logs::wait_for_text(&w, &legacy_read);
     for (fault, request, key, _, executions) in &cases[1..] {
         for attempt in 0..3 {
             assert_problem(&w.send(request), 503, "storage-unavailable");
@@ -301,6 +305,8 @@ fn a_record_in_the_previous_layout_stays_readable_and_is_never_taken_for_absent(
     let after_restart = w.send(&moved.1);
     assert_eq!(after_restart.header("idempotent-replayed"), Some("true"), "{after_restart:?}");
     assert_eq!(o.executions(&moved.2), 2, "read back from the key-value store after a restart");
+    let log = w.log_contents();
+    assert_eq!(log.matches(&legacy_read).count(), 1, "only the read of the row says so");
     logs::sentinel(&w, &o);
     logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
 }

@@ -11,13 +11,16 @@
 //!   it is sent again;
 //! - the admin API shows the job, and a purge cancels it;
 //! - without `STORAGE_ENCRYPTION_KEYS`, `ASYNC_ACCEPT=prefer` is 500 `invalid-config`;
-//! - a body too large to store with the claim is forwarded at once, without the preference.
+//! - a body too large to store with the claim is forwarded at once, without the preference;
+//!   one just under the limit is stored and executed.
 //!
 //! Backoffs and deadlines are set small with `--var`; every wait is a generous poll.
 
 use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
+
+use idempotency_edge::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
 
 use crate::support::assert::assert_problem;
 use crate::support::dedup_origin::DedupOrigin;
@@ -370,7 +373,8 @@ fn async_accept_without_storage_keys_is_invalid_config() {
 /// A body too large to be stored with the claim (over `MAX_STORED_REQUEST_BODY_BYTES`, 1.5 MB,
 /// under a `MAX_BODY_BYTES` that admits it) is not accepted asynchronously: it is forwarded
 /// at once, as if it had not asked, and answered by the origin without
-/// `Preference-Applied`. Its key is protected as usual: the retry replays.
+/// `Preference-Applied`. Its key is protected as usual: the retry replays. A body just under
+/// the limit is accepted and stored.
 #[test]
 fn a_body_too_large_to_store_is_forwarded_at_once_without_the_preference() {
     let o = origin();
@@ -393,6 +397,21 @@ fn a_body_too_large_to_store_is_forwarded_at_once_without_the_preference() {
     assert!(retry.is_replayed(), "{retry:?}");
     assert_eq!(retry.body, first.body);
     assert_eq!(o.executions(&key), 1);
+
+    // Just under the limit: stored with the claim (sealed, in one key-value value) and
+    // executed from the alarm.
+    let key = unique("largest");
+    let body = format!(r#"{{"amount":2500,"currency":"eur","memo":"{}"}}"#, "m".repeat(1_499_000));
+    assert!(body.len() as u64 <= MAX_STORED_REQUEST_BODY_BYTES, "{}", body.len());
+    let req = request("POST", &path)
+        .header("Idempotency-Key", &key)
+        .header("Prefer", "respond-async")
+        .json(&body)
+        .timeout(Duration::from_secs(120));
+    assert_accepted(&w.send(&req));
+    let done = poll_until_done(&w, &req);
+    assert_eq!(done.status, 201, "{done:?}");
+    assert_eq!(o.executions(&key), 1, "one execution of the stored job");
 }
 
 /// A SIGKILL while the job's send is at the origin: after the restart the job's alarm finds

@@ -5,6 +5,8 @@
 //! a moved, repeated or missing chunk shows). Bodies are compared by SHA-256 and length.
 //! - 5 MiB and 16 MiB (the default `MAX_STORED_RESPONSE_BYTES`) replay byte for byte, in
 //!   the same object life and after a restart (read back from storage);
+//! - an answer just under one row is kept whole in its record (one key-value value), and
+//!   replays byte for byte after a restart;
 //! - duplicates that wait on a large answer all get it, from one execution;
 //! - over a smaller configured limit, today's behaviour: the first caller gets the whole
 //!   answer, the key is held outcome-unknown (502), nothing is forwarded again;
@@ -259,6 +261,31 @@ fn sqlite(dir: &Path, body: &str) -> String {
     let out = Command::new("python3").arg("-c").arg(&script).arg(dir).output().expect("python3 runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The largest answer kept whole in its record (`core::chunks::INLINE_MAX_BYTES`, under
+/// the platform's 2 MB for a row), now that the record is one value of the object's
+/// key-value store (`runtime::storage`): stored without chunk rows, and replayed byte for
+/// byte after a restart, read back from that value.
+#[test]
+fn an_answer_just_under_one_row_is_kept_whole_in_its_record_and_replays_after_a_restart() {
+    let w = start("large-inline", &[]).unwrap_or_else(|e| panic!("{e}"));
+    let (key, path) = (new_key(), new_path());
+    let object = fresh_object(&w, &payment(&path, &key), admin);
+    // The record's 1,900,000 bytes hold the body, its headers and the record's own fields.
+    let bytes = 1_890_000;
+    let first = w.send(&large(&path, &key, bytes));
+    assert_whole_answer(&first, bytes);
+    // The marker's execution and this one.
+    let executions = origin().executions(&key);
+    let view = w.send(&admin("GET", &object, "")).json();
+    assert_eq!(view["body_bytes"], bytes, "{view}");
+    assert!(view.get("chunks").is_none(), "kept whole, not in chunk rows: {view}");
+    w.crash();
+    assert_eq!(sqlite(w.persist_dir(), COUNT_ROWS), "1 0", "one record, no chunk row");
+    w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
+    assert_large_replay(&w.send(&large(&path, &key, bytes)), &first);
+    assert_eq!(origin().executions(&key), executions, "replayed, not executed again");
 }
 
 #[test]

@@ -11,7 +11,8 @@
 //! should any statement throw, rolls every one back (the record then stays the claim, and
 //! the key is held as a failed outcome write). The same writes in one synchronous turn
 //! would also be coalesced into one durable write by the output gate; the explicit
-//! transaction adds the rollback. `worker` 0.8.7 does not bind `transactionSync`; `runtime::platform` does.
+//! transaction adds the rollback. `worker` 0.8.7 does not bind `transactionSync`;
+//! `runtime::platform` does.
 
 use std::cell::Cell;
 use std::sync::Arc;

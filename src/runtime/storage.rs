@@ -90,8 +90,8 @@ pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<Recor
     legacy.set(LegacyRow::Possible);
     let value = stores.kv.get(KV_KEY).map_err(|e| StorageError::Sql(describe(e)))?;
     if !value.is_undefined() {
-        // Every write removes the row in the transaction that writes the value (here, and
-        // in the release before), so a value means no row.
+        // Each release's write removes the other layout in the same transaction (this one
+        // the row, the release before it the value), so a value means no row.
         legacy.set(LegacyRow::Absent);
         // Anything but bytes is not a record: never read as absent (that would forward the
         // key again), an error the caller answers 503.
@@ -138,20 +138,20 @@ pub fn put_encoded(
     stores.kv.put(KV_KEY, &value).map_err(|e| StorageError::Sql(describe(e)))
 }
 
-/// Deletes the record (value and legacy row) and any chunk rows of a large answer at once
-/// (synchronously, in one turn, so nothing can read them after it). The alarm stays; the
-/// next alarm deletes everything.
+/// Deletes the record (value and legacy row) and any chunk rows of a large answer at once,
+/// in one transaction (so nothing can read part of them after it). The alarm stays; the
+/// next alarm deletes everything. A row is looked for whatever `legacy` says: a deletion
+/// must leave nothing a later read could take for the key's record, even where a rollback
+/// past the rule of docs/deploy.md left a row beside the value. Deletions are rare (a
+/// record read past its expiry).
 pub fn delete(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<(), StorageError> {
+    legacy.set(LegacyRow::Possible);
     let delete_all = || {
         remove_legacy_row(stores.sql, legacy)?;
         stores.kv.delete(KV_KEY).map_err(|e| StorageError::Sql(describe(e)))?;
         super::chunks::delete(stores.sql)
     };
-    if legacy.get() == LegacyRow::Absent {
-        delete_all()
-    } else {
-        in_transaction(stores.storage, delete_all).inspect_err(|_| legacy.set(LegacyRow::Possible))
-    }
+    in_transaction(stores.storage, delete_all).inspect_err(|_| legacy.set(LegacyRow::Possible))
 }
 
 /// Deletes the legacy row unless `legacy` says there is none.

@@ -11,14 +11,13 @@
 //! - an answer stored in the clear is 503 once a key ring is set, unless
 //!   `STORAGE_ALLOW_UNSEALED=true` (the rollout of sealing).
 
-use std::process::Command;
 use std::sync::OnceLock;
 
 use crate::support::assert::{assert_problem, assert_replay_of};
 use crate::support::http::Request;
 use crate::support::origin::Origin;
 use crate::support::requests::{request, unique};
-use crate::support::storage::{files_contain, STORED_RECORD_PY};
+use crate::support::storage::{files_contain, python_on_files};
 use crate::support::worker::{Readiness, Worker, WorkerConfig};
 
 /// 32 bytes 0..31 and 32..63, in standard base64: test keys, never real ones.
@@ -125,17 +124,9 @@ fn a_changed_byte_in_a_sealed_answer_is_503_and_forwards_nothing() {
     assert_eq!(w.send(&payment(&marker, &key)).status, 201);
     w.crash();
     let script = r#"
-changed = 0
-for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
-    con = sqlite3.connect(path)
-    stored = read_record(con)
-    if stored is not None:
-        layout, record = stored
-        write_record(con, layout, record[:-1] + bytes([record[-1] ^ 1]))
-        changed += 1
-        con.commit()
-    con.close()
-print(changed)
+def flip_last_byte(con, layout, record):
+    write_record(con, layout, record[:-1] + bytes([record[-1] ^ 1]))
+print(change_each_record(sys.argv[1], flip_last_byte))
 "#;
     assert_eq!(on_the_files(&w, script), "1");
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
@@ -173,11 +164,7 @@ fn an_invalid_key_ring_is_refused_without_its_value() {
 /// and `sys` imported, and `support::storage`'s helpers for the stored record defined) on
 /// the SQLite files of a crashed instance, and returns what it printed.
 fn on_the_files(w: &Worker, script: &str) -> String {
-    let script = format!("import glob, os, sqlite3, sys\n{STORED_RECORD_PY}\n{script}");
-    let out =
-        Command::new("python3").arg("-c").arg(script).arg(w.persist_dir()).output().expect("python3 runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    python_on_files("change the stored records", script, w.persist_dir(), &[])
 }
 
 /// The object id and the stored record (hex) of the instance's one object with a record
@@ -235,21 +222,13 @@ fn an_older_attempts_sealed_answer_written_back_is_503_and_forwards_nothing() {
 older = bytes.fromhex("{older}")
 # Header 60 bytes, an empty inline response 10, one extension: count, tag, u32 length.
 HEAD = 60 + 10 + 2
-changed = 0
-for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
-    con = sqlite3.connect(path)
-    stored = read_record(con)
-    if stored is not None:
-        layout, record = stored
-        assert record[HEAD - 1] == 5 and older[HEAD - 1] == 5, "a bound sealed answer (tag 5)"
-        envelope = older[HEAD + 4:]
-        spliced = record[:HEAD] + len(envelope).to_bytes(4, "big") + envelope
-        assert spliced != record
-        write_record(con, layout, spliced)
-        changed += 1
-        con.commit()
-    con.close()
-print(changed)
+def splice(con, layout, record):
+    assert record[HEAD - 1] == 5 and older[HEAD - 1] == 5, "a bound sealed answer (tag 5)"
+    envelope = older[HEAD + 4:]
+    spliced = record[:HEAD] + len(envelope).to_bytes(4, "big") + envelope
+    assert spliced != record
+    write_record(con, layout, spliced)
+print(change_each_record(sys.argv[1], splice))
 "#
     );
     assert_eq!(on_the_files(&w, &splice), "1");

@@ -15,7 +15,6 @@
 //! - `route_mode()`: `ORIGIN_URL` empty; `--local-upstream` makes the request's own URL
 //!   point at the loopback origin, as a Cloudflare route would.
 
-use std::process::Command;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -25,7 +24,7 @@ use crate::support::http::{Request, Response};
 use crate::support::logs::{decision_lines, wait_for_line, wait_for_text};
 use crate::support::origin::Origin;
 use crate::support::requests::{covered, request, unique};
-use crate::support::storage::STORED_RECORD_PY;
+use crate::support::storage::python_on_files;
 use crate::support::worker::{send_past_dev_proxy, shared as instance, Readiness, Worker, WorkerConfig};
 
 const ROUTES: &str = r#"[
@@ -229,22 +228,9 @@ fn an_unreadable_record_on_a_fail_open_route_is_503_and_forwards_nothing() {
 /// Overwrites every stored record under `persist` with bytes no version can decode.
 fn corrupt_records(persist: &std::path::Path) -> u64 {
     let script = r#"
-import glob, os, sqlite3, sys
-changed = 0
-for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
-    con = sqlite3.connect(path)
-    stored = read_record(con)
-    if stored is not None:
-        write_record(con, stored[0], bytes.fromhex("49450909"))
-        changed += 1
-        con.commit()
-    con.close()
-print(changed)
+print(change_each_record(sys.argv[1], lambda con, layout, _: write_record(con, layout, bytes.fromhex("49450909"))))
 "#;
-    let script = format!("{STORED_RECORD_PY}\n{script}");
-    let out = Command::new("python3").arg("-c").arg(script).arg(persist).output().expect("python3 runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("a count")
+    python_on_files("corrupt the stored records", script, persist, &[]).parse().expect("a count")
 }
 
 // ---------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ use crate::support::assert::{assert_problem, assert_replay_of};
 use crate::support::http::{Request, Response};
 use crate::support::origin::{answer_bytes, Origin};
 use crate::support::requests::{new_key, new_path, payment};
-use crate::support::storage::{files_contain, STORED_RECORD_PY};
+use crate::support::storage::{files_contain, python_on_files};
 use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
 
 const MIB: usize = 1024 * 1024;
@@ -248,7 +248,7 @@ count = "%d %d" % (totals.get("records", 0), totals.get("chunks", 0))
 fn sqlite(dir: &Path, body: &str) -> String {
     let indented: String = body.lines().map(|line| format!("        {line}\n")).collect();
     let script = format!(
-        "import glob, os, sqlite3, sys\n{STORED_RECORD_PY}\ncount = 0\ntotals = {{}}\n\
+        "count = 0\ntotals = {{}}\n\
          for path in glob.glob(os.path.join(sys.argv[1], 'v3', 'do', '*', '*.sqlite')):\n\
          \x20   con = sqlite3.connect(path)\n\
          \x20   try:\n{indented}\
@@ -258,9 +258,7 @@ fn sqlite(dir: &Path, body: &str) -> String {
          \x20   con.close()\n\
          print(count)\n"
     );
-    let out = Command::new("python3").arg("-c").arg(&script).arg(dir).output().expect("python3 runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    python_on_files("read the object databases", &script, dir, &[])
 }
 
 /// The largest answer kept whole in its record (`core::chunks::INLINE_MAX_BYTES`, under

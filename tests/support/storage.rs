@@ -222,8 +222,22 @@ pub enum Fault {
 /// (`stored_record.py`), to put before a script that needs them.
 pub const STORED_RECORD_PY: &str = include_str!("stored_record.py");
 
+/// Runs `script` (Python) with `glob`, `os`, `sqlite3` and `sys` imported and the helpers of
+/// `stored_record.py` defined, `path` as its first argument and `args` after it; returns
+/// what it printed, trimmed. Panics with Python's error, saying what it was doing.
+pub fn python_on_files(what: &str, script: &str, path: &Path, args: &[&str]) -> String {
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(format!("import glob, os, sqlite3, sys\n{STORED_RECORD_PY}\n{script}"))
+        .arg(path)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run python3 to {what}: {e}"));
+    assert!(output.status.success(), "{what} failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
 const INJECT: &str = r#"
-import os, sqlite3, sys
 path, fault = sys.argv[1], sys.argv[2]
 for suffix in ("-wal", "-shm"):
     if os.path.exists(path + suffix):
@@ -256,7 +270,7 @@ elif fault == "WritesAfterTheClaimFail":
     # A completed record starts "IE", its version (1 or 2), its kind (2).
     con.execute(KV_TABLE % ", CHECK (instr(value, X'49450102') = 0 AND instr(value, X'49450202') = 0)")
 elif fault == "RecordMovedToTheLegacyTable":
-    move_record(con, "row")
+    move_record_to_row(con)
 elif fault in ("GarbageInTheLegacyTable", "TextInTheLegacyTable"):
     assert read_record(con)[0] == "kv", "a record in the key-value store"
     con.execute("DELETE FROM _cf_KV WHERE key = 'record'")
@@ -272,29 +286,9 @@ con.close()
 /// many it moved.
 pub fn move_records_to_the_legacy_table(persist_dir: &Path) -> u64 {
     const MOVE: &str = r#"
-import glob, os, sqlite3, sys
-moved = 0
-for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
-    con = sqlite3.connect(path)
-    if read_record(con) is not None:
-        move_record(con, "row")
-        moved += 1
-        con.commit()
-    con.close()
-print(moved)
+print(change_each_record(sys.argv[1], lambda con, _layout, _record: move_record_to_row(con)))
 "#;
-    let output = Command::new("python3")
-        .arg("-c")
-        .arg(format!("{STORED_RECORD_PY}\n{MOVE}"))
-        .arg(persist_dir)
-        .output()
-        .unwrap_or_else(|e| panic!("run python3 to move the records: {e}"));
-    assert!(
-        output.status.success(),
-        "moving the records failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().parse().expect("a count")
+    python_on_files("move the records", MOVE, persist_dir, &[]).parse().expect("a count")
 }
 
 /// The database file of one object under `persist_dir`.
@@ -309,17 +303,6 @@ pub fn object_file(persist_dir: &Path, object_id: &str) -> PathBuf {
 /// Writes `fault` into the database of `object_id`. The instance must be stopped.
 pub fn inject(persist_dir: &Path, object_id: &str, fault: Fault) {
     let file = object_file(persist_dir, object_id);
-    let output = Command::new("python3")
-        .arg("-c")
-        .arg(format!("{STORED_RECORD_PY}\n{INJECT}"))
-        .arg(&file)
-        .arg(format!("{fault:?}"))
-        .output()
-        .unwrap_or_else(|e| panic!("run python3 to change {}: {e}", file.display()));
-    assert!(
-        output.status.success(),
-        "writing the fault {fault:?} into {} failed: {}",
-        file.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let what = format!("write the fault {fault:?} into {}", file.display());
+    python_on_files(&what, INJECT, &file, &[&format!("{fault:?}")]);
 }

@@ -6,6 +6,10 @@
 # record's bytes), read first; else the one row of the table `idempotency_record`, which
 # earlier releases wrote (before the key-value layout).
 
+import glob
+import os
+import sqlite3
+
 LEGACY_TABLE = "idempotency_record"
 
 
@@ -98,14 +102,24 @@ def write_record(con, layout, record):
         put_row(con, record)
 
 
-def move_record(con, to):
-    """Moves the stored record, bytes unchanged, to the layout `to` ("kv" or "row")."""
+def move_record_to_row(con):
+    """Moves the stored key-value record, bytes unchanged, to the legacy table's row."""
     layout, record = read_record(con)
-    if layout == to:
-        return
-    if to == "row":
-        con.execute("DELETE FROM _cf_KV WHERE key = 'record'")
-        put_row(con, record)
-    else:
-        con.execute("DROP TABLE %s" % LEGACY_TABLE)
-        put_kv(con, v8_uint8array(record))
+    assert layout == "kv", "a record in the key-value store"
+    con.execute("DELETE FROM _cf_KV WHERE key = 'record'")
+    put_row(con, record)
+
+
+def change_each_record(root, change):
+    """Calls change(con, layout, record) for each object database under `root` (a
+    `--persist-to` folder) that stores a record, and commits; returns how many."""
+    changed = 0
+    for path in sorted(glob.glob(os.path.join(root, "v3", "do", "*", "*.sqlite"))):
+        con = sqlite3.connect(path)
+        stored = read_record(con)
+        if stored is not None:
+            change(con, *stored)
+            con.commit()
+            changed += 1
+        con.close()
+    return changed

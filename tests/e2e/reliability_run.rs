@@ -621,22 +621,46 @@ impl Tally {
         summary
     }
 
-    /// Prints the summary and keeps it in `target/reliability/latest.txt`.
+    /// Prints the summary and keeps it in `target/reliability/latest.txt`, with the first
+    /// findings of each kind: a run can be ended before its assertion's message is shown
+    /// (the suite's watchdog ends the whole test process when another test overruns, and
+    /// the test harness prints a failure's message only at the end), so the file is where
+    /// what went wrong stays readable.
     fn report(&self) {
         let summary = self.summary();
         println!("{summary}");
+        let mut kept = format!("{summary}\n");
+        for (what, found) in self.findings() {
+            if !found.is_empty() {
+                let _ = write!(kept, "\n{what} ({}):\n{}\n", found.len(), self.show(found));
+            }
+        }
         let out = repo_root().join("target/reliability");
         let _ = std::fs::create_dir_all(&out);
-        let _ = std::fs::write(out.join("latest.txt"), format!("{summary}\n"));
+        let _ = std::fs::write(out.join("latest.txt"), kept);
+    }
+
+    /// Each kind of finding the run fails on, named as its assertion names it.
+    fn findings(&self) -> [(&'static str, &[String]); 5] {
+        [
+            ("execution counts", &self.execution_mismatches),
+            ("unanswered", &self.unanswered),
+            ("stored answers not replayed unchanged", &self.divergent),
+            ("unexpected answers", &self.unexpected),
+            ("hostile inputs not refused correctly", &self.hostile.failures),
+        ]
+    }
+
+    /// The first 20 of `found`, and how to replay the run.
+    fn show(&self, found: &[String]) -> String {
+        let mut shown = found.iter().take(20).cloned().collect::<Vec<_>>().join("\n");
+        shown.push_str(&format!("\n(replay with TEST_SEED={:#x})", self.seed));
+        shown
     }
 
     fn assert_clean(&self) {
         let summary = self.summary();
-        let show = |v: &[String]| {
-            let mut shown = v.iter().take(20).cloned().collect::<Vec<_>>().join("\n");
-            shown.push_str(&format!("\n(replay with TEST_SEED={:#x})", self.seed));
-            shown
-        };
+        let show = |v: &[String]| self.show(v);
         // The crash must have cut every held attempt, and their retries must have met the
         // orphaned claims: else the run proved nothing about crashes.
         assert_eq!(self.cut_by_crash, self.crash_keys, "the SIGKILL cut every held attempt:\n{summary}");

@@ -74,6 +74,13 @@ if [[ -s target/e2e-times.txt ]]; then
   # sed reads all of sort's output (head would close the pipe early: SIGPIPE, pipefail).
   sort -rn target/e2e-times.txt | sed -n '1,10s/^/  /p'
 fi
+# A failed run shows the reliability run's findings, which its report keeps in a file: the
+# watchdog ends the whole test process when a test overruns, before the test harness
+# prints the messages of tests that failed earlier.
+if [[ $status -ne 0 && target/reliability/latest.txt -nt target/tmp/e2e-run-start ]]; then
+  echo "the reliability run's report (target/reliability/latest.txt):"
+  sed 's/^/  /' target/reliability/latest.txt
+fi
 if [[ $status -ne 0 ]]; then
   echo "a test failed; replay this run's random choices with: TEST_SEED=$TEST_SEED ./scripts/test.sh $*"
 fi

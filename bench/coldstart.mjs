@@ -7,7 +7,9 @@
 // - first: the first request's latency, and minus the warm requests' median latency (what the
 //   first request pays for lazy work: the isolate's first event, Wasm instantiation if
 //   deferred, settings read once per isolate, JIT);
-// - the workerd CPU of the first request alone (ticks of 10 ms, so coarse).
+// - the workerd CPU of the first request alone (ticks of 10 ms, so coarse);
+// - for every other target, its first − warm minus the worker's in the same round: the
+//   median of those differences, and in how many rounds the target paid more.
 //
 //   node bench/coldstart.mjs [build dir=build] [rounds=5] [other build dir ...]
 //
@@ -88,7 +90,7 @@ for (let r = 0; r < rounds; r++) {
     agent.destroy();
     await t.dispose();
     const w = median(warm);
-    results[name].push({ startMs, startCpu, firstMs: first.ms, warmMs: w, extraMs: first.ms - w, firstCpu, status: first.status });
+    results[name].push({ round: r, startMs, startCpu, firstMs: first.ms, warmMs: w, extraMs: first.ms - w, firstCpu, status: first.status });
     console.log(
       `round ${r} ${name.padEnd(12)} start ${startMs.toFixed(0)} ms (workerd CPU ${startCpu} ms)  first ${first.ms.toFixed(2)} ms [${first.status}]  warm p50 ${w.toFixed(2)} ms  first CPU ${firstCpu} ms`,
     );
@@ -100,6 +102,17 @@ console.log("|---|--:|--:|--:|--:|--:|--:|");
 for (const [name, rs] of Object.entries(results)) {
   const m = (k) => median(rs.map((x) => x[k]));
   console.log(`| ${name} | ${m("startMs").toFixed(0)} | ${m("startCpu").toFixed(0)} | ${m("firstMs").toFixed(2)} | ${m("warmMs").toFixed(2)} | ${m("extraMs").toFixed(2)} | ${m("firstCpu").toFixed(0)} |`);
+}
+// Each round's targets ran back to back, so a round's difference is steadier than the
+// difference of two medians when the rounds themselves spread widely (25 to 85 ms seen).
+console.log("\npaired with `worker`, round by round: first − warm of the target minus the worker's");
+console.log("| target | median of the differences, ms | rounds where the target paid more |");
+console.log("|---|--:|--:|");
+const workerByRound = new Map(results.worker.map((x) => [x.round, x.extraMs]));
+for (const [name, rs] of Object.entries(results)) {
+  if (name === "worker") continue;
+  const diffs = rs.filter((x) => workerByRound.has(x.round)).map((x) => x.extraMs - workerByRound.get(x.round));
+  console.log(`| ${name} | ${median(diffs).toFixed(2)} | ${diffs.filter((d) => d > 0).length} of ${diffs.length} |`);
 }
 origin.stop();
 fs.rmSync(WORK, { recursive: true, force: true });

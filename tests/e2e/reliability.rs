@@ -228,8 +228,8 @@ fn completed_keys_survive_twenty_crashes_under_load_without_a_second_execution()
     // Load beside it: new keys on another instance, until the rounds are over, at most one
     // every LOAD_INTERVAL (20 a second). Paced, not as fast as answers come: unpaced it
     // sent about 56 a second alone (5,010 in 90 s), each a new object with its own SQLite
-    // file on the storm instance, whose deletions begin when its 600 s TTL ends. So the
-    // load grew with the rounds' length, and a slow suite made the rounds slower still.
+    // file on the storm instance, whose deletions begin when its 600 s TTL ends, so what it
+    // left behind grew with the rounds' length, whatever slowed them.
     const LOAD_INTERVAL: Duration = Duration::from_millis(50);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let load = {

@@ -20,7 +20,6 @@
 //! Generous timeouts only: no figure here depends on speed.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -324,7 +323,6 @@ fn a_missing_chunk_is_503_and_never_a_short_answer_or_a_second_forward() {
     assert_large_replay(&w.send(&large(&path, &key, 5 * MIB)), &first);
     w.crash();
     let script = r#"
-import glob, os, sqlite3, sys
 deleted = 0
 for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
     con = sqlite3.connect(path)
@@ -336,9 +334,7 @@ for path in glob.glob(os.path.join(sys.argv[1], "v3", "do", "*", "*.sqlite")):
     con.close()
 print(deleted)
 "#;
-    let out =
-        Command::new("python3").arg("-c").arg(script).arg(w.persist_dir()).output().expect("python3 runs");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(python_on_files("delete a chunk row", script, w.persist_dir(), &[]), "1");
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart: {e}"));
     for _ in 0..2 {
         assert_problem(&w.send(&large(&path, &key, 5 * MIB)), 503, "storage-unavailable");

@@ -131,21 +131,10 @@ pub fn files_contain(dir: &Path, needle: &[u8]) -> bool {
 }
 
 pub fn snapshot(persist_dir: &Path) -> Snapshot {
-    let output = Command::new("python3")
-        .arg("-c")
-        .arg(INSPECT)
-        .arg(persist_dir)
-        .output()
-        .unwrap_or_else(|e| panic!("run python3 to read the SQLite files: {e}"));
-    assert!(
-        output.status.success(),
-        "reading the SQLite files under {} failed: {}",
-        persist_dir.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!("python3 printed no JSON ({e}): {}", String::from_utf8_lossy(&output.stdout))
-    });
+    let what = format!("read the SQLite files under {}", persist_dir.display());
+    let printed = python_on_files(&what, INSPECT, persist_dir, &[]);
+    let json: serde_json::Value =
+        serde_json::from_str(&printed).unwrap_or_else(|e| panic!("python3 printed no JSON ({e}): {printed}"));
     let objects = json["objects"]
         .as_array()
         .map(|list| {

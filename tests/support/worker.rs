@@ -111,9 +111,9 @@ struct RunningUser {
 /// the test process (`E2E_TEST_TIMEOUT_SECONDS`, default 1800). A hung test then fails the
 /// run with its name, instead of holding CI until the job's own limit. The crash-rounds
 /// test (`reliability::completed_keys_survive_twenty_crashes_under_load_without_a_second_execution`)
-/// runs in about 75 s alone but took 430 to over 900 s of wall time inside the full suite
-/// on a 2-core machine (four tests at a time, the reliability run among them), so the
-/// limit leaves room for that, not for a hang.
+/// runs in about 75 s alone and 225–256 s inside the full suite on a fresh 2-core machine,
+/// but took 430 to over 900 s there on a machine whose disk was filling (four tests at a
+/// time, the reliability run among them), so the limit leaves room for that, not for a hang.
 fn test_timeout() -> Duration {
     let seconds = std::env::var("E2E_TEST_TIMEOUT_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1800);
     Duration::from_secs(seconds)

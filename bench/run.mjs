@@ -278,6 +278,13 @@ async function startTargets(origin, which, suffix = "") {
         main: path.join(ROOT, "bench/targets/ladder.mjs"),
         vars: { ORIGIN_URL: originUrl, LADDER_MODE: "do-claim" },
       }),
+    // js-do-claim with the worker's guarantees, in plain JS (bench/targets/ladder.mjs).
+    "js-do-claim-kept": () =>
+      writeConfig(path.join(configDir("js-do-claim-kept"), "wrangler.toml"), {
+        base: simple("bench-js-do-claim-kept", "x", ladderExtra),
+        main: path.join(ROOT, "bench/targets/ladder.mjs"),
+        vars: { ORIGIN_URL: originUrl, LADDER_MODE: "do-claim-kept" },
+      }),
     // Route mode: ORIGIN_URL empty, the request's own URL (Host header) names the origin.
     // Same code path minus the TCP probe.
     "worker-route": () => rustConfig("bench-worker-route", { ORIGIN_URL: "" }),
@@ -328,6 +335,19 @@ async function check(targets, origin) {
       throw new Error(
         `${t.name} does not answer as expected: first ${first.status}, retry ${second.status} replayed=${second.replayed}, origin executions ${counted.executions}`,
       );
+    }
+    // The worker and its guarantees in plain JS refuse the key with another payload, and
+    // keep one caller's key apart from another's: the reference must keep what it prices.
+    if (t.name === "worker" || t.name === "js-do-claim-kept") {
+      const otherPayload = { ...payment(key), body: Buffer.from('{"amount":1}') };
+      const reused = await send(t.agent(1), t, otherPayload);
+      const otherCaller = await send(t.agent(1), t, payment(key, { authorization: "Bearer sk_test_other" }));
+      const executions = (await origin.ask({ cmd: "count", key })).executions;
+      if (reused.status !== 422 || otherCaller.status !== 201 || otherCaller.replayed || executions !== 2) {
+        throw new Error(
+          `${t.name} does not keep the guarantees: another payload ${reused.status}, another caller ${otherCaller.status} replayed=${otherCaller.replayed}, origin executions ${executions}`,
+        );
+      }
     }
   }
 }
@@ -910,6 +930,10 @@ function report(result) {
     out.push("\nIssue 17 targets (worker against js-do-claim, same run; median of per-run ratios)");
     out.push(table(["target", "measured", "goal", "met"], s.targetsIssue17.map((x) => [x.name, x.measured, x.goal, x.met ? "yes" : "NO"])));
   }
+  if (s.guarantees) {
+    out.push("\nThe guarantees' price (js-do-claim-kept: js-do-claim with the worker's guarantees, in plain JS; median of per-run ratios)");
+    out.push(table(["figure", "worker / js-do-claim-kept", "js-do-claim-kept / js-do-claim"], s.guarantees.map((x) => [x.name, x.workerToKept, x.keptToClaim])));
+  }
   return out.join("\n");
 }
 
@@ -960,8 +984,8 @@ async function main() {
     return;
   }
 
-  const firstNames = ["direct", "passthrough", ...(LADDER ? ["js-do", "js-do-sql", "worker-route"] : []), "js-do-claim", "worker"];
-  const replayNames = [...(LADDER ? ["js-do-sql", "worker-route"] : []), "js-do-claim", "worker"];
+  const firstNames = ["direct", "passthrough", ...(LADDER ? ["js-do", "js-do-sql", "worker-route"] : []), "js-do-claim", "js-do-claim-kept", "worker"];
+  const replayNames = [...(LADDER ? ["js-do-sql", "worker-route"] : []), "js-do-claim", "js-do-claim-kept", "worker"];
   let targets;
   try {
     targets = await startTargets(origin, firstNames);
@@ -995,7 +1019,7 @@ async function main() {
     raw.profiles = await profiles(origin);
 
     log("memory (fresh instances)");
-    raw.memory = await memory(origin, ["passthrough", ...(LADDER ? ["js-do-sql"] : []), "js-do-claim", "worker"]);
+    raw.memory = await memory(origin, ["passthrough", ...(LADDER ? ["js-do-sql"] : []), "js-do-claim", "js-do-claim-kept", "worker"]);
     raw.memory.largeBodyBurst = await largeBodyBursts(origin);
     raw.memory.duplicates = await duplicateMemory(origin);
     raw.memory.largeAnswer = await largeAnswerMemory(origin);
@@ -1104,6 +1128,35 @@ async function main() {
         },
         { name: "bundle: Wasm ≤ 100 KB gzipped", measured: `${(wasmGz / 1000).toFixed(1)} KB`, goal: "≤ 100 KB", met: wasmGz <= 100_000 },
       ];
+    }
+    // What the worker's guarantees cost, whatever the language: js-do-claim-kept is
+    // js-do-claim plus the work the worker keeps on every request (the key checked, the
+    // fingerprint, the scope, the headers filtered, the envelope, the mark, the probe before
+    // a first forward, a decision line), in plain JS. The same ratios as the issue 17 table,
+    // of the worker against it and of it against js-do-claim.
+    if (s.first["js-do-claim-kept"] && s.memory?.["js-do-claim-kept"] && s.memory?.["js-do-claim"]) {
+      const perKey = (name) => s.first[name].c16.cpuPerRequestMs + s.memory[name].deferredCpuPerKeyMs;
+      const ratios = (a, b) => {
+        const at = (r, phase, c, name) => raw[phase][c][r][name];
+        return {
+          replayC16Rps: perRun((r) => at(r, "replay", "c16", a).rps / at(r, "replay", "c16", b).rps),
+          replayC16Cpu: perRun((r) => at(r, "replay", "c16", a).cpuPerRequestMs / at(r, "replay", "c16", b).cpuPerRequestMs),
+          firstC16Rps: perRun((r) => at(r, "first", "c16", a).rps / at(r, "first", "c16", b).rps),
+          firstC1P50: perRun((r) => at(r, "first", "c1", a).p50 / at(r, "first", "c1", b).p50),
+          firstCpuPerKey: perKey(a) / perKey(b),
+        };
+      };
+      const workerToKept = ratios("worker", "js-do-claim-kept");
+      const keptToClaim = ratios("js-do-claim-kept", "js-do-claim");
+      const rounded = (r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, round(v, 3)]));
+      s.ratiosGuarantees = { workerToKept: rounded(workerToKept), keptToClaim: rounded(keptToClaim) };
+      s.guarantees = [
+        ["replays c16 req/s", "replayC16Rps"],
+        ["replay CPU ms/req c16", "replayC16Cpu"],
+        ["first attempts c16 req/s", "firstC16Rps"],
+        ["first attempts c1 p50", "firstC1P50"],
+        ["CPU per key incl. deferred", "firstCpuPerKey"],
+      ].map(([name, k]) => ({ name, workerToKept: `${f(workerToKept[k], 2)}×`, keptToClaim: `${f(keptToClaim[k], 2)}×` }));
     }
     result.summary = s;
   } finally {

@@ -17,10 +17,22 @@
 //             one the platform made, as the Rust worker must tell them apart (it never
 //             fails open on an answer the object may have given): a header the Worker reads
 //             and takes off, or an RPC method returning the answer beside the mark.
+//   "do-claim-kept", "do-claim-kept-quiet"  `do-claim-mark` plus, written as cheaply as plain
+//             JS can, the work the Rust worker keeps on every request for its guarantees: the
+//             key's syntax checked, the body read within a limit, its fingerprint (method,
+//             path, content type and the JSON body in canonical form, SHA-256), the caller's
+//             scope (SHA-256 of its credential, remembered per isolate) in the object's name, the end-to-end headers
+//             without hop-by-hop ones, one envelope header to the object, and in the object
+//             the fingerprint compared (422 on another payload) and one decision line logged
+//             (`-quiet`: no line, as `LOG_DECISIONS=problems`); a first attempt also probes
+//             the origin with a TCP connect and runs under a deadline. It measures what those
+//             guarantees cost at JavaScript's speed, not a design to ship.
 import { DurableObject } from "cloudflare:workers";
+import { connect } from "cloudflare:sockets";
 
 export default {
   async fetch(req, env) {
+    if (env.LADDER_MODE.startsWith("do-claim-kept")) return kept(req, env);
     const key = req.headers.get("idempotency-key");
     if (!key) return new Response("missing key", { status: 400 });
     const body = await req.arrayBuffer();
@@ -49,6 +61,90 @@ const MARK = "1";
 
 const DAY_MS = 86_400_000;
 
+// "do-claim-kept": the Worker's side.
+const KEY_SYNTAX = /^[\x20-\x7e]{1,255}$/;
+const HOP_BY_HOP = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"];
+const ENVELOPE_HEADER = "x-ladder-envelope";
+const MAX_BODY_BYTES = 1_048_576;
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+function problem(status, type) {
+  const body = JSON.stringify({ type, title: type, status });
+  return new Response(body, { status, headers: { "content-type": "application/problem+json" } });
+}
+
+function hex(buffer) {
+  let text = "";
+  for (const byte of new Uint8Array(buffer)) text += byte.toString(16).padStart(2, "0");
+  return text;
+}
+
+function canonicalJson(value) {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value && typeof value === "object") {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+// The caller's scope, its credential's SHA-256, remembered for the isolate's recent callers
+// (as the worker remembers verified tokens): a client reusing its credential pays no digest.
+const scopes = new Map();
+async function scopeOf(credential) {
+  let scope = scopes.get(credential);
+  if (scope === undefined) {
+    scope = hex(await crypto.subtle.digest("SHA-256", encoder.encode(credential)));
+    if (scopes.size >= 1024) scopes.delete(scopes.keys().next().value);
+    scopes.set(credential, scope);
+  }
+  return scope;
+}
+
+async function kept(req, env) {
+  const key = req.headers.get("idempotency-key");
+  if (!key || !KEY_SYNTAX.test(key)) return problem(400, "invalid-idempotency-key");
+  const requestId = req.headers.get("cf-ray") ?? crypto.randomUUID();
+  const declared = Number(req.headers.get("content-length") ?? 0);
+  if (declared > MAX_BODY_BYTES) return problem(413, "body-too-large");
+  const body = await req.arrayBuffer();
+  if (body.byteLength > MAX_BODY_BYTES) return problem(413, "body-too-large");
+  const u = new URL(req.url);
+  const contentType = (req.headers.get("content-type") ?? "").trim().toLowerCase();
+  let form = "raw";
+  let shaped = new Uint8Array(body);
+  if (contentType.startsWith("application/json")) {
+    try {
+      shaped = encoder.encode(canonicalJson(JSON.parse(decoder.decode(body))));
+      form = "json";
+    } catch {
+      // not JSON: counted whole
+    }
+  }
+  const head = encoder.encode(`${req.method}\n${u.pathname}${u.search}\n${contentType}\n${form}\n`);
+  const fields = new Uint8Array(head.length + shaped.length);
+  fields.set(head);
+  fields.set(shaped, head.length);
+  const fingerprint = await crypto.subtle.digest("SHA-256", fields);
+  const scopeHex = await scopeOf(req.headers.get("authorization") ?? "");
+  const stub = env.LADDER.get(env.LADDER.idFromName(`${scopeHex}:${key}`));
+  const headers = new Headers(req.headers);
+  for (const name of HOP_BY_HOP) headers.delete(name);
+  headers.set(ENVELOPE_HEADER, `1;${hex(fingerprint)};${scopeHex.slice(0, 16)};${requestId}`);
+  const forwarded = new Request(env.ORIGIN_URL + u.pathname + u.search, { method: req.method, headers, body, redirect: "manual" });
+  let answer;
+  try {
+    answer = await stub.fetch(forwarded);
+  } catch {
+    return problem(503, "object-unavailable");
+  }
+  if (answer.headers.get(MARK_HEADER) !== MARK) return problem(503, "object-unavailable");
+  const answerHeaders = new Headers(answer.headers);
+  answerHeaders.delete(MARK_HEADER);
+  return new Response(answer.body, { status: answer.status, headers: answerHeaders });
+}
+
 export class LadderObject extends DurableObject {
   loaded = false;
   record = null; // { status, headers, body }
@@ -57,6 +153,7 @@ export class LadderObject extends DurableObject {
     const mode = this.env.LADDER_MODE;
     if (mode === "do-claim") return this.claim(req);
     if (mode === "do-claim-mark") return this.claim(req, true);
+    if (mode.startsWith("do-claim-kept")) return this.keptClaim(req, mode === "do-claim-kept");
     if (mode === "do-sql") {
       if (!this.loaded) {
         try {
@@ -121,6 +218,59 @@ export class LadderObject extends DurableObject {
     const headers = new Headers(answer.headers);
     headers.set(MARK_HEADER, MARK);
     return new Response(answerBody, { status: answer.status, headers });
+  }
+
+  // "do-claim-kept": the object's side (the fingerprint compared, one decision line).
+  async keptClaim(req, logs) {
+    if (!this.loaded) {
+      this.record = (await this.ctx.storage.get("record")) ?? null;
+      this.loaded = true;
+    }
+    const [version, fingerprint, scope, requestId] = (req.headers.get(ENVELOPE_HEADER) ?? "").split(";");
+    if (version !== "1") return this.keptAnswer(problem(503, "envelope-unreadable"));
+    const body = await req.arrayBuffer();
+    const line = (decision, status) => {
+      if (logs) console.log(JSON.stringify({ decision, status, object: this.ctx.id.toString().slice(0, 16), scope, request: requestId }));
+    };
+    if (this.record?.status) {
+      if (this.record.fingerprint !== fingerprint) {
+        line("rejected", 422);
+        return this.keptAnswer(problem(422, "key-reused"));
+      }
+      const headers = new Headers(this.record.headers);
+      headers.set("idempotent-replayed", "true");
+      headers.set(MARK_HEADER, MARK);
+      line("replayed", this.record.status);
+      return new Response(this.record.body, { status: this.record.status, headers });
+    }
+    if (this.record) return this.keptAnswer(new Response("in progress", { status: 409, headers: { "retry-after": "1" } }));
+    this.record = { inflight: true, fingerprint };
+    await this.ctx.storage.put("record", this.record);
+    this.ctx.storage.setAlarm(Date.now() + DAY_MS);
+    // The TCP probe before the first forward (a refused connect proves nothing was sent),
+    // then the exchange under the origin's deadline.
+    const target = new URL(req.url);
+    const socket = connect(`${target.hostname}:${target.port}`);
+    await socket.opened;
+    socket.close().catch(() => {});
+    const forwardHeaders = new Headers(req.headers);
+    forwardHeaders.delete(ENVELOPE_HEADER);
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), 30_000);
+    const answer = await fetch(req.url, { method: req.method, headers: forwardHeaders, body, redirect: "manual", signal: controller.signal });
+    const answerBody = await answer.arrayBuffer();
+    clearTimeout(timer);
+    this.record = { status: answer.status, headers: [...answer.headers], body: answerBody, fingerprint };
+    this.ctx.storage.put("record", this.record);
+    line("executed", answer.status);
+    const headers = new Headers(answer.headers);
+    headers.set(MARK_HEADER, MARK);
+    return new Response(answerBody, { status: answer.status, headers });
+  }
+
+  keptAnswer(response) {
+    response.headers.set(MARK_HEADER, MARK);
+    return response;
   }
 
   async alarm() {

@@ -47,6 +47,7 @@ const result = {
       { name: "burst: 1 execution, last response ≤ origin + 40 ms", measured: "1 exec, +22 ms", goal: "1, ≤ +40 ms", met: false },
     ],
     targetsIssue17: [{ name: "replays c16 req/s ≥ js-do-claim", measured: "1.2×", goal: "≥ 1×", met: true }],
+    guarantees: [{ name: "replay CPU ms/req c16", workerToKept: "1.16×", keptToClaim: "1.34×" }],
   },
 };
 
@@ -66,10 +67,11 @@ test("a full result draws every target, phase, burst and target row", () => {
   assert.match(svg, /^<svg xmlns="http:\/\/www.w3.org\/2000\/svg" width="1000" height="\d+"/);
   assertBalanced(svg);
   for (const name of Object.keys(first)) assert.ok(svg.includes(`>${name}</text>`), name);
-  for (const title of ["First attempts", "1 connection", "16 connections", "Replays", "Coalesced bursts", "origin delay 300 ms", "Targets", "Issue 17 targets"]) {
+  for (const title of ["First attempts", "1 connection", "16 connections", "Replays", "Coalesced bursts", "origin delay 300 ms", "Targets", "Issue 17 targets", "The guarantees"]) {
     assert.ok(svg.includes(title), title);
   }
   assert.ok(svg.includes("≥ 0.25× pass-through") && svg.includes("✓") && svg.includes("✗"));
+  assert.ok(svg.includes(">1.16×</text>") && svg.includes(">1.34×</text>"));
   // Text is escaped, and no number went missing on the way.
   assert.ok(svg.includes("test &lt;cpu&gt; &amp; co"));
   assert.doesNotMatch(svg, /NaN|undefined|Infinity/);

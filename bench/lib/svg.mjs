@@ -1,6 +1,6 @@
 // Draws a benchmark result (what bench/run.mjs writes to target/bench/latest.json) as one
 // SVG: the latency of each target for first attempts and replays (c1 and c16), the
-// coalesced bursts, and the targets tables. No dependencies: strings in, a string out.
+// coalesced bursts, the targets tables and the guarantees' price. No dependencies: strings in, a string out.
 //
 // What each mark is, per run (runs are drawn one under the other, faint; the medians of
 // the runs bold):
@@ -11,7 +11,9 @@
 // - bursts: each request's response time after the burst started, as a box plot of
 //   `responseQuantiles` when kept, else the first-to-last span; the dashed line is the
 //   origin's delay, the diamond when the (first) execution reached the origin.
-// - targets: each row with its measured value, goal, and whether it was met.
+// - targets: each row with its measured value, goal, and whether it was met;
+// - the guarantees' price: the worker against `js-do-claim-kept`, and it against
+//   `js-do-claim`, per figure (ratios, nothing to meet).
 
 const WIDTH = 1000;
 const LABEL = 150; // the target names' column
@@ -158,6 +160,22 @@ function targetsTable(out, y, title, rows) {
   return 34 + rows.length * 18 + 16;
 }
 
+// The guarantees' price: two ratios per figure, nothing to meet.
+function ratiosTable(out, y, title, columns, rows) {
+  out.push(`<text x="10" y="${y + 14}" font-size="13" font-weight="bold">${escape(title)}</text>`);
+  let cy = y + 34;
+  out.push(`<text x="${WIDTH - 430}" y="${cy}" font-size="11" fill="#666">${escape(columns[0])}</text>`);
+  out.push(`<text x="${WIDTH - 220}" y="${cy}" font-size="11" fill="#666">${escape(columns[1])}</text>`);
+  cy += 18;
+  for (const row of rows) {
+    out.push(`<text x="40" y="${cy}" font-size="11">${escape(row.name)}</text>`);
+    out.push(`<text x="${WIDTH - 430}" y="${cy}" font-size="11">${escape(row.workerToKept)}</text>`);
+    out.push(`<text x="${WIDTH - 220}" y="${cy}" font-size="11">${escape(row.keptToClaim)}</text>`);
+    cy += 18;
+  }
+  return 52 + rows.length * 18 + 16;
+}
+
 /** The SVG for `result`, as bench/run.mjs writes it. Sections the result lacks are left out. */
 export function drawResult(result) {
   const out = [];
@@ -214,6 +232,10 @@ export function drawResult(result) {
   if (Array.isArray(summary.targets) && summary.targets.length) y += targetsTable(out, y, "Targets", summary.targets);
   if (Array.isArray(summary.targetsIssue17) && summary.targetsIssue17.length) {
     y += targetsTable(out, y, "Issue 17 targets (against js-do-claim)", summary.targetsIssue17);
+  }
+  if (Array.isArray(summary.guarantees) && summary.guarantees.length) {
+    const title = "The guarantees' price (js-do-claim-kept: js-do-claim with the worker's guarantees, in plain JS)";
+    y += ratiosTable(out, y, title, ["worker / js-do-claim-kept", "js-do-claim-kept / js-do-claim"], summary.guarantees);
   }
   const height = Math.ceil(y + 10);
   return [

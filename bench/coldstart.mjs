@@ -1,5 +1,5 @@
-// Cold start (issue 17): the first request to a fresh isolate, against the pass-through and
-// js-do-claim. Each round starts every target in a new workerd process (new state directory),
+// Cold start (issue 17): the first request to a fresh isolate, against the pass-through,
+// js-do-claim and js-do-claim-kept (js-do-claim with the worker's guarantees, in plain JS). Each round starts every target in a new workerd process (new state directory),
 // then sends one first attempt (a new key) and, after it, 20 more first attempts one at a
 // time (warm). Reports per target, medians over the rounds:
 // - start: wall time until the worker answered `ready` (wrangler's DevEnv included) and the
@@ -51,6 +51,14 @@ const configs = {
     }),
   "js-do-claim": (file) =>
     writeConfig(file, { base: ladder("do-claim"), main: path.join(ROOT, "bench/targets/ladder.mjs"), vars: { ORIGIN_URL: originUrl, LADDER_MODE: "do-claim" } }),
+  // js-do-claim with the worker's guarantees in plain JS: the cold start a runtime without
+  // Wasm would start from.
+  "js-do-claim-kept": (file) =>
+    writeConfig(file, {
+      base: ladder("do-claim-kept"),
+      main: path.join(ROOT, "bench/targets/ladder.mjs"),
+      vars: { ORIGIN_URL: originUrl, LADDER_MODE: "do-claim-kept" },
+    }),
   worker: (file) => builtWorker(file, "cold-worker", originUrl),
   // The same build in route mode (no ORIGIN_URL, the origin named by the Host header): no TCP
   // probe before the first forward, so no first use of `connect()` on the first request.

@@ -2,7 +2,7 @@
 # The performance benchmark (issue 4): installs the toolchain if needed, builds the worker
 # (a no-op when build/ is current), then runs bench/run.mjs, which starts a loopback origin,
 # the worker and a pass-through baseline in local workerd, measures, prints a table and
-# writes target/bench/latest.json. Takes about 7 minutes on 2 cores. docs/performance.md
+# writes target/bench/latest.json. Takes about 9 minutes on 2 cores. docs/performance.md
 # explains the figures. Options go to bench/run.mjs (--quick, --runs N, --no-ladder, --out FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."

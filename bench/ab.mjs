@@ -5,8 +5,9 @@
 //   node bench/ab.mjs DIR_A DIR_B [replay|first|burst] [rounds=6] [connections=16] [ms=2000]
 //
 // DIR_A or DIR_B may also name a ladder target (`js-do-claim`, `js-do-claim-mark`,
-// `js-do-claim-rpc`, `js-do-claim-kept`, `js-do-claim-kept-quiet`, `js-do-sql`, `js-do`) to
-// set the worker against plain JS in the same process. DIR_A and DIR_B are otherwise build directories (index.js, index_bg.wasm, worker/shim.mjs), e.g. a
+// `js-do-claim-rpc`, `js-do-claim-kept`, `js-do-claim-kept-quiet`, `js-do-claim-kept-lean`,
+// `js-do-claim-kept-quiet-lean`, `js-do-sql`, `js-do`) to set the worker against plain JS in
+// the same process. DIR_A and DIR_B are otherwise build directories (index.js, index_bg.wasm, worker/shim.mjs), e.g. a
 // copy of build/ from two commits. Prints per build: median req/s, median p50 and median
 // workerd CPU per request. For `burst` (100 concurrent requests for one new key, origin
 // delay 300 ms) the p50 column is the last response − 300 ms and the CPU column the first

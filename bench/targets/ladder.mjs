@@ -21,12 +21,17 @@
 //             JS can, the work the Rust worker keeps on every request for its guarantees: the
 //             key's syntax checked, the body read within a limit, its fingerprint (method,
 //             path, content type and the JSON body in canonical form, SHA-256), the caller's
-//             scope (SHA-256 of its credential, remembered per isolate) in the object's name, the end-to-end headers
-//             without hop-by-hop ones, one envelope header to the object, and in the object
-//             the fingerprint compared (422 on another payload) and one decision line logged
-//             (`-quiet`: no line, as `LOG_DECISIONS=problems`); a first attempt also probes
-//             the origin with a TCP connect and runs under a deadline. It measures what those
-//             guarantees cost at JavaScript's speed, not a design to ship.
+//             scope (SHA-256 of its credential, remembered per isolate) in the object's
+//             name, the end-to-end headers without hop-by-hop ones, one envelope header to
+//             the object, and in the object the fingerprint compared (422 on another
+//             payload) and one decision line logged (`-quiet`: no line, as
+//             `LOG_DECISIONS=problems`); a first attempt also probes the origin with a TCP
+//             connect and runs under a deadline. It measures what those guarantees cost at
+//             JavaScript's speed, not a design to ship.
+//   "do-claim-kept-lean", "do-claim-kept-quiet-lean"  the same guarantees placed otherwise:
+//             the Worker checks the key, names the object and hands it the client's request
+//             unread and uncopied; the object reads the body, takes the fingerprint, and
+//             filters the headers only when it forwards. No envelope, no copy in the Worker.
 import { DurableObject } from "cloudflare:workers";
 import { connect } from "cloudflare:sockets";
 
@@ -102,7 +107,48 @@ async function scopeOf(credential) {
   return scope;
 }
 
+// "do-claim-kept-lean": the Worker's side, which reads no body and copies nothing.
+async function keptLean(req, env) {
+  const key = req.headers.get("idempotency-key");
+  if (!key || !KEY_SYNTAX.test(key)) return problem(400, "invalid-idempotency-key");
+  const declared = Number(req.headers.get("content-length") ?? 0);
+  if (declared > MAX_BODY_BYTES) return problem(413, "body-too-large");
+  const scopeHex = await scopeOf(req.headers.get("authorization") ?? "");
+  const stub = env.LADDER.get(env.LADDER.idFromName(`${scopeHex}:${key}`));
+  let answer;
+  try {
+    answer = await stub.fetch(req);
+  } catch {
+    return problem(503, "object-unavailable");
+  }
+  if (answer.headers.get(MARK_HEADER) !== MARK) return problem(503, "object-unavailable");
+  const answerHeaders = new Headers(answer.headers);
+  answerHeaders.delete(MARK_HEADER);
+  return new Response(answer.body, { status: answer.status, headers: answerHeaders });
+}
+
+async function fingerprintOf(req, body) {
+  const u = new URL(req.url);
+  const contentType = (req.headers.get("content-type") ?? "").trim().toLowerCase();
+  let form = "raw";
+  let shaped = new Uint8Array(body);
+  if (contentType.startsWith("application/json")) {
+    try {
+      shaped = encoder.encode(canonicalJson(JSON.parse(decoder.decode(body))));
+      form = "json";
+    } catch {
+      // not JSON: counted whole
+    }
+  }
+  const head = encoder.encode(`${req.method}\n${u.pathname}${u.search}\n${contentType}\n${form}\n`);
+  const fields = new Uint8Array(head.length + shaped.length);
+  fields.set(head);
+  fields.set(shaped, head.length);
+  return hex(await crypto.subtle.digest("SHA-256", fields));
+}
+
 async function kept(req, env) {
+  if (env.LADDER_MODE.includes("lean")) return keptLean(req, env);
   const key = req.headers.get("idempotency-key");
   if (!key || !KEY_SYNTAX.test(key)) return problem(400, "invalid-idempotency-key");
   const requestId = req.headers.get("cf-ray") ?? crypto.randomUUID();
@@ -153,7 +199,7 @@ export class LadderObject extends DurableObject {
     const mode = this.env.LADDER_MODE;
     if (mode === "do-claim") return this.claim(req);
     if (mode === "do-claim-mark") return this.claim(req, true);
-    if (mode.startsWith("do-claim-kept")) return this.keptClaim(req, mode === "do-claim-kept");
+    if (mode.startsWith("do-claim-kept")) return this.keptClaim(req, !mode.includes("quiet"));
     if (mode === "do-sql") {
       if (!this.loaded) {
         try {
@@ -226,9 +272,18 @@ export class LadderObject extends DurableObject {
       this.record = (await this.ctx.storage.get("record")) ?? null;
       this.loaded = true;
     }
-    const [version, fingerprint, scope, requestId] = (req.headers.get(ENVELOPE_HEADER) ?? "").split(";");
+    const lean = this.env.LADDER_MODE.includes("lean");
+    // Lean: no envelope; the fingerprint is taken here, from the body read below.
+    let [version, fingerprint, scope, requestId] = lean ? ["1"] : (req.headers.get(ENVELOPE_HEADER) ?? "").split(";");
     if (version !== "1") return this.keptAnswer(problem(503, "envelope-unreadable"));
     const body = await req.arrayBuffer();
+    if (body.byteLength > MAX_BODY_BYTES) return this.keptAnswer(problem(413, "body-too-large"));
+    let originUrl = req.url;
+    if (lean) {
+      fingerprint = await fingerprintOf(req, body);
+      const u = new URL(req.url);
+      originUrl = this.env.ORIGIN_URL + u.pathname + u.search;
+    }
     const line = (decision, status) => {
       if (logs) console.log(JSON.stringify({ decision, status, object: this.ctx.id.toString().slice(0, 16), scope, request: requestId }));
     };
@@ -249,15 +304,16 @@ export class LadderObject extends DurableObject {
     this.ctx.storage.setAlarm(Date.now() + DAY_MS);
     // The TCP probe before the first forward (a refused connect proves nothing was sent),
     // then the exchange under the origin's deadline.
-    const target = new URL(req.url);
+    const target = new URL(originUrl);
     const socket = connect(`${target.hostname}:${target.port}`);
     await socket.opened;
     socket.close().catch(() => {});
     const forwardHeaders = new Headers(req.headers);
     forwardHeaders.delete(ENVELOPE_HEADER);
+    if (lean) for (const name of HOP_BY_HOP) forwardHeaders.delete(name);
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), 30_000);
-    const answer = await fetch(req.url, { method: req.method, headers: forwardHeaders, body, redirect: "manual", signal: controller.signal });
+    const answer = await fetch(originUrl, { method: req.method, headers: forwardHeaders, body, redirect: "manual", signal: controller.signal });
     const answerBody = await answer.arrayBuffer();
     clearTimeout(timer);
     this.record = { status: answer.status, headers: [...answer.headers], body: answerBody, fingerprint };

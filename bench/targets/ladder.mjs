@@ -114,22 +114,13 @@ async function keptLean(req, env) {
   const declared = Number(req.headers.get("content-length") ?? 0);
   if (declared > MAX_BODY_BYTES) return problem(413, "body-too-large");
   const scopeHex = await scopeOf(req.headers.get("authorization") ?? "");
-  const stub = env.LADDER.get(env.LADDER.idFromName(`${scopeHex}:${key}`));
-  let answer;
-  try {
-    answer = await stub.fetch(req);
-  } catch {
-    return problem(503, "object-unavailable");
-  }
-  if (answer.headers.get(MARK_HEADER) !== MARK) return problem(503, "object-unavailable");
-  const answerHeaders = new Headers(answer.headers);
-  answerHeaders.delete(MARK_HEADER);
-  return new Response(answer.body, { status: answer.status, headers: answerHeaders });
+  return answerOf(env.LADDER.get(env.LADDER.idFromName(`${scopeHex}:${key}`)), req);
 }
 
-async function fingerprintOf(req, body) {
-  const u = new URL(req.url);
-  const contentType = (req.headers.get("content-type") ?? "").trim().toLowerCase();
+// The fingerprint: method, path and query, content type, and the body (a JSON body in
+// canonical form), under SHA-256, in hex.
+async function fingerprintOf(method, pathAndQuery, contentTypeHeader, body) {
+  const contentType = (contentTypeHeader ?? "").trim().toLowerCase();
   let form = "raw";
   let shaped = new Uint8Array(body);
   if (contentType.startsWith("application/json")) {
@@ -140,11 +131,26 @@ async function fingerprintOf(req, body) {
       // not JSON: counted whole
     }
   }
-  const head = encoder.encode(`${req.method}\n${u.pathname}${u.search}\n${contentType}\n${form}\n`);
+  const head = encoder.encode(`${method}\n${pathAndQuery}\n${contentType}\n${form}\n`);
   const fields = new Uint8Array(head.length + shaped.length);
   fields.set(head);
   fields.set(shaped, head.length);
   return hex(await crypto.subtle.digest("SHA-256", fields));
+}
+
+// The object's answer, its mark checked and taken off; 503 for an answer the object did not
+// give (the call threw, or the platform answered).
+async function answerOf(stub, request) {
+  let answer;
+  try {
+    answer = await stub.fetch(request);
+  } catch {
+    return problem(503, "object-unavailable");
+  }
+  if (answer.headers.get(MARK_HEADER) !== MARK) return problem(503, "object-unavailable");
+  const answerHeaders = new Headers(answer.headers);
+  answerHeaders.delete(MARK_HEADER);
+  return new Response(answer.body, { status: answer.status, headers: answerHeaders });
 }
 
 async function kept(req, env) {
@@ -157,38 +163,13 @@ async function kept(req, env) {
   const body = await req.arrayBuffer();
   if (body.byteLength > MAX_BODY_BYTES) return problem(413, "body-too-large");
   const u = new URL(req.url);
-  const contentType = (req.headers.get("content-type") ?? "").trim().toLowerCase();
-  let form = "raw";
-  let shaped = new Uint8Array(body);
-  if (contentType.startsWith("application/json")) {
-    try {
-      shaped = encoder.encode(canonicalJson(JSON.parse(decoder.decode(body))));
-      form = "json";
-    } catch {
-      // not JSON: counted whole
-    }
-  }
-  const head = encoder.encode(`${req.method}\n${u.pathname}${u.search}\n${contentType}\n${form}\n`);
-  const fields = new Uint8Array(head.length + shaped.length);
-  fields.set(head);
-  fields.set(shaped, head.length);
-  const fingerprint = await crypto.subtle.digest("SHA-256", fields);
+  const fingerprint = await fingerprintOf(req.method, u.pathname + u.search, req.headers.get("content-type"), body);
   const scopeHex = await scopeOf(req.headers.get("authorization") ?? "");
   const stub = env.LADDER.get(env.LADDER.idFromName(`${scopeHex}:${key}`));
   const headers = new Headers(req.headers);
   for (const name of HOP_BY_HOP) headers.delete(name);
-  headers.set(ENVELOPE_HEADER, `1;${hex(fingerprint)};${scopeHex.slice(0, 16)};${requestId}`);
-  const forwarded = new Request(env.ORIGIN_URL + u.pathname + u.search, { method: req.method, headers, body, redirect: "manual" });
-  let answer;
-  try {
-    answer = await stub.fetch(forwarded);
-  } catch {
-    return problem(503, "object-unavailable");
-  }
-  if (answer.headers.get(MARK_HEADER) !== MARK) return problem(503, "object-unavailable");
-  const answerHeaders = new Headers(answer.headers);
-  answerHeaders.delete(MARK_HEADER);
-  return new Response(answer.body, { status: answer.status, headers: answerHeaders });
+  headers.set(ENVELOPE_HEADER, `1;${fingerprint};${scopeHex.slice(0, 16)};${requestId}`);
+  return answerOf(stub, new Request(env.ORIGIN_URL + u.pathname + u.search, { method: req.method, headers, body, redirect: "manual" }));
 }
 
 export class LadderObject extends DurableObject {
@@ -280,8 +261,8 @@ export class LadderObject extends DurableObject {
     if (body.byteLength > MAX_BODY_BYTES) return this.keptAnswer(problem(413, "body-too-large"));
     let originUrl = req.url;
     if (lean) {
-      fingerprint = await fingerprintOf(req, body);
       const u = new URL(req.url);
+      fingerprint = await fingerprintOf(req.method, u.pathname + u.search, req.headers.get("content-type"), body);
       originUrl = this.env.ORIGIN_URL + u.pathname + u.search;
     }
     const line = (decision, status) => {

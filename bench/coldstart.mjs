@@ -1,6 +1,7 @@
 // Cold start (issue 17): the first request to a fresh isolate, against the pass-through,
-// js-do-claim and js-do-claim-kept (js-do-claim with the worker's guarantees, in plain JS). Each round starts every target in a new workerd process (new state directory),
-// then sends one first attempt (a new key) and, after it, 20 more first attempts one at a
+// js-do-claim and js-do-claim-kept (js-do-claim with the worker's guarantees, in plain JS).
+// Each round starts every target in a new workerd process (new state directory), then
+// sends one first attempt (a new key) and, after it, 20 more first attempts one at a
 // time (warm). Reports per target, medians over the rounds:
 // - start: wall time until the worker answered `ready` (wrangler's DevEnv included) and the
 //   workerd process's CPU by then (parsing, compiling and instantiating the script and Wasm);

@@ -1093,19 +1093,22 @@ async function main() {
       },
       { name: "bundle: Wasm ≤ 150 KB gzipped", measured: `${(wasmGz / 1000).toFixed(1)} KB`, goal: "≤ 150 KB", met: wasmGz <= 150_000 },
     ];
+    // CPU per key: first attempts at c16 (until idle) plus the memory phase's deferred CPU per key.
+    const perKey = (name) => s.first[name].c16.cpuPerRequestMs + s.memory[name].deferredCpuPerKeyMs;
+    // Target `a` against target `b`, same run: the median of per-run ratios, and CPU per key.
+    const ratios = (a, b) => {
+      const at = (r, phase, c, name) => raw[phase][c][r][name];
+      return {
+        firstC16Rps: perRun((r) => at(r, "first", "c16", a).rps / at(r, "first", "c16", b).rps),
+        firstC1P50: perRun((r) => at(r, "first", "c1", a).p50 / at(r, "first", "c1", b).p50),
+        replayC16Rps: perRun((r) => at(r, "replay", "c16", a).rps / at(r, "replay", "c16", b).rps),
+        replayC16Cpu: perRun((r) => at(r, "replay", "c16", a).cpuPerRequestMs / at(r, "replay", "c16", b).cpuPerRequestMs),
+        firstCpuPerKey: perKey(a) / perKey(b),
+      };
+    };
     // Issue 17: the worker against js-do-claim (the reference design in plain JS), same run.
     if (s.first["js-do-claim"] && s.memory?.["js-do-claim"]) {
-      const jc = (r, phase, c) => raw[phase][c][r]["js-do-claim"];
-      const wk = (r, phase, c) => raw[phase][c][r].worker;
-      const r17 = {
-        firstC16Rps: perRun((r) => wk(r, "first", "c16").rps / jc(r, "first", "c16").rps),
-        firstC1P50: perRun((r) => wk(r, "first", "c1").p50 / jc(r, "first", "c1").p50),
-        replayC16Rps: perRun((r) => wk(r, "replay", "c16").rps / jc(r, "replay", "c16").rps),
-        replayC16Cpu: perRun((r) => wk(r, "replay", "c16").cpuPerRequestMs / jc(r, "replay", "c16").cpuPerRequestMs),
-      };
-      // CPU per key: first attempts at c16 (until idle) plus the memory phase's deferred CPU per key.
-      const perKey = (name) => s.first[name].c16.cpuPerRequestMs + s.memory[name].deferredCpuPerKeyMs;
-      r17.firstCpuPerKey = perKey("worker") / perKey("js-do-claim");
+      const r17 = ratios("worker", "js-do-claim");
       const b = s.burst.worker;
       const bMedian = b.lastResponseMs;
       s.ratiosIssue17 = Object.fromEntries(Object.entries(r17).map(([k, v]) => [k, round(v, 3)]));
@@ -1135,17 +1138,6 @@ async function main() {
     // a first forward, a decision line), in plain JS. The same ratios as the issue 17 table,
     // of the worker against it and of it against js-do-claim.
     if (s.first["js-do-claim-kept"] && s.memory?.["js-do-claim-kept"] && s.memory?.["js-do-claim"]) {
-      const perKey = (name) => s.first[name].c16.cpuPerRequestMs + s.memory[name].deferredCpuPerKeyMs;
-      const ratios = (a, b) => {
-        const at = (r, phase, c, name) => raw[phase][c][r][name];
-        return {
-          replayC16Rps: perRun((r) => at(r, "replay", "c16", a).rps / at(r, "replay", "c16", b).rps),
-          replayC16Cpu: perRun((r) => at(r, "replay", "c16", a).cpuPerRequestMs / at(r, "replay", "c16", b).cpuPerRequestMs),
-          firstC16Rps: perRun((r) => at(r, "first", "c16", a).rps / at(r, "first", "c16", b).rps),
-          firstC1P50: perRun((r) => at(r, "first", "c1", a).p50 / at(r, "first", "c1", b).p50),
-          firstCpuPerKey: perKey(a) / perKey(b),
-        };
-      };
       const workerToKept = ratios("worker", "js-do-claim-kept");
       const keptToClaim = ratios("js-do-claim-kept", "js-do-claim");
       const rounded = (r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, round(v, 3)]));

@@ -44,6 +44,8 @@ elif [[ -x node_modules/.bin/esbuild && $(head -c 2 node_modules/.bin/esbuild) !
 fi
 wasm_opt=$PWD/node_modules/.bin/wasm-opt
 
+# scripts/setup.sh installs wasm-bindgen under the repository unless PATH has its version.
+export PATH="$PWD/.tools/bin:$PATH"
 missing=()
 command -v wasm-bindgen >/dev/null || missing+=(wasm-bindgen)
 [[ -x $wasm_opt ]] || missing+=(wasm-opt)

@@ -258,9 +258,12 @@ pub fn verify(
     Ok(Verified { nonce: nonce.to_owned(), protection, created })
 }
 
+/// A `Signature-Input` member read: the covered components, and the parameters (name, value).
+type Member = (Vec<String>, Vec<(String, String)>);
+
 /// An inner list of sf-strings and its parameters (strings or integers), as this module
 /// writes them.
-fn parse_member(member: &str) -> Option<(Vec<String>, Vec<(String, String)>)> {
+fn parse_member(member: &str) -> Option<Member> {
     let rest = member.strip_prefix('(')?;
     let (list, params) = rest.split_once(')')?;
     let names = list

@@ -22,7 +22,7 @@
 //!
 //! | feature    | default | what it adds |
 //! |------------|---------|--------------|
-//! | `rustls`   | yes     | TLS for reqwest: rustls with ring and the Mozilla roots. Off, reqwest gets no TLS from this crate: enable reqwest's `native-tls` in your own `Cargo.toml` and pass your `reqwest::Client` in. |
+//! | `rustls`   | yes     | TLS for reqwest (its `rustls` feature): rustls with aws-lc-rs, certificates checked against the operating system's roots. Off, reqwest gets no TLS from this crate: enable reqwest's `native-tls` (or `rustls-no-provider`) in your own `Cargo.toml` and pass your `reqwest::Client` in. |
 //! | `blocking` | no      | `blocking::Client`, on a current-thread tokio runtime of its own |
 //! | `tracing`  | no      | one `tracing` event per attempt and per final decision (never a key or a header value) |
 //! | `cli`      | no      | the two programs and their argument parser (clap) |
@@ -97,10 +97,12 @@
 //!
 //! # TLS
 //!
-//! With the default `rustls` feature, reqwest with rustls (ring) and the Mozilla root store;
-//! no OpenSSL. To trust a private CA
-//! (a staging deployment, the tests' own), give the `reqwest::Client` the root with
-//! `add_root_certificate`; never turn certificate checks off.
+//! With the default `rustls` feature, reqwest's own default TLS: rustls with the aws-lc-rs
+//! provider (compiled from C at build time: a C compiler, no OpenSSL), and
+//! certificates checked against the operating system's trust store
+//! (`rustls-platform-verifier`). To trust a private CA as well (a staging deployment), give
+//! the `reqwest::Client` the root with `tls_certs_merge`, or with `tls_certs_only` to trust
+//! it alone (the tests do); never turn certificate checks off.
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

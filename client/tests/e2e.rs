@@ -97,8 +97,7 @@ fn https_client(ca_pem: &[u8]) -> reqwest::Client {
     );
     reqwest::Client::builder()
         .default_headers(credential)
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(Certificate::from_pem(ca_pem).expect("the test CA"))
+        .tls_certs_only([Certificate::from_pem(ca_pem).expect("the test CA")])
         .build()
         .expect("a reqwest client")
 }

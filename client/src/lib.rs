@@ -5,11 +5,12 @@
 //! `Idempotency-Key` executes at most once, and every retry gets the stored answer. This
 //! crate makes the retries happen, over HTTPS, from Rust services on tokio:
 //!
-//! - [`IdempotencyMiddleware`] is a [`reqwest_middleware`] layer. It gives a covered
-//!   request (`POST`, `PATCH`) a key when it has none, sends the same key and body bytes on
-//!   every attempt, retries exactly what the [`policy`] calls safe (honouring `Retry-After`),
-//!   and returns an outcome the client cannot know as a typed [`IdempotencyError`], never
-//!   as a response that looks final.
+//! - [`IdempotencyMiddleware`] is a [`reqwest_middleware`] layer for the worker's base URLs,
+//!   and only those: it gives a covered request (`POST`, `PATCH` under one of them) a key
+//!   when it has none, sends the same key and body bytes on every attempt, retries exactly
+//!   what the [`policy`] calls safe (honouring `Retry-After`), and returns an outcome the
+//!   client cannot know as a typed [`IdempotencyError`], never as a response that looks
+//!   final. Requests to any other host or path pass through untouched.
 //! - [`Operation`] and [`Client`] are the same loop for callers that form the intent once
 //!   (the key fixed with it, for instance from a business id with [`key_for`]) and want the
 //!   whole story back: [`Outcome`] or [`ClientError`], each with every attempt.
@@ -29,12 +30,18 @@
 //!
 //! # The middleware
 //!
+//! The layer is built for the worker's base URLs (`https://host[:port][/path]`): it covers
+//! a request when the scheme, host and port are a base's and the path is the base's path or
+//! continues it after a `/` ([`BaseUrl`]). Every other request, for instance to a payment
+//! API that is not behind the worker, passes through untouched (no key added, no retry):
+//! there a random key means nothing and a retry after a timeout could pay twice.
+//!
 //! ```no_run
 //! use idempotency_edge_client::{key_for, IdempotencyError, IdempotencyMiddleware};
 //!
-//! # async fn charge() -> Result<(), reqwest_middleware::Error> {
+//! # async fn charge() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-//!     .with(IdempotencyMiddleware::default())
+//!     .with(IdempotencyMiddleware::for_base_urls(["https://api.example.com/v1"])?)
 //!     .build();
 //! // The key is fixed when the intent is: charging order 42.
 //! let sent = client
@@ -50,7 +57,7 @@
 //!     Err(e) => match IdempotencyError::from_middleware(&e) {
 //!         Some(e) if e.needs_reconciliation() => println!("ask the payment system whether order 42 was charged"),
 //!         Some(IdempotencyError::GaveUp { .. }) => println!("not known yet: send it again later, same key"),
-//!         _ => return Err(e),
+//!         _ => return Err(e.into()),
 //!     },
 //! }
 //! # Ok(())
@@ -63,7 +70,8 @@
 //! use idempotency_edge_client::{key_for, Client, ClientError, Operation, RetryConfig};
 //!
 //! # async fn charge() {
-//! let client = Client::new("https://api.example.com", RetryConfig::default());
+//! let client = Client::new("https://api.example.com", RetryConfig::default())
+//!     .expect("a valid base URL");
 //! let charge = Operation::post_json(key_for("order-42", "charge"), "/v1/charges", r#"{"amount":1000}"#)
 //!     .expect("a valid key and path");
 //! match client.send(&charge).await {
@@ -107,6 +115,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod attempt;
+mod base_url;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
@@ -119,6 +128,7 @@ pub mod policy;
 mod trace;
 
 pub use attempt::{AttemptReport, AttemptSummary, Report, Response, TransportError};
+pub use base_url::{BaseUrl, InvalidBaseUrl};
 pub use client::{Client, ClientError, Outcome};
 pub use key::{key_for, random_key, wire_key, IDEMPOTENCY_KEY_HEADER};
 pub use middleware::{AttemptObserver, Attempts, IdempotencyError, IdempotencyMiddleware, SentKey};

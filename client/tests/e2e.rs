@@ -97,8 +97,7 @@ fn https_client(ca_pem: &[u8]) -> reqwest::Client {
     );
     reqwest::Client::builder()
         .default_headers(credential)
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(Certificate::from_pem(ca_pem).expect("the test CA"))
+        .tls_certs_only([Certificate::from_pem(ca_pem).expect("the test CA")])
         .build()
         .expect("a reqwest client")
 }
@@ -232,8 +231,13 @@ fn quick_retries() -> RetryConfig {
         .with_attempt_timeout(Duration::from_secs(30))
 }
 
+/// The middleware for this worker's base URL.
+fn layer(w: &Worker) -> IdempotencyMiddleware {
+    IdempotencyMiddleware::for_base_urls([base_url(w)]).expect("the worker's base URL")
+}
+
 fn client(w: &Worker, config: RetryConfig) -> Client {
-    Client::with_http(base_url(w), https_client(&tls().ca_pem), config)
+    Client::with_http(base_url(w), https_client(&tls().ca_pem), config).expect("the worker's base URL")
 }
 
 /// The client's answer in the test support's type, for the shared assertions.
@@ -284,7 +288,7 @@ async fn the_middleware_in_one_line_over_tls() {
     let w = start_worker().await;
     let o = origin();
     let path = new_path();
-    let http = ClientBuilder::new(https_client(&tls().ca_pem)).with(IdempotencyMiddleware::default()).build();
+    let http = ClientBuilder::new(https_client(&tls().ca_pem)).with(layer(w)).build();
 
     // No key given: the layer adds one.
     let request = http
@@ -439,13 +443,14 @@ async fn a_429_that_released_the_key_is_retried_and_executes() {
     let o = origin();
     let (key, path) = (new_key(), new_path());
     let stack = ClientBuilder::new(https_client(&tls().ca_pem))
-        .with(IdempotencyMiddleware::new(quick_retries()))
+        .with(layer(w).with_config(quick_retries()))
         .with(FirstAttemptHeaders {
             extra: vec![("x-test-status", "429"), ("x-test-retry-after", "1")],
             used: AtomicBool::new(false),
         })
         .build();
     let outcome = Client::with_stack(base_url(w), stack)
+        .expect("the worker's base URL")
         .send(&payment(&path, &key))
         .await
         .unwrap_or_else(|e| panic!("the client failed: {e}\n{e:?}"));
@@ -487,9 +492,8 @@ async fn outcome_unknown_is_a_typed_error_without_a_retry() {
     let w = start_worker().await;
     let o = origin();
     let (key, path) = (new_key(), new_path());
-    let http = ClientBuilder::new(https_client(&tls().ca_pem))
-        .with(IdempotencyMiddleware::new(quick_retries()))
-        .build();
+    let http =
+        ClientBuilder::new(https_client(&tls().ca_pem)).with(layer(w).with_config(quick_retries())).build();
     let e = http
         .post(format!("{}{path}", base_url(w)))
         .header("Idempotency-Key", key.as_str())
@@ -558,9 +562,8 @@ async fn the_middleware_polls_a_job_the_worker_accepted_until_its_answer() {
     let w = start_async_worker().await;
     let o = origin();
     let (key, path) = (new_key(), new_path());
-    let http = ClientBuilder::new(https_client(&tls().ca_pem))
-        .with(IdempotencyMiddleware::new(quick_retries()))
-        .build();
+    let http =
+        ClientBuilder::new(https_client(&tls().ca_pem)).with(layer(w).with_config(quick_retries())).build();
     // The origin takes 3 s: the worker answers 202 at once, the job's send runs from the
     // key's alarm, and every poll meanwhile gets 202 again.
     let request = http

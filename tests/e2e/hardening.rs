@@ -345,14 +345,69 @@ fn the_signature_covers_the_routes_key_header() {
     assert_eq!(seen[1].protection, Some("passed"), "{seen:?}");
 }
 
+/// workerd's own socket for `w`'s Worker, past wrangler dev's proxy. The proxy drops a
+/// client's `Connection` header before the Worker sees it; workerd itself hands it to the
+/// Worker, as a front end that passes it on would. The socket is a listening one of the
+/// instance's workerd (in the instance's process group: the supervisor starts wrangler with
+/// `setsid`) whose entry is bound to port 0 (the proxy's workerd has the instance's port),
+/// and the one that answers a pass-through from the origin.
+fn past_the_dev_proxy(w: &Worker) -> SocketAddr {
+    let group = std::fs::read_to_string(w.dir().join("wrangler.pid")).expect("the instance's pid");
+    let group = group.trim();
+    let mut inodes: Vec<String> = Vec::new();
+    for process in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(stat) = std::fs::read_to_string(process.path().join("stat")) else { continue };
+        // `pid (comm) state ppid pgrp …`: the fields after the command's closing parenthesis.
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        if after.split_whitespace().nth(2) != Some(group) {
+            continue;
+        }
+        let cmdline = std::fs::read(process.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if !(cmdline.contains("workerd") && cmdline.contains("entry=127.0.0.1:0")) {
+            continue;
+        }
+        for fd in std::fs::read_dir(process.path().join("fd")).into_iter().flatten().flatten() {
+            let link = std::fs::read_link(fd.path()).unwrap_or_default();
+            let link = link.to_string_lossy();
+            if let Some(inode) = link.strip_prefix("socket:[").and_then(|rest| rest.strip_suffix(']')) {
+                inodes.push(inode.to_owned());
+            }
+        }
+    }
+    // `/proc/net/tcp`: local address (hex IP:port), state (0A: listening), …, inode.
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let ports: Vec<u16> = tcp
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let listening = fields.get(3) == Some(&"0A");
+            let ours = fields.get(9).is_some_and(|inode| inodes.iter().any(|i| i == inode));
+            let port = fields.get(1)?.rsplit_once(':')?.1;
+            (listening && ours).then(|| u16::from_str_radix(port, 16).ok()).flatten()
+        })
+        .collect();
+    for port in &ports {
+        let addr = SocketAddr::from(([127, 0, 0, 1], *port));
+        let probe = Request::get(&format!("/v1/charges/{}", unique("direct"))).timeout(Duration::from_secs(10));
+        if probe.send(addr).is_ok_and(|r| r.status == 200 && r.has_header("x-origin-execution")) {
+            return addr;
+        }
+    }
+    panic!("no socket of the instance's workerd answers as the Worker (listening: {ports:?})");
+}
+
 /// A client's `Connection` that names the key header or the credential takes neither off
 /// the forward (issue 46.8): the edge keyed and scoped the request by them, so the origin
 /// receives the key the edge keyed by, the signature's key line is that key (the origin
 /// checks it against the header it received), and the origin sees the caller the edge
-/// scoped. Another header named there is still dropped as hop-by-hop.
+/// scoped. Another header named there is still dropped as hop-by-hop. Sent to workerd's
+/// own socket: wrangler dev's proxy would drop the `Connection` header on the way.
 #[test]
 fn connection_never_takes_the_key_or_the_caller_off_the_forward() {
     let (w, o) = (hardened(), verifying_origin());
+    let direct = past_the_dev_proxy(w);
     for (prefix, key_header) in [("/v1/charges/", "Idempotency-Key"), ("/v1/request-id/", "X-Request-Id")] {
         let marker = unique("hop");
         let path = format!("{prefix}{marker}");
@@ -367,9 +422,9 @@ fn connection_never_takes_the_key_or_the_caller_off_the_forward() {
                 .json(BODY)
                 .timeout(Duration::from_secs(120))
         };
-        let first = w.send(&request());
+        let first = request().send(direct).expect("the first attempt's answer");
         assert_eq!(first.status, 201, "{key_header}: {first:?}");
-        let retry = w.send(&request());
+        let retry = request().send(direct).expect("the retry's answer");
         assert!(retry.is_replayed(), "{key_header}: {retry:?}");
         let seen = o.seen_at(&marker);
         assert_eq!(seen.len(), 1, "{key_header}: one forward: {seen:?}");

@@ -176,7 +176,8 @@ mod tests {
             (VAR_REPLAY_CREDENTIAL_HEADERS, "Authorization, Signature"),
             (VAR_ROUTES, r#"[{"pattern":"/rid/*","key_header":"X-Request-Id"}]"#),
         ];
-        let config = Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).unwrap();
+        let config =
+            Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).unwrap();
         for (path, key_header) in [("/v1/charges", "Idempotency-Key"), ("/rid/1", "X-Request-Id")] {
             let policy = config.policy_for(path);
             let end_to_end = config.end_to_end_headers(&policy);

@@ -342,10 +342,14 @@ impl ClaimPath {
         let names: Vec<String> = match text.strip_prefix('/') {
             Some(pointer) => pointer
                 .split('/')
-                .map(|name| unescape_pointer_name(name).ok_or_else(|| format!(
-                    "{} is not a JSON pointer: ~ must be followed by 0 or 1 (~0 for ~, ~1 for /)",
-                    quoted()
-                )))
+                .map(|name| {
+                    unescape_pointer_name(name).ok_or_else(|| {
+                        format!(
+                            "{} is not a JSON pointer: ~ must be followed by 0 or 1 (~0 for ~, ~1 for /)",
+                            quoted()
+                        )
+                    })
+                })
                 .collect::<Result<_, _>>()?,
             None => {
                 if text.contains('.') && text.contains(['/', ':']) {
@@ -359,7 +363,10 @@ impl ClaimPath {
             }
         };
         if names.iter().any(String::is_empty) {
-            return Err(format!("{} has an empty name (two separators in a row, or one at an end)", quoted()));
+            return Err(format!(
+                "{} has an empty name (two separators in a row, or one at an end)",
+                quoted()
+            ));
         }
         let dotted = names.join(".");
         let pointer = names.iter().map(|name| format!("/{}", escape_pointer_name(name))).collect();

@@ -390,7 +390,8 @@ fn past_the_dev_proxy(w: &Worker) -> SocketAddr {
         .collect();
     for port in &ports {
         let addr = SocketAddr::from(([127, 0, 0, 1], *port));
-        let probe = Request::get(&format!("/v1/charges/{}", unique("direct"))).timeout(Duration::from_secs(10));
+        let probe =
+            Request::get(&format!("/v1/charges/{}", unique("direct"))).timeout(Duration::from_secs(10));
         if probe.send(addr).is_ok_and(|r| r.status == 200 && r.has_header("x-origin-execution")) {
             return addr;
         }
@@ -436,8 +437,16 @@ fn connection_never_takes_the_key_or_the_caller_off_the_forward() {
         );
         assert_eq!(seen[0].verdict.as_ref().err(), None, "the signature's key line is that key: {seen:?}");
         assert_eq!(seen[0].protection, Some("protected"), "{seen:?}");
-        assert_eq!(header_value(headers, "authorization"), Some(CALLER), "the caller the edge scoped: {headers:?}");
-        assert_eq!(header_value(headers, "x-hop-only"), None, "another named header stays hop-by-hop: {headers:?}");
+        assert_eq!(
+            header_value(headers, "authorization"),
+            Some(CALLER),
+            "the caller the edge scoped: {headers:?}"
+        );
+        assert_eq!(
+            header_value(headers, "x-hop-only"),
+            None,
+            "another named header stays hop-by-hop: {headers:?}"
+        );
     }
 }
 

@@ -464,7 +464,8 @@ fn a_claim_named_with_dots_never_stands_in_for_the_nested_path() {
     both["org.id"] = json!(own_org);
     assert_replay_of(&w.send(&charge(&path, &key, &token(both))), &named);
     assert_eq!(o.executions(&key), 1);
-    let nested_only = w.send(&charge(&new_path("/v1/org-named/"), &unique("org"), &token(member_of(&own_org))));
+    let nested_only =
+        w.send(&charge(&new_path("/v1/org-named/"), &unique("org"), &token(member_of(&own_org))));
     assert_problem(&nested_only, 401, "unverified-credential");
 }
 
@@ -829,7 +830,8 @@ fn a_jwks_url_that_redirects_is_a_failed_fetch_and_is_not_followed() {
     let keys_elsewhere = JwksServer::start(json!({"keys": [ec_jwk("ec-1", &keys().ec)]}).to_string());
     let redirects = Arc::new(AtomicUsize::new(0));
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind the redirecting JWKS URL");
-    let redirecting_url = format!("http://{}/.well-known/jwks.json", listener.local_addr().expect("its address"));
+    let redirecting_url =
+        format!("http://{}/.well-known/jwks.json", listener.local_addr().expect("its address"));
     {
         let (redirects, location) = (redirects.clone(), keys_elsewhere.url());
         thread::spawn(move || {

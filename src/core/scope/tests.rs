@@ -293,7 +293,6 @@ fn unverified_scopes_are_rate_limited_per_ip_too() {
 /// requests under the victim's key id count under the stranger's own credential.
 #[test]
 fn one_ip_cannot_spend_the_count_of_a_scope_it_does_not_hold() {
-    use crate::core::fingerprint::Digest256;
     let by_key_id = scope_config(&[(VAR_SCOPE_HEADER, "X-Api-Key-Id")]);
     let victim_id = [("x-api-key-id", Some(&b"kid_victim"[..]))];
     let Start::Decided(scope, log) = start(&by_key_id, &policy(&by_key_id, false), &victim_id) else {

@@ -301,9 +301,9 @@ pub fn verification_id(claim_path: &ClaimPath, token: &str) -> [u8; 32] {
 ///   member `org`, `/org.id` a top-level member named `org.id`, and
 ///   `/https:~1~1example.com~1tenant` the claim `https://example.com/tenant`;
 /// - a dotted path: `sub`, or `org.id` for the member `id` of the member `org`. Its dots
-///   always separate names: it never matches a member whose name holds a dot. A dotted path
-///   with `/` or `:` in it reads as a URL-named claim (`https://example.com/tenant`) as much
-///   as a path, so it is refused: write it as a pointer.
+///   always separate names: it never matches a member whose name holds a dot. One with dots
+///   and a `/` or `:` reads as a URL-named claim (`https://example.com/tenant`) as much as a
+///   path, so it is refused: write it as a pointer.
 ///
 /// Before pointers, a dotted path matched a top-level member named by the whole path first,
 /// then the nested one: a token holding both a member `org.id` and `org: {id}` was scoped by

@@ -176,6 +176,20 @@ impl ConfigError {
 }
 
 impl Config {
+    /// The headers a request on `policy` is keyed, scoped and bound by: the route's key
+    /// header, then `SCOPE_HEADER`'s and `REPLAY_CREDENTIAL_HEADERS`' (lowercase, once
+    /// each). A client's `Connection` never takes them off the forward (`core::headers`,
+    /// rule 4).
+    pub fn end_to_end_headers<'c>(&'c self, policy: &Policy<'c>) -> Vec<&'c str> {
+        let mut names = vec![policy.key_header.lowercase];
+        for name in self.scope.headers.iter().chain(&self.scope.replay_headers) {
+            if !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
     /// Parses the variables; `lookup` returns a variable's value, `None` when unset (then
     /// the default applies).
     pub fn from_vars<'a>(lookup: impl Fn(&'static str) -> Option<&'a str>) -> Result<Config, ConfigError> {

@@ -67,7 +67,7 @@ use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
 use crate::core::edge::{self, Edge, RequestHead};
 use crate::core::fingerprint::Scope;
-use crate::core::headers::{connection_tokens, forward_to_origin, HeaderLines};
+use crate::core::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
 use crate::core::jwt::{Identity, Unverified};
 use crate::core::key::IdempotencyKey;
 use crate::core::log::{request_id, Decision, LineContext, RequestLog, Trace};
@@ -293,8 +293,12 @@ impl Covered {
         };
         let identified = identified(&request, scope, scope_log);
         let client_ip = self.lines.get("cf-connecting-ip");
-        let limit_keys =
-            rate_limit_keys(identified.scope_log.kind, &identified.scope_salt.to_hex(), client_ip.as_deref());
+        let limit_keys = rate_limit_keys(
+            identified.scope_log.kind,
+            &identified.scope_salt,
+            identified.binding.as_ref(),
+            client_ip.as_deref(),
+        );
         match rate_limit::ask(&self.env, self.policy.rate_limiter, &limit_keys, &self.trace) {
             Limit::Free => self.call(identified, js_body, body.len()),
             Limit::Refused(answer) => answer.map_or_else(internal_error, JsValue::from),
@@ -317,10 +321,13 @@ impl Covered {
         js_body: JsValue,
         body_bytes: usize,
     ) -> Result<JsValue> {
-        let Identified { fingerprint, name, scope_salt, scope_log } = identified;
+        let Identified { fingerprint, name, scope_salt, scope_log, .. } = identified;
         let (config, policy, lines) = (self.config, &self.policy, &self.lines);
         let path_and_query = path_and_query(&self.url);
-        let tokens = connection_tokens(lines.get("connection").as_deref());
+        // A client's `Connection` never takes the key or the caller off the forward
+        // (`core::headers`, rule 4).
+        let end_to_end = config.end_to_end_headers(policy);
+        let tokens = honoured_connection_tokens(lines.get("connection").as_deref(), &end_to_end);
         let outgoing = filtered_copy(&self.req.headers(), lines, |name| forward_to_origin(name, &tokens))?;
         if settings::get(&self.env).trusted_client_ip {
             replace_client_ip(&outgoing)?;

@@ -28,7 +28,7 @@ use crate::support::http::{
     decode_chunked, find_head_end, header_value, is_chunked, parse_header_lines, send_raw, split_lines,
     Request, Response,
 };
-use crate::support::requests::{register_secret, unique};
+use crate::support::requests::{register_secret, secret, unique};
 use crate::support::storage::snapshot;
 use crate::support::worker::{
     key_object_toml, rate_limit_toml, shared, within_one_rate_limit_period, Readiness, Worker, WorkerConfig,
@@ -221,6 +221,26 @@ fn hardened() -> &'static Worker {
     })
 }
 
+/// `SCOPE_HEADER = X-Api-Key-Id`: a scope from a key id, no secret, so each key is bound to
+/// its caller's `Authorization`; `RATE_LIMITER` at two calls a minute on every route.
+fn key_id_limited() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    shared(&CELL, || {
+        Worker::start_with_config(
+            WorkerConfig {
+                name: "key-id-limited".into(),
+                vars: vars(&[
+                    ("ORIGIN_URL", &verifying_origin().url()),
+                    ("ORIGIN_AUTH_SECRET", ORIGIN_SECRET),
+                    ("SCOPE_HEADER", "X-Api-Key-Id"),
+                ]),
+                readiness: Readiness::OriginAnswers,
+            },
+            &key_object_toml("key-id-limited", &rate_limit_toml("RATE_LIMITER", 1005, 2)),
+        )
+    })
+}
+
 /// Every alarm fails, so a record stays in storage past its expiry until something reads it.
 fn alarms_fail() -> &'static Worker {
     static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
@@ -323,6 +343,111 @@ fn the_signature_covers_the_routes_key_header() {
     assert!(seen.iter().all(|s| s.verdict.is_ok()), "{seen:?}");
     assert_eq!(seen[0].protection, Some("protected"), "{seen:?}");
     assert_eq!(seen[1].protection, Some("passed"), "{seen:?}");
+}
+
+/// workerd's own socket for `w`'s Worker, past wrangler dev's proxy. The proxy drops a
+/// client's `Connection` header before the Worker sees it; workerd itself hands it to the
+/// Worker, as a front end that passes it on would. The socket is a listening one of the
+/// instance's workerd (in the instance's process group: the supervisor starts wrangler with
+/// `setsid`) whose entry is bound to port 0 (the proxy's workerd has the instance's port),
+/// and the one that answers a pass-through from the origin.
+fn past_the_dev_proxy(w: &Worker) -> SocketAddr {
+    let group = std::fs::read_to_string(w.dir().join("wrangler.pid")).expect("the instance's pid");
+    let group = group.trim();
+    let mut inodes: Vec<String> = Vec::new();
+    for process in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(stat) = std::fs::read_to_string(process.path().join("stat")) else { continue };
+        // `pid (comm) state ppid pgrp …`: the fields after the command's closing parenthesis.
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        if after.split_whitespace().nth(2) != Some(group) {
+            continue;
+        }
+        let cmdline = std::fs::read(process.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if !(cmdline.contains("workerd") && cmdline.contains("entry=127.0.0.1:0")) {
+            continue;
+        }
+        for fd in std::fs::read_dir(process.path().join("fd")).into_iter().flatten().flatten() {
+            let link = std::fs::read_link(fd.path()).unwrap_or_default();
+            let link = link.to_string_lossy();
+            if let Some(inode) = link.strip_prefix("socket:[").and_then(|rest| rest.strip_suffix(']')) {
+                inodes.push(inode.to_owned());
+            }
+        }
+    }
+    // `/proc/net/tcp`: local address (hex IP:port), state (0A: listening), …, inode.
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let ports: Vec<u16> = tcp
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let listening = fields.get(3) == Some(&"0A");
+            let ours = fields.get(9).is_some_and(|inode| inodes.iter().any(|i| i == inode));
+            let port = fields.get(1)?.rsplit_once(':')?.1;
+            (listening && ours).then(|| u16::from_str_radix(port, 16).ok()).flatten()
+        })
+        .collect();
+    for port in &ports {
+        let addr = SocketAddr::from(([127, 0, 0, 1], *port));
+        let probe =
+            Request::get(&format!("/v1/charges/{}", unique("direct"))).timeout(Duration::from_secs(10));
+        if probe.send(addr).is_ok_and(|r| r.status == 200 && r.has_header("x-origin-execution")) {
+            return addr;
+        }
+    }
+    panic!("no socket of the instance's workerd answers as the Worker (listening: {ports:?})");
+}
+
+/// A client's `Connection` that names the key header or the credential takes neither off
+/// the forward (issue 46.8): the edge keyed and scoped the request by them, so the origin
+/// receives the key the edge keyed by, the signature's key line is that key (the origin
+/// checks it against the header it received), and the origin sees the caller the edge
+/// scoped. Another header named there is still dropped as hop-by-hop. Sent to workerd's
+/// own socket: wrangler dev's proxy would drop the `Connection` header on the way.
+#[test]
+fn connection_never_takes_the_key_or_the_caller_off_the_forward() {
+    let (w, o) = (hardened(), verifying_origin());
+    let direct = past_the_dev_proxy(w);
+    for (prefix, key_header) in [("/v1/charges/", "Idempotency-Key"), ("/v1/request-id/", "X-Request-Id")] {
+        let marker = unique("hop");
+        let path = format!("{prefix}{marker}");
+        let key = unique("hop-key");
+        register_secret(&key);
+        let request = || {
+            Request::post(&path)
+                .header(key_header, &key)
+                .header("Authorization", CALLER)
+                .header("X-Hop-Only", "for the edge")
+                .header("Connection", format!("{key_header}, Authorization, X-Hop-Only"))
+                .json(BODY)
+                .timeout(Duration::from_secs(120))
+        };
+        let first = request().send(direct).expect("the first attempt's answer");
+        assert_eq!(first.status, 201, "{key_header}: {first:?}");
+        let retry = request().send(direct).expect("the retry's answer");
+        assert!(retry.is_replayed(), "{key_header}: {retry:?}");
+        let seen = o.seen_at(&marker);
+        assert_eq!(seen.len(), 1, "{key_header}: one forward: {seen:?}");
+        let headers = &seen[0].headers;
+        assert_eq!(
+            header_value(headers, key_header),
+            Some(key.as_str()),
+            "the origin receives the key the edge keyed by: {headers:?}"
+        );
+        assert_eq!(seen[0].verdict.as_ref().err(), None, "the signature's key line is that key: {seen:?}");
+        assert_eq!(seen[0].protection, Some("protected"), "{seen:?}");
+        assert_eq!(
+            header_value(headers, "authorization"),
+            Some(CALLER),
+            "the caller the edge scoped: {headers:?}"
+        );
+        assert_eq!(
+            header_value(headers, "x-hop-only"),
+            None,
+            "another named header stays hop-by-hop: {headers:?}"
+        );
+    }
 }
 
 #[test]
@@ -516,6 +641,41 @@ fn anonymous_callers_are_limited_per_ip() {
     let elsewhere = send("127.0.0.6");
     assert_eq!(elsewhere.status, 201, "an anonymous caller at another IP is not limited: {elsewhere:?}");
     assert_eq!(send("127.0.0.5").status, 429, "the first IP stays limited");
+}
+
+/// One IP cannot hold another caller at the rate limit by sending its key id (issue 46.6).
+/// With a key id for `SCOPE_HEADER`, anyone may send the victim's key id: the IP is asked
+/// first, so a client over its own IP's limit spends nothing more, and the scope's count
+/// is kept per replay credential, so a stranger who moves to a new IP spends only its own.
+/// The victim, from its own IP with its own credential, keeps its whole limit.
+#[test]
+fn one_ip_cannot_spend_the_rate_limit_of_a_key_id_it_sends() {
+    let w = key_id_limited();
+    within_one_rate_limit_period();
+    let key_id = unique("kid");
+    let send = |authorization: &str, ip: &str| {
+        let key = unique("kid-limit");
+        w.send(
+            &Request::post(&format!("/v1/charges/{key}"))
+                .header("Idempotency-Key", &key)
+                .header("X-Api-Key-Id", &key_id)
+                .header("Authorization", authorization)
+                .header("CF-Connecting-IP", ip)
+                .json(BODY),
+        )
+    };
+    let stranger = format!("Signature {}", secret("stranger-sig"));
+    let victim = format!("Signature {}", secret("victim-sig"));
+    // The stranger, from one IP, goes past that IP's limit, and on.
+    let answers: Vec<Response> = (0..3).map(|_| send(&stranger, "127.0.0.7")).collect();
+    assert_limited_on_the_third(&answers);
+    assert_eq!(send(&stranger, "127.0.0.7").status, 429);
+    // From a new IP, the stranger's own count under that key id is spent already.
+    let moved = send(&stranger, "127.0.0.9");
+    assert_eq!(moved.status, 429, "a stranger's count follows its credential: {moved:?}");
+    // The victim is served its whole limit, and limited past it.
+    let own: Vec<Response> = (0..3).map(|_| send(&victim, "127.0.0.8")).collect();
+    assert_limited_on_the_third(&own);
 }
 
 // ---------------------------------------------------------------------------------------

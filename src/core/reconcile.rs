@@ -7,9 +7,13 @@
 //! Rules (the key's driver, `core::machine`, applies them):
 //! 1. The lookup is `GET` of the template with `{key}` replaced by the client's key,
 //!    percent-encoded (every byte but the unreserved ones of RFC 3986 §2.3), with the
-//!    caller's scope headers and the edge's signature (`ORIGIN_AUTH_SECRET`). It is stored
-//!    with the claim, sealed (`STORAGE_ENCRYPTION_KEYS` is required: it holds the key and
-//!    the caller's credentials), so that the object can ask from its alarm after a restart.
+//!    caller's scope headers, the edge's signature (`ORIGIN_AUTH_SECRET`) and the claim's
+//!    time ([`CLAIMED_AT_HEADER`], [`lookup_headers`]): the origin answers only for an
+//!    execution at or after it, so that a key the client reused after the edge forgot it is
+//!    never settled by the execution of its earlier life. It is stored with the claim,
+//!    sealed (`STORAGE_ENCRYPTION_KEYS` is required: it holds the key and the caller's
+//!    credentials), so that the object can ask from its alarm after a restart; the claim's
+//!    time is added when it is sent.
 //! 2. The origin's answer decides, and only an answer the lookup itself gave counts: one
 //!    that carries [`VERDICT_HEADER`] with the verdict its status stands for (a router's
 //!    or gateway's 404, an authentication layer's "not yours", a wrong template's answer
@@ -21,9 +25,6 @@
 //!    [`RECONCILED_HEADER`]; anything else (another status, a status without its marker, a
 //!    timeout, a broken connection, an answer too large to store) says nothing, and the
 //!    key stays unknown.
-//! 2a. The lookup carries the claim's time ([`CLAIMED_AT_HEADER`], [`lookup_headers`]): the
-//!    origin answers only for an execution at or after it, so that a key the client reused
-//!    after the edge forgot it is never settled by the execution of its earlier life.
 //! 3. When an outcome becomes unknown (a timeout, a reset after send, or a claim whose
 //!    object died, past its lease), the alarm asks: first [`FIRST_DELAY_MS`] after, then
 //!    with jittered exponential backoff up to [`MAX_DELAY_MS`], until the record's TTL.

@@ -507,8 +507,13 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     // A lookup's verdict (rule 9) never forwards, changes only the unknown outcome (or dead
     // claim) it was asked about, and keeps its attempt and fingerprint; only "not executed"
     // releases the key, and not before the origin had its timeout again since the outcome
-    // became unknown.
-    let too_soon = matches!(record, Record::Unknown(unknown) if now < unknown.since.saturating_add(timing.origin_timeout_ms));
+    // became unknown (a dead claim's: when its lease ended).
+    let became_unknown = match record {
+        Record::Unknown(unknown) => unknown.since,
+        Record::InFlight(claim) => claim.lease_until,
+        Record::Completed(_) => 0,
+    };
+    let too_soon = now < became_unknown.saturating_add(timing.origin_timeout_ms);
     let answer = StoredResponse { status: 200, headers: Vec::new(), body: source.bytes() };
     for verdict in [Verdict::NotExecuted, Verdict::Executed(answer), Verdict::Unsure] {
         let asked =

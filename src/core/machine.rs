@@ -35,7 +35,8 @@
 //!    outcome (or such a claim, past its lease) is looked up: from the alarm, with backoff,
 //!    until the record expires, and once at once for a retry ([`reconcile_first`]). "Not
 //!    executed" releases the key, once the origin has had its timeout again since the outcome
-//!    became unknown (sooner, it may be a request the origin has not committed yet);
+//!    became unknown (a dead claim's: when its lease ended), not sooner: it may be a request
+//!    the origin has not committed yet;
 //!    "executed" stores the lookup's answer as the final one; anything else leaves the key
 //!    unknown and asks again later.
 
@@ -295,7 +296,7 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
                 if now >= claim.lease_until && !record_expired(claim, now) =>
             {
                 let reconcile = Some(Reconciling { next_at: now, ..reconciling.clone() });
-                let unknown = Record::Unknown(unknown_of_dead_claim(claim, reconcile, now));
+                let unknown = Record::Unknown(unknown_of_dead_claim(claim, reconcile));
                 Step { change: RecordChange::Put(unknown), actions: vec![Action::Lookup { attempt: claim.attempt }] }
             }
             Some(Record::Unknown(unknown @ Unknown { reconcile: Some(reconciling), .. })) if now < unknown.expires_at => {
@@ -355,13 +356,14 @@ pub fn lookup_is_current(record: Option<&Record>, attempt: AttemptId) -> bool {
     }
 }
 
-/// A claim whose owner died, past its lease: its outcome is unknown.
-fn unknown_of_dead_claim(claim: &InFlight, reconcile: Option<Reconciling>, now: Millis) -> Unknown {
+/// A claim whose owner died, past its lease: its outcome is unknown, and became so when the
+/// lease ended (the owner could have sent it until then), whenever it is noticed.
+fn unknown_of_dead_claim(claim: &InFlight, reconcile: Option<Reconciling>) -> Unknown {
     Unknown {
         attempt: claim.attempt,
         fingerprint: claim.fingerprint,
         origin_attempts: claim.origin_attempts,
-        since: now,
+        since: claim.lease_until,
         expires_at: claim.expires_at,
         reason: UnknownReason::OriginTimeout,
         reconcile,
@@ -384,18 +386,16 @@ fn on_reconciled(
     let unknown = match current {
         Record::Unknown(unknown) => unknown.clone(),
         Record::InFlight(claim @ InFlight { async_job: None, .. }) if now >= claim.lease_until => {
-            unknown_of_dead_claim(claim, claim.reconcile.clone(), now)
+            unknown_of_dead_claim(claim, claim.reconcile.clone())
         }
         _ => return Step::keep(Vec::new()),
     };
     // "Not found" is believed only once the origin has had the origin timeout again after
     // the outcome became unknown: an origin still working on a request it has not committed
     // yet may not find it, and releasing the key then would execute it twice. Sooner, it
-    // is asked again later. A dead claim's lease (the timeout and a margin) is over already.
-    let trusted_from = match current {
-        Record::Unknown(unknown) => unknown.since.saturating_add(timing.origin_timeout_ms),
-        _ => now,
-    };
+    // is asked again later. A dead claim's outcome became unknown when its lease ended (its
+    // owner may have sent the request at the last moment), so it waits as long.
+    let trusted_from = unknown.since.saturating_add(timing.origin_timeout_ms);
     let too_soon = matches!(verdict, Verdict::NotExecuted) && now < trusted_from;
     let verdict = if too_soon { Verdict::Unsure } else { verdict };
     match verdict {

@@ -7,16 +7,24 @@
 //! Rules (the key's driver, `core::machine`, applies them):
 //! 1. The lookup is `GET` of the template with `{key}` replaced by the client's key,
 //!    percent-encoded (every byte but the unreserved ones of RFC 3986 §2.3), with the
-//!    caller's scope headers and the edge's signature (`ORIGIN_AUTH_SECRET`). It is stored
-//!    with the claim, sealed (`STORAGE_ENCRYPTION_KEYS` is required: it holds the key and
-//!    the caller's credentials), so that the object can ask from its alarm after a restart.
-//! 2. The origin's answer decides: the route's "not found" status (404 unless
-//!    `reconcile_not_found` says another 4xx) means never executed, and the key is
-//!    released, so the next retry is forwarded (believed only once the origin had its
-//!    timeout again since the outcome became unknown, `core::machine` rule 9); a 2xx means executed, and that answer
-//!    becomes the stored final answer, replayed with [`RECONCILED_HEADER`]; anything else
-//!    (another status, a timeout, a broken connection, an answer too large to store) says
-//!    nothing, and the key stays unknown.
+//!    caller's scope headers, the edge's signature (`ORIGIN_AUTH_SECRET`) and the claim's
+//!    time ([`CLAIMED_AT_HEADER`], [`lookup_headers`]): the origin answers only for an
+//!    execution at or after it, so that a key the client reused after the edge forgot it is
+//!    never settled by the execution of its earlier life. It is stored with the claim,
+//!    sealed (`STORAGE_ENCRYPTION_KEYS` is required: it holds the key and the caller's
+//!    credentials), so that the object can ask from its alarm after a restart; the claim's
+//!    time is added when it is sent.
+//! 2. The origin's answer decides, and only an answer the lookup itself gave counts: one
+//!    that carries [`VERDICT_HEADER`] with the verdict its status stands for (a router's
+//!    or gateway's 404, an authentication layer's "not yours", a wrong template's answer
+//!    carry none). The route's "not found" status (404 unless `reconcile_not_found` says
+//!    another 4xx) with `not-executed` means never executed, and the key is released, so
+//!    the next retry is forwarded (believed only once the origin had its timeout again
+//!    since the outcome became unknown, `core::machine` rule 9); a 2xx with `executed`
+//!    means executed, and that answer becomes the stored final answer, replayed with
+//!    [`RECONCILED_HEADER`]; anything else (another status, a status without its marker, a
+//!    timeout, a broken connection, an answer too large to store) says nothing, and the
+//!    key stays unknown.
 //! 3. When an outcome becomes unknown (a timeout, a reset after send, or a claim whose
 //!    object died, past its lease), the alarm asks: first [`FIRST_DELAY_MS`] after, then
 //!    with jittered exponential backoff up to [`MAX_DELAY_MS`], until the record's TTL.
@@ -28,7 +36,8 @@
 //!    it would be too large again. Observe mode and asynchronous jobs do not reconcile.
 //!
 //! What the origin's lookup must promise is in docs/operations.md: it sees every committed
-//! execution, and "not found" is final (the operation can no longer execute).
+//! execution, "not found" is final (the operation can no longer execute), it answers only
+//! for an execution at or after the claim's time, and only its own verdicts carry the marker.
 
 use super::codec::{Reader, Writer};
 use super::config::ObjectPolicy;
@@ -38,6 +47,16 @@ use super::wire::{decode_policy, encode_policy};
 
 /// The header on a replayed answer that a lookup gave, instead of the original reply.
 pub const RECONCILED_HEADER: &str = "idempotency-reconciled";
+
+/// The response header by which the origin's lookup says its answer is its verdict:
+/// [`LOOKUP_EXECUTED`] on a 2xx, [`LOOKUP_NOT_EXECUTED`] on the route's "not found" status.
+pub const VERDICT_HEADER: &str = "idempotency-lookup";
+pub const LOOKUP_EXECUTED: &str = "executed";
+pub const LOOKUP_NOT_EXECUTED: &str = "not-executed";
+
+/// The request header that carries the claim's time to the lookup, in Unix milliseconds
+/// (the edge's clock): the lookup answers only for an execution at or after it.
+pub const CLAIMED_AT_HEADER: &str = "idempotency-claimed-at";
 
 /// The status that means "never executed" unless a route says another.
 pub const DEFAULT_NOT_FOUND: u16 = 404;
@@ -61,7 +80,8 @@ pub struct ReconcileRoute {
 impl ReconcileRoute {
     /// Checks a template: an absolute `http` or `https` URL that holds `{key}` (in its
     /// path or query, not its host), and a "not found" status from 400 to 499 other than
-    /// those that say nothing about the operation (401, 403, 408, 429).
+    /// those that say nothing about the operation (401, 403, 408, 429) and those an origin
+    /// answers while in doubt (409, 425: docs/operations.md), which can never be final.
     pub fn parse(template: &str, not_found: Option<u64>) -> Result<ReconcileRoute, String> {
         let rest = template
             .strip_prefix("https://")
@@ -79,10 +99,11 @@ impl ReconcileRoute {
         }
         let not_found = match not_found {
             None => DEFAULT_NOT_FOUND,
-            Some(status @ 400..=499) if !matches!(status, 401 | 403 | 408 | 429) => status as u16,
+            Some(status @ 400..=499) if !matches!(status, 401 | 403 | 408 | 409 | 425 | 429) => status as u16,
             Some(_) => {
                 return Err(
-                    "reconcile_not_found: expected a 4xx status other than 401, 403, 408 and 429".to_owned()
+                    "reconcile_not_found: expected a 4xx status other than 401, 403, 408, 409, 425 and 429"
+                        .to_owned(),
                 )
             }
         };
@@ -176,19 +197,43 @@ pub enum Verdict {
     Unsure,
 }
 
-/// The verdict on a lookup's answer: its status and, for a 2xx, the answer as it would be
-/// stored (`None` when it could not be read whole within the stored-size cap). `None` for
-/// a lookup that got no answer.
+/// The verdict on a lookup's answer: its status and the answer as it would be stored
+/// (`None` when it could not be read whole within the stored-size cap). `None` for a lookup
+/// that got no answer. Only an answer whose [`VERDICT_HEADER`] says what its status says
+/// is a verdict (rule 2); the marker is not kept in a stored answer.
 pub fn verdict(answer: Option<(u16, Option<StoredResponse>)>, not_found: u16) -> Verdict {
-    match answer {
-        Some((status, _)) if status == not_found => Verdict::NotExecuted,
-        Some((200..=299, Some(mut response))) => {
-            response.headers.retain(|(name, _)| !name.eq_ignore_ascii_case(RECONCILED_HEADER));
-            response.headers.push((RECONCILED_HEADER.to_owned(), "true".to_owned()));
-            Verdict::Executed(response)
-        }
-        _ => Verdict::Unsure,
+    let Some((status, Some(mut response))) = answer else { return Verdict::Unsure };
+    let says = |word: &str| {
+        let mut markers =
+            response.headers.iter().filter(|(name, _)| name.eq_ignore_ascii_case(VERDICT_HEADER));
+        // Exactly one marker, saying `word`: two that disagree (or an origin's and a
+        // gateway's) say nothing.
+        matches!((markers.next(), markers.next()), (Some((_, value)), None) if value.trim().eq_ignore_ascii_case(word))
+    };
+    if status == not_found && says(LOOKUP_NOT_EXECUTED) {
+        return Verdict::NotExecuted;
     }
+    if (200..=299).contains(&status) && says(LOOKUP_EXECUTED) {
+        response.headers.retain(|(name, _)| {
+            !name.eq_ignore_ascii_case(RECONCILED_HEADER) && !name.eq_ignore_ascii_case(VERDICT_HEADER)
+        });
+        response.headers.push((RECONCILED_HEADER.to_owned(), "true".to_owned()));
+        return Verdict::Executed(response);
+    }
+    Verdict::Unsure
+}
+
+/// The headers a lookup is sent with: the caller's scope headers as the lookup keeps them,
+/// and [`CLAIMED_AT_HEADER`] with the claim's time (`claimed_at`, the lookup's `bound_at`),
+/// replacing any header of that name among them.
+pub fn lookup_headers(scope_headers: &[(String, String)], claimed_at: Millis) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = scope_headers
+        .iter()
+        .filter(|(name, _)| !name.eq_ignore_ascii_case(CLAIMED_AT_HEADER))
+        .cloned()
+        .collect();
+    headers.push((CLAIMED_AT_HEADER.to_owned(), claimed_at.to_string()));
+    headers
 }
 
 /// How long after its `asked`-th unsure lookup the alarm asks again: doubling from
@@ -235,36 +280,82 @@ mod tests {
             let error = ReconcileRoute::parse(template, None).unwrap_err();
             assert!(error.contains(why), "{template}: {error}");
         }
-        for status in [200, 401, 403, 408, 429, 500, 399] {
+        // 409 and 425 are what an origin answers while in doubt: never "not found".
+        for status in [200, 401, 403, 408, 409, 425, 429, 500, 399] {
             assert!(ReconcileRoute::parse("https://h/{key}", Some(status)).is_err(), "{status}");
         }
     }
 
+    /// An answer of `status` with `headers`, read whole.
+    fn said(status: u16, headers: &[(&str, &str)]) -> Option<(u16, Option<StoredResponse>)> {
+        let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        Some((status, Some(StoredResponse { status, headers, body: b"{}".to_vec() })))
+    }
+
     #[test]
-    fn verdicts_follow_the_status() {
-        let answer = StoredResponse {
-            status: 200,
-            headers: vec![
-                ("content-type".into(), "application/json".into()),
-                (RECONCILED_HEADER.into(), "no".into()),
-            ],
-            body: b"{}".to_vec(),
-        };
-        assert_eq!(verdict(Some((404, None)), 404), Verdict::NotExecuted);
-        assert_eq!(verdict(Some((410, None)), 410), Verdict::NotExecuted);
-        assert_eq!(verdict(Some((404, None)), 410), Verdict::Unsure, "only the route's not-found status");
-        let Verdict::Executed(stored) = verdict(Some((200, Some(answer.clone()))), 404) else { panic!() };
+    fn verdicts_follow_the_status_and_the_lookups_own_marker() {
+        let not_found = [(VERDICT_HEADER, LOOKUP_NOT_EXECUTED)];
+        assert_eq!(verdict(said(404, &not_found), 404), Verdict::NotExecuted);
+        assert_eq!(
+            verdict(said(410, &[("Idempotency-Lookup", " Not-Executed ")]), 410),
+            Verdict::NotExecuted
+        );
+        assert_eq!(verdict(said(404, &not_found), 410), Verdict::Unsure, "only the route's not-found status");
+        let executed = [
+            ("content-type", "application/json"),
+            (RECONCILED_HEADER, "no"),
+            (VERDICT_HEADER, LOOKUP_EXECUTED),
+        ];
+        let Verdict::Executed(stored) = verdict(said(200, &executed), 404) else { panic!() };
         assert_eq!(stored.status, 200);
         assert_eq!(stored.body, b"{}");
-        let marks: Vec<_> = stored.headers.iter().filter(|(n, _)| n == RECONCILED_HEADER).collect();
         assert_eq!(
-            marks,
-            vec![&(RECONCILED_HEADER.to_owned(), "true".to_owned())],
-            "the origin's own is replaced"
+            stored.headers,
+            vec![
+                ("content-type".to_owned(), "application/json".to_owned()),
+                (RECONCILED_HEADER.to_owned(), "true".to_owned())
+            ],
+            "the origin's own mark is replaced, and the lookup's marker is not stored"
         );
-        for unsure in [Some((200, None)), Some((500, None)), Some((503, None)), Some((302, None)), None] {
+        for unsure in [said(200, &[]), said(500, &[]), said(503, &not_found), said(302, &[]), None] {
             assert_eq!(verdict(unsure.clone(), 404), Verdict::Unsure, "{unsure:?}");
         }
+    }
+
+    #[test]
+    fn an_answer_without_the_lookups_marker_is_no_verdict() {
+        // A router's or gateway's 404, a wrong template's 404, an authentication layer's
+        // "not yours": none carries the marker, none releases the key.
+        assert_eq!(verdict(said(404, &[]), 404), Verdict::Unsure);
+        assert_eq!(verdict(said(404, &[("x-idempotency-lookup", "not-executed")]), 404), Verdict::Unsure);
+        // A marker that contradicts the status, or two markers, say nothing.
+        assert_eq!(verdict(said(404, &[(VERDICT_HEADER, LOOKUP_EXECUTED)]), 404), Verdict::Unsure);
+        assert_eq!(verdict(said(200, &[(VERDICT_HEADER, LOOKUP_NOT_EXECUTED)]), 404), Verdict::Unsure);
+        assert_eq!(verdict(said(404, &[(VERDICT_HEADER, "not-executed, executed")]), 404), Verdict::Unsure);
+        let twice = [(VERDICT_HEADER, LOOKUP_NOT_EXECUTED), (VERDICT_HEADER, LOOKUP_NOT_EXECUTED)];
+        assert_eq!(verdict(said(404, &twice), 404), Verdict::Unsure);
+        assert_eq!(verdict(said(404, &[(VERDICT_HEADER, "yes")]), 404), Verdict::Unsure);
+        // A 2xx without it (a list endpoint, a catch-all page) is no proof of execution.
+        assert_eq!(verdict(said(200, &[("content-type", "text/html")]), 404), Verdict::Unsure);
+        // An answer that could not be read whole cannot show its marker.
+        assert_eq!(verdict(Some((404, None)), 404), Verdict::Unsure);
+        assert_eq!(verdict(Some((200, None)), 404), Verdict::Unsure);
+    }
+
+    #[test]
+    fn a_lookup_carries_the_claims_time_and_only_the_edges() {
+        let scope = vec![
+            ("authorization".to_owned(), "Bearer t".to_owned()),
+            ("Idempotency-Claimed-At".to_owned(), "0".to_owned()),
+        ];
+        assert_eq!(
+            lookup_headers(&scope, 1_790_000_000_123),
+            vec![
+                ("authorization".to_owned(), "Bearer t".to_owned()),
+                (CLAIMED_AT_HEADER.to_owned(), "1790000000123".to_owned())
+            ]
+        );
+        assert_eq!(lookup_headers(&[], 7), vec![(CLAIMED_AT_HEADER.to_owned(), "7".to_owned())]);
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! past that, a retry is answered on the record as it is (outcome-unknown), as a duplicate
 //! past the waiter cap is.
 //!
+//! The lookup carries the claim's time (`core::reconcile::lookup_headers`), and only an
+//! answer with the lookup's own marker is a verdict (`core::reconcile::verdict`).
+//!
 //! Never logged: the lookup's URL (it holds the key), its headers (credentials) or its
 //! answer. The line says the object, the decision and the lookup's status.
 
@@ -93,8 +96,11 @@ impl KeyObject {
             return;
         }
         let Some(attempt) = self.key.borrow().reconcile_first(call.fingerprint, now_ms()) else { return };
+        // The claim's time, which the lookup answers from: the record's, not this retry's.
+        let claimed_at = self.key.borrow().record().and_then(|r| r.reconciling()).map(|r| r.bound_at);
+        let Some(claimed_at) = claimed_at else { return };
         let request = lookup_request(headers, reconcile, call.scope_salt);
-        self.look_up(attempt, &request, reconcile.not_found, &call.policy).await;
+        self.look_up(attempt, claimed_at, &request, reconcile.not_found, &call.policy).await;
     }
 
     /// The alarm's lookup of `attempt`'s unknown outcome, with the lookup the claim sealed.
@@ -118,19 +124,21 @@ impl KeyObject {
         };
         // A reconciled answer is sealed under the caller's scope, which the lookup carries.
         let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
-        if self.look_up(attempt, &request, reconciling.not_found, &reconciling.policy).await {
+        let claimed_at = reconciling.bound_at;
+        if self.look_up(attempt, claimed_at, &request, reconciling.not_found, &reconciling.policy).await {
             Ok(())
         } else {
             Err("the reconciliation could not be recorded; the alarm runs again".to_owned())
         }
     }
 
-    /// One lookup of `attempt`'s outcome (or a wait for the one running): the verdict
-    /// stepped, written, logged and published, and the alarm it asks for set. Whether it
-    /// all held (a lookup waited for counts as held).
+    /// One lookup of `attempt`'s outcome (or a wait for the one running), for the claim made
+    /// at `claimed_at`: the verdict stepped, written, logged and published, and the alarm it
+    /// asks for set. Whether it all held (a lookup waited for counts as held).
     async fn look_up(
         &self,
         attempt: AttemptId,
+        claimed_at: u64,
         request: &StoredRequest,
         not_found: u16,
         policy: &ObjectPolicy,
@@ -147,8 +155,8 @@ impl KeyObject {
         let started = now_ms();
         let answer = match Headers::new() {
             Ok(headers) => {
-                for (name, value) in &request.headers {
-                    let _ = headers.append(name, value);
+                for (name, value) in reconcile::lookup_headers(&request.headers, claimed_at) {
+                    let _ = headers.append(&name, &value);
                 }
                 origin::look_up(&self.env, &request.target, &headers, policy).await
             }

@@ -33,7 +33,10 @@
 //!    up: if no attempt could have executed, the next poll gets 503 `origin-unavailable`
 //!    (never executed) and the key is released; if one might have, the key is held unknown.
 //! 7. A body over [`MAX_STORED_REQUEST_BODY_BYTES`] cannot be stored with the claim: such a
-//!    request is served as if it did not prefer `respond-async`.
+//!    request is served as if it did not prefer `respond-async`, wholly: on a route with a
+//!    lookup (`core::reconcile`) it reconciles as any synchronous request does, and its
+//!    claim keeps the lookup, so that an unknown outcome of it is looked up
+//!    ([`ArrivalPlan`]).
 //! 8. Polling is sending the same request with the same key: 202 while the job runs, the
 //!    stored answer once there is one, 422 for another payload (`core::machine`, rule 2).
 
@@ -463,6 +466,29 @@ fn imf_fixdate_ms(text: &str) -> Option<u64> {
     let days = (era * 146_097 + day_of_era).checked_sub(719_468)?;
     let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second;
     Some(seconds * 1_000)
+}
+
+/// How an enforced arrival is served, decided before anything is awaited (rule 7): as a job
+/// (`accept`, with the request sealed for later), or synchronously; and whether it
+/// reconciles (`core::reconcile`): an unknown outcome is looked up before it is decided,
+/// and a claim it makes keeps the route's lookup, sealed. Every arrival served
+/// synchronously on a route with a lookup reconciles, one that preferred `respond-async`
+/// with a body too large to store included: its execution can become unknown like any
+/// other, and must then be looked up. A job does not reconcile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArrivalPlan {
+    pub accept: Option<AsyncConfig>,
+    pub reconcile: bool,
+}
+
+impl ArrivalPlan {
+    /// `accept_async`: the envelope's asynchronous settings (the request prefers
+    /// `respond-async` where the route accepts it); `body_bytes`: the request's body size;
+    /// `route_has_lookup`: the route names a `reconcile_url`.
+    pub fn new(accept_async: Option<AsyncConfig>, body_bytes: u64, route_has_lookup: bool) -> ArrivalPlan {
+        let accept = accept_async.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES);
+        ArrivalPlan { accept, reconcile: route_has_lookup && accept.is_none() }
+    }
 }
 
 /// The problem for a job that gave up: 503, never executed, the key released.

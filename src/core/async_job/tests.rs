@@ -283,6 +283,46 @@ fn prefer_respond_async_is_read_as_rfc_7240_says() {
     assert_eq!(prefer_for_origin("return=minimal, respond-async").as_deref(), Some("return=minimal"));
 }
 
+/// Rule 7 with a lookup: a body too large to store is served synchronously, wholly; on a
+/// route with a lookup it reconciles, and the claim it makes keeps the lookup, so an
+/// unknown outcome of it is looked up like any other. A job does not reconcile.
+#[test]
+fn a_body_too_large_for_a_job_is_served_synchronously_and_keeps_the_routes_lookup() {
+    let config = accept(None).config;
+    let small = ArrivalPlan::new(Some(config), MAX_STORED_REQUEST_BODY_BYTES, true);
+    assert_eq!(small, ArrivalPlan { accept: Some(config), reconcile: false }, "a job: no lookup");
+    let large = ArrivalPlan::new(Some(config), MAX_STORED_REQUEST_BODY_BYTES + 1, true);
+    assert_eq!(large, ArrivalPlan { accept: None, reconcile: true }, "synchronous: it reconciles");
+    let plain = ArrivalPlan::new(None, 10, true);
+    assert_eq!(plain, ArrivalPlan { accept: None, reconcile: true });
+    for (accept, bytes) in [(Some(config), 10), (Some(config), u64::MAX), (None, 10)] {
+        assert!(!ArrivalPlan::new(accept, bytes, false).reconcile, "no lookup on the route: none");
+    }
+
+    // What the plan leads to: the claim of the large request is a plain claim that keeps
+    // the sealed lookup the arrival brought, and its alarm is set for the lease's end.
+    let lookup = crate::core::reconcile::Reconciling {
+        sealed_lookup: vec![7; 40],
+        bound_at: T0,
+        not_found: 404,
+        asked: 0,
+        next_at: 0,
+        policy: Box::new(policy(None)),
+    };
+    let mut arrival = plain_arrival(FP, 1, None, None);
+    if let Event::Arrival { accept, lookup: brought, body_bytes, .. } = &mut arrival {
+        *accept = large.accept.map(|config| Box::new(AsyncAccept { config, ..*self::accept(None) }));
+        *brought = large.reconcile.then(|| Box::new(lookup.clone()));
+        *body_bytes = MAX_STORED_REQUEST_BODY_BYTES + 1;
+    }
+    let claimed = step(None, arrival, T0);
+    let Record::InFlight(claim) = put(&claimed) else { panic!("a claim: {claimed:?}") };
+    assert!(claim.async_job.is_none(), "served synchronously: {claim:?}");
+    assert_eq!(claim.reconcile.as_ref().map(|kept| &kept.sealed_lookup), Some(&lookup.sealed_lookup));
+    assert!(claimed.actions.contains(&Action::Forward { attempt: AttemptId(1) }), "{claimed:?}");
+    assert!(claimed.actions.contains(&Action::SetAlarm(claim.lease_until)), "{claimed:?}");
+}
+
 #[test]
 fn retry_after_is_read_in_delay_seconds() {
     let now = 1_793_021_280_000; // Mon, 26 Oct 2026 13:28:00 GMT

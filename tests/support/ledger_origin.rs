@@ -10,7 +10,8 @@
 //!   worker was killed).
 //! - `GET /v1/charges?idempotency_key=K` is the lookup: 200 with the charge the caller
 //!   (its `Authorization`) made under `K`, 404 when there is none. The test may make a
-//!   key's next lookups fail with 503 ([`LedgerOrigin::fail_next_lookups`]).
+//!   key's next lookups fail with 503 ([`LedgerOrigin::fail_next_lookups`]), or hold them
+//!   a while first ([`LedgerOrigin::hold_next_lookups`]).
 //! - Any other `GET` answers 200 (the harness's readiness probe).
 //!
 //! Every answer carries `x-origin-execution`, as the harness's probe expects.
@@ -48,6 +49,8 @@ struct State {
     lookup_headers: HashMap<String, Vec<(String, String)>>,
     /// Per key: how many of its next lookups fail.
     failing_lookups: HashMap<String, usize>,
+    /// Per key: how many of its next lookups are held, and how long, before they answer.
+    held_lookups: HashMap<String, (usize, Duration)>,
     /// Per key: what its next charges do.
     plans: HashMap<String, VecDeque<Plan>>,
     serial: u64,
@@ -91,6 +94,12 @@ impl LedgerOrigin {
     /// do not take each other's failures).
     pub fn fail_next_lookups(&self, key: &str, n: usize) {
         self.shared.update(|s| s.failing_lookups.insert(key.to_owned(), n));
+    }
+
+    /// The next `n` lookups of `key` are held `hold` before they answer (as ever): a lookup
+    /// that is still running when retries arrive.
+    pub fn hold_next_lookups(&self, key: &str, n: usize, hold: Duration) {
+        self.shared.update(|s| s.held_lookups.insert(key.to_owned(), (n, hold)));
     }
 
     /// Charges made under `key` (executions).
@@ -161,8 +170,17 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>) {
         else {
             return respond(&mut stream, 200, "{}");
         };
-        let (status, body) = shared.update(|s| {
+        // Counted as it arrives, so that a test sees a held lookup under way.
+        let hold = shared.update(|s| {
             *s.lookups_by_key.entry(key.clone()).or_insert(0) += 1;
+            let (left, hold) = s.held_lookups.get_mut(&key).filter(|(left, _)| *left > 0)?;
+            *left -= 1;
+            Some(*hold)
+        });
+        if let Some(hold) = hold {
+            thread::sleep(hold);
+        }
+        let (status, body) = shared.update(|s| {
             s.lookup_headers.insert(key.clone(), received.headers.clone());
             if let Some(failing) = s.failing_lookups.get_mut(&key).filter(|n| **n > 0) {
                 *failing -= 1;

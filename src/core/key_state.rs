@@ -379,11 +379,15 @@ impl KeyState {
     /// logs why). A claim without it could never be looked up once its outcome became
     /// unknown (held until the TTL ends, when the route promises a lookup), so none is
     /// made: a step that would claim and forward becomes 503, nothing written or
-    /// forwarded, and the caller may retry. A step that claims nothing (a replay, a join,
-    /// a refusal, a poll) is kept as it is.
+    /// forwarded, and the caller may retry; so for a job's claim (`core::async_job` rule 9).
+    /// A step that claims nothing (a replay, a join, a refusal, a poll) is kept as it is.
     pub fn handle_lookup_unsealed(&mut self, pending: Pending) -> Pending {
-        let claims = pending.step.actions.iter().any(|action| matches!(action, Action::Forward { .. }));
-        if !claims {
+        let step = &pending.step;
+        let forwards = step.actions.iter().any(|action| matches!(action, Action::Forward { .. }));
+        // A job's claim answers 202; a poll of a job does too, but writes nothing.
+        let takes_job = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
+            && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
+        if !forwards && !takes_job {
             return pending;
         }
         let step = Step::keep(vec![Action::Reject(lookup_unsealed())]);

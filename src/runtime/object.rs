@@ -218,9 +218,10 @@ impl KeyObject {
             log.decision = Decision::Rejected(problem.kind);
             return self.refuse(&problem, &mut log, &call.trace);
         }
+        let read_before = read_early.is_some();
         let accept = match plan.accept {
             None => None,
-            Some(config) => match self.sealed_for_later(&req, &headers, &call, config, now).await {
+            Some(config) => match self.sealed_for_later(&req, read_early.take(), &call, config, now).await {
                 Ok(accept) => Some(accept),
                 Err(problem) => {
                     log.decision = Decision::Rejected(problem.kind);
@@ -228,7 +229,7 @@ impl KeyObject {
                 }
             },
         };
-        let body_read = accept.is_some() || read_early.is_some();
+        let body_read = accept.is_some() || read_before;
         if let Err(error) = self.record() {
             return self.refuse_unreadable(&req, &call, "reading the record", error, !body_read, log).await;
         }

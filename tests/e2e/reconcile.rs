@@ -465,3 +465,28 @@ fn a_route_level_async_accept_takes_jobs_where_async_accept_is_off() {
     assert_eq!(plain.header("preference-applied"), None);
     assert_eq!(o.charges(&key), 1);
 }
+
+/// A job on a route with a lookup reconciles too: its send that timed out at the origin
+/// (which charged, then lost its reply) is held unknown with the route's lookup, the alarm
+/// asks, and the client's poll gets the charge, never `outcome-unknown` until the TTL.
+#[test]
+fn a_jobs_unknown_outcome_is_looked_up_and_the_poll_gets_the_charge() {
+    let (o, w) = limited();
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    let req = charge(&key, &credential).header("Prefer", "respond-async");
+    o.plan_next(&key, Plan::ChargeThenStall(LIMITED_STALL));
+    let accepted = w.send(&req);
+    assert_eq!(accepted.status, 202, "a job: {accepted:?}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let done = loop {
+        let r = w.send(&req);
+        if r.status != 202 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "the job did not end in 90 s: {r:?}");
+        thread::sleep(Duration::from_millis(250));
+    };
+    assert_reconciled(&done, &key);
+    assert!(o.lookups(&key) >= 1, "looked up");
+    assert_eq!(o.charges(&key), 1, "one charge: the job's send, never again");
+}

@@ -366,6 +366,22 @@ fn an_arrival_whose_lookup_could_not_be_sealed_claims_nothing() {
     assert_eq!(decided.forwarded(), None);
     assert_eq!((key.live(), key.record()), (None, None), "the key is free: the caller may retry");
 
+    // Nor is a job's claim made without it.
+    let mut key = KeyState::new();
+    key.remember(None);
+    let accept = AsyncAccept {
+        sealed_request: b"sealed".to_vec(),
+        policy: policy.clone(),
+        probe_origin: false,
+        config: crate::core::async_job::AsyncConfig { prefer: true, ..Default::default() },
+    };
+    let job = Arrival { accept: Some(accept), ..arrival(&policy, A, false) };
+    let pending = key.handle_arrival(job, T0);
+    assert!(pending.step().actions.iter().any(|action| matches!(action, Action::Accepted { .. })));
+    let refused = key.handle_lookup_unsealed(pending);
+    assert_eq!(refused.step().change, RecordChange::Keep, "no job claimed: {refused:?}");
+    assert!(matches!(refused.step().actions[..], [Action::Reject(_)]), "{refused:?}");
+
     // A duplicate of a live execution joins it, lookup or not.
     let key = &mut claimed(&policy);
     let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);

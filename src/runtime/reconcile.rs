@@ -56,9 +56,9 @@ pub(super) struct BeforeArrival {
 }
 
 impl KeyObject {
-    /// Before an arrival that reconciles is decided (`core::async_job::ArrivalPlan`: on a
-    /// route with a lookup, every arrival served synchronously): an unknown outcome is
-    /// looked up ([`Self::reconcile_for_retry`]), and the lookup is sealed for a claim
+    /// Before an arrival that reconciles is decided (`core::async_job::ArrivalPlan`: every
+    /// arrival on a route with a lookup, a job's included): an unknown outcome is looked up
+    /// ([`Self::reconcile_for_retry`]), and the lookup is sealed for a claim
     /// ([`Self::sealed_lookup`]).
     pub(super) async fn reconcile_before_arrival(
         &self,

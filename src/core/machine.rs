@@ -489,6 +489,7 @@ fn claim_and_forward(
         // Rule 8: a job instead, sent by the alarm (the `origin_attempts`-th sending).
         let sent = origin_attempts.saturating_sub(1);
         let fingerprint = arrival.fingerprint;
+        let lookup = arrival.lookup.as_deref().or(earlier).cloned();
         return async_job::claim(
             arrival.new_attempt,
             fingerprint,
@@ -496,6 +497,7 @@ fn claim_and_forward(
             arrival.timing.ttl_ms,
             sent,
             keep_until,
+            lookup,
             now,
         );
     }

@@ -33,7 +33,8 @@
 //!    nothing and the next is not due, then is answered as the record then says: the
 //!    reconciled answer, a forward, or outcome-unknown.
 //! 5. An answer the origin gave too large to store stays unknown and is never looked up:
-//!    it would be too large again. Observe mode and asynchronous jobs do not reconcile.
+//!    it would be too large again. Observe mode does not reconcile; an asynchronous job does
+//!    (`core::async_job` rule 9).
 //!
 //! What the origin's lookup must promise is in docs/operations.md: it sees every committed
 //! execution, "not found" is final (the operation can no longer execute), it answers only

@@ -561,3 +561,186 @@ fn a_route_that_would_hold_a_refused_caller_unknown_is_invalid_config() {
     );
     assert_eq!(origin.arrival_times(&key).len(), 0, "nothing forwarded");
 }
+
+/// The origin timeout of [`limited`]: long enough that a lookup held [`HOLD`] still answers.
+const LIMITED_TIMEOUT_SECONDS: u64 = 4;
+/// Longer than [`LIMITED_TIMEOUT_SECONDS`]: the worker gives up on the charge first.
+const LIMITED_STALL: Duration = Duration::from_secs(5);
+/// How long a lookup is held at the origin while retries arrive.
+const HOLD: Duration = Duration::from_secs(3);
+/// `MAX_WAITING_BYTES` of [`limited`]: two retries of [`padded_charge`] wait, a third does not.
+const WAITING_BYTES: usize = 2_500;
+
+/// The ledger origin behind a route with a lookup and a route-level `async_accept` (with
+/// `ASYNC_ACCEPT` unset), bodies up to 4 MiB, and room for the bodies of two waiters.
+fn limited() -> &'static (LedgerOrigin, Worker) {
+    static CELL: OnceLock<Result<(LedgerOrigin, Worker), String>> = OnceLock::new();
+    shared(&CELL, || {
+        let secret = crate::support::requests::secret("origin-auth");
+        let origin = LedgerOrigin::start(&secret);
+        let routes = format!(
+            r#"[{{"pattern":"/v1/charges","reconcile_url":"{}","async_accept":"prefer"}}]"#,
+            origin.reconcile_url()
+        );
+        let mut vars: Vec<(String, String)> = vars(&origin, &secret)
+            .into_iter()
+            .filter(|(name, _)| !matches!(name.as_str(), "IDEMPOTENCY_ROUTES" | "ORIGIN_TIMEOUT_SECONDS"))
+            .collect();
+        for (name, value) in [
+            ("IDEMPOTENCY_ROUTES", routes),
+            ("ORIGIN_TIMEOUT_SECONDS", LIMITED_TIMEOUT_SECONDS.to_string()),
+            ("MAX_WAITING_BYTES", WAITING_BYTES.to_string()),
+            ("MAX_BODY_BYTES", (4 * 1024 * 1024).to_string()),
+        ] {
+            vars.push((name.to_owned(), value));
+        }
+        let w = Worker::start(WorkerConfig {
+            name: "reconcile-limits".into(),
+            vars,
+            readiness: Readiness::OriginAnswers,
+        })?;
+        Ok((origin, w))
+    })
+}
+
+/// A charge whose body is exactly `bytes` long.
+fn padded_charge(bytes: usize) -> String {
+    let head = r#"{"amount":1000,"currency":"eur","memo":""#;
+    let tail = r#""}"#;
+    format!("{head}{}{tail}", "m".repeat(bytes - head.len() - tail.len()))
+}
+
+/// Retries that arrive while a lookup runs wait for it, each holding its body (read, so
+/// that the one that forwards once the key is released has it): capped by the bytes of
+/// those bodies, `MAX_WAITING_BYTES`, as the docs promise, not only by their count. Past
+/// the cap a retry gets 502 `outcome-unknown` at once, its body drained (a full answer on
+/// a connection that stays usable), and those that waited get the lookup's answer. One
+/// lookup in all.
+#[test]
+fn retries_waiting_on_a_running_lookup_are_capped_by_bytes_and_the_rest_get_502_at_once() {
+    let (o, w) = limited();
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    let req = charge(&key, &credential).json(&padded_charge(1_000));
+    o.plan_next(&key, Plan::ChargeThenStall(LIMITED_STALL));
+    // The key's first lookup (the alarm's, a second after the outcome became unknown) is
+    // held at the origin while the retries arrive.
+    o.hang_next_lookups(&key, 1, HOLD);
+    assert_problem(&w.send(&req), 502, "outcome-unknown");
+    assert!(
+        o.wait_for(&key, Duration::from_secs(30), |_, _, lookups| lookups == 1),
+        "the alarm's lookup reached the origin"
+    );
+
+    let addr = w.addr;
+    let answers: Vec<(Response, Duration)> = thread::scope(|scope| {
+        let sent: Vec<_> = (0..5)
+            .map(|_| {
+                let req = req.clone();
+                scope.spawn(move || {
+                    let started = Instant::now();
+                    let r = req.send(addr).unwrap_or_else(|e| panic!("a complete answer: {e}"));
+                    (r, started.elapsed())
+                })
+            })
+            .collect();
+        sent.into_iter().map(|retry| retry.join().expect("the retry's thread")).collect()
+    });
+    let (waited, refused): (Vec<_>, Vec<_>) = answers.iter().partition(|(r, _)| r.status == 200);
+    assert_eq!((waited.len(), refused.len()), (2, 3), "two bodies fit in MAX_WAITING_BYTES: {answers:?}");
+    for (r, _) in &waited {
+        assert_reconciled(r, &key);
+    }
+    for (r, _) in &refused {
+        assert_problem(r, 502, "outcome-unknown");
+        assert_eq!(r.header("retry-after"), Some("1"), "{r:?}");
+        assert!(r.text().contains("MAX_WAITING_BYTES"), "says why: {r:?}");
+    }
+    let slowest_refusal = refused.iter().map(|(_, took)| *took).max().unwrap_or_default();
+    let quickest_wait = waited.iter().map(|(_, took)| *took).min().unwrap_or_default();
+    assert!(slowest_refusal < quickest_wait, "refused at once, before the lookup answered: {answers:?}");
+    assert_eq!(o.lookups(&key), 1, "the retries asked nothing themselves");
+    assert_eq!(o.charges(&key), 1);
+
+    // The lookup's answer is stored: a retry now replays it.
+    assert_reconciled(&w.send(&req), &key);
+    assert_eq!(o.lookups(&key), 1);
+}
+
+/// A request that prefers `respond-async` with a body too large to store with a job (over
+/// 1.5 MB) is served synchronously, and on a route with a lookup it reconciles like any
+/// other: its claim keeps the lookup, so an outcome lost at the origin is looked up and the
+/// retry gets the charge, never `outcome-unknown` until the TTL ends.
+#[test]
+fn an_async_request_too_large_for_a_job_keeps_the_routes_lookup() {
+    let (o, w) = limited();
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    let req = charge(&key, &credential).header("Prefer", "respond-async").json(&padded_charge(1_600_000));
+    o.plan_next(&key, Plan::ChargeThenStall(LIMITED_STALL));
+    let first = w.send(&req);
+    assert_problem(&first, 502, "outcome-unknown");
+    assert_eq!(first.header("preference-applied"), None, "served synchronously: {first:?}");
+    assert_eq!(o.charges(&key), 1, "the origin charged, then its reply was lost");
+
+    let retry = w.send(&req);
+    assert_reconciled(&retry, &key);
+    assert!(o.lookups(&key) >= 1, "looked up");
+    assert_eq!(o.charges(&key), 1, "reconciled, never executed again");
+}
+
+/// `async_accept` on a route, with `ASYNC_ACCEPT` unset: that route's requests that prefer
+/// `respond-async` are taken as jobs (202, executed from the alarm, polled to the stored
+/// answer, executed once); those that do not are served synchronously.
+#[test]
+fn a_route_level_async_accept_takes_jobs_where_async_accept_is_off() {
+    let (o, w) = limited();
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    let req = charge(&key, &credential).header("Prefer", "respond-async");
+    let accepted = w.send(&req);
+    assert_eq!(accepted.status, 202, "a job: {accepted:?}");
+    assert_eq!(accepted.header("preference-applied"), Some("respond-async"), "{accepted:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let done = loop {
+        let r = w.send(&req);
+        if r.status != 202 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "the job did not run in a minute: {r:?}");
+        thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(done.status, 201, "the job's stored answer: {done:?}");
+    assert!(done.is_replayed(), "{done:?}");
+    assert_eq!(done.json()["key"], key.as_str());
+    assert_eq!(o.charges(&key), 1, "executed once, by the job");
+
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    let plain = w.send(&charge(&key, &credential));
+    assert_eq!(plain.status, 201, "no preference: served at once: {plain:?}");
+    assert!(!plain.is_replayed());
+    assert_eq!(plain.header("preference-applied"), None);
+    assert_eq!(o.charges(&key), 1);
+}
+
+/// A job on a route with a lookup reconciles too: its send that timed out at the origin
+/// (which charged, then lost its reply) is held unknown with the route's lookup, the alarm
+/// asks, and the client's poll gets the charge, never `outcome-unknown` until the TTL.
+#[test]
+fn a_jobs_unknown_outcome_is_looked_up_and_the_poll_gets_the_charge() {
+    let (o, w) = limited();
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    let req = charge(&key, &credential).header("Prefer", "respond-async");
+    o.plan_next(&key, Plan::ChargeThenStall(LIMITED_STALL));
+    let accepted = w.send(&req);
+    assert_eq!(accepted.status, 202, "a job: {accepted:?}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let done = loop {
+        let r = w.send(&req);
+        if r.status != 202 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "the job did not end in 90 s: {r:?}");
+        thread::sleep(Duration::from_millis(250));
+    };
+    assert_reconciled(&done, &key);
+    assert!(o.lookups(&key) >= 1, "looked up");
+    assert_eq!(o.charges(&key), 1, "one charge: the job's send, never again");
+}

@@ -20,8 +20,9 @@
 //!   `Authorization`) made under `K`, marked `Idempotency-Lookup: executed`, or 404 marked
 //!   `Idempotency-Lookup: not-executed`. `GET /v1/gone/charges?…` is the same lookup whose
 //!   "not found" is 410 (a route's `reconcile_not_found`). The test may make a key's next
-//!   lookups fail with 503 ([`LedgerOrigin::fail_next_lookups`]) or hang
-//!   ([`LedgerOrigin::hang_next_lookups`]).
+//!   lookups fail with 503 ([`LedgerOrigin::fail_next_lookups`]) or wait a while before they
+//!   answer ([`LedgerOrigin::hang_next_lookups`]: past the origin timeout, or still running
+//!   when retries arrive). Lookups are counted as they arrive.
 //! - Any other path answers 404 without the marker, as a router does (counted per key when
 //!   its query names one: [`LedgerOrigin::strays`]).
 //!
@@ -75,6 +76,8 @@ struct State {
     failing_lookups: HashMap<String, usize>,
     /// Per key: how many of its next lookups hang, and for how long, before they answer.
     hanging_lookups: HashMap<String, (usize, Duration)>,
+    /// Per key: lookups that arrived, answered or not yet.
+    lookups_arrived: HashMap<String, usize>,
     /// Per key: requests for a path this origin does not serve.
     strays: HashMap<String, usize>,
     /// Per key: what its next charges do.
@@ -144,8 +147,9 @@ impl LedgerOrigin {
         self.shared.lock().charges_by_key.get(key).copied().unwrap_or(0)
     }
 
+    /// Lookups of `key` that arrived (answered, or under way).
     pub fn lookups(&self, key: &str) -> usize {
-        self.shared.lock().lookups_by_key.get(key).map_or(0, Vec::len)
+        self.shared.lock().lookups_arrived.get(key).copied().unwrap_or(0)
     }
 
     /// When each lookup of `key` arrived, and the status it got.
@@ -180,7 +184,7 @@ impl LedgerOrigin {
             done(
                 state.charges_by_key.get(key).copied().unwrap_or(0),
                 state.arrivals_by_key.get(key).map_or(0, Vec::len),
-                state.lookups_by_key.get(key).map_or(0, Vec::len),
+                state.lookups_arrived.get(key).copied().unwrap_or(0),
             )
         })
     }
@@ -343,6 +347,8 @@ fn look_up(
 ) {
     let arrived = Instant::now();
     let (failing, hang) = shared.update(|s| {
+        // Counted as it arrives, so that a test sees a lookup under way.
+        *s.lookups_arrived.entry(key.to_owned()).or_insert(0) += 1;
         s.lookup_headers.insert(key.to_owned(), headers.to_vec());
         let failing = s.failing_lookups.get_mut(key).filter(|n| **n > 0).map(|n| *n -= 1).is_some();
         let hang = s.hanging_lookups.get_mut(key).filter(|(n, _)| *n > 0).map(|(n, hang)| {

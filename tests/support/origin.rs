@@ -422,7 +422,7 @@ pub(super) struct Received {
 }
 
 /// The largest body [`read_request`] keeps whole.
-pub(super) const KEPT_BODY_BYTES: usize = 1024 * 1024;
+pub(super) const KEPT_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 /// FNV-1a, 64 bits: tells whether a body reached the origin unchanged and in order.
 pub fn fnv1a(bytes: &[u8]) -> u64 {

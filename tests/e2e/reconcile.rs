@@ -12,7 +12,7 @@ use crate::support::assert::{assert_problem, check_problem};
 use crate::support::http::{Request, Response};
 use crate::support::ledger_origin::{LedgerOrigin, Plan};
 use crate::support::logs::wait_for_line;
-use crate::support::requests::{new_credential, new_key, register_secret};
+use crate::support::requests::{new_credential, new_key, register_secret, unique};
 use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
 
 /// Short, so that a stalled charge becomes unknown quickly; the lease is this plus 10 s.
@@ -30,7 +30,11 @@ const CHARGE: &str = r#"{"amount":1000,"currency":"eur"}"#;
 const ADMIN_TOKEN: &str = "reconcile-admin-token-for-tests-only-0123456789";
 
 fn vars(origin: &LedgerOrigin) -> Vec<(String, String)> {
-    let routes = format!(r#"[{{"pattern":"/v1/charges","reconcile_url":"{}"}}]"#, origin.reconcile_url());
+    let routes = format!(
+        r#"[{{"pattern":"/v1/charges","reconcile_url":"{}"}},{{"pattern":"/v1/operations","reconcile_url":"{}"}}]"#,
+        origin.reconcile_url(),
+        origin.reconcile_path_url()
+    );
     let secret = crate::support::requests::secret("origin-auth");
     register_secret(&secret);
     register_secret(ADMIN_TOKEN);
@@ -307,4 +311,70 @@ fn the_admin_view_shows_how_often_the_lookup_was_asked_and_never_the_lookup() {
     let next = view["reconcile"]["next_at_ms"].as_u64().unwrap_or_else(|| panic!("next_at_ms: {view}"));
     assert!(next > view["created_at_ms"].as_u64().unwrap_or(u64::MAX), "asked again later: {view}");
     assert_eq!(o.charges(&key), 1);
+}
+
+/// One key, one spelling at the origin: a first attempt that quotes its key (the IETF
+/// draft's sf-string) and whose reply is lost is found by the lookup, because the origin
+/// received, and the lookup asks for, the same spelling; the bare retry is the same key
+/// there too. (Before, the origin stored `"k"`, the lookup asked for `k`, found nothing,
+/// and the retry, once that was believed, charged again.)
+#[test]
+fn a_quoted_key_is_looked_up_in_the_spelling_the_origin_received() {
+    let (o, w) = reconciling();
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    let quoted = format!("\"{key}\"");
+    // Whichever spelling reaches the origin, its first charge's reply is lost.
+    o.plan_next(&key, Plan::ChargeThenStall(STALL));
+    o.plan_next(&quoted, Plan::ChargeThenStall(STALL));
+    assert_problem(&w.send(&charge(&quoted, &credential)), 502, "outcome-unknown");
+    assert_eq!(o.charges(&key) + o.charges(&quoted), 1, "charged, reply lost");
+    assert_eq!(o.arrivals(&key), 1, "the origin received the bare spelling");
+    assert_eq!(o.arrivals(&quoted), 0, "and never the quoted one");
+    // Past the origin timeout, a "not found" would be believed and release the key.
+    thread::sleep(Duration::from_secs(ORIGIN_TIMEOUT_SECONDS + 1));
+    for spelling in [&key, &quoted] {
+        let retry = w.send(&charge(spelling, &credential));
+        assert_reconciled(&retry, &key);
+    }
+    assert_eq!(o.charges(&key) + o.charges(&quoted), 1, "executed once");
+    assert_eq!(o.arrivals(&key) + o.arrivals(&quoted), 1, "never sent again");
+}
+
+/// A lookup URL is the template's whatever the key: under a path template, the keys `.`
+/// and `..` (bare or quoted) would ask `/v1/operations/` or `/v1/`, whose 404 would release
+/// the key, so they are refused before anything is stored or forwarded. Keys that are dot
+/// segments only once decoded are encoded again and looked up as sent.
+#[test]
+fn a_key_of_dots_is_refused_under_a_path_template_and_encoded_dots_are_looked_up() {
+    let (o, w) = reconciling();
+    let credential = new_credential("reconcile");
+    let post = |key: &str| {
+        Request::post("/v1/operations")
+            .header("Authorization", &credential)
+            .header("Idempotency-Key", key)
+            .json(CHARGE)
+            .timeout(Duration::from_secs(120))
+    };
+    for key in [".", "..", "\".\"", "\"..\""] {
+        let refused = w.send(&post(key));
+        assert_problem(&refused, 400, "invalid-key");
+        assert!(!refused.is_replayed());
+    }
+    for key in [".", "..", "\".\"", "\"..\""] {
+        assert_eq!(o.arrivals(key), 0, "{key}: nothing forwarded");
+    }
+    // The same keys where the key is in the query: accepted.
+    let dots = w.send(&charge("..", &credential));
+    assert_eq!(dots.status, 201, "{dots:?}");
+    // Dot segments once decoded (`%2e`), or dots with more: each charge's reply is lost, and
+    // the lookup by path finds it under the key as the origin stored it.
+    let tag = &unique("d")[..8];
+    for key in [format!("%2e{tag}"), "%2e".to_owned(), "%2E%2E".to_owned(), ".%2e".to_owned(), "...".to_owned()] {
+        o.plan_next(&key, Plan::ChargeThenStall(STALL));
+        assert_problem(&w.send(&post(&key)), 502, "outcome-unknown");
+        let retry = w.send(&post(&key));
+        assert_reconciled(&retry, &key);
+        assert_eq!(o.charges(&key), 1, "{key}: executed once");
+        assert!(o.lookups(&key) >= 1, "{key}: looked up by its own path");
+    }
 }

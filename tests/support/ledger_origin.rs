@@ -11,7 +11,11 @@
 //! - `GET /v1/charges?idempotency_key=K` is the lookup: 200 with the charge the caller
 //!   (its `Authorization`) made under `K`, 404 when there is none. The test may make a
 //!   key's next lookups fail with 503 ([`LedgerOrigin::fail_next_lookups`]).
-//! - Any other `GET` answers 200 (the harness's readiness probe).
+//!   `GET /v1/operations/K` is the same lookup with the key in the path (K one segment).
+//! - The key is the header's value exactly as it came (a quoted key stays quoted), as a
+//!   Stripe-like API keeps it; a lookup's `K` is percent-decoded and compared with it.
+//! - `GET /__e2e/ready` answers 200 (the harness's readiness probe); any other `GET` 404,
+//!   as a router answers a path it does not serve.
 //!
 //! Every answer carries `x-origin-execution`, as the harness's probe expects.
 
@@ -80,6 +84,16 @@ impl LedgerOrigin {
     /// The route option: the lookup's URL template.
     pub fn reconcile_url(&self) -> String {
         format!("{}/v1/charges?idempotency_key={{key}}", self.url())
+    }
+
+    /// The route option for a lookup with the key in the path.
+    pub fn reconcile_path_url(&self) -> String {
+        format!("{}/v1/operations/{{key}}", self.url())
+    }
+
+    /// Charge requests that arrived with `key` as their header's value.
+    pub fn arrivals(&self, key: &str) -> usize {
+        self.shared.lock().arrivals_by_key.get(key).copied().unwrap_or(0)
     }
 
     /// What the next charge under `key` does.
@@ -157,9 +171,12 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>) {
     let Ok(Some(received)) = read_request(&mut stream) else { return };
     let auth = header_value(&received.headers, "authorization").unwrap_or_default().to_string();
     if received.method == "GET" {
-        let Some(key) = received.target.split_once("idempotency_key=").map(|(_, key)| percent_decode(key))
-        else {
-            return respond(&mut stream, 200, "{}");
+        let target = received.target.as_str();
+        let key = match (target.strip_prefix("/v1/charges?idempotency_key="), target.strip_prefix("/v1/operations/")) {
+            (Some(key), _) => percent_decode(key),
+            (_, Some(key)) if !key.is_empty() && !key.contains(['/', '?']) => percent_decode(key),
+            _ if target == "/__e2e/ready" => return respond(&mut stream, 200, "{}"),
+            _ => return respond(&mut stream, 404, r#"{"error":"no such path"}"#),
         };
         let (status, body) = shared.update(|s| {
             *s.lookups_by_key.entry(key.clone()).or_insert(0) += 1;

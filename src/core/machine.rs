@@ -403,7 +403,11 @@ fn on_reconciled(
         _ => now,
     };
     let too_soon = matches!(verdict, Verdict::NotExecuted) && now < trusted_from;
-    let verdict = if too_soon { Verdict::Unsure } else { verdict };
+    // A claim from before the key had one spelling at the origin may have sent another
+    // than the lookup asks for (`core::reconcile` rule 7): its "not found" says nothing.
+    let spelling_unknown = !unknown.reconcile.as_ref().is_some_and(|reconciling| reconciling.spelling_known);
+    let unbelieved = matches!(verdict, Verdict::NotExecuted) && spelling_unknown;
+    let verdict = if too_soon || unbelieved { Verdict::Unsure } else { verdict };
     match verdict {
         Verdict::NotExecuted => Step { change: RecordChange::Delete, actions: Vec::new() },
         Verdict::Executed(answer) if stored_size(&answer) <= MAX_STORED_RESPONSE_BYTES => {
@@ -424,7 +428,7 @@ fn on_reconciled(
         _ => match &unknown.reconcile {
             Some(reconciling) => {
                 // A not-found that came too soon is asked again when it can be believed.
-                let next_at = if too_soon {
+                let next_at = if too_soon && !unbelieved {
                     trusted_from
                 } else {
                     now.saturating_add(reconcile::next_delay(reconciling.asked, jitter))

@@ -28,7 +28,6 @@
 //!    reconciled answer, a forward, or outcome-unknown.
 //! 5. An answer the origin gave too large to store stays unknown and is never looked up:
 //!    it would be too large again. Observe mode and asynchronous jobs do not reconcile.
-//!
 //! 6. A lookup's URL is the template's, whatever the key ([`ReconcileRoute::lookup_url`]):
 //!    a key that would make a path segment `.` or `..` (a URL parser removes such
 //!    segments, so `…/operations/..` would ask `…/` and a router's 404 would release the
@@ -38,6 +37,10 @@
 //!    percent-encoded, so a key `%2e` is asked as `%252e`, never as a dot segment. Refused
 //!    rather than encoded: `%2E` is a dot segment to a WHATWG URL parser too. A template
 //!    with a dot segment of its own is refused at configuration.
+//! 7. A claim recorded before the key had one spelling at the origin (`core::key` rule 6;
+//!    [`Reconciling::spelling_known`] false) may have sent the client's own spelling, which
+//!    the lookup does not ask for: its "not found" says nothing, and the key stays unknown
+//!    (asked again with backoff, in case it finds the answer) until its record expires.
 //!
 //! What the origin's lookup must promise is in docs/operations.md: it sees every committed
 //! execution, and "not found" is final (the operation can no longer execute).
@@ -173,6 +176,12 @@ pub struct Reconciling {
     /// The route's policy as the claim had it: the alarm has no request to read it from
     /// (the lookup's timeout, the answer's cap and TTL, the origin's service binding).
     pub policy: Box<ObjectPolicy>,
+    /// The claim forwarded the key in its one spelling, the lookup's (`core::key` rule 6).
+    /// Not so for a claim made before that rule (its record has no mark of it,
+    /// `core::record`): its first attempt carried the client's own spelling, perhaps
+    /// `"k"` where the lookup asks for `k`, so its lookup's "not found" is not believed
+    /// (rule 7); "executed" still is.
+    pub spelling_known: bool,
 }
 
 const RECONCILING_VERSION: u8 = 1;
@@ -203,6 +212,8 @@ impl Reconciling {
             asked: input.u16().ok()?,
             next_at: input.u64().ok()?,
             policy: Box::new(decode_policy(input.bytes().ok()?).ok()?),
+            // Kept beside the extension, as a mark of its own (`core::record`).
+            spelling_known: false,
         };
         input.finish().ok()?;
         (!reconciling.sealed_lookup.is_empty()).then_some(reconciling)
@@ -401,6 +412,7 @@ mod tests {
             asked: 2,
             next_at: 99,
             policy: Box::new(crate::core::format_fixtures::policy()),
+            spelling_known: false,
         };
         assert_eq!(Reconciling::decode(&reconciling.encode()), Some(reconciling.clone()));
         let mut other_version = reconciling.encode();

@@ -369,7 +369,9 @@ fn a_key_of_dots_is_refused_under_a_path_template_and_encoded_dots_are_looked_up
     // Dot segments once decoded (`%2e`), or dots with more: each charge's reply is lost, and
     // the lookup by path finds it under the key as the origin stored it.
     let tag = &unique("d")[..8];
-    for key in [format!("%2e{tag}"), "%2e".to_owned(), "%2E%2E".to_owned(), ".%2e".to_owned(), "...".to_owned()] {
+    for key in
+        [format!("%2e{tag}"), "%2e".to_owned(), "%2E%2E".to_owned(), ".%2e".to_owned(), "...".to_owned()]
+    {
         o.plan_next(&key, Plan::ChargeThenStall(STALL));
         assert_problem(&w.send(&post(&key)), 502, "outcome-unknown");
         let retry = w.send(&post(&key));

@@ -172,7 +172,10 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>) {
     let auth = header_value(&received.headers, "authorization").unwrap_or_default().to_string();
     if received.method == "GET" {
         let target = received.target.as_str();
-        let key = match (target.strip_prefix("/v1/charges?idempotency_key="), target.strip_prefix("/v1/operations/")) {
+        let key = match (
+            target.strip_prefix("/v1/charges?idempotency_key="),
+            target.strip_prefix("/v1/operations/"),
+        ) {
             (Some(key), _) => percent_decode(key),
             (_, Some(key)) if !key.is_empty() && !key.contains(['/', '?']) => percent_decode(key),
             _ if target == "/__e2e/ready" => return respond(&mut stream, 200, "{}"),

@@ -113,6 +113,33 @@ fn a_quoted_first_attempt_and_a_bare_retry_are_one_key_at_the_origin() {
     assert_eq!(replay.body, settled.body);
 }
 
+/// A shaped fingerprint lets a retry's body differ from the first attempt's in the fields
+/// it leaves out, and a re-send would carry the retry's: with an origin that deduplicates,
+/// that is a configuration error naming the route, and nothing is forwarded.
+#[test]
+fn a_shaped_fingerprint_with_an_origin_that_deduplicates_is_invalid_config() {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    let w = instance(&CELL, || {
+        let routes = r#"[{"pattern":"/v1/ok/*"},{"pattern":"/v1/shaped/*","fingerprint_ignore":["/ts"]}]"#;
+        let mut vars: Vec<(String, String)> = [
+            ("ORIGIN_URL", origin().url()),
+            ("ORIGIN_DEDUPLICATES", "true".to_owned()),
+            ("IDEMPOTENCY_ROUTES", routes.to_owned()),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_owned(), v))
+        .collect();
+        vars.push(("ORIGIN_TIMEOUT_SECONDS".to_owned(), "2".to_owned()));
+        Worker::start(WorkerConfig { name: "dedup-shaped".into(), vars, readiness: Readiness::AnyResponse })
+    });
+    let key = unique("shaped");
+    let r = w.send(&charge(&format!("/v1/shaped/{}", unique("p")), &key));
+    assert_problem(&r, 500, "invalid-config");
+    let detail = r.json()["detail"].as_str().unwrap_or_default().to_owned();
+    assert!(detail.contains("IDEMPOTENCY_ROUTES") && detail.contains("[1] (/v1/shaped/*)"), "{detail}");
+    assert_eq!(origin().received(&key), 0, "nothing forwarded");
+}
+
 /// A SIGKILL while the origin executes the first attempt: the claim is orphaned, every
 /// retry during its lease is answered 409 and reaches nothing, and exactly one re-send goes
 /// out after the lease, which the origin answers with its stored answer (issue 21: counted

@@ -31,7 +31,7 @@ const ADMIN_TOKEN: &str = "reconcile-admin-token-for-tests-only-0123456789";
 
 fn vars(origin: &LedgerOrigin) -> Vec<(String, String)> {
     let routes = format!(
-        r#"[{{"pattern":"/v1/charges","reconcile_url":"{}"}},{{"pattern":"/v1/operations","reconcile_url":"{}"}}]"#,
+        r#"[{{"pattern":"/v1/charges","reconcile_url":"{}"}},{{"pattern":"/v1/operations","reconcile_url":"{}"}},{{"pattern":"/v1/resent","origin_deduplicates":true}}]"#,
         origin.reconcile_url(),
         origin.reconcile_path_url()
     );
@@ -379,4 +379,37 @@ fn a_key_of_dots_is_refused_under_a_path_template_and_encoded_dots_are_looked_up
         assert_eq!(o.charges(&key), 1, "{key}: executed once");
         assert!(o.lookups(&key) >= 1, "{key}: looked up by its own path");
     }
+}
+
+/// A re-send to an origin that deduplicates, refused as a client error (a Stripe-like 400
+/// `idempotency_error`), says nothing of the first attempt, which got no answer: the key is
+/// held unknown and the caller told so, never given the 400 as the key's answer; the next
+/// re-send gets the origin's stored charge, once.
+#[test]
+fn a_resend_refused_as_a_client_error_is_held_unknown_not_stored() {
+    let (o, w) = reconciling();
+    let (key, credential) = (new_key(), new_credential("resent"));
+    let post = || {
+        Request::post("/v1/resent")
+            .header("Authorization", &credential)
+            .header("Idempotency-Key", &key)
+            .json(CHARGE)
+            .timeout(Duration::from_secs(120))
+    };
+    o.plan_next(&key, Plan::ChargeThenStall(STALL));
+    o.plan_next(&key, Plan::RefuseAsReused);
+    o.plan_next(&key, Plan::ReplayCharge);
+    assert_problem(&w.send(&post()), 502, "outcome-unknown");
+    assert_eq!(o.charges(&key), 1, "charged, reply lost");
+    let refused = w.send(&post());
+    assert_problem(&refused, 502, "outcome-unknown");
+    assert_eq!(o.arrivals(&key), 2, "sent again, and refused");
+    let settled = w.send(&post());
+    assert_eq!(settled.status, 201, "the origin's stored charge, not a stored 400: {settled:?}");
+    assert_eq!(settled.json()["key"], key.as_str());
+    assert_eq!(o.arrivals(&key), 3);
+    let replay = w.send(&post());
+    assert!(replay.is_replayed(), "{replay:?}");
+    assert_eq!(replay.body, settled.body);
+    assert_eq!(o.charges(&key), 1, "executed once");
 }

@@ -38,6 +38,12 @@ pub enum Plan {
     StallThenDrop(Duration),
     /// Hold the request until the worker closes the connection, then charge.
     ChargeWhenAbandoned,
+    /// Charge nothing and answer 400 `idempotency_error`, as a Stripe-like API refuses a
+    /// request it will not run under the key.
+    RefuseAsReused,
+    /// Answer 201 with the charge already made under the key (none made), as an origin that
+    /// deduplicates by key answers a re-send.
+    ReplayCharge,
 }
 
 #[derive(Default)]
@@ -135,6 +141,7 @@ fn respond(stream: &mut TcpStream, status: u16, body: &str) {
     let reason = match status {
         200 => "OK",
         201 => "Created",
+        400 => "Bad Request",
         404 => "Not Found",
         _ => "Service Unavailable",
     };
@@ -218,6 +225,14 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>) {
             charge(shared);
             thread::sleep(stall);
             let _ = stream.shutdown(Shutdown::Both);
+        }
+        Some(Plan::RefuseAsReused) => {
+            respond(&mut stream, 400, r#"{"error":{"type":"idempotency_error"}}"#);
+        }
+        Some(Plan::ReplayCharge) => {
+            let stored = shared.update(|s| s.ledger.get(&(auth.clone(), key.clone())).cloned());
+            let json = stored.unwrap_or_else(|| charge(shared));
+            respond(&mut stream, 201, &json);
         }
         Some(Plan::StallThenDrop(stall)) => {
             thread::sleep(stall);

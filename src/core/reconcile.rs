@@ -120,7 +120,8 @@ impl ReconcileRoute {
     pub fn lookup_url(&self, key: &IdempotencyKey) -> Result<String, Problem> {
         let url = self.url_for(&key.forwarded());
         let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
-        let path = rest.find('/').map_or("", |start| &rest[start..]);
+        // As `parse` splits it: the authority ends at the first `/` or `?`.
+        let path = &rest[rest.find(['/', '?']).unwrap_or(rest.len())..];
         if has_dot_segment(path) {
             return Err(Problem::new(
                 ProblemKind::InvalidKey,
@@ -328,6 +329,9 @@ mod tests {
         }
         assert!(prefixed.lookup_url(&key(".")).is_err(), ".{{key}} with the key . is ..");
         assert!(prefixed.lookup_url(&key("..")).is_ok(), "... is no dot segment");
+        // Slashes and dots in a query are no path.
+        let query_only = ReconcileRoute::parse("https://h?path=/./{key}", None).unwrap();
+        assert_eq!(query_only.lookup_url(&key("..")).unwrap(), "https://h?path=/./..");
         // Keys that are dot segments once decoded are encoded again: never one themselves.
         for (raw, segment) in [
             ("%2e", "%252e"),

@@ -325,6 +325,25 @@ fn the_signature_covers_the_routes_key_header() {
     assert_eq!(seen[1].protection, Some("passed"), "{seen:?}");
 }
 
+/// One key, one spelling at the origin: a quoted key reaches the origin bare, and the
+/// signature's key line is that spelling (the origin verifies it against the header it
+/// received); a bare retry replays.
+#[test]
+fn a_quoted_key_is_forwarded_and_signed_in_its_one_spelling() {
+    let (w, o) = (hardened(), verifying_origin());
+    let marker = unique("spelled");
+    let path = format!("/v1/charges/{marker}");
+    let key = unique("k");
+    let first = w.send(&payment(&path, &format!("\"{key}\"")));
+    assert_eq!(first.status, 201, "the origin verified the signature: {first:?}");
+    let retry = w.send(&payment(&path, &key));
+    assert!(retry.is_replayed(), "{retry:?}");
+    let seen = o.seen_at(&marker);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].verdict.is_ok(), "{seen:?}");
+    assert_eq!(header_value(&seen[0].headers, "idempotency-key"), Some(key.as_str()), "{seen:?}");
+}
+
 #[test]
 fn every_forward_is_signed_and_the_origin_refuses_replays_and_alterations() {
     let (w, o) = (hardened(), verifying_origin());

@@ -5,15 +5,16 @@
 //! its TTL ends.
 //!
 //! Rules (the key's driver, `core::machine`, applies them):
-//! 1. The lookup is `GET` of the template with `{key}` replaced by the client's key,
-//!    percent-encoded (every byte but the unreserved ones of RFC 3986 §2.3), with the
-//!    caller's scope headers, the edge's signature (`ORIGIN_AUTH_SECRET`) and the claim's
-//!    time ([`CLAIMED_AT_HEADER`], [`lookup_headers`]): the origin answers only for an
-//!    execution at or after it, so that a key the client reused after the edge forgot it is
-//!    never settled by the execution of its earlier life. It is stored with the claim,
-//!    sealed (`STORAGE_ENCRYPTION_KEYS` is required: it holds the key and the caller's
-//!    credentials), so that the object can ask from its alarm after a restart; the claim's
-//!    time is added when it is sent.
+//! 1. The lookup is `GET` of the template with `{key}` replaced by the key in the one
+//!    spelling the origin received it in (`core::key` rule 6: the bare value, or the
+//!    sf-string where the key cannot be written bare), percent-encoded (every byte but the
+//!    unreserved ones of RFC 3986 §2.3), with the caller's scope headers, the edge's
+//!    signature (`ORIGIN_AUTH_SECRET`) and the claim's time ([`CLAIMED_AT_HEADER`],
+//!    [`lookup_headers`]): the origin answers only for an execution at or after it, so that
+//!    a key the client reused after the edge forgot it is never settled by the execution of
+//!    its earlier life. It is stored with the claim, sealed (`STORAGE_ENCRYPTION_KEYS` is
+//!    required: it holds the key and the caller's credentials), so that the object can ask
+//!    from its alarm after a restart; the claim's time is added when it is sent.
 //! 2. The origin's answer decides, and only an answer the lookup itself gave counts: one
 //!    that carries [`VERDICT_HEADER`] with the verdict its status stands for (a router's
 //!    or gateway's 404, an authentication layer's "not yours", a wrong template's answer
@@ -35,6 +36,19 @@
 //! 5. An answer the origin gave too large to store stays unknown and is never looked up:
 //!    it would be too large again. Observe mode does not reconcile; an asynchronous job does
 //!    (`core::async_job` rule 9).
+//! 6. A lookup's URL is the template's, whatever the key ([`ReconcileRoute::lookup_url`]):
+//!    a key that would make a path segment `.` or `..` (a URL parser removes such
+//!    segments, so `…/operations/..` would ask `…/` and a router's 404 would release the
+//!    key) is refused with 400 `invalid-key` before anything is read, stored or forwarded
+//!    (`core::edge`), on routes whose template has `{key}` in its path. Only the key's own
+//!    dots can do it: every other byte that could make one (`%`, `/`, `\`) is
+//!    percent-encoded, so a key `%2e` is asked as `%252e`, never as a dot segment. Refused
+//!    rather than encoded: `%2E` is a dot segment to a WHATWG URL parser too. A template
+//!    with a dot segment of its own is refused at configuration.
+//! 7. A claim recorded before the key had one spelling at the origin (`core::key` rule 6;
+//!    [`Reconciling::spelling_known`] false) may have sent the client's own spelling, which
+//!    the lookup does not ask for: its "not found" says nothing, and the key stays unknown
+//!    (asked again with backoff, in case it finds the answer) until its record expires.
 //!
 //! What the origin's lookup must promise is in docs/operations.md: it sees every committed
 //! execution, "not found" is final (the operation can no longer execute), it answers only
@@ -42,6 +56,8 @@
 
 use super::codec::{Reader, Writer};
 use super::config::ObjectPolicy;
+use super::key::IdempotencyKey;
+use super::problem::{Problem, ProblemKind};
 use super::record::{Millis, StoredResponse};
 use super::text;
 use super::wire::{decode_policy, encode_policy};
@@ -98,6 +114,10 @@ impl ReconcileRoute {
         if template.chars().any(|c| c.is_whitespace() || c.is_control()) || template.contains('#') {
             return Err("expected a URL without spaces or a fragment".to_owned());
         }
+        // With a key that cannot make one, a dot segment is the template's own.
+        if has_dot_segment(&text::replace(path, KEY_PLACEHOLDER, "k")) {
+            return Err("expected a path without . or .. segments".to_owned());
+        }
         let not_found = match not_found {
             None => DEFAULT_NOT_FOUND,
             Some(status @ 400..=499) if !matches!(status, 401 | 403 | 408 | 409 | 425 | 429) => status as u16,
@@ -116,9 +136,36 @@ impl ReconcileRoute {
         text::replace(&self.template, KEY_PLACEHOLDER, &percent_encode(key))
     }
 
+    /// The lookup's URL for `key`, in the spelling the origin receives (rule 1), or the
+    /// refusal of a key that would make it another URL (rule 6).
+    pub fn lookup_url(&self, key: &IdempotencyKey) -> Result<String, Problem> {
+        let url = self.url_for(&key.forwarded());
+        let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
+        // As `parse` splits it: the authority ends at the first `/` or `?`.
+        let path = &rest[rest.find(['/', '?']).unwrap_or(rest.len())..];
+        if has_dot_segment(path) {
+            return Err(Problem::new(
+                ProblemKind::InvalidKey,
+                "This Idempotency-Key cannot be looked up on this route: a key of . or .. would change the reconciliation URL. Nothing was stored or forwarded; use another key.",
+            ));
+        }
+        Ok(url)
+    }
+
     pub fn template(&self) -> &str {
         &self.template
     }
+}
+
+/// Whether the path of a URL (what follows its authority, up to any query) has a segment
+/// that a WHATWG URL parser resolves away: `.` or `..`, with either dot possibly written
+/// `%2e` or `%2E`. `\` separates segments as `/` does (for `http` and `https`).
+fn has_dot_segment(path_and_query: &str) -> bool {
+    let path = path_and_query.split('?').next().unwrap_or("");
+    path.split(['/', '\\']).any(|segment| {
+        let lower = segment.to_ascii_lowercase();
+        matches!(lower.as_str(), "." | "%2e" | ".." | ".%2e" | "%2e." | "%2e%2e")
+    })
 }
 
 /// Every byte but RFC 3986's unreserved characters, percent-encoded.
@@ -151,6 +198,12 @@ pub struct Reconciling {
     /// The route's policy as the claim had it: the alarm has no request to read it from
     /// (the lookup's timeout, the answer's cap and TTL, the origin's service binding).
     pub policy: Box<ObjectPolicy>,
+    /// The claim forwarded the key in its one spelling, the lookup's (`core::key` rule 6).
+    /// Not so for a claim made before that rule (its record has no mark of it,
+    /// `core::record`): its first attempt carried the client's own spelling, perhaps
+    /// `"k"` where the lookup asks for `k`, so its lookup's "not found" is not believed
+    /// (rule 7); "executed" still is.
+    pub spelling_known: bool,
 }
 
 const RECONCILING_VERSION: u8 = 1;
@@ -181,6 +234,8 @@ impl Reconciling {
             asked: input.u16().ok()?,
             next_at: input.u64().ok()?,
             policy: Box::new(decode_policy(input.bytes().ok()?).ok()?),
+            // Kept beside the extension, as a mark of its own (`core::record`).
+            spelling_known: false,
         };
         input.finish().ok()?;
         (!reconciling.sealed_lookup.is_empty()).then_some(reconciling)
@@ -277,6 +332,9 @@ mod tests {
             ("https://h/v1/charges", "{key}"),
             ("https://h/{key}#frag", "fragment"),
             ("https://h/{key} x", "spaces"),
+            ("https://h/v1/../{key}", ". or .."),
+            ("https://h/v1/%2E/{key}", ". or .."),
+            ("https://h/v1/{key}/..?x=1", ". or .."),
         ] {
             let error = ReconcileRoute::parse(template, None).unwrap_err();
             assert!(error.contains(why), "{template}: {error}");
@@ -291,6 +349,75 @@ mod tests {
     fn said(status: u16, headers: &[(&str, &str)]) -> Option<(u16, Option<StoredResponse>)> {
         let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
         Some((status, Some(StoredResponse { status, headers, body: b"{}".to_vec() })))
+    }
+
+    fn key(raw: &str) -> IdempotencyKey {
+        crate::core::key::parse_key(raw.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_lookup_carries_the_forwarded_spelling() {
+        let query = ReconcileRoute::parse("https://h/v1/charges?idempotency_key={key}", None).unwrap();
+        for spelling in ["k1", "\"k1\""] {
+            assert_eq!(query.lookup_url(&key(spelling)).unwrap(), "https://h/v1/charges?idempotency_key=k1");
+        }
+        // A key that cannot be written bare is asked as the sf-string the origin received.
+        assert_eq!(
+            query.lookup_url(&key("\"a,b\"")).unwrap(),
+            "https://h/v1/charges?idempotency_key=%22a%2Cb%22"
+        );
+    }
+
+    #[test]
+    fn a_key_that_would_make_a_dot_segment_is_refused() {
+        let path = ReconcileRoute::parse("https://h/v1/operations/{key}", None).unwrap();
+        let query = ReconcileRoute::parse("https://h/v1/operations?key={key}", None).unwrap();
+        let prefixed = ReconcileRoute::parse("https://h/v1/operations/.{key}/x", None).unwrap();
+        for dots in [".", "..", "\".\"", "\"..\""] {
+            let refused = path.lookup_url(&key(dots)).unwrap_err();
+            assert_eq!(refused.kind, ProblemKind::InvalidKey, "{dots}");
+            assert_eq!(refused.status(), 400);
+            assert!(query.lookup_url(&key(dots)).is_ok(), "{dots}: a query is no path");
+        }
+        assert!(prefixed.lookup_url(&key(".")).is_err(), ".{{key}} with the key . is ..");
+        assert!(prefixed.lookup_url(&key("..")).is_ok(), "... is no dot segment");
+        // Slashes and dots in a query are no path.
+        let query_only = ReconcileRoute::parse("https://h?path=/./{key}", None).unwrap();
+        assert_eq!(query_only.lookup_url(&key("..")).unwrap(), "https://h?path=/./..");
+        // Keys that are dot segments once decoded are encoded again: never one themselves.
+        for (raw, segment) in [
+            ("%2e", "%252e"),
+            ("%2E%2E", "%252E%252E"),
+            (".%2e", ".%252e"),
+            ("...", "..."),
+            ("./..", ".%2F.."),
+            (r#""\\..""#, "%22%5C%5C..%22"),
+            (r#"".\\.""#, "%22.%5C%5C.%22"),
+            ("a/../b", "a%2F..%2Fb"),
+        ] {
+            let url = path.lookup_url(&key(raw)).unwrap_or_else(|_| panic!("{raw} is refused"));
+            assert_eq!(url, format!("https://h/v1/operations/{segment}"), "{raw}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the key, the lookup's path is the template's: one segment for `{key}`,
+        /// never a dot segment, or the key is refused.
+        #[test]
+        fn a_lookups_path_is_the_templates(raw in "[./%2eE\\\\a]{1,6}|[ -~]{1,12}") {
+            let route = ReconcileRoute::parse("https://h/v1/operations/{key}/status", None).unwrap();
+            let quoted = format!("\"{}\"", raw.replace('\\', "\\\\").replace('"', "\\\""));
+            let Ok(parsed) = crate::core::key::parse_key(quoted.as_bytes()) else { return Ok(()) };
+            match route.lookup_url(&parsed) {
+                Ok(url) => {
+                    let path = url.strip_prefix("https://h").unwrap();
+                    let segments: Vec<&str> = path.split(['/', '\\']).collect();
+                    proptest::prop_assert_eq!(segments.len(), 5, "{}", url);
+                    proptest::prop_assert!(!has_dot_segment(path), "{}", url);
+                }
+                Err(_) => proptest::prop_assert!(matches!(parsed.as_str(), "." | "..")),
+            }
+        }
     }
 
     #[test]
@@ -380,6 +507,7 @@ mod tests {
             asked: 2,
             next_at: 99,
             policy: Box::new(crate::core::format_fixtures::policy()),
+            spelling_known: false,
         };
         assert_eq!(Reconciling::decode(&reconciling.encode()), Some(reconciling.clone()));
         let mut other_version = reconciling.encode();

@@ -329,6 +329,9 @@ impl Covered {
         let end_to_end = config.end_to_end_headers(policy);
         let tokens = honoured_connection_tokens(lines.get("connection").as_deref(), &end_to_end);
         let outgoing = filtered_copy(&self.req.headers(), lines, |name| forward_to_origin(name, &tokens))?;
+        // One spelling of the key at the origin, whatever this request's (`core::key` rule
+        // 6): the first attempt, every re-send and a fail-open forward carry it.
+        outgoing.set(policy.key_header.lowercase, &self.key.forwarded())?;
         if settings::get(&self.env).trusted_client_ip {
             replace_client_ip(&outgoing)?;
         }
@@ -350,11 +353,16 @@ impl Covered {
             probe_origin: config.probes_origin(policy),
             step: KeyStep::Enforce { accept_async },
             trace: self.trace.clone(),
-            reconcile: policy.reconcile.map(|route| ReconcileCall {
-                url: route.url_for(self.key.as_str()),
-                not_found: route.not_found,
-                scope_headers: config.scope.lookup_headers(),
-            }),
+            reconcile: match policy.reconcile.map(|route| (route, route.lookup_url(&self.key))) {
+                None => None,
+                Some((route, Ok(url))) => Some(ReconcileCall {
+                    url,
+                    not_found: route.not_found,
+                    scope_headers: config.scope.lookup_headers(),
+                }),
+                // `core::edge` refused such a key already; never asked of another URL.
+                Some((_, Err(refused))) => return Ok(self.refuse(&refused)),
+            },
         });
         outgoing.set(ENVELOPE_HEADER, &call.encode())?;
         let wire_method = edge::method_on_the_wire(&self.trace.method);

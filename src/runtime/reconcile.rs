@@ -118,6 +118,8 @@ impl KeyObject {
                 asked: 0,
                 next_at: 0,
                 policy: Box::new(call.policy.clone()),
+                // The Worker forwards the key, and built this URL, in its one spelling.
+                spelling_known: true,
             })),
             Err(error) => {
                 console_error!(

@@ -400,7 +400,7 @@ fn past_the_dev_proxy(w: &Worker) -> SocketAddr {
 }
 
 /// A client's `Connection` that names the key header or the credential takes neither off
-/// the forward (issue 46.8): the edge keyed and scoped the request by them, so the origin
+/// the forward: the edge keyed and scoped the request by them, so the origin
 /// receives the key the edge keyed by, the signature's key line is that key (the origin
 /// checks it against the header it received), and the origin sees the caller the edge
 /// scoped. Another header named there is still dropped as hop-by-hop. Sent to workerd's
@@ -448,6 +448,25 @@ fn connection_never_takes_the_key_or_the_caller_off_the_forward() {
             "another named header stays hop-by-hop: {headers:?}"
         );
     }
+}
+
+/// One key, one spelling at the origin: a quoted key reaches the origin bare, and the
+/// signature's key line is that spelling (the origin verifies it against the header it
+/// received); a bare retry replays.
+#[test]
+fn a_quoted_key_is_forwarded_and_signed_in_its_one_spelling() {
+    let (w, o) = (hardened(), verifying_origin());
+    let marker = unique("spelled");
+    let path = format!("/v1/charges/{marker}");
+    let key = unique("k");
+    let first = w.send(&payment(&path, &format!("\"{key}\"")));
+    assert_eq!(first.status, 201, "the origin verified the signature: {first:?}");
+    let retry = w.send(&payment(&path, &key));
+    assert!(retry.is_replayed(), "{retry:?}");
+    let seen = o.seen_at(&marker);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].verdict.is_ok(), "{seen:?}");
+    assert_eq!(header_value(&seen[0].headers, "idempotency-key"), Some(key.as_str()), "{seen:?}");
 }
 
 #[test]

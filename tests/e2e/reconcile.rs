@@ -15,7 +15,7 @@ use crate::support::assert::{assert_problem, check_problem};
 use crate::support::http::{Request, Response};
 use crate::support::ledger_origin::{LedgerOrigin, Plan};
 use crate::support::logs::wait_for_line;
-use crate::support::requests::{new_credential, new_key, register_secret};
+use crate::support::requests::{new_credential, new_key, register_secret, unique};
 use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
 
 /// Short, so that a stalled charge becomes unknown quickly; the lease is this plus 10 s.
@@ -39,7 +39,8 @@ const BRIEF_TTL_SECONDS: u64 = 5;
 /// TTL shorter than the origin's ledger keeps keys; `/v1/gone/charges` with a lookup whose
 /// "not found" is 410 (`reconcile_not_found`); `/v1/typo/charges` with a template that
 /// names a path the origin does not serve; `/v1/strict/charges` with narrowed release
-/// statuses that need the origin's confirmation.
+/// statuses that need the origin's confirmation; `/v1/operations` with a lookup whose
+/// template puts `{key}` in its path; `/v1/resent` to an origin that deduplicates by key.
 fn vars(origin: &LedgerOrigin, secret: &str) -> Vec<(String, String)> {
     let (lookup, gone) = (origin.reconcile_url(), origin.gone_reconcile_url());
     let typo = lookup.replace("/v1/charges?", "/v1/charge?");
@@ -48,7 +49,10 @@ fn vars(origin: &LedgerOrigin, secret: &str) -> Vec<(String, String)> {
             {{"pattern":"/v1/brief/charges","ttl_seconds":{BRIEF_TTL_SECONDS},"reconcile_url":"{lookup}"}},
             {{"pattern":"/v1/gone/charges","reconcile_url":"{gone}","reconcile_not_found":410}},
             {{"pattern":"/v1/typo/charges","reconcile_url":"{typo}"}},
-            {{"pattern":"/v1/strict/charges","release_statuses":[503],"release_requires_header":true,"reconcile_url":"{lookup}"}}]"#
+            {{"pattern":"/v1/strict/charges","release_statuses":[503],"release_requires_header":true,"reconcile_url":"{lookup}"}},
+            {{"pattern":"/v1/operations","reconcile_url":"{path_lookup}"}},
+            {{"pattern":"/v1/resent","origin_deduplicates":true}}]"#,
+        path_lookup = origin.reconcile_path_url()
     );
     let secret = secret.to_owned();
     register_secret(ADMIN_TOKEN);
@@ -743,4 +747,118 @@ fn a_jobs_unknown_outcome_is_looked_up_and_the_poll_gets_the_charge() {
     assert_reconciled(&done, &key);
     assert!(o.lookups(&key) >= 1, "looked up");
     assert_eq!(o.charges(&key), 1, "one charge: the job's send, never again");
+}
+
+/// One key, one spelling at the origin: a first attempt that quotes its key (the IETF
+/// draft's sf-string) and whose reply is lost is found by the lookup, because the origin
+/// received, and the lookup asks for, the same spelling; the bare retry is the same key
+/// there too. (Before, the origin stored `"k"`, the lookup asked for `k`, found nothing,
+/// and the retry, once that was believed, charged again.)
+#[test]
+fn a_quoted_key_is_looked_up_in_the_spelling_the_origin_received() {
+    let (o, w) = reconciling();
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    let quoted = format!("\"{key}\"");
+    // Whichever spelling reaches the origin, its first charge's reply is lost.
+    o.plan_next(&key, Plan::ChargeThenStall(STALL));
+    o.plan_next(&quoted, Plan::ChargeThenStall(STALL));
+    assert_problem(&w.send(&charge(&quoted, &credential)), 502, "outcome-unknown");
+    assert_eq!(o.charges(&key) + o.charges(&quoted), 1, "charged, reply lost");
+    // Past the origin timeout, a "not found" would be believed and release the key.
+    thread::sleep(Duration::from_secs(ORIGIN_TIMEOUT_SECONDS + 1));
+    let retries: Vec<Response> =
+        [&key, &quoted].iter().map(|spelling| w.send(&charge(spelling, &credential))).collect();
+    assert_eq!(o.charges(&key) + o.charges(&quoted), 1, "executed once");
+    for retry in &retries {
+        assert_reconciled(retry, &key);
+    }
+    assert_eq!(o.arrivals(&key), 1, "the origin received the bare spelling, once");
+    assert_eq!(o.arrivals(&quoted), 0, "and never the quoted one");
+}
+
+/// A lookup URL is the template's whatever the key: under a path template, the keys `.`
+/// and `..` (bare or quoted) would ask `/v1/operations/` or `/v1/`, whose 404 would release
+/// the key, so they are refused before anything is stored or forwarded. Keys that are dot
+/// segments only once decoded are encoded again and looked up as sent.
+#[test]
+fn a_key_of_dots_is_refused_under_a_path_template_and_encoded_dots_are_looked_up() {
+    let (o, w) = reconciling();
+    let credential = new_credential("reconcile");
+    let post = |key: &str| {
+        Request::post("/v1/operations")
+            .header("Authorization", &credential)
+            .header("Idempotency-Key", key)
+            .json(CHARGE)
+            .timeout(Duration::from_secs(120))
+    };
+    // Where the key is in the query, `..` is an ordinary key.
+    let dots = w.send(&charge("..", &credential));
+    assert_eq!(dots.status, 201, "{dots:?}");
+    // Each first attempt's reply would be lost; past the origin timeout, a "not found" of
+    // the collapsed URL would be believed and the retry would charge again.
+    let keys = [".", "..", "\".\"", "\"..\""];
+    let before: Vec<usize> = keys.iter().map(|key| o.charges(key)).collect();
+    let firsts: Vec<Response> = keys
+        .iter()
+        .map(|key| {
+            o.plan_next(key, Plan::ChargeThenStall(STALL));
+            w.send(&post(key))
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(ORIGIN_TIMEOUT_SECONDS + 1));
+    let retries: Vec<Response> = keys.iter().map(|key| w.send(&post(key))).collect();
+    for (i, key) in keys.iter().enumerate() {
+        assert!(o.charges(key) - before[i] <= 1, "{key}: executed at most once");
+    }
+    for (i, key) in keys.iter().enumerate() {
+        assert_problem(&firsts[i], 400, "invalid-key");
+        assert_problem(&retries[i], 400, "invalid-key");
+        assert_eq!(o.charges(key), before[i], "{key}: nothing forwarded");
+    }
+    // Dot segments once decoded (`%2e`), or dots with more: each charge's reply is lost, and
+    // the lookup by path finds it under the key as the origin stored it.
+    let tag = &unique("d")[..8];
+    for key in
+        [format!("%2e{tag}"), "%2e".to_owned(), "%2E%2E".to_owned(), ".%2e".to_owned(), "...".to_owned()]
+    {
+        o.plan_next(&key, Plan::ChargeThenStall(STALL));
+        assert_problem(&w.send(&post(&key)), 502, "outcome-unknown");
+        let retry = w.send(&post(&key));
+        assert_reconciled(&retry, &key);
+        assert_eq!(o.charges(&key), 1, "{key}: executed once");
+        assert!(o.lookups(&key) >= 1, "{key}: looked up by its own path");
+    }
+}
+
+/// A re-send to an origin that deduplicates, refused as a client error (a Stripe-like 400
+/// `idempotency_error`), says nothing of the first attempt, which got no answer: the key is
+/// held unknown and the caller told so, never given the 400 as the key's answer; the next
+/// re-send gets the origin's stored charge, once.
+#[test]
+fn a_resend_refused_as_a_client_error_is_held_unknown_not_stored() {
+    let (o, w) = reconciling();
+    let (key, credential) = (new_key(), new_credential("resent"));
+    let post = || {
+        Request::post("/v1/resent")
+            .header("Authorization", &credential)
+            .header("Idempotency-Key", &key)
+            .json(CHARGE)
+            .timeout(Duration::from_secs(120))
+    };
+    o.plan_next(&key, Plan::ChargeThenStall(STALL));
+    o.plan_next(&key, Plan::RefuseAsReused);
+    o.plan_next(&key, Plan::ReplayCharge);
+    assert_problem(&w.send(&post()), 502, "outcome-unknown");
+    assert_eq!(o.charges(&key), 1, "charged, reply lost");
+    let refused = w.send(&post());
+    assert_problem(&refused, 502, "outcome-unknown");
+    assert_eq!(o.arrivals(&key), 2, "sent again, and refused");
+    let settled = w.send(&post());
+    assert_eq!(settled.status, 201, "the origin's stored charge, not a stored 400: {settled:?}");
+    assert_eq!(settled.json()["key"], key.as_str());
+    assert_eq!(o.arrivals(&key), 3);
+    let replay = w.send(&post());
+    assert!(replay.is_replayed(), "{replay:?}");
+    assert_eq!(replay.body, settled.body);
+    assert_eq!(o.charges(&key), 1, "executed once");
 }

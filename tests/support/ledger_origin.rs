@@ -22,7 +22,11 @@
 //!   "not found" is 410 (a route's `reconcile_not_found`). The test may make a key's next
 //!   lookups fail with 503 ([`LedgerOrigin::fail_next_lookups`]) or wait a while before they
 //!   answer ([`LedgerOrigin::hang_next_lookups`]: past the origin timeout, or still running
-//!   when retries arrive). Lookups are counted as they arrive.
+//!   when retries arrive). Lookups are counted as they arrive. `GET /v1/operations/K` is
+//!   the same lookup with the key in the path (K one segment).
+//! - The key is the header's value exactly as it came (a quoted key stays quoted), as a
+//!   Stripe-like API keeps it; a lookup's `K` is percent-decoded and compared with it.
+//!   Charges are taken at `POST /v1/…/charges`, `/v1/operations` and `/v1/resent`.
 //! - Any other path answers 404 without the marker, as a router does (counted per key when
 //!   its query names one: [`LedgerOrigin::strays`]).
 //!
@@ -58,6 +62,12 @@ pub enum Plan {
     DropWhenAbandoned,
     /// Refuse the caller with this status (401, 403) and charge nothing.
     Refuse(u16),
+    /// Charge nothing and answer 400 `idempotency_error`, as a Stripe-like API refuses a
+    /// request it will not run under the key.
+    RefuseAsReused,
+    /// Answer 201 with the charge already made under the key (none made), as an origin that
+    /// deduplicates by key answers a re-send.
+    ReplayCharge,
 }
 
 #[derive(Default)]
@@ -124,6 +134,16 @@ impl LedgerOrigin {
     /// The lookup whose "not found" is 410.
     pub fn gone_reconcile_url(&self) -> String {
         format!("{}/v1/gone/charges?idempotency_key={{key}}", self.url())
+    }
+
+    /// The route option for a lookup with the key in the path.
+    pub fn reconcile_path_url(&self) -> String {
+        format!("{}/v1/operations/{{key}}", self.url())
+    }
+
+    /// Charge requests that arrived with `key` as their header's value.
+    pub fn arrivals(&self, key: &str) -> usize {
+        self.shared.lock().arrivals_by_key.get(key).map_or(0, Vec::len)
     }
 
     /// What the next charge under `key` does.
@@ -272,6 +292,12 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>, secret: &[u8]) {
             "/v1/gone/charges" => 410,
             _ => 0,
         };
+        // The lookup with the key in the path: one non-empty segment.
+        let path_key = path.strip_prefix("/v1/operations/").filter(|k| !k.is_empty() && !k.contains('/'));
+        let (queried_key, not_found) = match path_key {
+            Some(key) => (Some(percent_decode(key)), 404),
+            None => (queried_key, not_found),
+        };
         return match queried_key {
             Some(key) if not_found != 0 => {
                 look_up(&mut stream, shared, &received.headers, &auth, &key, not_found)
@@ -284,7 +310,8 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>, secret: &[u8]) {
             }
         };
     }
-    if received.method != "POST" || !(path.starts_with("/v1/") && path.ends_with("/charges")) {
+    let charges = (path.starts_with("/v1/") && path.ends_with("/charges")) || matches!(path, "/v1/operations" | "/v1/resent");
+    if received.method != "POST" || !charges {
         return respond(&mut stream, 404, &[], r#"{"error":"no such path"}"#);
     }
     let key = header_value(&received.headers, "idempotency-key").unwrap_or_default().to_string();
@@ -316,6 +343,14 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>, secret: &[u8]) {
             charge(shared);
             thread::sleep(stall);
             let _ = stream.shutdown(Shutdown::Both);
+        }
+        Some(Plan::RefuseAsReused) => {
+            respond(&mut stream, 400, &[], r#"{"error":{"type":"idempotency_error"}}"#);
+        }
+        Some(Plan::ReplayCharge) => {
+            let stored = shared.update(|s| s.ledger.get(&(auth.clone(), key.clone())).map(|(json, _)| json.clone()));
+            let json = stored.unwrap_or_else(|| charge(shared));
+            respond(&mut stream, 201, &[], &json);
         }
         Some(Plan::StallThenDrop(stall)) => {
             thread::sleep(stall);

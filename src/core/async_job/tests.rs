@@ -308,6 +308,7 @@ fn a_body_too_large_for_a_job_is_served_synchronously_and_keeps_the_routes_looku
         asked: 0,
         next_at: 0,
         policy: Box::new(policy(None)),
+        spelling_known: true,
     };
     let mut arrival = plain_arrival(FP, 1, None, None);
     if let Event::Arrival { accept, lookup: brought, body_bytes, .. } = &mut arrival {
@@ -336,6 +337,7 @@ fn a_jobs_unknown_outcome_keeps_the_routes_lookup_and_is_looked_up() {
         asked: 3,
         next_at: 5,
         policy: Box::new(policy(None)),
+        spelling_known: true,
     };
     let with_lookup = |max| {
         let mut arrival = async_arrival(FP, 1, max);

@@ -12,6 +12,7 @@ fn lookup() -> Reconciling {
         asked: 0,
         next_at: 0,
         policy: Box::new(crate::core::format_fixtures::policy()),
+        spelling_known: true,
     }
 }
 
@@ -148,6 +149,39 @@ fn a_dead_claims_not_found_waits_the_origin_timeout_after_its_lease_as_a_timed_o
         let found = reconciled(record, A, Verdict::Executed(answer()), T0 + LEASE);
         assert!(matches!(put(&found), Record::Completed(_)));
     }
+}
+
+/// A claim from before the key had one spelling at the origin may have sent the client's
+/// `"k"` where the lookup asks for `k`: its "not found" never releases the key; "executed"
+/// still settles it.
+#[test]
+fn a_lookup_of_a_claim_from_before_the_one_spelling_releases_nothing() {
+    let since = T0 + 31_000;
+    let old = |record: Record| match record {
+        Record::Unknown(unknown) => Record::Unknown(Unknown {
+            reconcile: unknown.reconcile.map(|r| Reconciling { spelling_known: false, ..r }),
+            ..unknown
+        }),
+        other => other,
+    };
+    let record = old(unknown_at(since));
+    for at in [since + 30_000, since + TTL / 2] {
+        let step = reconciled(&record, A, Verdict::NotExecuted, at);
+        let Record::Unknown(still) = put(&step) else { panic!("released: {step:?}") };
+        let next = still.reconcile.as_ref().map(|r| (r.asked, r.spelling_known));
+        assert_eq!(next, Some((1, false)), "asked again later, as after any lookup that said nothing");
+        assert!(still.reconcile.unwrap().next_at > at);
+    }
+    let executed = reconciled(&record, A, Verdict::Executed(answer()), since + 10);
+    assert!(matches!(put(&executed), Record::Completed(_)), "{executed:?}");
+    // A dead claim from before, likewise.
+    let Record::InFlight(claim) = claimed() else { panic!() };
+    let dead = Record::InFlight(InFlight {
+        reconcile: claim.reconcile.clone().map(|r| Reconciling { spelling_known: false, ..r }),
+        ..claim
+    });
+    let step = reconciled(&dead, A, Verdict::NotExecuted, T0 + LEASE + 30_000);
+    assert!(matches!(put(&step), Record::Unknown(_)), "{step:?}");
 }
 
 #[test]

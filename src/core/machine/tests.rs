@@ -970,6 +970,7 @@ impl Sim {
             asked: 0,
             next_at: 0,
             policy: Box::new(self.policy.clone()),
+            spelling_known: true,
         })
     }
 
@@ -1665,6 +1666,41 @@ fn a_resent_attempt_that_stays_unknown_keeps_its_count() {
     }
     let other = super::step(Some(&unknown_sent(1, UnknownReason::OriginTimeout)), arrival, T0);
     assert_eq!(rejection(&other).kind, ProblemKind::KeyReused);
+}
+
+/// A re-send refused as a client error (an origin's 400 `idempotency_error`, or any 4xx
+/// the first attempt never got) is held unknown and told as unknown; a first attempt's 4xx,
+/// and a re-send's 2xx or 5xx, are the key's answer as ever.
+#[test]
+fn a_resent_attempt_refused_as_a_client_error_stays_unknown() {
+    let resent = Record::InFlight(InFlight { origin_attempts: 2, ..claim(B, T0) });
+    for status in [400, 404, 422] {
+        let step = step(Some(&resent), responded(B, &response(status)), T0 + 10);
+        let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{status}: {step:?}") };
+        assert_eq!((held.attempt, held.origin_attempts, held.reason), (B, 2, UnknownReason::ResetAfterSend));
+        let (attempt, answer, origin_answered) = settle_of(&step.actions);
+        assert_eq!((attempt, origin_answered), (B, false), "{status}: the origin's refusal is not passed on");
+        assert_eq!(answer.status, 502, "{status}");
+        assert_eq!(problem_json(answer)["type"].as_str().map(|t| t.ends_with("outcome-unknown")), Some(true));
+        // The next retry sends it again (the origin deduplicates), never replays the 4xx.
+        let next = super::step(
+            Some(&Record::Unknown(held.clone())),
+            arrival_to_deduplicating_origin(5, None),
+            T0 + 20,
+        );
+        assert!(matches!(next.actions[..], [Action::SetAlarm(_), Action::Forward { .. }]), "{next:?}");
+    }
+    // A re-send's answer that is not a client error is stored.
+    for status in [201, 500] {
+        let step = step(Some(&resent), responded(B, &response(status)), T0 + 10);
+        assert!(matches!(&step.change, RecordChange::Put(Record::Completed(_))), "{status}: {step:?}");
+    }
+    // A 4xx that releases (409, the origin's "still running") releases as before.
+    let step = super::step(Some(&resent), responded(B, &response(409)), T0 + 10);
+    assert_eq!(step.change, RecordChange::Delete);
+    // A first attempt's 4xx is its answer.
+    let first = super::step(Some(&in_flight(B, T0)), responded(B, &response(400)), T0 + 10);
+    assert!(matches!(&first.change, RecordChange::Put(Record::Completed(_))), "{first:?}");
 }
 
 /// The fencing that the runtime asks again just before it writes an outcome it had to

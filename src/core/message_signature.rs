@@ -10,7 +10,7 @@
 //! ```text
 //! Content-Digest: sha-256=:<base64 of the body's SHA-256>:
 //! Idempotency-Edge-Protection: protected | passed
-//! Signature-Input: edge=("@method" "@target-uri" "content-digest" "idempotency-key" "idempotency-edge-protection");created=<unix seconds>;keyid="idempotency-edge";alg="hmac-sha256";nonce="<32 hex digits>"
+//! Signature-Input: edge=("@method" "@target-uri" "content-digest" "idempotency-key" "idempotency-edge-protection");created=<unix seconds>;keyid="idempotency-edge";alg="hmac-sha256";nonce="<32 hex digits>";tag="idempotency-edge"
 //! Signature: edge=:<base64 of the HMAC-SHA-256>:
 //! ```
 //!
@@ -18,12 +18,16 @@
 //! 1. The covered components, in this order: the method, the target URI as sent, the
 //!    `Content-Digest` (RFC 9530, `sha-256`, of the body as sent; an empty body has one
 //!    too), the route's key header (`Idempotency-Key`, or the header `key_header` names)
-//!    when the request carries one, and the edge's protection verdict: `protected` when the
-//!    key's object claimed the request and sends it (at most once per key), `passed` when
-//!    the Worker sends it on without protection.
-//! 2. The parameters: `created` (the signing time), a random `nonce` (16 bytes, hex; the
-//!    origin refuses one it has seen within its tolerance, so a captured request replayed is
-//!    refused), `alg="hmac-sha256"` and `keyid="idempotency-edge"`. The key is the secret's
+//!    when the request carries one, the edge's protection verdict (`protected` when the
+//!    key's object claimed the request and sends it, at most once per key; `passed` when
+//!    the Worker sends it on without protection), and on a lookup of an unknown outcome the
+//!    claim's time (`Idempotency-Claimed-At`, `core::reconcile`), which the lookup answers
+//!    from.
+//! 2. The parameters: `created` (the signing time), `keyid="idempotency-edge"`,
+//!    `alg="hmac-sha256"`, a random `nonce` (16 bytes, hex; the origin refuses one it has
+//!    seen within its tolerance, so a captured request replayed is refused) and
+//!    `tag="idempotency-edge"`, by which a verifier picks this signature out of others the
+//!    request may carry (a client's own, under another label). The key is the secret's
 //!    bytes as set (UTF-8).
 //! 3. The signature base is RFC 9421 §2.5's: one line per component, `"name": value`, then
 //!    `"@signature-params": ` and the serialized `Signature-Input` member, joined by `\n`
@@ -49,6 +53,10 @@ pub const LABEL: &str = "edge";
 pub const KEY_ID: &str = "idempotency-edge";
 /// The `alg` parameter.
 pub const ALGORITHM: &str = "hmac-sha256";
+/// The `tag` parameter: this application's signature among any others.
+pub const TAG: &str = "idempotency-edge";
+/// The lookup's claim time, covered when the request carries it.
+pub const CLAIMED_AT_HEADER: &str = "idempotency-claimed-at";
 /// The header that carries the edge's protection verdict (rule 1).
 pub const PROTECTION_HEADER: &str = "idempotency-edge-protection";
 pub const CONTENT_DIGEST_HEADER: &str = "content-digest";
@@ -66,6 +74,8 @@ pub struct Covered<'a> {
     /// The route's key header, lower case, and its value as sent, when the request has one.
     pub key: Option<(&'a str, &'a str)>,
     pub protection: Protection,
+    /// A lookup's `Idempotency-Claimed-At` value, when the request carries one.
+    pub claimed_at: Option<&'a str>,
     pub created: u64,
     /// Lowercase hex of [`NONCE_BYTES`] random bytes.
     pub nonce: &'a str,
@@ -117,14 +127,18 @@ fn signature_params(covered: &Covered<'_>) -> String {
         names.push(name);
     }
     names.push(PROTECTION_HEADER);
+    if covered.claimed_at.is_some() {
+        names.push(CLAIMED_AT_HEADER);
+    }
     let list: Vec<String> = names.into_iter().map(sf_string).collect();
     format!(
-        "({});created={};keyid={};alg={};nonce={}",
+        "({});created={};keyid={};alg={};nonce={};tag={}",
         list.join(" "),
         covered.created,
         sf_string(KEY_ID),
         sf_string(ALGORITHM),
-        sf_string(covered.nonce)
+        sf_string(covered.nonce),
+        sf_string(TAG)
     )
 }
 
@@ -145,6 +159,9 @@ fn base_with_params(covered: &Covered<'_>, content_digest: &str, params: &str) -
         lines.push(format!("\"{name}\": {}", value.trim()));
     }
     lines.push(format!("\"{PROTECTION_HEADER}\": {}", covered.protection.as_str()));
+    if let Some(claimed_at) = covered.claimed_at {
+        lines.push(format!("\"{CLAIMED_AT_HEADER}\": {}", claimed_at.trim()));
+    }
     lines.push(format!("\"@signature-params\": {params}"));
     lines.join("\n")
 }
@@ -207,10 +224,10 @@ pub fn verify(
 ) -> Result<Verified, Refusal> {
     let input = header(SIGNATURE_INPUT_HEADER).ok_or(Refusal::Missing)?;
     let signature = header(SIGNATURE_HEADER).ok_or(Refusal::Missing)?;
-    let member = input.trim().strip_prefix(&format!("{LABEL}=")).ok_or(Refusal::Malformed)?;
+    let member = dictionary_member(&input, LABEL).ok_or(Refusal::Malformed)?;
     let (names, params) = parse_member(member).ok_or(Refusal::Malformed)?;
     let param = |name: &str| params.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
-    if param("alg") != Some(ALGORITHM) || param("keyid") != Some(KEY_ID) {
+    if param("alg") != Some(ALGORITHM) || param("keyid") != Some(KEY_ID) || param("tag") != Some(TAG) {
         return Err(Refusal::Malformed);
     }
     let created: u64 = param("created").and_then(|c| c.parse().ok()).ok_or(Refusal::Malformed)?;
@@ -222,10 +239,12 @@ pub fn verify(
         return Err(Refusal::Stale);
     }
     let key = header(key_header);
+    let claimed_at = header(CLAIMED_AT_HEADER);
     let expected_names: Vec<&str> = ["@method", "@target-uri", CONTENT_DIGEST_HEADER]
         .into_iter()
         .chain(key.as_ref().map(|_| key_header))
         .chain([PROTECTION_HEADER])
+        .chain(claimed_at.as_ref().map(|_| CLAIMED_AT_HEADER))
         .collect();
     if names.iter().map(String::as_str).ne(expected_names.iter().copied()) {
         return Err(Refusal::Uncovered);
@@ -244,18 +263,34 @@ pub fn verify(
         target_uri,
         key: key.as_deref().map(|value| (key_header, value)),
         protection,
+        claimed_at: claimed_at.as_deref(),
         created,
         nonce,
     };
     let base = base_with_params(&covered, &digest, member);
-    let sent = signature
-        .trim()
-        .strip_prefix(&format!("{LABEL}=:"))
-        .and_then(|rest| rest.strip_suffix(':'))
+    let sent = dictionary_member(&signature, LABEL)
+        .and_then(|value| value.strip_prefix(':')?.strip_suffix(':'))
         .and_then(|b64| BASE64.decode(b64).ok())
         .ok_or(Refusal::Malformed)?;
     mac(secret, &base).verify_slice(&sent).map_err(|_| Refusal::Mismatch)?;
     Ok(Verified { nonce: nonce.to_owned(), protection, created })
+}
+
+/// The member labelled `label` of a dictionary field (members joined by `,`, as when a
+/// client's own signature precedes this one). A label found twice, or a value that cannot be
+/// told apart from another member, is no member: the verifier refuses rather than guesses.
+fn dictionary_member<'f>(field: &'f str, label: &str) -> Option<&'f str> {
+    let prefix = format!("{label}=");
+    let mut found = None;
+    for member in field.split(',') {
+        if let Some(value) = member.trim().strip_prefix(&prefix) {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(value);
+        }
+    }
+    found
 }
 
 /// A `Signature-Input` member read: the covered components, and the parameters (name, value).

@@ -310,7 +310,8 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>, secret: &[u8]) {
             }
         };
     }
-    let charges = (path.starts_with("/v1/") && path.ends_with("/charges")) || matches!(path, "/v1/operations" | "/v1/resent");
+    let charges = (path.starts_with("/v1/") && path.ends_with("/charges"))
+        || matches!(path, "/v1/operations" | "/v1/resent");
     if received.method != "POST" || !charges {
         return respond(&mut stream, 404, &[], r#"{"error":"no such path"}"#);
     }
@@ -348,7 +349,8 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>, secret: &[u8]) {
             respond(&mut stream, 400, &[], r#"{"error":{"type":"idempotency_error"}}"#);
         }
         Some(Plan::ReplayCharge) => {
-            let stored = shared.update(|s| s.ledger.get(&(auth.clone(), key.clone())).map(|(json, _)| json.clone()));
+            let stored =
+                shared.update(|s| s.ledger.get(&(auth.clone(), key.clone())).map(|(json, _)| json.clone()));
             let json = stored.unwrap_or_else(|| charge(shared));
             respond(&mut stream, 201, &[], &json);
         }

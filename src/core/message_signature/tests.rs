@@ -14,6 +14,7 @@ fn charge<'a>() -> Covered<'a> {
         target_uri: "https://payments.example.com/v1/charges?expand=customer",
         key: Some(("idempotency-key", "order-42-charge")),
         protection: Protection::Protected,
+        claimed_at: None,
         created: 1_796_300_000,
         nonce: "0123456789abcdef0123456789abcdef",
     }
@@ -27,9 +28,9 @@ fn known_answers_from_an_independent_implementation() {
     assert_eq!(signed.content_digest, "sha-256=:Tkk+TODkdMFmMDrIr/sUZM4qVPkpmuHiX3pDYJk9Irs=:");
     assert_eq!(
         signed.signature_input,
-        r#"edge=("@method" "@target-uri" "content-digest" "idempotency-key" "idempotency-edge-protection");created=1796300000;keyid="idempotency-edge";alg="hmac-sha256";nonce="0123456789abcdef0123456789abcdef""#
+        r#"edge=("@method" "@target-uri" "content-digest" "idempotency-key" "idempotency-edge-protection");created=1796300000;keyid="idempotency-edge";alg="hmac-sha256";nonce="0123456789abcdef0123456789abcdef";tag="idempotency-edge""#
     );
-    assert_eq!(signed.signature, "edge=:cFwGClDiAS7D/eFOnhkq2oYJ6K7uUIT6gOX3MvMmbZw=:");
+    assert_eq!(signed.signature, "edge=:VzRwzq+B1B/ZeN2HO6bT87c0IuEKX2j2twb+ygw6YmU=:");
     assert_eq!(signed.protection, "protected");
 
     // No key, passed on unprotected, an empty body (which has a digest too).
@@ -38,6 +39,7 @@ fn known_answers_from_an_independent_implementation() {
         target_uri: "http://127.0.0.1:8788/v1/charges/ch_1",
         key: None,
         protection: Protection::Passed,
+        claimed_at: None,
         created: 1_796_300_001,
         nonce: "ffeeddccbbaa99887766554433221100",
     };
@@ -45,21 +47,23 @@ fn known_answers_from_an_independent_implementation() {
     assert_eq!(signed.content_digest, "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:");
     assert_eq!(
         signed.signature_input,
-        r#"edge=("@method" "@target-uri" "content-digest" "idempotency-edge-protection");created=1796300001;keyid="idempotency-edge";alg="hmac-sha256";nonce="ffeeddccbbaa99887766554433221100""#
+        r#"edge=("@method" "@target-uri" "content-digest" "idempotency-edge-protection");created=1796300001;keyid="idempotency-edge";alg="hmac-sha256";nonce="ffeeddccbbaa99887766554433221100";tag="idempotency-edge""#
     );
-    assert_eq!(signed.signature, "edge=:EXW58s0+9WkKxYevyjDbLSzoyj6mUW/yy80Nf40pZxw=:");
+    assert_eq!(signed.signature, "edge=:nZLgPvMnRO5ebUoOVW8f41OFidUcMGAFsl2OP787bRY=:");
 
-    // A lookup on a route whose key header is X-Request-Id, the key quoted as sent.
+    // A lookup on a route whose key header is X-Request-Id, the key quoted as sent, with the
+    // claim's time.
     let lookup = Covered {
         method: "GET",
         target_uri: "https://payments.example.com/v1/operations?idempotency_key=%22k1%22",
         key: Some(("x-request-id", "\"k1\"")),
         protection: Protection::Protected,
+        claimed_at: Some("1796299990123"),
         created: 1_796_300_002,
         nonce: "00112233445566778899aabbccddeeff",
     };
     let signed = sign(SECRET, &lookup, &Sha256::digest(b""));
-    assert_eq!(signed.signature, "edge=:lKkZTbzNw7fGMYJuOKxdZjNe9FC3lAxubIbzlCtYcsI=:");
+    assert_eq!(signed.signature, "edge=:2NiSaU+OBp95hDe6qA8hww9/jqwGFPAJ2h3QTY3VjgU=:");
 }
 
 #[test]
@@ -72,7 +76,7 @@ fn the_signature_base_is_rfc_9421s() {
          \"content-digest\": sha-256=:Tkk+TODkdMFmMDrIr/sUZM4qVPkpmuHiX3pDYJk9Irs=:\n\
          \"idempotency-key\": order-42-charge\n\
          \"idempotency-edge-protection\": protected\n\
-         \"@signature-params\": (\"@method\" \"@target-uri\" \"content-digest\" \"idempotency-key\" \"idempotency-edge-protection\");created=1796300000;keyid=\"idempotency-edge\";alg=\"hmac-sha256\";nonce=\"0123456789abcdef0123456789abcdef\""
+         \"@signature-params\": (\"@method\" \"@target-uri\" \"content-digest\" \"idempotency-key\" \"idempotency-edge-protection\");created=1796300000;keyid=\"idempotency-edge\";alg=\"hmac-sha256\";nonce=\"0123456789abcdef0123456789abcdef\";tag=\"idempotency-edge\""
     );
 }
 
@@ -91,6 +95,9 @@ impl Received {
             signature.pairs().iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
         if let Some((name, value)) = covered.key {
             headers.push((name.to_owned(), value.to_owned()));
+        }
+        if let Some(claimed_at) = covered.claimed_at {
+            headers.push((CLAIMED_AT_HEADER.to_owned(), claimed_at.to_owned()));
         }
         Received { method: covered.method, target_uri: covered.target_uri, headers, body: body.to_vec() }
     }
@@ -196,6 +203,34 @@ fn the_verifier_accepts_what_is_signed_and_refuses_every_change() {
         ),
         Err(Refusal::Mismatch)
     );
+}
+
+#[test]
+fn the_claims_time_is_covered_on_a_lookup() {
+    let lookup = Covered { claimed_at: Some("1796299990123"), ..charge() };
+    let received = Received::signed(&lookup, b"");
+    assert!(received.verify("idempotency-key", 1_796_300_000).is_ok());
+    let moved = Received::signed(&lookup, b"").set(CLAIMED_AT_HEADER, Some("1"));
+    assert_eq!(moved.verify("idempotency-key", 1_796_300_000), Err(Refusal::Mismatch));
+    let added = Received::signed(&charge(), b"").set(CLAIMED_AT_HEADER, Some("1"));
+    assert_eq!(added.verify("idempotency-key", 1_796_300_000), Err(Refusal::Uncovered));
+}
+
+/// A client's own signature under another label stays beside the edge's: the verifier picks
+/// the edge's by its label and tag; a second `edge` member is refused, never guessed at.
+#[test]
+fn the_edges_member_is_found_among_a_clients_own() {
+    let good = Received::signed(&charge(), CHARGE_BODY);
+    let input = good.headers.iter().find(|(n, _)| n == SIGNATURE_INPUT_HEADER).unwrap().1.clone();
+    let signature = good.headers.iter().find(|(n, _)| n == SIGNATURE_HEADER).unwrap().1.clone();
+    let client_input = r#"client=("@method");created=1;keyid="theirs""#;
+    let beside = Received::signed(&charge(), CHARGE_BODY)
+        .set(SIGNATURE_INPUT_HEADER, Some(&format!("{client_input}, {input}")))
+        .set(SIGNATURE_HEADER, Some(&format!("client=:AAAA:, {signature}")));
+    assert!(beside.verify("idempotency-key", 1_796_300_000).is_ok());
+    let doubled = Received::signed(&charge(), CHARGE_BODY)
+        .set(SIGNATURE_HEADER, Some(&format!("{signature}, {signature}")));
+    assert_eq!(doubled.verify("idempotency-key", 1_796_300_000), Err(Refusal::Malformed));
 }
 
 #[test]

@@ -101,6 +101,19 @@ impl SignatureHeaders {
     }
 }
 
+/// The value a field of the edge's (`Signature-Input`, `Signature`) takes on a request that
+/// may already carry the client's own: the client's members, then the edge's. A client
+/// member under the edge's own label cannot stand beside it (a verifier would have two), so
+/// then the client's field is replaced.
+pub fn merged_field(existing: Option<&str>, ours: &str) -> String {
+    match existing.map(str::trim).filter(|e| !e.is_empty()) {
+        Some(existing) if dictionary_member(existing, LABEL).is_none() && !existing.contains(&format!("{LABEL}=")) => {
+            format!("{existing}, {ours}")
+        }
+        _ => ours.to_owned(),
+    }
+}
+
 /// RFC 9530's `Content-Digest` value for a body whose SHA-256 is `sha256`.
 pub fn content_digest(sha256: &[u8]) -> String {
     format!("sha-256=:{}:", BASE64.encode(sha256))

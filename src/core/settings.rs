@@ -23,7 +23,7 @@ use super::config::{Config, ConfigError, FaultInjection};
 use super::env_names::{find_misspelt, variable_names, VAR_TRUSTED_CLIENT_IP};
 use super::keyed_name::{check_name_key, VAR_OBJECT_NAME_KEY};
 use super::log_decisions::{LogDecisions, VAR_LOG_DECISIONS};
-use super::origin_auth::{check_secret, VAR_ORIGIN_AUTH_SECRET};
+use super::origin_auth::{check_secret, SignatureFormat, Signer, VAR_ORIGIN_AUTH_FORMAT, VAR_ORIGIN_AUTH_SECRET};
 use super::problem::{Problem, ProblemKind};
 use super::seal::{parse_allow_unsealed, KeyRing, VAR_STORAGE_ALLOW_UNSEALED, VAR_STORAGE_ENCRYPTION_KEYS};
 
@@ -85,6 +85,8 @@ pub struct Settings {
     pub admin_token: Option<String>,
     /// `ORIGIN_AUTH_SECRET`: sign every origin request (`core::origin_auth`).
     pub origin_auth_secret: Option<String>,
+    /// `ORIGIN_AUTH_FORMAT`: how (`core::origin_auth::SignatureFormat`).
+    pub origin_auth_format: SignatureFormat,
     /// `OBJECT_NAME_KEY`: key the object names (`core::keyed_name`).
     pub object_name_key: Option<Vec<u8>>,
     /// `TRUSTED_CLIENT_IP`: replace client-sent forwarding headers with `CF-Connecting-IP`.
@@ -100,6 +102,11 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// What signs the origin hop, when `ORIGIN_AUTH_SECRET` is set.
+    pub fn signer(&self) -> Option<Signer<'_>> {
+        self.origin_auth_secret.as_deref().map(|secret| Signer { secret, format: self.origin_auth_format })
+    }
+
     /// Parses the environment. `lookup` returns what a name holds (`None` when unset).
     pub fn from_env<'a>(lookup: impl Fn(&str) -> Option<EnvValue<'a>>, facts: &EnvFacts<'_>) -> Settings {
         let mut others: Vec<SettingError> = variable_names()
@@ -135,6 +142,10 @@ impl Settings {
         if let Some(Err(detail)) = origin_auth_secret.as_deref().map(check_secret) {
             others.push(SettingError::new(VAR_ORIGIN_AUTH_SECRET, detail));
         }
+        let origin_auth_format = SignatureFormat::parse(text(VAR_ORIGIN_AUTH_FORMAT)).unwrap_or_else(|detail| {
+            others.push(SettingError::new(VAR_ORIGIN_AUTH_FORMAT, detail));
+            SignatureFormat::default()
+        });
         let object_name_key = text(VAR_OBJECT_NAME_KEY).filter(|s| !s.is_empty());
         if let Some(Err(detail)) = object_name_key.map(check_name_key) {
             others.push(SettingError::new(VAR_OBJECT_NAME_KEY, detail));
@@ -193,6 +204,7 @@ impl Settings {
             others,
             admin_token,
             origin_auth_secret,
+            origin_auth_format,
             object_name_key: object_name_key.map(|key| key.as_bytes().to_vec()),
             trusted_client_ip,
             fault_injection,

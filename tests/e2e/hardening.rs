@@ -35,7 +35,8 @@ use crate::support::worker::{
 };
 use idempotency_edge::core::fingerprint::{object_name, Scope};
 use idempotency_edge::core::keyed_name::keyed_object_name;
-use idempotency_edge::core::origin_auth::{verify, Refusal, DEFAULT_TOLERANCE_SECONDS};
+use idempotency_edge::core::message_signature;
+use idempotency_edge::core::origin_auth::{verify, DEFAULT_TOLERANCE_SECONDS};
 
 const CALLER: &str = "Bearer test-caller";
 const ORIGIN_SECRET: &str = "origin-auth-secret-for-e2e-0123456789abcdef";
@@ -57,6 +58,8 @@ struct Seen {
     verdict: Result<String, String>,
     /// What the verified signature says of the edge's protection (`protected`, `passed`).
     protection: Option<&'static str>,
+    /// The format the request was signed in: `rfc9421`, or `v2` (`ORIGIN_AUTH_FORMAT`).
+    format: &'static str,
 }
 
 #[derive(Clone)]
@@ -131,23 +134,45 @@ fn serve(mut stream: TcpStream, seen: &Mutex<Vec<Seen>>, nonces: &Mutex<HashSet<
     let mut parts = request_line.split(' ');
     let method = parts.next().unwrap_or("").to_owned();
     let target = parts.next().unwrap_or("").to_owned();
-    let signature = header_value(&headers, "idempotency-edge-signature");
     // Under /v1/request-id/ the origin's API takes its keys in X-Request-Id (the route's
     // key_header), so that is the key it checks the signature against.
     let key_header = if target.starts_with("/v1/request-id/") { "x-request-id" } else { "idempotency-key" };
-    let key = header_value(&headers, key_header);
-    let verified = verify(
-        ORIGIN_SECRET.as_bytes(),
-        signature,
-        &method,
-        &target,
-        key,
-        &body,
-        now_seconds(),
-        DEFAULT_TOLERANCE_SECONDS,
-    );
-    let protection = verified.as_ref().ok().map(|v| v.protection.as_str());
-    let mut verdict = verified.map(|v| v.nonce).map_err(|refusal: Refusal| format!("{refusal:?}"));
+    // RFC 9421 unless the request carries the version 2 header (ORIGIN_AUTH_FORMAT = v2).
+    let (verified, format) = match header_value(&headers, "idempotency-edge-signature") {
+        Some(signature) => (
+            verify(
+                ORIGIN_SECRET.as_bytes(),
+                Some(signature),
+                &method,
+                &target,
+                header_value(&headers, key_header),
+                &body,
+                now_seconds(),
+                DEFAULT_TOLERANCE_SECONDS,
+            )
+            .map(|v| (v.nonce, v.protection))
+            .map_err(|refusal| format!("{refusal:?}")),
+            "v2",
+        ),
+        None => (
+            message_signature::verify(
+                ORIGIN_SECRET.as_bytes(),
+                &|name: &str| header_value(&headers, name).map(str::to_owned),
+                &method,
+                // The target URI as this origin knows it: its scheme, the Host it was asked for.
+                &format!("http://{}{target}", header_value(&headers, "host").unwrap_or_default()),
+                key_header,
+                &body,
+                now_seconds(),
+                DEFAULT_TOLERANCE_SECONDS,
+            )
+            .map(|v| (v.nonce, v.protection))
+            .map_err(|refusal| format!("{refusal:?}")),
+            "rfc9421",
+        ),
+    };
+    let protection = verified.as_ref().ok().map(|(_, protection)| protection.as_str());
+    let mut verdict = verified.map(|(nonce, _)| nonce);
     // A nonce seen before is a replay.
     if let Ok(nonce) = &verdict {
         if !nonces.lock().unwrap().insert(nonce.clone()) {
@@ -160,7 +185,7 @@ fn serve(mut stream: TcpStream, seen: &Mutex<Vec<Seen>>, nonces: &Mutex<HashSet<
         }
         Err(refusal) => (401, format!(r#"{{"refused":"{refusal}"}}"#)),
     };
-    seen.lock().unwrap().push(Seen { target, headers, raw: buf.clone(), verdict, protection });
+    seen.lock().unwrap().push(Seen { target, headers, raw: buf.clone(), verdict, protection, format });
     let response = format!(
         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\nx-origin-execution: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
         answer.len()
@@ -485,8 +510,9 @@ fn every_forward_is_signed_and_the_origin_refuses_replays_and_alterations() {
     let seen = o.seen_at(&marker);
     assert_eq!(seen.len(), 2, "one covered forward and one pass-through: {seen:?}");
     assert!(seen.iter().all(|s| s.verdict.is_ok()), "{seen:?}");
-    // The signature (v2) tells the origin which requests the edge protected; it covers
+    // The signature (RFC 9421) tells the origin which requests the edge protected; it covers
     // the Idempotency-Key too (the verifier checks it against the header received).
+    assert!(seen.iter().all(|s| s.format == "rfc9421"), "{seen:?}");
     assert_eq!(seen[0].protection, Some("protected"), "the object's forward: {seen:?}");
     assert_eq!(seen[1].protection, Some("passed"), "the pass-through: {seen:?}");
     // A route in observe mode forwards from the Worker itself: signed as well.
@@ -502,8 +528,9 @@ fn every_forward_is_signed_and_the_origin_refuses_replays_and_alterations() {
     let captured = &seen[0].raw;
     let replayed = send_raw(o.addr, captured, Duration::from_secs(30)).expect("replay to the origin");
     assert_eq!(replayed.status, 401, "a replayed signed request is refused: {replayed:?}");
-    // ... or alters the body (same length, another amount): refused.
-    // (The signature is checked before the nonce, so the reason is the body.)
+    // ... or alters the body (same length, another amount): refused, its Content-Digest no
+    // longer the body's. (The signature is checked before the nonce, so the reason is the
+    // body.)
     let text = String::from_utf8_lossy(captured).into_owned();
     assert!(text.contains("1200"), "the captured request holds the body");
     let altered = text.replacen("1200", "9900", 1);
@@ -524,7 +551,7 @@ fn every_forward_is_signed_and_the_origin_refuses_replays_and_alterations() {
     let unsigned = Request::post(&format!("/v1/charges/{marker}")).json(BODY).send(o.addr).expect("unsigned");
     assert_eq!(unsigned.status, 401);
     let refusals: Vec<_> = o.seen_at(&marker).into_iter().filter_map(|s| s.verdict.err()).collect();
-    assert_eq!(refusals, vec!["Replayed", "Mismatch", "Mismatch", "Missing"]);
+    assert_eq!(refusals, vec!["Replayed", "Digest", "Mismatch", "Missing"]);
 }
 
 #[test]

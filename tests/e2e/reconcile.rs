@@ -161,7 +161,9 @@ fn a_timeout_resolved_as_executed_gives_the_retry_the_lookups_answer() {
     assert_eq!(header("authorization").as_deref(), Some(credential.as_str()), "the caller's scope headers");
     // Signed by the edge: the origin verified it (a lookup that fails to is refused 401, and
     // a refused lookup never reconciles), and no request of the suite was refused.
-    assert!(header("idempotency-edge-signature").is_some(), "the edge's signature: {headers:?}");
+    let input = header("signature-input").unwrap_or_else(|| panic!("the edge's signature: {headers:?}"));
+    assert!(input.contains("\"idempotency-claimed-at\""), "the claim's time is signed: {input}");
+    assert_eq!(header("idempotency-edge-protection").as_deref(), Some("protected"), "{headers:?}");
     assert_eq!(o.refused(), 0, "every request the origin got carried the edge's valid signature");
     // With the claim's time, which the origin answers from: not later than the first
     // attempt's charge.

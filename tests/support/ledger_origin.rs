@@ -1,7 +1,8 @@
 //! A payment origin that answers "did operation X happen?", for reconciliation (issue
 //! 25.1): a threaded HTTP/1.1 server on loopback with a ledger. It behaves as a real
 //! payment API does: it verifies the edge's signature on every request, lookups included
-//! (`core::origin_auth::verify`, with a fresh nonce each time), and answers 401 without
+//! (`core::message_signature::verify`, RFC 9421, with a fresh nonce each time; a lookup
+//! signed `protected`), and answers 401 without
 //! doing anything when it fails; it answers 404 to a path it does not serve.
 //!
 //! - `POST /v1/…/charges` (`/v1/charges`, and the other routes' `/v1/<name>/charges`)
@@ -39,7 +40,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use idempotency_edge::core::origin_auth::{verify, DEFAULT_TOLERANCE_SECONDS};
+use idempotency_edge::core::message_signature::verify;
+use idempotency_edge::core::origin_auth::{Protection, DEFAULT_TOLERANCE_SECONDS};
 
 use super::http::header_value;
 use super::origin::{peer_closed, read_request, Shared};
@@ -254,34 +256,41 @@ fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Whether the edge signed this request: its signature verifies under `secret`, within
-/// the tolerance, with a nonce never seen before.
-fn signed_by_the_edge(received: &super::origin::Received, shared: &Shared<State>, secret: &[u8]) -> bool {
+/// Whether the edge signed this request (its RFC 9421 signature verifies under `secret`,
+/// within the tolerance, with a nonce never seen before), and as what: a lookup must be
+/// signed `protected`, as only the key's object sends one.
+fn signed_by_the_edge(
+    received: &super::origin::Received,
+    shared: &Shared<State>,
+    secret: &[u8],
+) -> Option<Protection> {
+    // The target URI as this origin knows it: its scheme, the Host it was asked for.
+    let host = header_value(&received.headers, "host").unwrap_or_default();
     let verified = verify(
         secret,
-        header_value(&received.headers, "idempotency-edge-signature"),
+        &|name: &str| header_value(&received.headers, name).map(str::to_owned),
         &received.method,
-        &received.target,
-        header_value(&received.headers, "idempotency-key"),
+        &format!("http://{host}{}", received.target),
+        "idempotency-key",
         &received.body,
         unix_ms() / 1_000,
         DEFAULT_TOLERANCE_SECONDS,
     );
     shared.update(|s| {
-        let fresh = verified.is_ok_and(|verified| s.nonces.insert(verified.nonce));
-        if !fresh {
+        let fresh = verified.ok().filter(|verified| s.nonces.insert(verified.nonce.clone()));
+        if fresh.is_none() {
             s.refused += 1;
         }
-        fresh
+        fresh.map(|verified| verified.protection)
     })
 }
 
 fn handle(mut stream: TcpStream, shared: &Shared<State>, secret: &[u8]) {
     stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
     let Ok(Some(received)) = read_request(&mut stream) else { return };
-    if !signed_by_the_edge(&received, shared, secret) {
+    let Some(protection) = signed_by_the_edge(&received, shared, secret) else {
         return respond(&mut stream, 401, &[], r#"{"error":"the edge's signature did not verify"}"#);
-    }
+    };
     let auth = header_value(&received.headers, "authorization").unwrap_or_default().to_string();
     let (path, query) = received.target.split_once('?').unwrap_or((&received.target, ""));
     let queried_key =
@@ -299,6 +308,11 @@ fn handle(mut stream: TcpStream, shared: &Shared<State>, secret: &[u8]) {
             None => (queried_key, not_found),
         };
         return match queried_key {
+            // Only the key's object looks up: a lookup the edge passed on unprotected (a
+            // client's own GET of the lookup URL) is refused.
+            Some(_) if not_found != 0 && protection != Protection::Protected => {
+                respond(&mut stream, 403, &[], r#"{"error":"a lookup must come from the edge's object"}"#)
+            }
             Some(key) if not_found != 0 => {
                 look_up(&mut stream, shared, &received.headers, &auth, &key, not_found)
             }

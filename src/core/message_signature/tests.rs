@@ -242,3 +242,13 @@ fn a_route_key_header_is_the_one_covered() {
     // verifier does not expect.
     assert_eq!(received.verify("idempotency-key", 1_796_300_000), Err(Refusal::Uncovered));
 }
+
+#[test]
+fn the_edges_fields_are_appended_to_a_clients_own_unless_it_used_the_edges_label() {
+    let ours = r#"edge=("@method");created=1"#;
+    assert_eq!(merged_field(None, ours), ours);
+    assert_eq!(merged_field(Some("  "), ours), ours);
+    assert_eq!(merged_field(Some(r#"client=("@path")"#), ours), format!(r#"client=("@path"), {ours}"#));
+    assert_eq!(merged_field(Some(r#"edge=("@path")"#), ours), ours, "a forged edge member is replaced");
+    assert_eq!(merged_field(Some(r#"a=("x"), edge=:AAA:"#), ours), ours);
+}

@@ -8,7 +8,11 @@ instance started since the run began (target/tmp/e2e/run-*/wrangler.log, newer t
 marker file given), and fails when a log holds any secret, or a sign of a panic. Prints one
 closing line: 'leak scan: N passed, M failed' (one per log).
 
-    scripts/scan-e2e-logs.py <target/tmp> <run-start marker file>
+With --expect-logs (scripts/test.sh passes it when the e2e binary's final scan ran, which
+always leaves an instance's log), finding no log at all fails: the scan looked in the wrong
+directory, and passing on nothing would hide every leak.
+
+    scripts/scan-e2e-logs.py [--expect-logs] <CARGO_TARGET_TMPDIR> <run-start marker file>
 """
 import glob
 import os
@@ -35,7 +39,13 @@ UNIQUE_TAIL = re.compile(r"-([0-9a-f]{24})(?![0-9a-f])")
 
 
 def main() -> int:
-    tmp, marker = sys.argv[1], sys.argv[2]
+    args = sys.argv[1:]
+    expect_logs = "--expect-logs" in args
+    args = [a for a in args if a != "--expect-logs"]
+    if len(args) != 2:
+        print("usage: scan-e2e-logs.py [--expect-logs] <CARGO_TARGET_TMPDIR> <run-start marker>", file=sys.stderr)
+        return 2
+    tmp, marker = args
     since = os.path.getmtime(marker)
     try:
         with open(os.path.join(tmp, "e2e-secrets.txt"), encoding="utf-8", errors="replace") as f:
@@ -71,6 +81,12 @@ def main() -> int:
     print(f"leak scan ({len(secrets)} secrets, {len(logs)} logs): {passed} passed, {failed} failed")
     if not logs and secrets:
         print("leak scan: secrets were recorded but no instance log was found", file=sys.stderr)
+        return 1
+    if not logs and expect_logs:
+        print(
+            f"leak scan: the end-to-end tests ran but no instance log was found under {os.path.join(tmp, 'e2e')}",
+            file=sys.stderr,
+        )
         return 1
     return 1 if failed else 0
 

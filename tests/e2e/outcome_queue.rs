@@ -267,7 +267,12 @@ fn a_job_that_gives_up_is_published_once_and_observe_mode_publishes_nothing() {
     let sentinel = sentinel_message(w, slower_than_the_timeout());
     let all = messages(w);
     let about = |object: &str| all.iter().filter(|m| m["object_id"] == object).cloned().collect::<Vec<_>>();
-    assert_eq!(about(&job_object).len(), 1, "one message about the job, its gave-up: {:?}", about(&job_object));
+    assert_eq!(
+        about(&job_object).len(),
+        1,
+        "one message about the job, its gave-up: {:?}",
+        about(&job_object)
+    );
     for object in &observed_objects {
         assert!(about(object).is_empty(), "observe mode published {:?}", about(object));
     }
@@ -405,7 +410,8 @@ fn failing() -> &'static (Origin, Worker) {
         .into_iter()
         .map(|(n, v)| (n.to_owned(), v))
         .collect();
-        let binding = format!("\n[[services]]\nbinding = \"OUTCOME_QUEUE\"\nservice = \"e2e-failing-queue-{pid}\"\n");
+        let binding =
+            format!("\n[[services]]\nbinding = \"OUTCOME_QUEUE\"\nservice = \"e2e-failing-queue-{pid}\"\n");
         let w = Worker::start_with_configs(
             WorkerConfig { name: "outcome-queue-failing".into(), vars, readiness: Readiness::OriginAnswers },
             &key_object_toml("e2e-outcome-queue-failing", &binding),

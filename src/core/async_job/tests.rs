@@ -715,7 +715,11 @@ impl Sim {
                         prop_assert_eq!(pending.decision(), Some(Decision::Unknown), "held unknown");
                     }
                     if pending.decision() == Some(Decision::Released) {
-                        prop_assert!(matches!(change, RecordChange::Delete), "released, yet kept: {:?}", change);
+                        prop_assert!(
+                            matches!(change, RecordChange::Delete),
+                            "released, yet kept: {:?}",
+                            change
+                        );
                     }
                     let checked = self.write_and_check(pending, false);
                     self.key.handle_send_over(attempt);
@@ -825,7 +829,11 @@ fn a_job_held_unknown_after_a_refused_resend_is_decided_unknown_not_released() {
     for op in ops {
         sim.run(op).unwrap_or_else(|e| panic!("{e}"));
     }
-    assert!(matches!(sim.stored, Some(Record::Unknown(Unknown { origin_attempts: 2, .. }))), "{:?}", sim.stored);
+    assert!(
+        matches!(sim.stored, Some(Record::Unknown(Unknown { origin_attempts: 2, .. }))),
+        "{:?}",
+        sim.stored
+    );
 }
 
 fn forwards_of(step: &Step) -> Option<AttemptId> {

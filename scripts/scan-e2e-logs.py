@@ -3,7 +3,8 @@
 scripts/test.sh after all the tests, whichever of them ran (a filtered run included).
 
 Reads the secrets the tests recorded (target/tmp/e2e-secrets.txt: keys, credentials, body
-markers, tokens, claim values, the values of secret variables) and the wrangler log of every
+markers, tokens, claim values, the values of secret variables, and every key and credential
+header value a test sent: tests/support/requests.rs) and the wrangler log of every
 instance started since the run began (target/tmp/e2e/run-*/wrangler.log, newer than the
 marker file given), and fails when a log holds any secret, or a sign of a panic. Prints one
 closing line: 'leak scan: N passed, M failed' (one per log).
@@ -36,6 +37,13 @@ def unexpected_panic_signs(text):
     expected = {"panicked at", "RuntimeError: unreachable"} if all_injected else set()
     return [sign for sign in PANIC_SIGNS if sign in text and sign not in expected]
 UNIQUE_TAIL = re.compile(r"-([0-9a-f]{24})(?![0-9a-f])")
+# wrangler dev's access log, one line per request it served (tests/support/logs.rs, same
+# rule): it holds the path the client chose, and is no output of the worker's.
+ACCESS_LOG_LINE = re.compile(r"^\[wrangler:info\] [A-Z]+ /\S* \d{3} .*ms\)$")
+
+
+def without_access_log(text):
+    return "\n".join(line for line in text.splitlines() if not ACCESS_LOG_LINE.match(line.rstrip()))
 
 
 def main() -> int:
@@ -65,11 +73,12 @@ def main() -> int:
     for path in sorted(logs):
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
+        printed = without_access_log(text)
         problems = []
-        leaked = {m.group(1) for m in UNIQUE_TAIL.finditer(text)} & tails
+        leaked = {m.group(1) for m in UNIQUE_TAIL.finditer(printed)} & tails
         if leaked:
             problems.append(f"{len(leaked)} secret(s) made by the tests")
-        other = sum(1 for s in others if s in text)
+        other = sum(1 for s in others if s in printed)
         if other:
             problems.append(f"{other} other secret value(s) (tokens, keys, secret variables)")
         problems += [f"a sign of a panic ({sign})" for sign in unexpected_panic_signs(text)]

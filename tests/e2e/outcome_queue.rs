@@ -5,7 +5,8 @@
 //! Instances: `queued()` (a plain test origin; a job gives up after two refusals; an
 //! observe-mode route), `reconciled()` (an origin with a ledger and a lookup,
 //! `support::ledger_origin`, behind a `reconcile_url` route) and `failing()` (its
-//! `OUTCOME_QUEUE` is no working queue: every send fails).
+//! `OUTCOME_QUEUE` is no working queue: every send fails), and `deduplicating()` (an origin
+//! that deduplicates by key, `support::dedup_origin`, under `ORIGIN_DEDUPLICATES`).
 //!
 //! "No second message" is read once a later message, sent after everything the check is
 //! about, has come: the queue delivers one message a batch, in order, so every earlier one
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::assert::{assert_executed, assert_problem};
+use crate::support::dedup_origin::DedupOrigin;
 use crate::support::http::Request;
 use crate::support::ledger_origin::{LedgerOrigin, Plan};
 use crate::support::logs::{self, LOG_TIMEOUT};
@@ -227,7 +229,7 @@ fn slower_than_the_timeout() -> Request {
     payment(&new_path(), &new_key()).header("x-test-delay-ms", delay)
 }
 
-/// A job the origin refuses until it gives up (issue 46): its `gave-up` is published once,
+/// A job the origin refuses until it gives up: its `gave-up` is published once,
 /// with the origin's last status, and the key is released. Observe mode publishes nothing,
 /// not even the outcomes enforcing would publish (an unknown one). Read once a later
 /// message has come: no message comes late, and none comes twice.
@@ -333,7 +335,7 @@ fn lost_charge(o: &LedgerOrigin, w: &Worker, plan: Plan, failing_lookups: usize)
     (key, object)
 }
 
-/// Every reconciliation is published (issue 46): a lookup that finds the charge
+/// Every reconciliation is published: a lookup that finds the charge
 /// (`reconciled-executed`, with the lookup's 200), one that finds none once it can be
 /// believed (`reconciled-not-executed`, 404), and one that says nothing
 /// (`reconcile-failed`, 503), each after the `unknown` it settles, and none twice.
@@ -422,7 +424,7 @@ fn failing() -> &'static (Origin, Worker) {
     })
 }
 
-/// A publish that fails changes nothing its caller sees (issue 46): an unknown outcome is
+/// A publish that fails changes nothing its caller sees: an unknown outcome is
 /// still 502 `outcome-unknown`, to the retry too, and a job still executes once and its
 /// poll gets the answer. Each failure is logged with the object (`outcome-publish-failed`),
 /// never with the key.
@@ -456,4 +458,83 @@ fn a_failing_publish_leaves_every_answer_unchanged_and_is_logged() {
         assert!(!line.contains(&key), "{line}");
     }
     logs::scan_for_leaks(w, &[]).unwrap_or_else(|e| panic!("{e}"));
+}
+
+// ---------------------------------------------------------------------------------------
+// A job held unknown
+
+fn deduplicating() -> &'static (DedupOrigin, Worker) {
+    static CELL: OnceLock<Result<(DedupOrigin, Worker), String>> = OnceLock::new();
+    shared(&CELL, || {
+        let origin = DedupOrigin::start();
+        let vars = [
+            ("ORIGIN_URL", origin.url()),
+            ("ASYNC_ACCEPT", "prefer".to_owned()),
+            ("ORIGIN_DEDUPLICATES", "true".to_owned()),
+            ("MAX_ORIGIN_ATTEMPTS", "2".to_owned()),
+            ("ASYNC_MAX_BACKOFF_SECONDS", "1".to_owned()),
+            ("STORAGE_ENCRYPTION_KEYS", STORAGE_KEYS.to_owned()),
+            ("ORIGIN_TIMEOUT_SECONDS", ORIGIN_TIMEOUT_SECONDS.to_string()),
+            ("IDEMPOTENCY_TTL_SECONDS", "600".to_owned()),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_owned(), v))
+        .collect();
+        let w = Worker::start_with_configs(
+            WorkerConfig { name: "outcome-queue-dedup".into(), vars, readiness: Readiness::OriginAnswers },
+            &key_object_toml("e2e-outcome-queue-dedup", &producer("dedup")),
+            &[&consumer_toml("dedup")],
+            &[("consumer.mjs", CONSUMER)],
+        )?;
+        Ok((origin, w))
+    })
+}
+
+/// A job whose first send is lost after it went out (it may have executed) is sent again,
+/// the origin deduplicating; the origin refuses that one (503), and the sends are used up.
+/// The key is held unknown, and that is what is published: `unknown`, never `released`
+/// (which would tell a consumer that the request certainly did not execute).
+#[test]
+fn a_job_held_unknown_after_a_refused_resend_is_published_as_unknown() {
+    let (o, w) = deduplicating();
+    let key = new_key();
+    let job = Request::post(&format!("/v1/charges/{}", unique("p")))
+        .header("Idempotency-Key", &key)
+        .header("Prefer", "respond-async")
+        .header("x-test-drop-first", "1")
+        .header("x-test-fail-first", "1000")
+        .json(r#"{"amount":2500,"currency":"eur"}"#);
+    let (accepted, object) = send_named(w, job.clone());
+    assert_eq!(accepted.status, 202, "{accepted:?}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let held = loop {
+        let r = w.send(&job);
+        if r.status != 202 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "still pending after two minutes: {r:?}");
+        thread::sleep(Duration::from_millis(300));
+    };
+    assert_problem(&held, 502, "outcome-unknown");
+    assert_eq!(o.received(&key), 2, "lost once, refused once");
+    let message = wait_for_message(w, &object);
+    assert_eq!(message["decision"], "unknown", "{message}");
+    assert_eq!(message["asynchronous"], true, "{message}");
+    // Its log line says the same, and no line or message of it says "released".
+    logs::wait_for_line(w, "the job's unknown outcome", |line| {
+        line["object"] == object.as_str() && line["decision"] == "unknown"
+    });
+    let lines = logs::lines_of(w, &object);
+    assert!(lines.iter().all(|line| line["decision"] != "released"), "{lines:?}");
+    // A sentinel: any later message about the job would have come before its own.
+    let sentinel_key = new_key();
+    let sentinel = Request::post(&format!("/v1/charges/{}", unique("p")))
+        .header("Idempotency-Key", &sentinel_key)
+        .header("Prefer", "respond-async")
+        .json("{}");
+    let (accepted, sentinel_object) = send_named(w, sentinel);
+    assert_eq!(accepted.status, 202, "{accepted:?}");
+    wait_for_decision(w, &sentinel_object, "executed");
+    let about = messages_about(w, &object);
+    assert_eq!(about.len(), 1, "one message about the job: {about:?}");
 }

@@ -38,7 +38,7 @@ use reqwest::Certificate;
 use reqwest_middleware::{ClientBuilder, Middleware, Next};
 use support::assert::{assert_problem, PROBLEM_PREFIX};
 use support::origin::Origin;
-use support::requests::unique;
+use support::requests::{register_secret, secret, unique};
 use support::worker::{require_build, shared, Https, Readiness, Worker, WorkerConfig};
 
 // ---------------------------------------------------------------------------------------
@@ -90,6 +90,7 @@ fn tls() -> &'static Tls {
 /// Every request names its caller, as real clients do: the worker scopes keys by caller and
 /// answers 401 `missing-credential` without one.
 fn https_client(ca_pem: &[u8]) -> reqwest::Client {
+    register_secret(support::http::DEFAULT_CREDENTIAL);
     let mut credential = reqwest::header::HeaderMap::new();
     credential.insert(
         reqwest::header::AUTHORIZATION,
@@ -206,8 +207,10 @@ async fn start_async_worker() -> &'static Worker {
     tokio::task::spawn_blocking(async_worker).await.expect("worker start")
 }
 
+/// A new key: recorded as a secret (`support::requests::secret`), so that the suite's final
+/// leak scan (`scripts/scan-e2e-logs.py`) looks for it in this binary's instances' logs too.
 fn new_key() -> String {
-    unique("client")
+    secret("client")
 }
 
 fn new_path() -> String {
@@ -300,6 +303,7 @@ async fn the_middleware_in_one_line_over_tls() {
     let mut extensions = Extensions::new();
     let first = http.execute_with_extensions(request, &mut extensions).await.expect("201 from the origin");
     let SentKey(key) = extensions.get::<SentKey>().cloned().expect("the key the layer sent");
+    register_secret(&key);
     assert_eq!(first.status(), 201);
     assert!(first.headers().get("idempotent-replayed").is_none());
     let first_body = first.bytes().await.unwrap();
@@ -701,7 +705,9 @@ fn the_checker_finds_every_applicable_check_holding_on_the_worker() {
     let w = worker();
     let base = base_url(w);
     let credential = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}.txt", unique("credential")));
-    std::fs::write(&credential, "Bearer checker-test\n").expect("write the credential file");
+    // A secret (recorded for the final leak scan): the worker's log must never hold it.
+    let token = secret("checker-credential");
+    std::fs::write(&credential, format!("Bearer {token}\n")).expect("write the credential file");
     let run = run_checker(&[
         s("--url"),
         format!("{base}/v1/payments/{}", unique("check")),
@@ -731,7 +737,7 @@ fn the_checker_finds_every_applicable_check_holding_on_the_worker() {
         assert_eq!(run.result(id), "holds", "{id}:\n{}", run.stdout);
     }
     assert_eq!(run.report["executions_distinguishable"], true);
-    assert!(!run.stdout.contains("checker-test"), "a credential is never printed:\n{}", run.stdout);
+    assert!(!run.stdout.contains(&token), "a credential is never printed:\n{}", run.stdout);
 }
 
 #[test]

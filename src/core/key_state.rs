@@ -498,9 +498,15 @@ impl KeyState {
             jitter,
         };
         let step = machine::step(self.record(), event, now);
-        let decision = job_decision(self.record(), &step.change)
-            .map(Decision::from)
-            .unwrap_or_else(|| Decision::after_forward(disposition));
+        // A job that ends held unknown is `unknown` whatever this attempt's answer was: a
+        // refusal after an earlier send whose outcome is unknown does not release the key,
+        // and its line and published outcome must not say "released".
+        let decision = job_decision(self.record(), &step.change).map(Decision::from).unwrap_or_else(|| {
+            match &step.change {
+                RecordChange::Put(Record::Unknown(_)) => Decision::Unknown,
+                _ => Decision::after_forward(disposition),
+            }
+        });
         Pending { what: InProgress::Outcome { attempt, job: true }, step, decision: Some(decision) }
     }
 

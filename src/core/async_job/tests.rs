@@ -12,6 +12,7 @@ use super::*;
 use crate::core::config::{Config, ObjectPolicy};
 use crate::core::fingerprint::Digest256;
 use crate::core::key_state::{Arrival, KeyState, Pending};
+use crate::core::log::Decision;
 use crate::core::machine::{step, Event, Step, Timing, WaiterLimits};
 use crate::core::policy::{OriginResult, OutcomePolicy};
 use crate::core::record::{Completed, StoredResponse};
@@ -810,6 +811,20 @@ impl Sim {
                         jitter,
                         self.now,
                     );
+                    // The decision is what the log line and the published outcome say: it
+                    // names what became of the key. "Released" (certainly not executed)
+                    // of a key held unknown would tell a consumer to send it again.
+                    let change = &pending.step().change;
+                    if matches!(change, RecordChange::Put(Record::Unknown(_))) {
+                        prop_assert_eq!(pending.decision(), Some(Decision::Unknown), "held unknown");
+                    }
+                    if pending.decision() == Some(Decision::Released) {
+                        prop_assert!(
+                            matches!(change, RecordChange::Delete),
+                            "released, yet kept: {:?}",
+                            change
+                        );
+                    }
                     let checked = self.write_and_check(pending, false);
                     self.key.handle_send_over(attempt);
                     prop_assert!(self.key.live().is_none(), "a finished send stays live");
@@ -898,6 +913,31 @@ impl Sim {
         }
         Ok(())
     }
+}
+
+/// A job whose first send was lost (reset after it was sent) is sent again, as the origin
+/// deduplicates; the second is refused (503), and the sends are used up. The key is held
+/// unknown (the first may have executed), and its decision says so: `unknown`, never
+/// `released`, which the log line and the published outcome would carry.
+#[test]
+fn a_job_held_unknown_after_a_refused_resend_is_decided_unknown_not_released() {
+    let mut sim = Sim::new(Some(2));
+    let ops = [
+        Op::AsyncArrival { other_payload: false },
+        Op::Alarm,
+        Op::Finish { how: 4, jitter: 0.0, retry_after: None },
+        Op::Advance(BACKOFF),
+        Op::Alarm,
+        Op::Finish { how: 1, jitter: 0.0, retry_after: None },
+    ];
+    for op in ops {
+        sim.run(op).unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert!(
+        matches!(sim.stored, Some(Record::Unknown(Unknown { origin_attempts: 2, .. }))),
+        "{:?}",
+        sim.stored
+    );
 }
 
 fn forwards_of(step: &Step) -> Option<AttemptId> {

@@ -268,6 +268,9 @@ fn sha256_fields(domain: &[u8], fields: &[&[u8]]) -> Digest256 {
 }
 
 #[cfg(test)]
+mod known_answers;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

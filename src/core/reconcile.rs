@@ -33,7 +33,6 @@
 use super::codec::{Reader, Writer};
 use super::config::ObjectPolicy;
 use super::record::{Millis, StoredResponse};
-use super::text;
 use super::wire::{decode_policy, encode_policy};
 
 /// The header on a replayed answer that a lookup gave, instead of the original reply.
@@ -71,7 +70,7 @@ impl ReconcileRoute {
         if authority.is_empty() || authority.contains(['{', '}', '@']) {
             return Err("expected a host (without {key} or credentials) after the scheme".to_owned());
         }
-        if !text::contains(path, KEY_PLACEHOLDER) {
+        if !path.contains(KEY_PLACEHOLDER) {
             return Err("expected {key} in the path or the query".to_owned());
         }
         if template.chars().any(|c| c.is_whitespace() || c.is_control()) || template.contains('#') {
@@ -91,7 +90,7 @@ impl ReconcileRoute {
 
     /// The lookup's URL for `key`.
     pub fn url_for(&self, key: &str) -> String {
-        text::replace(&self.template, KEY_PLACEHOLDER, &percent_encode(key))
+        self.template.replace(KEY_PLACEHOLDER, &percent_encode(key))
     }
 
     pub fn template(&self) -> &str {

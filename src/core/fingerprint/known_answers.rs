@@ -12,6 +12,8 @@
 //! (`fingerprint_ignore`, `fingerprint_only`), the caller binding, and every kind of scope
 //! with its object name and key salt. Should one differ, the test prints the whole table as
 //! computed, to compare line by line; never paste it back without knowing why it changed.
+//! A line changed on purpose goes into `CHANGED` with the reason, and the recorded table
+//! stays as it was.
 
 use super::*;
 use crate::core::body_shape::JsonPointer;
@@ -315,12 +317,12 @@ fn lines() -> Vec<Line> {
 #[test]
 fn fingerprints_object_names_and_salts_are_the_recorded_ones() {
     let computed = lines();
-    let mismatched: Vec<&Line> = computed
-        .iter()
-        .filter(|(label, hex)| {
-            EXPECTED.iter().find(|(l, _)| l == label).map(|(_, h)| h) != Some(&hex.as_str())
-        })
-        .collect();
+    let expected = |label: &str| {
+        let changed = CHANGED.iter().find(|(l, _)| *l == label);
+        changed.or_else(|| EXPECTED.iter().find(|(l, _)| *l == label)).map(|(_, hex)| *hex)
+    };
+    let mismatched: Vec<&Line> =
+        computed.iter().filter(|(label, hex)| expected(label) != Some(hex.as_str())).collect();
     let labels: Vec<&str> = computed.iter().map(|(label, _)| label.as_str()).collect();
     let missing: Vec<&str> = EXPECTED.iter().map(|(l, _)| *l).filter(|l| !labels.contains(l)).collect();
     if !mismatched.is_empty() || !missing.is_empty() || computed.len() != EXPECTED.len() {
@@ -332,6 +334,23 @@ fn fingerprints_object_names_and_salts_are_the_recorded_ones() {
             EXPECTED.len(),
             missing.len()
         );
+    }
+}
+
+/// Lines computed differently from d5eb51d, on purpose, and what they are now.
+const CHANGED: &[(&str, &str)] = &[
+    // `ẞ` beside `ß` or `ss` in one object: the lookalike rule now joins them as simple case
+    // folding does, so the object keeps its written order instead of being sorted
+    // (`core::case_fold`).
+    ("case variant 12", "89fadc6d72322533531459a11b0158903da0fd020ee238028f4b54ba283db5ec"),
+    ("case variant 13", "5e39ba9586f8f62b159adec952b0257a728c982607ba0ba3605ac87a05faa908"),
+];
+
+#[test]
+fn each_change_is_a_change_of_a_recorded_line() {
+    for (label, hex) in CHANGED {
+        let recorded = EXPECTED.iter().find(|(l, _)| l == label).map(|(_, h)| h);
+        assert!(recorded.is_some_and(|recorded| recorded != hex), "{label}");
     }
 }
 

@@ -100,16 +100,9 @@ impl ReconcileRoute {
 
 /// Every byte but RFC 3986's unreserved characters, percent-encoded.
 pub fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() * 3);
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(byte as char);
-        } else {
-            out.push('%');
-            super::hex::push_upper(&mut out, byte);
-        }
-    }
-    out
+    use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+    const RESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+    utf8_percent_encode(text, RESERVED).to_string()
 }
 
 /// What a key's record keeps for its reconciliation (record extension, `core::record`).

@@ -161,6 +161,10 @@ mod tests {
     /// module doc.
     #[test]
     fn the_unicode_version_is_the_one_fingerprints_were_recorded_with() {
-        assert_eq!(char::UNICODE_VERSION, (17, 0, 0), "the toolchain's Unicode version changed; see core::case_fold");
+        assert_eq!(
+            char::UNICODE_VERSION,
+            (17, 0, 0),
+            "the toolchain's Unicode version changed; see core::case_fold"
+        );
     }
 }

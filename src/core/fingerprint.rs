@@ -252,10 +252,10 @@ pub fn is_json_media_type(content_type: &str) -> bool {
 
 fn sha256_fields(domain: &[u8], fields: &[&[u8]]) -> Digest256 {
     let mut hasher = Sha256::new();
-    hasher.update(&(domain.len() as u64).to_be_bytes());
+    hasher.update((domain.len() as u64).to_be_bytes());
     hasher.update(domain);
     for field in fields {
-        hasher.update(&(field.len() as u64).to_be_bytes());
+        hasher.update((field.len() as u64).to_be_bytes());
         hasher.update(field);
     }
     Digest256(hasher.finalize().into())

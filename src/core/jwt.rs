@@ -285,7 +285,7 @@ impl Validity {
 pub fn verification_id(claim_path: &ClaimPath, token: &str) -> [u8; 32] {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
-    hasher.update(&(claim_path.text.len() as u64).to_be_bytes());
+    hasher.update((claim_path.text.len() as u64).to_be_bytes());
     hasher.update(claim_path.text.as_bytes());
     hasher.update(token.as_bytes());
     hasher.finalize().into()

@@ -280,6 +280,15 @@ mod tests {
         let renonced = header.replace(NONCE, "1123456789abcdef0123456789abcdef");
         assert_eq!(check(Some(&renonced), "POST", "/v1/charges", key, body, 1_010), Err(Refusal::Mismatch));
         assert_eq!(check(None, "POST", "/v1/charges", key, body, 1_010), Err(Refusal::Missing));
+        // The MAC only as written: lowercase hex, whole.
+        let (fields, mac) = header.split_once(",v2=").unwrap();
+        for spelling in [mac.to_uppercase(), mac[..62].to_owned(), format!("{mac}00"), "zz".repeat(32)] {
+            let respelled = format!("{fields},v2={spelling}");
+            assert_eq!(
+                check(Some(&respelled), "POST", "/v1/charges", key, body, 1_010),
+                Err(Refusal::Mismatch)
+            );
+        }
         assert_eq!(
             check(Some("t=1000,v1=00"), "POST", "/v1/charges", key, body, 1_010),
             Err(Refusal::Malformed)

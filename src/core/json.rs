@@ -30,8 +30,6 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use super::order::sort_stable_by;
-
 /// An object's members, keys sorted and unique: a sorted list, not a `BTreeMap`, whose
 /// tree code was about 6 KB of the Wasm (issue 23, size) for objects of a few members.
 ///
@@ -52,7 +50,7 @@ impl Map {
     /// The object of `members` in written order: sorted by key (stably), and of a key
     /// written twice the last value kept (rule 3).
     pub fn from_written(mut members: Vec<(String, Value)>) -> Map {
-        sort_stable_by(&mut members, |a, b| a.0 < b.0);
+        members.sort_by(|a, b| a.0.cmp(&b.0));
         let mut unique: Vec<(String, Value)> = Vec::with_capacity(members.len());
         for member in members {
             match unique.last_mut() {

@@ -6,6 +6,8 @@
 #     version, else installed under the repository (.tools/, `cargo install --root`), never
 #     over a wasm-bindgen of the user's own
 #   - wrangler (workerd), esbuild for this platform and binaryen (wasm-opt), via npm ci
+#   - Python's http-message-signatures under .tools/python (pip --target), the independent
+#     RFC 9421 verifier the end-to-end tests check the edge's signature with
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,4 +42,12 @@ if [[ ! -x node_modules/.bin/wrangler || package-lock.json -nt node_modules/.pac
 elif ! node_modules/.bin/esbuild --version >/dev/null 2>&1; then
   say "node_modules/ has no esbuild that runs on $(uname -s) $(uname -m); reinstalling it (npm ci)"
   npm ci --no-audit --no-fund
+fi
+
+# The tests verify the origin hop's RFC 9421 signature with an implementation not ours.
+HTTP_MESSAGE_SIGNATURES_VERSION=3.0.0
+if ! PYTHONPATH="$PWD/.tools/python" python3 -c "import http_message_signatures" 2>/dev/null; then
+  say "installing http-message-signatures $HTTP_MESSAGE_SIGNATURES_VERSION into .tools/python (pip)"
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$PWD/.tools/python" \
+    "http-message-signatures==$HTTP_MESSAGE_SIGNATURES_VERSION"
 fi

@@ -494,6 +494,35 @@ fn a_quoted_key_is_forwarded_and_signed_in_its_one_spelling() {
     assert_eq!(header_value(&seen[0].headers, "idempotency-key"), Some(key.as_str()), "{seen:?}");
 }
 
+/// `ORIGIN_AUTH_FORMAT = v2`, the migration: the earlier `Idempotency-Edge-Signature`
+/// instead of RFC 9421, verified by the origin's v2 verifier, protection and key included.
+#[test]
+fn the_v2_signature_is_still_sent_when_asked_for() {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    let w = shared(&CELL, || {
+        Worker::start(WorkerConfig {
+            name: "signed-v2".into(),
+            vars: vars(&[
+                ("ORIGIN_URL", &verifying_origin().url()),
+                ("ORIGIN_AUTH_SECRET", ORIGIN_SECRET),
+                ("ORIGIN_AUTH_FORMAT", "v2"),
+            ]),
+            readiness: Readiness::OriginAnswers,
+        })
+    });
+    let o = verifying_origin();
+    let marker = unique("v2");
+    let key = unique("k");
+    let first = w.send(&payment(&format!("/v1/charges/{marker}"), &key));
+    assert_eq!(first.status, 201, "the origin verified the v2 signature: {first:?}");
+    assert!(w.send(&payment(&format!("/v1/charges/{marker}"), &key)).is_replayed());
+    let seen = o.seen_at(&marker);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!((seen[0].format, seen[0].protection), ("v2", Some("protected")), "{seen:?}");
+    assert!(seen[0].verdict.is_ok(), "{seen:?}");
+    assert_eq!(header_value(&seen[0].headers, "signature-input"), None, "no RFC 9421 fields: {seen:?}");
+}
+
 #[test]
 fn every_forward_is_signed_and_the_origin_refuses_replays_and_alterations() {
     let (w, o) = (hardened(), verifying_origin());

@@ -23,6 +23,7 @@
 //!   alarm, through overloads, an origin that is down, a restart and the deadline;
 //! - `identity`: scopes from verified JWT claims, and callers without a credential;
 //! - `rollout`: per-route service bindings beside `ORIGIN_URL`;
+//! - `signatures`: the origin hop's RFC 9421 signature, verified by an independent library;
 //! - `hardening`: the signed origin hop, trusted client IP, rate limits, keyed object names,
 //!   alarm retries and deletion on read, misspelt variables and short admin tokens;
 //! - `docs_citations`: every test the docs cite exists (no worker);
@@ -58,6 +59,7 @@ mod reliability_run;
 mod rollout;
 mod route_mode;
 mod routes;
+mod signatures;
 mod storage_faults;
 mod waiters;
 mod zz_after_all;

@@ -9,6 +9,8 @@
 //!   down and come back;
 //! - `ledger_origin`: a payment origin with a ledger and a lookup by key, for
 //!   reconciliation;
+//! - `signature_origin`: an origin on Python's `http-message-signatures` that verifies the
+//!   edge's RFC 9421 signature with an implementation not ours;
 //! - `worker`: the harness that runs the built worker in `wrangler dev` (local workerd);
 //! - `requests`: unique keys, paths and credentials, and the standard requests;
 //! - `assert`: the shared assertions (origin answer, replay, problem);
@@ -28,6 +30,7 @@ pub mod http;
 pub mod ledger_origin;
 pub mod logs;
 pub mod origin;
+pub mod signature_origin;
 pub mod requests;
 pub mod rng;
 pub mod storage;

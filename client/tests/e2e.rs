@@ -99,6 +99,11 @@ fn https_client(ca_pem: &[u8]) -> reqwest::Client {
     reqwest::Client::builder()
         .default_headers(credential)
         .tls_certs_only([Certificate::from_pem(ca_pem).expect("the test CA")])
+        // wrangler dev's HTTPS server closes a connection idle for a few seconds without
+        // TLS close_notify; a poll after a 5 s Retry-After would otherwise be sent on it and
+        // fail before it was sent (a transport error, then a retry, not the poll the
+        // tests expect).
+        .pool_idle_timeout(std::time::Duration::from_secs(1))
         .build()
         .expect("a reqwest client")
 }

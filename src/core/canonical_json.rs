@@ -358,6 +358,9 @@ fn push_code_point(out: &mut Vec<u8>, cp: u32) {
 }
 
 #[cfg(test)]
+mod known_answers;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -23,7 +23,7 @@ pub const VAR_LOG_DECISIONS: &str = "LOG_DECISIONS";
 ///
 /// Read by hand rather than with `str::parse::<f64>`: that parser (correctly rounded for
 /// any input) is about 15 KB of the Wasm gzipped, and nothing else in the worker parses a
-/// float from text (JSON numbers have their own reader, `core::json`). Which of the three a
+/// float from text (JSON numbers are serde_json's). Which of the three a
 /// value is comes from its digits, exactly; the rate itself is the nearest `f64` (the
 /// quotient of two exact `f64`s) for up to 15 significant digits and 22 after the dot, and
 /// within a few units in the last place beyond, which a sampling rate never notices.

@@ -717,10 +717,7 @@ pub fn jwt(data: &[u8]) {
     }
 
     if let Ok(path) = ClaimPath::parse(&text) {
-        let claims = crate::core::json::Value::object(vec![
-            ("sub", "a".into()),
-            ("org", crate::core::json::Value::object(vec![("id", 1u64.into())])),
-        ]);
+        let claims = serde_json::json!({"sub": "a", "org": {"id": 1u64}});
         let _ = path.find(claims.as_object().expect("an object"));
     }
     let _ = jwt_core::max_age_seconds(&text);

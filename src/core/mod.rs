@@ -24,7 +24,6 @@ pub mod fuzz_checks;
 pub mod headers;
 pub mod hex;
 pub mod hmac;
-pub mod json;
 pub mod jwks_cache;
 pub mod jwt;
 pub mod key;

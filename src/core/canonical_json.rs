@@ -1,6 +1,7 @@
 //! Canonical form of a JSON body, for the payload fingerprint.
 //!
-//! Owns one function, [`canonicalize`]; it reads bytes and allocates, nothing else.
+//! Owns [`canonicalize`], and the reading of JSON one level at a time ([`read`], [`level`])
+//! that `core::body_shape` shares; it reads bytes and allocates, nothing else.
 //!
 //! Rules (what makes two bodies "the same payload"):
 //! 1. Insignificant whitespace is dropped.

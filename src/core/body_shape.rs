@@ -197,14 +197,19 @@ struct Reader;
 impl Reader {
     fn parse(input: &[u8]) -> Option<Node<'_>> {
         let text = std::str::from_utf8(input).ok()?;
-        Reader::value(canonical_json::read(text)?, 0)
+        Reader::node(text, canonical_json::read(text)?, 0)
     }
 
     fn value(raw: &RawValue, depth: usize) -> Option<Node<'_>> {
+        Reader::node(raw.get(), canonical_json::level(raw)?, depth)
+    }
+
+    /// The node of `span` (no whitespace around it), read as `level`.
+    fn node<'a>(span: &'a str, level: Level<'a>, depth: usize) -> Option<Node<'a>> {
         if depth > MAX_DEPTH {
             return None;
         }
-        let kind = match canonical_json::level(raw)? {
+        let kind = match level {
             Level::Object(members) => Kind::Object(
                 members
                     .into_iter()
@@ -216,7 +221,7 @@ impl Reader {
             }
             Level::Token(_) => Kind::Scalar,
         };
-        Some(Node { span: raw.get().as_bytes(), kind })
+        Some(Node { span: span.as_bytes(), kind })
     }
 }
 

@@ -54,15 +54,19 @@ pub fn canonicalize(body: &[u8]) -> Option<Vec<u8>> {
     // RFC 8259 §8.1. Parsers differ in what they make of invalid UTF-8 (refuse it, or read
     // distinct byte sequences as the same U+FFFD), so such a body is only ever raw bytes.
     let text = std::str::from_utf8(body).ok()?;
-    let root = read(text)?;
     let mut out = Vec::with_capacity(body.len());
-    value(root, &mut out, 0)?;
+    write(read(text)?, &mut out, 0)?;
     Some(out)
 }
 
-/// The whole of `text` as one JSON value, as serde_json reads it (no trailing text).
-pub(crate) fn read(text: &str) -> Option<&RawValue> {
-    serde_json::from_str(text).ok()
+/// The whole of `text` as one JSON value, as serde_json reads it (whitespace around it, no
+/// trailing text), its top level read at once ([`level`]), so that the text is not scanned
+/// once more just to find where the value ends.
+pub(crate) fn read(text: &str) -> Option<Level<'_>> {
+    match text.trim_start_matches([' ', '\t', '\n', '\r']).as_bytes().first()? {
+        b'{' | b'[' => container(text),
+        _ => Some(Level::Token(serde_json::from_str::<&RawValue>(text).ok()?.get())),
+    }
 }
 
 /// One level of a JSON value: an object's members (the name's string token as written,
@@ -76,11 +80,17 @@ pub(crate) enum Level<'a> {
 
 /// Reads one level of `raw`, a value serde_json has already checked.
 pub(crate) fn level(raw: &RawValue) -> Option<Level<'_>> {
-    let text = raw.get();
-    Some(match text.as_bytes().first()? {
+    match raw.get().as_bytes().first()? {
+        b'{' | b'[' => container(raw.get()),
+        _ => Some(Level::Token(raw.get())),
+    }
+}
+
+/// The members or elements of the object or array `text` holds (and nothing else).
+fn container(text: &str) -> Option<Level<'_>> {
+    Some(match text.trim_start_matches([' ', '\t', '\n', '\r']).as_bytes().first()? {
         b'{' => Level::Object(serde_json::from_str::<Members<'_>>(text).ok()?.0),
-        b'[' => Level::Array(serde_json::from_str::<Vec<&RawValue>>(text).ok()?),
-        _ => Level::Token(text),
+        _ => Level::Array(serde_json::from_str::<Vec<&RawValue>>(text).ok()?),
     })
 }
 
@@ -109,7 +119,12 @@ impl<'de> Deserialize<'de> for Members<'de> {
 
 /// Writes the canonical form of `raw`, a value at `depth` levels of nesting.
 fn value(raw: &RawValue, out: &mut Vec<u8>, depth: usize) -> Option<()> {
-    match level(raw)? {
+    write(level(raw)?, out, depth)
+}
+
+/// Writes the canonical form of a value read as `level`, at `depth` levels of nesting.
+fn write(level: Level<'_>, out: &mut Vec<u8>, depth: usize) -> Option<()> {
+    match level {
         Level::Token(token) => out.extend_from_slice(token.as_bytes()),
         _ if depth >= MAX_DEPTH => return None,
         Level::Array(elements) => {

@@ -28,6 +28,7 @@
 //!    never the scope.
 
 use serde_json::{json, Map, Value};
+
 use super::sha256::sha256;
 
 use super::async_job::JobPhase;

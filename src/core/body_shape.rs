@@ -216,9 +216,9 @@ impl Reader {
                     .map(|(name, value)| Some((name.as_bytes(), Reader::value(value, depth + 1)?)))
                     .collect::<Option<_>>()?,
             ),
-            Level::Array(items) => {
-                Kind::Array(items.into_iter().map(|item| Reader::value(item, depth + 1)).collect::<Option<_>>()?)
-            }
+            Level::Array(items) => Kind::Array(
+                items.into_iter().map(|item| Reader::value(item, depth + 1)).collect::<Option<_>>()?,
+            ),
             Level::Token(_) => Kind::Scalar,
         };
         Some(Node { span: span.as_bytes(), kind })

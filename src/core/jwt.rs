@@ -220,7 +220,11 @@ pub struct Validation {
 }
 
 /// Checks `exp`, `nbf`, `iss` and `aud` at `now_seconds` (seconds since the epoch).
-pub fn check_claims(claims: &Map<String, Value>, rules: &Validation, now_seconds: u64) -> Result<(), Unverified> {
+pub fn check_claims(
+    claims: &Map<String, Value>,
+    rules: &Validation,
+    now_seconds: u64,
+) -> Result<(), Unverified> {
     let now = now_seconds as f64;
     let leeway = rules.leeway_seconds as f64;
     let exp = claims.get("exp").and_then(Value::as_f64).ok_or(Unverified::MissingExpiry)?;
@@ -486,17 +490,11 @@ fn usable_key(members: &Map<String, Value>) -> Option<Jwk> {
         }
         "EC" if text("crv")? == "P-256" => {
             let (x, y) = (field("x", Some(32))?, field("y", Some(32))?);
-            (
-                Algorithm::Es256,
-                serde_json::json!({"kty": "EC", "crv": "P-256", "x": x, "y": y}),
-            )
+            (Algorithm::Es256, serde_json::json!({"kty": "EC", "crv": "P-256", "x": x, "y": y}))
         }
         "OKP" if text("crv")? == "Ed25519" => {
             let x = field("x", Some(32))?;
-            (
-                Algorithm::EdDsa,
-                serde_json::json!({"kty": "OKP", "crv": "Ed25519", "x": x}),
-            )
+            (Algorithm::EdDsa, serde_json::json!({"kty": "OKP", "crv": "Ed25519", "x": x}))
         }
         // `oct` (an HMAC secret) and everything else: never from a JWKS.
         _ => return None,

@@ -464,11 +464,14 @@ mod tests {
             wait_ms: Some(7),
             scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
         };
-        let trace = Trace { request_id: "r\u{2028}1".into(), method: "POST".into(), route: Some("/v1/*".into()) };
-        let context = LineContext { mode: Mode::Observe, route: None, trace: Some(&trace), version: Some("v\t2") };
+        let trace =
+            Trace { request_id: "r\u{2028}1".into(), method: "POST".into(), route: Some("/v1/*".into()) };
+        let context =
+            LineContext { mode: Mode::Observe, route: None, trace: Some(&trace), version: Some("v\t2") };
         assert_eq!(line.to_json_in(context), LINE);
         let bare = Trace { request_id: String::new(), method: String::new(), route: None };
-        let context = LineContext { mode: Mode::Enforce, route: Some("/r"), trace: Some(&bare), version: None };
+        let context =
+            LineContext { mode: Mode::Enforce, route: Some("/r"), trace: Some(&bare), version: None };
         assert!(line.to_json_in(context).ends_with(r#""unverified":"expired","route":"/r"}"#));
     }
 

@@ -512,7 +512,10 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
 /// `fingerprint_ignore` or `fingerprint_only` (not both): a list of JSON Pointers, each
 /// checked, the error naming the pointer. An empty `fingerprint_ignore` shapes nothing; an
 /// empty `fingerprint_only` would count nothing of the body, and is refused.
-fn body_shape(members: &Map<String, Value>, at: &dyn Fn(&str) -> String) -> Result<Option<BodyShape>, String> {
+fn body_shape(
+    members: &Map<String, Value>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<BodyShape>, String> {
     let pointers = |name: &str| -> Result<Option<Vec<JsonPointer>>, String> {
         let Some(list) = string_list(members, name, at)? else { return Ok(None) };
         if list.len() > MAX_POINTERS {
@@ -550,7 +553,11 @@ fn body_shape(members: &Map<String, Value>, at: &dyn Fn(&str) -> String) -> Resu
 
 /// A list of origin statuses from 400 to 599. A 2xx never releases a key nor is it ever
 /// unknown: the origin said that it executed.
-fn statuses(members: &Map<String, Value>, name: &str, at: &dyn Fn(&str) -> String) -> Result<Option<StatusSet>, String> {
+fn statuses(
+    members: &Map<String, Value>,
+    name: &str,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<StatusSet>, String> {
     let Some(value) = members.get(name) else { return Ok(None) };
     let invalid = || format!("{}: expected an array of HTTP statuses from 400 to 599", at(name));
     let Value::Array(items) = value else { return Err(invalid()) };
@@ -561,7 +568,11 @@ fn statuses(members: &Map<String, Value>, name: &str, at: &dyn Fn(&str) -> Strin
     StatusSet::of(&numbers).map(Some).ok_or_else(invalid)
 }
 
-fn flag(members: &Map<String, Value>, name: &str, at: &dyn Fn(&str) -> String) -> Result<Option<bool>, String> {
+fn flag(
+    members: &Map<String, Value>,
+    name: &str,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<bool>, String> {
     match members.get(name) {
         None => Ok(None),
         Some(Value::Bool(value)) => Ok(Some(*value)),

@@ -3,6 +3,7 @@
 //! record. The rules are in `core::admin`. Every call, a refused one too, writes one audit line
 //! (`core::admin::audit_line`) naming the operator from `X-Operator`, never the token.
 
+use serde_json::json;
 use web_sys::{Request, Response};
 
 use super::now_ms;
@@ -16,7 +17,6 @@ use crate::core::admin::{
     OPERATOR_HEADER,
 };
 use crate::core::config::Config;
-use serde_json::json;
 use crate::core::machine::{storage_unavailable, RecordChange};
 use crate::core::record::Record;
 use crate::core::url::path_and_query_parts;

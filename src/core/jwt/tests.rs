@@ -95,9 +95,7 @@ fn structure_and_header_errors() {
 
 #[test]
 fn claim_rules() {
-    let check = |claims: Value, rules: &Validation| {
-        check_claims(claims.as_object().unwrap(), rules, NOW)
-    };
+    let check = |claims: Value, rules: &Validation| check_claims(claims.as_object().unwrap(), rules, NOW);
     let r = rules();
     assert_eq!(check(good_claims(), &r), Ok(()));
     let with = |key: &str, value: Value| {

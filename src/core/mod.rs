@@ -17,7 +17,7 @@ pub mod fingerprint;
 #[cfg(test)]
 mod format_fixtures;
 // The fuzz targets' checks, with serde_json as their oracle: built for the tests and for
-// fuzz/ (the `fuzz` feature) only, so that the worker does not depend on serde_json.
+// fuzz/ (the `fuzz` feature) only, so that the worker carries no test code.
 #[cfg(any(test, feature = "fuzz"))]
 #[doc(hidden)]
 pub mod fuzz_checks;

@@ -1,6 +1,6 @@
 //! Canonical form of a JSON body, for the payload fingerprint.
 //!
-//! Owns [`canonicalize`], and the reading of JSON one level at a time ([`read`], [`level`])
+//! Owns [`canonicalize`], and the reading of JSON one level at a time (`read`, `level`)
 //! that `core::body_shape` shares; it reads bytes and allocates, nothing else.
 //!
 //! Rules (what makes two bodies "the same payload"):
@@ -30,7 +30,7 @@
 //! level over as [`RawValue`]s, the exact text of every member name, member value and array
 //! element, so that names and scalars can be kept as written and duplicate members seen
 //! (a `serde_json::Value` keeps neither). An object or array is read one level at a time
-//! from its raw text ([`level`]), so a byte is read once per level of nesting above it, at
+//! from its raw text (`level`), so a byte is read once per level of nesting above it, at
 //! most [`MAX_DEPTH`] times; serde_json skips a raw value without recursing, so no input
 //! can overflow the stack (tested with 100,000 levels), and the depth limit is this
 //! module's own (128 levels, as before; serde_json's own limit, 127, never applies, since

@@ -295,7 +295,7 @@ impl RequestLog {
         }
     }
 
-    /// The line as one JSON object, fields in a fixed order (the order of [`Line`]'s
+    /// The line as one JSON object, fields in a fixed order (the order of `Line`'s
     /// fields), absent ones left out.
     pub fn to_json(&self) -> String {
         self.to_json_in(LineContext::default())

@@ -218,7 +218,7 @@ impl Problem {
     }
 
     /// The `application/problem+json` body: members in RFC 9457's order (`type`, `title`,
-    /// `status`, `detail`, then `instance` when known), the order of [`Body`]'s fields.
+    /// `status`, `detail`, then `instance` when known), the order of `Body`'s fields.
     pub fn to_json(&self) -> Vec<u8> {
         /// The members of the body, as serde writes them.
         #[derive(Serialize)]

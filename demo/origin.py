@@ -4,8 +4,10 @@
 POST /v1/charges  charges the ledger (slowly, on purpose) and answers 201 with the charge.
 GET  /v1/charges?idempotency_key=K
                   the lookup: 200 with the charge this caller (its Authorization) made under
-                  key K, 404 when there is none. The worker's route option reconcile_url
-                  points here (scripts/demo.sh sets it).
+                  key K at or after the claim's time (Idempotency-Claimed-At), 404 when
+                  there is none; both marked Idempotency-Lookup, as the worker requires of
+                  a lookup's own verdicts. The worker's route option reconcile_url points
+                  here (scripts/demo.sh sets it).
 GET  /v1/ledger   lists every charge, so you can see one charge per key.
 
 It drops a reply only when asked: a request with "X-Demo-Drop-Reply: 1" is charged and
@@ -37,15 +39,22 @@ LEDGER = []
 # Who made each charge (its Authorization), so that a lookup answers a caller only about its
 # own keys; kept out of the ledger's listing.
 CALLERS = {}
+# When each charge was made (Unix milliseconds), for the lookup's claim time.
+CREATED_MS = {}
+# How far the edge's clock may be ahead of this one: a charge this much before the claim's
+# time still counts as the claim's.
+CLOCK_SKEW_MS = 60_000
 LOCK = threading.Lock()
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def _send(self, status, payload):
+    def _send(self, status, payload, headers=()):
         body = json.dumps(payload, indent=2).encode() + b"\n"
         self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
         self.end_headers()
@@ -56,13 +65,20 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/v1/charges":
             key = urllib.parse.parse_qs(url.query).get("idempotency_key", [None])[0]
             caller = self.headers.get("Authorization")
+            try:
+                claimed_at = int(self.headers.get("Idempotency-Claimed-At", ""))
+            except ValueError:
+                self._send(400, {"error": "expected Idempotency-Claimed-At in Unix milliseconds"})
+                return
             with LOCK:
-                found = [c for c in LEDGER if c["idempotency_key"] == key and CALLERS.get(c["id"]) == caller]
+                found = [c for c in LEDGER if c["idempotency_key"] == key and CALLERS.get(c["id"]) == caller
+                         and CREATED_MS[c["id"]] + CLOCK_SKEW_MS >= claimed_at]
             if key is not None and found:
                 print("origin: lookup found charge %s" % found[-1]["id"], file=sys.stderr, flush=True)
-                self._send(200, found[-1])
+                self._send(200, found[-1], [("Idempotency-Lookup", "executed")])
             else:
-                self._send(404, {"error": "no charge under this key for this caller"})
+                self._send(404, {"error": "no charge under this key for this caller"},
+                           [("Idempotency-Lookup", "not-executed")])
         elif self.path.startswith("/v1/ledger"):
             with LOCK:
                 self._send(200, {"charges": LEDGER, "total_cents": sum(c["amount"] for c in LEDGER)})
@@ -88,6 +104,7 @@ class Handler(BaseHTTPRequestHandler):
                       "idempotency_key": self.headers.get("Idempotency-Key")}
             LEDGER.append(charge)
             CALLERS[charge["id"]] = self.headers.get("Authorization")
+            CREATED_MS[charge["id"]] = int(time.time() * 1000)
         print("origin: executed charge %s for %d" % (charge["id"], amount), file=sys.stderr, flush=True)
         if self.headers.get("X-Demo-Drop-Reply") == "1" or (DROP_RATE > 0 and random.random() < DROP_RATE):
             print("origin: dropped the reply to charge %s" % charge["id"], file=sys.stderr, flush=True)

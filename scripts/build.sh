@@ -4,18 +4,21 @@
 # when nothing changed: it skips the build when build/ is newer than every source file.
 #
 # Before a deploy (wrangler sets WRANGLER_COMMAND=deploy, --dry-run included, or `versions
-# upload`), or with CHECK_CONFIG=1, it first checks wrangler.toml, its top level and every
-# [env.NAME], with the worker's own settings parser (check/, `idempotency-edge-config`): an
-# error stops the deploy. wrangler dev, the demo and the tests skip it, so a fresh machine
-# does not compile the checker (about 40 s on 2 cores) before its first demo; the test
-# suite checks the repository's wrangler.toml in the checker's own tests.
+# upload`), or with CHECK_CONFIG=1, it first checks the configuration of the environment
+# being deployed with the worker's own settings parser (check/, `idempotency-edge-config`):
+# an error stops the deploy. Wrangler does not tell a build command which `--env` it runs
+# for, so each [env.NAME] of wrangler.toml sets its own build command with
+# CLOUDFLARE_ENV=NAME (an environment's typo then never blocks another's deploy); without
+# it, the top level is checked. wrangler dev, the demo and the tests skip the check, so a
+# fresh machine does not compile the checker (about 40 s on 2 cores) before its first demo;
+# the test suite checks the repository's wrangler.toml in the checker's own tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 case ${WRANGLER_COMMAND:-} in deploy* | versions*) CHECK_CONFIG=${CHECK_CONFIG:-1} ;; esac
 if [[ ${CHECK_CONFIG:-} == 1 ]]; then
-  if ! cargo run --quiet -p idempotency-edge-config -- check --every-env; then
-    echo "build: wrangler.toml has errors (above); fix them before deploying" >&2
+  if ! cargo run --quiet -p idempotency-edge-config -- check; then
+    echo "build: the configuration of ${CLOUDFLARE_ENV:-the top level} has errors (above); fix them before deploying" >&2
     exit 1
   fi
 fi
@@ -41,6 +44,8 @@ elif [[ -x node_modules/.bin/esbuild && $(head -c 2 node_modules/.bin/esbuild) !
 fi
 wasm_opt=$PWD/node_modules/.bin/wasm-opt
 
+# scripts/setup.sh installs wasm-bindgen under the repository unless PATH has its version.
+export PATH="$PWD/.tools/bin:$PATH"
 missing=()
 command -v wasm-bindgen >/dev/null || missing+=(wasm-bindgen)
 [[ -x $wasm_opt ]] || missing+=(wasm-opt)

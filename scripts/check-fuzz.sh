@@ -9,7 +9,8 @@
 #                                            # (crates.io); if that fails, it says so and fails
 #   scripts/check-fuzz.sh --install --run 60 # and then runs every target from its seeds, for
 #                                            # a fixed number of inputs (at most 60 s each); a
-#                                            # crash fails (what CI runs)
+#                                            # crash fails (what CI runs), and so does a
+#                                            # `cargo fuzz list` that fails or lists nothing
 #
 # The runs replay: libFuzzer's seed is TEST_SEED when set, else 1, and the number of inputs
 # is fixed (FUZZ_RUNS, default 150000; the time only caps it). So CI on a commit explores
@@ -63,7 +64,18 @@ if [[ -n $run_seconds ]]; then
   runs=${FUZZ_RUNS:-150000}
   echo "fuzz: seed $seed, $runs inputs per target (replay: TEST_SEED=$seed FUZZ_RUNS=$runs scripts/check-fuzz.sh --run $run_seconds)"
   mkdir -p target
-  for target in $(cargo +nightly fuzz list); do
+  # A list that cannot be had, or is empty, would run nothing and still end in success:
+  # that is a failure, named with the command to look into.
+  if ! targets=$(cargo +nightly fuzz list); then
+    echo "fuzz: FAILED: \`cargo +nightly fuzz list\` failed, so no target ran; run it in $(pwd) to see why" >&2
+    exit 1
+  fi
+  if [[ -z ${targets//[[:space:]]/} ]]; then
+    echo "fuzz: FAILED: \`cargo +nightly fuzz list\` lists no target, so none ran; fuzz/Cargo.toml should name one per fuzz/fuzz_targets/*.rs" >&2
+    exit 1
+  fi
+  ran=0
+  for target in $targets; do
     echo "fuzz: running $target ($runs inputs, at most ${run_seconds} s)"
     mkdir -p "fuzz/corpus/$target"
     if ! cargo +nightly fuzz run "$target" "fuzz/corpus/$target" "fuzz/seeds/$target" -- \
@@ -74,6 +86,7 @@ if [[ -n $run_seconds ]]; then
       exit 1
     fi
     grep -E '^stat::number_of_executed_units' "target/fuzz-$target.log" | sed "s/^/fuzz: $target: /" || true
+    ran=$((ran + 1))
   done
-  echo "fuzz: every target ran without a crash"
+  echo "fuzz: every target ($ran) ran without a crash"
 fi

@@ -2,7 +2,9 @@
 # Installs everything the worker needs to build and run locally, from the package
 # registries only. Idempotent: each step is skipped when its result is already in place.
 #   - the wasm32 target (rustup)
-#   - wasm-bindgen-cli (the version Cargo.lock pins), via cargo install
+#   - wasm-bindgen-cli (the version Cargo.lock pins): the one on PATH when it is that
+#     version, else installed under the repository (.tools/, `cargo install --root`), never
+#     over a wasm-bindgen of the user's own
 #   - wrangler (workerd), esbuild for this platform and binaryen (wasm-opt), via npm ci
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,11 +21,13 @@ fi
 # wasm-bindgen-cli must equal the wasm-bindgen crate in Cargo.lock to the patch.
 WASM_BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
 
-if ! wasm-bindgen --version 2>/dev/null | grep -q "$WASM_BINDGEN_VERSION"; then
-  say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (several minutes, once)"
+# scripts/build.sh looks in .tools/bin first, then on PATH.
+export PATH="$PWD/.tools/bin:$PATH"
+if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $WASM_BINDGEN_VERSION"; then
+  say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION into .tools/ (several minutes, once)"
   # Not --locked: the crate's own lockfile names a webpki-roots release the registry no
   # longer serves. The version itself is pinned exactly.
-  cargo install wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION" --force
+  cargo install wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION" --root "$PWD/.tools"
 fi
 
 # npm installs esbuild's native binary for the platform it runs on only, so a node_modules/

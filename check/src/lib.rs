@@ -9,8 +9,9 @@
 //!    `migrations` from the top level, but not `vars` nor any binding (Durable Objects,
 //!    services, Analytics Engine datasets, rate limiters, version metadata). A key missing
 //!    from an environment is read as wrangler reads it: absent.
-//! 2. Every problem the parser finds is an error naming its variable; a value that is not
-//!    a string (a TOML number or boolean in `[vars]`) is one of them.
+//! 2. Every problem the parser finds is an error naming its variable. A `[vars]` value that
+//!    is not a string (a number, boolean, array or table) is read as wrangler hands it to
+//!    the worker, as that JSON value, which the worker reads as its JSON text.
 //! 3. Secrets are not in `wrangler.toml`. A problem that setting a secret would solve (the
 //!    key ring `ASYNC_ACCEPT` needs, an HS256 secret for a scope claim) is a note saying so,
 //!    unless `.dev.vars` is checked too: then the secrets are known, and it is an error.
@@ -22,15 +23,23 @@
 //! 5. What the worker needs bound is declared: `IDEMPOTENCY_KEYS` (class `KeyObject`, in a
 //!    `new_sqlite_classes` migration), the `[[services]]` binding `ORIGIN_SERVICE` or a route
 //!    names, and the `[[ratelimits]]` binding a route names.
+//! 6. A deployed environment (every `[env.NAME]`) takes no traffic without the secrets a
+//!    payment API needs ([`PAYMENT_MINIMUM_SECRETS`]): it must list them under
+//!    `[env.NAME.secrets] required`, wrangler's own mechanism, so that `wrangler deploy`
+//!    fails while one is unset. Left out, that is an error.
+//!
+//! The configuration is `wrangler.toml` or `wrangler.jsonc` (`wrangler.json`), read into
+//! one JSON document whichever it is; messages name keys in TOML's dotted form.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use idempotency_edge::core::config::Config;
 use idempotency_edge::core::env_names::{secret_names, NameKind, NAMES};
 use idempotency_edge::core::routes::RouteRateLimit;
 use idempotency_edge::core::settings::{EnvFacts, EnvValue, Settings};
 use idempotency_edge::core::url::host_and_port;
-use toml_edit::{DocumentMut, Item, TableLike, Value};
+use serde_json::{Map, Value};
 
 /// The Durable Object binding and class every request goes through.
 pub const KEY_BINDING: &str = "IDEMPOTENCY_KEYS";
@@ -38,8 +47,13 @@ pub const KEY_CLASS: &str = "KeyObject";
 /// The Analytics Engine dataset the worker writes its metrics to, when bound.
 pub const METRICS_BINDING: &str = "IDEMPOTENCY_METRICS";
 
+/// The secrets without which a deployed environment must not take traffic: answers would be
+/// stored in the clear, the origin hop unsigned, and the objects named by the raw key.
+pub const PAYMENT_MINIMUM_SECRETS: [&str; 3] =
+    ["STORAGE_ENCRYPTION_KEYS", "ORIGIN_AUTH_SECRET", "OBJECT_NAME_KEY"];
+
 /// Binding kinds wrangler does not let environments inherit, that this worker reads.
-const NOT_INHERITED: [&str; 7] = [
+const NOT_INHERITED: [&str; 8] = [
     "vars",
     "durable_objects",
     "services",
@@ -48,6 +62,7 @@ const NOT_INHERITED: [&str; 7] = [
     "version_metadata",
     // OUTCOME_QUEUE's producer: an environment without it publishes nothing.
     "queues",
+    "secrets",
 ];
 
 /// Keys whose entries are bindings (named by `binding`, or `name`), for the misspelling check.
@@ -154,34 +169,122 @@ impl Report {
     }
 }
 
-/// The names of the `[env.NAME]` sections, in file order.
+/// How a wrangler configuration is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Toml,
+    /// JSON with comments and trailing commas (`wrangler.jsonc`, `wrangler.json`).
+    Jsonc,
+}
+
+impl Format {
+    /// The format wrangler infers from a file's name: `.json`/`.jsonc` are JSONC, the rest TOML.
+    pub fn of(path: &Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("json" | "jsonc") => Format::Jsonc,
+            _ => Format::Toml,
+        }
+    }
+}
+
+/// A wrangler configuration, read: one JSON document, and its environments in file order.
+#[derive(Clone, Debug)]
+pub struct WranglerConfig {
+    doc: Map<String, Value>,
+    env_names: Vec<String>,
+}
+
+impl WranglerConfig {
+    pub fn parse(text: &str, format: Format) -> Result<WranglerConfig, String> {
+        let doc: Value = match format {
+            Format::Toml => toml::from_str(text).map_err(|e| format!("not valid TOML: {e}"))?,
+            Format::Jsonc => jsonc_parser::parse_to_serde_value::<Value>(text, &jsonc_options())
+                .map_err(|e| format!("not valid JSONC: {e}"))?,
+        };
+        let Value::Object(doc) = doc else {
+            return Err("expected a table (an object) at the top level".to_owned());
+        };
+        // serde_json's map is sorted; the report lists environments as the file does.
+        let env_names = match format {
+            Format::Toml => {
+                let table: toml::Table = toml::from_str(text).map_err(|e| format!("not valid TOML: {e}"))?;
+                table.get("env").and_then(toml::Value::as_table).map(|envs| envs.keys().cloned().collect())
+            }
+            Format::Jsonc => match jsonc_parser::parse_to_value(text, &jsonc_options()) {
+                Ok(Some(jsonc_parser::JsonValue::Object(top))) => match top.get("env") {
+                    Some(jsonc_parser::JsonValue::Object(envs)) => {
+                        Some(envs.clone().into_iter().map(|(name, _)| name.into_owned()).collect())
+                    }
+                    _ => None,
+                },
+                _ => None,
+            },
+        }
+        .unwrap_or_default();
+        Ok(WranglerConfig { doc, env_names })
+    }
+
+    /// Reads `path`, in the format its name says.
+    pub fn read(path: &Path) -> Result<WranglerConfig, String> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        WranglerConfig::parse(&text, Format::of(path))
+    }
+
+    /// The names of the `[env.NAME]` sections, in file order.
+    pub fn environments(&self) -> Vec<String> {
+        self.env_names.clone()
+    }
+
+    /// Checks environment `env` (`None`: the top level), with the text of a `.dev.vars` file
+    /// when local secrets are to be checked too.
+    pub fn check(&self, env: Option<&str>, dev_vars: Option<&str>) -> Result<Report, String> {
+        check_document(self, env, dev_vars)
+    }
+}
+
+fn jsonc_options() -> jsonc_parser::ParseOptions {
+    jsonc_parser::ParseOptions {
+        allow_comments: true,
+        allow_trailing_commas: true,
+        allow_loose_object_property_names: false,
+        ..Default::default()
+    }
+}
+
+/// The names of the `[env.NAME]` sections of a `wrangler.toml`, in file order.
 pub fn environments(toml: &str) -> Result<Vec<String>, String> {
-    let doc = parse(toml)?;
-    Ok(doc
-        .get("env")
-        .and_then(Item::as_table_like)
-        .map(|envs| envs.iter().map(|(name, _)| name.to_owned()).collect())
-        .unwrap_or_default())
+    Ok(WranglerConfig::parse(toml, Format::Toml)?.environments())
 }
 
 /// Checks `toml` (the text of a `wrangler.toml`) for environment `env` (`None`: the top
 /// level), with the text of a `.dev.vars` file when local secrets are to be checked too.
 pub fn check(toml: &str, env: Option<&str>, dev_vars: Option<&str>) -> Result<Report, String> {
-    let doc = parse(toml)?;
-    let view = View::new(&doc, env)?;
+    WranglerConfig::parse(toml, Format::Toml)?.check(env, dev_vars)
+}
+
+fn check_document(
+    config: &WranglerConfig,
+    env: Option<&str>,
+    dev_vars: Option<&str>,
+) -> Result<Report, String> {
+    let view = View::new(config, env)?;
     let mut findings = Vec::new();
 
     // The environment the worker would see: [vars], then .dev.vars over it (as wrangler dev).
     let mut values: BTreeMap<String, Held> = BTreeMap::new();
     if let Some(vars) = view.own("vars") {
-        match vars.as_table_like() {
+        match vars.as_object() {
             Some(vars) => {
-                for (name, item) in vars.iter() {
-                    let held = item.as_str().map_or(Held::NotText, |text| Held::Text(text.to_owned()));
+                for (name, value) in vars {
+                    let held = match value {
+                        Value::String(text) => Held::Text(text.clone()),
+                        other => Held::Json(other.to_string()),
+                    };
                     values.insert(name.to_owned(), held);
                 }
             }
-            None => findings.push(Finding::error("vars", "expected a table of NAME = \"value\" lines")),
+            None => findings.push(Finding::error("vars", "expected a table of NAME = value lines")),
         }
     }
     let from_toml: BTreeSet<String> = values.keys().cloned().collect();
@@ -256,8 +359,14 @@ pub fn check(toml: &str, env: Option<&str>, dev_vars: Option<&str>) -> Result<Re
     }
     check_key_objects(&view, &bindings, &mut findings);
     if let Some((env, _)) = view.env {
+        check_required_secrets(env, &view, &mut findings);
+    }
+    if let Some((env, _)) = view.env {
         for kind in NOT_INHERITED {
-            if view.top.get(kind).is_some() && view.own(kind).is_none() && kind != "durable_objects" {
+            if view.top.get(kind).is_some()
+                && view.own(kind).is_none()
+                && !matches!(kind, "durable_objects" | "secrets")
+            {
                 findings.push(Finding::note(
                     kind,
                     format!("\"{kind}\" is set at the top level but not in [env.{env}]: wrangler does not let environments inherit it, so [env.{env}] has none. Repeat it under [env.{env}] if this environment needs it."),
@@ -273,8 +382,8 @@ pub fn check(toml: &str, env: Option<&str>, dev_vars: Option<&str>) -> Result<Re
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Held {
     Text(String),
-    /// A number, boolean, array or table from `[vars]`.
-    NotText,
+    /// A number, boolean, array or table from `[vars]`, as its JSON text.
+    Json(String),
 }
 
 fn settings(values: &BTreeMap<String, Held>, extra: &[(&str, &str)], facts: &EnvFacts<'_>) -> Settings {
@@ -283,7 +392,7 @@ fn settings(values: &BTreeMap<String, Held>, extra: &[(&str, &str)], facts: &Env
             Some((_, value)) => Some(EnvValue::Text(value)),
             None => values.get(name).map(|held| match held {
                 Held::Text(text) => EnvValue::Text(text),
-                Held::NotText => EnvValue::NotText,
+                Held::Json(json) => EnvValue::Json(json),
             }),
         },
         facts,
@@ -378,7 +487,7 @@ fn check_origin(config: &Config, view: &View<'_>, findings: &mut Vec<Finding>) {
         ));
         return;
     }
-    if view.inherited("workers_dev").and_then(Item::as_bool) == Some(true) {
+    if view.inherited("workers_dev").and_then(Value::as_bool) == Some(true) {
         findings.push(Finding::error(
             "ORIGIN_URL",
             "ORIGIN_URL is empty (route mode) and workers_dev = true: a request to the workers.dev hostname goes on to its own URL, this worker. Set workers_dev = false, or set ORIGIN_URL.",
@@ -442,7 +551,7 @@ fn check_key_objects(view: &View<'_>, bindings: &[Binding], findings: &mut Vec<F
     let migrated = view.inherited("migrations").map(entries).unwrap_or_default().iter().any(|migration| {
         migration
             .get("new_sqlite_classes")
-            .and_then(Item::as_array)
+            .and_then(Value::as_array)
             .is_some_and(|classes| classes.iter().any(|class| class.as_str() == Some(KEY_CLASS)))
     });
     if !migrated {
@@ -453,35 +562,43 @@ fn check_key_objects(view: &View<'_>, bindings: &[Binding], findings: &mut Vec<F
     }
 }
 
-fn parse(toml: &str) -> Result<DocumentMut, String> {
-    toml.parse::<DocumentMut>().map_err(|e| format!("not valid TOML: {e}"))
+/// Rule 6: a deployed environment declares the payment-minimum secrets as required.
+fn check_required_secrets(env: &str, view: &View<'_>, findings: &mut Vec<Finding>) {
+    let required: Vec<&str> = view
+        .own("secrets")
+        .and_then(|secrets| secrets.get("required"))
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let missing: Vec<&str> =
+        PAYMENT_MINIMUM_SECRETS.into_iter().filter(|name| !required.contains(name)).collect();
+    if missing.is_empty() {
+        return;
+    }
+    let listed = PAYMENT_MINIMUM_SECRETS.map(|name| format!("\"{name}\"")).join(", ");
+    findings.push(Finding::error(
+        "secrets",
+        format!("[env.{env}.secrets] required does not list {}: a deployed environment without them stores answers in the clear, sends the origin hop unsigned or names objects by the raw key. Add [env.{env}.secrets] required = [{listed}] (wrangler then refuses to deploy while one is unset), and set each with `{}`.", missing.join(", "), secret_put("NAME", Some(env))),
+    ));
 }
 
 /// The top level, and the environment being checked (if any), read with wrangler's rules.
 struct View<'a> {
-    top: &'a dyn TableLike,
-    env: Option<(&'a str, &'a dyn TableLike)>,
+    top: &'a Map<String, Value>,
+    env: Option<(&'a str, &'a Map<String, Value>)>,
 }
 
 impl<'a> View<'a> {
-    fn new(doc: &'a DocumentMut, env: Option<&'a str>) -> Result<View<'a>, String> {
-        let top = doc.as_table() as &dyn TableLike;
+    fn new(config: &'a WranglerConfig, env: Option<&'a str>) -> Result<View<'a>, String> {
+        let top = &config.doc;
         let env = match env {
             None => None,
             Some(name) => {
-                let section = doc
-                    .get("env")
-                    .and_then(Item::as_table_like)
-                    .and_then(|envs| envs.get(name))
-                    .and_then(Item::as_table_like);
+                let section = top.get("env").and_then(|envs| envs.get(name)).and_then(Value::as_object);
                 match section {
                     Some(section) => Some((name, section)),
                     None => {
-                        let known: Vec<&str> = doc
-                            .get("env")
-                            .and_then(Item::as_table_like)
-                            .map(|envs| envs.iter().map(|(name, _)| name).collect())
-                            .unwrap_or_default();
+                        let known = config.environments();
                         return Err(format!(
                             "there is no [env.{name}] section (environments: {})",
                             if known.is_empty() { "none".to_owned() } else { known.join(", ") }
@@ -494,7 +611,7 @@ impl<'a> View<'a> {
     }
 
     /// A key that environments do not inherit: the environment's own.
-    fn own(&self, key: &str) -> Option<&'a Item> {
+    fn own(&self, key: &str) -> Option<&'a Value> {
         match self.env {
             Some((_, env)) => env.get(key),
             None => self.top.get(key),
@@ -502,7 +619,7 @@ impl<'a> View<'a> {
     }
 
     /// A key that environments inherit: the environment's own, else the top level's.
-    fn inherited(&self, key: &str) -> Option<&'a Item> {
+    fn inherited(&self, key: &str) -> Option<&'a Value> {
         self.env.and_then(|(_, env)| env.get(key)).or_else(|| self.top.get(key))
     }
 
@@ -513,34 +630,18 @@ impl<'a> View<'a> {
             Some((_, env)) if env.contains_key("route") || env.contains_key("routes") => env,
             _ => self.top,
         };
-        let entry = |pattern: Option<&str>, custom_domain: Option<bool>| RouteEntry {
-            pattern: pattern.unwrap_or("?").to_owned(),
-            custom_domain: custom_domain == Some(true),
-        };
         let from_value = |value: &Value| match value {
-            Value::String(pattern) => Some(entry(Some(pattern.value()), None)),
-            Value::InlineTable(table) => Some(entry(
-                table.get("pattern").and_then(Value::as_str),
-                table.get("custom_domain").and_then(Value::as_bool),
-            )),
+            Value::String(pattern) => Some(RouteEntry { pattern: pattern.clone(), custom_domain: false }),
+            Value::Object(table) => Some(RouteEntry {
+                pattern: table.get("pattern").and_then(Value::as_str).unwrap_or("?").to_owned(),
+                custom_domain: table.get("custom_domain").and_then(Value::as_bool) == Some(true),
+            }),
             _ => None,
         };
-        let from_table = |table: &toml_edit::Table| {
-            entry(
-                table.get("pattern").and_then(Item::as_str),
-                table.get("custom_domain").and_then(Item::as_bool),
-            )
-        };
         let mut routes = Vec::new();
-        match source.get("route") {
-            Some(Item::Value(value)) => routes.extend(from_value(value)),
-            Some(Item::Table(table)) => routes.push(from_table(table)),
-            _ => {}
-        }
-        match source.get("routes") {
-            Some(Item::Value(Value::Array(array))) => routes.extend(array.iter().filter_map(from_value)),
-            Some(Item::ArrayOfTables(tables)) => routes.extend(tables.iter().map(from_table)),
-            _ => {}
+        routes.extend(source.get("route").and_then(from_value));
+        if let Some(Value::Array(array)) = source.get("routes") {
+            routes.extend(array.iter().filter_map(from_value));
         }
         routes
     }
@@ -548,33 +649,33 @@ impl<'a> View<'a> {
     /// Every binding the environment declares.
     fn bindings(&self) -> Vec<Binding> {
         let mut found = Vec::new();
-        if let Some(objects) = self.own("durable_objects").and_then(Item::as_table_like) {
+        if let Some(objects) = self.own("durable_objects") {
             for binding in objects.get("bindings").map(entries).unwrap_or_default() {
-                if let Some(name) = binding.get("name").and_then(Item::as_str) {
+                if let Some(name) = binding.get("name").and_then(Value::as_str) {
                     found.push(Binding {
                         kind: "durable_objects",
                         name: name.to_owned(),
-                        class: binding.get("class_name").and_then(Item::as_str).map(str::to_owned),
+                        class: binding.get("class_name").and_then(Value::as_str).map(str::to_owned),
                     });
                 }
             }
         }
         for kind in BINDING_KINDS {
             let Some(item) = self.own(kind) else { continue };
-            let tables = match item.as_table_like() {
+            let tables = match item.as_object() {
                 Some(single) => vec![single],
                 None => entries(item),
             };
             for table in tables {
-                let name = table.get("binding").or_else(|| table.get("name")).and_then(Item::as_str);
+                let name = table.get("binding").or_else(|| table.get("name")).and_then(Value::as_str);
                 if let Some(name) = name {
                     found.push(Binding { kind, name: name.to_owned(), class: None });
                 }
             }
         }
-        if let Some(queues) = self.own("queues").and_then(Item::as_table_like) {
+        if let Some(queues) = self.own("queues") {
             for producer in queues.get("producers").map(entries).unwrap_or_default() {
-                if let Some(name) = producer.get("binding").and_then(Item::as_str) {
+                if let Some(name) = producer.get("binding").and_then(Value::as_str) {
                     found.push(Binding { kind: "queues", name: name.to_owned(), class: None });
                 }
             }
@@ -601,15 +702,9 @@ impl Binding {
     }
 }
 
-/// The tables of an array of tables, written either way (`[[x]]` or `x = [{ … }]`).
-fn entries(item: &Item) -> Vec<&dyn TableLike> {
-    match item {
-        Item::ArrayOfTables(tables) => tables.iter().map(|t| t as &dyn TableLike).collect(),
-        Item::Value(Value::Array(array)) => {
-            array.iter().filter_map(Value::as_inline_table).map(|t| t as &dyn TableLike).collect()
-        }
-        _ => Vec::new(),
-    }
+/// The tables of an array of tables.
+fn entries(item: &Value) -> Vec<&Map<String, Value>> {
+    item.as_array().map(|array| array.iter().filter_map(Value::as_object).collect()).unwrap_or_default()
 }
 
 /// The `NAME=value` lines of a `.dev.vars` file (dotenv syntax: `#` comments, optional

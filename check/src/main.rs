@@ -1,11 +1,13 @@
 //! `idempotency-edge-config check`: the worker's configuration, checked before a deploy.
 //!
 //! ```sh
-//! cargo run -p idempotency-edge-config -- check [--env NAME | --every-env] [--config wrangler.toml]
+//! cargo run -p idempotency-edge-config -- check [--env NAME | --every-env] [-c FILE]
 //!     [--dev-vars FILE | --no-dev-vars]
 //! ```
 //!
-//! Reads `wrangler.toml` (its top level, or `[env.NAME]` with wrangler's inheritance rules)
+//! Reads `wrangler.toml`, `wrangler.jsonc` or `wrangler.json` (its top level, or
+//! `[env.NAME]` with wrangler's inheritance rules; the environment wrangler would deploy,
+//! `CLOUDFLARE_ENV`, when `--env` is not given)
 //! and applies the worker's own settings parser; prints every problem at once, each with its
 //! variable. The top level is checked with `.dev.vars` beside the file when there is one
 //! (the secrets of `wrangler dev`); an environment is a deploy target, whose secrets are set
@@ -16,59 +18,58 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use idempotency_edge_config::{check, environments, Report};
+use clap::{Args as ClapArgs, Parser, Subcommand};
+use idempotency_edge_config::{Report, WranglerConfig};
 
-const USAGE: &str = "usage: idempotency-edge-config check [--env NAME | --every-env] [--config FILE] [--dev-vars FILE | --no-dev-vars]
-
-  --env NAME     check [env.NAME] (wrangler's inheritance: vars and bindings are not inherited)
-  --every-env    check the top level and every [env.NAME]
-  --config FILE  the wrangler configuration (default: wrangler.toml)
-  --dev-vars FILE  read secrets and variables from FILE, as wrangler dev does with .dev.vars
-  --no-dev-vars  ignore .dev.vars (the top level reads it when it is beside the configuration)
-
-Exit status: 0 without errors, 1 with an error, 2 for bad usage or an unreadable file.";
-
-enum Envs {
-    Top,
-    One(String),
-    Every,
+/// Checks a wrangler configuration with the worker's own settings parser, before a deploy.
+#[derive(Parser)]
+#[command(
+    name = "idempotency-edge-config",
+    version,
+    after_help = "Exit status: 0 without errors, 1 with an error, 2 for bad usage or an unreadable file."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
 }
 
-enum DevVars {
-    /// `.dev.vars` beside the configuration, for the top level, when it exists.
-    Auto,
-    File(PathBuf),
-    Off,
+#[derive(Subcommand)]
+enum Command {
+    /// Check the top level, one environment, or every environment.
+    Check(Args),
 }
 
+#[derive(ClapArgs)]
 struct Args {
-    config: PathBuf,
-    envs: Envs,
-    dev_vars: DevVars,
+    /// Check [env.NAME] (wrangler's inheritance: vars and bindings are not inherited);
+    /// CLOUDFLARE_ENV, as wrangler reads it, when not given.
+    #[arg(short, long, value_name = "NAME", env = "CLOUDFLARE_ENV", conflicts_with = "every_env")]
+    env: Option<String>,
+    /// Check the top level and every [env.NAME].
+    #[arg(long)]
+    every_env: bool,
+    /// The wrangler configuration (default, as wrangler looks: wrangler.json, wrangler.jsonc,
+    /// then wrangler.toml).
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Read secrets and variables from FILE, as wrangler dev does with .dev.vars.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_dev_vars")]
+    dev_vars: Option<PathBuf>,
+    /// Ignore .dev.vars (the top level reads it when it is beside the configuration).
+    #[arg(long)]
+    no_dev_vars: bool,
 }
 
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
-    match args.next().as_deref() {
-        Some("check") => {}
-        Some("-h" | "--help") => return Err(String::new()),
-        Some(other) => return Err(format!("unknown command {other:?}")),
-        None => return Err("a command is needed: check".to_owned()),
+impl Args {
+    fn config_path(&self) -> PathBuf {
+        self.config.clone().unwrap_or_else(|| {
+            ["wrangler.json", "wrangler.jsonc", "wrangler.toml"]
+                .into_iter()
+                .map(PathBuf::from)
+                .find(|path| path.is_file())
+                .unwrap_or_else(|| PathBuf::from("wrangler.toml"))
+        })
     }
-    let mut parsed =
-        Args { config: PathBuf::from("wrangler.toml"), envs: Envs::Top, dev_vars: DevVars::Auto };
-    while let Some(arg) = args.next() {
-        let mut value = |flag: &str| args.next().ok_or_else(|| format!("{flag} needs a value"));
-        match arg.as_str() {
-            "--env" | "-e" => parsed.envs = Envs::One(value("--env")?),
-            "--every-env" => parsed.envs = Envs::Every,
-            "--config" | "-c" => parsed.config = PathBuf::from(value("--config")?),
-            "--dev-vars" => parsed.dev_vars = DevVars::File(PathBuf::from(value("--dev-vars")?)),
-            "--no-dev-vars" => parsed.dev_vars = DevVars::Off,
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    Ok(parsed)
 }
 
 fn read(path: &Path) -> Result<String, String> {
@@ -76,20 +77,18 @@ fn read(path: &Path) -> Result<String, String> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(why) if why.is_empty() => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(why) => {
-            eprintln!("idempotency-edge-config: {why}\n\n{USAGE}");
-            return ExitCode::from(2);
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return if error.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
         }
     };
-    match run(&args) {
+    let Command::Check(args) = cli.command;
+    let config = args.config_path();
+    match run(&args, &config) {
         Ok(reports) => {
-            let name = args.config.display().to_string();
+            let name = config.display().to_string();
             for report in &reports {
                 print!("{}", report.render(&name));
             }
@@ -111,25 +110,26 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args) -> Result<Vec<Report>, String> {
-    let toml = read(&args.config)?;
-    let beside = args.config.parent().unwrap_or(Path::new("")).join(".dev.vars");
+fn run(args: &Args, path: &Path) -> Result<Vec<Report>, String> {
+    let config = WranglerConfig::read(path)?;
+    let beside = path.parent().unwrap_or(Path::new("")).join(".dev.vars");
     let dev_vars_for = |env: Option<&str>| -> Result<Option<String>, String> {
         match (&args.dev_vars, env) {
-            (DevVars::File(path), _) => read(path).map(Some),
-            (DevVars::Auto, None) if beside.is_file() => read(&beside).map(Some),
+            (Some(file), _) => read(file).map(Some),
+            (None, None) if !args.no_dev_vars && beside.is_file() => read(&beside).map(Some),
             _ => Ok(None),
         }
     };
-    let envs: Vec<Option<String>> = match &args.envs {
-        Envs::Top => vec![None],
-        Envs::One(name) => vec![Some(name.clone())],
-        Envs::Every => std::iter::once(None).chain(environments(&toml)?.into_iter().map(Some)).collect(),
+    // An empty CLOUDFLARE_ENV is wrangler's top level.
+    let env = args.env.clone().filter(|name| !name.is_empty());
+    let envs: Vec<Option<String>> = match args.every_env {
+        true => std::iter::once(None).chain(config.environments().into_iter().map(Some)).collect(),
+        false => vec![env],
     };
     envs.iter()
         .map(|env| {
             let dev_vars = dev_vars_for(env.as_deref())?;
-            check(&toml, env.as_deref(), dev_vars.as_deref())
+            config.check(env.as_deref(), dev_vars.as_deref())
         })
         .collect()
 }

@@ -3,7 +3,9 @@
 
 use std::process::Command;
 
-use idempotency_edge_config::{check, environments, Finding, Report, Severity};
+use idempotency_edge_config::{
+    check, environments, Finding, Format, Report, Severity, WranglerConfig, PAYMENT_MINIMUM_SECRETS,
+};
 
 /// A minimal valid top level: the key objects, their migration, an origin.
 const BASE: &str = r#"
@@ -49,17 +51,78 @@ fn a_minimal_configuration_is_clean() {
     assert_clean(&top(&with_vars("")));
 }
 
-/// A TOML number or boolean in [vars] is not a string: the worker refuses every request
-/// naming it, so the checker names it first.
+/// Values as wrangler users write them: a number, boolean or array of tables in [vars]
+/// reaches the worker as that JSON value and means what it says; a value of the wrong shape
+/// is named, as its quoted text would be.
 #[test]
-fn a_number_or_boolean_in_vars_is_an_error_naming_it() {
-    let report = top(&with_vars("IDEMPOTENCY_TTL_SECONDS = 604800\nSCOPE_JWT_REQUIRED = true"));
-    assert_eq!(errors(&report), ["IDEMPOTENCY_TTL_SECONDS", "SCOPE_JWT_REQUIRED"]);
-    let first = report.errors().next().unwrap();
-    assert!(first.message.contains("is not a string"), "{first:?}");
-    assert!(!report.passes());
-    // Quoted, the same values are valid.
+fn numbers_booleans_and_arrays_in_vars_mean_what_they_say() {
+    assert_clean(&top(&with_vars(
+        "IDEMPOTENCY_TTL_SECONDS = 604800\nORIGIN_DEDUPLICATES = true\nMAX_ORIGIN_ATTEMPTS = 3\nIDEMPOTENCY_ROUTES = [{ pattern = \"/v1/charges\", methods = [\"POST\"] }, { pattern = \"/v1/refunds\" }]",
+    )));
+    // Quoted, the same values are as valid.
     assert_clean(&top(&with_vars("IDEMPOTENCY_TTL_SECONDS = \"604800\"")));
+    let report = top(&with_vars("IDEMPOTENCY_TTL_SECONDS = [604800]\nORIGIN_DEDUPLICATES = 1"));
+    assert_eq!(errors(&report), ["IDEMPOTENCY_TTL_SECONDS", "ORIGIN_DEDUPLICATES"], "{}", report.render("t"));
+    assert!(!report.passes());
+}
+
+/// `wrangler.jsonc`, as Cloudflare now recommends it: comments, trailing commas, the same
+/// rules and the same findings as the TOML that says the same.
+#[test]
+fn wrangler_jsonc_is_read_like_wrangler_toml() {
+    let jsonc = r#"{
+  // The key objects and their migration.
+  "name": "idempotency-edge",
+  "main": "build/worker/shim.mjs",
+  "durable_objects": { "bindings": [{ "name": "IDEMPOTENCY_KEYS", "class_name": "KeyObject" }] },
+  "migrations": [{ "tag": "v1", "new_sqlite_classes": ["KeyObject"] }],
+  "vars": {
+    "ORIGIN_URL": "https://payments.example.com",
+    "IDEMPOTENCY_TTL_SECONDS": 86400, /* a number */
+    "IDEMPOTENCY_ROUTES": [{ "pattern": "/v1/charges" }],
+  },
+  "env": {
+    "zeta": {},
+    "alpha": {
+      "vars": { "ORIGIN_URL": "https://payments.example.com", "MODE": "strict" },
+      "durable_objects": { "bindings": [{ "name": "IDEMPOTENCY_KEYS", "class_name": "KeyObject" }] },
+      "secrets": { "required": ["STORAGE_ENCRYPTION_KEYS", "ORIGIN_AUTH_SECRET", "OBJECT_NAME_KEY"] },
+    },
+  },
+}"#;
+    let config = WranglerConfig::parse(jsonc, Format::Jsonc).unwrap();
+    assert_eq!(config.environments(), ["zeta", "alpha"], "file order");
+    assert_clean(&config.check(None, None).unwrap());
+    let alpha = config.check(Some("alpha"), None).unwrap();
+    assert_eq!(errors(&alpha), ["MODE"], "{}", alpha.render("wrangler.jsonc"));
+    assert_eq!(Format::of(std::path::Path::new("x/wrangler.jsonc")), Format::Jsonc);
+    assert_eq!(Format::of(std::path::Path::new("wrangler.toml")), Format::Toml);
+    assert!(WranglerConfig::parse("{ \"vars\": ", Format::Jsonc).unwrap_err().starts_with("not valid JSONC"));
+}
+
+/// A deployed environment lists the payment-minimum secrets as required (wrangler then
+/// refuses to deploy while one is unset); one that does not is an error naming the command.
+#[test]
+fn a_deployed_environment_must_require_the_payment_minimum_secrets() {
+    let env = "[env.live.vars]\nORIGIN_URL = \"https://payments.example.com\"\n[[env.live.durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n";
+    let without = format!("{}\n{env}", with_vars(""));
+    let report = check(&without, Some("live"), None).unwrap();
+    assert_eq!(errors(&report), ["secrets"]);
+    let message = &report.errors().next().unwrap().message;
+    for name in PAYMENT_MINIMUM_SECRETS {
+        assert!(message.contains(name), "{message}");
+    }
+    assert!(message.contains("npx wrangler secret put NAME --env live"), "{message}");
+    let partial = format!("{without}[env.live.secrets]\nrequired = [\"ORIGIN_AUTH_SECRET\"]\n");
+    let report = check(&partial, Some("live"), None).unwrap();
+    assert_eq!(errors(&report), ["secrets"]);
+    assert!(!report.errors().next().unwrap().message.contains("ORIGIN_AUTH_SECRET,"));
+    let full = format!(
+        "{without}[env.live.secrets]\nrequired = [\"STORAGE_ENCRYPTION_KEYS\", \"ORIGIN_AUTH_SECRET\", \"OBJECT_NAME_KEY\"]\n"
+    );
+    assert_clean(&check(&full, Some("live"), None).unwrap());
+    // The top level is local development: wrangler dev, no deploy target of its own.
+    assert_clean(&check(&full, None, None).unwrap());
 }
 
 /// The worker stops at the configuration's first invalid variable; the checker goes on,
@@ -67,7 +130,7 @@ fn a_number_or_boolean_in_vars_is_an_error_naming_it() {
 #[test]
 fn every_problem_is_reported_at_once_with_its_variable() {
     let report = top(&format!(
-        "{BASE}\n[vars]\nORIGIN_URL = \"ftp://payments.example.com\"\nIDEMPOTENCY_TTL_SECONDS = \"forever\"\nMODE = \"strict\"\nTRUSTED_CLIENT_IP = \"yes\"\nSCOPE_HEADERS = \"X-Api-Key\"\nMAX_BODY_BYTES = 1\n"
+        "{BASE}\n[vars]\nORIGIN_URL = \"ftp://payments.example.com\"\nIDEMPOTENCY_TTL_SECONDS = \"forever\"\nMODE = \"strict\"\nTRUSTED_CLIENT_IP = \"yes\"\nSCOPE_HEADERS = \"X-Api-Key\"\nMAX_BODY_BYTES = \"a lot\"\n"
     ));
     let mut found = errors(&report);
     found.sort();
@@ -160,7 +223,7 @@ fn a_secret_in_vars_is_an_error() {
 #[test]
 fn a_secret_a_setting_needs_is_a_note_unless_dev_vars_are_checked() {
     let toml = format!(
-        "{}\n[env.production.vars]\nORIGIN_URL = \"https://payments.example.com\"\nASYNC_ACCEPT = \"prefer\"\n\n[[env.production.durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n",
+        "{}\n[env.production.vars]\nORIGIN_URL = \"https://payments.example.com\"\nASYNC_ACCEPT = \"prefer\"\n\n[[env.production.durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n\n[env.production.secrets]\nrequired = [\"STORAGE_ENCRYPTION_KEYS\", \"ORIGIN_AUTH_SECRET\", \"OBJECT_NAME_KEY\"]\n",
         with_vars("ASYNC_ACCEPT = \"prefer\"")
     );
     let report = top(&toml);
@@ -202,13 +265,13 @@ fn a_problem_only_a_secret_solves_does_not_hide_the_others() {
 #[test]
 fn environments_inherit_what_wrangler_lets_them_inherit() {
     let toml = format!(
-        "routes = [\"api.example.com/*\"]\n{}\n[env.bare]\n\n[env.routed]\n[env.routed.vars]\nORIGIN_URL = \"\"\n[[env.routed.durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n",
+        "routes = [\"api.example.com/*\"]\n{}\n[env.bare]\n\n[env.routed]\n[env.routed.vars]\nORIGIN_URL = \"\"\n[[env.routed.durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n[env.routed.secrets]\nrequired = [\"STORAGE_ENCRYPTION_KEYS\", \"ORIGIN_AUTH_SECRET\", \"OBJECT_NAME_KEY\"]\n",
         with_vars("IDEMPOTENCY_TTL_SECONDS = \"600\"")
     );
     assert_eq!(environments(&toml).unwrap(), ["bare", "routed"]);
     let bare = check(&toml, Some("bare"), None).unwrap();
     // No binding of its own; no vars of its own (a note), but the top level's routes.
-    assert_eq!(errors(&bare), ["IDEMPOTENCY_KEYS"]);
+    assert_eq!(errors(&bare), ["IDEMPOTENCY_KEYS", "secrets"]);
     assert_eq!(notes(&bare), ["vars"]);
     assert!(bare.errors().next().unwrap().message.contains("[[env.bare.durable_objects.bindings]]"));
     // Its own binding, the inherited route and migration: route mode is fine.
@@ -246,6 +309,7 @@ fn invalid_toml_is_refused() {
 fn run(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_idempotency-edge-config"))
         .args(args)
+        .env_remove("CLOUDFLARE_ENV")
         .current_dir(dir)
         .output()
         .expect("run idempotency-edge-config");
@@ -268,7 +332,7 @@ fn the_binary_prints_every_problem_and_exits_1() {
     let dir = scratch("problems");
     std::fs::write(
         dir.join("wrangler.toml"),
-        with_vars("IDEMPOTENCY_TTL_SECONDS = 604800\nMODE = \"strict\""),
+        with_vars("IDEMPOTENCY_TTL_SECONDS = \"forever\"\nMODE = \"strict\""),
     )
     .unwrap();
     let (code, stdout, _) = run(&dir, &["check"]);
@@ -295,5 +359,47 @@ fn the_binary_prints_every_problem_and_exits_1() {
     assert!(stderr.contains("no [env.production]"), "{stderr}");
     let (code, _, stderr) = run(&dir, &["lint"]);
     assert_eq!(code, 2, "{stderr}");
+    let (code, stdout, _) = run(&dir, &["--help"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("check"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `-c`/`--config` names the file, JSONC or TOML by its name; without it the binary looks
+/// as wrangler does (wrangler.json, wrangler.jsonc, then wrangler.toml); without `--env`,
+/// CLOUDFLARE_ENV names the environment, as it does for wrangler.
+#[test]
+fn the_binary_takes_the_file_and_environment_wrangler_would() {
+    let dir = scratch("config");
+    let jsonc = r#"{
+  // staging is missing its secrets declaration
+  "durable_objects": { "bindings": [{ "name": "IDEMPOTENCY_KEYS", "class_name": "KeyObject" }] },
+  "migrations": [{ "tag": "v1", "new_sqlite_classes": ["KeyObject"] }],
+  "vars": { "ORIGIN_URL": "https://payments.example.com" },
+  "env": { "staging": { "vars": { "ORIGIN_URL": "https://payments.example.com" },
+    "durable_objects": { "bindings": [{ "name": "IDEMPOTENCY_KEYS", "class_name": "KeyObject" }] } } },
+}"#;
+    std::fs::write(dir.join("wrangler.toml"), with_vars("MODE = \"strict\"")).unwrap();
+    std::fs::write(dir.join("edge.jsonc"), jsonc).unwrap();
+    let (code, stdout, _) = run(&dir, &["check"]);
+    assert_eq!(code, 1, "wrangler.toml is the one found: {stdout}");
+    let (code, stdout, _) = run(&dir, &["check", "-c", "edge.jsonc"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("edge.jsonc top level: ok"), "{stdout}");
+    let (code, stdout, _) = run(&dir, &["check", "--config", "edge.jsonc", "--env", "staging"]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("error secrets:"), "{stdout}");
+    let out = Command::new(env!("CARGO_BIN_EXE_idempotency-edge-config"))
+        .args(["check", "-c", "edge.jsonc"])
+        .env("CLOUDFLARE_ENV", "staging")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("[env.staging]"), "{stdout}");
+    std::fs::write(dir.join("wrangler.jsonc"), jsonc).unwrap();
+    let (code, stdout, _) = run(&dir, &["check"]);
+    assert_eq!(code, 0, "wrangler.jsonc comes before wrangler.toml: {stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }

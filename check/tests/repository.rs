@@ -32,9 +32,10 @@ fn staging_and_production_are_clean() {
 }
 
 /// What the production recipe promises: observe mode first, a real origin URL, the
-/// metrics dataset and the rate limiter bound, logs on.
+/// metrics dataset bound, logs on, the payment-minimum secrets required, and no rate limit
+/// unless the operator opts in.
 #[test]
-fn production_observes_first_with_metrics_rate_limit_and_logs() {
+fn production_observes_first_with_metrics_logs_and_required_secrets() {
     let doc: toml_edit::DocumentMut = WRANGLER_TOML.parse().unwrap();
     let production = &doc["env"]["production"];
     assert_eq!(production["vars"]["MODE"].as_str(), Some("observe"));
@@ -47,7 +48,12 @@ fn production_observes_first_with_metrics_rate_limit_and_logs() {
             .and_then(|t| t[field].as_str().map(str::to_owned))
     };
     assert_eq!(first("analytics_engine_datasets", "binding").as_deref(), Some("IDEMPOTENCY_METRICS"));
-    assert_eq!(first("ratelimits", "name").as_deref(), Some("RATE_LIMITER"));
+    assert!(production.get("ratelimits").is_none(), "a rate limit is opt-in");
+    let required: Vec<&str> = production["secrets"]["required"]
+        .as_array()
+        .map(|names| names.iter().filter_map(|n| n.as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(required, idempotency_edge_config::PAYMENT_MINIMUM_SECRETS);
 }
 
 /// `wrangler deploy --dry-run --env production`: wrangler's own validation of the
@@ -87,7 +93,6 @@ fn wrangler_accepts_every_environment_in_a_dry_run() {
             "--dry-run: exiting now",
             "env.IDEMPOTENCY_KEYS (KeyObject)",
             "env.IDEMPOTENCY_METRICS",
-            "env.RATE_LIMITER",
             "env.ORIGIN_URL (\"https://",
         ] {
             assert!(output.contains(expected), "{env}: no {expected:?} in:\n{output}");

@@ -17,9 +17,13 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client for `base_url` over a default `reqwest::Client`.
+    /// A client for `base_url` over a default `reqwest::Client`. An invalid base URL is an
+    /// [`io::ErrorKind::InvalidInput`] error whose inner error is the
+    /// [`InvalidBaseUrl`](crate::InvalidBaseUrl).
     pub fn new(base_url: impl Into<String>, config: RetryConfig) -> io::Result<Self> {
-        Client::from_async(crate::Client::new(base_url, config))
+        let inner = crate::Client::new(base_url, config)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        Client::from_async(inner)
     }
 
     /// Wraps an async client (built with its own `reqwest::Client` or stack).

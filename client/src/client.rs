@@ -8,6 +8,7 @@ use http::Extensions;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Error};
 
 use crate::attempt::{AttemptReport, Report, Response, TransportError};
+use crate::base_url::{BaseUrl, InvalidBaseUrl};
 use crate::key::IDEMPOTENCY_KEY_HEADER;
 use crate::middleware::{
     still_pending_message, AttemptObserver, Attempts, IdempotencyError, IdempotencyMiddleware,
@@ -141,8 +142,8 @@ impl std::error::Error for ClientError {
     }
 }
 
-/// Sends [`Operation`]s to one base URL through a stack with an [`IdempotencyMiddleware`].
-/// Cheap to clone and shareable between tasks.
+/// Sends [`Operation`]s to one base URL of the worker through a stack with an
+/// [`IdempotencyMiddleware`] that covers it. Cheap to clone and shareable between tasks.
 #[derive(Clone)]
 pub struct Client {
     base_url: String,
@@ -156,22 +157,35 @@ impl fmt::Debug for Client {
 }
 
 impl Client {
-    /// A client for `base_url` (`https://host[:port]`; operations add their paths) over a
-    /// default `reqwest::Client` (rustls, the Mozilla roots).
-    pub fn new(base_url: impl Into<String>, config: RetryConfig) -> Self {
+    /// A client for `base_url` (`https://host[:port][/path]`; operations add their paths)
+    /// over a default `reqwest::Client` (rustls, the operating system's roots). An error
+    /// when `base_url` is not one ([`BaseUrl`]).
+    pub fn new(base_url: impl Into<String>, config: RetryConfig) -> Result<Self, InvalidBaseUrl> {
         Client::with_http(base_url, reqwest::Client::new(), config)
     }
 
     /// The same over a `reqwest::Client` of the caller's (own roots, proxies, timeouts).
-    pub fn with_http(base_url: impl Into<String>, http: reqwest::Client, config: RetryConfig) -> Self {
-        let stack = ClientBuilder::new(http).with(IdempotencyMiddleware::new(config)).build();
-        Client::with_stack(base_url, stack)
+    /// Its middleware covers `base_url` only.
+    pub fn with_http(
+        base_url: impl Into<String>,
+        http: reqwest::Client,
+        config: RetryConfig,
+    ) -> Result<Self, InvalidBaseUrl> {
+        let base_url = base_url.into();
+        let layer = IdempotencyMiddleware::for_base_urls([&base_url])?.with_config(config);
+        Client::with_stack(base_url, ClientBuilder::new(http).with(layer).build())
     }
 
     /// The same over a middleware stack of the caller's, which must contain an
-    /// [`IdempotencyMiddleware`] (the attempts are reported from it).
-    pub fn with_stack(base_url: impl Into<String>, http: ClientWithMiddleware) -> Self {
-        Client { base_url: base_url.into().trim_end_matches('/').to_string(), http }
+    /// [`IdempotencyMiddleware`] whose base URLs cover `base_url` (the attempts are
+    /// reported from it; an operation the layer does not cover is sent once, unretried).
+    pub fn with_stack(
+        base_url: impl Into<String>,
+        http: ClientWithMiddleware,
+    ) -> Result<Self, InvalidBaseUrl> {
+        let base_url = base_url.into();
+        BaseUrl::parse(&base_url)?;
+        Ok(Client { base_url: base_url.trim_end_matches('/').to_string(), http })
     }
 
     pub fn base_url(&self) -> &str {

@@ -27,8 +27,7 @@ pub fn key_for(business_id: impl fmt::Display, action: &str) -> String {
     if !key.is_empty() && key.len() <= MAX_KEY_LEN && plain(&key) {
         return key;
     }
-    let digest = Sha256::digest(key.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hex::encode(Sha256::digest(key.as_bytes()));
     if !action.is_empty() && action.len() <= 64 && plain(action) {
         format!("{action}-sha256-{hex}")
     } else {
@@ -36,18 +35,14 @@ pub fn key_for(business_id: impl fmt::Display, action: &str) -> String {
     }
 }
 
-/// A fresh random key, a version-4 UUID from the operating system's random source. The
-/// middleware gives one to a covered request that has none; it is made once per request,
-/// before the first attempt, and every retry sends it again.
+/// A fresh random key, a version-4 UUID (hyphenated, lower case) from the operating
+/// system's random source, through the `uuid` crate's `getrandom`. The middleware gives one
+/// to a covered request that has none; it is made once per request, before the first
+/// attempt, and every retry sends it again.
 ///
 /// Panics only when the operating system has no random source at all.
 pub fn random_key() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::getrandom(&mut bytes).expect("the operating system's random source");
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// The header value for `key`: the key itself when the worker reads it back unchanged,

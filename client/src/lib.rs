@@ -5,11 +5,12 @@
 //! `Idempotency-Key` executes at most once, and every retry gets the stored answer. This
 //! crate makes the retries happen, over HTTPS, from Rust services on tokio:
 //!
-//! - [`IdempotencyMiddleware`] is a [`reqwest_middleware`] layer. It gives a covered
-//!   request (`POST`, `PATCH`) a key when it has none, sends the same key and body bytes on
-//!   every attempt, retries exactly what the [`policy`] calls safe (honouring `Retry-After`),
-//!   and returns an outcome the client cannot know as a typed [`IdempotencyError`], never
-//!   as a response that looks final.
+//! - [`IdempotencyMiddleware`] is a [`reqwest_middleware`] layer for the worker's base URLs,
+//!   and only those: it gives a covered request (`POST`, `PATCH` under one of them) a key
+//!   when it has none, sends the same key and body bytes on every attempt, retries exactly
+//!   what the [`policy`] calls safe (honouring `Retry-After`), and returns an outcome the
+//!   client cannot know as a typed [`IdempotencyError`], never as a response that looks
+//!   final. Requests to any other host or path pass through untouched.
 //! - [`Operation`] and [`Client`] are the same loop for callers that form the intent once
 //!   (the key fixed with it, for instance from a business id with [`key_for`]) and want the
 //!   whole story back: [`Outcome`] or [`ClientError`], each with every attempt.
@@ -22,19 +23,25 @@
 //!
 //! | feature    | default | what it adds |
 //! |------------|---------|--------------|
-//! | `rustls`   | yes     | TLS for reqwest: rustls with ring and the Mozilla roots. Off, reqwest gets no TLS from this crate: enable reqwest's `native-tls` in your own `Cargo.toml` and pass your `reqwest::Client` in. |
+//! | `rustls`   | yes     | TLS for reqwest (its `rustls` feature): rustls with aws-lc-rs, certificates checked against the operating system's roots. Off, reqwest gets no TLS from this crate: enable reqwest's `native-tls` (or `rustls-no-provider`) in your own `Cargo.toml` and pass your `reqwest::Client` in. |
 //! | `blocking` | no      | `blocking::Client`, on a current-thread tokio runtime of its own |
 //! | `tracing`  | no      | one `tracing` event per attempt and per final decision (never a key or a header value) |
 //! | `cli`      | no      | the two programs and their argument parser (clap) |
 //!
 //! # The middleware
 //!
+//! The layer is built for the worker's base URLs (`https://host[:port][/path]`): it covers
+//! a request when the scheme, host and port are a base's and the path is the base's path or
+//! continues it after a `/` ([`BaseUrl`]). Every other request, for instance to a payment
+//! API that is not behind the worker, passes through untouched (no key added, no retry):
+//! there a random key means nothing and a retry after a timeout could pay twice.
+//!
 //! ```no_run
 //! use idempotency_edge_client::{key_for, IdempotencyError, IdempotencyMiddleware};
 //!
-//! # async fn charge() -> Result<(), reqwest_middleware::Error> {
+//! # async fn charge() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-//!     .with(IdempotencyMiddleware::default())
+//!     .with(IdempotencyMiddleware::for_base_urls(["https://api.example.com/v1"])?)
 //!     .build();
 //! // The key is fixed when the intent is: charging order 42.
 //! let sent = client
@@ -50,7 +57,7 @@
 //!     Err(e) => match IdempotencyError::from_middleware(&e) {
 //!         Some(e) if e.needs_reconciliation() => println!("ask the payment system whether order 42 was charged"),
 //!         Some(IdempotencyError::GaveUp { .. }) => println!("not known yet: send it again later, same key"),
-//!         _ => return Err(e),
+//!         _ => return Err(e.into()),
 //!     },
 //! }
 //! # Ok(())
@@ -63,7 +70,8 @@
 //! use idempotency_edge_client::{key_for, Client, ClientError, Operation, RetryConfig};
 //!
 //! # async fn charge() {
-//! let client = Client::new("https://api.example.com", RetryConfig::default());
+//! let client = Client::new("https://api.example.com", RetryConfig::default())
+//!     .expect("a valid base URL");
 //! let charge = Operation::post_json(key_for("order-42", "charge"), "/v1/charges", r#"{"amount":1000}"#)
 //!     .expect("a valid key and path");
 //! match client.send(&charge).await {
@@ -97,14 +105,17 @@
 //!
 //! # TLS
 //!
-//! With the default `rustls` feature, reqwest with rustls (ring) and the Mozilla root store;
-//! no OpenSSL. To trust a private CA
-//! (a staging deployment, the tests' own), give the `reqwest::Client` the root with
-//! `add_root_certificate`; never turn certificate checks off.
+//! With the default `rustls` feature, reqwest's own default TLS: rustls with the aws-lc-rs
+//! provider (compiled from C at build time: a C compiler, no OpenSSL), and
+//! certificates checked against the operating system's trust store
+//! (`rustls-platform-verifier`). To trust a private CA as well (a staging deployment), give
+//! the `reqwest::Client` the root with `tls_certs_merge`, or with `tls_certs_only` to trust
+//! it alone (the tests do); never turn certificate checks off.
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod attempt;
+mod base_url;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
@@ -117,6 +128,7 @@ pub mod policy;
 mod trace;
 
 pub use attempt::{AttemptReport, AttemptSummary, Report, Response, TransportError};
+pub use base_url::{BaseUrl, InvalidBaseUrl};
 pub use client::{Client, ClientError, Outcome};
 pub use key::{key_for, random_key, wire_key, IDEMPOTENCY_KEY_HEADER};
 pub use middleware::{AttemptObserver, Attempts, IdempotencyError, IdempotencyMiddleware, SentKey};

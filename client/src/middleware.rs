@@ -1,6 +1,9 @@
 //! [`IdempotencyMiddleware`]: the retry loop as a `reqwest_middleware` layer.
 //!
-//! For a request whose method is covered (`POST` and `PATCH` by default, as the worker's):
+//! The layer covers a request when its URL is under one of the worker's base URLs it was
+//! built with ([`IdempotencyMiddleware::for_base_urls`]; same scheme, host and port, and
+//! the base's path on a segment boundary, see [`BaseUrl`]) and its method is covered
+//! (`POST` and `PATCH` by default, as the worker's). For such a request:
 //!
 //! 1. It keeps the request's `Idempotency-Key`, or adds a fresh random one. The key is fixed
 //!    before the first attempt; every attempt sends it again.
@@ -27,7 +30,11 @@
 //!    [`RetryConfig::poll_deadline`], counted from the first 202, with
 //!    [`IdempotencyError::StillPending`], which carries the key to poll with later.
 //!
-//! Other methods pass through untouched. Errors of middleware further down the stack are
+//! Every other request passes through untouched, exactly as if the layer were not there:
+//! no key added, no timeout set, no retry. That is what makes the layer safe on a
+//! `reqwest::Client` shared with APIs that are not behind the worker: a random key and a
+//! retry after a timeout are safe only where the worker deduplicates, and elsewhere could
+//! execute a payment twice. Errors of middleware further down the stack are
 //! handed on at once: they are not this layer's to retry.
 //!
 //! Like `reqwest-retry`'s `RetryTransientMiddleware`, it is configured once, at
@@ -47,6 +54,7 @@ use reqwest::{Request, ResponseBuilderExt, Url};
 use reqwest_middleware::{Error, Middleware, Next};
 
 use crate::attempt::{error_chain, AttemptReport, AttemptSummary, Report, Response, TransportError};
+use crate::base_url::{BaseUrl, InvalidBaseUrl};
 use crate::key::{random_key, IDEMPOTENCY_KEY_HEADER};
 use crate::policy::{AttemptResult, Decision, GiveUpReason, RetryConfig};
 use crate::random_unit;
@@ -55,13 +63,20 @@ type Sleeper = Arc<dyn Fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> 
 type RandomSource = Arc<dyn Fn() -> f64 + Send + Sync>;
 
 /// Retries covered requests under one `Idempotency-Key`, exactly as far as that is safe
-/// (see the [module docs](crate::middleware)). Add it with one line:
+/// (see the [module docs](crate::middleware)). It covers only the worker's base URLs it is
+/// built with; requests to any other host or path pass through untouched:
 ///
 /// ```
-/// # use idempotency_edge_client::IdempotencyMiddleware;
+/// # use idempotency_edge_client::{IdempotencyMiddleware, RetryConfig};
+/// # fn main() -> Result<(), idempotency_edge_client::InvalidBaseUrl> {
 /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-///     .with(IdempotencyMiddleware::default())
+///     .with(IdempotencyMiddleware::for_base_urls(["https://pay.example.com/v1"])?)
 ///     .build();
+/// // Or with limits of your own:
+/// let layer = IdempotencyMiddleware::for_base_urls(["https://pay.example.com"])?
+///     .with_config(RetryConfig::default().with_max_attempts(4));
+/// # Ok(())
+/// # }
 /// ```
 ///
 /// Put it before other middleware that should run once per attempt (tracing, auth that
@@ -69,6 +84,7 @@ type RandomSource = Arc<dyn Fn() -> f64 + Send + Sync>;
 #[derive(Clone)]
 pub struct IdempotencyMiddleware {
     config: RetryConfig,
+    base_urls: Vec<BaseUrl>,
     covered: Vec<Method>,
     random: RandomSource,
     sleep: Sleeper,
@@ -78,31 +94,44 @@ impl fmt::Debug for IdempotencyMiddleware {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IdempotencyMiddleware")
             .field("config", &self.config)
+            .field("base_urls", &self.base_urls)
             .field("covered", &self.covered)
             .finish()
     }
 }
 
-impl Default for IdempotencyMiddleware {
-    /// [`RetryConfig::default`], covering `POST` and `PATCH`.
-    fn default() -> Self {
-        IdempotencyMiddleware::new(RetryConfig::default())
-    }
-}
-
 impl IdempotencyMiddleware {
-    /// Retries with these limits, covering `POST` and `PATCH`.
-    pub fn new(config: RetryConfig) -> Self {
-        IdempotencyMiddleware {
-            config,
+    /// Covers `POST` and `PATCH` requests under these base URLs of the worker
+    /// (`https://host[:port][/path]`, see [`BaseUrl`]), with [`RetryConfig::default`].
+    /// There is no layer that covers every host: an empty list is refused, as is a base
+    /// URL with a scheme other than `http`/`https`, a credential, a query or a fragment.
+    pub fn for_base_urls<I>(base_urls: I) -> Result<Self, InvalidBaseUrl>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let base_urls =
+            base_urls.into_iter().map(|b| BaseUrl::parse(b.as_ref())).collect::<Result<Vec<_>, _>>()?;
+        if base_urls.is_empty() {
+            return Err(InvalidBaseUrl::none());
+        }
+        Ok(IdempotencyMiddleware {
+            config: RetryConfig::default(),
+            base_urls,
             covered: vec![Method::POST, Method::PATCH],
             random: Arc::new(random_unit),
             sleep: Arc::new(|d| Box::pin(tokio::time::sleep(d))),
-        }
+        })
+    }
+
+    /// With these limits instead of [`RetryConfig::default`].
+    pub fn with_config(mut self, config: RetryConfig) -> Self {
+        self.config = config;
+        self
     }
 
     /// The methods to cover, as the worker's routes do (`PUT` and `DELETE` may be added
-    /// there). Requests with other methods pass through untouched.
+    /// there). Requests with other methods pass through untouched, under the base URLs too.
     pub fn covered_methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
         self.covered = methods.into_iter().collect();
         self
@@ -128,8 +157,15 @@ impl IdempotencyMiddleware {
         &self.config
     }
 
-    fn covers(&self, method: &Method) -> bool {
-        self.covered.contains(method)
+    /// The base URLs whose requests the layer covers.
+    pub fn base_urls(&self) -> &[BaseUrl] {
+        &self.base_urls
+    }
+
+    /// Whether the layer handles a request with this method and URL; any other passes
+    /// through untouched.
+    pub fn covers(&self, method: &Method, url: &Url) -> bool {
+        self.covered.contains(method) && self.base_urls.iter().any(|base| base.covers(url))
     }
 }
 
@@ -388,7 +424,7 @@ impl Middleware for IdempotencyMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
-        if !self.covers(req.method()) {
+        if !self.covers(req.method(), req.url()) {
             return next.run(req, extensions).await;
         }
         // Checked before anything is sent: a stream's bytes would be gone after one attempt.

@@ -38,7 +38,7 @@ use reqwest::Certificate;
 use reqwest_middleware::{ClientBuilder, Middleware, Next};
 use support::assert::{assert_problem, PROBLEM_PREFIX};
 use support::origin::Origin;
-use support::requests::unique;
+use support::requests::{register_secret, secret, unique};
 use support::worker::{require_build, shared, Https, Readiness, Worker, WorkerConfig};
 
 // ---------------------------------------------------------------------------------------
@@ -90,6 +90,7 @@ fn tls() -> &'static Tls {
 /// Every request names its caller, as real clients do: the worker scopes keys by caller and
 /// answers 401 `missing-credential` without one.
 fn https_client(ca_pem: &[u8]) -> reqwest::Client {
+    register_secret(support::http::DEFAULT_CREDENTIAL);
     let mut credential = reqwest::header::HeaderMap::new();
     credential.insert(
         reqwest::header::AUTHORIZATION,
@@ -97,8 +98,7 @@ fn https_client(ca_pem: &[u8]) -> reqwest::Client {
     );
     reqwest::Client::builder()
         .default_headers(credential)
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(Certificate::from_pem(ca_pem).expect("the test CA"))
+        .tls_certs_only([Certificate::from_pem(ca_pem).expect("the test CA")])
         .build()
         .expect("a reqwest client")
 }
@@ -207,8 +207,10 @@ async fn start_async_worker() -> &'static Worker {
     tokio::task::spawn_blocking(async_worker).await.expect("worker start")
 }
 
+/// A new key: recorded as a secret (`support::requests::secret`), so that the suite's final
+/// leak scan (`scripts/scan-e2e-logs.py`) looks for it in this binary's instances' logs too.
 fn new_key() -> String {
-    unique("client")
+    secret("client")
 }
 
 fn new_path() -> String {
@@ -232,8 +234,13 @@ fn quick_retries() -> RetryConfig {
         .with_attempt_timeout(Duration::from_secs(30))
 }
 
+/// The middleware for this worker's base URL.
+fn layer(w: &Worker) -> IdempotencyMiddleware {
+    IdempotencyMiddleware::for_base_urls([base_url(w)]).expect("the worker's base URL")
+}
+
 fn client(w: &Worker, config: RetryConfig) -> Client {
-    Client::with_http(base_url(w), https_client(&tls().ca_pem), config)
+    Client::with_http(base_url(w), https_client(&tls().ca_pem), config).expect("the worker's base URL")
 }
 
 /// The client's answer in the test support's type, for the shared assertions.
@@ -284,7 +291,7 @@ async fn the_middleware_in_one_line_over_tls() {
     let w = start_worker().await;
     let o = origin();
     let path = new_path();
-    let http = ClientBuilder::new(https_client(&tls().ca_pem)).with(IdempotencyMiddleware::default()).build();
+    let http = ClientBuilder::new(https_client(&tls().ca_pem)).with(layer(w)).build();
 
     // No key given: the layer adds one.
     let request = http
@@ -296,6 +303,7 @@ async fn the_middleware_in_one_line_over_tls() {
     let mut extensions = Extensions::new();
     let first = http.execute_with_extensions(request, &mut extensions).await.expect("201 from the origin");
     let SentKey(key) = extensions.get::<SentKey>().cloned().expect("the key the layer sent");
+    register_secret(&key);
     assert_eq!(first.status(), 201);
     assert!(first.headers().get("idempotent-replayed").is_none());
     let first_body = first.bytes().await.unwrap();
@@ -439,13 +447,14 @@ async fn a_429_that_released_the_key_is_retried_and_executes() {
     let o = origin();
     let (key, path) = (new_key(), new_path());
     let stack = ClientBuilder::new(https_client(&tls().ca_pem))
-        .with(IdempotencyMiddleware::new(quick_retries()))
+        .with(layer(w).with_config(quick_retries()))
         .with(FirstAttemptHeaders {
             extra: vec![("x-test-status", "429"), ("x-test-retry-after", "1")],
             used: AtomicBool::new(false),
         })
         .build();
     let outcome = Client::with_stack(base_url(w), stack)
+        .expect("the worker's base URL")
         .send(&payment(&path, &key))
         .await
         .unwrap_or_else(|e| panic!("the client failed: {e}\n{e:?}"));
@@ -487,9 +496,8 @@ async fn outcome_unknown_is_a_typed_error_without_a_retry() {
     let w = start_worker().await;
     let o = origin();
     let (key, path) = (new_key(), new_path());
-    let http = ClientBuilder::new(https_client(&tls().ca_pem))
-        .with(IdempotencyMiddleware::new(quick_retries()))
-        .build();
+    let http =
+        ClientBuilder::new(https_client(&tls().ca_pem)).with(layer(w).with_config(quick_retries())).build();
     let e = http
         .post(format!("{}{path}", base_url(w)))
         .header("Idempotency-Key", key.as_str())
@@ -558,9 +566,8 @@ async fn the_middleware_polls_a_job_the_worker_accepted_until_its_answer() {
     let w = start_async_worker().await;
     let o = origin();
     let (key, path) = (new_key(), new_path());
-    let http = ClientBuilder::new(https_client(&tls().ca_pem))
-        .with(IdempotencyMiddleware::new(quick_retries()))
-        .build();
+    let http =
+        ClientBuilder::new(https_client(&tls().ca_pem)).with(layer(w).with_config(quick_retries())).build();
     // The origin takes 3 s: the worker answers 202 at once, the job's send runs from the
     // key's alarm, and every poll meanwhile gets 202 again.
     let request = http
@@ -698,7 +705,9 @@ fn the_checker_finds_every_applicable_check_holding_on_the_worker() {
     let w = worker();
     let base = base_url(w);
     let credential = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}.txt", unique("credential")));
-    std::fs::write(&credential, "Bearer checker-test\n").expect("write the credential file");
+    // A secret (recorded for the final leak scan): the worker's log must never hold it.
+    let token = secret("checker-credential");
+    std::fs::write(&credential, format!("Bearer {token}\n")).expect("write the credential file");
     let run = run_checker(&[
         s("--url"),
         format!("{base}/v1/payments/{}", unique("check")),
@@ -728,7 +737,7 @@ fn the_checker_finds_every_applicable_check_holding_on_the_worker() {
         assert_eq!(run.result(id), "holds", "{id}:\n{}", run.stdout);
     }
     assert_eq!(run.report["executions_distinguishable"], true);
-    assert!(!run.stdout.contains("checker-test"), "a credential is never printed:\n{}", run.stdout);
+    assert!(!run.stdout.contains(&token), "a credential is never printed:\n{}", run.stdout);
 }
 
 #[test]

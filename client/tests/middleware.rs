@@ -159,19 +159,21 @@ fn config() -> RetryConfig {
 
 type Waits = Arc<Mutex<Vec<Duration>>>;
 
-/// The middleware with jitter 1.0 and recorded waits.
-fn middleware(config: RetryConfig) -> (IdempotencyMiddleware, Waits) {
+/// The middleware for this base URL, with jitter 1.0 and recorded waits.
+fn middleware(base: &str, config: RetryConfig) -> (IdempotencyMiddleware, Waits) {
     let waits: Waits = Arc::default();
     let record = waits.clone();
-    let m = IdempotencyMiddleware::new(config).with_random(|| 1.0).with_sleep(move |d| {
+    let m = IdempotencyMiddleware::for_base_urls([base]).unwrap().with_config(config);
+    let m = m.with_random(|| 1.0).with_sleep(move |d| {
         record.lock().unwrap().push(d);
         async {}
     });
     (m, waits)
 }
 
-fn stack(config: RetryConfig) -> (ClientWithMiddleware, Waits) {
-    let (m, waits) = middleware(config);
+/// A client whose middleware covers the whole scripted server.
+fn stack(server: &Scripted, config: RetryConfig) -> (ClientWithMiddleware, Waits) {
+    let (m, waits) = middleware(&server.url(""), config);
     (ClientBuilder::new(reqwest::Client::new()).with(m).build(), waits)
 }
 
@@ -193,7 +195,7 @@ async fn lost_replies_are_retried_with_the_same_key_and_body() {
         Action::Hang(Duration::from_secs(5)),
         answer(201, &[("Idempotent-Replayed", "true")], r#"{"id":"ch_1"}"#),
     ]);
-    let (client, waits) = stack(config().with_attempt_timeout(ms(500)));
+    let (client, waits) = stack(&server, config().with_attempt_timeout(ms(500)));
     let observed: Arc<Mutex<Vec<AttemptReport>>> = Arc::default();
     let record = observed.clone();
     let response = client
@@ -238,7 +240,7 @@ async fn lost_replies_are_retried_with_the_same_key_and_body() {
 #[tokio::test]
 async fn a_covered_request_without_a_key_gets_one_for_all_its_attempts() {
     let server = Scripted::start(vec![answer(429, &[("Retry-After", "1")], ""), answer(201, &[], "{}")]);
-    let (client, _) = stack(config());
+    let (client, _) = stack(&server, config());
     let request = client.post(server.url("/v1/charges")).body(BODY).build().unwrap();
     let mut extensions = Extensions::new();
     let response = client.execute_with_extensions(request, &mut extensions).await.expect("201");
@@ -253,6 +255,7 @@ async fn a_covered_request_without_a_key_gets_one_for_all_its_attempts() {
 
     // Two requests, two keys.
     let server = Scripted::start(vec![answer(201, &[], "{}"), answer(201, &[], "{}")]);
+    let (client, _) = stack(&server, config());
     for _ in 0..2 {
         client.patch(server.url("/v1/charges/1")).body("{}").send().await.unwrap();
     }
@@ -263,10 +266,10 @@ async fn a_covered_request_without_a_key_gets_one_for_all_its_attempts() {
 #[tokio::test]
 async fn uncovered_methods_pass_through_untouched() {
     let server = Scripted::start(vec![answer(503, &[("Retry-After", "1")], "busy"), answer(502, &[], "")]);
-    let (client, waits) = stack(config());
+    let (client, waits) = stack(&server, config());
     let response = client.get(server.url("/v1/charges/1")).send().await.unwrap();
     assert_eq!(response.status(), 503, "not retried");
-    let (custom, _) = middleware(config());
+    let (custom, _) = middleware(&server.url(""), config());
     let put_only = ClientBuilder::new(reqwest::Client::new())
         .with(custom.covered_methods([reqwest::Method::PUT]))
         .build();
@@ -279,6 +282,83 @@ async fn uncovered_methods_pass_through_untouched() {
 }
 
 #[tokio::test]
+async fn requests_outside_the_base_urls_pass_through_untouched() {
+    // The worker is at /v1 of one server. Another server (another port: another origin) and
+    // the first one's other paths are APIs that are not behind the worker: there a random
+    // key would mean nothing and a retry could execute a payment twice.
+    let worker = Scripted::start(vec![
+        answer(502, &[], "bad gateway"),
+        answer(502, &[], "bad gateway"),
+        answer(502, &[], "bad gateway"),
+        answer(429, &[("Retry-After", "1")], ""),
+        answer(201, &[], "{}"),
+    ]);
+    let other = Scripted::start(vec![Action::Close, answer(503, &[("Retry-After", "1")], "busy")]);
+    let (m, waits) = middleware(&worker.url("/v1"), config());
+    let client = ClientBuilder::new(reqwest::Client::new()).with(m).build();
+
+    // Another host: a lost reply is reqwest's own error, sent once; a 503 is handed on as
+    // it is, not judged.
+    let e = client.post(other.url("/v1/charges")).body(BODY).send().await.expect_err("the lost reply");
+    assert!(matches!(e, reqwest_middleware::Error::Reqwest(_)), "not the layer's: {e:?}");
+    let response = client.post(other.url("/v1/charges")).body(BODY).send().await.expect("handed on");
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.text().await.unwrap(), "busy");
+    // The same server, outside the base's path: a 502 is handed on, not a reconciliation.
+    for path in ["/v10/charges", "/v2/charges", "/"] {
+        let response = client.post(worker.url(path)).body(BODY).send().await.expect("handed on");
+        assert_eq!(response.status(), 502, "{path}");
+    }
+    let mut untouched = other.seen();
+    untouched.extend(worker.seen());
+    assert_eq!(untouched.len(), 5, "each sent once: {untouched:?}");
+    for s in &untouched {
+        assert_eq!(s.header("idempotency-key"), None, "no key added: {s:?}");
+        assert_eq!(s.body, BODY.as_bytes());
+    }
+    assert!(waits.lock().unwrap().is_empty(), "no retry");
+
+    // Under the base: covered, as before.
+    let response = client.post(worker.url("/v1/charges")).body(BODY).send().await.expect("201");
+    assert_eq!(response.status(), 201);
+    let covered = &worker.seen()[3..];
+    assert_eq!(covered.len(), 2, "retried after the 429");
+    assert!(covered[0].header("idempotency-key").is_some_and(|k| k.len() == 36), "{covered:?}");
+    assert_eq!(covered[0].header("idempotency-key"), covered[1].header("idempotency-key"));
+    assert_eq!(*waits.lock().unwrap(), [ms(1000)]);
+}
+
+#[test]
+fn the_layer_covers_only_the_base_urls_it_is_given() {
+    let m = IdempotencyMiddleware::for_base_urls(["https://pay.example.com/v1/", "http://127.0.0.1:8787"])
+        .expect("two base URLs");
+    let url = |u: &str| reqwest::Url::parse(u).unwrap();
+    let post = reqwest::Method::POST;
+    assert!(m.covers(&post, &url("https://pay.example.com/v1/charges")));
+    assert!(m.covers(&post, &url("http://127.0.0.1:8787/anything")));
+    assert!(m.covers(&reqwest::Method::PATCH, &url("https://pay.example.com:443/v1/charges/ch_1")));
+    assert!(
+        !m.covers(&reqwest::Method::GET, &url("https://pay.example.com/v1/charges")),
+        "GET is not covered"
+    );
+    for other in [
+        "https://pay.example.com/v10/charges",
+        "https://api.example.com/v1/charges",
+        "http://pay.example.com/v1/charges",
+        "http://127.0.0.1:8788/v1/charges",
+    ] {
+        assert!(!m.covers(&post, &url(other)), "{other}");
+    }
+    assert_eq!(m.base_urls().len(), 2);
+    // No layer covers everything, or nothing.
+    let none: [&str; 0] = [];
+    assert!(IdempotencyMiddleware::for_base_urls(none).is_err(), "an empty list is refused");
+    for bad in ["ftp://pay.example.com", "pay.example.com", "https://pay.example.com/v1?x=1"] {
+        assert!(IdempotencyMiddleware::for_base_urls(["https://pay.example.com", bad]).is_err(), "{bad}");
+    }
+}
+
+#[tokio::test]
 async fn in_progress_and_429_wait_for_retry_after() {
     let server = Scripted::start(vec![
         problem(409, "in-progress", Some("3")),
@@ -287,7 +367,7 @@ async fn in_progress_and_429_wait_for_retry_after() {
         problem(503, "storage-unavailable", None),
         answer(200, &[], "ok"),
     ]);
-    let (client, waits) = stack(config());
+    let (client, waits) = stack(&server, config());
     let response =
         client.post(server.url("/x")).header("Idempotency-Key", "k").body("{}").send().await.unwrap();
     assert_eq!(response.status(), 200);
@@ -312,7 +392,7 @@ async fn final_answers_are_handed_on_as_they_are() {
             _ => unreachable!(),
         };
         let server = Scripted::start(vec![action]);
-        let (client, waits) = stack(config());
+        let (client, waits) = stack(&server, config());
         let response =
             client.post(server.url("/x")).header("Idempotency-Key", "k").body("{}").send().await.unwrap();
         assert_eq!(response.status(), status);
@@ -325,7 +405,7 @@ async fn final_answers_are_handed_on_as_they_are() {
 #[tokio::test]
 async fn outcome_unknown_is_a_typed_error_with_the_key() {
     let server = Scripted::start(vec![problem(502, "outcome-unknown", Some("1"))]);
-    let (client, waits) = stack(config());
+    let (client, waits) = stack(&server, config());
     let e = client
         .post(server.url("/x"))
         .header("Idempotency-Key", "order-7-charge")
@@ -360,7 +440,7 @@ async fn a_5xx_that_is_not_the_workers_asks_for_reconciliation() {
             &[("content-type", content_type), ("Retry-After", "1")],
             "x",
         )]);
-        let (client, waits) = stack(config());
+        let (client, waits) = stack(&server, config());
         let e = client
             .post(server.url("/x"))
             .header("Idempotency-Key", "k")
@@ -376,7 +456,7 @@ async fn a_5xx_that_is_not_the_workers_asks_for_reconciliation() {
     }
     // The worker's own invalid-config says nothing was forwarded: a final answer.
     let server = Scripted::start(vec![problem(500, "invalid-config", None)]);
-    let (client, _) = stack(config());
+    let (client, _) = stack(&server, config());
     let response =
         client.post(server.url("/x")).header("Idempotency-Key", "k").body("{}").send().await.unwrap();
     assert_eq!(response.status(), 500);
@@ -386,7 +466,7 @@ async fn a_5xx_that_is_not_the_workers_asks_for_reconciliation() {
 #[tokio::test]
 async fn retryable_to_the_end_is_a_give_up_with_the_last_answer() {
     let server = Scripted::start((0..3).map(|_| answer(429, &[("Retry-After", "1")], "{}")).collect());
-    let (client, waits) = stack(config().with_max_attempts(3));
+    let (client, waits) = stack(&server, config().with_max_attempts(3));
     let e = client.post(server.url("/x")).body("{}").send().await.expect_err("gave up");
     match reconciliation(&e) {
         IdempotencyError::GaveUp { reason: GiveUpReason::AttemptsExhausted, last: Ok(last), report, key } => {
@@ -400,7 +480,7 @@ async fn retryable_to_the_end_is_a_give_up_with_the_last_answer() {
 
     // A Retry-After past the deadline gives up at once instead of sleeping in vain.
     let server = Scripted::start(vec![answer(429, &[("Retry-After", "120")], "{}")]);
-    let (client, waits) = stack(config());
+    let (client, waits) = stack(&server, config());
     let e = client.post(server.url("/x")).body("{}").send().await.expect_err("gave up");
     assert!(matches!(
         reconciliation(&e),
@@ -412,7 +492,7 @@ async fn retryable_to_the_end_is_a_give_up_with_the_last_answer() {
 #[tokio::test]
 async fn a_streaming_body_is_refused_before_anything_is_sent() {
     let server = Scripted::start(vec![]);
-    let (client, _) = stack(config());
+    let (client, _) = stack(&server, config());
     let stream = futures_util::stream::iter(vec![Ok::<_, std::io::Error>("{}")]);
     let e = client
         .post(server.url("/x"))
@@ -441,7 +521,7 @@ impl Middleware for Refuse {
 
 #[tokio::test]
 async fn errors_of_inner_layers_are_not_retried() {
-    let (m, waits) = middleware(config());
+    let (m, waits) = middleware("http://127.0.0.1:9", config());
     let client = ClientBuilder::new(reqwest::Client::new()).with(m).with(Refuse).build();
     let e = client.post("http://127.0.0.1:9/x").body("{}").send().await.expect_err("refused");
     assert!(e.to_string().contains("refused by policy"), "{e}");
@@ -450,11 +530,12 @@ async fn errors_of_inner_layers_are_not_retried() {
 }
 
 fn operation_client(server: &Scripted, config: RetryConfig) -> Client {
-    let (m, _) = middleware(config);
+    let (m, _) = middleware(&server.url(""), config);
     Client::with_stack(
         format!("http://{}", server.addr),
         ClientBuilder::new(reqwest::Client::new()).with(m).build(),
     )
+    .unwrap()
 }
 
 fn charge() -> Operation {
@@ -502,10 +583,10 @@ async fn the_operation_client_reports_every_attempt() {
 #[test]
 fn the_blocking_facade_sends_operations() {
     let server = Scripted::start(vec![answer(429, &[("Retry-After", "1")], ""), answer(201, &[], "{}")]);
-    let (m, waits) = middleware(config());
+    let (m, waits) = middleware(&server.url(""), config());
     let stack = ClientBuilder::new(reqwest::Client::new()).with(m).build();
-    let client = blocking::Client::from_async(Client::with_stack(format!("http://{}", server.addr), stack))
-        .expect("a runtime");
+    let client = Client::with_stack(format!("http://{}", server.addr), stack).unwrap();
+    let client = blocking::Client::from_async(client).expect("a runtime");
     let outcome = client.send(&charge()).expect("201 after one retry");
     assert_eq!((outcome.attempts, outcome.response.status), (2, 201));
     assert_eq!(*waits.lock().unwrap(), [ms(1000)]);
@@ -516,7 +597,7 @@ async fn transport_failures_keep_their_source() {
     use std::error::Error as _;
     // Through the middleware: a give-up whose last attempt got no answer.
     let server = Scripted::start(vec![Action::Close, Action::Close]);
-    let (client, _) = stack(config().with_max_attempts(2));
+    let (client, _) = stack(&server, config().with_max_attempts(2));
     let e = client.post(server.url("/x")).body("{}").send().await.expect_err("gave up");
     let e = reconciliation(&e);
     let transport = e
@@ -541,9 +622,10 @@ async fn transport_failures_keep_their_source() {
     );
 
     // Another layer's failure keeps it as the source.
-    let (m, _) = middleware(config());
+    let (m, _) = middleware("http://127.0.0.1:9", config());
     let stack = ClientBuilder::new(reqwest::Client::new()).with(m).with(Refuse).build();
-    let e = Client::with_stack("http://127.0.0.1:9", stack).send(&charge()).await.expect_err("refused");
+    let e =
+        Client::with_stack("http://127.0.0.1:9", stack).unwrap().send(&charge()).await.expect_err("refused");
     assert!(matches!(e, ClientError::Transport { .. }), "{e:?}");
     let mut chain = Vec::new();
     let mut source = e.source();
@@ -580,7 +662,7 @@ async fn a_202_accepted_as_a_job_is_polled_until_its_answer() {
             r#"{"id":"ch_9"}"#,
         ),
     ]);
-    let (client, waits) = stack(config());
+    let (client, waits) = stack(&server, config());
     let mut extensions = Extensions::new();
     let request = client
         .post(server.url("/v1/charges"))
@@ -621,7 +703,7 @@ async fn polls_wait_at_least_the_poll_interval_and_survive_a_lost_reply() {
         problem(409, "in-progress", Some("1")),
         answer(201, &[("Idempotent-Replayed", "true")], "{}"),
     ]);
-    let (client, waits) = stack(config().with_poll_interval(ms(1500)));
+    let (client, waits) = stack(&server, config().with_poll_interval(ms(1500)));
     let response = client
         .post(server.url("/x"))
         .header("Idempotency-Key", "k")
@@ -641,7 +723,7 @@ async fn polls_wait_at_least_the_poll_interval_and_survive_a_lost_reply() {
 async fn a_202_that_is_not_a_job_is_a_final_answer() {
     // An origin's own 202, without the preference applied: handed on as it is.
     let server = Scripted::start(vec![answer(202, &[("retry-after", "1")], r#"{"queued":true}"#)]);
-    let (client, waits) = stack(config());
+    let (client, waits) = stack(&server, config());
     let response =
         client.post(server.url("/x")).header("Idempotency-Key", "k").body("{}").send().await.unwrap();
     assert_eq!(response.status(), 202);
@@ -656,7 +738,11 @@ async fn a_job_still_pending_at_the_poll_deadline_is_an_error_with_the_key() {
     // the second would poll again at 2 s, past the deadline.
     let server = Scripted::start(vec![accepted("1"), accepted("1")]);
     let client = ClientBuilder::new(reqwest::Client::new())
-        .with(IdempotencyMiddleware::new(config().with_poll_deadline(ms(1500))))
+        .with(
+            IdempotencyMiddleware::for_base_urls([server.url("")])
+                .unwrap()
+                .with_config(config().with_poll_deadline(ms(1500))),
+        )
         .build();
     let started = std::time::Instant::now();
     let e = client
@@ -682,7 +768,7 @@ async fn a_job_still_pending_at_the_poll_deadline_is_an_error_with_the_key() {
 
     // A Retry-After past the poll deadline hands the job back at once, without a wait.
     let server = Scripted::start(vec![accepted("1"), accepted("600")]);
-    let (client, waits) = stack(config());
+    let (client, waits) = stack(&server, config());
     let e = client
         .post(server.url("/x"))
         .header("Idempotency-Key", "k")
@@ -696,7 +782,7 @@ async fn a_job_still_pending_at_the_poll_deadline_is_an_error_with_the_key() {
 
     // A zero poll deadline: no polling, the first 202 comes back as StillPending.
     let server = Scripted::start(vec![accepted("1")]);
-    let (client, waits) = stack(config().with_poll_deadline(Duration::ZERO));
+    let (client, waits) = stack(&server, config().with_poll_deadline(Duration::ZERO));
     let e =
         client.post(server.url("/x")).header("Prefer", "respond-async").body("{}").send().await.unwrap_err();
     let e = reconciliation(&e);
@@ -776,7 +862,7 @@ async fn tracing_events_name_each_attempt_and_never_the_key() {
         })
         .clone();
     let server = Scripted::start(vec![Action::Close]);
-    let (client, _) = stack(config().with_max_attempts(1));
+    let (client, _) = stack(&server, config().with_max_attempts(1));
     client
         .post(server.url("/x"))
         .header("Idempotency-Key", "order-12-charge")
@@ -786,8 +872,8 @@ async fn tracing_events_name_each_attempt_and_never_the_key() {
         .send()
         .await
         .expect_err("one attempt only: the lost reply gives up");
-    let (client, _) = stack(config());
     let server2 = Scripted::start(vec![accepted("1"), answer(201, &[], "{}")]);
+    let (client, _) = stack(&server2, config());
     client
         .post(server2.url("/x"))
         .header("Idempotency-Key", "order-12-charge")

@@ -33,7 +33,12 @@
 //!    up: if no attempt could have executed, the next poll gets 503 `origin-unavailable`
 //!    (never executed) and the key is released; if one might have, the key is held unknown.
 //! 7. A body over [`MAX_STORED_REQUEST_BODY_BYTES`] cannot be stored with the claim: such a
-//!    request is served as if it did not prefer `respond-async`.
+//!    request is served as if it did not prefer `respond-async` ([`ArrivalPlan`]).
+//! 9. On a route with a lookup (`core::reconcile`), a job reconciles as a synchronous
+//!    request does: its claim keeps the lookup, sealed, through every send, and an outcome
+//!    it ends with unknown (held under rule 4 or 6, or recorded as for any attempt) is
+//!    looked up from the alarm and by the client's polls. Every execution on such a route,
+//!    synchronous or not, has its lookup.
 //! 8. Polling is sending the same request with the same key: 202 while the job runs, the
 //!    stored answer once there is one, 422 for another payload (`core::machine`, rule 2).
 
@@ -41,6 +46,7 @@ use super::codec::{Reader, Writer};
 use super::config::{decode_object_policy, ConfigError, ObjectPolicy, MAX_TTL_SECONDS};
 use super::machine::{Action, RecordChange, Step, LEASE_MARGIN_MS};
 use super::problem::{Problem, ProblemKind};
+use super::reconcile::{Reconciling, FIRST_DELAY_MS};
 use super::record::{AttemptId, InFlight, Millis, Record, Unknown, UnknownReason};
 use super::wire::{decode_policy, encode_policy};
 
@@ -465,6 +471,29 @@ fn imf_fixdate_ms(text: &str) -> Option<u64> {
     Some(seconds * 1_000)
 }
 
+/// How an enforced arrival is served, decided before anything is awaited (rule 7): as a job
+/// (`accept`, with the request sealed for later), or synchronously; and whether it
+/// reconciles (`core::reconcile`): an unknown outcome is looked up before it is decided,
+/// and a claim it makes keeps the route's lookup, sealed. Every arrival on a route with a
+/// lookup reconciles, a job (rule 9) and a request that preferred `respond-async` with a
+/// body too large for a job alike: each execution can become unknown, and must then be
+/// looked up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArrivalPlan {
+    pub accept: Option<AsyncConfig>,
+    pub reconcile: bool,
+}
+
+impl ArrivalPlan {
+    /// `accept_async`: the envelope's asynchronous settings (the request prefers
+    /// `respond-async` where the route accepts it); `body_bytes`: the request's body size;
+    /// `route_has_lookup`: the route names a `reconcile_url`.
+    pub fn new(accept_async: Option<AsyncConfig>, body_bytes: u64, route_has_lookup: bool) -> ArrivalPlan {
+        let accept = accept_async.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES);
+        ArrivalPlan { accept, reconcile: route_has_lookup }
+    }
+}
+
 /// The problem for a job that gave up: 503, never executed, the key released.
 pub fn origin_unavailable() -> Problem {
     Problem::new(
@@ -474,7 +503,9 @@ pub fn origin_unavailable() -> Problem {
 }
 
 /// Rule 1: claims a key for a job (after `sent` sends of this key, which is more than zero
-/// only when an unknown outcome is taken up again under rule 4).
+/// only when an unknown outcome is taken up again under rule 4), keeping the route's
+/// `lookup` (rule 9).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn claim(
     new_attempt: AttemptId,
     fingerprint: super::fingerprint::Digest256,
@@ -482,6 +513,7 @@ pub(super) fn claim(
     ttl_ms: u64,
     sent: u16,
     keep_until: Millis,
+    lookup: Option<Reconciling>,
     now: Millis,
 ) -> Step {
     let expires_at = now.saturating_add(ttl_ms).max(keep_until);
@@ -499,7 +531,7 @@ pub(super) fn claim(
         sealed_request: accept.sealed_request.clone(),
     };
     let claim = InFlight {
-        reconcile: None,
+        reconcile: lookup.map(|lookup| Reconciling { asked: 0, next_at: 0, ..lookup }),
         attempt: new_attempt,
         fingerprint,
         origin_attempts: sent,
@@ -559,7 +591,7 @@ pub(super) fn on_alarm(
 fn send(claim: &InFlight, job: &AsyncJob, attempt: AttemptId, now: Millis) -> Step {
     let lease_until = now.saturating_add(job.lease_ms());
     let next = InFlight {
-        reconcile: None,
+        reconcile: claim.reconcile.clone(),
         attempt,
         fingerprint: claim.fingerprint,
         origin_attempts: claim.origin_attempts.saturating_add(1),
@@ -593,11 +625,17 @@ fn give_up(claim: &InFlight, job: &AsyncJob, now: Millis) -> Step {
     Step { change: RecordChange::Put(Record::InFlight(next)), actions: vec![Action::SetAlarm(expires_at)] }
 }
 
-/// The job ends with its outcome unknown: the key is held, the stored request dropped.
+/// The job ends with its outcome unknown: the key is held, the stored request dropped; on
+/// a route with a lookup, the alarm asks it first [`FIRST_DELAY_MS`] after (rule 9).
 fn hold_unknown(claim: &InFlight, job: &AsyncJob, reason: UnknownReason, now: Millis) -> Step {
     let retained = now.saturating_add(job.ttl_ms()).max(claim.expires_at);
+    let reconcile = claim
+        .reconcile
+        .as_ref()
+        .map(|lookup| Reconciling { next_at: now.saturating_add(FIRST_DELAY_MS), ..lookup.clone() });
+    let alarm = reconcile.as_ref().map_or(retained, |lookup| lookup.next_at.min(retained));
     let unknown = Record::Unknown(Unknown {
-        reconcile: None,
+        reconcile,
         attempt: claim.attempt,
         fingerprint: claim.fingerprint,
         origin_attempts: claim.origin_attempts,
@@ -605,7 +643,7 @@ fn hold_unknown(claim: &InFlight, job: &AsyncJob, reason: UnknownReason, now: Mi
         expires_at: retained,
         reason,
     });
-    Step { change: RecordChange::Put(unknown), actions: vec![Action::SetAlarm(retained)] }
+    Step { change: RecordChange::Put(unknown), actions: vec![Action::SetAlarm(alarm)] }
 }
 
 /// Rule 4: an attempt whose outcome is unknown. Sent again at once (an orphaned send found

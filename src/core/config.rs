@@ -176,6 +176,20 @@ impl ConfigError {
 }
 
 impl Config {
+    /// The headers a request on `policy` is keyed, scoped and bound by: the route's key
+    /// header, then `SCOPE_HEADER`'s and `REPLAY_CREDENTIAL_HEADERS`' (lowercase, once
+    /// each). A client's `Connection` never takes them off the forward (`core::headers`,
+    /// rule 4).
+    pub fn end_to_end_headers<'c>(&'c self, policy: &Policy<'c>) -> Vec<&'c str> {
+        let mut names = vec![policy.key_header.lowercase];
+        for name in self.scope.headers.iter().chain(&self.scope.replay_headers) {
+            if !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
     /// Parses the variables; `lookup` returns a variable's value, `None` when unset (then
     /// the default applies).
     pub fn from_vars<'a>(lookup: impl Fn(&'static str) -> Option<&'a str>) -> Result<Config, ConfigError> {
@@ -246,6 +260,20 @@ impl Config {
             "true" => true,
             _ => return Err(ConfigError::new(VAR_ORIGIN_DEDUPLICATES, "expected true or false")),
         };
+        // A re-send to an origin that deduplicates carries the retry's body, which a shaped
+        // fingerprint lets differ from the first attempt's in the fields it leaves out: the
+        // origin would see another request under the same key (`core::machine`, rule 7).
+        for (i, route) in routes.iter().enumerate() {
+            if route.body_shape.is_some() && route.origin_deduplicates.unwrap_or(origin_deduplicates) {
+                return Err(ConfigError::new(
+                    VAR_ROUTES,
+                    format!(
+                        "[{i}] ({}): fingerprint_ignore or fingerprint_only cannot be combined with an origin that deduplicates (origin_deduplicates or ORIGIN_DEDUPLICATES): a re-send would carry the retry's body, not the first attempt's",
+                        route.pattern
+                    ),
+                ));
+            }
+        }
         let max_origin_attempts = parse_number(
             VAR_MAX_ORIGIN_ATTEMPTS,
             lookup(VAR_MAX_ORIGIN_ATTEMPTS),
@@ -835,6 +863,21 @@ mod tests {
         .unwrap();
         assert_eq!(routed.policy_for("/a").max_origin_attempts, Some(5));
         assert_eq!(routed.policy_for("/b").max_origin_attempts, None);
+        // A shaped fingerprint and re-sends do not mix, whichever names the deduplication.
+        let shaped = r#"[{"pattern":"/v1/refunds","fingerprint_ignore":["/ts"]},{"pattern":"/v1/charges","fingerprint_only":["/amount"],"origin_deduplicates":true}]"#;
+        let error = parse(&[(VAR_ROUTES, shaped)]).unwrap_err();
+        assert_eq!(error.variable, VAR_ROUTES);
+        assert!(
+            error.reason.starts_with("[1] (/v1/charges): fingerprint_ignore or fingerprint_only"),
+            "{error:?}"
+        );
+        let error = parse(&[(VAR_ROUTES, shaped), (VAR_ORIGIN_DEDUPLICATES, "true")]).unwrap_err();
+        assert!(error.reason.starts_with("[0] (/v1/refunds)"), "the flat variable applies: {error:?}");
+        let apart = r#"[{"pattern":"/v1/refunds","fingerprint_ignore":["/ts"],"origin_deduplicates":false}]"#;
+        assert!(
+            parse(&[(VAR_ROUTES, apart), (VAR_ORIGIN_DEDUPLICATES, "true")]).is_ok(),
+            "a route may opt out"
+        );
         for (variable, value) in [
             (VAR_ORIGIN_DEDUPLICATES, "yes"),
             (VAR_MAX_ORIGIN_ATTEMPTS, "0"),

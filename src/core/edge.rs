@@ -3,7 +3,8 @@
 //! Owns the routing of a request before any body is read or any object is called: the
 //! admin API, a path no route can be chosen for, a missing service binding, the method
 //! override headers, the key (from `Idempotency-Key`, or the header the route names in
-//! `key_header`), and whether the route covers the method. Observe mode is the same decision, forwarded and logged instead of enforced
+//! `key_header`, and a key the route's lookup could not ask for, `core::reconcile` rule 6),
+//! and whether the route covers the method. Observe mode is the same decision, forwarded and logged instead of enforced
 //! ([`Edge::PassObserved`]), so the two modes cannot drift apart.
 //!
 //! It also owns the texts of the refusals the Worker gives later on its own (a body over
@@ -11,7 +12,7 @@
 //! that every problem the runtime sends is written here and tested natively.
 
 use super::config::{Config, Policy};
-use super::key::{parse_key_fields, IdempotencyKey, KeyError};
+use super::key::{parse_key_fields, IdempotencyKey, KeyError, IDEMPOTENCY_KEY};
 use super::problem::{Problem, ProblemKind};
 use super::routes::Mode;
 use super::url::normalised_path;
@@ -107,7 +108,15 @@ pub fn decide<'c>(
         Err(()) => Err(KeyError::NotPrintableAscii),
     };
     match key {
-        Ok(key) => Edge::Covered { policy, key },
+        // A key that would make the route's lookup another URL (`core::reconcile` rule 6).
+        Ok(key) => match policy.reconcile.map(|route| route.lookup_url(&key)) {
+            Some(Err(_)) if observe => Edge::PassObserved(policy, ProblemKind::InvalidKey),
+            Some(Err(refused)) => Edge::Refuse(Problem::new(
+                refused.kind,
+                super::text::replace(&refused.detail, IDEMPOTENCY_KEY.name, policy.key_header.name),
+            )),
+            _ => Edge::Covered { policy, key },
+        },
         // A route may make the key optional: without one, the request is not protected
         // (and observe mode, as enforce mode, logs nothing for it).
         Err(KeyError::Missing) if !policy.key_required => Edge::PassThrough(policy),
@@ -233,6 +242,38 @@ mod tests {
         let no_admin =
             RequestHead { admin_enabled: false, ..head("GET", "/__idempotency/records/ab", &none) };
         assert_eq!(kind(&decide(&no_admin, &c, bound)), "pass");
+    }
+
+    /// A key whose lookup would ask another URL is refused on a route that looks up by
+    /// path, and nowhere else.
+    #[test]
+    fn a_key_that_would_collapse_the_lookup_url_is_refused() {
+        let c = config(
+            r#"[{"pattern":"/ops/*","reconcile_url":"https://o.example/v1/operations/{key}"},
+                {"pattern":"/obs/*","mode":"observe","reconcile_url":"https://o.example/v1/operations/{key}"},
+                {"pattern":"/rid/*","key_header":"X-Request-Id","reconcile_url":"https://o.example/v1/ops/{key}"},
+                {"pattern":"/q/*","reconcile_url":"https://o.example/v1/ops?key={key}"}]"#,
+            "",
+        );
+        let bound = |_: &str| true;
+        let dot = with(&[("idempotency-key", "."), ("x-request-id", "..")]);
+        let dots = with(&[("idempotency-key", "\"..\"")]);
+        let encoded = with(&[("idempotency-key", "%2e%2E")]);
+        let three = with(&[("idempotency-key", "...")]);
+        for (request, expected) in [
+            (head("POST", "/ops/x", &dot), "refuse invalid-key"),
+            (head("POST", "/ops/x", &dots), "refuse invalid-key"),
+            (head("POST", "/ops/x", &encoded), "covered Enforce"),
+            (head("POST", "/ops/x", &three), "covered Enforce"),
+            (head("POST", "/obs/x", &dot), "observed invalid-key"),
+            (head("POST", "/rid/x", &dot), "refuse invalid-key"),
+            (head("POST", "/q/x", &dots), "covered Enforce"),
+            (head("POST", "/v1/charges", &dot), "covered Enforce"),
+        ] {
+            assert_eq!(kind(&decide(&request, &c, bound)), expected, "{} {}", request.method, request.path);
+        }
+        let Edge::Refuse(problem) = decide(&head("POST", "/rid/x", &dot), &c, bound) else { panic!() };
+        assert!(problem.detail.contains("X-Request-Id") && !problem.detail.contains("Idempotency-Key"));
     }
 
     /// Observe mode decides the same, and forwards what enforce mode would refuse.

@@ -15,7 +15,7 @@ use super::async_job::{VAR_ASYNC_ACCEPT, VAR_ASYNC_DEADLINE_SECONDS, VAR_ASYNC_M
 use super::config::*;
 use super::keyed_name::VAR_OBJECT_NAME_KEY;
 use super::log_decisions::VAR_LOG_DECISIONS;
-use super::origin_auth::VAR_ORIGIN_AUTH_SECRET;
+use super::origin_auth::{VAR_ORIGIN_AUTH_FORMAT, VAR_ORIGIN_AUTH_SECRET};
 use super::scope::*;
 use super::seal::{VAR_STORAGE_ALLOW_UNSEALED, VAR_STORAGE_ENCRYPTION_KEYS};
 
@@ -37,7 +37,7 @@ pub enum NameKind {
 }
 
 /// Every name the worker reads from its environment, and how it is set: the one list.
-pub const NAMES: [(&str, NameKind); 45] = [
+pub const NAMES: [(&str, NameKind); 46] = [
     (VAR_ORIGIN_URL, NameKind::Variable),
     (VAR_TTL_SECONDS, NameKind::Variable),
     (VAR_DUPLICATE_WAIT_SECONDS, NameKind::Variable),
@@ -69,6 +69,7 @@ pub const NAMES: [(&str, NameKind); 45] = [
     (VAR_TRUSTED_CLIENT_IP, NameKind::Variable),
     (VAR_LOG_DECISIONS, NameKind::Variable),
     (VAR_STORAGE_ALLOW_UNSEALED, NameKind::Variable),
+    (VAR_ORIGIN_AUTH_FORMAT, NameKind::Variable),
     (VAR_ADMIN_TOKEN, NameKind::Secret),
     (VAR_STORAGE_ENCRYPTION_KEYS, NameKind::Secret),
     (VAR_ORIGIN_AUTH_SECRET, NameKind::Secret),

@@ -367,6 +367,7 @@ fn build_reconciling(source: &mut Source<'_>) -> Option<crate::core::reconcile::
             let text = format!("600000,5000,{},100,1000,1000,0,503,,0,", u64::from(source.u16()) * 10);
             Box::new(decode_object_policy(&text).expect("a policy the runtime writes"))
         },
+        spelling_known: source.u8() % 2 == 0,
     })
 }
 
@@ -512,8 +513,16 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     // A lookup's verdict (rule 9) never forwards, changes only the unknown outcome (or dead
     // claim) it was asked about, and keeps its attempt and fingerprint; only "not executed"
     // releases the key, and not before the origin had its timeout again since the outcome
-    // became unknown.
-    let too_soon = matches!(record, Record::Unknown(unknown) if now < unknown.since.saturating_add(timing.origin_timeout_ms));
+    // became unknown (a dead claim's: when its lease ended).
+    // Nor from a claim made before the key had one spelling at the origin (rule 7 of
+    // `core::reconcile`): its lookup may ask for another spelling than was sent.
+    let became_unknown = match record {
+        Record::Unknown(unknown) => unknown.since,
+        Record::InFlight(claim) => claim.lease_until,
+        Record::Completed(_) => 0,
+    };
+    let too_soon = now < became_unknown.saturating_add(timing.origin_timeout_ms)
+        || !record.reconciling().is_some_and(|reconciling| reconciling.spelling_known);
     let answer = StoredResponse { status: 200, headers: Vec::new(), body: source.bytes() };
     for verdict in [Verdict::NotExecuted, Verdict::Executed(answer), Verdict::Unsure] {
         let asked =

@@ -12,6 +12,15 @@
 //! 3. A stored response keeps its end-to-end headers except `Set-Cookie` (a session cookie
 //!    for the first caller must not be handed to whoever retries) and `Content-Length`
 //!    (recomputed from the stored body).
+//! 4. The headers the edge decides a request by are never hop-by-hop: the route's key
+//!    header, the `SCOPE_HEADER` headers and the `REPLAY_CREDENTIAL_HEADERS`. A client's
+//!    `Connection` that names one of them is not honoured for it (its other tokens are), so
+//!    the origin receives the key the edge keyed by, the signature's key line is that key,
+//!    and the origin sees the caller the edge scoped by ([`honoured_connection_tokens`]).
+//!    Dropping the key there would have the origin execute a request it cannot deduplicate
+//!    or look up; dropping a scope header would have it execute for another account than the
+//!    one the edge keyed. Honouring a client's say over which of these crosses is not worth
+//!    that; refusing the request would break a client over a header no recipient needs.
 
 /// Prefix of the headers the Worker uses to talk to its Durable Object. Never forwarded.
 pub const INTERNAL_PREFIX: &str = "x-idempotency-edge-";
@@ -36,6 +45,15 @@ pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
         .map(|token| token.trim().to_ascii_lowercase())
         .filter(|token| !token.is_empty())
         .collect()
+}
+
+/// The tokens of a request's `Connection` value that its forward to the origin honours
+/// (rule 4): every one but the names in `end_to_end` (any case), the headers the edge keyed,
+/// scoped and bound the request by ([`crate::core::config::Config::end_to_end_headers`]).
+pub fn honoured_connection_tokens(connection: Option<&str>, end_to_end: &[&str]) -> Vec<String> {
+    let mut tokens = connection_tokens(connection);
+    tokens.retain(|token| !end_to_end.iter().any(|name| name.eq_ignore_ascii_case(token)));
+    tokens
 }
 
 /// True for a hop-by-hop header, given the tokens of the message's `Connection` header.
@@ -144,6 +162,46 @@ mod tests {
         assert!(forward_to_origin("content-type", &[]));
         assert!(!forward_to_origin("Host", &[]));
         assert!(!forward_to_origin("X-Idempotency-Edge-Fingerprint", &[]));
+    }
+
+    /// A client's `Connection` cannot take the key, the caller or its credential off the
+    /// forward: the edge decided by them, so the origin (and the signature's key line) gets
+    /// them as the edge read them. Other tokens are still honoured.
+    #[test]
+    fn the_headers_the_edge_decides_by_are_never_hop_by_hop() {
+        use crate::core::config::{Config, VAR_ROUTES, VAR_SCOPE_HEADER};
+        use crate::core::scope::VAR_REPLAY_CREDENTIAL_HEADERS;
+        let vars = [
+            (VAR_SCOPE_HEADER, "X-Api-Key-Id, Stripe-Account"),
+            (VAR_REPLAY_CREDENTIAL_HEADERS, "Authorization, Signature"),
+            (VAR_ROUTES, r#"[{"pattern":"/rid/*","key_header":"X-Request-Id"}]"#),
+        ];
+        let config =
+            Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).unwrap();
+        for (path, key_header) in [("/v1/charges", "Idempotency-Key"), ("/rid/1", "X-Request-Id")] {
+            let policy = config.policy_for(path);
+            let end_to_end = config.end_to_end_headers(&policy);
+            let connection = format!(
+                "close, {key_header}, x-api-key-id, STRIPE-ACCOUNT, Authorization, signature, X-Trace"
+            );
+            let tokens = honoured_connection_tokens(Some(&connection), &end_to_end);
+            assert_eq!(tokens, ["close", "x-trace"], "{path}");
+            for name in [key_header, "X-Api-Key-Id", "Stripe-Account", "authorization", "Signature"] {
+                assert!(forward_to_origin(name, &tokens), "{path}: {name} crosses");
+            }
+            assert!(!forward_to_origin("x-trace", &tokens), "another token is still honoured");
+            assert!(!forward_to_origin("connection", &tokens), "and Connection itself never crosses");
+        }
+        // The route's key header is protected there only: elsewhere it is an ordinary header.
+        let plain = config.end_to_end_headers(&config.policy_for("/v1/charges"));
+        let tokens = honoured_connection_tokens(Some("X-Request-Id"), &plain);
+        assert!(!forward_to_origin("x-request-id", &tokens));
+        // The fixed hop-by-hop headers stay hop-by-hop whatever is protected.
+        assert!(!forward_to_origin("keep-alive", &honoured_connection_tokens(None, &plain)));
+        // The default configuration protects the key and `Authorization`.
+        let default = Config::from_vars(|_| None).unwrap();
+        let policy = default.policy_for("/");
+        assert_eq!(default.end_to_end_headers(&policy), ["idempotency-key", "authorization"]);
     }
 
     #[test]

@@ -35,6 +35,11 @@
 //!    failed fetch (rule 3), so lookups stop waiting for it, and a report that comes after
 //!    all is ignored. Without this, one lost fetch would leave every later lookup of the
 //!    isolate waiting for it. A waiter waits at most as long ([`FETCH_LOST_AFTER_MS`]).
+//! 7. Only the URL's own 200 is a JWKS ([`answer_status`]). The fetch follows no redirect:
+//!    the runtime asks for the 3xx itself, and it is a failed fetch (rule 3), said as a
+//!    redirect in the log. The URL is checked to be https (or loopback) where it is
+//!    configured (`core::scope`); a followed redirect could take the fetch to any host, plain
+//!    http included, where the keys that decide every token's caller could be swapped.
 
 use std::rc::Rc;
 
@@ -107,6 +112,18 @@ pub struct FetchRequest {
 pub struct Document {
     pub text: String,
     pub cache_control: Option<String>,
+}
+
+/// What the JWKS URL's answer with `status` is (rule 7): `Ok` for a 200, whose body is the
+/// document to read; otherwise why the fetch failed, for the log (never the body).
+pub fn answer_status(status: u16) -> Result<(), String> {
+    match status {
+        200 => Ok(()),
+        300..=399 => Err(format!(
+            "HTTP {status}, a redirect, not followed: SCOPE_JWKS_URL must answer with the keys itself"
+        )),
+        _ => Err(format!("HTTP {status}")),
+    }
 }
 
 /// One token's search for its keys, across the fetches it waits for: make one per token
@@ -292,6 +309,27 @@ mod tests {
             text: json!({ "keys": keys }).to_string(),
             cache_control: cache_control.map(str::to_owned),
         })
+    }
+
+    /// Only the URL's own 200 brings keys: a redirect is a failed fetch, whichever scheme or
+    /// host it points to (the runtime never follows it), and the keys at hand stay in use.
+    #[test]
+    fn a_redirect_is_a_failed_fetch() {
+        assert_eq!(answer_status(200), Ok(()));
+        for status in [301, 302, 303, 307, 308] {
+            let why = answer_status(status).unwrap_err();
+            assert!(why.contains("redirect") && why.contains(&status.to_string()), "{why}");
+        }
+        for status in [0, 201, 204, 304, 404, 500] {
+            assert!(answer_status(status).is_err(), "{status}");
+        }
+        // Reported as a failure, it leaves the cache as any failed fetch does.
+        let mut cache = JwksCache::default();
+        let mut query = KeyQuery::new(Some("a"));
+        assert_eq!(cache.lookup(&mut query, T0), Lookup::Wait);
+        let fetch = cache.poll_fetch().expect("a fetch to start");
+        assert!(cache.handle_fetched(T0, fetch, answer_status(302).map(|()| unreachable!())).is_err());
+        assert_eq!(cache.lookup(&mut query, T0 + SECOND), Lookup::Unavailable);
     }
 
     fn kids(lookup: &Lookup) -> Vec<String> {

@@ -19,7 +19,9 @@
 //!    every key of the algorithm is.
 //! 5. Claims: `exp` is required, and `exp`/`nbf` must hold within the leeway; `iss` must
 //!    equal the configured issuer and `aud` contain the configured audience, when set. The
-//!    scope claim, found by its path, must be a string or a number.
+//!    scope claim, found by its path ([`ClaimPath`]: a JSON pointer such as `/org/id`, or
+//!    a dotted path such as `org.id`, each walked one way only), must be a string or a
+//!    number.
 //!
 //! Anything that fails is an [`Unverified`] reason: the caller falls back to the
 //! credential scope. A reason names a rule, never a value from the token.
@@ -289,51 +291,134 @@ impl Validity {
 pub fn verification_id(claim_path: &ClaimPath, token: &str) -> [u8; 32] {
     use super::sha256::Sha256;
     let mut hasher = Sha256::new();
-    hasher.update(&(claim_path.text.len() as u64).to_be_bytes());
-    hasher.update(claim_path.text.as_bytes());
+    hasher.update(&(claim_path.pointer.len() as u64).to_be_bytes());
+    hasher.update(claim_path.pointer.as_bytes());
     hasher.update(token.as_bytes());
     hasher.finalize()
 }
 
-/// The path of the claim that names the caller: `sub`, or `org.id` for a nested one.
+/// The path of the claim that names the caller, in one of two spellings, each with one
+/// meaning whatever the token holds:
+///
+/// - a JSON pointer (RFC 6901): `/` then the members' names, each exactly as the token
+///   spells it but `~1` for `/` and `~0` for `~`: `/org/id` is the member `id` of the
+///   member `org`, `/org.id` a top-level member named `org.id`, and
+///   `/https:~1~1example.com~1tenant` the claim `https://example.com/tenant`;
+/// - a dotted path: `sub`, or `org.id` for the member `id` of the member `org`. Its dots
+///   always separate names: it never matches a member whose name holds a dot. One with dots
+///   and a `/` or `:` reads as a URL-named claim (`https://example.com/tenant`) as much as a
+///   path, so it is refused: write it as a pointer.
+///
+/// Before pointers, a dotted path matched a top-level member named by the whole path first,
+/// then the nested one: a token holding both a member `org.id` and `org: {id}` was scoped by
+/// the first. Each spelling now walks one way only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClaimPath {
-    text: String,
+    /// The members' names, outermost first.
+    names: Vec<String>,
+    /// The names joined by dots: what the scope hashes (`fingerprint::Scope::claim`), so
+    /// that `org.id` and `/org/id` (and `sub` and `/sub`) name one scope, and a key claimed
+    /// before pointers existed is found under either spelling.
+    dotted: String,
+    /// The path as a JSON pointer: one text per path, whatever the spelling (what
+    /// [`verification_id`] hashes, so that two paths never share a memo).
+    pointer: String,
 }
 
+/// Longest claim path, in bytes.
+const MAX_CLAIM_PATH_BYTES: usize = 256;
+
 impl ClaimPath {
-    /// A path of non-empty, dot-separated names without control characters.
+    /// A JSON pointer (`/org/id`) or a dotted path (`org.id`), trimmed, without empty names
+    /// or control characters.
     pub fn parse(text: &str) -> Result<ClaimPath, String> {
         let text = text.trim();
-        if text.is_empty() || text.len() > 256 {
-            return Err("expected a claim name such as sub, or a dotted path such as org.id".to_owned());
+        if text.is_empty() || text.len() > MAX_CLAIM_PATH_BYTES {
+            return Err(
+                "expected a claim name such as sub, a dotted path such as org.id, or a JSON pointer such as /org/id"
+                    .to_owned(),
+            );
         }
-        if text.split('.').any(str::is_empty) || text.chars().any(char::is_control) {
+        let quoted = || Value::from(text);
+        if text.chars().any(char::is_control) {
+            return Err(format!("{} holds a control character", quoted()));
+        }
+        let names: Vec<String> = match text.strip_prefix('/') {
+            Some(pointer) => pointer
+                .split('/')
+                .map(|name| {
+                    unescape_pointer_name(name).ok_or_else(|| {
+                        format!(
+                            "{} is not a JSON pointer: ~ must be followed by 0 or 1 (~0 for ~, ~1 for /)",
+                            quoted()
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            None => {
+                if text.contains('.') && text.contains(['/', ':']) {
+                    return Err(format!(
+                        "{} could be one claim named with dots (a URL) or a dotted path: write it as a JSON pointer, /{} for the claim of that name, or with / between nested names",
+                        quoted(),
+                        escape_pointer_name(text)
+                    ));
+                }
+                text.split('.').map(str::to_owned).collect()
+            }
+        };
+        if names.iter().any(String::is_empty) {
             return Err(format!(
-                "{} is not a claim name or a dotted path (empty segment or control character)",
-                Value::from(text)
+                "{} has an empty name (two separators in a row, or one at an end)",
+                quoted()
             ));
         }
-        Ok(ClaimPath { text: text.to_owned() })
+        let dotted = names.join(".");
+        let pointer = names.iter().map(|name| format!("/{}", escape_pointer_name(name))).collect();
+        Ok(ClaimPath { names, dotted, pointer })
     }
 
+    /// The path as the scope hashes it: the names joined by dots (see [`ClaimPath`]).
     pub fn as_str(&self) -> &str {
-        &self.text
+        &self.dotted
     }
 
-    /// The claim's value. A top-level claim named exactly by the path comes first (URL-named
-    /// claims such as `https://example.com/org` hold dots), then the dotted walk.
+    /// The path as a JSON pointer, one text per path whatever its spelling.
+    pub fn pointer(&self) -> &str {
+        &self.pointer
+    }
+
+    /// The claim's value: the walk down the names, member by member, and nothing else.
     pub fn find<'c>(&self, claims: &'c Map<String, Value>) -> Option<&'c Value> {
-        if let Some(value) = claims.get(&self.text) {
-            return Some(value);
-        }
-        let mut segments = self.text.split('.');
-        let mut value = claims.get(segments.next()?)?;
-        for segment in segments {
-            value = value.as_object()?.get(segment)?;
+        let (first, rest) = self.names.split_first()?;
+        let mut value = claims.get(first)?;
+        for name in rest {
+            value = value.as_object()?.get(name)?;
         }
         Some(value)
     }
+}
+
+/// A JSON pointer's reference token as the member name it stands for (RFC 6901 §4); `None`
+/// for a `~` not followed by `0` or `1`.
+fn unescape_pointer_name(token: &str) -> Option<String> {
+    let mut name = String::with_capacity(token.len());
+    let mut chars = token.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '~' => match chars.next() {
+                Some('0') => name.push('~'),
+                Some('1') => name.push('/'),
+                _ => return None,
+            },
+            c => name.push(c),
+        }
+    }
+    Some(name)
+}
+
+/// A member name as a JSON pointer's reference token (RFC 6901 §3).
+fn escape_pointer_name(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
 }
 
 /// The caller's identity as the token states it: a string, or a whole number in its JSON

@@ -17,6 +17,18 @@
 //!    `key_header`, for APIs that already name it `X-Idempotency-Key` or
 //!    `PayPal-Request-Id`): the same rules apply to that header's value, and the refusals
 //!    name that header. On such a route `Idempotency-Key` is an ordinary header.
+//! 6. One key has one spelling at the origin ([`IdempotencyKey::forwarded`]): `abc` and
+//!    `"abc"` name the same key here, but an origin that stores the header as it came (as
+//!    Stripe-like APIs do) would keep two. So the worker rewrites the key header of every
+//!    request it forwards for a covered key (the first attempt and every re-send), and
+//!    fills a lookup's `{key}` (`core::reconcile`), with one canonical spelling, whatever
+//!    spelling the client used: the bare value where the key reads back as itself bare (no
+//!    `"`, `,` or `\`, no leading or trailing space), else the sf-string with `"` and
+//!    `\` escaped. The signature's key line (`core::origin_auth`) signs the header as sent,
+//!    so it carries that spelling too. Bare for the common key (a UUID, `order-42`), so
+//!    most requests reach the origin byte for byte as the client sent them; an origin that
+//!    accepts only the draft's sf-string would refuse a bare key at the first attempt (a
+//!    final 4xx, nothing executed), never execute twice.
 
 use std::fmt;
 
@@ -34,6 +46,30 @@ impl IdempotencyKey {
     /// The key's characters, unquoted.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The one spelling the origin receives for this key (rule 6): the bare value when it
+    /// parses back to this key, else the sf-string. Either spelling a client sends gives the
+    /// same bytes here, and they parse back to the same key.
+    pub fn forwarded(&self) -> String {
+        let key = self.0.as_bytes();
+        // Keys are printable ASCII: a space is the only whitespace a bare value would lose.
+        let bare = key.first() != Some(&b' ')
+            && key.last() != Some(&b' ')
+            && !key.iter().any(|b| matches!(b, b'"' | b',' | b'\\'));
+        if bare {
+            return self.0.clone();
+        }
+        let mut out = String::with_capacity(key.len() + 8);
+        out.push('"');
+        for c in self.0.chars() {
+            if matches!(c, '"' | '\\') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('"');
+        out
     }
 }
 
@@ -274,6 +310,42 @@ mod tests {
             assert!(!error.detail_for(paypal).contains("Idempotency-Key"), "{error:?}");
         }
         assert!(IDEMPOTENCY_KEY.is_default() && !paypal.is_default());
+    }
+
+    #[test]
+    fn every_spelling_of_a_key_is_forwarded_alike() {
+        let forwarded = |raw: &str| parse_key(raw.as_bytes()).unwrap().forwarded();
+        for (spellings, expected) in [
+            (&["k1", "\"k1\"", "  \"k1\" "][..], "k1"),
+            (&["order 42 charge", "\"order 42 charge\""][..], "order 42 charge"),
+            (&["\"a,b\""][..], "\"a,b\""),
+            (&[r#""a\"b\\c""#][..], r#""a\"b\\c""#),
+            (&["\" k \""][..], "\" k \""),
+            (&[".", "\".\""][..], "."),
+        ] {
+            for spelling in spellings {
+                assert_eq!(forwarded(spelling), expected, "{spelling:?}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The forwarded spelling names the same key, and is the same whichever spelling
+        /// the client chose: bare where it can be, else the sf-string.
+        #[test]
+        fn the_forwarded_spelling_parses_back_to_the_key(key in "[ -~]{1,40}") {
+            let Ok(parsed) = parse_key(format!("\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\"")).as_bytes()) else {
+                return Ok(());
+            };
+            let forwarded = parsed.forwarded();
+            proptest::prop_assert_eq!(parse_key(forwarded.as_bytes()), Ok(parsed.clone()));
+            if let Ok(bare) = parse_key(key.as_bytes()) {
+                if bare == parsed {
+                    proptest::prop_assert_eq!(bare.forwarded(), forwarded.clone());
+                }
+            }
+            proptest::prop_assert_eq!(forwarded.starts_with('"'), parse_key(parsed.as_str().as_bytes()).ok() != Some(parsed.clone()));
+        }
     }
 
     #[test]

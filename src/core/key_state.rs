@@ -24,7 +24,12 @@
 //!   ([`KeyState::handle_job_unscheduled`]);
 //! - an observed claim lives for its lease and no longer ([`KeyState::expire_observed`]);
 //! - a failed outcome write still answers the callers, the claim holding the key;
-//! - how much of an origin's answer may be stored ([`answer_body_cap`]).
+//! - how much of an origin's answer may be stored ([`answer_body_cap`]);
+//! - one lookup of an unknown outcome runs at a time, and the retries that wait for it are
+//!   capped by count and by the body bytes they hold, as an execution's waiters are
+//!   ([`KeyState::handle_lookup_turn`]);
+//! - a claim on a route with a lookup is never made without its lookup: where it could not
+//!   be sealed, the arrival claims nothing ([`KeyState::handle_lookup_unsealed`]).
 
 use std::sync::Arc;
 
@@ -32,11 +37,13 @@ use super::async_job::{job_decision, AsyncAccept};
 use super::config::ObjectPolicy;
 use super::fingerprint::Digest256;
 use super::log::Decision;
-use super::machine::{self, storage_unavailable, Action, Event, RecordChange, Step};
+use super::machine::{
+    self, outcome_unknown, storage_unavailable, Action, Event, RecordChange, Step, WaiterLimits,
+};
 use super::policy::OriginResult;
 use super::problem::{Problem, ProblemKind};
 use super::reconcile::{Reconciling, Verdict};
-use super::record::{AttemptId, Millis, Record, StoredResponse};
+use super::record::{AttemptId, Millis, Record, StoredResponse, Unknown, UnknownReason};
 
 /// The execution this instance is running for its key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +72,54 @@ pub struct Arrival<'a> {
     pub lookup: Option<Reconciling>,
     /// Observe mode: the Worker forwards; a claim lives for its lease.
     pub observing: bool,
+}
+
+/// One lookup of an unknown outcome running in this instance (`core::reconcile`), and the
+/// retries that wait for it: each holds its request's body (read before it waits, so that
+/// the one that forwards once the key is released has it), so they are capped by count
+/// and by bytes, with the limits of an execution's waiters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunningLookup {
+    pub attempt: AttemptId,
+    pub waiters: usize,
+    pub waiting_bytes: u64,
+}
+
+/// Whose turn a lookup is ([`KeyState::handle_lookup_turn`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LookupTurn {
+    /// Ask the origin; report the end with [`KeyState::handle_lookup_over`].
+    Run,
+    /// Wait for the lookup that runs (a retry reads its body first), then be decided on the
+    /// record as it is then.
+    Wait,
+    /// Past the waiters' cap: answer this problem at once (502 `outcome-unknown`), the
+    /// body drained, nothing looked up or forwarded.
+    Full(Problem),
+}
+
+/// Who asks for a lookup's turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LookupAsker {
+    /// A retry, whose request body has this size.
+    Retry { body_bytes: u64 },
+    /// The object's alarm: it holds no body, and is neither counted nor capped.
+    Alarm,
+}
+
+/// The answer to a retry past the cap of the retries waiting on a running lookup: the
+/// outcome is unknown (nothing is known until the lookup answers), and a retry soon may
+/// find the lookup's answer.
+pub fn lookup_waiters_full(reason: UnknownReason) -> Problem {
+    let unknown = outcome_unknown(reason);
+    Problem::new(
+        ProblemKind::OutcomeUnknown,
+        format!(
+            "{} A lookup of the outcome is under way, and as many retries as allowed (MAX_WAITERS_PER_KEY, MAX_WAITING_BYTES) already wait for it; retry with the same key later.",
+            unknown.detail
+        ),
+    )
+    .with_retry_after(1)
 }
 
 /// What a pending step was for, so that its outcome (`handle_written` /
@@ -142,6 +197,8 @@ pub struct KeyState {
     /// `None` until storage was read; then the record as this instance knows it.
     record: Option<Option<Record>>,
     live: Option<LiveAttempt>,
+    /// The lookup of an unknown outcome running now, with its waiters.
+    lookup: Option<RunningLookup>,
 }
 
 impl KeyState {
@@ -242,6 +299,52 @@ impl KeyState {
         }
     }
 
+    // -- The running lookup ---------------------------------------------------------------
+
+    pub fn running_lookup(&self) -> Option<&RunningLookup> {
+        self.lookup.as_ref()
+    }
+
+    /// A lookup of `attempt`'s unknown outcome is wanted (`reconcile_first` said so, or the
+    /// alarm's step did): run it, wait for the one running, or, for a retry past the cap
+    /// (`MAX_WAITERS_PER_KEY` waiting, or their bodies and this one's over
+    /// `MAX_WAITING_BYTES`), [`LookupTurn::Full`]: answered at once, holding nothing, so a
+    /// flood of retries cannot hold more than an execution's waiters may while the origin
+    /// is asked. The alarm waits uncounted. A lookup for another attempt (the record moved
+    /// on) replaces the one remembered: that one's end is then ignored.
+    pub fn handle_lookup_turn(
+        &mut self,
+        attempt: AttemptId,
+        asker: LookupAsker,
+        limits: &WaiterLimits,
+    ) -> LookupTurn {
+        let Some(running) = self.lookup.as_mut().filter(|running| running.attempt == attempt) else {
+            self.lookup = Some(RunningLookup { attempt, waiters: 0, waiting_bytes: 0 });
+            return LookupTurn::Run;
+        };
+        let LookupAsker::Retry { body_bytes } = asker else { return LookupTurn::Wait };
+        let bytes = running.waiting_bytes.saturating_add(body_bytes);
+        if !limits.admits(running.waiters) || bytes > limits.max_waiting_bytes {
+            let reason = match self.record() {
+                Some(Record::Unknown(Unknown { reason, .. })) => *reason,
+                // A claim whose owner is gone, past its lease.
+                _ => UnknownReason::OriginTimeout,
+            };
+            return LookupTurn::Full(lookup_waiters_full(reason));
+        }
+        running.waiters += 1;
+        running.waiting_bytes = bytes;
+        LookupTurn::Wait
+    }
+
+    /// The lookup of `attempt` is over (its verdict written or not): its waiters are woken
+    /// and decided on the record as it then is, and hold no place any more.
+    pub fn handle_lookup_over(&mut self, attempt: AttemptId) {
+        if self.lookup.is_some_and(|running| running.attempt == attempt) {
+            self.lookup = None;
+        }
+    }
+
     // -- Events ---------------------------------------------------------------------------
 
     /// A covered request arrived: the step on the record as it is now, judged with this
@@ -269,6 +372,27 @@ impl KeyState {
         let observed_until = observing.then(|| now.saturating_add(policy.timing.lease_ms()));
         let decision = decision_of(&step.actions);
         Pending { what: InProgress::Arrival { new_attempt, body_bytes, observed_until }, step, decision }
+    }
+
+    /// The arrival's step (`pending`, not yet written) was decided without the route's
+    /// lookup, which could not be sealed (no key ring, or WebCrypto refused; the runtime
+    /// logs why). A claim without it could never be looked up once its outcome became
+    /// unknown (held until the TTL ends, when the route promises a lookup), so none is
+    /// made: a step that would claim and forward becomes 503, nothing written or
+    /// forwarded, and the caller may retry; so for a job's claim (`core::async_job` rule 9).
+    /// A step that claims nothing (a replay, a join, a refusal, a poll) is kept as it is.
+    pub fn handle_lookup_unsealed(&mut self, pending: Pending) -> Pending {
+        let step = &pending.step;
+        let forwards = step.actions.iter().any(|action| matches!(action, Action::Forward { .. }));
+        // A job's claim answers 202; a poll of a job does too, but writes nothing.
+        let takes_job = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
+            && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
+        if !forwards && !takes_job {
+            return pending;
+        }
+        let step = Step::keep(vec![Action::Reject(lookup_unsealed())]);
+        let decision = decision_of(&step.actions);
+        Pending { step, decision, ..pending }
     }
 
     /// The attempt forwarded by this instance finished. `response` is the origin's answer
@@ -374,9 +498,15 @@ impl KeyState {
             jitter,
         };
         let step = machine::step(self.record(), event, now);
-        let decision = job_decision(self.record(), &step.change)
-            .map(Decision::from)
-            .unwrap_or_else(|| Decision::after_forward(disposition));
+        // A job that ends held unknown is `unknown` whatever this attempt's answer was: a
+        // refusal after an earlier send whose outcome is unknown does not release the key,
+        // and its line and published outcome must not say "released".
+        let decision = job_decision(self.record(), &step.change).map(Decision::from).unwrap_or_else(|| {
+            match &step.change {
+                RecordChange::Put(Record::Unknown(_)) => Decision::Unknown,
+                _ => Decision::after_forward(disposition),
+            }
+        });
         Pending { what: InProgress::Outcome { attempt, job: true }, step, decision: Some(decision) }
     }
 
@@ -528,6 +658,16 @@ impl KeyState {
             self.live = None;
         }
     }
+}
+
+/// 503 for an arrival whose claim would have no lookup: the route's lookup could not be
+/// sealed, so nothing was claimed or forwarded.
+pub fn lookup_unsealed() -> Problem {
+    Problem::new(
+        ProblemKind::StorageUnavailable,
+        "The route's lookup (reconcile_url) could not be sealed for storage with the claim, so the request was not forwarded. Retry with the same key.",
+    )
+    .with_retry_after(1)
 }
 
 /// What an arrival's actions decide, for the log line: the first answer they give. A

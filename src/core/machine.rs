@@ -25,7 +25,13 @@
 //!    ran out with no live owner, is claimed again under a new fenced attempt and
 //!    forwarded, until the key has been sent `MAX_ORIGIN_ATTEMPTS` times; then it is held
 //!    unknown as without the option. An answer too large to store is never sent again: it
-//!    would be too large again.
+//!    would be too large again. A re-send carries the key in the one spelling the first
+//!    attempt had (`core::key` rule 6) and, since a shaped fingerprint cannot be combined
+//!    with this option (`core::config`), the first attempt's body. A re-send answered with
+//!    a client error (4xx that would be final) is held unknown and its callers told so:
+//!    the first attempt never got that answer (it got none), and such an answer may be the
+//!    origin's refusal of the re-send itself (Stripe's 400 `idempotency_error`), not the
+//!    key's outcome.
 //! 8. A request that asks for asynchronous acceptance (`core::async_job`) claims an absent
 //!    key as a job, which the alarm executes; an arrival on a job's key is a poll (202, or
 //!    503 `origin-unavailable` once the job gave up). An unknown outcome taken up again for
@@ -35,7 +41,8 @@
 //!    outcome (or such a claim, past its lease) is looked up: from the alarm, with backoff,
 //!    until the record expires, and once at once for a retry ([`reconcile_first`]). "Not
 //!    executed" releases the key, once the origin has had its timeout again since the outcome
-//!    became unknown (sooner, it may be a request the origin has not committed yet);
+//!    became unknown (a dead claim's: when its lease ended), not sooner: it may be a request
+//!    the origin has not committed yet;
 //!    "executed" stores the lookup's answer as the final one; anything else leaves the key
 //!    unknown and asks again later.
 
@@ -295,7 +302,7 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
                 if now >= claim.lease_until && !record_expired(claim, now) =>
             {
                 let reconcile = Some(Reconciling { next_at: now, ..reconciling.clone() });
-                let unknown = Record::Unknown(unknown_of_dead_claim(claim, reconcile, now));
+                let unknown = Record::Unknown(unknown_of_dead_claim(claim, reconcile));
                 Step { change: RecordChange::Put(unknown), actions: vec![Action::Lookup { attempt: claim.attempt }] }
             }
             Some(Record::Unknown(unknown @ Unknown { reconcile: Some(reconciling), .. })) if now < unknown.expires_at => {
@@ -355,13 +362,14 @@ pub fn lookup_is_current(record: Option<&Record>, attempt: AttemptId) -> bool {
     }
 }
 
-/// A claim whose owner died, past its lease: its outcome is unknown.
-fn unknown_of_dead_claim(claim: &InFlight, reconcile: Option<Reconciling>, now: Millis) -> Unknown {
+/// A claim whose owner died, past its lease: its outcome is unknown, and became so when the
+/// lease ended (the owner could have sent it until then), whenever it is noticed.
+fn unknown_of_dead_claim(claim: &InFlight, reconcile: Option<Reconciling>) -> Unknown {
     Unknown {
         attempt: claim.attempt,
         fingerprint: claim.fingerprint,
         origin_attempts: claim.origin_attempts,
-        since: now,
+        since: claim.lease_until,
         expires_at: claim.expires_at,
         reason: UnknownReason::OriginTimeout,
         reconcile,
@@ -384,20 +392,22 @@ fn on_reconciled(
     let unknown = match current {
         Record::Unknown(unknown) => unknown.clone(),
         Record::InFlight(claim @ InFlight { async_job: None, .. }) if now >= claim.lease_until => {
-            unknown_of_dead_claim(claim, claim.reconcile.clone(), now)
+            unknown_of_dead_claim(claim, claim.reconcile.clone())
         }
         _ => return Step::keep(Vec::new()),
     };
     // "Not found" is believed only once the origin has had the origin timeout again after
     // the outcome became unknown: an origin still working on a request it has not committed
     // yet may not find it, and releasing the key then would execute it twice. Sooner, it
-    // is asked again later. A dead claim's lease (the timeout and a margin) is over already.
-    let trusted_from = match current {
-        Record::Unknown(unknown) => unknown.since.saturating_add(timing.origin_timeout_ms),
-        _ => now,
-    };
+    // is asked again later. A dead claim's outcome became unknown when its lease ended (its
+    // owner may have sent the request at the last moment), so it waits as long.
+    let trusted_from = unknown.since.saturating_add(timing.origin_timeout_ms);
     let too_soon = matches!(verdict, Verdict::NotExecuted) && now < trusted_from;
-    let verdict = if too_soon { Verdict::Unsure } else { verdict };
+    // A claim from before the key had one spelling at the origin may have sent another
+    // than the lookup asks for (`core::reconcile` rule 7): its "not found" says nothing.
+    let spelling_unknown = !unknown.reconcile.as_ref().is_some_and(|reconciling| reconciling.spelling_known);
+    let unbelieved = matches!(verdict, Verdict::NotExecuted) && spelling_unknown;
+    let verdict = if too_soon || unbelieved { Verdict::Unsure } else { verdict };
     match verdict {
         Verdict::NotExecuted => Step { change: RecordChange::Delete, actions: Vec::new() },
         Verdict::Executed(answer) if stored_size(&answer) <= MAX_STORED_RESPONSE_BYTES => {
@@ -418,7 +428,7 @@ fn on_reconciled(
         _ => match &unknown.reconcile {
             Some(reconciling) => {
                 // A not-found that came too soon is asked again when it can be believed.
-                let next_at = if too_soon {
+                let next_at = if too_soon && !unbelieved {
                     trusted_from
                 } else {
                     now.saturating_add(reconcile::next_delay(reconciling.asked, jitter))
@@ -489,6 +499,7 @@ fn claim_and_forward(
         // Rule 8: a job instead, sent by the alarm (the `origin_attempts`-th sending).
         let sent = origin_attempts.saturating_sub(1);
         let fingerprint = arrival.fingerprint;
+        let lookup = arrival.lookup.as_deref().or(earlier).cloned();
         return async_job::claim(
             arrival.new_attempt,
             fingerprint,
@@ -496,6 +507,7 @@ fn claim_and_forward(
             arrival.timing.ttl_ms,
             sent,
             keep_until,
+            lookup,
             now,
         );
     }
@@ -632,8 +644,20 @@ fn on_origin_finished(
     outcome: &OutcomePolicy,
     now: Millis,
 ) -> Step {
-    let (result, disposition) = classify(result, response.as_deref(), outcome);
+    let (result, mut disposition) = classify(result, response.as_deref(), outcome);
+    // Rule 7: a re-send refused as a client error says nothing of the first attempt (an
+    // origin that saw something else under the key, or that was still executing it, answers
+    // so): held unknown, and told as unknown, never stored as the key's answer.
+    let resent = matches!(record, Some(Record::InFlight(claim)) if claim.attempt == attempt && claim.origin_attempts > 1);
+    let refused_resend =
+        resent && disposition == Disposition::Final && matches!(result, OriginResult::Responded(400..=499));
+    if refused_resend {
+        disposition = Disposition::Unknown;
+    }
     let (answer, origin_answered) = match (&response, result) {
+        (Some(_), OriginResult::Responded(_)) if refused_resend => {
+            (Arc::new(problem_response(&outcome_unknown(UnknownReason::ResetAfterSend))), false)
+        }
         (Some(response), OriginResult::Responded(_)) => (response.clone(), true),
         // The answer went to its caller as a stream; waiters cannot share it.
         (_, OriginResult::Oversized(status)) => (

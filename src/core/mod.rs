@@ -33,6 +33,7 @@ pub mod latch;
 pub mod log;
 pub mod log_decisions;
 pub mod machine;
+pub mod message_signature;
 pub mod metrics_schema;
 pub mod observed;
 pub mod order;

@@ -1,4 +1,10 @@
-//! The authenticated origin hop: the `Idempotency-Edge-Signature` header.
+//! The authenticated origin hop: which signature it carries, and the `Idempotency-Edge-Signature`
+//! header of the version 2 format.
+//!
+//! `ORIGIN_AUTH_FORMAT` chooses the format ([`SignatureFormat`]): `rfc9421` (the default;
+//! `core::message_signature`, verified with any RFC 9421 library) or `v2`, the format below,
+//! kept for one release so that origins that verify it can move to RFC 9421 first
+//! (docs/operations.md, "Migrating from the v2 signature").
 //!
 //! Owns the signature's format and canonical string, and a reference verifier. With the
 //! `ORIGIN_AUTH_SECRET` secret set, every request the worker sends to the origin carries
@@ -52,6 +58,37 @@ use super::hmac::{constant_time_eq, hmac_sha256};
 pub const SIGNATURE_HEADER: &str = "idempotency-edge-signature";
 /// The secret that turns signing on.
 pub const VAR_ORIGIN_AUTH_SECRET: &str = "ORIGIN_AUTH_SECRET";
+/// Which format signs the hop.
+pub const VAR_ORIGIN_AUTH_FORMAT: &str = "ORIGIN_AUTH_FORMAT";
+
+/// The origin hop's signature format (`ORIGIN_AUTH_FORMAT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SignatureFormat {
+    /// RFC 9421 with `hmac-sha256` over RFC 9530's `Content-Digest`
+    /// (`core::message_signature`).
+    #[default]
+    Rfc9421,
+    /// The `Idempotency-Edge-Signature` header of this module, for one release.
+    V2,
+}
+
+impl SignatureFormat {
+    /// `rfc9421` (also when unset or empty) or `v2`.
+    pub fn parse(raw: Option<&str>) -> Result<SignatureFormat, String> {
+        match raw.map(str::trim).unwrap_or("") {
+            "" | "rfc9421" => Ok(SignatureFormat::Rfc9421),
+            "v2" => Ok(SignatureFormat::V2),
+            _ => Err(format!("{VAR_ORIGIN_AUTH_FORMAT} is invalid: expected rfc9421 or v2")),
+        }
+    }
+}
+
+/// What signs the origin hop: the secret and the format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signer<'a> {
+    pub secret: &'a str,
+    pub format: SignatureFormat,
+}
 /// The shortest accepted secret.
 pub const MIN_SECRET_BYTES: usize = 32;
 /// How far a timestamp may be from the verifier's clock.

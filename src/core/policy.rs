@@ -45,7 +45,9 @@ const CLOUDFLARE_UNDELIVERED: [u16; 5] = [521, 522, 523, 525, 526];
 /// The origin refused the caller (unauthenticated, forbidden): nothing was executed, and
 /// the key is released whatever the route says. Stored, such an answer would be every
 /// retry's answer, so a stranger who sent junk under a victim's key first would own it.
-const AUTH_REFUSED: [u16; 2] = [401, 403];
+/// A route cannot say otherwise: `core::routes` refuses 401 or 403 among its
+/// `unknown_statuses`, and among its `release_statuses` with `release_requires_header`.
+pub const AUTH_REFUSED: [u16; 2] = [401, 403];
 
 /// What happened when the object forwarded the first attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

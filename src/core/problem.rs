@@ -61,14 +61,11 @@ pub enum ProblemKind {
     /// A token that may verify could not be checked right now (the JWKS URL is down, or a
     /// new `kid` waits for the next refetch); nothing was forwarded: retry later.
     IdentityUnavailable,
-    /// The key's stored answer (or its running execution) belongs to a request made with
-    /// another credential (`REPLAY_BINDING_HEADERS`); nothing is revealed or forwarded.
-    CredentialMismatch,
 }
 
 impl ProblemKind {
     /// Every kind, for parsing a slug back.
-    pub const ALL: [ProblemKind; 21] = [
+    pub const ALL: [ProblemKind; 20] = [
         ProblemKind::MissingKey,
         ProblemKind::InvalidKey,
         ProblemKind::KeyReused,
@@ -89,7 +86,6 @@ impl ProblemKind {
         ProblemKind::UnverifiedCredential,
         ProblemKind::RateLimited,
         ProblemKind::IdentityUnavailable,
-        ProblemKind::CredentialMismatch,
     ];
 
     /// The kind whose [`ProblemKind::slug`] is `slug`.
@@ -110,7 +106,6 @@ impl ProblemKind {
             ProblemKind::StorageUnavailable
             | ProblemKind::OriginUnavailable
             | ProblemKind::IdentityUnavailable => 503,
-            ProblemKind::CredentialMismatch => 403,
             ProblemKind::InvalidConfig => 500,
             ProblemKind::Unauthorized
             | ProblemKind::MissingCredential
@@ -145,7 +140,6 @@ impl ProblemKind {
             ProblemKind::MethodOverride => "method-override",
             ProblemKind::OriginUnavailable => "origin-unavailable",
             ProblemKind::IdentityUnavailable => "identity-unavailable",
-            ProblemKind::CredentialMismatch => "credential-mismatch",
         }
     }
 
@@ -171,9 +165,6 @@ impl ProblemKind {
             ProblemKind::RateLimited => "Too many requests",
             ProblemKind::OriginUnavailable => "The origin was unavailable until the deadline",
             ProblemKind::IdentityUnavailable => "The caller's token cannot be verified right now",
-            ProblemKind::CredentialMismatch => {
-                "This Idempotency-Key belongs to a request with another credential"
-            }
         }
     }
 }

@@ -5,18 +5,27 @@
 //! its TTL ends.
 //!
 //! Rules (the key's driver, `core::machine`, applies them):
-//! 1. The lookup is `GET` of the template with `{key}` replaced by the client's key,
-//!    percent-encoded (every byte but the unreserved ones of RFC 3986 §2.3), with the
-//!    caller's scope headers and the edge's signature (`ORIGIN_AUTH_SECRET`). It is stored
-//!    with the claim, sealed (`STORAGE_ENCRYPTION_KEYS` is required: it holds the key and
-//!    the caller's credentials), so that the object can ask from its alarm after a restart.
-//! 2. The origin's answer decides: the route's "not found" status (404 unless
-//!    `reconcile_not_found` says another 4xx) means never executed, and the key is
-//!    released, so the next retry is forwarded (believed only once the origin had its
-//!    timeout again since the outcome became unknown, `core::machine` rule 9); a 2xx means executed, and that answer
-//!    becomes the stored final answer, replayed with [`RECONCILED_HEADER`]; anything else
-//!    (another status, a timeout, a broken connection, an answer too large to store) says
-//!    nothing, and the key stays unknown.
+//! 1. The lookup is `GET` of the template with `{key}` replaced by the key in the one
+//!    spelling the origin received it in (`core::key` rule 6: the bare value, or the
+//!    sf-string where the key cannot be written bare), percent-encoded (every byte but the
+//!    unreserved ones of RFC 3986 §2.3), with the caller's scope headers, the edge's
+//!    signature (`ORIGIN_AUTH_SECRET`) and the claim's time ([`CLAIMED_AT_HEADER`],
+//!    [`lookup_headers`]): the origin answers only for an execution at or after it, so that
+//!    a key the client reused after the edge forgot it is never settled by the execution of
+//!    its earlier life. It is stored with the claim, sealed (`STORAGE_ENCRYPTION_KEYS` is
+//!    required: it holds the key and the caller's credentials), so that the object can ask
+//!    from its alarm after a restart; the claim's time is added when it is sent.
+//! 2. The origin's answer decides, and only an answer the lookup itself gave counts: one
+//!    that carries [`VERDICT_HEADER`] with the verdict its status stands for (a router's
+//!    or gateway's 404, an authentication layer's "not yours", a wrong template's answer
+//!    carry none). The route's "not found" status (404 unless `reconcile_not_found` says
+//!    another 4xx) with `not-executed` means never executed, and the key is released, so
+//!    the next retry is forwarded (believed only once the origin had its timeout again
+//!    since the outcome became unknown, `core::machine` rule 9); a 2xx with `executed`
+//!    means executed, and that answer becomes the stored final answer, replayed with
+//!    [`RECONCILED_HEADER`]; anything else (another status, a status without its marker, a
+//!    timeout, a broken connection, an answer too large to store) says nothing, and the
+//!    key stays unknown.
 //! 3. When an outcome becomes unknown (a timeout, a reset after send, or a claim whose
 //!    object died, past its lease), the alarm asks: first [`FIRST_DELAY_MS`] after, then
 //!    with jittered exponential backoff up to [`MAX_DELAY_MS`], until the record's TTL.
@@ -25,19 +34,46 @@
 //!    nothing and the next is not due, then is answered as the record then says: the
 //!    reconciled answer, a forward, or outcome-unknown.
 //! 5. An answer the origin gave too large to store stays unknown and is never looked up:
-//!    it would be too large again. Observe mode and asynchronous jobs do not reconcile.
+//!    it would be too large again. Observe mode does not reconcile; an asynchronous job does
+//!    (`core::async_job` rule 9).
+//! 6. A lookup's URL is the template's, whatever the key ([`ReconcileRoute::lookup_url`]):
+//!    a key that would make a path segment `.` or `..` (a URL parser removes such
+//!    segments, so `…/operations/..` would ask `…/` and a router's 404 would release the
+//!    key) is refused with 400 `invalid-key` before anything is read, stored or forwarded
+//!    (`core::edge`), on routes whose template has `{key}` in its path. Only the key's own
+//!    dots can do it: every other byte that could make one (`%`, `/`, `\`) is
+//!    percent-encoded, so a key `%2e` is asked as `%252e`, never as a dot segment. Refused
+//!    rather than encoded: `%2E` is a dot segment to a WHATWG URL parser too. A template
+//!    with a dot segment of its own is refused at configuration.
+//! 7. A claim recorded before the key had one spelling at the origin (`core::key` rule 6;
+//!    [`Reconciling::spelling_known`] false) may have sent the client's own spelling, which
+//!    the lookup does not ask for: its "not found" says nothing, and the key stays unknown
+//!    (asked again with backoff, in case it finds the answer) until its record expires.
 //!
 //! What the origin's lookup must promise is in docs/operations.md: it sees every committed
-//! execution, and "not found" is final (the operation can no longer execute).
+//! execution, "not found" is final (the operation can no longer execute), it answers only
+//! for an execution at or after the claim's time, and only its own verdicts carry the marker.
 
 use super::codec::{Reader, Writer};
 use super::config::ObjectPolicy;
+use super::key::IdempotencyKey;
+use super::problem::{Problem, ProblemKind};
 use super::record::{Millis, StoredResponse};
 use super::text;
 use super::wire::{decode_policy, encode_policy};
 
 /// The header on a replayed answer that a lookup gave, instead of the original reply.
 pub const RECONCILED_HEADER: &str = "idempotency-reconciled";
+
+/// The response header by which the origin's lookup says its answer is its verdict:
+/// [`LOOKUP_EXECUTED`] on a 2xx, [`LOOKUP_NOT_EXECUTED`] on the route's "not found" status.
+pub const VERDICT_HEADER: &str = "idempotency-lookup";
+pub const LOOKUP_EXECUTED: &str = "executed";
+pub const LOOKUP_NOT_EXECUTED: &str = "not-executed";
+
+/// The request header that carries the claim's time to the lookup, in Unix milliseconds
+/// (the edge's clock): the lookup answers only for an execution at or after it.
+pub const CLAIMED_AT_HEADER: &str = "idempotency-claimed-at";
 
 /// The status that means "never executed" unless a route says another.
 pub const DEFAULT_NOT_FOUND: u16 = 404;
@@ -61,7 +97,8 @@ pub struct ReconcileRoute {
 impl ReconcileRoute {
     /// Checks a template: an absolute `http` or `https` URL that holds `{key}` (in its
     /// path or query, not its host), and a "not found" status from 400 to 499 other than
-    /// those that say nothing about the operation (401, 403, 408, 429).
+    /// those that say nothing about the operation (401, 403, 408, 429) and those an origin
+    /// answers while in doubt (409, 425: docs/operations.md), which can never be final.
     pub fn parse(template: &str, not_found: Option<u64>) -> Result<ReconcileRoute, String> {
         let rest = template
             .strip_prefix("https://")
@@ -77,12 +114,17 @@ impl ReconcileRoute {
         if template.chars().any(|c| c.is_whitespace() || c.is_control()) || template.contains('#') {
             return Err("expected a URL without spaces or a fragment".to_owned());
         }
+        // With a key that cannot make one, a dot segment is the template's own.
+        if has_dot_segment(&text::replace(path, KEY_PLACEHOLDER, "k")) {
+            return Err("expected a path without . or .. segments".to_owned());
+        }
         let not_found = match not_found {
             None => DEFAULT_NOT_FOUND,
-            Some(status @ 400..=499) if !matches!(status, 401 | 403 | 408 | 429) => status as u16,
+            Some(status @ 400..=499) if !matches!(status, 401 | 403 | 408 | 409 | 425 | 429) => status as u16,
             Some(_) => {
                 return Err(
-                    "reconcile_not_found: expected a 4xx status other than 401, 403, 408 and 429".to_owned()
+                    "reconcile_not_found: expected a 4xx status other than 401, 403, 408, 409, 425 and 429"
+                        .to_owned(),
                 )
             }
         };
@@ -94,9 +136,36 @@ impl ReconcileRoute {
         text::replace(&self.template, KEY_PLACEHOLDER, &percent_encode(key))
     }
 
+    /// The lookup's URL for `key`, in the spelling the origin receives (rule 1), or the
+    /// refusal of a key that would make it another URL (rule 6).
+    pub fn lookup_url(&self, key: &IdempotencyKey) -> Result<String, Problem> {
+        let url = self.url_for(&key.forwarded());
+        let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
+        // As `parse` splits it: the authority ends at the first `/` or `?`.
+        let path = &rest[rest.find(['/', '?']).unwrap_or(rest.len())..];
+        if has_dot_segment(path) {
+            return Err(Problem::new(
+                ProblemKind::InvalidKey,
+                "This Idempotency-Key cannot be looked up on this route: a key of . or .. would change the reconciliation URL. Nothing was stored or forwarded; use another key.",
+            ));
+        }
+        Ok(url)
+    }
+
     pub fn template(&self) -> &str {
         &self.template
     }
+}
+
+/// Whether the path of a URL (what follows its authority, up to any query) has a segment
+/// that a WHATWG URL parser resolves away: `.` or `..`, with either dot possibly written
+/// `%2e` or `%2E`. `\` separates segments as `/` does (for `http` and `https`).
+fn has_dot_segment(path_and_query: &str) -> bool {
+    let path = path_and_query.split('?').next().unwrap_or("");
+    path.split(['/', '\\']).any(|segment| {
+        let lower = segment.to_ascii_lowercase();
+        matches!(lower.as_str(), "." | "%2e" | ".." | ".%2e" | "%2e." | "%2e%2e")
+    })
 }
 
 /// Every byte but RFC 3986's unreserved characters, percent-encoded.
@@ -129,6 +198,12 @@ pub struct Reconciling {
     /// The route's policy as the claim had it: the alarm has no request to read it from
     /// (the lookup's timeout, the answer's cap and TTL, the origin's service binding).
     pub policy: Box<ObjectPolicy>,
+    /// The claim forwarded the key in its one spelling, the lookup's (`core::key` rule 6).
+    /// Not so for a claim made before that rule (its record has no mark of it,
+    /// `core::record`): its first attempt carried the client's own spelling, perhaps
+    /// `"k"` where the lookup asks for `k`, so its lookup's "not found" is not believed
+    /// (rule 7); "executed" still is.
+    pub spelling_known: bool,
 }
 
 const RECONCILING_VERSION: u8 = 1;
@@ -159,6 +234,8 @@ impl Reconciling {
             asked: input.u16().ok()?,
             next_at: input.u64().ok()?,
             policy: Box::new(decode_policy(input.bytes().ok()?).ok()?),
+            // Kept beside the extension, as a mark of its own (`core::record`).
+            spelling_known: false,
         };
         input.finish().ok()?;
         (!reconciling.sealed_lookup.is_empty()).then_some(reconciling)
@@ -176,19 +253,43 @@ pub enum Verdict {
     Unsure,
 }
 
-/// The verdict on a lookup's answer: its status and, for a 2xx, the answer as it would be
-/// stored (`None` when it could not be read whole within the stored-size cap). `None` for
-/// a lookup that got no answer.
+/// The verdict on a lookup's answer: its status and the answer as it would be stored
+/// (`None` when it could not be read whole within the stored-size cap). `None` for a lookup
+/// that got no answer. Only an answer whose [`VERDICT_HEADER`] says what its status says
+/// is a verdict (rule 2); the marker is not kept in a stored answer.
 pub fn verdict(answer: Option<(u16, Option<StoredResponse>)>, not_found: u16) -> Verdict {
-    match answer {
-        Some((status, _)) if status == not_found => Verdict::NotExecuted,
-        Some((200..=299, Some(mut response))) => {
-            response.headers.retain(|(name, _)| !name.eq_ignore_ascii_case(RECONCILED_HEADER));
-            response.headers.push((RECONCILED_HEADER.to_owned(), "true".to_owned()));
-            Verdict::Executed(response)
-        }
-        _ => Verdict::Unsure,
+    let Some((status, Some(mut response))) = answer else { return Verdict::Unsure };
+    let says = |word: &str| {
+        let mut markers =
+            response.headers.iter().filter(|(name, _)| name.eq_ignore_ascii_case(VERDICT_HEADER));
+        // Exactly one marker, saying `word`: two that disagree (or an origin's and a
+        // gateway's) say nothing.
+        matches!((markers.next(), markers.next()), (Some((_, value)), None) if value.trim().eq_ignore_ascii_case(word))
+    };
+    if status == not_found && says(LOOKUP_NOT_EXECUTED) {
+        return Verdict::NotExecuted;
     }
+    if (200..=299).contains(&status) && says(LOOKUP_EXECUTED) {
+        response.headers.retain(|(name, _)| {
+            !name.eq_ignore_ascii_case(RECONCILED_HEADER) && !name.eq_ignore_ascii_case(VERDICT_HEADER)
+        });
+        response.headers.push((RECONCILED_HEADER.to_owned(), "true".to_owned()));
+        return Verdict::Executed(response);
+    }
+    Verdict::Unsure
+}
+
+/// The headers a lookup is sent with: the caller's scope headers as the lookup keeps them,
+/// and [`CLAIMED_AT_HEADER`] with the claim's time (`claimed_at`, the lookup's `bound_at`),
+/// replacing any header of that name among them.
+pub fn lookup_headers(scope_headers: &[(String, String)], claimed_at: Millis) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = scope_headers
+        .iter()
+        .filter(|(name, _)| !name.eq_ignore_ascii_case(CLAIMED_AT_HEADER))
+        .cloned()
+        .collect();
+    headers.push((CLAIMED_AT_HEADER.to_owned(), claimed_at.to_string()));
+    headers
 }
 
 /// How long after its `asked`-th unsure lookup the alarm asks again: doubling from
@@ -231,40 +332,158 @@ mod tests {
             ("https://h/v1/charges", "{key}"),
             ("https://h/{key}#frag", "fragment"),
             ("https://h/{key} x", "spaces"),
+            ("https://h/v1/../{key}", ". or .."),
+            ("https://h/v1/%2E/{key}", ". or .."),
+            ("https://h/v1/{key}/..?x=1", ". or .."),
         ] {
             let error = ReconcileRoute::parse(template, None).unwrap_err();
             assert!(error.contains(why), "{template}: {error}");
         }
-        for status in [200, 401, 403, 408, 429, 500, 399] {
+        // 409 and 425 are what an origin answers while in doubt: never "not found".
+        for status in [200, 401, 403, 408, 409, 425, 429, 500, 399] {
             assert!(ReconcileRoute::parse("https://h/{key}", Some(status)).is_err(), "{status}");
         }
     }
 
+    /// An answer of `status` with `headers`, read whole.
+    fn said(status: u16, headers: &[(&str, &str)]) -> Option<(u16, Option<StoredResponse>)> {
+        let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        Some((status, Some(StoredResponse { status, headers, body: b"{}".to_vec() })))
+    }
+
+    fn key(raw: &str) -> IdempotencyKey {
+        crate::core::key::parse_key(raw.as_bytes()).unwrap()
+    }
+
     #[test]
-    fn verdicts_follow_the_status() {
-        let answer = StoredResponse {
-            status: 200,
-            headers: vec![
-                ("content-type".into(), "application/json".into()),
-                (RECONCILED_HEADER.into(), "no".into()),
-            ],
-            body: b"{}".to_vec(),
-        };
-        assert_eq!(verdict(Some((404, None)), 404), Verdict::NotExecuted);
-        assert_eq!(verdict(Some((410, None)), 410), Verdict::NotExecuted);
-        assert_eq!(verdict(Some((404, None)), 410), Verdict::Unsure, "only the route's not-found status");
-        let Verdict::Executed(stored) = verdict(Some((200, Some(answer.clone()))), 404) else { panic!() };
+    fn a_lookup_carries_the_forwarded_spelling() {
+        let query = ReconcileRoute::parse("https://h/v1/charges?idempotency_key={key}", None).unwrap();
+        for spelling in ["k1", "\"k1\""] {
+            assert_eq!(query.lookup_url(&key(spelling)).unwrap(), "https://h/v1/charges?idempotency_key=k1");
+        }
+        // A key that cannot be written bare is asked as the sf-string the origin received.
+        assert_eq!(
+            query.lookup_url(&key("\"a,b\"")).unwrap(),
+            "https://h/v1/charges?idempotency_key=%22a%2Cb%22"
+        );
+    }
+
+    #[test]
+    fn a_key_that_would_make_a_dot_segment_is_refused() {
+        let path = ReconcileRoute::parse("https://h/v1/operations/{key}", None).unwrap();
+        let query = ReconcileRoute::parse("https://h/v1/operations?key={key}", None).unwrap();
+        let prefixed = ReconcileRoute::parse("https://h/v1/operations/.{key}/x", None).unwrap();
+        for dots in [".", "..", "\".\"", "\"..\""] {
+            let refused = path.lookup_url(&key(dots)).unwrap_err();
+            assert_eq!(refused.kind, ProblemKind::InvalidKey, "{dots}");
+            assert_eq!(refused.status(), 400);
+            assert!(query.lookup_url(&key(dots)).is_ok(), "{dots}: a query is no path");
+        }
+        assert!(prefixed.lookup_url(&key(".")).is_err(), ".{{key}} with the key . is ..");
+        assert!(prefixed.lookup_url(&key("..")).is_ok(), "... is no dot segment");
+        // Slashes and dots in a query are no path.
+        let query_only = ReconcileRoute::parse("https://h?path=/./{key}", None).unwrap();
+        assert_eq!(query_only.lookup_url(&key("..")).unwrap(), "https://h?path=/./..");
+        // Keys that are dot segments once decoded are encoded again: never one themselves.
+        for (raw, segment) in [
+            ("%2e", "%252e"),
+            ("%2E%2E", "%252E%252E"),
+            (".%2e", ".%252e"),
+            ("...", "..."),
+            ("./..", ".%2F.."),
+            (r#""\\..""#, "%22%5C%5C..%22"),
+            (r#"".\\.""#, "%22.%5C%5C.%22"),
+            ("a/../b", "a%2F..%2Fb"),
+        ] {
+            let url = path.lookup_url(&key(raw)).unwrap_or_else(|_| panic!("{raw} is refused"));
+            assert_eq!(url, format!("https://h/v1/operations/{segment}"), "{raw}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the key, the lookup's path is the template's: one segment for `{key}`,
+        /// never a dot segment, or the key is refused.
+        #[test]
+        fn a_lookups_path_is_the_templates(raw in "[./%2eE\\\\a]{1,6}|[ -~]{1,12}") {
+            let route = ReconcileRoute::parse("https://h/v1/operations/{key}/status", None).unwrap();
+            let quoted = format!("\"{}\"", raw.replace('\\', "\\\\").replace('"', "\\\""));
+            let Ok(parsed) = crate::core::key::parse_key(quoted.as_bytes()) else { return Ok(()) };
+            match route.lookup_url(&parsed) {
+                Ok(url) => {
+                    let path = url.strip_prefix("https://h").unwrap();
+                    let segments: Vec<&str> = path.split(['/', '\\']).collect();
+                    proptest::prop_assert_eq!(segments.len(), 5, "{}", url);
+                    proptest::prop_assert!(!has_dot_segment(path), "{}", url);
+                }
+                Err(_) => proptest::prop_assert!(matches!(parsed.as_str(), "." | "..")),
+            }
+        }
+    }
+
+    #[test]
+    fn verdicts_follow_the_status_and_the_lookups_own_marker() {
+        let not_found = [(VERDICT_HEADER, LOOKUP_NOT_EXECUTED)];
+        assert_eq!(verdict(said(404, &not_found), 404), Verdict::NotExecuted);
+        assert_eq!(
+            verdict(said(410, &[("Idempotency-Lookup", " Not-Executed ")]), 410),
+            Verdict::NotExecuted
+        );
+        assert_eq!(verdict(said(404, &not_found), 410), Verdict::Unsure, "only the route's not-found status");
+        let executed = [
+            ("content-type", "application/json"),
+            (RECONCILED_HEADER, "no"),
+            (VERDICT_HEADER, LOOKUP_EXECUTED),
+        ];
+        let Verdict::Executed(stored) = verdict(said(200, &executed), 404) else { panic!() };
         assert_eq!(stored.status, 200);
         assert_eq!(stored.body, b"{}");
-        let marks: Vec<_> = stored.headers.iter().filter(|(n, _)| n == RECONCILED_HEADER).collect();
         assert_eq!(
-            marks,
-            vec![&(RECONCILED_HEADER.to_owned(), "true".to_owned())],
-            "the origin's own is replaced"
+            stored.headers,
+            vec![
+                ("content-type".to_owned(), "application/json".to_owned()),
+                (RECONCILED_HEADER.to_owned(), "true".to_owned())
+            ],
+            "the origin's own mark is replaced, and the lookup's marker is not stored"
         );
-        for unsure in [Some((200, None)), Some((500, None)), Some((503, None)), Some((302, None)), None] {
+        for unsure in [said(200, &[]), said(500, &[]), said(503, &not_found), said(302, &[]), None] {
             assert_eq!(verdict(unsure.clone(), 404), Verdict::Unsure, "{unsure:?}");
         }
+    }
+
+    #[test]
+    fn an_answer_without_the_lookups_marker_is_no_verdict() {
+        // A router's or gateway's 404, a wrong template's 404, an authentication layer's
+        // "not yours": none carries the marker, none releases the key.
+        assert_eq!(verdict(said(404, &[]), 404), Verdict::Unsure);
+        assert_eq!(verdict(said(404, &[("x-idempotency-lookup", "not-executed")]), 404), Verdict::Unsure);
+        // A marker that contradicts the status, or two markers, say nothing.
+        assert_eq!(verdict(said(404, &[(VERDICT_HEADER, LOOKUP_EXECUTED)]), 404), Verdict::Unsure);
+        assert_eq!(verdict(said(200, &[(VERDICT_HEADER, LOOKUP_NOT_EXECUTED)]), 404), Verdict::Unsure);
+        assert_eq!(verdict(said(404, &[(VERDICT_HEADER, "not-executed, executed")]), 404), Verdict::Unsure);
+        let twice = [(VERDICT_HEADER, LOOKUP_NOT_EXECUTED), (VERDICT_HEADER, LOOKUP_NOT_EXECUTED)];
+        assert_eq!(verdict(said(404, &twice), 404), Verdict::Unsure);
+        assert_eq!(verdict(said(404, &[(VERDICT_HEADER, "yes")]), 404), Verdict::Unsure);
+        // A 2xx without it (a list endpoint, a catch-all page) is no proof of execution.
+        assert_eq!(verdict(said(200, &[("content-type", "text/html")]), 404), Verdict::Unsure);
+        // An answer that could not be read whole cannot show its marker.
+        assert_eq!(verdict(Some((404, None)), 404), Verdict::Unsure);
+        assert_eq!(verdict(Some((200, None)), 404), Verdict::Unsure);
+    }
+
+    #[test]
+    fn a_lookup_carries_the_claims_time_and_only_the_edges() {
+        let scope = vec![
+            ("authorization".to_owned(), "Bearer t".to_owned()),
+            ("Idempotency-Claimed-At".to_owned(), "0".to_owned()),
+        ];
+        assert_eq!(
+            lookup_headers(&scope, 1_790_000_000_123),
+            vec![
+                ("authorization".to_owned(), "Bearer t".to_owned()),
+                (CLAIMED_AT_HEADER.to_owned(), "1790000000123".to_owned())
+            ]
+        );
+        assert_eq!(lookup_headers(&[], 7), vec![(CLAIMED_AT_HEADER.to_owned(), "7".to_owned())]);
     }
 
     #[test]
@@ -288,6 +507,7 @@ mod tests {
             asked: 2,
             next_at: 99,
             policy: Box::new(crate::core::format_fixtures::policy()),
+            spelling_known: false,
         };
         assert_eq!(Reconciling::decode(&reconciling.encode()), Some(reconciling.clone()));
         let mut other_version = reconciling.encode();

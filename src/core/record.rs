@@ -28,6 +28,7 @@
 //! | 3 (critical) | async job: a `core::async_job::AsyncJob` (deadline, next attempt, policy, the sealed request) | in flight |
 //! | 5 (critical) | sealed answer bound to the record's attempt and fingerprint as well: as tag 2, with `core::seal::bound_answer_associated_data` (written since issue 20; tag 2 is still read) | completed |
 //! | 134 (skippable) | reconciliation: a `core::reconcile::Reconciling` (the sealed lookup, how often it was asked, when next) | in flight, unknown |
+//! | 135 (skippable, empty) | the key's one spelling: the claim forwarded the key as `core::key::IdempotencyKey::forwarded` spells it, as its lookup asks for it (written since issue 46; a reconciliation without it is from before, and its "not found" is not believed) | in flight, unknown, with tag 134 |
 //! | 4 (critical) | chunked answer: a `core::chunks::ChunkManifest`; the body is in chunk rows and the inline (or sealed) response has none | completed |
 
 use std::sync::Arc;
@@ -260,6 +261,9 @@ impl Record {
         if let Some(reconciling) = &reconciling {
             extensions.push((EXT_RECONCILING, reconciling));
         }
+        if self.reconciling().is_some_and(|reconciling| reconciling.spelling_known) {
+            extensions.push((EXT_SPELLING_KNOWN, &[]));
+        }
         let mut out = Writer::with_capacity(64);
         out.raw(MAGIC);
         out.u8(self.version());
@@ -433,6 +437,14 @@ impl Record {
                     | (EXT_RECONCILING, Record::Unknown(Unknown { reconcile, .. })) => {
                         *reconcile = Some(Reconciling::decode(value).ok_or(DecodeError::BadField(tag))?);
                     }
+                    // A mark on the reconciliation (read after it: tags ascend), never alone.
+                    (EXT_SPELLING_KNOWN, Record::InFlight(InFlight { reconcile: Some(reconciling), .. }))
+                    | (EXT_SPELLING_KNOWN, Record::Unknown(Unknown { reconcile: Some(reconciling), .. }))
+                        if value.is_empty() =>
+                    {
+                        reconciling.spelling_known = true;
+                    }
+                    (EXT_SPELLING_KNOWN, _) => return Err(DecodeError::BadField(tag)),
                     (tag, _) if tag & EXT_SKIPPABLE != 0 => skipped += 1,
                     (tag, _) => return Err(DecodeError::UnknownExtension(tag)),
                 }
@@ -493,6 +505,10 @@ const EXT_SKIPPABLE: u8 = 0x80;
 /// The reconciliation of an unknown outcome (`core::reconcile::Reconciling`): skippable, since
 /// a release that drops it holds the key unknown, as it would have without it.
 const EXT_RECONCILING: u8 = EXT_SKIPPABLE | 6;
+/// The reconciliation's claim forwarded the key in its one spelling, which the lookup asks
+/// for (`core::reconcile::Reconciling::spelling_known`). Skippable: a release that does not
+/// know it believes the lookup as it always did.
+const EXT_SPELLING_KNOWN: u8 = EXT_SKIPPABLE | 7;
 const KIND_IN_FLIGHT: u8 = 1;
 const KIND_COMPLETED: u8 = 2;
 const KIND_UNKNOWN: u8 = 3;
@@ -780,6 +796,7 @@ mod tests {
             asked: 3,
             next_at: 1_700_000_009_000,
             policy: Box::new(crate::core::format_fixtures::policy()),
+            spelling_known: false,
         };
         let unknown = Record::Unknown(Unknown {
             attempt: AttemptId(5),
@@ -799,6 +816,20 @@ mod tests {
         let Record::Unknown(plain) = unknown else { unreachable!() };
         let without = Record::Unknown(Unknown { reconcile: None, ..plain.clone() });
         assert_eq!(without.encode()[2], VERSION_1, "and without it, what the release before wrote");
+        // The one spelling's mark (tag 135, after 134) round-trips; a record without it, as
+        // the release before wrote every one, reads as from before the one spelling.
+        let marked = Reconciling { spelling_known: true, ..reconciling.clone() };
+        let with_mark = Record::Unknown(Unknown { reconcile: Some(marked.clone()), ..plain.clone() });
+        let marked_bytes = with_mark.encode();
+        assert_eq!(Record::decode(&marked_bytes), Ok(with_mark));
+        assert_eq!(marked_bytes.len(), bytes.len() + 5, "one more extension: its tag and empty value");
+        assert!(marked_bytes.ends_with(&[EXT_SPELLING_KNOWN, 0, 0, 0, 0]), "after the reconciliation");
+        assert_ne!(EXT_SPELLING_KNOWN & EXT_SKIPPABLE, 0, "a release before reads the record without it");
+        // Never without the reconciliation it marks, and never with a value.
+        let mut alone = samples()[3].encode();
+        alone[2] = VERSION_2;
+        alone.extend_from_slice(&[1, EXT_SPELLING_KNOWN, 0, 0, 0, 0]);
+        assert!(Record::decode(&alone).is_err());
         // An unreadable reconciliation is a bad record, not an absent one.
         let mut broken = Record::Unknown(Unknown { reconcile: Some(reconciling), ..plain }).encode();
         let at = broken.len() - 1;

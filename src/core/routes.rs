@@ -20,15 +20,15 @@
 //! | `scope_claim` | the JWT claim that names the caller on this route (`core::scope`); `""`: the credential hash |
 //! | `anonymous` | `"allow"`: callers without the scope header share one scope here; `"deny"` (the default unless `ALLOW_ANONYMOUS`): 401 |
 //! | `release_statuses` | origin statuses that mean "not executed" and release the key (default `[408, 409, 425, 429, 503]` less the route's `unknown_statuses`; `[]` for none) |
-//! | `release_requires_header` | `true`: a release status releases only with `Idempotency-Released: true` from the origin, else the outcome is unknown |
-//! | `unknown_statuses` | origin statuses that leave the outcome unknown, e.g. `[502, 504]` for a gateway in front of the application |
+//! | `release_requires_header` | `true`: a release status releases only with `Idempotency-Released: true` from the origin, else the outcome is unknown (not with 401 or 403 in `release_statuses`: they always release) |
+//! | `unknown_statuses` | origin statuses that leave the outcome unknown, e.g. `[502, 504]` for a gateway in front of the application (not 401 or 403: they always release the key) |
 //! | `allow_method_override` | `true`: let `X-HTTP-Method-Override` and its kin through on uncovered methods (refused with 400 by default) |
 //! | `origin_deduplicates` | `true` or `false`: overrides `ORIGIN_DEDUPLICATES` for this route |
 //! | `async_accept` | `"off"` or `"prefer"`: overrides `ASYNC_ACCEPT` for this route (`core::async_job`) |
 //! | `mode` | `"enforce"` or `"observe"`: overrides `MODE` for this route (see [`Mode`]) |
 //! | `origin_service` | the `[[services]]` binding this route's origin is reached through |
 //! | `reconcile_url` | a lookup for unknown outcomes, e.g. `"https://api.example/v1/charges?idempotency_key={key}"` (`core::reconcile`; needs `STORAGE_ENCRYPTION_KEYS`) |
-//! | `reconcile_not_found` | the lookup's status that means "never executed" (default 404; a 4xx) |
+//! | `reconcile_not_found` | the lookup's status that means "never executed" (default 404; a 4xx other than 401, 403, 408, 409, 425, 429) |
 //! | `rate_limit` | `false`: no rate limit on this route; a binding name (`"RATE_LIMITER_PAYOUTS"`): limit with that `[[ratelimits]]` binding instead of `RATE_LIMITER` (an unbound name is a 500) |
 //!
 //! Any other member, a wrong type or a value out of range is an error that says where
@@ -43,7 +43,7 @@ use super::headers::{is_hop_by_hop, INTERNAL_PREFIX};
 use super::jwt::ClaimPath;
 use super::key::KeyHeader;
 use super::origin_auth::SIGNATURE_HEADER;
-use super::policy::StatusSet;
+use super::policy::{StatusSet, AUTH_REFUSED};
 use super::problem::{Problem, ProblemKind};
 use super::reconcile::ReconcileRoute;
 use super::text;
@@ -440,6 +440,22 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
             at("unknown_statuses")
         ));
     }
+    // 401 and 403 always release the key (`core::policy`): a route that says otherwise
+    // would be overridden in silence, so it is refused instead.
+    let refused = StatusSet::of(&AUTH_REFUSED).unwrap_or_default();
+    if unknown_statuses.is_some_and(|unknown| unknown.intersects(&refused)) {
+        return Err(format!(
+            "{}: route \"{pattern}\": 401 and 403 always release the key (the origin refused the caller, so nothing was executed, and a held key would let whoever sent junk first squat it); remove them",
+            at("unknown_statuses")
+        ));
+    }
+    let requires_header = flag(members, "release_requires_header", &at)?;
+    if requires_header == Some(true) && release_statuses.is_some_and(|release| release.intersects(&refused)) {
+        return Err(format!(
+            "{}: route \"{pattern}\": 401 and 403 release the key without Idempotency-Released, whatever release_requires_header says; remove them from release_statuses",
+            at("release_requires_header")
+        ));
+    }
     Ok(Route {
         pattern,
         methods,
@@ -466,7 +482,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
         scope_claim,
         anonymous_allowed,
         release_statuses,
-        release_requires_header: flag(members, "release_requires_header", &at)?,
+        release_requires_header: requires_header,
         unknown_statuses,
         allow_method_override: flag(members, "allow_method_override", &at)?,
         origin_deduplicates: flag(members, "origin_deduplicates", &at)?,
@@ -762,6 +778,9 @@ mod tests {
             (r#"{"reconcile_url":"/v1/ops/{key}"}"#, "[0].reconcile_url: expected an absolute"),
             (r#"{"reconcile_url":42}"#, "[0].reconcile_url: expected a URL template"),
             (r#"{"reconcile_url":"https://o/{key}","reconcile_not_found":200}"#, "reconcile_not_found"),
+            // What an origin answers "while in doubt" can never mean "never executed".
+            (r#"{"reconcile_url":"https://o/{key}","reconcile_not_found":409}"#, "reconcile_not_found"),
+            (r#"{"reconcile_url":"https://o/{key}","reconcile_not_found":425}"#, "reconcile_not_found"),
             (r#"{"reconcile_url":"https://o/{key}","reconcile_not_found":"404"}"#, "reconcile_not_found"),
             (r#"{"reconcile_not_found":404}"#, "[0].reconcile_not_found: only with a reconcile_url"),
         ] {
@@ -897,6 +916,13 @@ mod tests {
                 "[0].unknown_statuses",
             ),
             (r#"[{"pattern":"/a","release_requires_header":"yes"}]"#, "[0].release_requires_header"),
+            // What a route says is what happens: 401 and 403 always release the key.
+            (r#"[{"pattern":"/a","unknown_statuses":[502,401]}]"#, "[0].unknown_statuses: route \"/a\""),
+            (r#"[{"pattern":"/a","release_statuses":[],"unknown_statuses":[403]}]"#, "[0].unknown_statuses"),
+            (
+                r#"[{"pattern":"/b","release_statuses":[503,403],"release_requires_header":true}]"#,
+                "[0].release_requires_header: route \"/b\"",
+            ),
             (r#"[{"pattern":"/a","allow_method_override":1}]"#, "[0].allow_method_override"),
             (r#"[{"pattern":"/a","mode":"report-only"}]"#, "[0].mode"),
             (r#"[{"pattern":"/a","mode":true}]"#, "[0].mode"),

@@ -39,7 +39,12 @@
 //!    header is `Authorization` itself.
 //! 6. The rate limiter (`RATE_LIMITER`) counts a verified claim's scope; a credential's
 //!    scope and the caller's IP (`CF-Connecting-IP`), both, since anyone can make up a new
-//!    credential per request; and an anonymous caller by its IP ([`rate_limit_keys`]).
+//!    credential per request; and an anonymous caller by its IP ([`rate_limit_keys`]). The
+//!    IP is asked first, and the limiter is asked no further once a key is over: a client
+//!    over its own IP's limit spends no scope's count. Where the scope binds replays
+//!    (rule 5), the scope's count is the scope together with that binding: the scope then
+//!    comes from a header that is no secret (a key id), and a stranger who sends the
+//!    victim's key id with a credential of its own is counted apart from the victim.
 //! 7. A scope is logged as `claim`, `credential` or `anonymous`, with the rule an
 //!    unverified token failed; never a token, a claim value or a key.
 
@@ -47,6 +52,7 @@ use super::config::{ConfigError, VAR_SCOPE_HEADER};
 use super::fingerprint::{caller_binding_digest, Digest256, Scope, ScopeField};
 use super::jwt::{parse_jwks, ClaimPath, Identity, JwksSource, KeySet, Unverified, Validation};
 use super::problem::{Problem, ProblemKind};
+use super::sha256::Sha256;
 
 pub const VAR_ALLOW_ANONYMOUS: &str = "ALLOW_ANONYMOUS";
 pub const VAR_JWT_CLAIM: &str = "SCOPE_JWT_CLAIM";
@@ -264,18 +270,45 @@ pub fn caller_binding(config: &ScopeConfig, kind: ScopeKind, replay: &ScopeHeade
     (kind != ScopeKind::Claim && config.binds_replays()).then(|| caller_binding_digest(replay))
 }
 
-/// The keys a covered request is counted under by the rate limiter: it is over the limit
-/// when any of them is (rule 6). `scope` is the scope's key salt in hex (a hash: never the
-/// credential); `client_ip` is `CF-Connecting-IP`, set by Cloudflare's edge.
-pub fn rate_limit_keys(kind: ScopeKind, scope: &str, client_ip: Option<&str>) -> Vec<String> {
+/// The keys a covered request is counted under by the rate limiter, in the order the
+/// limiter is asked: it is over the limit when any of them is, and the keys after the first
+/// one over are not counted (rule 6). `scope_salt` is the scope's key salt (a hash: never
+/// the credential); `binding` the key's [`caller_binding`], if any; `client_ip` is
+/// `CF-Connecting-IP`, set by Cloudflare's edge.
+///
+/// The IP comes first: counted after a scope, a client over its own IP's limit would still
+/// spend that scope's count, and one IP could hold any caller whose key id it knows at the
+/// limit. A bound scope's key holds the binding, so only requests that carry the caller's
+/// own credential count against it.
+pub fn rate_limit_keys(
+    kind: ScopeKind,
+    scope_salt: &Digest256,
+    binding: Option<&Digest256>,
+    client_ip: Option<&str>,
+) -> Vec<String> {
     let ip = || format!("ip:{}", client_ip.unwrap_or_default());
+    let scope = || match binding {
+        None => format!("scope:{}", scope_salt.to_hex()),
+        Some(binding) => format!("scope:{}", bound_limit_key(scope_salt, binding).to_hex()),
+    };
     match kind {
-        ScopeKind::Claim => vec![format!("scope:{scope}")],
+        // A verified claim is the caller itself, wherever it calls from.
+        ScopeKind::Claim => vec![scope()],
         // A credential is whatever the caller sent: counted per IP too, so that a new
         // random credential per request does not make a new caller per request.
-        ScopeKind::Credential => vec![format!("scope:{scope}"), ip()],
+        ScopeKind::Credential => vec![ip(), scope()],
         ScopeKind::Anonymous => vec![ip()],
     }
+}
+
+/// The rate limit's key for a scope bound to a replay credential: one digest of both, so
+/// that the key's length does not grow and neither part can be read back.
+fn bound_limit_key(scope_salt: &Digest256, binding: &Digest256) -> Digest256 {
+    let mut hasher = Sha256::new();
+    hasher.update(b"idempotency-edge rate limit scope v1");
+    hasher.update(&scope_salt.0);
+    hasher.update(&binding.0);
+    Digest256(hasher.finalize())
 }
 
 /// The scope as logged: its kind, and why a token did not verify, if one was tried.

@@ -1,11 +1,17 @@
 //! The environment, parsed once: every variable and secret the worker reads, checked
 //! together, with every problem named.
 //!
-//! The runtime supplies a lookup (what the environment holds under a name, and whether it
-//! is a string at all), the names present (for the misspelling check) and whether the
-//! metrics dataset is bound; [`Settings::from_env`] does the rest. A value that is not a
-//! string (a TOML number or boolean in `[vars]`, such as `SCOPE_JWT_REQUIRED = true`) is
-//! an error naming the variable: read as unset, its default would apply in silence.
+//! The runtime supplies a lookup (what the environment holds under a name: a string, or
+//! the JSON text of any other value), the names present (for the misspelling check) and
+//! whether the metrics dataset is bound; [`Settings::from_env`] does the rest.
+//!
+//! Values are read as wrangler users write them: wrangler hands a `[vars]` number, boolean,
+//! array or table to the worker as that JSON value, so `IDEMPOTENCY_TTL_SECONDS = 86400`,
+//! `SCOPE_JWT_REQUIRED = true` and `IDEMPOTENCY_ROUTES = [{ pattern = "/v1/charges" }]`
+//! mean what they say. The rule: such a value is read as its JSON text (`86400`, `true`,
+//! `[{"pattern":"/v1/charges"}]`), which is exactly the string a user would have quoted,
+//! and is then checked like one. A JSON `null` is an error naming the variable: read as
+//! unset, its default would apply in silence.
 //!
 //! An invalid environment does not stop the key objects from reading what they need to
 //! keep their records safe (the key ring, whether unsealed records may be read), so each
@@ -17,7 +23,7 @@ use super::config::{Config, ConfigError, FaultInjection};
 use super::env_names::{find_misspelt, variable_names, VAR_TRUSTED_CLIENT_IP};
 use super::keyed_name::{check_name_key, VAR_OBJECT_NAME_KEY};
 use super::log_decisions::{LogDecisions, VAR_LOG_DECISIONS};
-use super::origin_auth::{check_secret, VAR_ORIGIN_AUTH_SECRET};
+use super::origin_auth::{check_secret, SignatureFormat, Signer, VAR_ORIGIN_AUTH_FORMAT, VAR_ORIGIN_AUTH_SECRET};
 use super::problem::{Problem, ProblemKind};
 use super::seal::{parse_allow_unsealed, KeyRing, VAR_STORAGE_ALLOW_UNSEALED, VAR_STORAGE_ENCRYPTION_KEYS};
 
@@ -25,8 +31,9 @@ use super::seal::{parse_allow_unsealed, KeyRing, VAR_STORAGE_ALLOW_UNSEALED, VAR
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EnvValue<'a> {
     Text(&'a str),
-    /// Something else: a number, a boolean, an array or a table from `[vars]`.
-    NotText,
+    /// Any other value (a number, a boolean, an array or a table from `[vars]`), as its
+    /// JSON text.
+    Json(&'a str),
 }
 
 /// What the runtime knows about the environment beyond the values.
@@ -78,6 +85,8 @@ pub struct Settings {
     pub admin_token: Option<String>,
     /// `ORIGIN_AUTH_SECRET`: sign every origin request (`core::origin_auth`).
     pub origin_auth_secret: Option<String>,
+    /// `ORIGIN_AUTH_FORMAT`: how (`core::origin_auth::SignatureFormat`).
+    pub origin_auth_format: SignatureFormat,
     /// `OBJECT_NAME_KEY`: key the object names (`core::keyed_name`).
     pub object_name_key: Option<Vec<u8>>,
     /// `TRUSTED_CLIENT_IP`: replace client-sent forwarding headers with `CF-Connecting-IP`.
@@ -93,21 +102,30 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// What signs the origin hop, when `ORIGIN_AUTH_SECRET` is set.
+    pub fn signer(&self) -> Option<Signer<'_>> {
+        self.origin_auth_secret.as_deref().map(|secret| Signer { secret, format: self.origin_auth_format })
+    }
+
     /// Parses the environment. `lookup` returns what a name holds (`None` when unset).
     pub fn from_env<'a>(lookup: impl Fn(&str) -> Option<EnvValue<'a>>, facts: &EnvFacts<'_>) -> Settings {
         let mut others: Vec<SettingError> = variable_names()
-            .filter(|name| lookup(name) == Some(EnvValue::NotText))
+            .filter(|name| {
+                lookup(name)
+                    .is_some_and(|value| matches!(value, EnvValue::Json(json) if json.trim() == "null"))
+            })
             .map(|name| {
                 SettingError::new(
                     name,
                     format!(
-                        "{name} is invalid: it is not a string (a number or boolean in [vars] must be quoted, as {name} = \"...\"), and an unquoted value would be ignored."
+                        "{name} is invalid: it is null. Remove it to take its default, or give it a value."
                     ),
                 )
             })
             .collect();
         let text = |name: &str| match lookup(name) {
             Some(EnvValue::Text(value)) => Some(value),
+            Some(EnvValue::Json(json)) if json.trim() != "null" => Some(json),
             _ => None,
         };
         if let Some(misspelt) = find_misspelt(facts.names.iter().copied()) {
@@ -124,6 +142,10 @@ impl Settings {
         if let Some(Err(detail)) = origin_auth_secret.as_deref().map(check_secret) {
             others.push(SettingError::new(VAR_ORIGIN_AUTH_SECRET, detail));
         }
+        let origin_auth_format = SignatureFormat::parse(text(VAR_ORIGIN_AUTH_FORMAT)).unwrap_or_else(|detail| {
+            others.push(SettingError::new(VAR_ORIGIN_AUTH_FORMAT, detail));
+            SignatureFormat::default()
+        });
         let object_name_key = text(VAR_OBJECT_NAME_KEY).filter(|s| !s.is_empty());
         if let Some(Err(detail)) = object_name_key.map(check_name_key) {
             others.push(SettingError::new(VAR_OBJECT_NAME_KEY, detail));
@@ -182,6 +204,7 @@ impl Settings {
             others,
             admin_token,
             origin_auth_secret,
+            origin_auth_format,
             object_name_key: object_name_key.map(|key| key.as_bytes().to_vec()),
             trusted_client_ip,
             fault_injection,
@@ -251,26 +274,56 @@ mod tests {
         assert_eq!(s.config.as_ref().unwrap().origin_url, None);
     }
 
-    /// A TOML number or boolean (which the runtime hands over as a number or a boolean, not
-    /// text, and which was once read as unset, its default applying in silence) is named as
-    /// invalid.
+    /// Values as wrangler users write them: a `[vars]` number, boolean or array reaches the
+    /// worker as a JSON value, and means what it says.
     #[test]
-    fn a_value_that_is_not_a_string_is_named_and_never_defaults_in_silence() {
-        for name in
-            ["SCOPE_JWT_REQUIRED", "IDEMPOTENCY_TTL_SECONDS", "TRUSTED_CLIENT_IP", "ALARM_FAULT_INJECTION"]
-        {
-            let s = settings(&[(name, EnvValue::NotText)]);
-            let problem = s.first_problem().unwrap_or_else(|| panic!("{name} accepted"));
-            assert_eq!(problem.name, name);
-            assert!(
-                problem.detail.starts_with(&format!("{name} is invalid: it is not a string")),
-                "{problem:?}"
-            );
+    fn numbers_booleans_and_arrays_in_vars_mean_what_they_say() {
+        let s = settings(&[
+            ("ORIGIN_DEDUPLICATES", EnvValue::Json("true")),
+            ("MAX_ORIGIN_ATTEMPTS", EnvValue::Json("3")),
+            (
+                "IDEMPOTENCY_ROUTES",
+                EnvValue::Json(r#"[{"pattern":"/v1/charges"},{"pattern":"/v1/refunds"}]"#),
+            ),
+        ]);
+        assert!(s.problems().is_empty(), "{:?}", s.problems());
+        let config = s.config.as_ref().unwrap();
+        assert!(config.origin_deduplicates);
+        assert_eq!(config.max_origin_attempts, 3);
+        assert_eq!(config.routes.len(), 2);
+        // The same as the quoted strings a user wrote before.
+        let quoted = settings(&[
+            ("ORIGIN_DEDUPLICATES", EnvValue::Text("true")),
+            ("MAX_ORIGIN_ATTEMPTS", EnvValue::Text("3")),
+            (
+                "IDEMPOTENCY_ROUTES",
+                EnvValue::Text(r#"[{"pattern":"/v1/charges"},{"pattern":"/v1/refunds"}]"#),
+            ),
+        ]);
+        assert_eq!(format!("{:?}", quoted.config), format!("{:?}", s.config));
+    }
+
+    /// A value of the wrong shape is refused as its quoted text would be; a `null` (which
+    /// would otherwise read as unset, its default applying in silence) is named as invalid.
+    #[test]
+    fn a_value_of_the_wrong_shape_or_null_is_named_and_never_defaults_in_silence() {
+        for (name, value) in [
+            ("IDEMPOTENCY_TTL_SECONDS", "[86400]"),
+            ("IDEMPOTENCY_TTL_SECONDS", "true"),
+            ("ORIGIN_DEDUPLICATES", "1"),
+            ("IDEMPOTENCY_ROUTES", "{\"pattern\":\"/v1/charges\"}"),
+        ] {
+            let s = settings(&[(name, EnvValue::Json(value))]);
+            let problem = s.first_problem().unwrap_or_else(|| panic!("{name} = {value} accepted"));
+            assert_eq!(problem.name, name, "{value}");
             assert_eq!(problem.problem().status(), 500);
         }
         // Every variable and secret the worker reads is checked, none skipped.
         for name in variable_names() {
-            assert!(settings(&[(name, EnvValue::NotText)]).first_problem().is_some(), "{name}");
+            let s = settings(&[(name, EnvValue::Json("null"))]);
+            let problem = s.first_problem().unwrap_or_else(|| panic!("{name} = null accepted"));
+            assert_eq!(problem.name, name);
+            assert!(problem.detail.starts_with(&format!("{name} is invalid: it is null")), "{problem:?}");
         }
     }
 

@@ -67,7 +67,7 @@ use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
 use crate::core::edge::{self, Edge, RequestHead};
 use crate::core::fingerprint::Scope;
-use crate::core::headers::{connection_tokens, forward_to_origin, HeaderLines};
+use crate::core::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
 use crate::core::jwt::{Identity, Unverified};
 use crate::core::key::IdempotencyKey;
 use crate::core::log::{request_id, Decision, LineContext, RequestLog, Trace};
@@ -293,8 +293,12 @@ impl Covered {
         };
         let identified = identified(&request, scope, scope_log);
         let client_ip = self.lines.get("cf-connecting-ip");
-        let limit_keys =
-            rate_limit_keys(identified.scope_log.kind, &identified.scope_salt.to_hex(), client_ip.as_deref());
+        let limit_keys = rate_limit_keys(
+            identified.scope_log.kind,
+            &identified.scope_salt,
+            identified.binding.as_ref(),
+            client_ip.as_deref(),
+        );
         match rate_limit::ask(&self.env, self.policy.rate_limiter, &limit_keys, &self.trace) {
             Limit::Free => self.call(identified, js_body, body.len()),
             Limit::Refused(answer) => answer.map_or_else(internal_error, JsValue::from),
@@ -317,11 +321,17 @@ impl Covered {
         js_body: JsValue,
         body_bytes: usize,
     ) -> Result<JsValue> {
-        let Identified { fingerprint, name, scope_salt, scope_log } = identified;
+        let Identified { fingerprint, name, scope_salt, scope_log, .. } = identified;
         let (config, policy, lines) = (self.config, &self.policy, &self.lines);
         let path_and_query = path_and_query(&self.url);
-        let tokens = connection_tokens(lines.get("connection").as_deref());
+        // A client's `Connection` never takes the key or the caller off the forward
+        // (`core::headers`, rule 4).
+        let end_to_end = config.end_to_end_headers(policy);
+        let tokens = honoured_connection_tokens(lines.get("connection").as_deref(), &end_to_end);
         let outgoing = filtered_copy(&self.req.headers(), lines, |name| forward_to_origin(name, &tokens))?;
+        // One spelling of the key at the origin, whatever this request's (`core::key` rule
+        // 6): the first attempt, every re-send and a fail-open forward carry it.
+        outgoing.set(policy.key_header.lowercase, &self.key.forwarded())?;
         if settings::get(&self.env).trusted_client_ip {
             replace_client_ip(&outgoing)?;
         }
@@ -343,11 +353,16 @@ impl Covered {
             probe_origin: config.probes_origin(policy),
             step: KeyStep::Enforce { accept_async },
             trace: self.trace.clone(),
-            reconcile: policy.reconcile.map(|route| ReconcileCall {
-                url: route.url_for(self.key.as_str()),
-                not_found: route.not_found,
-                scope_headers: config.scope.lookup_headers(),
-            }),
+            reconcile: match policy.reconcile.map(|route| (route, route.lookup_url(&self.key))) {
+                None => None,
+                Some((route, Ok(url))) => Some(ReconcileCall {
+                    url,
+                    not_found: route.not_found,
+                    scope_headers: config.scope.lookup_headers(),
+                }),
+                // `core::edge` refused such a key already; never asked of another URL.
+                Some((_, Err(refused))) => return Ok(self.refuse(&refused)),
+            },
         });
         outgoing.set(ENVELOPE_HEADER, &call.encode())?;
         let wire_method = edge::method_on_the_wire(&self.trace.method);

@@ -14,7 +14,7 @@ use super::{body, origin_auth, respond, settings};
 use crate::core::config::{Config, Policy};
 use crate::core::edge;
 use crate::core::log::Trace;
-use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
+use crate::core::origin_auth::Protection;
 use crate::core::url::path_and_query;
 
 /// Any uncovered method: to the origin as it is, body streamed, no key needed. When the
@@ -79,11 +79,11 @@ pub(super) async fn sign_passed(
     headers: &Headers,
     body: Option<&JsValue>,
 ) -> Result<()> {
-    let Some(secret) = &settings::get(env).origin_auth_secret else { return Ok(()) };
+    let Some(signer) = settings::get(env).signer() else { return Ok(()) };
     let key_header = policy.key_header.lowercase;
-    let signed = origin_auth::sign_hop(secret, method, target, headers, key_header, Protection::Passed, body);
+    let signed = origin_auth::sign_hop(signer, method, target, headers, key_header, Protection::Passed, body);
     let signature = signed.await.map_err(|_| not_signed())?;
-    headers.set(SIGNATURE_HEADER, &signature)?;
+    origin_auth::apply(headers, &signature)?;
     Ok(())
 }
 

@@ -32,7 +32,7 @@ use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope};
 use crate::core::headers::HeaderLines;
 use crate::core::jwks_cache::{
-    Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
+    answer_status, Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
 };
 use crate::core::jwt::{self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity};
 use crate::core::key::IdempotencyKey;
@@ -46,7 +46,8 @@ const MAX_JWKS_BYTES: usize = 256 * 1024;
 
 #[wasm_bindgen(module = "/src/runtime/jwks.mjs")]
 extern "C" {
-    /// `[text, cacheControl]` of the JWKS URL's 200 answer of at most `max_bytes`, within
+    /// `[text, cacheControl, 200]` of the JWKS URL's 200 answer of at most `max_bytes`, or
+    /// `[null, null, status]` of any other (a redirect is never followed), within
     /// `timeout_ms`; rejects with why it was of no use.
     #[wasm_bindgen(js_name = fetchJwks)]
     fn fetch_jwks_js(url: &str, timeout_ms: f64, max_bytes: f64) -> Promise;
@@ -300,14 +301,17 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
 async fn fetch_jwks(url: String, request: FetchRequest) {
     let fetched = JsFuture::from(fetch_jwks_js(&url, FETCH_TIMEOUT_MS as f64, MAX_JWKS_BYTES as f64))
         .await
-        .map(|answer| {
+        .map_err(message)
+        .and_then(|answer| {
             let answer: Array = answer.unchecked_into();
-            Document {
+            // A status is a whole number below 1000: exact as an f64.
+            let status = answer.get(2).as_f64().map_or(0, |status| status as u16);
+            answer_status(status)?;
+            Ok(Document {
                 text: answer.get(0).as_string().unwrap_or_default(),
                 cache_control: answer.get(1).as_string(),
-            }
-        })
-        .map_err(message);
+            })
+        });
     let handled = URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));
     if let Err(why) = handled {
         // The URL is configuration, not a secret; the body is never logged.
@@ -324,12 +328,14 @@ fn message(error: JsValue) -> String {
 }
 
 /// Who a covered request belongs to and what it asks for: its fingerprint, its object's
-/// name, the scope's key salt and the scope for the log line.
+/// name, the scope's key salt, the scope for the log line, and the key's binding to the
+/// caller's replay credential (`core::scope`, rule 5), which the rate limit counts by.
 pub struct Identified {
     pub fingerprint: Digest256,
     pub name: String,
     pub scope_salt: Digest256,
     pub scope_log: ScopeLog,
+    pub binding: Option<Digest256>,
 }
 
 /// Identifies a covered request, the same way in enforce and observe mode so that both
@@ -400,5 +406,6 @@ pub fn identified(request: &Arrived<'_>, scope: Scope, scope_log: ScopeLog) -> I
         name: keyed_object_name(name_key, object_name(scope, key.as_str())),
         scope_salt,
         scope_log,
+        binding,
     }
 }

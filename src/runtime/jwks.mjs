@@ -4,10 +4,12 @@
 // (`core::jwks_cache`, `core::jwt`).
 //
 // It rejects with an `Error` whose message says why the fetch was of no use (never the
-// body's content): the status, the size, the encoding, the time, or what `fetch` threw.
+// body's content): the size, the encoding, the time, or what `fetch` threw. A redirect is
+// never followed (`core::jwks_cache`, rule 7): the 3xx itself comes back, unread, and what
+// a status means is the core's (`jwks_cache::answer_status`).
 
-// [text, cacheControl or null] of `url`'s answer, which must be a 200 of at most `maxBytes`
-// of UTF-8, all of it within `timeoutMs`.
+// [text, cacheControl or null, 200] of `url`'s 200 answer, of at most `maxBytes` of UTF-8,
+// all of it within `timeoutMs`; [null, null, status] for any other status, body unread.
 export async function fetchJwks(url, timeoutMs, maxBytes) {
   let timer;
   const late = new Promise((_, reject) => {
@@ -24,11 +26,19 @@ async function fetched(url, maxBytes) {
   const tooLarge = () => new Error(`larger than ${maxBytes} bytes`);
   let response;
   try {
-    response = await fetch(url, { headers: { accept: "application/jwk-set+json, application/json" } });
+    response = await fetch(url, {
+      headers: { accept: "application/jwk-set+json, application/json" },
+      // workerd knows "follow" and "manual" only: the 3xx itself comes back, never followed.
+      redirect: "manual",
+    });
   } catch (error) {
     throw new Error(messageOf(error));
   }
-  if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
+  if (response.status !== 200) {
+    // Of no use, whatever it says: its connection is let go unread.
+    response.body?.cancel().catch(() => {});
+    return [null, null, response.status];
+  }
   const declared = response.headers.get("content-length")?.trim();
   if (declared && /^\d+$/.test(declared) && Number(declared) > maxBytes) throw tooLarge();
   const cacheControl = response.headers.get("cache-control");
@@ -45,7 +55,7 @@ async function fetched(url, maxBytes) {
   } catch {
     throw new Error("not UTF-8");
   }
-  return [text, cacheControl];
+  return [text, cacheControl, 200];
 }
 
 function messageOf(error) {

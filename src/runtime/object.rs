@@ -53,6 +53,7 @@ use web_sys::Response;
 
 use super::origin::{self, OriginAnswer, Outgoing};
 use super::platform::{console_error, DurableObjectState, Env, Result};
+use super::reconcile::BeforeArrival;
 use super::record_store::RecordStore;
 use super::respond::{self, Prepared};
 use super::settings;
@@ -60,7 +61,7 @@ use super::settlement::{self, Settle, Settlement, Settlements};
 use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64};
-use crate::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
+use crate::core::async_job::ArrivalPlan;
 use crate::core::config::{ObjectPolicy, PanicSite, PANIC_TEST_HEADER};
 use crate::core::fingerprint::Digest256;
 use crate::core::key_state::{Arrival, Decided, KeyState};
@@ -206,11 +207,21 @@ impl KeyObject {
         // sealed (`async_job`), before anything is decided: every await comes before the
         // decision it feeds.
         let mut log = self.request_log(Some(call.scope));
+        // Served as a job or synchronously, and whether it reconciles: the core's plan.
+        let plan = ArrivalPlan::new(accept, body_bytes, call.reconcile.is_some());
         // On a route with a lookup: an unknown outcome is looked up first (`runtime::reconcile`).
-        let (now, lookup) = self.reconcile_before_arrival(&headers, &call, accept.is_none(), now).await;
-        let accept = match accept.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES) {
+        let before = self.reconcile_before_arrival(&req, &call, plan.reconcile, now).await;
+        let BeforeArrival { now, lookup, unsealed, body: mut read_early, refused } = before;
+        if let Some(problem) = refused {
+            // Past the cap of the retries waiting on a running lookup: nothing held.
+            body::drain(&req, Some(body_bytes)).await;
+            log.decision = Decision::Rejected(problem.kind);
+            return self.refuse(&problem, &mut log, &call.trace);
+        }
+        let read_before = read_early.is_some();
+        let accept = match plan.accept {
             None => None,
-            Some(config) => match self.sealed_for_later(&req, &headers, &call, config, now).await {
+            Some(config) => match self.sealed_for_later(&req, read_early.take(), &call, config, now).await {
                 Ok(accept) => Some(accept),
                 Err(problem) => {
                     log.decision = Decision::Rejected(problem.kind);
@@ -218,15 +229,20 @@ impl KeyObject {
                 }
             },
         };
-        let body_read = accept.is_some();
+        let body_read = accept.is_some() || read_before;
         if let Err(error) = self.record() {
             return self.refuse_unreadable(&req, &call, "reading the record", error, !body_read, log).await;
         }
         let new_attempt = AttemptId(random_u64());
+        let accept_read = accept.is_some();
         let arrival =
             Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing: false, lookup };
-        let pending = self.key.borrow_mut().handle_arrival(arrival, now);
-        let (decided, _) = self.write(pending, if body_read { "the job's claim" } else { "the claim" }).await;
+        let mut pending = self.key.borrow_mut().handle_arrival(arrival, now);
+        if unsealed {
+            pending = self.key.borrow_mut().handle_lookup_unsealed(pending);
+        }
+        let what = if accept_read { "the job's claim" } else { "the claim" };
+        let (decided, _) = self.write(pending, what).await;
 
         // Still before any await that lets other requests in: become the live execution, or take
         // a place among its waiters; the alarm is issued too, to join the claim's durable write.
@@ -246,8 +262,13 @@ impl KeyObject {
         // then forwards nothing and releases the key. The body stays a JavaScript value: the
         // object forwards it and never looks inside. Any other request only drains its body.
         let body = if execution.is_some() {
-            Some(body::read_whole(&req).await)
+            Some(match read_early.take() {
+                Some(read) => read,
+                None => body::read_whole(&req).await,
+            })
         } else {
+            // A body read while waiting on a lookup is let go: it is not forwarded.
+            drop(read_early.take());
             if !body_read {
                 body::drain(&req, Some(body_bytes)).await;
             }

@@ -232,7 +232,7 @@ impl Recording {
             identify(headers, method, path_and_query, key, config, &policy, body, name_key, None).await;
         // A handler cut short hands nothing over: as a broken connection.
         let forwarded = async { forwarded.take().await.unwrap_or(Forwarded::Failed { ms: 0 }) };
-        let identity::Identified { fingerprint, name, scope_salt, scope_log } = match identified {
+        let identity::Identified { fingerprint, name, scope_salt, scope_log, .. } = match identified {
             Ok(identified) => identified,
             Err(problem) => {
                 let (status, _, ms) = observed::log_fields(&forwarded.await);

@@ -71,7 +71,7 @@ use crate::core::headers::HeaderLines;
 use crate::core::headers::{connection_tokens, forward_to_origin, store_for_replay};
 use crate::core::key_state::answer_body_cap;
 use crate::core::observed::Captured;
-use crate::core::origin_auth::{Protection, SIGNATURE_HEADER};
+use crate::core::origin_auth::{Protection, Signer};
 use crate::core::policy::OriginResult;
 use crate::core::record::StoredResponse;
 use crate::core::url::host_and_port;
@@ -159,9 +159,9 @@ pub async fn send(
     let Outgoing { target, method, headers, body } = request;
     let timeout_ms = policy.timing.origin_timeout_ms;
     let settings = settings::get(env);
-    let secret = settings.origin_auth_secret.as_deref();
+    let signer = settings.signer();
     let cap = policy.max_stored_response_bytes;
-    forward(target, method, headers, body, timeout_ms, probe_first, cap, service, secret, policy.key_header())
+    forward(target, method, headers, body, timeout_ms, probe_first, cap, service, signer, policy.key_header())
         .await
 }
 
@@ -252,7 +252,7 @@ async fn forward(
     probe_first: bool,
     max_stored_bytes: u64,
     service: Option<Fetcher>,
-    origin_auth_secret: Option<&str>,
+    signer: Option<Signer<'_>>,
     key_header: &str,
 ) -> (OriginResult, Option<OriginAnswer>) {
     if probe_first && service.is_none() {
@@ -271,13 +271,13 @@ async fn forward(
         }
     }
     // Signed before anything is sent: a signature that cannot be made sends nothing.
-    let signature = match origin_auth_secret {
+    let signature = match signer {
         None => None,
-        Some(secret) => {
+        Some(signer) => {
             let protected = Protection::Protected;
             // A lookup (`look_up`) has no body: it is signed as one of none.
             let signed_body = (!body.is_null()).then_some(body);
-            match origin_auth::sign_hop(secret, method, target, headers, key_header, protected, signed_body)
+            match origin_auth::sign_hop(signer, method, target, headers, key_header, protected, signed_body)
                 .await
             {
                 Ok(value) => Some(value),
@@ -290,7 +290,7 @@ async fn forward(
     };
     let Ok(controller) = AbortController::new() else { return (OriginResult::ConnectRefused, None) };
     let request =
-        match build_request(target, method, headers, body, &controller.signal(), signature.as_deref()) {
+        match build_request(target, method, headers, body, &controller.signal(), signature.as_ref()) {
             Ok(request) => request,
             // Nothing was sent.
             Err(_) => return (OriginResult::ConnectRefused, None),
@@ -369,14 +369,14 @@ fn build_request(
     headers: &Headers,
     body: &JsValue,
     signal: &web_sys::AbortSignal,
-    signature: Option<&str>,
+    signature: Option<&origin_auth::SignatureHeaders>,
 ) -> Result<Request, JsValue> {
     let lines = header_lines(headers).map_err(JsValue::from)?;
     let tokens = connection_tokens(lines.get("connection").as_deref());
     let outgoing =
         filtered_copy(headers, &lines, |name| forward_to_origin(name, &tokens)).map_err(JsValue::from)?;
     if let Some(signature) = signature {
-        outgoing.set(SIGNATURE_HEADER, signature)?;
+        origin_auth::apply(&outgoing, signature)?;
     }
     let init = RequestInit::new();
     init.set_method(method);

@@ -1,9 +1,10 @@
-//! Signs origin requests: the `Idempotency-Edge-Signature` header of `core::origin_auth`,
-//! whose canonical string and format this file only fills in.
+//! Signs origin requests in the format `ORIGIN_AUTH_FORMAT` names: RFC 9421
+//! (`core::message_signature`, whose signature base and header values the core computes from
+//! the body's digest) or the `Idempotency-Edge-Signature` header of `core::origin_auth`.
 //!
-//! The digest of the body and the HMAC are one WebCrypto call (`webcrypto.mjs`'s
-//! `originMac`, which imports the key once per isolate: the secret cannot change while it
-//! lives); the nonce, the time and everything signed besides the body are decided here.
+//! The body's digest is WebCrypto's (`webcrypto.mjs`), where the body is; the version 2
+//! format's digest and HMAC are one WebCrypto call (`originMac`, which imports the key once
+//! per isolate). The nonce and the time are drawn here; everything else is the core's.
 
 use js_sys::{Promise, Uint8Array};
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -12,14 +13,23 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::Headers;
 
 use crate::core::hex::encode as hex;
-use crate::core::origin_auth::{canonical_head, header_value, Protection, Signed, NONCE_BYTES};
+use crate::core::message_signature::{self, Covered, CLAIMED_AT_HEADER};
+use crate::core::origin_auth::{
+    canonical_head, header_value, Protection, SignatureFormat, Signed, Signer, NONCE_BYTES, SIGNATURE_HEADER,
+};
 use crate::core::url::path_and_query;
 
 #[wasm_bindgen(module = "/src/runtime/webcrypto.mjs")]
 extern "C" {
     #[wasm_bindgen(js_name = originMac)]
     fn origin_mac(secret: &str, canonical_head: &str, body: &JsValue) -> Promise;
+    #[wasm_bindgen(js_name = bodyDigest)]
+    fn body_digest(body: &JsValue) -> Promise;
 }
+
+/// The headers that sign one request: (lower-case name, value), set on the request as it
+/// goes out with [`apply`].
+pub type SignatureHeaders = Vec<(&'static str, String)>;
 
 /// The header value for a request to `path_and_query` (as sent to the origin) with the
 /// `Idempotency-Key` it carries (if any), whether the edge protected it, and `body` (an
@@ -43,21 +53,61 @@ pub async fn signature(
     Ok(header_value(&signed, &Uint8Array::new(&mac).to_vec()))
 }
 
-/// The signature of one hop to the origin, as every forward signs it (the object's, a
-/// pass-through, a fail-open or an observed forward): the path is `target`'s as sent, and
-/// the key line is the value of `key_header` in `headers` (the route's key header,
+/// The signature of one hop to the origin, as every forward and lookup signs it (the
+/// object's, a pass-through, a fail-open or an observed forward): the target is `target` as
+/// sent, and the key is the value of `key_header` in `headers` (the route's key header,
 /// `Idempotency-Key` unless `key_header` names another), whatever else the request carries.
 pub async fn sign_hop(
-    secret: &str,
+    signer: Signer<'_>,
     method: &str,
     target: &str,
     headers: &Headers,
     key_header: &str,
     protection: Protection,
     body: Option<&JsValue>,
-) -> Result<String, JsValue> {
+) -> Result<SignatureHeaders, JsValue> {
     let key = headers.get(key_header)?;
-    signature(secret, method, &path_and_query(target), key.as_deref(), protection, body).await
+    match signer.format {
+        SignatureFormat::V2 => {
+            let value =
+                signature(signer.secret, method, &path_and_query(target), key.as_deref(), protection, body).await?;
+            Ok(vec![(SIGNATURE_HEADER, value)])
+        }
+        SignatureFormat::Rfc9421 => {
+            let digest = JsFuture::from(body_digest(body.unwrap_or(&JsValue::NULL))).await?;
+            let mut nonce = [0u8; message_signature::NONCE_BYTES];
+            crypto()?.get_random_values_with_u8_array(&mut nonce)?;
+            let nonce = hex(&nonce);
+            let claimed_at = headers.get(CLAIMED_AT_HEADER)?;
+            let covered = Covered {
+                method,
+                target_uri: target,
+                key: key.as_deref().map(|value| (key_header, value)),
+                protection,
+                claimed_at: claimed_at.as_deref(),
+                created: (js_sys::Date::now() / 1000.0) as u64,
+                nonce: &nonce,
+            };
+            let signed = message_signature::sign(signer.secret.as_bytes(), &covered, &Uint8Array::new(&digest).to_vec());
+            Ok(signed.pairs().iter().map(|(name, value)| (*name, (*value).to_owned())).collect())
+        }
+    }
+}
+
+/// Sets `signature` on the outgoing `headers`. `Signature-Input` and `Signature` keep a
+/// member the client's own request carries (`core::message_signature::merged_field`); the
+/// others are the edge's alone.
+pub fn apply(headers: &Headers, signature: &SignatureHeaders) -> Result<(), JsValue> {
+    for (name, value) in signature {
+        let value = match *name {
+            message_signature::SIGNATURE_INPUT_HEADER | message_signature::SIGNATURE_HEADER => {
+                message_signature::merged_field(headers.get(name)?.as_deref(), value)
+            }
+            _ => value.clone(),
+        };
+        headers.set(name, &value)?;
+    }
+    Ok(())
 }
 
 fn crypto() -> Result<web_sys::Crypto, JsValue> {

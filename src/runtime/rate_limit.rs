@@ -1,7 +1,8 @@
 //! The Worker's rate limit for covered requests (`RATE_LIMITER`, a Workers Rate Limiting
 //! binding, or the one a route names), checked before any object exists. Which keys are
-//! limited is the core's (`core::scope::rate_limit_keys`); this file asks the binding, in
-//! one JavaScript call (`boundary.mjs`'s `withinLimits`).
+//! limited, and in which order, is the core's (`core::scope::rate_limit_keys`); this file
+//! asks the binding about them in that order, in one JavaScript call (`boundary.mjs`'s
+//! `withinLimits`, which stops at the first key over: the keys after it are not counted).
 //! The limiter guards against floods, not the idempotency promise: one that fails lets the
 //! request on, and says so.
 

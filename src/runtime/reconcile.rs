@@ -4,25 +4,37 @@
 //!
 //! Every await comes before the decision it feeds: a retry's lookup runs, and its verdict
 //! is written, before the retry itself is decided on the record as it then is. One lookup
-//! runs per unknown outcome at a time (`runtime::settlement`): a retry that arrives while
-//! one runs waits for it instead of asking again, up to `MAX_WAITERS_PER_KEY` of them;
-//! past that, a retry is answered on the record as it is (outcome-unknown), as a duplicate
-//! past the waiter cap is.
+//! runs per unknown outcome at a time: the key's driver gives the turns
+//! (`core::key_state::KeyState::handle_lookup_turn`), and `runtime::settlement` keeps
+//! what the waiters wait for. A retry that arrives while one runs reads its body (the one
+//! that forwards once the key is released needs it, and a body left unread would hold the
+//! connection) and waits for it instead of asking again, within the waiters' caps by count
+//! and by bytes; past either, it is answered at once with the driver's 502
+//! `outcome-unknown`, its body drained.
+//!
+//! A route's lookup that cannot be sealed for a claim is logged, and the arrival claims
+//! nothing (`core::key_state::KeyState::handle_lookup_unsealed`: 503): never a claim that
+//! could not be looked up.
+//!
+//! The lookup carries the claim's time (`core::reconcile::lookup_headers`), and only an
+//! answer with the lookup's own marker is a verdict (`core::reconcile::verdict`).
 //!
 //! Never logged: the lookup's URL (it holds the key), its headers (credentials) or its
 //! answer. The line says the object, the decision and the lookup's status.
 
+use wasm_bindgen::JsValue;
 use web_sys::Headers;
 
 use super::object::KeyObject;
 use super::platform::console_error;
-use super::settlement::LookupTurn;
-use super::{metrics, now_ms, origin, outcome_queue, settings};
+use super::{body, metrics, now_ms, origin, outcome_queue, settings};
 use crate::core::async_job::StoredRequest;
 use crate::core::config::ObjectPolicy;
 use crate::core::fingerprint::Digest256;
+use crate::core::key_state::{LookupAsker, LookupTurn};
 use crate::core::log::RequestLog;
 use crate::core::machine::Action;
+use crate::core::problem::Problem;
 use crate::core::reconcile::{self, Reconciling};
 use crate::core::record::AttemptId;
 use crate::core::wire::{KeyCall, ReconcileCall};
@@ -30,71 +42,141 @@ use crate::core::wire::{KeyCall, ReconcileCall};
 /// When an alarm whose lookup cannot be opened looks again.
 const AFTER_UNOPENED_LOOKUP_MS: u64 = 60_000;
 
+/// What the reconciliation before an arrival came to ([`KeyObject::reconcile_before_arrival`]).
+#[derive(Default)]
+pub(super) struct BeforeArrival {
+    /// The time the arrival is then decided at (after the awaits; a sealed lookup is bound
+    /// to it).
+    pub now: u64,
+    /// The route's lookup, sealed for a claim this arrival may make.
+    pub lookup: Option<Reconciling>,
+    /// The route's lookup could not be sealed (logged): the arrival may claim nothing.
+    pub unsealed: bool,
+    /// The request's body, read before it waited on a running lookup.
+    pub body: Option<std::result::Result<JsValue, JsValue>>,
+    /// The answer at once: past the cap of the retries waiting on a running lookup.
+    pub refused: Option<Problem>,
+}
+
 impl KeyObject {
-    /// Before an arrival on a route with a lookup is decided (asynchronous requests aside:
-    /// jobs do not reconcile): an unknown outcome is looked up ([`Self::reconcile_for_retry`]),
-    /// and the lookup is sealed for a claim ([`Self::sealed_lookup`]). The time the arrival is
-    /// then decided at (after those awaits; the seal is bound to it), and the sealed lookup.
+    /// Before an arrival that reconciles is decided (`core::async_job::ArrivalPlan`: every
+    /// arrival on a route with a lookup, a job's included): an unknown outcome is looked up
+    /// ([`Self::reconcile_for_retry`]), and the lookup is sealed for a claim
+    /// ([`Self::sealed_lookup`]).
     pub(super) async fn reconcile_before_arrival(
         &self,
-        headers: &Headers,
+        req: &web_sys::Request,
         call: &KeyCall,
-        may_reconcile: bool,
+        reconciles: bool,
         now: u64,
-    ) -> (u64, Option<Reconciling>) {
-        let Some(reconcile) = call.reconcile.as_ref().filter(|_| may_reconcile) else { return (now, None) };
-        self.reconcile_for_retry(headers, call, reconcile).await;
+    ) -> BeforeArrival {
+        let Some(reconcile) = call.reconcile.as_ref().filter(|_| reconciles) else {
+            return BeforeArrival { now, ..BeforeArrival::default() };
+        };
+        let headers = req.headers();
+        let (body, refused) = self.reconcile_for_retry(req, &headers, call, reconcile).await;
+        if refused.is_some() {
+            return BeforeArrival { now, body, refused, ..BeforeArrival::default() };
+        }
         let now = now_ms();
-        (now, self.sealed_lookup(headers, call, reconcile, now).await)
+        let (lookup, unsealed) = match self.sealed_lookup(&headers, call, reconcile, now).await {
+            Ok(lookup) => (lookup, false),
+            Err(()) => (None, true),
+        };
+        BeforeArrival { now, lookup, unsealed, body, refused: None }
     }
 
     /// The route's lookup, sealed for a claim this arrival may make: bound to the claim's
-    /// time (`now`, which the arrival is then decided at) and fingerprint. `None` where the
-    /// key is held (no claim follows) or the lookup cannot be sealed; the latter is logged,
-    /// and costs only the alarm's lookups (a retry still looks up with its own request).
+    /// time (`now`, which the arrival is then decided at) and fingerprint. `Ok(None)` where
+    /// the key is held (no claim follows); `Err` where it cannot be sealed, which is logged
+    /// here (the key's driver then lets the arrival claim nothing).
     async fn sealed_lookup(
         &self,
         headers: &Headers,
         call: &KeyCall,
         reconcile: &ReconcileCall,
         now: u64,
-    ) -> Option<Reconciling> {
+    ) -> std::result::Result<Option<Reconciling>, ()> {
         if !matches!(self.record(), Ok(None)) {
-            return None;
+            return Ok(None);
         }
         let settings = settings::get(&self.env);
         let Ok(Some(ring)) = &settings.storage_keys else {
-            console_error!("object {}: no STORAGE_ENCRYPTION_KEYS to seal the lookup", self.short_id());
-            return None;
+            console_error!(
+                "object {}: no STORAGE_ENCRYPTION_KEYS to seal the lookup; nothing is claimed",
+                self.short_id()
+            );
+            return Err(());
         };
         let request = lookup_request(headers, reconcile, call.scope_salt);
         let binding = (now, &call.fingerprint);
         match self.store.sealer.seal_request(ring, self.object_id(), binding, &request).await {
-            Ok(sealed_lookup) => Some(Reconciling {
+            Ok(sealed_lookup) => Ok(Some(Reconciling {
                 sealed_lookup,
                 bound_at: now,
                 not_found: reconcile.not_found,
                 asked: 0,
                 next_at: 0,
                 policy: Box::new(call.policy.clone()),
-            }),
+                // The Worker forwards the key, and built this URL, in its one spelling.
+                spelling_known: true,
+            })),
             Err(error) => {
-                console_error!("object {}: sealing the lookup failed: {}", self.short_id(), error);
-                None
+                console_error!(
+                    "object {}: sealing the lookup failed; nothing is claimed: {}",
+                    self.short_id(),
+                    error
+                );
+                Err(())
             }
         }
     }
 
     /// A retry on a route with a lookup: if the key's outcome is unknown (or its claim's
     /// owner is gone, past its lease), it is looked up once, with this request's scope
-    /// headers, before the retry is decided.
-    async fn reconcile_for_retry(&self, headers: &Headers, call: &KeyCall, reconcile: &ReconcileCall) {
+    /// headers, before the retry is decided; or the lookup running is waited for, the body
+    /// read first (returned); or, past the waiters' caps, the problem to answer at once.
+    async fn reconcile_for_retry(
+        &self,
+        req: &web_sys::Request,
+        headers: &Headers,
+        call: &KeyCall,
+        reconcile: &ReconcileCall,
+    ) -> (Option<std::result::Result<JsValue, JsValue>>, Option<Problem>) {
         if self.record().is_err() {
-            return;
+            return (None, None);
         }
-        let Some(attempt) = self.key.borrow().reconcile_first(call.fingerprint, now_ms()) else { return };
-        let request = lookup_request(headers, reconcile, call.scope_salt);
-        self.look_up(attempt, &request, reconcile.not_found, &call.policy).await;
+        let Some(attempt) = self.key.borrow().reconcile_first(call.fingerprint, now_ms()) else {
+            return (None, None);
+        };
+        let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
+        let turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &call.policy.limits);
+        match turn {
+            LookupTurn::Run => {
+                // The claim's time, which the lookup answers from: the record's, not this retry's.
+                let claimed_at = self.key.borrow().record().and_then(|r| r.reconciling()).map(|r| r.bound_at);
+                match claimed_at {
+                    Some(claimed_at) => {
+                        let request = lookup_request(headers, reconcile, call.scope_salt);
+                        self.look_up(attempt, claimed_at, &request, reconcile.not_found, &call.policy).await;
+                    }
+                    // No lookup kept: nothing to ask; the turn is given back.
+                    None => {
+                        self.key.borrow_mut().handle_lookup_over(attempt);
+                    }
+                }
+                (None, None)
+            }
+            LookupTurn::Wait => {
+                let running = self.live.running_lookup(attempt);
+                let body = body::read_whole(req).await;
+                if let Some(running) = running {
+                    running.wait().await;
+                }
+                (Some(body), None)
+            }
+            LookupTurn::Full(problem) => (None, Some(problem)),
+        }
     }
 
     /// The alarm's lookup of `attempt`'s unknown outcome, with the lookup the claim sealed.
@@ -118,37 +200,40 @@ impl KeyObject {
         };
         // A reconciled answer is sealed under the caller's scope, which the lookup carries.
         let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
-        if self.look_up(attempt, &request, reconciling.not_found, &reconciling.policy).await {
+        let limits = &reconciling.policy.limits;
+        if self.key.borrow_mut().handle_lookup_turn(attempt, LookupAsker::Alarm, limits) != LookupTurn::Run {
+            // A retry's lookup runs: it sets what comes next.
+            if let Some(running) = self.live.running_lookup(attempt) {
+                running.wait().await;
+            }
+            return Ok(());
+        }
+        let claimed_at = reconciling.bound_at;
+        if self.look_up(attempt, claimed_at, &request, reconciling.not_found, &reconciling.policy).await {
             Ok(())
         } else {
             Err("the reconciliation could not be recorded; the alarm runs again".to_owned())
         }
     }
 
-    /// One lookup of `attempt`'s outcome (or a wait for the one running): the verdict
-    /// stepped, written, logged and published, and the alarm it asks for set. Whether it
-    /// all held (a lookup waited for counts as held).
+    /// One lookup of `attempt`'s outcome for the claim made at `claimed_at`, whose turn the
+    /// driver gave this caller ([`LookupTurn::Run`], in this same turn): the verdict stepped,
+    /// written, logged and published, and the alarm it asks for set; then its waiters are
+    /// woken. Whether it all held.
     async fn look_up(
         &self,
         attempt: AttemptId,
+        claimed_at: u64,
         request: &StoredRequest,
         not_found: u16,
         policy: &ObjectPolicy,
     ) -> bool {
-        let over = match self.live.begin_lookup(attempt, &policy.limits) {
-            LookupTurn::Run(over) => over,
-            LookupTurn::Wait(running) => {
-                running.wait().await;
-                return true;
-            }
-            // The one that runs sets what comes next.
-            LookupTurn::Full => return true,
-        };
+        let over = self.live.begin_lookup(attempt);
         let started = now_ms();
         let answer = match Headers::new() {
             Ok(headers) => {
-                for (name, value) in &request.headers {
-                    let _ = headers.append(name, value);
+                for (name, value) in reconcile::lookup_headers(&request.headers, claimed_at) {
+                    let _ = headers.append(&name, &value);
                 }
                 origin::look_up(&self.env, &request.target, &headers, policy).await
             }
@@ -178,6 +263,7 @@ impl KeyObject {
             metrics::record(&self.env, &log);
             outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, false);
         }
+        self.key.borrow_mut().handle_lookup_over(attempt);
         self.live.end_lookup(attempt);
         drop(over);
         held

@@ -49,24 +49,28 @@ pub fn get(env: &Env) -> &'static Settings {
 /// The Rate Limiting binding.
 pub const RATE_LIMITER_BINDING: &str = "RATE_LIMITER";
 
-/// A value the environment holds: a string, or something else (a TOML number, boolean or
-/// table from `[vars]`, which the core names as invalid).
+/// A value the environment holds: a string, or the JSON text of any other value (a
+/// `[vars]` number, boolean, array or table, which wrangler binds as JSON).
 enum Held {
     Text(String),
-    NotText,
+    Json(String),
 }
 
 fn load(env: &Env) -> Settings {
     let values: Vec<(&'static str, Held)> = variable_names()
         .filter_map(|name| {
             let value = env.binding(name).ok()?;
-            Some((name, value.as_string().map_or(Held::NotText, Held::Text)))
+            let held = match value.as_string() {
+                Some(text) => Held::Text(text),
+                None => Held::Json(js_sys::JSON::stringify(&value).ok()?.as_string()?),
+            };
+            Some((name, held))
         })
         .collect();
     let lookup = |name: &str| {
         values.iter().find(|(n, _)| *n == name).map(|(_, held)| match held {
             Held::Text(text) => EnvValue::Text(text),
-            Held::NotText => EnvValue::NotText,
+            Held::Json(json) => EnvValue::Json(json),
         })
     };
     let names = environment_names(env);

@@ -22,7 +22,6 @@ use super::chunks;
 use super::platform::{race, Delay, Either};
 use super::respond::Prepared;
 use crate::core::latch::{latch, Latch, Setter};
-use crate::core::machine::WaiterLimits;
 use crate::core::record::{AttemptId, StoredResponse};
 
 /// The answer that settles an execution, shared by its waiters.
@@ -106,23 +105,20 @@ impl Settlements {
         }
     }
 
-    /// The caller's turn at the lookup of `attempt`'s outcome: run it (and drop the sender
-    /// when it is over), wait for the one that runs, or, where `limits` admit no more
-    /// waiters, neither: the request is decided on the record as it is (as a duplicate past
-    /// the waiter cap is), so that a flood of retries holds no more requests than
-    /// `MAX_WAITERS_PER_KEY` while the origin is asked.
-    pub fn begin_lookup(&self, attempt: AttemptId, limits: &WaiterLimits) -> LookupTurn {
-        let mut lookup = self.lookup.borrow_mut();
-        if let Some(running) = lookup.as_mut().filter(|running| running.attempt == attempt) {
-            if !limits.admits(running.waiting) {
-                return LookupTurn::Full;
-            }
-            running.waiting += 1;
-            return LookupTurn::Wait(running.done.clone());
-        }
+    /// The lookup of `attempt`'s outcome starts (the key's driver gave this caller the
+    /// turn, `core::key_state::KeyState::handle_lookup_turn`): the sender that ends it,
+    /// dropped by the caller when it is over.
+    pub fn begin_lookup(&self, attempt: AttemptId) -> Setter<()> {
         let (over, done) = latch();
-        *lookup = Some(RunningLookup { attempt, done, waiting: 0 });
-        LookupTurn::Run(over)
+        *self.lookup.borrow_mut() = Some(RunningLookup { attempt, done });
+        over
+    }
+
+    /// What a caller the driver told to wait for the lookup of `attempt` waits for
+    /// (`None` where none runs here: it waits for nothing).
+    pub fn running_lookup(&self, attempt: AttemptId) -> Option<Latch<()>> {
+        let lookup = self.lookup.borrow();
+        lookup.as_ref().filter(|running| running.attempt == attempt).map(|running| running.done.clone())
     }
 
     /// The lookup of `attempt` is over (its sender is dropped by the caller).
@@ -140,18 +136,11 @@ impl Settlements {
     }
 }
 
-/// The lookup of an unknown outcome running now, and how many wait for it.
+/// The lookup of an unknown outcome running now: what its waiters wait for (how many may
+/// wait is the driver's).
 struct RunningLookup {
     attempt: AttemptId,
     done: Latch<()>,
-    waiting: usize,
-}
-
-/// A request's turn at a lookup (see [`Settlements::begin_lookup`]).
-pub(super) enum LookupTurn {
-    Run(Setter<()>),
-    Wait(Latch<()>),
-    Full,
 }
 
 /// Waits for `settled` at most `wait_ms`: the execution's answer, or `None` when the wait

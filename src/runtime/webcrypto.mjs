@@ -106,6 +106,12 @@ export async function sha256(bytes) {
   return new Uint8Array(await named("digesting", () => subtle().digest("SHA-256", bytes)));
 }
 
+// SHA-256 of a request body (`runtime::origin_auth`, RFC 9530's Content-Digest): `body` is
+// JavaScript's own (an `ArrayBuffer` or a view), or null for none (the digest of no bytes).
+export async function bodyDigest(body) {
+  return sha256(body ?? new Uint8Array(0));
+}
+
 // The HMAC-SHA-256 key of `ORIGIN_AUTH_SECRET`, imported once per isolate (the secret cannot
 // change while it lives; the secret is kept beside its key all the same, so another never
 // signs with it).

@@ -242,6 +242,9 @@ fn quoted_and_bare_forms_are_one_key() {
     let bare = w.send(&request("POST", &path).header("Idempotency-Key", &key).json(body));
     assert_replay_of(&bare, &quoted);
     assert_eq!(o.executions(&key), 1, "\"k\" and k must be one key");
+    // And one spelling at the origin: the bare one, whatever the client sent.
+    let forwarded = o.last_headers(&key).expect("origin saw the key");
+    assert_eq!(header_is(&forwarded, "idempotency-key"), vec![key.clone()], "{forwarded:?}");
 }
 
 // ---------------------------------------------------------------------------------------

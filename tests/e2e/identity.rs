@@ -8,7 +8,9 @@
 //! Instances (shared by the tests of this binary):
 //! - `jwt_worker()`: `SCOPE_JWT_CLAIM=sub`, an inline JWKS with one key of each type, an
 //!   HS256 secret, issuer and audience, `SCOPE_HEADER: Authorization, Stripe-Account`;
-//!   routes `/v1/opaque/*` (`scope_claim: ""`) and `/v1/open/*` (`anonymous: "allow"`);
+//!   routes `/v1/opaque/*` (`scope_claim: ""`), `/v1/open/*` (`anonymous: "allow"`), and
+//!   `/v1/org/*`, `/v1/org-pointer/*`, `/v1/org-named/*` (`scope_claim` `org.id`, `/org/id`,
+//!   `/org.id`);
 //! - `required_worker()`: the same keys with `SCOPE_JWT_REQUIRED=true` and no leeway;
 //! - `url_worker()`: keys from `SCOPE_JWKS_URL`, served by [`JwksServer`] on loopback;
 //! - `down_worker()`: `SCOPE_JWKS_URL` where nothing listens, and `ALLOW_ANONYMOUS=true`;
@@ -225,7 +227,10 @@ fn jwt_worker() -> &'static Worker {
                 ("SCOPE_HEADER", "Authorization, Stripe-Account".to_string()),
                 (
                     "IDEMPOTENCY_ROUTES",
-                    r#"[{"pattern":"/v1/opaque/*","scope_claim":""},{"pattern":"/v1/open/*","anonymous":"allow"}]"#
+                    r#"[{"pattern":"/v1/opaque/*","scope_claim":""},{"pattern":"/v1/open/*","anonymous":"allow"},
+                        {"pattern":"/v1/org/*","scope_claim":"org.id"},
+                        {"pattern":"/v1/org-pointer/*","scope_claim":"/org/id"},
+                        {"pattern":"/v1/org-named/*","scope_claim":"/org.id"}]"#
                         .to_string(),
                 ),
             ],
@@ -413,6 +418,55 @@ fn two_subjects_using_one_key_get_two_executions() {
     let bob = w.send(&charge(&path, &key, &bearer(&mint(Signing::Es256, &claims(&unique("bob"))))));
     assert_ne!(assert_executed(&alice), assert_executed(&bob));
     assert_eq!(o.executions(&key), 2);
+}
+
+/// A claim path walks one way only (issue 46.10). A token that holds a top-level member
+/// literally named `org.id` beside its own nested `org.id` is scoped by the nested one where
+/// the route's claim is `org.id`: it cannot take another organisation's scope, and gets its
+/// own execution, not the other's answer. A JSON pointer names either: `/org/id` the nested
+/// member, `/org.id` the member named with a dot.
+#[test]
+fn a_claim_named_with_dots_never_stands_in_for_the_nested_path() {
+    let w = jwt_worker();
+    let o = origin();
+    let (victim_org, own_org) = (unique("victim-org"), unique("own-org"));
+    let token = |claims: Value| bearer(&mint(Signing::Es256, &claims));
+    let member_of = |org: &str| {
+        let mut claims = claims(&unique("acct"));
+        claims["org"] = json!({ "id": org });
+        claims
+    };
+    let impostor = || {
+        let mut claims = member_of(&own_org);
+        claims["org.id"] = json!(victim_org);
+        claims
+    };
+    for prefix in ["/v1/org/", "/v1/org-pointer/"] {
+        let (key, path) = (unique("org"), new_path(prefix));
+        let victims = assert_executed(&w.send(&charge(&path, &key, &token(member_of(&victim_org)))));
+        // Another member of the victim's organisation shares its scope: a replay.
+        assert_replay_of(&w.send(&charge(&path, &key, &token(member_of(&victim_org)))), &victims);
+        let impostors = w.send(&charge(&path, &key, &token(impostor())));
+        assert_ne!(assert_executed(&impostors), victims, "{prefix}: the impostor's own execution");
+        assert_eq!(o.executions(&key), 2, "{prefix}");
+        // A token with only the member named with a dot has no nested claim: refused.
+        let mut dotted_only = claims(&unique("acct"));
+        dotted_only["org.id"] = json!(victim_org);
+        let refused = w.send(&charge(&new_path(prefix), &unique("org"), &token(dotted_only)));
+        assert_problem(&refused, 401, "unverified-credential");
+    }
+    // `/org.id` is the member named with a dot, and only it.
+    let (key, path) = (unique("org"), new_path("/v1/org-named/"));
+    let mut dotted_only = claims(&unique("acct"));
+    dotted_only["org.id"] = json!(own_org);
+    let named = assert_executed(&w.send(&charge(&path, &key, &token(dotted_only))));
+    let mut both = member_of(&victim_org);
+    both["org.id"] = json!(own_org);
+    assert_replay_of(&w.send(&charge(&path, &key, &token(both))), &named);
+    assert_eq!(o.executions(&key), 1);
+    let nested_only =
+        w.send(&charge(&new_path("/v1/org-named/"), &unique("org"), &token(member_of(&own_org))));
+    assert_problem(&nested_only, 401, "unverified-credential");
 }
 
 /// A verified claim is the caller, wherever it calls from: one subject over the limit does
@@ -764,6 +818,47 @@ fn a_jwks_url_that_is_down_refuses_tokens_with_503_and_forwards_nothing() {
     let execution = assert_executed(&w.send(&charge(&path, &key, &opaque)));
     assert_replay_of(&w.send(&charge(&path, &key, &opaque)), &execution);
     assert_eq!(o.executions(&key), 1);
+}
+
+/// A JWKS URL that answers with a redirect (issue 46.10): the redirect is not followed, even
+/// to a server that holds the keys, so the fetch failed: tokens are 503
+/// `identity-unavailable` and nothing is forwarded. (An https URL redirected to plain http is
+/// the case this closes; local workerd serves no https, so any redirect stands for it.)
+#[test]
+fn a_jwks_url_that_redirects_is_a_failed_fetch_and_is_not_followed() {
+    // Its own JWKS server, which holds the token's key: the shared one counts fetches.
+    let keys_elsewhere = JwksServer::start(json!({"keys": [ec_jwk("ec-1", &keys().ec)]}).to_string());
+    let redirects = Arc::new(AtomicUsize::new(0));
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind the redirecting JWKS URL");
+    let redirecting_url =
+        format!("http://{}/.well-known/jwks.json", listener.local_addr().expect("its address"));
+    {
+        let (redirects, location) = (redirects.clone(), keys_elsewhere.url());
+        thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                    head.push(byte[0]);
+                }
+                redirects.fetch_add(1, Ordering::SeqCst);
+                let reply = format!(
+                    "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                let _ = stream.write_all(reply.as_bytes());
+            }
+        });
+    }
+    let w = start("jwks-redirect", &[("SCOPE_JWKS_URL", redirecting_url)]).unwrap_or_else(|e| panic!("{e}"));
+    let o = origin();
+    let token = bearer(&mint(Signing::Es256, &claims(&unique("acct"))));
+    let (key, path) = (unique("redirected"), new_path("/v1/charges/"));
+    let refused = w.send(&charge(&path, &key, &token));
+    assert_problem(&refused, 503, "identity-unavailable");
+    assert!(redirects.load(Ordering::SeqCst) >= 1, "the JWKS URL was asked");
+    assert_eq!(keys_elsewhere.fetches(), 0, "the redirect was not followed");
+    assert_eq!(o.executions(&key), 0, "nothing was forwarded");
+    crate::support::logs::wait_for_text(&w, "a redirect, not followed");
 }
 
 /// Two isolates that disagree about the keys, one after the other on one persist folder:

@@ -91,6 +91,55 @@ fn a_timeout_then_retries_get_the_origins_original_answer() {
     assert_problem(&other, 422, "key-reused");
 }
 
+/// One key, one spelling at the origin: a first attempt that quotes its key (`"k"`, the
+/// IETF draft's sf-string) times out, and the bare retry (`k`) is sent again under the same
+/// spelling, so the origin's own deduplication holds: one execution. (Before, the re-send
+/// carried the retry's spelling, a key the origin had never seen, and it executed again.)
+#[test]
+fn a_quoted_first_attempt_and_a_bare_retry_are_one_key_at_the_origin() {
+    let (w, o) = (deduplicating(), origin());
+    let key = unique("spelling");
+    let quoted = format!("\"{key}\"");
+    let path = format!("/v1/charges/{}", unique("p"));
+    let first = w.send(&charge(&path, &quoted).header("x-test-delay-ms", "4000"));
+    assert_problem(&first, 502, "outcome-unknown");
+    let settled = retry_until_settled(w, &charge(&path, &key));
+    assert_eq!(settled.status, 201, "{settled:?}");
+    assert_eq!(o.executions(&key) + o.executions(&quoted), 1, "the origin executed the key once");
+    assert_eq!(o.received(&quoted), 0, "the origin only ever saw one spelling");
+    assert!(o.received(&key) >= 2, "the key was sent again");
+    let replay = w.send(&charge(&path, &quoted));
+    assert!(replay.is_replayed(), "either spelling replays: {replay:?}");
+    assert_eq!(replay.body, settled.body);
+}
+
+/// A shaped fingerprint lets a retry's body differ from the first attempt's in the fields
+/// it leaves out, and a re-send would carry the retry's: with an origin that deduplicates,
+/// that is a configuration error naming the route, and nothing is forwarded.
+#[test]
+fn a_shaped_fingerprint_with_an_origin_that_deduplicates_is_invalid_config() {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    let w = instance(&CELL, || {
+        let routes = r#"[{"pattern":"/v1/ok/*"},{"pattern":"/v1/shaped/*","fingerprint_ignore":["/ts"]}]"#;
+        let mut vars: Vec<(String, String)> = [
+            ("ORIGIN_URL", origin().url()),
+            ("ORIGIN_DEDUPLICATES", "true".to_owned()),
+            ("IDEMPOTENCY_ROUTES", routes.to_owned()),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_owned(), v))
+        .collect();
+        vars.push(("ORIGIN_TIMEOUT_SECONDS".to_owned(), "2".to_owned()));
+        Worker::start(WorkerConfig { name: "dedup-shaped".into(), vars, readiness: Readiness::AnyResponse })
+    });
+    let key = unique("shaped");
+    let r = w.send(&charge(&format!("/v1/shaped/{}", unique("p")), &key));
+    assert_problem(&r, 500, "invalid-config");
+    let detail = r.json()["detail"].as_str().unwrap_or_default().to_owned();
+    assert!(detail.contains("IDEMPOTENCY_ROUTES") && detail.contains("[1] (/v1/shaped/*)"), "{detail}");
+    assert_eq!(origin().received(&key), 0, "nothing forwarded");
+}
+
 /// A SIGKILL while the origin executes the first attempt: the claim is orphaned, every
 /// retry during its lease is answered 409 and reaches nothing, and exactly one re-send goes
 /// out after the lease, which the origin answers with its stored answer (issue 21: counted

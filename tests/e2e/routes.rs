@@ -6,7 +6,9 @@
 //! - `detached()`: its Durable Object binding names a worker that is not running, so every
 //!   object call fails; `/open/…` fails open, everything else fails closed;
 //! - `misrouted()`: an invalid route list;
-//! - `mispointed()`: a route list whose only fault is a `fingerprint_ignore` pointer.
+//! - `mispointed()`: a route list whose only fault is a `fingerprint_ignore` pointer;
+//! - `typed()`: its `[vars]` written as wrangler users write them (a number, a boolean and
+//!   an array of tables, not strings).
 
 use std::sync::OnceLock;
 use std::thread;
@@ -16,7 +18,7 @@ use crate::support::assert::{assert_executed, assert_problem, assert_replay_of};
 use crate::support::http::Request;
 use crate::support::origin::Origin;
 use crate::support::requests::{covered, new_key, request, unique};
-use crate::support::worker::{shared as instance, Readiness, Worker, WorkerConfig};
+use crate::support::worker::{key_object_toml, shared as instance, Readiness, Worker, WorkerConfig};
 
 const ROUTE_TTL_SECONDS: u64 = 10;
 
@@ -107,6 +109,23 @@ fn mispointed() -> &'static Worker {
     })
 }
 
+/// `[vars]` as wrangler users write them: wrangler binds a number, a boolean and an array of
+/// tables as JSON values, not strings.
+fn typed() -> &'static Worker {
+    static CELL: OnceLock<Result<Worker, String>> = OnceLock::new();
+    instance(&CELL, || {
+        let vars = format!(
+            "[vars]\nORIGIN_URL = \"{}\"\nIDEMPOTENCY_TTL_SECONDS = 600\nORIGIN_DEDUPLICATES = false\n\
+             IDEMPOTENCY_ROUTES = [{{ pattern = \"/typed/put/*\", methods = [\"PUT\"] }}, {{ pattern = \"/typed/ttl/*\", ttl_seconds = {ROUTE_TTL_SECONDS} }}]\n",
+            origin().url()
+        );
+        Worker::start_with_config(
+            WorkerConfig { name: "typed".into(), vars: Vec::new(), readiness: Readiness::OriginAnswers },
+            &key_object_toml("idempotency-edge-typed", &vars),
+        )
+    })
+}
+
 fn payment(method: &str, path: &str, key: &str) -> Request {
     covered(method, path, key, r#"{"amount":700,"currency":"eur"}"#)
 }
@@ -141,6 +160,30 @@ fn a_route_can_cover_put_and_leave_post_uncovered() {
     assert_eq!(w.send(&request("PUT", &elsewhere).json("{}")).status, 200);
     assert_eq!(o.executions_at(&elsewhere), 1);
     assert_problem(&w.send(&request("POST", &elsewhere).json("{}")), 400, "missing-key");
+}
+
+/// A number, a boolean and an array of tables in `[vars]` mean what they say: the routes
+/// apply (PUT covered on its route, POST passing through there), where they once made every
+/// request a 500.
+#[test]
+fn vars_written_as_numbers_booleans_and_tables_mean_what_they_say() {
+    let (w, o) = (typed(), origin());
+    let path = path_under("/typed/put");
+    let key = new_key();
+    let first = w.send(&payment("PUT", &path, &key));
+    assert_eq!(first.status, 200, "{first:?}");
+    let retry = w.send(&payment("PUT", &path, &key));
+    assert!(retry.is_replayed(), "PUT is covered on this route: {retry:?}");
+    assert_eq!(o.executions(&key), 1);
+    let post_path = path_under("/typed/put");
+    for _ in 0..2 {
+        assert_eq!(w.send(&request("POST", &post_path).json("{}")).status, 201);
+    }
+    assert_eq!(o.executions_at(&post_path), 2, "the route names only PUT");
+    let ttl_key = new_key();
+    let ttl_path = path_under("/typed/ttl");
+    assert_executed(&w.send(&payment("POST", &ttl_path, &ttl_key)), 201);
+    assert!(w.send(&payment("POST", &ttl_path, &ttl_key)).is_replayed());
 }
 
 #[test]

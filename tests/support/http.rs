@@ -156,6 +156,20 @@ pub fn send_raw_then_close(addr: SocketAddr, request: &[u8], timeout: Duration) 
     exchange(addr, request, timeout, true)
 }
 
+/// Records, for the leak scans, the value of every key and credential header in the head of
+/// `request` (a whole message as it goes on the wire, the default credential included):
+/// every request the suite sends goes through here, whoever made its key.
+fn register_secret_headers(request: &[u8]) {
+    let head = find_head_end(request).map_or(request, |end| &request[..end]);
+    for line in head.split(|&b| b == b'\n').skip(1) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(colon) = line.iter().position(|&b| b == b':') {
+            let name = String::from_utf8_lossy(&line[..colon]);
+            super::requests::register_sent_header(name.trim(), &line[colon + 1..]);
+        }
+    }
+}
+
 fn exchange(addr: SocketAddr, request: &[u8], timeout: Duration, half_close: bool) -> io::Result<Response> {
     InFlight::open(addr, request, timeout, half_close)?.finish()
 }
@@ -178,6 +192,7 @@ pub struct InFlight {
 
 impl InFlight {
     fn open(addr: SocketAddr, request: &[u8], timeout: Duration, half_close: bool) -> io::Result<InFlight> {
+        register_secret_headers(request);
         let deadline = Instant::now() + timeout;
         let mut stream = TcpStream::connect_timeout(&addr, timeout.min(Duration::from_secs(10)))?;
         stream.set_nodelay(true).ok();

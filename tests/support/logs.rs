@@ -8,10 +8,9 @@
 //! after everything the check is about. Its line is waited for, never slept for.
 
 use super::origin::Origin;
-use super::requests::{new_key, payment, request, secret_tokens, unique};
+use super::requests::{new_key, payment, plain_secrets, request, secret_tokens, unique, unique_tails};
 use super::worker::{Recorded, Worker};
 use serde_json::Value;
-use std::collections::HashSet;
 use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -166,9 +165,10 @@ pub fn flush_recorded(instance: &Recorded) {
     }
 }
 
-/// Fails if the log of `w` (flushed by the caller) holds any secret made in this process
-/// (keys, credentials, body markers: `requests::secret`), any of `extra`, or a sign of a
-/// panic.
+/// Fails if the log of `w` (flushed by the caller) holds any secret recorded in this
+/// process (keys and credentials sent, body markers, tokens: `requests::register_secret`),
+/// any of `extra`, or a sign of a panic. wrangler's access log is not the worker's output
+/// ([`without_access_log`]).
 pub fn scan_for_leaks(w: &Worker, extra: &[&str]) -> Result<(), String> {
     scan_text(&w.name, &w.log_contents(), w.dir(), extra)
 }
@@ -184,10 +184,15 @@ fn scan_text(name: &str, log: &str, dir: &Path, extra: &[&str]) -> Result<(), St
         return Err(format!("the log of instance '{name}' is empty: the harness captures nothing"));
     }
     let mut problems = Vec::new();
-    let tokens = hex_tokens_in(log);
+    let printed = without_access_log(log);
+    let tokens = unique_tails(&printed);
     let leaked = secret_tokens().into_iter().filter(|t| tokens.contains(t.as_str())).count();
     if leaked > 0 {
         problems.push(format!("{leaked} secret(s) (keys, credentials or bodies)"));
+    }
+    let plain = plain_secrets().into_iter().filter(|value| printed.contains(value.as_str())).count();
+    if plain > 0 {
+        problems.push(format!("{plain} other secret value(s) (tokens, keys, credentials)"));
     }
     for value in extra {
         if !value.is_empty() && log.contains(value) {
@@ -204,23 +209,26 @@ fn scan_text(name: &str, log: &str, dir: &Path, extra: &[&str]) -> Result<(), St
     }
 }
 
-/// Every run of exactly 24 lowercase hex digits after a `-` in `text` (the unique part of
-/// a value made by `requests::unique`).
-fn hex_tokens_in(text: &str) -> HashSet<&str> {
-    let bytes = text.as_bytes();
-    let is_hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
-    let mut out = HashSet::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'-' {
-            let run = bytes[i + 1..].iter().take_while(|&&b| is_hex(b)).count();
-            if run == 24 {
-                out.insert(&text[i + 1..i + 25]);
-            }
-            i += run.max(1);
-        } else {
-            i += 1;
-        }
-    }
-    out
+/// `log` without wrangler dev's own access log: the line it prints for each request it
+/// served (`[wrangler:info] POST /v1/charges/p-… 201 Created (12ms)`) holds the request's
+/// path, which the client chose (a few tests put the key there), and is no output of the
+/// worker's (a deployed worker has no such line). Everything else is scanned.
+pub fn without_access_log(log: &str) -> String {
+    log.lines().filter(|line| !is_access_log_line(line)).collect::<Vec<_>>().join("\n")
+}
+
+/// `[wrangler:info] METHOD /path STATUS Reason (Nms)`, as miniflare's `maybeLogRequest`
+/// prints it (colours off: the harness sets `NO_COLOR`).
+fn is_access_log_line(line: &str) -> bool {
+    let Some(rest) = line.trim_end().strip_prefix("[wrangler:info] ") else { return false };
+    let mut words = rest.split(' ');
+    let method = words.next().unwrap_or_default();
+    let path = words.next().unwrap_or_default();
+    let status = words.next().unwrap_or_default();
+    !method.is_empty()
+        && method.bytes().all(|b| b.is_ascii_uppercase())
+        && path.starts_with('/')
+        && status.len() == 3
+        && status.bytes().all(|b| b.is_ascii_digit())
+        && rest.ends_with("ms)")
 }

@@ -416,7 +416,13 @@ pub(super) struct Received {
     /// FNV-1a (64 bits) of the body's bytes in order, answered as `body_fnv` when the request
     /// asks with `x-test-body-sum: 1`.
     pub body_fnv: u64,
+    /// The body's bytes, up to [`KEPT_BODY_BYTES`] (empty above: an origin that verifies the
+    /// edge's signature over them is never sent a larger one).
+    pub body: Vec<u8>,
 }
+
+/// The largest body [`read_request`] keeps whole.
+pub(super) const KEPT_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 /// FNV-1a, 64 bits: tells whether a body reached the origin unchanged and in order.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
@@ -447,10 +453,11 @@ pub(super) fn read_request(stream: &mut TcpStream) -> io::Result<Option<Received
     let target = parts.next().unwrap_or("").to_string();
     let headers = parse_header_lines(&lines[1..]);
 
-    let (body_len, body_fnv) = if is_chunked(&headers) {
+    let kept = |body: &[u8]| if body.len() <= KEPT_BODY_BYTES { body.to_vec() } else { Vec::new() };
+    let (body_len, body_fnv, body) = if is_chunked(&headers) {
         loop {
             match decode_chunked(&buf[head_end..]) {
-                Some(Ok((body, _))) => break (body.len(), fnv1a(&body)),
+                Some(Ok((body, _))) => break (body.len(), fnv1a(&body), kept(&body)),
                 Some(Err(e)) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
                 None => {
                     let n = stream.read(&mut chunk)?;
@@ -471,9 +478,10 @@ pub(super) fn read_request(stream: &mut TcpStream) -> io::Result<Option<Received
             }
             buf.extend_from_slice(&chunk[..n]);
         }
-        (len, fnv1a(&buf[head_end..head_end + len]))
+        let body = &buf[head_end..head_end + len];
+        (len, fnv1a(body), kept(body))
     };
-    Ok(Some(Received { method, target, headers, body_len, body_fnv }))
+    Ok(Some(Received { method, target, headers, body_len, body_fnv, body }))
 }
 
 fn reason(status: u16) -> &'static str {

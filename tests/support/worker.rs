@@ -114,6 +114,8 @@ struct RunningUser {
 /// runs in about 75 s alone and 225–256 s inside the full suite on a fresh 2-core machine,
 /// but took 430 to over 900 s there on a machine whose disk was filling (four tests at a
 /// time, the reliability run among them), so the limit leaves room for that, not for a hang.
+/// With keys in flight at every crash it ran 190-276 s alone on a 2-core machine whose load
+/// stood at 12-17 (other builds and tests beside it).
 fn test_timeout() -> Duration {
     let seconds = std::env::var("E2E_TEST_TIMEOUT_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1800);
     Duration::from_secs(seconds)

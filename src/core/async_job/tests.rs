@@ -12,6 +12,7 @@ use super::*;
 use crate::core::config::{Config, ObjectPolicy};
 use crate::core::fingerprint::Digest256;
 use crate::core::key_state::{Arrival, KeyState, Pending};
+use crate::core::log::Decision;
 use crate::core::machine::{step, Event, Step, Timing, WaiterLimits};
 use crate::core::policy::{OriginResult, OutcomePolicy};
 use crate::core::record::{Completed, StoredResponse};
@@ -281,6 +282,110 @@ fn prefer_respond_async_is_read_as_rfc_7240_says() {
     assert!(!prefers_respond_async(None));
     assert_eq!(prefer_for_origin("respond-async"), None);
     assert_eq!(prefer_for_origin("return=minimal, respond-async").as_deref(), Some("return=minimal"));
+}
+
+/// Rule 7 with a lookup: a body too large to store is served synchronously, wholly; on a
+/// route with a lookup it reconciles, and the claim it makes keeps the lookup, so an
+/// unknown outcome of it is looked up like any other. A job reconciles too (rule 9).
+#[test]
+fn a_body_too_large_for_a_job_is_served_synchronously_and_keeps_the_routes_lookup() {
+    let config = accept(None).config;
+    let small = ArrivalPlan::new(Some(config), MAX_STORED_REQUEST_BODY_BYTES, true);
+    assert_eq!(small, ArrivalPlan { accept: Some(config), reconcile: true }, "a job, with its lookup");
+    let large = ArrivalPlan::new(Some(config), MAX_STORED_REQUEST_BODY_BYTES + 1, true);
+    assert_eq!(large, ArrivalPlan { accept: None, reconcile: true }, "synchronous: it reconciles");
+    let plain = ArrivalPlan::new(None, 10, true);
+    assert_eq!(plain, ArrivalPlan { accept: None, reconcile: true });
+    for (accept, bytes) in [(Some(config), 10), (Some(config), u64::MAX), (None, 10)] {
+        assert!(!ArrivalPlan::new(accept, bytes, false).reconcile, "no lookup on the route: none");
+    }
+
+    // What the plan leads to: the claim of the large request is a plain claim that keeps
+    // the sealed lookup the arrival brought, and its alarm is set for the lease's end.
+    let lookup = crate::core::reconcile::Reconciling {
+        sealed_lookup: vec![7; 40],
+        bound_at: T0,
+        not_found: 404,
+        asked: 0,
+        next_at: 0,
+        policy: Box::new(policy(None)),
+        spelling_known: true,
+    };
+    let mut arrival = plain_arrival(FP, 1, None, None);
+    if let Event::Arrival { accept, lookup: brought, body_bytes, .. } = &mut arrival {
+        *accept = large.accept.map(|config| Box::new(AsyncAccept { config, ..*self::accept(None) }));
+        *brought = large.reconcile.then(|| Box::new(lookup.clone()));
+        *body_bytes = MAX_STORED_REQUEST_BODY_BYTES + 1;
+    }
+    let claimed = step(None, arrival, T0);
+    let Record::InFlight(claim) = put(&claimed) else { panic!("a claim: {claimed:?}") };
+    assert!(claim.async_job.is_none(), "served synchronously: {claim:?}");
+    assert_eq!(claim.reconcile.as_ref().map(|kept| &kept.sealed_lookup), Some(&lookup.sealed_lookup));
+    assert!(claimed.actions.contains(&Action::Forward { attempt: AttemptId(1) }), "{claimed:?}");
+    assert!(claimed.actions.contains(&Action::SetAlarm(claim.lease_until)), "{claimed:?}");
+}
+
+/// Rule 9: on a route with a lookup a job keeps it, sealed, from its claim through its
+/// sends, and an outcome it ends with unknown is looked up by the alarm, a second after:
+/// held unknown without `ORIGIN_DEDUPLICATES` (as any attempt), held at the deadline, or
+/// orphaned by a restart.
+#[test]
+fn a_jobs_unknown_outcome_keeps_the_routes_lookup_and_is_looked_up() {
+    let lookup = crate::core::reconcile::Reconciling {
+        sealed_lookup: vec![7; 40],
+        bound_at: T0,
+        not_found: 404,
+        asked: 3,
+        next_at: 5,
+        policy: Box::new(policy(None)),
+        spelling_known: true,
+    };
+    let with_lookup = |max| {
+        let mut arrival = async_arrival(FP, 1, max);
+        if let Event::Arrival { lookup: brought, .. } = &mut arrival {
+            *brought = Some(Box::new(lookup.clone()));
+        }
+        arrival
+    };
+    let claimed = put(&step(None, with_lookup(None), T0));
+    assert!(claimed.async_job().is_some());
+    let kept = claimed.reconciling().expect("the job's claim keeps the lookup");
+    assert_eq!(
+        (kept.asked, kept.next_at, &kept.sealed_lookup),
+        (0, 0, &lookup.sealed_lookup),
+        "asked afresh"
+    );
+    let sent_job =
+        put(&step(Some(&claimed), Event::JobAlarm { live_attempt: None, new_attempt: AttemptId(2) }, T0));
+    assert_eq!(sent_job.reconciling(), claimed.reconciling(), "kept through the send");
+
+    // A send that timed out, without ORIGIN_DEDUPLICATES: held unknown, looked up.
+    let timed_out =
+        step(Some(&sent_job), finished(AttemptId(2), OriginResult::TimedOut, None, 0.5), T0 + 3_000);
+    let Record::Unknown(unknown) = put(&timed_out) else { panic!("held unknown: {timed_out:?}") };
+    let first = T0 + 3_000 + crate::core::reconcile::FIRST_DELAY_MS;
+    assert_eq!(unknown.reconcile.as_ref().map(|kept| kept.next_at), Some(first));
+    assert!(timed_out.actions.contains(&Action::SetAlarm(first)), "{timed_out:?}");
+    let due = step(Some(&Record::Unknown(unknown.clone())), Event::Alarm { live_attempt: None }, first);
+    assert_eq!(due.actions, vec![Action::Lookup { attempt: AttemptId(2) }]);
+
+    // A send orphaned by a restart, past its lease: held unknown with the lookup too.
+    let lease_end = match &sent_job {
+        Record::InFlight(claim) => claim.lease_until,
+        other => panic!("{other:?}"),
+    };
+    let orphaned =
+        step(Some(&sent_job), Event::JobAlarm { live_attempt: None, new_attempt: AttemptId(3) }, lease_end);
+    let held = put(&orphaned);
+    assert!(matches!(held, Record::Unknown(_)), "{held:?}");
+    let next_at = held.reconciling().map(|kept| kept.next_at);
+    assert_eq!(next_at, Some(lease_end + crate::core::reconcile::FIRST_DELAY_MS));
+    assert!(orphaned.actions.contains(&Action::SetAlarm(next_at.unwrap_or_default())), "{orphaned:?}");
+
+    // Without a lookup on the route, nothing changes: held to the end of the TTL.
+    let plain = sending(None);
+    let held = step(Some(&plain), finished(AttemptId(2), OriginResult::TimedOut, None, 0.5), T0 + 3_000);
+    assert_eq!(put(&held).reconciling(), None);
 }
 
 #[test]
@@ -706,6 +811,20 @@ impl Sim {
                         jitter,
                         self.now,
                     );
+                    // The decision is what the log line and the published outcome say: it
+                    // names what became of the key. "Released" (certainly not executed)
+                    // of a key held unknown would tell a consumer to send it again.
+                    let change = &pending.step().change;
+                    if matches!(change, RecordChange::Put(Record::Unknown(_))) {
+                        prop_assert_eq!(pending.decision(), Some(Decision::Unknown), "held unknown");
+                    }
+                    if pending.decision() == Some(Decision::Released) {
+                        prop_assert!(
+                            matches!(change, RecordChange::Delete),
+                            "released, yet kept: {:?}",
+                            change
+                        );
+                    }
                     let checked = self.write_and_check(pending, false);
                     self.key.handle_send_over(attempt);
                     prop_assert!(self.key.live().is_none(), "a finished send stays live");
@@ -794,6 +913,31 @@ impl Sim {
         }
         Ok(())
     }
+}
+
+/// A job whose first send was lost (reset after it was sent) is sent again, as the origin
+/// deduplicates; the second is refused (503), and the sends are used up. The key is held
+/// unknown (the first may have executed), and its decision says so: `unknown`, never
+/// `released`, which the log line and the published outcome would carry.
+#[test]
+fn a_job_held_unknown_after_a_refused_resend_is_decided_unknown_not_released() {
+    let mut sim = Sim::new(Some(2));
+    let ops = [
+        Op::AsyncArrival { other_payload: false },
+        Op::Alarm,
+        Op::Finish { how: 4, jitter: 0.0, retry_after: None },
+        Op::Advance(BACKOFF),
+        Op::Alarm,
+        Op::Finish { how: 1, jitter: 0.0, retry_after: None },
+    ];
+    for op in ops {
+        sim.run(op).unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert!(
+        matches!(sim.stored, Some(Record::Unknown(Unknown { origin_attempts: 2, .. }))),
+        "{:?}",
+        sim.stored
+    );
 }
 
 fn forwards_of(step: &Step) -> Option<AttemptId> {

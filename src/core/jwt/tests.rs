@@ -162,21 +162,61 @@ fn validity_windows_agree_with_the_claim_rules() {
 
 #[test]
 fn claim_paths() {
-    let claims = json!({"sub": "acct_1", "org": {"id": 42, "name": {"x": true}}, "https://ex.com/tenant": "t1", "n": null});
+    let claims = json!({"sub": "acct_1", "org": {"id": 42, "name": {"x": true}}, "https://ex.com/tenant": "t1", "n": null, "a/b~c": "odd"});
     let claims = claims.as_object().unwrap();
     let find = |path: &str| ClaimPath::parse(path).unwrap().find(claims).and_then(ClaimValue::of);
     assert_eq!(find("sub"), Some(ClaimValue::String("acct_1".into())));
+    assert_eq!(find("/sub"), Some(ClaimValue::String("acct_1".into())));
     assert_eq!(find("org.id"), Some(ClaimValue::Number("42".into())));
-    assert_eq!(find("https://ex.com/tenant"), Some(ClaimValue::String("t1".into())));
+    assert_eq!(find("/org/id"), Some(ClaimValue::Number("42".into())));
+    assert_eq!(find("/https:~1~1ex.com~1tenant"), Some(ClaimValue::String("t1".into())));
+    assert_eq!(find("/a~1b~0c"), Some(ClaimValue::String("odd".into())));
     assert_eq!(find("org"), None, "an object is not an identity");
     assert_eq!(find("org.name.x"), None, "a boolean is not an identity");
     assert_eq!(find("n"), None);
     assert_eq!(find("missing"), None);
     assert_eq!(find("sub.x"), None);
-    for bad in ["", "  ", "org..id", ".sub", "sub.", "a\u{7}b"] {
+    assert_eq!(find("/org.id"), None, "a pointer names the member org.id, which this token lacks");
+    for bad in ["", "  ", "org..id", ".sub", "sub.", "a\u{7}b", "/", "/org//id", "/org/", "/a~2", "/a~"] {
         assert!(ClaimPath::parse(bad).is_err(), "{bad:?}");
     }
     assert_eq!(ClaimPath::parse(" org.id ").unwrap().as_str(), "org.id");
+    // A dotted path that could be a URL-named claim is refused, and told how to write it.
+    let refused = ClaimPath::parse("https://ex.com/tenant").unwrap_err();
+    assert!(refused.contains("/https:~1~1ex.com~1tenant"), "{refused}");
+    assert!(ClaimPath::parse("custom:tenant").is_ok(), "no dot: one name, as before");
+}
+
+/// A claim path has one meaning whatever the token holds: a top-level member literally
+/// named `org.id` never stands in for the nested `org.id`, and a pointer to the member named
+/// `org.id` never reads the nested one.
+#[test]
+fn a_member_named_with_dots_never_stands_in_for_a_nested_path() {
+    let claims = json!({"org.id": "victim-org", "org": {"id": "own-org"}});
+    let claims = claims.as_object().unwrap();
+    let find = |path: &str| ClaimPath::parse(path).unwrap().find(claims).and_then(ClaimValue::of);
+    assert_eq!(find("org.id"), Some(ClaimValue::String("own-org".into())));
+    assert_eq!(find("/org/id"), Some(ClaimValue::String("own-org".into())));
+    assert_eq!(find("/org.id"), Some(ClaimValue::String("victim-org".into())));
+    let only_literal = json!({"org.id": "victim-org"});
+    let only_literal = only_literal.as_object().unwrap();
+    assert_eq!(ClaimPath::parse("org.id").unwrap().find(only_literal), None, "no nested member, no claim");
+}
+
+/// The scope hashes the names joined by dots, so a path keeps its callers' keys whichever
+/// spelling names it; the verification memo tells every path apart.
+#[test]
+fn both_spellings_of_a_path_name_one_scope() {
+    let parse = |path: &str| ClaimPath::parse(path).unwrap();
+    assert_eq!(parse("/org/id").as_str(), "org.id");
+    assert_eq!(parse("/sub").as_str(), "sub");
+    assert_eq!(parse("/https:~1~1ex.com~1tenant").as_str(), "https://ex.com/tenant");
+    assert_eq!(parse("org.id").pointer(), "/org/id");
+    assert_eq!(parse("/org.id").pointer(), "/org.id");
+    assert_eq!(parse("/a~1b~0c").pointer(), "/a~1b~0c");
+    let token = "a.b.c";
+    assert_eq!(verification_id(&parse("org.id"), token), verification_id(&parse("/org/id"), token));
+    assert_ne!(verification_id(&parse("org.id"), token), verification_id(&parse("/org.id"), token));
 }
 
 /// A token whose payload is written by hand, so that a number keeps the digits it was sent

@@ -4,7 +4,7 @@
 use super::*;
 use crate::core::machine::{Timing, WaiterLimits};
 use crate::core::policy::OutcomePolicy;
-use crate::core::record::{Completed, InFlight};
+use crate::core::record::{Completed, InFlight, Unknown, UnknownReason};
 use crate::core::routes::Mode;
 
 const T0: Millis = 1_700_000_000_000;
@@ -281,4 +281,110 @@ fn steps_that_interleave_keep_their_own_bookkeeping_and_decisions() {
     assert_eq!(outcome.decision, Some(Decision::Executed));
     assert_eq!(key.live(), None, "the execution is over");
     assert!(matches!(key.record(), Some(Record::Completed(done)) if done.attempt == A));
+}
+
+/// One lookup of an unknown outcome runs at a time; the retries that wait for it hold their
+/// bodies, so they are capped by count and by bytes, as an execution's waiters are, and a
+/// retry past either is told at once that the outcome is unknown (502), holding nothing.
+/// The alarm waits uncounted.
+#[test]
+fn retries_waiting_on_a_running_lookup_are_capped_by_count_and_by_bytes() {
+    let limits = WaiterLimits { max_waiters: 3, max_waiting_bytes: 250 };
+    let retry = |body_bytes| LookupAsker::Retry { body_bytes };
+    let mut key = KeyState::new();
+    key.remember(Some(Record::Unknown(Unknown {
+        attempt: A,
+        fingerprint: FP,
+        origin_attempts: 1,
+        since: T0,
+        expires_at: T0 + TTL,
+        reason: UnknownReason::ResetAfterSend,
+        reconcile: None,
+    })));
+    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run, "the first asks");
+    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait);
+    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait);
+    let LookupTurn::Full(over_bytes) = key.handle_lookup_turn(A, retry(51), &limits) else {
+        panic!("past MAX_WAITING_BYTES")
+    };
+    assert_eq!((over_bytes.kind, over_bytes.status()), (ProblemKind::OutcomeUnknown, 502));
+    assert_eq!(over_bytes.retry_after, Some(1));
+    assert!(
+        over_bytes.detail.contains("broke after the request was sent"),
+        "the record's reason: {over_bytes:?}"
+    );
+    assert!(over_bytes.detail.contains("MAX_WAITING_BYTES"), "{over_bytes:?}");
+    assert_eq!(key.handle_lookup_turn(A, retry(50), &limits), LookupTurn::Wait, "exactly the cap fits");
+    assert!(
+        matches!(key.handle_lookup_turn(A, retry(0), &limits), LookupTurn::Full(_)),
+        "past MAX_WAITERS_PER_KEY"
+    );
+    assert_eq!(
+        key.handle_lookup_turn(A, LookupAsker::Alarm, &limits),
+        LookupTurn::Wait,
+        "the alarm, uncounted"
+    );
+    assert_eq!(
+        key.running_lookup(),
+        Some(&RunningLookup { attempt: A, waiters: 3, waiting_bytes: 250 }),
+        "a refused retry holds no place"
+    );
+
+    // The end of another attempt's lookup ends nothing; this one's frees every place.
+    key.handle_lookup_over(B);
+    assert!(key.running_lookup().is_some());
+    key.handle_lookup_over(A);
+    assert_eq!(key.running_lookup(), None);
+    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run, "asked again later");
+
+    // A retry at no room at all (MAX_WAITERS_PER_KEY=0) never waits; a dead claim's reason
+    // is a timeout.
+    let mut dead = claimed(&policy());
+    dead.handle_send_over(A);
+    let none = WaiterLimits { max_waiters: 0, max_waiting_bytes: 0 };
+    assert_eq!(dead.handle_lookup_turn(A, LookupAsker::Alarm, &none), LookupTurn::Run);
+    let LookupTurn::Full(problem) = dead.handle_lookup_turn(A, retry(0), &none) else { panic!("full") };
+    assert!(problem.detail.starts_with("The origin did not answer in time"), "{problem:?}");
+}
+
+/// A route's lookup that could not be sealed: a claim without it could never be looked up,
+/// so the arrival claims nothing (503, nothing written or forwarded); an arrival that
+/// claims nothing is decided as ever.
+#[test]
+fn an_arrival_whose_lookup_could_not_be_sealed_claims_nothing() {
+    let policy = policy();
+    let mut key = KeyState::new();
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(&policy, A, false), T0);
+    let refused = key.handle_lookup_unsealed(pending);
+    assert_eq!(refused.step().change, RecordChange::Keep, "nothing claimed");
+    let [Action::Reject(problem)] = &refused.step().actions[..] else { panic!("{refused:?}") };
+    assert_eq!((problem.status(), problem.retry_after), (503, Some(1)));
+    assert!(problem.detail.contains("reconcile_url"), "{problem:?}");
+    assert_eq!(refused.decision(), Some(Decision::Rejected(ProblemKind::StorageUnavailable)));
+    let decided = written(&mut key, refused);
+    assert_eq!(decided.forwarded(), None);
+    assert_eq!((key.live(), key.record()), (None, None), "the key is free: the caller may retry");
+
+    // Nor is a job's claim made without it.
+    let mut key = KeyState::new();
+    key.remember(None);
+    let accept = AsyncAccept {
+        sealed_request: b"sealed".to_vec(),
+        policy: policy.clone(),
+        probe_origin: false,
+        config: crate::core::async_job::AsyncConfig { prefer: true, ..Default::default() },
+    };
+    let job = Arrival { accept: Some(accept), ..arrival(&policy, A, false) };
+    let pending = key.handle_arrival(job, T0);
+    assert!(pending.step().actions.iter().any(|action| matches!(action, Action::Accepted { .. })));
+    let refused = key.handle_lookup_unsealed(pending);
+    assert_eq!(refused.step().change, RecordChange::Keep, "no job claimed: {refused:?}");
+    assert!(matches!(refused.step().actions[..], [Action::Reject(_)]), "{refused:?}");
+
+    // A duplicate of a live execution joins it, lookup or not.
+    let key = &mut claimed(&policy);
+    let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    let joined = key.handle_lookup_unsealed(pending);
+    assert!(matches!(joined.step().actions[..], [Action::Join { attempt: A, .. }]), "{joined:?}");
 }

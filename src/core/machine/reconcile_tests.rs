@@ -1,6 +1,6 @@
 //! Rule 9 of the machine: unknown outcomes looked up at the origin (`core::reconcile`).
 
-use super::tests::{timing, A, B, FP, LEASE, T0, TTL};
+use super::tests::{timing, A, B, FP, LEASE, ORIGIN_TIMEOUT, T0, TTL};
 use super::*;
 use crate::core::reconcile::{Reconciling, Verdict, FIRST_DELAY_MS, RECONCILED_HEADER};
 
@@ -12,6 +12,7 @@ fn lookup() -> Reconciling {
         asked: 0,
         next_at: 0,
         policy: Box::new(crate::core::format_fixtures::policy()),
+        spelling_known: true,
     }
 }
 
@@ -117,6 +118,70 @@ fn a_claim_whose_owner_died_is_looked_up_when_its_lease_ends_not_before() {
     let Record::Unknown(unknown) = put(&after) else { panic!() };
     assert_eq!(unknown.reason, UnknownReason::OriginTimeout);
     assert_eq!(unknown.reconcile.map(|r| r.next_at), Some(T0 + LEASE));
+    // Its outcome became unknown when the lease ended, however late the alarm noticed.
+    let late = step(Some(&claim), Event::Alarm { live_attempt: None }, T0 + LEASE + 7_000);
+    let Record::Unknown(unknown) = put(&late) else { panic!() };
+    assert_eq!(unknown.since, T0 + LEASE);
+}
+
+#[test]
+fn a_dead_claims_not_found_waits_the_origin_timeout_after_its_lease_as_a_timed_out_one_does() {
+    // Its owner may have sent the request at the lease's last moment: the origin may not
+    // have committed it when the lease ends. Both ways a dead claim is looked up (a retry
+    // finds the claim itself; the alarm made it unknown first) wait as long.
+    let claim = claimed();
+    let noticed = put(&step(Some(&claim), Event::Alarm { live_attempt: None }, T0 + LEASE));
+    for record in [&claim, &noticed] {
+        for at in [T0 + LEASE, T0 + LEASE + ORIGIN_TIMEOUT - 1] {
+            let early = reconciled(record, A, Verdict::NotExecuted, at);
+            let Record::Unknown(still) = put(&early) else { panic!("{record:?} at {at}: {early:?}") };
+            assert_eq!(still.since, T0 + LEASE);
+            let next_at = still.reconcile.map(|r| r.next_at);
+            assert_eq!(next_at, Some(T0 + LEASE + ORIGIN_TIMEOUT), "asked again when it can be believed");
+            assert_eq!(early.actions, vec![Action::SetAlarm(T0 + LEASE + ORIGIN_TIMEOUT)]);
+            // And then believed, not asked once more.
+            let then = reconciled(&put(&early), A, Verdict::NotExecuted, T0 + LEASE + ORIGIN_TIMEOUT);
+            assert_eq!(then.change, RecordChange::Delete, "{then:?}");
+        }
+        let released = reconciled(record, A, Verdict::NotExecuted, T0 + LEASE + ORIGIN_TIMEOUT);
+        assert_eq!(released, Step { change: RecordChange::Delete, actions: vec![] });
+        // A found answer is proof at once.
+        let found = reconciled(record, A, Verdict::Executed(answer()), T0 + LEASE);
+        assert!(matches!(put(&found), Record::Completed(_)));
+    }
+}
+
+/// A claim from before the key had one spelling at the origin may have sent the client's
+/// `"k"` where the lookup asks for `k`: its "not found" never releases the key; "executed"
+/// still settles it.
+#[test]
+fn a_lookup_of_a_claim_from_before_the_one_spelling_releases_nothing() {
+    let since = T0 + 31_000;
+    let old = |record: Record| match record {
+        Record::Unknown(unknown) => Record::Unknown(Unknown {
+            reconcile: unknown.reconcile.map(|r| Reconciling { spelling_known: false, ..r }),
+            ..unknown
+        }),
+        other => other,
+    };
+    let record = old(unknown_at(since));
+    for at in [since + 30_000, since + TTL / 2] {
+        let step = reconciled(&record, A, Verdict::NotExecuted, at);
+        let Record::Unknown(still) = put(&step) else { panic!("released: {step:?}") };
+        let next = still.reconcile.as_ref().map(|r| (r.asked, r.spelling_known));
+        assert_eq!(next, Some((1, false)), "asked again later, as after any lookup that said nothing");
+        assert!(still.reconcile.unwrap().next_at > at);
+    }
+    let executed = reconciled(&record, A, Verdict::Executed(answer()), since + 10);
+    assert!(matches!(put(&executed), Record::Completed(_)), "{executed:?}");
+    // A dead claim from before, likewise.
+    let Record::InFlight(claim) = claimed() else { panic!() };
+    let dead = Record::InFlight(InFlight {
+        reconcile: claim.reconcile.clone().map(|r| Reconciling { spelling_known: false, ..r }),
+        ..claim
+    });
+    let step = reconciled(&dead, A, Verdict::NotExecuted, T0 + LEASE + 30_000);
+    assert!(matches!(put(&step), Record::Unknown(_)), "{step:?}");
 }
 
 #[test]
@@ -136,9 +201,6 @@ fn not_executed_releases_the_key_once_the_origin_had_its_timeout_again() {
     assert_eq!(released, Step { change: RecordChange::Delete, actions: vec![] });
     let again = step(None, arrival(B, Some(lookup()), None), since + 30_001);
     assert!(again.actions.contains(&Action::Forward { attempt: B }));
-    // A claim whose owner died is past its lease (the timeout and a margin) already.
-    let dead = reconciled(&claimed(), A, Verdict::NotExecuted, T0 + LEASE);
-    assert_eq!(dead.change, RecordChange::Delete);
     // A found answer is proof at once.
     let found = reconciled(&record, A, Verdict::Executed(answer()), since + 1);
     assert!(matches!(put(&found), Record::Completed(_)));

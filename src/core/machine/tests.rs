@@ -8,7 +8,8 @@
 //!   per-key driver (`core::key_state::KeyState`) the way the runtime does (record change
 //!   first, durably, then reported; a failed write is reported and the driver's step
 //!   carried out instead; a crash forgets the driver and keeps storage) and checks the
-//!   safety invariants after every step.
+//!   safety invariants after every step. On a route with a lookup (rule 9) the simulator
+//!   looks up as the runtime does (a retry first, and the alarm), with generated verdicts.
 
 use std::collections::HashMap;
 
@@ -826,11 +827,39 @@ fn an_alarm_at_or_after_expiry_forgets_the_key() {
 // Property tests: random event sequences through a simulated object
 // ---------------------------------------------------------------------------------------
 
+/// What a lookup (rule 9) answers, where the route has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Said {
+    Executed,
+    NotExecuted,
+    Nothing,
+}
+
+impl Said {
+    fn verdict(self) -> Verdict {
+        match self {
+            Said::Executed => Verdict::Executed(StoredResponse {
+                status: 200,
+                headers: vec![(reconcile::RECONCILED_HEADER.to_owned(), "true".to_owned())],
+                body: b"{}".to_vec(),
+            }),
+            Said::NotExecuted => Verdict::NotExecuted,
+            Said::Nothing => Verdict::Unsure,
+        }
+    }
+}
+
+fn said() -> impl Strategy<Value = Said> {
+    prop_oneof![Just(Said::Executed), Just(Said::NotExecuted), Just(Said::Nothing)]
+}
+
 /// One thing that happens to the simulated object.
 #[derive(Clone, Debug)]
 enum Op {
-    /// A request arrives with fingerprint 0 or 1 while `waiters` wait; its claim write may fail.
-    Arrive { fingerprint: u8, waiters: usize, write_fails: bool },
+    /// A request arrives with fingerprint 0 or 1 while `waiters` wait; its claim write may
+    /// fail. Where the route has a lookup and the key's outcome is unknown, it asks first,
+    /// and the lookup says `said`.
+    Arrive { fingerprint: u8, waiters: usize, write_fails: bool, said: Said },
     /// The live attempt (if any) finishes; its outcome write may fail.
     Finish { result: OriginResult, oversized: bool, write_fails: bool },
     /// An attempt forwarded earlier, and no longer live, reports in late.
@@ -840,7 +869,10 @@ enum Op {
     /// A duplicate's wait on some attempt runs out.
     WaitExpired { pick: Index },
     /// The alarm fires; deleting the record may fail (the runtime just tries again later).
-    Alarm { write_fails: bool },
+    /// A lookup it makes says `said`.
+    Alarm { write_fails: bool, said: Said },
+    /// A lookup of some attempt answers late (its record may have moved on).
+    LateVerdict { pick: Index, said: Said },
     /// The clock moves on.
     Advance(u64),
 }
@@ -858,14 +890,15 @@ fn op() -> impl Strategy<Value = Op> {
     let waiters = prop_oneof![0usize..3, Just(DEFAULT_WAITERS_PER_KEY - 1), Just(DEFAULT_WAITERS_PER_KEY)];
     let advance = prop_oneof![0u64..2_000, 0u64..120_000, Just(TTL), Just(TTL + LEASE + 1)];
     prop_oneof![
-        5 => (0u8..2, waiters, prop::bool::weighted(0.15))
-            .prop_map(|(fingerprint, waiters, write_fails)| Op::Arrive { fingerprint, waiters, write_fails }),
+        5 => (0u8..2, waiters, prop::bool::weighted(0.15), said())
+            .prop_map(|(fingerprint, waiters, write_fails, said)| Op::Arrive { fingerprint, waiters, write_fails, said }),
         3 => (origin_result(), prop::bool::weighted(0.05), prop::bool::weighted(0.2))
             .prop_map(|(result, oversized, write_fails)| Op::Finish { result, oversized, write_fails }),
         1 => (any::<Index>(), origin_result()).prop_map(|(pick, result)| Op::LateFinish { pick, result }),
         1 => Just(Op::Crash),
         1 => any::<Index>().prop_map(|pick| Op::WaitExpired { pick }),
-        1 => prop::bool::weighted(0.2).prop_map(|write_fails| Op::Alarm { write_fails }),
+        1 => (prop::bool::weighted(0.2), said()).prop_map(|(write_fails, said)| Op::Alarm { write_fails, said }),
+        1 => (any::<Index>(), said()).prop_map(|(pick, said)| Op::LateVerdict { pick, said }),
         3 => advance.prop_map(Op::Advance),
     ]
 }
@@ -880,6 +913,8 @@ fn timing_strategy() -> impl Strategy<Value = Timing> {
 struct Sim {
     timing: Timing,
     policy: ObjectPolicy,
+    /// The route has a lookup (rule 9): claims store it, unknown outcomes are looked up.
+    reconciles: bool,
     now: Millis,
     /// What storage holds.
     stored: Option<Record>,
@@ -898,9 +933,10 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(timing: Timing) -> Sim {
+    fn new(timing: Timing, reconciles: bool) -> Sim {
         Sim {
             timing,
+            reconciles,
             policy: ObjectPolicy {
                 timing,
                 limits: WaiterLimits::default(),
@@ -923,6 +959,78 @@ impl Sim {
 
     fn fingerprint(n: u8) -> Digest256 {
         Digest256([n + 1; 32])
+    }
+
+    /// The route's lookup as a claim made now seals it, where the route has one.
+    fn lookup(&self) -> Option<Reconciling> {
+        self.reconciles.then(|| Reconciling {
+            sealed_lookup: vec![7; 40],
+            bound_at: self.now,
+            not_found: 404,
+            asked: 0,
+            next_at: 0,
+            policy: Box::new(self.policy.clone()),
+            spelling_known: true,
+        })
+    }
+
+    /// A lookup of `attempt`'s outcome answers `said`, as the runtime carries it out. A
+    /// verdict never forwards and changes only the unknown outcome (or the claim whose
+    /// owner died, past its lease) it was asked about; "not executed" releases the key only
+    /// once the origin has had its timeout again since the outcome became unknown (a dead
+    /// claim's: its lease's end), and "executed" stores the lookup's answer.
+    fn look_up(&mut self, attempt: AttemptId, said: Said) -> Result<(), TestCaseError> {
+        let before = self.stored.clone();
+        let pending = self.key.handle_reconciled(attempt, said.verdict(), &self.policy, 0.5, self.now);
+        let step = pending.step().clone();
+        prop_assert!(forwards(&step.actions).is_empty(), "a verdict forwarded: {step:?}");
+        let live = self.live();
+        let became_unknown = match &before {
+            Some(record) if record.attempt() != attempt || record.is_expired(self.now) => None,
+            Some(Record::Unknown(unknown)) => Some(unknown.since),
+            Some(Record::InFlight(claim))
+                if claim.async_job.is_none() && live != Some(attempt) && self.now >= claim.lease_until =>
+            {
+                Some(claim.lease_until)
+            }
+            _ => None,
+        };
+        let Some(became_unknown) = became_unknown else {
+            prop_assert_eq!(&step.change, &RecordChange::Keep, "a verdict changed {:?}", before);
+            self.write(pending, true)?;
+            return Ok(());
+        };
+        let record = before.as_ref().expect("asked about a record");
+        match &step.change {
+            RecordChange::Delete => {
+                prop_assert_eq!(said, Said::NotExecuted);
+                prop_assert!(
+                    self.now >= became_unknown + self.timing.origin_timeout_ms,
+                    "released at {} although the outcome became unknown at {became_unknown}",
+                    self.now
+                );
+                self.held_until = None;
+            }
+            RecordChange::Put(Record::Completed(done)) => {
+                prop_assert_eq!(said, Said::Executed);
+                prop_assert_eq!((done.attempt, done.fingerprint), (attempt, record.fingerprint()));
+                prop_assert!(done.expires_at >= record.expires_at());
+                self.held_until = Some(done.expires_at);
+            }
+            RecordChange::Put(Record::Unknown(unknown)) => {
+                prop_assert!(said != Said::Executed, "a found answer was not stored");
+                prop_assert_eq!((unknown.attempt, unknown.fingerprint), (attempt, record.fingerprint()));
+                prop_assert_eq!(unknown.since, became_unknown);
+                prop_assert_eq!(unknown.expires_at, record.expires_at());
+                if let Some(reconciling) = &unknown.reconcile {
+                    prop_assert!(reconciling.next_at > self.now, "asked again later: {unknown:?}");
+                }
+            }
+            RecordChange::Keep => prop_assert!(said != Said::Executed, "a found answer was not stored"),
+            other => return Err(TestCaseError::fail(format!("a verdict made {other:?} of {record:?}"))),
+        }
+        self.write(pending, true)?;
+        Ok(())
     }
 
     /// The attempt this instance is executing, as its driver knows it.
@@ -999,8 +1107,15 @@ impl Sim {
         self.read();
         let before = self.stored.clone();
         match op {
-            Op::Arrive { fingerprint, waiters, write_fails } => {
-                self.arrive(Sim::fingerprint(*fingerprint), *waiters, *write_fails)?
+            Op::Arrive { fingerprint, waiters, write_fails, said } => {
+                let fingerprint = Sim::fingerprint(*fingerprint);
+                // On a route with a lookup, an unknown outcome is looked up first.
+                if self.reconciles {
+                    if let Some(attempt) = self.key.reconcile_first(fingerprint, self.now) {
+                        self.look_up(attempt, *said)?;
+                    }
+                }
+                self.arrive(fingerprint, *waiters, *write_fails)?
             }
             Op::Finish { result, oversized, write_fails } => {
                 if let Some(attempt) = self.live() {
@@ -1027,10 +1142,48 @@ impl Sim {
                 prop_assert_eq!(problem.kind, ProblemKind::InProgress);
                 prop_assert!(problem.retry_after.is_some_and(|s| s >= 1), "{:?}", problem.retry_after);
             }
-            Op::Alarm { write_fails } => {
+            Op::Alarm { write_fails, said } => {
                 let pending = self.key.handle_alarm(self.now);
                 let step = pending.step().clone();
+                let expires_at = before.as_ref().map_or(0, Record::expires_at);
+                let unexpired = before.as_ref().filter(|record| !record.is_expired(self.now));
+                let live = self.live();
                 match &before {
+                    // Rule 9: a claim whose owner died, past its lease, is made unknown
+                    // (since its lease's end) and looked up at once...
+                    Some(Record::InFlight(claim @ InFlight { reconcile: Some(reconciling), .. }))
+                        if live != Some(claim.attempt)
+                            && self.now >= claim.lease_until
+                            && unexpired.is_some() =>
+                    {
+                        let unknown = Unknown {
+                            reconcile: Some(Reconciling { next_at: self.now, ..reconciling.clone() }),
+                            attempt: claim.attempt,
+                            fingerprint: claim.fingerprint,
+                            origin_attempts: claim.origin_attempts,
+                            since: claim.lease_until,
+                            expires_at: claim.expires_at,
+                            reason: UnknownReason::OriginTimeout,
+                        };
+                        prop_assert_eq!(
+                            &step,
+                            &Step {
+                                change: RecordChange::Put(Record::Unknown(unknown)),
+                                actions: vec![Action::Lookup { attempt: claim.attempt }]
+                            }
+                        )
+                    }
+                    // ...and an unknown outcome is looked up when due.
+                    Some(Record::Unknown(unknown @ Unknown { reconcile: Some(reconciling), .. }))
+                        if unexpired.is_some() =>
+                    {
+                        let actions = if self.now >= reconciling.next_at {
+                            vec![Action::Lookup { attempt: unknown.attempt }]
+                        } else {
+                            vec![Action::SetAlarm(reconciling.next_at.min(expires_at))]
+                        };
+                        prop_assert_eq!(&step, &Step { change: RecordChange::Keep, actions })
+                    }
                     // A running execution keeps its claim, even past the claim's expiry.
                     Some(Record::InFlight(claim)) if self.live() == Some(claim.attempt) => prop_assert_eq!(
                         &step,
@@ -1050,7 +1203,22 @@ impl Sim {
                     ),
                     _ => prop_assert_eq!(&step, &Step { change: RecordChange::Delete, actions: vec![] }),
                 }
-                self.write(pending, !write_fails)?;
+                let decided = self.write(pending, !write_fails)?;
+                let asked = decided.step.actions.iter().find_map(|action| match action {
+                    Action::Lookup { attempt } => Some(*attempt),
+                    _ => None,
+                });
+                if let Some(attempt) = asked {
+                    self.look_up(attempt, *said)?;
+                }
+            }
+            Op::LateVerdict { pick, said } => {
+                let live = self.live();
+                let asked: Vec<AttemptId> =
+                    self.forwarded.iter().copied().filter(|a| live != Some(*a)).collect();
+                if !asked.is_empty() {
+                    self.look_up(asked[pick.index(asked.len())], *said)?
+                }
             }
             Op::Advance(ms) => self.now += ms,
         }
@@ -1085,8 +1253,10 @@ impl Sim {
         let joined = self.join_live(waiters)?;
         let new_attempt = AttemptId(self.next_attempt);
         self.next_attempt += 1;
+        // The runtime seals the lookup only for a key with no record (a claim may follow).
+        let lookup = if self.stored.is_none() { self.lookup() } else { None };
         let arrival = Arrival {
-            lookup: None,
+            lookup: lookup.clone(),
             fingerprint,
             new_attempt,
             policy: &self.policy,
@@ -1181,7 +1351,7 @@ impl Sim {
             prop_assert_eq!(
                 step.change.clone(),
                 RecordChange::Put(Record::InFlight(InFlight {
-                    reconcile: None,
+                    reconcile: lookup,
                     attempt: new_attempt,
                     fingerprint,
                     origin_attempts: 1,
@@ -1335,9 +1505,10 @@ proptest! {
     #[test]
     fn random_event_sequences_keep_the_invariants(
         timing in timing_strategy(),
+        reconciles in any::<bool>(),
         ops in prop::collection::vec(op(), 1..60),
     ) {
-        let mut sim = Sim::new(timing);
+        let mut sim = Sim::new(timing, reconciles);
         for op in &ops {
             sim.run(op)?;
         }
@@ -1495,6 +1666,41 @@ fn a_resent_attempt_that_stays_unknown_keeps_its_count() {
     }
     let other = super::step(Some(&unknown_sent(1, UnknownReason::OriginTimeout)), arrival, T0);
     assert_eq!(rejection(&other).kind, ProblemKind::KeyReused);
+}
+
+/// A re-send refused as a client error (an origin's 400 `idempotency_error`, or any 4xx
+/// the first attempt never got) is held unknown and told as unknown; a first attempt's 4xx,
+/// and a re-send's 2xx or 5xx, are the key's answer as ever.
+#[test]
+fn a_resent_attempt_refused_as_a_client_error_stays_unknown() {
+    let resent = Record::InFlight(InFlight { origin_attempts: 2, ..claim(B, T0) });
+    for status in [400, 404, 422] {
+        let step = step(Some(&resent), responded(B, &response(status)), T0 + 10);
+        let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{status}: {step:?}") };
+        assert_eq!((held.attempt, held.origin_attempts, held.reason), (B, 2, UnknownReason::ResetAfterSend));
+        let (attempt, answer, origin_answered) = settle_of(&step.actions);
+        assert_eq!((attempt, origin_answered), (B, false), "{status}: the origin's refusal is not passed on");
+        assert_eq!(answer.status, 502, "{status}");
+        assert_eq!(problem_json(answer)["type"].as_str().map(|t| t.ends_with("outcome-unknown")), Some(true));
+        // The next retry sends it again (the origin deduplicates), never replays the 4xx.
+        let next = super::step(
+            Some(&Record::Unknown(held.clone())),
+            arrival_to_deduplicating_origin(5, None),
+            T0 + 20,
+        );
+        assert!(matches!(next.actions[..], [Action::SetAlarm(_), Action::Forward { .. }]), "{next:?}");
+    }
+    // A re-send's answer that is not a client error is stored.
+    for status in [201, 500] {
+        let step = step(Some(&resent), responded(B, &response(status)), T0 + 10);
+        assert!(matches!(&step.change, RecordChange::Put(Record::Completed(_))), "{status}: {step:?}");
+    }
+    // A 4xx that releases (409, the origin's "still running") releases as before.
+    let step = super::step(Some(&resent), responded(B, &response(409)), T0 + 10);
+    assert_eq!(step.change, RecordChange::Delete);
+    // A first attempt's 4xx is its answer.
+    let first = super::step(Some(&in_flight(B, T0)), responded(B, &response(400)), T0 + 10);
+    assert!(matches!(&first.change, RecordChange::Put(Record::Completed(_))), "{first:?}");
 }
 
 /// The fencing that the runtime asks again just before it writes an outcome it had to

@@ -269,17 +269,53 @@ fn scope_logs_round_trip() {
 
 #[test]
 fn unverified_scopes_are_rate_limited_per_ip_too() {
+    use crate::core::fingerprint::Digest256;
     let ip = Some("203.0.113.7");
-    assert_eq!(rate_limit_keys(ScopeKind::Claim, "ab12", ip), vec!["scope:ab12".to_owned()]);
+    let salt = Digest256([0xab; 32]);
+    let scope_key = format!("scope:{}", salt.to_hex());
+    assert_eq!(rate_limit_keys(ScopeKind::Claim, &salt, None, ip), vec![scope_key.clone()]);
     assert_eq!(
-        rate_limit_keys(ScopeKind::Credential, "ab12", ip),
-        vec!["scope:ab12".to_owned(), "ip:203.0.113.7".to_owned()]
+        rate_limit_keys(ScopeKind::Credential, &salt, None, ip),
+        vec!["ip:203.0.113.7".to_owned(), scope_key],
+        "the IP is asked first"
     );
-    assert_eq!(rate_limit_keys(ScopeKind::Anonymous, "ab12", ip), vec!["ip:203.0.113.7".to_owned()]);
+    assert_eq!(rate_limit_keys(ScopeKind::Anonymous, &salt, None, ip), vec!["ip:203.0.113.7".to_owned()]);
     // Two random credentials from one IP share its key.
-    let one = rate_limit_keys(ScopeKind::Credential, "1111", ip);
-    let two = rate_limit_keys(ScopeKind::Credential, "2222", ip);
-    assert_eq!(one[1], two[1]);
+    let one = rate_limit_keys(ScopeKind::Credential, &Digest256([1; 32]), None, ip);
+    let two = rate_limit_keys(ScopeKind::Credential, &Digest256([2; 32]), None, ip);
+    assert_eq!(one[0], two[0]);
+    assert_ne!(one[1], two[1]);
+}
+
+/// One IP cannot hold another caller at the limit: the limiter is asked in order and stops
+/// at the first key over (`boundary.mjs`'s `withinLimits`), so the IP's count comes first;
+/// and where the scope is a key id that anyone may send (it binds replays), a stranger's
+/// requests under the victim's key id count under the stranger's own credential.
+#[test]
+fn one_ip_cannot_spend_the_count_of_a_scope_it_does_not_hold() {
+    let by_key_id = scope_config(&[(VAR_SCOPE_HEADER, "X-Api-Key-Id")]);
+    let victim_id = [("x-api-key-id", Some(&b"kid_victim"[..]))];
+    let Start::Decided(scope, log) = start(&by_key_id, &policy(&by_key_id, false), &victim_id) else {
+        panic!("a key id decides the scope")
+    };
+    let salt = scope.key_salt();
+    let binding = |credential: &'static [u8]| {
+        caller_binding(&by_key_id, log.kind, &[("authorization", Some(credential))]).expect("a binding")
+    };
+    let (victim, stranger) = (binding(b"Signature victim"), binding(b"Signature stranger"));
+    let victims = rate_limit_keys(log.kind, &salt, Some(&victim), Some("198.51.100.1"));
+    let strangers = rate_limit_keys(log.kind, &salt, Some(&stranger), Some("203.0.113.9"));
+    assert_eq!(strangers[0], "ip:203.0.113.9", "the stranger's own IP is asked first");
+    assert_ne!(victims[1], strangers[1], "the stranger counts apart from the victim");
+    assert_eq!(victims, rate_limit_keys(log.kind, &salt, Some(&victim), Some("198.51.100.1")));
+    assert!(victims[1].starts_with("scope:") && victims[1].len() == "scope:".len() + 64);
+    assert_ne!(victims[1], format!("scope:{}", salt.to_hex()), "the bound key is not the bare scope's");
+    // Neither the salt nor the binding can be read in the key.
+    assert!(!victims[1].contains(&salt.to_hex()) && !victims[1].contains(&victim.to_hex()));
+    // Without a binding (the default scope is the secret itself) nothing changes.
+    let default = scope_config(&[]);
+    let auth = [("authorization", Some(&b"Bearer a"[..]))];
+    assert_eq!(caller_binding(&default, ScopeKind::Credential, &auth), None);
 }
 
 #[test]

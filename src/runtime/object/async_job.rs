@@ -50,18 +50,24 @@ pub(super) fn accepted(retry_after: u64) -> Result<Response> {
 }
 
 impl KeyObject {
-    /// An arrival that asks for asynchronous acceptance: its request read whole and sealed,
-    /// bound to the claim's time (`now`) and fingerprint, ready to be stored with the claim.
-    /// The problem to answer when it cannot be (nothing is claimed then).
+    /// An arrival that asks for asynchronous acceptance: its request read whole (unless it
+    /// was read already, `read`: while it waited on a lookup) and sealed, bound to the
+    /// claim's time (`now`) and fingerprint, ready to be stored with the claim. The problem
+    /// to answer when it cannot be (nothing is claimed then).
     pub(super) async fn sealed_for_later(
         &self,
         req: &web_sys::Request,
-        headers: &Headers,
+        read: Option<std::result::Result<JsValue, JsValue>>,
         call: &KeyCall,
         config: AsyncConfig,
         now: u64,
     ) -> std::result::Result<AsyncAccept, Problem> {
-        let body = match body::read_whole(req).await {
+        let headers = &req.headers();
+        let read = match read {
+            Some(read) => read,
+            None => body::read_whole(req).await,
+        };
+        let body = match read {
             Ok(buffer) => Uint8Array::new(&buffer).to_vec(),
             Err(_) => return Err(storage_unavailable()),
         };

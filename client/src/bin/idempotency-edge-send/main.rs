@@ -230,6 +230,11 @@ fn main() -> ExitCode {
         Ok(http) => http,
         Err(e) => return usage(e),
     };
+    // The base is the URL's own origin, so the layer covers this one request's URL.
+    let client = match Client::with_http(base.as_str(), http, cli.config()) {
+        Ok(client) => client,
+        Err(e) => return usage(e.to_string()),
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -240,7 +245,6 @@ fn main() -> ExitCode {
     let out = cli.endpoint.out();
     // The key is the operator's own input here, so showing it is no leak.
     out.line(format!("{} {}{} with Idempotency-Key: {}", op.method(), base, op.path(), op.key()));
-    let client = Client::with_http(base, http, cli.config());
     let result = runtime.block_on(client.send_observed(&op, move |a| out.line(describe_attempt(a))));
     let (exit, json) = report(&out, &op, result);
     if let Err(why) = cli.endpoint.write_json(&json) {

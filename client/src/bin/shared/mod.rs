@@ -214,7 +214,7 @@ impl Endpoint {
             let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             let root = reqwest::Certificate::from_pem(&pem)
                 .map_err(|e| format!("{} is not a PEM certificate: {e}", path.display()))?;
-            builder = builder.add_root_certificate(root);
+            builder = builder.tls_certs_merge([root]);
         }
         builder.build().map_err(|e| format!("cannot build the HTTP client: {e}"))
     }

@@ -28,8 +28,8 @@
 //!    never the scope.
 
 use serde_json::{json, Map, Value};
-
-use super::sha256::sha256;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use super::async_job::JobPhase;
 use super::config::FaultInjection;
@@ -144,10 +144,8 @@ pub fn parse_call(prefix: &str, method: &str, path: &str, query: Option<&str>) -
 /// hashed first, so the comparison neither stops early nor depends on the lengths.
 pub fn token_matches(authorization: Option<&str>, expected: &str) -> bool {
     let presented = authorization.and_then(|value| value.strip_prefix("Bearer ")).unwrap_or("");
-    let a = sha256(presented.as_bytes());
-    let b = sha256(expected.as_bytes());
-    let difference = a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    difference == 0 && !expected.is_empty() && !presented.is_empty()
+    let same = Sha256::digest(presented.as_bytes()).ct_eq(&Sha256::digest(expected.as_bytes()));
+    bool::from(same) && !expected.is_empty() && !presented.is_empty()
 }
 
 /// The whole view an object answers an inspect call with: the record's [`summary`], the

@@ -43,7 +43,6 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::case_fold::push_folded;
-use super::order::{arrange, sort_stable_by, stable_order};
 
 /// Deepest nesting of arrays and objects that is canonicalised.
 pub const MAX_DEPTH: usize = 128;
@@ -145,10 +144,8 @@ fn write(level: Level<'_>, out: &mut Vec<u8>, depth: usize) -> Option<()> {
                 members.push((key.as_bytes(), canonical));
             }
             if !has_lookalike_keys(&members) {
-                // Each key decoded once, then the members moved into the keys' stable order.
-                let keys: Vec<Cow<'_, [u8]>> = members.iter().map(|(key, _)| key_value(key)).collect();
-                let order = stable_order(keys.len(), &mut |a, b| keys[a] < keys[b]);
-                arrange(&mut members, order);
+                // Each key decoded once; the sort is stable, so duplicates keep their order.
+                members.sort_by_cached_key(|&(key, _)| key_value(key));
             }
             out.push(b'{');
             for (i, (key, value)) in members.iter().enumerate() {
@@ -202,7 +199,7 @@ fn has_lookalike_keys(members: &[(&[u8], Vec<u8>)]) -> bool {
     }
     let mut keys: Vec<(String, Cow<'_, [u8]>)> =
         members.iter().map(|(key, _)| (folded_key(key), key_value(key))).collect();
-    sort_stable_by(&mut keys, |a, b| a < b);
+    keys.sort_unstable();
     keys.windows(2).any(|pair| pair[0].0 == pair[1].0 && pair[0].1 != pair[1].1)
 }
 

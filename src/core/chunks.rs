@@ -27,7 +27,7 @@
 
 use std::ops::Range;
 
-use super::sha256::sha256;
+use sha2::{Digest, Sha256};
 
 use super::codec::{Reader, Writer};
 use super::record::StoredResponse;
@@ -141,7 +141,7 @@ pub fn head_of(response: &StoredResponse) -> StoredResponse {
 
 /// SHA-256 of a stored row (the runtime may compute the same with WebCrypto).
 pub fn row_digest(row: &[u8]) -> RowDigest {
-    sha256(row)
+    Sha256::digest(row).into()
 }
 
 /// Whether stored rows (as read back, in order) are exactly the ones the manifest names.

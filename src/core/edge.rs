@@ -113,7 +113,7 @@ pub fn decide<'c>(
             Some(Err(_)) if observe => Edge::PassObserved(policy, ProblemKind::InvalidKey),
             Some(Err(refused)) => Edge::Refuse(Problem::new(
                 refused.kind,
-                super::text::replace(&refused.detail, IDEMPOTENCY_KEY.name, policy.key_header.name),
+                refused.detail.replace(IDEMPOTENCY_KEY.name, policy.key_header.name),
             )),
             _ => Edge::Covered { policy, key },
         },

@@ -23,7 +23,7 @@
 //!    `core::body_shape`): only the body is shaped, and a route without the options hashes
 //!    exactly as every release before them did (pinned by fixed vectors below).
 
-use super::sha256::Sha256;
+use sha2::{Digest, Sha256};
 
 use super::body_shape::BodyShape;
 use super::canonical_json;
@@ -41,14 +41,8 @@ impl Digest256 {
 
     /// Parses 64 lowercase or uppercase hex digits.
     pub fn from_hex(text: &str) -> Option<Self> {
-        let bytes = text.as_bytes();
-        if bytes.len() != 64 {
-            return None;
-        }
         let mut out = [0u8; 32];
-        for (i, pair) in bytes.chunks_exact(2).enumerate() {
-            out[i] = (hex::digit_value(pair[0])? << 4) | hex::digit_value(pair[1])?;
-        }
+        ::hex::decode_to_slice(text, &mut out).ok()?;
         Some(Digest256(out))
     }
 
@@ -258,14 +252,17 @@ pub fn is_json_media_type(content_type: &str) -> bool {
 
 fn sha256_fields(domain: &[u8], fields: &[&[u8]]) -> Digest256 {
     let mut hasher = Sha256::new();
-    hasher.update(&(domain.len() as u64).to_be_bytes());
+    hasher.update((domain.len() as u64).to_be_bytes());
     hasher.update(domain);
     for field in fields {
-        hasher.update(&(field.len() as u64).to_be_bytes());
+        hasher.update((field.len() as u64).to_be_bytes());
         hasher.update(field);
     }
-    Digest256(hasher.finalize())
+    Digest256(hasher.finalize().into())
 }
+
+#[cfg(test)]
+mod known_answers;
 
 #[cfg(test)]
 mod tests {

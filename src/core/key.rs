@@ -32,8 +32,6 @@
 
 use std::fmt;
 
-use super::text;
-
 /// Longest key accepted, in characters (bytes, since keys are ASCII). Stripe's limit.
 pub const MAX_KEY_LEN: usize = 255;
 
@@ -134,7 +132,7 @@ impl KeyError {
     /// [`KeyError::detail`] for a key read from `header` (rule 5): the same sentence, naming
     /// that header.
     pub fn detail_for(self, header: KeyHeader<'_>) -> String {
-        text::replace(self.detail(), IDEMPOTENCY_KEY.name, header.name)
+        self.detail().replace(IDEMPOTENCY_KEY.name, header.name)
     }
 }
 

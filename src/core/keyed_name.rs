@@ -10,8 +10,10 @@
 //! change: records under the old names are no longer found (they expire by their alarms).
 //! docs/deploy.md describes the migration.
 
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
 use super::hex::encode as hex;
-use super::hmac::hmac_sha256;
 
 /// The variable (a secret) that keys object names.
 pub const VAR_OBJECT_NAME_KEY: &str = "OBJECT_NAME_KEY";
@@ -23,7 +25,11 @@ pub const MIN_NAME_KEY_BYTES: usize = 32;
 pub fn keyed_object_name(name_key: Option<&[u8]>, unkeyed: String) -> String {
     match name_key {
         None => unkeyed,
-        Some(key) => hex(&hmac_sha256(key, unkeyed.as_bytes())),
+        Some(key) => {
+            let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+            mac.update(unkeyed.as_bytes());
+            hex(&mac.finalize().into_bytes())
+        }
     }
 }
 

@@ -21,12 +21,8 @@ pub const VAR_LOG_DECISIONS: &str = "LOG_DECISIONS";
 /// stands for (`0` is `problems`, `1` is `all`); `None` for anything else (signs,
 /// exponents, `inf`, `NaN`) and for a value above 1.
 ///
-/// Read by hand rather than with `str::parse::<f64>`: that parser (correctly rounded for
-/// any input) is about 15 KB of the Wasm gzipped, and nothing else in the worker parses a
-/// float from text (JSON numbers are serde_json's). Which of the three a
-/// value is comes from its digits, exactly; the rate itself is the nearest `f64` (the
-/// quotient of two exact `f64`s) for up to 15 significant digits and 22 after the dot, and
-/// within a few units in the last place beyond, which a sampling rate never notices.
+/// Which of the three a value is comes from its digits, exactly; the rate itself is the
+/// nearest `f64` (`str::parse`, which rounds correctly).
 fn decimal_rate(value: &str) -> Option<LogDecisions> {
     let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
     let all_digits = |text: &str| text.bytes().all(|b| b.is_ascii_digit());
@@ -40,14 +36,7 @@ fn decimal_rate(value: &str) -> Option<LogDecisions> {
         "1" if fraction_is_zero => return Some(LogDecisions::All),
         _ => return None,
     }
-    // 0.fraction: its significant digits over a power of ten.
-    let digits = fraction.trim_end_matches('0');
-    let significant = digits.trim_start_matches('0');
-    let kept = &significant[..significant.len().min(17)];
-    let numerator = kept.bytes().fold(0u64, |n, b| n * 10 + u64::from(b - b'0'));
-    let places = digits.len() - significant.len() + kept.len();
-    let denominator = (0..places).fold(1f64, |d, _| d * 10.0);
-    let rate = numerator as f64 / denominator;
+    let rate: f64 = value.parse().ok()?;
     // Only a value with hundreds of zeros after the dot reads as 0: sampling it is never
     // drawing, which is what `problems` does.
     Some(if rate > 0.0 { LogDecisions::Sample(rate) } else { LogDecisions::Problems })

@@ -49,10 +49,10 @@
 //! this module builds the canonical string for it and holds the known-answer vectors that
 //! pin both implementations, and the documented Rust and Python verifiers, to one format.
 
-use super::sha256::sha256;
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
 
 use super::hex::encode as hex;
-use super::hmac::{constant_time_eq, hmac_sha256};
 
 /// The header the worker adds to every origin request.
 pub const SIGNATURE_HEADER: &str = "idempotency-edge-signature";
@@ -170,9 +170,16 @@ pub fn check_secret(value: &str) -> Result<(), String> {
 
 /// The whole header value, computed in the core (the reference the runtime must match).
 pub fn sign(secret: &[u8], signed: &Signed<'_>, body: &[u8]) -> String {
-    let digest = hex(&sha256(body));
-    let mac = hmac_sha256(secret, canonical_string(signed, &digest).as_bytes());
+    let digest = hex(&Sha256::digest(body));
+    let mac = keyed(secret, &canonical_string(signed, &digest)).finalize().into_bytes();
     header_value(signed, &mac)
+}
+
+/// HMAC-SHA-256 under the secret, over the canonical string.
+fn keyed(secret: &[u8], canonical: &str) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes a key of any length");
+    mac.update(canonical.as_bytes());
+    mac
 }
 
 /// Why a signature was refused.
@@ -221,9 +228,11 @@ pub fn verify(
     }
     let idempotency_key = idempotency_key.unwrap_or("");
     let signed = Signed { method, path_and_query, idempotency_key, protection, timestamp, nonce };
-    let digest = hex(&sha256(body));
-    let expected = hex(&hmac_sha256(secret, canonical_string(&signed, &digest).as_bytes()));
-    if constant_time_eq(expected.as_bytes(), v2.as_bytes()) {
+    let digest = hex(&Sha256::digest(body));
+    // The MAC is written as lowercase hex, and only that spelling is the signature.
+    let presented = ::hex::decode(v2).ok().filter(|_| !v2.bytes().any(|b| b.is_ascii_uppercase()));
+    let mac = keyed(secret, &canonical_string(&signed, &digest));
+    if presented.is_some_and(|tag| mac.verify_slice(&tag).is_ok()) {
         Ok(Verified { nonce: nonce.to_owned(), protection })
     } else {
         Err(Refusal::Mismatch)
@@ -257,7 +266,7 @@ mod tests {
         let body = br#"{"amount":1000,"currency":"eur"}"#;
         let charge = signed("POST", "/v1/charges?expand=customer", 1_796_300_000, NONCE);
         assert_eq!(
-            canonical_string(&charge, &hex(&sha256(body))),
+            canonical_string(&charge, &hex(&Sha256::digest(body))),
             "idempotency-edge-signature-v2\nPOST\n/v1/charges?expand=customer\n1796300000\n0123456789abcdef0123456789abcdef\norder-42-charge\nprotected\n4e493e4ce0e474c166303ac8affb1464ce2a54f9299ae1e25f7a4360993d22bb"
         );
         assert_eq!(
@@ -308,6 +317,15 @@ mod tests {
         let renonced = header.replace(NONCE, "1123456789abcdef0123456789abcdef");
         assert_eq!(check(Some(&renonced), "POST", "/v1/charges", key, body, 1_010), Err(Refusal::Mismatch));
         assert_eq!(check(None, "POST", "/v1/charges", key, body, 1_010), Err(Refusal::Missing));
+        // The MAC only as written: lowercase hex, whole.
+        let (fields, mac) = header.split_once(",v2=").unwrap();
+        for spelling in [mac.to_uppercase(), mac[..62].to_owned(), format!("{mac}00"), "zz".repeat(32)] {
+            let respelled = format!("{fields},v2={spelling}");
+            assert_eq!(
+                check(Some(&respelled), "POST", "/v1/charges", key, body, 1_010),
+                Err(Refusal::Mismatch)
+            );
+        }
         assert_eq!(
             check(Some("t=1000,v1=00"), "POST", "/v1/charges", key, body, 1_010),
             Err(Refusal::Malformed)

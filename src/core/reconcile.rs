@@ -59,7 +59,6 @@ use super::config::ObjectPolicy;
 use super::key::IdempotencyKey;
 use super::problem::{Problem, ProblemKind};
 use super::record::{Millis, StoredResponse};
-use super::text;
 use super::wire::{decode_policy, encode_policy};
 
 /// The header on a replayed answer that a lookup gave, instead of the original reply.
@@ -108,14 +107,14 @@ impl ReconcileRoute {
         if authority.is_empty() || authority.contains(['{', '}', '@']) {
             return Err("expected a host (without {key} or credentials) after the scheme".to_owned());
         }
-        if !text::contains(path, KEY_PLACEHOLDER) {
+        if !path.contains(KEY_PLACEHOLDER) {
             return Err("expected {key} in the path or the query".to_owned());
         }
         if template.chars().any(|c| c.is_whitespace() || c.is_control()) || template.contains('#') {
             return Err("expected a URL without spaces or a fragment".to_owned());
         }
         // With a key that cannot make one, a dot segment is the template's own.
-        if has_dot_segment(&text::replace(path, KEY_PLACEHOLDER, "k")) {
+        if has_dot_segment(&path.replace(KEY_PLACEHOLDER, "k")) {
             return Err("expected a path without . or .. segments".to_owned());
         }
         let not_found = match not_found {
@@ -133,7 +132,7 @@ impl ReconcileRoute {
 
     /// The lookup's URL for `key`.
     pub fn url_for(&self, key: &str) -> String {
-        text::replace(&self.template, KEY_PLACEHOLDER, &percent_encode(key))
+        self.template.replace(KEY_PLACEHOLDER, &percent_encode(key))
     }
 
     /// The lookup's URL for `key`, in the spelling the origin receives (rule 1), or the
@@ -170,16 +169,9 @@ fn has_dot_segment(path_and_query: &str) -> bool {
 
 /// Every byte but RFC 3986's unreserved characters, percent-encoded.
 pub fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() * 3);
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(byte as char);
-        } else {
-            out.push('%');
-            super::hex::push_upper(&mut out, byte);
-        }
-    }
-    out
+    use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+    const RESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+    utf8_percent_encode(text, RESERVED).to_string()
 }
 
 /// What a key's record keeps for its reconciliation (record extension, `core::record`).

@@ -46,7 +46,6 @@ use super::origin_auth::SIGNATURE_HEADER;
 use super::policy::{StatusSet, AUTH_REFUSED};
 use super::problem::{Problem, ProblemKind};
 use super::reconcile::ReconcileRoute;
-use super::text;
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
 /// forwards only standard methods from an object.
@@ -639,7 +638,7 @@ pub fn pattern_matches(pattern: &str, path: &str) -> bool {
     let parts: Vec<&str> = parts.collect();
     let Some((last, middle)) = parts.split_last() else { return rest.is_empty() };
     for part in middle {
-        match text::find(rest, part) {
+        match rest.find(part) {
             Some(at) => rest = &rest[at + part.len()..],
             None => return false,
         }

@@ -52,7 +52,7 @@ use super::config::{ConfigError, VAR_SCOPE_HEADER};
 use super::fingerprint::{caller_binding_digest, Digest256, Scope, ScopeField};
 use super::jwt::{parse_jwks, ClaimPath, Identity, JwksSource, KeySet, Unverified, Validation};
 use super::problem::{Problem, ProblemKind};
-use super::sha256::Sha256;
+use sha2::{Digest, Sha256};
 
 pub const VAR_ALLOW_ANONYMOUS: &str = "ALLOW_ANONYMOUS";
 pub const VAR_JWT_CLAIM: &str = "SCOPE_JWT_CLAIM";
@@ -308,7 +308,7 @@ fn bound_limit_key(scope_salt: &Digest256, binding: &Digest256) -> Digest256 {
     hasher.update(b"idempotency-edge rate limit scope v1");
     hasher.update(&scope_salt.0);
     hasher.update(&binding.0);
-    Digest256(hasher.finalize())
+    Digest256(hasher.finalize().into())
 }
 
 /// The scope as logged: its kind, and why a token did not verify, if one was tried.
@@ -525,25 +525,10 @@ fn parse_jwks_url(raw: &str) -> Result<Option<String>, ConfigError> {
     Ok(Some(url.to_owned()))
 }
 
-/// Whether `host` is an IPv4 address in 127.0.0.0/8, written as `std::net::Ipv4Addr` reads
-/// one (four decimal octets up to 255, no leading zeros, no signs or spaces). By hand: the
-/// standard library's address parser is a kilobyte of the Wasm for this one check.
+/// Whether `host` is an IPv4 address in 127.0.0.0/8, as `std::net::Ipv4Addr` reads one
+/// (four decimal octets up to 255, no leading zeros, no signs or spaces).
 fn is_loopback_ipv4(host: &str) -> bool {
-    let mut octets = host.split('.');
-    let mut first = None;
-    for _ in 0..4 {
-        let Some(octet) = octets.next() else { return false };
-        let digits_only = !octet.is_empty() && octet.len() <= 3 && octet.bytes().all(|b| b.is_ascii_digit());
-        if !digits_only || (octet.len() > 1 && octet.starts_with('0')) {
-            return false;
-        }
-        let value = octet.bytes().fold(0u32, |n, b| n * 10 + u32::from(b - b'0'));
-        if value > 255 {
-            return false;
-        }
-        first.get_or_insert(value);
-    }
-    octets.next().is_none() && first == Some(127)
+    host.parse::<std::net::Ipv4Addr>().is_ok_and(|address| address.is_loopback())
 }
 
 #[cfg(test)]

@@ -8,11 +8,9 @@
 //! `#` the fragment. Pulling in a full URL parser (the `url` crate and its IDNA tables) for
 //! this cost about a fifth of the Wasm bundle.
 
-use super::text;
-
 /// The path and the query (without `?`) of a serialised URL.
 pub fn path_and_query_parts(url: &str) -> (&str, Option<&str>) {
-    let after_scheme = text::find(url, "://").map_or(0, |i| i + 3);
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
     let rest = &url[after_scheme..];
     let rest = match rest.find('#') {
         Some(i) => &rest[..i],
@@ -46,7 +44,7 @@ pub fn path_and_query(url: &str) -> String {
 /// port when none is given). An IPv6 host keeps its brackets, as `url::Url::host_str` does.
 /// `None` when there is no usable host or port.
 pub fn host_and_port(url: &str) -> Option<(&str, u16)> {
-    let (scheme, rest) = text::split_once(url, "://")?;
+    let (scheme, rest) = url.split_once("://")?;
     let default_port = if scheme.eq_ignore_ascii_case("https") {
         443
     } else if scheme.eq_ignore_ascii_case("http") {

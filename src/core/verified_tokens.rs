@@ -14,6 +14,8 @@
 //! 3. At most [`MAX_VERIFIED_TOKENS`] are kept; one more starts the memo again (cheaper
 //!    than tracking age, and a miss costs only a signature check).
 
+use std::collections::HashMap;
+
 use super::jwt::{Identity, Validity};
 
 /// How long a verification is reused, at most.
@@ -24,11 +26,7 @@ pub const MAX_VERIFIED_TOKENS: usize = 1_024;
 /// The tokens that verified in this isolate, by verification id.
 #[derive(Debug, Default)]
 pub struct VerifiedTokens {
-    /// Sorted by id, found by binary search: a list rather than a hash map, whose code
-    /// (hashbrown and SipHash) was about 3 KB of the Wasm gzipped for this memo and
-    /// `runtime::identity`'s key handles. A new verification moves at most
-    /// [`MAX_VERIFIED_TOKENS`] entries, after a signature check that costs far more.
-    tokens: Vec<([u8; 32], Remembered)>,
+    tokens: HashMap<[u8; 32], Remembered>,
 }
 
 /// A token that verified, and until when that may be reused.
@@ -43,12 +41,11 @@ impl VerifiedTokens {
     /// The identity of the token `id` if it verified before and may be reused at `now_ms`
     /// (rule 2); one that may not is forgotten.
     pub fn recall(&mut self, id: &[u8; 32], now_ms: u64) -> Option<Identity> {
-        let at = self.tokens.binary_search_by(|(known, _)| known.cmp(id)).ok()?;
-        let remembered = &self.tokens[at].1;
+        let remembered = self.tokens.get(id)?;
         if now_ms < remembered.until_ms && remembered.validity.contains(now_ms / 1_000) {
             return Some(remembered.identity.clone());
         }
-        self.tokens.remove(at);
+        self.tokens.remove(id);
         None
     }
 
@@ -58,10 +55,7 @@ impl VerifiedTokens {
             self.tokens.clear();
         }
         let remembered = Remembered { identity, validity, until_ms: now_ms + VERIFIED_TOKEN_TTL_MS };
-        match self.tokens.binary_search_by(|(known, _)| known.cmp(&id)) {
-            Ok(at) => self.tokens[at].1 = remembered,
-            Err(at) => self.tokens.insert(at, (id, remembered)),
-        }
+        self.tokens.insert(id, remembered);
     }
 }
 
@@ -165,7 +159,7 @@ mod tests {
             let mut memo = VerifiedTokens::default();
             let mut model = Model::default();
             for (remember, first_byte, last_byte, later_ms, exp_after_s) in calls {
-                // Ids that differ in their first and last bytes, so the order matters.
+                // Ids that differ in their first and last bytes.
                 let mut token = [7; 32];
                 token[0] = first_byte;
                 token[31] = last_byte;

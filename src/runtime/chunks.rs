@@ -28,7 +28,6 @@ use super::storage::{self, LegacyRow, StorageError, Stores};
 use crate::core::chunks::{self, ChunkManifest, CHUNK_BYTES};
 use crate::core::record::{Completed, Record, StoredResponse, SEALED_RECORD_VERSION};
 use crate::core::seal::{Envelope, KeyRing};
-use crate::core::text;
 
 const CREATE_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS idempotency_chunk (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL)";
@@ -296,7 +295,7 @@ pub async fn open(
 pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
     match sql.run(CLEAR, &[]) {
         Ok(_) => Ok(()),
-        Err(error) if text::contains(&error.to_string(), "no such table") => Ok(()),
+        Err(error) if error.to_string().contains("no such table") => Ok(()),
         Err(error) => Err(StorageError::Sql(error.to_string())),
     }
 }
@@ -329,7 +328,7 @@ fn count_rows(sql: &SqlStorage) -> Result<usize, StorageError> {
 fn query(sql: &SqlStorage, statement: &str, bindings: &[JsValue]) -> Result<Array, StorageError> {
     match sql.run(statement, bindings).and_then(|cursor| cursor.rows()) {
         Ok(rows) => Ok(rows),
-        Err(error) if text::contains(&error.to_string(), "no such table") => Ok(Array::new()),
+        Err(error) if error.to_string().contains("no such table") => Ok(Array::new()),
         Err(error) => Err(StorageError::Sql(error.to_string())),
     }
 }

@@ -89,7 +89,7 @@ fn environment_names(env: &Env) -> Vec<String> {
     let object: &js_sys::Object = AsRef::<JsValue>::as_ref(env).unchecked_ref();
     let mut names: Vec<String> =
         js_sys::Object::keys(object).iter().filter_map(|key| key.as_string()).collect();
-    crate::core::order::sort_stable_by(&mut names, |a, b| a < b);
+    names.sort();
     names
 }
 

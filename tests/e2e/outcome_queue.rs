@@ -292,7 +292,9 @@ const STALL: Duration = Duration::from_secs(4);
 fn reconciled() -> &'static (LedgerOrigin, Worker) {
     static CELL: OnceLock<Result<(LedgerOrigin, Worker), String>> = OnceLock::new();
     shared(&CELL, || {
-        let origin = LedgerOrigin::start();
+        // The ledger verifies the edge's signature on every request, lookups included.
+        let secret = crate::support::requests::secret("origin-auth");
+        let origin = LedgerOrigin::start(&secret);
         let routes = format!(r#"[{{"pattern":"/v1/charges","reconcile_url":"{}"}}]"#, origin.reconcile_url());
         let vars = [
             ("ORIGIN_URL", origin.url()),
@@ -300,7 +302,7 @@ fn reconciled() -> &'static (LedgerOrigin, Worker) {
             ("ORIGIN_TIMEOUT_SECONDS", ORIGIN_TIMEOUT_SECONDS.to_string()),
             ("IDEMPOTENCY_TTL_SECONDS", "600".to_owned()),
             ("IDEMPOTENCY_ROUTES", routes),
-            ("ORIGIN_AUTH_SECRET", crate::support::requests::secret("origin-auth")),
+            ("ORIGIN_AUTH_SECRET", secret),
         ]
         .into_iter()
         .map(|(n, v)| (n.to_owned(), v))

@@ -27,7 +27,7 @@
 //!    log it. It answers with the record's inspect view, which names the object id and
 //!    never the scope.
 
-use super::json::{self, Map, Value};
+use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -77,13 +77,13 @@ pub fn operator_name(header: Option<&str>) -> Option<String> {
 /// One audit line (JSON) for an admin call: `operation` is `inspect`, `reveal`, `purge`,
 /// `purge-force` or `refused`; `outcome` the answer's status. No token, no record content.
 pub fn audit_line(operation: &str, object_id: Option<&str>, operator: Option<&str>, status: u16) -> String {
-    Value::object(vec![
-        ("event", "admin-audit".into()),
-        ("operation", operation.into()),
-        ("object", object_id.into()),
-        ("operator", operator_name(operator).into()),
-        ("status", status.into()),
-    ])
+    json!({
+        "event": "admin-audit",
+        "operation": operation,
+        "object": object_id,
+        "operator": operator_name(operator),
+        "status": status,
+    })
     .to_string()
 }
 
@@ -162,17 +162,14 @@ pub fn inspection(
     faults: &FaultInjection,
 ) -> Value {
     let mut view = summary(object_id, record, waiters.is_some(), now, reveal_fingerprint);
-    view.insert("waiters", waiters.unwrap_or(0));
+    view["waiters"] = waiters.unwrap_or(0).into();
     if faults.is_set() {
-        view.insert(
-            "fault_injection",
-            Value::object(vec![
-                ("alarm_failures", faults.alarm_failures.into()),
-                ("delete_failures", faults.delete_failures.into()),
-                ("chunk_write_failures", faults.chunk_write_failures.into()),
-                ("panics_on_request", faults.panics_on_request.into()),
-            ]),
-        );
+        view["fault_injection"] = json!({
+            "alarm_failures": faults.alarm_failures,
+            "delete_failures": faults.delete_failures,
+            "chunk_write_failures": faults.chunk_write_failures,
+            "panics_on_request": faults.panics_on_request,
+        });
     }
     view
 }
@@ -187,22 +184,22 @@ pub fn summary(
     reveal_fingerprint: bool,
 ) -> Value {
     let Some(record) = record.filter(|record| !record.is_expired(now)) else {
-        return Value::object(vec![("object_id", object_id.into()), ("state", "absent".into())]);
+        return json!({"object_id": object_id, "state": "absent"});
     };
-    let mut view = Value::object(vec![
-        ("object_id", object_id.into()),
-        ("state", record.state_name().into()),
-        ("expires_at_ms", record.expires_at().into()),
-    ]);
+    let mut view = json!({
+        "object_id": object_id,
+        "state": record.state_name(),
+        "expires_at_ms": record.expires_at(),
+    });
     if reveal_fingerprint {
-        view.insert("fingerprint", record.fingerprint().to_hex());
+        view["fingerprint"] = Value::from(record.fingerprint().to_hex());
     }
     match record {
         Record::InFlight(claim) => {
-            view.insert("created_at_ms", claim.claimed_at);
-            view.insert("lease_until_ms", claim.lease_until);
-            view.insert("executing_now", live);
-            view.insert("attempts", claim.origin_attempts);
+            view["created_at_ms"] = Value::from(claim.claimed_at);
+            view["lease_until_ms"] = Value::from(claim.lease_until);
+            view["executing_now"] = Value::from(live);
+            view["attempts"] = Value::from(claim.origin_attempts);
             if let Some(job) = &claim.async_job {
                 // Never the request itself: only that one is stored (sealed).
                 let phase = match job.phase {
@@ -210,64 +207,55 @@ pub fn summary(
                     JobPhase::Sending => "sending",
                     JobPhase::GaveUp => "gave-up",
                 };
-                view.insert(
-                    "async",
-                    Value::object(vec![
-                        ("phase", phase.into()),
-                        (
-                            "retry_at_ms",
-                            (job.phase == JobPhase::Waiting).then_some(job.next_attempt_at).into(),
-                        ),
-                        ("deadline_ms", job.deadline.into()),
-                        ("request_stored", (!job.sealed_request.is_empty()).into()),
-                    ]),
-                );
+                view["async"] = json!({
+                    "phase": phase,
+                    "retry_at_ms": (job.phase == JobPhase::Waiting).then_some(job.next_attempt_at),
+                    "deadline_ms": job.deadline,
+                    "request_stored": !job.sealed_request.is_empty(),
+                });
             }
         }
         Record::Completed(done) => {
-            view.insert("created_at_ms", done.completed_at);
+            view["created_at_ms"] = Value::from(done.completed_at);
             match &done.sealed_answer {
                 // Sealed: not even the status is known without opening it.
                 Some(sealed) => {
-                    view.insert("sealed", true);
+                    view["sealed"] = Value::from(true);
                     if let Some(envelope) = super::seal::Envelope::decode(sealed) {
-                        view.insert("key_id", envelope.key_id);
+                        view["key_id"] = Value::from(envelope.key_id);
                     }
                 }
                 None => {
-                    view.insert("status", done.response.status);
+                    view["status"] = Value::from(done.response.status);
                     let body_bytes =
                         done.chunks.as_ref().map_or(done.response.body.len() as u64, |m| m.body_len);
-                    view.insert("body_bytes", body_bytes);
+                    view["body_bytes"] = Value::from(body_bytes);
                 }
             }
             // A large answer stored in chunk rows (`core::chunks`).
             if let Some(manifest) = &done.chunks {
-                view.insert("chunks", manifest.count());
+                view["chunks"] = Value::from(manifest.count());
             }
         }
         Record::Unknown(unknown) => {
-            view.insert("created_at_ms", unknown.since);
-            view.insert("attempts", unknown.origin_attempts);
+            view["created_at_ms"] = Value::from(unknown.since);
+            view["attempts"] = Value::from(unknown.origin_attempts);
             let reason = match unknown.reason {
                 UnknownReason::OriginTimeout => "origin-timeout",
                 UnknownReason::ResetAfterSend => "reset-after-send",
                 UnknownReason::ResponseTooLarge { .. } => "response-too-large",
             };
-            view.insert("reason", reason);
+            view["reason"] = Value::from(reason);
         }
     }
     // A lookup for an unknown outcome (`core::reconcile`): how often it said nothing, and
     // when the alarm asks next. Never the lookup itself (sealed: it holds the key).
     if let Some(reconciling) = record.reconciling() {
-        view.insert(
-            "reconcile",
-            Value::object(vec![
-                ("asked", reconciling.asked.into()),
-                ("next_at_ms", matches!(record, Record::Unknown(_)).then_some(reconciling.next_at).into()),
-                ("not_found_status", reconciling.not_found.into()),
-            ]),
-        );
+        view["reconcile"] = json!({
+            "asked": reconciling.asked,
+            "next_at_ms": matches!(record, Record::Unknown(_)).then_some(reconciling.next_at),
+            "not_found_status": reconciling.not_found,
+        });
     }
     view
 }
@@ -308,7 +296,7 @@ pub fn parse_lookup(
     if body.len() > MAX_LOOKUP_BYTES {
         return Err(bad("The lookup's body is over 16 KiB."));
     }
-    let value = json::parse(body).map_err(|_| bad("The lookup's body is not JSON."))?;
+    let value = serde_json::from_slice::<Value>(body).map_err(|_| bad("The lookup's body is not JSON."))?;
     let key = value["key"].as_str().ok_or_else(|| bad("Name the key: \"key\": \"…\"."))?;
     let key = parse_key(key.as_bytes()).map_err(|_| bad("\"key\" is not a valid Idempotency-Key."))?;
     let scope = match (&value["credential"], &value["claim"], &value["anonymous"]) {

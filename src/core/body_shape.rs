@@ -38,8 +38,18 @@
 //!    shaped: it is hashed whole, as raw bytes, as on every route, so a retry must then be
 //!    byte-identical. The options cannot be applied to what cannot be read as JSON, and
 //!    counting everything never replays one payload's answer for another.
+//!
+//! The pointers are this module's own, not serde_json's `Value::pointer`, which cannot
+//! express rules 2 to 4: it reads a `Value`, which keeps one member of a repeated name (the
+//! last) where rule 2 selects every one of them, matches names exactly where rule 4 matches
+//! them as a case-insensitive decoder does, and gives a value, not its canonical text (exact
+//! numbers, names as spelled) that rules 3 and 4 hash. The JSON itself is read by serde_json
+//! (`canonical_json::level`); what is left here is RFC 6901's token syntax (`~0`, `~1`,
+//! array indices) and the walk.
 
-use super::canonical_json::{folded_key, folded_name, key_value, MAX_DEPTH};
+use serde_json::value::RawValue;
+
+use super::canonical_json::{self, folded_key, folded_name, key_value, Level, MAX_DEPTH};
 
 /// Most pointers a route may list.
 pub const MAX_POINTERS: usize = 32;
@@ -179,97 +189,39 @@ enum Kind<'a> {
     Scalar,
 }
 
-/// Reads canonical JSON (no whitespace, every token valid) into [`Node`]s. Its depth is
+/// Reads canonical JSON into [`Node`]s, with serde_json (`canonical_json::level`): the
+/// canonical form has no whitespace, so each value's raw text is its span. Its depth is
 /// bounded by `canonical_json`'s, so the recursion is too.
-struct Reader<'a> {
-    input: &'a [u8],
-    pos: usize,
-}
+struct Reader;
 
-impl<'a> Reader<'a> {
-    fn parse(input: &'a [u8]) -> Option<Node<'a>> {
-        let mut reader = Reader { input, pos: 0 };
-        let node = reader.value(0)?;
-        (reader.pos == input.len()).then_some(node)
+impl Reader {
+    fn parse(input: &[u8]) -> Option<Node<'_>> {
+        let text = std::str::from_utf8(input).ok()?;
+        Reader::node(text, canonical_json::read(text)?, 0)
     }
 
-    fn peek(&self) -> Option<u8> {
-        self.input.get(self.pos).copied()
+    fn value(raw: &RawValue, depth: usize) -> Option<Node<'_>> {
+        Reader::node(raw.get(), canonical_json::level(raw)?, depth)
     }
 
-    fn eat(&mut self, byte: u8) -> Option<()> {
-        (self.peek()? == byte).then(|| self.pos += 1)
-    }
-
-    fn value(&mut self, depth: usize) -> Option<Node<'a>> {
+    /// The node of `span` (no whitespace around it), read as `level`.
+    fn node<'a>(span: &'a str, level: Level<'a>, depth: usize) -> Option<Node<'a>> {
         if depth > MAX_DEPTH {
             return None;
         }
-        let start = self.pos;
-        let kind = match self.peek()? {
-            b'{' => {
-                self.pos += 1;
-                let mut members = Vec::new();
-                if self.eat(b'}').is_none() {
-                    loop {
-                        let name = self.string()?;
-                        self.eat(b':')?;
-                        members.push((name, self.value(depth + 1)?));
-                        if self.eat(b',').is_none() {
-                            self.eat(b'}')?;
-                            break;
-                        }
-                    }
-                }
-                Kind::Object(members)
-            }
-            b'[' => {
-                self.pos += 1;
-                let mut items = Vec::new();
-                if self.eat(b']').is_none() {
-                    loop {
-                        items.push(self.value(depth + 1)?);
-                        if self.eat(b',').is_none() {
-                            self.eat(b']')?;
-                            break;
-                        }
-                    }
-                }
-                Kind::Array(items)
-            }
-            b'"' => {
-                self.string()?;
-                Kind::Scalar
-            }
-            _ => {
-                while self.peek().is_some_and(|b| !matches!(b, b',' | b']' | b'}')) {
-                    self.pos += 1;
-                }
-                if self.pos == start {
-                    return None;
-                }
-                Kind::Scalar
-            }
+        let kind = match level {
+            Level::Object(members) => Kind::Object(
+                members
+                    .into_iter()
+                    .map(|(name, value)| Some((name.as_bytes(), Reader::value(value, depth + 1)?)))
+                    .collect::<Option<_>>()?,
+            ),
+            Level::Array(items) => Kind::Array(
+                items.into_iter().map(|item| Reader::value(item, depth + 1)).collect::<Option<_>>()?,
+            ),
+            Level::Token(_) => Kind::Scalar,
         };
-        let input: &'a [u8] = self.input;
-        Some(Node { span: &input[start..self.pos], kind })
-    }
-
-    /// A string token, quotes included (already validated by `canonical_json`).
-    fn string(&mut self) -> Option<&'a [u8]> {
-        let start = self.pos;
-        self.eat(b'"')?;
-        loop {
-            match self.peek()? {
-                b'\\' => self.pos += 2,
-                b'"' => {
-                    self.pos += 1;
-                    let input: &'a [u8] = self.input;
-                    return Some(&input[start..self.pos]);
-                }
-                _ => self.pos += 1,
-            }
-        }
+        Some(Node { span: span.as_bytes(), kind })
     }
 }
 

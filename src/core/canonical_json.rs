@@ -1,6 +1,7 @@
 //! Canonical form of a JSON body, for the payload fingerprint.
 //!
-//! Owns one function, [`canonicalize`]; it reads bytes and allocates, nothing else.
+//! Owns [`canonicalize`], and the reading of JSON one level at a time (`read`, `level`)
+//! that `core::body_shape` shares; it reads bytes and allocates, nothing else.
 //!
 //! Rules (what makes two bodies "the same payload"):
 //! 1. Insignificant whitespace is dropped.
@@ -22,10 +23,24 @@
 //!    integer) are kept digit for digit: never rounded, never refused.
 //! 4. A body that is not UTF-8, nesting deeper than [`MAX_DEPTH`], or anything that is not
 //!    a single JSON value yields `None`; the caller then fingerprints the raw bytes (and still
-//!    forwards the body). Recursion is bounded by the depth limit, so no input can overflow
-//!    the stack (tested with 100,000 levels).
+//!    forwards the body).
+//!
+//! The JSON is read by serde_json, never by a parser of this crate's own: serde_json checks
+//! the syntax (RFC 8259: one value, whitespace around it, no trailing text), and hands each
+//! level over as [`RawValue`]s, the exact text of every member name, member value and array
+//! element, so that names and scalars can be kept as written and duplicate members seen
+//! (a `serde_json::Value` keeps neither). An object or array is read one level at a time
+//! from its raw text (`level`), so a byte is read once per level of nesting above it, at
+//! most [`MAX_DEPTH`] times; serde_json skips a raw value without recursing, so no input
+//! can overflow the stack (tested with 100,000 levels), and the depth limit is this
+//! module's own (128 levels, as before; serde_json's own limit, 127, never applies, since
+//! each read goes one level deep).
 
 use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 
 use super::case_fold::push_folded;
 
@@ -37,241 +52,140 @@ pub const MAX_DEPTH: usize = 128;
 pub fn canonicalize(body: &[u8]) -> Option<Vec<u8>> {
     // RFC 8259 §8.1. Parsers differ in what they make of invalid UTF-8 (refuse it, or read
     // distinct byte sequences as the same U+FFFD), so such a body is only ever raw bytes.
-    std::str::from_utf8(body).ok()?;
-    let mut parser = Parser { input: body, pos: 0 };
+    let text = std::str::from_utf8(body).ok()?;
     let mut out = Vec::with_capacity(body.len());
-    parser.skip_ws();
-    parser.value(&mut out, 0)?;
-    parser.skip_ws();
-    (parser.pos == body.len()).then_some(out)
+    write(read(text)?, &mut out, 0)?;
+    Some(out)
 }
 
-struct Parser<'a> {
-    input: &'a [u8],
-    pos: usize,
+/// The whole of `text` as one JSON value, as serde_json reads it (whitespace around it, no
+/// trailing text), its top level read at once ([`level`]), so that the text is not scanned
+/// once more just to find where the value ends.
+pub(crate) fn read(text: &str) -> Option<Level<'_>> {
+    match text.trim_start_matches([' ', '\t', '\n', '\r']).as_bytes().first()? {
+        b'{' | b'[' => container(text),
+        _ => Some(Level::Token(serde_json::from_str::<&RawValue>(text).ok()?.get())),
+    }
 }
 
-impl<'a> Parser<'a> {
-    fn peek(&self) -> Option<u8> {
-        self.input.get(self.pos).copied()
-    }
+/// One level of a JSON value: an object's members (the name's string token as written,
+/// and the value) in written order, duplicates included; an array's elements; or the token
+/// of a string, number or literal.
+pub(crate) enum Level<'a> {
+    Object(Vec<(&'a str, &'a RawValue)>),
+    Array(Vec<&'a RawValue>),
+    Token(&'a str),
+}
 
-    fn skip_ws(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.pos += 1;
-        }
+/// Reads one level of `raw`, a value serde_json has already checked.
+pub(crate) fn level(raw: &RawValue) -> Option<Level<'_>> {
+    match raw.get().as_bytes().first()? {
+        b'{' | b'[' => container(raw.get()),
+        _ => Some(Level::Token(raw.get())),
     }
+}
 
-    fn eat(&mut self, byte: u8) -> Option<()> {
-        (self.peek()? == byte).then(|| self.pos += 1)
-    }
+/// The members or elements of the object or array `text` holds (and nothing else).
+fn container(text: &str) -> Option<Level<'_>> {
+    Some(match text.trim_start_matches([' ', '\t', '\n', '\r']).as_bytes().first()? {
+        b'{' => Level::Object(serde_json::from_str::<Members<'_>>(text).ok()?.0),
+        _ => Level::Array(serde_json::from_str::<Vec<&RawValue>>(text).ok()?),
+    })
+}
 
-    fn value(&mut self, out: &mut Vec<u8>, depth: usize) -> Option<()> {
-        match self.peek()? {
-            b'{' => self.object(out, depth + 1),
-            b'[' => self.array(out, depth + 1),
-            b'"' => {
-                let token = self.string()?;
-                out.extend_from_slice(token);
-                Some(())
+/// An object's members as serde_json reads them, each as its raw text, in written order.
+struct Members<'a>(Vec<(&'a str, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> Visitor<'de> for MembersVisitor {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
             }
-            b't' => self.literal(out, b"true"),
-            b'f' => self.literal(out, b"false"),
-            b'n' => self.literal(out, b"null"),
-            _ => {
-                let token = self.number()?;
-                out.extend_from_slice(token);
-                Some(())
-            }
-        }
-    }
-
-    fn literal(&mut self, out: &mut Vec<u8>, word: &[u8]) -> Option<()> {
-        let end = self.pos.checked_add(word.len())?;
-        (self.input.get(self.pos..end)? == word).then(|| {
-            self.pos = end;
-            out.extend_from_slice(word);
-        })
-    }
-
-    fn object(&mut self, out: &mut Vec<u8>, depth: usize) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.eat(b'{')?;
-        let mut members: Vec<(&'a [u8], Vec<u8>)> = Vec::new();
-        self.skip_ws();
-        if self.eat(b'}').is_none() {
-            loop {
-                self.skip_ws();
-                let key = self.string()?;
-                self.skip_ws();
-                self.eat(b':')?;
-                self.skip_ws();
-                let mut value = Vec::new();
-                self.value(&mut value, depth)?;
-                members.push((key, value));
-                self.skip_ws();
-                if self.eat(b',').is_some() {
-                    continue;
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut members = Vec::new();
+                while let Some(name) = map.next_key::<&'de RawValue>()? {
+                    members.push((name.get(), map.next_value::<&'de RawValue>()?));
                 }
-                self.eat(b'}')?;
-                break;
+                Ok(Members(members))
             }
         }
-        if !has_lookalike_keys(&members) {
-            // Each key decoded once; the sort is stable, so duplicates keep their order.
-            members.sort_by_cached_key(|&(key, _)| key_value(key));
-        }
-        out.push(b'{');
-        for (i, (key, value)) in members.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(key);
-            out.push(b':');
-            out.extend_from_slice(value);
-        }
-        out.push(b'}');
-        Some(())
+        deserializer.deserialize_map(MembersVisitor)
     }
+}
 
-    fn array(&mut self, out: &mut Vec<u8>, depth: usize) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.eat(b'[')?;
-        out.push(b'[');
-        self.skip_ws();
-        if self.eat(b']').is_none() {
-            loop {
-                self.skip_ws();
-                self.value(out, depth)?;
-                self.skip_ws();
-                if self.eat(b',').is_some() {
+/// Writes the canonical form of `raw`, a value at `depth` levels of nesting.
+fn value(raw: &RawValue, out: &mut Vec<u8>, depth: usize) -> Option<()> {
+    write(level(raw)?, out, depth)
+}
+
+/// Writes the canonical form of a value read as `level`, at `depth` levels of nesting.
+fn write(level: Level<'_>, out: &mut Vec<u8>, depth: usize) -> Option<()> {
+    match level {
+        Level::Token(token) => out.extend_from_slice(token.as_bytes()),
+        _ if depth >= MAX_DEPTH => return None,
+        Level::Array(elements) => {
+            out.push(b'[');
+            for (i, element) in elements.into_iter().enumerate() {
+                if i > 0 {
                     out.push(b',');
-                    continue;
                 }
-                self.eat(b']')?;
-                break;
+                value(element, out, depth + 1)?;
             }
+            out.push(b']');
         }
-        out.push(b']');
-        Some(())
-    }
-
-    /// A string token, quotes included, validated but not decoded.
-    fn string(&mut self) -> Option<&'a [u8]> {
-        let start = self.pos;
-        self.eat(b'"')?;
-        loop {
-            match self.peek()? {
-                b'"' => {
-                    self.pos += 1;
-                    let input: &'a [u8] = self.input;
-                    return Some(&input[start..self.pos]);
+        Level::Object(written) => {
+            let mut members: Vec<(&[u8], Vec<u8>)> = Vec::with_capacity(written.len());
+            for (key, raw_value) in written {
+                let mut canonical = Vec::new();
+                value(raw_value, &mut canonical, depth + 1)?;
+                members.push((key.as_bytes(), canonical));
+            }
+            if !has_lookalike_keys(&members) {
+                // Each key decoded once; the sort is stable, so duplicates keep their order.
+                members.sort_by_cached_key(|&(key, _)| key_value(key));
+            }
+            out.push(b'{');
+            for (i, (key, value)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
                 }
-                b'\\' => {
-                    self.pos += 1;
-                    match self.peek()? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.pos += 1,
-                        b'u' => {
-                            let hex = self.input.get(self.pos + 1..self.pos + 5)?;
-                            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                                return None;
-                            }
-                            self.pos += 5;
-                        }
-                        _ => return None,
-                    }
-                }
-                0x00..=0x1f => return None,
-                _ => self.pos += 1,
+                out.extend_from_slice(key);
+                out.push(b':');
+                out.extend_from_slice(value);
             }
+            out.push(b'}');
         }
     }
-
-    /// A number token per RFC 8259 §6, kept verbatim.
-    fn number(&mut self) -> Option<&'a [u8]> {
-        let start = self.pos;
-        let _ = self.eat(b'-');
-        match self.peek()? {
-            b'0' => self.pos += 1,
-            b'1'..=b'9' => self.digits(),
-            _ => return None,
-        }
-        if self.eat(b'.').is_some() {
-            self.require_digits()?;
-        }
-        if matches!(self.peek(), Some(b'e' | b'E')) {
-            self.pos += 1;
-            if matches!(self.peek(), Some(b'+' | b'-')) {
-                self.pos += 1;
-            }
-            self.require_digits()?;
-        }
-        let input: &'a [u8] = self.input;
-        Some(&input[start..self.pos])
-    }
-
-    fn digits(&mut self) {
-        while matches!(self.peek(), Some(b'0'..=b'9')) {
-            self.pos += 1;
-        }
-    }
-
-    fn require_digits(&mut self) -> Option<()> {
-        let before = self.pos;
-        self.digits();
-        (self.pos > before).then_some(())
-    }
+    Some(())
 }
 
-/// The value of a validated string token, for sorting: its escapes decoded, as generalised
-/// UTF-8 (a lone surrogate escape is encoded like a code point), whose byte order is code
-/// point order. Borrowed when the token has no escape.
+/// The value of a string token serde_json has checked, for sorting: its escapes decoded by
+/// serde_json as a byte string, so in generalised UTF-8 (WTF-8: a lone surrogate escape is
+/// encoded like a code point, a pair as the one code point it stands for), whose byte order
+/// is code point order. Borrowed when the token has no escape.
 pub(crate) fn key_value(token: &[u8]) -> Cow<'_, [u8]> {
     let inner = token.get(1..token.len().saturating_sub(1)).unwrap_or_default();
     if !inner.contains(&b'\\') {
         return Cow::Borrowed(inner);
     }
-    let mut out = Vec::with_capacity(inner.len());
-    let mut rest = inner;
-    while let Some((&byte, tail)) = rest.split_first() {
-        rest = tail;
-        if byte != b'\\' {
-            out.push(byte);
-            continue;
+    struct Decoded;
+    impl<'de> Visitor<'de> for Decoded {
+        type Value = Cow<'de, [u8]>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON string")
         }
-        let Some((&escape, tail)) = rest.split_first() else { break };
-        rest = tail;
-        let unit = match escape {
-            b'u' => match hex4(rest) {
-                Some(unit) => {
-                    rest = &rest[4..];
-                    unit
-                }
-                None => break,
-            },
-            b'b' => 0x08,
-            b'f' => 0x0c,
-            b'n' => 0x0a,
-            b'r' => 0x0d,
-            b't' => 0x09,
-            other => u32::from(other),
-        };
-        // A high surrogate followed by a low one is one code point.
-        let low = rest.strip_prefix(b"\\u").and_then(hex4).filter(|low| (0xdc00..0xe000).contains(low));
-        let code_point = match low {
-            Some(low) if (0xd800..0xdc00).contains(&unit) => {
-                rest = &rest[6..];
-                0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00)
-            }
-            _ => unit,
-        };
-        push_code_point(&mut out, code_point);
+        fn visit_borrowed_bytes<E>(self, bytes: &'de [u8]) -> Result<Self::Value, E> {
+            Ok(Cow::Borrowed(bytes))
+        }
+        fn visit_bytes<E>(self, bytes: &[u8]) -> Result<Self::Value, E> {
+            Ok(Cow::Owned(bytes.to_vec()))
+        }
     }
-    Cow::Owned(out)
+    let mut deserializer = serde_json::Deserializer::from_slice(token);
+    deserializer.deserialize_bytes(Decoded).unwrap_or(Cow::Borrowed(inner))
 }
 
 /// Whether two of these keys differ as written but are one key to a case-insensitive
@@ -333,26 +247,8 @@ fn generalised_code_points(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
     })
 }
 
-fn hex4(bytes: &[u8]) -> Option<u32> {
-    let digits = bytes.get(..4)?;
-    digits.iter().try_fold(0, |value, &digit| Some(value << 4 | u32::from(super::hex::digit_value(digit)?)))
-}
-
-/// UTF-8's encoding of any code point below 0x110000, surrogates included.
-fn push_code_point(out: &mut Vec<u8>, cp: u32) {
-    let continuation = |shift: u32| 0x80 | ((cp >> shift) & 0x3f) as u8;
-    match cp {
-        0..=0x7f => out.push(cp as u8),
-        0x80..=0x7ff => out.extend_from_slice(&[0xc0 | (cp >> 6) as u8, continuation(0)]),
-        0x800..=0xffff => out.extend_from_slice(&[0xe0 | (cp >> 12) as u8, continuation(6), continuation(0)]),
-        _ => out.extend_from_slice(&[
-            0xf0 | (cp >> 18) as u8,
-            continuation(12),
-            continuation(6),
-            continuation(0),
-        ]),
-    }
-}
+#[cfg(test)]
+mod known_answers;
 
 #[cfg(test)]
 mod tests {

@@ -113,8 +113,9 @@ fn sf_string(key: &str) -> String {
 /// JSON canonicalisation and the payload fingerprint.
 ///
 /// Canonicalisation is deterministic and idempotent, never lengthens the body, keeps its
-/// meaning (serde_json reads the same value from both), and accepts whatever serde_json
-/// (a strict RFC 8259 parser, depth limit 127) accepts. The fingerprint is deterministic,
+/// meaning (serde_json reads the same `Value` from both: members, duplicates' last value,
+/// numbers), accepts whatever serde_json (a strict RFC 8259 parser, depth limit 127)
+/// accepts, and nothing serde_json refuses. The fingerprint is deterministic,
 /// the same for a JSON body and its canonical form, and depends on the content type.
 pub fn json(data: &[u8]) {
     let canonical = canonicalize(data);
@@ -124,6 +125,10 @@ pub fn json(data: &[u8]) {
         assert!(canonical.is_some(), "valid JSON was not canonicalised");
     }
     if let Some(canonical) = &canonical {
+        assert!(
+            serde_json::from_slice::<serde::de::IgnoredAny>(data).is_ok(),
+            "canonicalised what serde_json refuses"
+        );
         assert_eq!(canonicalize(canonical).as_ref(), Some(canonical), "canonicalisation is idempotent");
         assert!(canonical.len() <= data.len(), "canonical form is longer");
         if let Some(value) = &strict {
@@ -726,10 +731,7 @@ pub fn jwt(data: &[u8]) {
     }
 
     if let Ok(path) = ClaimPath::parse(&text) {
-        let claims = crate::core::json::Value::object(vec![
-            ("sub", "a".into()),
-            ("org", crate::core::json::Value::object(vec![("id", 1u64.into())])),
-        ]);
+        let claims = serde_json::json!({"sub": "a", "org": {"id": 1u64}});
         let _ = path.find(claims.as_object().expect("an object"));
     }
     let _ = jwt_core::max_age_seconds(&text);

@@ -26,7 +26,7 @@
 //! Anything that fails is an [`Unverified`] reason: the caller falls back to the
 //! credential scope. A reason names a rule, never a value from the token.
 
-use super::json::{self, Map, Value};
+use serde_json::{Map, Value};
 
 /// Longest token accepted. Header values are bounded by the platform anyway; this bounds
 /// the work per request.
@@ -169,7 +169,7 @@ pub struct Token<'t> {
     /// `header.payload` as sent: what the signature covers.
     pub signing_input: &'t [u8],
     pub signature: Vec<u8>,
-    pub claims: Map,
+    pub claims: Map<String, Value>,
 }
 
 /// Splits and decodes a compact JWS. Checks the structure and the header only.
@@ -205,8 +205,8 @@ pub fn parse(token: &str) -> Result<Token<'_>, Unverified> {
     Ok(Token { algorithm, kid, signing_input, signature, claims })
 }
 
-fn json_object(bytes: &[u8]) -> Result<Map, Unverified> {
-    match json::parse(bytes) {
+fn json_object(bytes: &[u8]) -> Result<Map<String, Value>, Unverified> {
+    match serde_json::from_slice(bytes) {
         Ok(Value::Object(map)) => Ok(map),
         _ => Err(Unverified::Malformed),
     }
@@ -222,7 +222,11 @@ pub struct Validation {
 }
 
 /// Checks `exp`, `nbf`, `iss` and `aud` at `now_seconds` (seconds since the epoch).
-pub fn check_claims(claims: &Map, rules: &Validation, now_seconds: u64) -> Result<(), Unverified> {
+pub fn check_claims(
+    claims: &Map<String, Value>,
+    rules: &Validation,
+    now_seconds: u64,
+) -> Result<(), Unverified> {
     let now = now_seconds as f64;
     let leeway = rules.leeway_seconds as f64;
     let exp = claims.get("exp").and_then(Value::as_f64).ok_or(Unverified::MissingExpiry)?;
@@ -267,7 +271,7 @@ pub struct Validity {
 
 impl Validity {
     /// The window of claims that [`check_claims`] accepted.
-    pub fn of(claims: &Map, rules: &Validation) -> Validity {
+    pub fn of(claims: &Map<String, Value>, rules: &Validation) -> Validity {
         let leeway = rules.leeway_seconds as f64;
         let exp = claims.get("exp").and_then(Value::as_f64).unwrap_or(f64::NEG_INFINITY);
         let nbf = claims.get("nbf").and_then(Value::as_f64).unwrap_or(f64::NEG_INFINITY);
@@ -335,7 +339,7 @@ impl ClaimPath {
                     .to_owned(),
             );
         }
-        let quoted = || super::json::quoted(text);
+        let quoted = || Value::from(text);
         if text.chars().any(char::is_control) {
             return Err(format!("{} holds a control character", quoted()));
         }
@@ -384,7 +388,7 @@ impl ClaimPath {
     }
 
     /// The claim's value: the walk down the names, member by member, and nothing else.
-    pub fn find<'c>(&self, claims: &'c Map) -> Option<&'c Value> {
+    pub fn find<'c>(&self, claims: &'c Map<String, Value>) -> Option<&'c Value> {
         let (first, rest) = self.names.split_first()?;
         let mut value = claims.get(first)?;
         for name in rest {
@@ -506,7 +510,7 @@ pub enum JwksSource {
 /// when the text is not a JWKS, when no key is usable, or (inline only) when a key holds
 /// private material.
 pub fn parse_jwks(text: &str, source: JwksSource) -> Result<KeySet, String> {
-    let value = json::parse_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
+    let value = serde_json::from_str::<Value>(text).map_err(|e| format!("not valid JSON ({e})"))?;
     let Some(Value::Array(items)) = value.get("keys") else {
         return Err("expected a JWKS: an object with a \"keys\" array".to_owned());
     };
@@ -514,7 +518,7 @@ pub fn parse_jwks(text: &str, source: JwksSource) -> Result<KeySet, String> {
     for (index, item) in items.iter().enumerate() {
         let Value::Object(members) = item else { continue };
         if source == JwksSource::Inline
-            && ["d", "p", "q", "dp", "dq", "qi", "k"].iter().any(|m| members.contains_key(m))
+            && ["d", "p", "q", "dp", "dq", "qi", "k"].iter().any(|m| members.contains_key(*m))
         {
             return Err(format!(
                 "keys[{index}] holds private or secret key material; publish only public keys (HS256 secrets go in SCOPE_JWT_HS256_SECRET)"
@@ -533,7 +537,7 @@ pub fn parse_jwks(text: &str, source: JwksSource) -> Result<KeySet, String> {
     Ok(KeySet { keys })
 }
 
-fn usable_key(members: &Map) -> Option<Jwk> {
+fn usable_key(members: &Map<String, Value>) -> Option<Jwk> {
     let text = |name: &str| match members.get(name) {
         Some(Value::String(s)) => Some(s.as_str()),
         _ => None,
@@ -567,26 +571,15 @@ fn usable_key(members: &Map) -> Option<Jwk> {
                 return None;
             }
             let e = field("e", None)?;
-            (Algorithm::Rs256, Value::object(vec![("kty", "RSA".into()), ("n", n.into()), ("e", e.into())]))
+            (Algorithm::Rs256, serde_json::json!({"kty": "RSA", "n": n, "e": e}))
         }
         "EC" if text("crv")? == "P-256" => {
             let (x, y) = (field("x", Some(32))?, field("y", Some(32))?);
-            (
-                Algorithm::Es256,
-                Value::object(vec![
-                    ("kty", "EC".into()),
-                    ("crv", "P-256".into()),
-                    ("x", x.into()),
-                    ("y", y.into()),
-                ]),
-            )
+            (Algorithm::Es256, serde_json::json!({"kty": "EC", "crv": "P-256", "x": x, "y": y}))
         }
         "OKP" if text("crv")? == "Ed25519" => {
             let x = field("x", Some(32))?;
-            (
-                Algorithm::EdDsa,
-                Value::object(vec![("kty", "OKP".into()), ("crv", "Ed25519".into()), ("x", x.into())]),
-            )
+            (Algorithm::EdDsa, serde_json::json!({"kty": "OKP", "crv": "Ed25519", "x": x}))
         }
         // `oct` (an HMAC secret) and everything else: never from a JWKS.
         _ => return None,

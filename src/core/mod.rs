@@ -17,13 +17,12 @@ pub mod fingerprint;
 #[cfg(test)]
 mod format_fixtures;
 // The fuzz targets' checks, with serde_json as their oracle: built for the tests and for
-// fuzz/ (the `fuzz` feature) only, so that the worker does not depend on serde_json.
+// fuzz/ (the `fuzz` feature) only, so that the worker carries no test code.
 #[cfg(any(test, feature = "fuzz"))]
 #[doc(hidden)]
 pub mod fuzz_checks;
 pub mod headers;
 pub mod hex;
-pub mod json;
 pub mod jwks_cache;
 pub mod jwt;
 pub mod key;

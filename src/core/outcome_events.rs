@@ -16,8 +16,6 @@
 //! A message that cannot be sent is logged (`outcome-publish-failed`), never retried by the
 //! worker, and never changes the outcome or its answer.
 
-use super::json::Value;
-
 use super::log::Decision;
 
 /// The Queues producer binding's name.
@@ -58,14 +56,15 @@ pub fn publishes(decision: Decision, asynchronous: bool) -> bool {
 impl OutcomeEvent<'_> {
     /// The message's body, as JSON.
     pub fn message(&self) -> String {
-        Value::object(vec![
-            ("version", MESSAGE_VERSION.into()),
-            ("object_id", self.object_id.into()),
-            ("decision", self.decision.token().into()),
-            ("origin_status", self.origin_status.into()),
-            ("asynchronous", self.asynchronous.into()),
-            ("at_ms", self.at_ms.into()),
-        ])
+        // Members in serde_json's order (a `Map` sorts its keys), as they always were.
+        serde_json::json!({
+            "version": MESSAGE_VERSION,
+            "object_id": self.object_id,
+            "decision": self.decision.token(),
+            "origin_status": self.origin_status,
+            "asynchronous": self.asynchronous,
+            "at_ms": self.at_ms,
+        })
         .to_string()
     }
 }
@@ -124,6 +123,11 @@ mod tests {
                 "asynchronous": true,
                 "at_ms": 1_700_000_000_000u64,
             })
+        );
+        // Consumers may compare raw messages: the bytes are as they always were.
+        assert_eq!(
+            event.message(),
+            r#"{"asynchronous":true,"at_ms":1700000000000,"decision":"executed","object_id":"ab12","origin_status":201,"version":1}"#
         );
         let unknown = OutcomeEvent { decision: Decision::Unknown, origin_status: None, ..event };
         let message: serde_json::Value = serde_json::from_str(&unknown.message()).expect("JSON");

@@ -3,7 +3,7 @@
 //! Owns the problem kinds, their status codes and stable `type` URIs, and their encoding.
 //! A problem is a plain value; the runtime only turns it into a response.
 
-use super::json;
+use serde::Serialize;
 
 /// The media type of every problem body.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
@@ -208,25 +208,28 @@ impl Problem {
         format!("{PROBLEM_TYPE_PREFIX}{}", self.kind.slug())
     }
 
-    /// The `application/problem+json` body. Written by hand, members in RFC 9457's order
-    /// (`type`, `title`, `status`, `detail`, then `instance` when known), as the serde
-    /// derive wrote it before: every answer that refuses a request builds one.
+    /// The `application/problem+json` body: members in RFC 9457's order (`type`, `title`,
+    /// `status`, `detail`, then `instance` when known), the order of `Body`'s fields.
     pub fn to_json(&self) -> Vec<u8> {
-        let mut body = String::with_capacity(160 + self.detail.len());
-        body.push_str("{\"type\":");
-        json::write_string(&mut body, &self.type_uri());
-        body.push_str(",\"title\":");
-        json::write_string(&mut body, self.kind.title());
-        body.push_str(",\"status\":");
-        body.push_str(&self.status().to_string());
-        body.push_str(",\"detail\":");
-        json::write_string(&mut body, &self.detail);
-        if let Some(instance) = &self.instance {
-            body.push_str(",\"instance\":");
-            json::write_string(&mut body, instance);
+        /// The members of the body, as serde writes them.
+        #[derive(Serialize)]
+        struct Body<'a> {
+            #[serde(rename = "type")]
+            type_uri: String,
+            title: &'a str,
+            status: u16,
+            detail: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            instance: Option<&'a str>,
         }
-        body.push('}');
-        body.into_bytes()
+        let body = Body {
+            type_uri: self.type_uri(),
+            title: self.kind.title(),
+            status: self.status(),
+            detail: &self.detail,
+            instance: self.instance.as_deref(),
+        };
+        serde_json::to_vec(&body).expect("strings and numbers always serialize")
     }
 }
 
@@ -243,6 +246,22 @@ mod tests {
         assert_eq!(value["title"], ProblemKind::InProgress.title());
         assert_eq!(value["detail"], "wait");
         assert_eq!(problem.retry_after, Some(1));
+    }
+
+    #[test]
+    fn problem_bodies_are_byte_for_byte_as_before() {
+        // Stored answers hold these bytes: the members' order and escaping must not move.
+        let mut problem = Problem::new(ProblemKind::InProgress, "wait \"here\"\n\u{7}é");
+        assert_eq!(
+            String::from_utf8(problem.to_json()).unwrap(),
+            format!(
+                "{{\"type\":\"urn:idempotency-edge:problem:in-progress\",\"title\":\"{}\",\"status\":409,\
+                 \"detail\":\"wait \\\"here\\\"\\n\\u0007é\"}}",
+                ProblemKind::InProgress.title()
+            )
+        );
+        problem.instance = Some("urn:x".to_owned());
+        assert!(String::from_utf8(problem.to_json()).unwrap().ends_with(",\"instance\":\"urn:x\"}"));
     }
 
     #[test]

@@ -34,7 +34,7 @@
 //! Any other member, a wrong type or a value out of range is an error that says where
 //! (`IDEMPOTENCY_ROUTES[1].ttl_seconds: …`), so a typo never disables protection silently.
 
-use super::json::{self, Map, Value};
+use serde_json::{Map, Value};
 
 use super::body_shape::{BodyShape, JsonPointer, MAX_POINTERS};
 use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
@@ -132,7 +132,7 @@ pub fn parse_key_header(name: &str) -> Result<RouteKeyHeader, String> {
     if !is_header_name(name) || name.len() > MAX_KEY_HEADER_NAME {
         return Err(format!(
             "{} is not a header name of at most {MAX_KEY_HEADER_NAME} characters",
-            json::quoted(name)
+            Value::from(name)
         ));
     }
     let lowercase = name.to_ascii_lowercase();
@@ -281,7 +281,7 @@ pub fn parse_routes(raw: &str) -> Result<Vec<Route>, String> {
     if raw.trim().is_empty() {
         return Ok(Vec::new());
     }
-    let value = json::parse_str(raw).map_err(|e| format!("not valid JSON ({e})"))?;
+    let value = serde_json::from_str::<Value>(raw).map_err(|e| format!("not valid JSON ({e})"))?;
     let Value::Array(items) = value else {
         return Err("expected a JSON array of routes, tried in order".to_owned());
     };
@@ -340,7 +340,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
                         Err(format!(
                             "{}: {} cannot be covered (use {})",
                             at("methods"),
-                            json::quoted(&m),
+                            Value::from(m.as_str()),
                             COVERABLE_METHODS.join(", ")
                         ))
                     }
@@ -376,7 +376,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
                         Err(format!(
                             "{}: {} is not a header name",
                             at("fingerprint_headers"),
-                            json::quoted(&name)
+                            Value::from(name.as_str())
                         ))
                     } else {
                         Ok(name.to_ascii_lowercase())
@@ -527,7 +527,10 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
 /// `fingerprint_ignore` or `fingerprint_only` (not both): a list of JSON Pointers, each
 /// checked, the error naming the pointer. An empty `fingerprint_ignore` shapes nothing; an
 /// empty `fingerprint_only` would count nothing of the body, and is refused.
-fn body_shape(members: &Map, at: &dyn Fn(&str) -> String) -> Result<Option<BodyShape>, String> {
+fn body_shape(
+    members: &Map<String, Value>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<BodyShape>, String> {
     let pointers = |name: &str| -> Result<Option<Vec<JsonPointer>>, String> {
         let Some(list) = string_list(members, name, at)? else { return Ok(None) };
         if list.len() > MAX_POINTERS {
@@ -540,7 +543,7 @@ fn body_shape(members: &Map, at: &dyn Fn(&str) -> String) -> Result<Option<BodyS
                     format!(
                         "{}[{i}]: {} is not a JSON Pointer to a field: {why}",
                         at(name),
-                        json::quoted(text)
+                        Value::from(text.as_str())
                     )
                 })
             })
@@ -565,7 +568,11 @@ fn body_shape(members: &Map, at: &dyn Fn(&str) -> String) -> Result<Option<BodyS
 
 /// A list of origin statuses from 400 to 599. A 2xx never releases a key nor is it ever
 /// unknown: the origin said that it executed.
-fn statuses(members: &Map, name: &str, at: &dyn Fn(&str) -> String) -> Result<Option<StatusSet>, String> {
+fn statuses(
+    members: &Map<String, Value>,
+    name: &str,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<StatusSet>, String> {
     let Some(value) = members.get(name) else { return Ok(None) };
     let invalid = || format!("{}: expected an array of HTTP statuses from 400 to 599", at(name));
     let Value::Array(items) = value else { return Err(invalid()) };
@@ -576,7 +583,11 @@ fn statuses(members: &Map, name: &str, at: &dyn Fn(&str) -> String) -> Result<Op
     StatusSet::of(&numbers).map(Some).ok_or_else(invalid)
 }
 
-fn flag(members: &Map, name: &str, at: &dyn Fn(&str) -> String) -> Result<Option<bool>, String> {
+fn flag(
+    members: &Map<String, Value>,
+    name: &str,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<bool>, String> {
     match members.get(name) {
         None => Ok(None),
         Some(Value::Bool(value)) => Ok(Some(*value)),
@@ -585,7 +596,7 @@ fn flag(members: &Map, name: &str, at: &dyn Fn(&str) -> String) -> Result<Option
 }
 
 fn string_list(
-    members: &Map,
+    members: &Map<String, Value>,
     name: &str,
     at: &dyn Fn(&str) -> String,
 ) -> Result<Option<Vec<String>>, String> {
@@ -604,7 +615,7 @@ fn string_list(
 }
 
 fn seconds(
-    members: &Map,
+    members: &Map<String, Value>,
     name: &str,
     min: u64,
     max: u64,

@@ -27,7 +27,7 @@
 //!    them in an object that no request has reached since a restart. The scope's key salt
 //!    travels inside the sealed request, so the alarm can seal the answer as usual.
 
-use super::json::{self, Value};
+use serde_json::Value;
 
 use super::codec::{Reader, Writer};
 
@@ -93,7 +93,7 @@ pub struct KeyRing {
 impl KeyRing {
     /// Parses the secret's value. The error names what is wrong, never a key's bytes.
     pub fn parse(raw: &str) -> Result<KeyRing, String> {
-        let value = json::parse_str(raw)
+        let value = serde_json::from_str::<Value>(raw)
             .map_err(|_| "expected a JSON array of {\"id\", \"key\"} objects, newest first".to_owned())?;
         let Value::Array(items) = value else {
             return Err("expected a JSON array of {\"id\", \"key\"} objects, newest first".to_owned());
@@ -124,7 +124,7 @@ impl KeyRing {
                 }
             };
             if keys.iter().any(|key| key.id == id) {
-                return Err(format!("{}: the id {} is listed twice", at("id"), super::json::quoted(&id)));
+                return Err(format!("{}: the id {} is listed twice", at("id"), Value::String(id.clone())));
             }
             let secret = match members.get("key") {
                 Some(Value::String(text)) => {

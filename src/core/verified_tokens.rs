@@ -80,7 +80,7 @@ mod tests {
     /// The window of a token with these claims, under a leeway of 60 s.
     fn validity(claims: serde_json::Value) -> Validity {
         let rules = Validation { issuer: None, audience: None, leeway_seconds: 60 };
-        Validity::of(crate::core::json::Value::from(claims).as_object().unwrap(), &rules)
+        Validity::of(claims.as_object().unwrap(), &rules)
     }
 
     fn id(n: usize) -> [u8; 32] {

@@ -3,6 +3,7 @@
 //! record. The rules are in `core::admin`. Every call, a refused one too, writes one audit line
 //! (`core::admin::audit_line`) naming the operator from `X-Operator`, never the token.
 
+use serde_json::json;
 use web_sys::{Request, Response};
 
 use super::now_ms;
@@ -16,7 +17,6 @@ use crate::core::admin::{
     OPERATOR_HEADER,
 };
 use crate::core::config::Config;
-use crate::core::json::Value;
 use crate::core::machine::{storage_unavailable, RecordChange};
 use crate::core::record::Record;
 use crate::core::url::path_and_query_parts;
@@ -165,10 +165,7 @@ impl KeyObject {
                                 object_id,
                                 force
                             );
-                            respond::json(&Value::object(vec![
-                                ("object_id", object_id.as_str().into()),
-                                ("purged", true.into()),
-                            ]))
+                            respond::json(&json!({"object_id": object_id, "purged": true}))
                         }
                         Err(error) => {
                             console_error!("object {}: purge failed: {}", self.short_id(), error);

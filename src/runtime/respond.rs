@@ -186,7 +186,7 @@ pub fn observed_decision(decision: Decision, claimed: Option<AttemptId>) -> Resu
 }
 
 /// 200 with `value` as JSON (the admin API's views).
-pub fn json(value: &crate::core::json::Value) -> Result<Response> {
+pub fn json(value: &serde_json::Value) -> Result<Response> {
     let headers = Headers::new()?;
     headers.set("content-type", "application/json")?;
     build(200, &headers, value.to_string().as_bytes())

@@ -263,7 +263,7 @@ fn needed(ring: Option<&KeyRing>) -> Result<&KeyRing, SealError> {
 fn ring_key<'r>(ring: &'r KeyRing, key_id: &str) -> Result<&'r RingKey, SealError> {
     ring.by_id(key_id).ok_or_else(|| {
         // Quoted as JSON: the id comes from stored bytes, and the log shows it as text.
-        let quoted = crate::core::json::quoted(key_id);
+        let quoted = serde_json::Value::from(key_id);
         SealError(format!("no key with id {quoted} in STORAGE_ENCRYPTION_KEYS"))
     })
 }

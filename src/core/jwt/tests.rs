@@ -95,9 +95,7 @@ fn structure_and_header_errors() {
 
 #[test]
 fn claim_rules() {
-    let check = |claims: Value, rules: &Validation| {
-        check_claims(json::Value::from(claims).as_object().unwrap(), rules, NOW)
-    };
+    let check = |claims: Value, rules: &Validation| check_claims(claims.as_object().unwrap(), rules, NOW);
     let r = rules();
     assert_eq!(check(good_claims(), &r), Ok(()));
     let with = |key: &str, value: Value| {
@@ -150,7 +148,6 @@ fn validity_windows_agree_with_the_claim_rules() {
         if let Some(nbf) = nbf {
             claims["nbf"] = json!(nbf);
         }
-        let claims = json::Value::from(claims);
         let claims = claims.as_object().unwrap();
         for now in [NOW - 200, NOW - 1, NOW, NOW + 1, NOW + 200] {
             let accepted = check_claims(claims, &open, now).is_ok();
@@ -166,7 +163,6 @@ fn validity_windows_agree_with_the_claim_rules() {
 #[test]
 fn claim_paths() {
     let claims = json!({"sub": "acct_1", "org": {"id": 42, "name": {"x": true}}, "https://ex.com/tenant": "t1", "n": null, "a/b~c": "odd"});
-    let claims = json::Value::from(claims);
     let claims = claims.as_object().unwrap();
     let find = |path: &str| ClaimPath::parse(path).unwrap().find(claims).and_then(ClaimValue::of);
     assert_eq!(find("sub"), Some(ClaimValue::String("acct_1".into())));
@@ -196,13 +192,13 @@ fn claim_paths() {
 /// `org.id` never reads the nested one.
 #[test]
 fn a_member_named_with_dots_never_stands_in_for_a_nested_path() {
-    let claims = json::Value::from(json!({"org.id": "victim-org", "org": {"id": "own-org"}}));
+    let claims = json!({"org.id": "victim-org", "org": {"id": "own-org"}});
     let claims = claims.as_object().unwrap();
     let find = |path: &str| ClaimPath::parse(path).unwrap().find(claims).and_then(ClaimValue::of);
     assert_eq!(find("org.id"), Some(ClaimValue::String("own-org".into())));
     assert_eq!(find("/org/id"), Some(ClaimValue::String("own-org".into())));
     assert_eq!(find("/org.id"), Some(ClaimValue::String("victim-org".into())));
-    let only_literal = json::Value::from(json!({"org.id": "victim-org"}));
+    let only_literal = json!({"org.id": "victim-org"});
     let only_literal = only_literal.as_object().unwrap();
     assert_eq!(ClaimPath::parse("org.id").unwrap().find(only_literal), None, "no nested member, no claim");
 }

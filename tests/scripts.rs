@@ -38,7 +38,8 @@ fn the_documented_node_verifier_accepts_the_edges_signature_and_refuses_changes(
     );
     let docs = std::fs::read_to_string(root.join("docs/operations.md")).expect("docs/operations.md");
     let after = docs.split("In Node, with `http-message-signatures`").nth(1).expect("the Node example");
-    let example = after.split("```js\n").nth(1).and_then(|rest| rest.split("\n```").next()).expect("its code");
+    let example =
+        after.split("```js\n").nth(1).and_then(|rest| rest.split("\n```").next()).expect("its code");
 
     let secret = "whsec-test-0123456789abcdef0123456789abcdef";
     let body = br#"{"amount":1000,"currency":"eur"}"#;
@@ -76,7 +77,12 @@ fn the_documented_node_verifier_accepts_the_edges_signature_and_refuses_changes(
     std::fs::create_dir_all(root.join("target")).unwrap();
     let file = root.join("target").join("node-verifier-example.mjs");
     std::fs::write(&file, driver).unwrap();
-    let run = node::node().current_dir(root).arg(&file).env("ORIGIN_AUTH_SECRET", secret).output().expect("run node");
+    let run = node::node()
+        .current_dir(root)
+        .arg(&file)
+        .env("ORIGIN_AUTH_SECRET", secret)
+        .output()
+        .expect("run node");
     let out = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "the Node example failed: {out}\n{}", String::from_utf8_lossy(&run.stderr));
     assert_eq!(

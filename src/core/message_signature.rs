@@ -107,7 +107,9 @@ impl SignatureHeaders {
 /// then the client's field is replaced.
 pub fn merged_field(existing: Option<&str>, ours: &str) -> String {
     match existing.map(str::trim).filter(|e| !e.is_empty()) {
-        Some(existing) if dictionary_member(existing, LABEL).is_none() && !existing.contains(&format!("{LABEL}=")) => {
+        Some(existing)
+            if dictionary_member(existing, LABEL).is_none() && !existing.contains(&format!("{LABEL}=")) =>
+        {
             format!("{existing}, {ours}")
         }
         _ => ours.to_owned(),

@@ -306,8 +306,8 @@ pub fn rate_limit_keys(
 fn bound_limit_key(scope_salt: &Digest256, binding: &Digest256) -> Digest256 {
     let mut hasher = Sha256::new();
     hasher.update(b"idempotency-edge rate limit scope v1");
-    hasher.update(&scope_salt.0);
-    hasher.update(&binding.0);
+    hasher.update(scope_salt.0);
+    hasher.update(binding.0);
     Digest256(hasher.finalize().into())
 }
 

@@ -23,7 +23,9 @@ use super::config::{Config, ConfigError, FaultInjection};
 use super::env_names::{find_misspelt, variable_names, VAR_TRUSTED_CLIENT_IP};
 use super::keyed_name::{check_name_key, VAR_OBJECT_NAME_KEY};
 use super::log_decisions::{LogDecisions, VAR_LOG_DECISIONS};
-use super::origin_auth::{check_secret, SignatureFormat, Signer, VAR_ORIGIN_AUTH_FORMAT, VAR_ORIGIN_AUTH_SECRET};
+use super::origin_auth::{
+    check_secret, SignatureFormat, Signer, VAR_ORIGIN_AUTH_FORMAT, VAR_ORIGIN_AUTH_SECRET,
+};
 use super::problem::{Problem, ProblemKind};
 use super::seal::{parse_allow_unsealed, KeyRing, VAR_STORAGE_ALLOW_UNSEALED, VAR_STORAGE_ENCRYPTION_KEYS};
 
@@ -142,10 +144,11 @@ impl Settings {
         if let Some(Err(detail)) = origin_auth_secret.as_deref().map(check_secret) {
             others.push(SettingError::new(VAR_ORIGIN_AUTH_SECRET, detail));
         }
-        let origin_auth_format = SignatureFormat::parse(text(VAR_ORIGIN_AUTH_FORMAT)).unwrap_or_else(|detail| {
-            others.push(SettingError::new(VAR_ORIGIN_AUTH_FORMAT, detail));
-            SignatureFormat::default()
-        });
+        let origin_auth_format =
+            SignatureFormat::parse(text(VAR_ORIGIN_AUTH_FORMAT)).unwrap_or_else(|detail| {
+                others.push(SettingError::new(VAR_ORIGIN_AUTH_FORMAT, detail));
+                SignatureFormat::default()
+            });
         let object_name_key = text(VAR_OBJECT_NAME_KEY).filter(|s| !s.is_empty());
         if let Some(Err(detail)) = object_name_key.map(check_name_key) {
             others.push(SettingError::new(VAR_OBJECT_NAME_KEY, detail));

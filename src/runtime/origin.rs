@@ -289,12 +289,12 @@ async fn forward(
         }
     };
     let Ok(controller) = AbortController::new() else { return (OriginResult::ConnectRefused, None) };
-    let request =
-        match build_request(target, method, headers, body, &controller.signal(), signature.as_ref()) {
-            Ok(request) => request,
-            // Nothing was sent.
-            Err(_) => return (OriginResult::ConnectRefused, None),
-        };
+    let request = match build_request(target, method, headers, body, &controller.signal(), signature.as_ref())
+    {
+        Ok(request) => request,
+        // Nothing was sent.
+        Err(_) => return (OriginResult::ConnectRefused, None),
+    };
     // Sent, and its answer read, within the timeout, in JavaScript (`origin.mjs`); what each
     // outcome means is decided here.
     let service = service.map_or(JsValue::NULL, JsValue::from);

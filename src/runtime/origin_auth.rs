@@ -70,7 +70,8 @@ pub async fn sign_hop(
     match signer.format {
         SignatureFormat::V2 => {
             let value =
-                signature(signer.secret, method, &path_and_query(target), key.as_deref(), protection, body).await?;
+                signature(signer.secret, method, &path_and_query(target), key.as_deref(), protection, body)
+                    .await?;
             Ok(vec![(SIGNATURE_HEADER, value)])
         }
         SignatureFormat::Rfc9421 => {
@@ -88,7 +89,11 @@ pub async fn sign_hop(
                 created: (js_sys::Date::now() / 1000.0) as u64,
                 nonce: &nonce,
             };
-            let signed = message_signature::sign(signer.secret.as_bytes(), &covered, &Uint8Array::new(&digest).to_vec());
+            let signed = message_signature::sign(
+                signer.secret.as_bytes(),
+                &covered,
+                &Uint8Array::new(&digest).to_vec(),
+            );
             Ok(signed.pairs().iter().map(|(name, value)| (*name, (*value).to_owned())).collect())
         }
     }

@@ -39,7 +39,11 @@ fn signed() -> &'static (SignatureOrigin, Worker) {
         .into_iter()
         .map(|(n, v)| (n.to_owned(), v))
         .collect();
-        let w = Worker::start(WorkerConfig { name: "rfc9421".into(), vars, readiness: Readiness::OriginAnswers })?;
+        let w = Worker::start(WorkerConfig {
+            name: "rfc9421".into(),
+            vars,
+            readiness: Readiness::OriginAnswers,
+        })?;
         Ok((origin, w))
     })
 }
@@ -63,11 +67,15 @@ fn every_request_the_edge_sends_verifies_with_an_independent_rfc_9421_library() 
     let first = w.send(&charge(&format!("/v1/charges/{marker}"), &key, &credential));
     assert_eq!(first.status, 201, "the origin verified the signature: {first:?}");
     assert!(w.send(&charge(&format!("/v1/charges/{marker}"), &key, &credential)).is_replayed());
-    let quoted = w.send(&charge(&format!("/v1/charges/{marker}-q"), &format!("\"{quoted_key}\""), &credential));
+    let quoted =
+        w.send(&charge(&format!("/v1/charges/{marker}-q"), &format!("\"{quoted_key}\""), &credential));
     assert_eq!(quoted.status, 201, "{quoted:?}");
     // A pass-through (an uncovered method) and an observed forward: signed as passed.
     let get = w.send(&Request::get(&format!("/v1/charges/{marker}")).header("Authorization", &credential));
-    assert_eq!(get.status, 404, "verified, then answered as the origin does a path it does not serve: {get:?}");
+    assert_eq!(
+        get.status, 404,
+        "verified, then answered as the origin does a path it does not serve: {get:?}"
+    );
     let observed = w.send(&charge(&format!("/v1/observed/{marker}"), &new_key(), &credential));
     assert_eq!(observed.status, 201, "{observed:?}");
 
@@ -76,7 +84,7 @@ fn every_request_the_edge_sends_verifies_with_an_independent_rfc_9421_library() 
     // time covered) and finds the charge.
     let lost = new_key();
     let stalled = charge(&format!("/v1/charges/{marker}-lost"), &lost, &credential)
-        .header("x-test-stall-ms", &(1_000 * (ORIGIN_TIMEOUT_SECONDS + 2)).to_string());
+        .header("x-test-stall-ms", (1_000 * (ORIGIN_TIMEOUT_SECONDS + 2)).to_string());
     assert_problem(&w.send(&stalled), 502, "outcome-unknown");
     thread::sleep(Duration::from_secs(ORIGIN_TIMEOUT_SECONDS + 1));
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -92,10 +100,20 @@ fn every_request_the_edge_sends_verifies_with_an_independent_rfc_9421_library() 
     };
     assert_eq!(reconciled.header("idempotency-reconciled"), Some("true"), "{reconciled:?}");
 
-    let verdicts: Vec<_> = o.verdicts().into_iter().filter(|v| v.path.contains(&marker) || v.key.as_deref() == Some(lost.as_str())).collect();
-    let refused: Vec<_> = verdicts.iter().filter(|v| !v.ok).collect();
+    let verdicts: Vec<_> = o
+        .verdicts()
+        .into_iter()
+        .filter(|v| v.path.contains(&marker) || v.key.as_deref() == Some(lost.as_str()))
+        .collect();
+    let refused: Vec<String> = verdicts
+        .iter()
+        .filter(|v| !v.ok)
+        .map(|v| format!("{} {}: {}", v.method, v.path, v.why.as_deref().unwrap_or("?")))
+        .collect();
     assert!(refused.is_empty(), "every request verified: {refused:?}");
-    let of = |method: &str, path: &str| verdicts.iter().filter(|v| v.method == method && v.path == path).collect::<Vec<_>>();
+    let of = |method: &str, path: &str| {
+        verdicts.iter().filter(|v| v.method == method && v.path == path).collect::<Vec<_>>()
+    };
     let forwards = of("POST", &format!("/v1/charges/{marker}"));
     assert_eq!(forwards.len(), 1, "one forward, the replay sent nothing: {verdicts:?}");
     assert_eq!(forwards[0].protection.as_deref(), Some("protected"));

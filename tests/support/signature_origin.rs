@@ -77,8 +77,8 @@ impl SignatureOrigin {
             .timeout(Duration::from_secs(60))
             .send(self.addr)
             .unwrap_or_else(|e| panic!("ask the verifying origin for its verdicts: {e}"));
-        let all: Vec<serde_json::Value> =
-            serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("its verdicts are not JSON ({e}): {r:?}"));
+        let all: Vec<serde_json::Value> = serde_json::from_slice(&r.body)
+            .unwrap_or_else(|e| panic!("its verdicts are not JSON ({e}): {r:?}"));
         let text = |v: &serde_json::Value, name: &str| v[name].as_str().map(str::to_owned);
         all.iter()
             .map(|v| Verdict {

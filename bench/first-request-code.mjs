@@ -1,7 +1,7 @@
 // Which Wasm functions a fresh isolate runs by the end of its first request (issue 23.4), and
 // how many bytes of code that is: V8 compiles a Wasm function whole on its first call, so this
 // is the code a cold start compiles. Measured, interleaved, the cold start moves with it
-// (docs/performance.md, "Cold start").
+// (docs/decisions/0004-wasm-size-on-a-stable-toolchain.md).
 //
 //   node bench/first-request-code.mjs [top=30]
 //

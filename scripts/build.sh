@@ -106,7 +106,7 @@ features=(--enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-
 # `-ocimfs 20` stops wasm-opt from inlining every function that has one caller, whatever its
 # size (its default): that folded rarely taken branches (the admin API, observe mode, the
 # data point) into the handlers, and it made the Wasm larger after gzip, not smaller:
-# 272,424 -> 263,052 bytes gzipped for the same code (issue 23, docs/performance.md).
+# 272,424 -> 263,052 bytes gzipped for the same code (docs/decisions/0004-wasm-size-on-a-stable-toolchain.md).
 inline=(--one-caller-inline-max-function-size 20)
 #
 # `--low-memory-unused` lets wasm-opt fold `load(p + c)` (c under 1 KiB) into the load's

@@ -23,8 +23,11 @@
 //!    a dotted path such as `org.id`, each walked one way only), must be a string or a
 //!    number.
 //!
-//! Anything that fails is an [`Unverified`] reason: the caller falls back to the
-//! credential scope. A reason names a rule, never a value from the token.
+//! Anything that fails is an [`Unverified`] reason, and the scope rules (`scope.rs`) refuse
+//! the request for it: 503 `identity-unavailable` while the keys cannot be had, 401
+//! `unverified-credential` otherwise. Only a credential that is no token at all
+//! ([`Unverified::Malformed`]) is scoped by its hash, unless a token is required. A reason
+//! names a rule, never a value from the token.
 
 use serde_json::{Map, Value};
 

@@ -7,7 +7,7 @@
 //!   (`-c edge.toml -c origin.toml`); the origin worker hands requests to the test origin,
 //!   so executions are counted there;
 //! - the demo: `demo/walkthrough.py` against `demo/origin.py` tells the same story twice,
-//!   and the README shows that story.
+//!   and docs/getting-started.md shows that story.
 //!
 //! Every covered request carries `Authorization: Bearer test-caller`, so the tests hold
 //! when identity scoping (which refuses requests without one) is in force.
@@ -649,10 +649,13 @@ fn decisions_of(output: &str) -> Vec<String> {
         .collect()
 }
 
-/// The walkthrough output shown in the README, between its markers.
+/// The walkthrough output shown in docs/getting-started.md, between its markers.
 fn readme_walkthrough() -> String {
-    let readme = fs::read_to_string(repo_root().join("README.md")).expect("README.md");
-    let start = readme.find("<!-- walkthrough-output -->").expect("the README marks the walkthrough output");
+    let readme =
+        fs::read_to_string(repo_root().join("docs/getting-started.md")).expect("docs/getting-started.md");
+    let start = readme
+        .find("<!-- walkthrough-output -->")
+        .expect("docs/getting-started.md marks the walkthrough output");
     let block = &readme[start..];
     let open = block.find("```text\n").expect("a text block after the marker") + "```text\n".len();
     let close = block[open..].find("```").expect("the block ends");
@@ -682,7 +685,7 @@ fn the_walkthrough_tells_the_same_story_every_run() {
     assert_eq!(
         decisions_of(&first),
         decisions_of(&readme_walkthrough()),
-        "the README shows what a newcomer sees; this run printed:\n{first}"
+        "docs/getting-started.md shows what a newcomer sees; this run printed:\n{first}"
     );
     for expected in [
         "replayed=true",

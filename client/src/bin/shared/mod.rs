@@ -4,7 +4,7 @@
 //!
 //! Rules:
 //! 1. One exit-status table ([`Exit`], [`EXIT_STATUS_HELP`]) for both programs, printed by
-//!    both `--help` and quoted in the README: a script handles either program's status the
+//!    both `--help` and quoted in docs/client.md: a script handles either program's status the
 //!    same way.
 //! 2. A credential can come from an environment variable (`--credential-env VAR`) or a file
 //!    (`--credential-file FILE`), never only from the command line, where every user of the
@@ -85,7 +85,7 @@ impl From<Exit> for ExitCode {
     }
 }
 
-/// Rule 1, as both `--help` print it (and the README quotes it).
+/// Rule 1, as both `--help` print it (and docs/client.md quotes it).
 pub const EXIT_STATUS_HELP: &str = "\
 Exit status (the same table for idempotency-edge-send and idempotency-edge-check):
   0   send: a 2xx answer                    check: every applicable check holds

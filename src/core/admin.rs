@@ -424,7 +424,7 @@ mod tests {
     use std::sync::Arc;
 
     /// The lookup finds the object the Worker named for the same caller and key, for each
-    /// kind of scope, and says what is wrong with a body that cannot (issue 24.5).
+    /// kind of scope, and says what is wrong with a body that cannot.
     #[test]
     fn a_lookup_names_the_object_the_worker_named() {
         let headers = vec!["authorization".to_owned(), "x-tenant".to_owned()];

@@ -1,4 +1,4 @@
-//! Asynchronous acceptance (issue 13, RFC 7240 `Prefer: respond-async`): the request is
+//! Asynchronous acceptance (RFC 7240 `Prefer: respond-async`): the request is
 //! claimed and stored (sealed) with the claim, answered 202 at once, and executed by the
 //! key's object from its alarm, with retries while the outcome says that it did not execute.
 //!

@@ -172,7 +172,7 @@ pub fn namespace_unusable(binding: &str) -> Problem {
 
 /// The method a covered request is sent to its object with: the method's standard
 /// spelling in capitals, and `GET` for a method outside that list, as the `worker` crate's
-/// `Method` spelled it (which this worker used until it bound the runtime itself, issue 23).
+/// `Method` spelled it (which this worker used until it bound the runtime itself).
 pub fn method_on_the_wire(method: &str) -> &'static str {
     const KNOWN: [&str; 10] =
         ["HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE", "REPORT", "GET"];

@@ -5,7 +5,7 @@
 //! Owns only the hand-over: who executes and who waits, and for how long, is the key's
 //! driver's (`core::key_state`). A Durable Object runs on one thread (an isolate's event
 //! loop), so the state is an `Rc<RefCell<…>>`, with none of the atomics, `Arc`s and slab of
-//! `futures`' `Shared` over a `oneshot` channel that it replaces (issue 23, size). It reads
+//! `futures`' `Shared` over a `oneshot` channel that it replaces (for size). It reads
 //! no clock and does no I/O: a waiter's deadline is the caller's (`race` with a timer).
 //! It is also how observe mode's caller hands the origin's answer to its recording, the
 //! one waiter, which takes the value rather than a clone ([`Latch::take`]).

@@ -522,7 +522,7 @@ mod tests {
         assert_eq!(point.doubles, [409.0, 0.0, -1.0, 5_000.0]);
     }
 
-    /// A failure a caller reports can be traced to its line (issue 24.5): the request id,
+    /// A failure a caller reports can be traced to its line: the request id,
     /// method, route and version are on the line and the data point, and the problem's
     /// `instance` names the same request.
     #[test]

@@ -34,7 +34,7 @@
 //! `core::key` rule 5) that one: the line carries the key the edge deduplicated by, and
 //! `Idempotency-Key` is then an ordinary header, signed as no other is.
 //!
-//! Version 2 (issue 20.7) adds the key and the protection: an origin that deduplicates by
+//! Version 2 adds the key and the protection: an origin that deduplicates by
 //! key, or refuses unprotected payments, can trust both. Version 1 (the same without those
 //! two lines, `v1=`) is no longer sent.
 //!

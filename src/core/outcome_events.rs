@@ -1,4 +1,4 @@
-//! Outcomes published to a queue (issue 25.2): with a Cloudflare Queues producer bound as
+//! Outcomes published to a queue: with a Cloudflare Queues producer bound as
 //! `OUTCOME_QUEUE`, the key's object publishes a small message for the outcomes a caller
 //! may never come back for: every final outcome of an asynchronous job (its caller was told
 //! 202 and may have gone away) and every outcome that became unknown (the caller got 502

@@ -276,7 +276,7 @@ mod tests {
     }
 
     /// Every problem text is the core's, tested here: the runtime only sends what the core
-    /// wrote (issue 22). A `Problem::new` in `src/runtime` would be a decision outside it.
+    /// wrote. A `Problem::new` in `src/runtime` would be a decision outside it.
     #[test]
     fn the_runtime_writes_no_problem_of_its_own() {
         fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {

@@ -1,4 +1,4 @@
-//! Reconciliation of unknown outcomes (issue 25): where a route names a lookup
+//! Reconciliation of unknown outcomes: where a route names a lookup
 //! (`reconcile_url`, a template such as
 //! `https://origin.example/v1/charges?idempotency_key={key}`), a key whose outcome is
 //! unknown asks the origin whether it executed, instead of holding the key unknown until

@@ -26,9 +26,9 @@
 //! | 1 (critical) | origin attempts: how many times the key was sent to the origin (u16; absent: 1), for `ORIGIN_DEDUPLICATES` | in flight, unknown |
 //! | 2 (critical) | sealed answer: a `core::seal::Envelope` of the encoded [`StoredResponse`]; the inline response is then empty | completed |
 //! | 3 (critical) | async job: a `core::async_job::AsyncJob` (deadline, next attempt, policy, the sealed request) | in flight |
-//! | 5 (critical) | sealed answer bound to the record's attempt and fingerprint as well: as tag 2, with `core::seal::bound_answer_associated_data` (written since issue 20; tag 2 is still read) | completed |
+//! | 5 (critical) | sealed answer bound to the record's attempt and fingerprint as well: as tag 2, with `core::seal::bound_answer_associated_data` (tag 2, written by earlier releases, is still read) | completed |
 //! | 134 (skippable) | reconciliation: a `core::reconcile::Reconciling` (the sealed lookup, how often it was asked, when next) | in flight, unknown |
-//! | 135 (skippable, empty) | the key's one spelling: the claim forwarded the key as `core::key::IdempotencyKey::forwarded` spells it, as its lookup asks for it (written since issue 46; a reconciliation without it is from before, and its "not found" is not believed) | in flight, unknown, with tag 134 |
+//! | 135 (skippable, empty) | the key's one spelling: the claim forwarded the key as `core::key::IdempotencyKey::forwarded` spells it, as its lookup asks for it (a reconciliation without it was claimed before the key had one spelling, and its "not found" is not believed) | in flight, unknown, with tag 134 |
 //! | 4 (critical) | chunked answer: a `core::chunks::ChunkManifest`; the body is in chunk rows and the inline (or sealed) response has none | completed |
 
 use std::sync::Arc;

@@ -11,7 +11,7 @@
 //!    at most.
 //! 3. An envelope is the ring key's id, a random 96-bit nonce and the ciphertext (with its
 //!    tag). The associated data binds it to the object and the record version, so a sealed
-//!    answer copied into another key's object does not open; and, since issue 20, to the
+//!    answer copied into another key's object does not open; and to the
 //!    attempt that wrote it and the payload fingerprint (an answer: record tag 5) or to the
 //!    job's claim time and the fingerprint (a request: job version 2), so that an older
 //!    attempt's sealed answer or request written back into a newer record does not open
@@ -221,7 +221,7 @@ pub fn answer_associated_data(object_id: &str, record_version: u8) -> Vec<u8> {
     aad
 }
 
-/// What a sealed answer is bound to since issue 20 (record tag 5): the object, the record
+/// What a sealed answer is bound to (record tag 5): the object, the record
 /// version, the attempt that wrote it and the payload fingerprint.
 pub fn bound_answer_associated_data(
     object_id: &str,
@@ -232,7 +232,7 @@ pub fn bound_answer_associated_data(
     bound_associated_data(b"idempotency-edge/answer-bound\0", object_id, record_version, attempt, fingerprint)
 }
 
-/// What a job's sealed request is bound to since issue 20 (job version 2): the object, the
+/// What a job's sealed request is bound to (job version 2): the object, the
 /// record version, the job's claim time (the same for all its sends) and the fingerprint.
 pub fn bound_request_associated_data(
     object_id: &str,

@@ -114,7 +114,7 @@ pub(super) async fn read_whole(req: &Request) -> std::result::Result<JsValue, Js
 /// Reads the request body to its end and keeps none of it: each chunk stays a JavaScript
 /// value and is dropped at once (the runtime drops a connection whose body is left unread).
 /// A body the Worker declared small (`KeyCall::body_bytes`) is read with one
-/// `arrayBuffer()` instead of a reader, a read per chunk and a release (issue 17); it is
+/// `arrayBuffer()` instead of a reader, a read per chunk and a release; it is
 /// dropped as soon as it is read, and a large body still never sits whole in a waiter.
 pub(super) async fn drain(req: &Request, declared_bytes: Option<u64>) {
     // It never rejects.

@@ -1,7 +1,7 @@
 //! Bindings to `boundary.mjs`, the runtime's JavaScript helpers: a request's headers read in
 //! one call (`core::headers::HeaderLines`) and a copy of headers without some names, each
-//! one crossing of the JS↔Wasm boundary where `web_sys` would make one per header (issue 23:
-//! a replay crossed it about 160 times); the runtime's stream work done in JavaScript (a
+//! one crossing of the JS↔Wasm boundary where `web_sys` would make one per header (a
+//! replay crossed it about 160 times); the runtime's stream work done in JavaScript (a
 //! replay's chunk rows pulled one at a time, a body or an origin's answer read up to a limit
 //! and passed on as it came, a body read and thrown away): with it, nothing hands a Rust
 //! `Stream` to JavaScript, and nothing reads a JavaScript stream through one; and the

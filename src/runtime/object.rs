@@ -19,7 +19,7 @@
 //!
 //! A replay of an answer already in memory takes none of those awaits but the drain:
 //! `replay` decides it in one turn, in the same order, and `src/entry.mjs` drains the body
-//! and answers (issue 23: the replay is the hot path). Any other arrival goes to `fetch`.
+//! and answers (the replay is the hot path). Any other arrival goes to `fetch`.
 //!
 //! Every answer the object gives carries its mark (`core::wire::ANSWERED_HEADER`), added in one
 //! place (`fetch`) whatever path made the answer, errors included: the Worker treats an

@@ -21,7 +21,7 @@
 //! The probe waits as long as the fetch would wait for a connection of its own: the origin
 //! timeout. An origin whose accept queue is full drops new SYNs, which the kernel sends
 //! again after 1 s, 3 s, 7 s; a probe that gave up sooner (at a quarter of the timeout, 1 s
-//! of 4 s, until issue 23) released requests that the origin would have served, with 502
+//! of 4 s) released requests that the origin would have served, with 502
 //! `origin-unreachable` (3-8 of 100 new keys in a storm against Python's `http.server`,
 //! `reliability::storm_against_a_small_backlog_origin_has_no_false_origin_unreachable`). A
 //! probe that has not connected when the timeout is up releases the key, rightly: nothing

@@ -3,7 +3,7 @@
 //! JavaScript error as a Rust value, the first of two futures to finish, and the instance's
 //! panic hook with the state that `src/entry.mjs` recovers from a trap with.
 //!
-//! They replace the `worker` crate (issue 23, size). The runtime used a few dozen of its
+//! They replace the `worker` crate (for size). The runtime used a few dozen of its
 //! calls and none of its conversions (it works on `web_sys`'s `Request` and `Response`
 //! already), but its error type, its binding wrappers and its SQL cursor brought their
 //! own formatting and conversion code into the Wasm. Each binding here is the one

@@ -6,7 +6,7 @@
 //! claim is written before the handler awaits anything, and the runtime's output gate holds
 //! the origin fetch until the write is durable.
 //!
-//! Two layouts, one record (issue 23.1). This release writes the record as the value
+//! Two layouts, one record. This release writes the record as the value
 //! [`KV_KEY`] of the object's key-value store (`ctx.storage.kv`, a `Uint8Array` of the
 //! `core::record` bytes): workerd creates that store's table as a system query, which is
 //! not billed, where a table of the worker's own costs a billed `CREATE TABLE` (two rows
@@ -83,7 +83,7 @@ impl std::fmt::Display for StorageError {
 /// Reads the record: the key-value value if one is stored, else the legacy row. Whether
 /// the legacy table exists is asked before it is read: a new object (every first attempt)
 /// would otherwise meet "no such table" as a thrown JavaScript error, with its stack trace
-/// built and turned into a string, on the path that creates objects (issue 23). `legacy`
+/// built and turned into a string, on the path that creates objects. `legacy`
 /// is set to what the read found: a record read with `legacy` left `Possible` came from
 /// the row.
 pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<Record>, StorageError> {

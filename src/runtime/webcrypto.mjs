@@ -2,7 +2,7 @@
 // `runtime::identity`), each a whole operation in one call: a key derived and cached, a nonce
 // drawn and a value sealed, a value opened, a digest, an origin request's MAC, a token's
 // signature checked under its candidate keys. Rust awaits one promise where it used to chain
-// one per WebCrypto step, which is code its futures no longer carry (issue 23). They decide
+// one per WebCrypto step, which is code its futures no longer carry. They decide
 // nothing: which key, which salt and info, which associated data and the envelope's layout
 // are the Rust side's (`core::seal`), and which keys a token may verify under is the core's
 // (`core::jwt`).

@@ -520,7 +520,7 @@ fn final_answers_are_stored_for_replay() {
     }
 }
 
-/// One `setAlarm` per key (issue 23): the claim's alarm already covers an outcome recorded
+/// One `setAlarm` per key: the claim's alarm already covers an outcome recorded
 /// within the lease, and only one recorded later (a claim of an earlier release, whose
 /// alarm is at the claim's expiry, or a write that outlasted the lease) moves it.
 #[test]
@@ -1704,7 +1704,7 @@ fn a_resent_attempt_refused_as_a_client_error_stays_unknown() {
 }
 
 /// The fencing that the runtime asks again just before it writes an outcome it had to
-/// await (issue 20.7): a purge and a new claim during the sealing await must win.
+/// await: a purge and a new claim during the sealing await must win.
 #[test]
 fn an_outcome_is_written_only_over_its_own_claim() {
     let (old, new) = (AttemptId(1), AttemptId(2));

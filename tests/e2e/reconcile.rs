@@ -40,7 +40,8 @@ const BRIEF_TTL_SECONDS: u64 = 5;
 /// "not found" is 410 (`reconcile_not_found`); `/v1/typo/charges` with a template that
 /// names a path the origin does not serve; `/v1/strict/charges` with narrowed release
 /// statuses that need the origin's confirmation; `/v1/operations` with a lookup whose
-/// template puts `{key}` in its path; `/v1/resent` to an origin that deduplicates by key.
+/// template puts `{key}` in its path; `/v1/resent` to an origin that deduplicates by key;
+/// `/v1/dedup/charges` with both a lookup and an origin that deduplicates.
 fn vars(origin: &LedgerOrigin, secret: &str) -> Vec<(String, String)> {
     let (lookup, gone) = (origin.reconcile_url(), origin.gone_reconcile_url());
     let typo = lookup.replace("/v1/charges?", "/v1/charge?");
@@ -51,7 +52,8 @@ fn vars(origin: &LedgerOrigin, secret: &str) -> Vec<(String, String)> {
             {{"pattern":"/v1/typo/charges","reconcile_url":"{typo}"}},
             {{"pattern":"/v1/strict/charges","release_statuses":[503],"release_requires_header":true,"reconcile_url":"{lookup}"}},
             {{"pattern":"/v1/operations","reconcile_url":"{path_lookup}"}},
-            {{"pattern":"/v1/resent","origin_deduplicates":true}}]"#,
+            {{"pattern":"/v1/resent","origin_deduplicates":true}},
+            {{"pattern":"/v1/dedup/charges","origin_deduplicates":true,"reconcile_url":"{lookup}"}}]"#,
         path_lookup = origin.reconcile_path_url()
     );
     let secret = secret.to_owned();
@@ -863,4 +865,35 @@ fn a_resend_refused_as_a_client_error_is_held_unknown_not_stored() {
     assert!(replay.is_replayed(), "{replay:?}");
     assert_eq!(replay.body, settled.body);
     assert_eq!(o.charges(&key), 1, "executed once");
+}
+
+/// A route with both a lookup and an origin that deduplicates by key: a charge whose reply
+/// is lost is settled once, whichever comes first (the lookup finding the charge, or a
+/// re-send the origin answers with the charge it made), and never executed twice. Every
+/// request the origin got, lookups and re-sends included, carried the edge's signature.
+#[test]
+fn reconciliation_beside_an_origin_that_deduplicates_settles_a_lost_reply_once() {
+    let (o, w) = reconciling();
+    let path = "/v1/dedup/charges";
+    let (key, credential) = (new_key(), new_credential("reconcile"));
+    o.plan_next(&key, Plan::ChargeThenStall(STALL));
+    o.plan_next(&key, Plan::ReplayCharge);
+    assert_problem(&w.send(&charge_at(path, &key, &credential)), 502, "outcome-unknown");
+    assert_eq!(o.charges(&key), 1, "charged, reply lost");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let settled = loop {
+        let r = w.send(&charge_at(path, &key, &credential));
+        if matches!(r.status, 200 | 201) {
+            break r;
+        }
+        assert_problem(&r, 502, "outcome-unknown");
+        assert!(Instant::now() < deadline, "not settled a minute after: {r:?}");
+        thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(settled.json()["key"], key.as_str(), "the charge made under the key: {settled:?}");
+    let replay = w.send(&charge_at(path, &key, &credential));
+    assert!(replay.is_replayed(), "{replay:?}");
+    assert_eq!(replay.body, settled.body);
+    assert_eq!(o.charges(&key), 1, "executed once");
+    assert_eq!(o.refused(), 0, "every request carried the edge's valid signature");
 }

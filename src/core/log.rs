@@ -183,6 +183,20 @@ impl Trace {
     }
 }
 
+/// A line about one object that is not a request's decision (`admin-purge`,
+/// `expired-on-read`, `legacy-record-read`, `outcome-publish-failed`): the event's name,
+/// the object id, and the facts the event adds. Never a key, a credential or a body: only
+/// ids and flags reach it.
+pub fn event_line(event: &'static str, object: &str, facts: &[(&'static str, bool)]) -> String {
+    let mut line = serde_json::Map::new();
+    line.insert("event".to_owned(), event.into());
+    line.insert("object".to_owned(), object.into());
+    for (name, value) in facts {
+        line.insert((*name).to_owned(), (*value).into());
+    }
+    serde_json::Value::Object(line).to_string()
+}
+
 /// The request id the Worker gives a request: its `cf-ray` when it is a plain token (hex
 /// digits and one dash with a colo code), else `draw()` (random bits the runtime draws only
 /// then: two calls across the boundary saved on every request Cloudflare gave a ray), in
@@ -371,6 +385,20 @@ impl<'a> LineContext<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_line_names_its_event_and_object_and_only_its_facts() {
+        assert_eq!(
+            event_line("expired-on-read", "ab12", &[]),
+            r#"{"event":"expired-on-read","object":"ab12"}"#
+        );
+        assert_eq!(
+            event_line("admin-purge", "ab12", &[("forced", true)]),
+            r#"{"event":"admin-purge","forced":true,"object":"ab12"}"#
+        );
+        // An object id is hex, but a quote would be escaped, never break the line.
+        assert_eq!(event_line("x", "a\"b", &[]), r#"{"event":"x","object":"a\"b"}"#);
+    }
     use crate::core::jwt::Unverified;
 
     /// A line with every field, as the hand-written writer of `d5eb51d` wrote it.

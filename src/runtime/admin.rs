@@ -17,6 +17,7 @@ use crate::core::admin::{
     OPERATOR_HEADER,
 };
 use crate::core::config::Config;
+use crate::core::log::event_line;
 use crate::core::machine::{storage_unavailable, RecordChange};
 use crate::core::record::Record;
 use crate::core::url::path_and_query_parts;
@@ -160,11 +161,7 @@ impl KeyObject {
                             respond::problem(&storage_unavailable())
                         }
                         Ok(()) => {
-                            console_log!(
-                                "{{\"event\":\"admin-purge\",\"object\":\"{}\",\"forced\":{}}}",
-                                object_id,
-                                force
-                            );
+                            console_log!("{}", event_line("admin-purge", &object_id, &[("forced", force)]));
                             respond::json(&json!({"object_id": object_id, "purged": true}))
                         }
                         Err(error) => {

@@ -16,6 +16,7 @@ use super::platform::{console_error, console_log};
 use super::record_store::Opened;
 use super::storage::StorageError;
 use crate::core::key_state::{Decided, Pending};
+use crate::core::log::event_line;
 use crate::core::machine::RecordChange;
 use crate::core::record::{AttemptId, Record};
 
@@ -32,7 +33,7 @@ impl KeyObject {
         if self.key.borrow().expired_on_read(now_ms()) {
             self.store.delete_now()?;
             self.key.borrow_mut().handle_deleting();
-            console_log!("{{\"event\":\"expired-on-read\",\"object\":\"{}\"}}", self.object_id());
+            console_log!("{}", event_line("expired-on-read", self.object_id(), &[]));
         }
         Ok(self.cached_record())
     }

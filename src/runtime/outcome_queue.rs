@@ -7,6 +7,7 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::now_ms;
 use super::platform::{console_error, Env};
+use crate::core::log::event_line;
 use crate::core::log::Decision;
 use crate::core::outcome_events::{publishes, OutcomeEvent, OUTCOME_QUEUE_BINDING};
 
@@ -29,7 +30,7 @@ pub fn publish(
     wasm_bindgen_futures::spawn_local(async move {
         if let Err(error) = send(&queue, &message).await {
             let error = super::platform::Error::from(error);
-            console_error!("{{\"event\":\"outcome-publish-failed\",\"object\":\"{}\"}} {}", object, error);
+            console_error!("{} {}", event_line("outcome-publish-failed", &object, &[]), error);
         }
     });
 }

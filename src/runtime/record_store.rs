@@ -24,6 +24,7 @@ use super::seal::Sealer;
 use super::settings;
 use super::storage::{self, LegacyRow, StorageError, Stores};
 use crate::core::fingerprint::Digest256;
+use crate::core::log::event_line;
 use crate::core::record::{Completed, Record, StoredResponse};
 use crate::core::seal::{refuses_unsealed, KeyRing};
 
@@ -96,7 +97,7 @@ impl RecordStore {
         if stored.is_some() && self.legacy_row.get() == LegacyRow::Possible {
             // A key an older release stored (`runtime::storage`): the operator sees that such
             // keys are still retried, before a release stops reading their layout.
-            console_log!("{{\"event\":\"legacy-record-read\",\"object\":\"{}\"}}", self.object_id());
+            console_log!("{}", event_line("legacy-record-read", self.object_id(), &[]));
         }
         let in_clear = matches!(&stored, Some(Record::Completed(Completed { sealed_answer: None, .. })));
         self.read_in_clear.set(in_clear);

@@ -64,7 +64,7 @@ cargo test --workspace --no-fail-fast --lib --bins --tests "${cargo_args[@]}" --
 # a hash, and in one workspace-wide run two builds of it (the feature sets of different
 # crates' test targets) write the same file; a doctest of the client then links against the
 # wrong one (E0460, seen in a fresh-clone CI run). One crate per run builds one.
-for crate in idempotency-edge idempotency-edge-client idempotency-edge-config; do
+for crate in idempotency-edge idempotency-edge-protocol idempotency-edge-client idempotency-edge-config; do
   cargo test --doc -p "$crate" "${cargo_args[@]}" 2>&1 | tee -a "$log" || status=$?
 done
 # Every instance's log, whichever tests ran: no secret, no panic (scripts/scan-e2e-logs.py).

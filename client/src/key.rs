@@ -1,12 +1,12 @@
 //! Keys: deterministic ones for business operations ([`key_for`]), random ones for requests
 //! that come without ([`random_key`]), and the wire form the worker reads back unchanged.
 //!
-//! The key grammar is the worker's own (`idempotency_edge::core::key`), so a key this crate
+//! The key grammar is the worker's own (`idempotency_edge_protocol::key`), so a key this crate
 //! accepts is one the worker accepts, and both halves change together.
 
 use std::fmt;
 
-use idempotency_edge::core::key::{parse_key, MAX_KEY_LEN};
+use idempotency_edge_protocol::key::{parse_key, MAX_KEY_LEN};
 use sha2::{Digest, Sha256};
 
 /// The header that carries the key.

@@ -44,8 +44,8 @@
 
 use std::time::Duration;
 
-use idempotency_edge::core::async_job::RESPOND_ASYNC;
-use idempotency_edge::core::problem::{ProblemKind, PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX};
+use idempotency_edge_protocol::problem::{ProblemKind, PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX};
+use idempotency_edge_protocol::{retry_after, RESPOND_ASYNC};
 
 /// How an attempt failed below HTTP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -443,56 +443,14 @@ pub fn problem_type(content_type: Option<&str>, body: &[u8]) -> Option<String> {
     value.get("type")?.as_str().map(str::to_owned)
 }
 
-/// Parses a `Retry-After` value: delay-seconds (`120`) or an IMF-fixdate
-/// (`Sun, 06 Nov 1994 08:49:37 GMT`), the latter relative to `now_unix_seconds`. A date in
-/// the past is a zero wait. Anything else (including the obsolete date forms) is `None`.
+/// Parses a `Retry-After` value as the worker reads one
+/// (`idempotency_edge_protocol::retry_after`): delay-seconds of at most nine digits, or an
+/// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) relative to `now_unix_seconds`, a date in
+/// the past being a zero wait. Anything else (the obsolete date forms, a number too long to
+/// mean anything) is `None`, and the policy's own backoff applies.
 pub fn parse_retry_after(value: &str, now_unix_seconds: u64) -> Option<Duration> {
-    let value = value.trim();
-    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        // Too many digits to fit is still "very long".
-        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
-    }
-    let at = parse_imf_fixdate(value)?;
-    Some(Duration::from_secs(at.saturating_sub(now_unix_seconds)))
-}
-
-/// `Sun, 06 Nov 1994 08:49:37 GMT` → seconds since the Unix epoch (RFC 9110 §5.6.7).
-fn parse_imf_fixdate(value: &str) -> Option<u64> {
-    const MONTHS: [&str; 12] =
-        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
-    let (day_name, rest) = value.split_once(", ")?;
-    if !DAYS.contains(&day_name) {
-        return None;
-    }
-    let parts: Vec<&str> = rest.split(' ').collect();
-    let [day, month, year, time, "GMT"] = parts.as_slice() else { return None };
-    let number = |text: &str, digits: usize| -> Option<u64> {
-        (text.len() == digits && text.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok())?
-    };
-    let day = number(day, 2)?;
-    let month = MONTHS.iter().position(|m| m == month)? as u64 + 1;
-    let year = number(year, 4)?;
-    let hms: Vec<&str> = time.split(':').collect();
-    let [h, m, s] = hms.as_slice() else { return None };
-    let (h, m, s) = (number(h, 2)?, number(m, 2)?, number(s, 2)?);
-    if !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 || year < 1970 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    Some(days * 86_400 + h * 3_600 + m * 60 + s)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date, for years from 1970 (H. Hinnant's
-/// `days_from_civil`).
-fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year / 400;
-    let year_of_era = year - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
+    retry_after::parse_retry_after(Some(value), now_unix_seconds.saturating_mul(1_000))
+        .map(Duration::from_millis)
 }
 
 #[cfg(test)]
@@ -908,7 +866,8 @@ mod tests {
         assert_eq!(parse_retry_after("5", now), Some(secs(5)));
         assert_eq!(parse_retry_after(" 120 ", now), Some(secs(120)));
         assert_eq!(parse_retry_after("0", now), Some(secs(0)));
-        assert_eq!(parse_retry_after("99999999999999999999999", now), Some(secs(u64::MAX)));
+        // Over nine digits means nothing, as the worker reads an origin's: the backoff applies.
+        assert_eq!(parse_retry_after("99999999999999999999999", now), None);
         assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now), Some(secs(0)));
         assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:50:07 GMT", now), Some(secs(30)));
         assert_eq!(parse_retry_after("Mon, 07 Nov 1994 08:49:37 GMT", now), Some(secs(86_400)));

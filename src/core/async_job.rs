@@ -59,7 +59,7 @@ pub const VAR_ASYNC_DEADLINE_SECONDS: &str = "ASYNC_DEADLINE_SECONDS";
 pub const VAR_ASYNC_MAX_BACKOFF_SECONDS: &str = "ASYNC_MAX_BACKOFF_SECONDS";
 
 /// The header value and token of RFC 7240.
-pub const RESPOND_ASYNC: &str = "respond-async";
+pub use idempotency_edge_protocol::RESPOND_ASYNC;
 
 /// The first backoff's ceiling; it doubles with every send, up to the configured cap.
 pub const BACKOFF_BASE_MS: u64 = 1_000;
@@ -417,59 +417,7 @@ pub fn backoff_ms(sent: u16, jitter: f64, max_backoff_ms: u64, retry_after_ms: O
     drawn.max(MIN_RETRY_DELAY_MS).max(retry_after_ms.unwrap_or(0))
 }
 
-/// An origin's `Retry-After` in milliseconds from `now` (Unix ms): delay-seconds, or an
-/// HTTP date (RFC 9110 §10.2.3; the IMF-fixdate form every sender must use). A date in
-/// the past is 0; anything else is ignored, and the backoff alone applies.
-pub fn parse_retry_after(value: Option<&str>, now: u64) -> Option<u64> {
-    let text = value?.trim();
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        if text.len() > 9 {
-            return None;
-        }
-        return text.parse::<u64>().ok().map(|seconds| seconds * 1_000);
-    }
-    imf_fixdate_ms(text).map(|at| at.saturating_sub(now))
-}
-
-/// `Sun, 06 Nov 1994 08:49:37 GMT` as Unix milliseconds.
-fn imf_fixdate_ms(text: &str) -> Option<u64> {
-    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
-    const MONTHS: [&str; 12] =
-        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    let b = text.as_bytes();
-    if b.len() != 29
-        || &b[3..5] != b", "
-        || b[7] != b' '
-        || b[11] != b' '
-        || b[16] != b' '
-        || &b[25..] != b" GMT"
-    {
-        return None;
-    }
-    if !DAYS.contains(&text.get(0..3)?) || b[19] != b':' || b[22] != b':' {
-        return None;
-    }
-    let number = |range: std::ops::Range<usize>| -> Option<u64> {
-        let part = text.get(range)?;
-        part.bytes().all(|c| c.is_ascii_digit()).then(|| part.parse().ok()).flatten()
-    };
-    let day = number(5..7)?;
-    let month = MONTHS.iter().position(|m| Some(*m) == text.get(8..11))? as u64 + 1;
-    let year = number(12..16)?;
-    let (hour, minute, second) = (number(17..19)?, number(20..22)?, number(23..25)?);
-    if year < 1970 || day == 0 || day > 31 || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm), for years from 1970.
-    let (y, m) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
-    let era = y / 400;
-    let year_of_era = y - era * 400;
-    let day_of_year = (153 * m + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = (era * 146_097 + day_of_era).checked_sub(719_468)?;
-    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second;
-    Some(seconds * 1_000)
-}
+pub use idempotency_edge_protocol::retry_after::parse_retry_after;
 
 /// How an enforced arrival is served, decided before anything is awaited (rule 7): as a job
 /// (`accept`, with the request sealed for later), or synchronously; and whether it

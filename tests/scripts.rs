@@ -10,16 +10,7 @@ mod node;
 
 #[test]
 fn the_release_script_promotes_rolls_back_and_refuses_as_docs_deploy_says() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let file = "scripts/release.test.mjs";
-    let run = node::node().current_dir(root).args(["--test", file]).output().expect("run node");
-    let report = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "node --test {file} failed:\n{report}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    assert!(report.contains("# fail 0") && !report.contains("# pass 0"), "{report}");
+    node::node_tests_pass("scripts/release.test.mjs");
 }
 
 /// The Node verifier docs/operations.md shows, run as written (`http-message-signatures`

@@ -162,6 +162,11 @@ impl Pending {
         self.decision
     }
 
+    /// The attempt the step would forward (and claims the key for), if it does.
+    pub fn forwarded(&self) -> Option<AttemptId> {
+        forwarded_in(&self.step.actions)
+    }
+
     /// The stored answer, when all this step does is replay it: nothing to write, so its
     /// report ([`KeyState::handle_written`]) follows at once, and nothing else to carry
     /// out. The runtime answers such an arrival without awaiting anything but the body's
@@ -182,13 +187,42 @@ pub struct Decided {
 }
 
 impl Decided {
+    /// The next of the step's actions to carry out, in order, each handed out once
+    /// (quinn-proto's `poll_*`); `None` when all were.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        (!self.step.actions.is_empty()).then(|| self.step.actions.remove(0))
+    }
+
+    /// What the step claimed, taken before its actions are handed out: what withdrawing
+    /// the claim needs should its alarm fail ([`KeyState::handle_alarm_failed`]).
+    pub fn claimed(&self) -> Claimed {
+        let step = &self.step;
+        let job = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
+            && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
+        Claimed { forwarded: self.forwarded(), job }
+    }
+
     /// The attempt the step forwards (and claimed the key for), if it does.
     pub fn forwarded(&self) -> Option<AttemptId> {
-        self.step.actions.iter().find_map(|action| match action {
-            Action::Forward { attempt } => Some(*attempt),
-            _ => None,
-        })
+        forwarded_in(&self.step.actions)
     }
+}
+
+/// The attempt a step's actions forward, if they do.
+fn forwarded_in(actions: &[Action]) -> Option<AttemptId> {
+    actions.iter().find_map(|action| match action {
+        Action::Forward { attempt } => Some(*attempt),
+        _ => None,
+    })
+}
+
+/// What a written step claimed ([`Decided::claimed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claimed {
+    /// The attempt it forwards, the key claimed for it.
+    pub forwarded: Option<AttemptId>,
+    /// Whether it claimed the key for an asynchronous job (answered 202).
+    pub job: bool,
 }
 
 /// The in-memory state of one key in one object instance.
@@ -571,16 +605,13 @@ impl KeyState {
     /// Returns `None` where there is nothing to withdraw: observe mode has forwarded
     /// already, and a record whose alarm is missing is still deleted when read past its
     /// expiry.
-    pub fn handle_alarm_failed(&mut self, decided: &Decided) -> Option<Pending> {
-        let step = &decided.step;
-        let claimed = decided.forwarded();
+    pub fn handle_alarm_failed(&mut self, claimed: Claimed) -> Option<Pending> {
+        let Claimed { forwarded: claimed, job: job_claimed } = claimed;
         let observed =
             |attempt| self.live.is_some_and(|live| live.attempt == attempt && live.observed_until.is_some());
         if claimed.is_some_and(observed) {
             return None;
         }
-        let job_claimed = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
-            && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
         match claimed {
             Some(attempt) => self.end(attempt),
             None if job_claimed => {}
@@ -660,6 +691,18 @@ impl KeyState {
     }
 }
 
+/// How long an alarm that could not read what it works on (the record, a job's stored
+/// request, a claim's stored lookup) waits before it looks again, whatever becomes of the
+/// platform's own retries of the failed alarm: a corrupt record is still a record (kept,
+/// never forwarded unprotected), and a key may come back into the ring.
+pub const LOOK_AGAIN_AFTER_MS: Millis = 60_000;
+
+/// When an alarm that could not read what it works on at `now` runs again
+/// ([`LOOK_AGAIN_AFTER_MS`]).
+pub fn look_again_at(now: Millis) -> Millis {
+    now.saturating_add(LOOK_AGAIN_AFTER_MS)
+}
+
 /// 503 for an arrival whose claim would have no lookup: the route's lookup could not be
 /// sealed, so nothing was claimed or forwarded.
 pub fn lookup_unsealed() -> Problem {
@@ -684,12 +727,18 @@ pub fn decision_of(actions: &[Action]) -> Option<Decision> {
     })
 }
 
-/// How many body bytes of an origin's answer may be stored, given its headers: the
-/// policy's cap on the whole answer, less what the headers take (each counted with 8
-/// bytes of framing).
-pub fn answer_body_cap(policy: &ObjectPolicy, headers: &[(String, String)]) -> u64 {
-    let header_bytes: u64 = headers.iter().map(|(name, value)| (name.len() + value.len() + 8) as u64).sum();
-    policy.max_stored_response_bytes.saturating_sub(header_bytes)
+/// How many body bytes of an origin's answer may be stored, given its headers: the cap on
+/// the whole stored answer (`ObjectPolicy::max_stored_response_bytes`), less what the
+/// headers take ([`stored_header_bytes`]).
+pub fn answer_body_cap(max_stored_bytes: u64, headers: &[(String, String)]) -> u64 {
+    max_stored_bytes.saturating_sub(stored_header_bytes(headers))
+}
+
+/// What an answer's headers count for against the stored-size cap: each name and value,
+/// with 8 bytes of framing. The one rule for it: the cap a body is read up to and the size
+/// a stored answer is judged by both come from here.
+pub fn stored_header_bytes(headers: &[(String, String)]) -> u64 {
+    headers.iter().map(|(name, value)| (name.len() + value.len() + 8) as u64).sum()
 }
 
 #[cfg(test)]

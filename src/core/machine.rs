@@ -735,7 +735,7 @@ fn on_origin_finished(
 }
 
 fn stored_size(response: &StoredResponse) -> usize {
-    response.body.len() + response.headers.iter().map(|(n, v)| n.len() + v.len() + 8).sum::<usize>()
+    response.body.len() + super::key_state::stored_header_bytes(&response.headers) as usize
 }
 
 /// 409 with a `Retry-After` of the given time, rounded up to whole seconds.

@@ -1,12 +1,13 @@
 // The origin attempt's I/O (`runtime::origin`), awaited in JavaScript: the TCP probe before
 // a first forward, and the exchange (the request sent, the answer's head, its body up to a
-// cap) under one deadline. Each reports what happened as a plain array; what it means (sent
-// or not, an outcome or an unknown) is decided in Rust and the core (`core::policy`).
+// cap) under one deadline. Each reports what happened under its own name (a string, with
+// its values after it in an array); what each name means, sent or not, is decided in the
+// core (`core::policy::OriginVerdict::of_report`).
 import { connect } from "cloudflare:sockets";
 import { headerLines, readUpTo } from "./boundary.mjs";
 
-// What a TCP connect to `address` ("host:port") showed within `waitMs`: 0 opened; 1
-// refused, or failed before a connection existed (no byte was sent); 2 not connected in
+// What a TCP connect to `address` ("host:port") showed within `waitMs`: "opened";
+// "refused", or failed before a connection existed (no byte was sent); "no-connection" in
 // that time. It sends no byte and never rejects. The socket is closed at once, a connect
 // given up on included (closed as soon as it opens, so a late connection does not linger
 // at the origin).
@@ -16,19 +17,19 @@ export async function probe(address, waitMs) {
   try {
     socket = connect(address);
     opened = socket.opened.then(
-      () => 0,
-      () => 1,
+      () => "opened",
+      () => "refused",
     );
   } catch {
-    return 1;
+    return "refused";
   }
   let timer;
   const late = new Promise((resolve) => {
-    timer = setTimeout(() => resolve(2), waitMs);
+    timer = setTimeout(() => resolve("no-connection"), waitMs);
   });
   const shown = await Promise.race([opened, late]);
   clearTimeout(timer);
-  if (shown !== 1) {
+  if (shown !== "refused") {
     try {
       socket.close().catch(() => {});
     } catch {
@@ -40,21 +41,22 @@ export async function probe(address, waitMs) {
 
 // Sends `request` (through `service`, a service binding, when given) and reads the answer's
 // head, all within `timeoutMs`, after which `controller` aborts it. Resolves to one of:
-// - [0, status, headerText, finish]: the head (`headerLines`); `finish(cap)` reads the body
-//   within the same deadline and resolves to [0, parts] (all of it, at most `cap` bytes),
-//   [1, stream] (past the cap: what was read, then the rest, never buffered), [2, error]
-//   (it broke off) or [3] (the deadline passed). `finish` is null when there is no body.
-// - [1, error]: the fetch threw or was rejected (it may have been sent);
-// - [2]: the deadline passed;
-// - [3]: what came back is not a `Response`;
-// - [4, status, error]: the head came and could not be read.
+// - ["head", status, headerText, finish]: the head (`headerLines`); `finish(cap)` reads the
+//   body within the same deadline and resolves to ["whole", parts] (all of it, at most `cap`
+//   bytes), ["over-cap", stream] (past the cap: what was read, then the rest, never
+//   buffered), ["broke-off", error] or ["late"] (the deadline passed). `finish` is null when
+//   there is no body.
+// - ["threw", error]: the fetch threw or was rejected (it may have been sent);
+// - ["late"]: the deadline passed;
+// - ["not-a-response"]: what came back is not a `Response`;
+// - ["head-unreadable", status, error]: the head came and could not be read.
 // It never rejects.
 export async function exchange(request, service, controller, timeoutMs) {
   let timer;
   const late = new Promise((resolve) => {
     timer = setTimeout(() => {
       controller.abort();
-      resolve([2]);
+      resolve(["late"]);
     }, timeoutMs);
   });
   const end = (outcome) => {
@@ -62,18 +64,18 @@ export async function exchange(request, service, controller, timeoutMs) {
     return outcome;
   };
   const head = await Promise.race([headOf(request, service), late]);
-  if (head[0] !== 0) return end(head);
+  if (head[0] !== "head") return end(head);
   const [, status, text, response] = head;
-  if (!response.body) return end([0, status, text, null]);
+  if (!response.body) return end(["head", status, text, null]);
   const finish = async (cap) => {
     const read = readUpTo(response.body, cap, false).then(
-      ([parts, rest]) => (parts !== null ? [0, parts] : [1, rest]),
-      (error) => [2, error],
+      ([parts, rest]) => (parts !== null ? ["whole", parts] : ["over-cap", rest]),
+      (error) => ["broke-off", error],
     );
-    const body = await Promise.race([read, late.then(() => [3])]);
+    const body = await Promise.race([read, late.then(() => ["late"])]);
     return end(body);
   };
-  return [0, status, text, finish];
+  return ["head", status, text, finish];
 }
 
 async function headOf(request, service) {
@@ -81,12 +83,12 @@ async function headOf(request, service) {
   try {
     response = await (service ? service.fetch(request) : fetch(request));
   } catch (error) {
-    return [1, error];
+    return ["threw", error];
   }
-  if (!(response instanceof Response)) return [3];
+  if (!(response instanceof Response)) return ["not-a-response"];
   try {
-    return [0, response.status, headerLines(response.headers), response];
+    return ["head", response.status, headerLines(response.headers), response];
   } catch (error) {
-    return [4, response.status, error];
+    return ["head-unreadable", response.status, error];
   }
 }

@@ -50,9 +50,9 @@
 //! and the result says `Oversized`, so the key is held unknown.
 //!
 //! The probe and the exchange are awaited in JavaScript (`origin.mjs`: one call each, the
-//! body's read a second call once the head has set its cap), which reports what happened
-//! as plain values; what each report means (refused, unknown, timed out, an answer) is
-//! decided here, and an unexpected one is unknown, never "not sent".
+//! body's read a second call once the head has set its cap), which names what happened;
+//! what each named report means, sent or not, is the core's typed verdict
+//! (`core::policy::OriginVerdict`), and an unexpected one is "maybe sent", never "not sent".
 
 use js_sys::{Array, Function, Promise};
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -72,7 +72,7 @@ use crate::core::headers::{connection_tokens, forward_to_origin, store_for_repla
 use crate::core::key_state::answer_body_cap;
 use crate::core::observed::Captured;
 use crate::core::origin_auth::{Protection, Signer};
-use crate::core::policy::OriginResult;
+use crate::core::policy::{OriginResult, OriginVerdict};
 use crate::core::record::StoredResponse;
 use crate::core::url::host_and_port;
 use crate::core::wire::ObservedOutcome;
@@ -152,7 +152,7 @@ pub async fn send(
             Ok(service) => Some(service),
             Err(error) => {
                 console_error!("the origin service binding {} is unusable: {}", name, error);
-                return (OriginResult::ConnectRefused, None);
+                return (OriginVerdict::NotSent.result(), None);
             }
         },
     };
@@ -185,7 +185,8 @@ pub async fn look_up(
             }
             Some((status, None))
         }
-        _ => None,
+        (OriginResult::Responded(_), None)
+        | (OriginResult::ConnectRefused | OriginResult::TimedOut | OriginResult::ResetAfterSend, _) => None,
     }
 }
 
@@ -197,19 +198,18 @@ pub async fn reported(
     outcome: &ObservedOutcome,
     policy: &ObjectPolicy,
 ) -> (OriginResult, Option<OriginAnswer>) {
+    let ended = |result| async move {
+        body::drain(req, None).await;
+        (result, None)
+    };
     let (status, headers) = match outcome {
         ObservedOutcome::Responded { status, headers } => (*status, headers.clone()),
-        other => {
-            body::drain(req, None).await;
-            return match other {
-                ObservedOutcome::Timeout => (OriginResult::TimedOut, None),
-                // The Worker read its copy only up to the stored-size cap.
-                ObservedOutcome::Oversized { status } => (OriginResult::Oversized(*status), None),
-                _ => (OriginResult::ResetAfterSend, None),
-            };
-        }
+        ObservedOutcome::Timeout => return ended(OriginResult::TimedOut).await,
+        // The Worker read its copy only up to the stored-size cap.
+        ObservedOutcome::Oversized { status } => return ended(OriginResult::Oversized(*status)).await,
+        ObservedOutcome::Reset => return ended(OriginResult::ResetAfterSend).await,
     };
-    let cap = answer_body_cap(policy, &headers);
+    let cap = answer_body_cap(policy.max_stored_response_bytes, &headers);
     let body = match req.body() {
         None => AnswerBody::Complete(Vec::new()),
         Some(raw) => match read_capped(raw, cap).await {
@@ -261,13 +261,8 @@ async fn forward(
         // SYNs, which come again after 1 s, 3 s, 7 s, and giving up sooner would refuse a
         // request the origin would have served. Refused, or not connected in that time, the
         // origin took nothing and the key is released.
-        match probe(target, timeout_ms).await {
-            Probe::Opened => {}
-            Probe::Refused => return (OriginResult::ConnectRefused, None),
-            Probe::NoAnswer => {
-                console_warn!("origin probe: no connection within {} ms", timeout_ms);
-                return (OriginResult::ConnectRefused, None);
-            }
+        if let Some(verdict) = probe(target, timeout_ms).await {
+            return (verdict.result(), None);
         }
     }
     // Signed before anything is sent: a signature that cannot be made sends nothing.
@@ -283,17 +278,17 @@ async fn forward(
                 Ok(value) => Some(value),
                 Err(error) => {
                     console_warn!("origin signature failed: {}", super::platform::Error::from(error));
-                    return (OriginResult::ConnectRefused, None);
+                    return (OriginVerdict::NotSent.result(), None);
                 }
             }
         }
     };
-    let Ok(controller) = AbortController::new() else { return (OriginResult::ConnectRefused, None) };
+    let Ok(controller) = AbortController::new() else { return (OriginVerdict::NotSent.result(), None) };
     let request = match build_request(target, method, headers, body, &controller.signal(), signature.as_ref())
     {
         Ok(request) => request,
         // Nothing was sent.
-        Err(_) => return (OriginResult::ConnectRefused, None),
+        Err(_) => return (OriginVerdict::NotSent.result(), None),
     };
     // Sent, and its answer read, within the timeout, in JavaScript (`origin.mjs`); what each
     // outcome means is decided here.
@@ -303,17 +298,22 @@ async fn forward(
         .await
         .map_or_else(|_| Array::new(), JsCast::unchecked_into);
     let status = head.get(1).as_f64().unwrap_or(0.0) as u16;
-    match head.get(0).as_f64() {
-        Some(0.0) => {}
-        // The fetch failed, perhaps after the request left: the outcome is unknown.
-        Some(1.0) => {
-            console_warn!("origin fetch failed: {}", super::platform::Error::from(head.get(1)));
-            return (OriginResult::ResetAfterSend, None);
+    // Any report but the head ends the exchange with the core's verdict on it.
+    let report = head.get(0).as_string().unwrap_or_default();
+    if let Some(verdict) = OriginVerdict::of_report(&report, status) {
+        match verdict {
+            OriginVerdict::BrokeOff(status) => broke_off(status, head.get(2)),
+            // The fetch failed, perhaps after the request left: the outcome is unknown.
+            OriginVerdict::MaybeSent if report == "threw" => {
+                console_warn!("origin fetch failed: {}", super::platform::Error::from(head.get(1)))
+            }
+            OriginVerdict::NotSent
+            | OriginVerdict::MaybeSent
+            | OriginVerdict::TimedOut
+            | OriginVerdict::Answered(_)
+            | OriginVerdict::OverCap(_) => {}
         }
-        Some(2.0) => return (OriginResult::TimedOut, None),
-        Some(4.0) => return (broke_off(status, head.get(2)), None),
-        // Not a `Response`: the outcome is unknown.
-        _ => return (OriginResult::ResetAfterSend, None),
+        return (verdict.result(), None);
     }
     let headers = HeaderLines::new(head.get(2).as_string().unwrap_or_default()).to_pairs();
     let connection = headers
@@ -321,10 +321,8 @@ async fn forward(
         .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
         .map(|(_, value)| value.as_str());
     let connection_tokens = connection_tokens(connection);
-    // The body's cap: the stored-size cap less the headers, counted as the machine counts a
-    // stored response.
-    let header_bytes: u64 = headers.iter().map(|(n, v)| (n.len() + v.len() + 8) as u64).sum();
-    let body_cap = max_stored_bytes.saturating_sub(header_bytes);
+    // The body's cap: the stored-size cap less the headers, as the core counts them.
+    let body_cap = answer_body_cap(max_stored_bytes, &headers);
     let body = match head.get(3).dyn_into::<Function>() {
         Err(_) => AnswerBody::Complete(Vec::new()),
         Ok(finish) => {
@@ -336,31 +334,39 @@ async fn forward(
                     .map_or_else(|_| Array::new(), JsCast::unchecked_into),
                 Err(_) => Array::new(),
             };
-            match read.get(0).as_f64() {
-                Some(0.0) => AnswerBody::Complete(boundary::joined(&read.get(1).unchecked_into())),
-                Some(1.0) => AnswerBody::Streamed(read.get(1).unchecked_into()),
-                Some(3.0) => return (OriginResult::TimedOut, None),
-                _ => return (broke_off(status, read.get(1)), None),
+            // A report that names no end of the body (there is none) is "broke off".
+            let report = read.get(0).as_string().unwrap_or_else(|| "broke-off".to_owned());
+            match OriginVerdict::of_report(&report, status) {
+                Some(OriginVerdict::Answered(_)) => {
+                    AnswerBody::Complete(boundary::joined(&read.get(1).unchecked_into()))
+                }
+                Some(OriginVerdict::OverCap(_)) => AnswerBody::Streamed(read.get(1).unchecked_into()),
+                Some(OriginVerdict::TimedOut) => return (OriginResult::TimedOut, None),
+                // Anything else after a head came: the answer broke off.
+                Some(OriginVerdict::BrokeOff(_) | OriginVerdict::NotSent | OriginVerdict::MaybeSent) | None => {
+                    broke_off(status, read.get(1));
+                    return (OriginVerdict::BrokeOff(status).result(), None);
+                }
             }
         }
     };
-    let result = match body {
-        AnswerBody::Complete(_) => OriginResult::Responded(status),
-        AnswerBody::Streamed(_) => OriginResult::Oversized(status),
+    let verdict = match body {
+        AnswerBody::Complete(_) => OriginVerdict::Answered(status),
+        AnswerBody::Streamed(_) => OriginVerdict::OverCap(status),
     };
-    (result, Some(OriginAnswer { status, headers, connection_tokens, body }))
+    (verdict.result(), Some(OriginAnswer { status, headers, connection_tokens, body }))
 }
 
-/// An answer whose head came with `status` and which then broke off (`error`): the outcome
-/// is unknown, but the origin did answer, and the status it sent is what the engineer
-/// reconciling this key needs first (a 2xx most likely executed).
-fn broke_off(status: u16, error: JsValue) -> OriginResult {
+/// Logs an answer whose head came with `status` and which then broke off (`error`): the
+/// outcome is unknown (`OriginVerdict::BrokeOff`), but the origin did answer, and the status
+/// it sent is what the engineer reconciling this key needs first (a 2xx most likely
+/// executed).
+fn broke_off(status: u16, error: JsValue) {
     console_warn!(
         "origin answered {} and its answer broke off: {}",
         status,
         super::platform::Error::from(error)
     );
-    OriginResult::ResetAfterSend
 }
 
 fn build_request(
@@ -399,28 +405,24 @@ pub(super) async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Resul
     })
 }
 
-/// What a TCP connect to the origin showed.
-enum Probe {
-    Opened,
-    /// Refused, or failed before a connection existed (no byte was sent).
-    Refused,
-    /// Not connected within the wait.
-    NoAnswer,
-}
-
 /// Opens a TCP connection to the target's host and port, waiting at most `wait_ms`, and
-/// closes it (`origin.mjs`'s `probe`). Sends no byte. Anything but a connection opened in
-/// time reads as "not connected", which is safe either way: nothing is sent after it.
-async fn probe(target: &str, wait_ms: u64) -> Probe {
-    let Some((host, port)) = host_and_port(target) else { return Probe::Refused };
+/// closes it (`origin.mjs`'s `probe`). Sends no byte. `None` when it opened; otherwise the
+/// verdict (nothing sent). Anything but a connection opened in time reads as "not
+/// connected", which is safe either way: nothing is sent after it.
+async fn probe(target: &str, wait_ms: u64) -> Option<OriginVerdict> {
+    let Some((host, port)) = host_and_port(target) else { return Some(OriginVerdict::NotSent) };
     let mut address = String::with_capacity(host.len() + 6);
     address.push_str(host);
     address.push(':');
     address.push_str(&port.to_string());
-    match JsFuture::from(probe_js(&address, wait_ms as f64)).await.ok().and_then(|shown| shown.as_f64()) {
-        Some(0.0) => Probe::Opened,
-        Some(2.0) => Probe::NoAnswer,
-        _ => Probe::Refused,
+    let shown = JsFuture::from(probe_js(&address, wait_ms as f64)).await.ok().and_then(|shown| shown.as_string());
+    match shown.as_deref() {
+        Some("opened") => None,
+        Some("no-connection") => {
+            console_warn!("origin probe: no connection within {} ms", wait_ms);
+            Some(OriginVerdict::NotSent)
+        }
+        _ => Some(OriginVerdict::NotSent),
     }
 }
 

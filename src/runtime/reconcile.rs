@@ -25,22 +25,18 @@
 use wasm_bindgen::JsValue;
 use web_sys::Headers;
 
-use super::object::KeyObject;
+use super::object::{Carry, KeyObject};
 use super::platform::console_error;
 use super::{body, metrics, now_ms, origin, outcome_queue, settings};
 use crate::core::async_job::StoredRequest;
 use crate::core::config::ObjectPolicy;
 use crate::core::fingerprint::Digest256;
-use crate::core::key_state::{LookupAsker, LookupTurn};
+use crate::core::key_state::{look_again_at, LookupAsker, LookupTurn};
 use crate::core::log::RequestLog;
-use crate::core::machine::Action;
 use crate::core::problem::Problem;
 use crate::core::reconcile::{self, Reconciling};
 use crate::core::record::AttemptId;
 use crate::core::wire::{KeyCall, ReconcileCall};
-
-/// When an alarm whose lookup cannot be opened looks again.
-const AFTER_UNOPENED_LOOKUP_MS: u64 = 60_000;
 
 /// What the reconciliation before an arrival came to ([`KeyObject::reconcile_before_arrival`]).
 #[derive(Default)]
@@ -194,7 +190,7 @@ impl KeyObject {
             Err(error) => {
                 // Nothing is asked unopened; look again later (the key may come back into
                 // the ring), whatever becomes of the platform's retries.
-                self.store.set_alarm(now_ms().saturating_add(AFTER_UNOPENED_LOOKUP_MS)).await;
+                self.store.set_alarm(look_again_at(now_ms())).await;
                 return Err(format!("the stored lookup cannot be opened: {error}"));
             }
         };
@@ -246,13 +242,9 @@ impl KeyObject {
         let jitter = js_sys::Math::random();
         let pending = self.key.borrow_mut().handle_reconciled(attempt, verdict, policy, jitter, now_ms());
         let (decided, written) = self.write_verdict(pending).await;
-        let mut held = written;
-        for action in &decided.step.actions {
-            if let Action::SetAlarm(at) = action {
-                held &= self.store.set_alarm(*at).await;
-            }
-        }
-        if let Some(decision) = decided.decision {
+        let carry = Carry::of(decided);
+        let held = self.set_alarms(&carry.alarms).await && written;
+        if let Some(decision) = carry.decision {
             let object = Some(self.object_id().to_owned());
             let status = origin_status.unwrap_or(0);
             let log = RequestLog {

@@ -36,6 +36,7 @@ use std::sync::Arc;
 use super::async_job::{job_decision, AsyncAccept};
 use super::config::ObjectPolicy;
 use super::fingerprint::Digest256;
+use super::latch::{latch, Latch, Setter};
 use super::log::Decision;
 use super::machine::{
     self, outcome_unknown, storage_unavailable, Action, Event, RecordChange, Step, WaiterLimits,
@@ -86,13 +87,14 @@ pub struct RunningLookup {
 }
 
 /// Whose turn a lookup is ([`KeyState::handle_lookup_turn`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum LookupTurn {
-    /// Ask the origin; report the end with [`KeyState::handle_lookup_over`].
-    Run,
-    /// Wait for the lookup that runs (a retry reads its body first), then be decided on the
-    /// record as it is then.
-    Wait,
+    /// Ask the origin; report the end with [`KeyState::handle_lookup_over`], and drop the
+    /// setter then: that wakes whoever waits for this lookup.
+    Run(Setter<()>),
+    /// Wait for the lookup that runs (a retry reads its body first) to end, then be decided
+    /// on the record as it is then.
+    Wait(Latch<()>),
     /// Past the waiters' cap: answer this problem at once (502 `outcome-unknown`), the
     /// body drained, nothing looked up or forwarded.
     Full(Problem),
@@ -233,6 +235,8 @@ pub struct KeyState {
     live: Option<LiveAttempt>,
     /// The lookup of an unknown outcome running now, with its waiters.
     lookup: Option<RunningLookup>,
+    /// What those waiters wait for: the running lookup's end (its setter is the runner's).
+    lookup_over: Option<Latch<()>>,
 }
 
 impl KeyState {
@@ -354,9 +358,12 @@ impl KeyState {
     ) -> LookupTurn {
         let Some(running) = self.lookup.as_mut().filter(|running| running.attempt == attempt) else {
             self.lookup = Some(RunningLookup { attempt, waiters: 0, waiting_bytes: 0 });
-            return LookupTurn::Run;
+            let (over, done) = latch();
+            self.lookup_over = Some(done);
+            return LookupTurn::Run(over);
         };
-        let LookupAsker::Retry { body_bytes } = asker else { return LookupTurn::Wait };
+        let over = self.lookup_over.clone().unwrap_or_else(|| latch().1);
+        let LookupAsker::Retry { body_bytes } = asker else { return LookupTurn::Wait(over) };
         let bytes = running.waiting_bytes.saturating_add(body_bytes);
         if !limits.admits(running.waiters) || bytes > limits.max_waiting_bytes {
             let reason = match self.record() {
@@ -368,7 +375,7 @@ impl KeyState {
         }
         running.waiters += 1;
         running.waiting_bytes = bytes;
-        LookupTurn::Wait
+        LookupTurn::Wait(over)
     }
 
     /// The lookup of `attempt` is over (its verdict written or not): its waiters are woken
@@ -376,6 +383,7 @@ impl KeyState {
     pub fn handle_lookup_over(&mut self, attempt: AttemptId) {
         if self.lookup.is_some_and(|running| running.attempt == attempt) {
             self.lookup = None;
+            self.lookup_over = None;
         }
     }
 

@@ -4,9 +4,8 @@
 //!
 //! Every await comes before the decision it feeds: a retry's lookup runs, and its verdict
 //! is written, before the retry itself is decided on the record as it then is. One lookup
-//! runs per unknown outcome at a time: the key's driver gives the turns
-//! (`core::key_state::KeyState::handle_lookup_turn`), and `runtime::settlement` keeps
-//! what the waiters wait for. A retry that arrives while one runs reads its body (the one
+//! runs per unknown outcome at a time: the key's driver gives the turns, and what the
+//! waiters wait for (`core::key_state::KeyState::handle_lookup_turn`). A retry that arrives while one runs reads its body (the one
 //! that forwards once the key is released needs it, and a body left unread would hold the
 //! connection) and waits for it instead of asking again, within the waiters' caps by count
 //! and by bytes; past either, it is answered at once with the driver's 502
@@ -32,6 +31,7 @@ use crate::core::async_job::StoredRequest;
 use crate::core::config::ObjectPolicy;
 use crate::core::fingerprint::Digest256;
 use crate::core::key_state::{look_again_at, LookupAsker, LookupTurn};
+use crate::core::latch::Setter;
 use crate::core::log::RequestLog;
 use crate::core::problem::Problem;
 use crate::core::reconcile::{self, Reconciling};
@@ -148,13 +148,14 @@ impl KeyObject {
         let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
         let turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &call.policy.limits);
         match turn {
-            LookupTurn::Run => {
+            LookupTurn::Run(over) => {
                 // The claim's time, which the lookup answers from: the record's, not this retry's.
                 let claimed_at = self.key.borrow().record().and_then(|r| r.reconciling()).map(|r| r.bound_at);
                 match claimed_at {
                     Some(claimed_at) => {
                         let request = lookup_request(headers, reconcile, call.scope_salt);
-                        self.look_up(attempt, claimed_at, &request, reconcile.not_found, &call.policy).await;
+                        let policy = &call.policy;
+                        self.look_up(attempt, over, claimed_at, &request, reconcile.not_found, policy).await;
                     }
                     // No lookup kept: nothing to ask; the turn is given back.
                     None => {
@@ -163,12 +164,9 @@ impl KeyObject {
                 }
                 (None, None)
             }
-            LookupTurn::Wait => {
-                let running = self.live.running_lookup(attempt);
+            LookupTurn::Wait(running) => {
                 let body = body::read_whole(req).await;
-                if let Some(running) = running {
-                    running.wait().await;
-                }
+                running.wait().await;
                 (Some(body), None)
             }
             LookupTurn::Full(problem) => (None, Some(problem)),
@@ -197,15 +195,20 @@ impl KeyObject {
         // A reconciled answer is sealed under the caller's scope, which the lookup carries.
         let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
         let limits = &reconciling.policy.limits;
-        if self.key.borrow_mut().handle_lookup_turn(attempt, LookupAsker::Alarm, limits) != LookupTurn::Run {
+        let turn = self.key.borrow_mut().handle_lookup_turn(attempt, LookupAsker::Alarm, limits);
+        let over = match turn {
+            LookupTurn::Run(over) => over,
             // A retry's lookup runs: it sets what comes next.
-            if let Some(running) = self.live.running_lookup(attempt) {
+            LookupTurn::Wait(running) => {
                 running.wait().await;
+                return Ok(());
             }
-            return Ok(());
-        }
+            // The alarm is never refused a place; should it be, the next alarm asks again.
+            LookupTurn::Full(_) => return Ok(()),
+        };
         let claimed_at = reconciling.bound_at;
-        if self.look_up(attempt, claimed_at, &request, reconciling.not_found, &reconciling.policy).await {
+        let (not_found, policy) = (reconciling.not_found, &reconciling.policy);
+        if self.look_up(attempt, over, claimed_at, &request, not_found, policy).await {
             Ok(())
         } else {
             Err("the reconciliation could not be recorded; the alarm runs again".to_owned())
@@ -213,18 +216,18 @@ impl KeyObject {
     }
 
     /// One lookup of `attempt`'s outcome for the claim made at `claimed_at`, whose turn the
-    /// driver gave this caller ([`LookupTurn::Run`], in this same turn): the verdict stepped,
-    /// written, logged and published, and the alarm it asks for set; then its waiters are
-    /// woken. Whether it all held.
+    /// driver gave this caller ([`LookupTurn::Run`], in this same turn, with `over`): the
+    /// verdict stepped, written, logged and published, and the alarm it asks for set; then
+    /// its waiters are woken (`over` let go). Whether it all held.
     async fn look_up(
         &self,
         attempt: AttemptId,
+        over: Setter<()>,
         claimed_at: u64,
         request: &StoredRequest,
         not_found: u16,
         policy: &ObjectPolicy,
     ) -> bool {
-        let over = self.live.begin_lookup(attempt);
         let started = now_ms();
         let answer = match Headers::new() {
             Ok(headers) => {
@@ -256,7 +259,6 @@ impl KeyObject {
             outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, false);
         }
         self.key.borrow_mut().handle_lookup_over(attempt);
-        self.live.end_lookup(attempt);
         drop(over);
         held
     }

@@ -301,9 +301,9 @@ fn retries_waiting_on_a_running_lookup_are_capped_by_count_and_by_bytes() {
         reason: UnknownReason::ResetAfterSend,
         reconcile: None,
     })));
-    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run, "the first asks");
-    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait);
-    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait);
+    assert!(matches!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run(_)), "the first asks");
+    assert!(matches!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait(_)));
+    assert!(matches!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait(_)));
     let LookupTurn::Full(over_bytes) = key.handle_lookup_turn(A, retry(51), &limits) else {
         panic!("past MAX_WAITING_BYTES")
     };
@@ -314,16 +314,12 @@ fn retries_waiting_on_a_running_lookup_are_capped_by_count_and_by_bytes() {
         "the record's reason: {over_bytes:?}"
     );
     assert!(over_bytes.detail.contains("MAX_WAITING_BYTES"), "{over_bytes:?}");
-    assert_eq!(key.handle_lookup_turn(A, retry(50), &limits), LookupTurn::Wait, "exactly the cap fits");
+    assert!(matches!(key.handle_lookup_turn(A, retry(50), &limits), LookupTurn::Wait(_)), "exactly the cap fits");
     assert!(
         matches!(key.handle_lookup_turn(A, retry(0), &limits), LookupTurn::Full(_)),
         "past MAX_WAITERS_PER_KEY"
     );
-    assert_eq!(
-        key.handle_lookup_turn(A, LookupAsker::Alarm, &limits),
-        LookupTurn::Wait,
-        "the alarm, uncounted"
-    );
+    assert!(matches!(key.handle_lookup_turn(A, LookupAsker::Alarm, &limits), LookupTurn::Wait(_)), "the alarm, uncounted");
     assert_eq!(
         key.running_lookup(),
         Some(&RunningLookup { attempt: A, waiters: 3, waiting_bytes: 250 }),
@@ -335,14 +331,14 @@ fn retries_waiting_on_a_running_lookup_are_capped_by_count_and_by_bytes() {
     assert!(key.running_lookup().is_some());
     key.handle_lookup_over(A);
     assert_eq!(key.running_lookup(), None);
-    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run, "asked again later");
+    assert!(matches!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run(_)), "asked again later");
 
     // A retry at no room at all (MAX_WAITERS_PER_KEY=0) never waits; a dead claim's reason
     // is a timeout.
     let mut dead = claimed(&policy());
     dead.handle_send_over(A);
     let none = WaiterLimits { max_waiters: 0, max_waiting_bytes: 0 };
-    assert_eq!(dead.handle_lookup_turn(A, LookupAsker::Alarm, &none), LookupTurn::Run);
+    assert!(matches!(dead.handle_lookup_turn(A, LookupAsker::Alarm, &none), LookupTurn::Run(_)));
     let LookupTurn::Full(problem) = dead.handle_lookup_turn(A, retry(0), &none) else { panic!("full") };
     assert!(problem.detail.starts_with("The origin did not answer in time"), "{problem:?}");
 }
@@ -432,4 +428,30 @@ fn a_step_says_what_it_claimed_before_its_actions_are_handed_out() {
     assert_eq!(pending.forwarded(), None);
     let duplicate = written(&mut key, pending);
     assert_eq!(duplicate.claimed(), Claimed { forwarded: None, job: false });
+}
+
+/// The retries and the alarm that wait on a running lookup wait for its end, which its
+/// runner gives by letting go of its turn; a lookup that ran and ended leaves nothing to
+/// wait for.
+#[test]
+fn the_waiters_on_a_lookup_wake_when_its_runner_lets_go() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let limits = WaiterLimits { max_waiters: 3, max_waiting_bytes: 250 };
+    let mut key = KeyState::new();
+    key.remember(None);
+    let LookupTurn::Run(over) = key.handle_lookup_turn(A, LookupAsker::Alarm, &limits) else {
+        panic!("the first runs")
+    };
+    let LookupTurn::Wait(done) = key.handle_lookup_turn(A, LookupAsker::Retry { body_bytes: 1 }, &limits) else {
+        panic!("the second waits")
+    };
+    let mut context = Context::from_waker(Waker::noop());
+    let mut wait = Box::pin(done.wait());
+    assert_eq!(wait.as_mut().poll(&mut context), Poll::Pending);
+    key.handle_lookup_over(A);
+    drop(over);
+    assert_eq!(wait.as_mut().poll(&mut context), Poll::Ready(None));
+    assert!(key.running_lookup().is_none());
+    assert!(matches!(key.handle_lookup_turn(A, LookupAsker::Alarm, &limits), LookupTurn::Run(_)));
 }

@@ -42,12 +42,12 @@
 //! and every waiter is answered.
 
 use std::cell::{Cell, RefCell};
-use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
+use worker::{durable_object, DurableObject, State};
 
 use web_sys::Response;
 
@@ -77,9 +77,9 @@ use wasm_bindgen_futures::JsFuture;
 
 mod async_job;
 
-/// The object, as `src/entry.mjs` builds it: `fetch` takes and returns the runtime's own
-/// `Request` and `Response`, with no conversion on the way in or out.
-#[wasm_bindgen]
+/// The object (`worker`'s `#[durable_object]`, which `src/entry.mjs` builds): `fetch` works
+/// on the runtime's own `Request` and `Response`.
+#[durable_object(alarm)]
 pub struct KeyObject {
     pub(super) env: Env,
     /// The key's driver: the record as this instance knows it, and the live execution.
@@ -92,11 +92,10 @@ pub struct KeyObject {
     alarm_runs: Cell<u32>,
 }
 
-#[wasm_bindgen]
-impl KeyObject {
-    #[wasm_bindgen(constructor)]
-    pub fn new(state: DurableObjectState, env: JsValue) -> KeyObject {
-        let env = Env::new(env);
+impl DurableObject for KeyObject {
+    fn new(state: State, env: worker::Env) -> KeyObject {
+        let env = Env::new(env.into());
+        let state: DurableObjectState = AsRef::<JsValue>::as_ref(state.as_raw()).clone().unchecked_into();
         KeyObject {
             store: RecordStore::new(state, env.clone()),
             env,
@@ -109,17 +108,32 @@ impl KeyObject {
     /// The runtime's `fetch` on the object. The one place where answers leave it: each
     /// gets the object's marker, and an error becomes a marked 503 (never a thrown error,
     /// which the Worker could not tell from a platform failure).
-    pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
-        AssertUnwindSafe(async move {
-            let answer = self.handle(req).await.or_else(|error| {
-                console_error!("object {}: answering failed: {}", self.short_id(), error);
-                respond::problem(&storage_unavailable())
-            });
-            respond::marked(answer).map(JsValue::from).map_err(JsValue::from)
-        })
-        .await
+    async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
+        let req = Clone::clone(req.inner());
+        let answer = self.handle(req).await.or_else(|error| {
+            console_error!("object {}: answering failed: {}", self.short_id(), error);
+            respond::problem(&storage_unavailable())
+        });
+        respond::marked(answer).map(worker::Response::from).map_err(|error| JsValue::from(error).into())
     }
 
+    /// The runtime's `alarm` on the object. A failure is thrown, never swallowed: the
+    /// platform then retries the alarm (with backoff), so a deletion that failed once is
+    /// tried again.
+    async fn alarm(&self) -> worker::Result<worker::Response> {
+        match self.on_alarm().await {
+            Ok(()) => worker::Response::empty(),
+            Err(error) => {
+                console_error!("object {}: alarm failed, the platform retries it: {}", self.short_id(), error);
+                Err(JsValue::from(js_sys::Error::new(&format!("alarm failed: {error}"))).into())
+            }
+        }
+    }
+}
+
+/// The replay's hot path, beside the trait's `fetch`: `src/entry.mjs` asks it first.
+#[wasm_bindgen]
+impl KeyObject {
     /// A replay answered at once, where the arrival needs no await before its answer: its
     /// envelope asks to enforce, with no lookup and no asynchronous acceptance, the record
     /// is in memory with nothing to open, and the key's driver decides a replay that writes
@@ -136,26 +150,6 @@ impl KeyObject {
         });
         let marked = respond::marked(answer).map_err(JsValue::from)?;
         Ok(js_sys::Array::of2(&marked.into(), &drained).into())
-    }
-
-    /// The runtime's `alarm` on the object. A failure is thrown, never swallowed: the
-    /// platform then retries the alarm (with backoff), so a deletion that failed once is
-    /// tried again.
-    pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
-        AssertUnwindSafe(async move {
-            match self.on_alarm().await {
-                Ok(()) => Ok(JsValue::UNDEFINED),
-                Err(error) => {
-                    console_error!(
-                        "object {}: alarm failed, the platform retries it: {}",
-                        self.short_id(),
-                        error
-                    );
-                    Err(JsValue::from(js_sys::Error::new(&format!("alarm failed: {error}"))))
-                }
-            }
-        })
-        .await
     }
 }
 

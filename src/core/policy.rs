@@ -66,10 +66,10 @@ pub enum OriginResult {
 }
 
 /// The sent-or-not verdict of one exchange with the origin, as its I/O saw it: the one
-/// typed value between the runtime's fetch (and probe) and the outcome table. Each report
-/// of the I/O has its own name ([`OriginVerdict::of_report`]), so the head's and the body's
-/// reports cannot be mistaken for each other, and a report without a verdict of its own
-/// is "maybe sent": mistaking an executed payment for an unexecuted one would charge twice.
+/// typed value between the runtime's fetch (and probe) and the outcome table. Only
+/// [`OriginVerdict::NotSent`] releases a key: whatever the runtime cannot place is
+/// "maybe sent", since mistaking an executed payment for an unexecuted one would charge
+/// twice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OriginVerdict {
     /// Certainly nothing was sent: the probe was refused or did not connect in time, or the
@@ -89,23 +89,6 @@ pub enum OriginVerdict {
 }
 
 impl OriginVerdict {
-    /// The verdict a named report of the origin I/O gives (`status` is the head's, where one
-    /// came). The names: `refused` and `no-connection` (the probe), `threw`, `late`,
-    /// `not-a-response` and `head-unreadable` (the head), `whole`, `over-cap` and
-    /// `broke-off` (the body). `None` for `opened` and `head`, which are not the end of an
-    /// exchange; any other name is [`OriginVerdict::MaybeSent`], never "not sent".
-    pub fn of_report(name: &str, status: u16) -> Option<OriginVerdict> {
-        Some(match name {
-            "opened" | "head" => return None,
-            "refused" | "no-connection" => OriginVerdict::NotSent,
-            "late" => OriginVerdict::TimedOut,
-            "head-unreadable" | "broke-off" => OriginVerdict::BrokeOff(status),
-            "whole" => OriginVerdict::Answered(status),
-            "over-cap" => OriginVerdict::OverCap(status),
-            _ => OriginVerdict::MaybeSent,
-        })
-    }
-
     /// What the verdict is to the outcome table. An answer that broke off is unknown, as a
     /// reset after the request was sent: the origin did answer, so it was sent.
     pub fn result(self) -> OriginResult {
@@ -258,35 +241,31 @@ pub fn release_confirmed<'a>(mut headers: impl Iterator<Item = (&'a str, &'a str
 #[cfg(test)]
 mod tests {
 
-    #[test]
-    fn only_a_report_that_nothing_left_releases_the_key() {
-        for name in ["refused", "no-connection"] {
-            assert_eq!(OriginVerdict::of_report(name, 0), Some(OriginVerdict::NotSent));
-            assert_eq!(OriginVerdict::NotSent.result(), OriginResult::ConnectRefused);
-        }
-        // Every other end of an exchange may have reached the origin.
-        for name in ["threw", "not-a-response", "late", "head-unreadable", "broke-off", "", "0", "what"] {
-            let verdict = OriginVerdict::of_report(name, 200).unwrap();
-            assert_ne!(verdict, OriginVerdict::NotSent, "{name}");
-            assert_ne!(verdict.result(), OriginResult::ConnectRefused, "{name}");
-        }
-    }
-
-    #[test]
-    fn the_head_and_the_body_reports_are_told_apart() {
-        assert_eq!(OriginVerdict::of_report("opened", 0), None);
-        assert_eq!(OriginVerdict::of_report("head", 200), None);
-        assert_eq!(OriginVerdict::of_report("head-unreadable", 201), Some(OriginVerdict::BrokeOff(201)));
-        assert_eq!(OriginVerdict::of_report("broke-off", 202), Some(OriginVerdict::BrokeOff(202)));
-        assert_eq!(OriginVerdict::of_report("whole", 200).map(OriginVerdict::result), Some(OriginResult::Responded(200)));
-        assert_eq!(OriginVerdict::of_report("over-cap", 200).map(OriginVerdict::result), Some(OriginResult::Oversized(200)));
-        assert_eq!(OriginVerdict::of_report("late", 0).map(OriginVerdict::result), Some(OriginResult::TimedOut));
-        assert_eq!(OriginVerdict::BrokeOff(200).result(), OriginResult::ResetAfterSend);
-        assert_eq!(OriginVerdict::MaybeSent.result(), OriginResult::ResetAfterSend);
-    }
     use super::*;
     use Disposition::*;
     use OriginResult::*;
+
+    #[test]
+    fn only_a_verdict_that_nothing_left_releases_the_key() {
+        let verdicts = [
+            OriginVerdict::NotSent,
+            OriginVerdict::MaybeSent,
+            OriginVerdict::TimedOut,
+            OriginVerdict::BrokeOff(200),
+            OriginVerdict::Answered(200),
+            OriginVerdict::OverCap(200),
+        ];
+        for verdict in verdicts {
+            let released = verdict.result() == OriginResult::ConnectRefused;
+            assert_eq!(released, verdict == OriginVerdict::NotSent, "{verdict:?}");
+        }
+        assert_eq!(OriginVerdict::MaybeSent.result(), OriginResult::ResetAfterSend);
+        // The origin answered, then broke off: sent, its outcome unknown.
+        assert_eq!(OriginVerdict::BrokeOff(201).result(), OriginResult::ResetAfterSend);
+        assert_eq!(OriginVerdict::TimedOut.result(), OriginResult::TimedOut);
+        assert_eq!(OriginVerdict::Answered(200).result(), OriginResult::Responded(200));
+        assert_eq!(OriginVerdict::OverCap(200).result(), OriginResult::Oversized(200));
+    }
 
     fn route_mode() -> OutcomePolicy {
         OutcomePolicy { via_cloudflare: true, ..OutcomePolicy::default() }

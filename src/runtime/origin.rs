@@ -49,13 +49,13 @@
 //! is not read into memory: its caller gets it as a stream (what was read, then the rest),
 //! and the result says `Oversized`, so the key is held unknown.
 //!
-//! The probe and the exchange are awaited in JavaScript (`origin.mjs`: one call each, the
-//! body's read a second call once the head has set its cap), which names what happened;
-//! what each named report means, sent or not, is the core's typed verdict
-//! (`core::policy::OriginVerdict`), and an unexpected one is "maybe sent", never "not sent".
+//! The probe is a `worker::Socket`, the exchange a `worker::Fetch` (or the service
+//! binding's fetch) with an abort signal, both raced against their deadline here; each end
+//! of an attempt is the core's typed verdict (`core::policy::OriginVerdict`), and whatever
+//! cannot be placed is "maybe sent", never "not sent".
 
-use js_sys::{Array, Function, Promise};
-use wasm_bindgen::prelude::wasm_bindgen;
+use std::time::Duration;
+
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
@@ -64,10 +64,9 @@ use web_sys::{
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
-use super::platform::{console_error, console_warn, Env, Fetcher};
+use super::platform::{console_error, console_warn, race, Delay, Either, Env, Fetcher};
 use super::{body, origin_auth, settings};
 use crate::core::config::ObjectPolicy;
-use crate::core::headers::HeaderLines;
 use crate::core::headers::{connection_tokens, forward_to_origin, store_for_replay};
 use crate::core::key_state::answer_body_cap;
 use crate::core::observed::Captured;
@@ -76,24 +75,6 @@ use crate::core::policy::{OriginResult, OriginVerdict};
 use crate::core::record::StoredResponse;
 use crate::core::url::host_and_port;
 use crate::core::wire::ObservedOutcome;
-
-#[wasm_bindgen(module = "/src/runtime/origin.mjs")]
-extern "C" {
-    /// What a TCP connect to `address` showed within `wait_ms`: 0 opened, 1 refused, 2
-    /// not connected in time. Never rejects.
-    #[wasm_bindgen(js_name = probe)]
-    fn probe_js(address: &str, wait_ms: f64) -> Promise;
-    /// The request sent (through `service` unless it is null) and its answer's head read
-    /// within `timeout_ms`, `controller` aborting it past that; `[kind, …]` as `origin.mjs`
-    /// documents it. Never rejects.
-    #[wasm_bindgen(js_name = exchange)]
-    fn exchange_js(
-        request: &Request,
-        service: &JsValue,
-        controller: &AbortController,
-        timeout_ms: f64,
-    ) -> Promise;
-}
 
 /// The origin's answer.
 pub struct OriginAnswer {
@@ -290,32 +271,48 @@ async fn forward(
         // Nothing was sent.
         Err(_) => return (OriginVerdict::NotSent.result(), None),
     };
-    // Sent, and its answer read, within the timeout, in JavaScript (`origin.mjs`); what each
-    // outcome means is decided here.
-    let service = service.map_or(JsValue::NULL, JsValue::from);
-    let timeout = timeout_ms as f64;
-    let head: Array = JsFuture::from(exchange_js(&request, &service, &controller, timeout))
-        .await
-        .map_or_else(|_| Array::new(), JsCast::unchecked_into);
-    let status = head.get(1).as_f64().unwrap_or(0.0) as u16;
-    // Any report but the head ends the exchange with the core's verdict on it.
-    let report = head.get(0).as_string().unwrap_or_default();
-    if let Some(verdict) = OriginVerdict::of_report(&report, status) {
-        match verdict {
-            OriginVerdict::BrokeOff(status) => broke_off(status, head.get(2)),
-            // The fetch failed, perhaps after the request left: the outcome is unknown.
-            OriginVerdict::MaybeSent if report == "threw" => {
-                console_warn!("origin fetch failed: {}", super::platform::Error::from(head.get(1)))
-            }
-            OriginVerdict::NotSent
-            | OriginVerdict::MaybeSent
-            | OriginVerdict::TimedOut
-            | OriginVerdict::Answered(_)
-            | OriginVerdict::OverCap(_) => {}
+    // Sent, and its answer read, within the one deadline: past it, the fetch is aborted
+    // (its body's read with it) and the attempt timed out. What each end means, sent or not,
+    // is the core's verdict.
+    let signal = controller.signal();
+    let ended = |verdict: OriginVerdict| {
+        if verdict == OriginVerdict::TimedOut {
+            controller.abort();
         }
-        return (verdict.result(), None);
-    }
-    let headers = HeaderLines::new(head.get(2).as_string().unwrap_or_default()).to_pairs();
+        (verdict.result(), None)
+    };
+    let mut deadline = std::pin::pin!(Delay::from(Duration::from_millis(timeout_ms)));
+    let fetched = async {
+        match &service {
+            Some(service) => match service.fetch_with_request(&request) {
+                Ok(promise) => JsFuture::from(promise).await.and_then(|value| value.dyn_into::<Response>()),
+                Err(error) => Err(error),
+            },
+            None => worker::Fetch::Request(worker::Request::from(Clone::clone(&request)))
+                .send_with_signal(&worker::AbortSignal::from(signal))
+                .await
+                .map(Response::from)
+                .map_err(JsValue::from),
+        }
+    };
+    let response = match race(fetched, deadline.as_mut()).await {
+        Either::Left(Ok(response)) => response,
+        // The fetch failed, perhaps after the request left (or what came back is not an
+        // answer): the outcome is unknown.
+        Either::Left(Err(error)) => {
+            console_warn!("origin fetch failed: {}", super::platform::Error::from(error));
+            return ended(OriginVerdict::MaybeSent);
+        }
+        Either::Right(()) => return ended(OriginVerdict::TimedOut),
+    };
+    let status = response.status();
+    let headers = match header_lines(&response.headers()) {
+        Ok(lines) => lines.to_pairs(),
+        Err(error) => {
+            broke_off(status, error.into());
+            return ended(OriginVerdict::BrokeOff(status));
+        }
+    };
     let connection = headers
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
@@ -323,32 +320,21 @@ async fn forward(
     let connection_tokens = connection_tokens(connection);
     // The body's cap: the stored-size cap less the headers, as the core counts them.
     let body_cap = answer_body_cap(max_stored_bytes, &headers);
-    let body = match head.get(3).dyn_into::<Function>() {
-        Err(_) => AnswerBody::Complete(Vec::new()),
-        Ok(finish) => {
-            // The limits are settings of at most a few hundred MiB, exact as an f64.
-            let read = finish.call1(&JsValue::NULL, &JsValue::from(body_cap as f64));
-            let read: Array = match read {
-                Ok(promise) => JsFuture::from(Promise::from(promise))
-                    .await
-                    .map_or_else(|_| Array::new(), JsCast::unchecked_into),
-                Err(_) => Array::new(),
-            };
-            // A report that names no end of the body (there is none) is "broke off".
-            let report = read.get(0).as_string().unwrap_or_else(|| "broke-off".to_owned());
-            match OriginVerdict::of_report(&report, status) {
-                Some(OriginVerdict::Answered(_)) => {
-                    AnswerBody::Complete(boundary::joined(&read.get(1).unchecked_into()))
-                }
-                Some(OriginVerdict::OverCap(_)) => AnswerBody::Streamed(read.get(1).unchecked_into()),
-                Some(OriginVerdict::TimedOut) => return (OriginResult::TimedOut, None),
-                // Anything else after a head came: the answer broke off.
-                Some(OriginVerdict::BrokeOff(_) | OriginVerdict::NotSent | OriginVerdict::MaybeSent) | None => {
-                    broke_off(status, read.get(1));
-                    return (OriginVerdict::BrokeOff(status).result(), None);
-                }
+    let body = match response.body() {
+        None => AnswerBody::Complete(Vec::new()),
+        Some(stream) => match race(boundary::read_up_to(&stream, body_cap, false), deadline.as_mut()).await {
+            Either::Left(Ok((Some(body), _))) => AnswerBody::Complete(body),
+            Either::Left(Ok((None, Some(rest)))) => AnswerBody::Streamed(rest),
+            Either::Left(Ok((None, None))) => {
+                broke_off(status, JsValue::from_str("an answer past its cap came without its stream"));
+                return ended(OriginVerdict::BrokeOff(status));
             }
-        }
+            Either::Left(Err(error)) => {
+                broke_off(status, error);
+                return ended(OriginVerdict::BrokeOff(status));
+            }
+            Either::Right(()) => return ended(OriginVerdict::TimedOut),
+        },
     };
     let verdict = match body {
         AnswerBody::Complete(_) => OriginVerdict::Answered(status),
@@ -405,25 +391,30 @@ pub(super) async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Resul
     })
 }
 
-/// Opens a TCP connection to the target's host and port, waiting at most `wait_ms`, and
-/// closes it (`origin.mjs`'s `probe`). Sends no byte. `None` when it opened; otherwise the
-/// verdict (nothing sent). Anything but a connection opened in time reads as "not
-/// connected", which is safe either way: nothing is sent after it.
+/// Opens a TCP connection to the target's host and port (`worker::Socket`), waiting at
+/// most `wait_ms`, and closes it. Sends no byte. `None` when it opened; otherwise the
+/// verdict (nothing sent): refused, failed before a connection existed, or not connected
+/// in time, which is safe either way: nothing is sent after it. A socket that opened, or
+/// was given up on, is closed at once (a late connection is closed as soon as it opens, so
+/// it does not linger at the origin); closing is best effort, nothing was sent on it.
 async fn probe(target: &str, wait_ms: u64) -> Option<OriginVerdict> {
     let Some((host, port)) = host_and_port(target) else { return Some(OriginVerdict::NotSent) };
-    let mut address = String::with_capacity(host.len() + 6);
-    address.push_str(host);
-    address.push(':');
-    address.push_str(&port.to_string());
-    let shown = JsFuture::from(probe_js(&address, wait_ms as f64)).await.ok().and_then(|shown| shown.as_string());
-    match shown.as_deref() {
-        Some("opened") => None,
-        Some("no-connection") => {
+    let Ok(mut socket) = worker::Socket::builder().connect(host, port) else {
+        return Some(OriginVerdict::NotSent);
+    };
+    let shown = race(socket.opened(), Delay::from(Duration::from_millis(wait_ms))).await;
+    let verdict = match shown {
+        Either::Left(Ok(_)) => None,
+        Either::Left(Err(_)) => return Some(OriginVerdict::NotSent),
+        Either::Right(()) => {
             console_warn!("origin probe: no connection within {} ms", wait_ms);
             Some(OriginVerdict::NotSent)
         }
-        _ => Some(OriginVerdict::NotSent),
-    }
+    };
+    wasm_bindgen_futures::spawn_local(async move {
+        let _ = socket.close().await;
+    });
+    verdict
 }
 
 /// Observe mode's split of the origin's answer (`ReadableStream.tee`): the answer for the

@@ -62,16 +62,16 @@ use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64};
 use crate::core::async_job::ArrivalPlan;
-use crate::core::config::{ObjectPolicy, PanicSite, PANIC_TEST_HEADER};
 use crate::core::async_job::AsyncAccept;
+use crate::core::config::{ObjectPolicy, PanicSite, PANIC_TEST_HEADER};
 use crate::core::key_state::{look_again_at, Arrival, Decided, KeyState, Pending};
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
 use crate::core::machine::{storage_unavailable, Action};
 use crate::core::policy::{OriginResult, OriginVerdict};
 use crate::core::problem::{Problem, ProblemKind};
+use crate::core::reconcile::Reconciling;
 use crate::core::record::{AttemptId, Record, StoredResponse};
 use crate::core::scope::ScopeLog;
-use crate::core::reconcile::Reconciling;
 use crate::core::wire::{KeyCall, KeyStep, ObservedOutcome, ToObject, WireError, ENVELOPE_HEADER};
 use wasm_bindgen_futures::JsFuture;
 
@@ -124,7 +124,11 @@ impl DurableObject for KeyObject {
         match self.on_alarm().await {
             Ok(()) => worker::Response::empty(),
             Err(error) => {
-                console_error!("object {}: alarm failed, the platform retries it: {}", self.short_id(), error);
+                console_error!(
+                    "object {}: alarm failed, the platform retries it: {}",
+                    self.short_id(),
+                    error
+                );
                 Err(JsValue::from(js_sys::Error::new(&format!("alarm failed: {error}"))).into())
             }
         }
@@ -186,9 +190,7 @@ impl KeyObject {
         // Observe mode: the same record, opened the same way; nothing forwarded from here.
         self.expire_observed(now);
         let accept = match &call.step {
-            KeyStep::ObserveArrival => {
-                return self.observe_arrival(&req, &call, now).await
-            }
+            KeyStep::ObserveArrival => return self.observe_arrival(&req, &call, now).await,
             KeyStep::ObserveOutcome { attempt, outcome } => {
                 return self.observe_outcome(&req, *attempt, outcome, policy).await
             }
@@ -378,7 +380,10 @@ impl KeyObject {
     }
 
     /// Awaits issued alarms (each tried once more if it failed); whether all are set.
-    pub(super) async fn confirm_alarms(&self, issued: Vec<(u64, std::result::Result<JsFuture, JsValue>)>) -> bool {
+    pub(super) async fn confirm_alarms(
+        &self,
+        issued: Vec<(u64, std::result::Result<JsFuture, JsValue>)>,
+    ) -> bool {
         let mut all_set = true;
         for (at, alarm) in issued {
             all_set &= self.store.confirm_alarm(at, alarm).await;
@@ -709,7 +714,9 @@ impl Carry {
                 Action::SetAlarm(at) => carry.alarms.push(at),
                 Action::Replay(stored) => carry.answer = Some(CallerAnswer::Replay(stored)),
                 Action::Reject(problem) => carry.answer = Some(CallerAnswer::Reject(problem)),
-                Action::Accepted { retry_after } => carry.answer = Some(CallerAnswer::Accepted { retry_after }),
+                Action::Accepted { retry_after } => {
+                    carry.answer = Some(CallerAnswer::Accepted { retry_after })
+                }
                 Action::Settle { attempt, answer, origin_answered } => {
                     carry.settle = Some(Settling { attempt, answer, origin_answered })
                 }
@@ -725,7 +732,9 @@ pub(super) enum CallerAnswer {
     Replay(Arc<StoredResponse>),
     Reject(Problem),
     /// 202 for a job (its claim, or a poll of it), with when to poll again.
-    Accepted { retry_after: u64 },
+    Accepted {
+        retry_after: u64,
+    },
 }
 
 /// An attempt's settling, as the step hands it out.

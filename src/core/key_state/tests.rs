@@ -120,7 +120,10 @@ fn an_observed_claim_keeps_its_claim_when_the_alarm_fails_and_lives_for_its_leas
     key.remember(None);
     let pending = key.handle_arrival(arrival(&policy, A, true), T0);
     let decided = written(&mut key, pending);
-    assert!(key.handle_alarm_failed(decided.claimed()).is_none(), "observing, the Worker has forwarded already");
+    assert!(
+        key.handle_alarm_failed(decided.claimed()).is_none(),
+        "observing, the Worker has forwarded already"
+    );
     let until = T0 + policy.timing.lease_ms();
     assert_eq!(key.live().and_then(|live| live.observed_until), Some(until));
     // Observing never counts a waiter.
@@ -314,12 +317,18 @@ fn retries_waiting_on_a_running_lookup_are_capped_by_count_and_by_bytes() {
         "the record's reason: {over_bytes:?}"
     );
     assert!(over_bytes.detail.contains("MAX_WAITING_BYTES"), "{over_bytes:?}");
-    assert!(matches!(key.handle_lookup_turn(A, retry(50), &limits), LookupTurn::Wait(_)), "exactly the cap fits");
+    assert!(
+        matches!(key.handle_lookup_turn(A, retry(50), &limits), LookupTurn::Wait(_)),
+        "exactly the cap fits"
+    );
     assert!(
         matches!(key.handle_lookup_turn(A, retry(0), &limits), LookupTurn::Full(_)),
         "past MAX_WAITERS_PER_KEY"
     );
-    assert!(matches!(key.handle_lookup_turn(A, LookupAsker::Alarm, &limits), LookupTurn::Wait(_)), "the alarm, uncounted");
+    assert!(
+        matches!(key.handle_lookup_turn(A, LookupAsker::Alarm, &limits), LookupTurn::Wait(_)),
+        "the alarm, uncounted"
+    );
     assert_eq!(
         key.running_lookup(),
         Some(&RunningLookup { attempt: A, waiters: 3, waiting_bytes: 250 }),
@@ -331,7 +340,10 @@ fn retries_waiting_on_a_running_lookup_are_capped_by_count_and_by_bytes() {
     assert!(key.running_lookup().is_some());
     key.handle_lookup_over(A);
     assert_eq!(key.running_lookup(), None);
-    assert!(matches!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run(_)), "asked again later");
+    assert!(
+        matches!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run(_)),
+        "asked again later"
+    );
 
     // A retry at no room at all (MAX_WAITERS_PER_KEY=0) never waits; a dead claim's reason
     // is a timeout.
@@ -443,7 +455,8 @@ fn the_waiters_on_a_lookup_wake_when_its_runner_lets_go() {
     let LookupTurn::Run(over) = key.handle_lookup_turn(A, LookupAsker::Alarm, &limits) else {
         panic!("the first runs")
     };
-    let LookupTurn::Wait(done) = key.handle_lookup_turn(A, LookupAsker::Retry { body_bytes: 1 }, &limits) else {
+    let LookupTurn::Wait(done) = key.handle_lookup_turn(A, LookupAsker::Retry { body_bytes: 1 }, &limits)
+    else {
         panic!("the second waits")
     };
     let mut context = Context::from_waker(Waker::noop());

@@ -28,8 +28,8 @@ use crate::core::async_job::{
 };
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::forward_to_origin;
-use crate::core::log::{Decision, RequestLog};
 use crate::core::key_state::look_again_at;
+use crate::core::log::{Decision, RequestLog};
 use crate::core::machine::storage_unavailable;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record};

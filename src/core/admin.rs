@@ -31,17 +31,15 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::async_job::JobPhase;
 use super::config::FaultInjection;
 use super::fingerprint::{object_name, Scope, ScopeField};
+use super::job::JobPhase;
 use super::jwt::{ClaimPath, ClaimValue, Identity};
 use super::key::parse_key;
 use super::keyed_name::keyed_object_name;
 use super::problem::{Problem, ProblemKind};
-use super::record::{InFlight, Millis, Record, UnknownReason};
-
-/// The default prefix of the admin API.
-pub const DEFAULT_PREFIX: &str = "/__idempotency/";
+use super::record::{InFlight, Record, UnknownReason};
+use super::time::Millis;
 
 /// The secret that turns the admin API on.
 pub const VAR_ADMIN_TOKEN: &str = "ADMIN_TOKEN";
@@ -468,7 +466,7 @@ mod tests {
 
     #[test]
     fn calls_are_parsed() {
-        let p = DEFAULT_PREFIX;
+        let p = crate::core::config::DEFAULT_ADMIN_PREFIX;
         assert_eq!(
             parse_call(p, "GET", &format!("/__idempotency/records/{ID}"), None),
             AdminCall::Inspect { object_id: ID.into(), reveal_fingerprint: false }

@@ -1,5 +1,5 @@
 //! Large answers stored in chunks: the plan, the manifest the record carries (record
-//! extension tag 4), and what each sealed chunk is bound to. No I/O: the runtime
+//! extension tag 4, `core::chunk_manifest`), and what each sealed chunk is bound to. No I/O: the runtime
 //! (`runtime::chunks`) writes and reads the rows, digests and seals them.
 //!
 //! 1. An answer whose record would not fit one SQLite row (`INLINE_MAX_BYTES`, under the
@@ -29,7 +29,7 @@ use std::ops::Range;
 
 use sha2::{Digest, Sha256};
 
-use super::codec::{Reader, Writer};
+use super::chunk_manifest::{ChunkManifest, RowDigest};
 use super::record::StoredResponse;
 
 /// The largest answer kept in the record's own row (the encoded response: status, headers,
@@ -39,80 +39,6 @@ pub const INLINE_MAX_BYTES: usize = 1_900_000;
 
 /// Body bytes per chunk row (the last one may be shorter).
 pub const CHUNK_BYTES: usize = 1 << 20;
-
-/// Most chunks a manifest may name: 64 MiB (the most `MAX_STORED_RESPONSE_BYTES` may be)
-/// in 1 MiB chunks, with room to spare. A forged count larger than this is refused before
-/// anything is allocated.
-pub const MAX_CHUNKS: usize = 128;
-
-/// The manifest's own encoding version.
-const MANIFEST_V1: u8 = 1;
-
-/// A SHA-256 digest of one stored chunk row.
-pub type RowDigest = [u8; 32];
-
-/// How an answer's body is chunked, as the record says (extension tag 4).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ChunkManifest {
-    /// The body's length in bytes.
-    pub body_len: u64,
-    /// Body bytes per chunk (the last one may be shorter).
-    pub chunk_len: u32,
-    /// The attempt whose answer the rows hold (binds sealed chunks to this record).
-    pub attempt: u64,
-    /// SHA-256 of each stored row, in order: one per chunk.
-    pub digests: Vec<RowDigest>,
-}
-
-impl ChunkManifest {
-    pub fn count(&self) -> usize {
-        self.digests.len()
-    }
-
-    /// The body range chunk `index` holds.
-    pub fn range(&self, index: usize) -> Range<u64> {
-        let start = index as u64 * u64::from(self.chunk_len);
-        start.min(self.body_len)..(start + u64::from(self.chunk_len)).min(self.body_len)
-    }
-
-    /// `version (1) ‖ body_len (u64) ‖ chunk_len (u32) ‖ attempt (u64) ‖ count (u32) ‖ digests`.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Writer::with_capacity(25 + 32 * self.digests.len());
-        out.u8(MANIFEST_V1);
-        out.u64(self.body_len);
-        out.u32(self.chunk_len);
-        out.u64(self.attempt);
-        out.count(self.digests.len());
-        for digest in &self.digests {
-            out.raw(digest);
-        }
-        out.into_bytes()
-    }
-
-    /// The inverse of [`ChunkManifest::encode`]. Refuses anything inconsistent: a chunk
-    /// count that does not match the lengths or the digests that follow, no chunk at all,
-    /// or too many.
-    pub fn decode(bytes: &[u8]) -> Option<ChunkManifest> {
-        let mut input = Reader::new(bytes);
-        if input.u8().ok()? != MANIFEST_V1 {
-            return None;
-        }
-        let body_len = input.u64().ok()?;
-        let chunk_len = input.u32().ok()?;
-        let attempt = input.u64().ok()?;
-        // More digests than the bytes left hold is refused before anything is allocated.
-        let count = input.count(size_of::<RowDigest>()).ok()?;
-        if chunk_len == 0 || count == 0 || count > MAX_CHUNKS {
-            return None;
-        }
-        if body_len.div_ceil(u64::from(chunk_len)) != count as u64 {
-            return None;
-        }
-        let digests = (0..count).map(|_| input.array()).collect::<Result<Vec<RowDigest>, _>>().ok()?;
-        input.finish().ok()?;
-        Some(ChunkManifest { body_len, chunk_len, attempt, digests })
-    }
-}
 
 /// Whether `response` is too large for the record's own row and is stored in chunks.
 pub fn needs_chunks(response: &StoredResponse) -> bool {
@@ -132,11 +58,6 @@ pub fn plan(body_len: usize, chunk_len: usize) -> Vec<Range<usize>> {
     (0..body_len.div_ceil(chunk_len.max(1)))
         .map(|i| i * chunk_len..((i + 1) * chunk_len).min(body_len))
         .collect()
-}
-
-/// The response without its body: what the record keeps of a chunked answer.
-pub fn head_of(response: &StoredResponse) -> StoredResponse {
-    StoredResponse { status: response.status, headers: response.headers.clone(), body: Vec::new() }
 }
 
 /// SHA-256 of a stored row (the runtime may compute the same with WebCrypto).
@@ -184,6 +105,7 @@ pub fn chunk_associated_data(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::chunk_manifest::MAX_CHUNKS;
     use proptest::prelude::*;
 
     fn manifest(body_len: u64, chunk_len: u32) -> ChunkManifest {
@@ -222,7 +144,7 @@ mod tests {
         assert!(!needs_chunks(&answer(fits)));
         assert!(needs_chunks(&answer(fits + 1)));
         assert_eq!(encoded_len(&answer(10)), answer(10).encode().len(), "counted as it is encoded");
-        let head = head_of(&answer(10));
+        let head = answer(10).head();
         assert_eq!((head.status, head.headers.len(), head.body.len()), (200, 1, 0));
     }
 

@@ -6,16 +6,22 @@
 //! An invalid value is a [`ConfigError`] naming the variable. The worker then answers 500
 //! problem+json and forwards nothing: a typo must never turn protection off silently.
 
-use super::async_job::{AsyncConfig, VAR_ASYNC_DEADLINE_SECONDS};
 use super::body_shape::BodyShape;
+use super::config_error::ConfigError;
 use super::key::{KeyHeader, IDEMPOTENCY_KEY};
-use super::machine::{
+use super::machine::async_job::{AsyncConfig, VAR_ASYNC_DEADLINE_SECONDS};
+use super::names::is_binding_name;
+use super::object_policy::Mode;
+use super::object_policy::{
+    ObjectPolicy, MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS,
+};
+use super::object_policy::{
     Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
 };
-use super::policy::{OutcomePolicy, StatusSet};
+use super::policy::OutcomePolicy;
 use super::reconcile::ReconcileRoute;
 use super::routes::{
-    is_binding_name, parse_routes, pattern_matches, Mode, Route, RouteKeyHeader, RouteRateLimit, Unavailable,
+    parse_routes, pattern_matches, Route, RouteKeyHeader, RouteRateLimit, Unavailable, VAR_ROUTES,
 };
 use super::scope::{ScopeConfig, ScopePolicy};
 
@@ -25,8 +31,6 @@ pub const VAR_TTL_SECONDS: &str = "IDEMPOTENCY_TTL_SECONDS";
 pub const VAR_DUPLICATE_WAIT_SECONDS: &str = "DUPLICATE_WAIT_SECONDS";
 pub const VAR_ORIGIN_TIMEOUT_SECONDS: &str = "ORIGIN_TIMEOUT_SECONDS";
 pub const VAR_MAX_BODY_BYTES: &str = "MAX_BODY_BYTES";
-pub const VAR_SCOPE_HEADER: &str = "SCOPE_HEADER";
-pub const VAR_ROUTES: &str = "IDEMPOTENCY_ROUTES";
 pub const VAR_ADMIN_PATH_PREFIX: &str = "ADMIN_PATH_PREFIX";
 pub const VAR_JURISDICTION: &str = "DURABLE_OBJECT_JURISDICTION";
 pub const VAR_MAX_WAITERS_PER_KEY: &str = "MAX_WAITERS_PER_KEY";
@@ -37,13 +41,9 @@ pub const VAR_MAX_ORIGIN_ATTEMPTS: &str = "MAX_ORIGIN_ATTEMPTS";
 pub const VAR_MODE: &str = "MODE";
 pub const VAR_ORIGIN_SERVICE: &str = "ORIGIN_SERVICE";
 
-/// Thirty days: longer retention is allowed by nothing in the product, and a typo of
-/// several extra digits should fail loudly rather than keep records for years.
-pub(crate) const MAX_TTL_SECONDS: u64 = 30 * 24 * 3600;
-/// A duplicate holds a connection open while it waits; more than five minutes is a mistake.
-pub(crate) const MAX_DUPLICATE_WAIT_SECONDS: u64 = 300;
-/// Workers' own subrequest limits make longer origin calls pointless.
-pub(crate) const MAX_ORIGIN_TIMEOUT_SECONDS: u64 = 600;
+/// The default prefix of the admin API (`core::admin`).
+pub const DEFAULT_ADMIN_PREFIX: &str = "/__idempotency/";
+
 /// The Worker buffers the body in memory (128 MB per isolate); keep well below that.
 const MAX_MAX_BODY_BYTES: u64 = 32 * 1024 * 1024;
 /// The waiters of one key may bring in at most this many body bytes, whatever is set.
@@ -53,7 +53,7 @@ const MAX_MAX_ORIGIN_ATTEMPTS: u64 = 100;
 /// The most `MAX_STORED_RESPONSE_BYTES` may be set to. An answer over one SQLite row is
 /// stored in chunks (`core::chunks`), but the whole answer is in memory while it is stored,
 /// and an isolate has 128 MB.
-pub const MAX_MAX_STORED_RESPONSE_BYTES: u64 = super::machine::MAX_STORED_RESPONSE_BYTES as u64;
+pub const MAX_MAX_STORED_RESPONSE_BYTES: u64 = super::object_policy::MAX_STORED_RESPONSE_BYTES as u64;
 /// The largest answer stored for replay unless configured otherwise.
 pub const DEFAULT_MAX_STORED_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -86,7 +86,7 @@ pub struct Config {
     /// The `[[services]]` binding the origin is reached through (`ORIGIN_SERVICE`), instead
     /// of a URL.
     pub origin_service: Option<String>,
-    /// Asynchronous acceptance (`ASYNC_*`, `core::async_job`). Its deadline is the one set,
+    /// Asynchronous acceptance (`ASYNC_*`, `core::machine::async_job`). Its deadline is the one set,
     /// or the default; [`Config::policy_for`] derives each policy's own.
     pub async_accept: AsyncConfig,
     /// `ASYNC_DEADLINE_SECONDS` was set: it must then fit every TTL where asynchronous
@@ -154,24 +154,6 @@ impl Policy<'_> {
 
     fn default_covers(method: &str) -> bool {
         method.eq_ignore_ascii_case("POST") || method.eq_ignore_ascii_case("PATCH")
-    }
-}
-
-/// A variable with an invalid value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    pub variable: &'static str,
-    pub reason: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(variable: &'static str, reason: impl Into<String>) -> Self {
-        ConfigError { variable, reason: reason.into() }
-    }
-
-    /// A sentence for the problem's `detail`.
-    pub fn detail(&self) -> String {
-        format!("{} is invalid: {}", self.variable, self.reason)
     }
 }
 
@@ -471,107 +453,6 @@ impl Config {
     }
 }
 
-/// What the key's object needs of the configuration for one request. The Worker hands it
-/// over in the call's envelope (`core::wire`), so the object parses no configuration itself.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ObjectPolicy {
-    pub timing: Timing,
-    pub limits: WaiterLimits,
-    pub outcome: OutcomePolicy,
-    pub max_stored_response_bytes: u64,
-    pub max_origin_attempts: Option<u16>,
-    /// In `Observe`, the object records and decides but never forwards or answers for the
-    /// origin: the Worker does.
-    pub mode: Mode,
-    /// The service binding to forward through, instead of the request's URL.
-    pub origin_service: Option<String>,
-    /// The route's key header in lower case, when it is not `Idempotency-Key`: the origin
-    /// signature's key line is its value (`core::origin_auth`).
-    pub key_header: Option<String>,
-}
-
-impl ObjectPolicy {
-    /// The lowercase name of the header the key came from.
-    pub fn key_header(&self) -> &str {
-        self.key_header.as_deref().unwrap_or(IDEMPOTENCY_KEY.lowercase)
-    }
-}
-
-/// The positional text form of a policy, as releases before `core::wire` sent it and as
-/// asynchronous jobs of versions 1 and 2 store it (read, never written; the encoder is kept
-/// to prove that the reader reads it):
-/// `ttl_ms,wait_ms,timeout_ms,max_waiters,max_waiting_bytes,max_stored_bytes,flags,release,unknown,max_attempts,service`:
-/// flags bit 0 is "via Cloudflare", bit 1 "release requires the header", bit 2 "observe
-/// mode"; the status lists are joined with `.` and may be empty; `max_attempts` is 0 when
-/// the origin does not deduplicate; `service` is the origin's binding name or empty.
-pub fn encode_object_policy(policy: &ObjectPolicy) -> String {
-    let statuses = |set: &StatusSet| set.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(".");
-    let flags = u8::from(policy.outcome.via_cloudflare)
-        | u8::from(policy.outcome.release_requires_header) << 1
-        | u8::from(policy.mode == Mode::Observe) << 2;
-    format!(
-        "{},{},{},{},{},{},{},{},{},{},{}",
-        policy.timing.ttl_ms,
-        policy.timing.duplicate_wait_ms,
-        policy.timing.origin_timeout_ms,
-        policy.limits.max_waiters,
-        policy.limits.max_waiting_bytes,
-        policy.max_stored_response_bytes,
-        flags,
-        statuses(&policy.outcome.release),
-        statuses(&policy.outcome.unknown),
-        policy.max_origin_attempts.unwrap_or(0),
-        policy.origin_service.as_deref().unwrap_or(""),
-    )
-}
-
-/// The inverse of [`encode_object_policy`].
-pub fn decode_object_policy(value: &str) -> Option<ObjectPolicy> {
-    let mut parts = value.split(',');
-    let mut number = || parts.next()?.trim().parse::<u64>().ok();
-    let timing = Timing { ttl_ms: number()?, duplicate_wait_ms: number()?, origin_timeout_ms: number()? };
-    let limits = WaiterLimits { max_waiters: usize::try_from(number()?).ok()?, max_waiting_bytes: number()? };
-    let max_stored_response_bytes = number()?;
-    let flags = number()?;
-    let mut statuses = || -> Option<StatusSet> {
-        let list = parts.next()?;
-        let numbers = list
-            .split('.')
-            .filter(|s| !s.is_empty())
-            .map(|s| s.parse::<u16>().ok())
-            .collect::<Option<Vec<_>>>()?;
-        StatusSet::of(&numbers)
-    };
-    let outcome = OutcomePolicy {
-        release: statuses()?,
-        unknown: statuses()?,
-        release_requires_header: flags & 2 != 0,
-        via_cloudflare: flags & 1 != 0,
-    };
-    let max_origin_attempts = match parts.next()?.parse::<u16>().ok()? {
-        0 => None,
-        n => Some(n),
-    };
-    let origin_service = match parts.next()? {
-        "" => None,
-        name if is_binding_name(name) => Some(name.to_owned()),
-        _ => return None,
-    };
-    let mode = if flags & 4 != 0 { Mode::Observe } else { Mode::Enforce };
-    (flags < 8 && parts.next().is_none()).then_some(ObjectPolicy {
-        timing,
-        limits,
-        outcome,
-        max_stored_response_bytes,
-        max_origin_attempts,
-        mode,
-        origin_service,
-        // The text form predates `key_header`: every route it was written for used
-        // `Idempotency-Key`.
-        key_header: None,
-    })
-}
-
 fn parse_number(
     variable: &'static str,
     raw: Option<&str>,
@@ -617,7 +498,7 @@ fn parse_origin_url(raw: &str) -> Result<Option<String>, ConfigError> {
 }
 
 fn parse_admin_prefix(raw: Option<&str>) -> Result<String, ConfigError> {
-    let prefix = raw.map(str::trim).filter(|p| !p.is_empty()).unwrap_or(super::admin::DEFAULT_PREFIX);
+    let prefix = raw.map(str::trim).filter(|p| !p.is_empty()).unwrap_or(DEFAULT_ADMIN_PREFIX);
     let valid = prefix.len() > 2
         && prefix.starts_with('/')
         && prefix.ends_with('/')
@@ -740,6 +621,9 @@ impl FaultInjection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::policy::StatusSet;
+    use crate::core::scope::VAR_SCOPE_HEADER;
+    use crate::core::stored_policy::{decode_text, encode_text};
 
     fn parse(vars: &[(&'static str, &'static str)]) -> Result<Config, ConfigError> {
         Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
@@ -789,7 +673,7 @@ mod tests {
         .unwrap();
         for path in ["/a", "/b"] {
             let policy = config.object_policy(&config.policy_for(path));
-            assert_eq!(decode_object_policy(&encode_object_policy(&policy)), Some(policy), "{path}");
+            assert_eq!(decode_text(&encode_text(&policy)), Some(policy), "{path}");
         }
         let routed = config.object_policy(&config.policy_for("/a"));
         assert_eq!(routed.outcome.release, StatusSet::of(&[429]).unwrap());
@@ -799,15 +683,15 @@ mod tests {
             outcome: OutcomePolicy { release: StatusSet::default(), ..OutcomePolicy::default() },
             ..routed.clone()
         };
-        assert_eq!(decode_object_policy(&encode_object_policy(&empty)), Some(empty));
+        assert_eq!(decode_text(&encode_text(&empty)), Some(empty));
         let deduplicating = ObjectPolicy { max_origin_attempts: Some(5), ..routed.clone() };
-        assert_eq!(decode_object_policy(&encode_object_policy(&deduplicating)), Some(deduplicating));
+        assert_eq!(decode_text(&encode_text(&deduplicating)), Some(deduplicating));
         let observing = ObjectPolicy {
             mode: Mode::Observe,
             origin_service: Some("PAYMENTS_API".to_owned()),
             ..routed.clone()
         };
-        assert_eq!(decode_object_policy(&encode_object_policy(&observing)), Some(observing));
+        assert_eq!(decode_text(&encode_text(&observing)), Some(observing));
         for bad in [
             "",
             "1,2,3",
@@ -821,7 +705,7 @@ mod tests {
             "1,2,3,4,5,6,8,503,,0,",
             "1,2,3,4,5,6,0,503,,0,,",
         ] {
-            assert_eq!(decode_object_policy(bad), None, "{bad:?}");
+            assert_eq!(decode_text(bad), None, "{bad:?}");
         }
     }
 

@@ -12,16 +12,11 @@
 //! that every problem the runtime sends is written here and tested natively.
 
 use super::config::{Config, Policy};
+use super::headers::METHOD_OVERRIDE_HEADERS;
 use super::key::{parse_key_fields, IdempotencyKey, KeyError, IDEMPOTENCY_KEY};
+use super::object_policy::Mode;
 use super::problem::{Problem, ProblemKind};
-use super::routes::Mode;
 use super::url::normalised_path;
-
-/// Headers that ask an origin to run a request as another method. On a method a route does
-/// not cover they would run a covered method unprotected, so they are refused there (unless
-/// the route allows them).
-pub const METHOD_OVERRIDE_HEADERS: [&str; 3] =
-    ["x-http-method-override", "x-method-override", "x-http-method"];
 
 /// Seconds a limited caller is told to wait: the shortest period a binding can have.
 pub const RATE_LIMIT_RETRY_AFTER_SECONDS: u64 = 10;

@@ -11,11 +11,14 @@
 //! compared without case). Unrelated names of the operator's own pass.
 
 use super::admin::VAR_ADMIN_TOKEN;
-use super::async_job::{VAR_ASYNC_ACCEPT, VAR_ASYNC_DEADLINE_SECONDS, VAR_ASYNC_MAX_BACKOFF_SECONDS};
 use super::config::*;
 use super::keyed_name::VAR_OBJECT_NAME_KEY;
 use super::log_decisions::VAR_LOG_DECISIONS;
+use super::machine::async_job::{
+    VAR_ASYNC_ACCEPT, VAR_ASYNC_DEADLINE_SECONDS, VAR_ASYNC_MAX_BACKOFF_SECONDS,
+};
 use super::origin_auth::{VAR_ORIGIN_AUTH_FORMAT, VAR_ORIGIN_AUTH_SECRET};
+use super::routes::VAR_ROUTES;
 use super::scope::*;
 use super::seal::{VAR_STORAGE_ALLOW_UNSEALED, VAR_STORAGE_ENCRYPTION_KEYS};
 

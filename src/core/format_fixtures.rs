@@ -18,15 +18,17 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use super::async_job::{AsyncConfig, AsyncJob, JobPhase, StoredRequest};
-use super::chunks::ChunkManifest;
-use super::config::{decode_object_policy, ObjectPolicy};
+use super::chunk_manifest::ChunkManifest;
 use super::fingerprint::Digest256;
-use super::machine::{Timing, WaiterLimits};
+use super::job::{AsyncJob, JobPhase, StoredRequest};
+use super::machine::async_job::AsyncConfig;
+use super::object_policy::Mode;
+use super::object_policy::ObjectPolicy;
+use super::object_policy::{Timing, WaiterLimits};
 use super::policy::{OutcomePolicy, StatusSet};
 use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
-use super::routes::Mode;
 use super::seal::Envelope;
+use super::stored_policy::decode_text;
 
 /// One value of a stored or handed-over format.
 #[derive(Debug, PartialEq)]
@@ -45,7 +47,7 @@ impl Stored {
     /// Decodes `payload` as the same format as `self`.
     fn decode_like(&self, payload: &str) -> Option<Stored> {
         match self {
-            Stored::Policy(_) => Some(Stored::Policy(decode_object_policy(payload)?)),
+            Stored::Policy(_) => Some(Stored::Policy(decode_text(payload)?)),
             Stored::Async(_) => Some(Stored::Async(AsyncConfig::decode(payload)?)),
             _ => {
                 let bytes: Vec<u8> = (0..payload.len())

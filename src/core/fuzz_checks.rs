@@ -19,23 +19,25 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::admin;
-use super::async_job::{AsyncJob, JobPhase};
 use super::body_shape::{BodyShape, JsonPointer};
 use super::canonical_json::canonicalize;
-use super::config::{decode_object_policy, encode_object_policy, Config, ObjectPolicy};
+use super::config::Config;
 use super::env_names::variable_names;
 use super::fingerprint::{fingerprint, is_json_media_type, object_name, Digest256, Payload, Scope};
 use super::headers;
+use super::job::{AsyncJob, JobPhase};
 use super::jwt::{self as jwt_core, Algorithm, ClaimPath, JwksSource, Unverified, Validation};
 use super::key::{parse_key, parse_key_fields, KeyError, MAX_KEY_LEN};
-use super::machine::{step, Action, Event, RecordChange, Timing, WaiterLimits};
+use super::machine::{step, Action, Event, RecordChange};
+use super::object_policy::ObjectPolicy;
+use super::object_policy::{Timing, WaiterLimits};
 use super::policy::{OriginResult, OutcomePolicy, StatusSet};
 use super::reconcile::Verdict;
 use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
 use super::routes::pattern_matches;
 use super::scope::{bearer_token, ScopeLog};
+use super::stored_policy::{self, decode_text, encode_text};
 use super::url::normalised_path;
-use super::wire::{decode_policy, encode_policy};
 
 /// Key parsing: `parse_key` and `parse_key_fields`, and the header-name rules.
 ///
@@ -312,7 +314,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
             // A chunked answer (record tag 4) keeps no body in the record.
             let chunks = (source.u8() % 4 == 0).then(|| {
                 let count = usize::from(source.u8() % 3) + 1;
-                crate::core::chunks::ChunkManifest {
+                crate::core::chunk_manifest::ChunkManifest {
                     body_len: (count as u64 - 1) * 1024 + 1 + u64::from(source.u16() % 1024),
                     chunk_len: 1024,
                     attempt: source.u64(),
@@ -352,12 +354,12 @@ fn build_record(source: &mut Source<'_>) -> Record {
 
 /// A record's reconciliation (`core::reconcile`), one time in four; never with an empty
 /// lookup, which no writer stores.
-fn build_reconciling(source: &mut Source<'_>) -> Option<crate::core::reconcile::Reconciling> {
+fn build_reconciling(source: &mut Source<'_>) -> Option<crate::core::reconciling::Reconciling> {
     if source.u8() % 4 != 0 {
         return None;
     }
     let sealed_lookup = source.bytes();
-    (!sealed_lookup.is_empty()).then(|| crate::core::reconcile::Reconciling {
+    (!sealed_lookup.is_empty()).then(|| crate::core::reconciling::Reconciling {
         sealed_lookup,
         bound_at: source.u64(),
         not_found: source.u16(),
@@ -365,13 +367,13 @@ fn build_reconciling(source: &mut Source<'_>) -> Option<crate::core::reconcile::
         next_at: source.u64(),
         policy: {
             let text = format!("600000,5000,{},100,1000,1000,0,503,,0,", u64::from(source.u16()) * 10);
-            Box::new(decode_object_policy(&text).expect("a policy the runtime writes"))
+            Box::new(decode_text(&text).expect("a policy the runtime writes"))
         },
         spelling_known: source.u8() % 2 == 0,
     })
 }
 
-/// An asynchronous job (`core::async_job`), with a policy whose deduplication and lease
+/// An asynchronous job (`core::machine::async_job`), with a policy whose deduplication and lease
 /// vary (a job's policy is always readable: an unreadable one makes the record so).
 fn build_job(source: &mut Source<'_>) -> AsyncJob {
     let phase = match source.u8() % 3 {
@@ -382,7 +384,7 @@ fn build_job(source: &mut Source<'_>) -> AsyncJob {
     let flags = source.u8();
     let max = source.u8() % 4;
     let text = format!("600000,5000,{},100,1000,1000,0,503,,{max},", u64::from(source.u16()) * 10);
-    let policy = Box::new(decode_object_policy(&text).expect("a policy the runtime writes"));
+    let policy = Box::new(decode_text(&text).expect("a policy the runtime writes"));
     let mut sealed_request = source.bytes();
     if phase != JobPhase::GaveUp && sealed_request.is_empty() {
         sealed_request.push(source.u8());
@@ -617,8 +619,8 @@ pub fn config(data: &[u8]) {
     let path = parts.next().unwrap_or("/");
     let lookup = |name: &'static str| names.iter().position(|v| *v == name).and_then(|i| values[i]);
 
-    if let Some(policy) = decode_object_policy(&text) {
-        assert_eq!(decode_object_policy(&encode_object_policy(&policy)), Some(policy));
+    if let Some(policy) = decode_text(&text) {
+        assert_eq!(decode_text(&encode_text(&policy)), Some(policy));
     }
     let _ = normalised_path(path);
     let path_and_query = format!("/{}", path.trim_start_matches('/'));
@@ -631,9 +633,9 @@ pub fn config(data: &[u8]) {
     // The policy as the envelope and jobs write it, and in the text form of older releases,
     // which predates `key_header` (every route it was written for used `Idempotency-Key`).
     let round_trips = |policy: ObjectPolicy| {
-        assert_eq!(decode_policy(&encode_policy(&policy)), Ok(policy.clone()));
+        assert_eq!(stored_policy::decode(&stored_policy::encode(&policy)), Some(policy.clone()));
         if policy.key_header.is_none() {
-            assert_eq!(decode_object_policy(&encode_object_policy(&policy)), Some(policy));
+            assert_eq!(decode_text(&encode_text(&policy)), Some(policy));
         }
     };
     round_trips(config.object_policy(&config.policy_for("/")));

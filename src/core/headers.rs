@@ -25,6 +25,12 @@
 /// Prefix of the headers the Worker uses to talk to its Durable Object. Never forwarded.
 pub const INTERNAL_PREFIX: &str = "x-idempotency-edge-";
 
+/// Headers that ask an origin to run a request as another method. On a method a route does
+/// not cover they would run a covered method unprotected, so they are refused there (unless
+/// the route allows them).
+pub const METHOD_OVERRIDE_HEADERS: [&str; 3] =
+    ["x-http-method-override", "x-method-override", "x-http-method"];
+
 const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "keep-alive",
@@ -49,7 +55,7 @@ pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
 
 /// The tokens of a request's `Connection` value that its forward to the origin honours
 /// (rule 4): every one but the names in `end_to_end` (any case), the headers the edge keyed,
-/// scoped and bound the request by ([`crate::core::config::Config::end_to_end_headers`]).
+/// scoped and bound the request by (`core::config::Config::end_to_end_headers`).
 pub fn honoured_connection_tokens(connection: Option<&str>, end_to_end: &[&str]) -> Vec<String> {
     let mut tokens = connection_tokens(connection);
     tokens.retain(|token| !end_to_end.iter().any(|name| name.eq_ignore_ascii_case(token)));
@@ -169,8 +175,10 @@ mod tests {
     /// them as the edge read them. Other tokens are still honoured.
     #[test]
     fn the_headers_the_edge_decides_by_are_never_hop_by_hop() {
-        use crate::core::config::{Config, VAR_ROUTES, VAR_SCOPE_HEADER};
+        use crate::core::config::Config;
+        use crate::core::routes::VAR_ROUTES;
         use crate::core::scope::VAR_REPLAY_CREDENTIAL_HEADERS;
+        use crate::core::scope::VAR_SCOPE_HEADER;
         let vars = [
             (VAR_SCOPE_HEADER, "X-Api-Key-Id, Stripe-Account"),
             (VAR_REPLAY_CREDENTIAL_HEADERS, "Authorization, Signature"),

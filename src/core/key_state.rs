@@ -33,17 +33,18 @@
 
 use std::sync::Arc;
 
-use super::async_job::{job_decision, AsyncAccept};
-use super::config::ObjectPolicy;
+use super::decision::Decision;
 use super::fingerprint::Digest256;
-use super::log::Decision;
-use super::machine::{
-    self, outcome_unknown, storage_unavailable, Action, Event, RecordChange, Step, WaiterLimits,
-};
+use super::machine::async_job::{job_decision, AsyncAccept};
+use super::machine::{self, outcome_unknown, storage_unavailable, Action, Event, RecordChange, Step};
+use super::object_policy::ObjectPolicy;
+use super::object_policy::WaiterLimits;
 use super::policy::OriginResult;
 use super::problem::{Problem, ProblemKind};
-use super::reconcile::{Reconciling, Verdict};
-use super::record::{AttemptId, Millis, Record, StoredResponse, Unknown, UnknownReason};
+use super::reconcile::Verdict;
+use super::reconciling::Reconciling;
+use super::record::{AttemptId, Record, StoredResponse, Unknown, UnknownReason};
+use super::time::Millis;
 
 /// The execution this instance is running for its key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +52,7 @@ pub struct LiveAttempt {
     pub attempt: AttemptId,
     /// Requests waiting on it.
     pub waiters: usize,
-    /// The body bytes those waiters brought in (see `machine::WaiterLimits`).
+    /// The body bytes those waiters brought in (see `object_policy::WaiterLimits`).
     pub waiting_bytes: u64,
     /// Set for a claim made in observe mode, whose outcome the Worker brings: past this
     /// time no outcome is expected any more.
@@ -379,7 +380,7 @@ impl KeyState {
     /// logs why). A claim without it could never be looked up once its outcome became
     /// unknown (held until the TTL ends, when the route promises a lookup), so none is
     /// made: a step that would claim and forward becomes 503, nothing written or
-    /// forwarded, and the caller may retry; so for a job's claim (`core::async_job` rule 9).
+    /// forwarded, and the caller may retry; so for a job's claim (`core::machine::async_job` rule 9).
     /// A step that claims nothing (a replay, a join, a refusal, a poll) is kept as it is.
     pub fn handle_lookup_unsealed(&mut self, pending: Pending) -> Pending {
         let step = &pending.step;
@@ -463,7 +464,7 @@ impl KeyState {
     }
 
     /// The alarm fired on a key with a job: `new_attempt` is the id its send gets. The
-    /// decision is the job's (`core::async_job::job_decision`), or `unknown` for an orphaned
+    /// decision is the job's (`core::machine::async_job::job_decision`), or `unknown` for an orphaned
     /// send held unknown, or none for a job that is not due.
     pub fn handle_job_alarm(&mut self, new_attempt: AttemptId, now: Millis) -> Pending {
         let live_attempt = self.live.map(|live| live.attempt);

@@ -12,7 +12,7 @@
 //!
 //! The sampling draw is the runtime's (a number in `[0, 1)`), so the rule stays pure.
 
-use super::log::Decision;
+use super::decision::Decision;
 
 /// The variable.
 pub const VAR_LOG_DECISIONS: &str = "LOG_DECISIONS";

@@ -32,7 +32,7 @@
 //!    the first attempt never got that answer (it got none), and such an answer may be the
 //!    origin's refusal of the re-send itself (Stripe's 400 `idempotency_error`), not the
 //!    key's outcome.
-//! 8. A request that asks for asynchronous acceptance (`core::async_job`) claims an absent
+//! 8. A request that asks for asynchronous acceptance (`core::machine::async_job`) claims an absent
 //!    key as a job, which the alarm executes; an arrival on a job's key is a poll (202, or
 //!    503 `origin-unavailable` once the job gave up). An unknown outcome taken up again for
 //!    such a request (rule 7) becomes a job too, instead of a forward.
@@ -48,68 +48,18 @@
 
 use std::sync::Arc;
 
-use super::async_job::{self, AsyncAccept};
 use super::fingerprint::Digest256;
+use super::job::JobPhase;
+use super::object_policy::{Timing, WaiterLimits, LEASE_MARGIN_MS, MAX_STORED_RESPONSE_BYTES};
 use super::policy::{disposition, release_confirmed, Disposition, OriginResult, OutcomePolicy};
 use super::problem::{Problem, ProblemKind};
-use super::reconcile::{self, Reconciling, Verdict};
-use super::record::{AttemptId, Completed, InFlight, Millis, Record, StoredResponse, Unknown, UnknownReason};
+use super::reconcile::{self, Verdict};
+use super::reconciling::Reconciling;
+use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
 
-/// Extra lease beyond the origin timeout: time to read the origin's body and write the
-/// outcome after the origin call returns.
-pub const LEASE_MARGIN_MS: u64 = 10_000;
-
-/// The most `MAX_WAITERS_PER_KEY` may be set to.
-pub const MAX_WAITERS_PER_KEY: usize = 1_000;
-/// Requests that may wait on one running execution unless configured otherwise.
-pub const DEFAULT_WAITERS_PER_KEY: usize = 100;
-/// Request-body bytes that the waiters of one execution may have brought in, unless
-/// configured otherwise.
-pub const DEFAULT_WAITING_BYTES: u64 = 16 * 1024 * 1024;
-
-/// Largest response (body plus headers) that is ever stored for replay, whatever is
-/// configured (64 MiB). One SQLite row holds at most 2 MB, so an answer over one row is
-/// stored in chunk rows (`core::chunks`); a larger final answer is held as outcome-unknown.
-pub const MAX_STORED_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
-
-/// The timing that applies to one request (from configuration).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timing {
-    pub ttl_ms: u64,
-    pub duplicate_wait_ms: u64,
-    pub origin_timeout_ms: u64,
-}
-
-impl Timing {
-    pub fn lease_ms(&self) -> u64 {
-        self.origin_timeout_ms.saturating_add(LEASE_MARGIN_MS)
-    }
-}
-
-/// How many duplicates may wait on one running execution. Past either limit a duplicate
-/// gets 409 at once, so the memory that waiters hold stays bounded whatever a client does.
-/// A waiter keeps no body (the object drains it), but every duplicate's body is in memory
-/// while it is read, on the Worker's side too, so bytes are capped as well as requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WaiterLimits {
-    pub max_waiters: usize,
-    /// Sum of the waiting requests' body sizes, this one included.
-    pub max_waiting_bytes: u64,
-}
-
-impl WaiterLimits {
-    /// Whether one more request may wait where `waiters` already do (on an execution, or on
-    /// the lookup of an unknown outcome, `core::reconcile`).
-    pub fn admits(&self, waiters: usize) -> bool {
-        waiters < self.max_waiters
-    }
-}
-
-impl Default for WaiterLimits {
-    fn default() -> Self {
-        WaiterLimits { max_waiters: DEFAULT_WAITERS_PER_KEY, max_waiting_bytes: DEFAULT_WAITING_BYTES }
-    }
-}
+pub mod async_job;
+use super::time::Millis;
+use async_job::AsyncAccept;
 
 /// Something that happened to the key.
 #[derive(Clone, Debug)]
@@ -200,7 +150,7 @@ pub enum Action {
     /// Answer with this problem.
     Reject(Problem),
     /// Answer 202 Accepted (`Preference-Applied: respond-async`) with this `Retry-After`:
-    /// the key's job runs (`core::async_job`).
+    /// the key's job runs (`core::machine::async_job`).
     Accepted { retry_after: u64 },
     /// `attempt` is over: its own caller gets the origin's live answer (or `answer` when the
     /// origin gave none), and every waiter gets `answer`, marked replayed.
@@ -252,7 +202,7 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
         },
         Event::JobFinished { attempt, result, response, timing, outcome, retry_after_ms, jitter } => {
             if let Some(Record::InFlight(claim @ InFlight { async_job: Some(job), .. })) = record {
-                if claim.attempt == attempt && job.phase == async_job::JobPhase::Sending {
+                if claim.attempt == attempt && job.phase == JobPhase::Sending {
                     let (result, disposition) = classify(result, response.as_deref(), &outcome);
                     if let Some(step) =
                         async_job::on_finished(claim, job, disposition, result, retry_after_ms, jitter, now)

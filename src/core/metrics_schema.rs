@@ -15,10 +15,10 @@
 //!
 //! No I/O: the runtime (`runtime::metrics`) writes what the writer hands it.
 
+use super::decision::Decision;
 use super::jwt::Unverified;
-use super::log::Decision;
+use super::object_policy::Mode;
 use super::problem::ProblemKind;
-use super::routes::Mode;
 use super::scope::ScopeKind;
 
 /// The binding the worker writes through; `wrangler.toml` names its dataset (the table the

@@ -8,7 +8,7 @@
 //! said; a body that broke off, or a failed forward, is a reset (the origin may have
 //! executed it).
 
-use super::log::Decision;
+use super::decision::Decision;
 use super::routes::{after_object_failure, AfterObjectFailure, ObjectCallFailure, Unavailable};
 use super::wire::ObservedOutcome;
 

@@ -16,7 +16,7 @@
 //! A message that cannot be sent is logged (`outcome-publish-failed`), never retried by the
 //! worker, and never changes the outcome or its answer.
 
-use super::log::Decision;
+use super::decision::Decision;
 
 /// The Queues producer binding's name.
 pub const OUTCOME_QUEUE_BINDING: &str = "OUTCOME_QUEUE";
@@ -32,7 +32,7 @@ pub struct OutcomeEvent<'a> {
     pub decision: Decision,
     /// The origin's status, when it answered.
     pub origin_status: Option<u16>,
-    /// Whether the outcome is an asynchronous job's (`core::async_job`).
+    /// Whether the outcome is an asynchronous job's (`core::machine::async_job`).
     pub asynchronous: bool,
     /// When the outcome was recorded, in milliseconds since the epoch.
     pub at_ms: u64,

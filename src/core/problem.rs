@@ -15,7 +15,7 @@ pub struct Problem {
     pub detail: String,
     /// Seconds for a `Retry-After` header.
     pub retry_after: Option<u64>,
-    /// RFC 9457's `instance`: which request this occurrence answered (`core::log::Trace`),
+    /// RFC 9457's `instance`: which request this occurrence answered (`core::trace::Trace`),
     /// the same id as its log line's `request_id`.
     pub instance: Option<String>,
 }
@@ -26,8 +26,8 @@ impl Problem {
     }
 
     /// The problem as the answer to the request `trace` names (its `instance`).
-    pub fn for_request(mut self, trace: Option<&super::log::Trace>) -> Self {
-        if let Some(instance) = trace.and_then(super::log::Trace::instance) {
+    pub fn for_request(mut self, trace: Option<&super::trace::Trace>) -> Self {
+        if let Some(instance) = trace.and_then(super::trace::Trace::instance) {
             self.instance = Some(instance);
         }
         self

@@ -35,7 +35,7 @@
 //!    reconciled answer, a forward, or outcome-unknown.
 //! 5. An answer the origin gave too large to store stays unknown and is never looked up:
 //!    it would be too large again. Observe mode does not reconcile; an asynchronous job does
-//!    (`core::async_job` rule 9).
+//!    (`core::machine::async_job` rule 9).
 //! 6. A lookup's URL is the template's, whatever the key ([`ReconcileRoute::lookup_url`]):
 //!    a key that would make a path segment `.` or `..` (a URL parser removes such
 //!    segments, so `…/operations/..` would ask `…/` and a router's 404 would release the
@@ -54,12 +54,10 @@
 //! execution, "not found" is final (the operation can no longer execute), it answers only
 //! for an execution at or after the claim's time, and only its own verdicts carry the marker.
 
-use super::codec::{Reader, Writer};
-use super::config::ObjectPolicy;
 use super::key::IdempotencyKey;
 use super::problem::{Problem, ProblemKind};
-use super::record::{Millis, StoredResponse};
-use super::wire::{decode_policy, encode_policy};
+use super::record::StoredResponse;
+use super::time::Millis;
 
 /// The header on a replayed answer that a lookup gave, instead of the original reply.
 pub const RECONCILED_HEADER: &str = "idempotency-reconciled";
@@ -172,66 +170,6 @@ pub fn percent_encode(text: &str) -> String {
     use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
     const RESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
     utf8_percent_encode(text, RESERVED).to_string()
-}
-
-/// What a key's record keeps for its reconciliation (record extension, `core::record`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reconciling {
-    /// The lookup as a sealed `core::async_job::StoredRequest` (`GET`, the URL, the scope
-    /// headers, the scope salt), bound to `bound_at` and the record's fingerprint.
-    pub sealed_lookup: Vec<u8>,
-    /// When the lookup was sealed (the claim's time): part of the seal's binding.
-    pub bound_at: Millis,
-    pub not_found: u16,
-    /// Lookups made so far that said nothing.
-    pub asked: u16,
-    /// When the alarm asks next (0: not before the outcome is unknown).
-    pub next_at: Millis,
-    /// The route's policy as the claim had it: the alarm has no request to read it from
-    /// (the lookup's timeout, the answer's cap and TTL, the origin's service binding).
-    pub policy: Box<ObjectPolicy>,
-    /// The claim forwarded the key in its one spelling, the lookup's (`core::key` rule 6).
-    /// Not so for a claim made before that rule (its record has no mark of it,
-    /// `core::record`): its first attempt carried the client's own spelling, perhaps
-    /// `"k"` where the lookup asks for `k`, so its lookup's "not found" is not believed
-    /// (rule 7); "executed" still is.
-    pub spelling_known: bool,
-}
-
-const RECONCILING_VERSION: u8 = 1;
-
-impl Reconciling {
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Writer::with_capacity(self.sealed_lookup.len() + 32);
-        out.u8(RECONCILING_VERSION);
-        out.bytes(&self.sealed_lookup);
-        out.u64(self.bound_at);
-        out.u16(self.not_found);
-        out.u16(self.asked);
-        out.u64(self.next_at);
-        out.bytes(&encode_policy(&self.policy));
-        out.into_bytes()
-    }
-
-    pub fn decode(bytes: &[u8]) -> Option<Reconciling> {
-        let mut input = Reader::new(bytes);
-        if input.u8().ok()? != RECONCILING_VERSION {
-            return None;
-        }
-        let sealed_lookup = input.bytes().ok()?.to_vec();
-        let reconciling = Reconciling {
-            sealed_lookup,
-            bound_at: input.u64().ok()?,
-            not_found: input.u16().ok()?,
-            asked: input.u16().ok()?,
-            next_at: input.u64().ok()?,
-            policy: Box::new(decode_policy(input.bytes().ok()?).ok()?),
-            // Kept beside the extension, as a mark of its own (`core::record`).
-            spelling_known: false,
-        };
-        input.finish().ok()?;
-        (!reconciling.sealed_lookup.is_empty()).then_some(reconciling)
-    }
 }
 
 /// What a lookup said (rule 2).
@@ -488,27 +426,5 @@ mod tests {
         for asked in 0..12 {
             assert!(next_delay(asked, 0.3) <= next_delay(asked + 1, 0.3));
         }
-    }
-
-    #[test]
-    fn the_extension_round_trips_and_refuses_what_it_cannot_read() {
-        let reconciling = Reconciling {
-            sealed_lookup: vec![1, 2, 3],
-            bound_at: 7,
-            not_found: 404,
-            asked: 2,
-            next_at: 99,
-            policy: Box::new(crate::core::format_fixtures::policy()),
-            spelling_known: false,
-        };
-        assert_eq!(Reconciling::decode(&reconciling.encode()), Some(reconciling.clone()));
-        let mut other_version = reconciling.encode();
-        other_version[0] = 2;
-        assert_eq!(Reconciling::decode(&other_version), None);
-        let mut longer = reconciling.encode();
-        longer.push(0);
-        assert_eq!(Reconciling::decode(&longer), None);
-        let empty = Reconciling { sealed_lookup: Vec::new(), ..reconciling };
-        assert_eq!(Reconciling::decode(&empty.encode()), None);
     }
 }

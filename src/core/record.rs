@@ -25,22 +25,20 @@
 //! |---|---|---|
 //! | 1 (critical) | origin attempts: how many times the key was sent to the origin (u16; absent: 1), for `ORIGIN_DEDUPLICATES` | in flight, unknown |
 //! | 2 (critical) | sealed answer: a `core::seal::Envelope` of the encoded [`StoredResponse`]; the inline response is then empty | completed |
-//! | 3 (critical) | async job: a `core::async_job::AsyncJob` (deadline, next attempt, policy, the sealed request) | in flight |
+//! | 3 (critical) | async job: a `core::job::AsyncJob` (deadline, next attempt, policy, the sealed request) | in flight |
 //! | 5 (critical) | sealed answer bound to the record's attempt and fingerprint as well: as tag 2, with `core::seal::bound_answer_associated_data` (tag 2, written by earlier releases, is still read) | completed |
-//! | 134 (skippable) | reconciliation: a `core::reconcile::Reconciling` (the sealed lookup, how often it was asked, when next) | in flight, unknown |
+//! | 134 (skippable) | reconciliation: a `core::reconciling::Reconciling` (the sealed lookup, how often it was asked, when next) | in flight, unknown |
 //! | 135 (skippable, empty) | the key's one spelling: the claim forwarded the key as `core::key::IdempotencyKey::forwarded` spells it, as its lookup asks for it (a reconciliation without it was claimed before the key had one spelling, and its "not found" is not believed) | in flight, unknown, with tag 134 |
-//! | 4 (critical) | chunked answer: a `core::chunks::ChunkManifest`; the body is in chunk rows and the inline (or sealed) response has none | completed |
+//! | 4 (critical) | chunked answer: a `core::chunk_manifest::ChunkManifest`; the body is in chunk rows and the inline (or sealed) response has none | completed |
 
 use std::sync::Arc;
 
-use super::async_job::AsyncJob;
-use super::chunks::ChunkManifest;
+use super::chunk_manifest::ChunkManifest;
 use super::codec::{CodecError, Reader, Writer};
 use super::fingerprint::Digest256;
-use super::reconcile::Reconciling;
-
-/// Milliseconds since the Unix epoch, as the runtime's clock reports them.
-pub type Millis = u64;
+use super::job::AsyncJob;
+use super::reconciling::Reconciling;
+use super::time::Millis;
 
 /// Identifies one claim of a key. A new claim gets a new id, so a late finisher of an older
 /// claim can be told apart and ignored.
@@ -56,6 +54,12 @@ pub struct StoredResponse {
 }
 
 impl StoredResponse {
+    /// The response without its body: what the record keeps of a chunked answer
+    /// (`core::chunks`).
+    pub fn head(&self) -> StoredResponse {
+        StoredResponse { status: self.status, headers: self.headers.clone(), body: Vec::new() }
+    }
+
     /// The response's own encoding (as inside a record): what a sealed answer seals.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Writer::with_capacity(self.body.len() + 64);
@@ -94,7 +98,7 @@ pub struct InFlight {
     /// means the outcome is unknown.
     pub lease_until: Millis,
     pub expires_at: Millis,
-    /// An asynchronous job (`core::async_job`): the claim holds its stored request and is
+    /// An asynchronous job (`core::machine::async_job`): the claim holds its stored request and is
     /// executed from the object's alarm.
     pub async_job: Option<AsyncJob>,
     /// The sealed lookup of a route with `reconcile_url` (`core::reconcile`).
@@ -288,7 +292,7 @@ impl Record {
                     );
                 } else if r.chunks.is_some() {
                     // The body is in the chunk rows; the record keeps the rest.
-                    put_response(&mut out, &super::chunks::head_of(&r.response));
+                    put_response(&mut out, &r.response.head());
                 } else {
                     put_response(&mut out, &r.response);
                 }
@@ -502,11 +506,11 @@ const EXT_BOUND_SEALED_ANSWER: u8 = 5;
 pub const SEALED_RECORD_VERSION: u8 = VERSION_2;
 /// Extension tags with this bit may be skipped by a reader that does not know them.
 const EXT_SKIPPABLE: u8 = 0x80;
-/// The reconciliation of an unknown outcome (`core::reconcile::Reconciling`): skippable, since
+/// The reconciliation of an unknown outcome (`core::reconciling::Reconciling`): skippable, since
 /// a release that drops it holds the key unknown, as it would have without it.
 const EXT_RECONCILING: u8 = EXT_SKIPPABLE | 6;
 /// The reconciliation's claim forwarded the key in its one spelling, which the lookup asks
-/// for (`core::reconcile::Reconciling::spelling_known`). Skippable: a release that does not
+/// for (`core::reconciling::Reconciling::spelling_known`). Skippable: a release that does not
 /// know it believes the lookup as it always did.
 const EXT_SPELLING_KNOWN: u8 = EXT_SKIPPABLE | 7;
 const KIND_IN_FLIGHT: u8 = 1;
@@ -789,7 +793,7 @@ mod tests {
 
     #[test]
     fn a_reconciliation_round_trips_and_a_release_without_it_may_skip_it() {
-        let reconciling = crate::core::reconcile::Reconciling {
+        let reconciling = crate::core::reconciling::Reconciling {
             sealed_lookup: vec![9; 48],
             bound_at: 1_700_000_000_000,
             not_found: 404,
@@ -930,7 +934,7 @@ mod tests {
     /// still decode to what it said. Add a file here before any change to the encoding.
     #[test]
     fn records_written_by_earlier_releases_still_decode() {
-        use crate::core::async_job::{JobPhase, DEFAULT_MAX_SENDS};
+        use crate::core::job::{JobPhase, DEFAULT_MAX_SENDS};
         let fixtures = include_str!("testdata/records-70e30c9.txt");
         let unhex = |text: &str| -> Vec<u8> {
             (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap()).collect()

@@ -24,7 +24,7 @@
 //! | `unknown_statuses` | origin statuses that leave the outcome unknown, e.g. `[502, 504]` for a gateway in front of the application (not 401 or 403: they always release the key) |
 //! | `allow_method_override` | `true`: let `X-HTTP-Method-Override` and its kin through on uncovered methods (refused with 400 by default) |
 //! | `origin_deduplicates` | `true` or `false`: overrides `ORIGIN_DEDUPLICATES` for this route |
-//! | `async_accept` | `"off"` or `"prefer"`: overrides `ASYNC_ACCEPT` for this route (`core::async_job`) |
+//! | `async_accept` | `"off"` or `"prefer"`: overrides `ASYNC_ACCEPT` for this route (`core::machine::async_job`) |
 //! | `mode` | `"enforce"` or `"observe"`: overrides `MODE` for this route (see [`Mode`]) |
 //! | `origin_service` | the `[[services]]` binding this route's origin is reached through |
 //! | `reconcile_url` | a lookup for unknown outcomes, e.g. `"https://api.example/v1/charges?idempotency_key={key}"` (`core::reconcile`; needs `STORAGE_ENCRYPTION_KEYS`) |
@@ -37,11 +37,11 @@
 use serde_json::{Map, Value};
 
 use super::body_shape::{BodyShape, JsonPointer, MAX_POINTERS};
-use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
-use super::edge::METHOD_OVERRIDE_HEADERS;
-use super::headers::{is_hop_by_hop, INTERNAL_PREFIX};
+use super::headers::{is_hop_by_hop, INTERNAL_PREFIX, METHOD_OVERRIDE_HEADERS};
 use super::jwt::ClaimPath;
 use super::key::KeyHeader;
+use super::names::{is_binding_name, is_header_name};
+use super::object_policy::{Mode, MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
 use super::origin_auth::SIGNATURE_HEADER;
 use super::policy::{StatusSet, AUTH_REFUSED};
 use super::problem::{Problem, ProblemKind};
@@ -50,6 +50,9 @@ use super::reconcile::ReconcileRoute;
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
 /// forwards only standard methods from an object.
 const COVERABLE_METHODS: [&str; 4] = ["POST", "PUT", "PATCH", "DELETE"];
+
+/// The variable that holds the routes.
+pub const VAR_ROUTES: &str = "IDEMPOTENCY_ROUTES";
 
 /// Most routes accepted: every covered request walks the list.
 const MAX_ROUTES: usize = 64;
@@ -65,38 +68,8 @@ pub enum Unavailable {
     FailOpen,
 }
 
-/// Whether the worker enforces its rules on a route, or only watches (`MODE`, route option
-/// `mode`).
-///
-/// In `Observe`, every request goes to the origin exactly as it came and its caller gets the
-/// origin's answer exactly as it was given: no problem, no replay, no wait, no added header.
-/// The key's object still keeps the key's record, and each request's log line names the
-/// decision that `Enforce` would have made, marked `"mode":"observe"`. It is the first step
-/// of a rollout, as a Content-Security-Policy is first deployed report-only.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Mode {
-    #[default]
-    Enforce,
-    Observe,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Enforce => "enforce",
-            Mode::Observe => "observe",
-        }
-    }
-}
-
 /// Longest `key_header` accepted.
 const MAX_KEY_HEADER_NAME: usize = 64;
-
-/// Whether `name` is a header name: an RFC 9110 token.
-pub fn is_header_name(name: &str) -> bool {
-    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    !name.is_empty() && name.bytes().all(tchar)
-}
 
 /// Headers that already mean something else to the worker, the platform or the origin hop,
 /// and so cannot carry a route's key (lower case). Hop-by-hop headers, `cf-*` (set by
@@ -146,18 +119,6 @@ pub fn parse_key_header(name: &str) -> Result<RouteKeyHeader, String> {
         return Err(format!("{name} already means something else to the worker, the platform or the origin hop; name the header your API takes keys in"));
     }
     Ok(RouteKeyHeader { name: name.to_owned(), lowercase })
-}
-
-/// Longest binding name accepted.
-const MAX_BINDING_NAME: usize = 64;
-
-/// Whether `name` can name a Worker binding: a JavaScript identifier in ASCII letters,
-/// digits and `_`, not starting with a digit (it also travels in the object's policy header,
-/// so it may hold no `,`).
-pub fn is_binding_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    let first_ok = bytes.next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
-    first_ok && name.len() <= MAX_BINDING_NAME && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// How a call to a key's object failed, as far as the Worker can see.

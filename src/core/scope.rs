@@ -48,12 +48,14 @@
 //! 7. A scope is logged as `claim`, `credential` or `anonymous`, with the rule an
 //!    unverified token failed; never a token, a claim value or a key.
 
-use super::config::{ConfigError, VAR_SCOPE_HEADER};
+use super::config_error::ConfigError;
 use super::fingerprint::{caller_binding_digest, Digest256, Scope, ScopeField};
 use super::jwt::{parse_jwks, ClaimPath, Identity, JwksSource, KeySet, Unverified, Validation};
 use super::problem::{Problem, ProblemKind};
 use sha2::{Digest, Sha256};
 
+/// The headers whose values name the caller (`Authorization` unless set).
+pub const VAR_SCOPE_HEADER: &str = "SCOPE_HEADER";
 pub const VAR_ALLOW_ANONYMOUS: &str = "ALLOW_ANONYMOUS";
 pub const VAR_JWT_CLAIM: &str = "SCOPE_JWT_CLAIM";
 pub const VAR_JWKS: &str = "SCOPE_JWKS";
@@ -219,7 +221,7 @@ impl ScopeConfig {
         let route_claim = route_claims.iter().any(Option::is_some);
         if route_claim && !self.has_keys() {
             return Err(ConfigError::new(
-                super::config::VAR_ROUTES,
+                super::routes::VAR_ROUTES,
                 "a route's scope_claim needs a key to verify tokens: set SCOPE_JWKS, SCOPE_JWKS_URL or SCOPE_JWT_HS256_SECRET",
             ));
         }

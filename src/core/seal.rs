@@ -22,7 +22,7 @@
 //!    that way, so it is refused the same way, unless `STORAGE_ALLOW_UNSEALED=true` (for
 //!    the rollout of sealing, while answers stored before it have not expired:
 //!    [`refuses_unsealed`]).
-//! 5. Stored requests (`core::async_job`) are sealed the same way, with keys derived with
+//! 5. Stored requests (`core::machine::async_job`) are sealed the same way, with keys derived with
 //!    the object id as salt and their own `info` ([`REQUEST_KEY_INFO`]): the alarm opens
 //!    them in an object that no request has reached since a restart. The scope's key salt
 //!    travels inside the sealed request, so the alarm can seal the answer as usual.
@@ -56,7 +56,7 @@ pub fn refuses_unsealed(ring_set: bool, allow_unsealed: bool, record: &super::re
 /// HKDF `info` for the keys that seal stored answers.
 pub const ANSWER_KEY_INFO: &[u8] = b"idempotency-edge stored answer v1";
 
-/// HKDF `info` for the keys that seal stored requests (`core::async_job`). Their salt is
+/// HKDF `info` for the keys that seal stored requests (`core::machine::async_job`). Their salt is
 /// the key's object id, which the object knows without any request: its alarm opens them.
 pub const REQUEST_KEY_INFO: &[u8] = b"idempotency-edge stored request v1";
 

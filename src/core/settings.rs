@@ -19,7 +19,8 @@
 //! ([`Settings::first_problem`]), naming the variable and never its value.
 
 use super::admin::{check_token, VAR_ADMIN_TOKEN};
-use super::config::{Config, ConfigError, FaultInjection};
+use super::config::{Config, FaultInjection};
+use super::config_error::ConfigError;
 use super::env_names::{find_misspelt, variable_names, VAR_TRUSTED_CLIENT_IP};
 use super::keyed_name::{check_name_key, VAR_OBJECT_NAME_KEY};
 use super::log_decisions::{LogDecisions, VAR_LOG_DECISIONS};

@@ -17,19 +17,21 @@
 //! carries the decision enforcing would have made, and the attempt it claimed, in the
 //! mark's value ([`Answered`]).
 
-use super::async_job::AsyncConfig;
 use super::codec::{CodecError, Reader, Writer};
-use super::config::ObjectPolicy;
+use super::decision::Decision;
 use super::fingerprint::Digest256;
 use super::jwt::{base64url_decode, base64url_encode};
 use super::key::IDEMPOTENCY_KEY;
-use super::log::{Decision, Trace};
-use super::machine::{Timing, WaiterLimits};
+use super::machine::async_job::AsyncConfig;
+use super::names::{is_binding_name, is_header_name};
+use super::object_policy::Mode;
+use super::object_policy::ObjectPolicy;
+use super::object_policy::{Timing, WaiterLimits};
 use super::policy::{OutcomePolicy, StatusSet};
 use super::problem::{Problem, ProblemKind};
 use super::record::AttemptId;
-use super::routes::{is_binding_name, is_header_name, Mode};
 use super::scope::ScopeLog;
+use super::trace::Trace;
 
 /// The one header the Worker sets on a call to a key's object.
 pub const ENVELOPE_HEADER: &str = "x-idempotency-edge-envelope";
@@ -44,7 +46,7 @@ pub const ANSWERED_PLAIN: &str = "1";
 
 /// The envelope's version. A later release that changes a field adds a version and keeps
 /// reading the one before for as long as a deploy can mix releases. Version 2 added the
-/// request's trace (`core::log::Trace`) at the end of a key call; version 1 is still read,
+/// request's trace (`core::trace::Trace`) at the end of a key call; version 1 is still read,
 /// with an empty trace. Version 3 adds the route's lookup ([`ReconcileCall`]) after the
 /// trace, and is written only for a call that has one: a call without one is written as
 /// version 2, which the release before reads, so a deploy of this release refuses (503)
@@ -53,10 +55,6 @@ pub const WIRE_VERSION: u8 = 3;
 
 /// The version written for a call with nothing of version 3 in it.
 const WIRE_VERSION_2: u8 = 2;
-
-/// The version of a policy as an asynchronous job stores it ([`encode_policy`]): the
-/// envelope's policy layout, which version 1 and 2 share.
-const POLICY_VERSION: u8 = 1;
 
 /// Seconds a caller is told to wait when the Worker and the object disagree on the
 /// envelope's version: a deploy finishes rolling out in about that long.
@@ -360,14 +358,15 @@ const POLICY_RELEASE_REQUIRES_HEADER: u8 = 2;
 const POLICY_OBSERVE: u8 = 4;
 /// The route takes its key from another header than `Idempotency-Key`, whose name follows
 /// the service binding. A policy without it is written exactly as before the flag existed,
-/// so only routes that set `key_header` send (and asynchronous jobs store) the longer form;
+/// so only routes that set `key_header` send the longer form;
 /// a release that does not know the flag refuses it as malformed, forwarding nothing.
 const POLICY_KEY_HEADER: u8 = 8;
 
 /// The policy's fields in order: timing, waiter limits, stored-answer cap, flags, the two
 /// status lists, the send cap (0: the origin does not deduplicate), the service binding
-/// (empty: none), and with [`POLICY_KEY_HEADER`] the key header's lowercase name. Also
-/// what an asynchronous job stores ([`encode_policy`]).
+/// (empty: none), and with [`POLICY_KEY_HEADER`] the key header's lowercase name. The
+/// message's own layout: what a job or a lookup stores has its own codec
+/// (`core::stored_policy`), so a change here changes nothing stored.
 fn write_policy(out: &mut Writer, policy: &ObjectPolicy) {
     out.u64(policy.timing.ttl_ms);
     out.u64(policy.timing.duplicate_wait_ms);
@@ -453,27 +452,6 @@ fn read_policy(input: &mut Reader<'_>) -> Result<ObjectPolicy, WireError> {
         origin_service,
         key_header,
     })
-}
-
-/// A policy as an asynchronous job stores it: `version ‖ fields` (the envelope's layout,
-/// under [`POLICY_VERSION`]).
-pub fn encode_policy(policy: &ObjectPolicy) -> Vec<u8> {
-    let mut out = Writer::with_capacity(96);
-    out.u8(POLICY_VERSION);
-    write_policy(&mut out, policy);
-    out.into_bytes()
-}
-
-/// The inverse of [`encode_policy`].
-pub fn decode_policy(bytes: &[u8]) -> Result<ObjectPolicy, WireError> {
-    let mut input = Reader::new(bytes);
-    match input.u8()? {
-        POLICY_VERSION => {}
-        other => return Err(WireError::UnknownVersion(other)),
-    }
-    let policy = read_policy(&mut input)?;
-    input.finish()?;
-    Ok(policy)
 }
 
 /// The object's mark on its answer: plain (`1`), or an observe-mode arrival's or
@@ -656,57 +634,6 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_policy_round_trips_and_is_versioned() {
-        let bytes = encode_policy(&policy());
-        assert_eq!(decode_policy(&bytes), Ok(policy()));
-        let observe =
-            ObjectPolicy { mode: Mode::Observe, origin_service: None, max_origin_attempts: None, ..policy() };
-        assert_eq!(decode_policy(&encode_policy(&observe)), Ok(observe));
-        let mut future = bytes.clone();
-        future[0] = 9;
-        assert_eq!(decode_policy(&future), Err(WireError::UnknownVersion(9)));
-    }
-
-    /// A policy without a key header is written byte for byte as before `key_header`
-    /// existed (these bytes are the policy inside `testdata/formats-jobs-v3.txt`'s
-    /// `job_waiting`), so no release mix sees a change on a route that does not set it.
-    #[test]
-    fn a_policy_without_a_key_header_is_written_as_before() {
-        let hex: String = encode_policy(&policy()).iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(
-            hex,
-            "010000000005265c00000000000000271000000000000075300000006400000000008000000000000000a0000003040191019301ad01f70201f601f80003000000085041594d454e5453"
-        );
-    }
-
-    #[test]
-    fn a_key_header_round_trips_in_one_encoding() {
-        let routed = ObjectPolicy { key_header: Some("x-request-id".into()), ..policy() };
-        let bytes = encode_policy(&routed);
-        assert_eq!(decode_policy(&bytes), Ok(routed.clone()));
-        assert_eq!(decode_policy(&bytes).map(|p| p.key_header().to_owned()), Ok("x-request-id".to_owned()));
-        assert_eq!(policy().key_header(), "idempotency-key");
-        // Another spelling of a name, the default's name, or no name at all: not one
-        // policy's encoding.
-        for name in ["X-Request-Id", "idempotency-key", "", "x request"] {
-            let mut odd = encode_policy(&policy());
-            odd[POLICY_FLAGS_AT] |= POLICY_KEY_HEADER;
-            odd.extend((name.len() as u32).to_be_bytes());
-            odd.extend(name.as_bytes());
-            assert_eq!(decode_policy(&odd), Err(WireError::Malformed), "{name:?}");
-        }
-        let mut named = encode_policy(&policy());
-        named[POLICY_FLAGS_AT] |= POLICY_KEY_HEADER;
-        named.extend(12u32.to_be_bytes());
-        named.extend(b"x-request-id");
-        assert_eq!(decode_policy(&named), Ok(routed));
-    }
-
-    /// Where the flags byte sits in an encoded policy: version, three timings, the waiter
-    /// count and bytes, the stored-answer cap.
-    const POLICY_FLAGS_AT: usize = 1 + 8 * 3 + 4 + 8 + 8;
-
-    #[test]
     fn the_answer_mark_round_trips() {
         for answered in [
             Answered::Plain,
@@ -728,7 +655,6 @@ mod tests {
             if let Ok(call) = ToObject::decode(Some(&value)) {
                 prop_assert_eq!(call.encode(), value);
             }
-            let _ = decode_policy(&bytes);
         }
     }
 }

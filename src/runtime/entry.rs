@@ -63,18 +63,21 @@ use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
 use super::platform::{console_error, describe, Context, Env, Error, Result};
 use super::rate_limit::{self, Limit};
 use super::{admin, body, metrics, observe, random_u64, respond, settings};
-use crate::core::async_job::prefers_respond_async;
 use crate::core::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
+use crate::core::decision::Decision;
 use crate::core::edge::{self, Edge, RequestHead};
 use crate::core::fingerprint::Scope;
 use crate::core::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
 use crate::core::jwt::{Identity, Unverified};
 use crate::core::key::IdempotencyKey;
-use crate::core::log::{request_id, Decision, LineContext, RequestLog, Trace};
+use crate::core::log::{request_id, LineContext, RequestLog};
+use crate::core::machine::async_job::prefers_respond_async;
+use crate::core::object_policy::Mode;
 use crate::core::routes::{
-    after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable,
+    after_object_failure, object_unreachable, AfterObjectFailure, ObjectCallFailure, Unavailable,
 };
 use crate::core::scope::{rate_limit_keys, ScopeLog};
+use crate::core::trace::Trace;
 use crate::core::url::{path_and_query, path_and_query_parts};
 use crate::core::wire::{KeyCall, KeyStep, ReconcileCall, ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
 
@@ -99,7 +102,7 @@ fn arrived(req: Request, env: Env, ctx: Context) -> Result<JsValue> {
     let method = req.method();
     // The headers, read whole in one call: every decision below reads this copy.
     let lines = header_lines(&req.headers())?;
-    // Which request this is, on every log line and problem it gets (`core::log::Trace`).
+    // Which request this is, on every log line and problem it gets (`core::trace::Trace`).
     let request_id = request_id(lines.get("cf-ray").as_deref(), random_u64);
     let mut trace = Trace { request_id, method, route: None };
     let settings = settings::get(&env);
@@ -341,7 +344,7 @@ impl Covered {
             .then(|| Headers::new_with_headers(&outgoing))
             .transpose()?;
         // Everything the object needs, in one envelope (`core::wire`), the asynchronous
-        // settings (`core::async_job`) included when the request prefers `respond-async`.
+        // settings (`core::machine::async_job`) included when the request prefers `respond-async`.
         let accept_async =
             policy.async_accept.filter(|_| prefers_respond_async(lines.get("prefer").as_deref()));
         let call = ToObject::Key(KeyCall {

@@ -13,8 +13,8 @@ use super::platform::{Env, Result};
 use super::{body, origin_auth, respond, settings};
 use crate::core::config::{Config, Policy};
 use crate::core::edge;
-use crate::core::log::Trace;
 use crate::core::origin_auth::Protection;
+use crate::core::trace::Trace;
 use crate::core::url::path_and_query;
 
 /// Any uncovered method: to the origin as it is, body streamed, no key needed. When the

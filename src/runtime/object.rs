@@ -25,7 +25,7 @@
 //! place (`fetch`) whatever path made the answer, errors included: the Worker treats an
 //! unmarked answer as one the object may not have given, and never fails open on it.
 //!
-//! In observe mode (`core::routes::Mode`) the object forwards nothing: the Worker forwards
+//! In observe mode (`core::object_policy::Mode`) the object forwards nothing: the Worker forwards
 //! every request itself and tells the object about it in two calls. `arrival` steps the
 //! machine as for a real request (the claim is written, a duplicate is told it would have
 //! been coalesced or replayed, a mismatch that it would have been refused) and answers
@@ -34,7 +34,7 @@
 //! later switches to enforce finds its keys' records already right. An observed claim is
 //! live in this instance until its outcome comes or its lease ends.
 //!
-//! Asynchronous acceptance (`core::async_job`) lives in the child module `async_job`: the
+//! Asynchronous acceptance (`core::machine::async_job`) lives in the child module `async_job`: the
 //! request is sealed and stored with the claim, and executed from the alarm.
 //!
 //! The execution runs inside the first caller's handler. If that caller disconnects, the
@@ -61,16 +61,19 @@ use super::settlement::{self, Settle, Settlement, Settlements};
 use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64};
-use crate::core::async_job::ArrivalPlan;
-use crate::core::config::{ObjectPolicy, PanicSite, PANIC_TEST_HEADER};
+use crate::core::config::{PanicSite, PANIC_TEST_HEADER};
+use crate::core::decision::Decision;
 use crate::core::fingerprint::Digest256;
 use crate::core::key_state::{Arrival, Decided, KeyState};
-use crate::core::log::{Decision, LineContext, RequestLog, Trace};
+use crate::core::log::{LineContext, RequestLog};
+use crate::core::machine::async_job::ArrivalPlan;
 use crate::core::machine::{storage_unavailable, Action};
+use crate::core::object_policy::ObjectPolicy;
 use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record, StoredResponse};
 use crate::core::scope::ScopeLog;
+use crate::core::trace::Trace;
 use crate::core::wire::{KeyCall, KeyStep, ObservedOutcome, ToObject, ENVELOPE_HEADER};
 
 mod async_job;
@@ -405,7 +408,7 @@ impl KeyObject {
         self.refuse(&storage_unavailable(), &mut log, &call.trace)
     }
 
-    /// Writes a request's line, naming the request (`core::log::Trace`).
+    /// Writes a request's line, naming the request (`core::trace::Trace`).
     pub(super) fn record_line(&self, log: &RequestLog, trace: &Trace) {
         metrics::record_in(&self.env, log, LineContext { trace: Some(trace), ..LineContext::default() });
     }

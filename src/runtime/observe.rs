@@ -45,13 +45,16 @@ use super::object_call::{cached_key_namespace, call_named};
 use super::platform::{console_error, Context, Env, Result};
 use super::{body, metrics, now_ms, origin};
 use crate::core::config::{Config, Policy};
+use crate::core::decision::Decision;
 use crate::core::headers::HeaderLines;
 use crate::core::key::IdempotencyKey;
 use crate::core::latch::{latch, Latch};
-use crate::core::log::{Decision, LineContext, RequestLog, Trace};
+use crate::core::log::{LineContext, RequestLog};
+use crate::core::object_policy::Mode;
 use crate::core::observed::{self, Forwarded};
 use crate::core::problem::ProblemKind;
-use crate::core::routes::{Mode, Unavailable};
+use crate::core::routes::Unavailable;
+use crate::core::trace::Trace;
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
 use crate::core::wire::{Answered, KeyCall, KeyStep, ToObject};
 

@@ -7,8 +7,8 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::now_ms;
 use super::platform::{console_error, Env};
+use crate::core::decision::Decision;
 use crate::core::log::event_line;
-use crate::core::log::Decision;
 use crate::core::outcome_events::{publishes, OutcomeEvent, OUTCOME_QUEUE_BINDING};
 
 /// Publishes the outcome `decision` of the key whose object is `object_id`, when the

@@ -15,7 +15,7 @@ use super::platform::{console_error, Env, Result};
 use super::{respond, settings};
 use crate::core::config::RateLimiterChoice;
 use crate::core::edge;
-use crate::core::log::Trace;
+use crate::core::trace::Trace;
 
 /// What the rate limit makes of a covered request before the limiter answers.
 pub(super) enum Limit {

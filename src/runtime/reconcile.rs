@@ -28,14 +28,15 @@ use web_sys::Headers;
 use super::object::KeyObject;
 use super::platform::console_error;
 use super::{body, metrics, now_ms, origin, outcome_queue, settings};
-use crate::core::async_job::StoredRequest;
-use crate::core::config::ObjectPolicy;
 use crate::core::fingerprint::Digest256;
+use crate::core::job::StoredRequest;
 use crate::core::key_state::{LookupAsker, LookupTurn};
 use crate::core::log::RequestLog;
 use crate::core::machine::Action;
+use crate::core::object_policy::ObjectPolicy;
 use crate::core::problem::Problem;
-use crate::core::reconcile::{self, Reconciling};
+use crate::core::reconcile;
+use crate::core::reconciling::Reconciling;
 use crate::core::record::AttemptId;
 use crate::core::wire::{KeyCall, ReconcileCall};
 
@@ -59,7 +60,7 @@ pub(super) struct BeforeArrival {
 }
 
 impl KeyObject {
-    /// Before an arrival that reconciles is decided (`core::async_job::ArrivalPlan`: every
+    /// Before an arrival that reconciles is decided (`core::machine::async_job::ArrivalPlan`: every
     /// arrival on a route with a lookup, a job's included): an unknown outcome is looked up
     /// ([`Self::reconcile_for_retry`]), and the lookup is sealed for a claim
     /// ([`Self::sealed_lookup`]).

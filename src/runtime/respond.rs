@@ -12,11 +12,13 @@ use super::chunks::Source;
 use super::metrics;
 use super::origin::{AnswerBody, OriginAnswer};
 use super::platform::{Env, Result};
+use crate::core::decision::Decision;
 use crate::core::headers::pass_to_caller;
-use crate::core::log::{Decision, LineContext, RequestLog, Trace};
+use crate::core::log::{LineContext, RequestLog};
 use crate::core::machine::problem_response;
 use crate::core::problem::Problem;
 use crate::core::record::{AttemptId, StoredResponse};
+use crate::core::trace::Trace;
 use crate::core::wire::{Answered, ANSWERED_HEADER, ANSWERED_PLAIN};
 
 /// The header that marks every answer that did not come from this request's own execution.

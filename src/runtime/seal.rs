@@ -4,7 +4,7 @@
 //!
 //! One [`Sealer`] lives in each key's object, whose scope never changes, so the derived
 //! keys are cached there, one per ring key and purpose. Stored answers and stored requests
-//! (`core::async_job`) share the same sealing: only the HKDF salt and info and the
+//! (`core::machine::async_job`) share the same sealing: only the HKDF salt and info and the
 //! associated data differ.
 //!
 //! The WebCrypto steps of one operation (derive the key once, draw a nonce, seal; or open)
@@ -21,8 +21,8 @@ use web_sys::CryptoKey;
 
 use super::platform::message_of;
 
-use crate::core::async_job::StoredRequest;
 use crate::core::fingerprint::Digest256;
+use crate::core::job::StoredRequest;
 use crate::core::record::AttemptId;
 use crate::core::record::{StoredResponse, SEALED_RECORD_VERSION};
 use crate::core::seal::{

@@ -1,11 +1,11 @@
 //! Tests of the per-key driver ([`KeyState`]): each decision it owns, with fixed times.
-//! The property tests of `core::machine` and `core::async_job` drive it too.
+//! The property tests of `core::machine` and `core::machine::async_job` drive it too.
 
 use super::*;
-use crate::core::machine::{Timing, WaiterLimits};
+use crate::core::object_policy::Mode;
+use crate::core::object_policy::{Timing, WaiterLimits};
 use crate::core::policy::OutcomePolicy;
 use crate::core::record::{Completed, InFlight, Unknown, UnknownReason};
-use crate::core::routes::Mode;
 
 const T0: Millis = 1_700_000_000_000;
 const TTL: u64 = 60_000;
@@ -373,7 +373,7 @@ fn an_arrival_whose_lookup_could_not_be_sealed_claims_nothing() {
         sealed_request: b"sealed".to_vec(),
         policy: policy.clone(),
         probe_origin: false,
-        config: crate::core::async_job::AsyncConfig { prefer: true, ..Default::default() },
+        config: crate::core::machine::async_job::AsyncConfig { prefer: true, ..Default::default() },
     };
     let job = Arrival { accept: Some(accept), ..arrival(&policy, A, false) };
     let pending = key.handle_arrival(job, T0);

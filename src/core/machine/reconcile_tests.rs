@@ -2,7 +2,8 @@
 
 use super::tests::{timing, A, B, FP, LEASE, ORIGIN_TIMEOUT, T0, TTL};
 use super::*;
-use crate::core::reconcile::{Reconciling, Verdict, FIRST_DELAY_MS, RECONCILED_HEADER};
+use crate::core::reconcile::{Verdict, FIRST_DELAY_MS, RECONCILED_HEADER};
+use crate::core::reconciling::Reconciling;
 
 fn lookup() -> Reconciling {
     Reconciling {

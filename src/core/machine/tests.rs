@@ -17,10 +17,10 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::*;
-use crate::core::config::ObjectPolicy;
 use crate::core::key_state::{Arrival, Decided, KeyState, Pending};
+use crate::core::object_policy::Mode;
+use crate::core::object_policy::{ObjectPolicy, DEFAULT_WAITERS_PER_KEY};
 use crate::core::problem::PROBLEM_CONTENT_TYPE;
-use crate::core::routes::Mode;
 
 // ---------------------------------------------------------------------------------------
 // Fixtures

@@ -8,9 +8,11 @@
 //! network: nothing is sent to the SQL API.
 
 use super::*;
+use crate::core::decision::Decision;
 use crate::core::jwt::Unverified;
-use crate::core::log::{Decision, LineContext, RequestLog, Trace};
+use crate::core::log::{LineContext, RequestLog};
 use crate::core::scope::ScopeLog;
+use crate::core::trace::Trace;
 use std::fs;
 use std::path::Path;
 

@@ -1,9 +1,10 @@
 use serde_json::json;
 
 use super::*;
-use crate::core::config::{Config, VAR_ROUTES};
+use crate::core::config::Config;
 use crate::core::fingerprint::object_name;
 use crate::core::jwt::{base64url_encode, ClaimValue};
+use crate::core::routes::VAR_ROUTES;
 
 const SECRET: &str = "0123456789abcdef0123456789abcdef";
 

@@ -42,13 +42,18 @@
 //! 8. Polling is sending the same request with the same key: 202 while the job runs, the
 //!    stored answer once there is one, 422 for another payload (`core::machine`, rule 2).
 
-use super::codec::{Reader, Writer};
-use super::config::{decode_object_policy, ConfigError, ObjectPolicy, MAX_TTL_SECONDS};
-use super::machine::{Action, RecordChange, Step, LEASE_MARGIN_MS};
-use super::problem::{Problem, ProblemKind};
-use super::reconcile::{Reconciling, FIRST_DELAY_MS};
-use super::record::{AttemptId, InFlight, Millis, Record, Unknown, UnknownReason};
-use super::wire::{decode_policy, encode_policy};
+use crate::core::decision::Decision;
+
+use super::{Action, RecordChange, Step};
+use crate::core::config_error::ConfigError;
+use crate::core::job::{AsyncJob, JobPhase, DEFAULT_MAX_SENDS};
+use crate::core::object_policy::LEASE_MARGIN_MS;
+use crate::core::object_policy::{ObjectPolicy, MAX_TTL_SECONDS};
+use crate::core::problem::{Problem, ProblemKind};
+use crate::core::reconcile::FIRST_DELAY_MS;
+use crate::core::reconciling::Reconciling;
+use crate::core::record::{AttemptId, InFlight, Record, Unknown, UnknownReason};
+use crate::core::time::Millis;
 
 /// `ASYNC_ACCEPT`: `off` (default) or `prefer`.
 pub const VAR_ASYNC_ACCEPT: &str = "ASYNC_ACCEPT";
@@ -70,9 +75,6 @@ pub const MIN_RETRY_DELAY_MS: u64 = 250;
 /// the preference (forwarded at once), rather than refused.
 pub const MAX_STORED_REQUEST_BODY_BYTES: u64 = 1_500_000;
 
-/// The job encoding written now (see [`AsyncJob::encode`]).
-const JOB_VERSION: u8 = 3;
-
 /// A job's deadline where `ASYNC_DEADLINE_SECONDS` is unset, unless its policy's TTL is
 /// shorter: then the TTL (a default is never what makes a configuration invalid).
 pub const DEFAULT_DEADLINE_SECONDS: u64 = 3_600;
@@ -89,10 +91,6 @@ pub struct AsyncConfig {
     /// The most sends of one job (`MAX_ORIGIN_ATTEMPTS`, rule 5).
     pub max_sends: u16,
 }
-
-/// A job's send cap where none was stored (jobs written before the cap was: version 1),
-/// and that the origin does not deduplicate: `MAX_ORIGIN_ATTEMPTS`'s default.
-pub const DEFAULT_MAX_SENDS: u16 = 5;
 
 impl Default for AsyncConfig {
     fn default() -> Self {
@@ -199,171 +197,8 @@ pub fn prefer_for_origin(prefer: &str) -> Option<String> {
     (!rest.is_empty()).then(|| rest.join(", "))
 }
 
-/// The request a job sends: what is sealed into the record. Headers are the end-to-end
-/// ones the Worker hands the object (credentials included, which is why it is sealed).
-/// It also carries the caller scope's key salt, which the alarm needs to seal the answer
-/// (`core::seal`) in an object that no request has reached since a restart; sealed, it
-/// is no fingerprint of the caller's credential either.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredRequest {
-    pub scope_salt: [u8; 32],
-    pub method: String,
-    pub target: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl StoredRequest {
-    /// `version 1 ‖ scope salt (32 bytes) ‖ method ‖ target ‖ header count ‖ (name,
-    /// value)* ‖ body`, each length-prefixed (u32, big-endian).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Writer::with_capacity(self.body.len() + self.target.len() + 256);
-        out.u8(1);
-        out.raw(&self.scope_salt);
-        out.string(&self.method);
-        out.string(&self.target);
-        out.string_pairs(&self.headers);
-        out.bytes(&self.body);
-        out.into_bytes()
-    }
-
-    pub fn decode(bytes: &[u8]) -> Option<StoredRequest> {
-        let mut input = Reader::new(bytes);
-        let version = input.u8().ok()?;
-        if !(1..=JOB_VERSION).contains(&version) {
-            return None;
-        }
-        let scope_salt = input.array().ok()?;
-        let method = input.string().ok()?;
-        let target = input.string().ok()?;
-        let headers = input.string_pairs().ok()?;
-        let body = input.bytes().ok()?.to_vec();
-        input.finish().ok()?;
-        Some(StoredRequest { scope_salt, method, target, headers, body })
-    }
-}
-
-/// Where a job stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum JobPhase {
-    /// Waiting for its next attempt at `next_attempt_at`.
-    Waiting,
-    /// An attempt was claimed (the record's `attempt`, with its lease) and sent, or is
-    /// being sent.
-    Sending,
-    /// The deadline came with no execution: the next poll gets 503 and releases the key.
-    GaveUp,
-}
-
-/// An asynchronous job: record extension tag 3, on an in-flight record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AsyncJob {
-    pub phase: JobPhase,
-    /// No attempt starts at or after it.
-    pub deadline: Millis,
-    pub next_attempt_at: Millis,
-    pub max_backoff_ms: u64,
-    /// Whether some attempt's outcome was unknown (it may have executed): the job can then
-    /// never say "never executed".
-    pub unknown_seen: bool,
-    /// Whether the origin may be probed with a TCP connect before a send.
-    pub probe_origin: bool,
-    /// The most sends of this job (rule 5).
-    pub max_sends: u16,
-    /// Whether `sealed_request` is bound to the job's claim time and fingerprint
-    /// (`core::seal::bound_request_associated_data`): jobs written since version 2.
-    pub request_bound: bool,
-    /// The route's policy, as the Worker handed it over with the job's first request.
-    /// Stored versioned (`core::wire::encode_policy`) since job version 3; versions 1 and 2
-    /// stored the positional text (`config::encode_object_policy`), still read. A policy
-    /// that cannot be read makes the job unreadable: 503, never a send on a guess. Boxed:
-    /// every cached record would otherwise carry its size.
-    pub policy: Box<ObjectPolicy>,
-    /// The sealed [`StoredRequest`] (an encoded `core::seal::Envelope`); empty once the
-    /// job gave up (nothing is kept that is no longer needed).
-    pub sealed_request: Vec<u8>,
-}
-
+/// When a job is due, and the facts of its policy that its rules read.
 impl AsyncJob {
-    /// `version 3 ‖ phase ‖ deadline ‖ next_attempt_at ‖ max_backoff_ms ‖ flags ‖ max_sends
-    /// (u16) ‖ policy ‖ sealed request`, the policy versioned (`core::wire::encode_policy`).
-    /// Versions 1 and 2 (read, never written) hold the policy as positional text; version 1
-    /// has no `max_sends`: such a job takes the policy's `MAX_ORIGIN_ATTEMPTS` where the
-    /// origin deduplicates, else [`DEFAULT_MAX_SENDS`]. A release that knows only earlier
-    /// versions refuses a later one (the record reads as unreadable: 503, never a send).
-    pub fn encode(&self) -> Vec<u8> {
-        let policy = encode_policy(&self.policy);
-        let mut out = Writer::with_capacity(self.sealed_request.len() + policy.len() + 50);
-        out.u8(JOB_VERSION);
-        out.u8(match self.phase {
-            JobPhase::Waiting => 0,
-            JobPhase::Sending => 1,
-            JobPhase::GaveUp => 2,
-        });
-        out.u64(self.deadline);
-        out.u64(self.next_attempt_at);
-        out.u64(self.max_backoff_ms);
-        out.u8(u8::from(self.unknown_seen)
-            | u8::from(self.probe_origin) << 1
-            | u8::from(self.request_bound) << 2);
-        out.u16(self.max_sends);
-        out.bytes(&policy);
-        out.bytes(&self.sealed_request);
-        out.into_bytes()
-    }
-
-    pub fn decode(bytes: &[u8]) -> Option<AsyncJob> {
-        let mut input = Reader::new(bytes);
-        let version = input.u8().ok()?;
-        if !(1..=JOB_VERSION).contains(&version) {
-            return None;
-        }
-        let phase = match input.u8().ok()? {
-            0 => JobPhase::Waiting,
-            1 => JobPhase::Sending,
-            2 => JobPhase::GaveUp,
-            _ => return None,
-        };
-        let deadline = input.u64().ok()?;
-        let next_attempt_at = input.u64().ok()?;
-        let max_backoff_ms = input.u64().ok()?;
-        let flags = input.u8().ok()?;
-        // Version 1 had two flags; version 2 adds "the request is bound" (bit 2).
-        if flags > if version == 1 { 3 } else { 7 } {
-            return None;
-        }
-        let stored_max_sends = match version {
-            1 => None,
-            _ => Some(input.u16().ok()?).filter(|&sends| sends >= 1),
-        };
-        if version > 1 && stored_max_sends.is_none() {
-            return None;
-        }
-        let policy = Box::new(match version {
-            1 | 2 => decode_object_policy(&input.string().ok()?)?,
-            _ => decode_policy(input.bytes().ok()?).ok()?,
-        });
-        let sealed_request = input.bytes().ok()?.to_vec();
-        // A job that can still send holds its request.
-        if phase != JobPhase::GaveUp && sealed_request.is_empty() {
-            return None;
-        }
-        let max_sends = stored_max_sends.unwrap_or(policy.max_origin_attempts.unwrap_or(DEFAULT_MAX_SENDS));
-        input.finish().ok()?;
-        Some(AsyncJob {
-            phase,
-            deadline,
-            next_attempt_at,
-            max_backoff_ms,
-            unknown_seen: flags & 1 != 0,
-            probe_origin: flags & 2 != 0,
-            max_sends,
-            request_bound: flags & 4 != 0,
-            policy,
-            sealed_request,
-        })
-    }
-
     /// When the alarm must next look at this job.
     pub fn due(&self, claim: &InFlight) -> Millis {
         match self.phase {
@@ -456,7 +291,7 @@ pub fn origin_unavailable() -> Problem {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn claim(
     new_attempt: AttemptId,
-    fingerprint: super::fingerprint::Digest256,
+    fingerprint: crate::core::fingerprint::Digest256,
     accept: &AsyncAccept,
     ttl_ms: u64,
     sent: u16,
@@ -621,13 +456,13 @@ fn after_unknown(
 pub(super) fn on_finished(
     claim: &InFlight,
     job: &AsyncJob,
-    disposition: super::policy::Disposition,
-    result: super::policy::OriginResult,
+    disposition: crate::core::policy::Disposition,
+    result: crate::core::policy::OriginResult,
     retry_after_ms: Option<u64>,
     jitter: f64,
     now: Millis,
 ) -> Option<Step> {
-    use super::policy::{Disposition, OriginResult};
+    use crate::core::policy::{Disposition, OriginResult};
     let sent = claim.origin_attempts;
     // Rule 5: every job's sends are capped, whatever the dedupe setting.
     let exhausted = sent >= job.max_sends || job.max_origin_attempts().is_some_and(|max| sent >= max);
@@ -685,13 +520,24 @@ pub fn job_decision(before: Option<&Record>, change: &RecordChange) -> Option<Jo
     }
 }
 
-/// The job's own decisions (see `core::log::Decision`).
+/// The job's own decisions (see `core::decision::Decision`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobDecision {
     Accepted,
     RetryScheduled,
     Reforwarded,
     GaveUp,
+}
+
+impl From<JobDecision> for Decision {
+    fn from(decision: JobDecision) -> Decision {
+        match decision {
+            JobDecision::Accepted => Decision::Accepted,
+            JobDecision::RetryScheduled => Decision::RetryScheduled,
+            JobDecision::Reforwarded => Decision::Reforwarded,
+            JobDecision::GaveUp => Decision::GaveUp,
+        }
+    }
 }
 
 #[cfg(test)]

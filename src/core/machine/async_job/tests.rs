@@ -9,14 +9,17 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
-use crate::core::config::{Config, ObjectPolicy};
+use crate::core::config::Config;
+use crate::core::decision::Decision;
 use crate::core::fingerprint::Digest256;
+use crate::core::job::StoredRequest;
 use crate::core::key_state::{Arrival, KeyState, Pending};
-use crate::core::log::Decision;
-use crate::core::machine::{step, Event, Step, Timing, WaiterLimits};
+use crate::core::machine::{step, Event, Step};
+use crate::core::object_policy::Mode;
+use crate::core::object_policy::ObjectPolicy;
+use crate::core::object_policy::{Timing, WaiterLimits};
 use crate::core::policy::{OriginResult, OutcomePolicy};
 use crate::core::record::{Completed, StoredResponse};
-use crate::core::routes::Mode;
 
 const T0: Millis = 1_700_000_000_000;
 const TTL: u64 = 600_000;
@@ -196,7 +199,7 @@ fn a_reader_without_the_job_extension_refuses_the_record() {
 // Configuration, headers, backoff
 // ---------------------------------------------------------------------------------------
 
-fn config(vars: &[(&'static str, &'static str)]) -> Result<Config, crate::core::config::ConfigError> {
+fn config(vars: &[(&'static str, &'static str)]) -> Result<Config, crate::core::config_error::ConfigError> {
     Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
 }
 
@@ -302,7 +305,7 @@ fn a_body_too_large_for_a_job_is_served_synchronously_and_keeps_the_routes_looku
 
     // What the plan leads to: the claim of the large request is a plain claim that keeps
     // the sealed lookup the arrival brought, and its alarm is set for the lease's end.
-    let lookup = crate::core::reconcile::Reconciling {
+    let lookup = crate::core::reconciling::Reconciling {
         sealed_lookup: vec![7; 40],
         bound_at: T0,
         not_found: 404,
@@ -331,7 +334,7 @@ fn a_body_too_large_for_a_job_is_served_synchronously_and_keeps_the_routes_looku
 /// orphaned by a restart.
 #[test]
 fn a_jobs_unknown_outcome_keeps_the_routes_lookup_and_is_looked_up() {
-    let lookup = crate::core::reconcile::Reconciling {
+    let lookup = crate::core::reconciling::Reconciling {
         sealed_lookup: vec![7; 40],
         bound_at: T0,
         not_found: 404,

@@ -10,7 +10,7 @@
 //!
 //! A new layout adds a new file (its commit in the name); the old files stay.
 //!
-//! The binary formats (all spelled by `core::codec`) are also decoded from arbitrary bytes
+//! The binary formats (all spelled by `core::primitives::codec`) are also decoded from arbitrary bytes
 //! and from changed copies of these values: whatever decodes must encode to bytes that
 //! decode to it again, so a value read from storage and written back is the value read.
 
@@ -18,17 +18,19 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use super::chunk_manifest::ChunkManifest;
-use super::fingerprint::Digest256;
-use super::job::{AsyncJob, JobPhase, StoredRequest};
-use super::machine::async_job::AsyncConfig;
-use super::object_policy::Mode;
-use super::object_policy::ObjectPolicy;
-use super::object_policy::{Timing, WaiterLimits};
-use super::policy::{OutcomePolicy, StatusSet};
-use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
-use super::seal::Envelope;
-use super::stored_policy::decode_text;
+use super::formats::chunk_manifest::ChunkManifest;
+use super::formats::fingerprint::Digest256;
+use super::formats::job::{AsyncJob, JobPhase, StoredRequest};
+use super::formats::record::{
+    AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason,
+};
+use super::formats::seal::Envelope;
+use super::formats::stored_policy::decode_text;
+use super::key_rules::machine::async_job::AsyncConfig;
+use super::vocabulary::object_policy::Mode;
+use super::vocabulary::object_policy::ObjectPolicy;
+use super::vocabulary::object_policy::{Timing, WaiterLimits};
+use super::vocabulary::policy::{OutcomePolicy, StatusSet};
 
 /// One value of a stored or handed-over format.
 #[derive(Debug, PartialEq)]
@@ -273,7 +275,7 @@ fn formats_written_by_the_release_of_2026_12_03_still_decode() {
     assert_eq!(seen.len(), values().len(), "every value has its line");
 }
 
-/// Job version 3 (the policy stored versioned, `core::wire::encode_policy`), as the
+/// Job version 3 (the policy stored versioned, `core::edge_rules::wire::encode_policy`), as the
 /// release that introduced it writes it.
 #[test]
 fn jobs_of_version_3_still_decode() {

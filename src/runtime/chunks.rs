@@ -1,4 +1,4 @@
-//! Large answers in chunk rows (see `core::chunks` for the rules): writing them with their
+//! Large answers in chunk rows (see `core::formats::chunks` for the rules): writing them with their
 //! record in one transaction, checking them before the first replay, and replaying them as
 //! a stream that reads one row at a time.
 //!
@@ -25,10 +25,10 @@ use super::boundary;
 use super::platform::{message_of, SqlStorage};
 use super::seal::{self, Sealer};
 use super::storage::{self, LegacyRow, StorageError, Stores};
-use crate::core::chunk_manifest::ChunkManifest;
-use crate::core::chunks::{self, CHUNK_BYTES};
-use crate::core::record::{Completed, Record, StoredResponse, SEALED_RECORD_VERSION};
-use crate::core::seal::{Envelope, KeyRing};
+use crate::core::formats::chunk_manifest::ChunkManifest;
+use crate::core::formats::chunks::{self, CHUNK_BYTES};
+use crate::core::formats::record::{Completed, Record, StoredResponse, SEALED_RECORD_VERSION};
+use crate::core::formats::seal::{Envelope, KeyRing};
 
 const CREATE_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS idempotency_chunk (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL)";

@@ -11,11 +11,11 @@ use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, Response
 
 use super::platform::{Env, Result};
 use super::{body, origin_auth, respond, settings};
-use crate::core::config::{Config, Policy};
-use crate::core::edge;
-use crate::core::origin_auth::Protection;
-use crate::core::trace::Trace;
-use crate::core::url::path_and_query;
+use crate::core::edge_rules::config::{Config, Policy};
+use crate::core::edge_rules::edge;
+use crate::core::edge_rules::origin_auth::Protection;
+use crate::core::primitives::url::path_and_query;
+use crate::core::vocabulary::trace::Trace;
 
 /// Any uncovered method: to the origin as it is, body streamed, no key needed. When the
 /// hop is signed, the body is read first (up to `MAX_BODY_BYTES`, 413 above) to digest it.
@@ -94,7 +94,7 @@ pub(super) fn not_signed() -> super::platform::Error {
 }
 
 /// A fail-open forward: the route chose availability over protection, and the object
-/// provably never had the request (`core::routes::after_object_failure`), so nothing was
+/// provably never had the request (`core::edge_rules::routes::after_object_failure`), so nothing was
 /// sent for this attempt. `headers` are the request's end-to-end headers (the client IP
 /// rule applied); the hop is signed as `Passed`.
 pub(super) async fn fail_open(

@@ -44,19 +44,19 @@ use super::identity::{self, identify};
 use super::object_call::{cached_key_namespace, call_named};
 use super::platform::{console_error, Context, Env, Result};
 use super::{body, metrics, now_ms, origin};
-use crate::core::config::{Config, Policy};
-use crate::core::decision::Decision;
-use crate::core::headers::HeaderLines;
-use crate::core::key::IdempotencyKey;
-use crate::core::latch::{latch, Latch};
-use crate::core::log::{LineContext, RequestLog};
-use crate::core::object_policy::Mode;
-use crate::core::observed::{self, Forwarded};
-use crate::core::problem::ProblemKind;
-use crate::core::routes::Unavailable;
-use crate::core::trace::Trace;
-use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
-use crate::core::wire::{Answered, KeyCall, KeyStep, ToObject};
+use crate::core::edge_rules::config::{Config, Policy};
+use crate::core::edge_rules::headers::HeaderLines;
+use crate::core::edge_rules::log::{LineContext, RequestLog};
+use crate::core::edge_rules::observed::{self, Forwarded};
+use crate::core::edge_rules::routes::Unavailable;
+use crate::core::edge_rules::wire::{Answered, KeyCall, KeyStep, ToObject};
+use crate::core::primitives::key::IdempotencyKey;
+use crate::core::primitives::latch::{latch, Latch};
+use crate::core::primitives::url::{normalised_path, path_and_query, path_and_query_parts};
+use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::object_policy::Mode;
+use crate::core::vocabulary::problem::ProblemKind;
+use crate::core::vocabulary::trace::Trace;
 
 /// A request that enforce mode would have refused before any object: forwarded as it
 /// came, and logged with the refusal it would have had.

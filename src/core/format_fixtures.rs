@@ -275,12 +275,31 @@ fn formats_written_by_the_release_of_2026_12_03_still_decode() {
     assert_eq!(seen.len(), values().len(), "every value has its line");
 }
 
-/// Job version 3 (the policy stored versioned, `core::edge_rules::wire::encode_policy`), as the
+/// Job version 3 (the policy stored versioned, `core::formats::stored_policy::encode`), as the
 /// release that introduced it writes it.
 #[test]
 fn jobs_of_version_3_still_decode() {
     let seen = decode_fixture_file(include_str!("testdata/formats-jobs-v3.txt"));
     assert_eq!(seen, ["record_job_waiting", "record_job_sending", "record_job_gave_up", "job_waiting"]);
+}
+
+/// The stored job's own codec (`core::formats::job`, with the policy through
+/// `core::formats::stored_policy`) writes today's jobs byte for byte as the release that
+/// introduced version 3 did, when the policy was written by the envelope's codec.
+#[test]
+fn jobs_of_version_3_encode_to_the_bytes_stored() {
+    let expected = values();
+    let fixtures = include_str!("testdata/formats-jobs-v3.txt");
+    let mut compared = 0;
+    for line in fixtures.lines().filter(|line| !line.starts_with('#') && !line.is_empty()) {
+        let (name, payload) = line.split_once(' ').expect("a name and a payload");
+        let (_, value) = expected.iter().find(|(known, _)| *known == name).expect("an expected value");
+        let encoded = value.encode_bytes().expect("a binary format");
+        let hex: String = encoded.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, payload, "{name}: written otherwise than stored");
+        compared += 1;
+    }
+    assert_eq!(compared, 4);
 }
 
 /// One change to a value's bytes: overwrite, flip a bit, insert, remove, or cut there.

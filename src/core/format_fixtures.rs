@@ -25,12 +25,12 @@ use super::formats::record::{
     AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason,
 };
 use super::formats::seal::Envelope;
-use super::formats::stored_policy::decode_text;
+use super::formats::stored_terms::decode_text;
 use super::key_rules::machine::async_job::AsyncConfig;
-use super::vocabulary::object_policy::Mode;
-use super::vocabulary::object_policy::ObjectPolicy;
-use super::vocabulary::object_policy::{Timing, WaiterLimits};
-use super::vocabulary::policy::{OutcomePolicy, StatusSet};
+use super::vocabulary::key_terms::KeyTerms;
+use super::vocabulary::key_terms::Mode;
+use super::vocabulary::key_terms::{Timing, WaiterLimits};
+use super::vocabulary::outcome_table::{OutcomeTable, StatusSet};
 
 /// One value of a stored or handed-over format.
 #[derive(Debug, PartialEq)]
@@ -41,7 +41,7 @@ enum Stored {
     Manifest(ChunkManifest),
     Envelope(Envelope),
     Response(StoredResponse),
-    Policy(ObjectPolicy),
+    Policy(KeyTerms),
     Async(AsyncConfig),
 }
 
@@ -117,11 +117,11 @@ fn envelope() -> Envelope {
 }
 
 /// A policy with every field set (also the envelope's tests' sample).
-pub(super) fn policy() -> ObjectPolicy {
-    ObjectPolicy {
+pub(super) fn policy() -> KeyTerms {
+    KeyTerms {
         timing: Timing { ttl_ms: 86_400_000, duplicate_wait_ms: 10_000, origin_timeout_ms: 30_000 },
         limits: WaiterLimits { max_waiters: 100, max_waiting_bytes: 8 << 20 },
-        outcome: OutcomePolicy {
+        outcome: OutcomeTable {
             release: StatusSet::of(&[401, 403, 429, 503]).unwrap(),
             unknown: StatusSet::of(&[502, 504]).unwrap(),
             release_requires_header: true,
@@ -232,7 +232,7 @@ fn values() -> Vec<(&'static str, Stored)> {
         ("object_policy", Stored::Policy(policy())),
         (
             "object_policy_observe",
-            Stored::Policy(ObjectPolicy {
+            Stored::Policy(KeyTerms {
                 mode: Mode::Observe,
                 origin_service: None,
                 max_origin_attempts: None,
@@ -275,7 +275,7 @@ fn formats_written_by_the_release_of_2026_12_03_still_decode() {
     assert_eq!(seen.len(), values().len(), "every value has its line");
 }
 
-/// Job version 3 (the policy stored versioned, `core::formats::stored_policy::encode`), as the
+/// Job version 3 (the policy stored versioned, `core::formats::stored_terms::encode`), as the
 /// release that introduced it writes it.
 #[test]
 fn jobs_of_version_3_still_decode() {
@@ -284,7 +284,7 @@ fn jobs_of_version_3_still_decode() {
 }
 
 /// The stored job's own codec (`core::formats::job`, with the policy through
-/// `core::formats::stored_policy`) writes today's jobs byte for byte as the release that
+/// `core::formats::stored_terms`) writes today's jobs byte for byte as the release that
 /// introduced version 3 did, when the policy was written by the envelope's codec.
 #[test]
 fn jobs_of_version_3_encode_to_the_bytes_stored() {

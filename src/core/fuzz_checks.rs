@@ -30,16 +30,16 @@ use super::formats::job::{AsyncJob, JobPhase};
 use super::formats::record::{
     AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason,
 };
-use super::formats::stored_policy::{self, decode_text, encode_text};
+use super::formats::stored_terms::{self, decode_text, encode_text};
 use super::key_rules::machine::{step, Action, Event, RecordChange};
 use super::key_rules::reconcile::Verdict;
 use super::primitives::canonical_json::canonicalize;
 use super::primitives::jwt::{self as jwt_core, Algorithm, ClaimPath, JwksSource, Unverified, Validation};
 use super::primitives::key::{parse_key, parse_key_fields, KeyError, MAX_KEY_LEN};
 use super::primitives::url::normalised_path;
-use super::vocabulary::object_policy::ObjectPolicy;
-use super::vocabulary::object_policy::{Timing, WaiterLimits};
-use super::vocabulary::policy::{OriginResult, OutcomePolicy, StatusSet};
+use super::vocabulary::key_terms::KeyTerms;
+use super::vocabulary::key_terms::{Timing, WaiterLimits};
+use super::vocabulary::outcome_table::{OriginResult, OutcomeTable, StatusSet};
 
 /// Key parsing: `parse_key` and `parse_key_fields`, and the header-name rules.
 ///
@@ -483,7 +483,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     }
 
     let flags = source.u8();
-    let outcome = OutcomePolicy {
+    let outcome = OutcomeTable {
         unknown: if flags & 4 != 0 {
             StatusSet::of(&[502, 504]).unwrap_or_default()
         } else {
@@ -491,7 +491,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
         },
         release_requires_header: flags & 2 != 0,
         via_cloudflare: flags & 1 != 0,
-        ..OutcomePolicy::default()
+        ..OutcomeTable::default()
     };
     let results = [
         OriginResult::Responded(source.u16()),
@@ -634,13 +634,13 @@ pub fn config(data: &[u8]) {
     let Ok(config) = Config::from_vars(lookup) else { return };
     // The policy as the envelope and jobs write it, and in the text form of older releases,
     // which predates `key_header` (every route it was written for used `Idempotency-Key`).
-    let round_trips = |policy: ObjectPolicy| {
-        assert_eq!(stored_policy::decode(&stored_policy::encode(&policy)), Some(policy.clone()));
+    let round_trips = |policy: KeyTerms| {
+        assert_eq!(stored_terms::decode(&stored_terms::encode(&policy)), Some(policy.clone()));
         if policy.key_header.is_none() {
             assert_eq!(decode_text(&encode_text(&policy)), Some(policy));
         }
     };
-    round_trips(config.object_policy(&config.policy_for("/")));
+    round_trips(config.key_terms(&config.policy_for("/")));
     assert!(config.timing.ttl_ms >= 1_000 && config.timing.origin_timeout_ms >= 1_000);
     for route in &config.routes {
         assert!(pattern_matches(&route.pattern, &route.pattern), "{:?} does not match itself", route.pattern);
@@ -658,7 +658,7 @@ pub fn config(data: &[u8]) {
             "a status both releases and is unknown"
         );
     }
-    round_trips(config.object_policy(&policy));
+    round_trips(config.key_terms(&policy));
     let _ = policy.covers(path);
     let _ = config.origin_target("https://edge.example/", &path_and_query);
     if admin::is_admin_path(&config.admin_prefix, path_only) {

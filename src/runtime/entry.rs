@@ -63,7 +63,7 @@ use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
 use super::platform::{console_error, describe, Context, Env, Error, Result};
 use super::rate_limit::{self, Limit};
 use super::{admin, body, metrics, observe, random_u64, respond, settings};
-use crate::core::edge_rules::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
+use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
 use crate::core::edge_rules::edge::{self, Edge, RequestHead};
 use crate::core::edge_rules::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
 use crate::core::edge_rules::log::{request_id, LineContext, RequestLog};
@@ -80,7 +80,7 @@ use crate::core::primitives::jwt::{Identity, Unverified};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::url::{path_and_query, path_and_query_parts};
 use crate::core::vocabulary::decision::Decision;
-use crate::core::vocabulary::object_policy::Mode;
+use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::trace::Trace;
 
 /// The Worker's `fetch`, as `src/entry.mjs` calls it: the answer, a promise of it, or, for a
@@ -184,7 +184,7 @@ pub struct Covered {
     lines: HeaderLines,
     url: String,
     config: &'static Config,
-    policy: Policy<'static>,
+    policy: PathConfig<'static>,
     key: IdempotencyKey,
     trace: Trace,
     phase: Phase,
@@ -353,7 +353,7 @@ impl Covered {
             fingerprint,
             scope_salt,
             scope: scope_log,
-            policy: config.object_policy(policy),
+            policy: config.key_terms(policy),
             body_bytes: body_bytes as u64,
             probe_origin: config.probes_origin(policy),
             step: KeyStep::Enforce { accept_async },

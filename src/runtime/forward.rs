@@ -11,7 +11,7 @@ use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, Response
 
 use super::platform::{Env, Result};
 use super::{body, origin_auth, respond, settings};
-use crate::core::edge_rules::config::{Config, Policy};
+use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge;
 use crate::core::edge_rules::origin_auth::Protection;
 use crate::core::primitives::url::path_and_query;
@@ -24,7 +24,7 @@ pub(super) async fn pass_through(
     url: &str,
     env: &Env,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     trace: &Trace,
 ) -> Result<Response> {
     let settings = settings::get(env);
@@ -73,7 +73,7 @@ pub(super) async fn pass_through(
 /// An error when it cannot be signed: the forward is then not sent.
 pub(super) async fn sign_passed(
     env: &Env,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     method: &str,
     target: &str,
     headers: &Headers,
@@ -99,7 +99,7 @@ pub(super) fn not_signed() -> super::platform::Error {
 /// rule applied); the hop is signed as `Passed`.
 pub(super) async fn fail_open(
     env: &Env,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     method: &str,
     target: &str,
     headers: &Headers,

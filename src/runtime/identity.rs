@@ -28,7 +28,7 @@ use wasm_bindgen_futures::JsFuture;
 
 use super::now_ms;
 use super::platform::{console_error, message_of, race, Context, Delay};
-use crate::core::edge_rules::config::{Config, Policy};
+use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::jwks_cache::{
     answer_status, Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
@@ -72,7 +72,7 @@ extern "C" {
 pub async fn scope(
     headers: &HeaderLines,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<(Scope, ScopeLog), Problem> {
     match scope_start(headers, config, policy) {
@@ -95,7 +95,7 @@ pub enum ScopeStart {
 
 /// The first half of [`scope`], without waiting: decided, refused, or a token to check
 /// ([`token_identity`]) before [`scope_finish`].
-pub fn scope_start(headers: &HeaderLines, config: &Config, policy: &Policy<'_>) -> ScopeStart {
+pub fn scope_start(headers: &HeaderLines, config: &Config, policy: &PathConfig<'_>) -> ScopeStart {
     let values = header_values(headers, &config.scope.headers);
     let pairs = named_values(&config.scope.headers, &values);
     match scope::start(&config.scope, &policy.scope, &pairs) {
@@ -353,7 +353,7 @@ pub async fn identify(
     path_and_query: &str,
     key: &IdempotencyKey,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     body: &[u8],
     name_key: Option<&[u8]>,
     keep_alive: Option<&Context>,
@@ -370,7 +370,7 @@ pub struct Arrived<'a> {
     pub path_and_query: &'a str,
     pub key: &'a IdempotencyKey,
     pub config: &'a Config,
-    pub policy: &'a Policy<'a>,
+    pub policy: &'a PathConfig<'a>,
     pub body: &'a [u8],
     pub name_key: Option<&'a [u8]>,
 }

@@ -25,7 +25,7 @@
 //! place (`fetch`) whatever path made the answer, errors included: the Worker treats an
 //! unmarked answer as one the object may not have given, and never fails open on it.
 //!
-//! In observe mode (`core::vocabulary::object_policy::Mode`) the object forwards nothing: the Worker forwards
+//! In observe mode (`core::vocabulary::key_terms::Mode`) the object forwards nothing: the Worker forwards
 //! every request itself and tells the object about it in two calls. `arrival` steps the
 //! machine as for a real request (the claim is written, a duplicate is told it would have
 //! been coalesced or replayed, a mismatch that it would have been refused) and answers
@@ -71,8 +71,8 @@ use crate::core::key_rules::key_state::{Arrival, Decided, KeyState};
 use crate::core::key_rules::machine::async_job::ArrivalPlan;
 use crate::core::key_rules::machine::{storage_unavailable, Action};
 use crate::core::vocabulary::decision::Decision;
-use crate::core::vocabulary::object_policy::ObjectPolicy;
-use crate::core::vocabulary::policy::OriginResult;
+use crate::core::vocabulary::key_terms::KeyTerms;
+use crate::core::vocabulary::outcome_table::OriginResult;
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::core::vocabulary::trace::Trace;
 
@@ -509,7 +509,7 @@ impl KeyObject {
         attempt: AttemptId,
         result: OriginResult,
         stored: Option<Arc<StoredResponse>>,
-        policy: &ObjectPolicy,
+        policy: &KeyTerms,
         mut settle: Option<Settle>,
         what: &str,
     ) -> (Option<Decision>, Option<Settled>) {
@@ -557,7 +557,7 @@ impl KeyObject {
         &self,
         req: &web_sys::Request,
         fingerprint: Digest256,
-        policy: &ObjectPolicy,
+        policy: &KeyTerms,
         body_bytes: u64,
         now: u64,
     ) -> Result<Response> {
@@ -606,7 +606,7 @@ impl KeyObject {
         req: &web_sys::Request,
         attempt: AttemptId,
         outcome: &ObservedOutcome,
-        policy: &ObjectPolicy,
+        policy: &KeyTerms,
     ) -> Result<Response> {
         let (result, mut answer) = origin::reported(req, outcome, policy).await;
         let stored = match result {
@@ -668,7 +668,7 @@ impl KeyObject {
 /// One attempt to send, as the envelope described it.
 struct Sending<'a> {
     attempt: AttemptId,
-    policy: &'a ObjectPolicy,
+    policy: &'a KeyTerms,
     /// Whether the origin may be probed with a TCP connect first (`KeyCall::probe_origin`).
     probe_first: bool,
 }

@@ -44,7 +44,7 @@ use super::identity::{self, identify};
 use super::object_call::{cached_key_namespace, call_named};
 use super::platform::{console_error, Context, Env, Result};
 use super::{body, metrics, now_ms, origin};
-use crate::core::edge_rules::config::{Config, Policy};
+use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::observed::{self, Forwarded};
@@ -54,7 +54,7 @@ use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::latch::{latch, Latch};
 use crate::core::primitives::url::{normalised_path, path_and_query, path_and_query_parts};
 use crate::core::vocabulary::decision::Decision;
-use crate::core::vocabulary::object_policy::Mode;
+use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::ProblemKind;
 use crate::core::vocabulary::trace::Trace;
 
@@ -65,7 +65,7 @@ pub(super) async fn passed(
     url: &str,
     env: &Env,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     kind: ProblemKind,
     trace: &Trace,
 ) -> Result<Response> {
@@ -104,7 +104,7 @@ pub(super) async fn covered(
     env: &Env,
     ctx: &Context,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     key: IdempotencyKey,
     trace: Trace,
 ) -> Result<Response> {
@@ -185,7 +185,7 @@ pub(super) async fn covered(
     // Only the recording reads them: unreadable, it records none, and the caller still gets
     // the origin's answer.
     let answer_headers = header_lines(&response.headers()).map(|lines| lines.to_pairs()).unwrap_or_default();
-    let cap = config.object_policy(policy).max_stored_response_bytes;
+    let cap = config.key_terms(policy).max_stored_response_bytes;
     let (answer, captured) = origin::split_answer(response, cap)?;
     ctx.wait_until(async move {
         let body = captured.await;
@@ -246,7 +246,7 @@ impl Recording {
             fingerprint,
             scope_salt,
             scope: scope_log,
-            policy: config.object_policy(&policy),
+            policy: config.key_terms(&policy),
             body_bytes: body.len() as u64,
             // The object never sends in observe mode: the Worker forwards.
             probe_origin: false,

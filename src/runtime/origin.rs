@@ -74,8 +74,8 @@ use crate::core::edge_rules::wire::ObservedOutcome;
 use crate::core::formats::record::StoredResponse;
 use crate::core::key_rules::key_state::answer_body_cap;
 use crate::core::primitives::url::host_and_port;
-use crate::core::vocabulary::object_policy::ObjectPolicy;
-use crate::core::vocabulary::policy::OriginResult;
+use crate::core::vocabulary::key_terms::KeyTerms;
+use crate::core::vocabulary::outcome_table::OriginResult;
 
 #[wasm_bindgen(module = "/src/runtime/origin.mjs")]
 extern "C" {
@@ -143,7 +143,7 @@ pub struct Outgoing<'a> {
 pub async fn send(
     env: &Env,
     request: Outgoing<'_>,
-    policy: &ObjectPolicy,
+    policy: &KeyTerms,
     probe_first: bool,
 ) -> (OriginResult, Option<OriginAnswer>) {
     let service = match policy.origin_service.as_deref() {
@@ -174,7 +174,7 @@ pub async fn look_up(
     env: &Env,
     url: &str,
     headers: &Headers,
-    policy: &ObjectPolicy,
+    policy: &KeyTerms,
 ) -> Option<(u16, Option<StoredResponse>)> {
     let outgoing = Outgoing { target: url, method: "GET", headers, body: &JsValue::NULL };
     match send(env, outgoing, policy, false).await {
@@ -195,7 +195,7 @@ pub async fn look_up(
 pub async fn reported(
     req: &Request,
     outcome: &ObservedOutcome,
-    policy: &ObjectPolicy,
+    policy: &KeyTerms,
 ) -> (OriginResult, Option<OriginAnswer>) {
     let (status, headers) = match outcome {
         ObservedOutcome::Responded { status, headers } => (*status, headers.clone()),

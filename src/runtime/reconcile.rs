@@ -37,7 +37,7 @@ use crate::core::formats::record::AttemptId;
 use crate::core::key_rules::key_state::{LookupAsker, LookupTurn};
 use crate::core::key_rules::machine::Action;
 use crate::core::key_rules::reconcile;
-use crate::core::vocabulary::object_policy::ObjectPolicy;
+use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::problem::Problem;
 
 /// When an alarm whose lookup cannot be opened looks again.
@@ -227,7 +227,7 @@ impl KeyObject {
         claimed_at: u64,
         request: &StoredRequest,
         not_found: u16,
-        policy: &ObjectPolicy,
+        policy: &KeyTerms,
     ) -> bool {
         let over = self.live.begin_lookup(attempt);
         let started = now_ms();

@@ -9,21 +9,21 @@
 use super::routes::{
     parse_routes, pattern_matches, Route, RouteKeyHeader, RouteRateLimit, Unavailable, VAR_ROUTES,
 };
-use super::scope::{ScopeConfig, ScopePolicy};
+use super::scope::{ScopeConfig, ScopeRule};
 use crate::core::formats::body_shape::BodyShape;
 use crate::core::key_rules::machine::async_job::{AsyncConfig, VAR_ASYNC_DEADLINE_SECONDS};
 use crate::core::key_rules::reconcile::ReconcileRoute;
 use crate::core::primitives::key::{KeyHeader, IDEMPOTENCY_KEY};
 use crate::core::primitives::names::is_binding_name;
 use crate::core::vocabulary::config_error::ConfigError;
-use crate::core::vocabulary::object_policy::Mode;
-use crate::core::vocabulary::object_policy::{
-    ObjectPolicy, MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS,
+use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::key_terms::{
+    KeyTerms, MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS,
 };
-use crate::core::vocabulary::object_policy::{
+use crate::core::vocabulary::key_terms::{
     Timing, WaiterLimits, DEFAULT_WAITERS_PER_KEY, DEFAULT_WAITING_BYTES, MAX_WAITERS_PER_KEY,
 };
-use crate::core::vocabulary::policy::OutcomePolicy;
+use crate::core::vocabulary::outcome_table::OutcomeTable;
 
 /// The variables, as the runtime should look them up.
 pub const VAR_ORIGIN_URL: &str = "ORIGIN_URL";
@@ -54,7 +54,7 @@ const MAX_MAX_ORIGIN_ATTEMPTS: u64 = 100;
 /// stored in chunks (`core::formats::chunks`), but the whole answer is in memory while it is stored,
 /// and an isolate has 128 MB.
 pub const MAX_MAX_STORED_RESPONSE_BYTES: u64 =
-    crate::core::vocabulary::object_policy::MAX_STORED_RESPONSE_BYTES as u64;
+    crate::core::vocabulary::key_terms::MAX_STORED_RESPONSE_BYTES as u64;
 /// The largest answer stored for replay unless configured otherwise.
 pub const DEFAULT_MAX_STORED_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -96,10 +96,10 @@ pub struct Config {
     pub async_deadline_set: bool,
 }
 
-/// The policy that applies to one request path: the flat variables, overridden by the
-/// first matching route.
+/// The configuration in effect for one request path: the flat variables, overridden by
+/// the first matching route.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Policy<'a> {
+pub struct PathConfig<'a> {
     /// The pattern of the route that matched, if any (log lines name it).
     pub route: Option<&'a str>,
     /// Covered methods; `None` means the default, `POST` and `PATCH`.
@@ -114,9 +114,9 @@ pub struct Policy<'a> {
     /// The header the key comes from (`Idempotency-Key` unless the route names another).
     pub key_header: KeyHeader<'a>,
     /// The claim that names the caller, and whether anonymous callers are let in.
-    pub scope: ScopePolicy<'a>,
+    pub scope: ScopeRule<'a>,
     /// How the origin's answers are classified.
-    pub outcome: OutcomePolicy,
+    pub outcome: OutcomeTable,
     /// Method-override headers may pass on uncovered methods.
     pub allow_method_override: bool,
     /// `Some(n)`: the origin deduplicates by key, and an unknown outcome may be sent again
@@ -144,12 +144,12 @@ pub enum RateLimiterChoice<'a> {
     Named(&'a str),
 }
 
-impl Policy<'_> {
+impl PathConfig<'_> {
     /// Whether requests with this method are deduplicated.
     pub fn covers(&self, method: &str) -> bool {
         match self.methods {
             Some(methods) => methods.iter().any(|m| m.eq_ignore_ascii_case(method)),
-            None => Policy::default_covers(method),
+            None => PathConfig::default_covers(method),
         }
     }
 
@@ -163,7 +163,7 @@ impl Config {
     /// header, then `SCOPE_HEADER`'s and `REPLAY_CREDENTIAL_HEADERS`' (lowercase, once
     /// each). A client's `Connection` never takes them off the forward (`core::edge_rules::headers`,
     /// rule 4).
-    pub fn end_to_end_headers<'c>(&'c self, policy: &Policy<'c>) -> Vec<&'c str> {
+    pub fn end_to_end_headers<'c>(&'c self, policy: &PathConfig<'c>) -> Vec<&'c str> {
         let mut names = vec![policy.key_header.lowercase];
         for name in self.scope.headers.iter().chain(&self.scope.replay_headers) {
             if !names.contains(&name.as_str()) {
@@ -336,7 +336,7 @@ impl Config {
     }
 
     /// The policy for a request to `path`.
-    pub fn policy_for(&self, path: &str) -> Policy<'_> {
+    pub fn policy_for(&self, path: &str) -> PathConfig<'_> {
         let route = self.routes.iter().find(|route| pattern_matches(&route.pattern, path));
         let origin_service =
             route.and_then(|r| r.origin_service.as_deref()).or(self.origin_service.as_deref());
@@ -349,7 +349,7 @@ impl Config {
             origin_timeout_ms: seconds(|r| r.origin_timeout_seconds, self.timing.origin_timeout_ms),
         };
         let unknown = route.and_then(|r| r.unknown_statuses).unwrap_or_default();
-        Policy {
+        PathConfig {
             route: route.map(|r| r.pattern.as_str()),
             methods: route.and_then(|r| r.methods.as_deref()),
             key_required: route.and_then(|r| r.key_required).unwrap_or(true),
@@ -360,7 +360,7 @@ impl Config {
             key_header: route
                 .and_then(|r| r.key_header.as_ref())
                 .map_or(IDEMPOTENCY_KEY, RouteKeyHeader::as_key_header),
-            scope: ScopePolicy {
+            scope: ScopeRule {
                 claim: match route.and_then(|r| r.scope_claim.as_ref()) {
                     // A route's `scope_claim` wins, `""` (None) meaning the credential hash.
                     Some(claim) => claim.as_ref(),
@@ -370,11 +370,11 @@ impl Config {
                     .and_then(|r| r.anonymous_allowed)
                     .unwrap_or(self.scope.allow_anonymous),
             },
-            outcome: OutcomePolicy {
+            outcome: OutcomeTable {
                 // The default release statuses are those the route does not call unknown.
                 release: route
                     .and_then(|r| r.release_statuses)
-                    .unwrap_or_else(|| OutcomePolicy::default().release.without(&unknown)),
+                    .unwrap_or_else(|| OutcomeTable::default().release.without(&unknown)),
                 unknown,
                 release_requires_header: route.and_then(|r| r.release_requires_header).unwrap_or(false),
                 // Route mode: the fetch goes through Cloudflare to the origin. A service
@@ -407,7 +407,7 @@ impl Config {
     /// Whether some policy (a route, or the default) covers `method` on some path: where a
     /// method may be covered, a path that an origin may read as another path is refused.
     pub fn may_cover(&self, method: &str) -> bool {
-        let default = Policy::default_covers(method);
+        let default = PathConfig::default_covers(method);
         let routed = self.routes.iter().any(|route| match &route.methods {
             Some(methods) => methods.iter().any(|m| m.eq_ignore_ascii_case(method)),
             None => default,
@@ -416,8 +416,8 @@ impl Config {
     }
 
     /// What the key's object needs of the configuration for a request under `policy`.
-    pub fn object_policy(&self, policy: &Policy<'_>) -> ObjectPolicy {
-        ObjectPolicy {
+    pub fn key_terms(&self, policy: &PathConfig<'_>) -> KeyTerms {
+        KeyTerms {
             timing: policy.timing,
             limits: self.limits,
             outcome: policy.outcome,
@@ -440,7 +440,7 @@ impl Config {
 
     /// [`Config::origin_target`] for a request under `policy`: through a service binding,
     /// the request's own URL (the binding, not the host, says where it goes).
-    pub fn target_for(&self, policy: &Policy<'_>, request_url: &str, path_and_query: &str) -> String {
+    pub fn target_for(&self, policy: &PathConfig<'_>, request_url: &str, path_and_query: &str) -> String {
         match policy.origin_service {
             Some(_) => request_url.to_owned(),
             None => self.origin_target(request_url, path_and_query),
@@ -449,7 +449,7 @@ impl Config {
 
     /// Whether the object should probe the origin with a TCP connect before sending (only
     /// a configured `ORIGIN_URL` can be probed; a service binding cannot refuse a connect).
-    pub fn probes_origin(&self, policy: &Policy<'_>) -> bool {
+    pub fn probes_origin(&self, policy: &PathConfig<'_>) -> bool {
         self.origin_url.is_some() && policy.origin_service.is_none()
     }
 }
@@ -623,8 +623,8 @@ impl FaultInjection {
 mod tests {
     use super::*;
     use crate::core::edge_rules::scope::VAR_SCOPE_HEADER;
-    use crate::core::formats::stored_policy::{decode_text, encode_text};
-    use crate::core::vocabulary::policy::StatusSet;
+    use crate::core::formats::stored_terms::{decode_text, encode_text};
+    use crate::core::vocabulary::outcome_table::StatusSet;
 
     fn parse(vars: &[(&'static str, &'static str)]) -> Result<Config, ConfigError> {
         Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
@@ -673,21 +673,21 @@ mod tests {
         )])
         .unwrap();
         for path in ["/a", "/b"] {
-            let policy = config.object_policy(&config.policy_for(path));
+            let policy = config.key_terms(&config.policy_for(path));
             assert_eq!(decode_text(&encode_text(&policy)), Some(policy), "{path}");
         }
-        let routed = config.object_policy(&config.policy_for("/a"));
+        let routed = config.key_terms(&config.policy_for("/a"));
         assert_eq!(routed.outcome.release, StatusSet::of(&[429]).unwrap());
         assert!(routed.outcome.via_cloudflare, "no ORIGIN_URL: route mode");
         assert!(routed.outcome.release_requires_header);
-        let empty = ObjectPolicy {
-            outcome: OutcomePolicy { release: StatusSet::default(), ..OutcomePolicy::default() },
+        let empty = KeyTerms {
+            outcome: OutcomeTable { release: StatusSet::default(), ..OutcomeTable::default() },
             ..routed.clone()
         };
         assert_eq!(decode_text(&encode_text(&empty)), Some(empty));
-        let deduplicating = ObjectPolicy { max_origin_attempts: Some(5), ..routed.clone() };
+        let deduplicating = KeyTerms { max_origin_attempts: Some(5), ..routed.clone() };
         assert_eq!(decode_text(&encode_text(&deduplicating)), Some(deduplicating));
-        let observing = ObjectPolicy {
+        let observing = KeyTerms {
             mode: Mode::Observe,
             origin_service: Some("PAYMENTS_API".to_owned()),
             ..routed.clone()
@@ -793,7 +793,7 @@ mod tests {
         );
         let b = routed.policy_for("/b");
         assert_eq!((b.mode, b.origin_service), (Mode::Observe, Some("PAYMENTS")));
-        let policy = routed.object_policy(&a);
+        let policy = routed.key_terms(&a);
         assert_eq!(policy.origin_service.as_deref(), Some("LEDGER"));
         let url = parse(&[(VAR_ORIGIN_URL, "http://127.0.0.1:1")]).unwrap();
         assert!(url.probes_origin(&url.policy_for("/x")));
@@ -855,7 +855,7 @@ mod tests {
         let outcome = config.policy_for("/gw/1").outcome;
         assert_eq!(outcome.unknown, StatusSet::of(&[503, 504]).unwrap());
         assert_eq!(outcome.release, StatusSet::of(&[408, 409, 425, 429]).unwrap());
-        assert_eq!(config.policy_for("/other").outcome.release, OutcomePolicy::default().release);
+        assert_eq!(config.policy_for("/other").outcome.release, OutcomeTable::default().release);
     }
 
     #[test]
@@ -867,14 +867,14 @@ mod tests {
             routed.key_header,
             KeyHeader { name: "PayPal-Request-Id", lowercase: "paypal-request-id" }
         );
-        assert_eq!(config.object_policy(&routed).key_header(), "paypal-request-id");
+        assert_eq!(config.key_terms(&routed).key_header(), "paypal-request-id");
         let plain = config.policy_for("/v1/charges");
         assert_eq!(plain.key_header, IDEMPOTENCY_KEY);
-        assert_eq!(config.object_policy(&plain).key_header, None, "the default is not written");
-        assert_eq!(config.object_policy(&plain).key_header(), "idempotency-key");
+        assert_eq!(config.key_terms(&plain).key_header, None, "the default is not written");
+        assert_eq!(config.key_terms(&plain).key_header(), "idempotency-key");
         // Naming the default explicitly is the default.
         let explicit = parse(&[(VAR_ROUTES, r#"[{"pattern":"*","key_header":"idempotency-key"}]"#)]).unwrap();
-        assert_eq!(explicit.object_policy(&explicit.policy_for("/x")).key_header, None);
+        assert_eq!(explicit.key_terms(&explicit.policy_for("/x")).key_header, None);
         // A header that identifies the caller cannot carry the key.
         for (scope, header) in [("", "Authorization"), ("X-Api-Key", "x-api-key")] {
             let routes = format!(r#"[{{"pattern":"*","key_header":"{header}"}}]"#);

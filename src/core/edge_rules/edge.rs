@@ -11,11 +11,11 @@
 //! the limit, an unbound binding, the rate limit, an origin that cannot be reached), so
 //! that every problem the runtime sends is written here and tested natively.
 
-use super::config::{Config, Policy};
+use super::config::{Config, PathConfig};
 use super::headers::METHOD_OVERRIDE_HEADERS;
 use crate::core::primitives::key::{parse_key_fields, IdempotencyKey, KeyError, IDEMPOTENCY_KEY};
 use crate::core::primitives::url::normalised_path;
-use crate::core::vocabulary::object_policy::Mode;
+use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 
 /// Seconds a limited caller is told to wait: the shortest period a binding can have.
@@ -42,12 +42,12 @@ pub enum Edge<'c> {
     /// Refused before anything is read or forwarded.
     Refuse(Problem),
     /// Not covered: to the origin as it came.
-    PassThrough(Policy<'c>),
+    PassThrough(PathConfig<'c>),
     /// Observe mode: what enforcing would refuse, forwarded as it came and logged as that
     /// refusal.
-    PassObserved(Policy<'c>, ProblemKind),
+    PassObserved(PathConfig<'c>, ProblemKind),
     /// Covered, with a valid key: enforced or observed as `policy.mode` says.
-    Covered { policy: Policy<'c>, key: IdempotencyKey },
+    Covered { policy: PathConfig<'c>, key: IdempotencyKey },
 }
 
 /// Decides where a request goes. `service_bound` says whether a service binding exists.

@@ -6,7 +6,7 @@
 //! rule an unverified token failed). There is no field for a key, a credential, a token, a
 //! claim value or a body, so none can leak.
 //!
-//! In observe mode (`core::vocabulary::object_policy::Mode`) the line is the one enforce mode would have
+//! In observe mode (`core::vocabulary::key_terms::Mode`) the line is the one enforce mode would have
 //! written, with the same `decision` and `problem`, plus `"mode":"observe"`; `status` is
 //! what the caller really got (the origin's answer).
 
@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::metrics_schema::{self, Field};
 use super::scope::ScopeLog;
 use crate::core::vocabulary::decision::Decision;
-use crate::core::vocabulary::object_policy::Mode;
+use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::trace::Trace;
 
 /// One log line.
@@ -247,7 +247,7 @@ impl<'a> LineContext<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::vocabulary::policy::Disposition;
+    use crate::core::vocabulary::outcome_table::Disposition;
     use crate::core::vocabulary::problem::ProblemKind;
 
     #[test]

@@ -18,7 +18,7 @@
 use super::scope::ScopeKind;
 use crate::core::primitives::jwt::Unverified;
 use crate::core::vocabulary::decision::Decision;
-use crate::core::vocabulary::object_policy::Mode;
+use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::ProblemKind;
 
 /// The binding the worker writes through; `wrangler.toml` names its dataset (the table the

@@ -43,10 +43,10 @@ use crate::core::key_rules::reconcile::ReconcileRoute;
 use crate::core::primitives::jwt::ClaimPath;
 use crate::core::primitives::key::KeyHeader;
 use crate::core::primitives::names::{is_binding_name, is_header_name};
-use crate::core::vocabulary::object_policy::{
+use crate::core::vocabulary::key_terms::{
     Mode, MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS,
 };
-use crate::core::vocabulary::policy::{StatusSet, AUTH_REFUSED};
+use crate::core::vocabulary::outcome_table::{StatusSet, AUTH_REFUSED};
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
@@ -402,7 +402,7 @@ fn parse_route(index: usize, item: &Value) -> Result<Route, String> {
             at("unknown_statuses")
         ));
     }
-    // 401 and 403 always release the key (`core::vocabulary::policy`): a route that says otherwise
+    // 401 and 403 always release the key (`core::vocabulary::outcome_table`): a route that says otherwise
     // would be overridden in silence, so it is refused instead.
     let refused = StatusSet::of(&AUTH_REFUSED).unwrap_or_default();
     if unknown_statuses.is_some_and(|unknown| unknown.intersects(&refused)) {

@@ -237,9 +237,10 @@ impl ScopeConfig {
     }
 }
 
-/// The scope rules that apply to one request path.
+/// The scope rule in effect for one request path: which claim names the caller, and
+/// whether anonymous callers are let in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScopePolicy<'a> {
+pub struct ScopeRule<'a> {
     /// The claim that names the caller; `None`: the credential hash.
     pub claim: Option<&'a ClaimPath>,
     pub anonymous_allowed: bool,
@@ -364,7 +365,7 @@ pub enum Start<'a> {
 
 /// Decides what the scope headers alone decide (rules 1–3), or hands back the token to
 /// verify (rule 4). `headers` must hold every configured header, the credential first.
-pub fn start<'a>(config: &ScopeConfig, policy: &ScopePolicy<'_>, headers: &ScopeHeaders<'a>) -> Start<'a> {
+pub fn start<'a>(config: &ScopeConfig, policy: &ScopeRule<'_>, headers: &ScopeHeaders<'a>) -> Start<'a> {
     let (credential, extras) = match headers.split_first() {
         Some(((_, value), extras)) => (*value, extras),
         None => (None, headers),

@@ -26,10 +26,10 @@ use crate::core::primitives::jwt::{base64url_decode, base64url_encode};
 use crate::core::primitives::key::IDEMPOTENCY_KEY;
 use crate::core::primitives::names::{is_binding_name, is_header_name};
 use crate::core::vocabulary::decision::Decision;
-use crate::core::vocabulary::object_policy::Mode;
-use crate::core::vocabulary::object_policy::ObjectPolicy;
-use crate::core::vocabulary::object_policy::{Timing, WaiterLimits};
-use crate::core::vocabulary::policy::{OutcomePolicy, StatusSet};
+use crate::core::vocabulary::key_terms::KeyTerms;
+use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::key_terms::{Timing, WaiterLimits};
+use crate::core::vocabulary::outcome_table::{OutcomeTable, StatusSet};
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::core::vocabulary::trace::Trace;
 
@@ -80,7 +80,7 @@ pub struct KeyCall {
     pub scope_salt: Digest256,
     /// How the scope was reached, for the object's log line.
     pub scope: ScopeLog,
-    pub policy: ObjectPolicy,
+    pub policy: KeyTerms,
     /// The request body's size, for the waiters' byte limit.
     pub body_bytes: u64,
     /// Whether the origin is a configured `ORIGIN_URL` (not route mode or a service
@@ -366,8 +366,8 @@ const POLICY_KEY_HEADER: u8 = 8;
 /// status lists, the send cap (0: the origin does not deduplicate), the service binding
 /// (empty: none), and with [`POLICY_KEY_HEADER`] the key header's lowercase name. The
 /// message's own layout: what a job or a lookup stores has its own codec
-/// (`core::formats::stored_policy`), so a change here changes nothing stored.
-fn write_policy(out: &mut Writer, policy: &ObjectPolicy) {
+/// (`core::formats::stored_terms`), so a change here changes nothing stored.
+fn write_policy(out: &mut Writer, policy: &KeyTerms) {
     out.u64(policy.timing.ttl_ms);
     out.u64(policy.timing.duplicate_wait_ms);
     out.u64(policy.timing.origin_timeout_ms);
@@ -392,7 +392,7 @@ fn write_policy(out: &mut Writer, policy: &ObjectPolicy) {
     }
 }
 
-fn read_policy(input: &mut Reader<'_>) -> Result<ObjectPolicy, WireError> {
+fn read_policy(input: &mut Reader<'_>) -> Result<KeyTerms, WireError> {
     let timing =
         Timing { ttl_ms: input.u64()?, duplicate_wait_ms: input.u64()?, origin_timeout_ms: input.u64()? };
     let limits = WaiterLimits { max_waiters: input.u32()? as usize, max_waiting_bytes: input.u64()? };
@@ -437,10 +437,10 @@ fn read_policy(input: &mut Reader<'_>) -> Result<ObjectPolicy, WireError> {
     } else {
         None
     };
-    Ok(ObjectPolicy {
+    Ok(KeyTerms {
         timing,
         limits,
-        outcome: OutcomePolicy {
+        outcome: OutcomeTable {
             release,
             unknown,
             release_requires_header: flags & POLICY_RELEASE_REQUIRES_HEADER != 0,
@@ -583,7 +583,7 @@ mod tests {
                 }
             }),
             ToObject::Key(KeyCall {
-                policy: ObjectPolicy { key_header: Some("paypal-request-id".into()), ..policy() },
+                policy: KeyTerms { key_header: Some("paypal-request-id".into()), ..policy() },
                 ..match call(KeyStep::Enforce { accept_async: Some(accept) }) {
                     ToObject::Key(call) => call,
                     ToObject::Admin(_) => unreachable!(),

@@ -1,12 +1,12 @@
 //! An asynchronous job as the key's record stores it (record extension tag 3): where the
-//! job stands, its deadline and backoff, the route's policy (`core::formats::stored_policy`) and the
+//! job stands, its deadline and backoff, the route's policy (`core::formats::stored_terms`) and the
 //! sealed request it sends. The format's own encoding, versioned; what a job does next is
 //! `core::key_rules::machine::async_job`'s.
 
-use super::stored_policy;
+use super::stored_terms;
 use crate::core::primitives::codec::{Reader, Writer};
 use crate::core::primitives::time::Millis;
-use crate::core::vocabulary::object_policy::ObjectPolicy;
+use crate::core::vocabulary::key_terms::KeyTerms;
 
 /// The request a job sends: what is sealed into the record. Headers are the end-to-end
 /// ones the Worker hands the object (credentials included, which is why it is sealed).
@@ -83,11 +83,11 @@ pub struct AsyncJob {
     /// (`core::formats::seal::bound_request_associated_data`): jobs written since version 2.
     pub request_bound: bool,
     /// The route's policy, as the Worker handed it over with the job's first request.
-    /// Stored versioned (`core::formats::stored_policy::encode`) since job version 3; versions 1 and 2
-    /// stored the positional text (`stored_policy::encode_text`), still read. A policy
+    /// Stored versioned (`core::formats::stored_terms::encode`) since job version 3; versions 1 and 2
+    /// stored the positional text (`stored_terms::encode_text`), still read. A policy
     /// that cannot be read makes the job unreadable: 503, never a send on a guess. Boxed:
     /// every cached record would otherwise carry its size.
-    pub policy: Box<ObjectPolicy>,
+    pub policy: Box<KeyTerms>,
     /// The sealed [`StoredRequest`] (an encoded `core::formats::seal::Envelope`); empty once the
     /// job gave up (nothing is kept that is no longer needed).
     pub sealed_request: Vec<u8>,
@@ -95,13 +95,13 @@ pub struct AsyncJob {
 
 impl AsyncJob {
     /// `version 3 ‖ phase ‖ deadline ‖ next_attempt_at ‖ max_backoff_ms ‖ flags ‖ max_sends
-    /// (u16) ‖ policy ‖ sealed request`, the policy versioned (`core::formats::stored_policy::encode`).
+    /// (u16) ‖ policy ‖ sealed request`, the policy versioned (`core::formats::stored_terms::encode`).
     /// Versions 1 and 2 (read, never written) hold the policy as positional text; version 1
     /// has no `max_sends`: such a job takes the policy's `MAX_ORIGIN_ATTEMPTS` where the
     /// origin deduplicates, else [`DEFAULT_MAX_SENDS`]. A release that knows only earlier
     /// versions refuses a later one (the record reads as unreadable: 503, never a send).
     pub fn encode(&self) -> Vec<u8> {
-        let policy = stored_policy::encode(&self.policy);
+        let policy = stored_terms::encode(&self.policy);
         let mut out = Writer::with_capacity(self.sealed_request.len() + policy.len() + 50);
         out.u8(JOB_VERSION);
         out.u8(match self.phase {
@@ -149,8 +149,8 @@ impl AsyncJob {
             return None;
         }
         let policy = Box::new(match version {
-            1 | 2 => stored_policy::decode_text(&input.string().ok()?)?,
-            _ => stored_policy::decode(input.bytes().ok()?)?,
+            1 | 2 => stored_terms::decode_text(&input.string().ok()?)?,
+            _ => stored_terms::decode(input.bytes().ok()?)?,
         });
         let sealed_request = input.bytes().ok()?.to_vec();
         // A job that can still send holds its request.

@@ -16,4 +16,4 @@ pub mod keyed_name;
 pub mod reconciling;
 pub mod record;
 pub mod seal;
-pub mod stored_policy;
+pub mod stored_terms;

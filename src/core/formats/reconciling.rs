@@ -1,12 +1,12 @@
 //! The lookup of an unknown outcome as the key's record stores it (record extension tag
 //! 0x86): when the claim was bound, how often the origin was asked and when next, the
-//! route's policy (`core::formats::stored_policy`) and the sealed lookup. The format's own
+//! route's policy (`core::formats::stored_terms`) and the sealed lookup. The format's own
 //! encoding, versioned; what a lookup's answer means is `core::key_rules::reconcile`'s.
 
-use super::stored_policy;
+use super::stored_terms;
 use crate::core::primitives::codec::{Reader, Writer};
 use crate::core::primitives::time::Millis;
-use crate::core::vocabulary::object_policy::ObjectPolicy;
+use crate::core::vocabulary::key_terms::KeyTerms;
 
 /// What a key's record keeps for its reconciliation (record extension, `core::formats::record`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub struct Reconciling {
     pub next_at: Millis,
     /// The route's policy as the claim had it: the alarm has no request to read it from
     /// (the lookup's timeout, the answer's cap and TTL, the origin's service binding).
-    pub policy: Box<ObjectPolicy>,
+    pub policy: Box<KeyTerms>,
     /// The claim forwarded the key in its one spelling, the lookup's (`core::primitives::key` rule 6).
     /// Not so for a claim made before that rule (its record has no mark of it,
     /// `core::formats::record`): its first attempt carried the client's own spelling, perhaps
@@ -43,7 +43,7 @@ impl Reconciling {
         out.u16(self.not_found);
         out.u16(self.asked);
         out.u64(self.next_at);
-        out.bytes(&stored_policy::encode(&self.policy));
+        out.bytes(&stored_terms::encode(&self.policy));
         out.into_bytes()
     }
 
@@ -59,7 +59,7 @@ impl Reconciling {
             not_found: input.u16().ok()?,
             asked: input.u16().ok()?,
             next_at: input.u64().ok()?,
-            policy: Box::new(stored_policy::decode(input.bytes().ok()?)?),
+            policy: Box::new(stored_terms::decode(input.bytes().ok()?)?),
             // Kept beside the extension, as a mark of its own (`core::formats::record`).
             spelling_known: false,
         };

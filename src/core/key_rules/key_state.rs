@@ -41,9 +41,9 @@ use crate::core::formats::reconciling::Reconciling;
 use crate::core::formats::record::{AttemptId, Record, StoredResponse, Unknown, UnknownReason};
 use crate::core::primitives::time::Millis;
 use crate::core::vocabulary::decision::Decision;
-use crate::core::vocabulary::object_policy::ObjectPolicy;
-use crate::core::vocabulary::object_policy::WaiterLimits;
-use crate::core::vocabulary::policy::OriginResult;
+use crate::core::vocabulary::key_terms::KeyTerms;
+use crate::core::vocabulary::key_terms::WaiterLimits;
+use crate::core::vocabulary::outcome_table::OriginResult;
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 
 /// The execution this instance is running for its key.
@@ -52,7 +52,7 @@ pub struct LiveAttempt {
     pub attempt: AttemptId,
     /// Requests waiting on it.
     pub waiters: usize,
-    /// The body bytes those waiters brought in (see `object_policy::WaiterLimits`).
+    /// The body bytes those waiters brought in (see `key_terms::WaiterLimits`).
     pub waiting_bytes: u64,
     /// Set for a claim made in observe mode, whose outcome the Worker brings: past this
     /// time no outcome is expected any more.
@@ -65,7 +65,7 @@ pub struct Arrival<'a> {
     pub fingerprint: Digest256,
     /// The id a claim made by this request gets (the runtime draws it at random).
     pub new_attempt: AttemptId,
-    pub policy: &'a ObjectPolicy,
+    pub policy: &'a KeyTerms,
     pub body_bytes: u64,
     /// Set for asynchronous acceptance, with the sealed request.
     pub accept: Option<AsyncAccept>,
@@ -404,7 +404,7 @@ impl KeyState {
         attempt: AttemptId,
         result: OriginResult,
         response: Option<Arc<StoredResponse>>,
-        policy: &ObjectPolicy,
+        policy: &KeyTerms,
         now: Millis,
     ) -> Pending {
         let (_, disposition) = machine::classify(result, response.as_deref(), &policy.outcome);
@@ -444,7 +444,7 @@ impl KeyState {
         &mut self,
         attempt: AttemptId,
         verdict: Verdict,
-        policy: &ObjectPolicy,
+        policy: &KeyTerms,
         jitter: f64,
         now: Millis,
     ) -> Pending {
@@ -483,7 +483,7 @@ impl KeyState {
         attempt: AttemptId,
         result: OriginResult,
         response: Option<Arc<StoredResponse>>,
-        policy: &ObjectPolicy,
+        policy: &KeyTerms,
         retry_after_ms: Option<u64>,
         jitter: f64,
         now: Millis,
@@ -688,7 +688,7 @@ pub fn decision_of(actions: &[Action]) -> Option<Decision> {
 /// How many body bytes of an origin's answer may be stored, given its headers: the
 /// policy's cap on the whole answer, less what the headers take (each counted with 8
 /// bytes of framing).
-pub fn answer_body_cap(policy: &ObjectPolicy, headers: &[(String, String)]) -> u64 {
+pub fn answer_body_cap(policy: &KeyTerms, headers: &[(String, String)]) -> u64 {
     let header_bytes: u64 = headers.iter().map(|(name, value)| (name.len() + value.len() + 8) as u64).sum();
     policy.max_stored_response_bytes.saturating_sub(header_bytes)
 }

@@ -55,11 +55,9 @@ use crate::core::formats::reconciling::Reconciling;
 use crate::core::formats::record::{
     AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason,
 };
-use crate::core::vocabulary::object_policy::{
-    Timing, WaiterLimits, LEASE_MARGIN_MS, MAX_STORED_RESPONSE_BYTES,
-};
-use crate::core::vocabulary::policy::{
-    disposition, release_confirmed, Disposition, OriginResult, OutcomePolicy,
+use crate::core::vocabulary::key_terms::{Timing, WaiterLimits, LEASE_MARGIN_MS, MAX_STORED_RESPONSE_BYTES};
+use crate::core::vocabulary::outcome_table::{
+    disposition, release_confirmed, Disposition, OriginResult, OutcomeTable,
 };
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 
@@ -104,7 +102,7 @@ pub enum Event {
         response: Option<Arc<StoredResponse>>,
         timing: Timing,
         /// How this route's origin answers are classified.
-        outcome: OutcomePolicy,
+        outcome: OutcomeTable,
     },
     /// The outcome of `attempt` could not be written; `answer` is what its callers get, as
     /// the failed step's `Settle` said.
@@ -127,7 +125,7 @@ pub enum Event {
         result: OriginResult,
         response: Option<Arc<StoredResponse>>,
         timing: Timing,
-        outcome: OutcomePolicy,
+        outcome: OutcomeTable,
         retry_after_ms: Option<u64>,
         jitter: f64,
     },
@@ -568,7 +566,7 @@ fn on_arrival(record: Option<&Record>, arrival: Arrival, now: Millis) -> Step {
 pub fn classify(
     result: OriginResult,
     response: Option<&StoredResponse>,
-    outcome: &OutcomePolicy,
+    outcome: &OutcomeTable,
 ) -> (OriginResult, Disposition) {
     let result = match (result, response) {
         (OriginResult::Responded(_), None) => OriginResult::ResetAfterSend,
@@ -597,7 +595,7 @@ fn on_origin_finished(
     result: OriginResult,
     response: Option<Arc<StoredResponse>>,
     timing: Timing,
-    outcome: &OutcomePolicy,
+    outcome: &OutcomeTable,
     now: Millis,
 ) -> Step {
     let (result, mut disposition) = classify(result, response.as_deref(), outcome);

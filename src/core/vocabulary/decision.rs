@@ -1,7 +1,7 @@
 //! What the worker did with a covered request: the one word a log line, an observe-mode
 //! answer mark (`core::edge_rules::wire`) and the metrics schema (`core::edge_rules::metrics_schema`) all name it by.
 
-use super::policy::Disposition;
+use super::outcome_table::Disposition;
 use super::problem::ProblemKind;
 
 /// What the worker did with a covered request.

@@ -7,7 +7,7 @@
 
 pub mod config_error;
 pub mod decision;
-pub mod object_policy;
-pub mod policy;
+pub mod key_terms;
+pub mod outcome_table;
 pub mod problem;
 pub mod trace;

@@ -132,8 +132,8 @@ fn claim_config(required: bool) -> ScopeConfig {
     ])
 }
 
-fn policy(config: &ScopeConfig, anonymous_allowed: bool) -> ScopePolicy<'_> {
-    ScopePolicy { claim: config.claim.as_ref(), anonymous_allowed }
+fn policy(config: &ScopeConfig, anonymous_allowed: bool) -> ScopeRule<'_> {
+    ScopeRule { claim: config.claim.as_ref(), anonymous_allowed }
 }
 
 fn identity(sub: &str) -> Identity {
@@ -147,7 +147,7 @@ fn identity(sub: &str) -> Identity {
 #[test]
 fn without_a_claim_the_scope_is_todays_credential_hash() {
     let config = scope_config(&[]);
-    let p = ScopePolicy { claim: None, anonymous_allowed: false };
+    let p = ScopeRule { claim: None, anonymous_allowed: false };
     let headers = [("authorization", Some(&b"Bearer sk_live_1"[..]))];
     let Start::Decided(scope, log) = start(&config, &p, &headers) else { panic!() };
     assert_eq!(scope, Scope::from_header(Some(b"Bearer sk_live_1")));

@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::core::formats::record::{Completed, InFlight, Unknown, UnknownReason};
-use crate::core::vocabulary::object_policy::Mode;
-use crate::core::vocabulary::object_policy::{Timing, WaiterLimits};
-use crate::core::vocabulary::policy::OutcomePolicy;
+use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::key_terms::{Timing, WaiterLimits};
+use crate::core::vocabulary::outcome_table::OutcomeTable;
 
 const T0: Millis = 1_700_000_000_000;
 const TTL: u64 = 60_000;
@@ -13,11 +13,11 @@ const FP: Digest256 = Digest256([1; 32]);
 const A: AttemptId = AttemptId(1);
 const B: AttemptId = AttemptId(2);
 
-fn policy() -> ObjectPolicy {
-    ObjectPolicy {
+fn policy() -> KeyTerms {
+    KeyTerms {
         timing: Timing { ttl_ms: TTL, duplicate_wait_ms: 5_000, origin_timeout_ms: 2_000 },
         limits: WaiterLimits::default(),
-        outcome: OutcomePolicy::default(),
+        outcome: OutcomeTable::default(),
         max_stored_response_bytes: 1_000,
         max_origin_attempts: None,
         mode: Mode::Enforce,
@@ -26,7 +26,7 @@ fn policy() -> ObjectPolicy {
     }
 }
 
-fn arrival(policy: &ObjectPolicy, new_attempt: AttemptId, observing: bool) -> Arrival<'_> {
+fn arrival(policy: &KeyTerms, new_attempt: AttemptId, observing: bool) -> Arrival<'_> {
     Arrival { lookup: None, fingerprint: FP, new_attempt, policy, body_bytes: 10, accept: None, observing }
 }
 
@@ -46,7 +46,7 @@ fn written(key: &mut KeyState, pending: Pending) -> Decided {
 }
 
 /// A key whose storage was read empty, claimed by `A` at T0 and written.
-fn claimed(policy: &ObjectPolicy) -> KeyState {
+fn claimed(policy: &KeyTerms) -> KeyState {
     let mut key = KeyState::new();
     key.remember(None);
     let pending = key.handle_arrival(arrival(policy, A, false), T0);

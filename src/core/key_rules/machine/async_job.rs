@@ -51,8 +51,8 @@ use crate::core::formats::record::{AttemptId, InFlight, Record, Unknown, Unknown
 use crate::core::key_rules::reconcile::FIRST_DELAY_MS;
 use crate::core::primitives::time::Millis;
 use crate::core::vocabulary::config_error::ConfigError;
-use crate::core::vocabulary::object_policy::LEASE_MARGIN_MS;
-use crate::core::vocabulary::object_policy::{ObjectPolicy, MAX_TTL_SECONDS};
+use crate::core::vocabulary::key_terms::LEASE_MARGIN_MS;
+use crate::core::vocabulary::key_terms::{KeyTerms, MAX_TTL_SECONDS};
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 
 /// `ASYNC_ACCEPT`: `off` (default) or `prefer`.
@@ -236,7 +236,7 @@ pub fn no_key_ring_to_seal_requests() -> Problem {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AsyncAccept {
     pub sealed_request: Vec<u8>,
-    pub policy: ObjectPolicy,
+    pub policy: KeyTerms,
     pub probe_origin: bool,
     pub config: AsyncConfig,
 }
@@ -456,13 +456,13 @@ fn after_unknown(
 pub(super) fn on_finished(
     claim: &InFlight,
     job: &AsyncJob,
-    disposition: crate::core::vocabulary::policy::Disposition,
-    result: crate::core::vocabulary::policy::OriginResult,
+    disposition: crate::core::vocabulary::outcome_table::Disposition,
+    result: crate::core::vocabulary::outcome_table::OriginResult,
     retry_after_ms: Option<u64>,
     jitter: f64,
     now: Millis,
 ) -> Option<Step> {
-    use crate::core::vocabulary::policy::{Disposition, OriginResult};
+    use crate::core::vocabulary::outcome_table::{Disposition, OriginResult};
     let sent = claim.origin_attempts;
     // Rule 5: every job's sends are capped, whatever the dedupe setting.
     let exhausted = sent >= job.max_sends || job.max_origin_attempts().is_some_and(|max| sent >= max);

@@ -44,7 +44,7 @@ fn finished(result: OriginResult) -> Event {
         result,
         response: None,
         timing: timing(),
-        outcome: OutcomePolicy::default(),
+        outcome: OutcomeTable::default(),
     }
 }
 
@@ -77,7 +77,7 @@ fn a_final_answer_moves_the_alarm_to_its_expiry() {
         result: OriginResult::Responded(201),
         response: Some(Arc::new(answer())),
         timing: timing(),
-        outcome: OutcomePolicy::default(),
+        outcome: OutcomeTable::default(),
     };
     let done = step(Some(&claimed()), event, T0 + 10);
     assert!(matches!(put(&done), Record::Completed(_)));

@@ -18,8 +18,8 @@ use proptest::sample::Index;
 
 use super::*;
 use crate::core::key_rules::key_state::{Arrival, Decided, KeyState, Pending};
-use crate::core::vocabulary::object_policy::Mode;
-use crate::core::vocabulary::object_policy::{ObjectPolicy, DEFAULT_WAITERS_PER_KEY};
+use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::key_terms::{KeyTerms, DEFAULT_WAITERS_PER_KEY};
 use crate::core::vocabulary::problem::PROBLEM_CONTENT_TYPE;
 
 // ---------------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ fn response_of_size(status: u16, size: usize) -> Arc<StoredResponse> {
 
 /// The origin finished `attempt` with `result`; a `Responded` result carries `response`.
 fn finished(attempt: AttemptId, result: OriginResult, response: Option<Arc<StoredResponse>>) -> Event {
-    Event::OriginFinished { attempt, result, response, timing: timing(), outcome: OutcomePolicy::default() }
+    Event::OriginFinished { attempt, result, response, timing: timing(), outcome: OutcomeTable::default() }
 }
 
 /// The origin answered `attempt` with `answer`.
@@ -400,8 +400,8 @@ fn past_the_waiting_bytes_a_duplicate_is_told_to_retry() {
 #[test]
 fn the_route_outcome_policy_decides_what_a_status_means() {
     let record = in_flight(A, T0);
-    let route_mode = OutcomePolicy { via_cloudflare: true, ..OutcomePolicy::default() };
-    let finish = |status: u16, outcome: OutcomePolicy, confirmed: bool| {
+    let route_mode = OutcomeTable { via_cloudflare: true, ..OutcomeTable::default() };
+    let finish = |status: u16, outcome: OutcomeTable, confirmed: bool| {
         let mut answer = (*response(status)).clone();
         if confirmed {
             answer.headers.push(("Idempotency-Released".to_owned(), "true".to_owned()));
@@ -430,11 +430,11 @@ fn the_route_outcome_policy_decides_what_a_status_means() {
     }
     // Outside route mode the same statuses are the origin's own final word.
     assert!(matches!(
-        finish(521, OutcomePolicy::default(), false).change,
+        finish(521, OutcomeTable::default(), false).change,
         RecordChange::Put(Record::Completed(_))
     ));
     // A release status without the origin's confirmation, where the route asks for it.
-    let strict = OutcomePolicy { release_requires_header: true, ..OutcomePolicy::default() };
+    let strict = OutcomeTable { release_requires_header: true, ..OutcomeTable::default() };
     assert!(matches!(finish(503, strict, false).change, RecordChange::Put(Record::Unknown(_))));
     assert_eq!(finish(503, strict, true).change, RecordChange::Delete);
 }
@@ -447,7 +447,7 @@ fn an_oversized_answer_goes_to_its_caller_and_the_key_is_held() {
         result: OriginResult::Oversized(200),
         response: None,
         timing: timing(),
-        outcome: OutcomePolicy::default(),
+        outcome: OutcomeTable::default(),
     };
     let step = step(Some(&record), event, T0 + 10);
     let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
@@ -629,7 +629,7 @@ fn an_unknown_outcome_keeps_the_claims_expiry_when_that_is_later() {
         result: OriginResult::TimedOut,
         response: None,
         timing: short,
-        outcome: OutcomePolicy::default(),
+        outcome: OutcomeTable::default(),
     };
     let step = step(Some(&record), event, now);
     let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
@@ -912,7 +912,7 @@ fn timing_strategy() -> impl Strategy<Value = Timing> {
 /// clock, plus what the rules say about when the key may run again.
 struct Sim {
     timing: Timing,
-    policy: ObjectPolicy,
+    policy: KeyTerms,
     /// The route has a lookup (rule 9): claims store it, unknown outcomes are looked up.
     reconciles: bool,
     now: Millis,
@@ -937,10 +937,10 @@ impl Sim {
         Sim {
             timing,
             reconciles,
-            policy: ObjectPolicy {
+            policy: KeyTerms {
                 timing,
                 limits: WaiterLimits::default(),
-                outcome: OutcomePolicy::default(),
+                outcome: OutcomeTable::default(),
                 max_stored_response_bytes: MAX_STORED_RESPONSE_BYTES as u64,
                 max_origin_attempts: None,
                 mode: Mode::Enforce,
@@ -1453,7 +1453,7 @@ impl Sim {
 
         // The outcome table, and how long the key is held afterwards.
         let ttl_end = self.now + self.timing.ttl_ms;
-        let held_until = match (disposition(result, &OutcomePolicy::default(), false), &step.change) {
+        let held_until = match (disposition(result, &OutcomeTable::default(), false), &step.change) {
             (Disposition::Release, RecordChange::Delete) => None,
             (Disposition::Final, RecordChange::Put(Record::Completed(done))) if !oversized => {
                 prop_assert_eq!(done.attempt, attempt);
@@ -1466,7 +1466,7 @@ impl Sim {
             }
             (Disposition::Final | Disposition::Unknown, RecordChange::Put(Record::Unknown(unknown)))
                 if oversized
-                    || disposition(result, &OutcomePolicy::default(), false) == Disposition::Unknown =>
+                    || disposition(result, &OutcomeTable::default(), false) == Disposition::Unknown =>
             {
                 prop_assert_eq!(unknown.attempt, attempt);
                 prop_assert_eq!(unknown.expires_at, ttl_end.max(claim.expires_at));
@@ -1557,7 +1557,7 @@ fn a_response_status_without_its_answer_is_held_as_unknown() {
             result: OriginResult::Responded(status),
             response: None,
             timing,
-            outcome: OutcomePolicy::default(),
+            outcome: OutcomeTable::default(),
         };
         let next = step(Some(&claim), finished, 10);
         assert!(matches!(next.change, RecordChange::Put(Record::Unknown(_))), "{status}: {next:?}");

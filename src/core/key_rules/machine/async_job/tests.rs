@@ -16,10 +16,10 @@ use crate::core::formats::record::{Completed, StoredResponse};
 use crate::core::key_rules::key_state::{Arrival, KeyState, Pending};
 use crate::core::key_rules::machine::{step, Event, Step};
 use crate::core::vocabulary::decision::Decision;
-use crate::core::vocabulary::object_policy::Mode;
-use crate::core::vocabulary::object_policy::ObjectPolicy;
-use crate::core::vocabulary::object_policy::{Timing, WaiterLimits};
-use crate::core::vocabulary::policy::{OriginResult, OutcomePolicy};
+use crate::core::vocabulary::key_terms::KeyTerms;
+use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::key_terms::{Timing, WaiterLimits};
+use crate::core::vocabulary::outcome_table::{OriginResult, OutcomeTable};
 
 const T0: Millis = 1_700_000_000_000;
 const TTL: u64 = 600_000;
@@ -34,11 +34,11 @@ fn timing() -> Timing {
     Timing { ttl_ms: TTL, duplicate_wait_ms: 5_000, origin_timeout_ms: TIMEOUT }
 }
 
-fn policy(max_origin_attempts: Option<u16>) -> ObjectPolicy {
-    ObjectPolicy {
+fn policy(max_origin_attempts: Option<u16>) -> KeyTerms {
+    KeyTerms {
         timing: timing(),
         limits: WaiterLimits::default(),
-        outcome: OutcomePolicy::default(),
+        outcome: OutcomeTable::default(),
         max_stored_response_bytes: 1_000_000,
         max_origin_attempts,
         mode: Mode::Enforce,
@@ -112,7 +112,7 @@ fn finished(attempt: AttemptId, result: OriginResult, retry_after_ms: Option<u64
         result,
         response,
         timing: timing(),
-        outcome: OutcomePolicy::default(),
+        outcome: OutcomeTable::default(),
         retry_after_ms,
         jitter,
     }
@@ -682,7 +682,7 @@ fn op() -> impl Strategy<Value = Op> {
 /// (`core::key_rules::key_state::KeyState`, lost in a crash), driven as `runtime::object` drives it.
 struct Sim {
     max: Option<u16>,
-    policy: ObjectPolicy,
+    policy: KeyTerms,
     now: Millis,
     stored: Option<Record>,
     key: KeyState,

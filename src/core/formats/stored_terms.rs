@@ -1,10 +1,10 @@
-//! The route's policy (`core::vocabulary::object_policy::ObjectPolicy`) as a stored format: how an
+//! The terms a key is held under (`core::vocabulary::key_terms::KeyTerms`) as a stored format: how an
 //! asynchronous job (`core::key_rules::machine::async_job`) and the lookup of an unknown outcome
 //! (`core::key_rules::reconcile`) keep it in the key's record, and how the jobs of earlier releases
 //! kept it.
 //!
 //! This format is the storage's own: the envelope the Worker hands the object
-//! (`core::edge_rules::wire`) has a policy layout of its own, so a change to that message changes
+//! (`core::edge_rules::wire`) has a layout of its own for them, so a change to that message changes
 //! nothing stored. Today both write the same fields in the same order (the stored form
 //! was the envelope's when it was introduced), which the fixtures of
 //! `testdata/formats-jobs-v3.txt` pin.
@@ -12,8 +12,8 @@
 use crate::core::primitives::codec::{Reader, Writer};
 use crate::core::primitives::key::IDEMPOTENCY_KEY;
 use crate::core::primitives::names::{is_binding_name, is_header_name};
-use crate::core::vocabulary::object_policy::{Mode, ObjectPolicy, Timing, WaiterLimits};
-use crate::core::vocabulary::policy::{OutcomePolicy, StatusSet};
+use crate::core::vocabulary::key_terms::{KeyTerms, Mode, Timing, WaiterLimits};
+use crate::core::vocabulary::outcome_table::{OutcomeTable, StatusSet};
 
 /// The version of a stored policy ([`encode`]).
 const POLICY_VERSION: u8 = 1;
@@ -31,7 +31,7 @@ const POLICY_KEY_HEADER: u8 = 8;
 /// limits, stored-answer cap, flags, the two status lists, the send cap (0: the origin does
 /// not deduplicate), the service binding (empty: none), and with [`POLICY_KEY_HEADER`] the
 /// key header's lowercase name.
-pub fn encode(policy: &ObjectPolicy) -> Vec<u8> {
+pub fn encode(policy: &KeyTerms) -> Vec<u8> {
     let mut out = Writer::with_capacity(96);
     out.u8(POLICY_VERSION);
     out.u64(policy.timing.ttl_ms);
@@ -61,7 +61,7 @@ pub fn encode(policy: &ObjectPolicy) -> Vec<u8> {
 
 /// The inverse of [`encode`]: `None` for another version or anything malformed (the job or
 /// lookup holding it is then unreadable: 503, never a send on a guess).
-pub fn decode(bytes: &[u8]) -> Option<ObjectPolicy> {
+pub fn decode(bytes: &[u8]) -> Option<KeyTerms> {
     let mut input = Reader::new(bytes);
     if input.u8().ok()? != POLICY_VERSION {
         return None;
@@ -112,10 +112,10 @@ pub fn decode(bytes: &[u8]) -> Option<ObjectPolicy> {
         None
     };
     input.finish().ok()?;
-    Some(ObjectPolicy {
+    Some(KeyTerms {
         timing,
         limits,
-        outcome: OutcomePolicy {
+        outcome: OutcomeTable {
             release,
             unknown,
             release_requires_header: flags & POLICY_RELEASE_REQUIRES_HEADER != 0,
@@ -136,7 +136,7 @@ pub fn decode(bytes: &[u8]) -> Option<ObjectPolicy> {
 /// flags bit 0 is "via Cloudflare", bit 1 "release requires the header", bit 2 "observe
 /// mode"; the status lists are joined with `.` and may be empty; `max_attempts` is 0 when
 /// the origin does not deduplicate; `service` is the origin's binding name or empty.
-pub fn encode_text(policy: &ObjectPolicy) -> String {
+pub fn encode_text(policy: &KeyTerms) -> String {
     let statuses = |set: &StatusSet| set.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(".");
     let flags = u8::from(policy.outcome.via_cloudflare)
         | u8::from(policy.outcome.release_requires_header) << 1
@@ -158,7 +158,7 @@ pub fn encode_text(policy: &ObjectPolicy) -> String {
 }
 
 /// The inverse of [`encode_text`].
-pub fn decode_text(value: &str) -> Option<ObjectPolicy> {
+pub fn decode_text(value: &str) -> Option<KeyTerms> {
     let mut parts = value.split(',');
     let mut number = || parts.next()?.trim().parse::<u64>().ok();
     let timing = Timing { ttl_ms: number()?, duplicate_wait_ms: number()?, origin_timeout_ms: number()? };
@@ -174,7 +174,7 @@ pub fn decode_text(value: &str) -> Option<ObjectPolicy> {
             .collect::<Option<Vec<_>>>()?;
         StatusSet::of(&numbers)
     };
-    let outcome = OutcomePolicy {
+    let outcome = OutcomeTable {
         release: statuses()?,
         unknown: statuses()?,
         release_requires_header: flags & 2 != 0,
@@ -190,7 +190,7 @@ pub fn decode_text(value: &str) -> Option<ObjectPolicy> {
         _ => return None,
     };
     let mode = if flags & 4 != 0 { Mode::Observe } else { Mode::Enforce };
-    (flags < 8 && parts.next().is_none()).then_some(ObjectPolicy {
+    (flags < 8 && parts.next().is_none()).then_some(KeyTerms {
         timing,
         limits,
         outcome,
@@ -215,7 +215,7 @@ mod tests {
         let bytes = encode(&policy());
         assert_eq!(decode(&bytes), Some(policy()));
         let observe =
-            ObjectPolicy { mode: Mode::Observe, origin_service: None, max_origin_attempts: None, ..policy() };
+            KeyTerms { mode: Mode::Observe, origin_service: None, max_origin_attempts: None, ..policy() };
         assert_eq!(decode(&encode(&observe)), Some(observe));
         let mut future = bytes.clone();
         future[0] = 9;
@@ -236,7 +236,7 @@ mod tests {
 
     #[test]
     fn a_key_header_round_trips_in_one_encoding() {
-        let routed = ObjectPolicy { key_header: Some("x-request-id".into()), ..policy() };
+        let routed = KeyTerms { key_header: Some("x-request-id".into()), ..policy() };
         let bytes = encode(&routed);
         assert_eq!(decode(&bytes), Some(routed.clone()));
         assert_eq!(decode(&bytes).map(|p| p.key_header().to_owned()), Some("x-request-id".to_owned()));

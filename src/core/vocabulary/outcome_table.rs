@@ -1,7 +1,7 @@
 //! What an origin result means for the key: the outcome table.
 //!
 //! Owns the one place where an origin's answer (or failure) is classified. Change the
-//! product's outcome policy here and nowhere else.
+//! product's outcome table here and nowhere else.
 //!
 //! The table depends on where the answer came from. In route mode (`ORIGIN_URL` empty) the
 //! Worker's fetch goes through Cloudflare to the origin, so Cloudflare's own 52x answers
@@ -28,7 +28,7 @@
 //! options to narrow the set, or to require the origin's explicit confirmation.
 
 /// The response header with which an origin confirms that it did not execute a request
-/// (see [`OutcomePolicy::release_requires_header`]).
+/// (see [`OutcomeTable::release_requires_header`]).
 pub const RELEASED_HEADER: &str = "idempotency-released";
 
 /// The statuses that release a key unless a route says otherwise.
@@ -135,9 +135,9 @@ impl std::fmt::Debug for StatusSet {
     }
 }
 
-/// How one route's origin answers are classified.
+/// How one route's origin answers are classified: its rows of the outcome table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OutcomePolicy {
+pub struct OutcomeTable {
     /// Statuses that mean "not executed" at this origin.
     pub release: StatusSet,
     /// Statuses that leave the outcome unknown (e.g. a gateway's 502 or 504).
@@ -149,9 +149,9 @@ pub struct OutcomePolicy {
     pub via_cloudflare: bool,
 }
 
-impl Default for OutcomePolicy {
+impl Default for OutcomeTable {
     fn default() -> Self {
-        OutcomePolicy {
+        OutcomeTable {
             release: StatusSet::of(&DEFAULT_RELEASE_STATUSES).unwrap_or_default(),
             unknown: StatusSet::default(),
             release_requires_header: false,
@@ -162,7 +162,7 @@ impl Default for OutcomePolicy {
 
 /// The outcome table (see the module doc). `release_confirmed` says whether the answer
 /// carried `Idempotency-Released: true`.
-pub fn disposition(result: OriginResult, policy: &OutcomePolicy, release_confirmed: bool) -> Disposition {
+pub fn disposition(result: OriginResult, policy: &OutcomeTable, release_confirmed: bool) -> Disposition {
     use Disposition::{Final, Release, Unknown};
     let by_status = |status: u16| {
         if policy.via_cloudflare && CLOUDFLARE_UNKNOWN.contains(&status) {
@@ -207,8 +207,8 @@ mod tests {
     use Disposition::*;
     use OriginResult::*;
 
-    fn route_mode() -> OutcomePolicy {
-        OutcomePolicy { via_cloudflare: true, ..OutcomePolicy::default() }
+    fn route_mode() -> OutcomeTable {
+        OutcomeTable { via_cloudflare: true, ..OutcomeTable::default() }
     }
 
     #[test]
@@ -242,19 +242,19 @@ mod tests {
             (ResetAfterSend, Unknown),
         ];
         for (result, expected) in rows {
-            assert_eq!(disposition(result, &OutcomePolicy::default(), false), expected, "{result:?}");
+            assert_eq!(disposition(result, &OutcomeTable::default(), false), expected, "{result:?}");
         }
     }
 
     #[test]
     fn a_refused_caller_always_releases_the_key() {
-        let strict = OutcomePolicy {
+        let strict = OutcomeTable {
             release: StatusSet::default(),
             unknown: StatusSet::of(&[401, 403]).unwrap(),
             release_requires_header: true,
             via_cloudflare: true,
         };
-        for policy in [OutcomePolicy::default(), route_mode(), strict] {
+        for policy in [OutcomeTable::default(), route_mode(), strict] {
             for status in [401, 403] {
                 assert_eq!(disposition(OriginResult::Responded(status), &policy, false), Release);
                 assert_eq!(disposition(OriginResult::Oversized(status), &policy, false), Release);
@@ -287,8 +287,7 @@ mod tests {
 
     #[test]
     fn a_route_may_call_gateway_errors_unknown() {
-        let policy =
-            OutcomePolicy { unknown: StatusSet::of(&[502, 504]).unwrap(), ..OutcomePolicy::default() };
+        let policy = OutcomeTable { unknown: StatusSet::of(&[502, 504]).unwrap(), ..OutcomeTable::default() };
         assert_eq!(disposition(Responded(502), &policy, false), Unknown);
         assert_eq!(disposition(Responded(504), &policy, false), Unknown);
         assert_eq!(disposition(Responded(500), &policy, false), Final);
@@ -297,20 +296,20 @@ mod tests {
 
     #[test]
     fn a_route_may_narrow_or_widen_the_release_statuses() {
-        let narrow = OutcomePolicy { release: StatusSet::of(&[429]).unwrap(), ..OutcomePolicy::default() };
+        let narrow = OutcomeTable { release: StatusSet::of(&[429]).unwrap(), ..OutcomeTable::default() };
         assert_eq!(disposition(Responded(429), &narrow, false), Release);
         assert_eq!(disposition(Responded(503), &narrow, false), Final);
         assert_eq!(disposition(Responded(408), &narrow, false), Final);
-        let none = OutcomePolicy { release: StatusSet::default(), ..OutcomePolicy::default() };
+        let none = OutcomeTable { release: StatusSet::default(), ..OutcomeTable::default() };
         assert_eq!(disposition(Responded(503), &none, false), Final);
         assert_eq!(disposition(ConnectRefused, &none, false), Release, "a refused connect sent nothing");
-        let wide = OutcomePolicy { release: StatusSet::of(&[503, 507]).unwrap(), ..OutcomePolicy::default() };
+        let wide = OutcomeTable { release: StatusSet::of(&[503, 507]).unwrap(), ..OutcomeTable::default() };
         assert_eq!(disposition(Responded(507), &wide, false), Release);
     }
 
     #[test]
     fn release_requires_the_origins_confirmation_when_asked() {
-        let strict = OutcomePolicy { release_requires_header: true, ..OutcomePolicy::default() };
+        let strict = OutcomeTable { release_requires_header: true, ..OutcomeTable::default() };
         assert_eq!(disposition(Responded(503), &strict, false), Unknown);
         assert_eq!(disposition(Responded(503), &strict, true), Release);
         assert_eq!(disposition(Responded(429), &strict, false), Unknown);
@@ -318,7 +317,7 @@ mod tests {
         assert_eq!(disposition(Responded(500), &strict, true), Final);
         assert_eq!(disposition(Responded(201), &strict, true), Final);
         // Cloudflare cannot send the header; its "never delivered" answers still release.
-        let strict_route = OutcomePolicy { via_cloudflare: true, ..strict };
+        let strict_route = OutcomeTable { via_cloudflare: true, ..strict };
         assert_eq!(disposition(Responded(522), &strict_route, false), Release);
         assert_eq!(disposition(Responded(520), &strict_route, true), Unknown);
     }

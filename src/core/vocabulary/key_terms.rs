@@ -1,10 +1,11 @@
-//! What a key's object is told about the route a request came on: its timing, its waiter
+//! The terms a key is held under: what a key's object is told about the route a request
+//! came on: its timing, its waiter
 //! limits, how the origin's answers are classified, whether the route enforces or only
 //! observes, and the bounds every configuration of these is checked against. The Worker
 //! builds it from the configuration (`core::edge_rules::config`) and hands it over in the call's
-//! envelope (`core::edge_rules::wire`); an asynchronous job and a lookup store it (`core::formats::stored_policy`).
+//! envelope (`core::edge_rules::wire`); an asynchronous job and a lookup store it (`core::formats::stored_terms`).
 
-use super::policy::OutcomePolicy;
+use super::outcome_table::OutcomeTable;
 use crate::core::primitives::key::IDEMPOTENCY_KEY;
 
 /// Whether the worker enforces its rules on a route, or only watches (`MODE`, route option
@@ -87,13 +88,14 @@ impl Default for WaiterLimits {
     }
 }
 
-/// What the key's object needs of the configuration for one request. The Worker hands it
-/// over in the call's envelope (`core::edge_rules::wire`), so the object parses no configuration itself.
+/// The terms a key is held under for one request: what the key's object needs of the
+/// configuration (the route's timing, waiter limits, outcome table, caps, mode, origin
+/// binding and key header). The Worker hands them over in the call's envelope (`core::edge_rules::wire`), so the object parses no configuration itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ObjectPolicy {
+pub struct KeyTerms {
     pub timing: Timing,
     pub limits: WaiterLimits,
-    pub outcome: OutcomePolicy,
+    pub outcome: OutcomeTable,
     pub max_stored_response_bytes: u64,
     pub max_origin_attempts: Option<u16>,
     /// In `Observe`, the object records and decides but never forwards or answers for the
@@ -106,7 +108,7 @@ pub struct ObjectPolicy {
     pub key_header: Option<String>,
 }
 
-impl ObjectPolicy {
+impl KeyTerms {
     /// The lowercase name of the header the key came from.
     pub fn key_header(&self) -> &str {
         self.key_header.as_deref().unwrap_or(IDEMPOTENCY_KEY.lowercase)

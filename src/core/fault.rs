@@ -70,13 +70,16 @@ pub enum PlatformCall {
 /// How far a request had come when a fault ended it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
-    /// Nothing was claimed for this request (its claim, if any, was not written) and
-    /// nothing was sent.
+    /// Nothing was claimed or changed for this request (its claim, if any, was not
+    /// written) and nothing was sent.
     BeforeClaim,
     /// Its claim was written, and nothing was sent.
     Claimed,
     /// The request was forwarded: the origin may have executed it.
     Forwarded,
+    /// The key's step for this request was carried out (written as the key's driver
+    /// decided); the fault came after it, in giving the answer.
+    AfterStep,
 }
 
 /// What the caller is answered.
@@ -98,6 +101,8 @@ pub enum KeyFate {
     /// The claim stays stored: the key is held (in progress, then unknown once its lease
     /// ends) and never forwarded again.
     HeldUnknown,
+    /// Where the key's step left it: the fault changes nothing the step wrote.
+    AsStepped,
 }
 
 /// How loud the log line is.
@@ -194,12 +199,15 @@ pub fn consequence(fault: &Fault) -> Consequence {
                 (FaultAnswer::Problem(storage_unavailable()), KeyFate::HeldUnknown)
             }
         },
+        // The step stands (a claim stays claimed, a release released): only the answer is
+        // lost, and the caller retries the same key.
+        Stage::AfterStep => (FaultAnswer::Problem(storage_unavailable()), KeyFate::AsStepped),
     };
     Consequence { answer, key, level: FaultLevel::Error, field: fault.source.label() }
 }
 
 /// 503 when the object cannot read or write its record: nothing was forwarded.
-pub(crate) fn storage_unavailable() -> Problem {
+fn storage_unavailable() -> Problem {
     Problem::new(
         ProblemKind::StorageUnavailable,
         "The idempotency record could not be read or written, so the request was not forwarded. Retry with the same key.",

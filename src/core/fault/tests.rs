@@ -178,10 +178,19 @@ fn a_platform_fault_after_the_forward_is_503_and_holds_the_key() {
 }
 
 #[test]
+fn a_fault_in_giving_the_answer_is_503_and_leaves_the_step_as_written() {
+    for source in sources() {
+        let consequence = consequence(&Fault { source, stage: Stage::AfterStep });
+        assert_503_retry_now(&consequence);
+        assert_eq!(consequence.key, KeyFate::AsStepped, "{source:?}");
+    }
+}
+
+#[test]
 fn every_fault_is_logged_as_an_error_naming_its_source() {
     let mut labels = Vec::new();
     for source in sources() {
-        for stage in [Stage::BeforeClaim, Stage::Claimed, Stage::Forwarded] {
+        for stage in [Stage::BeforeClaim, Stage::Claimed, Stage::Forwarded, Stage::AfterStep] {
             let consequence = consequence(&Fault { source, stage });
             assert_eq!(consequence.level, FaultLevel::Error);
             assert_eq!(consequence.field, source.label());

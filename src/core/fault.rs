@@ -1,4 +1,5 @@
-//! Faults: a dependency of the worker failed (the key's storage, a platform call), as one
+//! Faults: a dependency of the worker failed (the key's storage, a platform call, the
+//! Worker's call to the key's object), as one
 //! value that says which dependency and how far the request had come, mapped by one
 //! function ([`consequence`]) to what the caller is answered, what becomes of the key, and
 //! what the log line says.
@@ -39,6 +40,10 @@ pub enum FaultSource {
     /// The key's driver stepped without giving an answer to send (it always gives one;
     /// this is the answer should it not).
     NoAnswer,
+    /// The Worker's call to the key's object (`core::routes::ObjectCallFailure` says how
+    /// it failed), on a route that chose availability (`route_fails_open`) or not. Its
+    /// stage is `BeforeClaim` only where the object provably never had the request.
+    ObjectCall { route_fails_open: bool },
 }
 
 /// What the key's storage was asked to do.
@@ -78,7 +83,8 @@ pub enum Stage {
     /// The request was forwarded: the origin may have executed it.
     Forwarded,
     /// The key's step for this request was carried out (written as the key's driver
-    /// decided); the fault came after it, in giving the answer.
+    /// decided), or may have been (a call to the object that failed once sent); the fault
+    /// came after it, in giving the answer.
     AfterStep,
 }
 
@@ -89,6 +95,9 @@ pub enum FaultAnswer {
     Problem(Problem),
     /// What the origin answered: the fault came after it, and cannot take it back.
     Origin,
+    /// The request forwarded by the Worker without protection: the route chose
+    /// availability, and the key's object never had the request.
+    FailOpen,
 }
 
 /// What becomes of the key.
@@ -128,7 +137,7 @@ impl Consequence {
     pub fn problem(&self) -> Option<&Problem> {
         match &self.answer {
             FaultAnswer::Problem(problem) => Some(problem),
-            FaultAnswer::Origin => None,
+            FaultAnswer::Origin | FaultAnswer::FailOpen => None,
         }
     }
 }
@@ -143,11 +152,13 @@ impl Fault {
     }
 
     /// The problem [`consequence`] answers this fault with. A fault after the forward is
-    /// answered with the origin's answer; should that be missing, this problem.
+    /// answered with the origin's answer, and a failed object call on a route that fails
+    /// open with the forward; should either be missing, this problem.
     pub fn problem(&self) -> Problem {
-        match consequence(self).answer {
-            FaultAnswer::Problem(problem) => problem,
-            FaultAnswer::Origin => storage_unavailable(),
+        match (consequence(self).answer, self.source) {
+            (FaultAnswer::Problem(problem), _) => problem,
+            (_, FaultSource::ObjectCall { .. }) => object_unreachable(),
+            (FaultAnswer::Origin | FaultAnswer::FailOpen, _) => storage_unavailable(),
         }
     }
 }
@@ -170,6 +181,7 @@ impl FaultSource {
                 PlatformCall::Answer => "platform-answer",
             },
             FaultSource::NoAnswer => "no-answer",
+            FaultSource::ObjectCall { .. } => "object-call",
         }
     }
 
@@ -184,7 +196,28 @@ impl FaultSource {
 /// fault leaves the key (`KeyFate`) is where the key's driver leaves it for the same
 /// failure, so a fault after the forward never releases the key.
 pub fn consequence(fault: &Fault) -> Consequence {
-    let (answer, key) = match fault.stage {
+    let (answer, key) = match (fault.source, fault.stage) {
+        // The object never had the request: forwarded unprotected only where the route
+        // chose availability, and nothing of the key changed either way.
+        (FaultSource::ObjectCall { route_fails_open: true }, Stage::BeforeClaim) => {
+            (FaultAnswer::FailOpen, KeyFate::Untouched)
+        }
+        (FaultSource::ObjectCall { .. }, Stage::BeforeClaim) => {
+            (FaultAnswer::Problem(object_unreachable()), KeyFate::Untouched)
+        }
+        // The object may have had it, and claimed and sent it: never forwarded again from
+        // here, whatever the route chose; the object's step stands.
+        (FaultSource::ObjectCall { .. }, _) => {
+            (FaultAnswer::Problem(object_unreachable()), KeyFate::AsStepped)
+        }
+        (_, stage) => by_stage(fault.source, stage),
+    };
+    Consequence { answer, key, level: FaultLevel::Error, field: fault.source.label() }
+}
+
+/// [`consequence`] of a fault inside the key's object: by how far the request had come.
+fn by_stage(source: FaultSource, stage: Stage) -> (FaultAnswer, KeyFate) {
+    match stage {
         // Nothing stored, nothing sent: the caller may retry the same key at once.
         Stage::BeforeClaim => (FaultAnswer::Problem(storage_unavailable()), KeyFate::Untouched),
         // Nothing sent, but the claim stands: it is withdrawn, so the retry is not told
@@ -192,18 +225,17 @@ pub fn consequence(fault: &Fault) -> Consequence {
         Stage::Claimed => (FaultAnswer::Problem(storage_unavailable()), KeyFate::Released),
         // The origin may have executed it: the caller gets what the origin said, and the
         // claim stays (a release here could execute the payment twice).
-        Stage::Forwarded => match fault.source {
+        Stage::Forwarded => match source {
             FaultSource::Storage { .. } => (FaultAnswer::Origin, KeyFate::HeldUnknown),
             // No origin answer to pass on: the problem, the key held all the same.
-            FaultSource::Platform { .. } | FaultSource::NoAnswer => {
+            FaultSource::Platform { .. } | FaultSource::NoAnswer | FaultSource::ObjectCall { .. } => {
                 (FaultAnswer::Problem(storage_unavailable()), KeyFate::HeldUnknown)
             }
         },
         // The step stands (a claim stays claimed, a release released): only the answer is
         // lost, and the caller retries the same key.
         Stage::AfterStep => (FaultAnswer::Problem(storage_unavailable()), KeyFate::AsStepped),
-    };
-    Consequence { answer, key, level: FaultLevel::Error, field: fault.source.label() }
+    }
 }
 
 /// 503 when the object cannot read or write its record: nothing was forwarded.
@@ -211,6 +243,15 @@ fn storage_unavailable() -> Problem {
     Problem::new(
         ProblemKind::StorageUnavailable,
         "The idempotency record could not be read or written, so the request was not forwarded. Retry with the same key.",
+    )
+    .with_retry_after(1)
+}
+
+/// 503 for a key whose object could not be reached.
+fn object_unreachable() -> Problem {
+    Problem::new(
+        ProblemKind::StorageUnavailable,
+        "The idempotency record for this key could not be reached, so the request was not forwarded. Retry with the same key.",
     )
     .with_retry_after(1)
 }

@@ -187,6 +187,46 @@ fn a_fault_in_giving_the_answer_is_503_and_leaves_the_step_as_written() {
 }
 
 #[test]
+fn a_failed_object_call_fails_open_only_where_the_object_never_had_the_request() {
+    use crate::core::routes::{after_object_failure, AfterObjectFailure, ObjectCallFailure, Unavailable};
+    let never_had_it =
+        Fault { source: FaultSource::ObjectCall { route_fails_open: true }, stage: Stage::BeforeClaim };
+    assert_eq!(consequence(&never_had_it).answer, FaultAnswer::FailOpen);
+    assert_eq!(consequence(&never_had_it).key, KeyFate::Untouched);
+    for route_fails_open in [false, true] {
+        let source = FaultSource::ObjectCall { route_fails_open };
+        for stage in [Stage::Claimed, Stage::Forwarded, Stage::AfterStep] {
+            // The object may have claimed and sent it: refused, whatever the route chose.
+            let consequence = consequence(&Fault { source, stage });
+            assert_503_retry_now(&consequence);
+            assert!(consequence.problem().unwrap().detail.contains("could not be reached"));
+            assert_ne!(consequence.key, KeyFate::Released, "{stage:?}");
+        }
+    }
+    let refused = consequence(&Fault {
+        source: FaultSource::ObjectCall { route_fails_open: false },
+        stage: Stage::BeforeClaim,
+    });
+    assert_503_retry_now(&refused);
+    assert_eq!(refused.key, KeyFate::Untouched);
+    // The Worker's rule is this mapping.
+    for failure in [
+        ObjectCallFailure::BeforeSend,
+        ObjectCallFailure::Rejected { overloaded: true, remote: false },
+        ObjectCallFailure::UnmarkedAnswer,
+    ] {
+        let open = after_object_failure(failure, Unavailable::FailOpen);
+        assert_eq!(
+            open == AfterObjectFailure::FailOpen,
+            failure == ObjectCallFailure::BeforeSend,
+            "{failure:?}"
+        );
+        let closed = after_object_failure(failure, Unavailable::FailClosed);
+        assert_eq!(closed, AfterObjectFailure::Refuse(refused.problem().unwrap().clone()), "{failure:?}");
+    }
+}
+
+#[test]
 fn every_fault_is_logged_as_an_error_naming_its_source() {
     let mut labels = Vec::new();
     for source in sources() {
@@ -197,6 +237,7 @@ fn every_fault_is_logged_as_an_error_naming_its_source() {
         }
         labels.push(source.label());
     }
+    labels.push(FaultSource::ObjectCall { route_fails_open: false }.label());
     let count = labels.len();
     labels.sort_unstable();
     labels.dedup();

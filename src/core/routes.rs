@@ -45,7 +45,7 @@ use super::jwt::ClaimPath;
 use super::key::KeyHeader;
 use super::origin_auth::SIGNATURE_HEADER;
 use super::policy::{StatusSet, AUTH_REFUSED};
-use super::problem::{Problem, ProblemKind};
+use super::problem::Problem;
 use super::reconcile::ReconcileRoute;
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime

@@ -3,8 +3,9 @@
 //! (`crate::runtime`) converts between the platform's types and these, and carries out
 //! what the core decides.
 
-// The layers, lowest first: a module imports only its own layer and those below it, and no
-// import cycle runs through the core (tests/core_layers.rs fails the build otherwise).
+// The layers, lowest first: primitives, vocabulary, formats, key_rules, edge_rules. A module
+// imports only its own layer and those below it, and no import cycle runs through the core
+// (tests/core_layers.rs fails the build otherwise).
 pub mod edge_rules;
 pub mod formats;
 pub mod key_rules;

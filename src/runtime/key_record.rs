@@ -19,6 +19,7 @@ use crate::core::edge_rules::log::event_line;
 use crate::core::formats::record::{AttemptId, Record};
 use crate::core::key_rules::key_state::{Decided, Pending};
 use crate::core::key_rules::machine::RecordChange;
+use crate::core::vocabulary::fault::{FaultSource, StorageOperation};
 
 impl KeyObject {
     /// The record, read from storage the first time and from memory afterwards. A record
@@ -86,10 +87,10 @@ impl KeyObject {
                     // forwarded again by this instance.
                     self.key.borrow_mut().forget();
                     if let Err(error) = self.record() {
+                        let source = FaultSource::Storage { operation: error.operation() };
                         console_error!(
-                            "object {}: reading the record again failed: {}",
-                            self.short_id(),
-                            error
+                            "{}",
+                            source.log_line(&self.subject(), "reading the record again", &error)
                         );
                     }
                 }
@@ -119,7 +120,9 @@ impl KeyObject {
         match self.apply_fenced(&pending.step().change, still_current).await {
             Ok(()) => (self.key.borrow_mut().handle_written(pending), true),
             Err(error) => {
-                console_error!("object {}: writing {} failed: {}", self.short_id(), what, error);
+                // The key's driver decides what the failed write leaves (`core::vocabulary::fault`).
+                let source = FaultSource::Storage { operation: StorageOperation::Write };
+                console_error!("{}", source.log_line(&self.subject(), &format!("writing {what}"), &error));
                 (self.key.borrow_mut().handle_write_failed(pending, now_ms()), false)
             }
         }

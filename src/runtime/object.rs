@@ -69,8 +69,9 @@ use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::record::{AttemptId, Record, StoredResponse};
 use crate::core::key_rules::key_state::{Arrival, Decided, KeyState};
 use crate::core::key_rules::machine::async_job::ArrivalPlan;
-use crate::core::key_rules::machine::{storage_unavailable, Action};
+use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::fault::{Fault, FaultSource, Stage, StorageOperation};
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::OriginResult;
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
@@ -113,8 +114,9 @@ impl KeyObject {
     pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
         AssertUnwindSafe(async move {
             let answer = self.handle(req).await.or_else(|error| {
-                console_error!("object {}: answering failed: {}", self.short_id(), error);
-                respond::problem(&storage_unavailable())
+                let fault = error.fault();
+                console_error!("{}", fault.source.log_line(&self.subject(), "answering", &error));
+                respond::problem(&fault.problem())
             });
             respond::marked(answer).map(JsValue::from).map_err(JsValue::from)
         })
@@ -132,8 +134,9 @@ impl KeyObject {
     pub fn replay(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
         let Some((response, drained)) = self.replayed(&req) else { return Ok(JsValue::UNDEFINED) };
         let answer = response.or_else(|error| {
-            console_error!("object {}: answering failed: {}", self.short_id(), error);
-            respond::problem(&storage_unavailable())
+            let fault = error.fault();
+            console_error!("{}", fault.source.log_line(&self.subject(), "answering", &error));
+            respond::problem(&fault.problem())
         });
         let marked = respond::marked(answer).map_err(JsValue::from)?;
         Ok(js_sys::Array::of2(&marked.into(), &drained).into())
@@ -292,7 +295,8 @@ impl KeyObject {
                 }
                 let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
                 log.decision = withdrawn.decision.unwrap_or(log.decision);
-                return self.refuse(&storage_unavailable(), &mut log, &call.trace);
+                let fault = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
+                return self.refuse(&fault.problem(), &mut log, &call.trace);
             }
         }
         let Decided { step, decision } = decided;
@@ -323,8 +327,7 @@ impl KeyObject {
                 Action::Settle { .. } | Action::Lookup { .. } => {}
             }
         }
-        let response =
-            response.unwrap_or_else(|| respond::traced_problem(&storage_unavailable(), &call.trace));
+        let response = response.unwrap_or_else(|| respond::traced_problem(&NO_ANSWER.problem(), &call.trace));
         self.answer(response, &mut log, &call.trace)
     }
 
@@ -401,11 +404,12 @@ impl KeyObject {
         drain: bool,
         mut log: RequestLog,
     ) -> Result<Response> {
-        console_error!("object {}: {} failed: {}", self.short_id(), what, error);
+        let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+        console_error!("{}", fault.source.log_line(&self.subject(), what, &error));
         if drain {
             body::drain(req, Some(call.body_bytes)).await;
         }
-        self.refuse(&storage_unavailable(), &mut log, &call.trace)
+        self.refuse(&fault.problem(), &mut log, &call.trace)
     }
 
     /// Writes a request's line, naming the request (`core::vocabulary::trace::Trace`).
@@ -497,7 +501,7 @@ impl KeyObject {
             },
             // Should the step not settle (it always does), the waiters are released by the
             // dropped sender and get 409.
-            None => respond::problem(&storage_unavailable()),
+            None => respond::problem(&NO_ANSWER.problem()),
         }
     }
 
@@ -562,9 +566,10 @@ impl KeyObject {
         now: u64,
     ) -> Result<Response> {
         if let Err(error) = self.record() {
-            console_error!("object {}: reading the record failed: {}", self.short_id(), error);
+            let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+            console_error!("{}", fault.source.log_line(&self.subject(), "reading the record", &error));
             body::drain(req, None).await;
-            return respond::observed_decision(Decision::Rejected(ProblemKind::StorageUnavailable), None);
+            return respond::observed_decision(Decision::Rejected(fault.problem().kind), None);
         }
         let arrival = Arrival {
             fingerprint,
@@ -652,7 +657,7 @@ impl KeyObject {
                 log.decision = Decision::Rejected(problem.kind);
                 respond::traced_problem(&problem, trace)
             }
-            (None, Ok(_)) => respond::traced_problem(&storage_unavailable(), trace),
+            (None, Ok(_)) => respond::traced_problem(&NO_ANSWER.problem(), trace),
         }
     }
 
@@ -662,6 +667,11 @@ impl KeyObject {
 
     pub(super) fn short_id(&self) -> &str {
         self.store.short_id()
+    }
+
+    /// This object as a log line names it (`object {short id}`).
+    pub(super) fn subject(&self) -> String {
+        format!("object {}", self.short_id())
     }
 }
 
@@ -689,6 +699,9 @@ pub(super) struct Waiting {
     pub body_bytes: u64,
     pub wait_ms: u64,
 }
+
+/// The fault of a step that gave no answer to send (the key's driver always gives one).
+const NO_ANSWER: Fault = Fault { source: FaultSource::NoAnswer, stage: Stage::AfterStep };
 
 /// When an alarm that could not read its record looks again.
 const ALARM_AFTER_READ_ERROR_MS: u64 = 60_000;

@@ -43,11 +43,12 @@ use crate::core::key_rules::reconcile::ReconcileRoute;
 use crate::core::primitives::jwt::ClaimPath;
 use crate::core::primitives::key::KeyHeader;
 use crate::core::primitives::names::{is_binding_name, is_header_name};
+use crate::core::vocabulary::fault::{consequence, Fault, FaultAnswer, FaultSource, Stage};
 use crate::core::vocabulary::key_terms::{
     Mode, MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS,
 };
 use crate::core::vocabulary::outcome_table::{StatusSet, AUTH_REFUSED};
-use crate::core::vocabulary::problem::{Problem, ProblemKind};
+use crate::core::vocabulary::problem::Problem;
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
 /// forwards only standard methods from an object.
@@ -180,19 +181,20 @@ pub enum AfterObjectFailure {
 /// The decision after a failed object call (rule: fail open only on a fail-open route,
 /// and only when the call provably never left the Worker).
 pub fn after_object_failure(failure: ObjectCallFailure, on_unavailable: Unavailable) -> AfterObjectFailure {
-    if on_unavailable == Unavailable::FailOpen && failure.provably_undelivered() {
-        return AfterObjectFailure::FailOpen;
+    // A fault of the object call (`core::vocabulary::fault`), before the claim only where provably so.
+    let route_fails_open = on_unavailable == Unavailable::FailOpen;
+    let stage = if failure.provably_undelivered() { Stage::BeforeClaim } else { Stage::AfterStep };
+    let fault = Fault { source: FaultSource::ObjectCall { route_fails_open }, stage };
+    match consequence(&fault).answer {
+        FaultAnswer::FailOpen => AfterObjectFailure::FailOpen,
+        FaultAnswer::Problem(problem) => AfterObjectFailure::Refuse(problem),
+        FaultAnswer::Origin => AfterObjectFailure::Refuse(fault.problem()),
     }
-    AfterObjectFailure::Refuse(object_unreachable())
 }
 
 /// 503 `storage-unavailable` for a key whose object could not be reached.
 pub fn object_unreachable() -> Problem {
-    Problem::new(
-        ProblemKind::StorageUnavailable,
-        "The idempotency record for this key could not be reached, so the request was not forwarded. Retry with the same key.",
-    )
-    .with_retry_after(1)
+    Fault { source: FaultSource::ObjectCall { route_fails_open: false }, stage: Stage::BeforeClaim }.problem()
 }
 
 /// One route: a pattern and the overrides it carries.

@@ -34,13 +34,14 @@
 use std::sync::Arc;
 
 use super::machine::async_job::{job_decision, AsyncAccept};
-use super::machine::{self, outcome_unknown, storage_unavailable, Action, Event, RecordChange, Step};
+use super::machine::{self, outcome_unknown, Action, Event, RecordChange, Step};
 use super::reconcile::Verdict;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::reconciling::Reconciling;
 use crate::core::formats::record::{AttemptId, Record, StoredResponse, Unknown, UnknownReason};
 use crate::core::primitives::time::Millis;
 use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::fault::{Fault, FaultSource, Stage, StorageOperation};
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::key_terms::WaiterLimits;
 use crate::core::vocabulary::outcome_table::OriginResult;
@@ -296,7 +297,7 @@ impl KeyState {
         let step = machine::step(self.record(), Event::WaitExpired { attempt }, now);
         match step.actions.into_iter().next() {
             Some(Action::Reject(problem)) => Err(problem),
-            _ => Err(storage_unavailable()),
+            _ => Err(Fault { source: FaultSource::NoAnswer, stage: Stage::BeforeClaim }.problem()),
         }
     }
 
@@ -587,8 +588,9 @@ impl KeyState {
             None if job_claimed => {}
             None => return None,
         }
-        let step =
-            Step { change: RecordChange::Delete, actions: vec![Action::Reject(storage_unavailable())] };
+        // The fault's consequence (`core::vocabulary::fault`): a claim, nothing sent, released.
+        let withdrawn = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
+        let step = Step { change: RecordChange::Delete, actions: vec![Action::Reject(withdrawn.problem())] };
         Some(Pending {
             what: InProgress::Other,
             step,

@@ -7,6 +7,7 @@
 
 pub mod config_error;
 pub mod decision;
+pub mod fault;
 pub mod key_terms;
 pub mod outcome_table;
 pub mod problem;

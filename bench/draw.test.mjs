@@ -1,4 +1,4 @@
-// The SVG writer against a result shaped as bench/run.mjs writes it, without running the
+// The SVG writer against a result shaped as `bench.mjs run` writes it, without running the
 // benchmark: node --test bench/draw.test.mjs (no dependencies; node's own test runner).
 import test from "node:test";
 import assert from "node:assert/strict";

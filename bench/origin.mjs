@@ -1,5 +1,5 @@
 // The benchmark's origin: a fast HTTP/1.1 server on loopback, run as a child process of
-// bench/run.mjs (so it gets its own event loop and its CPU can be read from /proc).
+// `bench.mjs run` (so it gets its own event loop and its CPU can be read from /proc).
 //
 // - Every request counts as one execution of its Idempotency-Key (requests without a key
 //   are counted too, under no key).

@@ -1,5 +1,5 @@
 //! The benchmark's own node tests, run by the suite so that none is a test that nothing runs:
-//! `bench/draw.test.mjs` (the SVG writer against a result shaped as `bench/run.mjs` writes
+//! `bench/draw.test.mjs` (the SVG writer against a result shaped as `node bench/bench.mjs run` writes
 //! it) and `bench/wasm.test.mjs` (the measuring tools' wasm-opt settings against
 //! `scripts/build.sh`'s).
 

@@ -179,7 +179,7 @@ export function summarizeProfile(profile, top = 25) {
 /**
  * The named copy of the Wasm (`wasm`, from scripts/build.sh's target/wasm-names/) in a copy
  * of `build`, run by a profiled worker against `bench/origin.mjs` with wrangler.toml's
- * [vars]: what bench/profile-named.mjs and bench/profile-cold.mjs profile. `stop()` ends
+ * [vars]: what `bench.mjs profile named` and `profile cold` profile. `stop()` ends
  * the worker and the origin and removes the copy.
  */
 export async function startNamedWorker({ rootDir, build, wasm, name }) {

@@ -1,4 +1,4 @@
-// Draws a benchmark result (what bench/run.mjs writes to target/bench/latest.json) as one
+// Draws a benchmark result (what `bench.mjs run` writes to target/bench/latest.json) as one
 // SVG: the latency of each target for first attempts and replays (c1 and c16), the
 // coalesced bursts, the targets tables and the guarantees' price. No dependencies: strings in, a string out.
 //
@@ -176,7 +176,7 @@ function ratiosTable(out, y, title, columns, rows) {
   return 52 + rows.length * 18 + 16;
 }
 
-/** The SVG for `result`, as bench/run.mjs writes it. Sections the result lacks are left out. */
+/** The SVG for `result`, as `bench.mjs run` writes it. Sections the result lacks are left out. */
 export function drawResult(result) {
   const out = [];
   const raw = result?.raw ?? {};

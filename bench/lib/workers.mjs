@@ -95,7 +95,7 @@ export function startBenchOrigin(rootDir) {
 /**
  * A copy of the worker built in `build` (index.js, index_bg.wasm, worker/shim.mjs), run with
  * `rootDir`'s wrangler.toml in front of a new `bench/origin.mjs`, its state under `work`:
- * what the counting tools (bench/crossings.mjs, bench/first-request-code.mjs) measure.
+ * what the counting tools (`bench.mjs wasm crossings`, `wasm first-code`) measure.
  * `stop()` ends the worker and the origin.
  */
 export async function startCopyWithOrigin({ rootDir, build, name, work }) {

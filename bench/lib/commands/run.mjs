@@ -1,5 +1,5 @@
-// The performance benchmark of issue 4. Started by ./scripts/bench.sh (which sets up and
-// builds first); see docs/performance.md for what it measures and the latest figures.
+// The performance benchmark: `node bench/bench.mjs run` (started by ./scripts/bench.sh, which
+// sets up and builds first); see docs/performance.md for what it measures and the latest figures.
 //
 // In one run it starts, all on 127.0.0.1:
 // - a fast origin (bench/origin.mjs, its own node process) that counts executions per key;
@@ -19,16 +19,16 @@ import os from "node:os";
 import path from "node:path";
 import zlib from "node:zlib";
 import { fileURLToPath } from "node:url";
-import { writeConfig, startWorker } from "./lib/workers.mjs";
-import { pool, send, runLoad, quantiles } from "./lib/load.mjs";
-import { drawResult } from "./lib/svg.mjs";
-import { cpuMs, rssKiB, settle, othersCpuSnapshot, othersCpuBetween } from "./lib/proc.mjs";
-import { median, round } from "./lib/stats.mjs";
-import { sections, withoutNameSection, codeBreakdown, dataStrings, WASM_OPT_FEATURES } from "./lib/wasm.mjs";
-import { startProfiledWorker, summarizeProfile, varsOf } from "./lib/profile.mjs";
+import { writeConfig, startWorker } from "../workers.mjs";
+import { pool, send, runLoad, quantiles } from "../load.mjs";
+import { drawResult } from "../svg.mjs";
+import { cpuMs, rssKiB, settle, othersCpuSnapshot, othersCpuBetween } from "../proc.mjs";
+import { median, round } from "../stats.mjs";
+import { sections, withoutNameSection, codeBreakdown, dataStrings, WASM_OPT_FEATURES } from "../wasm.mjs";
+import { startProfiledWorker, summarizeProfile, varsOf } from "../profile.mjs";
 import crypto from "node:crypto";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const OUT_DIR = path.join(ROOT, "target", "bench");
 const args = process.argv.slice(2);
 const flag = (name) => args.includes(name);

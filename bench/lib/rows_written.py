@@ -28,7 +28,8 @@ second is plenty) and nothing is lost; what happened between two calls without a
 counts once per changed row, a lower bound.
 
 Usage: rows_written.py PERSIST_DIR [--state FILE] [OBJECT_ID_PREFIX ...]
-Prints JSON: {"objects": [{"id", "class", "complete", "commits", "rows_written": {table: n},
+Prints JSON: {"objects": [{"id", "class", "complete", "commits", "transactions" (commits
+that changed a table other than miniflare's own), "rows_written": {table: n},
 "rows_now": {table: n}}], "alarms": pending alarm rows}; with --state, rows_written is the
 total since the first call.
 """
@@ -136,15 +137,25 @@ def count_object(path, work, before=None):
     generation = wal_generation(wal)
     offsets = commit_offsets(wal)
     written = dict(before["rows_written"]) if before else {}
+    transactions = before["transactions"] if before else 0
     complete = before["complete"] if before else True
-    if before and before["generation"] == generation and before["commits"] <= len(offsets):
+
+    def changed(delta):
+        return any(table.replace("dropped:", "", 1) not in LOCAL_ONLY for table in delta)
+
+    # The same WAL generation read on; without a WAL the database file itself may have
+    # changed (folded in, or emptied by deleteAll), so it is read again whole.
+    if before and generation and before["generation"] == generation and before["commits"] <= len(offsets):
         previous = before["state"]
         done = before["commits"]
     else:
         base = state(db_bytes, b"", work) if len(db_bytes) else {}
         if before:
-            for table, n in diff(before["state"], base).items():
+            delta = diff(before["state"], base)
+            for table, n in delta.items():
                 written[table] = written.get(table, 0) + n
+            # Commits folded in since the last call: at least one, how many is not known.
+            transactions += 1 if changed(delta) else 0
         else:
             # The history is whole when the database file itself holds no row yet.
             complete = all(len(rows) == 0 for rows in base.values())
@@ -152,11 +163,14 @@ def count_object(path, work, before=None):
         done = 0
     for end in offsets[done:]:
         now = state(db_bytes, wal[:end], work)
-        for table, n in diff(previous, now).items():
+        delta = diff(previous, now)
+        for table, n in delta.items():
             written[table] = written.get(table, 0) + n
+        transactions += 1 if changed(delta) else 0
         previous = now
     return {
         "complete": complete,
+        "transactions": transactions,
         "commits": len(offsets),
         "generation": generation,
         "rows_written": written,
@@ -239,6 +253,7 @@ def main():
             counted["rows_written"] = dict(before["rows_written"])
             for table, n in diff(before["state"], {}).items():
                 counted["rows_written"][table] = counted["rows_written"].get(table, 0) + n
+            counted["transactions"] = before.get("transactions", 0) + 1
             counted["state"] = {}
             counted["rows_now"] = {}
             tracked[key] = counted

@@ -11,8 +11,9 @@ export const COMMANDS = {
   run: [
     "run.mjs",
     "the full benchmark: first attempts, replays, bursts, mixed traffic, the latency added in front of a slow origin, profiles, memory, bundle; writes target/bench/latest.json and .svg",
-    "run [--quick] [--runs N] [--bursts N] [--no-ladder] [--state disk|tmpfs] [--origin-ms MS] [--memory-only] [--out FILE]\n" +
+    "run [--quick] [--runs N] [--bursts N] [--no-ladder] [--state disk|tmpfs] [--origin-ms MS] [--memory-only | --no-memory] [--out FILE]\n" +
       "  --origin-ms MS   the origin's answer time in the latency phase (default 300)\n" +
+      "  --no-memory      leave out the profiles and the memory phases (a shorter run)\n" +
       "  every full run has direct, passthrough, js-do-claim, js-do-claim-kept and the worker;\n" +
       "  BENCH_SCALE scales every duration and request count. ./scripts/bench.sh builds first, then runs this.",
   ],

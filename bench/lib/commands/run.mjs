@@ -15,7 +15,7 @@
 //   and 16 connections; the added latency is (through the target) − (direct), per quantile.
 //
 // Options: --runs N (default 3), --quick (1 run, short phases), --no-ladder, --state tmpfs,
-//          --origin-ms MS (default 300), --out FILE (default target/bench/latest.json).
+//          --origin-ms MS (default 300), --no-memory, --out FILE (default target/bench/latest.json).
 // Environment: BENCH_SCALE (default 1) scales every duration and request count.
 import { fork, execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -44,6 +44,9 @@ const option = (name, fallback) => {
 const QUICK = flag("--quick");
 // Only the memory-bound phases (duplicates with large bodies, a burst on a 5 MiB answer).
 const MEMORY_ONLY = flag("--memory-only");
+// Leaves out the profiles and the memory phases (a shorter run: figures per key that need
+// the deferred CPU are then left out too).
+const NO_MEMORY = flag("--no-memory");
 const RUNS = Number(option("--runs", QUICK ? 1 : 3));
 const LADDER = !flag("--no-ladder");
 // Bursts per target (issue 17 asks for 10, to compare the max with the median).
@@ -1071,14 +1074,16 @@ async function main() {
     for (const t of Object.values(targets)) if (t.dispose) await t.dispose();
     cleanup.splice(0, cleanup.length - 1);
 
-    log("CPU profiles of the worker's isolate");
-    raw.profiles = await profiles(origin);
+    if (!NO_MEMORY) {
+      log("CPU profiles of the worker's isolate");
+      raw.profiles = await profiles(origin);
 
-    log("memory (fresh instances)");
-    raw.memory = await memory(origin, ["passthrough", ...(LADDER ? ["js-do-sql"] : []), "js-do-claim", "js-do-claim-kept", "worker"]);
-    raw.memory.largeBodyBurst = await largeBodyBursts(origin);
-    raw.memory.duplicates = await duplicateMemory(origin);
-    raw.memory.largeAnswer = await largeAnswerMemory(origin);
+      log("memory (fresh instances)");
+      raw.memory = await memory(origin, ["passthrough", ...(LADDER ? ["js-do-sql"] : []), "js-do-claim", "js-do-claim-kept", "worker"]);
+      raw.memory.largeBodyBurst = await largeBodyBursts(origin);
+      raw.memory.duplicates = await duplicateMemory(origin);
+      raw.memory.largeAnswer = await largeAnswerMemory(origin);
+    }
     result.raw = raw;
 
     // Summary

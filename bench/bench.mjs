@@ -32,7 +32,7 @@ export const COMMANDS = {
   cost: [
     "cost.mjs",
     "counts what a run of payments did (Worker requests and CPU, object requests, rows written, object duration) and prices a million payments at list prices",
-    "cost [--keys N=200] [--origin-ms 300,1000] [--targets worker,js-do-claim-kept] [--retries R=1] [--connections C=4] [--out FILE]\n" +
+    "cost [--keys N=200] [--origin-ms 300,1000] [--targets worker,js-do-claim-kept] [--retries R=1] [--connections C=4] [--state disk|tmpfs] [--out FILE]\n" +
       "  --keys N         payments (new keys) per target and origin time\n" +
       "  --retries R      retries per payment, each answered from the stored answer\n" +
       "  --origin-ms LIST origin answer times to price the object's duration at",

@@ -42,6 +42,9 @@ const RETRIES = Number(option("--retries", 1));
 const ORIGIN_TIMES = String(option("--origin-ms", "300,1000")).split(",").map(Number);
 const TARGETS = String(option("--targets", "worker,js-do-claim-kept")).split(",");
 const OUT_FILE = path.resolve(option("--out", path.join(OUT_DIR, "cost.json")));
+// Where the objects' SQLite files go: "disk" (target/bench/cost) or "tmpfs" (/dev/shm), to
+// tell this machine's disk from the runtime's cost, as `bench.mjs run --state` does.
+const STATE_ROOT = option("--state", "disk") === "tmpfs" ? path.join("/dev/shm", `idempotency-edge-cost-${process.pid}`) : path.join(OUT_DIR, "cost");
 // A few payments at a time: the object's wall time is bounded by the client's latency,
 // which queueing on a 2-core machine would inflate.
 const CONNECTIONS = Math.min(Number(option("--connections", 4)), KEYS);
@@ -81,7 +84,7 @@ async function rows(persist, stateFile) {
 }
 
 async function measure(name, originMs, origin) {
-  const work = path.join(OUT_DIR, "cost", `${name}-${originMs}`);
+  const work = path.join(STATE_ROOT, `${name}-${originMs}`);
   fs.rmSync(work, { recursive: true, force: true });
   const persist = path.join(work, "state");
   const stateFile = path.join(work, "rows.json");
@@ -184,6 +187,7 @@ async function main() {
     }
   } finally {
     origin.stop();
+    if (STATE_ROOT.startsWith("/dev/shm/")) fs.rmSync(STATE_ROOT, { recursive: true, force: true });
   }
   const out = [];
   out.push(`\nCost of a million payments at list prices (marginal, beyond the plan's included usage; ${KEYS} payments per line, each a first attempt and ${RETRIES} retr${RETRIES === 1 ? "y" : "ies"})`);

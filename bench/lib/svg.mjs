@@ -187,7 +187,7 @@ function addedTable(out, y, title, latency) {
   for (const [name, v] of rows) {
     out.push(`<text x="20" y="${cy}" font-size="11" fill="${colourOf(name)}">${escape(name)}</text>`);
     [v.c1.addedP50, v.c1.addedP99, v.c16.addedP50, v.c16.addedP99].forEach((x, i) =>
-      out.push(`<text x="${LABEL + 60 + i * 150}" y="${cy}" font-size="11">${escape(Number.isFinite(x) ? `+${fmt(x, 1)} ms` : "–")}</text>`),
+      out.push(`<text x="${LABEL + 60 + i * 150}" y="${cy}" font-size="11">${escape(Number.isFinite(x) ? `${x < 0 ? "−" : "+"}${fmt(Math.abs(x), 1)} ms` : "–")}</text>`),
     );
     cy += 18;
   }

@@ -195,7 +195,7 @@ export async function startNamedWorker({ rootDir, build, wasm, name }) {
 }
 
 /**
- * A ladder target of bench/targets/ladder.mjs (`target` as bench/ab.mjs names it, e.g.
+ * A ladder target of bench/targets/ladder.mjs (`target` as `bench.mjs ab` names it, e.g.
  * `js-do-claim`), profiled the same way as the built worker, against `bench/origin.mjs`: the
  * best peer's design side by side with the worker in one profiler's terms. `stop()` as for
  * [`startNamedWorker`].

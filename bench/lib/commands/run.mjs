@@ -85,7 +85,7 @@ const PLAN = {
   // Latency phase: at c1 a request takes the origin's time, so it is bounded by a count.
   latencyC1Requests: count(40),
   latencyC16Ms: ms(4000),
-  time_limit_minutes: 15,
+  time_limit_minutes: 25,
 };
 
 const RUN_ID = `b${Date.now().toString(36)}`;

@@ -338,7 +338,7 @@ extern "C" {
     /// `setAlarm(ms)`, the time as milliseconds since the epoch, which the runtime takes as
     /// it takes a `Date`: building a `Date` per claim cost a crossing, and an isolate's
     /// first `new Date` was one of its first request's dearest calls in the profile
-    /// (`bench/profile-cold.mjs`).
+    /// (`node bench/bench.mjs profile cold`).
     #[wasm_bindgen(method, catch, js_name = setAlarm)]
     pub fn set_alarm(this: &DurableObjectStorage, at_ms: f64) -> std::result::Result<Promise, JsValue>;
 

@@ -1,21 +1,21 @@
 // A V8 CPU profile of a fresh isolate's first request (issue 23.4): what the first request
 // pays that a warm one does not. Starts the worker (named copy of the Wasm, as
-// bench/profile-named.mjs does) in a new workerd, profiles its first request, then one warm
+// `bench.mjs profile named` does) in a new workerd, profiles its first request, then one warm
 // request (a new key, after 20 others), and prints both: busy time and the top functions by
 // self time, in ms.
 //
-//   node bench/profile-cold.mjs [build dir=build] [wasm=target/wasm-names/index_bg.wasm] [top=25]
+//   node bench/bench.mjs profile cold [build dir=build] [wasm=target/wasm-names/index_bg.wasm] [top=25]
 //
 // The profiler samples every 50 µs here, and an attached profiler changes what it measures a
 // little (V8 logs every function it compiles); compare the two profiles with each other, not
-// with bench/coldstart.mjs's figures.
+// with `bench.mjs cold`'s figures.
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { pool, send } from "./lib/load.mjs";
-import { profiledPayment as payment, startNamedWorker, summarizeProfile } from "./lib/profile.mjs";
+import { pool, send } from "../load.mjs";
+import { profiledPayment as payment, startNamedWorker, summarizeProfile } from "../profile.mjs";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const [buildArg = "build", wasmArg = "target/wasm-names/index_bg.wasm", topArg = "25"] = process.argv.slice(2);
 const { worker: w, stop } = await startNamedWorker({ rootDir: ROOT, build: buildArg, wasm: wasmArg, name: "bench-profile-cold" });
 const id = Date.now().toString(36);

@@ -1,5 +1,5 @@
-// The performance benchmark of issue 4. Started by ./scripts/bench.sh (which sets up and
-// builds first); see docs/performance.md for what it measures and the latest figures.
+// The performance benchmark: `node bench/bench.mjs run` (started by ./scripts/bench.sh, which
+// sets up and builds first); see docs/performance.md for what it measures and the latest figures.
 //
 // In one run it starts, all on 127.0.0.1:
 // - a fast origin (bench/origin.mjs, its own node process) that counts executions per key;
@@ -10,8 +10,12 @@
 // Every worker runs under wrangler's DevEnv with the inspector off and no build step, and
 // load goes straight to the user worker's workerd socket (not through wrangler's proxy).
 //
-// Options: --runs N (default 3), --quick (1 run, short phases), --no-ladder, --state tmpfs
-//          --out FILE (default target/bench/latest.json).
+// - the latency a user feels: first attempts against an origin that answers in --origin-ms
+//   (default 300), through every target and straight to the origin in the same round, at 1
+//   and 16 connections; the added latency is (through the target) − (direct), per quantile.
+//
+// Options: --runs N (default 3), --quick (1 run, short phases), --no-ladder, --state tmpfs,
+//          --origin-ms MS (default 300), --no-memory, --out FILE (default target/bench/latest.json).
 // Environment: BENCH_SCALE (default 1) scales every duration and request count.
 import { fork, execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -19,16 +23,17 @@ import os from "node:os";
 import path from "node:path";
 import zlib from "node:zlib";
 import { fileURLToPath } from "node:url";
-import { writeConfig, startWorker } from "./lib/workers.mjs";
-import { pool, send, runLoad, quantiles } from "./lib/load.mjs";
-import { drawResult } from "./lib/svg.mjs";
-import { cpuMs, rssKiB, settle, othersCpuSnapshot, othersCpuBetween } from "./lib/proc.mjs";
-import { median, round } from "./lib/stats.mjs";
-import { sections, withoutNameSection, codeBreakdown, dataStrings, WASM_OPT_FEATURES } from "./lib/wasm.mjs";
-import { startProfiledWorker, summarizeProfile, varsOf } from "./lib/profile.mjs";
+import { writeConfig, startWorker } from "../workers.mjs";
+import { pool, send, runLoad, quantiles } from "../load.mjs";
+import { drawResult } from "../svg.mjs";
+import { cpuMs, rssKiB, settle, othersCpuSnapshot, othersCpuBetween } from "../proc.mjs";
+import { median, round } from "../stats.mjs";
+import { latencySummary } from "../latency.mjs";
+import { sections, withoutNameSection, codeBreakdown, dataStrings, WASM_OPT_FEATURES } from "../wasm.mjs";
+import { startProfiledWorker, summarizeProfile, varsOf } from "../profile.mjs";
 import crypto from "node:crypto";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const OUT_DIR = path.join(ROOT, "target", "bench");
 const args = process.argv.slice(2);
 const flag = (name) => args.includes(name);
@@ -39,6 +44,9 @@ const option = (name, fallback) => {
 const QUICK = flag("--quick");
 // Only the memory-bound phases (duplicates with large bodies, a burst on a 5 MiB answer).
 const MEMORY_ONLY = flag("--memory-only");
+// Leaves out the profiles and the memory phases (a shorter run: figures per key that need
+// the deferred CPU are then left out too).
+const NO_MEMORY = flag("--no-memory");
 const RUNS = Number(option("--runs", QUICK ? 1 : 3));
 const LADDER = !flag("--no-ladder");
 // Bursts per target (issue 17 asks for 10, to compare the max with the median).
@@ -47,6 +55,8 @@ const BURSTS = Number(option("--bursts", RUNS));
 // "tmpfs" (/dev/shm), to tell the runtime's cost from this machine's disk.
 const STATE = option("--state", "disk");
 const STATE_DIR = STATE === "tmpfs" ? path.join("/dev/shm", `idempotency-edge-bench-${process.pid}`) : path.join(ROOT, "target", "bench", "state");
+// The origin's answer time in the latency phase: a payment API's, not loopback's.
+const ORIGIN_MS = Number(option("--origin-ms", 300));
 const OUT_FILE = path.resolve(option("--out", path.join(OUT_DIR, "latest.json")));
 const SCALE = Number(process.env.BENCH_SCALE ?? 1) * (QUICK ? 0.4 : 1);
 const ms = (x) => Math.round(x * SCALE);
@@ -72,7 +82,10 @@ const PLAN = {
   duplicateBodyBytes: 1024 * 1024 - 64,
   largeAnswerBytes: 5 * 1024 * 1024,
   warmupMs: ms(1000),
-  time_limit_minutes: 15,
+  // Latency phase: at c1 a request takes the origin's time, so it is bounded by a count.
+  latencyC1Requests: count(40),
+  latencyC16Ms: ms(4000),
+  time_limit_minutes: 25,
 };
 
 const RUN_ID = `b${Date.now().toString(36)}`;
@@ -407,6 +420,33 @@ async function firstAttempts(targets, origin, order, round, connections, duratio
     log(
       `first c${connections} ${name.padEnd(12)} ${r.rps.toFixed(0).padStart(5)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms` +
         (r.cpuPerRequestMs != null ? `  cpu ${r.cpuPerRequestMs.toFixed(2)} ms/req` : "") +
+        (r.errors ? `  errors ${r.errors} (${r.firstError})` : "") +
+        (r.statuses[201] !== r.requests ? `  statuses ${JSON.stringify(r.statuses)}` : ""),
+    );
+  }
+  return results;
+}
+
+// The latency a user feels in front of a slow origin: first attempts (new keys) whose
+// origin answers in ORIGIN_MS, through each target and straight to the origin ("direct"), in
+// one round. The added latency is computed per round from these (see latencySummary).
+async function latencyRound(targets, origin, order, round, connections) {
+  const results = {};
+  for (const name of order) {
+    const t = targets[name];
+    const prefix = `${RUN_ID}-lat-c${connections}-${name}-r${round}-`;
+    results[name] = await measured(t, origin, (r) => r.requests, () =>
+      runLoad({
+        agent: t.agent(connections),
+        target: t,
+        connections,
+        ...(connections === 1 ? { maxRequests: PLAN.latencyC1Requests } : { durationMs: PLAN.latencyC16Ms }),
+        makeRequest: (i) => payment(`${prefix}${i}`, { "x-bench-delay-ms": String(ORIGIN_MS) }),
+      }),
+    );
+    const r = results[name];
+    log(
+      `latency c${connections} ${name.padEnd(16)} p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms  (${r.requests} requests, origin ${ORIGIN_MS} ms)` +
         (r.errors ? `  errors ${r.errors} (${r.firstError})` : "") +
         (r.statuses[201] !== r.requests ? `  statuses ${JSON.stringify(r.statuses)}` : ""),
     );
@@ -854,6 +894,19 @@ function report(result) {
       ]),
     ),
   );
+  if (s.latency) {
+    out.push(`\nLatency added over calling the origin directly (first attempts, origin answering in ${s.latencyOriginMs} ms; median over runs of (target − direct) per quantile)`);
+    out.push(
+      table(
+        ["target", "c1 p50 ms", "c1 p99 ms", "c1 added p50", "c1 added p99", "c16 p50 ms", "c16 p99 ms", "c16 added p50", "c16 added p99", "object wall − origin ≤ (c1 p50)"],
+        Object.entries(s.latency).map(([name, v]) =>
+          name === "direct"
+            ? [name, f(v.c1.p50), f(v.c1.p99), "–", "–", f(v.c16.p50), f(v.c16.p99), "–", "–", "–"]
+            : [name, f(v.c1.p50), f(v.c1.p99), f(v.c1.addedP50), f(v.c1.addedP99), f(v.c16.p50), f(v.c16.p99), f(v.c16.addedP50), f(v.c16.addedP99), name === "passthrough" ? "n/a" : f(v.c1.objectWallOverOriginP50Max)],
+        ),
+      ),
+    );
+  }
   out.push("\nReplays (one completed key, sent again and again)");
   out.push(
     table(
@@ -985,6 +1038,10 @@ async function main() {
   }
 
   const firstNames = ["direct", "passthrough", ...(LADDER ? ["js-do", "js-do-sql", "worker-route"] : []), "js-do-claim", "js-do-claim-kept", "worker"];
+  // The latency a user feels: this worker, the plain-JS references (js-do-claim is
+  // hono-idempotency's hot path, js-do-claim-kept the worker's guarantees) and the
+  // pass-through, each against the direct call in the same round.
+  const latencyNames = ["direct", "passthrough", "js-do-claim", "js-do-claim-kept", "worker"];
   const replayNames = [...(LADDER ? ["js-do-sql", "worker-route"] : []), "js-do-claim", "js-do-claim-kept", "worker"];
   let targets;
   try {
@@ -1000,13 +1057,15 @@ async function main() {
       if (t.pid) await settle([t.pid]);
     }
 
-    const raw = { first: { c1: [], c16: [] }, replay: { c1: [], c16: [] } };
+    const raw = { first: { c1: [], c16: [] }, replay: { c1: [], c16: [] }, latency: { c1: [], c16: [] } };
     for (let r = 0; r < RUNS; r++) {
       log(`run ${r + 1} of ${RUNS}`);
       raw.first.c1.push(await firstAttempts(targets, origin, rotate(firstNames, r), r, 1, PLAN.firstC1Ms));
       raw.first.c16.push(await firstAttempts(targets, origin, rotate(firstNames, r + 1), r, 16, PLAN.firstC16Ms));
       raw.replay.c1.push(await replays(targets, origin, rotate(replayNames, r), r, 1, PLAN.replayMs));
       raw.replay.c16.push(await replays(targets, origin, rotate(replayNames, r + 1), r, 16, PLAN.replayMs));
+      raw.latency.c1.push(await latencyRound(targets, origin, rotate(latencyNames, r), r, 1));
+      raw.latency.c16.push(await latencyRound(targets, origin, rotate(latencyNames, r + 1), r, 16));
     }
     log("coalesced bursts");
     raw.burst = await bursts(targets, origin, ["direct", "passthrough", "js-do-claim", "worker"], BURSTS);
@@ -1015,14 +1074,16 @@ async function main() {
     for (const t of Object.values(targets)) if (t.dispose) await t.dispose();
     cleanup.splice(0, cleanup.length - 1);
 
-    log("CPU profiles of the worker's isolate");
-    raw.profiles = await profiles(origin);
+    if (!NO_MEMORY) {
+      log("CPU profiles of the worker's isolate");
+      raw.profiles = await profiles(origin);
 
-    log("memory (fresh instances)");
-    raw.memory = await memory(origin, ["passthrough", ...(LADDER ? ["js-do-sql"] : []), "js-do-claim", "js-do-claim-kept", "worker"]);
-    raw.memory.largeBodyBurst = await largeBodyBursts(origin);
-    raw.memory.duplicates = await duplicateMemory(origin);
-    raw.memory.largeAnswer = await largeAnswerMemory(origin);
+      log("memory (fresh instances)");
+      raw.memory = await memory(origin, ["passthrough", ...(LADDER ? ["js-do-sql"] : []), "js-do-claim", "js-do-claim-kept", "worker"]);
+      raw.memory.largeBodyBurst = await largeBodyBursts(origin);
+      raw.memory.duplicates = await duplicateMemory(origin);
+      raw.memory.largeAnswer = await largeAnswerMemory(origin);
+    }
     result.raw = raw;
 
     // Summary
@@ -1059,6 +1120,8 @@ async function main() {
     }
     s.memory = raw.memory;
     s.profiles = raw.profiles;
+    s.latency = latencySummary(raw.latency, ORIGIN_MS);
+    s.latencyOriginMs = ORIGIN_MS;
 
     // Ratios: per run (same round), then the median.
     const perRun = (get) => median(Array.from({ length: RUNS }, (_, r) => get(r)));

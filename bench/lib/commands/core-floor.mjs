@@ -2,7 +2,7 @@
 // code with everything the runtime does taken out, and what the runtime calls into the core
 // kept, measured rather than estimated from names.
 //
-//   node bench/core-floor.mjs [top=25]
+//   node bench/bench.mjs wasm floor [top=25]
 //
 // It needs a build (`bash scripts/build.sh`). From the named copy of the Wasm
 // (target/wasm-names/index_bg.wasm) it takes wasm-opt's call graph and finds every function of
@@ -25,9 +25,9 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import binaryen from "binaryen";
-import { codeBreakdown, crateOf, WASM_OPT_FEATURES, WASM_OPT_SHIPPED } from "./lib/wasm.mjs";
+import { codeBreakdown, crateOf, WASM_OPT_FEATURES, WASM_OPT_SHIPPED } from "../wasm.mjs";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const top = Number(process.argv[2] ?? 25);
 const named = path.join(ROOT, "target/wasm-names/index_bg.wasm");
 const shipped = path.join(ROOT, "build/index_bg.wasm");

@@ -2,7 +2,7 @@
 // every call from Wasm into wasm-bindgen's imports (Wasm→JS) and every call of a Wasm export
 // (JS→Wasm, including `__wbindgen_malloc`, closure invokes and frees), per request.
 //
-//   node bench/crossings.mjs [requests=20]
+//   node bench/bench.mjs wasm crossings [requests=20]
 //
 // It needs a build (`bash scripts/build.sh`): it runs wasm-bindgen again on cargo's output
 // (target/wasm32-unknown-unknown/release/idempotency_edge.wasm) for readable glue, wraps the
@@ -16,11 +16,11 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { startCopyWithOrigin } from "./lib/workers.mjs";
-import { pool, send } from "./lib/load.mjs";
-import { profiledPayment as payment } from "./lib/profile.mjs";
+import { startCopyWithOrigin } from "../workers.mjs";
+import { pool, send } from "../load.mjs";
+import { profiledPayment as payment } from "../profile.mjs";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const requests = Number(process.argv[2] ?? 20);
 const cargoWasm = path.join(process.env.CARGO_TARGET_DIR ?? path.join(ROOT, "target"), "wasm32-unknown-unknown/release/idempotency_edge.wasm");
 for (const need of [cargoWasm, path.join(ROOT, "build/index_bg.wasm")]) {

@@ -2,7 +2,7 @@
 // (order alternating), medians of the rounds. Small differences drown in this machine's
 // noise when two full benchmark runs are compared; interleaving in one process shows them.
 //
-//   node bench/ab.mjs DIR_A DIR_B [replay|first|burst] [rounds=6] [connections=16] [ms=2000]
+//   node bench/bench.mjs ab DIR_A DIR_B [replay|first|burst] [rounds=6] [connections=16] [ms=2000]
 //
 // DIR_A or DIR_B may also name a ladder target (`js-do-claim`, `js-do-claim-mark`,
 // `js-do-claim-rpc`, `js-do-claim-kept`, `js-do-claim-kept-quiet`, `js-do-claim-kept-lean`,
@@ -24,16 +24,16 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { writeConfig, startWorker, startBenchOrigin } from "./lib/workers.mjs";
-import { pool, send, runLoad } from "./lib/load.mjs";
-import { cpuMs, settle } from "./lib/proc.mjs";
+import { writeConfig, startWorker, startBenchOrigin } from "../workers.mjs";
+import { pool, send, runLoad } from "../load.mjs";
+import { cpuMs, settle } from "../proc.mjs";
 import crypto from "node:crypto";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-ab-"));
 const [dirA, dirB, phase = "replay", roundsArg = "6", connArg = "16", msArg = "2000"] = process.argv.slice(2);
 if (!dirA || !dirB) {
-  console.error("usage: node bench/ab.mjs DIR_A DIR_B [replay|first|burst] [rounds] [connections] [ms]");
+  console.error("usage: node bench/bench.mjs ab DIR_A DIR_B [replay|first|burst] [rounds] [connections] [ms]");
   process.exit(2);
 }
 const rounds = Number(roundsArg);

@@ -3,7 +3,7 @@
 // is the code a cold start compiles. Measured, interleaved, the cold start moves with it
 // (docs/decisions/0004-wasm-size-on-a-stable-toolchain.md).
 //
-//   node bench/first-request-code.mjs [top=30]
+//   node bench/bench.mjs wasm first-code [top=30]
 //
 // It needs a build (`bash scripts/build.sh`): it instruments the named copy of the Wasm
 // (target/wasm-names/index_bg.wasm) with Binaryen's `--log-execution` (a call to an imported
@@ -17,12 +17,12 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { startCopyWithOrigin } from "./lib/workers.mjs";
-import { pool, send } from "./lib/load.mjs";
-import { profiledPayment as payment } from "./lib/profile.mjs";
-import { codeBreakdown, reader, sections, WASM_OPT_FEATURES } from "./lib/wasm.mjs";
+import { startCopyWithOrigin } from "../workers.mjs";
+import { pool, send } from "../load.mjs";
+import { profiledPayment as payment } from "../profile.mjs";
+import { codeBreakdown, reader, sections, WASM_OPT_FEATURES } from "../wasm.mjs";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const top = Number(process.argv[2] ?? 30);
 const named = path.join(ROOT, "target/wasm-names/index_bg.wasm");
 for (const need of [named, path.join(ROOT, "build/index.js")]) {

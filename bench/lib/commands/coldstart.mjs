@@ -12,20 +12,20 @@
 // - for every other target, its first − warm minus the worker's in the same round: the
 //   median of those differences, and in how many rounds the target paid more.
 //
-//   node bench/coldstart.mjs [build dir=build] [rounds=5] [other build dir ...]
+//   node bench/bench.mjs cold [build dir=build] [rounds=5] [other build dir ...]
 //
 // Runs the built worker in ORIGIN_URL mode (as deployed), and the same build in route mode
-// (`worker-route`: no TCP probe). Not part of bench/run.mjs.
+// (`worker-route`: no TCP probe). Not part of `bench.mjs run`.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { writeConfig, startWorker, startBenchOrigin } from "./lib/workers.mjs";
-import { pool, send } from "./lib/load.mjs";
-import { cpuMs, settle } from "./lib/proc.mjs";
-import { median } from "./lib/stats.mjs";
+import { writeConfig, startWorker, startBenchOrigin } from "../workers.mjs";
+import { pool, send } from "../load.mjs";
+import { cpuMs, settle } from "../proc.mjs";
+import { median } from "../stats.mjs";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-cold-"));
 const [buildArg = "build", roundsArg = "5", ...otherBuilds] = process.argv.slice(2);
 const build = path.resolve(buildArg);

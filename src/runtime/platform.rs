@@ -21,7 +21,7 @@ use js_sys::{Array, Promise, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::core::fault::{Fault, PlatformCall, Stage};
+use crate::core::vocabulary::fault::{Fault, PlatformCall, Stage};
 
 /// A failure: what JavaScript threw (or a promise rejected with), or one made here.
 pub enum Error {
@@ -32,7 +32,7 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    /// The failure as a fault (`core::fault`): a platform call that threw while the object
+    /// The failure as a fault (`core::vocabulary::fault`): a platform call that threw while the object
     /// answered, after the key's step was carried out.
     pub fn fault(&self) -> Fault {
         Fault::platform(PlatformCall::Answer, Stage::AfterStep)

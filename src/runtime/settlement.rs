@@ -1,6 +1,6 @@
 //! The live execution's answer as its waiters share it: what only the runtime has of a
 //! key's live state (channels and prepared responses), beside the key's driver
-//! (`core::key_state`), which decides who executes, who waits and for how long.
+//! (`core::key_rules::key_state`), which decides who executes, who waits and for how long.
 //!
 //! - one settlement channel per execution: the execution's sender settles it, every waiter
 //!   shares the receiver, and the answer is prepared once so that they share one body;
@@ -9,11 +9,11 @@
 //!   answer and object life.
 //!
 //! The lookup of an unknown outcome running now, which other retries wait for, is the
-//! key's driver's (`core::key_state::LookupTurn`).
+//! key's driver's (`core::key_rules::key_state::LookupTurn`).
 //!
 //! A dropped sender releases its waiters (they get the driver's 409), so an execution that
 //! ends without settling never leaves anyone waiting for ever. The hand-over itself is
-//! `core::latch` (host-tested).
+//! `core::primitives::latch` (host-tested).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -23,8 +23,8 @@ use std::time::Duration;
 use super::chunks;
 use super::platform::{race, Delay, Either};
 use super::respond::Prepared;
-use crate::core::latch::{latch, Latch, Setter};
-use crate::core::record::{AttemptId, StoredResponse};
+use crate::core::formats::record::{AttemptId, StoredResponse};
+use crate::core::primitives::latch::{latch, Latch, Setter};
 
 /// The answer that settles an execution, shared by its waiters.
 pub(super) type Settlement = Latch<Rc<Prepared>>;

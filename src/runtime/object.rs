@@ -64,7 +64,9 @@ use super::{now_ms, random_u64};
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::scope::ScopeLog;
-use crate::core::edge_rules::wire::{KeyCall, KeyStep, ObservedOutcome, ToObject, WireError, ENVELOPE_HEADER};
+use crate::core::edge_rules::wire::{
+    KeyCall, KeyStep, ObservedOutcome, ToObject, WireError, ENVELOPE_HEADER,
+};
 use crate::core::formats::reconciling::Reconciling;
 use crate::core::formats::record::{AttemptId, Record, StoredResponse};
 use crate::core::key_rules::key_state::{look_again_at, Arrival, Decided, KeyState, Pending};

@@ -740,16 +740,10 @@ pub fn decision_of(actions: &[Action]) -> Option<Decision> {
 
 /// How many body bytes of an origin's answer may be stored, given its headers: the cap on
 /// the whole stored answer (`KeyTerms::max_stored_response_bytes`), less what the
-/// headers take ([`stored_header_bytes`]).
+/// headers take ([`machine::stored_header_bytes`], the rule a stored answer's size is judged
+/// by).
 pub fn answer_body_cap(max_stored_bytes: u64, headers: &[(String, String)]) -> u64 {
-    max_stored_bytes.saturating_sub(stored_header_bytes(headers))
-}
-
-/// What an answer's headers count for against the stored-size cap: each name and value,
-/// with 8 bytes of framing. The one rule for it: the cap a body is read up to and the size
-/// a stored answer is judged by both come from here.
-pub fn stored_header_bytes(headers: &[(String, String)]) -> u64 {
-    headers.iter().map(|(name, value)| (name.len() + value.len() + 8) as u64).sum()
+    max_stored_bytes.saturating_sub(machine::stored_header_bytes(headers))
 }
 
 #[cfg(test)]

@@ -28,10 +28,10 @@ use crate::core::edge_rules::wire::KeyCall;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::record::{AttemptId, Record};
+use crate::core::key_rules::key_state::look_again_at;
 use crate::core::key_rules::machine::async_job::{
     no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,
 };
-use crate::core::key_rules::key_state::look_again_at;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, PlatformCall, Stage, StorageOperation};
 use crate::core::vocabulary::problem::{Problem, ProblemKind};

@@ -426,8 +426,8 @@ fn an_alarm_that_cannot_read_looks_again_a_minute_later() {
 #[test]
 fn the_size_a_stored_answer_is_judged_by_and_its_body_cap_count_headers_alike() {
     let headers = vec![("a".to_owned(), "bc".to_owned()), ("set-cookie".to_owned(), "x".to_owned())];
-    assert_eq!(stored_header_bytes(&headers), (1 + 2 + 8) + (10 + 1 + 8));
-    assert_eq!(answer_body_cap(100, &headers), 100 - stored_header_bytes(&headers));
+    assert_eq!(machine::stored_header_bytes(&headers), (1 + 2 + 8) + (10 + 1 + 8));
+    assert_eq!(answer_body_cap(100, &headers), 100 - machine::stored_header_bytes(&headers));
 }
 
 #[test]

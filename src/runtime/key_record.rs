@@ -12,9 +12,9 @@
 
 use super::now_ms;
 use super::object::KeyObject;
-use super::platform::{console_error, console_log};
 use super::record_store::Opened;
 use super::storage::StorageError;
+use worker::{console_error, console_log};
 use crate::core::edge_rules::log::event_line;
 use crate::core::formats::record::{AttemptId, Record};
 use crate::core::key_rules::key_state::{Decided, Pending};

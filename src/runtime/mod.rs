@@ -25,17 +25,19 @@
 //! - `settings`: the configuration and bindings, read once per isolate.
 //! - `settlement`: the live execution's answer as its waiters share it, and the prepared
 //!   replay.
-//! - `seal`: stored answers sealed and opened with WebCrypto.
+//! - `seal`: stored answers sealed and opened with WebCrypto (`web-sys`'s `SubtleCrypto`).
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
-//! - `platform`: the bindings to workerd (environment, context, Durable Object storage and
-//!   SQL, timers, the log, errors, the panic hook).
+//! - `bindings`: the platform calls `worker` does not bind (one line each on why): the
+//!   synchronous key-value API and `transactionSync` of the object's storage.
+//! - `platform`: the bindings to workerd (environment, context, timers, the log, errors).
 //! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
 //!   per operation that reports what happened and decides nothing (`boundary.mjs`: headers,
-//!   bodies, streams, the object call; `webcrypto.mjs`: sealing, the origin signature,
-//!   token checks; `jwks.mjs`: the JWKS fetch). The origin's probe and exchange are
+//!   bodies, streams, the object call; `webcrypto.mjs`: the origin signature, token
+//!   checks; `jwks.mjs`: the JWKS fetch). The origin's probe and exchange are
 //!   `worker`'s (`Socket`, `Fetch`), in `origin`.
 
 mod admin;
+mod bindings;
 mod body;
 mod boundary;
 mod chunks;

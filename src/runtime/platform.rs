@@ -1,6 +1,7 @@
 //! The runtime's remaining hand-written bindings to workerd: the environment and its
-//! bindings, a request's context, a Durable Object's state, storage and SQL, timers, the
-//! log, a JavaScript error as a Rust value, and the first of two futures to finish.
+//! bindings, a request's context, timers, the log, a JavaScript error as a Rust value, and
+//! the first of two futures to finish. (A Durable Object's storage is `worker`'s `Storage`,
+//! with `runtime::bindings` for what it lacks.)
 //!
 //! The entry points, the panic hook and the init state that `src/entry.mjs` recovers from a
 //! trap with are the `worker` crate's (`#[event(fetch)]`, `#[durable_object]`,
@@ -15,7 +16,7 @@ use std::rc::Rc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
-use js_sys::{Array, Promise, Reflect, Uint8Array};
+use js_sys::{Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
@@ -290,16 +291,7 @@ extern "C" {
     #[wasm_bindgen(method, catch, js_name = waitUntil)]
     fn wait_until(this: &ExecutionContext, promise: &Promise) -> std::result::Result<(), JsValue>;
 
-    /// A Durable Object's state.
-    #[wasm_bindgen(extends = js_sys::Object)]
-    pub type DurableObjectState;
-
-    #[wasm_bindgen(method, getter)]
-    pub fn storage(this: &DurableObjectState) -> DurableObjectStorage;
-
-    #[wasm_bindgen(method, getter)]
-    pub fn id(this: &DurableObjectState) -> DurableObjectId;
-
+    /// A Durable Object's id.
     #[wasm_bindgen(extends = js_sys::Object)]
     pub type DurableObjectId;
 
@@ -307,115 +299,11 @@ extern "C" {
     #[wasm_bindgen(method, js_name = toString)]
     pub fn to_hex(this: &DurableObjectId) -> String;
 
-    /// A Durable Object's storage.
-    #[wasm_bindgen(extends = js_sys::Object)]
-    #[derive(Clone)]
-    pub type DurableObjectStorage;
-
-    #[wasm_bindgen(method, getter)]
-    pub fn sql(this: &DurableObjectStorage) -> SqlStorage;
-
-    /// The synchronous key-value API of a SQLite-backed object (`ctx.storage.kv`).
-    #[wasm_bindgen(method, getter)]
-    pub fn kv(this: &DurableObjectStorage) -> SyncKvStorage;
-
-    #[wasm_bindgen(method, catch, js_name = deleteAll)]
-    pub fn delete_all(this: &DurableObjectStorage) -> std::result::Result<Promise, JsValue>;
-
-    /// Runs `callback` in a transaction: committed when it returns, rolled back (and the
-    /// exception rethrown) when it throws.
-    #[wasm_bindgen(method, catch, js_name = transactionSync)]
-    pub fn transaction_sync(
-        this: &DurableObjectStorage,
-        callback: &mut dyn FnMut() -> std::result::Result<JsValue, JsValue>,
-    ) -> std::result::Result<JsValue, JsValue>;
-
-    #[wasm_bindgen(method, catch, js_name = deleteAlarm)]
-    pub fn delete_alarm(this: &DurableObjectStorage) -> std::result::Result<Promise, JsValue>;
-
-    /// `setAlarm(ms)`, the time as milliseconds since the epoch, which the runtime takes as
-    /// it takes a `Date`: building a `Date` per claim cost a crossing, and an isolate's
-    /// first `new Date` was one of its first request's dearest calls in the profile
-    /// (`node bench/bench.mjs profile cold`).
-    #[wasm_bindgen(method, catch, js_name = setAlarm)]
-    pub fn set_alarm(this: &DurableObjectStorage, at_ms: f64) -> std::result::Result<Promise, JsValue>;
-
-    /// A SQLite-backed object's synchronous key-value API: its values live in the object's
-    /// own database (a table workerd creates for itself, `_cf_KV`), written in the caller's
-    /// turn like SQL, so the output gate holds an outgoing fetch until they are durable.
-    #[wasm_bindgen(extends = js_sys::Object)]
-    #[derive(Clone)]
-    pub type SyncKvStorage;
-
-    /// The value stored under `key` (structured-cloned), or `undefined`.
-    #[wasm_bindgen(method, catch, js_name = get)]
-    pub fn get(this: &SyncKvStorage, key: &str) -> std::result::Result<JsValue, JsValue>;
-
-    #[wasm_bindgen(method, catch, js_name = put)]
-    pub fn put(this: &SyncKvStorage, key: &str, value: &Uint8Array) -> std::result::Result<(), JsValue>;
-
-    /// Whether a value was deleted.
-    #[wasm_bindgen(method, catch, js_name = delete)]
-    pub fn delete(this: &SyncKvStorage, key: &str) -> std::result::Result<bool, JsValue>;
-
-    /// A Durable Object's SQLite database.
-    #[wasm_bindgen(extends = js_sys::Object)]
-    #[derive(Clone)]
-    pub type SqlStorage;
-
-    #[wasm_bindgen(method, catch, variadic, js_name = exec)]
-    fn exec_with(this: &SqlStorage, query: &str, bindings: &Array)
-        -> std::result::Result<SqlCursor, JsValue>;
-
-    /// A statement's result.
-    #[wasm_bindgen(extends = js_sys::Object)]
-    pub type SqlCursor;
-
-    /// The rows as arrays of column values.
-    #[wasm_bindgen(method)]
-    fn raw(this: &SqlCursor) -> js_sys::Iterator;
-
-    /// The rows as objects, column names as keys.
-    #[wasm_bindgen(method, catch, js_name = toArray)]
-    fn to_array(this: &SqlCursor) -> std::result::Result<Array, JsValue>;
-
     #[wasm_bindgen(js_name = setTimeout)]
     fn set_timeout(handler: &js_sys::Function, ms: f64) -> JsValue;
 
     #[wasm_bindgen(js_name = clearTimeout)]
     fn clear_timeout(id: &JsValue);
-}
-
-impl SqlStorage {
-    /// Runs `query` with `bindings` (synchronous: in the caller's turn).
-    pub fn run(&self, query: &str, bindings: &[JsValue]) -> Result<SqlCursor> {
-        let array = Array::new();
-        for value in bindings {
-            array.push(value);
-        }
-        Ok(self.exec_with(query, &array)?)
-    }
-}
-
-impl SqlCursor {
-    /// The first row's column values, if there is a row.
-    pub fn first_row(&self) -> Result<Option<Array>> {
-        let next = self.raw().next()?;
-        Ok(if next.done() { None } else { Some(next.value().unchecked_into()) })
-    }
-
-    /// Every row, as an object per row.
-    pub fn rows(&self) -> Result<Array> {
-        Ok(self.to_array()?)
-    }
-}
-
-/// A SQL value as bytes, when it is a blob (the runtime returns an `ArrayBuffer`).
-pub fn sql_bytes(value: &JsValue) -> Option<Vec<u8>> {
-    if let Some(buffer) = value.dyn_ref::<js_sys::ArrayBuffer>() {
-        return Some(Uint8Array::new(buffer).to_vec());
-    }
-    value.dyn_ref::<Uint8Array>().map(Uint8Array::to_vec)
 }
 
 /// A timer: ready once its time has passed. Dropped before then, it clears its timeout, so

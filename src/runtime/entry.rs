@@ -59,7 +59,7 @@ use super::identity::{
     identified, scope_finish, scope_start, token_identity, Arrived, Identified, ScopeStart,
 };
 use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
-use super::platform::{console_error, describe, Context, Env, Error, Result};
+use super::platform::{console_error, Context, Env, Error, Result};
 use super::rate_limit::{self, Limit};
 use super::{admin, body, metrics, observe, random_u64, respond, settings};
 use crate::core::async_job::prefers_respond_async;
@@ -81,8 +81,7 @@ use crate::core::wire::{KeyCall, KeyStep, ReconcileCall, ToObject, ANSWERED_HEAD
 /// answer to `req`, whatever happens; an error that reaches the top is logged and answered
 /// 500 with a plain body, as the macro would answer it.
 #[event(fetch)]
-async fn fetch(req: Request, env: worker::Env, ctx: worker::Context) -> worker::Result<Response> {
-    let env = Env::new(env.into());
+async fn fetch(req: Request, env: Env, ctx: worker::Context) -> worker::Result<Response> {
     let ctx = Context::new(AsRef::<JsValue>::as_ref(ctx.as_ref()).clone());
     match arrived(req, env, ctx).await {
         Ok(answer) => Ok(answer),
@@ -390,10 +389,10 @@ impl Covered {
         // The object name is a hash: safe to log, unlike the key or the credential.
         let unanswered = Unanswered { short: name[..16].to_owned(), scope_log, wire_method, unprotected };
         match namespace.get_by_name(&name) {
-            Err(error) => Ok(self.unanswered(unanswered, (ObjectCallFailure::BeforeSend, describe(error)))),
+            Err(error) => Ok(self.unanswered(unanswered, (ObjectCallFailure::BeforeSend, error.to_string()))),
             Ok(stub) => {
                 self.phase = Phase::Calling(unanswered);
-                Ok(boundary::call_object_js(&stub, &to_object, ANSWERED_HEADER).into())
+                Ok(boundary::call_object_js(&stub.into_rpc(), &to_object, ANSWERED_HEADER).into())
             }
         }
     }

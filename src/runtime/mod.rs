@@ -27,6 +27,7 @@
 //!   replay.
 //! - `seal`: stored answers sealed and opened with WebCrypto.
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
+//! - `bindings`: the platform calls `worker` does not bind (one line each on why).
 //! - `platform`: the bindings to workerd (environment, context, Durable Object storage and
 //!   SQL, timers, the log, errors, the panic hook).
 //! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
@@ -35,6 +36,7 @@
 //!   token checks; `jwks.mjs`: the JWKS fetch; `origin.mjs`: the probe and the exchange).
 
 mod admin;
+mod bindings;
 mod body;
 mod boundary;
 mod chunks;

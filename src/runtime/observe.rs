@@ -260,7 +260,7 @@ impl Recording {
         };
         // The object's id, as the object's own lines name it (and the admin API takes it).
         let short = cached_key_namespace(&env, jurisdiction.as_deref())
-            .and_then(|namespace| Ok(namespace.id_from_name(&name)?.to_hex()))
+            .and_then(|namespace| Ok(namespace.id_from_name(&name)?.to_string()))
             .unwrap_or_else(|_| name[..16].to_owned());
         let (mut decision, claimed) = match object(KeyStep::ObserveArrival, None).await {
             Ok(Answered::Observed { decision, claimed }) => (decision, claimed),

@@ -64,7 +64,8 @@ use web_sys::{
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
-use super::platform::{console_error, console_warn, Env, Fetcher};
+use super::platform::{console_error, console_warn, Env};
+use worker::worker_sys::Fetcher;
 use super::{body, origin_auth, settings};
 use crate::core::config::ObjectPolicy;
 use crate::core::headers::HeaderLines;
@@ -149,7 +150,7 @@ pub async fn send(
     let service = match policy.origin_service.as_deref() {
         None => None,
         Some(name) => match env.service(name) {
-            Ok(service) => Some(service),
+            Ok(service) => Some(service.into_rpc::<Fetcher>()),
             Err(error) => {
                 console_error!("the origin service binding {} is unusable: {}", name, error);
                 return (OriginResult::ConnectRefused, None);

@@ -1,8 +1,8 @@
 //! The Worker's rate limit for covered requests (`RATE_LIMITER`, a Workers Rate Limiting
 //! binding, or the one a route names), checked before any object exists. Which keys are
 //! limited, and in which order, is the core's (`core::scope::rate_limit_keys`); this file
-//! asks the binding about them in that order, in one JavaScript call (`boundary.mjs`'s
-//! `withinLimits`, which stops at the first key over: the keys after it are not counted).
+//! asks the binding (`worker`'s `RateLimiter`) about them in that order, and stops at the
+//! first key over: the keys after it are not counted.
 //! The limiter guards against floods, not the idempotency promise: one that fails lets the
 //! request on, and says so.
 
@@ -10,7 +10,6 @@ use js_sys::Promise;
 use wasm_bindgen::{JsCast, JsValue};
 use web_sys::Response;
 
-use super::boundary;
 use super::platform::{console_error, Env, Result};
 use super::{respond, settings};
 use crate::core::config::RateLimiterChoice;
@@ -34,19 +33,29 @@ pub(super) fn ask(
     limit_keys: &[String],
     trace: &Trace,
 ) -> Limit {
-    let binding = match choice {
+    let limiter = match choice {
         None => return Limit::Free,
-        Some(RateLimiterChoice::Default) => match env.binding(settings::RATE_LIMITER_BINDING) {
-            Ok(binding) => binding,
+        Some(RateLimiterChoice::Default) => match env.rate_limiter(settings::RATE_LIMITER_BINDING) {
+            Ok(limiter) => limiter,
             Err(_) => return Limit::Free,
         },
-        Some(RateLimiterChoice::Named(name)) => match env.binding(name) {
-            Ok(binding) => binding,
+        Some(RateLimiterChoice::Named(name)) => match env.rate_limiter(name) {
+            Ok(limiter) => limiter,
             Err(_) => return Limit::Refused(respond::refused(env, &edge::rate_limiter_unbound(name), trace)),
         },
     };
-    let keys: String = limit_keys.iter().flat_map(|key| [key.as_str(), "\n"]).collect();
-    Limit::Asked(boundary::within_limits(&binding, &keys))
+    let keys = limit_keys.to_vec();
+    // true or false, or [error] when the limiter failed: it never rejects.
+    Limit::Asked(wasm_bindgen_futures::future_to_promise(async move {
+        for key in keys {
+            match limiter.limit(key).await {
+                Ok(outcome) if outcome.success => {}
+                Ok(_) => return Ok(JsValue::FALSE),
+                Err(error) => return Ok(js_sys::Array::of1(&JsValue::from(error)).into()),
+            }
+        }
+        Ok(JsValue::TRUE)
+    }))
 }
 
 /// The answer the limiter's `verdict` (as `withinLimits` resolves) makes: `None` to go on,

@@ -23,6 +23,7 @@ mod format_fixtures;
 pub mod fuzz_checks;
 pub mod headers;
 pub mod hex;
+pub mod identify;
 pub mod jwks_cache;
 pub mod jwt;
 pub mod key;

@@ -29,16 +29,16 @@ use wasm_bindgen_futures::JsFuture;
 use super::now_ms;
 use super::platform::{console_error, message_of, race, Context, Delay};
 use crate::core::config::{Config, Policy};
-use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope};
+use crate::core::fingerprint::Scope;
+use crate::core::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::headers::HeaderLines;
 use crate::core::jwks_cache::{
     answer_status, Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
 };
 use crate::core::jwt::{self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity};
 use crate::core::key::IdempotencyKey;
-use crate::core::keyed_name::keyed_object_name;
 use crate::core::problem::Problem;
-use crate::core::scope::{self, caller_binding, ScopeConfig, ScopeLog, Start};
+use crate::core::scope::{self, ScopeConfig, ScopeLog, Start};
 use crate::core::verified_tokens::VerifiedTokens;
 
 /// Largest JWKS document read.
@@ -64,83 +64,27 @@ extern "C" {
     fn verify_under_secret(secret: &[u8], signature: &[u8], data: &[u8]) -> Promise;
 }
 
-/// The scope of a covered request, with its log form, or the 401 problem refusing it.
+/// The scope of a covered request, with its log form, or the 401 problem refusing it: what
+/// the scope headers decide (`core::scope::start`), after a token's check when they name one.
 pub async fn scope(
     headers: &HeaderLines,
     config: &Config,
     policy: &Policy<'_>,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<(Scope, ScopeLog), Problem> {
-    match scope_start(headers, config, policy) {
-        ScopeStart::Decided(scope, log) => Ok((scope, log)),
-        ScopeStart::Refused(problem) => Err(problem),
-        ScopeStart::Verify(token) => {
-            let verified = token_identity(&token, &config.scope, policy.scope.claim, keep_alive).await;
-            scope_finish(headers, config, verified)
-        }
-    }
-}
-
-/// What the scope headers alone decide (`core::scope::start`), with the token to verify
-/// as its own text, so that the check can run while nothing else is borrowed.
-pub enum ScopeStart {
-    Decided(Scope, ScopeLog),
-    Refused(Problem),
-    Verify(String),
-}
-
-/// The first half of [`scope`], without waiting: decided, refused, or a token to check
-/// ([`token_identity`]) before [`scope_finish`].
-pub fn scope_start(headers: &HeaderLines, config: &Config, policy: &Policy<'_>) -> ScopeStart {
     let values = header_values(headers, &config.scope.headers);
     let pairs = named_values(&config.scope.headers, &values);
-    match scope::start(&config.scope, &policy.scope, &pairs) {
-        Start::Decided(scope, log) => ScopeStart::Decided(scope, log),
-        Start::Refused(problem) => ScopeStart::Refused(problem),
-        Start::Verify(token) => ScopeStart::Verify(token.to_owned()),
-    }
-}
-
-/// The second half of [`scope`]: the scope once the token's check says `verified`.
-pub fn scope_finish(
-    headers: &HeaderLines,
-    config: &Config,
-    verified: std::result::Result<Identity, Unverified>,
-) -> std::result::Result<(Scope, ScopeLog), Problem> {
-    let values = header_values(headers, &config.scope.headers);
-    let pairs = named_values(&config.scope.headers, &values);
-    scope::finish(&config.scope, &pairs, verified)
-}
-
-/// The identity `token` states once verified under the route's `claim`, or why it does not
-/// verify (a route without a claim has no key to verify under).
-pub async fn token_identity(
-    token: &str,
-    config: &ScopeConfig,
-    claim: Option<&jwt::ClaimPath>,
-    keep_alive: Option<&Context>,
-) -> std::result::Result<Identity, Unverified> {
-    match claim {
-        Some(claim) => verify(token, config, claim, keep_alive).await,
+    let token = match scope::start(&config.scope, &policy.scope, &pairs) {
+        Start::Decided(scope, log) => return Ok((scope, log)),
+        Start::Refused(problem) => return Err(problem),
+        Start::Verify(token) => token,
+    };
+    // A route without a claim has no key to verify under.
+    let verified = match policy.scope.claim {
+        Some(claim) => verify(token, &config.scope, claim, keep_alive).await,
         None => Err(Unverified::NoKey),
-    }
-}
-
-/// The values of the headers `names`, in order (`None` for an absent one).
-pub(super) fn header_values(headers: &HeaderLines, names: &[String]) -> Vec<Option<String>> {
-    names.iter().map(|name| headers.get(name)).collect()
-}
-
-/// `names` beside their `values` as the core reads headers: (lowercase name, bytes if present).
-pub(super) fn named_values<'a>(
-    names: &'a [String],
-    values: &'a [Option<String>],
-) -> Vec<(&'a str, Option<&'a [u8]>)> {
-    names
-        .iter()
-        .map(String::as_str)
-        .zip(values.iter().map(|value| value.as_deref().map(str::as_bytes)))
-        .collect()
+    };
+    scope::finish(&config.scope, &pairs, verified)
 }
 
 /// Verifies `token` and returns the identity it states, or why it does not verify.
@@ -327,17 +271,6 @@ fn message(error: JsValue) -> String {
     message_of(&error).unwrap_or_else(|| "an error".to_owned())
 }
 
-/// Who a covered request belongs to and what it asks for: its fingerprint, its object's
-/// name, the scope's key salt, the scope for the log line, and the key's binding to the
-/// caller's replay credential (`core::scope`, rule 5), which the rate limit counts by.
-pub struct Identified {
-    pub fingerprint: Digest256,
-    pub name: String,
-    pub scope_salt: Digest256,
-    pub scope_log: ScopeLog,
-    pub binding: Option<Digest256>,
-}
-
 /// Identifies a covered request, the same way in enforce and observe mode so that both
 /// reach the same object: the caller's scope (a 401 problem when the
 /// request may not be scoped), the payload fingerprint and the object name (keyed with
@@ -357,55 +290,4 @@ pub async fn identify(
     let (scope, scope_log) = self::scope(headers, config, policy, keep_alive).await?;
     let request = Arrived { headers, method, path_and_query, key, config, policy, body, name_key };
     Ok(identified(&request, scope, scope_log))
-}
-
-/// What [`identified`] reads of a covered request besides its scope.
-pub struct Arrived<'a> {
-    pub headers: &'a HeaderLines,
-    pub method: &'a str,
-    pub path_and_query: &'a str,
-    pub key: &'a IdempotencyKey,
-    pub config: &'a Config,
-    pub policy: &'a Policy<'a>,
-    pub body: &'a [u8],
-    pub name_key: Option<&'a [u8]>,
-}
-
-/// [`identify`] once the scope is known: the fingerprint and the object's name.
-pub fn identified(request: &Arrived<'_>, scope: Scope, scope_log: ScopeLog) -> Identified {
-    let Arrived { headers, method, path_and_query, key, config, policy, body, name_key } = *request;
-    let scope_salt = scope.key_salt();
-    let content_type = headers.get("content-type");
-    let extra_values: Vec<Option<String>> =
-        policy.fingerprint_headers.iter().map(|name| headers.get(name)).collect();
-    let extra_headers: Vec<(&str, Option<&str>)> = policy
-        .fingerprint_headers
-        .iter()
-        .map(String::as_str)
-        .zip(extra_values.iter().map(Option::as_deref))
-        .collect();
-    let payload = Payload {
-        method,
-        path_and_query,
-        content_type: content_type.as_deref(),
-        extra_headers: &extra_headers,
-        body,
-        body_shape: policy.body_shape,
-    };
-    // Rule 5 of `core::scope`: a replay goes only to the original's credential. The values
-    // are read only where a binding can apply (never with the default scope).
-    let binding = if config.scope.binds_replays() {
-        let values = header_values(headers, &config.scope.replay_headers);
-        let replay = named_values(&config.scope.replay_headers, &values);
-        caller_binding(&config.scope, scope_log.kind, &replay)
-    } else {
-        None
-    };
-    Identified {
-        fingerprint: bound_to_caller(fingerprint(&payload), binding),
-        name: keyed_object_name(name_key, object_name(scope, key.as_str())),
-        scope_salt,
-        scope_log,
-        binding,
-    }
 }

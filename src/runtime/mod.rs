@@ -1,11 +1,12 @@
 //! The wasm32 runtime: carries out what `crate::core` decides, and nothing else.
 //!
-//! - `entry`: the Worker's fetch handler. Validates the request, fingerprints it and hands
-//!   it to the key's Durable Object; passes uncovered methods through. A covered request's
-//!   steps are synchronous, and `src/entry.mjs` awaits between them (`Covered`).
+//! - `entry`: the Worker's fetch handler (`worker`'s `#[event(fetch)]`). Carries out the
+//!   core's plan for the request (`core::edge`): hands a covered request, identified
+//!   (`core::identify`), to the key's Durable Object; passes uncovered methods through.
 //! - `forward`: the Worker's own forwards (pass-through, observe, fail-open), signed.
 //! - `object_call`: the Worker's call to a key's object, and whether the object answered.
-//! - `object`: the Durable Object, single writer for one (scope, key).
+//! - `object`: the Durable Object (`worker`'s `#[durable_object]`), single writer for one
+//!   (scope, key).
 //! - `observe`: observe mode's edge half: forward as the request came, record beside it.
 //! - `storage`: the object's one-row SQLite record.
 //! - `key_record`: the object's record kept in step between the key's driver and storage.

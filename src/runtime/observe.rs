@@ -40,11 +40,13 @@ use web_sys::{Request, Response};
 
 use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
-use super::identity::{self, identify};
+use super::identity::identify;
 use super::object_call::{cached_key_namespace, call_named};
 use super::platform::{console_error, Context, Env, Result};
 use super::{body, metrics, now_ms, origin};
 use crate::core::config::{Config, Policy};
+use crate::core::edge::CoveredPlan;
+use crate::core::identify::key_call;
 use crate::core::headers::HeaderLines;
 use crate::core::key::IdempotencyKey;
 use crate::core::latch::{latch, Latch};
@@ -103,6 +105,7 @@ pub(super) async fn covered(
     config: &Config,
     policy: &Policy<'_>,
     key: IdempotencyKey,
+    plan: CoveredPlan,
     trace: Trace,
 ) -> Result<Response> {
     let method = trace.method.clone();
@@ -112,7 +115,7 @@ pub(super) async fn covered(
     let target = config.target_for(policy, url, &path_and_query);
     let declared_length = lines.get("content-length");
     let (body, forward_body) =
-        match body::read_observed(&req, declared_length.as_deref(), config.max_body_bytes).await? {
+        match body::read_observed(&req, declared_length.as_deref(), plan.max_body_bytes).await? {
             body::ObservedBody::Declared => {
                 return passed(req, url, env, config, policy, ProblemKind::BodyTooLarge, &trace).await
             }
@@ -158,6 +161,7 @@ pub(super) async fn covered(
             body,
         },
         target,
+        plan,
         trace,
         on_unavailable: policy.on_unavailable,
         origin_timeout_ms: policy.timing.origin_timeout_ms,
@@ -210,6 +214,7 @@ struct Recording {
     request: Observed,
     /// The URL the object's requests carry (it reads only their headers).
     target: String,
+    plan: CoveredPlan,
     trace: Trace,
     on_unavailable: Unavailable,
     origin_timeout_ms: u64,
@@ -221,7 +226,8 @@ impl Recording {
     /// refuse (401, 503) is logged as that refusal, with the origin's status, and nothing is
     /// recorded.
     async fn run(self, forwarded: Latch<Forwarded>) {
-        let Recording { env, jurisdiction, request, target, trace, on_unavailable, origin_timeout_ms } = self;
+        let Recording { env, jurisdiction, request, target, plan, trace, on_unavailable, origin_timeout_ms } =
+            self;
         let settings = super::settings::get(&env);
         let Ok(config) = &settings.config else { return };
         let policy = config.policy_for(&request.routed_path);
@@ -232,26 +238,17 @@ impl Recording {
             identify(headers, method, path_and_query, key, config, &policy, body, name_key, None).await;
         // A handler cut short hands nothing over: as a broken connection.
         let forwarded = async { forwarded.take().await.unwrap_or(Forwarded::Failed { ms: 0 }) };
-        let identity::Identified { fingerprint, name, scope_salt, scope_log, .. } = match identified {
+        let identified = match identified {
             Ok(identified) => identified,
             Err(problem) => {
                 let (status, _, ms) = observed::log_fields(&forwarded.await);
                 return log_refusal(&env, problem.kind, status, ms, &trace);
             }
         };
-        let call = KeyCall {
-            fingerprint,
-            scope_salt,
-            scope: scope_log,
-            policy: config.object_policy(&policy),
-            body_bytes: body.len() as u64,
-            // The object never sends in observe mode: the Worker forwards.
-            probe_origin: false,
-            step: KeyStep::ObserveArrival,
-            trace,
-            // Observing, the object never forwards, nor looks up.
-            reconcile: None,
-        };
+        // As enforce mode builds it (`core::identify::key_call`): observing, the object
+        // neither forwards nor looks up.
+        let call = key_call(config, &policy, &plan, &identified, body.len() as u64, trace);
+        let name = identified.name;
         // The request's copy is not held while the object is called.
         drop(request);
         let object = |step: KeyStep, body: Option<JsValue>| {

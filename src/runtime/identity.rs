@@ -8,7 +8,7 @@
 //! (`core::scope`, `core::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
 //! fresh, what a failed fetch or an unknown `kid` answers (`core::jwks_cache`); when a
 //! verified token may be reused (`core::verified_tokens`). This file only carries out what
-//! the core cannot: the JWKS fetch (its timeout and size bound: one call into `jwks.mjs`),
+//! the core cannot: the JWKS fetch (`worker`'s `Fetch`, under a timeout signal, within a size bound),
 //! one fetch awaited by every request that waits for it (each through a promise of its own,
 //! see `Fetch`), and the signature check (no RSA or EC code is compiled into the Wasm).
 //!
@@ -23,11 +23,11 @@ use std::time::Duration;
 
 use js_sys::{Array, Promise};
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
 
 use super::now_ms;
-use super::platform::{console_error, message_of, race, Context, Delay};
+use super::platform::{console_error, race, Context, Delay};
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::Scope;
 use crate::core::identify::{header_values, identified, named_values, Arrived, Identified};
@@ -43,15 +43,6 @@ use crate::core::verified_tokens::VerifiedTokens;
 
 /// Largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 256 * 1024;
-
-#[wasm_bindgen(module = "/src/runtime/jwks.mjs")]
-extern "C" {
-    /// `[text, cacheControl, 200]` of the JWKS URL's 200 answer of at most `max_bytes`, or
-    /// `[null, null, status]` of any other (a redirect is never followed), within
-    /// `timeout_ms`; rejects with why it was of no use.
-    #[wasm_bindgen(js_name = fetchJwks)]
-    fn fetch_jwks_js(url: &str, timeout_ms: f64, max_bytes: f64) -> Promise;
-}
 
 #[wasm_bindgen(module = "/src/runtime/webcrypto.mjs")]
 extern "C" {
@@ -243,19 +234,7 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
 
 /// Fetches the JWKS and reports it to the cache, once; why it was of no use is logged.
 async fn fetch_jwks(url: String, request: FetchRequest) {
-    let fetched = JsFuture::from(fetch_jwks_js(&url, FETCH_TIMEOUT_MS as f64, MAX_JWKS_BYTES as f64))
-        .await
-        .map_err(message)
-        .and_then(|answer| {
-            let answer: Array = answer.unchecked_into();
-            // A status is a whole number below 1000: exact as an f64.
-            let status = answer.get(2).as_f64().map_or(0, |status| status as u16);
-            answer_status(status)?;
-            Ok(Document {
-                text: answer.get(0).as_string().unwrap_or_default(),
-                cache_control: answer.get(1).as_string(),
-            })
-        });
+    let fetched = get_jwks(&url).await;
     let handled = URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));
     if let Err(why) = handled {
         // The URL is configuration, not a secret; the body is never logged.
@@ -266,9 +245,46 @@ async fn fetch_jwks(url: String, request: FetchRequest) {
     }
 }
 
-/// What a failed fetch threw, as its message alone (the line around it names the fetch).
-fn message(error: JsValue) -> String {
-    message_of(&error).unwrap_or_else(|| "an error".to_owned())
+/// `url`'s 200 answer, its text (of at most `MAX_JWKS_BYTES` of UTF-8) and `Cache-Control`,
+/// all of it within `FETCH_TIMEOUT_MS` (`worker`'s `Fetch` under a timeout signal, which
+/// also ends the body's read); or why it is of no use, never the body's content. A
+/// redirect is never followed (`core::jwks_cache`, rule 7): what its status means is the
+/// core's (`answer_status`), and its body is let go unread.
+async fn get_jwks(url: &str) -> std::result::Result<Document, String> {
+    let timeout = web_sys::AbortSignal::timeout_with_u32(FETCH_TIMEOUT_MS as u32);
+    let failed = |error: worker::Error| {
+        if timeout.aborted() {
+            format!("no answer within {} s", FETCH_TIMEOUT_MS / 1_000)
+        } else {
+            error.to_string()
+        }
+    };
+    let headers = worker::Headers::new();
+    headers.set("accept", "application/jwk-set+json, application/json").map_err(failed)?;
+    let mut init = worker::RequestInit::new();
+    init.with_headers(headers).with_redirect(worker::RequestRedirect::Manual);
+    let request = worker::Request::new_with_init(url, &init).map_err(failed)?;
+    let signal = worker::AbortSignal::from(timeout.clone());
+    let mut response = worker::Fetch::Request(request).send_with_signal(&signal).await.map_err(failed)?;
+    let status = response.status_code();
+    if status != 200 {
+        if let worker::ResponseBody::Stream(body) = response.body() {
+            let _ = body.cancel();
+        }
+        answer_status(status)?;
+    }
+    let too_large = || format!("larger than {MAX_JWKS_BYTES} bytes");
+    let declared = response.headers().get("content-length").ok().flatten();
+    if declared.and_then(|length| length.trim().parse::<usize>().ok()).is_some_and(|length| length > MAX_JWKS_BYTES) {
+        return Err(too_large());
+    }
+    let cache_control = response.headers().get("cache-control").ok().flatten();
+    let bytes = response.bytes().await.map_err(failed)?;
+    if bytes.len() > MAX_JWKS_BYTES {
+        return Err(too_large());
+    }
+    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
+    Ok(Document { text, cache_control })
 }
 
 /// Identifies a covered request, the same way in enforce and observe mode so that both

@@ -35,11 +35,10 @@ use std::sync::Arc;
 
 use super::async_job::{job_decision, AsyncAccept};
 use super::config::ObjectPolicy;
+use super::fault::{Fault, FaultSource, Stage, StorageOperation};
 use super::fingerprint::Digest256;
 use super::log::Decision;
-use super::machine::{
-    self, outcome_unknown, storage_unavailable, Action, Event, RecordChange, Step, WaiterLimits,
-};
+use super::machine::{self, outcome_unknown, Action, Event, RecordChange, Step, WaiterLimits};
 use super::policy::OriginResult;
 use super::problem::{Problem, ProblemKind};
 use super::reconcile::{Reconciling, Verdict};
@@ -295,7 +294,7 @@ impl KeyState {
         let step = machine::step(self.record(), Event::WaitExpired { attempt }, now);
         match step.actions.into_iter().next() {
             Some(Action::Reject(problem)) => Err(problem),
-            _ => Err(storage_unavailable()),
+            _ => Err(Fault { source: FaultSource::NoAnswer, stage: Stage::BeforeClaim }.problem()),
         }
     }
 
@@ -586,8 +585,9 @@ impl KeyState {
             None if job_claimed => {}
             None => return None,
         }
-        let step =
-            Step { change: RecordChange::Delete, actions: vec![Action::Reject(storage_unavailable())] };
+        // The fault's consequence (`core::fault`): a claim, nothing sent, released.
+        let withdrawn = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
+        let step = Step { change: RecordChange::Delete, actions: vec![Action::Reject(withdrawn.problem())] };
         Some(Pending {
             what: InProgress::Other,
             step,

@@ -774,15 +774,6 @@ pub fn attempts_exhausted(reason: UnknownReason, sent: u16) -> Problem {
     )
 }
 
-/// 503 when the object cannot read or write its record: nothing was forwarded.
-pub fn storage_unavailable() -> Problem {
-    Problem::new(
-        ProblemKind::StorageUnavailable,
-        "The idempotency record could not be read or written, so the request was not forwarded. Retry with the same key.",
-    )
-    .with_retry_after(1)
-}
-
 /// A problem in the form of a stored response, so that waiters can be given it.
 pub fn problem_response(problem: &Problem) -> StoredResponse {
     let mut headers = vec![("content-type".to_owned(), super::problem::PROBLEM_CONTENT_TYPE.to_owned())];

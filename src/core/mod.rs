@@ -13,6 +13,7 @@ pub mod codec;
 pub mod config;
 pub mod edge;
 pub mod env_names;
+pub mod fault;
 pub mod fingerprint;
 #[cfg(test)]
 mod format_fixtures;

@@ -39,12 +39,13 @@ use serde_json::{Map, Value};
 use super::body_shape::{BodyShape, JsonPointer, MAX_POINTERS};
 use super::config::{MAX_DUPLICATE_WAIT_SECONDS, MAX_ORIGIN_TIMEOUT_SECONDS, MAX_TTL_SECONDS};
 use super::edge::METHOD_OVERRIDE_HEADERS;
+use super::fault::{consequence, Fault, FaultAnswer, FaultSource, Stage};
 use super::headers::{is_hop_by_hop, INTERNAL_PREFIX};
 use super::jwt::ClaimPath;
 use super::key::KeyHeader;
 use super::origin_auth::SIGNATURE_HEADER;
 use super::policy::{StatusSet, AUTH_REFUSED};
-use super::problem::{Problem, ProblemKind};
+use super::problem::Problem;
 use super::reconcile::ReconcileRoute;
 
 /// Methods a route may cover: the unsafe ones. Safe methods need no key, and the runtime
@@ -217,19 +218,20 @@ pub enum AfterObjectFailure {
 /// The decision after a failed object call (rule: fail open only on a fail-open route,
 /// and only when the call provably never left the Worker).
 pub fn after_object_failure(failure: ObjectCallFailure, on_unavailable: Unavailable) -> AfterObjectFailure {
-    if on_unavailable == Unavailable::FailOpen && failure.provably_undelivered() {
-        return AfterObjectFailure::FailOpen;
+    // A fault of the object call (`core::fault`), before the claim only where provably so.
+    let route_fails_open = on_unavailable == Unavailable::FailOpen;
+    let stage = if failure.provably_undelivered() { Stage::BeforeClaim } else { Stage::AfterStep };
+    let fault = Fault { source: FaultSource::ObjectCall { route_fails_open }, stage };
+    match consequence(&fault).answer {
+        FaultAnswer::FailOpen => AfterObjectFailure::FailOpen,
+        FaultAnswer::Problem(problem) => AfterObjectFailure::Refuse(problem),
+        FaultAnswer::Origin => AfterObjectFailure::Refuse(fault.problem()),
     }
-    AfterObjectFailure::Refuse(object_unreachable())
 }
 
 /// 503 `storage-unavailable` for a key whose object could not be reached.
 pub fn object_unreachable() -> Problem {
-    Problem::new(
-        ProblemKind::StorageUnavailable,
-        "The idempotency record for this key could not be reached, so the request was not forwarded. Retry with the same key.",
-    )
-    .with_retry_after(1)
+    Fault { source: FaultSource::ObjectCall { route_fails_open: false }, stage: Stage::BeforeClaim }.problem()
 }
 
 /// One route: a pattern and the overrides it carries.

@@ -17,8 +17,9 @@ use crate::core::admin::{
     OPERATOR_HEADER,
 };
 use crate::core::config::Config;
+use crate::core::fault::{Fault, Stage, StorageOperation};
 use crate::core::log::event_line;
-use crate::core::machine::{storage_unavailable, RecordChange};
+use crate::core::machine::RecordChange;
 use crate::core::record::Record;
 use crate::core::url::path_and_query_parts;
 use crate::core::wire::ToObject;
@@ -136,8 +137,12 @@ impl KeyObject {
         let record = match self.record() {
             Ok(record) => record,
             Err(error) => {
-                console_error!("object {}: admin could not read the record: {}", self.short_id(), error);
-                return respond::problem(&storage_unavailable());
+                let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+                console_error!(
+                    "{}",
+                    fault.source.log_line(&self.subject(), "admin's read of the record", &error)
+                );
+                return respond::problem(&fault.problem());
             }
         };
         let waiters = self.key.borrow().live().map(|live| live.waiters);
@@ -157,16 +162,24 @@ impl KeyObject {
                     match self.apply(&RecordChange::Delete).await {
                         // A pending job's alarm is cancelled with it.
                         Ok(()) if job && !self.store.delete_alarm().await => {
-                            console_error!("object {}: cancelling the job's alarm failed", self.short_id());
-                            respond::problem(&storage_unavailable())
+                            // The record is deleted; only its alarm is left to fire on nothing.
+                            let fault = Fault::storage(StorageOperation::Alarm, Stage::AfterStep);
+                            let subject = self.subject();
+                            let detail = "the record is purged, its alarm left in place";
+                            console_error!(
+                                "{}",
+                                fault.source.log_line(&subject, "cancelling the job's alarm", detail)
+                            );
+                            respond::problem(&fault.problem())
                         }
                         Ok(()) => {
                             console_log!("{}", event_line("admin-purge", &object_id, &[("forced", force)]));
                             respond::json(&json!({"object_id": object_id, "purged": true}))
                         }
                         Err(error) => {
-                            console_error!("object {}: purge failed: {}", self.short_id(), error);
-                            respond::problem(&storage_unavailable())
+                            let fault = Fault::storage(StorageOperation::Delete, Stage::BeforeClaim);
+                            console_error!("{}", fault.source.log_line(&self.subject(), "purge", &error));
+                            respond::problem(&fault.problem())
                         }
                     }
                 }

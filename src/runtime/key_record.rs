@@ -15,6 +15,7 @@ use super::object::KeyObject;
 use super::platform::{console_error, console_log};
 use super::record_store::Opened;
 use super::storage::StorageError;
+use crate::core::fault::{FaultSource, StorageOperation};
 use crate::core::key_state::{Decided, Pending};
 use crate::core::log::event_line;
 use crate::core::machine::RecordChange;
@@ -86,10 +87,10 @@ impl KeyObject {
                     // forwarded again by this instance.
                     self.key.borrow_mut().forget();
                     if let Err(error) = self.record() {
+                        let source = FaultSource::Storage { operation: error.operation() };
                         console_error!(
-                            "object {}: reading the record again failed: {}",
-                            self.short_id(),
-                            error
+                            "{}",
+                            source.log_line(&self.subject(), "reading the record again", &error)
                         );
                     }
                 }
@@ -119,7 +120,9 @@ impl KeyObject {
         match self.apply_fenced(&pending.step().change, still_current).await {
             Ok(()) => (self.key.borrow_mut().handle_written(pending), true),
             Err(error) => {
-                console_error!("object {}: writing {} failed: {}", self.short_id(), what, error);
+                // The key's driver decides what the failed write leaves (`core::fault`).
+                let source = FaultSource::Storage { operation: StorageOperation::Write };
+                console_error!("{}", source.log_line(&self.subject(), &format!("writing {what}"), &error));
                 (self.key.borrow_mut().handle_write_failed(pending, now_ms()), false)
             }
         }

@@ -63,10 +63,11 @@ use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64};
 use crate::core::async_job::ArrivalPlan;
 use crate::core::config::{ObjectPolicy, PanicSite, PANIC_TEST_HEADER};
+use crate::core::fault::{Fault, FaultSource, Stage, StorageOperation};
 use crate::core::fingerprint::Digest256;
 use crate::core::key_state::{Arrival, Decided, KeyState};
 use crate::core::log::{Decision, LineContext, RequestLog, Trace};
-use crate::core::machine::{storage_unavailable, Action};
+use crate::core::machine::Action;
 use crate::core::policy::OriginResult;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record, StoredResponse};
@@ -108,8 +109,9 @@ impl DurableObject for KeyObject {
     async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
         let req = Clone::clone(req.inner());
         let answer = self.handle(req).await.or_else(|error| {
-            console_error!("object {}: answering failed: {}", self.short_id(), error);
-            respond::problem(&storage_unavailable())
+            let fault = error.fault();
+            console_error!("{}", fault.source.log_line(&self.subject(), "answering", &error));
+            respond::problem(&fault.problem())
         });
         respond::marked(answer).map(worker::Response::from).map_err(|error| JsValue::from(error).into())
     }
@@ -142,8 +144,9 @@ impl KeyObject {
     pub fn replay(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
         let Some((response, drained)) = self.replayed(&req) else { return Ok(JsValue::UNDEFINED) };
         let answer = response.or_else(|error| {
-            console_error!("object {}: answering failed: {}", self.short_id(), error);
-            respond::problem(&storage_unavailable())
+            let fault = error.fault();
+            console_error!("{}", fault.source.log_line(&self.subject(), "answering", &error));
+            respond::problem(&fault.problem())
         });
         let marked = respond::marked(answer).map_err(JsValue::from)?;
         Ok(js_sys::Array::of2(&marked.into(), &drained).into())
@@ -282,7 +285,8 @@ impl KeyObject {
                 }
                 let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
                 log.decision = withdrawn.decision.unwrap_or(log.decision);
-                return self.refuse(&storage_unavailable(), &mut log, &call.trace);
+                let fault = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
+                return self.refuse(&fault.problem(), &mut log, &call.trace);
             }
         }
         let Decided { step, decision } = decided;
@@ -313,8 +317,7 @@ impl KeyObject {
                 Action::Settle { .. } | Action::Lookup { .. } => {}
             }
         }
-        let response =
-            response.unwrap_or_else(|| respond::traced_problem(&storage_unavailable(), &call.trace));
+        let response = response.unwrap_or_else(|| respond::traced_problem(&NO_ANSWER.problem(), &call.trace));
         self.answer(response, &mut log, &call.trace)
     }
 
@@ -391,11 +394,12 @@ impl KeyObject {
         drain: bool,
         mut log: RequestLog,
     ) -> Result<Response> {
-        console_error!("object {}: {} failed: {}", self.short_id(), what, error);
+        let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+        console_error!("{}", fault.source.log_line(&self.subject(), what, &error));
         if drain {
             body::drain(req, Some(call.body_bytes)).await;
         }
-        self.refuse(&storage_unavailable(), &mut log, &call.trace)
+        self.refuse(&fault.problem(), &mut log, &call.trace)
     }
 
     /// Writes a request's line, naming the request (`core::log::Trace`).
@@ -487,7 +491,7 @@ impl KeyObject {
             },
             // Should the step not settle (it always does), the waiters are released by the
             // dropped sender and get 409.
-            None => respond::problem(&storage_unavailable()),
+            None => respond::problem(&NO_ANSWER.problem()),
         }
     }
 
@@ -552,9 +556,10 @@ impl KeyObject {
         now: u64,
     ) -> Result<Response> {
         if let Err(error) = self.record() {
-            console_error!("object {}: reading the record failed: {}", self.short_id(), error);
+            let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+            console_error!("{}", fault.source.log_line(&self.subject(), "reading the record", &error));
             body::drain(req, None).await;
-            return respond::observed_decision(Decision::Rejected(ProblemKind::StorageUnavailable), None);
+            return respond::observed_decision(Decision::Rejected(fault.problem().kind), None);
         }
         let arrival = Arrival {
             fingerprint,
@@ -642,7 +647,7 @@ impl KeyObject {
                 log.decision = Decision::Rejected(problem.kind);
                 respond::traced_problem(&problem, trace)
             }
-            (None, Ok(_)) => respond::traced_problem(&storage_unavailable(), trace),
+            (None, Ok(_)) => respond::traced_problem(&NO_ANSWER.problem(), trace),
         }
     }
 
@@ -652,6 +657,11 @@ impl KeyObject {
 
     pub(super) fn short_id(&self) -> &str {
         self.store.short_id()
+    }
+
+    /// This object as a log line names it (`object {short id}`).
+    pub(super) fn subject(&self) -> String {
+        format!("object {}", self.short_id())
     }
 }
 
@@ -679,6 +689,9 @@ pub(super) struct Waiting {
     pub body_bytes: u64,
     pub wait_ms: u64,
 }
+
+/// The fault of a step that gave no answer to send (the key's driver always gives one).
+const NO_ANSWER: Fault = Fault { source: FaultSource::NoAnswer, stage: Stage::AfterStep };
 
 /// When an alarm that could not read its record looks again.
 const ALARM_AFTER_READ_ERROR_MS: u64 = 60_000;

@@ -19,6 +19,8 @@ use js_sys::{Array, Promise, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
+use crate::core::fault::{Fault, PlatformCall, Stage};
+
 /// A failure: what JavaScript threw (or a promise rejected with), or one made here.
 pub enum Error {
     Js(JsValue),
@@ -26,6 +28,14 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// The failure as a fault (`core::fault`): a platform call that threw while the object
+    /// answered, after the key's step was carried out.
+    pub fn fault(&self) -> Fault {
+        Fault::platform(PlatformCall::Answer, Stage::AfterStep)
+    }
+}
 
 impl From<JsValue> for Error {
     fn from(value: JsValue) -> Error {

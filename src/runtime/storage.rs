@@ -26,6 +26,7 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::platform::{describe, sql_bytes, DurableObjectStorage, SqlStorage, SyncKvStorage};
 
+use crate::core::fault::StorageOperation;
 use crate::core::record::{DecodeError, Record};
 
 const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
@@ -66,6 +67,17 @@ pub enum StorageError {
     /// An outcome whose claim stopped being the live one while its answer was sealed (a
     /// purge, then a new claim): not written, so the new claim's record stays.
     Fenced,
+}
+
+impl StorageError {
+    /// What failed of a read of the record (`core::fault`): opening its sealed or chunked
+    /// answer, or reading the record itself.
+    pub fn operation(&self) -> StorageOperation {
+        match self {
+            StorageError::Seal(_) | StorageError::Chunks(_) => StorageOperation::Open,
+            StorageError::Sql(_) | StorageError::Corrupt(_) | StorageError::Fenced => StorageOperation::Read,
+        }
+    }
 }
 
 impl std::fmt::Display for StorageError {

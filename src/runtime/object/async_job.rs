@@ -26,10 +26,11 @@ use crate::core::async_job::{
     no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,
     StoredRequest,
 };
+use crate::core::fault::{Fault, FaultSource, PlatformCall, Stage, StorageOperation};
 use crate::core::fingerprint::Digest256;
 use crate::core::headers::forward_to_origin;
 use crate::core::log::{Decision, RequestLog};
-use crate::core::machine::{storage_unavailable, Action};
+use crate::core::machine::Action;
 use crate::core::problem::{Problem, ProblemKind};
 use crate::core::record::{AttemptId, Record};
 use crate::core::wire::KeyCall;
@@ -37,6 +38,11 @@ use crate::runtime::boundary::header_lines;
 use crate::runtime::origin::{self, AnswerBody, OriginAnswer, Outgoing};
 use crate::runtime::outcome_queue;
 use crate::runtime::respond;
+
+/// A job's request that could not be read whole (its body, its headers, the call's scope)
+/// before anything was claimed.
+const UNREADABLE_REQUEST: Fault =
+    Fault { source: FaultSource::Platform { what: PlatformCall::Request }, stage: Stage::BeforeClaim };
 
 /// 202 Accepted for a job that runs: `Preference-Applied: respond-async` (RFC 7240 §3) and
 /// when to poll again.
@@ -69,20 +75,20 @@ impl KeyObject {
         };
         let body = match read {
             Ok(buffer) => Uint8Array::new(&buffer).to_vec(),
-            Err(_) => return Err(storage_unavailable()),
+            Err(_) => return Err(UNREADABLE_REQUEST.problem()),
         };
         let settings = settings::get(&self.env);
         // The Worker refuses this configuration; an object never stores a request unsealed
         // whatever it is handed.
         let Ok(Some(ring)) = &settings.storage_keys else { return Err(no_key_ring_to_seal_requests()) };
-        let Some(salt) = self.store.scope_salt.get() else { return Err(storage_unavailable()) };
+        let Some(salt) = self.store.scope_salt.get() else { return Err(UNREADABLE_REQUEST.problem()) };
         let request = StoredRequest {
             scope_salt: salt.0,
             method: req.method(),
             target: req.url(),
             // Unreadable only where a header holds a line feed, which the Worker refused
             // already: nothing is sealed or claimed then.
-            headers: end_to_end(headers).map_err(|_| storage_unavailable())?,
+            headers: end_to_end(headers).map_err(|_| UNREADABLE_REQUEST.problem())?,
             body,
         };
         let binding = (now, &call.fingerprint);
@@ -94,8 +100,9 @@ impl KeyObject {
                 config,
             }),
             Err(error) => {
-                console_error!("object {}: sealing the request failed: {}", self.short_id(), error);
-                Err(storage_unavailable())
+                let fault = Fault::storage(StorageOperation::Seal, Stage::BeforeClaim);
+                console_error!("{}", fault.source.log_line(&self.subject(), "sealing the request", &error));
+                Err(fault.problem())
             }
         }
     }

@@ -63,7 +63,7 @@ pub fn identified(request: &Arrived<'_>, scope: Scope, scope_log: ScopeLog) -> I
     let Arrived { headers, method, path_and_query, key, config, policy, body, name_key } = *request;
     let scope_salt = scope.key_salt();
     let content_type = headers.get("content-type");
-    let extra_values = header_values(headers, &policy.fingerprint_headers);
+    let extra_values = header_values(headers, policy.fingerprint_headers);
     let extra_headers: Vec<(&str, Option<&str>)> = policy
         .fingerprint_headers
         .iter()

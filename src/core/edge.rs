@@ -382,18 +382,27 @@ mod tests {
         let routes = r#"[{"pattern":"/open/*","on_object_unavailable":"fail-open"},{"pattern":"/rc/*","reconcile_url":"https://origin.example/lookup/{key}"}]"#;
         let vars = [("IDEMPOTENCY_ROUTES", routes), ("ASYNC_ACCEPT", "prefer"), ("MAX_BODY_BYTES", "1000")];
         let c = Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).unwrap();
-        let plan_of = |config: &Config, path: &str, headers: &HeaderList| {
-            match decide(&head("POST", path, headers), config, |_| true) {
-                Edge::Covered { plan, .. } => plan,
-                other => panic!("{other:?}"),
-            }
+        let plan_of = |config: &Config, path: &str, headers: &HeaderList| match decide(
+            &head("POST", path, headers),
+            config,
+            |_| true,
+        ) {
+            Edge::Covered { plan, .. } => plan,
+            other => panic!("{other:?}"),
         };
-        let (plain, preferring) =
-            (with(&[("idempotency-key", "k1")]), with(&[("idempotency-key", "k1"), ("prefer", "respond-async")]));
+        let (plain, preferring) = (
+            with(&[("idempotency-key", "k1")]),
+            with(&[("idempotency-key", "k1"), ("prefer", "respond-async")]),
+        );
         let plan = plan_of(&c, "/v1/x", &plain);
         assert_eq!(
             plan,
-            CoveredPlan { max_body_bytes: 1000, accept_async: None, keep_for_fail_open: false, reconcile: None }
+            CoveredPlan {
+                max_body_bytes: 1000,
+                accept_async: None,
+                keep_for_fail_open: false,
+                reconcile: None
+            }
         );
         assert!(plan_of(&c, "/v1/x", &preferring).accept_async.is_some());
         assert!(plan_of(&c, "/open/x", &plain).keep_for_fail_open);
@@ -407,7 +416,11 @@ mod tests {
         };
         for path in ["/v1/x", "/open/x", "/rc/x"] {
             let plan = plan_of(&observing, path, &preferring);
-            assert_eq!((plan.accept_async, plan.keep_for_fail_open, plan.reconcile), (None, false, None), "{path}");
+            assert_eq!(
+                (plan.accept_async, plan.keep_for_fail_open, plan.reconcile),
+                (None, false, None),
+                "{path}"
+            );
         }
     }
 

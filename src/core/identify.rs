@@ -50,7 +50,10 @@ pub fn header_values(headers: &HeaderLines, names: &[String]) -> Vec<Option<Stri
 }
 
 /// `names` beside their `values` as the core reads headers: (lowercase name, bytes if present).
-pub fn named_values<'a>(names: &'a [String], values: &'a [Option<String>]) -> Vec<(&'a str, Option<&'a [u8]>)> {
+pub fn named_values<'a>(
+    names: &'a [String],
+    values: &'a [Option<String>],
+) -> Vec<(&'a str, Option<&'a [u8]>)> {
     names
         .iter()
         .map(String::as_str)
@@ -153,7 +156,9 @@ mod tests {
         );
         let read = |name: &str| Ok(headers.get(name));
         let head = RequestHead { method: "POST", path, admin_enabled: false, header: &read };
-        let Edge::Covered { policy, key, plan } = decide(&head, config, |_| true) else { panic!("not covered") };
+        let Edge::Covered { policy, key, plan } = decide(&head, config, |_| true) else {
+            panic!("not covered")
+        };
         let values = header_values(&headers, &config.scope.headers);
         let pairs = named_values(&config.scope.headers, &values);
         let Start::Decided(scope, scope_log) = start(&config.scope, &policy.scope, &pairs) else {
@@ -182,9 +187,15 @@ mod tests {
         let (enforced, call) = call_for(&enforce, "/rc/x", br#"{"a":1}"#);
         let (observed, observed_call) = call_for(&observe, "/rc/x", br#"{"a":1}"#);
         assert!(enforced == observed, "the same identity in both modes");
-        assert_eq!((call.fingerprint, call.scope_salt, call.body_bytes), (enforced.fingerprint, enforced.scope_salt, 7));
+        assert_eq!(
+            (call.fingerprint, call.scope_salt, call.body_bytes),
+            (enforced.fingerprint, enforced.scope_salt, 7)
+        );
         assert!(matches!(call.step, KeyStep::Enforce { accept_async: Some(_) }));
-        assert_eq!(call.reconcile.map(|lookup| lookup.url), Some("https://origin.example/lookup/k1".to_owned()));
+        assert_eq!(
+            call.reconcile.map(|lookup| lookup.url),
+            Some("https://origin.example/lookup/k1".to_owned())
+        );
         assert_eq!(observed_call.step, KeyStep::ObserveArrival);
         assert_eq!((observed_call.probe_origin, observed_call.reconcile), (false, None));
         // Another payload, another fingerprint; the same key, the same object.

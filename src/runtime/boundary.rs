@@ -11,7 +11,6 @@ use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use web_sys::{Headers, ReadableStream, Request};
 
-
 use crate::core::headers::HeaderLines;
 
 #[wasm_bindgen(module = "/src/runtime/boundary.mjs")]

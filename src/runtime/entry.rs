@@ -62,7 +62,9 @@ use crate::core::headers::{forward_to_origin, honoured_connection_tokens, Header
 use crate::core::identify::{identified, key_call, Arrived, Identified};
 use crate::core::key::IdempotencyKey;
 use crate::core::log::{request_id, Decision, LineContext, RequestLog, Trace};
-use crate::core::routes::{after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure};
+use crate::core::routes::{
+    after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure,
+};
 use crate::core::scope::ScopeLog;
 use crate::core::url::{path_and_query, path_and_query_parts};
 use crate::core::wire::{ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
@@ -137,7 +139,9 @@ async fn arrived(req: Request, env: Env, ctx: Context) -> Result<Response> {
             respond::refused(&env, &problem, &trace)
         }
         Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy, &trace).await,
-        Edge::PassObserved(policy, kind) => observe::passed(req, &url, &env, config, &policy, kind, &trace).await,
+        Edge::PassObserved(policy, kind) => {
+            observe::passed(req, &url, &env, config, &policy, kind, &trace).await
+        }
         Edge::Covered { policy, key, plan } => {
             observe::covered(req, &url, &env, &ctx, config, &policy, key, plan, trace).await
         }
@@ -170,7 +174,8 @@ impl CoveredRequest {
 
     async fn enforce(self) -> Result<Response> {
         let limit = self.plan.max_body_bytes;
-        let Some(read) = body::start_read(&self.req, self.lines.get("content-length").as_deref(), limit) else {
+        let Some(read) = body::start_read(&self.req, self.lines.get("content-length").as_deref(), limit)
+        else {
             return self.refuse(&edge::body_too_large(limit));
         };
         let Some((body, js_body)) = body::taken(settled(read).await)? else {
@@ -197,7 +202,8 @@ impl CoveredRequest {
         // A waiting duplicate holds no copy of the body but the one its call carries.
         drop(body);
         let limit_keys = identified.rate_limit_keys(self.lines.get("cf-connecting-ip").as_deref());
-        if let Some(answer) = rate_limit::check(&self.env, policy.rate_limiter, limit_keys, &self.trace).await {
+        if let Some(answer) = rate_limit::check(&self.env, policy.rate_limiter, limit_keys, &self.trace).await
+        {
             return answer;
         }
         self.call(identified, js_body, body_bytes, &path_and_query).await
@@ -258,10 +264,12 @@ impl CoveredRequest {
         let short = &identified.name[..16];
         let failure = match namespace.get_by_name(&identified.name) {
             Err(error) => (ObjectCallFailure::BeforeSend, error.to_string()),
-            Ok(stub) => match classify(&boundary::call_object(&stub.into_rpc(), &to_object, ANSWERED_HEADER).await) {
-                Ok((response, _)) => return Ok(response),
-                Err(failure) => failure,
-            },
+            Ok(stub) => {
+                match classify(&boundary::call_object(&stub.into_rpc(), &to_object, ANSWERED_HEADER).await) {
+                    Ok((response, _)) => return Ok(response),
+                    Err(failure) => failure,
+                }
+            }
         };
         self.unanswered(short, identified.scope_log, wire_method, unprotected, failure).await
     }
@@ -286,10 +294,16 @@ impl CoveredRequest {
                     error
                 );
                 let answer =
-                    forward::fail_open(&self.env, &self.policy, wire_method, &target, &headers, &js_body).await;
+                    forward::fail_open(&self.env, &self.policy, wire_method, &target, &headers, &js_body)
+                        .await;
                 let status = answer.as_ref().map_or(500, Response::status);
-                let log = RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log));
-                metrics::record_in(&self.env, &log, LineContext { trace: Some(&self.trace), ..LineContext::default() });
+                let log =
+                    RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log));
+                metrics::record_in(
+                    &self.env,
+                    &log,
+                    LineContext { trace: Some(&self.trace), ..LineContext::default() },
+                );
                 answer
             }
             (decision, _) => {

@@ -30,8 +30,8 @@ use super::now_ms;
 use super::platform::{console_error, race, Context, Delay};
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::Scope;
-use crate::core::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::headers::HeaderLines;
+use crate::core::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::jwks_cache::{
     answer_status, Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
 };
@@ -275,7 +275,10 @@ async fn get_jwks(url: &str) -> std::result::Result<Document, String> {
     }
     let too_large = || format!("larger than {MAX_JWKS_BYTES} bytes");
     let declared = response.headers().get("content-length").ok().flatten();
-    if declared.and_then(|length| length.trim().parse::<usize>().ok()).is_some_and(|length| length > MAX_JWKS_BYTES) {
+    if declared
+        .and_then(|length| length.trim().parse::<usize>().ok())
+        .is_some_and(|length| length > MAX_JWKS_BYTES)
+    {
         return Err(too_large());
     }
     let cache_control = response.headers().get("cache-control").ok().flatten();

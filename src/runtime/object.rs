@@ -93,7 +93,7 @@ pub struct KeyObject {
 
 impl DurableObject for KeyObject {
     fn new(state: State, env: Env) -> KeyObject {
-            let state: DurableObjectState = AsRef::<JsValue>::as_ref(state.as_raw()).clone().unchecked_into();
+        let state: DurableObjectState = AsRef::<JsValue>::as_ref(state.as_raw()).clone().unchecked_into();
         KeyObject {
             store: RecordStore::new(state, env.clone()),
             env,
@@ -123,7 +123,11 @@ impl DurableObject for KeyObject {
         match self.on_alarm().await {
             Ok(()) => worker::Response::empty(),
             Err(error) => {
-                console_error!("object {}: alarm failed, the platform retries it: {}", self.short_id(), error);
+                console_error!(
+                    "object {}: alarm failed, the platform retries it: {}",
+                    self.short_id(),
+                    error
+                );
                 Err(JsValue::from(js_sys::Error::new(&format!("alarm failed: {error}"))).into())
             }
         }

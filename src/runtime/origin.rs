@@ -65,7 +65,6 @@ use web_sys::{
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
 use super::platform::{console_error, console_warn, Env};
-use worker::worker_sys::Fetcher;
 use super::{body, origin_auth, settings};
 use crate::core::config::ObjectPolicy;
 use crate::core::headers::HeaderLines;
@@ -77,6 +76,7 @@ use crate::core::policy::OriginResult;
 use crate::core::record::StoredResponse;
 use crate::core::url::host_and_port;
 use crate::core::wire::ObservedOutcome;
+use worker::worker_sys::Fetcher;
 
 #[wasm_bindgen(module = "/src/runtime/origin.mjs")]
 extern "C" {

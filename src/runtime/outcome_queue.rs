@@ -23,7 +23,8 @@ pub fn publish(
     if !publishes(decision, asynchronous) {
         return;
     }
-    let bound = js_sys::Reflect::get(env, &OUTCOME_QUEUE_BINDING.into()).is_ok_and(|value| !value.is_undefined());
+    let bound =
+        js_sys::Reflect::get(env, &OUTCOME_QUEUE_BINDING.into()).is_ok_and(|value| !value.is_undefined());
     if !bound {
         return;
     }
@@ -36,7 +37,9 @@ pub fn publish(
         // The message is the core's JSON text, sent as the JSON value it spells.
         let sent = match (queue, js_sys::JSON::parse(&message)) {
             (Ok(queue), Ok(body)) => {
-                queue.send_raw(RawMessageBuilder::new(body).build_with_content_type(QueueContentType::Json)).await
+                queue
+                    .send_raw(RawMessageBuilder::new(body).build_with_content_type(QueueContentType::Json))
+                    .await
             }
             (Err(error), _) => Err(error),
             (_, Err(error)) => Err(error.into()),

@@ -13,14 +13,15 @@
 //! - `record_store`: the object's storage as one piece: the record, its sealed answer,
 //!   chunk rows and the alarm, with the test-only storage faults.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
-//! - `identity`: the caller's scope: the JWKS fetch (cached as `core::jwks_cache` decides),
-//!   WebCrypto signature checks.
+//! - `identity`: the caller's scope: the JWKS fetch (`worker`'s `Fetch`, cached as
+//!   `core::jwks_cache` decides), WebCrypto signature checks.
 //! - `body`: request bodies read within a limit, or drained, in the Worker and the object.
 //! - `admin`: the admin API's edge half (token, routing to the object).
-//! - `metrics`: the log line and the optional Analytics Engine data point.
+//! - `metrics`: the log line and the optional Analytics Engine data point (`worker`'s).
 //! - `reconcile`: the object's lookups of unknown outcomes (`core::reconcile`).
-//! - `rate_limit`: the Worker's rate limit for covered requests (the binding's call).
-//! - `outcome_queue`: published outcomes sent to the optional `OUTCOME_QUEUE` producer.
+//! - `rate_limit`: the Worker's rate limit for covered requests (`worker`'s `RateLimiter`).
+//! - `outcome_queue`: published outcomes sent to the optional `OUTCOME_QUEUE` producer
+//!   (`worker`'s `Queue`).
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
 //!   answer prepared once for replays.
 //! - `settings`: the configuration and bindings, read once per isolate.
@@ -34,7 +35,8 @@
 //! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
 //!   per operation that reports what happened and decides nothing (`boundary.mjs`: headers,
 //!   bodies, streams, the object call; `webcrypto.mjs`: sealing, the origin signature,
-//!   token checks; `jwks.mjs`: the JWKS fetch; `origin.mjs`: the probe and the exchange).
+//!   token checks; `origin.mjs`: the probe and the exchange), still to be moved onto
+//!   `worker` and `web-sys`.
 
 mod admin;
 mod bindings;

@@ -1,5 +1,5 @@
 //! The scope's runtime half: reads the scope headers, fetches the JWKS, and has token
-//! signatures checked by WebCrypto (`webcrypto.mjs`).
+//! signatures checked by WebCrypto (`web-sys`'s `SubtleCrypto`).
 //!
 //! `identify` is a covered request's identity as both modes compute it: scope, fingerprint
 //! and object name.
@@ -13,21 +13,19 @@
 //! see `Fetch`), and the signature check (no RSA or EC code is compiled into the Wasm).
 //!
 //! Per isolate it keeps the core's JWKS cache and verified-token memo and the JWKS fetch
-//! under way. The signature check is one call into `webcrypto.mjs`, which imports each key
-//! once per isolate (an import costs more than a check) and tries the candidate keys in
-//! the core's order.
+//! under way, and the verification keys WebCrypto imported (an import costs more than a
+//! check); the candidate keys are tried in the core's order.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use js_sys::{Array, Promise};
-use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
+use web_sys::CryptoKey;
 
 use super::now_ms;
-use super::platform::{console_error, race, Context, Delay};
+use super::platform::{console_error, message_of, race, Context, Delay};
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::Scope;
 use crate::core::headers::HeaderLines;
@@ -44,15 +42,110 @@ use crate::core::verified_tokens::VerifiedTokens;
 /// Largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 256 * 1024;
 
-#[wasm_bindgen(module = "/src/runtime/webcrypto.mjs")]
-extern "C" {
-    /// Whether `signature` over `data` verifies under one of `jwks` (their `import_json`
-    /// texts), each imported once per isolate; resolves to a boolean, never rejects.
-    #[wasm_bindgen(js_name = verifyUnderKeys)]
-    fn verify_under_keys(alg: &str, jwks: &Array, signature: &[u8], data: &[u8]) -> Promise;
-    /// The same for an HS256 signature under the configured secret.
-    #[wasm_bindgen(js_name = verifyUnderSecret)]
-    fn verify_under_secret(secret: &[u8], signature: &[u8], data: &[u8]) -> Promise;
+thread_local! {
+    /// Imported verification keys, per isolate, by the key's public JWK (or "HS256" for the
+    /// HS256 secret): an import costs more than a check. Past [`MAX_VERIFY_KEYS`] (rotation
+    /// leaves old keys behind) the cache starts again.
+    static VERIFY_KEYS: RefCell<Vec<(String, CryptoKey)>> = const { RefCell::new(Vec::new()) };
+}
+
+const MAX_VERIFY_KEYS: usize = 64;
+
+/// WebCrypto's import and `verify` parameters of a JOSE algorithm the core accepts
+/// (`core::jwt::Algorithm`). ECDSA's signature is raw `r || s`, which is JWS's format too.
+fn webcrypto_params(algorithm: Algorithm) -> (js_sys::Object, js_sys::Object) {
+    let object = |pairs: &[(&str, &str)]| {
+        let object = js_sys::Object::new();
+        for (name, value) in pairs {
+            let _ = js_sys::Reflect::set(&object, &JsValue::from_str(name), &JsValue::from_str(value));
+        }
+        object
+    };
+    type Members = &'static [(&'static str, &'static str)];
+    let (import, check): (Members, Members) = match algorithm {
+        Algorithm::Rs256 => {
+            (&[("name", "RSASSA-PKCS1-v1_5"), ("hash", "SHA-256")], &[("name", "RSASSA-PKCS1-v1_5")])
+        }
+        Algorithm::Es256 => {
+            (&[("name", "ECDSA"), ("namedCurve", "P-256")], &[("name", "ECDSA"), ("hash", "SHA-256")])
+        }
+        Algorithm::EdDsa => (&[("name", "Ed25519")], &[("name", "Ed25519")]),
+        Algorithm::Hs256 => (&[("name", "HMAC"), ("hash", "SHA-256")], &[("name", "HMAC")]),
+    };
+    (object(import), object(check))
+}
+
+fn subtle() -> std::result::Result<web_sys::SubtleCrypto, JsValue> {
+    Ok(js_sys::global().unchecked_into::<web_sys::WorkerGlobalScope>().crypto()?.subtle())
+}
+
+/// The verification key `id` names, imported from `key_data` (a JWK object, or the raw
+/// secret) once per isolate.
+async fn verify_key(
+    id: &str,
+    algorithm: Algorithm,
+    format: &str,
+    key_data: &js_sys::Object,
+) -> std::result::Result<CryptoKey, JsValue> {
+    if let Some(key) =
+        VERIFY_KEYS.with(|keys| keys.borrow().iter().find(|(n, _)| n == id).map(|(_, k)| k.clone()))
+    {
+        return Ok(key);
+    }
+    let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
+    let imported =
+        subtle()?.import_key_with_object(format, key_data, &webcrypto_params(algorithm).0, false, &usages)?;
+    let key: CryptoKey = JsFuture::from(imported).await?.unchecked_into();
+    VERIFY_KEYS.with(|keys| {
+        let mut keys = keys.borrow_mut();
+        if keys.len() >= MAX_VERIFY_KEYS {
+            keys.clear();
+        }
+        keys.push((id.to_owned(), key.clone()));
+    });
+    Ok(key)
+}
+
+/// Whether `signature` over `data` verifies under `key`; any error counts as a failed check.
+async fn checked(algorithm: Algorithm, key: &CryptoKey, signature: &[u8], data: &[u8]) -> bool {
+    let params = webcrypto_params(algorithm).1;
+    // WebCrypto copies the bytes when called: the views of the Wasm memory are not kept.
+    let Ok(check) = subtle().and_then(|subtle| {
+        subtle.verify_with_object_and_u8_array_and_u8_array(&params, key, signature, data)
+    }) else {
+        return false;
+    };
+    JsFuture::from(check).await.is_ok_and(|valid| valid.as_bool() == Some(true))
+}
+
+/// Whether `signature` over `data` verifies under one of `keys`. A key that cannot be
+/// imported is logged (its algorithm and WebCrypto's message) and skipped.
+async fn verify_under_keys(algorithm: Algorithm, keys: &[Jwk], signature: &[u8], data: &[u8]) -> bool {
+    for jwk in keys {
+        let imported = match js_sys::JSON::parse(&jwk.import_json) {
+            Ok(key_data) => verify_key(&jwk.import_json, algorithm, "jwk", key_data.unchecked_ref()).await,
+            Err(error) => Err(error),
+        };
+        match imported {
+            Ok(key) if checked(algorithm, &key, signature, data).await => return true,
+            Ok(_) => {}
+            Err(error) => console_error!(
+                "jwks: a {} key could not be imported: {}",
+                algorithm.jose_name(),
+                message_of(&error).unwrap_or_else(|| "an error".to_owned())
+            ),
+        }
+    }
+    false
+}
+
+/// Whether the HS256 `signature` over `data` verifies under `secret`.
+async fn verify_under_secret(secret: &[u8], signature: &[u8], data: &[u8]) -> bool {
+    let raw = js_sys::Uint8Array::from(secret);
+    match verify_key("HS256", Algorithm::Hs256, "raw", &raw).await {
+        Ok(key) => checked(Algorithm::Hs256, &key, signature, data).await,
+        Err(_) => false,
+    }
 }
 
 /// The scope of a covered request, with its log form, or the 401 problem refusing it: what
@@ -91,16 +184,13 @@ async fn verify(
     }
     let (token, identity) = jwt::prepare(token, &config.validation, claim, now_ms() / 1_000)?;
     let signing_input = token.signing_input;
-    let check = if token.algorithm == Algorithm::Hs256 {
+    let verified = if token.algorithm == Algorithm::Hs256 {
         let secret = config.hs256_secret.as_ref().ok_or(Unverified::NoKey)?;
-        verify_under_secret(secret.bytes(), &token.signature, signing_input)
+        verify_under_secret(secret.bytes(), &token.signature, signing_input).await
     } else {
         let keys = candidate_keys(config, token.algorithm, token.kid.as_deref(), keep_alive).await?;
-        let texts: Array = keys.iter().map(|jwk| JsValue::from_str(&jwk.import_json)).collect();
-        verify_under_keys(token.algorithm.jose_name(), &texts, &token.signature, signing_input)
+        verify_under_keys(token.algorithm, &keys, &token.signature, signing_input).await
     };
-    // Never rejects: a key that cannot be imported is logged and skipped there.
-    let verified = JsFuture::from(check).await.is_ok_and(|valid| valid.as_bool() == Some(true));
     if verified {
         let validity = Validity::of(&token.claims, &config.validation);
         VERIFIED.with(|memo| memo.borrow_mut().remember(id, identity.clone(), validity, now_ms()));

@@ -104,32 +104,3 @@ export async function openWith(key, nonce, aad, ciphertext) {
 export async function sha256(bytes) {
   return new Uint8Array(await named("digesting", () => subtle().digest("SHA-256", bytes)));
 }
-
-// SHA-256 of a request body (`runtime::origin_auth`, RFC 9530's Content-Digest): `body` is
-// JavaScript's own (an `ArrayBuffer` or a view), or null for none (the digest of no bytes).
-export async function bodyDigest(body) {
-  return sha256(body ?? new Uint8Array(0));
-}
-
-// The HMAC-SHA-256 key of `ORIGIN_AUTH_SECRET`, imported once per isolate (the secret cannot
-// change while it lives; the secret is kept beside its key all the same, so another never
-// signs with it).
-let originKey = null;
-
-// The origin signature's MAC (`runtime::origin_auth`): HMAC-SHA-256 under `secret` of
-// `canonicalHead` followed by the SHA-256 of `body` in lowercase hex (`core::origin_auth`'s
-// canonical string, whose last line is that digest). `body` is JavaScript's own (an
-// `ArrayBuffer` or a view), or null for none.
-export async function originMac(secret, canonicalHead, body) {
-  const digest = await named("digesting the body", () => subtle().digest("SHA-256", body ?? new Uint8Array(0)));
-  const hex = Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, "0")).join("");
-  let key = originKey?.secret === secret ? originKey.key : null;
-  if (!key) {
-    key = await named("importing ORIGIN_AUTH_SECRET", () =>
-      subtle().importKey("raw", new TextEncoder().encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]),
-    );
-    originKey = { secret, key };
-  }
-  const mac = await named("signing", () => subtle().sign("HMAC", key, new TextEncoder().encode(canonicalHead + hex)));
-  return new Uint8Array(mac);
-}

@@ -48,13 +48,13 @@
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
-use worker::event;
+use worker::{event, Context};
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
 use super::identity;
 use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
-use super::platform::{console_error, Context, Env, Error, Result};
+use super::platform::{console_error, Env, Error, Result};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
 use crate::core::edge::{self, CoveredPlan, Edge, RequestHead};
@@ -73,8 +73,7 @@ use crate::core::wire::{ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
 /// answer to `req`, whatever happens; an error that reaches the top is logged and answered
 /// 500 with a plain body, as the macro would answer it.
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: worker::Context) -> worker::Result<Response> {
-    let ctx = Context::new(AsRef::<JsValue>::as_ref(ctx.as_ref()).clone());
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     match arrived(req, env, ctx).await {
         Ok(answer) => Ok(answer),
         Err(error) => internal_error(error).dyn_into::<Response>().map_err(worker::Error::from),

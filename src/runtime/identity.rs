@@ -25,7 +25,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::CryptoKey;
 
 use super::now_ms;
-use super::platform::{console_error, message_of, race, Context, Delay};
+use super::platform::{console_error, message_of, race, Delay};
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::Scope;
 use crate::core::headers::HeaderLines;
@@ -38,6 +38,7 @@ use crate::core::key::IdempotencyKey;
 use crate::core::problem::Problem;
 use crate::core::scope::{self, ScopeConfig, ScopeLog, Start};
 use crate::core::verified_tokens::VerifiedTokens;
+use worker::Context;
 
 /// Largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 256 * 1024;
@@ -314,7 +315,7 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
             });
             if let Some(ctx) = keep_alive {
                 // Refused only outside a request; the fetch then runs as long as this one.
-                ctx.keep_until(&fetch);
+                let _ = ctx.as_ref().wait_until(&fetch);
             }
             *slot = Some(fetch);
         }

@@ -42,7 +42,7 @@ use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::identify;
 use super::object_call::{cached_key_namespace, call_named};
-use super::platform::{console_error, Context, Env, Result};
+use super::platform::{console_error, Env, Result};
 use super::{body, metrics, now_ms, origin};
 use crate::core::config::{Config, Policy};
 use crate::core::edge::CoveredPlan;
@@ -56,6 +56,7 @@ use crate::core::problem::ProblemKind;
 use crate::core::routes::{Mode, Unavailable};
 use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
 use crate::core::wire::{Answered, KeyCall, KeyStep, ToObject};
+use worker::Context;
 
 /// A request that enforce mode would have refused before any object: forwarded as it
 /// came, and logged with the refusal it would have had.

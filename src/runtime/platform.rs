@@ -146,41 +146,8 @@ impl From<worker::Error> for Error {
     }
 }
 
-/// A request's context: the work it keeps the request open for.
-#[derive(Clone)]
-pub struct Context(ExecutionContext);
-
-impl Context {
-    pub fn new(ctx: JsValue) -> Context {
-        Context(ctx.unchecked_into())
-    }
-
-    /// Runs `work` to its end even after the answer has gone.
-    pub fn wait_until<F: Future<Output = ()> + 'static>(&self, work: F) {
-        let promise = wasm_bindgen_futures::future_to_promise(async move {
-            work.await;
-            Ok(JsValue::UNDEFINED)
-        });
-        // Refused only outside a request, where nothing could be kept open anyway; the work
-        // runs either way.
-        let _ = self.0.wait_until(&promise);
-    }
-
-    /// Keeps the request open until `promise` settles.
-    pub fn keep_until(&self, promise: &Promise) {
-        let _ = self.0.wait_until(promise);
-    }
-}
-
 #[wasm_bindgen]
 extern "C" {
-    #[wasm_bindgen(extends = js_sys::Object)]
-    #[derive(Clone)]
-    type ExecutionContext;
-
-    #[wasm_bindgen(method, catch, js_name = waitUntil)]
-    fn wait_until(this: &ExecutionContext, promise: &Promise) -> std::result::Result<(), JsValue>;
-
     /// A Durable Object's state.
     #[wasm_bindgen(extends = js_sys::Object)]
     pub type DurableObjectState;

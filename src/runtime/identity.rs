@@ -25,7 +25,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::CryptoKey;
 
 use super::now_ms;
-use super::platform::{console_error, message_of, race, Delay};
+use super::platform::{console_error, message_of, race};
 use crate::core::config::{Config, Policy};
 use crate::core::fingerprint::Scope;
 use crate::core::headers::HeaderLines;
@@ -38,7 +38,7 @@ use crate::core::key::IdempotencyKey;
 use crate::core::problem::Problem;
 use crate::core::scope::{self, ScopeConfig, ScopeLog, Start};
 use crate::core::verified_tokens::VerifiedTokens;
-use worker::Context;
+use worker::{Context, Delay};
 
 /// Largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 256 * 1024;

@@ -1,11 +1,11 @@
-//! The runtime's remaining hand-written bindings to workerd: the environment and its
-//! bindings, a request's context, a Durable Object's state, storage and SQL, timers, the
-//! log, a JavaScript error as a Rust value, and the first of two futures to finish.
+//! What is left of the runtime's hand-written bindings to workerd: a Durable Object's state,
+//! storage, SQL and synchronous KV (`transactionSync` and `storage.kv` have no `worker`
+//! binding: workers-rs#978), a timer race for the object's waiters, the log, and a
+//! JavaScript error as a Rust value.
 //!
 //! The entry points, the panic hook and the init state that `src/entry.mjs` recovers from a
-//! trap with are the `worker` crate's (`#[event(fetch)]`, `#[durable_object]`,
-//! `worker::init`); what is left here is being moved onto `worker`'s types, module by
-//! module. Each binding is the one JavaScript call its name says. Owns no decision.
+//! trap with, `Env`, the bindings and the request's context are the `worker` crate's
+//! (`#[event(fetch)]`, `#[durable_object]`, `worker::init`). Owns no decision.
 
 use std::cell::Cell;
 use std::fmt;

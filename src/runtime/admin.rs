@@ -1,7 +1,7 @@
 //! The admin API, both halves. The Worker's checks the token, parses the call and hands it
 //! to the object named by the id; the object's (`KeyObject::admin`) inspects or purges the
-//! record. The rules are in `core::admin`. Every call, a refused one too, writes one audit line
-//! (`core::admin::audit_line`) naming the operator from `X-Operator`, never the token.
+//! record. The rules are in `core::edge_rules::admin`. Every call, a refused one too, writes one audit line
+//! (`core::edge_rules::admin::audit_line`) naming the operator from `X-Operator`, never the token.
 
 use serde_json::json;
 use web_sys::{Request, Response};
@@ -11,18 +11,18 @@ use super::object::KeyObject;
 use super::object_call::{call_object, envelope_request, key_namespace};
 use super::platform::{console_error, console_log, Env, Result};
 use super::{respond, settings};
-use crate::core::admin;
-use crate::core::admin::{
+use crate::core::edge_rules::admin;
+use crate::core::edge_rules::admin::{
     audit_line, parse_call, parse_lookup, refusals, token_matches, AdminCall, MAX_LOOKUP_BYTES,
     OPERATOR_HEADER,
 };
-use crate::core::config::Config;
-use crate::core::fault::{Fault, Stage, StorageOperation};
-use crate::core::log::event_line;
-use crate::core::machine::RecordChange;
-use crate::core::record::Record;
-use crate::core::url::path_and_query_parts;
-use crate::core::wire::ToObject;
+use crate::core::edge_rules::config::Config;
+use crate::core::edge_rules::log::event_line;
+use crate::core::edge_rules::wire::ToObject;
+use crate::core::formats::record::Record;
+use crate::core::key_rules::machine::RecordChange;
+use crate::core::primitives::url::path_and_query_parts;
+use crate::core::vocabulary::fault::{Fault, Stage, StorageOperation};
 
 /// Answers one admin call, and writes its audit line.
 pub async fn call(req: Request, url: &str, env: &Env, config: &Config, token: &str) -> Result<Response> {
@@ -129,7 +129,7 @@ async fn read_lookup(req: &Request) -> Result<Vec<u8>> {
 }
 
 impl KeyObject {
-    /// Inspects or purges the record for the admin API (`core::admin` has the rules).
+    /// Inspects or purges the record for the admin API (`core::edge_rules::admin` has the rules).
     pub(super) async fn admin(&self, operation: &str) -> Result<Response> {
         let now = now_ms();
         self.expire_observed(now);

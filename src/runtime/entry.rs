@@ -17,16 +17,16 @@
 //! Every forward the Worker makes itself (pass-through and fail-open) is signed like the
 //! object's (`ORIGIN_AUTH_SECRET`, `runtime::origin_auth`), and with `TRUSTED_CLIENT_IP`
 //! the client's own `X-Forwarded-For`, `Forwarded` and `X-Real-IP` are replaced by the
-//! connecting IP. With `OBJECT_NAME_KEY` the object name is keyed (`core::keyed_name`). Any other method passes
+//! connecting IP. With `OBJECT_NAME_KEY` the object name is keyed (`core::formats::keyed_name`). Any other method passes
 //! through to the origin untouched, except that a method-override header on it is refused
 //! (the origin might execute it as a covered method without a key). On a method that a
 //! route could cover, a path that origins may read as another path is refused, and route
-//! patterns match the normalised path (`core::url::normalised_path`).
+//! patterns match the normalised path (`core::primitives::url::normalised_path`).
 //!
 //! If the object cannot be reached, the answer is 503 and nothing is forwarded. A route with
 //! `on_object_unavailable: "fail-open"` forwards without protection only when the request
 //! provably never left the Worker: the stub could not be made, or the call threw before it
-//! was sent (`core::routes::after_object_failure`). Any other failure is 503 on every route:
+//! was sent (`core::edge_rules::routes::after_object_failure`). Any other failure is 503 on every route:
 //! a running object that dies may have sent the request on, and an `overloaded` object is
 //! one whose key's duplicates already run or ran (failing open would execute a retry storm). A missing binding or an
 //! unsupported jurisdiction is a configuration error: 500 everywhere.
@@ -41,9 +41,9 @@
 //! a request only what a decision needs.
 //!
 //! What the Worker does with a covered request is decided before it acts
-//! (`core::edge::CoveredPlan`): the body's limit, asynchronous acceptance, whether a
+//! (`core::edge_rules::edge::CoveredPlan`): the body's limit, asynchronous acceptance, whether a
 //! fail-open forward is kept, the lookup. The object's call is built as observe mode builds
-//! it (`core::identify::key_call`).
+//! it (`core::edge_rules::identify::key_call`).
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -56,18 +56,21 @@ use super::identity;
 use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
 use super::platform::{console_error, Env, Error, Result};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
-use crate::core::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
-use crate::core::edge::{self, CoveredPlan, Edge, RequestHead};
-use crate::core::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
-use crate::core::identify::{identified, key_call, Arrived, Identified};
-use crate::core::key::IdempotencyKey;
-use crate::core::log::{request_id, Decision, LineContext, RequestLog, Trace};
-use crate::core::routes::{
-    after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure,
+use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
+use crate::core::edge_rules::edge::{self, CoveredPlan, Edge, RequestHead};
+use crate::core::edge_rules::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
+use crate::core::edge_rules::identify::{identified, key_call, Arrived, Identified};
+use crate::core::edge_rules::log::{request_id, LineContext, RequestLog};
+use crate::core::edge_rules::routes::{
+    after_object_failure, object_unreachable, AfterObjectFailure, ObjectCallFailure,
 };
-use crate::core::scope::ScopeLog;
-use crate::core::url::{path_and_query, path_and_query_parts};
-use crate::core::wire::{ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
+use crate::core::edge_rules::scope::ScopeLog;
+use crate::core::edge_rules::wire::{ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
+use crate::core::primitives::key::IdempotencyKey;
+use crate::core::primitives::url::{path_and_query, path_and_query_parts};
+use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::trace::Trace;
 
 /// The Worker's `fetch` (`worker`'s `#[event(fetch)]`, which `src/entry.mjs` calls): the
 /// answer to `req`, whatever happens; an error that reaches the top is logged and answered
@@ -99,7 +102,7 @@ async fn arrived(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method();
     // The headers, read whole in one call: every decision below reads this copy.
     let lines = header_lines(&req.headers())?;
-    // Which request this is, on every log line and problem it gets (`core::log::Trace`).
+    // Which request this is, on every log line and problem it gets (`core::vocabulary::trace::Trace`).
     let request_id = request_id(lines.get("cf-ray").as_deref(), random_u64);
     let mut trace = Trace { request_id, method, route: None };
     let settings = settings::get(&env);
@@ -119,7 +122,7 @@ async fn arrived(req: Request, env: Env, ctx: Context) -> Result<Response> {
         admin_enabled: settings.admin_token.is_some(),
         header: &read_header,
     };
-    // Where the request goes is the core's decision (`core::edge`); each arm carries it out.
+    // Where the request goes is the core's decision (`core::edge_rules::edge`); each arm carries it out.
     let edge = edge::decide(&head, config, |name| env.service(name).is_ok());
     if let Edge::PassThrough(policy) | Edge::PassObserved(policy, _) | Edge::Covered { policy, .. } = &edge {
         trace.route = policy.route.map(str::to_owned);
@@ -151,7 +154,7 @@ async fn arrived(req: Request, env: Env, ctx: Context) -> Result<Response> {
 /// the plan's limit, identify it (scope, fingerprint, object name), ask the rate limiter,
 /// call its key's object, and answer with what the object answered, or as
 /// `core::routes::after_object_failure` says when the object could not answer. Every
-/// choice it carries out is the core's: `core::edge::CoveredPlan` and `core::identify`.
+/// choice it carries out is the core's: `core::edge_rules::edge::CoveredPlan` and `core::edge_rules::identify`.
 struct CoveredRequest {
     req: Request,
     env: Env,
@@ -159,7 +162,7 @@ struct CoveredRequest {
     lines: HeaderLines,
     url: String,
     config: &'static Config,
-    policy: Policy<'static>,
+    policy: PathConfig<'static>,
     key: IdempotencyKey,
     plan: CoveredPlan,
     trace: Trace,
@@ -167,7 +170,7 @@ struct CoveredRequest {
 
 impl CoveredRequest {
     /// A refusal before the object was called (nothing forwarded).
-    fn refuse(&self, problem: &crate::core::problem::Problem) -> Result<Response> {
+    fn refuse(&self, problem: &crate::core::vocabulary::problem::Problem) -> Result<Response> {
         respond::refused(&self.env, problem, &self.trace)
     }
 
@@ -219,11 +222,11 @@ impl CoveredRequest {
     ) -> Result<Response> {
         let (config, policy, lines) = (self.config, &self.policy, &self.lines);
         // A client's `Connection` never takes the key or the caller off the forward
-        // (`core::headers`, rule 4).
+        // (`core::edge_rules::headers`, rule 4).
         let end_to_end = config.end_to_end_headers(policy);
         let tokens = honoured_connection_tokens(lines.get("connection").as_deref(), &end_to_end);
         let outgoing = filtered_copy(&self.req.headers(), lines, |name| forward_to_origin(name, &tokens))?;
-        // One spelling of the key at the origin, whatever this request's (`core::key` rule
+        // One spelling of the key at the origin, whatever this request's (`core::primitives::key` rule
         // 6): the first attempt, every re-send and a fail-open forward carry it.
         outgoing.set(policy.key_header.lowercase, &self.key.forwarded())?;
         if settings::get(&self.env).trusted_client_ip {
@@ -234,7 +237,7 @@ impl CoveredRequest {
         let keep_headers =
             self.plan.keep_for_fail_open.then(|| Headers::new_with_headers(&outgoing)).transpose()?;
         // Everything the object needs, in one envelope (`core::wire`), built as observe
-        // mode builds it (`core::identify::key_call`).
+        // mode builds it (`core::edge_rules::identify::key_call`).
         let call = key_call(config, policy, &self.plan, &identified, body_bytes, self.trace.clone());
         outgoing.set(ENVELOPE_HEADER, &ToObject::Key(call).encode())?;
         let wire_method = edge::method_on_the_wire(&self.trace.method);

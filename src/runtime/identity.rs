@@ -6,7 +6,7 @@
 //!
 //! Every decision is the core's: which token, which claims, which keys, which scope
 //! (`core::scope`, `core::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
-//! fresh, what a failed fetch or an unknown `kid` answers (`core::jwks_cache`); when a
+//! fresh, what a failed fetch or an unknown `kid` answers (`core::edge_rules::jwks_cache`); when a
 //! verified token may be reused (`core::verified_tokens`). This file only carries out what
 //! the core cannot: the JWKS fetch (`worker`'s `Fetch`, under a timeout signal, within a size bound),
 //! one fetch awaited by every request that waits for it (each through a promise of its own,
@@ -26,18 +26,20 @@ use web_sys::CryptoKey;
 
 use super::now_ms;
 use super::platform::{console_error, message_of, race};
-use crate::core::config::{Config, Policy};
-use crate::core::fingerprint::Scope;
-use crate::core::headers::HeaderLines;
-use crate::core::identify::{header_values, identified, named_values, Arrived, Identified};
-use crate::core::jwks_cache::{
+use crate::core::edge_rules::config::{Config, PathConfig};
+use crate::core::edge_rules::headers::HeaderLines;
+use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
+use crate::core::edge_rules::jwks_cache::{
     answer_status, Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
 };
-use crate::core::jwt::{self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity};
-use crate::core::key::IdempotencyKey;
-use crate::core::problem::Problem;
-use crate::core::scope::{self, ScopeConfig, ScopeLog, Start};
-use crate::core::verified_tokens::VerifiedTokens;
+use crate::core::edge_rules::scope::{self, ScopeConfig, ScopeLog, Start};
+use crate::core::edge_rules::verified_tokens::VerifiedTokens;
+use crate::core::formats::fingerprint::Scope;
+use crate::core::primitives::jwt::{
+    self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity,
+};
+use crate::core::primitives::key::IdempotencyKey;
+use crate::core::vocabulary::problem::Problem;
 use worker::{Context, Delay};
 
 /// Largest JWKS document read.
@@ -150,11 +152,11 @@ async fn verify_under_secret(secret: &[u8], signature: &[u8], data: &[u8]) -> bo
 }
 
 /// The scope of a covered request, with its log form, or the 401 problem refusing it: what
-/// the scope headers decide (`core::scope::start`), after a token's check when they name one.
+/// the scope headers decide (`core::edge_rules::scope::start`), after a token's check when they name one.
 pub async fn scope(
     headers: &HeaderLines,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<(Scope, ScopeLog), Problem> {
     let values = header_values(headers, &config.scope.headers);
@@ -255,7 +257,7 @@ thread_local! {
     static URL_FETCH: RefCell<Option<Fetch>> = const { RefCell::new(None) };
 }
 
-/// The JWKS URL's keys for a token with this `kid`, as `core::jwks_cache` answers, after
+/// The JWKS URL's keys for a token with this `kid`, as `core::edge_rules::jwks_cache` answers, after
 /// the fetches it says to wait for; otherwise why there are none. A fetch this request
 /// starts is kept running with `keep_alive`'s `waitUntil` (see [`awaited_fetch`]).
 async fn url_keys(
@@ -286,7 +288,7 @@ async fn url_keys(
             Lookup::Unavailable => return Err(Unverified::KeysUnavailable),
             Lookup::Wait => match awaited_fetch(url, keep_alive) {
                 // It never rejects. A fetch whose request was cancelled never ends, so the
-                // wait stops when the cache gives it up (rule 6 of `core::jwks_cache`); its
+                // wait stops when the cache gives it up (rule 6 of `core::edge_rules::jwks_cache`); its
                 // timer is also this request's own I/O, so the runtime never takes the wait
                 // for a hang. Either way the cache is asked again.
                 Some(fetch) => {
@@ -339,7 +341,7 @@ async fn fetch_jwks(url: String, request: FetchRequest) {
 /// `url`'s 200 answer, its text (of at most `MAX_JWKS_BYTES` of UTF-8) and `Cache-Control`,
 /// all of it within `FETCH_TIMEOUT_MS` (`worker`'s `Fetch` under a timeout signal, which
 /// also ends the body's read); or why it is of no use, never the body's content. A
-/// redirect is never followed (`core::jwks_cache`, rule 7): what its status means is the
+/// redirect is never followed (`core::edge_rules::jwks_cache`, rule 7): what its status means is the
 /// core's (`answer_status`), and its body is let go unread.
 async fn get_jwks(url: &str) -> std::result::Result<Document, String> {
     let timeout = web_sys::AbortSignal::timeout_with_u32(FETCH_TIMEOUT_MS as u32);
@@ -392,7 +394,7 @@ pub async fn identify(
     path_and_query: &str,
     key: &IdempotencyKey,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     body: &[u8],
     name_key: Option<&[u8]>,
     keep_alive: Option<&Context>,

@@ -2,7 +2,7 @@
 //!
 //! - `entry`: the Worker's fetch handler (`worker`'s `#[event(fetch)]`). Carries out the
 //!   core's plan for the request (`core::edge`): hands a covered request, identified
-//!   (`core::identify`), to the key's Durable Object; passes uncovered methods through.
+//!   (`core::edge_rules::identify`), to the key's Durable Object; passes uncovered methods through.
 //! - `forward`: the Worker's own forwards (pass-through, observe, fail-open), signed.
 //! - `object_call`: the Worker's call to a key's object, and whether the object answered.
 //! - `object`: the Durable Object (`worker`'s `#[durable_object]`), single writer for one
@@ -14,11 +14,11 @@
 //!   chunk rows and the alarm, with the test-only storage faults.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
 //! - `identity`: the caller's scope: the JWKS fetch (`worker`'s `Fetch`, cached as
-//!   `core::jwks_cache` decides), WebCrypto signature checks.
+//!   `core::edge_rules::jwks_cache` decides), WebCrypto signature checks.
 //! - `body`: request bodies read within a limit, or drained, in the Worker and the object.
 //! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `metrics`: the log line and the optional Analytics Engine data point (`worker`'s).
-//! - `reconcile`: the object's lookups of unknown outcomes (`core::reconcile`).
+//! - `reconcile`: the object's lookups of unknown outcomes (`core::key_rules::reconcile`).
 //! - `rate_limit`: the Worker's rate limit for covered requests (`worker`'s `RateLimiter`).
 //! - `outcome_queue`: published outcomes sent to the optional `OUTCOME_QUEUE` producer
 //!   (`worker`'s `Queue`).

@@ -44,18 +44,21 @@ use super::identity::identify;
 use super::object_call::{cached_key_namespace, call_named};
 use super::platform::{console_error, Env, Result};
 use super::{body, metrics, now_ms, origin};
-use crate::core::config::{Config, Policy};
-use crate::core::edge::CoveredPlan;
-use crate::core::headers::HeaderLines;
-use crate::core::identify::key_call;
-use crate::core::key::IdempotencyKey;
-use crate::core::latch::{latch, Latch};
-use crate::core::log::{Decision, LineContext, RequestLog, Trace};
-use crate::core::observed::{self, Forwarded};
-use crate::core::problem::ProblemKind;
-use crate::core::routes::{Mode, Unavailable};
-use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
-use crate::core::wire::{Answered, KeyCall, KeyStep, ToObject};
+use crate::core::edge_rules::config::{Config, PathConfig};
+use crate::core::edge_rules::edge::CoveredPlan;
+use crate::core::edge_rules::headers::HeaderLines;
+use crate::core::edge_rules::identify::key_call;
+use crate::core::edge_rules::log::{LineContext, RequestLog};
+use crate::core::edge_rules::observed::{self, Forwarded};
+use crate::core::edge_rules::routes::Unavailable;
+use crate::core::edge_rules::wire::{Answered, KeyCall, KeyStep, ToObject};
+use crate::core::primitives::key::IdempotencyKey;
+use crate::core::primitives::latch::{latch, Latch};
+use crate::core::primitives::url::{normalised_path, path_and_query, path_and_query_parts};
+use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::problem::ProblemKind;
+use crate::core::vocabulary::trace::Trace;
 use worker::Context;
 
 /// A request that enforce mode would have refused before any object: forwarded as it
@@ -65,7 +68,7 @@ pub(super) async fn passed(
     url: &str,
     env: &Env,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     kind: ProblemKind,
     trace: &Trace,
 ) -> Result<Response> {
@@ -104,7 +107,7 @@ pub(super) async fn covered(
     env: &Env,
     ctx: &Context,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     key: IdempotencyKey,
     plan: CoveredPlan,
     trace: Trace,
@@ -187,7 +190,7 @@ pub(super) async fn covered(
     // Only the recording reads them: unreadable, it records none, and the caller still gets
     // the origin's answer.
     let answer_headers = header_lines(&response.headers()).map(|lines| lines.to_pairs()).unwrap_or_default();
-    let cap = config.object_policy(policy).max_stored_response_bytes;
+    let cap = config.key_terms(policy).max_stored_response_bytes;
     let (answer, captured) = origin::split_answer(response, cap)?;
     ctx.wait_until(async move {
         let body = captured.await;
@@ -246,7 +249,7 @@ impl Recording {
                 return log_refusal(&env, problem.kind, status, ms, &trace);
             }
         };
-        // As enforce mode builds it (`core::identify::key_call`): observing, the object
+        // As enforce mode builds it (`core::edge_rules::identify::key_call`): observing, the object
         // neither forwards nor looks up.
         let call = key_call(config, &policy, &plan, &identified, body.len() as u64, trace);
         let name = identified.name;

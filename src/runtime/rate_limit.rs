@@ -1,6 +1,6 @@
 //! The Worker's rate limit for covered requests (`RATE_LIMITER`, a Workers Rate Limiting
 //! binding, or the one a route names), checked before any object exists. Which keys are
-//! limited, and in which order, is the core's (`core::scope::rate_limit_keys`); this file
+//! limited, and in which order, is the core's (`core::edge_rules::scope::rate_limit_keys`); this file
 //! asks the binding (`worker`'s `RateLimiter`) about them in that order, and stops at the
 //! first key over: the keys after it are not counted.
 //! The limiter guards against floods, not the idempotency promise: one that fails lets the
@@ -10,11 +10,11 @@ use web_sys::Response;
 
 use super::platform::{console_error, Env, Result};
 use super::{respond, settings};
-use crate::core::config::RateLimiterChoice;
-use crate::core::edge;
-use crate::core::log::Trace;
+use crate::core::edge_rules::config::RateLimiterChoice;
+use crate::core::edge_rules::edge;
+use crate::core::vocabulary::trace::Trace;
 
-/// Asks the limiter `choice` names about `limit_keys` (`core::identify::Identified::
+/// Asks the limiter `choice` names about `limit_keys` (`core::edge_rules::identify::Identified::
 /// rate_limit_keys`), in order, up to the first key over: `None` to go on, or the answer
 /// (429 over the limit; 500 when a route names a binding that is not bound).
 pub(super) async fn check(

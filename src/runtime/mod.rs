@@ -30,13 +30,12 @@
 //! - `seal`: stored answers sealed and opened with WebCrypto.
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
 //! - `bindings`: the platform calls `worker` does not bind (one line each on why).
-//! - `platform`: the bindings to workerd (environment, context, Durable Object storage and
-//!   SQL, timers, the log, errors, the panic hook).
+//! - `platform`: what is left of the hand binding to workerd (Durable Object storage and
+//!   SQL, timers, the log, errors).
 //! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
 //!   per operation that reports what happened and decides nothing (`boundary.mjs`: headers,
-//!   bodies, streams, the object call; `webcrypto.mjs`: sealing, the origin signature,
-//!   token checks; `origin.mjs`: the probe and the exchange), still to be moved onto
-//!   `worker` and `web-sys`.
+//!   bodies, streams, the object call; `webcrypto.mjs`: sealing). The origin's probe and
+//!   exchange are `worker`'s (`Socket`, `Fetch`), in `origin`.
 
 mod admin;
 mod bindings;

@@ -97,8 +97,7 @@ pub struct KeyObject {
 }
 
 impl DurableObject for KeyObject {
-    fn new(state: State, env: worker::Env) -> KeyObject {
-        let env = Env::new(env.into());
+    fn new(state: State, env: Env) -> KeyObject {
         KeyObject {
             store: RecordStore::new(state, env.clone()),
             env,

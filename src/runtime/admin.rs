@@ -9,7 +9,8 @@ use web_sys::{Request, Response};
 use super::now_ms;
 use super::object::KeyObject;
 use super::object_call::{call_object, envelope_request, key_namespace};
-use super::platform::{console_error, console_log, Env, Result};
+use super::platform::Result;
+use worker::{console_error, console_log, Env};
 use super::{respond, settings};
 use crate::core::edge_rules::admin;
 use crate::core::edge_rules::admin::{

@@ -9,7 +9,8 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 
-use super::platform::{Env, Result};
+use super::platform::Result;
+use worker::Env;
 use super::{body, origin_auth, respond, settings};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge;

@@ -4,7 +4,7 @@
 use wasm_bindgen::JsValue;
 use worker::AnalyticsEngineDataPointBuilder;
 
-use super::platform::{console_log, Env};
+use worker::{console_log, Env};
 use super::settings::{self, METRICS_BINDING};
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 

@@ -32,7 +32,8 @@
 //! - `bindings`: the platform calls `worker` does not bind (one line each on why): a
 //!   namespace's jurisdiction, and the object storage's synchronous key-value API and
 //!   `transactionSync`.
-//! - `platform`: what is left of the hand binding to workerd (timers, the log, errors).
+//! - `platform`: no binding any more: the runtime's error (with its fault) and a race of two
+//!   futures; the log is `worker`'s `console_*!`, timers its `Delay`.
 //! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
 //!   per operation that reports what happened and decides nothing (`boundary.mjs`: headers,
 //!   bodies, streams, the object call). The origin's probe and exchange are `worker`'s

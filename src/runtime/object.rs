@@ -52,7 +52,8 @@ use worker::{durable_object, DurableObject, State};
 use web_sys::Response;
 
 use super::origin::{self, OriginAnswer, Outgoing};
-use super::platform::{console_error, Env, Result};
+use super::platform::Result;
+use worker::{console_error, Env};
 use super::reconcile::BeforeArrival;
 use super::record_store::{IssuedAlarm, RecordStore};
 use super::respond::{self, Prepared};

@@ -64,7 +64,8 @@ use web_sys::{
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
-use super::platform::{console_error, console_warn, race, Delay, Either, Env};
+use super::platform::{race, Either};
+use worker::{console_error, console_warn, Delay, Env};
 use super::{body, origin_auth, settings};
 use crate::core::edge_rules::headers::{connection_tokens, forward_to_origin, store_for_replay};
 use crate::core::edge_rules::observed::Captured;

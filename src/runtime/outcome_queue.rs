@@ -6,7 +6,7 @@
 use worker::{QueueContentType, RawMessageBuilder};
 
 use super::now_ms;
-use super::platform::{console_error, Env};
+use worker::{console_error, Env};
 use crate::core::edge_rules::log::event_line;
 use crate::core::edge_rules::outcome_events::{publishes, OutcomeEvent, OUTCOME_QUEUE_BINDING};
 use crate::core::vocabulary::decision::Decision;

@@ -1,18 +1,16 @@
-//! What is left of the runtime's hand-written bindings to workerd: a timer race for the
-//! object's waiters, the log, and a JavaScript error as a Rust value. (A Durable Object's
-//! storage is `worker`'s `Storage`, with `runtime::bindings` for what it lacks.)
+//! No binding any more: the runtime's error (what JavaScript threw, or a message made here,
+//! with the fault it is in `core::vocabulary::fault`), and the first of two futures to finish.
 //!
-//! The entry points, the panic hook and the init state that `src/entry.mjs` recovers from a
-//! trap with, `Env`, the bindings and the request's context are the `worker` crate's
-//! (`#[event(fetch)]`, `#[durable_object]`, `worker::init`). Owns no decision.
+//! Everything the runtime calls on workerd is the `worker` crate's (entry points, `Env`,
+//! bindings, context, Durable Object storage and alarms, `Delay`, the log's
+//! `console_*!`), with `runtime::bindings` for what it lacks. The error stays because a
+//! dozen modules answer and log through it and its `fault()`; moving them onto
+//! `worker::Error` is a change across the Worker's and the object's modules at once. Owns no
+//! decision.
 
-use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
-use std::rc::Rc;
-use std::task::{Context as TaskContext, Poll};
-use std::time::Duration;
+use std::task::Poll;
 
 use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
@@ -91,106 +89,11 @@ pub fn message_of(thrown: &JsValue) -> Option<String> {
     thrown.as_string().or_else(|| Reflect::get(thrown, &JsValue::from_str("message")).ok()?.as_string())
 }
 
-/// One line to the log at its level.
-pub fn log_line(level: Level, line: &str) {
-    let line = JsValue::from_str(line);
-    match level {
-        Level::Log => web_sys::console::log_1(&line),
-        Level::Warn => web_sys::console::warn_1(&line),
-        Level::Error => web_sys::console::error_1(&line),
-    }
-}
 
-/// A log line's level: the `console` method it goes to.
-pub enum Level {
-    Log,
-    Warn,
-    Error,
-}
-
-/// `console.log` of a formatted line.
-macro_rules! console_log {
-    ($($arg:tt)*) => {
-        $crate::runtime::platform::log_line($crate::runtime::platform::Level::Log, &format!($($arg)*))
-    };
-}
-
-/// `console.warn` of a formatted line.
-macro_rules! console_warn {
-    ($($arg:tt)*) => {
-        $crate::runtime::platform::log_line($crate::runtime::platform::Level::Warn, &format!($($arg)*))
-    };
-}
-
-/// `console.error` of a formatted line.
-macro_rules! console_error {
-    ($($arg:tt)*) => {
-        $crate::runtime::platform::log_line($crate::runtime::platform::Level::Error, &format!($($arg)*))
-    };
-}
-
-pub(crate) use {console_error, console_log, console_warn};
-
-/// The Worker's (and the object's) environment: `worker`'s.
-pub use worker::Env;
 
 impl From<worker::Error> for Error {
     fn from(error: worker::Error) -> Error {
         Error::Rust(error.to_string())
-    }
-}
-
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(js_name = setTimeout)]
-    fn set_timeout(handler: &js_sys::Function, ms: f64) -> JsValue;
-
-    #[wasm_bindgen(js_name = clearTimeout)]
-    fn clear_timeout(id: &JsValue);
-}
-
-/// A timer: ready once its time has passed. Dropped before then, it clears its timeout, so
-/// a wait that something else ended leaves no timer behind.
-pub struct Delay {
-    ms: f64,
-    fired: Rc<Cell<bool>>,
-    timeout: Option<(JsValue, Closure<dyn FnMut()>)>,
-}
-
-impl From<Duration> for Delay {
-    fn from(wait: Duration) -> Delay {
-        Delay { ms: wait.as_millis() as f64, fired: Rc::new(Cell::new(false)), timeout: None }
-    }
-}
-
-impl Future for Delay {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
-        if self.fired.get() {
-            return Poll::Ready(());
-        }
-        if self.timeout.is_none() {
-            let fired = self.fired.clone();
-            let waker = cx.waker().clone();
-            let callback = Closure::<dyn FnMut()>::new(move || {
-                fired.set(true);
-                waker.wake_by_ref();
-            });
-            let id = set_timeout(callback.as_ref().unchecked_ref(), self.ms);
-            self.timeout = Some((id, callback));
-        }
-        Poll::Pending
-    }
-}
-
-impl Drop for Delay {
-    fn drop(&mut self) {
-        if let Some((id, _)) = &self.timeout {
-            if !self.fired.get() {
-                clear_timeout(id);
-            }
-        }
     }
 }
 

@@ -8,7 +8,8 @@
 
 use web_sys::Response;
 
-use super::platform::{console_error, Env, Result};
+use super::platform::Result;
+use worker::{console_error, Env};
 use super::{respond, settings};
 use crate::core::edge_rules::config::RateLimiterChoice;
 use crate::core::edge_rules::edge;

@@ -26,7 +26,7 @@ use wasm_bindgen::JsValue;
 use web_sys::Headers;
 
 use super::object::{Carry, KeyObject};
-use super::platform::console_error;
+use worker::console_error;
 use super::{body, metrics, now_ms, origin, outcome_queue, settings};
 use crate::core::edge_rules::log::RequestLog;
 use crate::core::edge_rules::wire::{KeyCall, ReconcileCall};

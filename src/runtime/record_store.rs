@@ -19,7 +19,7 @@ use worker::{console_error, console_log, ScheduledTime, SqlStorage, State, Stora
 
 use super::bindings::{self, SyncKv};
 use super::chunks;
-use super::platform::Env;
+use worker::Env;
 use super::seal::Sealer;
 use super::settings;
 use super::storage::{self, sql_error, LegacyRow, StorageError, Stores};

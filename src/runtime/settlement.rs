@@ -21,7 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::chunks;
-use super::platform::{race, Delay, Either};
+use super::platform::{race, Either};
+use worker::Delay;
 use super::respond::Prepared;
 use crate::core::formats::record::{AttemptId, StoredResponse};
 use crate::core::primitives::latch::{latch, Latch, Setter};

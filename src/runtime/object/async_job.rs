@@ -20,7 +20,8 @@ use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
 use web_sys::{Headers, Response};
 
-use super::super::platform::{console_error, Result};
+use super::super::platform::Result;
+use worker::console_error;
 use super::{body, metrics, now_ms, random_u64, settings, Carry, KeyObject};
 use crate::core::edge_rules::headers::forward_to_origin;
 use crate::core::edge_rules::log::RequestLog;

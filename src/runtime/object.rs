@@ -53,7 +53,6 @@ use web_sys::Response;
 
 use super::origin::{self, OriginAnswer, Outgoing};
 use super::platform::Result;
-use worker::{console_error, Env};
 use super::reconcile::BeforeArrival;
 use super::record_store::{IssuedAlarm, RecordStore};
 use super::respond::{self, Prepared};
@@ -79,6 +78,7 @@ use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::core::vocabulary::trace::Trace;
+use worker::{console_error, Env};
 
 mod async_job;
 
@@ -385,10 +385,7 @@ impl KeyObject {
     }
 
     /// Awaits issued alarms (each tried once more if it failed); whether all are set.
-    pub(super) async fn confirm_alarms(
-        &self,
-        issued: Vec<(u64, IssuedAlarm<'_>)>,
-    ) -> bool {
+    pub(super) async fn confirm_alarms(&self, issued: Vec<(u64, IssuedAlarm<'_>)>) -> bool {
         let mut all_set = true;
         for (at, alarm) in issued {
             all_set &= self.store.confirm_alarm(at, alarm).await;

@@ -43,7 +43,6 @@ use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, s
 use super::identity::identify;
 use super::object_call::{cached_key_namespace, call_named};
 use super::platform::Result;
-use worker::{console_error, Env};
 use super::{body, metrics, now_ms, origin};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge::CoveredPlan;
@@ -61,6 +60,7 @@ use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::ProblemKind;
 use crate::core::vocabulary::trace::Trace;
 use worker::Context;
+use worker::{console_error, Env};
 
 /// A request that enforce mode would have refused before any object: forwarded as it
 /// came, and logged with the refusal it would have had.

@@ -89,8 +89,6 @@ pub fn message_of(thrown: &JsValue) -> Option<String> {
     thrown.as_string().or_else(|| Reflect::get(thrown, &JsValue::from_str("message")).ok()?.as_string())
 }
 
-
-
 impl From<worker::Error> for Error {
     fn from(error: worker::Error) -> Error {
         Error::Rust(error.to_string())

@@ -19,7 +19,6 @@ use worker::{console_error, console_log, ScheduledTime, SqlStorage, State, Stora
 
 use super::bindings::{self, SyncKv};
 use super::chunks;
-use worker::Env;
 use super::seal::Sealer;
 use super::settings;
 use super::storage::{self, sql_error, LegacyRow, StorageError, Stores};
@@ -27,6 +26,7 @@ use crate::core::edge_rules::log::event_line;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::record::{Completed, Record, StoredResponse};
 use crate::core::formats::seal::{refuses_unsealed, KeyRing};
+use worker::Env;
 
 /// An alarm whose `setAlarm` call is made ([`RecordStore::issue_alarm`]), to be awaited
 /// ([`RecordStore::confirm_alarm`]).

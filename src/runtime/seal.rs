@@ -37,9 +37,9 @@ async fn named(what: &str, step: Result<Promise, JsValue>) -> Result<JsValue, Se
 
 /// What WebCrypto threw, as its message alone.
 fn message_of(thrown: &JsValue) -> String {
-    let message = thrown.as_string().or_else(|| {
-        js_sys::Reflect::get(thrown, &JsValue::from_str("message")).ok()?.as_string()
-    });
+    let message = thrown
+        .as_string()
+        .or_else(|| js_sys::Reflect::get(thrown, &JsValue::from_str("message")).ok()?.as_string());
     message.unwrap_or_else(|| "WebCrypto refused".to_owned())
 }
 

@@ -22,10 +22,10 @@ use std::time::Duration;
 
 use super::chunks;
 use super::platform::{race, Either};
-use worker::Delay;
 use super::respond::Prepared;
 use crate::core::formats::record::{AttemptId, StoredResponse};
 use crate::core::primitives::latch::{latch, Latch, Setter};
+use worker::Delay;
 
 /// The answer that settles an execution, shared by its waiters.
 pub(super) type Settlement = Latch<Rc<Prepared>>;

@@ -149,6 +149,9 @@ pub struct RequestLog {
     pub origin_status: Option<u16>,
     pub origin_ms: Option<u64>,
     pub wait_ms: Option<u64>,
+    /// What the edge added: the time the key's object took from receiving the request to
+    /// answering it, less `origin_ms` and `wait_ms` (`edge_ms`).
+    pub edge_ms: Option<u64>,
     /// How the scope was reached; absent for requests refused before a scope.
     pub scope: Option<ScopeLog>,
 }
@@ -238,7 +241,16 @@ impl RequestLog {
         status: u16,
         scope: Option<ScopeLog>,
     ) -> RequestLog {
-        RequestLog { object, decision, status, origin_status: None, origin_ms: None, wait_ms: None, scope }
+        RequestLog {
+            object,
+            decision,
+            status,
+            origin_status: None,
+            origin_ms: None,
+            wait_ms: None,
+            edge_ms: None,
+            scope,
+        }
     }
 
     /// The data point of an enforce-mode line.
@@ -287,7 +299,8 @@ impl RequestLog {
             | Field::Status
             | Field::OriginStatus
             | Field::OriginMs
-            | Field::WaitMs => "",
+            | Field::WaitMs
+            | Field::EdgeMs => "",
         }
     }
 
@@ -303,6 +316,7 @@ impl RequestLog {
             Field::OriginStatus => Value::Number(f64::from(self.origin_status.unwrap_or(0))),
             Field::OriginMs => millis(self.origin_ms),
             Field::WaitMs => millis(self.wait_ms),
+            Field::EdgeMs => millis(self.edge_ms),
             Field::Decision | Field::Problem | Field::Mode | Field::Scope | Field::Unverified => {
                 Value::Text(self.token(field, context))
             }
@@ -331,6 +345,7 @@ impl RequestLog {
             origin_status: self.origin_status,
             origin_ms: self.origin_ms,
             wait_ms: self.wait_ms,
+            edge_ms: self.edge_ms,
             scope: self.scope.map(|scope| scope.kind.slug()),
             unverified: self.scope.and_then(|scope| scope.unverified).map(|reason| reason.slug()),
             route: context.route(),
@@ -359,6 +374,8 @@ struct Line<'a> {
     origin_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     wait_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    edge_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     scope: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -414,6 +431,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(42),
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
@@ -435,6 +453,7 @@ mod tests {
                 origin_status: Some(201),
                 origin_ms: Some(0),
                 wait_ms: Some(u64::MAX),
+                edge_ms: None,
                 scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
             },
             RequestLog {
@@ -444,6 +463,7 @@ mod tests {
                 origin_status: None,
                 origin_ms: None,
                 wait_ms: None,
+                edge_ms: None,
                 scope: None,
             },
         ];
@@ -472,6 +492,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(42),
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         assert_eq!(
@@ -490,6 +511,7 @@ mod tests {
             origin_status: Some(0),
             origin_ms: Some(u64::MAX),
             wait_ms: Some(7),
+            edge_ms: None,
             scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
         };
         let trace =
@@ -512,6 +534,7 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
@@ -528,6 +551,7 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: Some(5_000),
+            edge_ms: None,
             scope: Some(ScopeLog { kind: ScopeKind::Claim, unverified: None }),
         };
         let point = line.data_point();
@@ -547,7 +571,7 @@ mod tests {
                 String::new(),
             ]
         );
-        assert_eq!(point.doubles, [409.0, 0.0, -1.0, 5_000.0]);
+        assert_eq!(point.doubles, [409.0, 0.0, -1.0, 5_000.0, -1.0]);
     }
 
     /// A failure a caller reports can be traced to its line: the request id,
@@ -562,6 +586,7 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         let trace = Trace {
@@ -605,6 +630,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(3),
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         let observed =
@@ -663,6 +689,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: None,
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();

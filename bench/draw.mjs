@@ -1,5 +1,5 @@
 // Draws a benchmark result as SVG: node bench/draw.mjs [RESULT.json [OUT.svg]].
-// Defaults: target/bench/latest.json, and the same name with .svg beside it. bench/run.mjs
+// Defaults: target/bench/latest.json, and the same name with .svg beside it. `bench.mjs run`
 // draws its own result at the end of a run; this redraws an existing one (an older result
 // without latency quantiles is drawn from its p50 and p99).
 import fs from "node:fs";

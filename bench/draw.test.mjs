@@ -1,4 +1,4 @@
-// The SVG writer against a result shaped as bench/run.mjs writes it, without running the
+// The SVG writer against a result shaped as `bench.mjs run` writes it, without running the
 // benchmark: node --test bench/draw.test.mjs (no dependencies; node's own test runner).
 import test from "node:test";
 import assert from "node:assert/strict";
@@ -40,8 +40,14 @@ const result = {
     first: { c1: phase(first, 2), c16: phase(first, 2) },
     replay: { c1: phase({ "js-do-claim": [1.5, 4], worker: [1.2, 3.1] }, 2), c16: phase({ worker: [2, 6] }, 2) },
     burst: { passthrough: [burstRun(301, 330, 1, true), burstRun(302, 340, 2, false)], worker: [burstRun(305, 322, 3, true)] },
+    latency: { c1: phase({ direct: [301, 305], worker: [303.5, 312] }, 2), c16: phase({ direct: [302, 310], worker: [306, 330] }, 2) },
   },
   summary: {
+    latencyOriginMs: 300,
+    latency: {
+      worker: { c1: { addedP50: 2.5, addedP99: 7 }, c16: { addedP50: 4, addedP99: 20 } },
+      direct: { c1: { p50: 301, p99: 305 }, c16: { p50: 302, p99: 310 } },
+    },
     targets: [
       { name: "first attempts c16 req/s ≥ 0.25× pass-through", measured: "0.31×", goal: "≥ 0.25×", met: true },
       { name: "burst: 1 execution, last response ≤ origin + 40 ms", measured: "1 exec, +22 ms", goal: "1, ≤ +40 ms", met: false },
@@ -67,7 +73,7 @@ test("a full result draws every target, phase, burst and target row", () => {
   assert.match(svg, /^<svg xmlns="http:\/\/www.w3.org\/2000\/svg" width="1000" height="\d+"/);
   assertBalanced(svg);
   for (const name of Object.keys(first)) assert.ok(svg.includes(`>${name}</text>`), name);
-  for (const title of ["First attempts", "1 connection", "16 connections", "Replays", "Coalesced bursts", "origin delay 300 ms", "Targets", "Issue 17 targets", "The guarantees"]) {
+  for (const title of ["Latency added over calling the origin directly", "origin answering in 300 ms", "+2.5 ms", "+20.0 ms", "First attempts", "1 connection", "16 connections", "Replays", "Coalesced bursts", "origin delay 300 ms", "Targets", "Issue 17 targets", "The guarantees"]) {
     assert.ok(svg.includes(title), title);
   }
   assert.ok(svg.includes("≥ 0.25× pass-through") && svg.includes("✓") && svg.includes("✗"));

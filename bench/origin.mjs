@@ -1,9 +1,11 @@
 // The benchmark's origin: a fast HTTP/1.1 server on loopback, run as a child process of
-// bench/run.mjs (so it gets its own event loop and its CPU can be read from /proc).
+// `bench.mjs run` (so it gets its own event loop and its CPU can be read from /proc).
 //
 // - Every request counts as one execution of its Idempotency-Key (requests without a key
 //   are counted too, under no key).
-// - `x-bench-delay-ms: N` delays the answer by N ms (the coalesced burst uses 300);
+// - Answers after the delay given by `--delay-ms N` (or BENCH_ORIGIN_DELAY_MS; default 0),
+//   the time a real payment API takes; `x-bench-delay-ms: N` on a request overrides it (the
+//   coalesced burst and the latency phase use 300);
 //   `x-bench-response-bytes: N` answers N bytes instead of the small JSON body.
 // - Answers 201 with a small JSON body, like a payment API creating a charge.
 // - Keep-alive, no request or header timeouts that would cut a benchmark short.
@@ -20,6 +22,9 @@ const firstArrival = new Map(); // key -> wall-clock ms (fractional) when its fi
 const wallNow = () => performance.timeOrigin + performance.now();
 let total = 0;
 let sequence = 0;
+
+const delayArg = process.argv.indexOf("--delay-ms");
+const DEFAULT_DELAY_MS = Number(delayArg >= 0 ? process.argv[delayArg + 1] : process.env.BENCH_ORIGIN_DELAY_MS ?? 0);
 
 const server = http.createServer({ keepAliveTimeout: 120_000, requestTimeout: 0, headersTimeout: 0 }, (req, res) => {
   const arrived = wallNow();
@@ -41,7 +46,7 @@ const server = http.createServer({ keepAliveTimeout: 120_000, requestTimeout: 0,
       res.writeHead(201, { "content-type": "application/json", "content-length": body.length, "x-request-id": `req_${id}` });
       res.end(body);
     };
-    const delay = Number(req.headers["x-bench-delay-ms"] ?? 0);
+    const delay = Number(req.headers["x-bench-delay-ms"] ?? DEFAULT_DELAY_MS);
     if (delay > 0) setTimeout(answer, delay);
     else answer();
   });

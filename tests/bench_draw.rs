@@ -1,7 +1,8 @@
 //! The benchmark's own node tests, run by the suite so that none is a test that nothing runs:
-//! `bench/draw.test.mjs` (the SVG writer against a result shaped as `bench/run.mjs` writes
-//! it) and `bench/wasm.test.mjs` (the measuring tools' wasm-opt settings against
-//! `scripts/build.sh`'s).
+//! `bench/draw.test.mjs` (the SVG writer against a result shaped as `node bench/bench.mjs run` writes
+//! it), `bench/wasm.test.mjs` (the measuring tools' wasm-opt settings against
+//! `scripts/build.sh`'s), `bench/cost.test.mjs` (the cost script's arithmetic at list prices)
+//! and `bench/bench.test.mjs` (the one benchmark command's sub-commands).
 
 #[path = "javascript/node.rs"]
 mod node;
@@ -14,4 +15,14 @@ fn the_benchmark_draws_a_result_as_its_tests_expect() {
 #[test]
 fn the_measuring_tools_optimise_the_wasm_as_the_build_does() {
     node::node_tests_pass("bench/wasm.test.mjs");
+}
+
+#[test]
+fn the_cost_script_prices_a_million_payments_as_its_tests_work_out() {
+    node::node_tests_pass("bench/cost.test.mjs");
+}
+
+#[test]
+fn the_one_benchmark_command_finds_every_sub_command() {
+    node::node_tests_pass("bench/bench.test.mjs");
 }

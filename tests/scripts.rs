@@ -18,8 +18,8 @@ fn the_release_script_promotes_rolls_back_and_refuses_as_docs_deploy_says() {
 /// `protected`, then refuses it replayed, with another body, another key, or relabelled.
 #[test]
 fn the_documented_node_verifier_accepts_the_edges_signature_and_refuses_changes() {
-    use idempotency_edge::core::message_signature::{sign, Covered};
-    use idempotency_edge::core::origin_auth::Protection;
+    use idempotency_edge::core::edge_rules::message_signature::{sign, Covered};
+    use idempotency_edge::core::edge_rules::origin_auth::Protection;
     use sha2::{Digest, Sha256};
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -179,7 +179,7 @@ export function summarizeProfile(profile, top = 25) {
 /**
  * The named copy of the Wasm (`wasm`, from scripts/build.sh's target/wasm-names/) in a copy
  * of `build`, run by a profiled worker against `bench/origin.mjs` with wrangler.toml's
- * [vars]: what bench/profile-named.mjs and bench/profile-cold.mjs profile. `stop()` ends
+ * [vars]: what `bench.mjs profile named` and `profile cold` profile. `stop()` ends
  * the worker and the origin and removes the copy.
  */
 export async function startNamedWorker({ rootDir, build, wasm, name }) {
@@ -195,7 +195,7 @@ export async function startNamedWorker({ rootDir, build, wasm, name }) {
 }
 
 /**
- * A ladder target of bench/targets/ladder.mjs (`target` as bench/ab.mjs names it, e.g.
+ * A ladder target of bench/targets/ladder.mjs (`target` as `bench.mjs ab` names it, e.g.
  * `js-do-claim`), profiled the same way as the built worker, against `bench/origin.mjs`: the
  * best peer's design side by side with the worker in one profiler's terms. `stop()` as for
  * [`startNamedWorker`].

@@ -1,4 +1,4 @@
-// Draws a benchmark result (what bench/run.mjs writes to target/bench/latest.json) as one
+// Draws a benchmark result (what `bench.mjs run` writes to target/bench/latest.json) as one
 // SVG: the latency of each target for first attempts and replays (c1 and c16), the
 // coalesced bursts, the targets tables and the guarantees' price. No dependencies: strings in, a string out.
 //
@@ -176,7 +176,25 @@ function ratiosTable(out, y, title, columns, rows) {
   return 52 + rows.length * 18 + 16;
 }
 
-/** The SVG for `result`, as bench/run.mjs writes it. Sections the result lacks are left out. */
+// The latency a user feels: per target, what it adds over calling the origin directly.
+function addedTable(out, y, title, latency) {
+  const columns = ["1 conn. p50", "1 conn. p99", "16 conn. p50", "16 conn. p99"];
+  const rows = Object.entries(latency).filter(([name, v]) => name !== "direct" && v?.c1 && v?.c16);
+  out.push(`<text x="10" y="${y + 14}" font-size="13" font-weight="bold">${escape(title)}</text>`);
+  let cy = y + 34;
+  columns.forEach((c, i) => out.push(`<text x="${LABEL + 60 + i * 150}" y="${cy}" font-size="11" fill="#666">${escape(c)}</text>`));
+  cy += 18;
+  for (const [name, v] of rows) {
+    out.push(`<text x="20" y="${cy}" font-size="11" fill="${colourOf(name)}">${escape(name)}</text>`);
+    [v.c1.addedP50, v.c1.addedP99, v.c16.addedP50, v.c16.addedP99].forEach((x, i) =>
+      out.push(`<text x="${LABEL + 60 + i * 150}" y="${cy}" font-size="11">${escape(Number.isFinite(x) ? `${x < 0 ? "−" : "+"}${fmt(Math.abs(x), 1)} ms` : "–")}</text>`),
+    );
+    cy += 18;
+  }
+  return 52 + rows.length * 18 + 16;
+}
+
+/** The SVG for `result`, as `bench.mjs run` writes it. Sections the result lacks are left out. */
 export function drawResult(result) {
   const out = [];
   const raw = result?.raw ?? {};
@@ -198,6 +216,15 @@ export function drawResult(result) {
     )}</text>`,
   );
   y += 64;
+  // First what a user feels: the latency in front of an origin that takes its time.
+  const originMs = summary.latencyOriginMs ?? result?.plan?.originMs;
+  if (summary.latency && Object.keys(summary.latency).length) {
+    y += addedTable(out, y, `Latency added over calling the origin directly (origin answering in ${originMs ?? "?"} ms; median over runs of target − direct)`, summary.latency);
+  }
+  for (const c of ["c1", "c16"]) {
+    const rows = loadRows(raw.latency?.[c]);
+    if (rows.length) y += panel(out, y, `First attempts in front of an origin answering in ${originMs ?? "?"} ms, ${c === "c1" ? "1 connection" : "16 connections"}: latency`, rows, { log: true });
+  }
   for (const [phase, label] of [["first", "First attempts (a new key each request)"], ["replay", "Replays (one completed key, again and again)"]]) {
     for (const c of ["c1", "c16"]) {
       const rows = loadRows(raw[phase]?.[c]);

@@ -83,19 +83,38 @@ export async function startWorker({ name, config, persistDir, registryDir }) {
 
 /**
  * `bench/origin.mjs` under `rootDir` in a node process of its own, once it listens:
- * `{ pid, port, stop() }`.
+ * `{ pid, port, ask(command), stop() }` (`ask` sends a control message, see the origin).
  */
 export function startBenchOrigin(rootDir) {
   const child = fork(path.join(rootDir, "bench/origin.mjs"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  let nextId = 1;
+  const pending = new Map();
   return new Promise((resolve) =>
-    child.on("message", (m) => m.ready && resolve({ pid: child.pid, port: m.port, stop: () => (child.disconnect(), child.kill()) })),
+    child.on("message", (m) => {
+      if (m.ready) {
+        resolve({
+          pid: child.pid,
+          port: m.port,
+          ask: (command) =>
+            new Promise((res) => {
+              const id = nextId++;
+              pending.set(id, res);
+              child.send({ ...command, id });
+            }),
+          stop: () => (child.disconnect(), child.kill()),
+        });
+      } else if (pending.has(m.id)) {
+        pending.get(m.id)(m);
+        pending.delete(m.id);
+      }
+    }),
   );
 }
 
 /**
  * A copy of the worker built in `build` (index.js, index_bg.wasm, worker/shim.mjs), run with
  * `rootDir`'s wrangler.toml in front of a new `bench/origin.mjs`, its state under `work`:
- * what the counting tools (bench/crossings.mjs, bench/first-request-code.mjs) measure.
+ * what the counting tools (`bench.mjs wasm crossings`, `wasm first-code`) measure.
  * `stop()` ends the worker and the origin.
  */
 export async function startCopyWithOrigin({ rootDir, build, name, work }) {

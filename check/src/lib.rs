@@ -1,6 +1,6 @@
 //! Checks a worker's configuration before it is deployed: the `[vars]` of `wrangler.toml`
 //! (its top level or one `[env.NAME]`), the bindings it declares, and `.dev.vars` in local
-//! development, read with the worker's own parser (`core::settings::Settings::from_env`), so
+//! development, read with the worker's own parser (`core::edge_rules::settings::Settings::from_env`), so
 //! that what fails here is what would make the deployed worker answer 500 `invalid-config`
 //! to every request.
 //!
@@ -34,11 +34,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use idempotency_edge::core::config::Config;
-use idempotency_edge::core::env_names::{secret_names, NameKind, NAMES};
-use idempotency_edge::core::routes::RouteRateLimit;
-use idempotency_edge::core::settings::{EnvFacts, EnvValue, Settings};
-use idempotency_edge::core::url::host_and_port;
+use idempotency_edge::core::edge_rules::config::Config;
+use idempotency_edge::core::edge_rules::env_names::{secret_names, NameKind, NAMES};
+use idempotency_edge::core::edge_rules::routes::RouteRateLimit;
+use idempotency_edge::core::edge_rules::settings::{EnvFacts, EnvValue, Settings};
+use idempotency_edge::core::primitives::url::host_and_port;
 use serde_json::{Map, Value};
 
 /// The Durable Object binding and class every request goes through.

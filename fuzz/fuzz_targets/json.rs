@@ -1,4 +1,4 @@
-//! JSON canonicalisation (`core::canonical_json`) and the payload fingerprint (`core::fingerprint`).
+//! JSON canonicalisation (`core::primitives::canonical_json`) and the payload fingerprint (`core::formats::fingerprint`).
 //! The checks live in `idempotency_edge::core::fuzz_checks::json`, shared with the stable smoke test.
 #![no_main]
 

@@ -1,4 +1,4 @@
-//! Bearer tokens and key sets (`core::jwt`, `core::scope`).
+//! Bearer tokens and key sets (`core::primitives::jwt`, `core::edge_rules::scope`).
 //! The checks live in `idempotency_edge::core::fuzz_checks::jwt`, shared with the stable smoke test.
 #![no_main]
 

@@ -1,4 +1,4 @@
-//! Idempotency-Key parsing (`core::key`) and header-name rules.
+//! Idempotency-Key parsing (`core::primitives::key`) and header-name rules.
 //! The checks live in `idempotency_edge::core::fuzz_checks::key`, shared with the stable smoke test.
 #![no_main]
 

@@ -21,10 +21,10 @@
 //!    `"abc"` name the same key here, but an origin that stores the header as it came (as
 //!    Stripe-like APIs do) would keep two. So the worker rewrites the key header of every
 //!    request it forwards for a covered key (the first attempt and every re-send), and
-//!    fills a lookup's `{key}` (`core::reconcile`), with one canonical spelling, whatever
+//!    fills a lookup's `{key}` (`core::key_rules::reconcile`), with one canonical spelling, whatever
 //!    spelling the client used: the bare value where the key reads back as itself bare (no
 //!    `"`, `,` or `\`, no leading or trailing space), else the sf-string with `"` and
-//!    `\` escaped. The signature's key line (`core::origin_auth`) signs the header as sent,
+//!    `\` escaped. The signature's key line (`core::edge_rules::origin_auth`) signs the header as sent,
 //!    so it carries that spelling too. Bare for the common key (a UUID, `order-42`), so
 //!    most requests reach the origin byte for byte as the client sent them; an origin that
 //!    accepts only the draft's sf-string would refuse a bare key at the first attempt (a

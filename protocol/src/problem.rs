@@ -53,7 +53,7 @@ pub enum ProblemKind {
     /// created or forwarded.
     RateLimited,
     /// An asynchronous request's deadline came before the origin took it: it was never
-    /// executed, and the key is released (`core::async_job`).
+    /// executed, and the key is released (`core::key_rules::machine::async_job`).
     OriginUnavailable,
     /// A token that may verify could not be checked right now (the JWKS URL is down, or a
     /// new `kid` waits for the next refetch); nothing was forwarded: retry later.

@@ -10,7 +10,7 @@
 //!
 //! A new layout adds a new file (its commit in the name); the old files stay.
 //!
-//! The binary formats (all spelled by `core::codec`) are also decoded from arbitrary bytes
+//! The binary formats (all spelled by `core::primitives::codec`) are also decoded from arbitrary bytes
 //! and from changed copies of these values: whatever decodes must encode to bytes that
 //! decode to it again, so a value read from storage and written back is the value read.
 
@@ -18,15 +18,19 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use super::async_job::{AsyncConfig, AsyncJob, JobPhase, StoredRequest};
-use super::chunks::ChunkManifest;
-use super::config::{decode_object_policy, ObjectPolicy};
-use super::fingerprint::Digest256;
-use super::machine::{Timing, WaiterLimits};
-use super::policy::{OutcomePolicy, StatusSet};
-use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
-use super::routes::Mode;
-use super::seal::Envelope;
+use super::formats::chunk_manifest::ChunkManifest;
+use super::formats::fingerprint::Digest256;
+use super::formats::job::{AsyncJob, JobPhase, StoredRequest};
+use super::formats::record::{
+    AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason,
+};
+use super::formats::seal::Envelope;
+use super::formats::stored_terms::decode_text;
+use super::key_rules::machine::async_job::AsyncConfig;
+use super::vocabulary::key_terms::KeyTerms;
+use super::vocabulary::key_terms::Mode;
+use super::vocabulary::key_terms::{Timing, WaiterLimits};
+use super::vocabulary::outcome_table::{OutcomeTable, StatusSet};
 
 /// One value of a stored or handed-over format.
 #[derive(Debug, PartialEq)]
@@ -37,7 +41,7 @@ enum Stored {
     Manifest(ChunkManifest),
     Envelope(Envelope),
     Response(StoredResponse),
-    Policy(ObjectPolicy),
+    Policy(KeyTerms),
     Async(AsyncConfig),
 }
 
@@ -45,7 +49,7 @@ impl Stored {
     /// Decodes `payload` as the same format as `self`.
     fn decode_like(&self, payload: &str) -> Option<Stored> {
         match self {
-            Stored::Policy(_) => Some(Stored::Policy(decode_object_policy(payload)?)),
+            Stored::Policy(_) => Some(Stored::Policy(decode_text(payload)?)),
             Stored::Async(_) => Some(Stored::Async(AsyncConfig::decode(payload)?)),
             _ => {
                 let bytes: Vec<u8> = (0..payload.len())
@@ -113,11 +117,11 @@ fn envelope() -> Envelope {
 }
 
 /// A policy with every field set (also the envelope's tests' sample).
-pub(super) fn policy() -> ObjectPolicy {
-    ObjectPolicy {
+pub(super) fn policy() -> KeyTerms {
+    KeyTerms {
         timing: Timing { ttl_ms: 86_400_000, duplicate_wait_ms: 10_000, origin_timeout_ms: 30_000 },
         limits: WaiterLimits { max_waiters: 100, max_waiting_bytes: 8 << 20 },
-        outcome: OutcomePolicy {
+        outcome: OutcomeTable {
             release: StatusSet::of(&[401, 403, 429, 503]).unwrap(),
             unknown: StatusSet::of(&[502, 504]).unwrap(),
             release_requires_header: true,
@@ -228,7 +232,7 @@ fn values() -> Vec<(&'static str, Stored)> {
         ("object_policy", Stored::Policy(policy())),
         (
             "object_policy_observe",
-            Stored::Policy(ObjectPolicy {
+            Stored::Policy(KeyTerms {
                 mode: Mode::Observe,
                 origin_service: None,
                 max_origin_attempts: None,
@@ -271,12 +275,31 @@ fn formats_written_by_the_release_of_2026_12_03_still_decode() {
     assert_eq!(seen.len(), values().len(), "every value has its line");
 }
 
-/// Job version 3 (the policy stored versioned, `core::wire::encode_policy`), as the
+/// Job version 3 (the policy stored versioned, `core::formats::stored_terms::encode`), as the
 /// release that introduced it writes it.
 #[test]
 fn jobs_of_version_3_still_decode() {
     let seen = decode_fixture_file(include_str!("testdata/formats-jobs-v3.txt"));
     assert_eq!(seen, ["record_job_waiting", "record_job_sending", "record_job_gave_up", "job_waiting"]);
+}
+
+/// The stored job's own codec (`core::formats::job`, with the policy through
+/// `core::formats::stored_terms`) writes today's jobs byte for byte as the release that
+/// introduced version 3 did, when the policy was written by the envelope's codec.
+#[test]
+fn jobs_of_version_3_encode_to_the_bytes_stored() {
+    let expected = values();
+    let fixtures = include_str!("testdata/formats-jobs-v3.txt");
+    let mut compared = 0;
+    for line in fixtures.lines().filter(|line| !line.starts_with('#') && !line.is_empty()) {
+        let (name, payload) = line.split_once(' ').expect("a name and a payload");
+        let (_, value) = expected.iter().find(|(known, _)| *known == name).expect("an expected value");
+        let encoded = value.encode_bytes().expect("a binary format");
+        let hex: String = encoded.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, payload, "{name}: written otherwise than stored");
+        compared += 1;
+    }
+    assert_eq!(compared, 4);
 }
 
 /// One change to a value's bytes: overwrite, flip a bit, insert, remove, or cut there.

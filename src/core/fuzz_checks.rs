@@ -18,24 +18,28 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::admin;
-use super::async_job::{AsyncJob, JobPhase};
-use super::body_shape::{BodyShape, JsonPointer};
-use super::canonical_json::canonicalize;
-use super::config::{decode_object_policy, encode_object_policy, Config, ObjectPolicy};
-use super::env_names::variable_names;
-use super::fingerprint::{fingerprint, is_json_media_type, object_name, Digest256, Payload, Scope};
-use super::headers;
-use super::jwt::{self as jwt_core, Algorithm, ClaimPath, JwksSource, Unverified, Validation};
-use super::key::{parse_key, parse_key_fields, KeyError, MAX_KEY_LEN};
-use super::machine::{step, Action, Event, RecordChange, Timing, WaiterLimits};
-use super::policy::{OriginResult, OutcomePolicy, StatusSet};
-use super::reconcile::Verdict;
-use super::record::{AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason};
-use super::routes::pattern_matches;
-use super::scope::{bearer_token, ScopeLog};
-use super::url::normalised_path;
-use super::wire::{decode_policy, encode_policy};
+use super::edge_rules::admin;
+use super::edge_rules::config::Config;
+use super::edge_rules::env_names::variable_names;
+use super::edge_rules::headers;
+use super::edge_rules::routes::pattern_matches;
+use super::edge_rules::scope::{bearer_token, ScopeLog};
+use super::formats::body_shape::{BodyShape, JsonPointer};
+use super::formats::fingerprint::{fingerprint, is_json_media_type, object_name, Digest256, Payload, Scope};
+use super::formats::job::{AsyncJob, JobPhase};
+use super::formats::record::{
+    AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason,
+};
+use super::formats::stored_terms::{self, decode_text, encode_text};
+use super::key_rules::machine::{step, Action, Event, RecordChange};
+use super::key_rules::reconcile::Verdict;
+use super::primitives::canonical_json::canonicalize;
+use super::primitives::jwt::{self as jwt_core, Algorithm, ClaimPath, JwksSource, Unverified, Validation};
+use super::primitives::key::{parse_key, parse_key_fields, KeyError, MAX_KEY_LEN};
+use super::primitives::url::normalised_path;
+use super::vocabulary::key_terms::KeyTerms;
+use super::vocabulary::key_terms::{Timing, WaiterLimits};
+use super::vocabulary::outcome_table::{OriginResult, OutcomeTable, StatusSet};
 
 /// Key parsing: `parse_key` and `parse_key_fields`, and the header-name rules.
 ///
@@ -312,7 +316,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
             // A chunked answer (record tag 4) keeps no body in the record.
             let chunks = (source.u8() % 4 == 0).then(|| {
                 let count = usize::from(source.u8() % 3) + 1;
-                crate::core::chunks::ChunkManifest {
+                crate::core::formats::chunk_manifest::ChunkManifest {
                     body_len: (count as u64 - 1) * 1024 + 1 + u64::from(source.u16() % 1024),
                     chunk_len: 1024,
                     attempt: source.u64(),
@@ -350,14 +354,14 @@ fn build_record(source: &mut Source<'_>) -> Record {
     }
 }
 
-/// A record's reconciliation (`core::reconcile`), one time in four; never with an empty
+/// A record's reconciliation (`core::key_rules::reconcile`), one time in four; never with an empty
 /// lookup, which no writer stores.
-fn build_reconciling(source: &mut Source<'_>) -> Option<crate::core::reconcile::Reconciling> {
+fn build_reconciling(source: &mut Source<'_>) -> Option<crate::core::formats::reconciling::Reconciling> {
     if source.u8() % 4 != 0 {
         return None;
     }
     let sealed_lookup = source.bytes();
-    (!sealed_lookup.is_empty()).then(|| crate::core::reconcile::Reconciling {
+    (!sealed_lookup.is_empty()).then(|| crate::core::formats::reconciling::Reconciling {
         sealed_lookup,
         bound_at: source.u64(),
         not_found: source.u16(),
@@ -365,13 +369,13 @@ fn build_reconciling(source: &mut Source<'_>) -> Option<crate::core::reconcile::
         next_at: source.u64(),
         policy: {
             let text = format!("600000,5000,{},100,1000,1000,0,503,,0,", u64::from(source.u16()) * 10);
-            Box::new(decode_object_policy(&text).expect("a policy the runtime writes"))
+            Box::new(decode_text(&text).expect("a policy the runtime writes"))
         },
         spelling_known: source.u8() % 2 == 0,
     })
 }
 
-/// An asynchronous job (`core::async_job`), with a policy whose deduplication and lease
+/// An asynchronous job (`core::key_rules::machine::async_job`), with a policy whose deduplication and lease
 /// vary (a job's policy is always readable: an unreadable one makes the record so).
 fn build_job(source: &mut Source<'_>) -> AsyncJob {
     let phase = match source.u8() % 3 {
@@ -382,7 +386,7 @@ fn build_job(source: &mut Source<'_>) -> AsyncJob {
     let flags = source.u8();
     let max = source.u8() % 4;
     let text = format!("600000,5000,{},100,1000,1000,0,503,,{max},", u64::from(source.u16()) * 10);
-    let policy = Box::new(decode_object_policy(&text).expect("a policy the runtime writes"));
+    let policy = Box::new(decode_text(&text).expect("a policy the runtime writes"));
     let mut sealed_request = source.bytes();
     if phase != JobPhase::GaveUp && sealed_request.is_empty() {
         sealed_request.push(source.u8());
@@ -466,7 +470,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
                     assert!(claim.lease_until >= now && claim.expires_at >= claim.lease_until);
                     // The claim's alarm covers the outcome it may get (one alarm per key), or,
                     // with a lookup (rule 9), comes at the lease's end to notice a dead owner.
-                    assert_eq!(*alarm, super::machine::claim_alarm(claim, &timing));
+                    assert_eq!(*alarm, super::key_rules::machine::claim_alarm(claim, &timing));
                     if claim.reconcile.is_some() {
                         assert_eq!(*alarm, claim.lease_until);
                     } else {
@@ -479,7 +483,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     }
 
     let flags = source.u8();
-    let outcome = OutcomePolicy {
+    let outcome = OutcomeTable {
         unknown: if flags & 4 != 0 {
             StatusSet::of(&[502, 504]).unwrap_or_default()
         } else {
@@ -487,7 +491,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
         },
         release_requires_header: flags & 2 != 0,
         via_cloudflare: flags & 1 != 0,
-        ..OutcomePolicy::default()
+        ..OutcomeTable::default()
     };
     let results = [
         OriginResult::Responded(source.u16()),
@@ -515,7 +519,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     // releases the key, and not before the origin had its timeout again since the outcome
     // became unknown (a dead claim's: when its lease ended).
     // Nor from a claim made before the key had one spelling at the origin (rule 7 of
-    // `core::reconcile`): its lookup may ask for another spelling than was sent.
+    // `core::key_rules::reconcile`): its lookup may ask for another spelling than was sent.
     let became_unknown = match record {
         Record::Unknown(unknown) => unknown.since,
         Record::InFlight(claim) => claim.lease_until,
@@ -529,8 +533,8 @@ fn drive(record: &Record, source: &mut Source<'_>) {
             Event::Reconciled { attempt: record.attempt(), verdict: verdict.clone(), timing, jitter: 0.5 };
         let next = step(Some(record), asked, now);
         assert!(!next.actions.iter().any(|a| matches!(a, Action::Forward { .. })), "{next:?}");
-        let current =
-            super::machine::lookup_is_current(Some(record), record.attempt()) && !record.is_expired(now);
+        let current = super::key_rules::machine::lookup_is_current(Some(record), record.attempt())
+            && !record.is_expired(now);
         match &next.change {
             RecordChange::Keep => {}
             RecordChange::Delete => {
@@ -617,8 +621,8 @@ pub fn config(data: &[u8]) {
     let path = parts.next().unwrap_or("/");
     let lookup = |name: &'static str| names.iter().position(|v| *v == name).and_then(|i| values[i]);
 
-    if let Some(policy) = decode_object_policy(&text) {
-        assert_eq!(decode_object_policy(&encode_object_policy(&policy)), Some(policy));
+    if let Some(policy) = decode_text(&text) {
+        assert_eq!(decode_text(&encode_text(&policy)), Some(policy));
     }
     let _ = normalised_path(path);
     let path_and_query = format!("/{}", path.trim_start_matches('/'));
@@ -630,13 +634,13 @@ pub fn config(data: &[u8]) {
     let Ok(config) = Config::from_vars(lookup) else { return };
     // The policy as the envelope and jobs write it, and in the text form of older releases,
     // which predates `key_header` (every route it was written for used `Idempotency-Key`).
-    let round_trips = |policy: ObjectPolicy| {
-        assert_eq!(decode_policy(&encode_policy(&policy)), Ok(policy.clone()));
+    let round_trips = |policy: KeyTerms| {
+        assert_eq!(stored_terms::decode(&stored_terms::encode(&policy)), Some(policy.clone()));
         if policy.key_header.is_none() {
-            assert_eq!(decode_object_policy(&encode_object_policy(&policy)), Some(policy));
+            assert_eq!(decode_text(&encode_text(&policy)), Some(policy));
         }
     };
-    round_trips(config.object_policy(&config.policy_for("/")));
+    round_trips(config.key_terms(&config.policy_for("/")));
     assert!(config.timing.ttl_ms >= 1_000 && config.timing.origin_timeout_ms >= 1_000);
     for route in &config.routes {
         assert!(pattern_matches(&route.pattern, &route.pattern), "{:?} does not match itself", route.pattern);
@@ -654,7 +658,7 @@ pub fn config(data: &[u8]) {
             "a status both releases and is unknown"
         );
     }
-    round_trips(config.object_policy(&policy));
+    round_trips(config.key_terms(&policy));
     let _ = policy.covers(path);
     let _ = config.origin_target("https://edge.example/", &path_and_query);
     if admin::is_admin_path(&config.admin_prefix, path_only) {
@@ -663,7 +667,7 @@ pub fn config(data: &[u8]) {
     let _ = admin::token_matches(Some(path), &text);
 }
 
-/// Tokens and key sets (`core::jwt`, `core::scope`): the bytes as a bearer token, as a
+/// Tokens and key sets (`core::primitives::jwt`, `core::edge_rules::scope`): the bytes as a bearer token, as a
 /// JWKS, as a claim path and as a `Cache-Control` value.
 ///
 /// Nothing panics; a parsed token's signing input is the token up to its second dot and its

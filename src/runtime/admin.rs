@@ -1,7 +1,7 @@
 //! The admin API, both halves. The Worker's checks the token, parses the call and hands it
 //! to the object named by the id; the object's (`KeyObject::admin`) inspects or purges the
-//! record. The rules are in `core::admin`. Every call, a refused one too, writes one audit line
-//! (`core::admin::audit_line`) naming the operator from `X-Operator`, never the token.
+//! record. The rules are in `core::edge_rules::admin`. Every call, a refused one too, writes one audit line
+//! (`core::edge_rules::admin::audit_line`) naming the operator from `X-Operator`, never the token.
 
 use serde_json::json;
 use web_sys::{Request, Response};
@@ -11,17 +11,18 @@ use super::object::KeyObject;
 use super::object_call::{call_object, envelope_request, key_namespace};
 use super::platform::{console_error, console_log, Env, Result};
 use super::{respond, settings};
-use crate::core::admin;
-use crate::core::admin::{
+use crate::core::edge_rules::admin;
+use crate::core::edge_rules::admin::{
     audit_line, parse_call, parse_lookup, refusals, token_matches, AdminCall, MAX_LOOKUP_BYTES,
     OPERATOR_HEADER,
 };
-use crate::core::config::Config;
-use crate::core::log::event_line;
-use crate::core::machine::{storage_unavailable, RecordChange};
-use crate::core::record::Record;
-use crate::core::url::path_and_query_parts;
-use crate::core::wire::ToObject;
+use crate::core::edge_rules::config::Config;
+use crate::core::edge_rules::log::event_line;
+use crate::core::edge_rules::wire::ToObject;
+use crate::core::formats::record::Record;
+use crate::core::key_rules::machine::RecordChange;
+use crate::core::primitives::url::path_and_query_parts;
+use crate::core::vocabulary::fault::{Fault, Stage, StorageOperation};
 
 /// Answers one admin call, and writes its audit line.
 pub async fn call(req: Request, url: &str, env: &Env, config: &Config, token: &str) -> Result<Response> {
@@ -128,7 +129,7 @@ async fn read_lookup(req: &Request) -> Result<Vec<u8>> {
 }
 
 impl KeyObject {
-    /// Inspects or purges the record for the admin API (`core::admin` has the rules).
+    /// Inspects or purges the record for the admin API (`core::edge_rules::admin` has the rules).
     pub(super) async fn admin(&self, operation: &str) -> Result<Response> {
         let now = now_ms();
         self.expire_observed(now);
@@ -136,8 +137,12 @@ impl KeyObject {
         let record = match self.record() {
             Ok(record) => record,
             Err(error) => {
-                console_error!("object {}: admin could not read the record: {}", self.short_id(), error);
-                return respond::problem(&storage_unavailable());
+                let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+                console_error!(
+                    "{}",
+                    fault.source.log_line(&self.subject(), "admin's read of the record", &error)
+                );
+                return respond::problem(&fault.problem());
             }
         };
         let waiters = self.key.borrow().live().map(|live| live.waiters);
@@ -157,16 +162,24 @@ impl KeyObject {
                     match self.apply(&RecordChange::Delete).await {
                         // A pending job's alarm is cancelled with it.
                         Ok(()) if job && !self.store.delete_alarm().await => {
-                            console_error!("object {}: cancelling the job's alarm failed", self.short_id());
-                            respond::problem(&storage_unavailable())
+                            // The record is deleted; only its alarm is left to fire on nothing.
+                            let fault = Fault::storage(StorageOperation::Alarm, Stage::AfterStep);
+                            let subject = self.subject();
+                            let detail = "the record is purged, its alarm left in place";
+                            console_error!(
+                                "{}",
+                                fault.source.log_line(&subject, "cancelling the job's alarm", detail)
+                            );
+                            respond::problem(&fault.problem())
                         }
                         Ok(()) => {
                             console_log!("{}", event_line("admin-purge", &object_id, &[("forced", force)]));
                             respond::json(&json!({"object_id": object_id, "purged": true}))
                         }
                         Err(error) => {
-                            console_error!("object {}: purge failed: {}", self.short_id(), error);
-                            respond::problem(&storage_unavailable())
+                            let fault = Fault::storage(StorageOperation::Delete, Stage::BeforeClaim);
+                            console_error!("{}", fault.source.log_line(&self.subject(), "purge", &error));
+                            respond::problem(&fault.problem())
                         }
                     }
                 }

@@ -1,5 +1,5 @@
 //! Bindings to `boundary.mjs`, the runtime's JavaScript helpers: a request's headers read in
-//! one call (`core::headers::HeaderLines`) and a copy of headers without some names, each
+//! one call (`core::edge_rules::headers::HeaderLines`) and a copy of headers without some names, each
 //! one crossing of the JS↔Wasm boundary where `web_sys` would make one per header (a
 //! replay crossed it about 160 times); the runtime's stream work done in JavaScript (a
 //! replay's chunk rows pulled one at a time, a body or an origin's answer read up to a limit
@@ -13,7 +13,7 @@ use web_sys::{Headers, ReadableStream, Request};
 
 use super::platform::ObjectStub;
 
-use crate::core::headers::HeaderLines;
+use crate::core::edge_rules::headers::HeaderLines;
 
 #[wasm_bindgen(module = "/src/runtime/boundary.mjs")]
 extern "C" {

@@ -1,4 +1,4 @@
-//! Large answers in chunk rows (see `core::chunks` for the rules): writing them with their
+//! Large answers in chunk rows (see `core::formats::chunks` for the rules): writing them with their
 //! record in one transaction, checking them before the first replay, and replaying them as
 //! a stream that reads one row at a time.
 //!
@@ -25,9 +25,10 @@ use super::boundary;
 use super::platform::{message_of, SqlStorage};
 use super::seal::{self, Sealer};
 use super::storage::{self, LegacyRow, StorageError, Stores};
-use crate::core::chunks::{self, ChunkManifest, CHUNK_BYTES};
-use crate::core::record::{Completed, Record, StoredResponse, SEALED_RECORD_VERSION};
-use crate::core::seal::{Envelope, KeyRing};
+use crate::core::formats::chunk_manifest::ChunkManifest;
+use crate::core::formats::chunks::{self, CHUNK_BYTES};
+use crate::core::formats::record::{Completed, Record, StoredResponse, SEALED_RECORD_VERSION};
+use crate::core::formats::seal::{Envelope, KeyRing};
 
 const CREATE_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS idempotency_chunk (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL)";
@@ -197,7 +198,7 @@ pub async fn put(
     }
     let manifest =
         ChunkManifest { body_len: body.len() as u64, chunk_len: CHUNK_BYTES as u32, attempt, digests };
-    let head = Arc::new(chunks::head_of(&done.response));
+    let head = Arc::new(done.response.head());
     let stored = match &sealing {
         Some(Sealing { sealer, ring: Some(ring), scope, object_id }) => {
             let aad = chunks::head_associated_data(object_id, SEALED_RECORD_VERSION, &manifest);

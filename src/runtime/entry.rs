@@ -17,16 +17,16 @@
 //! Every forward the Worker makes itself (pass-through and fail-open) is signed like the
 //! object's (`ORIGIN_AUTH_SECRET`, `runtime::origin_auth`), and with `TRUSTED_CLIENT_IP`
 //! the client's own `X-Forwarded-For`, `Forwarded` and `X-Real-IP` are replaced by the
-//! connecting IP. With `OBJECT_NAME_KEY` the object name is keyed (`core::keyed_name`). Any other method passes
+//! connecting IP. With `OBJECT_NAME_KEY` the object name is keyed (`core::formats::keyed_name`). Any other method passes
 //! through to the origin untouched, except that a method-override header on it is refused
 //! (the origin might execute it as a covered method without a key). On a method that a
 //! route could cover, a path that origins may read as another path is refused, and route
-//! patterns match the normalised path (`core::url::normalised_path`).
+//! patterns match the normalised path (`core::primitives::url::normalised_path`).
 //!
 //! If the object cannot be reached, the answer is 503 and nothing is forwarded. A route with
 //! `on_object_unavailable: "fail-open"` forwards without protection only when the request
 //! provably never left the Worker: the stub could not be made, or the call threw before it
-//! was sent (`core::routes::after_object_failure`). Any other failure is 503 on every route:
+//! was sent (`core::edge_rules::routes::after_object_failure`). Any other failure is 503 on every route:
 //! a running object that dies may have sent the request on, and an `overloaded` object is
 //! one whose key's duplicates already run or ran (failing open would execute a retry storm). A missing binding or an
 //! unsupported jurisdiction is a configuration error: 500 everywhere.
@@ -63,20 +63,25 @@ use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
 use super::platform::{console_error, describe, Context, Env, Error, Result};
 use super::rate_limit::{self, Limit};
 use super::{admin, body, metrics, observe, random_u64, respond, settings};
-use crate::core::async_job::prefers_respond_async;
-use crate::core::config::{Config, PanicSite, Policy, PANIC_TEST_HEADER};
-use crate::core::edge::{self, Edge, RequestHead};
-use crate::core::fingerprint::Scope;
-use crate::core::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
-use crate::core::jwt::{Identity, Unverified};
-use crate::core::key::IdempotencyKey;
-use crate::core::log::{request_id, Decision, LineContext, RequestLog, Trace};
-use crate::core::routes::{
-    after_object_failure, object_unreachable, AfterObjectFailure, Mode, ObjectCallFailure, Unavailable,
+use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
+use crate::core::edge_rules::edge::{self, Edge, RequestHead};
+use crate::core::edge_rules::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
+use crate::core::edge_rules::log::{request_id, LineContext, RequestLog};
+use crate::core::edge_rules::routes::{
+    after_object_failure, object_unreachable, AfterObjectFailure, ObjectCallFailure, Unavailable,
 };
-use crate::core::scope::{rate_limit_keys, ScopeLog};
-use crate::core::url::{path_and_query, path_and_query_parts};
-use crate::core::wire::{KeyCall, KeyStep, ReconcileCall, ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
+use crate::core::edge_rules::scope::{rate_limit_keys, ScopeLog};
+use crate::core::edge_rules::wire::{
+    KeyCall, KeyStep, ReconcileCall, ToObject, ANSWERED_HEADER, ENVELOPE_HEADER,
+};
+use crate::core::formats::fingerprint::Scope;
+use crate::core::key_rules::machine::async_job::prefers_respond_async;
+use crate::core::primitives::jwt::{Identity, Unverified};
+use crate::core::primitives::key::IdempotencyKey;
+use crate::core::primitives::url::{path_and_query, path_and_query_parts};
+use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::trace::Trace;
 
 /// The Worker's `fetch`, as `src/entry.mjs` calls it: the answer, a promise of it, or, for a
 /// covered request in enforce mode, the [`Covered`] request whose steps JavaScript drives.
@@ -99,7 +104,7 @@ fn arrived(req: Request, env: Env, ctx: Context) -> Result<JsValue> {
     let method = req.method();
     // The headers, read whole in one call: every decision below reads this copy.
     let lines = header_lines(&req.headers())?;
-    // Which request this is, on every log line and problem it gets (`core::log::Trace`).
+    // Which request this is, on every log line and problem it gets (`core::vocabulary::trace::Trace`).
     let request_id = request_id(lines.get("cf-ray").as_deref(), random_u64);
     let mut trace = Trace { request_id, method, route: None };
     let settings = settings::get(&env);
@@ -119,7 +124,7 @@ fn arrived(req: Request, env: Env, ctx: Context) -> Result<JsValue> {
         admin_enabled: settings.admin_token.is_some(),
         header: &read_header,
     };
-    // Where the request goes is the core's decision (`core::edge`); each arm carries it out.
+    // Where the request goes is the core's decision (`core::edge_rules::edge`); each arm carries it out.
     let edge = edge::decide(&head, config, |name| env.service(name).is_ok());
     if let Edge::PassThrough(policy) | Edge::PassObserved(policy, _) | Edge::Covered { policy, .. } = &edge {
         trace.route = policy.route.map(str::to_owned);
@@ -166,7 +171,7 @@ fn arrived(req: Request, env: Env, ctx: Context) -> Result<JsValue> {
 /// A covered request in enforce mode on its way through the Worker: read its body within
 /// `MAX_BODY_BYTES`, identify it (scope, fingerprint, object name), ask the rate limiter,
 /// call its key's object, and answer with what the object answered, or as
-/// `core::routes::after_object_failure` says when the object could not answer.
+/// `core::edge_rules::routes::after_object_failure` says when the object could not answer.
 ///
 /// `src/entry.mjs` drives it: [`arrive`] hands it over with the body's read under way, and
 /// each [`Covered::step`] takes what the last promise came to and returns the answer or
@@ -179,7 +184,7 @@ pub struct Covered {
     lines: HeaderLines,
     url: String,
     config: &'static Config,
-    policy: Policy<'static>,
+    policy: PathConfig<'static>,
     key: IdempotencyKey,
     trace: Trace,
     phase: Phase,
@@ -249,7 +254,7 @@ impl Covered {
 
 impl Covered {
     /// A refusal before the object was called (nothing forwarded).
-    fn refuse(&self, problem: &crate::core::problem::Problem) -> JsValue {
+    fn refuse(&self, problem: &crate::core::vocabulary::problem::Problem) -> JsValue {
         respond::refused(&self.env, problem, &self.trace).map_or_else(internal_error, JsValue::from)
     }
 
@@ -325,11 +330,11 @@ impl Covered {
         let (config, policy, lines) = (self.config, &self.policy, &self.lines);
         let path_and_query = path_and_query(&self.url);
         // A client's `Connection` never takes the key or the caller off the forward
-        // (`core::headers`, rule 4).
+        // (`core::edge_rules::headers`, rule 4).
         let end_to_end = config.end_to_end_headers(policy);
         let tokens = honoured_connection_tokens(lines.get("connection").as_deref(), &end_to_end);
         let outgoing = filtered_copy(&self.req.headers(), lines, |name| forward_to_origin(name, &tokens))?;
-        // One spelling of the key at the origin, whatever this request's (`core::key` rule
+        // One spelling of the key at the origin, whatever this request's (`core::primitives::key` rule
         // 6): the first attempt, every re-send and a fail-open forward carry it.
         outgoing.set(policy.key_header.lowercase, &self.key.forwarded())?;
         if settings::get(&self.env).trusted_client_ip {
@@ -340,15 +345,15 @@ impl Covered {
         let keep_headers = (policy.on_unavailable == Unavailable::FailOpen)
             .then(|| Headers::new_with_headers(&outgoing))
             .transpose()?;
-        // Everything the object needs, in one envelope (`core::wire`), the asynchronous
-        // settings (`core::async_job`) included when the request prefers `respond-async`.
+        // Everything the object needs, in one envelope (`core::edge_rules::wire`), the asynchronous
+        // settings (`core::key_rules::machine::async_job`) included when the request prefers `respond-async`.
         let accept_async =
             policy.async_accept.filter(|_| prefers_respond_async(lines.get("prefer").as_deref()));
         let call = ToObject::Key(KeyCall {
             fingerprint,
             scope_salt,
             scope: scope_log,
-            policy: config.object_policy(policy),
+            policy: config.key_terms(policy),
             body_bytes: body_bytes as u64,
             probe_origin: config.probes_origin(policy),
             step: KeyStep::Enforce { accept_async },
@@ -360,7 +365,7 @@ impl Covered {
                     not_found: route.not_found,
                     scope_headers: config.scope.lookup_headers(),
                 }),
-                // `core::edge` refused such a key already; never asked of another URL.
+                // `core::edge_rules::edge` refused such a key already; never asked of another URL.
                 Some((_, Err(refused))) => return Ok(self.refuse(&refused)),
             },
         });

@@ -11,11 +11,11 @@ use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, Response
 
 use super::platform::{Env, Result};
 use super::{body, origin_auth, respond, settings};
-use crate::core::config::{Config, Policy};
-use crate::core::edge;
-use crate::core::log::Trace;
-use crate::core::origin_auth::Protection;
-use crate::core::url::path_and_query;
+use crate::core::edge_rules::config::{Config, PathConfig};
+use crate::core::edge_rules::edge;
+use crate::core::edge_rules::origin_auth::Protection;
+use crate::core::primitives::url::path_and_query;
+use crate::core::vocabulary::trace::Trace;
 
 /// Any uncovered method: to the origin as it is, body streamed, no key needed. When the
 /// hop is signed, the body is read first (up to `MAX_BODY_BYTES`, 413 above) to digest it.
@@ -24,7 +24,7 @@ pub(super) async fn pass_through(
     url: &str,
     env: &Env,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     trace: &Trace,
 ) -> Result<Response> {
     let settings = settings::get(env);
@@ -73,7 +73,7 @@ pub(super) async fn pass_through(
 /// An error when it cannot be signed: the forward is then not sent.
 pub(super) async fn sign_passed(
     env: &Env,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     method: &str,
     target: &str,
     headers: &Headers,
@@ -94,12 +94,12 @@ pub(super) fn not_signed() -> super::platform::Error {
 }
 
 /// A fail-open forward: the route chose availability over protection, and the object
-/// provably never had the request (`core::routes::after_object_failure`), so nothing was
+/// provably never had the request (`core::edge_rules::routes::after_object_failure`), so nothing was
 /// sent for this attempt. `headers` are the request's end-to-end headers (the client IP
 /// rule applied); the hop is signed as `Passed`.
 pub(super) async fn fail_open(
     env: &Env,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     method: &str,
     target: &str,
     headers: &Headers,

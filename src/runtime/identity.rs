@@ -5,9 +5,9 @@
 //! and object name.
 //!
 //! Every decision is the core's: which token, which claims, which keys, which scope
-//! (`core::scope`, `core::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
-//! fresh, what a failed fetch or an unknown `kid` answers (`core::jwks_cache`); when a
-//! verified token may be reused (`core::verified_tokens`). This file only carries out what
+//! (`core::edge_rules::scope`, `core::primitives::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
+//! fresh, what a failed fetch or an unknown `kid` answers (`core::edge_rules::jwks_cache`); when a
+//! verified token may be reused (`core::edge_rules::verified_tokens`). This file only carries out what
 //! the core cannot: the JWKS fetch (its timeout and size bound: one call into `jwks.mjs`),
 //! one fetch awaited by every request that waits for it (each through a promise of its own,
 //! see `Fetch`), and the signature check (no RSA or EC code is compiled into the Wasm).
@@ -28,18 +28,22 @@ use wasm_bindgen_futures::JsFuture;
 
 use super::now_ms;
 use super::platform::{console_error, message_of, race, Context, Delay};
-use crate::core::config::{Config, Policy};
-use crate::core::fingerprint::{bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope};
-use crate::core::headers::HeaderLines;
-use crate::core::jwks_cache::{
+use crate::core::edge_rules::config::{Config, PathConfig};
+use crate::core::edge_rules::headers::HeaderLines;
+use crate::core::edge_rules::jwks_cache::{
     answer_status, Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
 };
-use crate::core::jwt::{self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity};
-use crate::core::key::IdempotencyKey;
-use crate::core::keyed_name::keyed_object_name;
-use crate::core::problem::Problem;
-use crate::core::scope::{self, caller_binding, ScopeConfig, ScopeLog, Start};
-use crate::core::verified_tokens::VerifiedTokens;
+use crate::core::edge_rules::scope::{self, caller_binding, ScopeConfig, ScopeLog, Start};
+use crate::core::edge_rules::verified_tokens::VerifiedTokens;
+use crate::core::formats::fingerprint::{
+    bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope,
+};
+use crate::core::formats::keyed_name::keyed_object_name;
+use crate::core::primitives::jwt::{
+    self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity,
+};
+use crate::core::primitives::key::IdempotencyKey;
+use crate::core::vocabulary::problem::Problem;
 
 /// Largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 256 * 1024;
@@ -68,7 +72,7 @@ extern "C" {
 pub async fn scope(
     headers: &HeaderLines,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<(Scope, ScopeLog), Problem> {
     match scope_start(headers, config, policy) {
@@ -81,7 +85,7 @@ pub async fn scope(
     }
 }
 
-/// What the scope headers alone decide (`core::scope::start`), with the token to verify
+/// What the scope headers alone decide (`core::edge_rules::scope::start`), with the token to verify
 /// as its own text, so that the check can run while nothing else is borrowed.
 pub enum ScopeStart {
     Decided(Scope, ScopeLog),
@@ -91,7 +95,7 @@ pub enum ScopeStart {
 
 /// The first half of [`scope`], without waiting: decided, refused, or a token to check
 /// ([`token_identity`]) before [`scope_finish`].
-pub fn scope_start(headers: &HeaderLines, config: &Config, policy: &Policy<'_>) -> ScopeStart {
+pub fn scope_start(headers: &HeaderLines, config: &Config, policy: &PathConfig<'_>) -> ScopeStart {
     let values = header_values(headers, &config.scope.headers);
     let pairs = named_values(&config.scope.headers, &values);
     match scope::start(&config.scope, &policy.scope, &pairs) {
@@ -229,7 +233,7 @@ thread_local! {
     static URL_FETCH: RefCell<Option<Fetch>> = const { RefCell::new(None) };
 }
 
-/// The JWKS URL's keys for a token with this `kid`, as `core::jwks_cache` answers, after
+/// The JWKS URL's keys for a token with this `kid`, as `core::edge_rules::jwks_cache` answers, after
 /// the fetches it says to wait for; otherwise why there are none. A fetch this request
 /// starts is kept running with `keep_alive`'s `waitUntil` (see [`awaited_fetch`]).
 async fn url_keys(
@@ -260,7 +264,7 @@ async fn url_keys(
             Lookup::Unavailable => return Err(Unverified::KeysUnavailable),
             Lookup::Wait => match awaited_fetch(url, keep_alive) {
                 // It never rejects. A fetch whose request was cancelled never ends, so the
-                // wait stops when the cache gives it up (rule 6 of `core::jwks_cache`); its
+                // wait stops when the cache gives it up (rule 6 of `core::edge_rules::jwks_cache`); its
                 // timer is also this request's own I/O, so the runtime never takes the wait
                 // for a hang. Either way the cache is asked again.
                 Some(fetch) => {
@@ -329,7 +333,7 @@ fn message(error: JsValue) -> String {
 
 /// Who a covered request belongs to and what it asks for: its fingerprint, its object's
 /// name, the scope's key salt, the scope for the log line, and the key's binding to the
-/// caller's replay credential (`core::scope`, rule 5), which the rate limit counts by.
+/// caller's replay credential (`core::edge_rules::scope`, rule 5), which the rate limit counts by.
 pub struct Identified {
     pub fingerprint: Digest256,
     pub name: String,
@@ -349,7 +353,7 @@ pub async fn identify(
     path_and_query: &str,
     key: &IdempotencyKey,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     body: &[u8],
     name_key: Option<&[u8]>,
     keep_alive: Option<&Context>,
@@ -366,7 +370,7 @@ pub struct Arrived<'a> {
     pub path_and_query: &'a str,
     pub key: &'a IdempotencyKey,
     pub config: &'a Config,
-    pub policy: &'a Policy<'a>,
+    pub policy: &'a PathConfig<'a>,
     pub body: &'a [u8],
     pub name_key: Option<&'a [u8]>,
 }
@@ -392,7 +396,7 @@ pub fn identified(request: &Arrived<'_>, scope: Scope, scope_log: ScopeLog) -> I
         body,
         body_shape: policy.body_shape,
     };
-    // Rule 5 of `core::scope`: a replay goes only to the original's credential. The values
+    // Rule 5 of `core::edge_rules::scope`: a replay goes only to the original's credential. The values
     // are read only where a binding can apply (never with the default scope).
     let binding = if config.scope.binds_replays() {
         let values = header_values(headers, &config.scope.replay_headers);

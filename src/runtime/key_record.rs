@@ -1,4 +1,4 @@
-//! The object's record kept in step: the key's driver (`core::key_state`, what the object
+//! The object's record kept in step: the key's driver (`core::key_rules::key_state`, what the object
 //! knows of its record) and storage (`runtime::record_store`) are read and changed together
 //! here, so that no handler can change one without the other.
 //!
@@ -15,10 +15,11 @@ use super::object::KeyObject;
 use super::platform::{console_error, console_log};
 use super::record_store::Opened;
 use super::storage::StorageError;
-use crate::core::key_state::{Decided, Pending};
-use crate::core::log::event_line;
-use crate::core::machine::RecordChange;
-use crate::core::record::{AttemptId, Record};
+use crate::core::edge_rules::log::event_line;
+use crate::core::formats::record::{AttemptId, Record};
+use crate::core::key_rules::key_state::{Decided, Pending};
+use crate::core::key_rules::machine::RecordChange;
+use crate::core::vocabulary::fault::{FaultSource, StorageOperation};
 
 impl KeyObject {
     /// The record, read from storage the first time and from memory afterwards. A record
@@ -86,10 +87,10 @@ impl KeyObject {
                     // forwarded again by this instance.
                     self.key.borrow_mut().forget();
                     if let Err(error) = self.record() {
+                        let source = FaultSource::Storage { operation: error.operation() };
                         console_error!(
-                            "object {}: reading the record again failed: {}",
-                            self.short_id(),
-                            error
+                            "{}",
+                            source.log_line(&self.subject(), "reading the record again", &error)
                         );
                     }
                 }
@@ -119,7 +120,9 @@ impl KeyObject {
         match self.apply_fenced(&pending.step().change, still_current).await {
             Ok(()) => (self.key.borrow_mut().handle_written(pending), true),
             Err(error) => {
-                console_error!("object {}: writing {} failed: {}", self.short_id(), what, error);
+                // The key's driver decides what the failed write leaves (`core::vocabulary::fault`).
+                let source = FaultSource::Storage { operation: StorageOperation::Write };
+                console_error!("{}", source.log_line(&self.subject(), &format!("writing {what}"), &error));
                 (self.key.borrow_mut().handle_write_failed(pending, now_ms()), false)
             }
         }

@@ -6,7 +6,7 @@ use wasm_bindgen::JsValue;
 
 use super::platform::{console_log, Env};
 use super::settings::{self, METRICS_BINDING};
-use crate::core::log::{LineContext, RequestLog};
+use crate::core::edge_rules::log::{LineContext, RequestLog};
 
 /// Logs the line and, when the binding exists, writes its data point.
 pub fn record(env: &Env, log: &RequestLog) {

@@ -12,12 +12,12 @@
 //! - `record_store`: the object's storage as one piece: the record, its sealed answer,
 //!   chunk rows and the alarm, with the test-only storage faults.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
-//! - `identity`: the caller's scope: the JWKS fetch (cached as `core::jwks_cache` decides),
+//! - `identity`: the caller's scope: the JWKS fetch (cached as `core::edge_rules::jwks_cache` decides),
 //!   WebCrypto signature checks.
 //! - `body`: request bodies read within a limit, or drained, in the Worker and the object.
 //! - `admin`: the admin API's edge half (token, routing to the object).
 //! - `metrics`: the log line and the optional Analytics Engine data point.
-//! - `reconcile`: the object's lookups of unknown outcomes (`core::reconcile`).
+//! - `reconcile`: the object's lookups of unknown outcomes (`core::key_rules::reconcile`).
 //! - `rate_limit`: the Worker's rate limit for covered requests (the binding's call).
 //! - `outcome_queue`: published outcomes sent to the optional `OUTCOME_QUEUE` producer.
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored

@@ -1,6 +1,6 @@
 //! The Durable Object for one (caller scope, idempotency key): the key's single writer.
 //!
-//! Every decision comes from the key's driver, `core::key_state::KeyState`, which holds the
+//! Every decision comes from the key's driver, `core::key_rules::key_state::KeyState`, which holds the
 //! record as this instance knows it and the live execution: this file loads, hands it what
 //! happened, writes the step it returns, and carries the step out. What stays here is what
 //! only the runtime has: the settlement channel the waiters of an execution share, the
@@ -8,7 +8,7 @@
 //! sealing, chunk rows, the alarm).
 //!
 //! Order inside `fetch`, which is what makes duplicates safe:
-//! 1. Decide from the envelope (`core::wire`), the cached record (one synchronous SQL read the first time)
+//! 1. Decide from the envelope (`core::edge_rules::wire`), the cached record (one synchronous SQL read the first time)
 //!    and the live execution, and write the claim, all before the first `.await`. Other
 //!    requests reach the object whenever the handler awaits, so whatever they must see has
 //!    to be in place by then.
@@ -21,11 +21,11 @@
 //! `replay` decides it in one turn, in the same order, and `src/entry.mjs` drains the body
 //! and answers (the replay is the hot path). Any other arrival goes to `fetch`.
 //!
-//! Every answer the object gives carries its mark (`core::wire::ANSWERED_HEADER`), added in one
+//! Every answer the object gives carries its mark (`core::edge_rules::wire::ANSWERED_HEADER`), added in one
 //! place (`fetch`) whatever path made the answer, errors included: the Worker treats an
 //! unmarked answer as one the object may not have given, and never fails open on it.
 //!
-//! In observe mode (`core::routes::Mode`) the object forwards nothing: the Worker forwards
+//! In observe mode (`core::vocabulary::key_terms::Mode`) the object forwards nothing: the Worker forwards
 //! every request itself and tells the object about it in two calls. `arrival` steps the
 //! machine as for a real request (the claim is written, a duplicate is told it would have
 //! been coalesced or replayed, a mismatch that it would have been refused) and answers
@@ -34,7 +34,7 @@
 //! later switches to enforce finds its keys' records already right. An observed claim is
 //! live in this instance until its outcome comes or its lease ends.
 //!
-//! Asynchronous acceptance (`core::async_job`) lives in the child module `async_job`: the
+//! Asynchronous acceptance (`core::key_rules::machine::async_job`) lives in the child module `async_job`: the
 //! request is sealed and stored with the claim, and executed from the alarm.
 //!
 //! The execution runs inside the first caller's handler. If that caller disconnects, the
@@ -61,17 +61,21 @@ use super::settlement::{self, Settle, Settlement, Settlements};
 use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64};
-use crate::core::async_job::ArrivalPlan;
-use crate::core::config::{ObjectPolicy, PanicSite, PANIC_TEST_HEADER};
-use crate::core::fingerprint::Digest256;
-use crate::core::key_state::{Arrival, Decided, KeyState};
-use crate::core::log::{Decision, LineContext, RequestLog, Trace};
-use crate::core::machine::{storage_unavailable, Action};
-use crate::core::policy::OriginResult;
-use crate::core::problem::{Problem, ProblemKind};
-use crate::core::record::{AttemptId, Record, StoredResponse};
-use crate::core::scope::ScopeLog;
-use crate::core::wire::{KeyCall, KeyStep, ObservedOutcome, ToObject, ENVELOPE_HEADER};
+use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};
+use crate::core::edge_rules::log::{LineContext, RequestLog};
+use crate::core::edge_rules::scope::ScopeLog;
+use crate::core::edge_rules::wire::{KeyCall, KeyStep, ObservedOutcome, ToObject, ENVELOPE_HEADER};
+use crate::core::formats::fingerprint::Digest256;
+use crate::core::formats::record::{AttemptId, Record, StoredResponse};
+use crate::core::key_rules::key_state::{Arrival, Decided, KeyState};
+use crate::core::key_rules::machine::async_job::ArrivalPlan;
+use crate::core::key_rules::machine::Action;
+use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::fault::{Fault, FaultSource, Stage, StorageOperation};
+use crate::core::vocabulary::key_terms::KeyTerms;
+use crate::core::vocabulary::outcome_table::OriginResult;
+use crate::core::vocabulary::problem::{Problem, ProblemKind};
+use crate::core::vocabulary::trace::Trace;
 
 mod async_job;
 
@@ -110,8 +114,9 @@ impl KeyObject {
     pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
         AssertUnwindSafe(async move {
             let answer = self.handle(req).await.or_else(|error| {
-                console_error!("object {}: answering failed: {}", self.short_id(), error);
-                respond::problem(&storage_unavailable())
+                let fault = error.fault();
+                console_error!("{}", fault.source.log_line(&self.subject(), "answering", &error));
+                respond::problem(&fault.problem())
             });
             respond::marked(answer).map(JsValue::from).map_err(JsValue::from)
         })
@@ -121,7 +126,7 @@ impl KeyObject {
     /// A replay answered at once, where the arrival needs no await before its answer: its
     /// envelope asks to enforce, with no lookup and no asynchronous acceptance, the record
     /// is in memory with nothing to open, and the key's driver decides a replay that writes
-    /// nothing (`core::key_state::Pending::replay_only`). Returns `[answer, drained]` (the
+    /// nothing (`core::key_rules::key_state::Pending::replay_only`). Returns `[answer, drained]` (the
     /// marked answer, and the drain of the request's body under way, which `src/entry.mjs`
     /// awaits before it answers), or `undefined`, having changed nothing a request could
     /// see, for `fetch` to take the arrival the whole way. An answer that cannot be marked
@@ -129,8 +134,9 @@ impl KeyObject {
     pub fn replay(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
         let Some((response, drained)) = self.replayed(&req) else { return Ok(JsValue::UNDEFINED) };
         let answer = response.or_else(|error| {
-            console_error!("object {}: answering failed: {}", self.short_id(), error);
-            respond::problem(&storage_unavailable())
+            let fault = error.fault();
+            console_error!("{}", fault.source.log_line(&self.subject(), "answering", &error));
+            respond::problem(&fault.problem())
         });
         let marked = respond::marked(answer).map_err(JsValue::from)?;
         Ok(js_sys::Array::of2(&marked.into(), &drained).into())
@@ -164,7 +170,7 @@ impl KeyObject {
         if settings::get(&self.env).fault_injection.panics_at(panic_asked, PanicSite::Object) {
             panic!("PANIC_FAULT_INJECTION: the object panics on purpose");
         }
-        // The one envelope the Worker sends (`core::wire`): an unknown version is a 503,
+        // The one envelope the Worker sends (`core::edge_rules::wire`): an unknown version is a 503,
         // never a guess.
         let call = match ToObject::decode(headers.get(ENVELOPE_HEADER)?.as_deref()) {
             Ok(ToObject::Key(call)) => call,
@@ -289,7 +295,8 @@ impl KeyObject {
                 }
                 let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
                 log.decision = withdrawn.decision.unwrap_or(log.decision);
-                return self.refuse(&storage_unavailable(), &mut log, &call.trace);
+                let fault = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
+                return self.refuse(&fault.problem(), &mut log, &call.trace);
             }
         }
         let Decided { step, decision } = decided;
@@ -320,8 +327,7 @@ impl KeyObject {
                 Action::Settle { .. } | Action::Lookup { .. } => {}
             }
         }
-        let response =
-            response.unwrap_or_else(|| respond::traced_problem(&storage_unavailable(), &call.trace));
+        let response = response.unwrap_or_else(|| respond::traced_problem(&NO_ANSWER.problem(), &call.trace));
         self.answer(response, &mut log, &call.trace)
     }
 
@@ -398,14 +404,15 @@ impl KeyObject {
         drain: bool,
         mut log: RequestLog,
     ) -> Result<Response> {
-        console_error!("object {}: {} failed: {}", self.short_id(), what, error);
+        let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+        console_error!("{}", fault.source.log_line(&self.subject(), what, &error));
         if drain {
             body::drain(req, Some(call.body_bytes)).await;
         }
-        self.refuse(&storage_unavailable(), &mut log, &call.trace)
+        self.refuse(&fault.problem(), &mut log, &call.trace)
     }
 
-    /// Writes a request's line, naming the request (`core::log::Trace`).
+    /// Writes a request's line, naming the request (`core::vocabulary::trace::Trace`).
     pub(super) fn record_line(&self, log: &RequestLog, trace: &Trace) {
         metrics::record_in(&self.env, log, LineContext { trace: Some(trace), ..LineContext::default() });
     }
@@ -494,7 +501,7 @@ impl KeyObject {
             },
             // Should the step not settle (it always does), the waiters are released by the
             // dropped sender and get 409.
-            None => respond::problem(&storage_unavailable()),
+            None => respond::problem(&NO_ANSWER.problem()),
         }
     }
 
@@ -506,7 +513,7 @@ impl KeyObject {
         attempt: AttemptId,
         result: OriginResult,
         stored: Option<Arc<StoredResponse>>,
-        policy: &ObjectPolicy,
+        policy: &KeyTerms,
         mut settle: Option<Settle>,
         what: &str,
     ) -> (Option<Decision>, Option<Settled>) {
@@ -554,14 +561,15 @@ impl KeyObject {
         &self,
         req: &web_sys::Request,
         fingerprint: Digest256,
-        policy: &ObjectPolicy,
+        policy: &KeyTerms,
         body_bytes: u64,
         now: u64,
     ) -> Result<Response> {
         if let Err(error) = self.record() {
-            console_error!("object {}: reading the record failed: {}", self.short_id(), error);
+            let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+            console_error!("{}", fault.source.log_line(&self.subject(), "reading the record", &error));
             body::drain(req, None).await;
-            return respond::observed_decision(Decision::Rejected(ProblemKind::StorageUnavailable), None);
+            return respond::observed_decision(Decision::Rejected(fault.problem().kind), None);
         }
         let arrival = Arrival {
             fingerprint,
@@ -603,7 +611,7 @@ impl KeyObject {
         req: &web_sys::Request,
         attempt: AttemptId,
         outcome: &ObservedOutcome,
-        policy: &ObjectPolicy,
+        policy: &KeyTerms,
     ) -> Result<Response> {
         let (result, mut answer) = origin::reported(req, outcome, policy).await;
         let stored = match result {
@@ -649,7 +657,7 @@ impl KeyObject {
                 log.decision = Decision::Rejected(problem.kind);
                 respond::traced_problem(&problem, trace)
             }
-            (None, Ok(_)) => respond::traced_problem(&storage_unavailable(), trace),
+            (None, Ok(_)) => respond::traced_problem(&NO_ANSWER.problem(), trace),
         }
     }
 
@@ -660,12 +668,17 @@ impl KeyObject {
     pub(super) fn short_id(&self) -> &str {
         self.store.short_id()
     }
+
+    /// This object as a log line names it (`object {short id}`).
+    pub(super) fn subject(&self) -> String {
+        format!("object {}", self.short_id())
+    }
 }
 
 /// One attempt to send, as the envelope described it.
 struct Sending<'a> {
     attempt: AttemptId,
-    policy: &'a ObjectPolicy,
+    policy: &'a KeyTerms,
     /// Whether the origin may be probed with a TCP connect first (`KeyCall::probe_origin`).
     probe_first: bool,
 }
@@ -686,6 +699,9 @@ pub(super) struct Waiting {
     pub body_bytes: u64,
     pub wait_ms: u64,
 }
+
+/// The fault of a step that gave no answer to send (the key's driver always gives one).
+const NO_ANSWER: Fault = Fault { source: FaultSource::NoAnswer, stage: Stage::AfterStep };
 
 /// When an alarm that could not read its record looks again.
 const ALARM_AFTER_READ_ERROR_MS: u64 = 60_000;

@@ -1,7 +1,7 @@
 //! The Worker's call to a key's object: the namespace (in the configured jurisdiction),
 //! the stub, the call, and whether the answer is the object's own. Only an answer that
-//! carries the object's mark (`core::wire::ANSWERED_HEADER`) is one the object gave; any
-//! other failure is classified (`core::routes::ObjectCallFailure`) for the core to decide
+//! carries the object's mark (`core::edge_rules::wire::ANSWERED_HEADER`) is one the object gave; any
+//! other failure is classified (`core::edge_rules::routes::ObjectCallFailure`) for the core to decide
 //! between failing open and 503.
 
 use std::cell::OnceCell;
@@ -11,8 +11,8 @@ use web_sys::{Headers, Request, RequestInit, Response};
 
 use super::boundary;
 use super::platform::{Env, Error, ObjectNamespace, ObjectStub, Result};
-use crate::core::routes::ObjectCallFailure;
-use crate::core::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
+use crate::core::edge_rules::routes::ObjectCallFailure;
+use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
 
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
@@ -89,7 +89,7 @@ pub(super) fn classify(
     }
 }
 
-/// A call that carries only an envelope (`core::wire`) and, perhaps, a body: `method` to
+/// A call that carries only an envelope (`core::edge_rules::wire`) and, perhaps, a body: `method` to
 /// `target` (the object reads only the envelope and the body).
 pub(super) fn envelope_request(
     target: &str,

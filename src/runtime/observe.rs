@@ -44,16 +44,19 @@ use super::identity::{self, identify};
 use super::object_call::{cached_key_namespace, call_named};
 use super::platform::{console_error, Context, Env, Result};
 use super::{body, metrics, now_ms, origin};
-use crate::core::config::{Config, Policy};
-use crate::core::headers::HeaderLines;
-use crate::core::key::IdempotencyKey;
-use crate::core::latch::{latch, Latch};
-use crate::core::log::{Decision, LineContext, RequestLog, Trace};
-use crate::core::observed::{self, Forwarded};
-use crate::core::problem::ProblemKind;
-use crate::core::routes::{Mode, Unavailable};
-use crate::core::url::{normalised_path, path_and_query, path_and_query_parts};
-use crate::core::wire::{Answered, KeyCall, KeyStep, ToObject};
+use crate::core::edge_rules::config::{Config, PathConfig};
+use crate::core::edge_rules::headers::HeaderLines;
+use crate::core::edge_rules::log::{LineContext, RequestLog};
+use crate::core::edge_rules::observed::{self, Forwarded};
+use crate::core::edge_rules::routes::Unavailable;
+use crate::core::edge_rules::wire::{Answered, KeyCall, KeyStep, ToObject};
+use crate::core::primitives::key::IdempotencyKey;
+use crate::core::primitives::latch::{latch, Latch};
+use crate::core::primitives::url::{normalised_path, path_and_query, path_and_query_parts};
+use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::problem::ProblemKind;
+use crate::core::vocabulary::trace::Trace;
 
 /// A request that enforce mode would have refused before any object: forwarded as it
 /// came, and logged with the refusal it would have had.
@@ -62,7 +65,7 @@ pub(super) async fn passed(
     url: &str,
     env: &Env,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     kind: ProblemKind,
     trace: &Trace,
 ) -> Result<Response> {
@@ -101,7 +104,7 @@ pub(super) async fn covered(
     env: &Env,
     ctx: &Context,
     config: &Config,
-    policy: &Policy<'_>,
+    policy: &PathConfig<'_>,
     key: IdempotencyKey,
     trace: Trace,
 ) -> Result<Response> {
@@ -182,7 +185,7 @@ pub(super) async fn covered(
     // Only the recording reads them: unreadable, it records none, and the caller still gets
     // the origin's answer.
     let answer_headers = header_lines(&response.headers()).map(|lines| lines.to_pairs()).unwrap_or_default();
-    let cap = config.object_policy(policy).max_stored_response_bytes;
+    let cap = config.key_terms(policy).max_stored_response_bytes;
     let (answer, captured) = origin::split_answer(response, cap)?;
     ctx.wait_until(async move {
         let body = captured.await;
@@ -243,7 +246,7 @@ impl Recording {
             fingerprint,
             scope_salt,
             scope: scope_log,
-            policy: config.object_policy(&policy),
+            policy: config.key_terms(&policy),
             body_bytes: body.len() as u64,
             // The object never sends in observe mode: the Worker forwards.
             probe_origin: false,

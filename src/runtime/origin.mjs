@@ -1,7 +1,7 @@
 // The origin attempt's I/O (`runtime::origin`), awaited in JavaScript: the TCP probe before
 // a first forward, and the exchange (the request sent, the answer's head, its body up to a
 // cap) under one deadline. Each reports what happened as a plain array; what it means (sent
-// or not, an outcome or an unknown) is decided in Rust and the core (`core::policy`).
+// or not, an outcome or an unknown) is decided in Rust and the core (`core::vocabulary::outcome_table`).
 import { connect } from "cloudflare:sockets";
 import { headerLines, readUpTo } from "./boundary.mjs";
 

@@ -33,7 +33,7 @@
 //! a slow accept into a timeout, an unknown outcome, which is worse than a false refusal.
 //! So an attempt lasts at most twice the origin timeout, longer than the claim's lease
 //! (timeout + 10 s) when the timeout is over 10 s. That is safe: a live attempt keeps its
-//! key however long it runs (`core::machine`, rule 3), and a lease only matters after the
+//! key however long it runs (`core::key_rules::machine`, rule 3), and a lease only matters after the
 //! object restarted, which ended the attempt (the key then reads as unknown, or, with
 //! `ORIGIN_DEDUPLICATES`, is sent again to an origin that deduplicates it).
 //!
@@ -42,7 +42,7 @@
 //! no connection to refuse (nor to probe), so a thrown error is always unknown.
 //!
 //! With `ORIGIN_AUTH_SECRET` set, the request carries `Idempotency-Edge-Signature`
-//! (`core::origin_auth`), made just before it is sent; a client-sent header of that name
+//! (`core::edge_rules::origin_auth`), made just before it is sent; a client-sent header of that name
 //! never passes (it is replaced).
 //!
 //! The answer's body is read as a stream, up to the stored-size cap. An answer over the cap
@@ -66,16 +66,16 @@ use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
 use super::platform::{console_error, console_warn, Env, Fetcher};
 use super::{body, origin_auth, settings};
-use crate::core::config::ObjectPolicy;
-use crate::core::headers::HeaderLines;
-use crate::core::headers::{connection_tokens, forward_to_origin, store_for_replay};
-use crate::core::key_state::answer_body_cap;
-use crate::core::observed::Captured;
-use crate::core::origin_auth::{Protection, Signer};
-use crate::core::policy::OriginResult;
-use crate::core::record::StoredResponse;
-use crate::core::url::host_and_port;
-use crate::core::wire::ObservedOutcome;
+use crate::core::edge_rules::headers::HeaderLines;
+use crate::core::edge_rules::headers::{connection_tokens, forward_to_origin, store_for_replay};
+use crate::core::edge_rules::observed::Captured;
+use crate::core::edge_rules::origin_auth::{Protection, Signer};
+use crate::core::edge_rules::wire::ObservedOutcome;
+use crate::core::formats::record::StoredResponse;
+use crate::core::key_rules::key_state::answer_body_cap;
+use crate::core::primitives::url::host_and_port;
+use crate::core::vocabulary::key_terms::KeyTerms;
+use crate::core::vocabulary::outcome_table::OriginResult;
 
 #[wasm_bindgen(module = "/src/runtime/origin.mjs")]
 extern "C" {
@@ -143,7 +143,7 @@ pub struct Outgoing<'a> {
 pub async fn send(
     env: &Env,
     request: Outgoing<'_>,
-    policy: &ObjectPolicy,
+    policy: &KeyTerms,
     probe_first: bool,
 ) -> (OriginResult, Option<OriginAnswer>) {
     let service = match policy.origin_service.as_deref() {
@@ -165,7 +165,7 @@ pub async fn send(
         .await
 }
 
-/// A reconciliation's lookup (`core::reconcile`): `GET url` with `headers` (the caller's
+/// A reconciliation's lookup (`core::key_rules::reconcile`): `GET url` with `headers` (the caller's
 /// scope headers), signed like every hop the edge sends, through the route's service
 /// binding if it names one, within the origin timeout and without a probe. The status and,
 /// for an answer within the stored-size cap, the answer as it would be stored; `None` when
@@ -174,7 +174,7 @@ pub async fn look_up(
     env: &Env,
     url: &str,
     headers: &Headers,
-    policy: &ObjectPolicy,
+    policy: &KeyTerms,
 ) -> Option<(u16, Option<StoredResponse>)> {
     let outgoing = Outgoing { target: url, method: "GET", headers, body: &JsValue::NULL };
     match send(env, outgoing, policy, false).await {
@@ -195,7 +195,7 @@ pub async fn look_up(
 pub async fn reported(
     req: &Request,
     outcome: &ObservedOutcome,
-    policy: &ObjectPolicy,
+    policy: &KeyTerms,
 ) -> (OriginResult, Option<OriginAnswer>) {
     let (status, headers) = match outcome {
         ObservedOutcome::Responded { status, headers } => (*status, headers.clone()),

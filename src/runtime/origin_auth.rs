@@ -1,6 +1,6 @@
 //! Signs origin requests in the format `ORIGIN_AUTH_FORMAT` names: RFC 9421
-//! (`core::message_signature`, whose signature base and header values the core computes from
-//! the body's digest) or the `Idempotency-Edge-Signature` header of `core::origin_auth`.
+//! (`core::edge_rules::message_signature`, whose signature base and header values the core computes from
+//! the body's digest) or the `Idempotency-Edge-Signature` header of `core::edge_rules::origin_auth`.
 //!
 //! The body's digest is WebCrypto's (`webcrypto.mjs`), where the body is; the version 2
 //! format's digest and HMAC are one WebCrypto call (`originMac`, which imports the key once
@@ -12,12 +12,12 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::Headers;
 
-use crate::core::hex::encode as hex;
-use crate::core::message_signature::{self, Covered, CLAIMED_AT_HEADER};
-use crate::core::origin_auth::{
+use crate::core::edge_rules::message_signature::{self, Covered, CLAIMED_AT_HEADER};
+use crate::core::edge_rules::origin_auth::{
     canonical_head, header_value, Protection, SignatureFormat, Signed, Signer, NONCE_BYTES, SIGNATURE_HEADER,
 };
-use crate::core::url::path_and_query;
+use crate::core::primitives::hex::encode as hex;
+use crate::core::primitives::url::path_and_query;
 
 #[wasm_bindgen(module = "/src/runtime/webcrypto.mjs")]
 extern "C" {
@@ -100,7 +100,7 @@ pub async fn sign_hop(
 }
 
 /// Sets `signature` on the outgoing `headers`. `Signature-Input` and `Signature` keep a
-/// member the client's own request carries (`core::message_signature::merged_field`); the
+/// member the client's own request carries (`core::edge_rules::message_signature::merged_field`); the
 /// others are the edge's alone.
 pub fn apply(headers: &Headers, signature: &SignatureHeaders) -> Result<(), JsValue> {
     for (name, value) in signature {

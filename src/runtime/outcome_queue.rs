@@ -1,5 +1,5 @@
 //! Where published outcomes go: the Queues producer bound as `OUTCOME_QUEUE`, when it is.
-//! Which outcomes are published, and the message, are the core's (`core::outcome_events`);
+//! Which outcomes are published, and the message, are the core's (`core::edge_rules::outcome_events`);
 //! this module only sends, beside the answer and never before it, and logs a send that
 //! failed (`outcome-publish-failed`, with the object id), which is not retried.
 
@@ -7,9 +7,9 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::now_ms;
 use super::platform::{console_error, Env};
-use crate::core::log::event_line;
-use crate::core::log::Decision;
-use crate::core::outcome_events::{publishes, OutcomeEvent, OUTCOME_QUEUE_BINDING};
+use crate::core::edge_rules::log::event_line;
+use crate::core::edge_rules::outcome_events::{publishes, OutcomeEvent, OUTCOME_QUEUE_BINDING};
+use crate::core::vocabulary::decision::Decision;
 
 /// Publishes the outcome `decision` of the key whose object is `object_id`, when the
 /// binding exists and the core says this outcome is published.

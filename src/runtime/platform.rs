@@ -21,6 +21,8 @@ use js_sys::{Array, Promise, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
+use crate::core::vocabulary::fault::{Fault, PlatformCall, Stage};
+
 /// A failure: what JavaScript threw (or a promise rejected with), or one made here.
 pub enum Error {
     Js(JsValue),
@@ -28,6 +30,14 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// The failure as a fault (`core::vocabulary::fault`): a platform call that threw while the object
+    /// answered, after the key's step was carried out.
+    pub fn fault(&self) -> Fault {
+        Fault::platform(PlatformCall::Answer, Stage::AfterStep)
+    }
+}
 
 impl From<JsValue> for Error {
     fn from(value: JsValue) -> Error {
@@ -328,7 +338,7 @@ extern "C" {
     /// `setAlarm(ms)`, the time as milliseconds since the epoch, which the runtime takes as
     /// it takes a `Date`: building a `Date` per claim cost a crossing, and an isolate's
     /// first `new Date` was one of its first request's dearest calls in the profile
-    /// (`bench/profile-cold.mjs`).
+    /// (`node bench/bench.mjs profile cold`).
     #[wasm_bindgen(method, catch, js_name = setAlarm)]
     pub fn set_alarm(this: &DurableObjectStorage, at_ms: f64) -> std::result::Result<Promise, JsValue>;
 

@@ -1,6 +1,6 @@
 //! The Worker's rate limit for covered requests (`RATE_LIMITER`, a Workers Rate Limiting
 //! binding, or the one a route names), checked before any object exists. Which keys are
-//! limited, and in which order, is the core's (`core::scope::rate_limit_keys`); this file
+//! limited, and in which order, is the core's (`core::edge_rules::scope::rate_limit_keys`); this file
 //! asks the binding about them in that order, in one JavaScript call (`boundary.mjs`'s
 //! `withinLimits`, which stops at the first key over: the keys after it are not counted).
 //! The limiter guards against floods, not the idempotency promise: one that fails lets the
@@ -13,9 +13,9 @@ use web_sys::Response;
 use super::boundary;
 use super::platform::{console_error, Env, Result};
 use super::{respond, settings};
-use crate::core::config::RateLimiterChoice;
-use crate::core::edge;
-use crate::core::log::Trace;
+use crate::core::edge_rules::config::RateLimiterChoice;
+use crate::core::edge_rules::edge;
+use crate::core::vocabulary::trace::Trace;
 
 /// What the rate limit makes of a covered request before the limiter answers.
 pub(super) enum Limit {
@@ -27,7 +27,7 @@ pub(super) enum Limit {
     Asked(Promise),
 }
 
-/// Asks the limiter `choice` names about `limit_keys` (`core::scope::rate_limit_keys`).
+/// Asks the limiter `choice` names about `limit_keys` (`core::edge_rules::scope::rate_limit_keys`).
 pub(super) fn ask(
     env: &Env,
     choice: Option<RateLimiterChoice<'_>>,

@@ -1,11 +1,11 @@
-//! The object's half of reconciliation (`core::reconcile` has the rules; the key's driver,
-//! `core::key_state`, every decision): the lookup sealed with a claim, the lookup a retry
+//! The object's half of reconciliation (`core::key_rules::reconcile` has the rules; the key's driver,
+//! `core::key_rules::key_state`, every decision): the lookup sealed with a claim, the lookup a retry
 //! makes at once when it finds the outcome unknown, and the one the alarm makes.
 //!
 //! Every await comes before the decision it feeds: a retry's lookup runs, and its verdict
 //! is written, before the retry itself is decided on the record as it then is. One lookup
 //! runs per unknown outcome at a time: the key's driver gives the turns
-//! (`core::key_state::KeyState::handle_lookup_turn`), and `runtime::settlement` keeps
+//! (`core::key_rules::key_state::KeyState::handle_lookup_turn`), and `runtime::settlement` keeps
 //! what the waiters wait for. A retry that arrives while one runs reads its body (the one
 //! that forwards once the key is released needs it, and a body left unread would hold the
 //! connection) and waits for it instead of asking again, within the waiters' caps by count
@@ -13,11 +13,11 @@
 //! `outcome-unknown`, its body drained.
 //!
 //! A route's lookup that cannot be sealed for a claim is logged, and the arrival claims
-//! nothing (`core::key_state::KeyState::handle_lookup_unsealed`: 503): never a claim that
+//! nothing (`core::key_rules::key_state::KeyState::handle_lookup_unsealed`: 503): never a claim that
 //! could not be looked up.
 //!
-//! The lookup carries the claim's time (`core::reconcile::lookup_headers`), and only an
-//! answer with the lookup's own marker is a verdict (`core::reconcile::verdict`).
+//! The lookup carries the claim's time (`core::key_rules::reconcile::lookup_headers`), and only an
+//! answer with the lookup's own marker is a verdict (`core::key_rules::reconcile::verdict`).
 //!
 //! Never logged: the lookup's URL (it holds the key), its headers (credentials) or its
 //! answer. The line says the object, the decision and the lookup's status.
@@ -28,16 +28,17 @@ use web_sys::Headers;
 use super::object::KeyObject;
 use super::platform::console_error;
 use super::{body, metrics, now_ms, origin, outcome_queue, settings};
-use crate::core::async_job::StoredRequest;
-use crate::core::config::ObjectPolicy;
-use crate::core::fingerprint::Digest256;
-use crate::core::key_state::{LookupAsker, LookupTurn};
-use crate::core::log::RequestLog;
-use crate::core::machine::Action;
-use crate::core::problem::Problem;
-use crate::core::reconcile::{self, Reconciling};
-use crate::core::record::AttemptId;
-use crate::core::wire::{KeyCall, ReconcileCall};
+use crate::core::edge_rules::log::RequestLog;
+use crate::core::edge_rules::wire::{KeyCall, ReconcileCall};
+use crate::core::formats::fingerprint::Digest256;
+use crate::core::formats::job::StoredRequest;
+use crate::core::formats::reconciling::Reconciling;
+use crate::core::formats::record::AttemptId;
+use crate::core::key_rules::key_state::{LookupAsker, LookupTurn};
+use crate::core::key_rules::machine::Action;
+use crate::core::key_rules::reconcile;
+use crate::core::vocabulary::key_terms::KeyTerms;
+use crate::core::vocabulary::problem::Problem;
 
 /// When an alarm whose lookup cannot be opened looks again.
 const AFTER_UNOPENED_LOOKUP_MS: u64 = 60_000;
@@ -59,7 +60,7 @@ pub(super) struct BeforeArrival {
 }
 
 impl KeyObject {
-    /// Before an arrival that reconciles is decided (`core::async_job::ArrivalPlan`: every
+    /// Before an arrival that reconciles is decided (`core::key_rules::machine::async_job::ArrivalPlan`: every
     /// arrival on a route with a lookup, a job's included): an unknown outcome is looked up
     /// ([`Self::reconcile_for_retry`]), and the lookup is sealed for a claim
     /// ([`Self::sealed_lookup`]).
@@ -226,7 +227,7 @@ impl KeyObject {
         claimed_at: u64,
         request: &StoredRequest,
         not_found: u16,
-        policy: &ObjectPolicy,
+        policy: &KeyTerms,
     ) -> bool {
         let over = self.live.begin_lookup(attempt);
         let started = now_ms();

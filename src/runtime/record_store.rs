@@ -6,7 +6,7 @@
 //! It reads, opens, seals and writes what it is handed, and remembers only what storage
 //! itself needs (whether a legacy row may be stored, whether the last read held an answer in
 //! the clear, which chunked answer this instance has checked). Which record to write and
-//! when is the key's driver's (`core::key_state`); the object (`runtime::object`) keeps the
+//! when is the key's driver's (`core::key_rules::key_state`); the object (`runtime::object`) keeps the
 //! driver, and hands this store each change the driver asks for.
 
 use std::cell::{Cell, OnceCell, RefCell};
@@ -23,10 +23,10 @@ use super::platform::{
 use super::seal::Sealer;
 use super::settings;
 use super::storage::{self, LegacyRow, StorageError, Stores};
-use crate::core::fingerprint::Digest256;
-use crate::core::log::event_line;
-use crate::core::record::{Completed, Record, StoredResponse};
-use crate::core::seal::{refuses_unsealed, KeyRing};
+use crate::core::edge_rules::log::event_line;
+use crate::core::formats::fingerprint::Digest256;
+use crate::core::formats::record::{Completed, Record, StoredResponse};
+use crate::core::formats::seal::{refuses_unsealed, KeyRing};
 
 /// One object's storage (see the module doc).
 pub(super) struct RecordStore {
@@ -49,7 +49,7 @@ pub(super) struct RecordStore {
     /// The chunked answer whose rows this instance has checked (`runtime::chunks`).
     chunk_check: RefCell<Option<chunks::Checked>>,
     /// Whether the record as last read from storage held an answer in the clear (see
-    /// `core::seal::refuses_unsealed`); cleared by every write of this instance.
+    /// `core::formats::seal::refuses_unsealed`); cleared by every write of this instance.
     read_in_clear: Cell<bool>,
     /// Whether a row of the legacy table may be stored (`runtime::storage`'s two layouts).
     legacy_row: Cell<LegacyRow>,
@@ -203,7 +203,7 @@ impl RecordStore {
             // Never store in the clear what the operator asked to seal.
             Err(problem) => return Err(StorageError::Seal(problem.detail.clone())),
         };
-        if crate::core::chunks::needs_chunks(&done.response) {
+        if crate::core::formats::chunks::needs_chunks(&done.response) {
             let sealing = match ring {
                 None => None,
                 Some(ring) => {

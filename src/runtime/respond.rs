@@ -12,12 +12,14 @@ use super::chunks::Source;
 use super::metrics;
 use super::origin::{AnswerBody, OriginAnswer};
 use super::platform::{Env, Result};
-use crate::core::headers::pass_to_caller;
-use crate::core::log::{Decision, LineContext, RequestLog, Trace};
-use crate::core::machine::problem_response;
-use crate::core::problem::Problem;
-use crate::core::record::{AttemptId, StoredResponse};
-use crate::core::wire::{Answered, ANSWERED_HEADER, ANSWERED_PLAIN};
+use crate::core::edge_rules::headers::pass_to_caller;
+use crate::core::edge_rules::log::{LineContext, RequestLog};
+use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ANSWERED_PLAIN};
+use crate::core::formats::record::{AttemptId, StoredResponse};
+use crate::core::key_rules::machine::problem_response;
+use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::problem::Problem;
+use crate::core::vocabulary::trace::Trace;
 
 /// The header that marks every answer that did not come from this request's own execution.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
@@ -160,7 +162,7 @@ pub fn traced_problem(refusal: &Problem, trace: &Trace) -> Result<Response> {
     problem(&refusal.clone().for_request(Some(trace)))
 }
 
-/// Marks an answer as the object's own (`core::wire::ANSWERED_HEADER`). Prepared replays carry
+/// Marks an answer as the object's own (`core::edge_rules::wire::ANSWERED_HEADER`). Prepared replays carry
 /// the marker already. Should the answer's headers be immutable, it is rebuilt around the
 /// same body with a marked copy of them.
 pub fn marked(response: Result<Response>) -> Result<Response> {

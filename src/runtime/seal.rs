@@ -1,15 +1,15 @@
 //! Seals and opens stored answers with WebCrypto (`crypto.subtle`): AES-256-GCM under a key
-//! derived per caller scope with HKDF-SHA-256 (see `core::seal` for the rules). No cipher
+//! derived per caller scope with HKDF-SHA-256 (see `core::formats::seal` for the rules). No cipher
 //! is compiled into the Wasm.
 //!
 //! One [`Sealer`] lives in each key's object, whose scope never changes, so the derived
 //! keys are cached there, one per ring key and purpose. Stored answers and stored requests
-//! (`core::async_job`) share the same sealing: only the HKDF salt and info and the
+//! (`core::key_rules::machine::async_job`) share the same sealing: only the HKDF salt and info and the
 //! associated data differ.
 //!
 //! The WebCrypto steps of one operation (derive the key once, draw a nonce, seal; or open)
 //! are one call into `webcrypto.mjs`, so each operation here awaits one promise; what is
-//! sealed, under which key and bound to what stays decided here and in `core::seal`.
+//! sealed, under which key and bound to what stays decided here and in `core::formats::seal`.
 
 use std::cell::OnceCell;
 
@@ -21,11 +21,11 @@ use web_sys::CryptoKey;
 
 use super::platform::message_of;
 
-use crate::core::async_job::StoredRequest;
-use crate::core::fingerprint::Digest256;
-use crate::core::record::AttemptId;
-use crate::core::record::{StoredResponse, SEALED_RECORD_VERSION};
-use crate::core::seal::{
+use crate::core::formats::fingerprint::Digest256;
+use crate::core::formats::job::StoredRequest;
+use crate::core::formats::record::AttemptId;
+use crate::core::formats::record::{StoredResponse, SEALED_RECORD_VERSION};
+use crate::core::formats::seal::{
     answer_associated_data, bound_answer_associated_data, bound_request_associated_data,
     request_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN, REQUEST_KEY_INFO,
 };

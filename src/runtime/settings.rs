@@ -3,7 +3,7 @@
 //! Variables and secrets cannot change while an isolate lives (a new deploy or a changed
 //! variable starts new isolates), so the Worker and the objects read them the first time
 //! and keep the result, an invalid configuration included. Every decision about them is
-//! the core's (`core::settings`): this module only hands it what the environment holds.
+//! the core's (`core::edge_rules::settings`): this module only hands it what the environment holds.
 
 use std::cell::OnceCell;
 use std::rc::Rc;
@@ -12,11 +12,11 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::platform::{console_error, Env};
 
-use crate::core::env_names::variable_names;
-use crate::core::settings::{EnvFacts, EnvValue, Settings};
+use crate::core::edge_rules::env_names::variable_names;
+use crate::core::edge_rules::settings::{EnvFacts, EnvValue, Settings};
 
-/// The optional Analytics Engine binding (its columns: `core::metrics_schema`).
-pub const METRICS_BINDING: &str = crate::core::metrics_schema::BINDING;
+/// The optional Analytics Engine binding (its columns: `core::edge_rules::metrics_schema`).
+pub const METRICS_BINDING: &str = crate::core::edge_rules::metrics_schema::BINDING;
 
 thread_local! {
     // Leaked once per isolate (per Wasm instance), so that a request's state can borrow

@@ -1,6 +1,6 @@
 //! The live execution's answer as its waiters share it: what only the runtime has of a
 //! key's live state (channels and prepared responses), beside the key's driver
-//! (`core::key_state`), which decides who executes, who waits and for how long.
+//! (`core::key_rules::key_state`), which decides who executes, who waits and for how long.
 //!
 //! - one settlement channel per execution: the execution's sender settles it, every waiter
 //!   shares the receiver, and the answer is prepared once so that they share one body;
@@ -11,7 +11,7 @@
 //!
 //! A dropped sender releases its waiters (they get the driver's 409), so an execution that
 //! ends without settling never leaves anyone waiting for ever. The hand-over itself is
-//! `core::latch` (host-tested).
+//! `core::primitives::latch` (host-tested).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -21,8 +21,8 @@ use std::time::Duration;
 use super::chunks;
 use super::platform::{race, Delay, Either};
 use super::respond::Prepared;
-use crate::core::latch::{latch, Latch, Setter};
-use crate::core::record::{AttemptId, StoredResponse};
+use crate::core::formats::record::{AttemptId, StoredResponse};
+use crate::core::primitives::latch::{latch, Latch, Setter};
 
 /// The answer that settles an execution, shared by its waiters.
 pub(super) type Settlement = Latch<Rc<Prepared>>;
@@ -106,7 +106,7 @@ impl Settlements {
     }
 
     /// The lookup of `attempt`'s outcome starts (the key's driver gave this caller the
-    /// turn, `core::key_state::KeyState::handle_lookup_turn`): the sender that ends it,
+    /// turn, `core::key_rules::key_state::KeyState::handle_lookup_turn`): the sender that ends it,
     /// dropped by the caller when it is over.
     pub fn begin_lookup(&self, attempt: AttemptId) -> Setter<()> {
         let (over, done) = latch();

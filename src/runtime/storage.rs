@@ -8,7 +8,7 @@
 //!
 //! Two layouts, one record. This release writes the record as the value
 //! [`KV_KEY`] of the object's key-value store (`ctx.storage.kv`, a `Uint8Array` of the
-//! `core::record` bytes): workerd creates that store's table as a system query, which is
+//! `core::formats::record` bytes): workerd creates that store's table as a system query, which is
 //! not billed, where a table of the worker's own costs a billed `CREATE TABLE` (two rows
 //! written) on every new key. Earlier releases wrote one row of the table
 //! `idempotency_record`. Those from `032df08` on read the key-value value first and the
@@ -26,7 +26,8 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::platform::{describe, sql_bytes, DurableObjectStorage, SqlStorage, SyncKvStorage};
 
-use crate::core::record::{DecodeError, Record};
+use crate::core::formats::record::{DecodeError, Record};
+use crate::core::vocabulary::fault::StorageOperation;
 
 const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
 const TABLE_EXISTS: &str = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idempotency_record'";
@@ -66,6 +67,17 @@ pub enum StorageError {
     /// An outcome whose claim stopped being the live one while its answer was sealed (a
     /// purge, then a new claim): not written, so the new claim's record stays.
     Fenced,
+}
+
+impl StorageError {
+    /// What failed of a read of the record (`core::vocabulary::fault`): opening its sealed or chunked
+    /// answer, or reading the record itself.
+    pub fn operation(&self) -> StorageOperation {
+        match self {
+            StorageError::Seal(_) | StorageError::Chunks(_) => StorageOperation::Open,
+            StorageError::Sql(_) | StorageError::Corrupt(_) | StorageError::Fenced => StorageOperation::Read,
+        }
+    }
 }
 
 impl std::fmt::Display for StorageError {

@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idempotency_edge::core::async_job::MAX_STORED_REQUEST_BODY_BYTES;
+use idempotency_edge::core::key_rules::machine::async_job::MAX_STORED_REQUEST_BODY_BYTES;
 
 use crate::support::assert::assert_problem;
 use crate::support::dedup_origin::DedupOrigin;

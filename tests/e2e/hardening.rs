@@ -33,10 +33,10 @@ use crate::support::storage::snapshot;
 use crate::support::worker::{
     key_object_toml, rate_limit_toml, shared, within_one_rate_limit_period, Readiness, Worker, WorkerConfig,
 };
-use idempotency_edge::core::fingerprint::{object_name, Scope};
-use idempotency_edge::core::keyed_name::keyed_object_name;
-use idempotency_edge::core::message_signature;
-use idempotency_edge::core::origin_auth::{verify, DEFAULT_TOLERANCE_SECONDS};
+use idempotency_edge::core::edge_rules::message_signature;
+use idempotency_edge::core::edge_rules::origin_auth::{verify, DEFAULT_TOLERANCE_SECONDS};
+use idempotency_edge::core::formats::fingerprint::{object_name, Scope};
+use idempotency_edge::core::formats::keyed_name::keyed_object_name;
 
 const CALLER: &str = "Bearer test-caller";
 const ORIGIN_SECRET: &str = "origin-auth-secret-for-e2e-0123456789abcdef";

@@ -1,6 +1,6 @@
 //! End-to-end tests of large answers (issue 15): an answer over one SQLite row (about
 //! 1.9 MB) is stored in chunk rows with its record in one transaction, and replayed by
-//! streaming them (`core::chunks`, `runtime::chunks`). In real workerd, against the test
+//! streaming them (`core::formats::chunks`, `runtime::chunks`). In real workerd, against the test
 //! origin's `x-test-answer-bytes` answers (pseudo-random bytes, different per execution, so
 //! a moved, repeated or missing chunk shows). Bodies are compared by SHA-256 and length.
 //! - 5 MiB and 16 MiB (the default `MAX_STORED_RESPONSE_BYTES`) replay byte for byte, in
@@ -260,7 +260,7 @@ fn sqlite(dir: &Path, body: &str) -> String {
     python_on_files("read the object databases", &script, dir, &[])
 }
 
-/// The largest answer kept whole in its record (`core::chunks::INLINE_MAX_BYTES`, under
+/// The largest answer kept whole in its record (`core::formats::chunks::INLINE_MAX_BYTES`, under
 /// the platform's 2 MB for a row), now that the record is one value of the object's
 /// key-value store (`runtime::storage`): stored without chunk rows, and replayed byte for
 /// byte after a restart, read back from that value.

@@ -27,6 +27,8 @@
 //! - `hardening`: the signed origin hop, trusted client IP, rate limits, keyed object names,
 //!   alarm retries and deletion on read, misspelt variables and short admin tokens;
 //! - `docs_citations`: every test the docs cite exists (no worker);
+//! - `work_per_request`: origin requests, writes and rows written per payment, counted from
+//!   outside (the origin's count, the object's SQLite history);
 //! - `reliability`: faults, load, hostile input, bounded storage, logs;
 //! - `reliability_run`: the long mixed run (`./scripts/reliability.sh`; `./scripts/test.sh`
 //!   runs it only with `--with-reliability-run`, as CI does);
@@ -62,4 +64,5 @@ mod routes;
 mod signatures;
 mod storage_faults;
 mod waiters;
+mod work_per_request;
 mod zz_after_all;

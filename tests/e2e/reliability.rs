@@ -115,7 +115,7 @@ fn assert_still_serves(w: &Worker, after: &str) {
 fn sigkill_mid_flight_then_restart_never_executes_again() {
     // A long lease, so that the restart certainly ends inside it, even on a loaded machine.
     const ORIGIN_TIMEOUT_SECONDS: u64 = 50;
-    // LEASE_MARGIN_MS in src/core/machine.rs.
+    // LEASE_MARGIN_MS in src/core/key_rules/machine.rs.
     let lease = Duration::from_secs(ORIGIN_TIMEOUT_SECONDS + 10);
     let o = origin();
     let w = start("rel-crash", 600, 5, ORIGIN_TIMEOUT_SECONDS, 4096).unwrap_or_else(|e| panic!("{e}"));
@@ -988,7 +988,7 @@ fn json_nested_100000_levels_is_forwarded_once_and_replayed() {
     }
 }
 
-/// `src/core/canonical_json.rs`: numbers are kept as written (never rounded), members are
+/// `src/core/primitives/canonical_json.rs`: numbers are kept as written (never rounded), members are
 /// sorted by key with a stable sort, so duplicate keys keep their order.
 #[test]
 fn huge_numbers_and_duplicate_keys_have_a_defined_fingerprint() {

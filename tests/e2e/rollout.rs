@@ -366,7 +366,7 @@ fn a_route_switched_from_observe_to_enforce_replays_what_was_observed() {
 }
 
 /// With an Analytics Engine dataset bound, observe mode writes its points (which carry the
-/// mode and the route; their layout is unit-tested in `core::log`) and answers the same.
+/// mode and the route; their layout is unit-tested in `core::edge_rules::log`) and answers the same.
 #[test]
 fn observe_mode_writes_its_data_points() {
     let toml = format!(

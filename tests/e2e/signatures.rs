@@ -3,7 +3,7 @@
 //! refuses any request whose signature does not verify. Every kind of request the edge sends
 //! is verified there: a protected forward, a pass-through, an observed forward, a quoted key
 //! (forwarded in its one spelling), and a lookup of an unknown outcome with the claim's
-//! time covered. The reference verifier (`core::message_signature`) is tested against the
+//! time covered. The reference verifier (`core::edge_rules::message_signature`) is tested against the
 //! same library's known answers, and the other test origins verify with it.
 
 use std::sync::OnceLock;

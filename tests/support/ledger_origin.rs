@@ -1,7 +1,7 @@
 //! A payment origin that answers "did operation X happen?", for reconciliation (issue
 //! 25.1): a threaded HTTP/1.1 server on loopback with a ledger. It behaves as a real
 //! payment API does: it verifies the edge's signature on every request, lookups included
-//! (`core::message_signature::verify`, RFC 9421, with a fresh nonce each time; a lookup
+//! (`core::edge_rules::message_signature::verify`, RFC 9421, with a fresh nonce each time; a lookup
 //! signed `protected`), and answers 401 without
 //! doing anything when it fails; it answers 404 to a path it does not serve.
 //!
@@ -40,8 +40,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use idempotency_edge::core::message_signature::verify;
-use idempotency_edge::core::origin_auth::{Protection, DEFAULT_TOLERANCE_SECONDS};
+use idempotency_edge::core::edge_rules::message_signature::verify;
+use idempotency_edge::core::edge_rules::origin_auth::{Protection, DEFAULT_TOLERANCE_SECONDS};
 
 use super::http::header_value;
 use super::origin::{peer_closed, read_request, Shared};

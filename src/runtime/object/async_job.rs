@@ -1,4 +1,4 @@
-//! The object's half of asynchronous acceptance (`core::async_job` has the rules): a
+//! The object's half of asynchronous acceptance (`core::key_rules::machine::async_job` has the rules): a
 //! request that prefers `respond-async` is sealed and stored with its claim, answered 202,
 //! and executed from the object's one alarm, which also does the expiry clean-up.
 //!
@@ -9,7 +9,7 @@
 //! opens the stored request first, then steps on the fresh record, and claims the send
 //! durably (with its lease, and the alarm for that lease) before anything is sent. A send
 //! is tied to no client connection: a restart mid-send leaves a claim whose lease ends, and
-//! the next alarm treats it as an unknown outcome (`core::async_job`, rule 4).
+//! the next alarm treats it as an unknown outcome (`core::key_rules::machine::async_job`, rule 4).
 //!
 //! Never logged: the request, its headers or body, the key. The log line names the object
 //! id digest and the decision only.
@@ -22,21 +22,28 @@ use web_sys::{Headers, Response};
 
 use super::super::platform::{console_error, Result};
 use super::{body, metrics, now_ms, random_u64, settings, KeyObject};
-use crate::core::async_job::{
+use crate::core::edge_rules::headers::forward_to_origin;
+use crate::core::edge_rules::log::RequestLog;
+use crate::core::edge_rules::wire::KeyCall;
+use crate::core::formats::fingerprint::Digest256;
+use crate::core::formats::job::StoredRequest;
+use crate::core::formats::record::{AttemptId, Record};
+use crate::core::key_rules::machine::async_job::{
     no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,
-    StoredRequest,
 };
-use crate::core::fingerprint::Digest256;
-use crate::core::headers::forward_to_origin;
-use crate::core::log::{Decision, RequestLog};
-use crate::core::machine::{storage_unavailable, Action};
-use crate::core::problem::{Problem, ProblemKind};
-use crate::core::record::{AttemptId, Record};
-use crate::core::wire::KeyCall;
+use crate::core::key_rules::machine::Action;
+use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::fault::{Fault, FaultSource, PlatformCall, Stage, StorageOperation};
+use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::runtime::boundary::header_lines;
 use crate::runtime::origin::{self, AnswerBody, OriginAnswer, Outgoing};
 use crate::runtime::outcome_queue;
 use crate::runtime::respond;
+
+/// A job's request that could not be read whole (its body, its headers, the call's scope)
+/// before anything was claimed.
+const UNREADABLE_REQUEST: Fault =
+    Fault { source: FaultSource::Platform { what: PlatformCall::Request }, stage: Stage::BeforeClaim };
 
 /// 202 Accepted for a job that runs: `Preference-Applied: respond-async` (RFC 7240 §3) and
 /// when to poll again.
@@ -69,20 +76,20 @@ impl KeyObject {
         };
         let body = match read {
             Ok(buffer) => Uint8Array::new(&buffer).to_vec(),
-            Err(_) => return Err(storage_unavailable()),
+            Err(_) => return Err(UNREADABLE_REQUEST.problem()),
         };
         let settings = settings::get(&self.env);
         // The Worker refuses this configuration; an object never stores a request unsealed
         // whatever it is handed.
         let Ok(Some(ring)) = &settings.storage_keys else { return Err(no_key_ring_to_seal_requests()) };
-        let Some(salt) = self.store.scope_salt.get() else { return Err(storage_unavailable()) };
+        let Some(salt) = self.store.scope_salt.get() else { return Err(UNREADABLE_REQUEST.problem()) };
         let request = StoredRequest {
             scope_salt: salt.0,
             method: req.method(),
             target: req.url(),
             // Unreadable only where a header holds a line feed, which the Worker refused
             // already: nothing is sealed or claimed then.
-            headers: end_to_end(headers).map_err(|_| storage_unavailable())?,
+            headers: end_to_end(headers).map_err(|_| UNREADABLE_REQUEST.problem())?,
             body,
         };
         let binding = (now, &call.fingerprint);
@@ -94,8 +101,9 @@ impl KeyObject {
                 config,
             }),
             Err(error) => {
-                console_error!("object {}: sealing the request failed: {}", self.short_id(), error);
-                Err(storage_unavailable())
+                let fault = Fault::storage(StorageOperation::Seal, Stage::BeforeClaim);
+                console_error!("{}", fault.source.log_line(&self.subject(), "sealing the request", &error));
+                Err(fault.problem())
             }
         }
     }

@@ -1,0 +1,272 @@
+//! Which headers cross which hop.
+//!
+//! Owns the header rules; they see names (and the `Connection` value), never a request.
+//! It also reads a request's headers as the runtime hands them over in one text
+//! ([`HeaderLines`]).
+//!
+//! 1. Hop-by-hop headers (RFC 9110 §7.6.1, plus any named in `Connection`) never cross the
+//!    proxy, in either direction.
+//! 2. Towards the origin, `Host` and `Content-Length` are left for the runtime to set, and
+//!    the worker's own internal headers are dropped. `Idempotency-Key` is forwarded, so an
+//!    origin that honours keys can deduplicate too.
+//! 3. A stored response keeps its end-to-end headers except `Set-Cookie` (a session cookie
+//!    for the first caller must not be handed to whoever retries) and `Content-Length`
+//!    (recomputed from the stored body).
+//! 4. The headers the edge decides a request by are never hop-by-hop: the route's key
+//!    header, the `SCOPE_HEADER` headers and the `REPLAY_CREDENTIAL_HEADERS`. A client's
+//!    `Connection` that names one of them is not honoured for it (its other tokens are), so
+//!    the origin receives the key the edge keyed by, the signature's key line is that key,
+//!    and the origin sees the caller the edge scoped by ([`honoured_connection_tokens`]).
+//!    Dropping the key there would have the origin execute a request it cannot deduplicate
+//!    or look up; dropping a scope header would have it execute for another account than the
+//!    one the edge keyed. Honouring a client's say over which of these crosses is not worth
+//!    that; refusing the request would break a client over a header no recipient needs.
+
+/// Prefix of the headers the Worker uses to talk to its Durable Object. Never forwarded.
+pub const INTERNAL_PREFIX: &str = "x-idempotency-edge-";
+
+/// Headers that ask an origin to run a request as another method. On a method a route does
+/// not cover they would run a covered method unprotected, so they are refused there (unless
+/// the route allows them).
+pub const METHOD_OVERRIDE_HEADERS: [&str; 3] =
+    ["x-http-method-override", "x-method-override", "x-http-method"];
+
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The header names listed in a `Connection` value, lowercased.
+pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
+    connection
+        .unwrap_or("")
+        .split(',')
+        .map(|token| token.trim().to_ascii_lowercase())
+        .filter(|token| !token.is_empty())
+        .collect()
+}
+
+/// The tokens of a request's `Connection` value that its forward to the origin honours
+/// (rule 4): every one but the names in `end_to_end` (any case), the headers the edge keyed,
+/// scoped and bound the request by (`core::edge_rules::config::Config::end_to_end_headers`).
+pub fn honoured_connection_tokens(connection: Option<&str>, end_to_end: &[&str]) -> Vec<String> {
+    let mut tokens = connection_tokens(connection);
+    tokens.retain(|token| !end_to_end.iter().any(|name| name.eq_ignore_ascii_case(token)));
+    tokens
+}
+
+/// True for a hop-by-hop header, given the tokens of the message's `Connection` header.
+pub fn is_hop_by_hop(name: &str, connection_tokens: &[String]) -> bool {
+    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+        || connection_tokens.iter().any(|t| name.eq_ignore_ascii_case(t))
+}
+
+/// Whether a client request header is sent on to the origin.
+pub fn forward_to_origin(name: &str, connection_tokens: &[String]) -> bool {
+    !is_hop_by_hop(name, connection_tokens)
+        && !name.eq_ignore_ascii_case("host")
+        && !name.eq_ignore_ascii_case("content-length")
+        && !is_internal(name)
+}
+
+/// Whether an origin response header is stored for replay.
+pub fn store_for_replay(name: &str, connection_tokens: &[String]) -> bool {
+    !is_hop_by_hop(name, connection_tokens)
+        && !name.eq_ignore_ascii_case("set-cookie")
+        && !name.eq_ignore_ascii_case("content-length")
+}
+
+/// Whether an origin response header is passed to the caller whose request executed.
+pub fn pass_to_caller(name: &str, connection_tokens: &[String]) -> bool {
+    !is_hop_by_hop(name, connection_tokens) && !name.eq_ignore_ascii_case("content-length")
+}
+
+fn is_internal(name: &str) -> bool {
+    // Compared as bytes: slicing the `str` would panic when a non-ASCII character straddles
+    // the prefix's end.
+    name.as_bytes()
+        .get(..INTERNAL_PREFIX.len())
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case(INTERNAL_PREFIX.as_bytes()))
+}
+
+/// A request's headers read across the JS↔Wasm boundary in one call (`runtime::boundary`)
+/// rather than one call per header: each header as `name\nvalue\n`, as the runtime's
+/// `Headers` iterates them (lowercase names; repeated lines joined with `", "`). A name
+/// cannot hold a line feed and the runtime refuses one in a value, so the text splits
+/// without escapes; a field left without its pair (never written by the runtime) is
+/// ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeaderLines {
+    text: String,
+}
+
+impl HeaderLines {
+    pub fn new(text: String) -> HeaderLines {
+        HeaderLines { text }
+    }
+
+    /// Every header, as (name, value), in the runtime's order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut fields = self.text.split('\n');
+        std::iter::from_fn(move || Some((fields.next()?, fields.next()?)))
+    }
+
+    /// Every header, owned.
+    pub fn to_pairs(&self) -> Vec<(String, String)> {
+        self.pairs().map(|(name, value)| (name.to_owned(), value.to_owned())).collect()
+    }
+
+    /// The value of `name` (any case) as `Headers.get` answers it: `None` when absent,
+    /// repeated entries (`Set-Cookie` is iterated one line at a time) joined with `", "`.
+    pub fn get(&self, name: &str) -> Option<String> {
+        let mut values = self.pairs().filter(|(present, _)| present.eq_ignore_ascii_case(name));
+        let mut joined = values.next()?.1.to_owned();
+        for (_, value) in values {
+            joined.push_str(", ");
+            joined.push_str(value);
+        }
+        Some(joined)
+    }
+
+    /// The names of the headers that `keep` refuses, as one text (`name\n` each) for the
+    /// runtime to delete from a copy in one call.
+    pub fn refused_names(&self, keep: impl Fn(&str) -> bool) -> String {
+        let mut names = String::new();
+        for (name, _) in self.pairs().filter(|(name, _)| !keep(name)) {
+            names.push_str(name);
+            names.push('\n');
+        }
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_never_cross() {
+        let tokens = connection_tokens(Some("close, X-Trace"));
+        for name in ["Connection", "keep-alive", "Transfer-Encoding", "Upgrade", "TE", "x-trace"] {
+            assert!(!forward_to_origin(name, &tokens), "{name}");
+            assert!(!store_for_replay(name, &tokens), "{name}");
+            assert!(!pass_to_caller(name, &tokens), "{name}");
+        }
+    }
+
+    #[test]
+    fn request_headers_towards_the_origin() {
+        assert!(forward_to_origin("Idempotency-Key", &[]));
+        assert!(forward_to_origin("Authorization", &[]));
+        assert!(forward_to_origin("content-type", &[]));
+        assert!(!forward_to_origin("Host", &[]));
+        assert!(!forward_to_origin("X-Idempotency-Edge-Fingerprint", &[]));
+    }
+
+    /// A client's `Connection` cannot take the key, the caller or its credential off the
+    /// forward: the edge decided by them, so the origin (and the signature's key line) gets
+    /// them as the edge read them. Other tokens are still honoured.
+    #[test]
+    fn the_headers_the_edge_decides_by_are_never_hop_by_hop() {
+        use crate::core::edge_rules::config::Config;
+        use crate::core::edge_rules::routes::VAR_ROUTES;
+        use crate::core::edge_rules::scope::VAR_REPLAY_CREDENTIAL_HEADERS;
+        use crate::core::edge_rules::scope::VAR_SCOPE_HEADER;
+        let vars = [
+            (VAR_SCOPE_HEADER, "X-Api-Key-Id, Stripe-Account"),
+            (VAR_REPLAY_CREDENTIAL_HEADERS, "Authorization, Signature"),
+            (VAR_ROUTES, r#"[{"pattern":"/rid/*","key_header":"X-Request-Id"}]"#),
+        ];
+        let config =
+            Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).unwrap();
+        for (path, key_header) in [("/v1/charges", "Idempotency-Key"), ("/rid/1", "X-Request-Id")] {
+            let policy = config.policy_for(path);
+            let end_to_end = config.end_to_end_headers(&policy);
+            let connection = format!(
+                "close, {key_header}, x-api-key-id, STRIPE-ACCOUNT, Authorization, signature, X-Trace"
+            );
+            let tokens = honoured_connection_tokens(Some(&connection), &end_to_end);
+            assert_eq!(tokens, ["close", "x-trace"], "{path}");
+            for name in [key_header, "X-Api-Key-Id", "Stripe-Account", "authorization", "Signature"] {
+                assert!(forward_to_origin(name, &tokens), "{path}: {name} crosses");
+            }
+            assert!(!forward_to_origin("x-trace", &tokens), "another token is still honoured");
+            assert!(!forward_to_origin("connection", &tokens), "and Connection itself never crosses");
+        }
+        // The route's key header is protected there only: elsewhere it is an ordinary header.
+        let plain = config.end_to_end_headers(&config.policy_for("/v1/charges"));
+        let tokens = honoured_connection_tokens(Some("X-Request-Id"), &plain);
+        assert!(!forward_to_origin("x-request-id", &tokens));
+        // The fixed hop-by-hop headers stay hop-by-hop whatever is protected.
+        assert!(!forward_to_origin("keep-alive", &honoured_connection_tokens(None, &plain)));
+        // The default configuration protects the key and `Authorization`.
+        let default = Config::from_vars(|_| None).unwrap();
+        let policy = default.policy_for("/");
+        assert_eq!(default.end_to_end_headers(&policy), ["idempotency-key", "authorization"]);
+    }
+
+    #[test]
+    fn non_ascii_names_are_classified_without_panicking() {
+        // Found by the key fuzz check: a multi-byte character across the prefix's end.
+        assert!(forward_to_origin("x-idempotency-edg\u{e9}", &[]));
+        assert!(forward_to_origin("x-idempotency-edge\u{e9}", &[]));
+        assert!(!forward_to_origin("X-IDEMPOTENCY-EDGE-\u{e9}", &[]));
+        assert!(forward_to_origin("\u{e9}", &[]));
+    }
+
+    #[test]
+    fn stored_headers_leave_out_cookies() {
+        assert!(store_for_replay("content-type", &[]));
+        assert!(store_for_replay("x-request-id", &[]));
+        assert!(!store_for_replay("Set-Cookie", &[]));
+        assert!(pass_to_caller("Set-Cookie", &[]));
+    }
+
+    #[test]
+    fn header_lines_read_as_the_runtime_reads_headers() {
+        let lines = HeaderLines::new(
+            "authorization\nBearer a\ncontent-type\napplication/json\nset-cookie\na=1\nset-cookie\nb=2\nx-empty\n\n"
+                .to_owned(),
+        );
+        assert_eq!(lines.get("Authorization").as_deref(), Some("Bearer a"));
+        assert_eq!(lines.get("content-type").as_deref(), Some("application/json"));
+        assert_eq!(lines.get("set-cookie").as_deref(), Some("a=1, b=2"), "repeated entries joined");
+        assert_eq!(lines.get("x-empty").as_deref(), Some(""), "present and empty is not absent");
+        assert_eq!(lines.get("x-absent"), None);
+        assert_eq!(lines.pairs().count(), 5);
+        let tokens = connection_tokens(None);
+        assert_eq!(
+            lines.refused_names(|name| name != "authorization" && forward_to_origin(name, &tokens)),
+            "authorization\n"
+        );
+        assert_eq!(HeaderLines::new(String::new()).pairs().count(), 0, "no headers");
+        assert_eq!(HeaderLines::new("dangling".to_owned()).get("dangling"), None, "a field without its pair");
+    }
+
+    proptest::proptest! {
+        /// Whatever headers the runtime iterates (lowercase token names, values of any byte
+        /// but a line feed, as `Headers` holds them), the text `headerLines` writes reads
+        /// back as the same pairs, and `get` answers as `Headers.get` does.
+        #[test]
+        fn header_lines_read_back_what_the_runtime_wrote(
+            headers in proptest::collection::vec(("[a-z0-9-]{1,12}", "[\\x00-\\x09\\x0b-\\xff]{0,24}"), 0..12)
+        ) {
+            let text: String = headers.iter().map(|(name, value)| format!("{name}\n{value}\n")).collect();
+            let lines = HeaderLines::new(text);
+            let read: Vec<(String, String)> = lines.to_pairs();
+            proptest::prop_assert_eq!(&read, &headers);
+            for (name, _) in &headers {
+                let values: Vec<&str> =
+                    headers.iter().filter(|(other, _)| other == name).map(|(_, value)| value.as_str()).collect();
+                proptest::prop_assert_eq!(lines.get(&name.to_ascii_uppercase()), Some(values.join(", ")));
+            }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Observe mode's verdicts on the Worker's side (`runtime::observe` carries them out): what
+//! became of a forward the Worker made itself, what it reports to the key's object, what
+//! its log line says, and what enforce mode would have decided when the object could not
+//! be reached.
+//!
+//! The rule that matters: an answer later than the route's origin timeout is reported as a
+//! timeout (enforce mode would have given up on it and held the key unknown), whatever it
+//! said; a body that broke off, or a failed forward, is a reset (the origin may have
+//! executed it).
+
+use super::routes::{after_object_failure, AfterObjectFailure, ObjectCallFailure, Unavailable};
+use super::wire::ObservedOutcome;
+use crate::core::vocabulary::decision::Decision;
+
+/// What became of the forward, handed from the caller's side to the recording.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Forwarded {
+    /// The origin answered; `body` is what was captured of the recording's half of its body.
+    Answered { status: u16, headers: Vec<(String, String)>, body: Captured, ms: u64 },
+    /// The fetch failed (the caller got 502).
+    Failed { ms: u64 },
+}
+
+/// What the recording gets of the origin's body: read as it comes, and only up to what
+/// could be stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Captured {
+    /// No body, or none to keep (a WebSocket).
+    Nothing,
+    Whole(Vec<u8>),
+    /// Over the stored-size cap: read no further (the object records it as too large).
+    TooLarge,
+    /// The body broke off.
+    Broken,
+}
+
+/// The status its caller got from this forward (502 for a failed one, as for a method
+/// passed through), the origin's status if it answered, and how long it took.
+pub fn log_fields(forwarded: &Forwarded) -> (u16, Option<u16>, u64) {
+    match forwarded {
+        Forwarded::Answered { status, ms, .. } => (*status, Some(*status), *ms),
+        Forwarded::Failed { ms } => (502, None, *ms),
+    }
+}
+
+/// The outcome the object records for a claimed request, and the body it stores with a
+/// `Responded` one.
+pub fn reported_outcome(forwarded: Forwarded, origin_timeout_ms: u64) -> (ObservedOutcome, Option<Vec<u8>>) {
+    match forwarded {
+        Forwarded::Answered { ms, .. } if ms > origin_timeout_ms => (ObservedOutcome::Timeout, None),
+        Forwarded::Answered { status, headers, body, .. } => match body {
+            Captured::Whole(bytes) => (ObservedOutcome::Responded { status, headers }, Some(bytes)),
+            Captured::Nothing => (ObservedOutcome::Responded { status, headers }, None),
+            Captured::TooLarge => (ObservedOutcome::Oversized { status }, None),
+            Captured::Broken => (ObservedOutcome::Reset, None),
+        },
+        Forwarded::Failed { .. } => (ObservedOutcome::Reset, None),
+    }
+}
+
+/// What enforce mode would have decided for a request whose object could not be reached
+/// (the request went to the origin anyway): fail open where the route chose it and the
+/// object provably never had the request, else the refusal (503).
+pub fn unreached(failure: ObjectCallFailure, on_unavailable: Unavailable) -> Decision {
+    match after_object_failure(failure, on_unavailable) {
+        AfterObjectFailure::FailOpen => Decision::FailedOpen,
+        AfterObjectFailure::Refuse(problem) => Decision::Rejected(problem.kind),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::vocabulary::problem::ProblemKind;
+
+    fn answered(body: Captured, ms: u64) -> Forwarded {
+        Forwarded::Answered { status: 201, headers: vec![("a".into(), "b".into())], body, ms }
+    }
+
+    #[test]
+    fn an_answer_within_the_timeout_is_reported_with_its_body() {
+        let (outcome, body) = reported_outcome(answered(Captured::Whole(b"ok".to_vec()), 100), 4_000);
+        assert_eq!(
+            outcome,
+            ObservedOutcome::Responded { status: 201, headers: vec![("a".into(), "b".into())] }
+        );
+        assert_eq!(body.as_deref(), Some(&b"ok"[..]));
+        let (outcome, body) = reported_outcome(answered(Captured::Nothing, 100), 4_000);
+        assert!(matches!(outcome, ObservedOutcome::Responded { status: 201, .. }));
+        assert_eq!(body, None);
+    }
+
+    #[test]
+    fn an_answer_later_than_the_timeout_is_a_timeout_whatever_it_said() {
+        for body in [Captured::Whole(b"ok".to_vec()), Captured::TooLarge, Captured::Broken, Captured::Nothing]
+        {
+            assert_eq!(reported_outcome(answered(body, 4_001), 4_000), (ObservedOutcome::Timeout, None));
+        }
+        // At the timeout exactly, enforce mode would still have had the answer.
+        assert!(matches!(
+            reported_outcome(answered(Captured::Nothing, 4_000), 4_000).0,
+            ObservedOutcome::Responded { .. }
+        ));
+    }
+
+    #[test]
+    fn a_broken_body_or_a_failed_forward_is_a_reset_and_a_large_one_oversized() {
+        assert_eq!(reported_outcome(answered(Captured::Broken, 10), 4_000), (ObservedOutcome::Reset, None));
+        assert_eq!(reported_outcome(Forwarded::Failed { ms: 10 }, 4_000), (ObservedOutcome::Reset, None));
+        assert_eq!(
+            reported_outcome(answered(Captured::TooLarge, 10), 4_000),
+            (ObservedOutcome::Oversized { status: 201 }, None)
+        );
+    }
+
+    #[test]
+    fn the_log_fields_say_502_for_a_failed_forward() {
+        assert_eq!(log_fields(&answered(Captured::Nothing, 7)), (201, Some(201), 7));
+        assert_eq!(log_fields(&Forwarded::Failed { ms: 9 }), (502, None, 9));
+    }
+
+    #[test]
+    fn an_unreached_object_fails_open_only_where_enforce_mode_would() {
+        let before = ObjectCallFailure::BeforeSend;
+        let after = ObjectCallFailure::Rejected { overloaded: false, remote: true };
+        assert_eq!(unreached(before, Unavailable::FailOpen), Decision::FailedOpen);
+        assert_eq!(
+            unreached(before, Unavailable::FailClosed),
+            Decision::Rejected(ProblemKind::StorageUnavailable)
+        );
+        assert_eq!(
+            unreached(after, Unavailable::FailOpen),
+            Decision::Rejected(ProblemKind::StorageUnavailable)
+        );
+    }
+}

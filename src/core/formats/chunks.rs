@@ -1,0 +1,246 @@
+//! Large answers stored in chunks: the plan, the manifest the record carries (record
+//! extension tag 4, `core::formats::chunk_manifest`), and what each sealed chunk is bound to. No I/O: the runtime
+//! (`runtime::chunks`) writes and reads the rows, digests and seals them.
+//!
+//! 1. An answer whose record would not fit one SQLite row (`INLINE_MAX_BYTES`, under the
+//!    2 MB per row limit of Durable Objects) keeps its status and headers in the record and
+//!    its body in rows of a chunk table, `CHUNK_BYTES` of body each, the last one shorter.
+//!    Every other answer keeps today's one-row layout exactly: no tag 4, nothing else
+//!    written, so an older release reads it as before.
+//! 2. The record says how the body is chunked ([`ChunkManifest`]): the body's length, the
+//!    chunk length, the attempt whose rows they are, and the SHA-256 of every stored row in
+//!    order. A missing, extra, reordered or changed row is detected before anything is
+//!    replayed: the object answers 503, never a wrong answer and never a second forward.
+//!    Tag 4 is critical: a release that does not know it refuses the record (503).
+//! 3. The rows and the record are written in one synchronous transaction: either the whole
+//!    answer is stored or none of it.
+//! 4. Sealed (`STORAGE_ENCRYPTION_KEYS`): the head (status and headers) is the record's
+//!    sealed answer (tag 2), whose associated data also binds the manifest
+//!    ([`head_associated_data`]), so the manifest cannot be changed or stripped without the
+//!    head failing to open. Each chunk is an envelope of its own (a fresh nonce), bound by
+//!    [`chunk_associated_data`] to the object, the record version, the attempt, its index
+//!    and the chunk count: a chunk cannot be moved to another place, another record or
+//!    another key's object. The digests are over the stored (sealed) rows, so they say
+//!    nothing about the plaintext.
+//! 5. Over `MAX_STORED_RESPONSE_BYTES` nothing changes: the answer goes to its one caller
+//!    as a stream and the key is held outcome-unknown.
+
+use std::ops::Range;
+
+use sha2::{Digest, Sha256};
+
+use super::chunk_manifest::{ChunkManifest, RowDigest};
+use super::record::StoredResponse;
+
+/// The largest answer kept in the record's own row (the encoded response: status, headers,
+/// body). SQLite-backed Durable Objects hold at most 2 MB per row; the rest is headroom for
+/// the record's other fields and a seal.
+pub const INLINE_MAX_BYTES: usize = 1_900_000;
+
+/// Body bytes per chunk row (the last one may be shorter).
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// Whether `response` is too large for the record's own row and is stored in chunks.
+pub fn needs_chunks(response: &StoredResponse) -> bool {
+    encoded_len(response) > INLINE_MAX_BYTES
+}
+
+/// The length of the response's encoding (as `StoredResponse::encode` writes it).
+pub fn encoded_len(response: &StoredResponse) -> usize {
+    2 + 4
+        + response.headers.iter().map(|(n, v)| 8 + n.len() + v.len()).sum::<usize>()
+        + 4
+        + response.body.len()
+}
+
+/// The body ranges of the chunks of a body of `body_len` bytes, `chunk_len` each.
+pub fn plan(body_len: usize, chunk_len: usize) -> Vec<Range<usize>> {
+    (0..body_len.div_ceil(chunk_len.max(1)))
+        .map(|i| i * chunk_len..((i + 1) * chunk_len).min(body_len))
+        .collect()
+}
+
+/// SHA-256 of a stored row (the runtime may compute the same with WebCrypto).
+pub fn row_digest(row: &[u8]) -> RowDigest {
+    Sha256::digest(row).into()
+}
+
+/// Whether stored rows (as read back, in order) are exactly the ones the manifest names.
+/// `digests` holds the SHA-256 of each row read, `None` for a row that is missing.
+pub fn rows_match(manifest: &ChunkManifest, digests: &[Option<RowDigest>], extra_rows: bool) -> bool {
+    !extra_rows
+        && digests.len() == manifest.count()
+        && digests.iter().zip(&manifest.digests).all(|(read, expected)| read.as_ref() == Some(expected))
+}
+
+/// What a sealed chunked answer's head (the record's tag 2 envelope) is bound to: the
+/// object, the record version and the whole manifest.
+pub fn head_associated_data(object_id: &str, record_version: u8, manifest: &ChunkManifest) -> Vec<u8> {
+    let mut aad = super::seal::answer_associated_data(object_id, record_version);
+    aad.extend_from_slice(b"\0chunked\0");
+    aad.extend_from_slice(&manifest.encode());
+    aad
+}
+
+/// What one sealed chunk is bound to: the object, the record version, the attempt, the
+/// chunk's index and the chunk count. Domain-separated from a head's associated data.
+pub fn chunk_associated_data(
+    object_id: &str,
+    record_version: u8,
+    attempt: u64,
+    index: usize,
+    count: usize,
+) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(64 + object_id.len());
+    aad.extend_from_slice(b"idempotency-edge/answer-chunk\0");
+    aad.extend_from_slice(object_id.as_bytes());
+    aad.push(0);
+    aad.push(record_version);
+    aad.extend_from_slice(&attempt.to_be_bytes());
+    aad.extend_from_slice(&(index as u32).to_be_bytes());
+    aad.extend_from_slice(&(count as u32).to_be_bytes());
+    aad
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::formats::chunk_manifest::MAX_CHUNKS;
+    use proptest::prelude::*;
+
+    fn manifest(body_len: u64, chunk_len: u32) -> ChunkManifest {
+        let count = body_len.div_ceil(u64::from(chunk_len)) as usize;
+        ChunkManifest {
+            body_len,
+            chunk_len,
+            attempt: 0xfeed,
+            digests: (0..count).map(|i| row_digest(&[i as u8])).collect(),
+        }
+    }
+
+    #[test]
+    fn the_plan_covers_the_body_once_in_order() {
+        assert_eq!(plan(0, CHUNK_BYTES), Vec::<Range<usize>>::new());
+        assert_eq!(plan(5, 2), vec![0..2, 2..4, 4..5]);
+        assert_eq!(plan(4, 2), vec![0..2, 2..4]);
+        let five_mib = 5 * CHUNK_BYTES + 17;
+        let ranges = plan(five_mib, CHUNK_BYTES);
+        assert_eq!(ranges.len(), 6);
+        assert_eq!(ranges.last(), Some(&(5 * CHUNK_BYTES..five_mib)));
+        let m = manifest(five_mib as u64, CHUNK_BYTES as u32);
+        for (i, range) in ranges.iter().enumerate() {
+            assert_eq!(m.range(i), range.start as u64..range.end as u64);
+        }
+    }
+
+    #[test]
+    fn only_answers_over_one_row_are_chunked() {
+        let answer = |len: usize| StoredResponse {
+            status: 200,
+            headers: vec![("content-type".into(), "application/octet-stream".into())],
+            body: vec![7; len],
+        };
+        let fits = INLINE_MAX_BYTES - encoded_len(&answer(0));
+        assert!(!needs_chunks(&answer(fits)));
+        assert!(needs_chunks(&answer(fits + 1)));
+        assert_eq!(encoded_len(&answer(10)), answer(10).encode().len(), "counted as it is encoded");
+        let head = answer(10).head();
+        assert_eq!((head.status, head.headers.len(), head.body.len()), (200, 1, 0));
+    }
+
+    #[test]
+    fn inconsistent_manifests_are_refused() {
+        let good = manifest(3 * 1024 + 1, 1024);
+        assert_eq!(ChunkManifest::decode(&good.encode()), Some(good.clone()));
+        let mut fewer = good.clone();
+        fewer.digests.pop();
+        assert_eq!(ChunkManifest::decode(&fewer.encode()), None, "a count that does not match the length");
+        let mut more = good.clone();
+        more.digests.push([0; 32]);
+        assert_eq!(ChunkManifest::decode(&more.encode()), None);
+        assert_eq!(ChunkManifest::decode(&manifest(0, 1024).encode()), None, "no chunk at all");
+        let zero = ChunkManifest { chunk_len: 0, ..good.clone() };
+        assert_eq!(ChunkManifest::decode(&zero.encode()), None);
+        let mut version = good.encode();
+        version[0] = 2;
+        assert_eq!(ChunkManifest::decode(&version), None);
+        // A forged count far over the limit is refused before any digest is read.
+        let mut forged = good.encode();
+        forged[21..25].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(ChunkManifest::decode(&forged), None);
+        assert_eq!(ChunkManifest::decode(&manifest(200 * 1024, 1024).encode()), None, "over MAX_CHUNKS");
+    }
+
+    #[test]
+    fn a_missing_extra_reordered_or_changed_row_does_not_match() {
+        let rows: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i; 10]).collect();
+        let m = ChunkManifest {
+            body_len: 40,
+            chunk_len: 10,
+            attempt: 1,
+            digests: rows.iter().map(|r| row_digest(r)).collect(),
+        };
+        let read =
+            |rows: &[Option<&Vec<u8>>]| rows.iter().map(|r| r.map(|r| row_digest(r))).collect::<Vec<_>>();
+        let all: Vec<Option<&Vec<u8>>> = rows.iter().map(Some).collect();
+        assert!(rows_match(&m, &read(&all), false));
+        assert!(!rows_match(&m, &read(&all), true), "an extra row");
+        let mut missing = all.clone();
+        missing[2] = None;
+        assert!(!rows_match(&m, &read(&missing), false));
+        let mut swapped = all.clone();
+        swapped.swap(0, 1);
+        assert!(!rows_match(&m, &read(&swapped), false));
+        let changed = vec![9u8; 10];
+        let mut one_changed = all.clone();
+        one_changed[3] = Some(&changed);
+        assert!(!rows_match(&m, &read(&one_changed), false));
+        assert!(!rows_match(&m, &read(&all[..3]), false), "a short read");
+    }
+
+    #[test]
+    fn associated_data_binds_place_record_and_key() {
+        let base = chunk_associated_data("obj", 2, 7, 1, 5);
+        for other in [
+            chunk_associated_data("obk", 2, 7, 1, 5),
+            chunk_associated_data("obj", 3, 7, 1, 5),
+            chunk_associated_data("obj", 2, 8, 1, 5),
+            chunk_associated_data("obj", 2, 7, 2, 5),
+            chunk_associated_data("obj", 2, 7, 1, 4),
+        ] {
+            assert_ne!(base, other);
+        }
+        let m = manifest(4096, 1024);
+        let head = head_associated_data("obj", 2, &m);
+        assert_ne!(
+            head,
+            crate::core::formats::seal::answer_associated_data("obj", 2),
+            "a chunked head is not a whole answer"
+        );
+        let mut changed = m.clone();
+        changed.digests[0][0] ^= 1;
+        assert_ne!(head, head_associated_data("obj", 2, &changed), "the head binds every digest");
+        assert_ne!(head, head_associated_data("obk", 2, &m));
+    }
+
+    proptest! {
+        #[test]
+        fn manifests_round_trip_and_never_panic(
+            body_len in 1u64..(MAX_CHUNKS as u64 * 4096),
+            chunk_len in 4096u32..8192,
+            attempt in any::<u64>(),
+            noise in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let _ = ChunkManifest::decode(&noise);
+            let m = ChunkManifest { attempt, ..manifest(body_len, chunk_len) };
+            let bytes = m.encode();
+            prop_assert_eq!(ChunkManifest::decode(&bytes), Some(m.clone()));
+            for cut in 0..bytes.len() {
+                prop_assert_eq!(ChunkManifest::decode(&bytes[..cut]), None);
+            }
+            let ranges = plan(body_len as usize, chunk_len as usize);
+            prop_assert_eq!(ranges.len(), m.count());
+            prop_assert_eq!(ranges.iter().map(|r| r.len() as u64).sum::<u64>(), body_len);
+        }
+    }
+}

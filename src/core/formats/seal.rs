@@ -1,0 +1,452 @@
+//! Sealing of what the worker stores: the key ring, the sealed envelope and what a seal is
+//! bound to. The cipher itself (AES-256-GCM, keys derived with HKDF-SHA-256) runs in the
+//! runtime through WebCrypto; this module decides everything around it, with no I/O.
+//!
+//! 1. `STORAGE_ENCRYPTION_KEYS` is a secret holding a JSON array of keys, newest first:
+//!    `[{"id":"2026-12","key":"<standard base64 of 32 random bytes>"}]`. The newest key
+//!    seals; every listed key opens. Rotation is adding a new key in front; a key is removed
+//!    once every record it sealed has expired.
+//! 2. The key that seals one caller's records is derived from a ring key with HKDF, the
+//!    caller's scope hash as salt, so that a leaked derived key opens one caller's records
+//!    at most.
+//! 3. An envelope is the ring key's id, a random 96-bit nonce and the ciphertext (with its
+//!    tag). The associated data binds it to the object and the record version, so a sealed
+//!    answer copied into another key's object does not open; and to the
+//!    attempt that wrote it and the payload fingerprint (an answer: record tag 5) or to the
+//!    job's claim time and the fingerprint (a request: job version 2), so that an older
+//!    attempt's sealed answer or request written back into a newer record does not open
+//!    either. Records sealed before keep their old binding and are read as written.
+//! 4. A record that cannot be opened (unknown key id, a changed byte) is never treated as
+//!    absent: the object answers 503 and forwards nothing. Nor is a stored answer in the
+//!    clear while a key ring is set: someone who can write storage could plant any answer
+//!    that way, so it is refused the same way, unless `STORAGE_ALLOW_UNSEALED=true` (for
+//!    the rollout of sealing, while answers stored before it have not expired:
+//!    [`refuses_unsealed`]).
+//! 5. Stored requests (`core::key_rules::machine::async_job`) are sealed the same way, with keys derived with
+//!    the object id as salt and their own `info` ([`REQUEST_KEY_INFO`]): the alarm opens
+//!    them in an object that no request has reached since a restart. The scope's key salt
+//!    travels inside the sealed request, so the alarm can seal the answer as usual.
+
+use serde_json::Value;
+
+use crate::core::primitives::codec::{Reader, Writer};
+
+/// The variable (a secret) holding the key ring.
+pub const VAR_STORAGE_ENCRYPTION_KEYS: &str = "STORAGE_ENCRYPTION_KEYS";
+/// `true`: answers stored in the clear are still replayed while a key ring is set (rule 4).
+pub const VAR_STORAGE_ALLOW_UNSEALED: &str = "STORAGE_ALLOW_UNSEALED";
+
+/// Parses `STORAGE_ALLOW_UNSEALED`: `true` or `false` (unset or empty: `false`).
+pub fn parse_allow_unsealed(raw: Option<&str>) -> Result<bool, String> {
+    match raw.map(str::trim) {
+        None | Some("") | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(format!("{VAR_STORAGE_ALLOW_UNSEALED} is invalid: expected true or false")),
+    }
+}
+
+/// Rule 4: whether a record must be refused (503, nothing forwarded) because it holds an
+/// answer in the clear while stored answers are sealed (`ring_set`), and the operator did
+/// not allow such answers for a rollout.
+pub fn refuses_unsealed(ring_set: bool, allow_unsealed: bool, record: &super::record::Record) -> bool {
+    use super::record::{Completed, Record};
+    ring_set && !allow_unsealed && matches!(record, Record::Completed(Completed { sealed_answer: None, .. }))
+}
+
+/// HKDF `info` for the keys that seal stored answers.
+pub const ANSWER_KEY_INFO: &[u8] = b"idempotency-edge stored answer v1";
+
+/// HKDF `info` for the keys that seal stored requests (`core::key_rules::machine::async_job`). Their salt is
+/// the key's object id, which the object knows without any request: its alarm opens them.
+pub const REQUEST_KEY_INFO: &[u8] = b"idempotency-edge stored request v1";
+
+/// The AES-GCM nonce length.
+pub const NONCE_LEN: usize = 12;
+/// The AES-GCM tag at the end of every ciphertext: no envelope is shorter than its header
+/// and a tag.
+const TAG_LEN: usize = 16;
+
+/// Most keys in a ring: each may have to be tried by id on every read of an old record.
+const MAX_KEYS: usize = 16;
+const MAX_ID_LEN: usize = 64;
+
+/// One key of the ring.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RingKey {
+    pub id: String,
+    pub secret: [u8; 32],
+}
+
+impl std::fmt::Debug for RingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        f.debug_struct("RingKey").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+/// The ring: newest first, never empty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRing {
+    keys: Vec<RingKey>,
+}
+
+impl KeyRing {
+    /// Parses the secret's value. The error names what is wrong, never a key's bytes.
+    pub fn parse(raw: &str) -> Result<KeyRing, String> {
+        let value = serde_json::from_str::<Value>(raw)
+            .map_err(|_| "expected a JSON array of {\"id\", \"key\"} objects, newest first".to_owned())?;
+        let Value::Array(items) = value else {
+            return Err("expected a JSON array of {\"id\", \"key\"} objects, newest first".to_owned());
+        };
+        if items.is_empty() || items.len() > MAX_KEYS {
+            return Err(format!("expected from 1 to {MAX_KEYS} keys"));
+        }
+        let mut keys: Vec<RingKey> = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let at = |what: &str| format!("[{index}].{what}");
+            let Value::Object(members) = item else { return Err(format!("[{index}]: expected an object")) };
+            if let Some(unknown) = members.keys().find(|name| *name != "id" && *name != "key") {
+                return Err(format!("{}: unknown member", at(unknown)));
+            }
+            let id = match members.get("id") {
+                Some(Value::String(id))
+                    if !id.is_empty()
+                        && id.len() <= MAX_ID_LEN
+                        && id.bytes().all(|b| b.is_ascii_graphic()) =>
+                {
+                    id.clone()
+                }
+                _ => {
+                    return Err(format!(
+                        "{}: expected 1 to {MAX_ID_LEN} printable ASCII characters",
+                        at("id")
+                    ))
+                }
+            };
+            if keys.iter().any(|key| key.id == id) {
+                return Err(format!("{}: the id {} is listed twice", at("id"), Value::String(id.clone())));
+            }
+            let secret = match members.get("key") {
+                Some(Value::String(text)) => {
+                    decode_base64(text).and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+                }
+                _ => None,
+            };
+            let Some(secret) = secret else {
+                return Err(format!("{}: expected the standard base64 of 32 random bytes", at("key")));
+            };
+            keys.push(RingKey { id, secret });
+        }
+        Ok(KeyRing { keys })
+    }
+
+    /// The key that seals new records.
+    pub fn newest(&self) -> &RingKey {
+        &self.keys[0]
+    }
+
+    /// The key with this id, to open a record.
+    pub fn by_id(&self, id: &str) -> Option<&RingKey> {
+        self.keys.iter().find(|key| key.id == id)
+    }
+}
+
+/// A sealed value as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Envelope {
+    pub key_id: String,
+    pub nonce: [u8; NONCE_LEN],
+    /// The AES-GCM output: ciphertext followed by the 16-byte tag.
+    pub ciphertext: Vec<u8>,
+}
+
+impl Envelope {
+    /// `id length (u8) ‖ id ‖ nonce ‖ ciphertext`, the ciphertext to the end with no
+    /// length of its own.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Writer::with_capacity(1 + self.key_id.len() + NONCE_LEN + self.ciphertext.len());
+        // A key id fits its u8 length: a ring's are at most `MAX_ID_LEN` bytes.
+        out.u8(self.key_id.len() as u8);
+        out.raw(self.key_id.as_bytes());
+        out.raw(&self.nonce);
+        out.raw(&self.ciphertext);
+        out.into_bytes()
+    }
+
+    /// The longest envelope header: id length, an id of up to 255 bytes, the nonce.
+    pub const MAX_HEADER_LEN: usize = 1 + 255 + NONCE_LEN;
+
+    /// The key id, the nonce and where the ciphertext starts, from the envelope's first
+    /// bytes (at least the header): for a ciphertext that stays outside Wasm memory. The
+    /// ciphertext (with its tag) must be at least 16 bytes of the `total_len`.
+    pub fn decode_header(head: &[u8], total_len: usize) -> Option<(String, [u8; NONCE_LEN], usize)> {
+        let mut input = Reader::new(head);
+        let (key_id, nonce) = read_header(&mut input)?;
+        let header_len = head.len() - input.remaining();
+        if total_len < header_len + TAG_LEN {
+            return None;
+        }
+        Some((key_id, nonce, header_len))
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<Envelope> {
+        let mut input = Reader::new(bytes);
+        let (key_id, nonce) = read_header(&mut input)?;
+        let ciphertext = input.rest();
+        if ciphertext.len() < TAG_LEN {
+            return None;
+        }
+        Some(Envelope { key_id, nonce, ciphertext: ciphertext.to_vec() })
+    }
+}
+
+/// An envelope's key id (its u8 length first, never empty) and nonce.
+fn read_header(input: &mut Reader<'_>) -> Option<(String, [u8; NONCE_LEN])> {
+    let id_len = usize::from(input.u8().ok()?);
+    if id_len == 0 {
+        return None;
+    }
+    let key_id = input.utf8(id_len).ok()?;
+    let nonce = input.array().ok()?;
+    Some((key_id, nonce))
+}
+
+/// What a sealed answer is bound to: the object that holds it and the record version.
+pub fn answer_associated_data(object_id: &str, record_version: u8) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(40 + object_id.len());
+    aad.extend_from_slice(b"idempotency-edge/answer\0");
+    aad.extend_from_slice(object_id.as_bytes());
+    aad.push(0);
+    aad.push(record_version);
+    aad
+}
+
+/// What a sealed answer is bound to (record tag 5): the object, the record
+/// version, the attempt that wrote it and the payload fingerprint.
+pub fn bound_answer_associated_data(
+    object_id: &str,
+    record_version: u8,
+    attempt: u64,
+    fingerprint: &[u8; 32],
+) -> Vec<u8> {
+    bound_associated_data(b"idempotency-edge/answer-bound\0", object_id, record_version, attempt, fingerprint)
+}
+
+/// What a job's sealed request is bound to (job version 2): the object, the
+/// record version, the job's claim time (the same for all its sends) and the fingerprint.
+pub fn bound_request_associated_data(
+    object_id: &str,
+    record_version: u8,
+    claimed_at: u64,
+    fingerprint: &[u8; 32],
+) -> Vec<u8> {
+    bound_associated_data(
+        b"idempotency-edge/request-bound\0",
+        object_id,
+        record_version,
+        claimed_at,
+        fingerprint,
+    )
+}
+
+/// `label ‖ object id ‖ 0 ‖ record version ‖ moment (u64) ‖ fingerprint`: the label keeps
+/// answers and requests apart, the rest binds the seal to its record.
+fn bound_associated_data(
+    label: &[u8],
+    object_id: &str,
+    record_version: u8,
+    moment: u64,
+    fingerprint: &[u8; 32],
+) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(label.len() + object_id.len() + 42);
+    aad.extend_from_slice(label);
+    aad.extend_from_slice(object_id.as_bytes());
+    aad.push(0);
+    aad.push(record_version);
+    aad.extend_from_slice(&moment.to_be_bytes());
+    aad.extend_from_slice(fingerprint);
+    aad
+}
+
+/// What a sealed request is bound to: the object that holds it and the record version
+/// (a label apart from answers', so that neither opens as the other).
+pub fn request_associated_data(object_id: &str, record_version: u8) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(40 + object_id.len());
+    aad.extend_from_slice(b"idempotency-edge/request\0");
+    aad.extend_from_slice(object_id.as_bytes());
+    aad.push(0);
+    aad.push(record_version);
+    aad
+}
+
+/// Standard base64 with padding (RFC 4648 §4), strictly: no whitespace, no URL alphabet,
+/// canonical padding and no stray bits under it (the `base64` crate's `STANDARD`).
+pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const KEY_A: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    const KEY_B: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+
+    #[test]
+    fn base64_known_answers() {
+        // RFC 4648 §10.
+        for (encoded, decoded) in [
+            ("", ""),
+            ("Zg==", "f"),
+            ("Zm8=", "fo"),
+            ("Zm9v", "foo"),
+            ("Zm9vYg==", "foob"),
+            ("Zm9vYmE=", "fooba"),
+            ("Zm9vYmFy", "foobar"),
+        ] {
+            assert_eq!(decode_base64(encoded).as_deref(), Some(decoded.as_bytes()), "{encoded}");
+        }
+        for bad in ["Zg=", "Zm9v\n", "Zm9v-_==", "Zh==", "Z===", "Zg==Zg==", "Zm 9v"] {
+            assert_eq!(decode_base64(bad), None, "{bad:?}");
+        }
+        assert_eq!(decode_base64(KEY_A).unwrap(), (0u8..32).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_ring_is_newest_first_and_opens_by_id() {
+        let ring = KeyRing::parse(&format!(
+            r#"[{{"id":"2026-12","key":"{KEY_B}"}},{{"id":"2026-06","key":"{KEY_A}"}}]"#
+        ))
+        .unwrap();
+        assert_eq!(ring.newest().id, "2026-12");
+        assert_eq!(ring.by_id("2026-06").unwrap().secret[..4], [0, 1, 2, 3]);
+        assert!(ring.by_id("2025-01").is_none());
+        assert!(!format!("{ring:?}").contains("secret"), "Debug never shows a key");
+    }
+
+    #[test]
+    fn invalid_rings_say_what_is_wrong_without_the_key() {
+        let cases = [
+            ("", "JSON array"),
+            ("{}", "JSON array"),
+            ("[]", "from 1 to"),
+            (r#"[{"id":"a"}]"#, "[0].key"),
+            (r#"[{"id":"a","key":"c2hvcnQ="}]"#, "[0].key"),
+            (r#"[{"id":"","key":"x"}]"#, "[0].id"),
+            (r#"[{"id":"a b","key":"x"}]"#, "[0].id"),
+            (r#"[{"id":"a","key":"x","alg":"aes"}]"#, "[0].alg: unknown member"),
+        ];
+        for (raw, expected) in cases {
+            let error = KeyRing::parse(raw).expect_err(raw);
+            assert!(error.contains(expected), "{raw}: {error}");
+        }
+        let twice = format!(r#"[{{"id":"a","key":"{KEY_A}"}},{{"id":"a","key":"{KEY_B}"}}]"#);
+        let error = KeyRing::parse(&twice).unwrap_err();
+        assert!(error.contains("twice") && !error.contains(KEY_A) && !error.contains(KEY_B), "{error}");
+    }
+
+    #[test]
+    fn an_answer_in_the_clear_is_refused_while_a_ring_is_set_unless_allowed() {
+        use crate::core::formats::fingerprint::Digest256;
+        use crate::core::formats::record::{AttemptId, Completed, InFlight, Record, StoredResponse};
+        let clear = Record::Completed(Completed {
+            attempt: AttemptId(1),
+            fingerprint: Digest256([1; 32]),
+            completed_at: 0,
+            expires_at: 10,
+            response: std::sync::Arc::new(StoredResponse {
+                status: 201,
+                headers: vec![],
+                body: b"x".to_vec(),
+            }),
+            sealed_answer: None,
+            sealed_bound: false,
+            chunks: None,
+        });
+        let sealed = match &clear {
+            Record::Completed(done) => Record::Completed(Completed {
+                sealed_answer: Some(vec![1, b'k', 0]),
+                sealed_bound: true,
+                ..done.clone()
+            }),
+            _ => unreachable!(),
+        };
+        let claim = Record::InFlight(InFlight {
+            reconcile: None,
+            attempt: AttemptId(1),
+            fingerprint: Digest256([1; 32]),
+            origin_attempts: 1,
+            claimed_at: 0,
+            lease_until: 5,
+            expires_at: 10,
+            async_job: None,
+        });
+        assert!(refuses_unsealed(true, false, &clear));
+        assert!(!refuses_unsealed(true, true, &clear), "allowed for the rollout");
+        assert!(!refuses_unsealed(false, false, &clear), "no ring: nothing is sealed");
+        assert!(!refuses_unsealed(true, false, &sealed));
+        assert!(!refuses_unsealed(true, false, &claim), "a claim holds no answer");
+        assert_eq!(parse_allow_unsealed(None), Ok(false));
+        assert_eq!(parse_allow_unsealed(Some("true")), Ok(true));
+        assert!(parse_allow_unsealed(Some("yes")).unwrap_err().contains(VAR_STORAGE_ALLOW_UNSEALED));
+    }
+
+    #[test]
+    fn bound_associated_data_binds_attempt_and_fingerprint_too() {
+        let (fp, other) = ([1u8; 32], [2u8; 32]);
+        let answer = bound_answer_associated_data("ab", 2, 7, &fp);
+        assert_ne!(answer, bound_answer_associated_data("ab", 2, 8, &fp), "another attempt");
+        assert_ne!(answer, bound_answer_associated_data("ab", 2, 7, &other), "another payload");
+        assert_ne!(answer, bound_answer_associated_data("ac", 2, 7, &fp), "another object");
+        assert_ne!(answer, answer_associated_data("ab", 2), "never the unbound form");
+        let request = bound_request_associated_data("ab", 2, 7, &fp);
+        assert_ne!(request, answer, "a request never opens as an answer");
+        assert_ne!(request, bound_request_associated_data("ab", 2, 9, &fp), "another job");
+        assert_ne!(request, bound_request_associated_data("ab", 2, 7, &other));
+    }
+
+    #[test]
+    fn associated_data_binds_object_and_version() {
+        let a = answer_associated_data("ab", 2);
+        assert_ne!(a, answer_associated_data("ac", 2));
+        assert_ne!(a, answer_associated_data("ab", 3));
+        assert_ne!(answer_associated_data("a", 2), answer_associated_data("a\u{0}", 2));
+    }
+
+    proptest! {
+        #[test]
+        fn envelopes_round_trip(id in "[!-~]{1,64}", nonce in proptest::array::uniform12(any::<u8>()), ciphertext in proptest::collection::vec(any::<u8>(), 16..200)) {
+            let envelope = Envelope { key_id: id, nonce, ciphertext };
+            prop_assert_eq!(Envelope::decode(&envelope.encode()), Some(envelope.clone()));
+            // The header alone says the same as the whole envelope.
+            let encoded = envelope.encode();
+            let (id, nonce, at) = Envelope::decode_header(&encoded[..encoded.len().min(Envelope::MAX_HEADER_LEN)], encoded.len()).unwrap();
+            prop_assert_eq!((id, nonce, &encoded[at..]), (envelope.key_id.clone(), envelope.nonce, &envelope.ciphertext[..]));
+            // Any truncation is refused or reads as a different envelope, never panics.
+            let bytes = envelope.encode();
+            for cut in 0..bytes.len() {
+                prop_assert_ne!(Envelope::decode(&bytes[..cut]), Some(envelope.clone()));
+            }
+        }
+
+        #[test]
+        fn base64_never_panics_and_round_trips(bytes in proptest::collection::vec(any::<u8>(), 0..64), noise in "\\PC{0,12}") {
+            let _ = decode_base64(&noise);
+            const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            let mut encoded = String::new();
+            for chunk in bytes.chunks(3) {
+                let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+                for i in 0..4 {
+                    if i <= chunk.len() {
+                        encoded.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+                    } else {
+                        encoded.push('=');
+                    }
+                }
+            }
+            prop_assert_eq!(decode_base64(&encoded), Some(bytes));
+        }
+    }
+}

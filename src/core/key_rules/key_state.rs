@@ -1,0 +1,699 @@
+//! The per-key driver: what one instance of a key's Durable Object holds in memory, and
+//! every decision it makes about it.
+//!
+//! quinn-proto's shape. `core::key_rules::machine::step` is the rule book for one event on a stored
+//! record; `KeyState` is the instance that lives with it: the record as this instance
+//! knows it and the execution it is running (with its waiters, or the lease of an observed
+//! claim). The runtime (`runtime::object`) feeds in what happened, each `handle_*` with
+//! `now`, and gets back a [`Pending`] step: it writes the step's record change, tells the
+//! storage's answer (`handle_written` / `handle_write_failed`), and carries out the
+//! [`Decided`] step, whose decision is the log line's. Requests interleave at every await
+//! of the runtime, so a step and its decision travel together rather than sit in one slot
+//! of the key. The record in memory follows storage at the moment of each write
+//! ([`KeyState::remember`], [`KeyState::handle_deleting`]), not when the step is reported:
+//! another request may have claimed the key in between. It reads no clock and does no
+//! I/O.
+//!
+//! Decisions that live here and nowhere else:
+//! - expire-on-read: a record past its expiry, with no execution of its own running here,
+//!   is gone the moment anything reads it ([`KeyState::expired_on_read`]);
+//! - the live load an arrival is judged by (waiters, the bytes they brought);
+//! - a claim whose alarm cannot be set is withdrawn, nothing having been sent
+//!   ([`KeyState::handle_alarm_failed`]);
+//! - a job whose send could not be scheduled is put back as it was
+//!   ([`KeyState::handle_job_unscheduled`]);
+//! - an observed claim lives for its lease and no longer ([`KeyState::expire_observed`]);
+//! - a failed outcome write still answers the callers, the claim holding the key;
+//! - how much of an origin's answer may be stored ([`answer_body_cap`]);
+//! - one lookup of an unknown outcome runs at a time, and the retries that wait for it are
+//!   capped by count and by the body bytes they hold, as an execution's waiters are
+//!   ([`KeyState::handle_lookup_turn`]);
+//! - a claim on a route with a lookup is never made without its lookup: where it could not
+//!   be sealed, the arrival claims nothing ([`KeyState::handle_lookup_unsealed`]).
+
+use std::sync::Arc;
+
+use super::machine::async_job::{job_decision, AsyncAccept};
+use super::machine::{self, outcome_unknown, Action, Event, RecordChange, Step};
+use super::reconcile::Verdict;
+use crate::core::formats::fingerprint::Digest256;
+use crate::core::formats::reconciling::Reconciling;
+use crate::core::formats::record::{AttemptId, Record, StoredResponse, Unknown, UnknownReason};
+use crate::core::primitives::time::Millis;
+use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::fault::{Fault, FaultSource, Stage, StorageOperation};
+use crate::core::vocabulary::key_terms::KeyTerms;
+use crate::core::vocabulary::key_terms::WaiterLimits;
+use crate::core::vocabulary::outcome_table::OriginResult;
+use crate::core::vocabulary::problem::{Problem, ProblemKind};
+
+/// The execution this instance is running for its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveAttempt {
+    pub attempt: AttemptId,
+    /// Requests waiting on it.
+    pub waiters: usize,
+    /// The body bytes those waiters brought in (see `key_terms::WaiterLimits`).
+    pub waiting_bytes: u64,
+    /// Set for a claim made in observe mode, whose outcome the Worker brings: past this
+    /// time no outcome is expected any more.
+    pub observed_until: Option<Millis>,
+}
+
+/// A covered request's arrival, as the envelope describes it.
+#[derive(Debug)]
+pub struct Arrival<'a> {
+    pub fingerprint: Digest256,
+    /// The id a claim made by this request gets (the runtime draws it at random).
+    pub new_attempt: AttemptId,
+    pub policy: &'a KeyTerms,
+    pub body_bytes: u64,
+    /// Set for asynchronous acceptance, with the sealed request.
+    pub accept: Option<AsyncAccept>,
+    /// The route's lookup, sealed, for a claim this arrival makes (`core::key_rules::reconcile`).
+    pub lookup: Option<Reconciling>,
+    /// Observe mode: the Worker forwards; a claim lives for its lease.
+    pub observing: bool,
+}
+
+/// One lookup of an unknown outcome running in this instance (`core::key_rules::reconcile`), and the
+/// retries that wait for it: each holds its request's body (read before it waits, so that
+/// the one that forwards once the key is released has it), so they are capped by count
+/// and by bytes, with the limits of an execution's waiters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunningLookup {
+    pub attempt: AttemptId,
+    pub waiters: usize,
+    pub waiting_bytes: u64,
+}
+
+/// Whose turn a lookup is ([`KeyState::handle_lookup_turn`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LookupTurn {
+    /// Ask the origin; report the end with [`KeyState::handle_lookup_over`].
+    Run,
+    /// Wait for the lookup that runs (a retry reads its body first), then be decided on the
+    /// record as it is then.
+    Wait,
+    /// Past the waiters' cap: answer this problem at once (502 `outcome-unknown`), the
+    /// body drained, nothing looked up or forwarded.
+    Full(Problem),
+}
+
+/// Who asks for a lookup's turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LookupAsker {
+    /// A retry, whose request body has this size.
+    Retry { body_bytes: u64 },
+    /// The object's alarm: it holds no body, and is neither counted nor capped.
+    Alarm,
+}
+
+/// The answer to a retry past the cap of the retries waiting on a running lookup: the
+/// outcome is unknown (nothing is known until the lookup answers), and a retry soon may
+/// find the lookup's answer.
+pub fn lookup_waiters_full(reason: UnknownReason) -> Problem {
+    let unknown = outcome_unknown(reason);
+    Problem::new(
+        ProblemKind::OutcomeUnknown,
+        format!(
+            "{} A lookup of the outcome is under way, and as many retries as allowed (MAX_WAITERS_PER_KEY, MAX_WAITING_BYTES) already wait for it; retry with the same key later.",
+            unknown.detail
+        ),
+    )
+    .with_retry_after(1)
+}
+
+/// What a pending step was for, so that its outcome (`handle_written` /
+/// `handle_write_failed`) is judged by what it meant to do.
+#[derive(Clone, Debug)]
+enum InProgress {
+    Arrival {
+        new_attempt: AttemptId,
+        body_bytes: u64,
+        observed_until: Option<Millis>,
+    },
+    Outcome {
+        attempt: AttemptId,
+        job: bool,
+    },
+    /// A job's send, claimed from the alarm: a failed write sends nothing, and the
+    /// platform retries the alarm.
+    JobSend,
+    Other,
+}
+
+/// A step whose record change is yet to be written. Handed back to
+/// [`KeyState::handle_written`] or [`KeyState::handle_write_failed`].
+#[derive(Debug)]
+#[must_use = "a pending step is reported as written or failed"]
+pub struct Pending {
+    what: InProgress,
+    step: Step,
+    decision: Option<Decision>,
+}
+
+impl Pending {
+    /// The step to write (its `change`) and, once written, to carry out.
+    pub fn step(&self) -> &Step {
+        &self.step
+    }
+
+    /// The decision so far (a forward is `executed` until its outcome says otherwise).
+    pub fn decision(&self) -> Option<Decision> {
+        self.decision
+    }
+
+    /// The stored answer, when all this step does is replay it: nothing to write, so its
+    /// report ([`KeyState::handle_written`]) follows at once, and nothing else to carry
+    /// out. The runtime answers such an arrival without awaiting anything but the body's
+    /// drain (`runtime::object`'s replay path); every other step goes the whole way.
+    pub fn replay_only(&self) -> Option<&Arc<StoredResponse>> {
+        match (&self.step.change, &self.step.actions[..]) {
+            (RecordChange::Keep, [Action::Replay(stored)]) => Some(stored),
+            _ => None,
+        }
+    }
+}
+
+/// A step to carry out, with the decision for the request's log line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decided {
+    pub step: Step,
+    pub decision: Option<Decision>,
+}
+
+impl Decided {
+    /// The attempt the step forwards (and claimed the key for), if it does.
+    pub fn forwarded(&self) -> Option<AttemptId> {
+        self.step.actions.iter().find_map(|action| match action {
+            Action::Forward { attempt } => Some(*attempt),
+            _ => None,
+        })
+    }
+}
+
+/// The in-memory state of one key in one object instance.
+#[derive(Debug, Default)]
+pub struct KeyState {
+    /// `None` until storage was read; then the record as this instance knows it.
+    record: Option<Option<Record>>,
+    live: Option<LiveAttempt>,
+    /// The lookup of an unknown outcome running now, with its waiters.
+    lookup: Option<RunningLookup>,
+}
+
+impl KeyState {
+    pub fn new() -> KeyState {
+        KeyState::default()
+    }
+
+    // -- The record as this instance knows it -------------------------------------------
+
+    /// Whether storage has been read (or written) by this instance.
+    pub fn is_loaded(&self) -> bool {
+        self.record.is_some()
+    }
+
+    /// The record as this instance knows it (`None` before it was read).
+    pub fn record(&self) -> Option<&Record> {
+        self.record.as_ref().and_then(Option::as_ref)
+    }
+
+    /// What storage holds, as read or just written (or a form of it this instance opened:
+    /// an unsealed answer, a chunked answer's head); from now on the record is known.
+    pub fn remember(&mut self, record: Option<Record>) {
+        self.record = Some(record);
+    }
+
+    /// A deletion is under way: from this turn on the key reads as absent, so that a
+    /// request arriving while it is confirmed claims anew (its write is ordered after the
+    /// deletion). Should the deletion fail, [`KeyState::forget`].
+    pub fn handle_deleting(&mut self) {
+        self.record = Some(None);
+    }
+
+    /// Forgets the record: the next read goes to storage. After a deletion that failed,
+    /// the record (a claim) may still be stored, and must not be believed gone.
+    pub fn forget(&mut self) {
+        self.record = None;
+    }
+
+    /// Expire-on-read: whether the record this instance knows is past its expiry with no
+    /// execution of its own running here. The caller deletes it from storage, then reports
+    /// [`KeyState::handle_deleting`]; a claim whose execution still runs here is
+    /// left to that execution.
+    pub fn expired_on_read(&self, now: Millis) -> bool {
+        let live = self.live.map(|live| live.attempt);
+        self.record().is_some_and(|record| record.is_expired(now) && live != Some(record.attempt()))
+    }
+
+    /// Whether `attempt` still holds the claim (rule 4's fencing, asked again just before
+    /// an outcome that had to await is written).
+    pub fn claim_is_current(&self, attempt: AttemptId) -> bool {
+        machine::claim_is_current(self.record(), attempt)
+    }
+
+    /// Whether `attempt`'s unknown outcome is still the record (rule 9's fencing, asked again
+    /// just before a verdict that had to await is written).
+    pub fn lookup_is_current(&self, attempt: AttemptId) -> bool {
+        machine::lookup_is_current(self.record(), attempt)
+    }
+
+    // -- The live execution ---------------------------------------------------------------
+
+    pub fn live(&self) -> Option<&LiveAttempt> {
+        self.live.as_ref()
+    }
+
+    /// Ends an observed claim whose lease is over (the Worker's background work was cut
+    /// short): its record says what enforcing would say of it. Returns the attempt ended,
+    /// whose waiters the runtime releases.
+    pub fn expire_observed(&mut self, now: Millis) -> Option<AttemptId> {
+        let live = self.live?;
+        if live.observed_until.is_some_and(|until| now >= until) {
+            self.live = None;
+            return Some(live.attempt);
+        }
+        None
+    }
+
+    /// A waiter on `attempt` is done waiting: its answer came (`settled`: `Ok`, decided
+    /// `coalesced`), or its wait ran out, which is answered with the problem returned.
+    pub fn handle_wait_over(
+        &mut self,
+        attempt: AttemptId,
+        body_bytes: u64,
+        settled: bool,
+        now: Millis,
+    ) -> Result<Decision, Problem> {
+        if let Some(live) = self.live.as_mut().filter(|live| live.attempt == attempt) {
+            live.waiters = live.waiters.saturating_sub(1);
+            live.waiting_bytes = live.waiting_bytes.saturating_sub(body_bytes);
+        }
+        if settled {
+            return Ok(Decision::Coalesced);
+        }
+        let step = machine::step(self.record(), Event::WaitExpired { attempt }, now);
+        match step.actions.into_iter().next() {
+            Some(Action::Reject(problem)) => Err(problem),
+            _ => Err(Fault { source: FaultSource::NoAnswer, stage: Stage::BeforeClaim }.problem()),
+        }
+    }
+
+    // -- The running lookup ---------------------------------------------------------------
+
+    pub fn running_lookup(&self) -> Option<&RunningLookup> {
+        self.lookup.as_ref()
+    }
+
+    /// A lookup of `attempt`'s unknown outcome is wanted (`reconcile_first` said so, or the
+    /// alarm's step did): run it, wait for the one running, or, for a retry past the cap
+    /// (`MAX_WAITERS_PER_KEY` waiting, or their bodies and this one's over
+    /// `MAX_WAITING_BYTES`), [`LookupTurn::Full`]: answered at once, holding nothing, so a
+    /// flood of retries cannot hold more than an execution's waiters may while the origin
+    /// is asked. The alarm waits uncounted. A lookup for another attempt (the record moved
+    /// on) replaces the one remembered: that one's end is then ignored.
+    pub fn handle_lookup_turn(
+        &mut self,
+        attempt: AttemptId,
+        asker: LookupAsker,
+        limits: &WaiterLimits,
+    ) -> LookupTurn {
+        let Some(running) = self.lookup.as_mut().filter(|running| running.attempt == attempt) else {
+            self.lookup = Some(RunningLookup { attempt, waiters: 0, waiting_bytes: 0 });
+            return LookupTurn::Run;
+        };
+        let LookupAsker::Retry { body_bytes } = asker else { return LookupTurn::Wait };
+        let bytes = running.waiting_bytes.saturating_add(body_bytes);
+        if !limits.admits(running.waiters) || bytes > limits.max_waiting_bytes {
+            let reason = match self.record() {
+                Some(Record::Unknown(Unknown { reason, .. })) => *reason,
+                // A claim whose owner is gone, past its lease.
+                _ => UnknownReason::OriginTimeout,
+            };
+            return LookupTurn::Full(lookup_waiters_full(reason));
+        }
+        running.waiters += 1;
+        running.waiting_bytes = bytes;
+        LookupTurn::Wait
+    }
+
+    /// The lookup of `attempt` is over (its verdict written or not): its waiters are woken
+    /// and decided on the record as it then is, and hold no place any more.
+    pub fn handle_lookup_over(&mut self, attempt: AttemptId) {
+        if self.lookup.is_some_and(|running| running.attempt == attempt) {
+            self.lookup = None;
+        }
+    }
+
+    // -- Events ---------------------------------------------------------------------------
+
+    /// A covered request arrived: the step on the record as it is now, judged with this
+    /// instance's live load. Its record change is written before anything else is awaited.
+    pub fn handle_arrival(&mut self, arrival: Arrival<'_>, now: Millis) -> Pending {
+        let Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing, lookup } = arrival;
+        let (live_attempt, waiters, waiting_bytes) = match self.live {
+            Some(live) => (Some(live.attempt), live.waiters, live.waiting_bytes),
+            None => (None, 0, 0),
+        };
+        let event = Event::Arrival {
+            fingerprint,
+            new_attempt,
+            live_attempt,
+            waiters,
+            waiting_bytes,
+            max_origin_attempts: policy.max_origin_attempts,
+            body_bytes,
+            limits: policy.limits,
+            timing: policy.timing,
+            accept: accept.map(Box::new),
+            lookup: lookup.map(Box::new),
+        };
+        let step = machine::step(self.record(), event, now);
+        let observed_until = observing.then(|| now.saturating_add(policy.timing.lease_ms()));
+        let decision = decision_of(&step.actions);
+        Pending { what: InProgress::Arrival { new_attempt, body_bytes, observed_until }, step, decision }
+    }
+
+    /// The arrival's step (`pending`, not yet written) was decided without the route's
+    /// lookup, which could not be sealed (no key ring, or WebCrypto refused; the runtime
+    /// logs why). A claim without it could never be looked up once its outcome became
+    /// unknown (held until the TTL ends, when the route promises a lookup), so none is
+    /// made: a step that would claim and forward becomes 503, nothing written or
+    /// forwarded, and the caller may retry; so for a job's claim (`core::key_rules::machine::async_job` rule 9).
+    /// A step that claims nothing (a replay, a join, a refusal, a poll) is kept as it is.
+    pub fn handle_lookup_unsealed(&mut self, pending: Pending) -> Pending {
+        let step = &pending.step;
+        let forwards = step.actions.iter().any(|action| matches!(action, Action::Forward { .. }));
+        // A job's claim answers 202; a poll of a job does too, but writes nothing.
+        let takes_job = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
+            && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
+        if !forwards && !takes_job {
+            return pending;
+        }
+        let step = Step::keep(vec![Action::Reject(lookup_unsealed())]);
+        let decision = decision_of(&step.actions);
+        Pending { step, decision, ..pending }
+    }
+
+    /// The attempt forwarded by this instance finished. `response` is the origin's answer
+    /// as it would be stored, when it gave one. The decision for the log follows from the
+    /// result, whatever becomes of the write.
+    pub fn handle_origin_finished(
+        &mut self,
+        attempt: AttemptId,
+        result: OriginResult,
+        response: Option<Arc<StoredResponse>>,
+        policy: &KeyTerms,
+        now: Millis,
+    ) -> Pending {
+        let (_, disposition) = machine::classify(result, response.as_deref(), &policy.outcome);
+        let event = Event::OriginFinished {
+            attempt,
+            result,
+            response,
+            timing: policy.timing,
+            outcome: policy.outcome,
+        };
+        let step = machine::step(self.record(), event, now);
+        let decision = Some(Decision::after_forward(disposition));
+        Pending { what: InProgress::Outcome { attempt, job: false }, step, decision }
+    }
+
+    /// The alarm fired on a key without a job (or whose job is not due). An observed
+    /// claim whose outcome never came ends with its lease here too, not only when a request
+    /// arrives: left live, it would keep its record past the TTL.
+    pub fn handle_alarm(&mut self, now: Millis) -> Pending {
+        self.expire_observed(now);
+        let live_attempt = self.live.map(|live| live.attempt);
+        let step = machine::step(self.record(), Event::Alarm { live_attempt }, now);
+        Pending { what: InProgress::Other, step, decision: None }
+    }
+
+    /// Rule 9 of `core::key_rules::machine` for an arrival on a route with a lookup: the attempt
+    /// whose unknown outcome is to be looked up before the arrival is decided, if any.
+    pub fn reconcile_first(&self, fingerprint: Digest256, now: Millis) -> Option<AttemptId> {
+        machine::reconcile_first(self.record(), fingerprint, self.live.map(|live| live.attempt), now)
+    }
+
+    /// A lookup of the unknown outcome of `attempt` answered (`core::key_rules::reconcile`). The
+    /// decision is `reconciled-executed`, `reconciled-not-executed` or `reconcile-failed`
+    /// (also for a "not found" the machine does not believe yet), whatever becomes of the
+    /// write (a failed one leaves the key unknown).
+    pub fn handle_reconciled(
+        &mut self,
+        attempt: AttemptId,
+        verdict: Verdict,
+        policy: &KeyTerms,
+        jitter: f64,
+        now: Millis,
+    ) -> Pending {
+        let unsure = verdict == Verdict::Unsure;
+        let event = Event::Reconciled { attempt, verdict, timing: policy.timing, jitter };
+        let step = machine::step(self.record(), event, now);
+        // What the step made of the verdict (a "not found" too soon after the outcome became
+        // unknown is asked again later); a fenced step (the record moved on meanwhile)
+        // decided nothing.
+        let decision = match &step.change {
+            RecordChange::Delete => Some(Decision::ReconciledNotExecuted),
+            RecordChange::Put(Record::Completed(_)) => Some(Decision::ReconciledExecuted),
+            RecordChange::Put(_) => Some(Decision::ReconcileFailed),
+            RecordChange::Keep => unsure.then_some(Decision::ReconcileFailed),
+        };
+        Pending { what: InProgress::Other, step, decision }
+    }
+
+    /// The alarm fired on a key with a job: `new_attempt` is the id its send gets. The
+    /// decision is the job's (`core::key_rules::machine::async_job::job_decision`), or `unknown` for an orphaned
+    /// send held unknown, or none for a job that is not due.
+    pub fn handle_job_alarm(&mut self, new_attempt: AttemptId, now: Millis) -> Pending {
+        let live_attempt = self.live.map(|live| live.attempt);
+        let step = machine::step(self.record(), Event::JobAlarm { live_attempt, new_attempt }, now);
+        let decision = job_decision(self.record(), &step.change).map(Decision::from).or(match &step.change {
+            RecordChange::Put(Record::Unknown(_)) => Some(Decision::Unknown),
+            _ => None,
+        });
+        Pending { what: InProgress::JobSend, step, decision }
+    }
+
+    /// A job's send finished (see [`Event::JobFinished`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn handle_job_finished(
+        &mut self,
+        attempt: AttemptId,
+        result: OriginResult,
+        response: Option<Arc<StoredResponse>>,
+        policy: &KeyTerms,
+        retry_after_ms: Option<u64>,
+        jitter: f64,
+        now: Millis,
+    ) -> Pending {
+        let (_, disposition) = machine::classify(result, response.as_deref(), &policy.outcome);
+        let event = Event::JobFinished {
+            attempt,
+            result,
+            response,
+            timing: policy.timing,
+            outcome: policy.outcome,
+            retry_after_ms,
+            jitter,
+        };
+        let step = machine::step(self.record(), event, now);
+        // A job that ends held unknown is `unknown` whatever this attempt's answer was: a
+        // refusal after an earlier send whose outcome is unknown does not release the key,
+        // and its line and published outcome must not say "released".
+        let decision = job_decision(self.record(), &step.change).map(Decision::from).unwrap_or_else(|| {
+            match &step.change {
+                RecordChange::Put(Record::Unknown(_)) => Decision::Unknown,
+                _ => Decision::after_forward(disposition),
+            }
+        });
+        Pending { what: InProgress::Outcome { attempt, job: true }, step, decision: Some(decision) }
+    }
+
+    /// The pending step's record change is durable (memory already follows storage):
+    /// the step's own bookkeeping is done (a forward becomes the live execution, a join
+    /// one more waiter, a settled attempt stops being live), and the step is carried out.
+    pub fn handle_written(&mut self, pending: Pending) -> Decided {
+        let Pending { what, step, decision } = pending;
+        self.carry_out(&what, &step);
+        Decided { step, decision }
+    }
+
+    /// The pending step's record write failed. Returns the step to carry out instead:
+    /// - a claim: 503, nothing forwarded (rule 6);
+    /// - an outcome: the callers still get what the origin said, and the stored claim
+    ///   keeps holding the key (it reads as unknown after its lease);
+    /// - a job's outcome: nothing more; the claim and its alarm stay, and it reads as an
+    ///   unknown outcome, never as "not executed";
+    /// - anything else (an alarm's clean-up, a job's send): nothing; the platform retries
+    ///   the alarm.
+    ///
+    /// `now` is when the failure was seen.
+    pub fn handle_write_failed(&mut self, pending: Pending, now: Millis) -> Decided {
+        let Pending { what, step: failed, decision } = pending;
+        let (step, decision) = match &what {
+            InProgress::Arrival { new_attempt, .. } => {
+                let step =
+                    machine::step(self.record(), Event::ClaimWriteFailed { attempt: *new_attempt }, now);
+                let decision = decision_of(&step.actions);
+                (step, decision)
+            }
+            InProgress::Outcome { attempt, job: false } => {
+                let settled = failed.actions.iter().find_map(|action| match action {
+                    Action::Settle { answer, origin_answered, .. } => {
+                        Some((answer.clone(), *origin_answered))
+                    }
+                    _ => None,
+                });
+                let step = match settled {
+                    Some((answer, origin_answered)) => machine::step(
+                        self.record(),
+                        Event::OutcomeWriteFailed { attempt: *attempt, answer, origin_answered },
+                        now,
+                    ),
+                    None => Step::keep(Vec::new()),
+                };
+                (step, decision)
+            }
+            InProgress::Outcome { job: true, .. } => {
+                (Step::keep(Vec::new()), Some(Decision::Rejected(ProblemKind::StorageUnavailable)))
+            }
+            InProgress::JobSend | InProgress::Other => (Step::keep(Vec::new()), None),
+        };
+        self.carry_out(&what, &step);
+        Decided { step, decision }
+    }
+
+    /// An arrival's alarm could not be set, twice, after its claim was written. Where the
+    /// step claimed the key in enforce mode (a forward, or a job accepted), nothing was
+    /// sent yet, and without its alarm the record might never be deleted: the claim is
+    /// withdrawn (the key may be retried), its waiters released, and the caller gets 503.
+    /// Returns `None` where there is nothing to withdraw: observe mode has forwarded
+    /// already, and a record whose alarm is missing is still deleted when read past its
+    /// expiry.
+    pub fn handle_alarm_failed(&mut self, decided: &Decided) -> Option<Pending> {
+        let step = &decided.step;
+        let claimed = decided.forwarded();
+        let observed =
+            |attempt| self.live.is_some_and(|live| live.attempt == attempt && live.observed_until.is_some());
+        if claimed.is_some_and(observed) {
+            return None;
+        }
+        let job_claimed = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
+            && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
+        match claimed {
+            Some(attempt) => self.end(attempt),
+            None if job_claimed => {}
+            None => return None,
+        }
+        // The fault's consequence (`core::vocabulary::fault`): a claim, nothing sent, released.
+        let withdrawn = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
+        let step = Step { change: RecordChange::Delete, actions: vec![Action::Reject(withdrawn.problem())] };
+        Some(Pending {
+            what: InProgress::Other,
+            step,
+            decision: Some(Decision::Rejected(ProblemKind::StorageUnavailable)),
+        })
+    }
+
+    /// A job's send was claimed but its alarm could not be set: nothing was sent, and
+    /// without the alarm a restart would read the claim as an unknown outcome. The job is
+    /// put back as it was (`before`), and the platform retries the alarm.
+    pub fn handle_job_unscheduled(&mut self, attempt: AttemptId, before: Option<Record>) -> Pending {
+        self.end(attempt);
+        let change = match before {
+            Some(record) => RecordChange::Put(record),
+            None => RecordChange::Keep,
+        };
+        Pending { what: InProgress::Other, step: Step { change, actions: Vec::new() }, decision: None }
+    }
+
+    /// The send of `attempt` is over, whatever became of it: it stops being live.
+    pub fn handle_send_over(&mut self, attempt: AttemptId) {
+        self.end(attempt);
+    }
+
+    /// What a step that is final (written, or replaced after a failed write) does to this
+    /// instance's memory beyond the record.
+    fn carry_out(&mut self, what: &InProgress, step: &Step) {
+        for action in &step.actions {
+            match (action, what) {
+                (Action::Forward { attempt }, InProgress::Arrival { observed_until, .. }) => {
+                    self.live = Some(LiveAttempt {
+                        attempt: *attempt,
+                        waiters: 0,
+                        waiting_bytes: 0,
+                        observed_until: *observed_until,
+                    });
+                }
+                (Action::Forward { attempt }, InProgress::JobSend) => {
+                    self.live = Some(LiveAttempt {
+                        attempt: *attempt,
+                        waiters: 0,
+                        waiting_bytes: 0,
+                        observed_until: None,
+                    });
+                }
+                // Observing never waits, nor counts a waiter.
+                (
+                    Action::Join { attempt, .. },
+                    InProgress::Arrival { body_bytes, observed_until: None, .. },
+                ) => {
+                    if let Some(live) = self.live.as_mut().filter(|live| live.attempt == *attempt) {
+                        live.waiters += 1;
+                        live.waiting_bytes = live.waiting_bytes.saturating_add(*body_bytes);
+                    }
+                }
+                (Action::Settle { attempt, .. }, _) => self.end(*attempt),
+                _ => {}
+            }
+        }
+        if let InProgress::Outcome { attempt, .. } = what {
+            // Should the step not settle (it always does), the attempt is over all the same.
+            self.end(*attempt);
+        }
+    }
+
+    fn end(&mut self, attempt: AttemptId) {
+        if self.live.is_some_and(|live| live.attempt == attempt) {
+            self.live = None;
+        }
+    }
+}
+
+/// 503 for an arrival whose claim would have no lookup: the route's lookup could not be
+/// sealed, so nothing was claimed or forwarded.
+pub fn lookup_unsealed() -> Problem {
+    Problem::new(
+        ProblemKind::StorageUnavailable,
+        "The route's lookup (reconcile_url) could not be sealed for storage with the claim, so the request was not forwarded. Retry with the same key.",
+    )
+    .with_retry_after(1)
+}
+
+/// What an arrival's actions decide, for the log line: the first answer they give. A
+/// forward is `Executed` until its outcome says otherwise; a join `Coalesced` until its
+/// wait says otherwise.
+pub fn decision_of(actions: &[Action]) -> Option<Decision> {
+    actions.iter().find_map(|action| match action {
+        Action::Forward { .. } => Some(Decision::Executed),
+        Action::Replay(_) => Some(Decision::Replayed),
+        Action::Join { .. } => Some(Decision::Coalesced),
+        Action::Reject(problem) => Some(Decision::Rejected(problem.kind)),
+        Action::Accepted { .. } => Some(Decision::Accepted),
+        Action::SetAlarm(_) | Action::Settle { .. } | Action::Lookup { .. } => None,
+    })
+}
+
+/// How many body bytes of an origin's answer may be stored, given its headers: the
+/// policy's cap on the whole answer, less what the headers take (each counted with 8
+/// bytes of framing).
+pub fn answer_body_cap(policy: &KeyTerms, headers: &[(String, String)]) -> u64 {
+    let header_bytes: u64 = headers.iter().map(|(name, value)| (name.len() + value.len() + 8) as u64).sum();
+    policy.max_stored_response_bytes.saturating_sub(header_bytes)
+}
+
+#[cfg(test)]
+mod tests;

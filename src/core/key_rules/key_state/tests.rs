@@ -1,0 +1,393 @@
+//! Tests of the per-key driver ([`KeyState`]): each decision it owns, with fixed times.
+//! The property tests of `core::key_rules::machine` and `core::key_rules::machine::async_job` drive it too.
+
+use super::*;
+use crate::core::formats::record::{Completed, InFlight, Unknown, UnknownReason};
+use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::key_terms::{Timing, WaiterLimits};
+use crate::core::vocabulary::outcome_table::OutcomeTable;
+
+const T0: Millis = 1_700_000_000_000;
+const TTL: u64 = 60_000;
+const FP: Digest256 = Digest256([1; 32]);
+const A: AttemptId = AttemptId(1);
+const B: AttemptId = AttemptId(2);
+
+fn policy() -> KeyTerms {
+    KeyTerms {
+        timing: Timing { ttl_ms: TTL, duplicate_wait_ms: 5_000, origin_timeout_ms: 2_000 },
+        limits: WaiterLimits::default(),
+        outcome: OutcomeTable::default(),
+        max_stored_response_bytes: 1_000,
+        max_origin_attempts: None,
+        mode: Mode::Enforce,
+        origin_service: None,
+        key_header: None,
+    }
+}
+
+fn arrival(policy: &KeyTerms, new_attempt: AttemptId, observing: bool) -> Arrival<'_> {
+    Arrival { lookup: None, fingerprint: FP, new_attempt, policy, body_bytes: 10, accept: None, observing }
+}
+
+fn answer(status: u16) -> Arc<StoredResponse> {
+    Arc::new(StoredResponse { status, headers: vec![], body: b"{}".to_vec() })
+}
+
+/// Writes a pending step as the runtime does: storage (here, memory) first, then the
+/// report.
+fn written(key: &mut KeyState, pending: Pending) -> Decided {
+    match &pending.step().change {
+        RecordChange::Keep => {}
+        RecordChange::Put(record) => key.remember(Some(record.clone())),
+        RecordChange::Delete => key.handle_deleting(),
+    }
+    key.handle_written(pending)
+}
+
+/// A key whose storage was read empty, claimed by `A` at T0 and written.
+fn claimed(policy: &KeyTerms) -> KeyState {
+    let mut key = KeyState::new();
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(policy, A, false), T0);
+    let decided = written(&mut key, pending);
+    assert!(decided.step.actions.contains(&Action::Forward { attempt: A }), "{decided:?}");
+    assert_eq!(decided.decision, Some(Decision::Executed));
+    key
+}
+
+#[test]
+fn a_forward_becomes_live_once_its_claim_is_written_and_duplicates_join_it() {
+    let policy = policy();
+    let key = &mut claimed(&policy);
+    assert_eq!(key.live().map(|live| live.attempt), Some(A));
+    let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    let duplicate = written(key, pending);
+    assert!(matches!(duplicate.step.actions[..], [Action::Join { attempt: A, .. }]), "{duplicate:?}");
+    assert_eq!(key.live().map(|live| (live.waiters, live.waiting_bytes)), Some((1, 10)));
+    assert_eq!(key.handle_wait_over(A, 10, true, T0 + 2), Ok(Decision::Coalesced));
+    assert_eq!(key.live().map(|live| (live.waiters, live.waiting_bytes)), Some((0, 0)));
+}
+
+#[test]
+fn a_wait_that_runs_out_is_409_and_leaves_the_waiters() {
+    let policy = policy();
+    let key = &mut claimed(&policy);
+    let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    written(key, pending);
+    let problem = key.handle_wait_over(A, 10, false, T0 + 5_001).expect_err("a problem");
+    assert_eq!(problem.kind, ProblemKind::InProgress);
+    assert_eq!(key.live().map(|live| live.waiters), Some(0));
+}
+
+#[test]
+fn a_claim_that_cannot_be_written_forwards_nothing_and_is_not_live() {
+    let policy = policy();
+    let mut key = KeyState::new();
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(&policy, A, false), T0);
+    let instead = key.handle_write_failed(pending, T0);
+    assert!(
+        matches!(&instead.step.actions[..], [Action::Reject(p)] if p.kind == ProblemKind::StorageUnavailable)
+    );
+    assert_eq!(key.live(), None);
+    assert_eq!(key.record(), None);
+    assert_eq!(instead.decision, Some(Decision::Rejected(ProblemKind::StorageUnavailable)));
+}
+
+#[test]
+fn a_claim_whose_alarm_cannot_be_set_is_withdrawn() {
+    let policy = policy();
+    let mut key = KeyState::new();
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(&policy, A, false), T0);
+    let decided = written(&mut key, pending);
+    let withdrawn = key.handle_alarm_failed(&decided).expect("withdrawn");
+    assert_eq!(key.live(), None, "its waiters are released");
+    let withdrawn = written(&mut key, withdrawn);
+    assert_eq!(withdrawn.step.change, RecordChange::Delete);
+    assert!(
+        matches!(&withdrawn.step.actions[..], [Action::Reject(p)] if p.kind == ProblemKind::StorageUnavailable)
+    );
+    assert_eq!(withdrawn.decision, Some(Decision::Rejected(ProblemKind::StorageUnavailable)));
+    assert_eq!(key.record(), None, "the key may be retried");
+}
+
+#[test]
+fn an_observed_claim_keeps_its_claim_when_the_alarm_fails_and_lives_for_its_lease() {
+    let policy = policy();
+    let mut key = KeyState::new();
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(&policy, A, true), T0);
+    let decided = written(&mut key, pending);
+    assert!(key.handle_alarm_failed(&decided).is_none(), "observing, the Worker has forwarded already");
+    let until = T0 + policy.timing.lease_ms();
+    assert_eq!(key.live().and_then(|live| live.observed_until), Some(until));
+    // Observing never counts a waiter.
+    let pending = key.handle_arrival(arrival(&policy, B, true), T0 + 1);
+    assert_eq!(written(&mut key, pending).decision, Some(Decision::Coalesced));
+    assert_eq!(key.live().map(|live| live.waiters), Some(0));
+    assert_eq!(key.expire_observed(until - 1), None);
+    assert_eq!(key.expire_observed(until), Some(A));
+    assert_eq!(key.live(), None);
+}
+
+#[test]
+fn a_failed_outcome_write_still_answers_and_the_claim_holds_the_key() {
+    let policy = policy();
+    let key = &mut claimed(&policy);
+    let pending =
+        key.handle_origin_finished(A, OriginResult::Responded(201), Some(answer(201)), &policy, T0 + 10);
+    assert!(matches!(pending.step().change, RecordChange::Put(Record::Completed(_))));
+    let instead = key.handle_write_failed(pending, T0 + 10);
+    assert_eq!(instead.step.change, RecordChange::Keep);
+    assert!(
+        matches!(&instead.step.actions[..], [Action::Settle { attempt: A, origin_answered: true, answer }] if answer.status == 201)
+    );
+    assert_eq!(instead.decision, Some(Decision::Executed), "the log says what the origin did");
+    assert_eq!(key.live(), None);
+    assert!(matches!(key.record(), Some(Record::InFlight(claim)) if claim.attempt == A));
+}
+
+#[test]
+fn an_outcome_written_is_remembered_and_ends_the_execution() {
+    let policy = policy();
+    let key = &mut claimed(&policy);
+    let pending = key.handle_origin_finished(A, OriginResult::TimedOut, None, &policy, T0 + 10);
+    assert_eq!(written(key, pending).decision, Some(Decision::Unknown));
+    assert_eq!(key.live(), None);
+    assert!(matches!(key.record(), Some(Record::Unknown(_))));
+}
+
+#[test]
+fn a_record_past_its_expiry_is_gone_when_read_unless_its_execution_runs_here() {
+    let policy = policy();
+    let key = &mut claimed(&policy);
+    let expires_at = key.record().unwrap().expires_at();
+    assert!(!key.expired_on_read(expires_at + 1), "the live execution keeps its claim");
+    let mut other = KeyState::new();
+    other.remember(key.record().cloned());
+    assert!(!other.expired_on_read(expires_at - 1));
+    assert!(other.expired_on_read(expires_at));
+    other.handle_deleting();
+    assert_eq!(other.record(), None);
+    assert!(other.is_loaded());
+}
+
+#[test]
+fn the_alarm_keeps_a_running_claim_and_deletes_an_orphaned_one() {
+    let policy = policy();
+    let key = &mut claimed(&policy);
+    let late = T0 + TTL + 1;
+    let pending = key.handle_alarm(late);
+    assert_eq!(pending.step().change, RecordChange::Keep);
+    let mut restarted = KeyState::new();
+    restarted.remember(key.record().cloned());
+    assert_eq!(restarted.handle_alarm(late).step().change, RecordChange::Delete);
+}
+
+#[test]
+fn a_job_send_that_cannot_be_scheduled_is_put_back() {
+    let before = Record::InFlight(InFlight {
+        reconcile: None,
+        attempt: A,
+        fingerprint: FP,
+        origin_attempts: 0,
+        claimed_at: T0,
+        lease_until: T0,
+        expires_at: T0 + TTL,
+        async_job: None,
+    });
+    let mut key = KeyState::new();
+    key.remember(Some(before.clone()));
+    let pending = key.handle_job_unscheduled(B, Some(before.clone()));
+    assert_eq!(pending.step().change, RecordChange::Put(before.clone()));
+    written(&mut key, pending);
+    assert_eq!(key.record(), Some(&before));
+}
+
+/// `A`'s answer, 201, completed at T0 and kept for the TTL.
+fn completed_201() -> Record {
+    Record::Completed(Completed {
+        attempt: A,
+        fingerprint: FP,
+        completed_at: T0,
+        expires_at: T0 + TTL,
+        response: answer(201),
+        sealed_answer: None,
+        sealed_bound: false,
+        chunks: None,
+    })
+}
+
+#[test]
+fn a_replay_is_decided_from_the_record_in_memory() {
+    let policy = policy();
+    let mut key = KeyState::new();
+    key.remember(Some(completed_201()));
+    let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    assert_eq!(pending.replay_only().map(|stored| stored.status), Some(201));
+    let decided = written(&mut key, pending);
+    assert!(matches!(&decided.step.actions[..], [Action::Replay(stored)] if stored.status == 201));
+    assert_eq!(decided.decision, Some(Decision::Replayed));
+}
+
+#[test]
+fn only_a_step_that_replays_and_writes_nothing_is_replay_only() {
+    let policy = policy();
+    // A claim: written, and forwarded.
+    let mut key = KeyState::new();
+    key.remember(None);
+    let claim = key.handle_arrival(arrival(&policy, A, false), T0);
+    assert_eq!(claim.replay_only(), None);
+    written(&mut key, claim);
+    // A duplicate of the live claim joins it.
+    let duplicate = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    assert!(duplicate.step().actions.iter().any(|action| matches!(action, Action::Join { .. })));
+    assert_eq!(duplicate.replay_only(), None);
+    // The same key's answer, past its expiry: not replayed.
+    let mut expired = KeyState::new();
+    expired.remember(Some(completed_201()));
+    assert_eq!(expired.handle_arrival(arrival(&policy, B, false), T0 + TTL + 1).replay_only(), None);
+    // Another payload under the key: refused, not replayed.
+    let other = Arrival { fingerprint: Digest256([2; 32]), ..arrival(&policy, B, false) };
+    let mismatch = expired.handle_arrival(other, T0 + 1);
+    assert!(mismatch.step().actions.iter().any(|action| matches!(action, Action::Reject(_))));
+    assert_eq!(mismatch.replay_only(), None);
+}
+
+#[test]
+fn the_stored_size_cap_counts_the_headers() {
+    let policy = policy();
+    let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    assert_eq!(answer_body_cap(&policy, &headers), 1_000 - (12 + 16 + 8));
+    let huge = vec![("x".to_owned(), "y".repeat(2_000))];
+    assert_eq!(answer_body_cap(&policy, &huge), 0);
+}
+
+/// Requests interleave at every await of the runtime: an outcome whose write awaits
+/// (sealing) while a duplicate arrives and is written still ends its execution, and each
+/// step keeps its own decision.
+#[test]
+fn steps_that_interleave_keep_their_own_bookkeeping_and_decisions() {
+    let policy = policy();
+    let key = &mut claimed(&policy);
+    let outcome =
+        key.handle_origin_finished(A, OriginResult::Responded(201), Some(answer(201)), &policy, T0 + 10);
+    let duplicate = key.handle_arrival(arrival(&policy, B, false), T0 + 11);
+    let duplicate = written(key, duplicate);
+    assert_eq!(duplicate.decision, Some(Decision::Coalesced));
+    let outcome = written(key, outcome);
+    assert_eq!(outcome.decision, Some(Decision::Executed));
+    assert_eq!(key.live(), None, "the execution is over");
+    assert!(matches!(key.record(), Some(Record::Completed(done)) if done.attempt == A));
+}
+
+/// One lookup of an unknown outcome runs at a time; the retries that wait for it hold their
+/// bodies, so they are capped by count and by bytes, as an execution's waiters are, and a
+/// retry past either is told at once that the outcome is unknown (502), holding nothing.
+/// The alarm waits uncounted.
+#[test]
+fn retries_waiting_on_a_running_lookup_are_capped_by_count_and_by_bytes() {
+    let limits = WaiterLimits { max_waiters: 3, max_waiting_bytes: 250 };
+    let retry = |body_bytes| LookupAsker::Retry { body_bytes };
+    let mut key = KeyState::new();
+    key.remember(Some(Record::Unknown(Unknown {
+        attempt: A,
+        fingerprint: FP,
+        origin_attempts: 1,
+        since: T0,
+        expires_at: T0 + TTL,
+        reason: UnknownReason::ResetAfterSend,
+        reconcile: None,
+    })));
+    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run, "the first asks");
+    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait);
+    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait);
+    let LookupTurn::Full(over_bytes) = key.handle_lookup_turn(A, retry(51), &limits) else {
+        panic!("past MAX_WAITING_BYTES")
+    };
+    assert_eq!((over_bytes.kind, over_bytes.status()), (ProblemKind::OutcomeUnknown, 502));
+    assert_eq!(over_bytes.retry_after, Some(1));
+    assert!(
+        over_bytes.detail.contains("broke after the request was sent"),
+        "the record's reason: {over_bytes:?}"
+    );
+    assert!(over_bytes.detail.contains("MAX_WAITING_BYTES"), "{over_bytes:?}");
+    assert_eq!(key.handle_lookup_turn(A, retry(50), &limits), LookupTurn::Wait, "exactly the cap fits");
+    assert!(
+        matches!(key.handle_lookup_turn(A, retry(0), &limits), LookupTurn::Full(_)),
+        "past MAX_WAITERS_PER_KEY"
+    );
+    assert_eq!(
+        key.handle_lookup_turn(A, LookupAsker::Alarm, &limits),
+        LookupTurn::Wait,
+        "the alarm, uncounted"
+    );
+    assert_eq!(
+        key.running_lookup(),
+        Some(&RunningLookup { attempt: A, waiters: 3, waiting_bytes: 250 }),
+        "a refused retry holds no place"
+    );
+
+    // The end of another attempt's lookup ends nothing; this one's frees every place.
+    key.handle_lookup_over(B);
+    assert!(key.running_lookup().is_some());
+    key.handle_lookup_over(A);
+    assert_eq!(key.running_lookup(), None);
+    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run, "asked again later");
+
+    // A retry at no room at all (MAX_WAITERS_PER_KEY=0) never waits; a dead claim's reason
+    // is a timeout.
+    let mut dead = claimed(&policy());
+    dead.handle_send_over(A);
+    let none = WaiterLimits { max_waiters: 0, max_waiting_bytes: 0 };
+    assert_eq!(dead.handle_lookup_turn(A, LookupAsker::Alarm, &none), LookupTurn::Run);
+    let LookupTurn::Full(problem) = dead.handle_lookup_turn(A, retry(0), &none) else { panic!("full") };
+    assert!(problem.detail.starts_with("The origin did not answer in time"), "{problem:?}");
+}
+
+/// A route's lookup that could not be sealed: a claim without it could never be looked up,
+/// so the arrival claims nothing (503, nothing written or forwarded); an arrival that
+/// claims nothing is decided as ever.
+#[test]
+fn an_arrival_whose_lookup_could_not_be_sealed_claims_nothing() {
+    let policy = policy();
+    let mut key = KeyState::new();
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(&policy, A, false), T0);
+    let refused = key.handle_lookup_unsealed(pending);
+    assert_eq!(refused.step().change, RecordChange::Keep, "nothing claimed");
+    let [Action::Reject(problem)] = &refused.step().actions[..] else { panic!("{refused:?}") };
+    assert_eq!((problem.status(), problem.retry_after), (503, Some(1)));
+    assert!(problem.detail.contains("reconcile_url"), "{problem:?}");
+    assert_eq!(refused.decision(), Some(Decision::Rejected(ProblemKind::StorageUnavailable)));
+    let decided = written(&mut key, refused);
+    assert_eq!(decided.forwarded(), None);
+    assert_eq!((key.live(), key.record()), (None, None), "the key is free: the caller may retry");
+
+    // Nor is a job's claim made without it.
+    let mut key = KeyState::new();
+    key.remember(None);
+    let accept = AsyncAccept {
+        sealed_request: b"sealed".to_vec(),
+        policy: policy.clone(),
+        probe_origin: false,
+        config: crate::core::key_rules::machine::async_job::AsyncConfig {
+            prefer: true,
+            ..Default::default()
+        },
+    };
+    let job = Arrival { accept: Some(accept), ..arrival(&policy, A, false) };
+    let pending = key.handle_arrival(job, T0);
+    assert!(pending.step().actions.iter().any(|action| matches!(action, Action::Accepted { .. })));
+    let refused = key.handle_lookup_unsealed(pending);
+    assert_eq!(refused.step().change, RecordChange::Keep, "no job claimed: {refused:?}");
+    assert!(matches!(refused.step().actions[..], [Action::Reject(_)]), "{refused:?}");
+
+    // A duplicate of a live execution joins it, lookup or not.
+    let key = &mut claimed(&policy);
+    let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    let joined = key.handle_lookup_unsealed(pending);
+    assert!(matches!(joined.step().actions[..], [Action::Join { attempt: A, .. }]), "{joined:?}");
+}

@@ -1,0 +1,177 @@
+//! The work a payment costs, counted from outside in real workerd (what the platform bills):
+//! - a first attempt: one origin request, and one durable write (transaction) in the key's
+//!   object before the origin sees the request;
+//! - a replay answered from the object's memory: no origin request and no write;
+//! - from the claim to the key's deletion: at most 3 rows written.
+//!
+//! How it counts: the test origin counts the HTTP requests it receives (a TCP probe opens a
+//! connection and sends no request, so it is not among them). Rows and transactions are read
+//! from the object's SQLite database under `--persist-to` by `bench/lib/rows_written.py`,
+//! which replays the database's WAL commit by commit and carries its count across the times
+//! workerd folds the WAL in (an idle object's database is closed after a few seconds). Every
+//! table counts except miniflare's own `__miniflare_do_name` (local only); the rows that
+//! `deleteAll()` removes at the end, when it drops the whole database, are reported apart and
+//! not counted as rows written.
+//!
+//! What it cannot count from outside, because nothing exposes it locally: the number of
+//! object calls per request, and storage reads. Neither the runtime's log lines nor its
+//! metrics data point carry a count of object calls or storage operations.
+
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::origin::Origin;
+use crate::support::requests::{new_key, new_path, payment};
+use crate::support::worker::{repo_root, require_build, Readiness, Worker, WorkerConfig};
+
+const TTL_SECONDS: u64 = 10;
+const MAX_ROWS_PER_KEY: u64 = 3;
+
+/// What `bench/lib/rows_written.py` counted for the one key object of `w`, carrying on from
+/// its last call (the state file beside the instance).
+struct Counted {
+    transactions: u64,
+    rows_written: u64,
+    dropped: u64,
+    rows_now: u64,
+    complete: bool,
+    raw: Value,
+}
+
+fn count(w: &Worker) -> Option<Counted> {
+    let script = repo_root().join("bench/lib/rows_written.py");
+    let state = w.dir().join("rows-written.json");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(w.persist_dir())
+        .arg("--state")
+        .arg(&state)
+        .output()
+        .expect("run python3 bench/lib/rows_written.py");
+    assert!(out.status.success(), "rows_written.py failed: {}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("rows_written.py prints JSON");
+    let local_only: Vec<&str> =
+        report["local_only_tables"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let objects: Vec<&Value> = report["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["class"].as_str().is_some_and(|c| c.ends_with("-KeyObject")))
+        .collect();
+    assert!(objects.len() <= 1, "one payment makes one key object: {report}");
+    let object = objects.first()?;
+    let mut rows_written = 0;
+    let mut dropped = 0;
+    for (table, n) in object["rows_written"].as_object().unwrap() {
+        let name = table.trim_start_matches("dropped:");
+        if local_only.contains(&name) {
+            continue;
+        }
+        if table.starts_with("dropped:") {
+            dropped += n.as_u64().unwrap();
+        } else {
+            rows_written += n.as_u64().unwrap();
+        }
+    }
+    let rows_now = object["rows_now"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(table, _)| !local_only.contains(&table.as_str()))
+        .map(|(_, n)| n.as_u64().unwrap())
+        .sum();
+    Some(Counted {
+        transactions: object["transactions"].as_u64().unwrap(),
+        rows_written,
+        dropped,
+        rows_now,
+        complete: object["complete"].as_bool().unwrap(),
+        raw: (*object).clone(),
+    })
+}
+
+fn start(origin: &Origin) -> Worker {
+    require_build();
+    Worker::start(WorkerConfig {
+        name: "work-per-request".into(),
+        vars: vec![
+            ("ORIGIN_URL".to_owned(), origin.url()),
+            ("IDEMPOTENCY_TTL_SECONDS".to_owned(), TTL_SECONDS.to_string()),
+            ("ORIGIN_TIMEOUT_SECONDS".to_owned(), "5".to_owned()),
+        ],
+        readiness: Readiness::OriginAnswers,
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} (after {timeout:?})");
+        thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn a_payment_costs_one_origin_request_one_write_before_it_and_at_most_three_rows() {
+    let origin = Origin::start();
+    let w = start(&origin);
+    assert!(count(&w).is_none(), "no key object before the first payment");
+    let key = new_key();
+    let req = payment(&new_path(), &key);
+    let before = origin.total();
+
+    // First attempt, held at the origin: what the object wrote before the forward.
+    let gate = origin.gate();
+    let first = gate.on(req.clone()).start(w.addr).expect("send the first attempt");
+    gate.expect_arrival("the first attempt");
+    let at_forward = count(&w).expect("the key's object exists once its claim is made");
+    assert_eq!(origin.total() - before, 1, "one origin request for a first attempt");
+    assert_eq!(
+        at_forward.transactions, 1,
+        "one durable write before the forward, got {}: {}",
+        at_forward.transactions, at_forward.raw
+    );
+    gate.release();
+    let first = first.finish().expect("the first attempt's answer");
+    assert_eq!(first.status, 201, "{first:?}");
+    assert!(!first.is_replayed());
+    let settled = count(&w).unwrap();
+    assert_eq!(origin.total() - before, 1, "nothing more reached the origin: {}", origin.total() - before);
+
+    // A replay, answered from the object's memory: no origin request, no write.
+    let replay = w.send(&req);
+    assert_eq!(replay.status, 201, "{replay:?}");
+    assert!(replay.is_replayed(), "the retry is a replay: {replay:?}");
+    let after_replay = count(&w).unwrap();
+    assert_eq!(origin.total() - before, 1, "a replay sends nothing to the origin");
+    assert_eq!(
+        after_replay.transactions, settled.transactions,
+        "a replay writes nothing: {} → {}",
+        settled.raw, after_replay.raw
+    );
+    assert_eq!(after_replay.rows_written, settled.rows_written);
+
+    // The key's life ends with its deletion; count every row written from the claim on.
+    wait_until(
+        "the key's object was never deleted after its TTL",
+        Duration::from_secs(TTL_SECONDS + 120),
+        || count(&w).is_some_and(|c| c.rows_now == 0),
+    );
+    let life = count(&w).unwrap();
+    assert!(life.complete, "the object's history was read from its creation: {}", life.raw);
+    eprintln!(
+        "work per request: {} transaction(s) before the forward; from claim to deletion {} row(s) written in {} transaction(s), {} removed by the deletion: {}",
+        at_forward.transactions, life.rows_written, life.transactions, life.dropped, life.raw
+    );
+    assert!(
+        life.rows_written <= MAX_ROWS_PER_KEY,
+        "{} rows written from claim to deletion, over {MAX_ROWS_PER_KEY}: {}",
+        life.rows_written,
+        life.raw
+    );
+    assert_eq!(origin.executions(&key), 1, "the key executed once in its life");
+}

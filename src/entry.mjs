@@ -1,13 +1,18 @@
-// The Worker's JavaScript entry: what workerd calls, handed on to what the Rust crate exports
-// through wasm-bindgen (`arrive` and its `Covered` requests from `runtime::entry`, the
-// `KeyObject` Durable Object from `runtime::object`). scripts/build.sh bundles it with
-// wasm-bindgen's output into build/index.js. Besides it and that generated glue, the
-// worker's JavaScript is the runtime's helpers in src/runtime/*.mjs, which the Rust runtime
-// calls to await its I/O in one call each (they decide nothing).
+// The Worker's JavaScript shim, in the manner of worker-build's `shim.js`: what workerd calls,
+// handed on to what the Rust crate exports through wasm-bindgen (the `fetch` of
+// `worker`'s `#[event(fetch)]` in `runtime::entry`, and the `KeyObject` Durable Object of its
+// `#[durable_object]` in `runtime::object`). scripts/build.sh bundles it with
+// wasm-bindgen's output into build/index.js.
+//
+// The platform requires a JavaScript module here, which Rust cannot be: workerd finds the
+// Worker as the default export class (a `WorkerEntrypoint`) and the Durable Object as an
+// exported class, and wasm-bindgen emits neither. Our own rather than worker-build's
+// (which scripts/build.sh does not compile) because of the two things below it does
+// otherwise.
 //
 // It also owns recovery after a trap. The release build aborts on panic, which traps as a
 // `WebAssembly.RuntimeError` and leaves the instance's memory unusable. The panic hook
-// (`runtime::platform`) sets `criticalError` on the shared init state; the next call here
+// (`worker`'s `init`) sets `criticalError` on the shared init state; the next call here
 // resets the instance (wasm-bindgen's `--experimental-reset-state-function`), whose start
 // function bumps `instanceId`. A Durable Object whose Rust half belongs to an older instance builds a new
 // one, which starts empty and reads its key's record from storage on its first request: the
@@ -21,10 +26,10 @@
 // (the Worker then answers as for any failed object call: 503, nothing forwarded), and so is
 // every other call into the same instance, whose memory the trap has made unusable.
 //
-// Plain classes with direct calls, not the per-call `Proxy` objects of worker-build's shim.
-// The replay's hot path awaits here rather than in Rust futures: the Worker's covered
-// request is driven step by step (`answer`), and the object answers a replay it can give
-// at once without its `fetch` (`KeyObject.fetch`). Every decision is still the Rust side's.
+// Plain classes with direct calls, not the per-call `Proxy` objects of worker-build's shim,
+// and the replay's hot path: the object answers a replay it can give at once without its
+// `fetch` (`KeyObject.replay`), and this module awaits the drain of its body. Every
+// decision is still the Rust side's.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import * as wasm from "./index.js";
 
@@ -76,27 +81,10 @@ async function untilSettledOrTrapped(call) {
 // A trap inside a promise callback reaches no caller below; the isolate reports it here.
 addEventListener("error", (event) => noteTrap(event.error));
 
-// The Worker's answer to `request`. `arrive` answers, or returns a promise of the answer,
-// or, for a covered request in enforce mode, returns it as a `Covered` with its body's read
-// under way: each of its steps takes what the last promise came to and returns the answer
-// or the next promise, none of which rejects. What each result means, and what comes next,
-// is decided in Rust; this loop only awaits.
-async function answer(request, env, ctx) {
-  const arrived = wasm.arrive(request, env, ctx);
-  if (!Array.isArray(arrived)) return arrived;
-  const [covered, read] = arrived;
-  const instanceId = initState.instanceId;
-  let next = covered.step(await read);
-  while (next instanceof Promise) next = covered.step(await next);
-  // Freed only into the instance that made it: after a trap, its memory is another's.
-  if (instanceId === initState.instanceId && !initState.criticalError) covered.free();
-  return next;
-}
-
 export default class Worker extends WorkerEntrypoint {
   fetch(request) {
     resetAfterTrap();
-    return untilSettledOrTrapped(() => answer(request, this.env, this.ctx));
+    return untilSettledOrTrapped(() => wasm.fetch(request, this.env, this.ctx));
   }
 }
 

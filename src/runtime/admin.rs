@@ -49,7 +49,7 @@ async fn answer(
         AdminCall::Inspect { object_id, .. } => ("inspect", Some(object_id)),
         AdminCall::Purge { object_id, .. } => ("purge", Some(object_id)),
         AdminCall::Lookup { .. } => ("lookup", None),
-        _ => ("unknown", None),
+        AdminCall::NotFound | AdminCall::MethodNotAllowed => ("unknown", None),
     };
     let response = respond_to(req, url, env, config, token).await;
     match response {

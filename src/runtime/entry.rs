@@ -40,18 +40,17 @@
 //! It works on the runtime's own `Request` and `Response` objects (`web_sys`), and reads of
 //! a request only what a decision needs.
 //!
-//! A covered request in enforce mode, the worker's hot path, holds no Rust future:
-//! `src/entry.mjs` awaits each of its steps' JavaScript calls (the body's read, a token's
-//! check, the rate limiter, the object call) and hands what came of it to the next step
-//! ([`Covered::step`]), which decides in Rust what the result means and what comes next.
-//! Every other edge is one Rust future, handed to JavaScript as its promise.
+//! A covered request in enforce mode, the worker's hot path, is a small state machine
+//! ([`Covered::step`]): each step starts one JavaScript call (the body's read, a token's
+//! check, the rate limiter, the object call), and the next decides in Rust what its result
+//! means and what comes next.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::future_to_promise;
+use wasm_bindgen_futures::{future_to_promise, JsFuture};
+use worker::event;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 
 use super::boundary::{self, filtered_copy, header_lines};
@@ -83,15 +82,21 @@ use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::trace::Trace;
 
-/// The Worker's `fetch`, as `src/entry.mjs` calls it: the answer, a promise of it, or, for a
-/// covered request in enforce mode, the [`Covered`] request whose steps JavaScript drives.
-#[wasm_bindgen]
-pub fn arrive(req: Request, env: JsValue, ctx: JsValue) -> JsValue {
-    arrived(req, Env::new(env), Context::new(ctx)).unwrap_or_else(internal_error)
+/// The Worker's `fetch` (`worker`'s `#[event(fetch)]`, which `src/entry.mjs` calls): the
+/// answer to `req`, whatever happens; an error that reaches the top is logged and answered
+/// 500 with a plain body, as the macro would answer it.
+#[event(fetch)]
+async fn fetch(req: Request, env: worker::Env, ctx: worker::Context) -> worker::Result<Response> {
+    let env = Env::new(env.into());
+    let ctx = Context::new(AsRef::<JsValue>::as_ref(ctx.as_ref()).clone());
+    match arrived(req, env, ctx).await {
+        Ok(answer) => Ok(answer),
+        Err(error) => internal_error(error).dyn_into::<Response>().map_err(worker::Error::from),
+    }
 }
 
 /// An error that reaches the top is logged and answered 500 with a plain body, as
-/// `worker`'s `#[event(fetch)]` answered it.
+/// `worker`'s `#[event(fetch)]` answers it.
 fn internal_error(error: Error) -> JsValue {
     console_error!("{}", error);
     let init = web_sys::ResponseInit::new();
@@ -100,7 +105,12 @@ fn internal_error(error: Error) -> JsValue {
         .map_or_else(|error| error, JsValue::from)
 }
 
-fn arrived(req: Request, env: Env, ctx: Context) -> Result<JsValue> {
+/// What a promise that never rejects came to (a rejection, should one come, is its value).
+async fn settled(promise: js_sys::Promise) -> JsValue {
+    JsFuture::from(promise).await.unwrap_or_else(|value| value)
+}
+
+async fn arrived(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method();
     // The headers, read whole in one call: every decision below reads this copy.
     let lines = header_lines(&req.headers())?;
@@ -113,7 +123,7 @@ fn arrived(req: Request, env: Env, ctx: Context) -> Result<JsValue> {
     }
     let config = match settings.serving_config() {
         Ok(config) => config,
-        Err(error) => return Ok(respond::refused(&env, &error.problem(), &trace)?.into()),
+        Err(error) => return respond::refused(&env, &error.problem(), &trace),
     };
     let url = req.url();
     let (path, _) = path_and_query_parts(&url);
@@ -129,43 +139,35 @@ fn arrived(req: Request, env: Env, ctx: Context) -> Result<JsValue> {
     if let Edge::PassThrough(policy) | Edge::PassObserved(policy, _) | Edge::Covered { policy, .. } = &edge {
         trace.route = policy.route.map(str::to_owned);
     }
-    let edge = match edge {
+    match edge {
         Edge::Covered { policy, key } if policy.mode == Mode::Enforce => {
             let Some(read) =
                 body::start_read(&req, lines.get("content-length").as_deref(), config.max_body_bytes)
             else {
-                return Ok(
-                    respond::refused(&env, &edge::body_too_large(config.max_body_bytes), &trace)?.into()
-                );
+                return respond::refused(&env, &edge::body_too_large(config.max_body_bytes), &trace);
             };
-            let covered =
+            let mut covered =
                 Covered { req, env, ctx, lines, url, config, policy, key, trace, phase: Phase::Reading };
-            return Ok(js_sys::Array::of2(&covered.into(), &read).into());
+            // Each step takes what the last promise came to, and returns the answer or the
+            // next promise.
+            let mut next = covered.step(settled(read).await);
+            while let Some(promise) = next.dyn_ref::<js_sys::Promise>() {
+                next = covered.step(settled(promise.clone()).await);
+            }
+            Ok(next.dyn_into::<Response>()?)
         }
-        other => other,
-    };
-    // Every other edge is one Rust future, handed to JavaScript as its promise.
-    Ok(future_to_promise(async move {
-        let answer = match edge {
-            Edge::Admin => {
-                let token = settings.admin_token.as_deref().unwrap_or_default();
-                admin::call(req, &url, &env, config, token).await
-            }
-            Edge::Refuse(problem) => {
-                body::discard(&req).await;
-                respond::refused(&env, &problem, &trace)
-            }
-            Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy, &trace).await,
-            Edge::PassObserved(policy, kind) => {
-                observe::passed(req, &url, &env, config, &policy, kind, &trace).await
-            }
-            Edge::Covered { policy, key } => {
-                observe::covered(req, &url, &env, &ctx, config, &policy, key, trace).await
-            }
-        };
-        Ok(answer.map_or_else(internal_error, JsValue::from))
-    })
-    .into())
+        Edge::Admin => {
+            let token = settings.admin_token.as_deref().unwrap_or_default();
+            admin::call(req, &url, &env, config, token).await
+        }
+        Edge::Refuse(problem) => {
+            body::discard(&req).await;
+            respond::refused(&env, &problem, &trace)
+        }
+        Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy, &trace).await,
+        Edge::PassObserved(policy, kind) => observe::passed(req, &url, &env, config, &policy, kind, &trace).await,
+        Edge::Covered { policy, key } => observe::covered(req, &url, &env, &ctx, config, &policy, key, trace).await,
+    }
 }
 
 /// A covered request in enforce mode on its way through the Worker: read its body within
@@ -173,11 +175,10 @@ fn arrived(req: Request, env: Env, ctx: Context) -> Result<JsValue> {
 /// call its key's object, and answer with what the object answered, or as
 /// `core::edge_rules::routes::after_object_failure` says when the object could not answer.
 ///
-/// `src/entry.mjs` drives it: [`arrive`] hands it over with the body's read under way, and
-/// each [`Covered::step`] takes what the last promise came to and returns the answer or
-/// the next promise. No promise it returns rejects.
-#[wasm_bindgen]
-pub struct Covered {
+/// [`arrived`] drives it: it starts with the body's read under way, and each
+/// [`Covered::step`] takes what the last promise came to and returns the answer or the next
+/// promise. No promise it returns rejects.
+struct Covered {
     req: Request,
     env: Env,
     ctx: Context,
@@ -219,11 +220,10 @@ struct Unanswered {
     unprotected: Option<(String, Headers, JsValue)>,
 }
 
-#[wasm_bindgen]
 impl Covered {
     /// The step after the last promise came to `settled`: the answer (a `Response`), or the
     /// next promise, whose result is the next step's `settled`.
-    pub fn step(&mut self, settled: JsValue) -> JsValue {
+    fn step(&mut self, settled: JsValue) -> JsValue {
         match std::mem::replace(&mut self.phase, Phase::Done) {
             Phase::Reading => self.read(settled),
             Phase::Verifying { body, js_body, verified } => {

@@ -32,7 +32,8 @@
 //! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
 //!   per operation that reports what happened and decides nothing (`boundary.mjs`: headers,
 //!   bodies, streams, the object call; `webcrypto.mjs`: sealing, the origin signature,
-//!   token checks; `jwks.mjs`: the JWKS fetch; `origin.mjs`: the probe and the exchange).
+//!   token checks; `jwks.mjs`: the JWKS fetch). The origin's probe and exchange are
+//!   `worker`'s (`Socket`, `Fetch`), in `origin`.
 
 mod admin;
 mod body;

@@ -42,12 +42,12 @@
 //! and every waiter is answered.
 
 use std::cell::{Cell, RefCell};
-use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
+use worker::{durable_object, DurableObject, State};
 
 use web_sys::Response;
 
@@ -64,24 +64,27 @@ use super::{now_ms, random_u64};
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::scope::ScopeLog;
-use crate::core::edge_rules::wire::{KeyCall, KeyStep, ObservedOutcome, ToObject, ENVELOPE_HEADER};
-use crate::core::formats::fingerprint::Digest256;
+use crate::core::edge_rules::wire::{
+    KeyCall, KeyStep, ObservedOutcome, ToObject, WireError, ENVELOPE_HEADER,
+};
+use crate::core::formats::reconciling::Reconciling;
 use crate::core::formats::record::{AttemptId, Record, StoredResponse};
-use crate::core::key_rules::key_state::{Arrival, Decided, KeyState};
-use crate::core::key_rules::machine::async_job::ArrivalPlan;
+use crate::core::key_rules::key_state::{look_again_at, Arrival, Decided, KeyState, Pending};
+use crate::core::key_rules::machine::async_job::{ArrivalPlan, AsyncAccept};
 use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, Stage, StorageOperation};
 use crate::core::vocabulary::key_terms::KeyTerms;
-use crate::core::vocabulary::outcome_table::OriginResult;
+use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::core::vocabulary::trace::Trace;
+use wasm_bindgen_futures::JsFuture;
 
 mod async_job;
 
-/// The object, as `src/entry.mjs` builds it: `fetch` takes and returns the runtime's own
-/// `Request` and `Response`, with no conversion on the way in or out.
-#[wasm_bindgen]
+/// The object (`worker`'s `#[durable_object]`, which `src/entry.mjs` builds): `fetch` works
+/// on the runtime's own `Request` and `Response`.
+#[durable_object(alarm)]
 pub struct KeyObject {
     pub(super) env: Env,
     /// The key's driver: the record as this instance knows it, and the live execution.
@@ -94,11 +97,10 @@ pub struct KeyObject {
     alarm_runs: Cell<u32>,
 }
 
-#[wasm_bindgen]
-impl KeyObject {
-    #[wasm_bindgen(constructor)]
-    pub fn new(state: DurableObjectState, env: JsValue) -> KeyObject {
-        let env = Env::new(env);
+impl DurableObject for KeyObject {
+    fn new(state: State, env: worker::Env) -> KeyObject {
+        let env = Env::new(env.into());
+        let state: DurableObjectState = AsRef::<JsValue>::as_ref(state.as_raw()).clone().unchecked_into();
         KeyObject {
             store: RecordStore::new(state, env.clone()),
             env,
@@ -111,18 +113,37 @@ impl KeyObject {
     /// The runtime's `fetch` on the object. The one place where answers leave it: each
     /// gets the object's marker, and an error becomes a marked 503 (never a thrown error,
     /// which the Worker could not tell from a platform failure).
-    pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
-        AssertUnwindSafe(async move {
-            let answer = self.handle(req).await.or_else(|error| {
-                let fault = error.fault();
-                console_error!("{}", fault.source.log_line(&self.subject(), "answering", &error));
-                respond::problem(&fault.problem())
-            });
-            respond::marked(answer).map(JsValue::from).map_err(JsValue::from)
-        })
-        .await
+    async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
+        let req = Clone::clone(req.inner());
+        let answer = self.handle(req).await.or_else(|error| {
+            let fault = error.fault();
+            console_error!("{}", fault.source.log_line(&self.subject(), "answering", &error));
+            respond::problem(&fault.problem())
+        });
+        respond::marked(answer).map(worker::Response::from).map_err(|error| JsValue::from(error).into())
     }
 
+    /// The runtime's `alarm` on the object. A failure is thrown, never swallowed: the
+    /// platform then retries the alarm (with backoff), so a deletion that failed once is
+    /// tried again.
+    async fn alarm(&self) -> worker::Result<worker::Response> {
+        match self.on_alarm().await {
+            Ok(()) => worker::Response::empty(),
+            Err(error) => {
+                console_error!(
+                    "object {}: alarm failed, the platform retries it: {}",
+                    self.short_id(),
+                    error
+                );
+                Err(JsValue::from(js_sys::Error::new(&format!("alarm failed: {error}"))).into())
+            }
+        }
+    }
+}
+
+/// The replay's hot path, beside the trait's `fetch`: `src/entry.mjs` asks it first.
+#[wasm_bindgen]
+impl KeyObject {
     /// A replay answered at once, where the arrival needs no await before its answer: its
     /// envelope asks to enforce, with no lookup and no asynchronous acceptance, the record
     /// is in memory with nothing to open, and the key's driver decides a replay that writes
@@ -141,38 +162,13 @@ impl KeyObject {
         let marked = respond::marked(answer).map_err(JsValue::from)?;
         Ok(js_sys::Array::of2(&marked.into(), &drained).into())
     }
-
-    /// The runtime's `alarm` on the object. A failure is thrown, never swallowed: the
-    /// platform then retries the alarm (with backoff), so a deletion that failed once is
-    /// tried again.
-    pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
-        AssertUnwindSafe(async move {
-            match self.on_alarm().await {
-                Ok(()) => Ok(JsValue::UNDEFINED),
-                Err(error) => {
-                    console_error!(
-                        "object {}: alarm failed, the platform retries it: {}",
-                        self.short_id(),
-                        error
-                    );
-                    Err(JsValue::from(js_sys::Error::new(&format!("alarm failed: {error}"))))
-                }
-            }
-        })
-        .await
-    }
 }
 
 impl KeyObject {
     async fn handle(&self, req: web_sys::Request) -> Result<Response> {
-        let headers = req.headers();
-        let panic_asked = || headers.get(PANIC_TEST_HEADER).ok().flatten();
-        if settings::get(&self.env).fault_injection.panics_at(panic_asked, PanicSite::Object) {
-            panic!("PANIC_FAULT_INJECTION: the object panics on purpose");
-        }
         // The one envelope the Worker sends (`core::edge_rules::wire`): an unknown version is a 503,
         // never a guess.
-        let call = match ToObject::decode(headers.get(ENVELOPE_HEADER)?.as_deref()) {
+        let call = match self.envelope(&req)? {
             Ok(ToObject::Key(call)) => call,
             Ok(ToObject::Admin(operation)) => return self.admin(&operation).await,
             Err(error) => {
@@ -190,7 +186,7 @@ impl KeyObject {
             }
         };
         let now = now_ms();
-        let KeyCall { fingerprint, scope_salt, ref policy, body_bytes, .. } = call;
+        let KeyCall { scope_salt, ref policy, body_bytes, .. } = call;
         let _ = self.store.scope_salt.set(scope_salt);
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
@@ -201,9 +197,7 @@ impl KeyObject {
         // Observe mode: the same record, opened the same way; nothing forwarded from here.
         self.expire_observed(now);
         let accept = match &call.step {
-            KeyStep::ObserveArrival => {
-                return self.observe_arrival(&req, fingerprint, policy, body_bytes, now).await
-            }
+            KeyStep::ObserveArrival => return self.observe_arrival(&req, &call, now).await,
             KeyStep::ObserveOutcome { attempt, outcome } => {
                 return self.observe_outcome(&req, *attempt, outcome, policy).await
             }
@@ -239,30 +233,21 @@ impl KeyObject {
         if let Err(error) = self.record() {
             return self.refuse_unreadable(&req, &call, "reading the record", error, !body_read, log).await;
         }
-        let new_attempt = AttemptId(random_u64());
         let accept_read = accept.is_some();
-        let arrival =
-            Arrival { fingerprint, new_attempt, policy, body_bytes, accept, observing: false, lookup };
-        let mut pending = self.key.borrow_mut().handle_arrival(arrival, now);
+        let mut pending = self.arrive(&call, accept, lookup, false, now);
         if unsealed {
             pending = self.key.borrow_mut().handle_lookup_unsealed(pending);
         }
         let what = if accept_read { "the job's claim" } else { "the claim" };
         let (decided, _) = self.write(pending, what).await;
+        let claimed = decided.claimed();
+        let carry = Carry::of(decided);
 
         // Still before any await that lets other requests in: become the live execution, or take
         // a place among its waiters; the alarm is issued too, to join the claim's durable write.
-        let mut execution = None;
-        let mut joined = None;
-        let mut alarm = None;
-        for action in &decided.step.actions {
-            match action {
-                Action::Forward { attempt } => execution = Some(self.live.begin(*attempt)),
-                Action::Join { attempt, .. } => joined = self.live.of(*attempt),
-                Action::SetAlarm(at) => alarm = Some((*at, self.store.issue_alarm(*at))),
-                _ => {}
-            }
-        }
+        let mut execution = carry.forward.map(|attempt| self.live.begin(attempt));
+        let mut joined = carry.join.and_then(|(attempt, _)| self.live.of(attempt));
+        let alarms = self.issue_alarms(&carry.alarms);
 
         // Reading the body is the first await. A failure matters only to an execution, which
         // then forwards nothing and releases the key. The body stays a JavaScript value: the
@@ -280,17 +265,13 @@ impl KeyObject {
             }
             None
         };
-        let alarm_set = match alarm {
-            Some((at, alarm)) => self.store.confirm_alarm(at, alarm).await,
-            None => true,
-        };
-        if !alarm_set {
-            let withdrawal = self.key.borrow_mut().handle_alarm_failed(&decided);
+        if !self.confirm_alarms(alarms).await {
+            let withdrawal = self.key.borrow_mut().handle_alarm_failed(claimed);
             if let Some(withdrawal) = withdrawal {
                 // Nothing was sent: the waiters are released (409), the claim (or the job,
                 // which without its alarm would never run) withdrawn; the caller may retry.
                 drop(execution.take());
-                if let Some(attempt) = decided.forwarded() {
+                if let Some(attempt) = claimed.forwarded {
                     self.live.end(attempt);
                 }
                 let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
@@ -299,34 +280,25 @@ impl KeyObject {
                 return self.refuse(&fault.problem(), &mut log, &call.trace);
             }
         }
-        let Decided { step, decision } = decided;
-        if let Some(decision) = decision {
+        if let Some(decision) = carry.decision {
             log.decision = decision;
         }
-        let mut response = None;
-        for action in step.actions {
-            match action {
-                // Issued above, with the claim.
-                Action::SetAlarm(_) => {}
-                Action::Forward { attempt } => {
-                    let Some(settle) = execution.take() else { continue };
-                    let body = body.as_ref().and_then(|body| body.as_ref().ok());
-                    let sent = Sending { attempt, policy, probe_first: call.probe_origin };
-                    response = Some(self.execute(&req, body, sent, settle, &mut log).await);
-                }
-                Action::Replay(stored) => response = Some(self.prepared(&stored).response()),
-                Action::Join { attempt, wait_ms } => {
-                    let waiting = Waiting { attempt, settled: joined.take(), body_bytes, wait_ms };
-                    response = Some(self.wait(waiting, &call.trace, &mut log).await);
-                }
-                Action::Reject(problem) => response = Some(respond::traced_problem(&problem, &call.trace)),
-                // A poll of the key's asynchronous job.
-                Action::Accepted { retry_after } => response = Some(async_job::accepted(retry_after)),
-                // Settling only follows an origin result, and a lookup an alarm or a
-                // retry's reconciliation (above), never an arrival's step.
-                Action::Settle { .. } | Action::Lookup { .. } => {}
+        // The caller's answer: the step's own (a replay, a refusal, a job's 202), else the
+        // forward's or the wait's. Settling only follows an origin result, and a lookup an
+        // alarm or a retry's reconciliation (above), never an arrival's step.
+        let response = match (carry.answer, carry.forward.zip(execution.take()), carry.join) {
+            (Some(answer), _, _) => Some(self.answer_of(answer, &call.trace)),
+            (None, Some((attempt, settle)), _) => {
+                let body = body.as_ref().and_then(|body| body.as_ref().ok());
+                let sent = Sending { attempt, policy, probe_first: call.probe_origin };
+                Some(self.execute(&req, body, sent, settle, &mut log).await)
             }
-        }
+            (None, None, Some((attempt, wait_ms))) => {
+                let waiting = Waiting { attempt, settled: joined.take(), body_bytes, wait_ms };
+                Some(self.wait(waiting, &call.trace, &mut log).await)
+            }
+            (None, None, None) => None,
+        };
         let response = response.unwrap_or_else(|| respond::traced_problem(&NO_ANSWER.problem(), &call.trace));
         self.answer(response, &mut log, &call.trace)
     }
@@ -340,15 +312,8 @@ impl KeyObject {
         if !matches!(self.key.borrow().record(), Some(Record::Completed(_))) {
             return None;
         }
-        let headers = req.headers();
-        let panic_asked = || headers.get(PANIC_TEST_HEADER).ok().flatten();
-        if settings::get(&self.env).fault_injection.panics_at(panic_asked, PanicSite::Object) {
-            panic!("PANIC_FAULT_INJECTION: the object panics on purpose");
-        }
-        let Ok(ToObject::Key(call)) = ToObject::decode(headers.get(ENVELOPE_HEADER).ok()?.as_deref()) else {
-            return None;
-        };
-        let KeyCall { fingerprint, scope_salt, ref policy, body_bytes, .. } = call;
+        let Ok(Ok(ToObject::Key(call))) = self.envelope(req) else { return None };
+        let KeyCall { scope_salt, body_bytes, .. } = call;
         if call.step != (KeyStep::Enforce { accept_async: None }) || call.reconcile.is_some() {
             return None;
         }
@@ -359,17 +324,7 @@ impl KeyObject {
         }
         let now = now_ms();
         self.expire_observed(now);
-        let new_attempt = AttemptId(random_u64());
-        let arrival = Arrival {
-            fingerprint,
-            new_attempt,
-            policy,
-            body_bytes,
-            accept: None,
-            observing: false,
-            lookup: None,
-        };
-        let pending = self.key.borrow_mut().handle_arrival(arrival, now);
+        let pending = self.arrive(&call, None, None, false, now);
         let stored = pending.replay_only()?.clone();
         // Nothing to write: the step is reported at once, as `write` would after a `Keep`.
         let decided = self.key.borrow_mut().handle_written(pending);
@@ -378,6 +333,74 @@ impl KeyObject {
         log.decision = decided.decision.unwrap_or(log.decision);
         let response = self.prepared(&stored).response();
         Some((self.answer(response, &mut log, &call.trace), drained))
+    }
+
+    /// The call's envelope (`core::wire`), read in this one place for `fetch` and `replay`
+    /// alike, once the panic of the fault injection (a test setting) had its say.
+    fn envelope(&self, req: &web_sys::Request) -> Result<std::result::Result<ToObject, WireError>> {
+        let headers = req.headers();
+        let panic_asked = || headers.get(PANIC_TEST_HEADER).ok().flatten();
+        if settings::get(&self.env).fault_injection.panics_at(panic_asked, PanicSite::Object) {
+            panic!("PANIC_FAULT_INJECTION: the object panics on purpose");
+        }
+        Ok(ToObject::decode(headers.get(ENVELOPE_HEADER)?.as_deref()))
+    }
+
+    /// The one place an arrival is built and handed to the key's driver: the request as
+    /// the envelope describes it, the id a claim it makes gets (drawn here, at random),
+    /// its job's sealed request and its route's sealed lookup, if any, and whether it is
+    /// observed.
+    fn arrive(
+        &self,
+        call: &KeyCall,
+        accept: Option<AsyncAccept>,
+        lookup: Option<Reconciling>,
+        observing: bool,
+        now: u64,
+    ) -> Pending {
+        let arrival = Arrival {
+            fingerprint: call.fingerprint,
+            new_attempt: AttemptId(random_u64()),
+            policy: &call.policy,
+            body_bytes: call.body_bytes,
+            accept,
+            observing,
+            lookup,
+        };
+        self.key.borrow_mut().handle_arrival(arrival, now)
+    }
+
+    /// A step's answer to its caller ([`CallerAnswer`]), naming the request.
+    fn answer_of(&self, answer: CallerAnswer, trace: &Trace) -> Result<Response> {
+        match answer {
+            CallerAnswer::Replay(stored) => self.prepared(&stored).response(),
+            CallerAnswer::Reject(problem) => respond::traced_problem(&problem, trace),
+            // A poll of the key's asynchronous job.
+            CallerAnswer::Accepted { retry_after } => async_job::accepted(retry_after),
+        }
+    }
+
+    /// Issues a step's alarms in this turn, so that each joins the record write of the
+    /// same turn (one durable write); [`KeyObject::confirm_alarms`] awaits them.
+    pub(super) fn issue_alarms(&self, alarms: &[u64]) -> Vec<(u64, std::result::Result<JsFuture, JsValue>)> {
+        alarms.iter().map(|&at| (at, self.store.issue_alarm(at))).collect()
+    }
+
+    /// Awaits issued alarms (each tried once more if it failed); whether all are set.
+    pub(super) async fn confirm_alarms(
+        &self,
+        issued: Vec<(u64, std::result::Result<JsFuture, JsValue>)>,
+    ) -> bool {
+        let mut all_set = true;
+        for (at, alarm) in issued {
+            all_set &= self.store.confirm_alarm(at, alarm).await;
+        }
+        all_set
+    }
+
+    /// Sets a step's alarms now: [`KeyObject::issue_alarms`], then confirmed.
+    pub(super) async fn set_alarms(&self, alarms: &[u64]) -> bool {
+        self.confirm_alarms(self.issue_alarms(alarms)).await
     }
 
     /// [`KeyObject::answer`] with `problem`, naming the request.
@@ -437,8 +460,7 @@ impl KeyObject {
             Err(error) => {
                 // A corrupt record is still a record: keep it (never forward unprotected),
                 // and look again later, whatever becomes of the platform's retries.
-                let again = now_ms().saturating_add(ALARM_AFTER_READ_ERROR_MS);
-                self.store.set_alarm(again).await;
+                self.store.set_alarm(look_again_at(now_ms())).await;
                 return Err(format!("could not read the record: {error}"));
             }
         };
@@ -450,15 +472,13 @@ impl KeyObject {
         if !written {
             return Err("clean-up failed".to_owned());
         }
-        for action in decided.step.actions {
-            match action {
-                Action::SetAlarm(at) if !self.store.set_alarm(at).await => {
-                    return Err("the next alarm could not be set".to_owned());
-                }
-                // An unknown outcome due to be looked up (`runtime::reconcile`).
-                Action::Lookup { attempt } => self.reconcile_from_alarm(attempt).await?,
-                _ => {}
-            }
+        let carry = Carry::of(decided);
+        if !self.set_alarms(&carry.alarms).await {
+            return Err("the next alarm could not be set".to_owned());
+        }
+        // An unknown outcome due to be looked up (`runtime::reconcile`).
+        if let Some(attempt) = carry.lookup {
+            self.reconcile_from_alarm(attempt).await?;
         }
         Ok(())
     }
@@ -482,7 +502,7 @@ impl KeyObject {
                 origin::send(&self.env, request, policy, probe_first).await
             }
             // The body could not be read: nothing was sent, and the key is released.
-            None => (OriginResult::ConnectRefused, None),
+            None => (OriginVerdict::NotSent.result(), None),
         };
         // The body moves into the stored answer: the caller's response shares it below.
         let stored = answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new);
@@ -519,87 +539,59 @@ impl KeyObject {
     ) -> (Option<Decision>, Option<Settled>) {
         let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
         let (decided, _) = self.write(pending, what).await;
-        let mut settled = None;
-        let mut alarms = Vec::new();
-        for action in decided.step.actions {
-            match action {
-                // Issued in the same turn as the outcome write (one durable write), and
-                // confirmed once the waiters are woken.
-                Action::SetAlarm(at) => alarms.push((at, self.store.issue_alarm(at))),
-                Action::Settle { attempt, answer, origin_answered } => {
-                    self.live.end(attempt);
-                    // One copy of the body for the waiters and the caller alike.
-                    let prepared = self.prepared(&answer);
-                    if let Some(settle) = settle.take() {
-                        settle.set(prepared.clone());
-                    }
-                    settled = Some(Settled { prepared, answer, origin_answered });
-                }
-                _ => {}
+        let carry = Carry::of(decided);
+        // Issued in the same turn as the outcome write (one durable write), and confirmed
+        // once the waiters are woken.
+        let alarms = self.issue_alarms(&carry.alarms);
+        let settled = carry.settle.map(|Settling { attempt, answer, origin_answered }| {
+            self.live.end(attempt);
+            // One copy of the body for the waiters and the caller alike.
+            let prepared = self.prepared(&answer);
+            if let Some(settle) = settle.take() {
+                settle.set(prepared.clone());
             }
-        }
-        for (at, alarm) in alarms {
-            // The outcome was already sent and cannot be taken back. Should the alarm still
-            // fail, the claim's alarm stays in place (it fires at the claim's expiry, and
-            // moves itself to the record's), and an expired record is deleted when read.
-            self.store.confirm_alarm(at, alarm).await;
-        }
+            Settled { prepared, answer, origin_answered }
+        });
+        // The outcome was already sent and cannot be taken back. Should the alarm still
+        // fail, the claim's alarm stays in place (it fires at the claim's expiry, and moves
+        // itself to the record's), and an expired record is deleted when read.
+        self.confirm_alarms(alarms).await;
         // A chunked answer is replayed from its rows from now on: the whole body the
         // waiters shared is not kept for the rest of this instance's life.
         if self.key.borrow().record().is_some_and(|record| record.chunks().is_some()) {
             self.live.forget_prepared();
         }
         self.live.end(attempt);
-        (decided.decision, settled)
+        (carry.decision, settled)
     }
 
     /// Observe mode, a request's arrival: steps the machine as for a real request, writes
     /// what it would write (the claim, the alarm) and answers with the decision, without
     /// forwarding, replaying or waiting. A claim becomes the live execution until the
     /// Worker brings its outcome ([`KeyObject::observe_outcome`]) or its lease ends.
-    async fn observe_arrival(
-        &self,
-        req: &web_sys::Request,
-        fingerprint: Digest256,
-        policy: &KeyTerms,
-        body_bytes: u64,
-        now: u64,
-    ) -> Result<Response> {
+    async fn observe_arrival(&self, req: &web_sys::Request, call: &KeyCall, now: u64) -> Result<Response> {
         if let Err(error) = self.record() {
             let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
             console_error!("{}", fault.source.log_line(&self.subject(), "reading the record", &error));
             body::drain(req, None).await;
             return respond::observed_decision(Decision::Rejected(fault.problem().kind), None);
         }
-        let arrival = Arrival {
-            fingerprint,
-            new_attempt: AttemptId(random_u64()),
-            policy,
-            body_bytes,
-            accept: None,
-            observing: true,
-            lookup: None,
-        };
-        let pending = self.key.borrow_mut().handle_arrival(arrival, now);
+        let pending = self.arrive(call, None, None, true, now);
         let (decided, _) = self.write(pending, "the observed claim").await;
         // As for a real request, everything is in place before the first await. Enforcing
-        // would have waited on a live attempt; observing never does.
-        let decision = decided.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
-        let claimed = decided.forwarded();
-        if let Some(attempt) = claimed {
+        // would have waited on a live attempt; observing never does: what the step would
+        // answer is the decision it reports.
+        let carry = Carry::of(decided);
+        let decision = carry.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
+        if let Some(attempt) = carry.forward {
             self.live.begin_observed(attempt);
         }
-        let alarm = decided.step.actions.iter().find_map(|action| match action {
-            Action::SetAlarm(at) => Some((*at, self.store.issue_alarm(*at))),
-            _ => None,
-        });
+        let alarms = self.issue_alarms(&carry.alarms);
         body::drain(req, None).await;
         // Observing, the Worker has forwarded already: nothing to fail closed on. A claim
         // whose alarm could not be set is still deleted when read past its expiry.
-        if let Some((at, alarm)) = alarm {
-            self.store.confirm_alarm(at, alarm).await;
-        }
-        respond::observed_decision(decision, claimed)
+        self.confirm_alarms(alarms).await;
+        respond::observed_decision(decision, carry.forward)
     }
 
     /// Observe mode, the origin's answer to a claimed request, as the Worker got it: recorded
@@ -616,7 +608,10 @@ impl KeyObject {
         let (result, mut answer) = origin::reported(req, outcome, policy).await;
         let stored = match result {
             OriginResult::Responded(_) => answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new),
-            _ => None,
+            OriginResult::Oversized(_)
+            | OriginResult::ConnectRefused
+            | OriginResult::TimedOut
+            | OriginResult::ResetAfterSend => None,
         };
         let settle = self.live.take_observed(attempt);
         let (decision, _) =
@@ -700,8 +695,69 @@ pub(super) struct Waiting {
     pub wait_ms: u64,
 }
 
+/// A step's actions as the object carries them out: each handed out once by the key's
+/// driver (`core::key_rules::key_state::Decided::poll_action`) and sorted here, in the one match over
+/// them, with no arm for "the rest"; every path (an arrival, an outcome, the alarm, a job,
+/// a lookup) then acts on the slots it has, and a new action fails to compile here until
+/// it has its own.
+#[derive(Default)]
+pub(super) struct Carry {
+    /// The decision for the log line.
+    pub decision: Option<Decision>,
+    /// `Forward`: the attempt to send, the key claimed for it.
+    pub forward: Option<AttemptId>,
+    /// `Join`: the live attempt to wait on, and for how long.
+    pub join: Option<(AttemptId, u64)>,
+    /// `SetAlarm`: when.
+    pub alarms: Vec<u64>,
+    /// `Replay`, `Reject`, `Accepted`: the caller's answer, given by the step itself.
+    pub answer: Option<CallerAnswer>,
+    /// `Settle`: the answer an attempt's waiters get.
+    pub settle: Option<Settling>,
+    /// `Lookup`: the attempt whose unknown outcome is to be looked up.
+    pub lookup: Option<AttemptId>,
+}
+
+impl Carry {
+    pub fn of(mut decided: Decided) -> Carry {
+        let mut carry = Carry { decision: decided.decision, ..Carry::default() };
+        while let Some(action) = decided.poll_action() {
+            match action {
+                Action::Forward { attempt } => carry.forward = Some(attempt),
+                Action::Join { attempt, wait_ms } => carry.join = Some((attempt, wait_ms)),
+                Action::SetAlarm(at) => carry.alarms.push(at),
+                Action::Replay(stored) => carry.answer = Some(CallerAnswer::Replay(stored)),
+                Action::Reject(problem) => carry.answer = Some(CallerAnswer::Reject(problem)),
+                Action::Accepted { retry_after } => {
+                    carry.answer = Some(CallerAnswer::Accepted { retry_after })
+                }
+                Action::Settle { attempt, answer, origin_answered } => {
+                    carry.settle = Some(Settling { attempt, answer, origin_answered })
+                }
+                Action::Lookup { attempt } => carry.lookup = Some(attempt),
+            }
+        }
+        carry
+    }
+}
+
+/// The answer a step gives its caller itself.
+pub(super) enum CallerAnswer {
+    Replay(Arc<StoredResponse>),
+    Reject(Problem),
+    /// 202 for a job (its claim, or a poll of it), with when to poll again.
+    Accepted {
+        retry_after: u64,
+    },
+}
+
+/// An attempt's settling, as the step hands it out.
+pub(super) struct Settling {
+    pub attempt: AttemptId,
+    pub answer: Arc<StoredResponse>,
+    /// Whether the origin gave it (rather than a stored answer the outcome left in place).
+    pub origin_answered: bool,
+}
+
 /// The fault of a step that gave no answer to send (the key's driver always gives one).
 const NO_ANSWER: Fault = Fault { source: FaultSource::NoAnswer, stage: Stage::AfterStep };
-
-/// When an alarm that could not read its record looks again.
-const ALARM_AFTER_READ_ERROR_MS: u64 = 60_000;

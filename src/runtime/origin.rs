@@ -49,13 +49,13 @@
 //! is not read into memory: its caller gets it as a stream (what was read, then the rest),
 //! and the result says `Oversized`, so the key is held unknown.
 //!
-//! The probe and the exchange are awaited in JavaScript (`origin.mjs`: one call each, the
-//! body's read a second call once the head has set its cap), which reports what happened
-//! as plain values; what each report means (refused, unknown, timed out, an answer) is
-//! decided here, and an unexpected one is unknown, never "not sent".
+//! The probe is a `worker::Socket`, the exchange a `worker::Fetch` (or the service
+//! binding's fetch) with an abort signal, both raced against their deadline here; each end
+//! of an attempt is the core's typed verdict (`core::vocabulary::outcome_table::OriginVerdict`), and whatever
+//! cannot be placed is "maybe sent", never "not sent".
 
-use js_sys::{Array, Function, Promise};
-use wasm_bindgen::prelude::wasm_bindgen;
+use std::time::Duration;
+
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
@@ -64,9 +64,8 @@ use web_sys::{
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
-use super::platform::{console_error, console_warn, Env, Fetcher};
+use super::platform::{console_error, console_warn, race, Delay, Either, Env, Fetcher};
 use super::{body, origin_auth, settings};
-use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::headers::{connection_tokens, forward_to_origin, store_for_replay};
 use crate::core::edge_rules::observed::Captured;
 use crate::core::edge_rules::origin_auth::{Protection, Signer};
@@ -75,25 +74,7 @@ use crate::core::formats::record::StoredResponse;
 use crate::core::key_rules::key_state::answer_body_cap;
 use crate::core::primitives::url::host_and_port;
 use crate::core::vocabulary::key_terms::KeyTerms;
-use crate::core::vocabulary::outcome_table::OriginResult;
-
-#[wasm_bindgen(module = "/src/runtime/origin.mjs")]
-extern "C" {
-    /// What a TCP connect to `address` showed within `wait_ms`: 0 opened, 1 refused, 2
-    /// not connected in time. Never rejects.
-    #[wasm_bindgen(js_name = probe)]
-    fn probe_js(address: &str, wait_ms: f64) -> Promise;
-    /// The request sent (through `service` unless it is null) and its answer's head read
-    /// within `timeout_ms`, `controller` aborting it past that; `[kind, …]` as `origin.mjs`
-    /// documents it. Never rejects.
-    #[wasm_bindgen(js_name = exchange)]
-    fn exchange_js(
-        request: &Request,
-        service: &JsValue,
-        controller: &AbortController,
-        timeout_ms: f64,
-    ) -> Promise;
-}
+use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
 
 /// The origin's answer.
 pub struct OriginAnswer {
@@ -152,7 +133,7 @@ pub async fn send(
             Ok(service) => Some(service),
             Err(error) => {
                 console_error!("the origin service binding {} is unusable: {}", name, error);
-                return (OriginResult::ConnectRefused, None);
+                return (OriginVerdict::NotSent.result(), None);
             }
         },
     };
@@ -185,7 +166,8 @@ pub async fn look_up(
             }
             Some((status, None))
         }
-        _ => None,
+        (OriginResult::Responded(_), None)
+        | (OriginResult::ConnectRefused | OriginResult::TimedOut | OriginResult::ResetAfterSend, _) => None,
     }
 }
 
@@ -197,19 +179,18 @@ pub async fn reported(
     outcome: &ObservedOutcome,
     policy: &KeyTerms,
 ) -> (OriginResult, Option<OriginAnswer>) {
+    let ended = |result| async move {
+        body::drain(req, None).await;
+        (result, None)
+    };
     let (status, headers) = match outcome {
         ObservedOutcome::Responded { status, headers } => (*status, headers.clone()),
-        other => {
-            body::drain(req, None).await;
-            return match other {
-                ObservedOutcome::Timeout => (OriginResult::TimedOut, None),
-                // The Worker read its copy only up to the stored-size cap.
-                ObservedOutcome::Oversized { status } => (OriginResult::Oversized(*status), None),
-                _ => (OriginResult::ResetAfterSend, None),
-            };
-        }
+        ObservedOutcome::Timeout => return ended(OriginResult::TimedOut).await,
+        // The Worker read its copy only up to the stored-size cap.
+        ObservedOutcome::Oversized { status } => return ended(OriginResult::Oversized(*status)).await,
+        ObservedOutcome::Reset => return ended(OriginResult::ResetAfterSend).await,
     };
-    let cap = answer_body_cap(policy, &headers);
+    let cap = answer_body_cap(policy.max_stored_response_bytes, &headers);
     let body = match req.body() {
         None => AnswerBody::Complete(Vec::new()),
         Some(raw) => match read_capped(raw, cap).await {
@@ -261,13 +242,8 @@ async fn forward(
         // SYNs, which come again after 1 s, 3 s, 7 s, and giving up sooner would refuse a
         // request the origin would have served. Refused, or not connected in that time, the
         // origin took nothing and the key is released.
-        match probe(target, timeout_ms).await {
-            Probe::Opened => {}
-            Probe::Refused => return (OriginResult::ConnectRefused, None),
-            Probe::NoAnswer => {
-                console_warn!("origin probe: no connection within {} ms", timeout_ms);
-                return (OriginResult::ConnectRefused, None);
-            }
+        if let Some(verdict) = probe(target, timeout_ms).await {
+            return (verdict.result(), None);
         }
     }
     // Signed before anything is sent: a signature that cannot be made sends nothing.
@@ -283,84 +259,100 @@ async fn forward(
                 Ok(value) => Some(value),
                 Err(error) => {
                     console_warn!("origin signature failed: {}", super::platform::Error::from(error));
-                    return (OriginResult::ConnectRefused, None);
+                    return (OriginVerdict::NotSent.result(), None);
                 }
             }
         }
     };
-    let Ok(controller) = AbortController::new() else { return (OriginResult::ConnectRefused, None) };
+    let Ok(controller) = AbortController::new() else { return (OriginVerdict::NotSent.result(), None) };
     let request = match build_request(target, method, headers, body, &controller.signal(), signature.as_ref())
     {
         Ok(request) => request,
         // Nothing was sent.
-        Err(_) => return (OriginResult::ConnectRefused, None),
+        Err(_) => return (OriginVerdict::NotSent.result(), None),
     };
-    // Sent, and its answer read, within the timeout, in JavaScript (`origin.mjs`); what each
-    // outcome means is decided here.
-    let service = service.map_or(JsValue::NULL, JsValue::from);
-    let timeout = timeout_ms as f64;
-    let head: Array = JsFuture::from(exchange_js(&request, &service, &controller, timeout))
-        .await
-        .map_or_else(|_| Array::new(), JsCast::unchecked_into);
-    let status = head.get(1).as_f64().unwrap_or(0.0) as u16;
-    match head.get(0).as_f64() {
-        Some(0.0) => {}
-        // The fetch failed, perhaps after the request left: the outcome is unknown.
-        Some(1.0) => {
-            console_warn!("origin fetch failed: {}", super::platform::Error::from(head.get(1)));
-            return (OriginResult::ResetAfterSend, None);
+    // Sent, and its answer read, within the one deadline: past it, the fetch is aborted
+    // (its body's read with it) and the attempt timed out. What each end means, sent or not,
+    // is the core's verdict.
+    let signal = controller.signal();
+    let ended = |verdict: OriginVerdict| {
+        if verdict == OriginVerdict::TimedOut {
+            controller.abort();
         }
-        Some(2.0) => return (OriginResult::TimedOut, None),
-        Some(4.0) => return (broke_off(status, head.get(2)), None),
-        // Not a `Response`: the outcome is unknown.
-        _ => return (OriginResult::ResetAfterSend, None),
-    }
-    let headers = HeaderLines::new(head.get(2).as_string().unwrap_or_default()).to_pairs();
+        (verdict.result(), None)
+    };
+    let mut deadline = std::pin::pin!(Delay::from(Duration::from_millis(timeout_ms)));
+    let fetched = async {
+        match &service {
+            Some(service) => match service.fetch_with_request(&request) {
+                Ok(promise) => JsFuture::from(promise).await.and_then(|value| value.dyn_into::<Response>()),
+                Err(error) => Err(error),
+            },
+            None => worker::Fetch::Request(worker::Request::from(Clone::clone(&request)))
+                .send_with_signal(&worker::AbortSignal::from(signal))
+                .await
+                .map(Response::from)
+                .map_err(JsValue::from),
+        }
+    };
+    let response = match race(fetched, deadline.as_mut()).await {
+        Either::Left(Ok(response)) => response,
+        // The fetch failed, perhaps after the request left (or what came back is not an
+        // answer): the outcome is unknown.
+        Either::Left(Err(error)) => {
+            console_warn!("origin fetch failed: {}", super::platform::Error::from(error));
+            return ended(OriginVerdict::MaybeSent);
+        }
+        Either::Right(()) => return ended(OriginVerdict::TimedOut),
+    };
+    let status = response.status();
+    let headers = match header_lines(&response.headers()) {
+        Ok(lines) => lines.to_pairs(),
+        Err(error) => {
+            broke_off(status, error.into());
+            return ended(OriginVerdict::BrokeOff(status));
+        }
+    };
     let connection = headers
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
         .map(|(_, value)| value.as_str());
     let connection_tokens = connection_tokens(connection);
-    // The body's cap: the stored-size cap less the headers, counted as the machine counts a
-    // stored response.
-    let header_bytes: u64 = headers.iter().map(|(n, v)| (n.len() + v.len() + 8) as u64).sum();
-    let body_cap = max_stored_bytes.saturating_sub(header_bytes);
-    let body = match head.get(3).dyn_into::<Function>() {
-        Err(_) => AnswerBody::Complete(Vec::new()),
-        Ok(finish) => {
-            // The limits are settings of at most a few hundred MiB, exact as an f64.
-            let read = finish.call1(&JsValue::NULL, &JsValue::from(body_cap as f64));
-            let read: Array = match read {
-                Ok(promise) => JsFuture::from(Promise::from(promise))
-                    .await
-                    .map_or_else(|_| Array::new(), JsCast::unchecked_into),
-                Err(_) => Array::new(),
-            };
-            match read.get(0).as_f64() {
-                Some(0.0) => AnswerBody::Complete(boundary::joined(&read.get(1).unchecked_into())),
-                Some(1.0) => AnswerBody::Streamed(read.get(1).unchecked_into()),
-                Some(3.0) => return (OriginResult::TimedOut, None),
-                _ => return (broke_off(status, read.get(1)), None),
+    // The body's cap: the stored-size cap less the headers, as the core counts them.
+    let body_cap = answer_body_cap(max_stored_bytes, &headers);
+    let body = match response.body() {
+        None => AnswerBody::Complete(Vec::new()),
+        Some(stream) => match race(boundary::read_up_to(&stream, body_cap, false), deadline.as_mut()).await {
+            Either::Left(Ok((Some(body), _))) => AnswerBody::Complete(body),
+            Either::Left(Ok((None, Some(rest)))) => AnswerBody::Streamed(rest),
+            Either::Left(Ok((None, None))) => {
+                broke_off(status, JsValue::from_str("an answer past its cap came without its stream"));
+                return ended(OriginVerdict::BrokeOff(status));
             }
-        }
+            Either::Left(Err(error)) => {
+                broke_off(status, error);
+                return ended(OriginVerdict::BrokeOff(status));
+            }
+            Either::Right(()) => return ended(OriginVerdict::TimedOut),
+        },
     };
-    let result = match body {
-        AnswerBody::Complete(_) => OriginResult::Responded(status),
-        AnswerBody::Streamed(_) => OriginResult::Oversized(status),
+    let verdict = match body {
+        AnswerBody::Complete(_) => OriginVerdict::Answered(status),
+        AnswerBody::Streamed(_) => OriginVerdict::OverCap(status),
     };
-    (result, Some(OriginAnswer { status, headers, connection_tokens, body }))
+    (verdict.result(), Some(OriginAnswer { status, headers, connection_tokens, body }))
 }
 
-/// An answer whose head came with `status` and which then broke off (`error`): the outcome
-/// is unknown, but the origin did answer, and the status it sent is what the engineer
-/// reconciling this key needs first (a 2xx most likely executed).
-fn broke_off(status: u16, error: JsValue) -> OriginResult {
+/// Logs an answer whose head came with `status` and which then broke off (`error`): the
+/// outcome is unknown (`OriginVerdict::BrokeOff`), but the origin did answer, and the status
+/// it sent is what the engineer reconciling this key needs first (a 2xx most likely
+/// executed).
+fn broke_off(status: u16, error: JsValue) {
     console_warn!(
         "origin answered {} and its answer broke off: {}",
         status,
         super::platform::Error::from(error)
     );
-    OriginResult::ResetAfterSend
 }
 
 fn build_request(
@@ -399,29 +391,30 @@ pub(super) async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Resul
     })
 }
 
-/// What a TCP connect to the origin showed.
-enum Probe {
-    Opened,
-    /// Refused, or failed before a connection existed (no byte was sent).
-    Refused,
-    /// Not connected within the wait.
-    NoAnswer,
-}
-
-/// Opens a TCP connection to the target's host and port, waiting at most `wait_ms`, and
-/// closes it (`origin.mjs`'s `probe`). Sends no byte. Anything but a connection opened in
-/// time reads as "not connected", which is safe either way: nothing is sent after it.
-async fn probe(target: &str, wait_ms: u64) -> Probe {
-    let Some((host, port)) = host_and_port(target) else { return Probe::Refused };
-    let mut address = String::with_capacity(host.len() + 6);
-    address.push_str(host);
-    address.push(':');
-    address.push_str(&port.to_string());
-    match JsFuture::from(probe_js(&address, wait_ms as f64)).await.ok().and_then(|shown| shown.as_f64()) {
-        Some(0.0) => Probe::Opened,
-        Some(2.0) => Probe::NoAnswer,
-        _ => Probe::Refused,
-    }
+/// Opens a TCP connection to the target's host and port (`worker::Socket`), waiting at
+/// most `wait_ms`, and closes it. Sends no byte. `None` when it opened; otherwise the
+/// verdict (nothing sent): refused, failed before a connection existed, or not connected
+/// in time, which is safe either way: nothing is sent after it. A socket that opened, or
+/// was given up on, is closed at once (a late connection is closed as soon as it opens, so
+/// it does not linger at the origin); closing is best effort, nothing was sent on it.
+async fn probe(target: &str, wait_ms: u64) -> Option<OriginVerdict> {
+    let Some((host, port)) = host_and_port(target) else { return Some(OriginVerdict::NotSent) };
+    let Ok(mut socket) = worker::Socket::builder().connect(host, port) else {
+        return Some(OriginVerdict::NotSent);
+    };
+    let shown = race(socket.opened(), Delay::from(Duration::from_millis(wait_ms))).await;
+    let verdict = match shown {
+        Either::Left(Ok(_)) => None,
+        Either::Left(Err(_)) => return Some(OriginVerdict::NotSent),
+        Either::Right(()) => {
+            console_warn!("origin probe: no connection within {} ms", wait_ms);
+            Some(OriginVerdict::NotSent)
+        }
+    };
+    wasm_bindgen_futures::spawn_local(async move {
+        let _ = socket.close().await;
+    });
+    verdict
 }
 
 /// Observe mode's split of the origin's answer (`ReadableStream.tee`): the answer for the

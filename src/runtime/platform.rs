@@ -1,13 +1,11 @@
-//! The runtime's own bindings to workerd: the environment and its bindings, a request's
-//! context, a Durable Object's state, storage and SQL, timers, the log, a
-//! JavaScript error as a Rust value, the first of two futures to finish, and the instance's
-//! panic hook with the state that `src/entry.mjs` recovers from a trap with.
+//! The runtime's remaining hand-written bindings to workerd: the environment and its
+//! bindings, a request's context, a Durable Object's state, storage and SQL, timers, the
+//! log, a JavaScript error as a Rust value, and the first of two futures to finish.
 //!
-//! They replace the `worker` crate (for size). The runtime used a few dozen of its
-//! calls and none of its conversions (it works on `web_sys`'s `Request` and `Response`
-//! already), but its error type, its binding wrappers and its SQL cursor brought their
-//! own formatting and conversion code into the Wasm. Each binding here is the one
-//! JavaScript call its name says. Owns no decision.
+//! The entry points, the panic hook and the init state that `src/entry.mjs` recovers from a
+//! trap with are the `worker` crate's (`#[event(fetch)]`, `#[durable_object]`,
+//! `worker::init`); what is left here is being moved onto `worker`'s types, module by
+//! module. Each binding is the one JavaScript call its name says. Owns no decision.
 
 use std::cell::Cell;
 use std::fmt;
@@ -486,44 +484,4 @@ pub async fn race<A: Future, B: Future>(left: A, right: B) -> Either<A::Output, 
         Poll::Pending
     })
     .await
-}
-
-#[wasm_bindgen(
-    inline_js = "export const state = globalThis.__worker_init_state = { criticalError: false, instanceId: 0 };"
-)]
-extern "C" {
-    /// What `src/entry.mjs` reads to recover from a trap: whether a panic happened, and
-    /// which instance of the Wasm is the current one.
-    type InitState;
-
-    #[wasm_bindgen(thread_local_v2, js_name = state)]
-    static INIT_STATE: InitState;
-
-    #[wasm_bindgen(method, setter, js_name = criticalError)]
-    fn set_critical_error(this: &InitState, value: bool);
-
-    #[wasm_bindgen(method, getter, js_name = instanceId)]
-    fn instance_id(this: &InitState) -> u32;
-
-    #[wasm_bindgen(method, setter, js_name = instanceId)]
-    fn set_instance_id(this: &InitState, value: u32);
-}
-
-/// Runs when the instance starts, and again when `src/entry.mjs` resets it after a trap: a
-/// new instance id, and a panic hook that logs the panic and marks the instance as one to
-/// reset (the release build aborts on panic, which traps).
-#[wasm_bindgen(start)]
-fn start() {
-    std::panic::set_hook(Box::new(|info| {
-        let error = js_sys::Error::new(&format!("Rust panic: {info}"));
-        web_sys::console::error_2(&JsValue::from_str("Critical"), &error);
-        INIT_STATE.with(|state| state.set_critical_error(true));
-    }));
-    INIT_STATE.with(|state| state.set_instance_id(state.instance_id() + 1));
-}
-
-/// The init state, for `src/entry.mjs`.
-#[wasm_bindgen(js_name = "__worker_init_state")]
-pub fn init_state() -> JsValue {
-    INIT_STATE.with(|state| AsRef::<JsValue>::as_ref(state).clone())
 }

@@ -4,9 +4,9 @@
 //!
 //! Every await comes before the decision it feeds: a retry's lookup runs, and its verdict
 //! is written, before the retry itself is decided on the record as it then is. One lookup
-//! runs per unknown outcome at a time: the key's driver gives the turns
-//! (`core::key_rules::key_state::KeyState::handle_lookup_turn`), and `runtime::settlement` keeps
-//! what the waiters wait for. A retry that arrives while one runs reads its body (the one
+//! runs per unknown outcome at a time: the key's driver gives the turns, and what the
+//! waiters wait for (`core::key_rules::key_state::KeyState::handle_lookup_turn`). A retry
+//! that arrives while one runs reads its body (the one
 //! that forwards once the key is released needs it, and a body left unread would hold the
 //! connection) and waits for it instead of asking again, within the waiters' caps by count
 //! and by bytes; past either, it is answered at once with the driver's 502
@@ -25,7 +25,7 @@
 use wasm_bindgen::JsValue;
 use web_sys::Headers;
 
-use super::object::KeyObject;
+use super::object::{Carry, KeyObject};
 use super::platform::console_error;
 use super::{body, metrics, now_ms, origin, outcome_queue, settings};
 use crate::core::edge_rules::log::RequestLog;
@@ -34,14 +34,11 @@ use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::reconciling::Reconciling;
 use crate::core::formats::record::AttemptId;
-use crate::core::key_rules::key_state::{LookupAsker, LookupTurn};
-use crate::core::key_rules::machine::Action;
+use crate::core::key_rules::key_state::{look_again_at, LookupAsker, LookupTurn};
 use crate::core::key_rules::reconcile;
+use crate::core::primitives::latch::Setter;
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::problem::Problem;
-
-/// When an alarm whose lookup cannot be opened looks again.
-const AFTER_UNOPENED_LOOKUP_MS: u64 = 60_000;
 
 /// What the reconciliation before an arrival came to ([`KeyObject::reconcile_before_arrival`]).
 #[derive(Default)]
@@ -153,13 +150,14 @@ impl KeyObject {
         let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
         let turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &call.policy.limits);
         match turn {
-            LookupTurn::Run => {
+            LookupTurn::Run(over) => {
                 // The claim's time, which the lookup answers from: the record's, not this retry's.
                 let claimed_at = self.key.borrow().record().and_then(|r| r.reconciling()).map(|r| r.bound_at);
                 match claimed_at {
                     Some(claimed_at) => {
                         let request = lookup_request(headers, reconcile, call.scope_salt);
-                        self.look_up(attempt, claimed_at, &request, reconcile.not_found, &call.policy).await;
+                        let policy = &call.policy;
+                        self.look_up(attempt, over, claimed_at, &request, reconcile.not_found, policy).await;
                     }
                     // No lookup kept: nothing to ask; the turn is given back.
                     None => {
@@ -168,12 +166,9 @@ impl KeyObject {
                 }
                 (None, None)
             }
-            LookupTurn::Wait => {
-                let running = self.live.running_lookup(attempt);
+            LookupTurn::Wait(running) => {
                 let body = body::read_whole(req).await;
-                if let Some(running) = running {
-                    running.wait().await;
-                }
+                running.wait().await;
                 (Some(body), None)
             }
             LookupTurn::Full(problem) => (None, Some(problem)),
@@ -195,22 +190,27 @@ impl KeyObject {
             Err(error) => {
                 // Nothing is asked unopened; look again later (the key may come back into
                 // the ring), whatever becomes of the platform's retries.
-                self.store.set_alarm(now_ms().saturating_add(AFTER_UNOPENED_LOOKUP_MS)).await;
+                self.store.set_alarm(look_again_at(now_ms())).await;
                 return Err(format!("the stored lookup cannot be opened: {error}"));
             }
         };
         // A reconciled answer is sealed under the caller's scope, which the lookup carries.
         let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
         let limits = &reconciling.policy.limits;
-        if self.key.borrow_mut().handle_lookup_turn(attempt, LookupAsker::Alarm, limits) != LookupTurn::Run {
+        let turn = self.key.borrow_mut().handle_lookup_turn(attempt, LookupAsker::Alarm, limits);
+        let over = match turn {
+            LookupTurn::Run(over) => over,
             // A retry's lookup runs: it sets what comes next.
-            if let Some(running) = self.live.running_lookup(attempt) {
+            LookupTurn::Wait(running) => {
                 running.wait().await;
+                return Ok(());
             }
-            return Ok(());
-        }
+            // The alarm is never refused a place; should it be, the next alarm asks again.
+            LookupTurn::Full(_) => return Ok(()),
+        };
         let claimed_at = reconciling.bound_at;
-        if self.look_up(attempt, claimed_at, &request, reconciling.not_found, &reconciling.policy).await {
+        let (not_found, policy) = (reconciling.not_found, &reconciling.policy);
+        if self.look_up(attempt, over, claimed_at, &request, not_found, policy).await {
             Ok(())
         } else {
             Err("the reconciliation could not be recorded; the alarm runs again".to_owned())
@@ -218,18 +218,18 @@ impl KeyObject {
     }
 
     /// One lookup of `attempt`'s outcome for the claim made at `claimed_at`, whose turn the
-    /// driver gave this caller ([`LookupTurn::Run`], in this same turn): the verdict stepped,
-    /// written, logged and published, and the alarm it asks for set; then its waiters are
-    /// woken. Whether it all held.
+    /// driver gave this caller ([`LookupTurn::Run`], in this same turn, with `over`): the
+    /// verdict stepped, written, logged and published, and the alarm it asks for set; then
+    /// its waiters are woken (`over` let go). Whether it all held.
     async fn look_up(
         &self,
         attempt: AttemptId,
+        over: Setter<()>,
         claimed_at: u64,
         request: &StoredRequest,
         not_found: u16,
         policy: &KeyTerms,
     ) -> bool {
-        let over = self.live.begin_lookup(attempt);
         let started = now_ms();
         let answer = match Headers::new() {
             Ok(headers) => {
@@ -247,13 +247,9 @@ impl KeyObject {
         let jitter = js_sys::Math::random();
         let pending = self.key.borrow_mut().handle_reconciled(attempt, verdict, policy, jitter, now_ms());
         let (decided, written) = self.write_verdict(pending).await;
-        let mut held = written;
-        for action in &decided.step.actions {
-            if let Action::SetAlarm(at) = action {
-                held &= self.store.set_alarm(*at).await;
-            }
-        }
-        if let Some(decision) = decided.decision {
+        let carry = Carry::of(decided);
+        let held = self.set_alarms(&carry.alarms).await && written;
+        if let Some(decision) = carry.decision {
             let object = Some(self.object_id().to_owned());
             let status = origin_status.unwrap_or(0);
             let log = RequestLog {
@@ -265,7 +261,6 @@ impl KeyObject {
             outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, false);
         }
         self.key.borrow_mut().handle_lookup_over(attempt);
-        self.live.end_lookup(attempt);
         drop(over);
         held
     }

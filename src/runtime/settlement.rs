@@ -6,8 +6,10 @@
 //!   shares the receiver, and the answer is prepared once so that they share one body;
 //! - the sender of an observe-mode claim, kept until the Worker brings its outcome;
 //! - the stored answer prepared for replays (`respond::Prepared`), made once per stored
-//!   answer and object life;
-//! - the lookup of an unknown outcome running now, which other retries wait for.
+//!   answer and object life.
+//!
+//! The lookup of an unknown outcome running now, which other retries wait for, is the
+//! key's driver's (`core::key_rules::key_state::LookupTurn`).
 //!
 //! A dropped sender releases its waiters (they get the driver's 409), so an execution that
 //! ends without settling never leaves anyone waiting for ever. The hand-over itself is
@@ -40,9 +42,6 @@ pub(super) struct Settlements {
     observed: RefCell<Option<(AttemptId, Settle)>>,
     /// The stored answer made ready for replays.
     prepared: RefCell<Option<Rc<Prepared>>>,
-    /// The lookup running for an attempt's unknown outcome (`runtime::reconcile`): whoever
-    /// would look it up meanwhile waits for this one instead of asking again.
-    lookup: RefCell<Option<RunningLookup>>,
 }
 
 impl Settlements {
@@ -105,42 +104,11 @@ impl Settlements {
         }
     }
 
-    /// The lookup of `attempt`'s outcome starts (the key's driver gave this caller the
-    /// turn, `core::key_rules::key_state::KeyState::handle_lookup_turn`): the sender that ends it,
-    /// dropped by the caller when it is over.
-    pub fn begin_lookup(&self, attempt: AttemptId) -> Setter<()> {
-        let (over, done) = latch();
-        *self.lookup.borrow_mut() = Some(RunningLookup { attempt, done });
-        over
-    }
-
-    /// What a caller the driver told to wait for the lookup of `attempt` waits for
-    /// (`None` where none runs here: it waits for nothing).
-    pub fn running_lookup(&self, attempt: AttemptId) -> Option<Latch<()>> {
-        let lookup = self.lookup.borrow();
-        lookup.as_ref().filter(|running| running.attempt == attempt).map(|running| running.done.clone())
-    }
-
-    /// The lookup of `attempt` is over (its sender is dropped by the caller).
-    pub fn end_lookup(&self, attempt: AttemptId) {
-        let mut lookup = self.lookup.borrow_mut();
-        if lookup.as_ref().is_some_and(|running| running.attempt == attempt) {
-            *lookup = None;
-        }
-    }
-
     /// Lets go of the prepared answer: a chunked answer is replayed from its rows, so the
     /// whole body its waiters shared is not kept for the rest of the object's life.
     pub fn forget_prepared(&self) {
         self.prepared.borrow_mut().take();
     }
-}
-
-/// The lookup of an unknown outcome running now: what its waiters wait for (how many may
-/// wait is the driver's).
-struct RunningLookup {
-    attempt: AttemptId,
-    done: Latch<()>,
 }
 
 /// Waits for `settled` at most `wait_ms`: the execution's answer, or `None` when the wait

@@ -39,6 +39,7 @@ use super::reconcile::Verdict;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::reconciling::Reconciling;
 use crate::core::formats::record::{AttemptId, Record, StoredResponse, Unknown, UnknownReason};
+use crate::core::primitives::latch::{latch, Latch, Setter};
 use crate::core::primitives::time::Millis;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, Stage, StorageOperation};
@@ -88,13 +89,14 @@ pub struct RunningLookup {
 }
 
 /// Whose turn a lookup is ([`KeyState::handle_lookup_turn`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum LookupTurn {
-    /// Ask the origin; report the end with [`KeyState::handle_lookup_over`].
-    Run,
-    /// Wait for the lookup that runs (a retry reads its body first), then be decided on the
-    /// record as it is then.
-    Wait,
+    /// Ask the origin; report the end with [`KeyState::handle_lookup_over`], and drop the
+    /// setter then: that wakes whoever waits for this lookup.
+    Run(Setter<()>),
+    /// Wait for the lookup that runs (a retry reads its body first) to end, then be decided
+    /// on the record as it is then.
+    Wait(Latch<()>),
     /// Past the waiters' cap: answer this problem at once (502 `outcome-unknown`), the
     /// body drained, nothing looked up or forwarded.
     Full(Problem),
@@ -164,6 +166,11 @@ impl Pending {
         self.decision
     }
 
+    /// The attempt the step would forward (and claims the key for), if it does.
+    pub fn forwarded(&self) -> Option<AttemptId> {
+        forwarded_in(&self.step.actions)
+    }
+
     /// The stored answer, when all this step does is replay it: nothing to write, so its
     /// report ([`KeyState::handle_written`]) follows at once, and nothing else to carry
     /// out. The runtime answers such an arrival without awaiting anything but the body's
@@ -184,13 +191,42 @@ pub struct Decided {
 }
 
 impl Decided {
+    /// The next of the step's actions to carry out, in order, each handed out once
+    /// (quinn-proto's `poll_*`); `None` when all were.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        (!self.step.actions.is_empty()).then(|| self.step.actions.remove(0))
+    }
+
+    /// What the step claimed, taken before its actions are handed out: what withdrawing
+    /// the claim needs should its alarm fail ([`KeyState::handle_alarm_failed`]).
+    pub fn claimed(&self) -> Claimed {
+        let step = &self.step;
+        let job = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
+            && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
+        Claimed { forwarded: self.forwarded(), job }
+    }
+
     /// The attempt the step forwards (and claimed the key for), if it does.
     pub fn forwarded(&self) -> Option<AttemptId> {
-        self.step.actions.iter().find_map(|action| match action {
-            Action::Forward { attempt } => Some(*attempt),
-            _ => None,
-        })
+        forwarded_in(&self.step.actions)
     }
+}
+
+/// The attempt a step's actions forward, if they do.
+fn forwarded_in(actions: &[Action]) -> Option<AttemptId> {
+    actions.iter().find_map(|action| match action {
+        Action::Forward { attempt } => Some(*attempt),
+        _ => None,
+    })
+}
+
+/// What a written step claimed ([`Decided::claimed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claimed {
+    /// The attempt it forwards, the key claimed for it.
+    pub forwarded: Option<AttemptId>,
+    /// Whether it claimed the key for an asynchronous job (answered 202).
+    pub job: bool,
 }
 
 /// The in-memory state of one key in one object instance.
@@ -201,6 +237,8 @@ pub struct KeyState {
     live: Option<LiveAttempt>,
     /// The lookup of an unknown outcome running now, with its waiters.
     lookup: Option<RunningLookup>,
+    /// What those waiters wait for: the running lookup's end (its setter is the runner's).
+    lookup_over: Option<Latch<()>>,
 }
 
 impl KeyState {
@@ -322,9 +360,12 @@ impl KeyState {
     ) -> LookupTurn {
         let Some(running) = self.lookup.as_mut().filter(|running| running.attempt == attempt) else {
             self.lookup = Some(RunningLookup { attempt, waiters: 0, waiting_bytes: 0 });
-            return LookupTurn::Run;
+            let (over, done) = latch();
+            self.lookup_over = Some(done);
+            return LookupTurn::Run(over);
         };
-        let LookupAsker::Retry { body_bytes } = asker else { return LookupTurn::Wait };
+        let over = self.lookup_over.clone().unwrap_or_else(|| latch().1);
+        let LookupAsker::Retry { body_bytes } = asker else { return LookupTurn::Wait(over) };
         let bytes = running.waiting_bytes.saturating_add(body_bytes);
         if !limits.admits(running.waiters) || bytes > limits.max_waiting_bytes {
             let reason = match self.record() {
@@ -336,7 +377,7 @@ impl KeyState {
         }
         running.waiters += 1;
         running.waiting_bytes = bytes;
-        LookupTurn::Wait
+        LookupTurn::Wait(over)
     }
 
     /// The lookup of `attempt` is over (its verdict written or not): its waiters are woken
@@ -344,6 +385,7 @@ impl KeyState {
     pub fn handle_lookup_over(&mut self, attempt: AttemptId) {
         if self.lookup.is_some_and(|running| running.attempt == attempt) {
             self.lookup = None;
+            self.lookup_over = None;
         }
     }
 
@@ -573,16 +615,13 @@ impl KeyState {
     /// Returns `None` where there is nothing to withdraw: observe mode has forwarded
     /// already, and a record whose alarm is missing is still deleted when read past its
     /// expiry.
-    pub fn handle_alarm_failed(&mut self, decided: &Decided) -> Option<Pending> {
-        let step = &decided.step;
-        let claimed = decided.forwarded();
+    pub fn handle_alarm_failed(&mut self, claimed: Claimed) -> Option<Pending> {
+        let Claimed { forwarded: claimed, job: job_claimed } = claimed;
         let observed =
             |attempt| self.live.is_some_and(|live| live.attempt == attempt && live.observed_until.is_some());
         if claimed.is_some_and(observed) {
             return None;
         }
-        let job_claimed = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
-            && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
         match claimed {
             Some(attempt) => self.end(attempt),
             None if job_claimed => {}
@@ -663,6 +702,18 @@ impl KeyState {
     }
 }
 
+/// How long an alarm that could not read what it works on (the record, a job's stored
+/// request, a claim's stored lookup) waits before it looks again, whatever becomes of the
+/// platform's own retries of the failed alarm: a corrupt record is still a record (kept,
+/// never forwarded unprotected), and a key may come back into the ring.
+pub const LOOK_AGAIN_AFTER_MS: Millis = 60_000;
+
+/// When an alarm that could not read what it works on at `now` runs again
+/// ([`LOOK_AGAIN_AFTER_MS`]).
+pub fn look_again_at(now: Millis) -> Millis {
+    now.saturating_add(LOOK_AGAIN_AFTER_MS)
+}
+
 /// 503 for an arrival whose claim would have no lookup: the route's lookup could not be
 /// sealed, so nothing was claimed or forwarded.
 pub fn lookup_unsealed() -> Problem {
@@ -687,12 +738,12 @@ pub fn decision_of(actions: &[Action]) -> Option<Decision> {
     })
 }
 
-/// How many body bytes of an origin's answer may be stored, given its headers: the
-/// policy's cap on the whole answer, less what the headers take (each counted with 8
-/// bytes of framing).
-pub fn answer_body_cap(policy: &KeyTerms, headers: &[(String, String)]) -> u64 {
-    let header_bytes: u64 = headers.iter().map(|(name, value)| (name.len() + value.len() + 8) as u64).sum();
-    policy.max_stored_response_bytes.saturating_sub(header_bytes)
+/// How many body bytes of an origin's answer may be stored, given its headers: the cap on
+/// the whole stored answer (`KeyTerms::max_stored_response_bytes`), less what the
+/// headers take ([`machine::stored_header_bytes`], the rule a stored answer's size is judged
+/// by).
+pub fn answer_body_cap(max_stored_bytes: u64, headers: &[(String, String)]) -> u64 {
+    max_stored_bytes.saturating_sub(machine::stored_header_bytes(headers))
 }
 
 #[cfg(test)]

@@ -689,7 +689,14 @@ fn on_origin_finished(
 }
 
 fn stored_size(response: &StoredResponse) -> usize {
-    response.body.len() + response.headers.iter().map(|(n, v)| n.len() + v.len() + 8).sum::<usize>()
+    response.body.len() + stored_header_bytes(&response.headers) as usize
+}
+
+/// What an answer's headers count for against the stored-size cap: each name and value,
+/// with 8 bytes of framing. The one rule for it: the size a stored answer is judged by here
+/// and the cap its body is read up to (`key_state::answer_body_cap`) both come from it.
+pub fn stored_header_bytes(headers: &[(String, String)]) -> u64 {
+    headers.iter().map(|(name, value)| (name.len() + value.len() + 8) as u64).sum()
 }
 
 /// 409 with a `Retry-After` of the given time, rounded up to whole seconds.

@@ -70,6 +70,18 @@ impl<T> Drop for Setter<T> {
     }
 }
 
+impl<T> std::fmt::Debug for Setter<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Setter")
+    }
+}
+
+impl<T> std::fmt::Debug for Latch<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Latch")
+    }
+}
+
 impl<T> Clone for Latch<T> {
     fn clone(&self) -> Self {
         Latch(self.0.clone())

@@ -65,6 +65,43 @@ pub enum OriginResult {
     ResetAfterSend,
 }
 
+/// The sent-or-not verdict of one exchange with the origin, as its I/O saw it: the one
+/// typed value between the runtime's fetch (and probe) and the outcome table. Only
+/// [`OriginVerdict::NotSent`] releases a key: whatever the runtime cannot place is
+/// "maybe sent", since mistaking an executed payment for an unexecuted one would charge
+/// twice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OriginVerdict {
+    /// Certainly nothing was sent: the probe was refused or did not connect in time, or the
+    /// request could not be built, signed or handed to its binding.
+    NotSent,
+    /// It may have been sent and no answer came: the fetch threw, or what came back was not
+    /// an answer.
+    MaybeSent,
+    /// No complete answer within the origin timeout (a body that stalls included).
+    TimedOut,
+    /// The answer's head came with this status, then the answer broke off.
+    BrokeOff(u16),
+    /// The whole answer came, within the stored-size cap.
+    Answered(u16),
+    /// The answer came, past the stored-size cap: passed on as a stream, never stored.
+    OverCap(u16),
+}
+
+impl OriginVerdict {
+    /// What the verdict is to the outcome table. An answer that broke off is unknown, as a
+    /// reset after the request was sent: the origin did answer, so it was sent.
+    pub fn result(self) -> OriginResult {
+        match self {
+            OriginVerdict::NotSent => OriginResult::ConnectRefused,
+            OriginVerdict::MaybeSent | OriginVerdict::BrokeOff(_) => OriginResult::ResetAfterSend,
+            OriginVerdict::TimedOut => OriginResult::TimedOut,
+            OriginVerdict::Answered(status) => OriginResult::Responded(status),
+            OriginVerdict::OverCap(status) => OriginResult::Oversized(status),
+        }
+    }
+}
+
 /// What becomes of the key after an origin result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Disposition {
@@ -203,9 +240,32 @@ pub fn release_confirmed<'a>(mut headers: impl Iterator<Item = (&'a str, &'a str
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
     use Disposition::*;
     use OriginResult::*;
+
+    #[test]
+    fn only_a_verdict_that_nothing_left_releases_the_key() {
+        let verdicts = [
+            OriginVerdict::NotSent,
+            OriginVerdict::MaybeSent,
+            OriginVerdict::TimedOut,
+            OriginVerdict::BrokeOff(200),
+            OriginVerdict::Answered(200),
+            OriginVerdict::OverCap(200),
+        ];
+        for verdict in verdicts {
+            let released = verdict.result() == OriginResult::ConnectRefused;
+            assert_eq!(released, verdict == OriginVerdict::NotSent, "{verdict:?}");
+        }
+        assert_eq!(OriginVerdict::MaybeSent.result(), OriginResult::ResetAfterSend);
+        // The origin answered, then broke off: sent, its outcome unknown.
+        assert_eq!(OriginVerdict::BrokeOff(201).result(), OriginResult::ResetAfterSend);
+        assert_eq!(OriginVerdict::TimedOut.result(), OriginResult::TimedOut);
+        assert_eq!(OriginVerdict::Answered(200).result(), OriginResult::Responded(200));
+        assert_eq!(OriginVerdict::OverCap(200).result(), OriginResult::Oversized(200));
+    }
 
     fn route_mode() -> OutcomeTable {
         OutcomeTable { via_cloudflare: true, ..OutcomeTable::default() }

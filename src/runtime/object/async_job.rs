@@ -21,17 +21,17 @@ use wasm_bindgen::JsValue;
 use web_sys::{Headers, Response};
 
 use super::super::platform::{console_error, Result};
-use super::{body, metrics, now_ms, random_u64, settings, KeyObject};
+use super::{body, metrics, now_ms, random_u64, settings, Carry, KeyObject};
 use crate::core::edge_rules::headers::forward_to_origin;
 use crate::core::edge_rules::log::RequestLog;
 use crate::core::edge_rules::wire::KeyCall;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::record::{AttemptId, Record};
+use crate::core::key_rules::key_state::look_again_at;
 use crate::core::key_rules::machine::async_job::{
     no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,
 };
-use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, PlatformCall, Stage, StorageOperation};
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
@@ -131,7 +131,7 @@ impl KeyObject {
                     Err(error) => {
                         // Nothing is sent unopened; look again later, whatever becomes of
                         // the platform's retries (the key may come back into the ring).
-                        self.store.set_alarm(now_ms().saturating_add(super::ALARM_AFTER_READ_ERROR_MS)).await;
+                        self.store.set_alarm(look_again_at(now_ms())).await;
                         return Err(format!("the stored request cannot be opened: {error}"));
                     }
                 }
@@ -141,10 +141,8 @@ impl KeyObject {
         // Fresh: whatever happened while the request was opened (a poll, a purge).
         let record = self.record().map_err(|error| format!("could not read the record: {error}"))?;
         let pending = self.key.borrow_mut().handle_job_alarm(AttemptId(random_u64()), now_ms());
-        let forward = pending.step().actions.iter().find_map(|action| match action {
-            Action::Forward { attempt } => Some(*attempt),
-            _ => None,
-        });
+        // Whether the step sends: asked before it is written, to check what it would send.
+        let forward = pending.forwarded();
         // The send must be the request that was opened (the record could have been replaced).
         let request = match (forward, request) {
             (None, _) => None,
@@ -164,13 +162,9 @@ impl KeyObject {
         if !written {
             return Err("writing the job failed".to_owned());
         }
-        let mut alarm_set = true;
-        for action in &decided.step.actions {
-            if let Action::SetAlarm(at) = action {
-                alarm_set &= self.store.set_alarm(*at).await;
-            }
-        }
-        if let Some(decision) = decided.decision {
+        let carry = Carry::of(decided);
+        let alarm_set = self.set_alarms(&carry.alarms).await;
+        if let Some(decision) = carry.decision {
             self.log_job(decision, None, None);
         }
         // A send has no waiters: a duplicate that arrives meanwhile is told it is in
@@ -230,17 +224,14 @@ impl KeyObject {
         // A failed write keeps the claim, with its lease and its alarm: afterwards it reads
         // as an unknown outcome, never as "not executed".
         let (decided, written) = self.write(pending, "the job's outcome").await;
-        let decision = decided.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
+        let carry = Carry::of(decided);
+        let decision = carry.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
         self.log_job(decision, origin_status, Some(origin_ms));
         if !written {
             return Ok(());
         }
-        for action in decided.step.actions {
-            if let Action::SetAlarm(at) = action {
-                if !self.store.set_alarm(at).await {
-                    return Err("the next alarm could not be set".to_owned());
-                }
-            }
+        if !self.set_alarms(&carry.alarms).await {
+            return Err("the next alarm could not be set".to_owned());
         }
         Ok(())
     }

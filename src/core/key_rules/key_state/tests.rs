@@ -102,7 +102,7 @@ fn a_claim_whose_alarm_cannot_be_set_is_withdrawn() {
     key.remember(None);
     let pending = key.handle_arrival(arrival(&policy, A, false), T0);
     let decided = written(&mut key, pending);
-    let withdrawn = key.handle_alarm_failed(&decided).expect("withdrawn");
+    let withdrawn = key.handle_alarm_failed(decided.claimed()).expect("withdrawn");
     assert_eq!(key.live(), None, "its waiters are released");
     let withdrawn = written(&mut key, withdrawn);
     assert_eq!(withdrawn.step.change, RecordChange::Delete);
@@ -120,7 +120,10 @@ fn an_observed_claim_keeps_its_claim_when_the_alarm_fails_and_lives_for_its_leas
     key.remember(None);
     let pending = key.handle_arrival(arrival(&policy, A, true), T0);
     let decided = written(&mut key, pending);
-    assert!(key.handle_alarm_failed(&decided).is_none(), "observing, the Worker has forwarded already");
+    assert!(
+        key.handle_alarm_failed(decided.claimed()).is_none(),
+        "observing, the Worker has forwarded already"
+    );
     let until = T0 + policy.timing.lease_ms();
     assert_eq!(key.live().and_then(|live| live.observed_until), Some(until));
     // Observing never counts a waiter.
@@ -260,9 +263,9 @@ fn only_a_step_that_replays_and_writes_nothing_is_replay_only() {
 fn the_stored_size_cap_counts_the_headers() {
     let policy = policy();
     let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-    assert_eq!(answer_body_cap(&policy, &headers), 1_000 - (12 + 16 + 8));
+    assert_eq!(answer_body_cap(policy.max_stored_response_bytes, &headers), 1_000 - (12 + 16 + 8));
     let huge = vec![("x".to_owned(), "y".repeat(2_000))];
-    assert_eq!(answer_body_cap(&policy, &huge), 0);
+    assert_eq!(answer_body_cap(policy.max_stored_response_bytes, &huge), 0);
 }
 
 /// Requests interleave at every await of the runtime: an outcome whose write awaits
@@ -301,9 +304,9 @@ fn retries_waiting_on_a_running_lookup_are_capped_by_count_and_by_bytes() {
         reason: UnknownReason::ResetAfterSend,
         reconcile: None,
     })));
-    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run, "the first asks");
-    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait);
-    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait);
+    assert!(matches!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run(_)), "the first asks");
+    assert!(matches!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait(_)));
+    assert!(matches!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Wait(_)));
     let LookupTurn::Full(over_bytes) = key.handle_lookup_turn(A, retry(51), &limits) else {
         panic!("past MAX_WAITING_BYTES")
     };
@@ -314,14 +317,16 @@ fn retries_waiting_on_a_running_lookup_are_capped_by_count_and_by_bytes() {
         "the record's reason: {over_bytes:?}"
     );
     assert!(over_bytes.detail.contains("MAX_WAITING_BYTES"), "{over_bytes:?}");
-    assert_eq!(key.handle_lookup_turn(A, retry(50), &limits), LookupTurn::Wait, "exactly the cap fits");
+    assert!(
+        matches!(key.handle_lookup_turn(A, retry(50), &limits), LookupTurn::Wait(_)),
+        "exactly the cap fits"
+    );
     assert!(
         matches!(key.handle_lookup_turn(A, retry(0), &limits), LookupTurn::Full(_)),
         "past MAX_WAITERS_PER_KEY"
     );
-    assert_eq!(
-        key.handle_lookup_turn(A, LookupAsker::Alarm, &limits),
-        LookupTurn::Wait,
+    assert!(
+        matches!(key.handle_lookup_turn(A, LookupAsker::Alarm, &limits), LookupTurn::Wait(_)),
         "the alarm, uncounted"
     );
     assert_eq!(
@@ -335,14 +340,17 @@ fn retries_waiting_on_a_running_lookup_are_capped_by_count_and_by_bytes() {
     assert!(key.running_lookup().is_some());
     key.handle_lookup_over(A);
     assert_eq!(key.running_lookup(), None);
-    assert_eq!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run, "asked again later");
+    assert!(
+        matches!(key.handle_lookup_turn(A, retry(100), &limits), LookupTurn::Run(_)),
+        "asked again later"
+    );
 
     // A retry at no room at all (MAX_WAITERS_PER_KEY=0) never waits; a dead claim's reason
     // is a timeout.
     let mut dead = claimed(&policy());
     dead.handle_send_over(A);
     let none = WaiterLimits { max_waiters: 0, max_waiting_bytes: 0 };
-    assert_eq!(dead.handle_lookup_turn(A, LookupAsker::Alarm, &none), LookupTurn::Run);
+    assert!(matches!(dead.handle_lookup_turn(A, LookupAsker::Alarm, &none), LookupTurn::Run(_)));
     let LookupTurn::Full(problem) = dead.handle_lookup_turn(A, retry(0), &none) else { panic!("full") };
     assert!(problem.detail.starts_with("The origin did not answer in time"), "{problem:?}");
 }
@@ -390,4 +398,76 @@ fn an_arrival_whose_lookup_could_not_be_sealed_claims_nothing() {
     let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
     let joined = key.handle_lookup_unsealed(pending);
     assert!(matches!(joined.step().actions[..], [Action::Join { attempt: A, .. }]), "{joined:?}");
+}
+
+#[test]
+fn a_decided_step_hands_out_its_actions_once_each_in_order() {
+    let policy = policy();
+    let mut key = KeyState::new();
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(&policy, A, false), T0);
+    let mut decided = written(&mut key, pending);
+    let expected = decided.step.actions.clone();
+    assert!(!expected.is_empty());
+    let mut handed = Vec::new();
+    while let Some(action) = decided.poll_action() {
+        handed.push(action);
+    }
+    assert_eq!(handed, expected);
+    assert_eq!(decided.poll_action(), None);
+}
+
+#[test]
+fn an_alarm_that_cannot_read_looks_again_a_minute_later() {
+    assert_eq!(look_again_at(T0), T0 + 60_000);
+    assert_eq!(look_again_at(u64::MAX - 1), u64::MAX);
+}
+
+#[test]
+fn the_size_a_stored_answer_is_judged_by_and_its_body_cap_count_headers_alike() {
+    let headers = vec![("a".to_owned(), "bc".to_owned()), ("set-cookie".to_owned(), "x".to_owned())];
+    assert_eq!(machine::stored_header_bytes(&headers), (1 + 2 + 8) + (10 + 1 + 8));
+    assert_eq!(answer_body_cap(100, &headers), 100 - machine::stored_header_bytes(&headers));
+}
+
+#[test]
+fn a_step_says_what_it_claimed_before_its_actions_are_handed_out() {
+    let policy = policy();
+    let mut key = KeyState::new();
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(&policy, A, false), T0);
+    assert_eq!(pending.forwarded(), Some(A));
+    let decided = written(&mut key, pending);
+    assert_eq!(decided.claimed(), Claimed { forwarded: Some(A), job: false });
+    let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    assert_eq!(pending.forwarded(), None);
+    let duplicate = written(&mut key, pending);
+    assert_eq!(duplicate.claimed(), Claimed { forwarded: None, job: false });
+}
+
+/// The retries and the alarm that wait on a running lookup wait for its end, which its
+/// runner gives by letting go of its turn; a lookup that ran and ended leaves nothing to
+/// wait for.
+#[test]
+fn the_waiters_on_a_lookup_wake_when_its_runner_lets_go() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let limits = WaiterLimits { max_waiters: 3, max_waiting_bytes: 250 };
+    let mut key = KeyState::new();
+    key.remember(None);
+    let LookupTurn::Run(over) = key.handle_lookup_turn(A, LookupAsker::Alarm, &limits) else {
+        panic!("the first runs")
+    };
+    let LookupTurn::Wait(done) = key.handle_lookup_turn(A, LookupAsker::Retry { body_bytes: 1 }, &limits)
+    else {
+        panic!("the second waits")
+    };
+    let mut context = Context::from_waker(Waker::noop());
+    let mut wait = Box::pin(done.wait());
+    assert_eq!(wait.as_mut().poll(&mut context), Poll::Pending);
+    key.handle_lookup_over(A);
+    drop(over);
+    assert_eq!(wait.as_mut().poll(&mut context), Poll::Ready(None));
+    assert!(key.running_lookup().is_none());
+    assert!(matches!(key.handle_lookup_turn(A, LookupAsker::Alarm, &limits), LookupTurn::Run(_)));
 }

@@ -125,7 +125,7 @@ fn a_fault_after_the_claim_and_before_the_send_releases_the_key() {
     };
     key.remember(Some(record));
     let decided = key.handle_written(pending);
-    let withdrawn = key.handle_alarm_failed(&decided).expect("withdrawn");
+    let withdrawn = key.handle_alarm_failed(decided.claimed()).expect("withdrawn");
     assert_eq!(withdrawn.step().change, RecordChange::Delete, "released");
     let fault = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
     assert_eq!(withdrawn.step().actions, vec![Action::Reject(fault.problem())]);

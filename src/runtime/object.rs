@@ -166,6 +166,8 @@ impl KeyObject {
 
 impl KeyObject {
     async fn handle(&self, req: web_sys::Request) -> Result<Response> {
+        // When the request reached the object: its line's `edge_ms` counts from here.
+        let received = now_ms();
         // The one envelope the Worker sends (`core::edge_rules::wire`): an unknown version is a 503,
         // never a guess.
         let call = match self.envelope(&req)? {
@@ -192,7 +194,9 @@ impl KeyObject {
         // it is after that, never a copy from before it.
         if let Err(error) = self.open_sealed_record().await {
             let log = self.request_log(Some(call.scope));
-            return self.refuse_unreadable(&req, &call, "opening the stored answer", error, true, log).await;
+            return self
+                .refuse_unreadable(&req, &call, "opening the stored answer", error, true, log, received)
+                .await;
         }
         // Observe mode: the same record, opened the same way; nothing forwarded from here.
         self.expire_observed(now);
@@ -216,7 +220,7 @@ impl KeyObject {
             // Past the cap of the retries waiting on a running lookup: nothing held.
             body::drain(&req, Some(body_bytes)).await;
             log.decision = Decision::Rejected(problem.kind);
-            return self.refuse(&problem, &mut log, &call.trace);
+            return self.refuse(&problem, &mut log, &call.trace, received);
         }
         let read_before = read_early.is_some();
         let accept = match plan.accept {
@@ -225,13 +229,15 @@ impl KeyObject {
                 Ok(accept) => Some(accept),
                 Err(problem) => {
                     log.decision = Decision::Rejected(problem.kind);
-                    return self.refuse(&problem, &mut log, &call.trace);
+                    return self.refuse(&problem, &mut log, &call.trace, received);
                 }
             },
         };
         let body_read = accept.is_some() || read_before;
         if let Err(error) = self.record() {
-            return self.refuse_unreadable(&req, &call, "reading the record", error, !body_read, log).await;
+            return self
+                .refuse_unreadable(&req, &call, "reading the record", error, !body_read, log, received)
+                .await;
         }
         let accept_read = accept.is_some();
         let mut pending = self.arrive(&call, accept, lookup, false, now);
@@ -277,7 +283,7 @@ impl KeyObject {
                 let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
                 log.decision = withdrawn.decision.unwrap_or(log.decision);
                 let fault = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
-                return self.refuse(&fault.problem(), &mut log, &call.trace);
+                return self.refuse(&fault.problem(), &mut log, &call.trace, received);
             }
         }
         if let Some(decision) = carry.decision {
@@ -300,7 +306,7 @@ impl KeyObject {
             (None, None, None) => None,
         };
         let response = response.unwrap_or_else(|| respond::traced_problem(&NO_ANSWER.problem(), &call.trace));
-        self.answer(response, &mut log, &call.trace)
+        self.answer(response, &mut log, &call.trace, received)
     }
 
     /// [`KeyObject::replay`]'s arrival: `None` where it must go the whole way (`handle`).
@@ -323,6 +329,7 @@ impl KeyObject {
             return None;
         }
         let now = now_ms();
+        let received = now;
         self.expire_observed(now);
         let pending = self.arrive(&call, None, None, false, now);
         let stored = pending.replay_only()?.clone();
@@ -332,7 +339,7 @@ impl KeyObject {
         let mut log = self.request_log(Some(call.scope));
         log.decision = decided.decision.unwrap_or(log.decision);
         let response = self.prepared(&stored).response();
-        Some((self.answer(response, &mut log, &call.trace), drained))
+        Some((self.answer(response, &mut log, &call.trace, received), drained))
     }
 
     /// The call's envelope (`core::wire`), read in this one place for `fetch` and `replay`
@@ -404,13 +411,27 @@ impl KeyObject {
     }
 
     /// [`KeyObject::answer`] with `problem`, naming the request.
-    fn refuse(&self, problem: &Problem, log: &mut RequestLog, trace: &Trace) -> Result<Response> {
-        self.answer(respond::traced_problem(problem, trace), log, trace)
+    fn refuse(
+        &self,
+        problem: &Problem,
+        log: &mut RequestLog,
+        trace: &Trace,
+        received: u64,
+    ) -> Result<Response> {
+        self.answer(respond::traced_problem(problem, trace), log, trace, received)
     }
 
-    /// A key request's answer, after its line (with the answer's status) is written.
-    fn answer(&self, response: Result<Response>, log: &mut RequestLog, trace: &Trace) -> Result<Response> {
+    /// A key request's answer, after its line (with the answer's status, and the time the
+    /// object took since it `received` the request) is written.
+    fn answer(
+        &self,
+        response: Result<Response>,
+        log: &mut RequestLog,
+        trace: &Trace,
+        received: u64,
+    ) -> Result<Response> {
         log.status = response.as_ref().map_or(500, Response::status);
+        log.answered_after(now_ms().saturating_sub(received));
         self.record_line(log, trace);
         response
     }
@@ -426,13 +447,14 @@ impl KeyObject {
         error: StorageError,
         drain: bool,
         mut log: RequestLog,
+        received: u64,
     ) -> Result<Response> {
         let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
         console_error!("{}", fault.source.log_line(&self.subject(), what, &error));
         if drain {
             body::drain(req, Some(call.body_bytes)).await;
         }
-        self.refuse(&fault.problem(), &mut log, &call.trace)
+        self.refuse(&fault.problem(), &mut log, &call.trace, received)
     }
 
     /// Writes a request's line, naming the request (`core::vocabulary::trace::Trace`).

@@ -115,6 +115,14 @@ impl RequestLog {
         }
     }
 
+    /// The object answered `elapsed_ms` after it received the request: what the edge
+    /// added (`edge_ms`) is that time less the origin's and the wait's, never below zero
+    /// (each is measured on its own clock reading, so they may overlap by a millisecond).
+    pub fn answered_after(&mut self, elapsed_ms: u64) {
+        let spent = self.origin_ms.unwrap_or(0).saturating_add(self.wait_ms.unwrap_or(0));
+        self.edge_ms = Some(elapsed_ms.saturating_sub(spent));
+    }
+
     /// The data point of an enforce-mode line.
     pub fn data_point(&self) -> DataPoint {
         self.data_point_in(LineContext::default())
@@ -387,6 +395,19 @@ mod tests {
         let context =
             LineContext { mode: Mode::Enforce, route: Some("/r"), trace: Some(&bare), version: None };
         assert!(line.to_json_in(context).ends_with(r#""unverified":"expired","route":"/r"}"#));
+    }
+
+    #[test]
+    fn the_edge_time_is_the_objects_less_the_origins_and_the_waits() {
+        let mut line = RequestLog::new(None, Decision::Executed, 201, None);
+        line.answered_after(12);
+        assert_eq!(line.edge_ms, Some(12), "nothing else spent");
+        line.origin_ms = Some(7);
+        line.wait_ms = Some(2);
+        line.answered_after(12);
+        assert_eq!(line.edge_ms, Some(3));
+        line.answered_after(8);
+        assert_eq!(line.edge_ms, Some(0), "never below zero");
     }
 
     #[test]

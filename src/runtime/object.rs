@@ -196,7 +196,7 @@ impl KeyObject {
         if let Err(error) = self.open_sealed_record().await {
             let log = self.request_log(Some(call.scope));
             return self
-                .refuse_unreadable(&req, &call, "opening the stored answer", error, true, log, received)
+                .refuse_unreadable(Some(&req), &call, "opening the stored answer", error, log, received)
                 .await;
         }
         // Observe mode: the same record, opened the same way; nothing forwarded from here.
@@ -237,7 +237,14 @@ impl KeyObject {
         let body_read = accept.is_some() || read_before;
         if let Err(error) = self.record() {
             return self
-                .refuse_unreadable(&req, &call, "reading the record", error, !body_read, log, received)
+                .refuse_unreadable(
+                    (!body_read).then_some(&req),
+                    &call,
+                    "reading the record",
+                    error,
+                    log,
+                    received,
+                )
                 .await;
         }
         let accept_read = accept.is_some();
@@ -435,21 +442,20 @@ impl KeyObject {
     }
 
     /// The answer when the record cannot be read or opened: 503, nothing forwarded, the
-    /// body drained (unless it was read already), and the decision logged (an unreadable
-    /// record must never pass quietly).
+    /// body of `drain` drained (none where it was read already), and the decision logged
+    /// (an unreadable record must never pass quietly).
     async fn refuse_unreadable(
         &self,
-        req: &web_sys::Request,
+        drain: Option<&web_sys::Request>,
         call: &KeyCall,
         what: &str,
         error: StorageError,
-        drain: bool,
         mut log: RequestLog,
         received: u64,
     ) -> Result<Response> {
         let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
         console_error!("{}", fault.source.log_line(&self.subject(), what, &error));
-        if drain {
+        if let Some(req) = drain {
             body::drain(req, Some(call.body_bytes)).await;
         }
         self.refuse(&fault.problem(), &mut log, &call.trace, received)

@@ -37,6 +37,12 @@ export const COMMANDS = {
       "  --retries R      retries per payment, each answered from the stored answer\n" +
       "  --origin-ms LIST origin answer times to price the object's duration at",
   ],
+  summary: [
+    "summary.mjs",
+    "reduces a run's result and a cost count to docs/performance-summary.json and the README's performance lines",
+    "summary [--run target/bench/latest.json] [--cost target/bench/cost.json] [--date YYYY-MM-DD] [--write]\n" +
+      "  --write   write docs/performance-summary.json and the README's block (bench/summary.test.mjs checks they agree)",
+  ],
   profile: {
     named: [
       "profile-named.mjs",

@@ -4,11 +4,12 @@
 // `#[durable_object]` in `runtime::object`). scripts/build.sh bundles it with
 // wasm-bindgen's output into build/index.js.
 //
-// The platform requires a JavaScript module here, which Rust cannot be: workerd finds the
-// Worker as the default export class (a `WorkerEntrypoint`) and the Durable Object as an
-// exported class, and wasm-bindgen emits neither. Our own rather than worker-build's
-// (which scripts/build.sh does not compile) because of the two things below it does
-// otherwise.
+// The platform requires this JavaScript module, which Rust cannot express: workerd finds the
+// Worker as the module's default export (a `WorkerEntrypoint` class) and the Durable Object
+// as an exported class of that name, and wasm-bindgen's output has neither. It is our own
+// rather than worker-build's `shim.js` (which scripts/build.sh does not compile) for the two
+// things it does beyond that shim: it rejects every call in flight after a trap, and it
+// keeps the object's replay on its hot path (both below).
 //
 // It also owns recovery after a trap. The release build aborts on panic, which traps as a
 // `WebAssembly.RuntimeError` and leaves the instance's memory unusable. The panic hook

@@ -2,7 +2,8 @@
 //! `bench/draw.test.mjs` (the SVG writer against a result shaped as `node bench/bench.mjs run` writes
 //! it), `bench/wasm.test.mjs` (the measuring tools' wasm-opt settings against
 //! `scripts/build.sh`'s), `bench/cost.test.mjs` (the cost script's arithmetic at list prices)
-//! and `bench/bench.test.mjs` (the one benchmark command's sub-commands).
+//! `bench/bench.test.mjs` (the one benchmark command's sub-commands) and `bench/summary.test.mjs`
+//! (the README's performance lines are the committed summary's, as the summary command renders it).
 
 #[path = "javascript/node.rs"]
 mod node;
@@ -25,4 +26,9 @@ fn the_cost_script_prices_a_million_payments_as_its_tests_work_out() {
 #[test]
 fn the_one_benchmark_command_finds_every_sub_command() {
     node::node_tests_pass("bench/bench.test.mjs");
+}
+
+#[test]
+fn the_readmes_performance_figures_are_the_summary_commands() {
+    node::node_tests_pass("bench/summary.test.mjs");
 }

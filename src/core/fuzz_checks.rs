@@ -293,15 +293,15 @@ fn build_record(source: &mut Source<'_>) -> Record {
             claimed_at: source.u64(),
             lease_until: source.u64(),
             expires_at: source.u64(),
-            async_job: (source.u8() % 3 == 0).then(|| build_job(source)),
+            async_job: source.u8().is_multiple_of(3).then(|| build_job(source)),
             reconcile: build_reconciling(source),
         }),
         1 => {
             let completed_at = source.u64();
             let expires_at = source.u64();
-            let sealed_bound = source.u8() % 2 == 0;
+            let sealed_bound = source.u8().is_multiple_of(2);
             let sealed_answer =
-                (source.u8() % 4 == 0).then(|| source.bytes()).filter(|sealed| !sealed.is_empty());
+                source.u8().is_multiple_of(4).then(|| source.bytes()).filter(|sealed| !sealed.is_empty());
             // A binding means nothing without a sealed answer (and is not written then).
             let sealed_bound = sealed_bound && sealed_answer.is_some();
             let response = if sealed_answer.is_some() {
@@ -314,7 +314,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
                 }
             };
             // A chunked answer (record tag 4) keeps no body in the record.
-            let chunks = (source.u8() % 4 == 0).then(|| {
+            let chunks = source.u8().is_multiple_of(4).then(|| {
                 let count = usize::from(source.u8() % 3) + 1;
                 crate::core::formats::chunk_manifest::ChunkManifest {
                     body_len: (count as u64 - 1) * 1024 + 1 + u64::from(source.u16() % 1024),
@@ -357,7 +357,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
 /// A record's reconciliation (`core::key_rules::reconcile`), one time in four; never with an empty
 /// lookup, which no writer stores.
 fn build_reconciling(source: &mut Source<'_>) -> Option<crate::core::formats::reconciling::Reconciling> {
-    if source.u8() % 4 != 0 {
+    if !source.u8().is_multiple_of(4) {
         return None;
     }
     let sealed_lookup = source.bytes();
@@ -371,7 +371,7 @@ fn build_reconciling(source: &mut Source<'_>) -> Option<crate::core::formats::re
             let text = format!("600000,5000,{},100,1000,1000,0,503,,0,", u64::from(source.u16()) * 10);
             Box::new(decode_text(&text).expect("a policy the runtime writes"))
         },
-        spelling_known: source.u8() % 2 == 0,
+        spelling_known: source.u8().is_multiple_of(2),
     })
 }
 
@@ -410,7 +410,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     let now = source.u64();
     let timing =
         Timing { ttl_ms: source.u64(), duplicate_wait_ms: source.u64(), origin_timeout_ms: source.u64() };
-    let live = source.u8() % 2 == 0;
+    let live = source.u8().is_multiple_of(2);
     let live_attempt = live.then(|| record.attempt());
     let id = "0".repeat(64);
 
@@ -427,7 +427,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     let other = AttemptId(record.attempt().0.wrapping_add(1));
     for fingerprint in [record.fingerprint(), Digest256([source.u8(); 32])] {
         let waiters = usize::from(source.u16());
-        let max_origin_attempts = (source.u8() % 2 == 0).then(|| u16::from(source.u8() % 8));
+        let max_origin_attempts = source.u8().is_multiple_of(2).then(|| u16::from(source.u8() % 8));
         let arrival = Event::Arrival {
             fingerprint,
             new_attempt: other,

@@ -91,7 +91,7 @@ async fn respond_to(
                 Err(problem) => return respond::problem(&problem).map(|r| ("lookup", None, r)),
             };
             let namespace = key_namespace(env, config.jurisdiction.as_deref())?;
-            let object_id = namespace.id_from_name(&name)?.to_hex();
+            let object_id = namespace.id_from_name(&name)?.to_string();
             (object_id, if reveal_fingerprint { "inspect-reveal" } else { "inspect" })
         }
         AdminCall::NotFound => {
@@ -108,7 +108,7 @@ async fn respond_to(
     let namespace = key_namespace(env, config.jurisdiction.as_deref())?;
     // 64 hex digits that this namespace never issued are no object id: not found, rather
     // than the runtime's exception (a bare 500).
-    let Ok(stub) = namespace.id_from_string(&object_id).and_then(|id| namespace.stub_of(&id)) else {
+    let Ok(stub) = namespace.id_from_string(&object_id).and_then(|id| id.get_stub()) else {
         let response = respond::problem(&refusals::no_such_object());
         return response.map(|r| ("not-found", None, r));
     };

@@ -161,20 +161,6 @@ export async function readWithin(request, declared, limit, drainLimit) {
   }
 }
 
-// Whether a request is within the limits of the Rate Limiting binding `limiter` for every
-// one of `keys` (`key\n` each), asked in order up to the first one over: true or false, or
-// [error] when the limiter failed. It never rejects.
-export async function withinLimits(limiter, keys) {
-  try {
-    for (const key of keys.split("\n")) {
-      if (key && (await limiter.limit({ key }))?.success !== true) return false;
-    }
-    return true;
-  } catch (error) {
-    return [error];
-  }
-}
-
 // The request body read to its end and dropped (the runtime drops a connection whose body is
 // left unread): with `whole` in one `arrayBuffer()` (a body the Rust side knows to be small:
 // one call rather than a read per chunk), otherwise chunk by chunk up to `limit` bytes. It

@@ -11,8 +11,6 @@ use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use web_sys::{Headers, ReadableStream, Request};
 
-use super::platform::ObjectStub;
-
 use crate::core::edge_rules::headers::HeaderLines;
 
 #[wasm_bindgen(module = "/src/runtime/boundary.mjs")]
@@ -35,15 +33,12 @@ extern "C" {
         limit: f64,
         drain_limit: f64,
     ) -> js_sys::Promise;
-    /// Whether a request is within the rate limiter's limits for every key; never rejects.
-    #[wasm_bindgen(js_name = withinLimits)]
-    pub(super) fn within_limits(limiter: &JsValue, keys: &str) -> js_sys::Promise;
     /// A request's body read to its end and dropped (see `boundary.mjs`); never rejects.
     #[wasm_bindgen(js_name = drainRequest)]
     pub(super) fn drain_request_js(request: &Request, whole: bool, limit: f64) -> js_sys::Promise;
     /// `stub.fetch(request)` and what came of it (see `boundary.mjs`); never rejects.
     #[wasm_bindgen(js_name = callObject)]
-    pub(super) fn call_object_js(stub: &ObjectStub, request: &Request, mark: &str) -> js_sys::Promise;
+    pub(super) fn call_object_js(stub: &JsValue, request: &Request, mark: &str) -> js_sys::Promise;
 }
 
 /// `headers`, read whole. An error only where a header holds a line feed, which HTTP and
@@ -114,7 +109,7 @@ pub(super) async fn drain(stream: &ReadableStream, limit: f64) {
 /// `stub.fetch(request)` and what came of it, as `boundary.mjs`'s `callObject` reports it
 /// (`[kind, …]`: thrown before sending, rejected with its flags, not the object's answer,
 /// or the answer without its `mark` header and that header's value). It never rejects.
-pub(super) async fn call_object(stub: &ObjectStub, request: &Request, mark: &str) -> js_sys::Array {
+pub(super) async fn call_object(stub: &JsValue, request: &Request, mark: &str) -> js_sys::Array {
     wasm_bindgen_futures::JsFuture::from(call_object_js(stub, request, mark))
         .await
         .map_or_else(|_| js_sys::Array::new(), JsCast::unchecked_into)

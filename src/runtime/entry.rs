@@ -40,42 +40,32 @@
 //! It works on the runtime's own `Request` and `Response` objects (`web_sys`), and reads of
 //! a request only what a decision needs.
 //!
-//! A covered request in enforce mode, the worker's hot path, is a small state machine
-//! ([`Covered::step`]): each step starts one JavaScript call (the body's read, a token's
-//! check, the rate limiter, the object call), and the next decides in Rust what its result
-//! means and what comes next.
-
-use std::cell::RefCell;
-use std::rc::Rc;
+//! What the Worker does with a covered request is decided before it acts
+//! (`core::edge_rules::edge::CoveredPlan`): the body's limit, asynchronous acceptance, whether a
+//! fail-open forward is kept, the lookup. The object's call is built as observe mode builds
+//! it (`core::edge_rules::identify::key_call`).
 
 use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::{future_to_promise, JsFuture};
-use worker::event;
+use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
+use worker::{event, Context};
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
-use super::identity::{
-    identified, scope_finish, scope_start, token_identity, Arrived, Identified, ScopeStart,
-};
+use super::identity;
 use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
-use super::platform::{console_error, describe, Context, Env, Error, Result};
-use super::rate_limit::{self, Limit};
-use super::{admin, body, metrics, observe, random_u64, respond, settings};
+use super::platform::{console_error, Env, Error, Result};
+use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
-use crate::core::edge_rules::edge::{self, Edge, RequestHead};
+use crate::core::edge_rules::edge::{self, CoveredPlan, Edge, RequestHead};
 use crate::core::edge_rules::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
+use crate::core::edge_rules::identify::{identified, key_call, Arrived, Identified};
 use crate::core::edge_rules::log::{request_id, LineContext, RequestLog};
 use crate::core::edge_rules::routes::{
-    after_object_failure, object_unreachable, AfterObjectFailure, ObjectCallFailure, Unavailable,
+    after_object_failure, object_unreachable, AfterObjectFailure, ObjectCallFailure,
 };
-use crate::core::edge_rules::scope::{rate_limit_keys, ScopeLog};
-use crate::core::edge_rules::wire::{
-    KeyCall, KeyStep, ReconcileCall, ToObject, ANSWERED_HEADER, ENVELOPE_HEADER,
-};
-use crate::core::formats::fingerprint::Scope;
-use crate::core::key_rules::machine::async_job::prefers_respond_async;
-use crate::core::primitives::jwt::{Identity, Unverified};
+use crate::core::edge_rules::scope::ScopeLog;
+use crate::core::edge_rules::wire::{ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::url::{path_and_query, path_and_query_parts};
 use crate::core::vocabulary::decision::Decision;
@@ -86,9 +76,7 @@ use crate::core::vocabulary::trace::Trace;
 /// answer to `req`, whatever happens; an error that reaches the top is logged and answered
 /// 500 with a plain body, as the macro would answer it.
 #[event(fetch)]
-async fn fetch(req: Request, env: worker::Env, ctx: worker::Context) -> worker::Result<Response> {
-    let env = Env::new(env.into());
-    let ctx = Context::new(AsRef::<JsValue>::as_ref(ctx.as_ref()).clone());
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     match arrived(req, env, ctx).await {
         Ok(answer) => Ok(answer),
         Err(error) => internal_error(error).dyn_into::<Response>().map_err(worker::Error::from),
@@ -140,21 +128,9 @@ async fn arrived(req: Request, env: Env, ctx: Context) -> Result<Response> {
         trace.route = policy.route.map(str::to_owned);
     }
     match edge {
-        Edge::Covered { policy, key } if policy.mode == Mode::Enforce => {
-            let Some(read) =
-                body::start_read(&req, lines.get("content-length").as_deref(), config.max_body_bytes)
-            else {
-                return respond::refused(&env, &edge::body_too_large(config.max_body_bytes), &trace);
-            };
-            let mut covered =
-                Covered { req, env, ctx, lines, url, config, policy, key, trace, phase: Phase::Reading };
-            // Each step takes what the last promise came to, and returns the answer or the
-            // next promise.
-            let mut next = covered.step(settled(read).await);
-            while let Some(promise) = next.dyn_ref::<js_sys::Promise>() {
-                next = covered.step(settled(promise.clone()).await);
-            }
-            Ok(next.dyn_into::<Response>()?)
+        Edge::Covered { policy, key, plan } if policy.mode == Mode::Enforce => {
+            let request = CoveredRequest { req, env, ctx, lines, url, config, policy, key, plan, trace };
+            request.enforce().await
         }
         Edge::Admin => {
             let token = settings.admin_token.as_deref().unwrap_or_default();
@@ -165,20 +141,21 @@ async fn arrived(req: Request, env: Env, ctx: Context) -> Result<Response> {
             respond::refused(&env, &problem, &trace)
         }
         Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy, &trace).await,
-        Edge::PassObserved(policy, kind) => observe::passed(req, &url, &env, config, &policy, kind, &trace).await,
-        Edge::Covered { policy, key } => observe::covered(req, &url, &env, &ctx, config, &policy, key, trace).await,
+        Edge::PassObserved(policy, kind) => {
+            observe::passed(req, &url, &env, config, &policy, kind, &trace).await
+        }
+        Edge::Covered { policy, key, plan } => {
+            observe::covered(req, &url, &env, &ctx, config, &policy, key, plan, trace).await
+        }
     }
 }
 
 /// A covered request in enforce mode on its way through the Worker: read its body within
-/// `MAX_BODY_BYTES`, identify it (scope, fingerprint, object name), ask the rate limiter,
+/// the plan's limit, identify it (scope, fingerprint, object name), ask the rate limiter,
 /// call its key's object, and answer with what the object answered, or as
-/// `core::edge_rules::routes::after_object_failure` says when the object could not answer.
-///
-/// [`arrived`] drives it: it starts with the body's read under way, and each
-/// [`Covered::step`] takes what the last promise came to and returns the answer or the next
-/// promise. No promise it returns rejects.
-struct Covered {
+/// `core::routes::after_object_failure` says when the object could not answer. Every
+/// choice it carries out is the core's: `core::edge_rules::edge::CoveredPlan` and `core::edge_rules::identify`.
+struct CoveredRequest {
     req: Request,
     env: Env,
     ctx: Context,
@@ -187,148 +164,63 @@ struct Covered {
     config: &'static Config,
     policy: PathConfig<'static>,
     key: IdempotencyKey,
+    plan: CoveredPlan,
     trace: Trace,
-    phase: Phase,
 }
 
-/// What the promise a step returned was, and what the step after it holds.
-enum Phase {
-    /// The body's read (`body::start_read`).
-    Reading,
-    /// A token's check, whose result lands in `verified`.
-    Verifying { body: Vec<u8>, js_body: JsValue, verified: Rc<RefCell<Option<TokenCheck>>> },
-    /// The rate limiter's verdict.
-    Limiting { identified: Identified, js_body: JsValue, body_bytes: usize },
-    /// The object call's outcome (`boundary.mjs`'s `callObject`).
-    Calling(Unanswered),
-    /// The answer itself (a fail-open forward), handed on as it came.
-    Answering,
-    /// Answered: no step is left.
-    Done,
-}
-
-type TokenCheck = std::result::Result<Identity, Unverified>;
-
-/// What a failed object call's answer needs: the object's name for the log, and a
-/// fail-open route's forward.
-struct Unanswered {
-    short: String,
-    scope_log: ScopeLog,
-    wire_method: &'static str,
-    /// With `on_object_unavailable: "fail-open"`: the target, the end-to-end headers and
-    /// the body, kept for the forward.
-    unprotected: Option<(String, Headers, JsValue)>,
-}
-
-impl Covered {
-    /// The step after the last promise came to `settled`: the answer (a `Response`), or the
-    /// next promise, whose result is the next step's `settled`.
-    fn step(&mut self, settled: JsValue) -> JsValue {
-        match std::mem::replace(&mut self.phase, Phase::Done) {
-            Phase::Reading => self.read(settled),
-            Phase::Verifying { body, js_body, verified } => {
-                // A check that left no result fails closed, as a signature that did not verify.
-                let verified = verified.take().unwrap_or(Err(Unverified::Signature));
-                match scope_finish(&self.lines, self.config, verified) {
-                    Ok((scope, scope_log)) => self.identify(&body, js_body, scope, scope_log),
-                    Err(problem) => self.refuse(&problem),
-                }
-            }
-            Phase::Limiting { identified, js_body, body_bytes } => {
-                match rate_limit::refusal(&self.env, settled, &self.trace) {
-                    Some(answer) => answer.map_or_else(internal_error, JsValue::from),
-                    None => self.call(identified, js_body, body_bytes),
-                }
-            }
-            Phase::Calling(unanswered) => match classify(settled.unchecked_ref()) {
-                Ok((response, _)) => response.into(),
-                Err(failure) => self.unanswered(unanswered, failure),
-            },
-            Phase::Answering => settled,
-            Phase::Done => {
-                internal_error(Error::Rust("a covered request was stepped after its answer".into()))
-            }
-        }
-    }
-}
-
-impl Covered {
+impl CoveredRequest {
     /// A refusal before the object was called (nothing forwarded).
-    fn refuse(&self, problem: &crate::core::vocabulary::problem::Problem) -> JsValue {
-        respond::refused(&self.env, problem, &self.trace).map_or_else(internal_error, JsValue::from)
+    fn refuse(&self, problem: &crate::core::vocabulary::problem::Problem) -> Result<Response> {
+        respond::refused(&self.env, problem, &self.trace)
     }
 
-    /// The body read: the scope, at once or after a token's check.
-    fn read(&mut self, read: JsValue) -> JsValue {
-        let (body, js_body) = match body::taken(read) {
-            Ok(Some(read)) => read,
-            Ok(None) => return self.refuse(&edge::body_too_large(self.config.max_body_bytes)),
-            Err(error) => return internal_error(error),
+    async fn enforce(self) -> Result<Response> {
+        let limit = self.plan.max_body_bytes;
+        let Some(read) = body::start_read(&self.req, self.lines.get("content-length").as_deref(), limit)
+        else {
+            return self.refuse(&edge::body_too_large(limit));
         };
-        match scope_start(&self.lines, self.config, &self.policy) {
-            ScopeStart::Decided(scope, scope_log) => self.identify(&body, js_body, scope, scope_log),
-            ScopeStart::Refused(problem) => self.refuse(&problem),
-            ScopeStart::Verify(token) => {
-                let verified = Rc::new(RefCell::new(None));
-                let slot = Rc::clone(&verified);
-                let (config, claim, ctx) = (self.config, self.policy.scope.claim, self.ctx.clone());
-                let check = future_to_promise(async move {
-                    let identity = token_identity(&token, &config.scope, claim, Some(&ctx)).await;
-                    slot.replace(Some(identity));
-                    Ok(JsValue::UNDEFINED)
-                });
-                self.phase = Phase::Verifying { body, js_body, verified };
-                check.into()
-            }
-        }
-    }
-
-    /// The scope known: the fingerprint and the object's name, then the rate limit.
-    fn identify(&mut self, body: &[u8], js_body: JsValue, scope: Scope, scope_log: ScopeLog) -> JsValue {
+        let Some((body, js_body)) = body::taken(settled(read).await)? else {
+            return self.refuse(&edge::body_too_large(limit));
+        };
+        let (config, policy) = (self.config, &self.policy);
+        let (scope, scope_log) = match identity::scope(&self.lines, config, policy, Some(&self.ctx)).await {
+            Ok(scope) => scope,
+            Err(problem) => return self.refuse(&problem),
+        };
         let path_and_query = path_and_query(&self.url);
-        let request = Arrived {
+        let arrived = Arrived {
             headers: &self.lines,
             method: &self.trace.method,
             path_and_query: &path_and_query,
             key: &self.key,
-            config: self.config,
-            policy: &self.policy,
-            body,
+            config,
+            policy,
+            body: &body,
             name_key: settings::get(&self.env).object_name_key.as_deref(),
         };
-        let identified = identified(&request, scope, scope_log);
-        let client_ip = self.lines.get("cf-connecting-ip");
-        let limit_keys = rate_limit_keys(
-            identified.scope_log.kind,
-            &identified.scope_salt,
-            identified.binding.as_ref(),
-            client_ip.as_deref(),
-        );
-        match rate_limit::ask(&self.env, self.policy.rate_limiter, &limit_keys, &self.trace) {
-            Limit::Free => self.call(identified, js_body, body.len()),
-            Limit::Refused(answer) => answer.map_or_else(internal_error, JsValue::from),
-            Limit::Asked(verdict) => {
-                self.phase = Phase::Limiting { identified, js_body, body_bytes: body.len() };
-                verdict.into()
-            }
+        let identified = identified(&arrived, scope, scope_log);
+        let body_bytes = body.len() as u64;
+        // A waiting duplicate holds no copy of the body but the one its call carries.
+        drop(body);
+        let limit_keys = identified.rate_limit_keys(self.lines.get("cf-connecting-ip").as_deref());
+        if let Some(answer) = rate_limit::check(&self.env, policy.rate_limiter, limit_keys, &self.trace).await
+        {
+            return answer;
         }
+        self.call(identified, js_body, body_bytes, &path_and_query).await
     }
 
-    /// The call to the key's object: its request (the envelope, the end-to-end headers and
-    /// the body), under way.
-    fn call(&mut self, identified: Identified, js_body: JsValue, body_bytes: usize) -> JsValue {
-        self.send_to_object(identified, js_body, body_bytes).unwrap_or_else(internal_error)
-    }
-
-    fn send_to_object(
-        &mut self,
+    /// The call to the key's object (the envelope, the end-to-end headers and the body),
+    /// and its answer.
+    async fn call(
+        &self,
         identified: Identified,
         js_body: JsValue,
-        body_bytes: usize,
-    ) -> Result<JsValue> {
-        let Identified { fingerprint, name, scope_salt, scope_log, .. } = identified;
+        body_bytes: u64,
+        path_and_query: &str,
+    ) -> Result<Response> {
         let (config, policy, lines) = (self.config, &self.policy, &self.lines);
-        let path_and_query = path_and_query(&self.url);
         // A client's `Connection` never takes the key or the caller off the forward
         // (`core::edge_rules::headers`, rule 4).
         let end_to_end = config.end_to_end_headers(policy);
@@ -341,35 +233,13 @@ impl Covered {
             replace_client_ip(&outgoing)?;
         }
         // The target and the end-to-end headers, kept for a fail-open forward.
-        let target = config.target_for(policy, &self.url, &path_and_query);
-        let keep_headers = (policy.on_unavailable == Unavailable::FailOpen)
-            .then(|| Headers::new_with_headers(&outgoing))
-            .transpose()?;
-        // Everything the object needs, in one envelope (`core::edge_rules::wire`), the asynchronous
-        // settings (`core::key_rules::machine::async_job`) included when the request prefers `respond-async`.
-        let accept_async =
-            policy.async_accept.filter(|_| prefers_respond_async(lines.get("prefer").as_deref()));
-        let call = ToObject::Key(KeyCall {
-            fingerprint,
-            scope_salt,
-            scope: scope_log,
-            policy: config.key_terms(policy),
-            body_bytes: body_bytes as u64,
-            probe_origin: config.probes_origin(policy),
-            step: KeyStep::Enforce { accept_async },
-            trace: self.trace.clone(),
-            reconcile: match policy.reconcile.map(|route| (route, route.lookup_url(&self.key))) {
-                None => None,
-                Some((route, Ok(url))) => Some(ReconcileCall {
-                    url,
-                    not_found: route.not_found,
-                    scope_headers: config.scope.lookup_headers(),
-                }),
-                // `core::edge_rules::edge` refused such a key already; never asked of another URL.
-                Some((_, Err(refused))) => return Ok(self.refuse(&refused)),
-            },
-        });
-        outgoing.set(ENVELOPE_HEADER, &call.encode())?;
+        let target = config.target_for(policy, &self.url, path_and_query);
+        let keep_headers =
+            self.plan.keep_for_fail_open.then(|| Headers::new_with_headers(&outgoing)).transpose()?;
+        // Everything the object needs, in one envelope (`core::wire`), built as observe
+        // mode builds it (`core::edge_rules::identify::key_call`).
+        let call = key_call(config, policy, &self.plan, &identified, body_bytes, self.trace.clone());
+        outgoing.set(ENVELOPE_HEADER, &ToObject::Key(call).encode())?;
         let wire_method = edge::method_on_the_wire(&self.trace.method);
         // One JavaScript copy of the body serves the object call and a fail-open forward.
         let init = RequestInit::new();
@@ -389,28 +259,33 @@ impl Covered {
             Ok(namespace) => namespace,
             Err(error) => {
                 console_error!("configuration: the Durable Object namespace is unusable: {}", error);
-                return Ok(self.refuse(&edge::namespace_unusable(OBJECT_BINDING)));
+                return self.refuse(&edge::namespace_unusable(OBJECT_BINDING));
             }
         };
         // The object name is a hash: safe to log, unlike the key or the credential.
-        let unanswered = Unanswered { short: name[..16].to_owned(), scope_log, wire_method, unprotected };
-        match namespace.get_by_name(&name) {
-            Err(error) => Ok(self.unanswered(unanswered, (ObjectCallFailure::BeforeSend, describe(error)))),
+        let short = &identified.name[..16];
+        let failure = match namespace.get_by_name(&identified.name) {
+            Err(error) => (ObjectCallFailure::BeforeSend, error.to_string()),
             Ok(stub) => {
-                self.phase = Phase::Calling(unanswered);
-                Ok(boundary::call_object_js(&stub, &to_object, ANSWERED_HEADER).into())
+                match classify(&boundary::call_object(&stub.into_rpc(), &to_object, ANSWERED_HEADER).await) {
+                    Ok((response, _)) => return Ok(response),
+                    Err(failure) => failure,
+                }
             }
-        }
+        };
+        self.unanswered(short, identified.scope_log, wire_method, unprotected, failure).await
     }
 
-    /// The object did not answer: a fail-open forward (a promise of its answer) where the
-    /// core says the request provably never left the Worker, 503 otherwise.
-    fn unanswered(
-        &mut self,
-        unanswered: Unanswered,
+    /// The object did not answer: a fail-open forward where the core says the request
+    /// provably never left the Worker, 503 otherwise.
+    async fn unanswered(
+        &self,
+        short: &str,
+        scope_log: ScopeLog,
+        wire_method: &'static str,
+        unprotected: Option<(String, Headers, JsValue)>,
         (failure, error): (ObjectCallFailure, String),
-    ) -> JsValue {
-        let Unanswered { short, scope_log, wire_method, unprotected } = unanswered;
+    ) -> Result<Response> {
         match (after_object_failure(failure, self.policy.on_unavailable), unprotected) {
             (AfterObjectFailure::FailOpen, Some((target, headers, js_body))) => {
                 // The route chose availability over protection, and the object never had the
@@ -420,21 +295,18 @@ impl Covered {
                     short,
                     error
                 );
-                let (env, policy, trace) = (self.env.clone(), self.policy.clone(), self.trace.clone());
-                self.phase = Phase::Answering;
-                future_to_promise(async move {
-                    let answer =
-                        forward::fail_open(&env, &policy, wire_method, &target, &headers, &js_body).await;
-                    let status = answer.as_ref().map_or(500, Response::status);
-                    let log = RequestLog::new(Some(short), Decision::FailedOpen, status, Some(scope_log));
-                    metrics::record_in(
-                        &env,
-                        &log,
-                        LineContext { trace: Some(&trace), ..LineContext::default() },
-                    );
-                    Ok(answer.map_or_else(internal_error, JsValue::from))
-                })
-                .into()
+                let answer =
+                    forward::fail_open(&self.env, &self.policy, wire_method, &target, &headers, &js_body)
+                        .await;
+                let status = answer.as_ref().map_or(500, Response::status);
+                let log =
+                    RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log));
+                metrics::record_in(
+                    &self.env,
+                    &log,
+                    LineContext { trace: Some(&self.trace), ..LineContext::default() },
+                );
+                answer
             }
             (decision, _) => {
                 console_error!("object {}: unavailable ({}): {}", short, failure, error);

@@ -140,8 +140,8 @@ pub(super) async fn send(env: &Env, service: Option<&str>, req: &Request) -> Res
 pub(super) fn start_send(env: &Env, service: Option<&str>, req: &Request) -> Result<js_sys::Promise> {
     match service {
         Some(name) => {
-            let service = env.service(name)?;
-            Ok(service.fetch_with_request(req)?)
+            let service: worker::worker_sys::Fetcher = env.service(name)?.into_rpc();
+            Ok(service.fetch(req)?)
         }
         None => {
             let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();

@@ -1,150 +1,177 @@
 //! The scope's runtime half: reads the scope headers, fetches the JWKS, and has token
-//! signatures checked by WebCrypto (`webcrypto.mjs`).
+//! signatures checked by WebCrypto (`web-sys`'s `SubtleCrypto`).
 //!
 //! `identify` is a covered request's identity as both modes compute it: scope, fingerprint
 //! and object name.
 //!
 //! Every decision is the core's: which token, which claims, which keys, which scope
-//! (`core::edge_rules::scope`, `core::primitives::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
+//! (`core::scope`, `core::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
 //! fresh, what a failed fetch or an unknown `kid` answers (`core::edge_rules::jwks_cache`); when a
-//! verified token may be reused (`core::edge_rules::verified_tokens`). This file only carries out what
-//! the core cannot: the JWKS fetch (its timeout and size bound: one call into `jwks.mjs`),
+//! verified token may be reused (`core::verified_tokens`). This file only carries out what
+//! the core cannot: the JWKS fetch (`worker`'s `Fetch`, under a timeout signal, within a size bound),
 //! one fetch awaited by every request that waits for it (each through a promise of its own,
 //! see `Fetch`), and the signature check (no RSA or EC code is compiled into the Wasm).
 //!
 //! Per isolate it keeps the core's JWKS cache and verified-token memo and the JWKS fetch
-//! under way. The signature check is one call into `webcrypto.mjs`, which imports each key
-//! once per isolate (an import costs more than a check) and tries the candidate keys in
-//! the core's order.
+//! under way, and the verification keys WebCrypto imported (an import costs more than a
+//! check); the candidate keys are tried in the core's order.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use js_sys::{Array, Promise};
-use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
+use web_sys::CryptoKey;
 
 use super::now_ms;
-use super::platform::{console_error, message_of, race, Context, Delay};
+use super::platform::{console_error, message_of, race};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
+use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::edge_rules::jwks_cache::{
     answer_status, Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
 };
-use crate::core::edge_rules::scope::{self, caller_binding, ScopeConfig, ScopeLog, Start};
+use crate::core::edge_rules::scope::{self, ScopeConfig, ScopeLog, Start};
 use crate::core::edge_rules::verified_tokens::VerifiedTokens;
-use crate::core::formats::fingerprint::{
-    bound_to_caller, fingerprint, object_name, Digest256, Payload, Scope,
-};
-use crate::core::formats::keyed_name::keyed_object_name;
+use crate::core::formats::fingerprint::Scope;
 use crate::core::primitives::jwt::{
     self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity,
 };
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::vocabulary::problem::Problem;
+use worker::{Context, Delay};
 
 /// Largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 256 * 1024;
 
-#[wasm_bindgen(module = "/src/runtime/jwks.mjs")]
-extern "C" {
-    /// `[text, cacheControl, 200]` of the JWKS URL's 200 answer of at most `max_bytes`, or
-    /// `[null, null, status]` of any other (a redirect is never followed), within
-    /// `timeout_ms`; rejects with why it was of no use.
-    #[wasm_bindgen(js_name = fetchJwks)]
-    fn fetch_jwks_js(url: &str, timeout_ms: f64, max_bytes: f64) -> Promise;
+thread_local! {
+    /// Imported verification keys, per isolate, by the key's public JWK (or "HS256" for the
+    /// HS256 secret): an import costs more than a check. Past [`MAX_VERIFY_KEYS`] (rotation
+    /// leaves old keys behind) the cache starts again.
+    static VERIFY_KEYS: RefCell<Vec<(String, CryptoKey)>> = const { RefCell::new(Vec::new()) };
 }
 
-#[wasm_bindgen(module = "/src/runtime/webcrypto.mjs")]
-extern "C" {
-    /// Whether `signature` over `data` verifies under one of `jwks` (their `import_json`
-    /// texts), each imported once per isolate; resolves to a boolean, never rejects.
-    #[wasm_bindgen(js_name = verifyUnderKeys)]
-    fn verify_under_keys(alg: &str, jwks: &Array, signature: &[u8], data: &[u8]) -> Promise;
-    /// The same for an HS256 signature under the configured secret.
-    #[wasm_bindgen(js_name = verifyUnderSecret)]
-    fn verify_under_secret(secret: &[u8], signature: &[u8], data: &[u8]) -> Promise;
+const MAX_VERIFY_KEYS: usize = 64;
+
+/// WebCrypto's import and `verify` parameters of a JOSE algorithm the core accepts
+/// (`core::jwt::Algorithm`). ECDSA's signature is raw `r || s`, which is JWS's format too.
+fn webcrypto_params(algorithm: Algorithm) -> (js_sys::Object, js_sys::Object) {
+    let object = |pairs: &[(&str, &str)]| {
+        let object = js_sys::Object::new();
+        for (name, value) in pairs {
+            let _ = js_sys::Reflect::set(&object, &JsValue::from_str(name), &JsValue::from_str(value));
+        }
+        object
+    };
+    type Members = &'static [(&'static str, &'static str)];
+    let (import, check): (Members, Members) = match algorithm {
+        Algorithm::Rs256 => {
+            (&[("name", "RSASSA-PKCS1-v1_5"), ("hash", "SHA-256")], &[("name", "RSASSA-PKCS1-v1_5")])
+        }
+        Algorithm::Es256 => {
+            (&[("name", "ECDSA"), ("namedCurve", "P-256")], &[("name", "ECDSA"), ("hash", "SHA-256")])
+        }
+        Algorithm::EdDsa => (&[("name", "Ed25519")], &[("name", "Ed25519")]),
+        Algorithm::Hs256 => (&[("name", "HMAC"), ("hash", "SHA-256")], &[("name", "HMAC")]),
+    };
+    (object(import), object(check))
 }
 
-/// The scope of a covered request, with its log form, or the 401 problem refusing it.
+fn subtle() -> std::result::Result<web_sys::SubtleCrypto, JsValue> {
+    Ok(js_sys::global().unchecked_into::<web_sys::WorkerGlobalScope>().crypto()?.subtle())
+}
+
+/// The verification key `id` names, imported from `key_data` (a JWK object, or the raw
+/// secret) once per isolate.
+async fn verify_key(
+    id: &str,
+    algorithm: Algorithm,
+    format: &str,
+    key_data: &js_sys::Object,
+) -> std::result::Result<CryptoKey, JsValue> {
+    if let Some(key) =
+        VERIFY_KEYS.with(|keys| keys.borrow().iter().find(|(n, _)| n == id).map(|(_, k)| k.clone()))
+    {
+        return Ok(key);
+    }
+    let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
+    let imported =
+        subtle()?.import_key_with_object(format, key_data, &webcrypto_params(algorithm).0, false, &usages)?;
+    let key: CryptoKey = JsFuture::from(imported).await?.unchecked_into();
+    VERIFY_KEYS.with(|keys| {
+        let mut keys = keys.borrow_mut();
+        if keys.len() >= MAX_VERIFY_KEYS {
+            keys.clear();
+        }
+        keys.push((id.to_owned(), key.clone()));
+    });
+    Ok(key)
+}
+
+/// Whether `signature` over `data` verifies under `key`; any error counts as a failed check.
+async fn checked(algorithm: Algorithm, key: &CryptoKey, signature: &[u8], data: &[u8]) -> bool {
+    let params = webcrypto_params(algorithm).1;
+    // WebCrypto copies the bytes when called: the views of the Wasm memory are not kept.
+    let Ok(check) = subtle().and_then(|subtle| {
+        subtle.verify_with_object_and_u8_array_and_u8_array(&params, key, signature, data)
+    }) else {
+        return false;
+    };
+    JsFuture::from(check).await.is_ok_and(|valid| valid.as_bool() == Some(true))
+}
+
+/// Whether `signature` over `data` verifies under one of `keys`. A key that cannot be
+/// imported is logged (its algorithm and WebCrypto's message) and skipped.
+async fn verify_under_keys(algorithm: Algorithm, keys: &[Jwk], signature: &[u8], data: &[u8]) -> bool {
+    for jwk in keys {
+        let imported = match js_sys::JSON::parse(&jwk.import_json) {
+            Ok(key_data) => verify_key(&jwk.import_json, algorithm, "jwk", key_data.unchecked_ref()).await,
+            Err(error) => Err(error),
+        };
+        match imported {
+            Ok(key) if checked(algorithm, &key, signature, data).await => return true,
+            Ok(_) => {}
+            Err(error) => console_error!(
+                "jwks: a {} key could not be imported: {}",
+                algorithm.jose_name(),
+                message_of(&error).unwrap_or_else(|| "an error".to_owned())
+            ),
+        }
+    }
+    false
+}
+
+/// Whether the HS256 `signature` over `data` verifies under `secret`.
+async fn verify_under_secret(secret: &[u8], signature: &[u8], data: &[u8]) -> bool {
+    let raw = js_sys::Uint8Array::from(secret);
+    match verify_key("HS256", Algorithm::Hs256, "raw", &raw).await {
+        Ok(key) => checked(Algorithm::Hs256, &key, signature, data).await,
+        Err(_) => false,
+    }
+}
+
+/// The scope of a covered request, with its log form, or the 401 problem refusing it: what
+/// the scope headers decide (`core::edge_rules::scope::start`), after a token's check when they name one.
 pub async fn scope(
     headers: &HeaderLines,
     config: &Config,
     policy: &PathConfig<'_>,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<(Scope, ScopeLog), Problem> {
-    match scope_start(headers, config, policy) {
-        ScopeStart::Decided(scope, log) => Ok((scope, log)),
-        ScopeStart::Refused(problem) => Err(problem),
-        ScopeStart::Verify(token) => {
-            let verified = token_identity(&token, &config.scope, policy.scope.claim, keep_alive).await;
-            scope_finish(headers, config, verified)
-        }
-    }
-}
-
-/// What the scope headers alone decide (`core::edge_rules::scope::start`), with the token to verify
-/// as its own text, so that the check can run while nothing else is borrowed.
-pub enum ScopeStart {
-    Decided(Scope, ScopeLog),
-    Refused(Problem),
-    Verify(String),
-}
-
-/// The first half of [`scope`], without waiting: decided, refused, or a token to check
-/// ([`token_identity`]) before [`scope_finish`].
-pub fn scope_start(headers: &HeaderLines, config: &Config, policy: &PathConfig<'_>) -> ScopeStart {
     let values = header_values(headers, &config.scope.headers);
     let pairs = named_values(&config.scope.headers, &values);
-    match scope::start(&config.scope, &policy.scope, &pairs) {
-        Start::Decided(scope, log) => ScopeStart::Decided(scope, log),
-        Start::Refused(problem) => ScopeStart::Refused(problem),
-        Start::Verify(token) => ScopeStart::Verify(token.to_owned()),
-    }
-}
-
-/// The second half of [`scope`]: the scope once the token's check says `verified`.
-pub fn scope_finish(
-    headers: &HeaderLines,
-    config: &Config,
-    verified: std::result::Result<Identity, Unverified>,
-) -> std::result::Result<(Scope, ScopeLog), Problem> {
-    let values = header_values(headers, &config.scope.headers);
-    let pairs = named_values(&config.scope.headers, &values);
-    scope::finish(&config.scope, &pairs, verified)
-}
-
-/// The identity `token` states once verified under the route's `claim`, or why it does not
-/// verify (a route without a claim has no key to verify under).
-pub async fn token_identity(
-    token: &str,
-    config: &ScopeConfig,
-    claim: Option<&jwt::ClaimPath>,
-    keep_alive: Option<&Context>,
-) -> std::result::Result<Identity, Unverified> {
-    match claim {
-        Some(claim) => verify(token, config, claim, keep_alive).await,
+    let token = match scope::start(&config.scope, &policy.scope, &pairs) {
+        Start::Decided(scope, log) => return Ok((scope, log)),
+        Start::Refused(problem) => return Err(problem),
+        Start::Verify(token) => token,
+    };
+    // A route without a claim has no key to verify under.
+    let verified = match policy.scope.claim {
+        Some(claim) => verify(token, &config.scope, claim, keep_alive).await,
         None => Err(Unverified::NoKey),
-    }
-}
-
-/// The values of the headers `names`, in order (`None` for an absent one).
-pub(super) fn header_values(headers: &HeaderLines, names: &[String]) -> Vec<Option<String>> {
-    names.iter().map(|name| headers.get(name)).collect()
-}
-
-/// `names` beside their `values` as the core reads headers: (lowercase name, bytes if present).
-pub(super) fn named_values<'a>(
-    names: &'a [String],
-    values: &'a [Option<String>],
-) -> Vec<(&'a str, Option<&'a [u8]>)> {
-    names
-        .iter()
-        .map(String::as_str)
-        .zip(values.iter().map(|value| value.as_deref().map(str::as_bytes)))
-        .collect()
+    };
+    scope::finish(&config.scope, &pairs, verified)
 }
 
 /// Verifies `token` and returns the identity it states, or why it does not verify.
@@ -160,16 +187,13 @@ async fn verify(
     }
     let (token, identity) = jwt::prepare(token, &config.validation, claim, now_ms() / 1_000)?;
     let signing_input = token.signing_input;
-    let check = if token.algorithm == Algorithm::Hs256 {
+    let verified = if token.algorithm == Algorithm::Hs256 {
         let secret = config.hs256_secret.as_ref().ok_or(Unverified::NoKey)?;
-        verify_under_secret(secret.bytes(), &token.signature, signing_input)
+        verify_under_secret(secret.bytes(), &token.signature, signing_input).await
     } else {
         let keys = candidate_keys(config, token.algorithm, token.kid.as_deref(), keep_alive).await?;
-        let texts: Array = keys.iter().map(|jwk| JsValue::from_str(&jwk.import_json)).collect();
-        verify_under_keys(token.algorithm.jose_name(), &texts, &token.signature, signing_input)
+        verify_under_keys(token.algorithm, &keys, &token.signature, signing_input).await
     };
-    // Never rejects: a key that cannot be imported is logged and skipped there.
-    let verified = JsFuture::from(check).await.is_ok_and(|valid| valid.as_bool() == Some(true));
     if verified {
         let validity = Validity::of(&token.claims, &config.validation);
         VERIFIED.with(|memo| memo.borrow_mut().remember(id, identity.clone(), validity, now_ms()));
@@ -293,7 +317,7 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
             });
             if let Some(ctx) = keep_alive {
                 // Refused only outside a request; the fetch then runs as long as this one.
-                ctx.keep_until(&fetch);
+                let _ = ctx.as_ref().wait_until(&fetch);
             }
             *slot = Some(fetch);
         }
@@ -303,19 +327,7 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
 
 /// Fetches the JWKS and reports it to the cache, once; why it was of no use is logged.
 async fn fetch_jwks(url: String, request: FetchRequest) {
-    let fetched = JsFuture::from(fetch_jwks_js(&url, FETCH_TIMEOUT_MS as f64, MAX_JWKS_BYTES as f64))
-        .await
-        .map_err(message)
-        .and_then(|answer| {
-            let answer: Array = answer.unchecked_into();
-            // A status is a whole number below 1000: exact as an f64.
-            let status = answer.get(2).as_f64().map_or(0, |status| status as u16);
-            answer_status(status)?;
-            Ok(Document {
-                text: answer.get(0).as_string().unwrap_or_default(),
-                cache_control: answer.get(1).as_string(),
-            })
-        });
+    let fetched = get_jwks(&url).await;
     let handled = URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));
     if let Err(why) = handled {
         // The URL is configuration, not a secret; the body is never logged.
@@ -326,20 +338,49 @@ async fn fetch_jwks(url: String, request: FetchRequest) {
     }
 }
 
-/// What a failed fetch threw, as its message alone (the line around it names the fetch).
-fn message(error: JsValue) -> String {
-    message_of(&error).unwrap_or_else(|| "an error".to_owned())
-}
-
-/// Who a covered request belongs to and what it asks for: its fingerprint, its object's
-/// name, the scope's key salt, the scope for the log line, and the key's binding to the
-/// caller's replay credential (`core::edge_rules::scope`, rule 5), which the rate limit counts by.
-pub struct Identified {
-    pub fingerprint: Digest256,
-    pub name: String,
-    pub scope_salt: Digest256,
-    pub scope_log: ScopeLog,
-    pub binding: Option<Digest256>,
+/// `url`'s 200 answer, its text (of at most `MAX_JWKS_BYTES` of UTF-8) and `Cache-Control`,
+/// all of it within `FETCH_TIMEOUT_MS` (`worker`'s `Fetch` under a timeout signal, which
+/// also ends the body's read); or why it is of no use, never the body's content. A
+/// redirect is never followed (`core::edge_rules::jwks_cache`, rule 7): what its status means is the
+/// core's (`answer_status`), and its body is let go unread.
+async fn get_jwks(url: &str) -> std::result::Result<Document, String> {
+    let timeout = web_sys::AbortSignal::timeout_with_u32(FETCH_TIMEOUT_MS as u32);
+    let failed = |error: worker::Error| {
+        if timeout.aborted() {
+            format!("no answer within {} s", FETCH_TIMEOUT_MS / 1_000)
+        } else {
+            error.to_string()
+        }
+    };
+    let headers = worker::Headers::new();
+    headers.set("accept", "application/jwk-set+json, application/json").map_err(failed)?;
+    let mut init = worker::RequestInit::new();
+    init.with_headers(headers).with_redirect(worker::RequestRedirect::Manual);
+    let request = worker::Request::new_with_init(url, &init).map_err(failed)?;
+    let signal = worker::AbortSignal::from(timeout.clone());
+    let mut response = worker::Fetch::Request(request).send_with_signal(&signal).await.map_err(failed)?;
+    let status = response.status_code();
+    if status != 200 {
+        if let worker::ResponseBody::Stream(body) = response.body() {
+            let _ = body.cancel();
+        }
+        answer_status(status)?;
+    }
+    let too_large = || format!("larger than {MAX_JWKS_BYTES} bytes");
+    let declared = response.headers().get("content-length").ok().flatten();
+    if declared
+        .and_then(|length| length.trim().parse::<usize>().ok())
+        .is_some_and(|length| length > MAX_JWKS_BYTES)
+    {
+        return Err(too_large());
+    }
+    let cache_control = response.headers().get("cache-control").ok().flatten();
+    let bytes = response.bytes().await.map_err(failed)?;
+    if bytes.len() > MAX_JWKS_BYTES {
+        return Err(too_large());
+    }
+    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
+    Ok(Document { text, cache_control })
 }
 
 /// Identifies a covered request, the same way in enforce and observe mode so that both
@@ -361,55 +402,4 @@ pub async fn identify(
     let (scope, scope_log) = self::scope(headers, config, policy, keep_alive).await?;
     let request = Arrived { headers, method, path_and_query, key, config, policy, body, name_key };
     Ok(identified(&request, scope, scope_log))
-}
-
-/// What [`identified`] reads of a covered request besides its scope.
-pub struct Arrived<'a> {
-    pub headers: &'a HeaderLines,
-    pub method: &'a str,
-    pub path_and_query: &'a str,
-    pub key: &'a IdempotencyKey,
-    pub config: &'a Config,
-    pub policy: &'a PathConfig<'a>,
-    pub body: &'a [u8],
-    pub name_key: Option<&'a [u8]>,
-}
-
-/// [`identify`] once the scope is known: the fingerprint and the object's name.
-pub fn identified(request: &Arrived<'_>, scope: Scope, scope_log: ScopeLog) -> Identified {
-    let Arrived { headers, method, path_and_query, key, config, policy, body, name_key } = *request;
-    let scope_salt = scope.key_salt();
-    let content_type = headers.get("content-type");
-    let extra_values: Vec<Option<String>> =
-        policy.fingerprint_headers.iter().map(|name| headers.get(name)).collect();
-    let extra_headers: Vec<(&str, Option<&str>)> = policy
-        .fingerprint_headers
-        .iter()
-        .map(String::as_str)
-        .zip(extra_values.iter().map(Option::as_deref))
-        .collect();
-    let payload = Payload {
-        method,
-        path_and_query,
-        content_type: content_type.as_deref(),
-        extra_headers: &extra_headers,
-        body,
-        body_shape: policy.body_shape,
-    };
-    // Rule 5 of `core::edge_rules::scope`: a replay goes only to the original's credential. The values
-    // are read only where a binding can apply (never with the default scope).
-    let binding = if config.scope.binds_replays() {
-        let values = header_values(headers, &config.scope.replay_headers);
-        let replay = named_values(&config.scope.replay_headers, &values);
-        caller_binding(&config.scope, scope_log.kind, &replay)
-    } else {
-        None
-    };
-    Identified {
-        fingerprint: bound_to_caller(fingerprint(&payload), binding),
-        name: keyed_object_name(name_key, object_name(scope, key.as_str())),
-        scope_salt,
-        scope_log,
-        binding,
-    }
 }

@@ -1,8 +1,8 @@
 //! Where a request's log line goes: the log, and the optional Workers Analytics Engine
 //! dataset bound as `IDEMPOTENCY_METRICS`. The worker runs the same without the binding.
 
-use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::JsValue;
+use worker::AnalyticsEngineDataPointBuilder;
 
 use super::platform::{console_log, Env};
 use super::settings::{self, METRICS_BINDING};
@@ -29,16 +29,13 @@ pub fn record_in(env: &Env, log: &RequestLog, context: LineContext<'_>) {
     }
     if let Ok(dataset) = env.analytics_engine(METRICS_BINDING) {
         let point = log.data_point_in(context);
-        let fields = Object::new();
-        let field = |name: &str, values: Array| Reflect::set(&fields, &JsValue::from_str(name), &values);
-        let written = field("indexes", Array::of1(&JsValue::from_str(point.index)))
-            .and_then(|_| field("blobs", point.blobs.iter().map(|blob| JsValue::from_str(blob)).collect()))
-            .and_then(|_| {
-                field("doubles", point.doubles.iter().map(|&double| JsValue::from_f64(double)).collect())
-            })
-            .and_then(|_| dataset.write_data_point(&fields));
+        let written = AnalyticsEngineDataPointBuilder::new()
+            .indexes([point.index])
+            .blobs(point.blobs)
+            .doubles(point.doubles)
+            .write_to(&dataset);
         if let Err(error) = written {
-            console_log!("metrics: writing a data point failed: {}", super::platform::describe(error));
+            console_log!("metrics: writing a data point failed: {}", error);
         }
     }
 }

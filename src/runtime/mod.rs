@@ -1,25 +1,27 @@
 //! The wasm32 runtime: carries out what `crate::core` decides, and nothing else.
 //!
-//! - `entry`: the Worker's fetch handler. Validates the request, fingerprints it and hands
-//!   it to the key's Durable Object; passes uncovered methods through. A covered request's
-//!   steps are synchronous, and `src/entry.mjs` awaits between them (`Covered`).
+//! - `entry`: the Worker's fetch handler (`worker`'s `#[event(fetch)]`). Carries out the
+//!   core's plan for the request (`core::edge`): hands a covered request, identified
+//!   (`core::edge_rules::identify`), to the key's Durable Object; passes uncovered methods through.
 //! - `forward`: the Worker's own forwards (pass-through, observe, fail-open), signed.
 //! - `object_call`: the Worker's call to a key's object, and whether the object answered.
-//! - `object`: the Durable Object, single writer for one (scope, key).
+//! - `object`: the Durable Object (`worker`'s `#[durable_object]`), single writer for one
+//!   (scope, key).
 //! - `observe`: observe mode's edge half: forward as the request came, record beside it.
 //! - `storage`: the object's one-row SQLite record.
 //! - `key_record`: the object's record kept in step between the key's driver and storage.
 //! - `record_store`: the object's storage as one piece: the record, its sealed answer,
 //!   chunk rows and the alarm, with the test-only storage faults.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
-//! - `identity`: the caller's scope: the JWKS fetch (cached as `core::edge_rules::jwks_cache` decides),
-//!   WebCrypto signature checks.
+//! - `identity`: the caller's scope: the JWKS fetch (`worker`'s `Fetch`, cached as
+//!   `core::edge_rules::jwks_cache` decides), WebCrypto signature checks.
 //! - `body`: request bodies read within a limit, or drained, in the Worker and the object.
 //! - `admin`: the admin API's edge half (token, routing to the object).
-//! - `metrics`: the log line and the optional Analytics Engine data point.
+//! - `metrics`: the log line and the optional Analytics Engine data point (`worker`'s).
 //! - `reconcile`: the object's lookups of unknown outcomes (`core::key_rules::reconcile`).
-//! - `rate_limit`: the Worker's rate limit for covered requests (the binding's call).
-//! - `outcome_queue`: published outcomes sent to the optional `OUTCOME_QUEUE` producer.
+//! - `rate_limit`: the Worker's rate limit for covered requests (`worker`'s `RateLimiter`).
+//! - `outcome_queue`: published outcomes sent to the optional `OUTCOME_QUEUE` producer
+//!   (`worker`'s `Queue`).
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
 //!   answer prepared once for replays.
 //! - `settings`: the configuration and bindings, read once per isolate.
@@ -27,15 +29,16 @@
 //!   replay.
 //! - `seal`: stored answers sealed and opened with WebCrypto.
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
-//! - `platform`: the bindings to workerd (environment, context, Durable Object storage and
-//!   SQL, timers, the log, errors, the panic hook).
+//! - `bindings`: the platform calls `worker` does not bind (one line each on why).
+//! - `platform`: what is left of the hand binding to workerd (Durable Object storage and
+//!   SQL, timers, the log, errors).
 //! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
 //!   per operation that reports what happened and decides nothing (`boundary.mjs`: headers,
-//!   bodies, streams, the object call; `webcrypto.mjs`: sealing, the origin signature,
-//!   token checks; `jwks.mjs`: the JWKS fetch). The origin's probe and exchange are
-//!   `worker`'s (`Socket`, `Fetch`), in `origin`.
+//!   bodies, streams, the object call; `webcrypto.mjs`: sealing). The origin's probe and
+//!   exchange are `worker`'s (`Socket`, `Fetch`), in `origin`.
 
 mod admin;
+mod bindings;
 mod body;
 mod boundary;
 mod chunks;

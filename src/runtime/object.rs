@@ -99,8 +99,7 @@ pub struct KeyObject {
 }
 
 impl DurableObject for KeyObject {
-    fn new(state: State, env: worker::Env) -> KeyObject {
-        let env = Env::new(env.into());
+    fn new(state: State, env: Env) -> KeyObject {
         let state: DurableObjectState = AsRef::<JsValue>::as_ref(state.as_raw()).clone().unchecked_into();
         KeyObject {
             store: RecordStore::new(state, env.clone()),

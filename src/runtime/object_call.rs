@@ -9,8 +9,10 @@ use std::cell::OnceCell;
 use wasm_bindgen::{JsCast, JsValue};
 use web_sys::{Headers, Request, RequestInit, Response};
 
-use super::boundary;
-use super::platform::{Env, Error, ObjectNamespace, ObjectStub, Result};
+use worker::{ObjectNamespace, Stub};
+
+use super::platform::{Env, Error, Result};
+use super::{bindings, boundary};
 use crate::core::edge_rules::routes::ObjectCallFailure;
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
 
@@ -22,7 +24,7 @@ pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
 pub(super) fn key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
     let namespace = env.durable_object(OBJECT_BINDING)?;
     let Some(jurisdiction) = jurisdiction else { return Ok(namespace) };
-    Ok(namespace.jurisdiction(jurisdiction)?)
+    Ok(bindings::jurisdiction(&namespace, jurisdiction)?)
 }
 
 thread_local! {
@@ -32,12 +34,12 @@ thread_local! {
 /// [`key_namespace`], looked up once per isolate (bindings, like variables, cannot change
 /// while an isolate lives). A failed lookup is not kept: it is tried again next time.
 pub(super) fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
-    if let Some(namespace) = NAMESPACE.with(|cell| cell.get().map(|ns| JsValue::from(ns).unchecked_into())) {
+    if let Some(namespace) = NAMESPACE.with(|cell| cell.get().cloned()) {
         return Ok(namespace);
     }
     let namespace = key_namespace(env, jurisdiction)?;
     NAMESPACE.with(|cell| {
-        let _ = cell.set(JsValue::from(&namespace).unchecked_into());
+        let _ = cell.set(namespace.clone());
     });
     Ok(namespace)
 }
@@ -47,7 +49,7 @@ pub(super) fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Res
 /// platform refuses as `overloaded` (queued and never run), was not delivered; any other
 /// failure may have come after the object sent the request on.
 pub(super) async fn call_object(
-    stub: ObjectStub,
+    stub: Stub,
     req: &Request,
 ) -> std::result::Result<Response, (ObjectCallFailure, String)> {
     call_object_marked(stub, req).await.map(|(response, _)| response)
@@ -55,10 +57,10 @@ pub(super) async fn call_object(
 
 /// [`call_object`], with the mark the object put on its answer (observe mode's verdict).
 async fn call_object_marked(
-    stub: ObjectStub,
+    stub: Stub,
     req: &Request,
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
-    classify(&boundary::call_object(&stub, req, ANSWERED_HEADER).await)
+    classify(&boundary::call_object(&stub.into_rpc(), req, ANSWERED_HEADER).await)
 }
 
 /// What came of a call to a key's object, as `boundary.mjs`'s `callObject` reports it

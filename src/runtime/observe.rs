@@ -40,12 +40,14 @@ use web_sys::{Request, Response};
 
 use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
-use super::identity::{self, identify};
+use super::identity::identify;
 use super::object_call::{cached_key_namespace, call_named};
-use super::platform::{console_error, Context, Env, Result};
+use super::platform::{console_error, Env, Result};
 use super::{body, metrics, now_ms, origin};
 use crate::core::edge_rules::config::{Config, PathConfig};
+use crate::core::edge_rules::edge::CoveredPlan;
 use crate::core::edge_rules::headers::HeaderLines;
+use crate::core::edge_rules::identify::key_call;
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::observed::{self, Forwarded};
 use crate::core::edge_rules::routes::Unavailable;
@@ -57,6 +59,7 @@ use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::ProblemKind;
 use crate::core::vocabulary::trace::Trace;
+use worker::Context;
 
 /// A request that enforce mode would have refused before any object: forwarded as it
 /// came, and logged with the refusal it would have had.
@@ -106,6 +109,7 @@ pub(super) async fn covered(
     config: &Config,
     policy: &PathConfig<'_>,
     key: IdempotencyKey,
+    plan: CoveredPlan,
     trace: Trace,
 ) -> Result<Response> {
     let method = trace.method.clone();
@@ -115,7 +119,7 @@ pub(super) async fn covered(
     let target = config.target_for(policy, url, &path_and_query);
     let declared_length = lines.get("content-length");
     let (body, forward_body) =
-        match body::read_observed(&req, declared_length.as_deref(), config.max_body_bytes).await? {
+        match body::read_observed(&req, declared_length.as_deref(), plan.max_body_bytes).await? {
             body::ObservedBody::Declared => {
                 return passed(req, url, env, config, policy, ProblemKind::BodyTooLarge, &trace).await
             }
@@ -161,6 +165,7 @@ pub(super) async fn covered(
             body,
         },
         target,
+        plan,
         trace,
         on_unavailable: policy.on_unavailable,
         origin_timeout_ms: policy.timing.origin_timeout_ms,
@@ -213,6 +218,7 @@ struct Recording {
     request: Observed,
     /// The URL the object's requests carry (it reads only their headers).
     target: String,
+    plan: CoveredPlan,
     trace: Trace,
     on_unavailable: Unavailable,
     origin_timeout_ms: u64,
@@ -224,7 +230,8 @@ impl Recording {
     /// refuse (401, 503) is logged as that refusal, with the origin's status, and nothing is
     /// recorded.
     async fn run(self, forwarded: Latch<Forwarded>) {
-        let Recording { env, jurisdiction, request, target, trace, on_unavailable, origin_timeout_ms } = self;
+        let Recording { env, jurisdiction, request, target, plan, trace, on_unavailable, origin_timeout_ms } =
+            self;
         let settings = super::settings::get(&env);
         let Ok(config) = &settings.config else { return };
         let policy = config.policy_for(&request.routed_path);
@@ -235,26 +242,17 @@ impl Recording {
             identify(headers, method, path_and_query, key, config, &policy, body, name_key, None).await;
         // A handler cut short hands nothing over: as a broken connection.
         let forwarded = async { forwarded.take().await.unwrap_or(Forwarded::Failed { ms: 0 }) };
-        let identity::Identified { fingerprint, name, scope_salt, scope_log, .. } = match identified {
+        let identified = match identified {
             Ok(identified) => identified,
             Err(problem) => {
                 let (status, _, ms) = observed::log_fields(&forwarded.await);
                 return log_refusal(&env, problem.kind, status, ms, &trace);
             }
         };
-        let call = KeyCall {
-            fingerprint,
-            scope_salt,
-            scope: scope_log,
-            policy: config.key_terms(&policy),
-            body_bytes: body.len() as u64,
-            // The object never sends in observe mode: the Worker forwards.
-            probe_origin: false,
-            step: KeyStep::ObserveArrival,
-            trace,
-            // Observing, the object never forwards, nor looks up.
-            reconcile: None,
-        };
+        // As enforce mode builds it (`core::edge_rules::identify::key_call`): observing, the object
+        // neither forwards nor looks up.
+        let call = key_call(config, &policy, &plan, &identified, body.len() as u64, trace);
+        let name = identified.name;
         // The request's copy is not held while the object is called.
         drop(request);
         let object = |step: KeyStep, body: Option<JsValue>| {
@@ -263,7 +261,7 @@ impl Recording {
         };
         // The object's id, as the object's own lines name it (and the admin API takes it).
         let short = cached_key_namespace(&env, jurisdiction.as_deref())
-            .and_then(|namespace| Ok(namespace.id_from_name(&name)?.to_hex()))
+            .and_then(|namespace| Ok(namespace.id_from_name(&name)?.to_string()))
             .unwrap_or_else(|_| name[..16].to_owned());
         let (mut decision, claimed) = match object(KeyStep::ObserveArrival, None).await {
             Ok(Answered::Observed { decision, claimed }) => (decision, claimed),

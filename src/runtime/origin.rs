@@ -64,7 +64,7 @@ use web_sys::{
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
-use super::platform::{console_error, console_warn, race, Delay, Either, Env, Fetcher};
+use super::platform::{console_error, console_warn, race, Delay, Either, Env};
 use super::{body, origin_auth, settings};
 use crate::core::edge_rules::headers::{connection_tokens, forward_to_origin, store_for_replay};
 use crate::core::edge_rules::observed::Captured;
@@ -75,6 +75,7 @@ use crate::core::key_rules::key_state::answer_body_cap;
 use crate::core::primitives::url::host_and_port;
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
+use worker::worker_sys::Fetcher;
 
 /// The origin's answer.
 pub struct OriginAnswer {
@@ -130,7 +131,7 @@ pub async fn send(
     let service = match policy.origin_service.as_deref() {
         None => None,
         Some(name) => match env.service(name) {
-            Ok(service) => Some(service),
+            Ok(service) => Some(service.into_rpc::<Fetcher>()),
             Err(error) => {
                 console_error!("the origin service binding {} is unusable: {}", name, error);
                 return (OriginVerdict::NotSent.result(), None);
@@ -284,7 +285,7 @@ async fn forward(
     let mut deadline = std::pin::pin!(Delay::from(Duration::from_millis(timeout_ms)));
     let fetched = async {
         match &service {
-            Some(service) => match service.fetch_with_request(&request) {
+            Some(service) => match service.fetch(&request) {
                 Ok(promise) => JsFuture::from(promise).await.and_then(|value| value.dyn_into::<Response>()),
                 Err(error) => Err(error),
             },

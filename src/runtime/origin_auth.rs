@@ -2,30 +2,22 @@
 //! (`core::edge_rules::message_signature`, whose signature base and header values the core computes from
 //! the body's digest) or the `Idempotency-Edge-Signature` header of `core::edge_rules::origin_auth`.
 //!
-//! The body's digest is WebCrypto's (`webcrypto.mjs`), where the body is; the version 2
-//! format's digest and HMAC are one WebCrypto call (`originMac`, which imports the key once
-//! per isolate). The nonce and the time are drawn here; everything else is the core's.
+//! The body's digest is WebCrypto's (`web-sys`'s `SubtleCrypto`), where the body is; the
+//! HMAC over the signed parts is the core's (`core::origin_auth::sign_digested`,
+//! `core::message_signature::sign`). The nonce and the time are drawn here; everything else
+//! is the core's.
 
-use js_sys::{Promise, Uint8Array};
-use wasm_bindgen::prelude::wasm_bindgen;
+use js_sys::Uint8Array;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::Headers;
 
 use crate::core::edge_rules::message_signature::{self, Covered, CLAIMED_AT_HEADER};
 use crate::core::edge_rules::origin_auth::{
-    canonical_head, header_value, Protection, SignatureFormat, Signed, Signer, NONCE_BYTES, SIGNATURE_HEADER,
+    sign_digested, Protection, SignatureFormat, Signed, Signer, NONCE_BYTES, SIGNATURE_HEADER,
 };
 use crate::core::primitives::hex::encode as hex;
 use crate::core::primitives::url::path_and_query;
-
-#[wasm_bindgen(module = "/src/runtime/webcrypto.mjs")]
-extern "C" {
-    #[wasm_bindgen(js_name = originMac)]
-    fn origin_mac(secret: &str, canonical_head: &str, body: &JsValue) -> Promise;
-    #[wasm_bindgen(js_name = bodyDigest)]
-    fn body_digest(body: &JsValue) -> Promise;
-}
 
 /// The headers that sign one request: (lower-case name, value), set on the request as it
 /// goes out with [`apply`].
@@ -48,9 +40,8 @@ pub async fn signature(
     let nonce = hex(&nonce);
     let idempotency_key = idempotency_key.unwrap_or("");
     let signed = Signed { method, path_and_query, idempotency_key, protection, timestamp, nonce: &nonce };
-    let mac =
-        JsFuture::from(origin_mac(secret, &canonical_head(&signed), body.unwrap_or(&JsValue::NULL))).await?;
-    Ok(header_value(&signed, &Uint8Array::new(&mac).to_vec()))
+    let digest = body_digest(body).await?;
+    Ok(sign_digested(secret.as_bytes(), &signed, &digest))
 }
 
 /// The signature of one hop to the origin, as every forward and lookup signs it (the
@@ -75,7 +66,7 @@ pub async fn sign_hop(
             Ok(vec![(SIGNATURE_HEADER, value)])
         }
         SignatureFormat::Rfc9421 => {
-            let digest = JsFuture::from(body_digest(body.unwrap_or(&JsValue::NULL))).await?;
+            let digest = body_digest(body).await?;
             let mut nonce = [0u8; message_signature::NONCE_BYTES];
             crypto()?.get_random_values_with_u8_array(&mut nonce)?;
             let nonce = hex(&nonce);
@@ -89,11 +80,7 @@ pub async fn sign_hop(
                 created: (js_sys::Date::now() / 1000.0) as u64,
                 nonce: &nonce,
             };
-            let signed = message_signature::sign(
-                signer.secret.as_bytes(),
-                &covered,
-                &Uint8Array::new(&digest).to_vec(),
-            );
+            let signed = message_signature::sign(signer.secret.as_bytes(), &covered, &digest);
             Ok(signed.pairs().iter().map(|(name, value)| (*name, (*value).to_owned())).collect())
         }
     }
@@ -113,6 +100,21 @@ pub fn apply(headers: &Headers, signature: &SignatureHeaders) -> Result<(), JsVa
         headers.set(name, &value)?;
     }
     Ok(())
+}
+
+/// SHA-256 of a request body (JavaScript's own bytes: an `ArrayBuffer` or a view), or of no
+/// bytes for none.
+async fn body_digest(body: Option<&JsValue>) -> Result<Vec<u8>, JsValue> {
+    let empty;
+    let body: &js_sys::Object = match body {
+        Some(body) if !body.is_null() => body.unchecked_ref(),
+        _ => {
+            empty = Uint8Array::new_with_length(0);
+            &empty
+        }
+    };
+    let digest = crypto()?.subtle().digest_with_str_and_buffer_source("SHA-256", body)?;
+    Ok(Uint8Array::new(&JsFuture::from(digest).await?).to_vec())
 }
 
 fn crypto() -> Result<web_sys::Crypto, JsValue> {

@@ -3,7 +3,7 @@
 //! this module only sends, beside the answer and never before it, and logs a send that
 //! failed (`outcome-publish-failed`, with the object id), which is not retried.
 
-use wasm_bindgen::{JsCast, JsValue};
+use worker::{QueueContentType, RawMessageBuilder};
 
 use super::now_ms;
 use super::platform::{console_error, Env};
@@ -23,22 +23,29 @@ pub fn publish(
     if !publishes(decision, asynchronous) {
         return;
     }
-    let Ok(queue) = env.binding(OUTCOME_QUEUE_BINDING) else { return };
+    let bound =
+        js_sys::Reflect::get(env, &OUTCOME_QUEUE_BINDING.into()).is_ok_and(|value| !value.is_undefined());
+    if !bound {
+        return;
+    }
+    // A binding that is no queue fails like a queue that is down: logged, not retried.
+    let queue = env.queue(OUTCOME_QUEUE_BINDING);
     let event = OutcomeEvent { object_id, decision, origin_status, asynchronous, at_ms: now_ms() };
     let message = event.message();
     let object = object_id.to_owned();
     wasm_bindgen_futures::spawn_local(async move {
-        if let Err(error) = send(&queue, &message).await {
-            let error = super::platform::Error::from(error);
+        // The message is the core's JSON text, sent as the JSON value it spells.
+        let sent = match (queue, js_sys::JSON::parse(&message)) {
+            (Ok(queue), Ok(body)) => {
+                queue
+                    .send_raw(RawMessageBuilder::new(body).build_with_content_type(QueueContentType::Json))
+                    .await
+            }
+            (Err(error), _) => Err(error),
+            (_, Err(error)) => Err(error.into()),
+        };
+        if let Err(error) = sent {
             console_error!("{} {}", event_line("outcome-publish-failed", &object, &[]), error);
         }
     });
-}
-
-/// `queue.send(message)` on a Queues producer binding, the message as a JSON value.
-async fn send(queue: &JsValue, message: &str) -> std::result::Result<JsValue, JsValue> {
-    let body = js_sys::JSON::parse(message)?;
-    let send: js_sys::Function = js_sys::Reflect::get(queue, &JsValue::from_str("send"))?.dyn_into()?;
-    let sent: js_sys::Promise = send.call1(queue, &body)?.dyn_into()?;
-    wasm_bindgen_futures::JsFuture::from(sent).await
 }

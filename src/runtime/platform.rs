@@ -1,11 +1,11 @@
-//! The runtime's remaining hand-written bindings to workerd: the environment and its
-//! bindings, a request's context, a Durable Object's state, storage and SQL, timers, the
-//! log, a JavaScript error as a Rust value, and the first of two futures to finish.
+//! What is left of the runtime's hand-written bindings to workerd: a Durable Object's state,
+//! storage, SQL and synchronous KV (`transactionSync` and `storage.kv` have no `worker`
+//! binding: workers-rs#978), a timer race for the object's waiters, the log, and a
+//! JavaScript error as a Rust value.
 //!
 //! The entry points, the panic hook and the init state that `src/entry.mjs` recovers from a
-//! trap with are the `worker` crate's (`#[event(fetch)]`, `#[durable_object]`,
-//! `worker::init`); what is left here is being moved onto `worker`'s types, module by
-//! module. Each binding is the one JavaScript call its name says. Owns no decision.
+//! trap with, `Env`, the bindings and the request's context are the `worker` crate's
+//! (`#[event(fetch)]`, `#[durable_object]`, `worker::init`). Owns no decision.
 
 use std::cell::Cell;
 use std::fmt;
@@ -137,159 +137,17 @@ macro_rules! console_error {
 
 pub(crate) use {console_error, console_log, console_warn};
 
-/// The Worker's (and the object's) environment: variables, secrets and bindings.
-#[derive(Clone)]
-pub struct Env(JsValue);
+/// The Worker's (and the object's) environment: `worker`'s.
+pub use worker::Env;
 
-impl Env {
-    pub fn new(env: JsValue) -> Env {
-        Env(env)
-    }
-
-    /// What the environment holds under `name` (a variable, a secret or a binding of any
-    /// kind), when it holds anything.
-    pub fn binding(&self, name: &str) -> Result<JsValue> {
-        let binding = Reflect::get(&self.0, &JsValue::from_str(name))
-            .map_err(|_| Error::Rust(format!("Env does not contain binding `{name}`")))?;
-        if binding.is_undefined() {
-            return Err(Error::Rust(format!("Binding `{name}` is undefined.")));
-        }
-        Ok(binding)
-    }
-
-    /// The binding `name`, when it is of the class `class` (a variable of the same name is
-    /// not a binding). The class is read with `Reflect`, which cannot throw through the
-    /// Wasm on a value without one (`null`, an object with no prototype).
-    fn binding_of(&self, name: &str, class: &str) -> Result<JsValue> {
-        let binding = self.binding(name)?;
-        let found = Reflect::get(&binding, &JsValue::from_str("constructor"))
-            .and_then(|constructor| Reflect::get(&constructor, &JsValue::from_str("name")))
-            .ok()
-            .and_then(|name| name.as_string());
-        if found.as_deref() != Some(class) {
-            let found = found.unwrap_or_else(|| "a value of no class".to_owned());
-            return Err(Error::Rust(format!("Binding cannot be cast to the type {class} from {found}")));
-        }
-        Ok(binding)
-    }
-
-    /// A service binding (another Worker).
-    pub fn service(&self, name: &str) -> Result<Fetcher> {
-        self.binding_of(name, "Fetcher").map(JsCast::unchecked_into)
-    }
-
-    /// A Durable Object namespace.
-    pub fn durable_object(&self, name: &str) -> Result<ObjectNamespace> {
-        self.binding_of(name, "DurableObjectNamespace").map(JsCast::unchecked_into)
-    }
-
-    /// An Analytics Engine dataset. Not checked by class: wrangler dev's stand-in for one is
-    /// a plain object.
-    pub fn analytics_engine(&self, name: &str) -> Result<AnalyticsEngineDataset> {
-        self.binding(name).map(JsCast::unchecked_into)
-    }
-}
-
-impl AsRef<JsValue> for Env {
-    fn as_ref(&self) -> &JsValue {
-        &self.0
-    }
-}
-
-/// A request's context: the work it keeps the request open for.
-#[derive(Clone)]
-pub struct Context(ExecutionContext);
-
-impl Context {
-    pub fn new(ctx: JsValue) -> Context {
-        Context(ctx.unchecked_into())
-    }
-
-    /// Runs `work` to its end even after the answer has gone.
-    pub fn wait_until<F: Future<Output = ()> + 'static>(&self, work: F) {
-        let promise = wasm_bindgen_futures::future_to_promise(async move {
-            work.await;
-            Ok(JsValue::UNDEFINED)
-        });
-        // Refused only outside a request, where nothing could be kept open anyway; the work
-        // runs either way.
-        let _ = self.0.wait_until(&promise);
-    }
-
-    /// Keeps the request open until `promise` settles.
-    pub fn keep_until(&self, promise: &Promise) {
-        let _ = self.0.wait_until(promise);
+impl From<worker::Error> for Error {
+    fn from(error: worker::Error) -> Error {
+        Error::Rust(error.to_string())
     }
 }
 
 #[wasm_bindgen]
 extern "C" {
-    /// A service binding, or anything else with a `fetch(request)`.
-    #[wasm_bindgen(extends = js_sys::Object)]
-    #[derive(Clone)]
-    pub type Fetcher;
-
-    #[wasm_bindgen(method, catch, js_name = fetch)]
-    pub fn fetch_with_request(
-        this: &Fetcher,
-        request: &web_sys::Request,
-    ) -> std::result::Result<Promise, JsValue>;
-
-    /// A Durable Object namespace.
-    #[wasm_bindgen(extends = js_sys::Object)]
-    #[derive(Clone)]
-    pub type ObjectNamespace;
-
-    #[wasm_bindgen(method, catch, js_name = getByName)]
-    pub fn get_by_name(this: &ObjectNamespace, name: &str) -> std::result::Result<ObjectStub, JsValue>;
-
-    /// The id of the object named `name`.
-    #[wasm_bindgen(method, catch, js_name = idFromName)]
-    pub fn id_from_name(this: &ObjectNamespace, name: &str) -> std::result::Result<DurableObjectId, JsValue>;
-
-    /// The id written as `hex` (refused when this namespace never issued it).
-    #[wasm_bindgen(method, catch, js_name = idFromString)]
-    pub fn id_from_string(this: &ObjectNamespace, hex: &str)
-        -> std::result::Result<DurableObjectId, JsValue>;
-
-    /// The stub of the object `id`.
-    #[wasm_bindgen(method, catch, js_name = get)]
-    pub fn stub_of(this: &ObjectNamespace, id: &DurableObjectId) -> std::result::Result<ObjectStub, JsValue>;
-
-    /// The namespace restricted to a jurisdiction (`namespace.jurisdiction("eu")`).
-    #[wasm_bindgen(method, catch)]
-    pub fn jurisdiction(
-        this: &ObjectNamespace,
-        jurisdiction: &str,
-    ) -> std::result::Result<ObjectNamespace, JsValue>;
-
-    /// A stub of one Durable Object.
-    #[wasm_bindgen(extends = js_sys::Object)]
-    pub type ObjectStub;
-
-    #[wasm_bindgen(method, catch, js_name = fetch)]
-    pub fn fetch_with_request(
-        this: &ObjectStub,
-        request: &web_sys::Request,
-    ) -> std::result::Result<Promise, JsValue>;
-
-    /// An Analytics Engine dataset.
-    #[wasm_bindgen(extends = js_sys::Object)]
-    pub type AnalyticsEngineDataset;
-
-    #[wasm_bindgen(method, catch, js_name = writeDataPoint)]
-    pub fn write_data_point(
-        this: &AnalyticsEngineDataset,
-        point: &js_sys::Object,
-    ) -> std::result::Result<(), JsValue>;
-
-    #[wasm_bindgen(extends = js_sys::Object)]
-    #[derive(Clone)]
-    type ExecutionContext;
-
-    #[wasm_bindgen(method, catch, js_name = waitUntil)]
-    fn wait_until(this: &ExecutionContext, promise: &Promise) -> std::result::Result<(), JsValue>;
-
     /// A Durable Object's state.
     #[wasm_bindgen(extends = js_sys::Object)]
     pub type DurableObjectState;

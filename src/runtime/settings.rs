@@ -33,7 +33,7 @@ pub const VERSION_BINDING: &str = "CF_VERSION_METADATA";
 pub fn worker_version(env: &Env) -> Option<Rc<str>> {
     VERSION.with(|cell| {
         cell.get_or_init(|| {
-            let metadata = env.binding(VERSION_BINDING).ok()?;
+            let metadata = held(env, VERSION_BINDING)?;
             let id = js_sys::Reflect::get(&metadata, &JsValue::from_str("id")).ok()?.as_string()?;
             Some(Rc::from(id.as_str()))
         })
@@ -59,7 +59,7 @@ enum Held {
 fn load(env: &Env) -> Settings {
     let values: Vec<(&'static str, Held)> = variable_names()
         .filter_map(|name| {
-            let value = env.binding(name).ok()?;
+            let value = held(env, name)?;
             let held = match value.as_string() {
                 Some(text) => Held::Text(text),
                 None => Held::Json(js_sys::JSON::stringify(&value).ok()?.as_string()?),
@@ -81,6 +81,14 @@ fn load(env: &Env) -> Settings {
         console_error!("{}", line);
     }
     settings
+}
+
+/// What the environment holds under `name`, as it is. Not `worker`'s `env.var`, which
+/// refuses anything but a string: wrangler binds a `[vars]` number, boolean or table as
+/// itself (`IDEMPOTENCY_TTL_SECONDS = 86400`), which `load` reads as JSON.
+fn held(env: &Env, name: &str) -> Option<JsValue> {
+    let value = js_sys::Reflect::get(env, &JsValue::from_str(name)).ok()?;
+    (!value.is_undefined()).then_some(value)
 }
 
 /// Every name the environment holds, sorted (for the core's misspelling check).

@@ -13,6 +13,9 @@
 
 use super::config::{Config, PathConfig};
 use super::headers::METHOD_OVERRIDE_HEADERS;
+use super::routes::Unavailable;
+use super::wire::ReconcileCall;
+use crate::core::key_rules::machine::async_job::{prefers_respond_async, AsyncConfig};
 use crate::core::primitives::key::{parse_key_fields, IdempotencyKey, KeyError, IDEMPOTENCY_KEY};
 use crate::core::primitives::url::normalised_path;
 use crate::core::vocabulary::key_terms::Mode;
@@ -46,8 +49,28 @@ pub enum Edge<'c> {
     /// Observe mode: what enforcing would refuse, forwarded as it came and logged as that
     /// refusal.
     PassObserved(PathConfig<'c>, ProblemKind),
-    /// Covered, with a valid key: enforced or observed as `policy.mode` says.
-    Covered { policy: PathConfig<'c>, key: IdempotencyKey },
+    /// Covered, with a valid key: enforced or observed as `policy.mode` says, as `plan` says.
+    Covered { policy: PathConfig<'c>, key: IdempotencyKey, plan: CoveredPlan },
+}
+
+/// What the Worker does with a covered request, decided from its head before it acts: the
+/// body's limit, and, enforcing, the asynchronous acceptance it asks of the object, whether
+/// it keeps the request for a fail-open forward, and the lookup the object may make. The
+/// object's call is built from it (`core::edge_rules::identify::key_call`); observing, only
+/// the limit applies (the Worker forwards the request as it came).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoveredPlan {
+    /// `MAX_BODY_BYTES`: a body over it is refused with 413 ([`body_too_large`]).
+    pub max_body_bytes: u64,
+    /// The asynchronous settings (`core::key_rules::machine::async_job`), when the route
+    /// accepts asynchronous execution and the request prefers `respond-async`.
+    pub accept_async: Option<AsyncConfig>,
+    /// Whether the Worker keeps the forward's headers and body, for a fail-open forward
+    /// when the object cannot be reached (`on_object_unavailable: "fail-open"`).
+    pub keep_for_fail_open: bool,
+    /// The route's lookup for unknown outcomes, filled for this key
+    /// (`core::key_rules::reconcile`).
+    pub reconcile: Option<ReconcileCall>,
 }
 
 /// Decides where a request goes. `service_bound` says whether a service binding exists.
@@ -104,13 +127,32 @@ pub fn decide<'c>(
     };
     match key {
         // A key that would make the route's lookup another URL (`core::key_rules::reconcile` rule 6).
-        Ok(key) => match policy.reconcile.map(|route| route.lookup_url(&key)) {
-            Some(Err(_)) if observe => Edge::PassObserved(policy, ProblemKind::InvalidKey),
-            Some(Err(refused)) => Edge::Refuse(Problem::new(
+        Ok(key) => match policy.reconcile.map(|route| (route, route.lookup_url(&key))) {
+            Some((_, Err(_))) if observe => Edge::PassObserved(policy, ProblemKind::InvalidKey),
+            Some((_, Err(refused))) => Edge::Refuse(Problem::new(
                 refused.kind,
                 refused.detail.replace(IDEMPOTENCY_KEY.name, policy.key_header.name),
             )),
-            _ => Edge::Covered { policy, key },
+            lookup => {
+                let enforce = !observe;
+                // A `Prefer` that cannot be read prefers nothing.
+                let prefer = (head.header)("prefer").ok().flatten();
+                let plan = CoveredPlan {
+                    max_body_bytes: config.max_body_bytes,
+                    accept_async: policy
+                        .async_accept
+                        .filter(|_| enforce && prefers_respond_async(prefer.as_deref())),
+                    keep_for_fail_open: enforce && policy.on_unavailable == Unavailable::FailOpen,
+                    reconcile: lookup.filter(|_| enforce).and_then(|(route, url)| {
+                        Some(ReconcileCall {
+                            url: url.ok()?,
+                            not_found: route.not_found,
+                            scope_headers: config.scope.lookup_headers(),
+                        })
+                    }),
+                };
+                Edge::Covered { policy, key, plan }
+            }
         },
         // A route may make the key optional: without one, the request is not protected
         // (and observe mode, as enforce mode, logs nothing for it).
@@ -326,6 +368,56 @@ mod tests {
             let (slug, text) = refusal(Some(bad.clone()));
             assert_eq!(slug, "invalid-key", "{bad:?}");
             assert!(text.contains("X-Request-Id") && !text.contains("Idempotency-Key"), "{text}");
+        }
+    }
+
+    /// The plan says everything the Worker does with a covered request before it acts:
+    /// enforcing, the asynchronous acceptance asked for, the fail-open forward kept, the
+    /// lookup filled for the key; observing, none of these (only the body's limit).
+    #[test]
+    fn a_covered_request_comes_with_its_complete_plan() {
+        let routes = r#"[{"pattern":"/open/*","on_object_unavailable":"fail-open"},{"pattern":"/rc/*","reconcile_url":"https://origin.example/lookup/{key}"}]"#;
+        let vars = [("IDEMPOTENCY_ROUTES", routes), ("ASYNC_ACCEPT", "prefer"), ("MAX_BODY_BYTES", "1000")];
+        let c = Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).unwrap();
+        let plan_of = |config: &Config, path: &str, headers: &HeaderList| match decide(
+            &head("POST", path, headers),
+            config,
+            |_| true,
+        ) {
+            Edge::Covered { plan, .. } => plan,
+            other => panic!("{other:?}"),
+        };
+        let (plain, preferring) = (
+            with(&[("idempotency-key", "k1")]),
+            with(&[("idempotency-key", "k1"), ("prefer", "respond-async")]),
+        );
+        let plan = plan_of(&c, "/v1/x", &plain);
+        assert_eq!(
+            plan,
+            CoveredPlan {
+                max_body_bytes: 1000,
+                accept_async: None,
+                keep_for_fail_open: false,
+                reconcile: None
+            }
+        );
+        assert!(plan_of(&c, "/v1/x", &preferring).accept_async.is_some());
+        assert!(plan_of(&c, "/open/x", &plain).keep_for_fail_open);
+        let lookup = plan_of(&c, "/rc/x", &plain).reconcile.expect("the lookup");
+        assert_eq!(lookup.url, "https://origin.example/lookup/k1");
+        assert_eq!(lookup.scope_headers, c.scope.lookup_headers());
+        // Observing: the Worker forwards as the request came, and the object never sends.
+        let observing = {
+            let vars = [("IDEMPOTENCY_ROUTES", routes), ("ASYNC_ACCEPT", "prefer"), ("MODE", "observe")];
+            Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).unwrap()
+        };
+        for path in ["/v1/x", "/open/x", "/rc/x"] {
+            let plan = plan_of(&observing, path, &preferring);
+            assert_eq!(
+                (plan.accept_async, plan.keep_for_fail_open, plan.reconcile),
+                (None, false, None),
+                "{path}"
+            );
         }
     }
 

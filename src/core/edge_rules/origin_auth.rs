@@ -143,7 +143,7 @@ pub fn canonical_string(signed: &Signed<'_>, body_sha256_hex: &str) -> String {
 }
 
 /// The canonical string up to its last line, the body's digest, which whoever digests the
-/// body appends (the runtime: WebCrypto, in `webcrypto.mjs`, where the body is).
+/// body appends.
 pub fn canonical_head(signed: &Signed<'_>) -> String {
     let Signed { method, path_and_query, idempotency_key, protection, timestamp, nonce } = signed;
     let protection = protection.as_str();
@@ -170,8 +170,13 @@ pub fn check_secret(value: &str) -> Result<(), String> {
 
 /// The whole header value, computed in the core (the reference the runtime must match).
 pub fn sign(secret: &[u8], signed: &Signed<'_>, body: &[u8]) -> String {
-    let digest = hex(&Sha256::digest(body));
-    let mac = keyed(secret, &canonical_string(signed, &digest)).finalize().into_bytes();
+    sign_digested(secret, signed, &Sha256::digest(body))
+}
+
+/// [`sign`] given the body's SHA-256 (32 bytes), which the runtime computes where the body
+/// is (WebCrypto).
+pub fn sign_digested(secret: &[u8], signed: &Signed<'_>, body_sha256: &[u8]) -> String {
+    let mac = keyed(secret, &canonical_string(signed, &hex(body_sha256))).finalize().into_bytes();
     header_value(signed, &mac)
 }
 

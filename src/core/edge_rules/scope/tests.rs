@@ -289,7 +289,7 @@ fn unverified_scopes_are_rate_limited_per_ip_too() {
 }
 
 /// One IP cannot hold another caller at the limit: the limiter is asked in order and stops
-/// at the first key over (`boundary.mjs`'s `withinLimits`), so the IP's count comes first;
+/// at the first key over (`runtime::rate_limit`), so the IP's count comes first;
 /// and where the scope is a key id that anyone may send (it binds replays), a stranger's
 /// requests under the victim's key id count under the stranger's own credential.
 #[test]

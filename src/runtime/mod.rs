@@ -25,8 +25,8 @@
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
 //!   answer prepared once for replays.
 //! - `settings`: the configuration and bindings, read once per isolate.
-//! - `settlement`: the live execution's answer as its waiters share it, and the prepared
-//!   replay.
+//! - `settlement`: the prepared replay, and a waiter's wait for the live execution's
+//!   answer against its deadline (who waits, and for what, is the key's driver's).
 //! - `seal`: stored answers sealed and opened with WebCrypto (`web-sys`'s `SubtleCrypto`).
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
 //! - `bindings`: the platform calls `worker` does not bind (one line each on why): a

@@ -2,10 +2,10 @@
 //!
 //! Every decision comes from the key's driver, `core::key_rules::key_state::KeyState`, which holds the
 //! record as this instance knows it and the live execution: this file loads, hands it what
-//! happened, writes the step it returns, and carries the step out. What stays here is what
-//! only the runtime has: the settlement channel the waiters of an execution share, the
-//! origin fetch, and the calls into the key's storage (`runtime::record_store`: the record,
-//! sealing, chunk rows, the alarm).
+//! happened, writes the step it returns, and carries the step out. The driver also holds
+//! the live execution's waiters (they share its prepared answer). What stays here is what
+//! only the runtime has: the origin fetch, the prepared answers, and the calls into the
+//! key's storage (`runtime::record_store`: the record, sealing, chunk rows, the alarm).
 //!
 //! Order inside `fetch`, which is what makes duplicates safe:
 //! 1. Decide from the envelope (`core::edge_rules::wire`), the cached record (one synchronous SQL read the first time)
@@ -57,7 +57,7 @@ use super::reconcile::BeforeArrival;
 use super::record_store::{IssuedAlarm, RecordStore};
 use super::respond::{self, Prepared};
 use super::settings;
-use super::settlement::{self, Settle, Settlement, Settlements};
+use super::settlement::{self, Settlement, Settlements};
 use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64};
@@ -87,10 +87,11 @@ mod async_job;
 #[durable_object(alarm)]
 pub struct KeyObject {
     pub(super) env: Env,
-    /// The key's driver: the record as this instance knows it, and the live execution.
-    pub(super) key: RefCell<KeyState>,
-    /// The live execution's answer as its waiters share it, and the prepared replay.
-    pub(super) live: Settlements,
+    /// The key's driver: the record as this instance knows it, and the live execution
+    /// with its waiters, who share its prepared answer.
+    pub(super) key: RefCell<KeyState<Rc<Prepared>>>,
+    /// The stored answer prepared for replays.
+    pub(super) replays: Settlements,
     /// The key's storage: record, sealing, chunk rows and alarm.
     pub(super) store: RecordStore,
     /// Alarm runs of this instance so far (for `ALARM_FAULT_INJECTION`).
@@ -102,8 +103,8 @@ impl DurableObject for KeyObject {
         KeyObject {
             store: RecordStore::new(state, env.clone()),
             env,
-            key: RefCell::new(KeyState::new()),
-            live: Settlements::default(),
+            key: RefCell::new(KeyState::default()),
+            replays: Settlements::default(),
             alarm_runs: Cell::new(0),
         }
     }
@@ -164,6 +165,8 @@ impl KeyObject {
 
 impl KeyObject {
     async fn handle(&self, req: web_sys::Request) -> Result<Response> {
+        // When the request reached the object: its line's `edge_ms` counts from here.
+        let received = now_ms();
         // The one envelope the Worker sends (`core::edge_rules::wire`): an unknown version is a 503,
         // never a guess.
         let call = match self.envelope(&req)? {
@@ -190,7 +193,9 @@ impl KeyObject {
         // it is after that, never a copy from before it.
         if let Err(error) = self.open_sealed_record().await {
             let log = self.request_log(Some(call.scope));
-            return self.refuse_unreadable(&req, &call, "opening the stored answer", error, true, log).await;
+            return self
+                .refuse_unreadable(Some(&req), &call, "opening the stored answer", error, log, received)
+                .await;
         }
         // Observe mode: the same record, opened the same way; nothing forwarded from here.
         self.expire_observed(now);
@@ -214,7 +219,7 @@ impl KeyObject {
             // Past the cap of the retries waiting on a running lookup: nothing held.
             body::drain(&req, Some(body_bytes)).await;
             log.decision = Decision::Rejected(problem.kind);
-            return self.refuse(&problem, &mut log, &call.trace);
+            return self.refuse(&problem, &mut log, &call.trace, received);
         }
         let read_before = read_early.is_some();
         let accept = match plan.accept {
@@ -223,13 +228,22 @@ impl KeyObject {
                 Ok(accept) => Some(accept),
                 Err(problem) => {
                     log.decision = Decision::Rejected(problem.kind);
-                    return self.refuse(&problem, &mut log, &call.trace);
+                    return self.refuse(&problem, &mut log, &call.trace, received);
                 }
             },
         };
         let body_read = accept.is_some() || read_before;
         if let Err(error) = self.record() {
-            return self.refuse_unreadable(&req, &call, "reading the record", error, !body_read, log).await;
+            return self
+                .refuse_unreadable(
+                    (!body_read).then_some(&req),
+                    &call,
+                    "reading the record",
+                    error,
+                    log,
+                    received,
+                )
+                .await;
         }
         let accept_read = accept.is_some();
         let mut pending = self.arrive(&call, accept, lookup, false, now);
@@ -243,8 +257,8 @@ impl KeyObject {
 
         // Still before any await that lets other requests in: become the live execution, or take
         // a place among its waiters; the alarm is issued too, to join the claim's durable write.
-        let mut execution = carry.forward.map(|attempt| self.live.begin(attempt));
-        let mut joined = carry.join.and_then(|(attempt, _)| self.live.of(attempt));
+        let execution = carry.forward;
+        let mut joined = carry.join.and_then(|(attempt, _)| self.key.borrow().waiters_of(attempt));
         let alarms = self.issue_alarms(&carry.alarms);
 
         // Reading the body is the first await. A failure matters only to an execution, which
@@ -266,16 +280,13 @@ impl KeyObject {
         if !self.confirm_alarms(alarms).await {
             let withdrawal = self.key.borrow_mut().handle_alarm_failed(claimed);
             if let Some(withdrawal) = withdrawal {
-                // Nothing was sent: the waiters are released (409), the claim (or the job,
-                // which without its alarm would never run) withdrawn; the caller may retry.
-                drop(execution.take());
-                if let Some(attempt) = claimed.forwarded {
-                    self.live.end(attempt);
-                }
+                // Nothing was sent: the waiters are released (409, the driver let them
+                // go), the claim (or the job, which without its alarm would never run)
+                // withdrawn; the caller may retry.
                 let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
                 log.decision = withdrawn.decision.unwrap_or(log.decision);
                 let fault = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
-                return self.refuse(&fault.problem(), &mut log, &call.trace);
+                return self.refuse(&fault.problem(), &mut log, &call.trace, received);
             }
         }
         if let Some(decision) = carry.decision {
@@ -284,12 +295,12 @@ impl KeyObject {
         // The caller's answer: the step's own (a replay, a refusal, a job's 202), else the
         // forward's or the wait's. Settling only follows an origin result, and a lookup an
         // alarm or a retry's reconciliation (above), never an arrival's step.
-        let response = match (carry.answer, carry.forward.zip(execution.take()), carry.join) {
+        let response = match (carry.answer, execution, carry.join) {
             (Some(answer), _, _) => Some(self.answer_of(answer, &call.trace)),
-            (None, Some((attempt, settle)), _) => {
+            (None, Some(attempt), _) => {
                 let body = body.as_ref().and_then(|body| body.as_ref().ok());
                 let sent = Sending { attempt, policy, probe_first: call.probe_origin };
-                Some(self.execute(&req, body, sent, settle, &mut log).await)
+                Some(self.execute(&req, body, sent, &mut log).await)
             }
             (None, None, Some((attempt, wait_ms))) => {
                 let waiting = Waiting { attempt, settled: joined.take(), body_bytes, wait_ms };
@@ -298,7 +309,7 @@ impl KeyObject {
             (None, None, None) => None,
         };
         let response = response.unwrap_or_else(|| respond::traced_problem(&NO_ANSWER.problem(), &call.trace));
-        self.answer(response, &mut log, &call.trace)
+        self.answer(response, &mut log, &call.trace, received)
     }
 
     /// [`KeyObject::replay`]'s arrival: `None` where it must go the whole way (`handle`).
@@ -321,6 +332,7 @@ impl KeyObject {
             return None;
         }
         let now = now_ms();
+        let received = now;
         self.expire_observed(now);
         let pending = self.arrive(&call, None, None, false, now);
         let stored = pending.replay_only()?.clone();
@@ -330,7 +342,7 @@ impl KeyObject {
         let mut log = self.request_log(Some(call.scope));
         log.decision = decided.decision.unwrap_or(log.decision);
         let response = self.prepared(&stored).response();
-        Some((self.answer(response, &mut log, &call.trace), drained))
+        Some((self.answer(response, &mut log, &call.trace, received), drained))
     }
 
     /// The call's envelope (`core::wire`), read in this one place for `fetch` and `replay`
@@ -399,35 +411,49 @@ impl KeyObject {
     }
 
     /// [`KeyObject::answer`] with `problem`, naming the request.
-    fn refuse(&self, problem: &Problem, log: &mut RequestLog, trace: &Trace) -> Result<Response> {
-        self.answer(respond::traced_problem(problem, trace), log, trace)
+    fn refuse(
+        &self,
+        problem: &Problem,
+        log: &mut RequestLog,
+        trace: &Trace,
+        received: u64,
+    ) -> Result<Response> {
+        self.answer(respond::traced_problem(problem, trace), log, trace, received)
     }
 
-    /// A key request's answer, after its line (with the answer's status) is written.
-    fn answer(&self, response: Result<Response>, log: &mut RequestLog, trace: &Trace) -> Result<Response> {
+    /// A key request's answer, after its line (with the answer's status, and the time the
+    /// object took since it `received` the request) is written.
+    fn answer(
+        &self,
+        response: Result<Response>,
+        log: &mut RequestLog,
+        trace: &Trace,
+        received: u64,
+    ) -> Result<Response> {
         log.status = response.as_ref().map_or(500, Response::status);
+        log.answered_after(now_ms().saturating_sub(received));
         self.record_line(log, trace);
         response
     }
 
     /// The answer when the record cannot be read or opened: 503, nothing forwarded, the
-    /// body drained (unless it was read already), and the decision logged (an unreadable
-    /// record must never pass quietly).
+    /// body of `drain` drained (none where it was read already), and the decision logged
+    /// (an unreadable record must never pass quietly).
     async fn refuse_unreadable(
         &self,
-        req: &web_sys::Request,
+        drain: Option<&web_sys::Request>,
         call: &KeyCall,
         what: &str,
         error: StorageError,
-        drain: bool,
         mut log: RequestLog,
+        received: u64,
     ) -> Result<Response> {
         let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
         console_error!("{}", fault.source.log_line(&self.subject(), what, &error));
-        if drain {
+        if let Some(req) = drain {
             body::drain(req, Some(call.body_bytes)).await;
         }
-        self.refuse(&fault.problem(), &mut log, &call.trace)
+        self.refuse(&fault.problem(), &mut log, &call.trace, received)
     }
 
     /// Writes a request's line, naming the request (`core::vocabulary::trace::Trace`).
@@ -484,7 +510,6 @@ impl KeyObject {
         req: &web_sys::Request,
         body: Option<&JsValue>,
         sending: Sending<'_>,
-        settle: Settle,
         log: &mut RequestLog,
     ) -> Result<Response> {
         let Sending { attempt, policy, probe_first } = sending;
@@ -503,8 +528,7 @@ impl KeyObject {
         let stored = answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new);
         log.origin_status = answer.as_ref().map(|answer| answer.status);
         log.origin_ms = Some(now_ms().saturating_sub(started));
-        let (decision, settled) =
-            self.finish(attempt, result, stored, policy, Some(settle), "the outcome").await;
+        let (decision, settled) = self.finish(attempt, result, stored, policy, "the outcome").await;
         if let Some(decision) = decision {
             log.decision = decision;
             outcome_queue::publish(&self.env, self.object_id(), decision, log.origin_status, false);
@@ -521,7 +545,8 @@ impl KeyObject {
     }
 
     /// Records an attempt's outcome (the object's own forward, or the one observe mode
-    /// reports), wakes whoever waits on it (`settle`), and confirms the alarms the step set.
+    /// reports), wakes whoever waits on it (the driver holds them), and confirms the alarms
+    /// the step set.
     /// The decision, and the answer it settled with (`None` if it settled nothing).
     async fn finish(
         &self,
@@ -529,7 +554,6 @@ impl KeyObject {
         result: OriginResult,
         stored: Option<Arc<StoredResponse>>,
         policy: &KeyTerms,
-        mut settle: Option<Settle>,
         what: &str,
     ) -> (Option<Decision>, Option<Settled>) {
         let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
@@ -539,12 +563,9 @@ impl KeyObject {
         // once the waiters are woken.
         let alarms = self.issue_alarms(&carry.alarms);
         let settled = carry.settle.map(|Settling { attempt, answer, origin_answered }| {
-            self.live.end(attempt);
             // One copy of the body for the waiters and the caller alike.
             let prepared = self.prepared(&answer);
-            if let Some(settle) = settle.take() {
-                settle.set(prepared.clone());
-            }
+            self.key.borrow_mut().handle_settled(attempt, prepared.clone());
             Settled { prepared, answer, origin_answered }
         });
         // The outcome was already sent and cannot be taken back. Should the alarm still
@@ -554,9 +575,8 @@ impl KeyObject {
         // A chunked answer is replayed from its rows from now on: the whole body the
         // waiters shared is not kept for the rest of this instance's life.
         if self.key.borrow().record().is_some_and(|record| record.chunks().is_some()) {
-            self.live.forget_prepared();
+            self.replays.forget_prepared();
         }
-        self.live.end(attempt);
         (carry.decision, settled)
     }
 
@@ -578,9 +598,6 @@ impl KeyObject {
         // answer is the decision it reports.
         let carry = Carry::of(decided);
         let decision = carry.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
-        if let Some(attempt) = carry.forward {
-            self.live.begin_observed(attempt);
-        }
         let alarms = self.issue_alarms(&carry.alarms);
         body::drain(req, None).await;
         // Observing, the Worker has forwarded already: nothing to fail closed on. A claim
@@ -608,9 +625,7 @@ impl KeyObject {
             | OriginResult::TimedOut
             | OriginResult::ResetAfterSend => None,
         };
-        let settle = self.live.take_observed(attempt);
-        let (decision, _) =
-            self.finish(attempt, result, stored, policy, settle, "the observed outcome").await;
+        let (decision, _) = self.finish(attempt, result, stored, policy, "the observed outcome").await;
         respond::observed_decision(decision.unwrap_or(Decision::Unknown), None)
     }
 
@@ -618,16 +633,13 @@ impl KeyObject {
     /// Worker's background work was cut short), and its record says what enforcing would
     /// say of it.
     pub(super) fn expire_observed(&self, now: u64) {
-        let expired = self.key.borrow_mut().expire_observed(now);
-        if let Some(attempt) = expired {
-            drop(self.live.take_observed(attempt));
-            self.live.end(attempt);
-        }
+        // Whoever joined it is released with it (the driver holds them).
+        self.key.borrow_mut().expire_observed(now);
     }
 
     /// The stored answer prepared for replays, shared by every replay and waiter.
     fn prepared(&self, stored: &Arc<StoredResponse>) -> Rc<Prepared> {
-        self.live.prepared(stored, || self.store.chunk_source(self.key.borrow().record(), stored))
+        self.replays.prepared(stored, || self.store.chunk_source(self.key.borrow().record(), stored))
     }
 
     /// A duplicate waits for the live execution's answer, at most `wait_ms`. Returns the

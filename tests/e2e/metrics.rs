@@ -100,7 +100,9 @@ fn every_decision_writes_its_data_point_to_the_bound_dataset() {
     let path = format!("/v1/charges/{}", unique("p"));
     let status = w.next_marker_status();
     let charge = payment(&path, &key).header("x-test-status", status.to_string());
+    let sent = Instant::now();
     let first = w.send(&charge);
+    let client_ms = sent.elapsed().as_secs_f64() * 1000.0;
     assert_executed(&first, status);
     assert_replay_of(&w.send(&charge), &first);
     let missing = w.send(&request("POST", &path).json("{}"));
@@ -109,7 +111,8 @@ fn every_decision_writes_its_data_point_to_the_bound_dataset() {
 
     // Layout (docs/operations.md): index1 = decision; blob1 = decision, blob2 = problem kind
     // or "", blob3 = object id or ""; double1 = status, double2 = origin status (0: none),
-    // double3 = origin latency in ms, double4 = wait in ms (-1: none).
+    // double3 = origin latency in ms, double4 = wait in ms (-1: none), double5 = what the
+    // edge added in ms (the object's time less the origin's and the wait's).
     let executed = wait_for_point(&w, &format!("for the execution (status {status})"), |p| {
         p["blobs"][0] == "executed" && p["doubles"][1] == f64::from(status)
     });
@@ -120,6 +123,18 @@ fn every_decision_writes_its_data_point_to_the_bound_dataset() {
     assert_eq!(executed["doubles"][0], f64::from(status), "{executed}");
     assert!(executed["doubles"][2].as_f64().is_some_and(|ms| ms >= 0.0), "origin latency: {executed}");
     assert_eq!(executed["doubles"][3], -1.0, "no wait: {executed}");
+    let edge_ms = executed["doubles"][4].as_f64();
+    assert!(
+        edge_ms.is_some_and(|ms| ms >= 0.0 && ms <= client_ms),
+        "the edge's time, within the {client_ms} ms the client measured: {executed}"
+    );
+    let line = logs::wait_for_line(&w, "for the execution's line", |l| {
+        l["decision"] == "executed" && l["origin_status"] == status
+    });
+    assert!(
+        line["edge_ms"].as_f64().is_some_and(|ms| ms >= 0.0 && ms <= client_ms),
+        "the line carries edge_ms, within the {client_ms} ms the client measured: {line}"
+    );
 
     let replayed =
         wait_for_point(&w, "for the replay", |p| p["blobs"][0] == "replayed" && p["blobs"][2] == object);

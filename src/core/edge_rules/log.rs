@@ -29,6 +29,9 @@ pub struct RequestLog {
     pub origin_status: Option<u16>,
     pub origin_ms: Option<u64>,
     pub wait_ms: Option<u64>,
+    /// What the edge added: the time the key's object took from receiving the request to
+    /// answering it, less `origin_ms` and `wait_ms` (`edge_ms`).
+    pub edge_ms: Option<u64>,
     /// How the scope was reached; absent for requests refused before a scope.
     pub scope: Option<ScopeLog>,
 }
@@ -100,7 +103,24 @@ impl RequestLog {
         status: u16,
         scope: Option<ScopeLog>,
     ) -> RequestLog {
-        RequestLog { object, decision, status, origin_status: None, origin_ms: None, wait_ms: None, scope }
+        RequestLog {
+            object,
+            decision,
+            status,
+            origin_status: None,
+            origin_ms: None,
+            wait_ms: None,
+            edge_ms: None,
+            scope,
+        }
+    }
+
+    /// The object answered `elapsed_ms` after it received the request: what the edge
+    /// added (`edge_ms`) is that time less the origin's and the wait's, never below zero
+    /// (each is measured on its own clock reading, so they may overlap by a millisecond).
+    pub fn answered_after(&mut self, elapsed_ms: u64) {
+        let spent = self.origin_ms.unwrap_or(0).saturating_add(self.wait_ms.unwrap_or(0));
+        self.edge_ms = Some(elapsed_ms.saturating_sub(spent));
     }
 
     /// The data point of an enforce-mode line.
@@ -149,7 +169,8 @@ impl RequestLog {
             | Field::Status
             | Field::OriginStatus
             | Field::OriginMs
-            | Field::WaitMs => "",
+            | Field::WaitMs
+            | Field::EdgeMs => "",
         }
     }
 
@@ -165,6 +186,7 @@ impl RequestLog {
             Field::OriginStatus => Value::Number(f64::from(self.origin_status.unwrap_or(0))),
             Field::OriginMs => millis(self.origin_ms),
             Field::WaitMs => millis(self.wait_ms),
+            Field::EdgeMs => millis(self.edge_ms),
             Field::Decision | Field::Problem | Field::Mode | Field::Scope | Field::Unverified => {
                 Value::Text(self.token(field, context))
             }
@@ -193,6 +215,7 @@ impl RequestLog {
             origin_status: self.origin_status,
             origin_ms: self.origin_ms,
             wait_ms: self.wait_ms,
+            edge_ms: self.edge_ms,
             scope: self.scope.map(|scope| scope.kind.slug()),
             unverified: self.scope.and_then(|scope| scope.unverified).map(|reason| reason.slug()),
             route: context.route(),
@@ -221,6 +244,8 @@ struct Line<'a> {
     origin_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     wait_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    edge_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     scope: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -278,6 +303,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(42),
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
@@ -299,6 +325,7 @@ mod tests {
                 origin_status: Some(201),
                 origin_ms: Some(0),
                 wait_ms: Some(u64::MAX),
+                edge_ms: None,
                 scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
             },
             RequestLog {
@@ -308,6 +335,7 @@ mod tests {
                 origin_status: None,
                 origin_ms: None,
                 wait_ms: None,
+                edge_ms: None,
                 scope: None,
             },
         ];
@@ -336,6 +364,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(42),
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         assert_eq!(
@@ -354,6 +383,7 @@ mod tests {
             origin_status: Some(0),
             origin_ms: Some(u64::MAX),
             wait_ms: Some(7),
+            edge_ms: None,
             scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
         };
         let trace =
@@ -368,6 +398,19 @@ mod tests {
     }
 
     #[test]
+    fn the_edge_time_is_the_objects_less_the_origins_and_the_waits() {
+        let mut line = RequestLog::new(None, Decision::Executed, 201, None);
+        line.answered_after(12);
+        assert_eq!(line.edge_ms, Some(12), "nothing else spent");
+        line.origin_ms = Some(7);
+        line.wait_ms = Some(2);
+        line.answered_after(12);
+        assert_eq!(line.edge_ms, Some(3));
+        line.answered_after(8);
+        assert_eq!(line.edge_ms, Some(0), "never below zero");
+    }
+
+    #[test]
     fn rejections_name_their_problem() {
         let line = RequestLog {
             object: None,
@@ -376,6 +419,7 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
@@ -392,6 +436,7 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: Some(5_000),
+            edge_ms: None,
             scope: Some(ScopeLog { kind: ScopeKind::Claim, unverified: None }),
         };
         let point = line.data_point();
@@ -411,7 +456,7 @@ mod tests {
                 String::new(),
             ]
         );
-        assert_eq!(point.doubles, [409.0, 0.0, -1.0, 5_000.0]);
+        assert_eq!(point.doubles, [409.0, 0.0, -1.0, 5_000.0, -1.0]);
     }
 
     /// A failure a caller reports can be traced to its line: the request id,
@@ -426,6 +471,7 @@ mod tests {
             origin_status: None,
             origin_ms: None,
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         let trace = Trace {
@@ -469,6 +515,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: Some(3),
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         let observed =
@@ -527,6 +574,7 @@ mod tests {
             origin_status: Some(201),
             origin_ms: None,
             wait_ms: None,
+            edge_ms: None,
             scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();

@@ -42,10 +42,11 @@ pub enum Field {
     OriginStatus,
     OriginMs,
     WaitMs,
+    EdgeMs,
 }
 
 impl Field {
-    pub const ALL: [Field; 14] = [
+    pub const ALL: [Field; 15] = [
         Field::Decision,
         Field::Problem,
         Field::Object,
@@ -60,6 +61,7 @@ impl Field {
         Field::OriginStatus,
         Field::OriginMs,
         Field::WaitMs,
+        Field::EdgeMs,
     ];
 
     /// The field's name in the log line (`docs/operations.md`, "Log lines").
@@ -79,12 +81,13 @@ impl Field {
             Field::OriginStatus => "origin_status",
             Field::OriginMs => "origin_ms",
             Field::WaitMs => "wait_ms",
+            Field::EdgeMs => "edge_ms",
         }
     }
 
     /// Whether the field is a number (a `double` column); the others are text.
     pub const fn is_number(self) -> bool {
-        matches!(self, Field::Status | Field::OriginStatus | Field::OriginMs | Field::WaitMs)
+        matches!(self, Field::Status | Field::OriginStatus | Field::OriginMs | Field::WaitMs | Field::EdgeMs)
     }
 
     /// Whether the field is one of a closed set of `'static` tokens (a decision, a problem
@@ -115,7 +118,8 @@ impl Field {
             | Field::Status
             | Field::OriginStatus
             | Field::OriginMs
-            | Field::WaitMs => None,
+            | Field::WaitMs
+            | Field::EdgeMs => None,
         }
     }
 }
@@ -160,12 +164,17 @@ pub const BLOBS: [Column; 10] = [
     },
 ];
 
-/// `double1` … `double4`, in order.
-pub const DOUBLES: [Column; 4] = [
+/// `double1` … `double5`, in order.
+pub const DOUBLES: [Column; 5] = [
     Column { name: "double1", field: Field::Status, meaning: "status sent to the caller" },
     Column { name: "double2", field: Field::OriginStatus, meaning: "origin status (0: no origin answer)" },
     Column { name: "double3", field: Field::OriginMs, meaning: "origin latency in ms (-1: not forwarded)" },
     Column { name: "double4", field: Field::WaitMs, meaning: "duplicate wait in ms (-1: did not wait)" },
+    Column {
+        name: "double5",
+        field: Field::EdgeMs,
+        meaning: "the time the key's object took to answer in ms, less the origin's time and a duplicate's wait: what the edge added (-1: not measured)",
+    },
 ];
 
 // The writer relies on these: an index is a token, a blob is text, a double is a number.

@@ -25,6 +25,10 @@
 //! - an observed claim lives for its lease and no longer ([`KeyState::expire_observed`]);
 //! - a failed outcome write still answers the callers, the claim holding the key;
 //! - how much of an origin's answer may be stored ([`answer_body_cap`]);
+//! - who waits for the live execution, and for what: the driver holds the execution's
+//!   answer as its waiters share it (`A`, the runtime's prepared answer), so the waiters
+//!   live with the execution they wait for, in one state; an execution that ends without
+//!   an answer releases them ([`KeyState::waiters_of`], [`KeyState::handle_settled`]);
 //! - one lookup of an unknown outcome runs at a time, and the retries that wait for it are
 //!   capped by count and by the body bytes they hold, as an execution's waiters are
 //!   ([`KeyState::handle_lookup_turn`]);
@@ -229,23 +233,48 @@ pub struct Claimed {
     pub job: bool,
 }
 
-/// The in-memory state of one key in one object instance.
-#[derive(Debug, Default)]
-pub struct KeyState {
+/// The live execution's waiters: what they wait for, and the setter that answers them.
+/// Dropped with the execution, which releases them (`None`: the driver's 409).
+#[derive(Debug)]
+struct Waiters<A> {
+    attempt: AttemptId,
+    answer: Setter<A>,
+    answered: Latch<A>,
+}
+
+/// The in-memory state of one key in one object instance. `A` is the answer an
+/// execution's waiters share (the runtime's prepared response; `()` in tests).
+#[derive(Debug)]
+pub struct KeyState<A = ()> {
     /// `None` until storage was read; then the record as this instance knows it.
     record: Option<Option<Record>>,
     live: Option<LiveAttempt>,
+    /// Whoever waits for the live execution (an enforce-mode arrival's, or an observed
+    /// claim's until the Worker brings its outcome; a job's send has none).
+    waiters: Option<Waiters<A>>,
+    /// The waiters of an attempt whose step settles it, until the runtime hands over the
+    /// answer ([`KeyState::handle_settled`]).
+    settling: Option<Waiters<A>>,
     /// The lookup of an unknown outcome running now, with its waiters.
     lookup: Option<RunningLookup>,
     /// What those waiters wait for: the running lookup's end (its setter is the runner's).
     lookup_over: Option<Latch<()>>,
 }
 
+impl<A> Default for KeyState<A> {
+    fn default() -> Self {
+        KeyState { record: None, live: None, waiters: None, settling: None, lookup: None, lookup_over: None }
+    }
+}
+
 impl KeyState {
+    /// A key not yet read, whose waiters share no value (the host tests').
     pub fn new() -> KeyState {
         KeyState::default()
     }
+}
 
+impl<A> KeyState<A> {
     // -- The record as this instance knows it -------------------------------------------
 
     /// Whether storage has been read (or written) by this instance.
@@ -310,10 +339,27 @@ impl KeyState {
     pub fn expire_observed(&mut self, now: Millis) -> Option<AttemptId> {
         let live = self.live?;
         if live.observed_until.is_some_and(|until| now >= until) {
-            self.live = None;
+            self.end(live.attempt);
             return Some(live.attempt);
         }
         None
+    }
+
+    /// What a waiter on `attempt` (a step's `Join`) waits for: the execution's answer, or
+    /// `None` where nothing here will answer it (no execution of its own runs here, or a
+    /// job's send, which keeps no waiters).
+    pub fn waiters_of(&self, attempt: AttemptId) -> Option<Latch<A>> {
+        let waiters = self.waiters.as_ref().filter(|waiters| waiters.attempt == attempt)?;
+        Some(waiters.answered.clone())
+    }
+
+    /// The runtime carried out a step's `Settle` for `attempt` with the answer as its
+    /// waiters share it: every one of them gets it (a clone each), and the setter goes.
+    pub fn handle_settled(&mut self, attempt: AttemptId, answer: A) {
+        let settling = self.settling.take_if(|waiters| waiters.attempt == attempt);
+        if let Some(waiters) = settling {
+            waiters.answer.set(answer);
+        }
     }
 
     /// A waiter on `attempt` is done waiting: its answer came (`settled`: `Ok`, decided
@@ -666,6 +712,8 @@ impl KeyState {
                         waiting_bytes: 0,
                         observed_until: *observed_until,
                     });
+                    let (answer, answered) = latch();
+                    self.waiters = Some(Waiters { attempt: *attempt, answer, answered });
                 }
                 (Action::Forward { attempt }, InProgress::JobSend) => {
                     self.live = Some(LiveAttempt {
@@ -685,7 +733,11 @@ impl KeyState {
                         live.waiting_bytes = live.waiting_bytes.saturating_add(*body_bytes);
                     }
                 }
-                (Action::Settle { attempt, .. }, _) => self.end(*attempt),
+                (Action::Settle { attempt, .. }, _) => {
+                    // Kept for the answer the runtime prepares; no new waiter joins it.
+                    self.settling = self.waiters.take_if(|waiters| waiters.attempt == *attempt);
+                    self.end(*attempt);
+                }
                 _ => {}
             }
         }
@@ -695,9 +747,13 @@ impl KeyState {
         }
     }
 
+    /// `attempt` stops being live; whoever still waits for it is released.
     fn end(&mut self, attempt: AttemptId) {
         if self.live.is_some_and(|live| live.attempt == attempt) {
             self.live = None;
+        }
+        if self.waiters.as_ref().is_some_and(|waiters| waiters.attempt == attempt) {
+            self.waiters = None;
         }
     }
 }

@@ -1,6 +1,6 @@
 //! A value set once and awaited by any number of waiters on one thread: how the live
 //! execution's answer reaches the duplicates that wait for it, and how the end of a lookup
-//! reaches the retries that wait for it (`runtime::settlement`).
+//! reaches the retries that wait for it (both held by `core::key_rules::key_state`).
 //!
 //! Owns only the hand-over: who executes and who waits, and for how long, is the key's
 //! driver's (`core::key_rules::key_state`). A Durable Object runs on one thread (an isolate's event

@@ -169,7 +169,7 @@ impl KeyObject {
             self.log_job(decision, None, None);
         }
         // A send has no waiters: a duplicate that arrives meanwhile is told it is in
-        // progress (no settlement is kept for it).
+        // progress (the driver keeps no waiters for it).
         let (Some(attempt), Some(request)) = (forward, request) else {
             return if alarm_set { Ok(()) } else { Err("the next alarm could not be set".to_owned()) };
         };

@@ -36,6 +36,7 @@ fn every_field_lands_in_the_column_the_schema_names() {
         origin_status: Some(202),
         origin_ms: Some(203),
         wait_ms: Some(204),
+        edge_ms: Some(205),
         scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
     };
     let trace = Trace { request_id: "8f1c2a3b4d5e6f70-AMS".into(), method: "PATCH".into(), route: None };
@@ -63,6 +64,7 @@ fn every_field_lands_in_the_column_the_schema_names() {
         Field::OriginStatus => 202.0,
         Field::OriginMs => 203.0,
         Field::WaitMs => 204.0,
+        Field::EdgeMs => 205.0,
         _ => unreachable!("{field:?} is text"),
     };
     let point = line.data_point_in(context);
@@ -81,6 +83,7 @@ fn every_field_lands_in_the_column_the_schema_names() {
         origin_status: None,
         origin_ms: None,
         wait_ms: None,
+        edge_ms: None,
         scope: None,
     }
     .data_point();

@@ -471,3 +471,80 @@ fn the_waiters_on_a_lookup_wake_when_its_runner_lets_go() {
     assert!(key.running_lookup().is_none());
     assert!(matches!(key.handle_lookup_turn(A, LookupAsker::Alarm, &limits), LookupTurn::Run(_)));
 }
+
+/// A key claimed by `A` whose waiters share a number, with one duplicate joined.
+fn claimed_with_a_waiter(policy: &KeyTerms) -> (KeyState<u32>, Latch<u32>) {
+    let mut key = KeyState::<u32>::default();
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(policy, A, false), T0);
+    remember_change(&mut key, &pending);
+    key.handle_written(pending);
+    let pending = key.handle_arrival(arrival(policy, B, false), T0 + 1);
+    let mut joined = key.handle_written(pending);
+    assert!(matches!(joined.poll_action(), Some(Action::Join { attempt: A, .. })));
+    let waiting = key.waiters_of(A).expect("the live execution keeps its waiters");
+    (key, waiting)
+}
+
+/// Storage (here, memory) follows a pending step's change, as before its report.
+fn remember_change(key: &mut KeyState<u32>, pending: &Pending) {
+    match &pending.step().change {
+        RecordChange::Keep => {}
+        RecordChange::Put(record) => key.remember(Some(record.clone())),
+        RecordChange::Delete => key.handle_deleting(),
+    }
+}
+
+/// A waiter's wait, polled once.
+fn poll_once(wait: &mut std::pin::Pin<Box<crate::core::primitives::latch::Wait<u32>>>) -> Poll<Option<u32>> {
+    wait.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+}
+
+use std::future::Future as _;
+use std::task::{Context, Poll, Waker};
+
+/// The execution's waiters live in the driver: a step that settles the attempt keeps them
+/// for the answer the runtime prepares, and each gets it; no waiter joins once it settles.
+#[test]
+fn the_waiters_of_an_execution_get_the_answer_its_settle_hands_over() {
+    let policy = policy();
+    let (mut key, waiting) = claimed_with_a_waiter(&policy);
+    let mut wait = Box::pin(waiting.wait());
+    assert_eq!(poll_once(&mut wait), Poll::Pending);
+    assert!(key.waiters_of(B).is_none(), "only the live attempt has waiters");
+    let pending =
+        key.handle_origin_finished(A, OriginResult::Responded(201), Some(answer(201)), &policy, T0 + 10);
+    remember_change(&mut key, &pending);
+    let mut decided = key.handle_written(pending);
+    assert!(key.waiters_of(A).is_none(), "settling: nobody joins any more");
+    assert_eq!(poll_once(&mut wait), Poll::Pending, "still waiting for the prepared answer");
+    match decided.poll_action() {
+        Some(Action::Settle { attempt: A, .. }) => key.handle_settled(A, 201),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(poll_once(&mut wait), Poll::Ready(Some(201)));
+}
+
+/// An execution that ends without an answer (its claim withdrawn, an observed claim's
+/// lease over) releases its waiters at once: `None`, which the runtime answers with 409.
+#[test]
+fn an_execution_that_ends_without_an_answer_releases_its_waiters() {
+    let policy = policy();
+    let (mut key, waiting) = claimed_with_a_waiter(&policy);
+    let mut wait = Box::pin(waiting.wait());
+    let claim = Claimed { forwarded: Some(A), job: false };
+    let withdrawal = key.handle_alarm_failed(claim).expect("withdrawn");
+    assert_eq!(poll_once(&mut wait), Poll::Ready(None));
+    assert!(key.waiters_of(A).is_none());
+    drop(key.handle_written(withdrawal));
+
+    let mut key = KeyState::<u32>::default();
+    key.remember(None);
+    let pending = key.handle_arrival(arrival(&policy, A, true), T0);
+    remember_change(&mut key, &pending);
+    key.handle_written(pending);
+    let waiting = key.waiters_of(A).expect("an observed claim keeps its waiters for its outcome");
+    let mut wait = Box::pin(waiting.wait());
+    assert_eq!(key.expire_observed(T0 + policy.timing.lease_ms()), Some(A));
+    assert_eq!(poll_once(&mut wait), Poll::Ready(None));
+}

@@ -12,7 +12,7 @@
 //! the key is held as a failed outcome write). The same writes in one synchronous turn
 //! would also be coalesced into one durable write by the output gate; the explicit
 //! transaction adds the rollback. `worker` 0.8.7 does not bind `transactionSync`;
-//! `runtime::platform` does.
+//! `runtime::bindings` does.
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -20,11 +20,11 @@ use std::sync::Arc;
 use js_sys::{Array, Reflect, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 use web_sys::CryptoKey;
+use worker::{console_error, SqlStorage};
 
 use super::boundary;
-use super::platform::{message_of, SqlStorage};
 use super::seal::{self, Sealer};
-use super::storage::{self, LegacyRow, StorageError, Stores};
+use super::storage::{self, sql_error, LegacyRow, StorageError, Stores};
 use crate::core::formats::chunk_manifest::ChunkManifest;
 use crate::core::formats::chunks::{self, CHUNK_BYTES};
 use crate::core::formats::record::{Completed, Record, StoredResponse, SEALED_RECORD_VERSION};
@@ -87,7 +87,7 @@ impl Source {
             let source = source.clone();
             wasm_bindgen_futures::future_to_promise(async move {
                 source.chunk(index as usize).await.map(JsValue::from).map_err(|error| {
-                    super::platform::console_error!("replaying a chunked answer: {}", error);
+                    console_error!("replaying a chunked answer: {}", error);
                     JsValue::from(js_sys::Error::new("stored answer chunk unreadable"))
                 })
             })
@@ -226,11 +226,11 @@ pub async fn put(
     // From here to the end of the transaction nothing is awaited.
     let sql = stores.sql;
     let write = || -> Result<(), StorageError> {
-        let fail = |e: super::platform::Error| StorageError::Sql(e.to_string());
-        sql.run(CREATE_TABLE, &[]).map_err(fail)?;
-        sql.run(CLEAR, &[]).map_err(fail)?;
+        sql.exec(CREATE_TABLE, None).map_err(sql_error)?;
+        sql.exec(CLEAR, None).map_err(sql_error)?;
         for (index, row) in rows.iter().enumerate() {
-            sql.run(INSERT, &[JsValue::from(index as f64), JsValue::from(row)]).map_err(fail)?;
+            // The row as JavaScript holds it (`exec_raw`): no copy through Wasm memory.
+            sql.exec_raw(INSERT, vec![JsValue::from(index as f64), JsValue::from(row)]).map_err(sql_error)?;
             // CHUNK_WRITE_FAULT_INJECTION (tests only): a throw after some rows are written,
             // which must roll every statement of the transaction back.
             if fail_half_way && index + 1 == rows.len().div_ceil(2) {
@@ -294,19 +294,17 @@ pub async fn open(
 
 /// Deletes every chunk row (synchronously; a missing table is nothing to delete).
 pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
-    match sql.run(CLEAR, &[]) {
+    match sql.exec(CLEAR, None).map_err(sql_error) {
         Ok(_) => Ok(()),
         Err(error) if error.to_string().contains("no such table") => Ok(()),
-        Err(error) => Err(StorageError::Sql(error.to_string())),
+        Err(error) => Err(error),
     }
 }
 
 /// Row `index`'s bytes as the runtime returns them (an `ArrayBuffer`, viewed), or `None`.
 fn read_row(sql: &SqlStorage, index: usize) -> Result<Option<Uint8Array>, StorageError> {
-    let rows = query(sql, SELECT_ONE, &[JsValue::from(index as f64)])?;
-    let Some(row) = rows.iter().next() else { return Ok(None) };
-    let bytes =
-        Reflect::get(&row, &JsValue::from_str("bytes")).map_err(|e| StorageError::Sql(js_message(&e)))?;
+    let Some(row) = query(sql, SELECT_ONE, vec![JsValue::from(index as f64)])? else { return Ok(None) };
+    let bytes = Reflect::get(&row, &JsValue::from_str("bytes")).map_err(sql_error)?;
     if let Some(buffer) = bytes.dyn_ref::<js_sys::ArrayBuffer>() {
         return Ok(Some(Uint8Array::new(buffer)));
     }
@@ -314,23 +312,20 @@ fn read_row(sql: &SqlStorage, index: usize) -> Result<Option<Uint8Array>, Storag
 }
 
 fn count_rows(sql: &SqlStorage) -> Result<usize, StorageError> {
-    let rows = query(sql, COUNT, &[])?;
-    let n = rows
-        .iter()
-        .next()
+    let n = query(sql, COUNT, Vec::new())?
         .and_then(|row| Reflect::get(&row, &JsValue::from_str("n")).ok())
         .and_then(|n| n.as_f64())
         .unwrap_or(0.0);
     Ok(n as usize)
 }
 
-/// Runs a query and returns its rows as JavaScript objects (no copy into Wasm). A missing
-/// table reads as no rows.
-fn query(sql: &SqlStorage, statement: &str, bindings: &[JsValue]) -> Result<Array, StorageError> {
-    match sql.run(statement, bindings).and_then(|cursor| cursor.rows()) {
-        Ok(rows) => Ok(rows),
-        Err(error) if error.to_string().contains("no such table") => Ok(Array::new()),
-        Err(error) => Err(StorageError::Sql(error.to_string())),
+/// Runs a query and returns its first row as a JavaScript object (`worker`'s `SqlCursor` as
+/// an iterator of rows: no copy of its bytes into Wasm). A missing table reads as no rows.
+fn query(sql: &SqlStorage, statement: &str, bindings: Vec<JsValue>) -> Result<Option<JsValue>, StorageError> {
+    match sql.exec_raw(statement, bindings).map_err(sql_error) {
+        Ok(mut cursor) => Iterator::next(&mut cursor).transpose().map_err(sql_error),
+        Err(error) if error.to_string().contains("no such table") => Ok(None),
+        Err(error) => Err(error),
     }
 }
 
@@ -340,8 +335,4 @@ fn fault(message: String) -> StorageError {
 
 fn seal_fault(error: seal::SealError) -> StorageError {
     StorageError::Seal(error.to_string())
-}
-
-fn js_message(error: &JsValue) -> String {
-    message_of(error).unwrap_or_else(|| format!("{error:?}"))
 }

@@ -54,7 +54,7 @@ use super::boundary::{self, filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
 use super::identity;
 use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
-use super::platform::{console_error, Env, Error, Result};
+use super::platform::{Error, Result};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
 use crate::core::edge_rules::edge::{self, CoveredPlan, Edge, RequestHead};
@@ -71,6 +71,7 @@ use crate::core::primitives::url::{path_and_query, path_and_query_parts};
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::trace::Trace;
+use worker::{console_error, Env};
 
 /// The Worker's `fetch` (`worker`'s `#[event(fetch)]`, which `src/entry.mjs` calls): the
 /// answer to `req`, whatever happens; an error that reaches the top is logged and answered

@@ -9,13 +9,14 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 
-use super::platform::{Env, Result};
+use super::platform::Result;
 use super::{body, origin_auth, respond, settings};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge;
 use crate::core::edge_rules::origin_auth::Protection;
 use crate::core::primitives::url::path_and_query;
 use crate::core::vocabulary::trace::Trace;
+use worker::Env;
 
 /// Any uncovered method: to the origin as it is, body streamed, no key needed. When the
 /// hop is signed, the body is read first (up to `MAX_BODY_BYTES`, 413 above) to digest it.

@@ -25,7 +25,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::CryptoKey;
 
 use super::now_ms;
-use super::platform::{console_error, message_of, race};
+use super::platform::{message_of, race};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
@@ -40,6 +40,7 @@ use crate::core::primitives::jwt::{
 };
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::vocabulary::problem::Problem;
+use worker::console_error;
 use worker::{Context, Delay};
 
 /// Largest JWKS document read.

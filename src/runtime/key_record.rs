@@ -12,7 +12,6 @@
 
 use super::now_ms;
 use super::object::KeyObject;
-use super::platform::{console_error, console_log};
 use super::record_store::Opened;
 use super::storage::StorageError;
 use crate::core::edge_rules::log::event_line;
@@ -20,6 +19,7 @@ use crate::core::formats::record::{AttemptId, Record};
 use crate::core::key_rules::key_state::{Decided, Pending};
 use crate::core::key_rules::machine::RecordChange;
 use crate::core::vocabulary::fault::{FaultSource, StorageOperation};
+use worker::{console_error, console_log};
 
 impl KeyObject {
     /// The record, read from storage the first time and from memory afterwards. A record

@@ -4,9 +4,9 @@
 use wasm_bindgen::JsValue;
 use worker::AnalyticsEngineDataPointBuilder;
 
-use super::platform::{console_log, Env};
 use super::settings::{self, METRICS_BINDING};
 use crate::core::edge_rules::log::{LineContext, RequestLog};
+use worker::{console_log, Env};
 
 /// Logs the line and, when the binding exists, writes its data point.
 pub fn record(env: &Env, log: &RequestLog) {

@@ -27,15 +27,17 @@
 //! - `settings`: the configuration and bindings, read once per isolate.
 //! - `settlement`: the prepared replay, and a waiter's wait for the live execution's
 //!   answer against its deadline (who waits, and for what, is the key's driver's).
-//! - `seal`: stored answers sealed and opened with WebCrypto.
+//! - `seal`: stored answers sealed and opened with WebCrypto (`web-sys`'s `SubtleCrypto`).
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
-//! - `bindings`: the platform calls `worker` does not bind (one line each on why).
-//! - `platform`: what is left of the hand binding to workerd (Durable Object storage and
-//!   SQL, timers, the log, errors).
+//! - `bindings`: the platform calls `worker` does not bind (one line each on why): a
+//!   namespace's jurisdiction, and the object storage's synchronous key-value API and
+//!   `transactionSync`.
+//! - `platform`: no binding any more: the runtime's error (with its fault) and a race of two
+//!   futures; the log is `worker`'s `console_*!`, timers its `Delay`.
 //! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
 //!   per operation that reports what happened and decides nothing (`boundary.mjs`: headers,
-//!   bodies, streams, the object call; `webcrypto.mjs`: sealing). The origin's probe and
-//!   exchange are `worker`'s (`Socket`, `Fetch`), in `origin`.
+//!   bodies, streams, the object call). The origin's probe and exchange are `worker`'s
+//!   (`Socket`, `Fetch`), in `origin`.
 
 mod admin;
 mod bindings;

@@ -46,15 +46,15 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 use worker::{durable_object, DurableObject, State};
 
 use web_sys::Response;
 
 use super::origin::{self, OriginAnswer, Outgoing};
-use super::platform::{console_error, DurableObjectState, Env, Result};
+use super::platform::Result;
 use super::reconcile::BeforeArrival;
-use super::record_store::RecordStore;
+use super::record_store::{IssuedAlarm, RecordStore};
 use super::respond::{self, Prepared};
 use super::settings;
 use super::settlement::{self, Settlement, Settlements};
@@ -78,7 +78,7 @@ use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::core::vocabulary::trace::Trace;
-use wasm_bindgen_futures::JsFuture;
+use worker::{console_error, Env};
 
 mod async_job;
 
@@ -100,7 +100,6 @@ pub struct KeyObject {
 
 impl DurableObject for KeyObject {
     fn new(state: State, env: Env) -> KeyObject {
-        let state: DurableObjectState = AsRef::<JsValue>::as_ref(state.as_raw()).clone().unchecked_into();
         KeyObject {
             store: RecordStore::new(state, env.clone()),
             env,
@@ -393,15 +392,12 @@ impl KeyObject {
 
     /// Issues a step's alarms in this turn, so that each joins the record write of the
     /// same turn (one durable write); [`KeyObject::confirm_alarms`] awaits them.
-    pub(super) fn issue_alarms(&self, alarms: &[u64]) -> Vec<(u64, std::result::Result<JsFuture, JsValue>)> {
+    pub(super) fn issue_alarms(&self, alarms: &[u64]) -> Vec<(u64, IssuedAlarm<'_>)> {
         alarms.iter().map(|&at| (at, self.store.issue_alarm(at))).collect()
     }
 
     /// Awaits issued alarms (each tried once more if it failed); whether all are set.
-    pub(super) async fn confirm_alarms(
-        &self,
-        issued: Vec<(u64, std::result::Result<JsFuture, JsValue>)>,
-    ) -> bool {
+    pub(super) async fn confirm_alarms(&self, issued: Vec<(u64, IssuedAlarm<'_>)>) -> bool {
         let mut all_set = true;
         for (at, alarm) in issued {
             all_set &= self.store.confirm_alarm(at, alarm).await;

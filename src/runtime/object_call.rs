@@ -11,10 +11,11 @@ use web_sys::{Headers, Request, RequestInit, Response};
 
 use worker::{ObjectNamespace, Stub};
 
-use super::platform::{Env, Error, Result};
+use super::platform::{Error, Result};
 use super::{bindings, boundary};
 use crate::core::edge_rules::routes::ObjectCallFailure;
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
+use worker::Env;
 
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";

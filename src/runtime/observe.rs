@@ -42,7 +42,7 @@ use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::identify;
 use super::object_call::{cached_key_namespace, call_named};
-use super::platform::{console_error, Env, Result};
+use super::platform::Result;
 use super::{body, metrics, now_ms, origin};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge::CoveredPlan;
@@ -60,6 +60,7 @@ use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::ProblemKind;
 use crate::core::vocabulary::trace::Trace;
 use worker::Context;
+use worker::{console_error, Env};
 
 /// A request that enforce mode would have refused before any object: forwarded as it
 /// came, and logged with the refusal it would have had.

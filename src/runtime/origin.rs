@@ -64,7 +64,7 @@ use web_sys::{
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
-use super::platform::{console_error, console_warn, race, Delay, Either, Env};
+use super::platform::{race, Either};
 use super::{body, origin_auth, settings};
 use crate::core::edge_rules::headers::{connection_tokens, forward_to_origin, store_for_replay};
 use crate::core::edge_rules::observed::Captured;
@@ -76,6 +76,7 @@ use crate::core::primitives::url::host_and_port;
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
 use worker::worker_sys::Fetcher;
+use worker::{console_error, console_warn, Delay, Env};
 
 /// The origin's answer.
 pub struct OriginAnswer {

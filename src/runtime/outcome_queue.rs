@@ -6,10 +6,10 @@
 use worker::{QueueContentType, RawMessageBuilder};
 
 use super::now_ms;
-use super::platform::{console_error, Env};
 use crate::core::edge_rules::log::event_line;
 use crate::core::edge_rules::outcome_events::{publishes, OutcomeEvent, OUTCOME_QUEUE_BINDING};
 use crate::core::vocabulary::decision::Decision;
+use worker::{console_error, Env};
 
 /// Publishes the outcome `decision` of the key whose object is `object_id`, when the
 /// binding exists and the core says this outcome is published.

@@ -26,7 +26,6 @@ use wasm_bindgen::JsValue;
 use web_sys::Headers;
 
 use super::object::{Carry, KeyObject};
-use super::platform::console_error;
 use super::{body, metrics, now_ms, origin, outcome_queue, settings};
 use crate::core::edge_rules::log::RequestLog;
 use crate::core::edge_rules::wire::{KeyCall, ReconcileCall};
@@ -39,6 +38,7 @@ use crate::core::key_rules::reconcile;
 use crate::core::primitives::latch::Setter;
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::problem::Problem;
+use worker::console_error;
 
 /// What the reconciliation before an arrival came to ([`KeyObject::reconcile_before_arrival`]).
 #[derive(Default)]

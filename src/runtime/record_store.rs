@@ -10,33 +10,37 @@
 //! driver, and hands this store each change the driver asks for.
 
 use std::cell::{Cell, OnceCell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
-use wasm_bindgen::JsValue;
-use wasm_bindgen_futures::JsFuture;
+use worker::{console_error, console_log, ScheduledTime, SqlStorage, State, Storage};
 
+use super::bindings::{self, SyncKv};
 use super::chunks;
-use super::platform::{
-    console_error, console_log, describe, DurableObjectState, DurableObjectStorage, Env, SqlStorage,
-    SyncKvStorage,
-};
 use super::seal::Sealer;
 use super::settings;
-use super::storage::{self, LegacyRow, StorageError, Stores};
+use super::storage::{self, sql_error, LegacyRow, StorageError, Stores};
 use crate::core::edge_rules::log::event_line;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::record::{Completed, Record, StoredResponse};
 use crate::core::formats::seal::{refuses_unsealed, KeyRing};
+use worker::Env;
+
+/// An alarm whose `setAlarm` call is made ([`RecordStore::issue_alarm`]), to be awaited
+/// ([`RecordStore::confirm_alarm`]).
+pub(super) type IssuedAlarm<'a> = Pin<Box<dyn Future<Output = worker::Result<()>> + 'a>>;
 
 /// One object's storage (see the module doc).
 pub(super) struct RecordStore {
-    state: DurableObjectState,
+    state: State,
     env: Env,
     /// The object id as text, for log lines and as sealing's associated data.
     id: OnceCell<String>,
-    storage: OnceCell<DurableObjectStorage>,
+    storage: OnceCell<Storage>,
     sql: OnceCell<SqlStorage>,
-    kv: OnceCell<SyncKvStorage>,
+    kv: OnceCell<SyncKv>,
     /// Seals and opens the key's stored answer when `STORAGE_ENCRYPTION_KEYS` is set.
     pub sealer: Sealer,
     /// The caller scope's key salt, from the first key request (it never changes: the
@@ -73,7 +77,7 @@ impl Opened {
 }
 
 impl RecordStore {
-    pub fn new(state: DurableObjectState, env: Env) -> RecordStore {
+    pub fn new(state: State, env: Env) -> RecordStore {
         RecordStore {
             state,
             env,
@@ -267,18 +271,14 @@ impl RecordStore {
                 deletions + 1
             )));
         }
-        let pending = self.raw_storage().delete_all().map_err(|e| StorageError::Sql(describe(e)))?;
-        JsFuture::from(pending).await.map_err(|e| StorageError::Sql(describe(e)))?;
+        self.raw_storage().delete_all().await.map_err(sql_error)?;
         self.legacy_row.set(LegacyRow::Absent);
         Ok(())
     }
 
     /// Cancels the alarm (a purged job's).
     pub async fn delete_alarm(&self) -> bool {
-        match self.raw_storage().delete_alarm() {
-            Ok(pending) => JsFuture::from(pending).await.is_ok(),
-            Err(_) => false,
-        }
+        self.raw_storage().delete_alarm().await.is_ok()
     }
 
     /// Sets the alarm (and tries once more if that fails); whether it is set.
@@ -287,37 +287,30 @@ impl RecordStore {
         self.confirm_alarm(at, alarm).await
     }
 
-    /// Calls `setAlarm` now, without awaiting it: issued in the same turn as a record write,
+    /// Calls `setAlarm` now (`worker`'s `Storage::set_alarm`, polled once so that its call
+    /// is made in this turn), without awaiting it: issued in the same turn as a record write,
     /// the two reach storage as one durable write.
-    pub fn issue_alarm(&self, at: u64) -> Result<JsFuture, JsValue> {
-        self.raw_storage().set_alarm(at as f64).map(JsFuture::from)
+    pub fn issue_alarm(&self, at: u64) -> IssuedAlarm<'_> {
+        let when = ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
+        let mut pending: IssuedAlarm<'_> = Box::pin(self.raw_storage().set_alarm(when));
+        // The first poll makes the call; what it answers is read when the alarm is confirmed
+        // (a promise settles in a later turn, and its waker is the one of that await).
+        if let Poll::Ready(done) = pending.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            pending = Box::pin(std::future::ready(done));
+        }
+        pending
     }
 
     /// Awaits an issued alarm; when it failed, sets it once more in the same request.
     /// Whether the alarm is set. A caller that cannot do without it fails closed.
-    pub async fn confirm_alarm(&self, at: u64, alarm: Result<JsFuture, JsValue>) -> bool {
-        let settle = |alarm: Result<JsFuture, JsValue>| async move {
-            match alarm {
-                Ok(pending) => pending.await.map(|_| ()),
-                Err(error) => Err(error),
-            }
-        };
-        let Err(error) = settle(alarm).await else { return true };
-        // What the runtime threw, as `Name: message` (an `Error` is no string: read as one,
-        // it logged `None`).
-        console_error!(
-            "object {}: setting the alarm failed, trying again: {}",
-            self.short_id(),
-            describe(error)
-        );
-        match settle(self.issue_alarm(at)).await {
+    pub async fn confirm_alarm(&self, at: u64, alarm: IssuedAlarm<'_>) -> bool {
+        // What the runtime threw, as `Name: message`.
+        let Err(error) = alarm.await else { return true };
+        console_error!("object {}: setting the alarm failed, trying again: {}", self.short_id(), error);
+        match self.issue_alarm(at).await {
             Ok(()) => true,
             Err(error) => {
-                console_error!(
-                    "object {}: setting the alarm failed twice: {}",
-                    self.short_id(),
-                    describe(error)
-                );
+                console_error!("object {}: setting the alarm failed twice: {}", self.short_id(), error);
                 false
             }
         }
@@ -337,7 +330,7 @@ impl RecordStore {
 
     /// The object id as text (64 hex digits), read once.
     pub fn object_id(&self) -> &str {
-        self.id.get_or_init(|| self.state.id().to_hex())
+        self.id.get_or_init(|| self.state.id().to_string())
     }
 
     /// The object id's first 16 digits, for log lines.
@@ -349,12 +342,12 @@ impl RecordStore {
         self.sql.get_or_init(|| self.raw_storage().sql())
     }
 
-    fn raw_storage(&self) -> &DurableObjectStorage {
+    fn raw_storage(&self) -> &Storage {
         self.storage.get_or_init(|| self.state.storage())
     }
 
     fn stores(&self) -> Stores<'_> {
-        let kv = self.kv.get_or_init(|| self.raw_storage().kv());
+        let kv = self.kv.get_or_init(|| bindings::sync_kv(self.raw_storage()));
         Stores { storage: self.raw_storage(), sql: self.sql(), kv }
     }
 }

@@ -11,7 +11,7 @@ use web_sys::{Blob, Headers, Response, ResponseInit};
 use super::chunks::Source;
 use super::metrics;
 use super::origin::{AnswerBody, OriginAnswer};
-use super::platform::{Env, Result};
+use super::platform::Result;
 use crate::core::edge_rules::headers::pass_to_caller;
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ANSWERED_PLAIN};
@@ -20,6 +20,7 @@ use crate::core::key_rules::machine::problem_response;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::problem::Problem;
 use crate::core::vocabulary::trace::Trace;
+use worker::Env;
 
 /// The header that marks every answer that did not come from this request's own execution.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";

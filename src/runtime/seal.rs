@@ -7,19 +7,17 @@
 //! (`core::key_rules::machine::async_job`) share the same sealing: only the HKDF salt and info and the
 //! associated data differ.
 //!
-//! The WebCrypto steps of one operation (derive the key once, draw a nonce, seal; or open)
-//! are one call into `webcrypto.mjs`, so each operation here awaits one promise; what is
-//! sealed, under which key and bound to what stays decided here and in `core::formats::seal`.
+//! WebCrypto is called from here through `web-sys`'s `SubtleCrypto`; what is sealed, under
+//! which key and bound to what is decided here and in `core::formats::seal`. A byte slice
+//! from Wasm memory is handed to WebCrypto as a view, which it copies when it is called,
+//! before anything here awaits.
 
-use std::cell::OnceCell;
+use std::cell::RefCell;
 
-use js_sys::{Map, Promise, Uint8Array};
-use wasm_bindgen::prelude::wasm_bindgen;
+use js_sys::{Array, Promise, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::CryptoKey;
-
-use super::platform::message_of;
+use web_sys::{AesDerivedKeyParams, AesGcmParams, CryptoKey, HkdfParams, SubtleCrypto};
 
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
@@ -30,45 +28,58 @@ use crate::core::formats::seal::{
     request_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN, REQUEST_KEY_INFO,
 };
 
-#[wasm_bindgen(module = "/src/runtime/webcrypto.mjs")]
-extern "C" {
-    #[wasm_bindgen(js_name = derivedKey)]
-    fn derived_key_js(cache: &Map, key_id: &str, secret: &[u8], salt: &[u8], info: &[u8]) -> Promise;
-    #[wasm_bindgen(js_name = seal)]
-    #[allow(clippy::too_many_arguments)]
-    fn seal_js(
-        cache: &Map,
-        key_id: &str,
-        secret: &[u8],
-        salt: &[u8],
-        info: &[u8],
-        nonce_length: u32,
-        aad: &[u8],
-        plaintext: &[u8],
-    ) -> Promise;
-    #[wasm_bindgen(js_name = open)]
-    #[allow(clippy::too_many_arguments)]
-    fn open_js(
-        cache: &Map,
-        key_id: &str,
-        secret: &[u8],
-        salt: &[u8],
-        info: &[u8],
-        nonce: &[u8],
-        aad: &[u8],
-        ciphertext: &[u8],
-    ) -> Promise;
-    #[wasm_bindgen(js_name = openWith)]
-    fn open_with_js(key: &CryptoKey, nonce: &[u8], aad: &[u8], ciphertext: &Uint8Array) -> Promise;
-    #[wasm_bindgen(js_name = sha256)]
-    fn sha256_js(bytes: &Uint8Array) -> Promise;
+/// The WebCrypto step `what`, called (`step`) and awaited; what it threw or rejected with
+/// becomes a message naming the step and what WebCrypto said.
+async fn named(what: &str, step: Result<Promise, JsValue>) -> Result<JsValue, SealError> {
+    let failed = |error: JsValue| SealError(format!("{what}: {}", message_of(&error)));
+    JsFuture::from(step.map_err(failed)?).await.map_err(failed)
 }
 
-/// What `promise` resolves to, or its rejection's message (`webcrypto.mjs` names the step).
-async fn settled(promise: Promise) -> Result<JsValue, SealError> {
-    JsFuture::from(promise)
-        .await
-        .map_err(|error| SealError(message_of(&error).unwrap_or_else(|| "WebCrypto refused".to_owned())))
+/// What WebCrypto threw, as its message alone.
+fn message_of(thrown: &JsValue) -> String {
+    let message = thrown
+        .as_string()
+        .or_else(|| js_sys::Reflect::get(thrown, &JsValue::from_str("message")).ok()?.as_string());
+    message.unwrap_or_else(|| "WebCrypto refused".to_owned())
+}
+
+fn crypto() -> Result<web_sys::Crypto, SealError> {
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    global.crypto().map_err(|error| SealError(format!("no WebCrypto: {}", message_of(&error))))
+}
+
+fn subtle() -> Result<SubtleCrypto, SealError> {
+    Ok(crypto()?.subtle())
+}
+
+/// `bytes` copied into JavaScript (for WebCrypto's parameters, which keep them).
+fn js_bytes(bytes: &[u8]) -> Uint8Array {
+    Uint8Array::from(bytes)
+}
+
+/// The AES-256-GCM parameters of one operation: `nonce` and associated data `aad`.
+fn gcm(nonce: &[u8], aad: &[u8]) -> AesGcmParams {
+    let params = AesGcmParams::new("AES-GCM", &js_bytes(nonce));
+    params.set_additional_data(&js_bytes(aad));
+    params
+}
+
+/// The AES-256-GCM key derived with HKDF-SHA-256 from `secret` with `salt` and `info`.
+async fn derive(secret: &[u8], salt: &[u8], info: &[u8]) -> Result<CryptoKey, SealError> {
+    let subtle = subtle()?;
+    let usages = Array::of1(&JsValue::from_str("deriveKey"));
+    let import = subtle.import_key_with_str("raw", &js_bytes(secret), "HKDF", false, &usages);
+    let base: CryptoKey = named("importing a storage key", import).await?.unchecked_into();
+    let params = HkdfParams::new_with_str("HKDF", "SHA-256", &js_bytes(info), &js_bytes(salt));
+    let usages = Array::of2(&JsValue::from_str("encrypt"), &JsValue::from_str("decrypt"));
+    let derive = subtle.derive_key_with_object_and_object(
+        &params,
+        &base,
+        &AesDerivedKeyParams::new("AES-GCM", 256),
+        false,
+        &usages,
+    );
+    Ok(named("deriving a storage key", derive).await?.unchecked_into())
 }
 
 /// Why an answer could not be sealed or opened.
@@ -84,8 +95,9 @@ impl std::fmt::Display for SealError {
 /// The derived keys of one object (one scope), by ring key id and HKDF info.
 #[derive(Default)]
 pub struct Sealer {
-    /// `webcrypto.mjs`'s cache of this object's derived keys, made on first use.
-    derived: OnceCell<Map>,
+    /// This object's derived keys: (ring key id, HKDF info, key). A handful at most (one per
+    /// ring key in use and purpose), so a list.
+    derived: RefCell<Vec<(String, &'static [u8], CryptoKey)>>,
 }
 
 impl Sealer {
@@ -161,8 +173,23 @@ impl Sealer {
         key_id: &str,
     ) -> Result<CryptoKey, SealError> {
         let ring_key = ring_key(needed(ring)?, key_id)?;
-        let promise = derived_key_js(self.cache(), &ring_key.id, &ring_key.secret, scope, ANSWER_KEY_INFO);
-        Ok(settled(promise).await?.unchecked_into())
+        self.derived_key(ring_key, scope, ANSWER_KEY_INFO).await
+    }
+
+    /// The key of `ring_key` derived with `salt` and `info`, made once per object.
+    async fn derived_key(
+        &self,
+        ring_key: &RingKey,
+        salt: &[u8],
+        info: &'static [u8],
+    ) -> Result<CryptoKey, SealError> {
+        let cached = |(id, with, _): &&(String, &[u8], CryptoKey)| *id == ring_key.id && *with == info;
+        if let Some((_, _, key)) = self.derived.borrow().iter().find(cached) {
+            return Ok(key.clone());
+        }
+        let key = derive(&ring_key.secret, salt, info).await?;
+        self.derived.borrow_mut().push((ring_key.id.clone(), info, key.clone()));
+        Ok(key)
     }
 
     /// Seals a job's request for the object `object_id` (the key derived with the object id
@@ -211,17 +238,15 @@ impl Sealer {
         aad: &[u8],
         plaintext: &[u8],
     ) -> Result<Vec<u8>, SealError> {
-        let RingKey { id, secret } = ring.newest();
-        let promise = seal_js(self.cache(), id, secret, salt, info, NONCE_LEN as u32, aad, plaintext);
-        let sealed = Uint8Array::new(&settled(promise).await?);
-        if (sealed.length() as usize) < NONCE_LEN {
-            return Err(SealError("sealing: no nonce came back".to_owned()));
-        }
-        // The nonce and the ciphertext copied into Wasm once each, straight from the result.
+        let newest = ring.newest();
+        let key = self.derived_key(newest, salt, info).await?;
         let mut nonce = [0u8; NONCE_LEN];
-        sealed.subarray(0, NONCE_LEN as u32).copy_to(&mut nonce);
-        let ciphertext = sealed.subarray(NONCE_LEN as u32, sealed.length()).to_vec();
-        Ok(Envelope { key_id: id.clone(), nonce, ciphertext }.encode())
+        crypto()?
+            .get_random_values_with_u8_array(&mut nonce)
+            .map_err(|error| SealError(format!("drawing a nonce: {}", message_of(&error))))?;
+        let sealing = subtle()?.encrypt_with_object_and_u8_array(&gcm(&nonce, aad), &key, plaintext);
+        let ciphertext = Uint8Array::new(&named("sealing", sealing).await?).to_vec();
+        Ok(Envelope { key_id: newest.id.clone(), nonce, ciphertext }.encode())
     }
 
     async fn open_bytes(
@@ -235,22 +260,10 @@ impl Sealer {
         let ring = needed(ring)?;
         let envelope =
             Envelope::decode(sealed).ok_or_else(|| SealError("the sealed value is malformed".to_owned()))?;
-        let ring_key = ring_key(ring, &envelope.key_id)?;
-        let promise = open_js(
-            self.cache(),
-            &ring_key.id,
-            &ring_key.secret,
-            salt,
-            info,
-            &envelope.nonce,
-            aad,
-            &envelope.ciphertext,
-        );
-        Ok(Uint8Array::new(&settled(promise).await?).to_vec())
-    }
-
-    fn cache(&self) -> &Map {
-        self.derived.get_or_init(Map::new)
+        let key = self.derived_key(ring_key(ring, &envelope.key_id)?, salt, info).await?;
+        let params = gcm(&envelope.nonce, aad);
+        let opening = subtle()?.decrypt_with_object_and_u8_array(&params, &key, &envelope.ciphertext);
+        Ok(Uint8Array::new(&named(OPENING, opening).await?).to_vec())
     }
 }
 
@@ -276,12 +289,17 @@ pub async fn open_view(
     aad: &[u8],
     ciphertext: &Uint8Array,
 ) -> Result<Uint8Array, SealError> {
-    Ok(settled(open_with_js(key, nonce, aad, ciphertext)).await?.unchecked_into())
+    let opening = subtle()?.decrypt_with_object_and_buffer_source(&gcm(nonce, aad), key, ciphertext);
+    Ok(Uint8Array::new(&named(OPENING, opening).await?))
 }
+
+/// The opening step's name in its failure: what a failure to open means.
+const OPENING: &str = "opening (a changed byte or the wrong key)";
 
 /// SHA-256 of `bytes`, by WebCrypto (the bytes stay in JavaScript).
 pub async fn sha256(bytes: &Uint8Array) -> Result<[u8; 32], SealError> {
-    let digest: Uint8Array = settled(sha256_js(bytes)).await?.unchecked_into();
+    let digest = subtle()?.digest_with_str_and_buffer_source("SHA-256", bytes);
+    let digest = Uint8Array::new(&named("digesting", digest).await?);
     let mut out = [0u8; 32];
     if digest.length() != 32 {
         return Err(SealError("digesting: not 32 bytes".to_owned()));

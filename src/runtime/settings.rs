@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use wasm_bindgen::{JsCast, JsValue};
 
-use super::platform::{console_error, Env};
+use worker::{console_error, Env};
 
 use crate::core::edge_rules::env_names::variable_names;
 use crate::core::edge_rules::settings::{EnvFacts, EnvValue, Settings};

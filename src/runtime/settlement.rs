@@ -14,10 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::chunks;
-use super::platform::{race, Delay, Either};
+use super::platform::{race, Either};
 use super::respond::Prepared;
 use crate::core::formats::record::StoredResponse;
 use crate::core::primitives::latch::Latch;
+use worker::Delay;
 
 /// The answer that settles an execution, shared by its waiters.
 pub(super) type Settlement = Latch<Rc<Prepared>>;

@@ -24,7 +24,9 @@ use std::cell::Cell;
 use js_sys::Uint8Array;
 use wasm_bindgen::{JsCast, JsValue};
 
-use super::platform::{describe, sql_bytes, DurableObjectStorage, SqlStorage, SyncKvStorage};
+use worker::{SqlStorage, SqlStorageValue, Storage};
+
+use super::bindings::{self, SyncKv};
 
 use crate::core::formats::record::{DecodeError, Record};
 use crate::core::vocabulary::fault::StorageOperation;
@@ -50,9 +52,9 @@ pub enum LegacyRow {
 /// The object's two stores, as the record's reads and writes use them.
 #[derive(Clone, Copy)]
 pub struct Stores<'a> {
-    pub storage: &'a DurableObjectStorage,
+    pub storage: &'a Storage,
     pub sql: &'a SqlStorage,
-    pub kv: &'a SyncKvStorage,
+    pub kv: &'a SyncKv,
 }
 
 /// Why the record could not be read or written.
@@ -100,7 +102,7 @@ impl std::fmt::Display for StorageError {
 /// the row.
 pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<Record>, StorageError> {
     legacy.set(LegacyRow::Possible);
-    let value = stores.kv.get(KV_KEY).map_err(|e| StorageError::Sql(describe(e)))?;
+    let value = stores.kv.get(KV_KEY).map_err(sql_error)?;
     if !value.is_undefined() {
         // Each release's write removes the other layout in the same transaction (this one
         // the row, the release before it the value), so a value means no row.
@@ -115,14 +117,14 @@ pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<Recor
         legacy.set(LegacyRow::Absent);
         return Ok(None);
     }
-    let cursor = stores.sql.run(SELECT, &[]).map_err(|e| StorageError::Sql(e.to_string()))?;
-    let Some(row) = cursor.first_row().map_err(|e| StorageError::Sql(e.to_string()))? else {
+    let cursor = stores.sql.exec(SELECT, None).map_err(sql_error)?;
+    let Some(row) = cursor.raw().next().transpose().map_err(sql_error)? else {
         legacy.set(LegacyRow::Absent);
         return Ok(None);
     };
-    match sql_bytes(&row.get(0)) {
-        Some(bytes) => Record::decode(&bytes).map(Some).map_err(StorageError::Corrupt),
-        None => Err(StorageError::Corrupt(DecodeError::NotARecord)),
+    match row.into_iter().next() {
+        Some(SqlStorageValue::Blob(bytes)) => Record::decode(&bytes).map(Some).map_err(StorageError::Corrupt),
+        _ => Err(StorageError::Corrupt(DecodeError::NotARecord)),
     }
 }
 
@@ -147,7 +149,7 @@ pub fn put_encoded(
 ) -> Result<(), StorageError> {
     remove_legacy_row(stores.sql, legacy)?;
     let value = Uint8Array::from(record.as_slice());
-    stores.kv.put(KV_KEY, &value).map_err(|e| StorageError::Sql(describe(e)))
+    stores.kv.put(KV_KEY, &value).map_err(sql_error)
 }
 
 /// Deletes the record (value and legacy row) and any chunk rows of a large answer at once,
@@ -160,7 +162,7 @@ pub fn delete(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<(), Storag
     legacy.set(LegacyRow::Possible);
     let delete_all = || {
         remove_legacy_row(stores.sql, legacy)?;
-        stores.kv.delete(KV_KEY).map_err(|e| StorageError::Sql(describe(e)))?;
+        stores.kv.delete(KV_KEY).map_err(sql_error)?;
         super::chunks::delete(stores.sql)
     };
     in_transaction(stores.storage, delete_all).inspect_err(|_| legacy.set(LegacyRow::Possible))
@@ -170,7 +172,7 @@ pub fn delete(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<(), Storag
 fn remove_legacy_row(sql: &SqlStorage, legacy: &Cell<LegacyRow>) -> Result<(), StorageError> {
     if legacy.get() == LegacyRow::Possible {
         if legacy_table_exists(sql)? {
-            sql.run(DELETE_ROW, &[]).map_err(|e| StorageError::Sql(e.to_string()))?;
+            sql.exec(DELETE_ROW, None).map_err(sql_error)?;
         }
         legacy.set(LegacyRow::Absent);
     }
@@ -179,15 +181,20 @@ fn remove_legacy_row(sql: &SqlStorage, legacy: &Cell<LegacyRow>) -> Result<(), S
 
 /// Whether the legacy table exists (a read of the schema: no thrown error when it does not).
 fn legacy_table_exists(sql: &SqlStorage) -> Result<bool, StorageError> {
-    let exists = sql.run(TABLE_EXISTS, &[]).and_then(|cursor| cursor.first_row());
-    Ok(exists.map_err(|e| StorageError::Sql(e.to_string()))?.is_some())
+    let cursor = sql.exec(TABLE_EXISTS, None).map_err(sql_error)?;
+    Ok(cursor.raw().next().transpose().map_err(sql_error)?.is_some())
+}
+
+/// A failed storage call as the log shows it (`Name: message`).
+pub fn sql_error(error: impl Into<worker::Error>) -> StorageError {
+    StorageError::Sql(error.into().to_string())
 }
 
 /// Runs `write` in one transaction (`transactionSync`): every statement of it is rolled
 /// back when it fails, and its error returned. What a [`LegacyRow`] says is not rolled back
 /// with it: a caller whose transaction failed sets it back to `Possible`.
 pub fn in_transaction(
-    storage: &DurableObjectStorage,
+    storage: &Storage,
     write: impl FnOnce() -> Result<(), StorageError>,
 ) -> Result<(), StorageError> {
     // `transactionSync` calls back once; the `Option` lets the write own what it moves.
@@ -197,7 +204,7 @@ pub fn in_transaction(
 
 /// [`in_transaction`]'s body, compiled once for every caller.
 fn run_transaction(
-    storage: &DurableObjectStorage,
+    storage: &Storage,
     write: &mut dyn FnMut() -> Result<(), StorageError>,
 ) -> Result<(), StorageError> {
     let mut failure = None;
@@ -208,10 +215,10 @@ fn run_transaction(
             thrown
         })
     };
-    let outcome = storage.transaction_sync(&mut callback);
+    let outcome = bindings::transaction_sync(storage, &mut callback);
     match (outcome, failure) {
         (Ok(_), _) => Ok(()),
         (Err(_), Some(error)) => Err(error),
-        (Err(thrown), None) => Err(StorageError::Sql(describe(thrown))),
+        (Err(thrown), None) => Err(sql_error(thrown)),
     }
 }

@@ -1,4 +1,4 @@
-//! Stored-record decoding (`core::formats::record`) and the state machine on decoded records.
+//! Stored-record decoding (`core::formats::key_record`) and the state machine on decoded records.
 //! The checks live in `idempotency_edge::core::fuzz_checks::record`, shared with the stable smoke test.
 #![no_main]
 

@@ -21,8 +21,8 @@ use proptest::prelude::*;
 use super::formats::chunk_manifest::ChunkManifest;
 use super::formats::fingerprint::Digest256;
 use super::formats::job::{AsyncJob, JobPhase, StoredRequest};
-use super::formats::record::{
-    AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason,
+use super::formats::key_record::{
+    AttemptId, Completed, InFlight, KeyRecord, StoredResponse, Unknown, UnknownReason,
 };
 use super::formats::seal::Envelope;
 use super::formats::stored_terms::decode_text;
@@ -35,7 +35,7 @@ use super::vocabulary::outcome_table::{OutcomeTable, StatusSet};
 /// One value of a stored or handed-over format.
 #[derive(Debug, PartialEq)]
 enum Stored {
-    Record(Record),
+    KeyRecord(KeyRecord),
     Job(AsyncJob),
     Request(StoredRequest),
     Manifest(ChunkManifest),
@@ -64,7 +64,7 @@ impl Stored {
     /// Decodes `bytes` as the same binary format as `self` (`None` for a text format).
     fn decode_bytes_like(&self, bytes: &[u8]) -> Option<Stored> {
         Some(match self {
-            Stored::Record(_) => Stored::Record(Record::decode(bytes).ok()?),
+            Stored::KeyRecord(_) => Stored::KeyRecord(KeyRecord::decode(bytes).ok()?),
             Stored::Job(_) => Stored::Job(AsyncJob::decode(bytes)?),
             Stored::Request(_) => Stored::Request(StoredRequest::decode(bytes)?),
             Stored::Manifest(_) => Stored::Manifest(ChunkManifest::decode(bytes)?),
@@ -77,7 +77,7 @@ impl Stored {
     /// The value's encoding in a binary format (`None` for a text format).
     fn encode_bytes(&self) -> Option<Vec<u8>> {
         Some(match self {
-            Stored::Record(value) => value.encode(),
+            Stored::KeyRecord(value) => value.encode(),
             Stored::Job(value) => value.encode(),
             Stored::Request(value) => value.encode(),
             Stored::Manifest(value) => value.encode(),
@@ -150,8 +150,8 @@ fn job(phase: JobPhase) -> AsyncJob {
     }
 }
 
-fn in_flight(attempt: u64, origin_attempts: u16, async_job: Option<AsyncJob>) -> Record {
-    Record::InFlight(InFlight {
+fn in_flight(attempt: u64, origin_attempts: u16, async_job: Option<AsyncJob>) -> KeyRecord {
+    KeyRecord::InFlight(InFlight {
         reconcile: None,
         attempt: AttemptId(attempt),
         fingerprint: fingerprint(),
@@ -163,14 +163,14 @@ fn in_flight(attempt: u64, origin_attempts: u16, async_job: Option<AsyncJob>) ->
     })
 }
 
-fn completed(attempt: u64, sealed: bool, bound: bool, chunks: Option<ChunkManifest>) -> Record {
+fn completed(attempt: u64, sealed: bool, bound: bool, chunks: Option<ChunkManifest>) -> KeyRecord {
     let head_only = StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() };
     let response = match (sealed, &chunks) {
         (true, _) => head_only,
         (false, Some(_)) => StoredResponse { body: Vec::new(), ..response() },
         (false, None) => response(),
     };
-    Record::Completed(Completed {
+    KeyRecord::Completed(Completed {
         attempt: AttemptId(attempt),
         fingerprint: fingerprint(),
         completed_at: 1_790_000_001_000,
@@ -182,8 +182,8 @@ fn completed(attempt: u64, sealed: bool, bound: bool, chunks: Option<ChunkManife
     })
 }
 
-fn unknown(attempt: u64, origin_attempts: u16, reason: UnknownReason) -> Record {
-    Record::Unknown(Unknown {
+fn unknown(attempt: u64, origin_attempts: u16, reason: UnknownReason) -> KeyRecord {
+    KeyRecord::Unknown(Unknown {
         reconcile: None,
         attempt: AttemptId(attempt),
         fingerprint: fingerprint(),
@@ -197,20 +197,23 @@ fn unknown(attempt: u64, origin_attempts: u16, reason: UnknownReason) -> Record 
 /// The values of today's release, by the names its fixture file uses.
 fn values() -> Vec<(&'static str, Stored)> {
     vec![
-        ("record_in_flight", Stored::Record(in_flight(1, 1, None))),
-        ("record_in_flight_second_send", Stored::Record(in_flight(2, 2, None))),
-        ("record_job_waiting", Stored::Record(in_flight(3, 1, Some(job(JobPhase::Waiting))))),
-        ("record_job_sending", Stored::Record(in_flight(4, 2, Some(job(JobPhase::Sending))))),
-        ("record_job_gave_up", Stored::Record(in_flight(5, 3, Some(job(JobPhase::GaveUp))))),
-        ("record_completed", Stored::Record(completed(6, false, false, None))),
-        ("record_completed_sealed_bound", Stored::Record(completed(7, true, true, None))),
-        ("record_completed_chunked", Stored::Record(completed(8, false, false, Some(manifest())))),
-        ("record_completed_chunked_sealed_bound", Stored::Record(completed(9, true, true, Some(manifest())))),
-        ("record_unknown_timeout", Stored::Record(unknown(10, 1, UnknownReason::OriginTimeout))),
-        ("record_unknown_reset", Stored::Record(unknown(11, 2, UnknownReason::ResetAfterSend))),
+        ("record_in_flight", Stored::KeyRecord(in_flight(1, 1, None))),
+        ("record_in_flight_second_send", Stored::KeyRecord(in_flight(2, 2, None))),
+        ("record_job_waiting", Stored::KeyRecord(in_flight(3, 1, Some(job(JobPhase::Waiting))))),
+        ("record_job_sending", Stored::KeyRecord(in_flight(4, 2, Some(job(JobPhase::Sending))))),
+        ("record_job_gave_up", Stored::KeyRecord(in_flight(5, 3, Some(job(JobPhase::GaveUp))))),
+        ("record_completed", Stored::KeyRecord(completed(6, false, false, None))),
+        ("record_completed_sealed_bound", Stored::KeyRecord(completed(7, true, true, None))),
+        ("record_completed_chunked", Stored::KeyRecord(completed(8, false, false, Some(manifest())))),
+        (
+            "record_completed_chunked_sealed_bound",
+            Stored::KeyRecord(completed(9, true, true, Some(manifest()))),
+        ),
+        ("record_unknown_timeout", Stored::KeyRecord(unknown(10, 1, UnknownReason::OriginTimeout))),
+        ("record_unknown_reset", Stored::KeyRecord(unknown(11, 2, UnknownReason::ResetAfterSend))),
         (
             "record_unknown_too_large",
-            Stored::Record(unknown(12, 1, UnknownReason::ResponseTooLarge { status: 200 })),
+            Stored::KeyRecord(unknown(12, 1, UnknownReason::ResponseTooLarge { status: 200 })),
         ),
         ("job_waiting", Stored::Job(job(JobPhase::Waiting))),
         (

@@ -27,11 +27,11 @@ use super::edge_rules::scope::{bearer_token, ScopeLog};
 use super::formats::body_shape::{BodyShape, JsonPointer};
 use super::formats::fingerprint::{fingerprint, is_json_media_type, object_name, Digest256, Payload, Scope};
 use super::formats::job::{AsyncJob, JobPhase};
-use super::formats::record::{
-    AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason,
+use super::formats::key_record::{
+    AttemptId, Completed, InFlight, KeyRecord, StoredResponse, Unknown, UnknownReason,
 };
 use super::formats::stored_terms::{self, decode_text, encode_text};
-use super::key_rules::machine::{step, Action, Event, RecordChange};
+use super::key_rules::machine::{step, Action, Event, KeyRecordChange};
 use super::key_rules::reconcile::Verdict;
 use super::primitives::canonical_json::canonicalize;
 use super::primitives::jwt::{self as jwt_core, Algorithm, ClaimPath, JwksSource, Unverified, Validation};
@@ -207,18 +207,18 @@ pub fn json(data: &[u8]) {
 /// record, at any time and with any timing, without panicking, and never forwards while an
 /// unexpired record is stored.
 pub fn record(data: &[u8]) {
-    if let Ok((decoded, skipped)) = Record::decode_skipping(data) {
+    if let Ok((decoded, skipped)) = KeyRecord::decode_skipping(data) {
         let bytes = decoded.encode();
-        assert_eq!(Record::decode(&bytes).as_ref(), Ok(&decoded), "decode(encode(r)) == r");
+        assert_eq!(KeyRecord::decode(&bytes).as_ref(), Ok(&decoded), "decode(encode(r)) == r");
         if skipped > 0 {
             // Each skipped extension is at least a tag and a length: the re-encoding is
             // shorter by that much, and holds nothing unknown.
             assert!(bytes.len() + 5 * skipped <= data.len(), "skipped extensions are dropped");
-            assert_eq!(Record::decode_skipping(&bytes).map(|(_, skipped)| skipped), Ok(0));
+            assert_eq!(KeyRecord::decode_skipping(&bytes).map(|(_, skipped)| skipped), Ok(0));
         } else if bytes != data {
             let statusless = matches!(
                 &decoded,
-                Record::Unknown(Unknown {
+                KeyRecord::Unknown(Unknown {
                     reason: UnknownReason::OriginTimeout | UnknownReason::ResetAfterSend,
                     ..
                 })
@@ -233,9 +233,9 @@ pub fn record(data: &[u8]) {
     let mut source = Source(data);
     let built = build_record(&mut source);
     let bytes = built.encode();
-    assert_eq!(Record::decode(&bytes).as_ref(), Ok(&built), "decode(encode(r)) == r");
+    assert_eq!(KeyRecord::decode(&bytes).as_ref(), Ok(&built), "decode(encode(r)) == r");
     for cut in [0, 1, 3, 4, bytes.len() / 2, bytes.len() - 1] {
-        assert!(Record::decode(&bytes[..cut]).is_err(), "a truncated record decoded");
+        assert!(KeyRecord::decode(&bytes[..cut]).is_err(), "a truncated record decoded");
     }
     drive(&built, &mut source);
 }
@@ -282,11 +282,11 @@ impl Source<'_> {
     }
 }
 
-fn build_record(source: &mut Source<'_>) -> Record {
+fn build_record(source: &mut Source<'_>) -> KeyRecord {
     let attempt = AttemptId(source.u64());
     let fingerprint = Digest256(std::array::from_fn(|_| source.u8()));
     match source.u8() % 3 {
-        0 => Record::InFlight(InFlight {
+        0 => KeyRecord::InFlight(InFlight {
             attempt,
             fingerprint,
             origin_attempts: source.u16(),
@@ -327,7 +327,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
                 Some(_) => StoredResponse { body: Vec::new(), ..response },
                 None => response,
             };
-            Record::Completed(Completed {
+            KeyRecord::Completed(Completed {
                 attempt,
                 fingerprint,
                 completed_at,
@@ -338,7 +338,7 @@ fn build_record(source: &mut Source<'_>) -> Record {
                 chunks,
             })
         }
-        _ => Record::Unknown(Unknown {
+        _ => KeyRecord::Unknown(Unknown {
             attempt,
             fingerprint,
             origin_attempts: source.u16(),
@@ -406,7 +406,7 @@ fn build_job(source: &mut Source<'_>) -> AsyncJob {
 }
 
 /// Puts a stored record through the admin view and every event of the state machine.
-fn drive(record: &Record, source: &mut Source<'_>) {
+fn drive(record: &KeyRecord, source: &mut Source<'_>) {
     let now = source.u64();
     let timing =
         Timing { ttl_ms: source.u64(), duplicate_wait_ms: source.u64(), origin_timeout_ms: source.u64() };
@@ -443,21 +443,23 @@ fn drive(record: &Record, source: &mut Source<'_>) {
         };
         let next = step(Some(record), arrival, now);
         let forwarded = next.actions.iter().any(|a| matches!(a, Action::Forward { .. }));
-        let held = !record.is_expired(now) || (live && matches!(record, Record::InFlight(_)));
+        let held = !record.is_expired(now) || (live && matches!(record, KeyRecord::InFlight(_)));
         if held && forwarded {
             // Only rule 7 sends a held key again: the origin deduplicates, the payload is the
             // same, the attempts allow it, and nothing may still be running.
             let reforwardable = match record {
-                Record::Unknown(unknown) => !matches!(unknown.reason, UnknownReason::ResponseTooLarge { .. }),
-                Record::InFlight(claim) => !live && now >= claim.lease_until,
-                Record::Completed(_) => false,
+                KeyRecord::Unknown(unknown) => {
+                    !matches!(unknown.reason, UnknownReason::ResponseTooLarge { .. })
+                }
+                KeyRecord::InFlight(claim) => !live && now >= claim.lease_until,
+                KeyRecord::Completed(_) => false,
             };
             let allowed = max_origin_attempts.is_some_and(|max| record.origin_attempts() < max);
             assert!(
                 reforwardable && allowed && fingerprint == record.fingerprint(),
                 "forwarded while {record:?} is held at {now}: {next:?}"
             );
-            let RecordChange::Put(Record::InFlight(claim)) = &next.change else { panic!("{next:?}") };
+            let KeyRecordChange::Put(KeyRecord::InFlight(claim)) = &next.change else { panic!("{next:?}") };
             assert_eq!(claim.origin_attempts, record.origin_attempts() + 1);
         }
         if forwarded {
@@ -465,7 +467,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
                 panic!("a forward without its alarm: {next:?}");
             };
             match &next.change {
-                RecordChange::Put(Record::InFlight(claim)) => {
+                KeyRecordChange::Put(KeyRecord::InFlight(claim)) => {
                     assert!(claim.attempt == other && claim.claimed_at == now);
                     assert!(claim.lease_until >= now && claim.expires_at >= claim.lease_until);
                     // The claim's alarm covers the outcome it may get (one alarm per key), or,
@@ -508,8 +510,8 @@ fn drive(record: &Record, source: &mut Source<'_>) {
             let next = step(Some(record), finished, now);
             let settles = next.actions.iter().filter(|a| matches!(a, Action::Settle { .. })).count();
             assert_eq!(settles, 1, "{next:?}");
-            if attempt != record.attempt() || !matches!(record, Record::InFlight(_)) {
-                assert_eq!(next.change, RecordChange::Keep, "fencing: a stale finisher wrote");
+            if attempt != record.attempt() || !matches!(record, KeyRecord::InFlight(_)) {
+                assert_eq!(next.change, KeyRecordChange::Keep, "fencing: a stale finisher wrote");
             }
         }
     }
@@ -521,9 +523,9 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     // Nor from a claim made before the key had one spelling at the origin (rule 7 of
     // `core::key_rules::reconcile`): its lookup may ask for another spelling than was sent.
     let became_unknown = match record {
-        Record::Unknown(unknown) => unknown.since,
-        Record::InFlight(claim) => claim.lease_until,
-        Record::Completed(_) => 0,
+        KeyRecord::Unknown(unknown) => unknown.since,
+        KeyRecord::InFlight(claim) => claim.lease_until,
+        KeyRecord::Completed(_) => 0,
     };
     let too_soon = now < became_unknown.saturating_add(timing.origin_timeout_ms)
         || !record.reconciling().is_some_and(|reconciling| reconciling.spelling_known);
@@ -536,19 +538,19 @@ fn drive(record: &Record, source: &mut Source<'_>) {
         let current = super::key_rules::machine::lookup_is_current(Some(record), record.attempt())
             && !record.is_expired(now);
         match &next.change {
-            RecordChange::Keep => {}
-            RecordChange::Delete => {
+            KeyRecordChange::Keep => {}
+            KeyRecordChange::Delete => {
                 assert!(current && verdict == Verdict::NotExecuted && !too_soon, "{record:?}: {next:?}")
             }
-            RecordChange::Put(after) => {
+            KeyRecordChange::Put(after) => {
                 assert!(current, "a verdict wrote over {record:?}: {next:?}");
                 assert_eq!((after.attempt(), after.fingerprint()), (record.attempt(), record.fingerprint()));
                 match after {
-                    Record::Completed(_) => assert!(matches!(verdict, Verdict::Executed(_))),
+                    KeyRecord::Completed(_) => assert!(matches!(verdict, Verdict::Executed(_))),
                     // An answer too large to store is no answer, and a "not found" too soon
                     // is not believed yet: still unknown.
-                    Record::Unknown(_) => assert!(verdict != Verdict::NotExecuted || too_soon, "{next:?}"),
-                    Record::InFlight(_) => panic!("a verdict claimed: {next:?}"),
+                    KeyRecord::Unknown(_) => assert!(verdict != Verdict::NotExecuted || too_soon, "{next:?}"),
+                    KeyRecord::InFlight(_) => panic!("a verdict claimed: {next:?}"),
                 }
             }
         }
@@ -558,7 +560,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
     // that may still run; every send is claimed with its lease and its alarm first.
     let alarm = step(Some(record), Event::JobAlarm { live_attempt, new_attempt: other }, now);
     if alarm.actions.iter().any(|a| matches!(a, Action::Forward { .. })) {
-        let (Record::InFlight(before), Some(job)) = (record, record.async_job()) else {
+        let (KeyRecord::InFlight(before), Some(job)) = (record, record.async_job()) else {
             panic!("the alarm sent {record:?}: {alarm:?}")
         };
         assert!(!record.is_expired(now) && now < job.deadline, "sent at {now}: {record:?}");
@@ -567,7 +569,7 @@ fn drive(record: &Record, source: &mut Source<'_>) {
             JobPhase::Sending => assert!(!live && now >= before.lease_until),
             JobPhase::GaveUp => panic!("a job that gave up was sent"),
         }
-        let RecordChange::Put(Record::InFlight(claim)) = &alarm.change else { panic!("{alarm:?}") };
+        let KeyRecordChange::Put(KeyRecord::InFlight(claim)) = &alarm.change else { panic!("{alarm:?}") };
         assert_eq!(claim.attempt, other);
         assert_eq!(claim.origin_attempts, before.origin_attempts.saturating_add(1));
         assert_eq!(alarm.actions.first(), Some(&Action::SetAlarm(claim.lease_until)));
@@ -589,8 +591,8 @@ fn drive(record: &Record, source: &mut Source<'_>) {
             };
             let next = step(Some(record), finished, now);
             assert!(!next.actions.iter().any(|a| matches!(a, Action::Forward { .. })), "{next:?}");
-            if attempt != record.attempt() || !matches!(record, Record::InFlight(_)) {
-                assert_eq!(next.change, RecordChange::Keep, "fencing: a stale finisher wrote");
+            if attempt != record.attempt() || !matches!(record, KeyRecord::InFlight(_)) {
+                assert_eq!(next.change, KeyRecordChange::Keep, "fencing: a stale finisher wrote");
             }
         }
     }

@@ -19,8 +19,8 @@ use crate::core::edge_rules::admin::{
 use crate::core::edge_rules::config::Config;
 use crate::core::edge_rules::log::event_line;
 use crate::core::edge_rules::wire::ToObject;
-use crate::core::formats::record::Record;
-use crate::core::key_rules::machine::RecordChange;
+use crate::core::formats::key_record::KeyRecord;
+use crate::core::key_rules::machine::KeyRecordChange;
 use crate::core::primitives::url::path_and_query_parts;
 use crate::core::vocabulary::fault::{Fault, Stage, StorageOperation};
 use worker::{console_error, console_log, Env};
@@ -159,8 +159,8 @@ impl KeyObject {
                 if let Some(refusal) = admin::purge_refusal(record.as_ref(), live, now, force) {
                     respond::problem(&admin::refusals::purge_refused(refusal))
                 } else {
-                    let job = record.as_ref().and_then(Record::async_job).is_some();
-                    match self.apply(&RecordChange::Delete).await {
+                    let job = record.as_ref().and_then(KeyRecord::async_job).is_some();
+                    match self.apply(&KeyRecordChange::Delete).await {
                         // A pending job's alarm is cancelled with it.
                         Ok(()) if job && !self.store.delete_alarm().await => {
                             // The record is deleted; only its alarm is left to fire on nothing.

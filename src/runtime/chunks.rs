@@ -27,7 +27,7 @@ use super::seal::{self, Sealer};
 use super::storage::{self, sql_error, LegacyRow, StorageError, Stores};
 use crate::core::formats::chunk_manifest::ChunkManifest;
 use crate::core::formats::chunks::{self, CHUNK_BYTES};
-use crate::core::formats::record::{Completed, Record, StoredResponse, SEALED_RECORD_VERSION};
+use crate::core::formats::key_record::{Completed, KeyRecord, StoredResponse, SEALED_RECORD_VERSION};
 use crate::core::formats::seal::{Envelope, KeyRing};
 
 const CREATE_TABLE: &str =
@@ -164,7 +164,7 @@ pub async fn put(
     sealing: Option<Sealing<'_>>,
     still_current: impl Fn() -> bool,
     fail_half_way: bool,
-) -> Result<(Record, Checked), StorageError> {
+) -> Result<(KeyRecord, Checked), StorageError> {
     let body = &done.response.body;
     let ranges = chunks::plan(body.len(), CHUNK_BYTES);
     let count = ranges.len();
@@ -217,7 +217,7 @@ pub async fn put(
             ..done.clone()
         },
     };
-    let record = Record::Completed(stored).encode();
+    let record = KeyRecord::Completed(stored).encode();
     // Every await above let other requests in: the outcome is written only if its claim
     // is still the live one (a purge and a new claim may have come meanwhile).
     if !still_current() {
@@ -242,7 +242,7 @@ pub async fn put(
     // A legacy row's removal, if any, is rolled back with the rest.
     storage::in_transaction(stores.storage, write).inspect_err(|_| legacy.set(LegacyRow::Possible))?;
     let cached = Completed { response: head, sealed_answer: None, chunks: Some(manifest), ..done.clone() };
-    Ok((Record::Completed(cached), Checked { attempt, opener }))
+    Ok((KeyRecord::Completed(cached), Checked { attempt, opener }))
 }
 
 /// Opens a chunked record read from storage (its head, when sealed) and checks every row

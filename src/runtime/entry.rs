@@ -302,7 +302,7 @@ impl CoveredRequest {
                 let status = answer.as_ref().map_or(500, Response::status);
                 let log =
                     RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log));
-                metrics::record_in(
+                metrics::write_point_in(
                     &self.env,
                     &log,
                     LineContext { trace: Some(&self.trace), ..LineContext::default() },

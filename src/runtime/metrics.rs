@@ -9,13 +9,13 @@ use crate::core::edge_rules::log::{LineContext, RequestLog};
 use worker::{console_log, Env};
 
 /// Logs the line and, when the binding exists, writes its data point.
-pub fn record(env: &Env, log: &RequestLog) {
-    record_in(env, log, LineContext::default());
+pub fn write_point(env: &Env, log: &RequestLog) {
+    write_point_in(env, log, LineContext::default());
 }
 
-/// [`record`] for a line written in `context` (observe mode names its mode and route).
+/// [`write_point`] for a line written in `context` (observe mode names its mode and route).
 /// The line is written when `LOG_DECISIONS` keeps it; the data point always is.
-pub fn record_in(env: &Env, log: &RequestLog, context: LineContext<'_>) {
+pub fn write_point_in(env: &Env, log: &RequestLog, context: LineContext<'_>) {
     let settings = settings::get(env);
     let version = settings::worker_version(env);
     let context = LineContext { version: version.as_deref(), ..context };

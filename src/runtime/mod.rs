@@ -9,8 +9,8 @@
 //!   (scope, key).
 //! - `observe`: observe mode's edge half: forward as the request came, record beside it.
 //! - `storage`: the object's one-row SQLite record.
-//! - `key_record`: the object's record kept in step between the key's driver and storage.
-//! - `record_store`: the object's storage as one piece: the record, its sealed answer,
+//! - `key_sync`: the object's record kept in step between the key's driver and storage.
+//! - `key_storage`: the object's storage as one piece: the record, its sealed answer,
 //!   chunk rows and the alarm, with the test-only storage faults.
 //! - `origin`: the origin fetch with its timeout, classified into an `OriginResult`.
 //! - `identity`: the caller's scope: the JWKS fetch (`worker`'s `Fetch`, cached as
@@ -47,7 +47,8 @@ mod chunks;
 mod entry;
 mod forward;
 mod identity;
-mod key_record;
+mod key_storage;
+mod key_sync;
 mod metrics;
 mod object;
 mod object_call;
@@ -58,7 +59,6 @@ mod outcome_queue;
 pub(crate) mod platform;
 mod rate_limit;
 mod reconcile;
-mod record_store;
 mod respond;
 mod seal;
 mod settings;

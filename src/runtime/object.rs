@@ -5,7 +5,7 @@
 //! happened, writes the step it returns, and carries the step out. The driver also holds
 //! the live execution's waiters (they share its prepared answer). What stays here is what
 //! only the runtime has: the origin fetch, the prepared answers, and the calls into the
-//! key's storage (`runtime::record_store`: the record, sealing, chunk rows, the alarm).
+//! key's storage (`runtime::key_storage`: the record, sealing, chunk rows, the alarm).
 //!
 //! Order inside `fetch`, which is what makes duplicates safe:
 //! 1. Decide from the envelope (`core::edge_rules::wire`), the cached record (one synchronous SQL read the first time)
@@ -51,10 +51,10 @@ use worker::{durable_object, DurableObject, State};
 
 use web_sys::Response;
 
+use super::key_storage::{IssuedAlarm, KeyStorage};
 use super::origin::{self, OriginAnswer, Outgoing};
 use super::platform::Result;
 use super::reconcile::BeforeArrival;
-use super::record_store::{IssuedAlarm, RecordStore};
 use super::respond::{self, Prepared};
 use super::settings;
 use super::settlement::{self, Settlement, Settlements};
@@ -67,8 +67,8 @@ use crate::core::edge_rules::scope::ScopeLog;
 use crate::core::edge_rules::wire::{
     KeyCall, KeyStep, ObservedOutcome, ToObject, WireError, ENVELOPE_HEADER,
 };
+use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
 use crate::core::formats::reconciling::Reconciling;
-use crate::core::formats::record::{AttemptId, Record, StoredResponse};
 use crate::core::key_rules::key_state::{look_again_at, Arrival, Decided, KeyState, Pending};
 use crate::core::key_rules::machine::async_job::{ArrivalPlan, AsyncAccept};
 use crate::core::key_rules::machine::Action;
@@ -93,7 +93,7 @@ pub struct KeyObject {
     /// The stored answer prepared for replays.
     pub(super) replays: Settlements,
     /// The key's storage: record, sealing, chunk rows and alarm.
-    pub(super) store: RecordStore,
+    pub(super) store: KeyStorage,
     /// Alarm runs of this instance so far (for `ALARM_FAULT_INJECTION`).
     alarm_runs: Cell<u32>,
 }
@@ -101,7 +101,7 @@ pub struct KeyObject {
 impl DurableObject for KeyObject {
     fn new(state: State, env: Env) -> KeyObject {
         KeyObject {
-            store: RecordStore::new(state, env.clone()),
+            store: KeyStorage::new(state, env.clone()),
             env,
             key: RefCell::new(KeyState::default()),
             replays: Settlements::default(),
@@ -179,7 +179,7 @@ impl KeyObject {
                 body::drain(&req, None).await;
                 let problem = error.problem();
                 let object = Some(self.object_id().to_owned());
-                metrics::record(
+                metrics::write_point(
                     &self.env,
                     &RequestLog::new(object, Decision::Rejected(problem.kind), problem.status(), None),
                 );
@@ -318,7 +318,7 @@ impl KeyObject {
     fn replayed(&self, req: &web_sys::Request) -> Option<(Result<Response>, js_sys::Promise)> {
         // Only an answer already in memory is replayed here. A claim, a job or a record not
         // yet read goes to `fetch` before the envelope is read, so that it is read once.
-        if !matches!(self.key.borrow().record(), Some(Record::Completed(_))) {
+        if !matches!(self.key.borrow().record(), Some(KeyRecord::Completed(_))) {
             return None;
         }
         let Ok(Ok(ToObject::Key(call))) = self.envelope(req) else { return None };
@@ -432,7 +432,7 @@ impl KeyObject {
     ) -> Result<Response> {
         log.status = response.as_ref().map_or(500, Response::status);
         log.answered_after(now_ms().saturating_sub(received));
-        self.record_line(log, trace);
+        self.write_line(log, trace);
         response
     }
 
@@ -457,8 +457,8 @@ impl KeyObject {
     }
 
     /// Writes a request's line, naming the request (`core::vocabulary::trace::Trace`).
-    pub(super) fn record_line(&self, log: &RequestLog, trace: &Trace) {
-        metrics::record_in(&self.env, log, LineContext { trace: Some(trace), ..LineContext::default() });
+    pub(super) fn write_line(&self, log: &RequestLog, trace: &Trace) {
+        metrics::write_point_in(&self.env, log, LineContext { trace: Some(trace), ..LineContext::default() });
     }
 
     /// The log line of a request to this object before its decision is known: storage
@@ -485,7 +485,7 @@ impl KeyObject {
                 return Err(format!("could not read the record: {error}"));
             }
         };
-        if record.as_ref().and_then(Record::async_job).is_some() {
+        if record.as_ref().and_then(KeyRecord::async_job).is_some() {
             return self.run_job().await;
         }
         let pending = self.key.borrow_mut().handle_alarm(now_ms());

@@ -86,7 +86,7 @@ fn log_refusal(env: &Env, kind: ProblemKind, status: u16, origin_ms: u64, trace:
         origin_ms: Some(origin_ms),
         ..RequestLog::new(None, Decision::Rejected(kind), status, None)
     };
-    metrics::record_in(env, &log, observed(trace));
+    metrics::write_point_in(env, &log, observed(trace));
 }
 
 /// [`log_refusal`] for a forward the Worker made and has the answer of.
@@ -154,7 +154,7 @@ pub(super) async fn covered(
 
     // Who the caller is (which may fetch a JWKS) and everything the object needs are
     // worked out in the recording, after the caller's answer: observing never delays it.
-    let recording = Recording {
+    let recording = Observation {
         env: env.clone(),
         jurisdiction: config.jurisdiction.clone(),
         request: Observed {
@@ -213,7 +213,7 @@ struct Observed {
 }
 
 /// What the recording needs, owned: it runs after the caller's answer has gone.
-struct Recording {
+struct Observation {
     env: Env,
     jurisdiction: Option<String>,
     request: Observed,
@@ -225,14 +225,22 @@ struct Recording {
     origin_timeout_ms: u64,
 }
 
-impl Recording {
+impl Observation {
     /// Identifies the caller as enforce mode would, then tells the key's object of the
     /// arrival and, for a claim, of the outcome; writes the line. A caller enforce mode would
     /// refuse (401, 503) is logged as that refusal, with the origin's status, and nothing is
     /// recorded.
     async fn run(self, forwarded: Latch<Forwarded>) {
-        let Recording { env, jurisdiction, request, target, plan, trace, on_unavailable, origin_timeout_ms } =
-            self;
+        let Observation {
+            env,
+            jurisdiction,
+            request,
+            target,
+            plan,
+            trace,
+            on_unavailable,
+            origin_timeout_ms,
+        } = self;
         let settings = super::settings::get(&env);
         let Ok(config) = &settings.config else { return };
         let policy = config.policy_for(&request.routed_path);
@@ -302,6 +310,6 @@ impl Recording {
             origin_ms: Some(ms),
             ..RequestLog::new(Some(short), decision, status, Some(call.scope))
         };
-        metrics::record_in(&env, &log, observed(&call.trace));
+        metrics::write_point_in(&env, &log, observed(&call.trace));
     }
 }

@@ -70,7 +70,7 @@ use crate::core::edge_rules::headers::{connection_tokens, forward_to_origin, sto
 use crate::core::edge_rules::observed::Captured;
 use crate::core::edge_rules::origin_auth::{Protection, Signer};
 use crate::core::edge_rules::wire::ObservedOutcome;
-use crate::core::formats::record::StoredResponse;
+use crate::core::formats::key_record::StoredResponse;
 use crate::core::key_rules::key_state::answer_body_cap;
 use crate::core::primitives::url::host_and_port;
 use crate::core::vocabulary::key_terms::KeyTerms;

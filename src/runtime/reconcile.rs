@@ -31,8 +31,8 @@ use crate::core::edge_rules::log::RequestLog;
 use crate::core::edge_rules::wire::{KeyCall, ReconcileCall};
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
+use crate::core::formats::key_record::AttemptId;
 use crate::core::formats::reconciling::Reconciling;
-use crate::core::formats::record::AttemptId;
 use crate::core::key_rules::key_state::{look_again_at, LookupAsker, LookupTurn};
 use crate::core::key_rules::reconcile;
 use crate::core::primitives::latch::Setter;
@@ -257,7 +257,7 @@ impl KeyObject {
                 origin_ms: Some(origin_ms),
                 ..RequestLog::new(object, decision, status, None)
             };
-            metrics::record(&self.env, &log);
+            metrics::write_point(&self.env, &log);
             outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, false);
         }
         self.key.borrow_mut().handle_lookup_over(attempt);

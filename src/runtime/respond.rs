@@ -15,7 +15,7 @@ use super::platform::Result;
 use crate::core::edge_rules::headers::pass_to_caller;
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ANSWERED_PLAIN};
-use crate::core::formats::record::{AttemptId, StoredResponse};
+use crate::core::formats::key_record::{AttemptId, StoredResponse};
 use crate::core::key_rules::machine::problem_response;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::problem::Problem;
@@ -34,7 +34,7 @@ pub fn problem(problem: &Problem) -> Result<Response> {
 /// its log line (no object: none exists for it); both name the request (`trace`).
 pub fn refused(env: &Env, problem: &Problem, trace: &Trace) -> Result<Response> {
     let log = RequestLog::new(None, Decision::Rejected(problem.kind), problem.status(), None);
-    metrics::record_in(env, &log, LineContext { trace: Some(trace), ..LineContext::default() });
+    metrics::write_point_in(env, &log, LineContext { trace: Some(trace), ..LineContext::default() });
     self::problem(&problem.clone().for_request(Some(trace)))
 }
 

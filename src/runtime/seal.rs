@@ -21,8 +21,8 @@ use web_sys::{AesDerivedKeyParams, AesGcmParams, CryptoKey, HkdfParams, SubtleCr
 
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
-use crate::core::formats::record::AttemptId;
-use crate::core::formats::record::{StoredResponse, SEALED_RECORD_VERSION};
+use crate::core::formats::key_record::AttemptId;
+use crate::core::formats::key_record::{StoredResponse, SEALED_RECORD_VERSION};
 use crate::core::formats::seal::{
     answer_associated_data, bound_answer_associated_data, bound_request_associated_data,
     request_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN, REQUEST_KEY_INFO,

@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::chunks;
 use super::platform::{race, Either};
 use super::respond::Prepared;
-use crate::core::formats::record::StoredResponse;
+use crate::core::formats::key_record::StoredResponse;
 use crate::core::primitives::latch::Latch;
 use worker::Delay;
 

@@ -8,7 +8,7 @@
 //!
 //! Two layouts, one record. This release writes the record as the value
 //! [`KV_KEY`] of the object's key-value store (`ctx.storage.kv`, a `Uint8Array` of the
-//! `core::formats::record` bytes): workerd creates that store's table as a system query, which is
+//! `core::formats::key_record` bytes): workerd creates that store's table as a system query, which is
 //! not billed, where a table of the worker's own costs a billed `CREATE TABLE` (two rows
 //! written) on every new key. Earlier releases wrote one row of the table
 //! `idempotency_record`. Those from `032df08` on read the key-value value first and the
@@ -28,7 +28,7 @@ use worker::{SqlStorage, SqlStorageValue, Storage};
 
 use super::bindings::{self, SyncKv};
 
-use crate::core::formats::record::{DecodeError, Record};
+use crate::core::formats::key_record::{DecodeError, KeyRecord};
 use crate::core::vocabulary::fault::StorageOperation;
 
 const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
@@ -100,7 +100,7 @@ impl std::fmt::Display for StorageError {
 /// built and turned into a string, on the path that creates objects. `legacy`
 /// is set to what the read found: a record read with `legacy` left `Possible` came from
 /// the row.
-pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<Record>, StorageError> {
+pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<KeyRecord>, StorageError> {
     legacy.set(LegacyRow::Possible);
     let value = stores.kv.get(KV_KEY).map_err(sql_error)?;
     if !value.is_undefined() {
@@ -111,7 +111,7 @@ pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<Recor
         // key again), an error the caller answers 503.
         let bytes = value.dyn_ref::<Uint8Array>().map(Uint8Array::to_vec);
         let bytes = bytes.ok_or(StorageError::Corrupt(DecodeError::NotARecord))?;
-        return Record::decode(&bytes).map(Some).map_err(StorageError::Corrupt);
+        return KeyRecord::decode(&bytes).map(Some).map_err(StorageError::Corrupt);
     }
     if !legacy_table_exists(stores.sql)? {
         legacy.set(LegacyRow::Absent);
@@ -123,7 +123,9 @@ pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<Recor
         return Ok(None);
     };
     match row.into_iter().next() {
-        Some(SqlStorageValue::Blob(bytes)) => Record::decode(&bytes).map(Some).map_err(StorageError::Corrupt),
+        Some(SqlStorageValue::Blob(bytes)) => {
+            KeyRecord::decode(&bytes).map(Some).map_err(StorageError::Corrupt)
+        }
         _ => Err(StorageError::Corrupt(DecodeError::NotARecord)),
     }
 }
@@ -131,7 +133,7 @@ pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<Recor
 /// Writes the record: one key-value `put`, and, when `legacy` says a row may be stored,
 /// the row's removal in the same transaction (a claim whose value could not be written
 /// keeps the row it would have replaced).
-pub fn put(stores: Stores<'_>, record: &Record, legacy: &Cell<LegacyRow>) -> Result<(), StorageError> {
+pub fn put(stores: Stores<'_>, record: &KeyRecord, legacy: &Cell<LegacyRow>) -> Result<(), StorageError> {
     let encoded = record.encode();
     if legacy.get() == LegacyRow::Absent {
         return put_encoded(stores, encoded, legacy);

@@ -34,8 +34,8 @@ use subtle::ConstantTimeEq;
 use super::config::FaultInjection;
 use crate::core::formats::fingerprint::{object_name, Scope, ScopeField};
 use crate::core::formats::job::JobPhase;
+use crate::core::formats::key_record::{InFlight, KeyRecord, UnknownReason};
 use crate::core::formats::keyed_name::keyed_object_name;
-use crate::core::formats::record::{InFlight, Record, UnknownReason};
 use crate::core::primitives::jwt::{ClaimPath, ClaimValue, Identity};
 use crate::core::primitives::key::parse_key;
 use crate::core::primitives::time::Millis;
@@ -153,7 +153,7 @@ pub fn token_matches(authorization: Option<&str>, expected: &str) -> bool {
 /// whoever looks at a record must see it).
 pub fn inspection(
     object_id: &str,
-    record: Option<&Record>,
+    record: Option<&KeyRecord>,
     waiters: Option<usize>,
     now: Millis,
     reveal_fingerprint: bool,
@@ -176,7 +176,7 @@ pub fn inspection(
 /// size; the fingerprint only when `reveal_fingerprint`. Never the body or the headers.
 pub fn summary(
     object_id: &str,
-    record: Option<&Record>,
+    record: Option<&KeyRecord>,
     live: bool,
     now: Millis,
     reveal_fingerprint: bool,
@@ -193,7 +193,7 @@ pub fn summary(
         view["fingerprint"] = Value::from(record.fingerprint().to_hex());
     }
     match record {
-        Record::InFlight(claim) => {
+        KeyRecord::InFlight(claim) => {
             view["created_at_ms"] = Value::from(claim.claimed_at);
             view["lease_until_ms"] = Value::from(claim.lease_until);
             view["executing_now"] = Value::from(live);
@@ -213,7 +213,7 @@ pub fn summary(
                 });
             }
         }
-        Record::Completed(done) => {
+        KeyRecord::Completed(done) => {
             view["created_at_ms"] = Value::from(done.completed_at);
             match &done.sealed_answer {
                 // Sealed: not even the status is known without opening it.
@@ -235,7 +235,7 @@ pub fn summary(
                 view["chunks"] = Value::from(manifest.count());
             }
         }
-        Record::Unknown(unknown) => {
+        KeyRecord::Unknown(unknown) => {
             view["created_at_ms"] = Value::from(unknown.since);
             view["attempts"] = Value::from(unknown.origin_attempts);
             let reason = match unknown.reason {
@@ -251,7 +251,7 @@ pub fn summary(
     if let Some(reconciling) = record.reconciling() {
         view["reconcile"] = json!({
             "asked": reconciling.asked,
-            "next_at_ms": matches!(record, Record::Unknown(_)).then_some(reconciling.next_at),
+            "next_at_ms": matches!(record, KeyRecord::Unknown(_)).then_some(reconciling.next_at),
             "not_found_status": reconciling.not_found,
         });
     }
@@ -394,21 +394,26 @@ pub mod refusals {
 /// Why a purge is refused without `force`, or `None` when it may go ahead: a record in
 /// flight (its execution may still be running), completed or unknown (the next retry would
 /// execute again) needs it. An absent or expired record does not.
-pub fn purge_refusal(record: Option<&Record>, live: bool, now: Millis, force: bool) -> Option<&'static str> {
+pub fn purge_refusal(
+    record: Option<&KeyRecord>,
+    live: bool,
+    now: Millis,
+    force: bool,
+) -> Option<&'static str> {
     if force {
         return None;
     }
     match record.filter(|record| !record.is_expired(now)) {
         // An asynchronous job between attempts, none of which can have executed: purging it
         // cancels it (and its alarm), and nothing can run twice.
-        Some(Record::InFlight(InFlight { async_job: Some(job), .. }))
+        Some(KeyRecord::InFlight(InFlight { async_job: Some(job), .. }))
             if job.phase != JobPhase::Sending && !job.unknown_seen && !live =>
         {
             None
         }
-        Some(Record::InFlight(_)) => Some("The record is in flight: its execution may still be running. Add ?force=true to purge it anyway."),
-        Some(Record::Completed(_)) => Some("The record holds a completed outcome: once purged, the next retry with this key executes again (a second charge). Add ?force=true to purge it anyway."),
-        Some(Record::Unknown(_)) => Some("The record holds an outcome that is unknown: the request may have executed, and once purged the next retry executes again. Reconcile with the origin first, then add ?force=true."),
+        Some(KeyRecord::InFlight(_)) => Some("The record is in flight: its execution may still be running. Add ?force=true to purge it anyway."),
+        Some(KeyRecord::Completed(_)) => Some("The record holds a completed outcome: once purged, the next retry with this key executes again (a second charge). Add ?force=true to purge it anyway."),
+        Some(KeyRecord::Unknown(_)) => Some("The record holds an outcome that is unknown: the request may have executed, and once purged the next retry executes again. Reconcile with the origin first, then add ?force=true."),
         None if live => Some("An execution is running in this object. Add ?force=true to purge anyway."),
         None => None,
     }
@@ -418,7 +423,7 @@ pub fn purge_refusal(record: Option<&Record>, live: bool, now: Millis, force: bo
 mod tests {
     use super::*;
     use crate::core::formats::fingerprint::Digest256;
-    use crate::core::formats::record::{AttemptId, Completed, InFlight, StoredResponse};
+    use crate::core::formats::key_record::{AttemptId, Completed, InFlight, StoredResponse};
     use std::sync::Arc;
 
     /// The lookup finds the object the Worker named for the same caller and key, for each
@@ -506,7 +511,7 @@ mod tests {
 
     #[test]
     fn summaries_show_no_body() {
-        let done = Record::Completed(Completed {
+        let done = KeyRecord::Completed(Completed {
             attempt: AttemptId(1),
             fingerprint: Digest256([7; 32]),
             completed_at: 10,
@@ -572,7 +577,7 @@ mod tests {
 
     #[test]
     fn in_flight_records_need_force() {
-        let claim = Record::InFlight(InFlight {
+        let claim = KeyRecord::InFlight(InFlight {
             reconcile: None,
             attempt: AttemptId(1),
             fingerprint: Digest256([7; 32]),

@@ -19,7 +19,7 @@
 
 use super::scope::ScopeLog;
 use crate::core::formats::fingerprint::Digest256;
-use crate::core::formats::record::AttemptId;
+use crate::core::formats::key_record::AttemptId;
 use crate::core::key_rules::machine::async_job::AsyncConfig;
 use crate::core::primitives::codec::{CodecError, Reader, Writer};
 use crate::core::primitives::jwt::{base64url_decode, base64url_encode};

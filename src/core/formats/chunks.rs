@@ -30,7 +30,7 @@ use std::ops::Range;
 use sha2::{Digest, Sha256};
 
 use super::chunk_manifest::{ChunkManifest, RowDigest};
-use super::record::StoredResponse;
+use super::key_record::StoredResponse;
 
 /// The largest answer kept in the record's own row (the encoded response: status, headers,
 /// body). SQLite-backed Durable Objects hold at most 2 MB per row; the rest is headroom for

@@ -8,7 +8,7 @@ use crate::core::primitives::codec::{Reader, Writer};
 use crate::core::primitives::time::Millis;
 use crate::core::vocabulary::key_terms::KeyTerms;
 
-/// What a key's record keeps for its reconciliation (record extension, `core::formats::record`).
+/// What a key's record keeps for its reconciliation (record extension, `core::formats::key_record`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reconciling {
     /// The lookup as a sealed `core::formats::job::StoredRequest` (`GET`, the URL, the scope
@@ -26,7 +26,7 @@ pub struct Reconciling {
     pub policy: Box<KeyTerms>,
     /// The claim forwarded the key in its one spelling, the lookup's (`core::primitives::key` rule 6).
     /// Not so for a claim made before that rule (its record has no mark of it,
-    /// `core::formats::record`): its first attempt carried the client's own spelling, perhaps
+    /// `core::formats::key_record`): its first attempt carried the client's own spelling, perhaps
     /// `"k"` where the lookup asks for `k`, so its lookup's "not found" is not believed
     /// (rule 7); "executed" still is.
     pub spelling_known: bool,
@@ -60,7 +60,7 @@ impl Reconciling {
             asked: input.u16().ok()?,
             next_at: input.u64().ok()?,
             policy: Box::new(stored_terms::decode(input.bytes().ok()?)?),
-            // Kept beside the extension, as a mark of its own (`core::formats::record`).
+            // Kept beside the extension, as a mark of its own (`core::formats::key_record`).
             spelling_known: false,
         };
         input.finish().ok()?;

@@ -48,9 +48,11 @@ pub fn parse_allow_unsealed(raw: Option<&str>) -> Result<bool, String> {
 /// Rule 4: whether a record must be refused (503, nothing forwarded) because it holds an
 /// answer in the clear while stored answers are sealed (`ring_set`), and the operator did
 /// not allow such answers for a rollout.
-pub fn refuses_unsealed(ring_set: bool, allow_unsealed: bool, record: &super::record::Record) -> bool {
-    use super::record::{Completed, Record};
-    ring_set && !allow_unsealed && matches!(record, Record::Completed(Completed { sealed_answer: None, .. }))
+pub fn refuses_unsealed(ring_set: bool, allow_unsealed: bool, record: &super::key_record::KeyRecord) -> bool {
+    use super::key_record::{Completed, KeyRecord};
+    ring_set
+        && !allow_unsealed
+        && matches!(record, KeyRecord::Completed(Completed { sealed_answer: None, .. }))
 }
 
 /// HKDF `info` for the keys that seal stored answers.
@@ -350,8 +352,8 @@ mod tests {
     #[test]
     fn an_answer_in_the_clear_is_refused_while_a_ring_is_set_unless_allowed() {
         use crate::core::formats::fingerprint::Digest256;
-        use crate::core::formats::record::{AttemptId, Completed, InFlight, Record, StoredResponse};
-        let clear = Record::Completed(Completed {
+        use crate::core::formats::key_record::{AttemptId, Completed, InFlight, KeyRecord, StoredResponse};
+        let clear = KeyRecord::Completed(Completed {
             attempt: AttemptId(1),
             fingerprint: Digest256([1; 32]),
             completed_at: 0,
@@ -366,14 +368,14 @@ mod tests {
             chunks: None,
         });
         let sealed = match &clear {
-            Record::Completed(done) => Record::Completed(Completed {
+            KeyRecord::Completed(done) => KeyRecord::Completed(Completed {
                 sealed_answer: Some(vec![1, b'k', 0]),
                 sealed_bound: true,
                 ..done.clone()
             }),
             _ => unreachable!(),
         };
-        let claim = Record::InFlight(InFlight {
+        let claim = KeyRecord::InFlight(InFlight {
             reconcile: None,
             attempt: AttemptId(1),
             fingerprint: Digest256([1; 32]),

@@ -38,11 +38,11 @@
 use std::sync::Arc;
 
 use super::machine::async_job::{job_decision, AsyncAccept};
-use super::machine::{self, outcome_unknown, Action, Event, RecordChange, Step};
+use super::machine::{self, outcome_unknown, Action, Event, KeyRecordChange, Step};
 use super::reconcile::Verdict;
 use crate::core::formats::fingerprint::Digest256;
+use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse, Unknown, UnknownReason};
 use crate::core::formats::reconciling::Reconciling;
-use crate::core::formats::record::{AttemptId, Record, StoredResponse, Unknown, UnknownReason};
 use crate::core::primitives::latch::{latch, Latch, Setter};
 use crate::core::primitives::time::Millis;
 use crate::core::vocabulary::decision::Decision;
@@ -181,7 +181,7 @@ impl Pending {
     /// drain (`runtime::object`'s replay path); every other step goes the whole way.
     pub fn replay_only(&self) -> Option<&Arc<StoredResponse>> {
         match (&self.step.change, &self.step.actions[..]) {
-            (RecordChange::Keep, [Action::Replay(stored)]) => Some(stored),
+            (KeyRecordChange::Keep, [Action::Replay(stored)]) => Some(stored),
             _ => None,
         }
     }
@@ -205,7 +205,7 @@ impl Decided {
     /// the claim needs should its alarm fail ([`KeyState::handle_alarm_failed`]).
     pub fn claimed(&self) -> Claimed {
         let step = &self.step;
-        let job = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
+        let job = matches!(&step.change, KeyRecordChange::Put(record) if record.async_job().is_some())
             && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
         Claimed { forwarded: self.forwarded(), job }
     }
@@ -247,7 +247,7 @@ struct Waiters<A> {
 #[derive(Debug)]
 pub struct KeyState<A = ()> {
     /// `None` until storage was read; then the record as this instance knows it.
-    record: Option<Option<Record>>,
+    record: Option<Option<KeyRecord>>,
     live: Option<LiveAttempt>,
     /// Whoever waits for the live execution (an enforce-mode arrival's, or an observed
     /// claim's until the Worker brings its outcome; a job's send has none).
@@ -283,13 +283,13 @@ impl<A> KeyState<A> {
     }
 
     /// The record as this instance knows it (`None` before it was read).
-    pub fn record(&self) -> Option<&Record> {
+    pub fn record(&self) -> Option<&KeyRecord> {
         self.record.as_ref().and_then(Option::as_ref)
     }
 
     /// What storage holds, as read or just written (or a form of it this instance opened:
     /// an unsealed answer, a chunked answer's head); from now on the record is known.
-    pub fn remember(&mut self, record: Option<Record>) {
+    pub fn remember(&mut self, record: Option<KeyRecord>) {
         self.record = Some(record);
     }
 
@@ -415,7 +415,7 @@ impl<A> KeyState<A> {
         let bytes = running.waiting_bytes.saturating_add(body_bytes);
         if !limits.admits(running.waiters) || bytes > limits.max_waiting_bytes {
             let reason = match self.record() {
-                Some(Record::Unknown(Unknown { reason, .. })) => *reason,
+                Some(KeyRecord::Unknown(Unknown { reason, .. })) => *reason,
                 // A claim whose owner is gone, past its lease.
                 _ => UnknownReason::OriginTimeout,
             };
@@ -475,7 +475,7 @@ impl<A> KeyState<A> {
         let step = &pending.step;
         let forwards = step.actions.iter().any(|action| matches!(action, Action::Forward { .. }));
         // A job's claim answers 202; a poll of a job does too, but writes nothing.
-        let takes_job = matches!(&step.change, RecordChange::Put(record) if record.async_job().is_some())
+        let takes_job = matches!(&step.change, KeyRecordChange::Put(record) if record.async_job().is_some())
             && step.actions.iter().any(|action| matches!(action, Action::Accepted { .. }));
         if !forwards && !takes_job {
             return pending;
@@ -544,10 +544,10 @@ impl<A> KeyState<A> {
         // unknown is asked again later); a fenced step (the record moved on meanwhile)
         // decided nothing.
         let decision = match &step.change {
-            RecordChange::Delete => Some(Decision::ReconciledNotExecuted),
-            RecordChange::Put(Record::Completed(_)) => Some(Decision::ReconciledExecuted),
-            RecordChange::Put(_) => Some(Decision::ReconcileFailed),
-            RecordChange::Keep => unsure.then_some(Decision::ReconcileFailed),
+            KeyRecordChange::Delete => Some(Decision::ReconciledNotExecuted),
+            KeyRecordChange::Put(KeyRecord::Completed(_)) => Some(Decision::ReconciledExecuted),
+            KeyRecordChange::Put(_) => Some(Decision::ReconcileFailed),
+            KeyRecordChange::Keep => unsure.then_some(Decision::ReconcileFailed),
         };
         Pending { what: InProgress::Other, step, decision }
     }
@@ -559,7 +559,7 @@ impl<A> KeyState<A> {
         let live_attempt = self.live.map(|live| live.attempt);
         let step = machine::step(self.record(), Event::JobAlarm { live_attempt, new_attempt }, now);
         let decision = job_decision(self.record(), &step.change).map(Decision::from).or(match &step.change {
-            RecordChange::Put(Record::Unknown(_)) => Some(Decision::Unknown),
+            KeyRecordChange::Put(KeyRecord::Unknown(_)) => Some(Decision::Unknown),
             _ => None,
         });
         Pending { what: InProgress::JobSend, step, decision }
@@ -593,7 +593,7 @@ impl<A> KeyState<A> {
         // and its line and published outcome must not say "released".
         let decision = job_decision(self.record(), &step.change).map(Decision::from).unwrap_or_else(|| {
             match &step.change {
-                RecordChange::Put(Record::Unknown(_)) => Decision::Unknown,
+                KeyRecordChange::Put(KeyRecord::Unknown(_)) => Decision::Unknown,
                 _ => Decision::after_forward(disposition),
             }
         });
@@ -675,7 +675,8 @@ impl<A> KeyState<A> {
         }
         // The fault's consequence (`core::vocabulary::fault`): a claim, nothing sent, released.
         let withdrawn = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
-        let step = Step { change: RecordChange::Delete, actions: vec![Action::Reject(withdrawn.problem())] };
+        let step =
+            Step { change: KeyRecordChange::Delete, actions: vec![Action::Reject(withdrawn.problem())] };
         Some(Pending {
             what: InProgress::Other,
             step,
@@ -686,11 +687,11 @@ impl<A> KeyState<A> {
     /// A job's send was claimed but its alarm could not be set: nothing was sent, and
     /// without the alarm a restart would read the claim as an unknown outcome. The job is
     /// put back as it was (`before`), and the platform retries the alarm.
-    pub fn handle_job_unscheduled(&mut self, attempt: AttemptId, before: Option<Record>) -> Pending {
+    pub fn handle_job_unscheduled(&mut self, attempt: AttemptId, before: Option<KeyRecord>) -> Pending {
         self.end(attempt);
         let change = match before {
-            Some(record) => RecordChange::Put(record),
-            None => RecordChange::Keep,
+            Some(record) => KeyRecordChange::Put(record),
+            None => KeyRecordChange::Keep,
         };
         Pending { what: InProgress::Other, step: Step { change, actions: Vec::new() }, decision: None }
     }

@@ -51,10 +51,10 @@ use std::sync::Arc;
 use super::reconcile::{self, Verdict};
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::JobPhase;
-use crate::core::formats::reconciling::Reconciling;
-use crate::core::formats::record::{
-    AttemptId, Completed, InFlight, Record, StoredResponse, Unknown, UnknownReason,
+use crate::core::formats::key_record::{
+    AttemptId, Completed, InFlight, KeyRecord, StoredResponse, Unknown, UnknownReason,
 };
+use crate::core::formats::reconciling::Reconciling;
 use crate::core::vocabulary::key_terms::{Timing, WaiterLimits, LEASE_MARGIN_MS, MAX_STORED_RESPONSE_BYTES};
 use crate::core::vocabulary::outcome_table::{
     disposition, release_confirmed, Disposition, OriginResult, OutcomeTable,
@@ -133,9 +133,9 @@ pub enum Event {
 
 /// What becomes of the stored record.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RecordChange {
+pub enum KeyRecordChange {
     Keep,
-    Put(Record),
+    Put(KeyRecord),
     /// Forget the key: delete all of the object's storage.
     Delete,
 }
@@ -167,18 +167,18 @@ pub enum Action {
 /// The result of one event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Step {
-    pub change: RecordChange,
+    pub change: KeyRecordChange,
     pub actions: Vec<Action>,
 }
 
 impl Step {
     pub(super) fn keep(actions: Vec<Action>) -> Step {
-        Step { change: RecordChange::Keep, actions }
+        Step { change: KeyRecordChange::Keep, actions }
     }
 }
 
 /// Decides what `event` does to a key whose stored record is `record`, at `now`.
-pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
+pub fn step(record: Option<&KeyRecord>, event: Event, now: Millis) -> Step {
     match event {
         Event::Arrival {
             fingerprint,
@@ -199,13 +199,13 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
             on_arrival(record, arrival, now)
         }
         Event::JobAlarm { live_attempt, new_attempt } => match record {
-            Some(Record::InFlight(claim @ InFlight { async_job: Some(job), .. })) if !record_expired(claim, now) => {
+            Some(KeyRecord::InFlight(claim @ InFlight { async_job: Some(job), .. })) if !record_expired(claim, now) => {
                 async_job::on_alarm(claim, job, live_attempt, Some(new_attempt), now)
             }
             _ => step(record, Event::Alarm { live_attempt }, now),
         },
         Event::JobFinished { attempt, result, response, timing, outcome, retry_after_ms, jitter } => {
-            if let Some(Record::InFlight(claim @ InFlight { async_job: Some(job), .. })) = record {
+            if let Some(KeyRecord::InFlight(claim @ InFlight { async_job: Some(job), .. })) = record {
                 if claim.attempt == attempt && job.phase == JobPhase::Sending {
                     let (result, disposition) = classify(result, response.as_deref(), &outcome);
                     if let Some(step) =
@@ -236,30 +236,30 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
         }
         Event::WaitExpired { attempt } => {
             let lease_left = match record {
-                Some(Record::InFlight(claim)) if claim.attempt == attempt => claim.lease_until.saturating_sub(now),
+                Some(KeyRecord::InFlight(claim)) if claim.attempt == attempt => claim.lease_until.saturating_sub(now),
                 _ => 0,
             };
             Step::keep(vec![Action::Reject(in_progress(lease_left.min(5_000)))])
         }
         Event::Alarm { live_attempt } => match record {
             // A job is sent only with an attempt id ([`Event::JobAlarm`]): look again when due.
-            Some(Record::InFlight(claim @ InFlight { async_job: Some(job), .. })) if !record_expired(claim, now) => {
+            Some(KeyRecord::InFlight(claim @ InFlight { async_job: Some(job), .. })) if !record_expired(claim, now) => {
                 Step::keep(vec![Action::SetAlarm(job.due(claim).max(now))])
             }
             // An execution still running keeps its claim, even past expiry; look again later.
-            Some(Record::InFlight(claim)) if live_attempt == Some(claim.attempt) => {
+            Some(KeyRecord::InFlight(claim)) if live_attempt == Some(claim.attempt) => {
                 Step::keep(vec![Action::SetAlarm(now.saturating_add(LEASE_MARGIN_MS).max(claim.expires_at))])
             }
             // Rule 9: a claim whose owner died, past its lease, is an unknown outcome to look
             // up now; an unknown outcome is looked up when due.
-            Some(Record::InFlight(claim @ InFlight { reconcile: Some(reconciling), .. }))
+            Some(KeyRecord::InFlight(claim @ InFlight { reconcile: Some(reconciling), .. }))
                 if now >= claim.lease_until && !record_expired(claim, now) =>
             {
                 let reconcile = Some(Reconciling { next_at: now, ..reconciling.clone() });
-                let unknown = Record::Unknown(unknown_of_dead_claim(claim, reconcile));
-                Step { change: RecordChange::Put(unknown), actions: vec![Action::Lookup { attempt: claim.attempt }] }
+                let unknown = KeyRecord::Unknown(unknown_of_dead_claim(claim, reconcile));
+                Step { change: KeyRecordChange::Put(unknown), actions: vec![Action::Lookup { attempt: claim.attempt }] }
             }
-            Some(Record::Unknown(unknown @ Unknown { reconcile: Some(reconciling), .. })) if now < unknown.expires_at => {
+            Some(KeyRecord::Unknown(unknown @ Unknown { reconcile: Some(reconciling), .. })) if now < unknown.expires_at => {
                 if now >= reconciling.next_at {
                     Step::keep(vec![Action::Lookup { attempt: unknown.attempt }])
                 } else {
@@ -267,7 +267,7 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
                 }
             }
             Some(record) if !record.is_expired(now) => Step::keep(vec![Action::SetAlarm(record.expires_at())]),
-            _ => Step { change: RecordChange::Delete, actions: vec![] },
+            _ => Step { change: KeyRecordChange::Delete, actions: vec![] },
         },
         Event::Reconciled { attempt, verdict, timing, jitter } => on_reconciled(record, attempt, verdict, timing, jitter, now),
     }
@@ -283,18 +283,18 @@ pub fn step(record: Option<&Record>, event: Event, now: Millis) -> Step {
 /// too large again. Only a retry of the same request asks (`fingerprint`): a request that
 /// reuses the key for another payload is refused 422 as ever, and drives no lookup.
 pub fn reconcile_first(
-    record: Option<&Record>,
+    record: Option<&KeyRecord>,
     fingerprint: Digest256,
     live_attempt: Option<AttemptId>,
     now: Millis,
 ) -> Option<AttemptId> {
     match record? {
         record if record.is_expired(now) || record.fingerprint() != fingerprint => None,
-        Record::Unknown(Unknown { reason: UnknownReason::ResponseTooLarge { .. }, .. }) => None,
-        Record::Unknown(Unknown { attempt, reconcile: Some(reconciling), .. }) => {
+        KeyRecord::Unknown(Unknown { reason: UnknownReason::ResponseTooLarge { .. }, .. }) => None,
+        KeyRecord::Unknown(Unknown { attempt, reconcile: Some(reconciling), .. }) => {
             (reconciling.asked == 0 || now >= reconciling.next_at).then_some(*attempt)
         }
-        Record::InFlight(claim)
+        KeyRecord::InFlight(claim)
             if claim.async_job.is_none()
                 && claim.reconcile.is_some()
                 && live_attempt != Some(claim.attempt)
@@ -308,10 +308,10 @@ pub fn reconcile_first(
 
 /// Rule 9's fencing, asked again just before a verdict that had to await (sealing) is
 /// written: whether `record` is still the unknown outcome (or the dead claim) of `attempt`.
-pub fn lookup_is_current(record: Option<&Record>, attempt: AttemptId) -> bool {
+pub fn lookup_is_current(record: Option<&KeyRecord>, attempt: AttemptId) -> bool {
     match record {
-        Some(Record::Unknown(unknown)) => unknown.attempt == attempt,
-        Some(Record::InFlight(claim)) => claim.attempt == attempt && claim.async_job.is_none(),
+        Some(KeyRecord::Unknown(unknown)) => unknown.attempt == attempt,
+        Some(KeyRecord::InFlight(claim)) => claim.attempt == attempt && claim.async_job.is_none(),
         _ => false,
     }
 }
@@ -333,7 +333,7 @@ fn unknown_of_dead_claim(claim: &InFlight, reconcile: Option<Reconciling>) -> Un
 /// Rule 9: what a lookup's verdict does to the unknown outcome of `attempt` (fenced: a
 /// record that moved on meanwhile is kept as it is).
 fn on_reconciled(
-    record: Option<&Record>,
+    record: Option<&KeyRecord>,
     attempt: AttemptId,
     verdict: Verdict,
     timing: Timing,
@@ -344,8 +344,8 @@ fn on_reconciled(
         return Step::keep(Vec::new());
     };
     let unknown = match current {
-        Record::Unknown(unknown) => unknown.clone(),
-        Record::InFlight(claim @ InFlight { async_job: None, .. }) if now >= claim.lease_until => {
+        KeyRecord::Unknown(unknown) => unknown.clone(),
+        KeyRecord::InFlight(claim @ InFlight { async_job: None, .. }) if now >= claim.lease_until => {
             unknown_of_dead_claim(claim, claim.reconcile.clone())
         }
         _ => return Step::keep(Vec::new()),
@@ -363,10 +363,10 @@ fn on_reconciled(
     let unbelieved = matches!(verdict, Verdict::NotExecuted) && spelling_unknown;
     let verdict = if too_soon || unbelieved { Verdict::Unsure } else { verdict };
     match verdict {
-        Verdict::NotExecuted => Step { change: RecordChange::Delete, actions: Vec::new() },
+        Verdict::NotExecuted => Step { change: KeyRecordChange::Delete, actions: Vec::new() },
         Verdict::Executed(answer) if stored_size(&answer) <= MAX_STORED_RESPONSE_BYTES => {
             let expires_at = now.saturating_add(timing.ttl_ms).max(unknown.expires_at);
-            let done = Record::Completed(Completed {
+            let done = KeyRecord::Completed(Completed {
                 attempt,
                 fingerprint: unknown.fingerprint,
                 completed_at: now,
@@ -376,7 +376,7 @@ fn on_reconciled(
                 sealed_bound: false,
                 chunks: None,
             });
-            Step { change: RecordChange::Put(done), actions: vec![Action::SetAlarm(expires_at)] }
+            Step { change: KeyRecordChange::Put(done), actions: vec![Action::SetAlarm(expires_at)] }
         }
         // Nothing known (or an answer too large to keep): ask again later, until expiry.
         _ => match &unknown.reconcile {
@@ -390,12 +390,12 @@ fn on_reconciled(
                 let asked = reconciling.asked.saturating_add(1);
                 let reconcile = Some(Reconciling { asked, next_at, ..reconciling.clone() });
                 let alarm = next_at.min(unknown.expires_at);
-                let next = Record::Unknown(Unknown { reconcile, ..unknown });
-                Step { change: RecordChange::Put(next), actions: vec![Action::SetAlarm(alarm)] }
+                let next = KeyRecord::Unknown(Unknown { reconcile, ..unknown });
+                Step { change: KeyRecordChange::Put(next), actions: vec![Action::SetAlarm(alarm)] }
             }
             // Looked up for a retry only (the record kept no lookup): nothing to schedule.
-            None if matches!(current, Record::Unknown(_)) => Step::keep(Vec::new()),
-            None => Step { change: RecordChange::Put(Record::Unknown(unknown)), actions: Vec::new() },
+            None if matches!(current, KeyRecord::Unknown(_)) => Step::keep(Vec::new()),
+            None => Step { change: KeyRecordChange::Put(KeyRecord::Unknown(unknown)), actions: Vec::new() },
         },
     }
 }
@@ -403,8 +403,8 @@ fn on_reconciled(
 /// Whether `record` is still the claim of `attempt`: rule 4's fencing, asked again by the
 /// runtime just before it writes an outcome that it had to await (sealing), since other
 /// requests may have purged the key and claimed it anew meanwhile.
-pub fn claim_is_current(record: Option<&Record>, attempt: AttemptId) -> bool {
-    matches!(record, Some(Record::InFlight(claim)) if claim.attempt == attempt)
+pub fn claim_is_current(record: Option<&KeyRecord>, attempt: AttemptId) -> bool {
+    matches!(record, Some(KeyRecord::InFlight(claim)) if claim.attempt == attempt)
 }
 
 fn record_expired(claim: &InFlight, now: Millis) -> bool {
@@ -483,7 +483,7 @@ fn claim_and_forward(
     };
     let alarm_at = claim_alarm(&claim, &arrival.timing);
     Step {
-        change: RecordChange::Put(Record::InFlight(claim)),
+        change: KeyRecordChange::Put(KeyRecord::InFlight(claim)),
         actions: vec![Action::SetAlarm(alarm_at), Action::Forward { attempt: arrival.new_attempt }],
     }
 }
@@ -505,7 +505,7 @@ pub fn claim_alarm(claim: &InFlight, timing: &Timing) -> Millis {
 }
 
 /// Rule 7 for a key whose outcome is unknown: claim it again, or say why not.
-fn reforward_or_hold(arrival: &Arrival, record: &Record, reason: UnknownReason, now: Millis) -> Step {
+fn reforward_or_hold(arrival: &Arrival, record: &KeyRecord, reason: UnknownReason, now: Millis) -> Step {
     let sent = record.origin_attempts();
     match arrival.max_origin_attempts {
         Some(max) if sent < max && !matches!(reason, UnknownReason::ResponseTooLarge { .. }) => {
@@ -516,12 +516,12 @@ fn reforward_or_hold(arrival: &Arrival, record: &Record, reason: UnknownReason, 
     }
 }
 
-fn on_arrival(record: Option<&Record>, arrival: Arrival, now: Millis) -> Step {
+fn on_arrival(record: Option<&KeyRecord>, arrival: Arrival, now: Millis) -> Step {
     let Arrival { fingerprint, live_attempt, timing, .. } = arrival;
     let room = &arrival.room;
     let live = |attempt: AttemptId| live_attempt == Some(attempt);
     let current = match record {
-        Some(Record::InFlight(claim)) if live(claim.attempt) => record,
+        Some(KeyRecord::InFlight(claim)) if live(claim.attempt) => record,
         Some(record) if record.is_expired(now) => None,
         other => other,
     };
@@ -536,12 +536,12 @@ fn on_arrival(record: Option<&Record>, arrival: Arrival, now: Millis) -> Step {
     }
     let action = match current {
         // Rule 8: a poll of a job, whatever this arrival prefers.
-        Record::InFlight(claim @ InFlight { async_job: Some(job), .. }) => {
+        KeyRecord::InFlight(claim @ InFlight { async_job: Some(job), .. }) => {
             return async_job::on_poll(claim, job, now)
         }
-        Record::Completed(done) => Action::Replay(done.response.clone()),
-        Record::Unknown(unknown) => return reforward_or_hold(&arrival, current, unknown.reason, now),
-        Record::InFlight(claim) if live(claim.attempt) => {
+        KeyRecord::Completed(done) => Action::Replay(done.response.clone()),
+        KeyRecord::Unknown(unknown) => return reforward_or_hold(&arrival, current, unknown.reason, now),
+        KeyRecord::InFlight(claim) if live(claim.attempt) => {
             if room.is_full() {
                 Action::Reject(in_progress(1_000))
             } else {
@@ -550,10 +550,10 @@ fn on_arrival(record: Option<&Record>, arrival: Arrival, now: Millis) -> Step {
         }
         // Claimed by an instance that is gone (a restart or reset). It may still be running
         // until its lease ends; afterwards nobody can know whether it executed.
-        Record::InFlight(claim) if now < claim.lease_until => {
+        KeyRecord::InFlight(claim) if now < claim.lease_until => {
             Action::Reject(in_progress(claim.lease_until - now))
         }
-        Record::InFlight(_) => {
+        KeyRecord::InFlight(_) => {
             return reforward_or_hold(&arrival, current, UnknownReason::OriginTimeout, now)
         }
     };
@@ -590,7 +590,7 @@ fn unknown_reason(result: OriginResult) -> UnknownReason {
 }
 
 fn on_origin_finished(
-    record: Option<&Record>,
+    record: Option<&KeyRecord>,
     attempt: AttemptId,
     result: OriginResult,
     response: Option<Arc<StoredResponse>>,
@@ -602,7 +602,7 @@ fn on_origin_finished(
     // Rule 7: a re-send refused as a client error says nothing of the first attempt (an
     // origin that saw something else under the key, or that was still executing it, answers
     // so): held unknown, and told as unknown, never stored as the key's answer.
-    let resent = matches!(record, Some(Record::InFlight(claim)) if claim.attempt == attempt && claim.origin_attempts > 1);
+    let resent = matches!(record, Some(KeyRecord::InFlight(claim)) if claim.attempt == attempt && claim.origin_attempts > 1);
     let refused_resend =
         resent && disposition == Disposition::Final && matches!(result, OriginResult::Responded(400..=499));
     if refused_resend {
@@ -632,7 +632,7 @@ fn on_origin_finished(
 
     // Fencing: only the claim that is still current may record an outcome.
     let claim = match record {
-        Some(Record::InFlight(claim)) if claim.attempt == attempt => claim,
+        Some(KeyRecord::InFlight(claim)) if claim.attempt == attempt => claim,
         _ => return Step::keep(vec![settle]),
     };
     let fingerprint = claim.fingerprint;
@@ -647,7 +647,7 @@ fn on_origin_finished(
                 ..lookup.clone()
             }),
         };
-        Record::Unknown(Unknown {
+        KeyRecord::Unknown(Unknown {
             reconcile,
             attempt,
             fingerprint,
@@ -658,12 +658,12 @@ fn on_origin_finished(
         })
     };
     let next = match disposition {
-        Disposition::Release => return Step { change: RecordChange::Delete, actions: vec![settle] },
+        Disposition::Release => return Step { change: KeyRecordChange::Delete, actions: vec![settle] },
         Disposition::Unknown => unknown(unknown_reason(result)),
         Disposition::Final if stored_size(&answer) > MAX_STORED_RESPONSE_BYTES => {
             unknown(UnknownReason::ResponseTooLarge { status: answer.status })
         }
-        Disposition::Final => Record::Completed(Completed {
+        Disposition::Final => KeyRecord::Completed(Completed {
             attempt,
             fingerprint,
             completed_at: now,
@@ -685,7 +685,7 @@ fn on_origin_finished(
     } else {
         vec![Action::SetAlarm(expires_at), settle]
     };
-    Step { change: RecordChange::Put(next), actions }
+    Step { change: KeyRecordChange::Put(next), actions }
 }
 
 fn stored_size(response: &StoredResponse) -> usize {

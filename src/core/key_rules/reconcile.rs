@@ -54,7 +54,7 @@
 //! execution, "not found" is final (the operation can no longer execute), it answers only
 //! for an execution at or after the claim's time, and only its own verdicts carry the marker.
 
-use crate::core::formats::record::StoredResponse;
+use crate::core::formats::key_record::StoredResponse;
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::time::Millis;
 use crate::core::vocabulary::problem::{Problem, ProblemKind};

@@ -4,7 +4,7 @@
 //! Owns how a value is spelled in bytes: integers big-endian and of fixed width; byte
 //! strings and UTF-8 strings as a u32 (big-endian) length and then the bytes; fixed arrays
 //! as they are; lists of string pairs (headers) as a u32 count and then the pairs. Each
-//! format (`core::formats::record`, `core::key_rules::machine::async_job`, `core::formats::chunks`, `core::formats::seal`) owns its own
+//! format (`core::formats::key_record`, `core::key_rules::machine::async_job`, `core::formats::chunks`, `core::formats::seal`) owns its own
 //! layout on top of these: its fields in order, its version and kind bytes, and every check
 //! of what a field may hold. One spelling of each primitive, written and read in one
 //! place, keeps the formats from drifting apart.

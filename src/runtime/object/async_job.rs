@@ -27,7 +27,7 @@ use crate::core::edge_rules::log::RequestLog;
 use crate::core::edge_rules::wire::KeyCall;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
-use crate::core::formats::record::{AttemptId, Record};
+use crate::core::formats::key_record::{AttemptId, KeyRecord};
 use crate::core::key_rules::key_state::look_again_at;
 use crate::core::key_rules::machine::async_job::{
     no_key_ring_to_seal_requests, parse_retry_after, prefer_for_origin, AsyncAccept, AsyncConfig,
@@ -115,7 +115,7 @@ impl KeyObject {
     pub(super) async fn run_job(&self) -> std::result::Result<(), String> {
         let cached = self.cached_record();
         let job = cached.as_ref().and_then(|record| match record {
-            Record::InFlight(claim) => claim.async_job.as_ref().map(|job| (claim, job)),
+            KeyRecord::InFlight(claim) => claim.async_job.as_ref().map(|job| (claim, job)),
             _ => None,
         });
         let sealed = job.map(|(claim, job)| {
@@ -150,7 +150,7 @@ impl KeyObject {
             (Some(_), Some((sealed, request)))
                 if record
                     .as_ref()
-                    .and_then(Record::async_job)
+                    .and_then(KeyRecord::async_job)
                     .is_some_and(|job| job.sealed_request == sealed) =>
             {
                 Some(request)
@@ -187,7 +187,7 @@ impl KeyObject {
     /// Sends the job's request as `attempt` and records the outcome.
     async fn send_job(&self, attempt: AttemptId, request: StoredRequest) -> std::result::Result<(), String> {
         let before = self.cached_record();
-        let job = before.as_ref().and_then(Record::async_job).cloned().ok_or("the job is gone")?;
+        let job = before.as_ref().and_then(KeyRecord::async_job).cloned().ok_or("the job is gone")?;
         let policy = &job.policy;
         // The answer is sealed under the caller's scope, which the request carries.
         let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
@@ -245,7 +245,7 @@ impl KeyObject {
             origin_ms,
             ..RequestLog::new(object, decision, origin_status.unwrap_or(0), None)
         };
-        metrics::record(&self.env, &log);
+        metrics::write_point(&self.env, &log);
         outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, true);
     }
 }

@@ -2,7 +2,7 @@
 //! The property tests of `core::key_rules::machine` and `core::key_rules::machine::async_job` drive it too.
 
 use super::*;
-use crate::core::formats::record::{Completed, InFlight, Unknown, UnknownReason};
+use crate::core::formats::key_record::{Completed, InFlight, Unknown, UnknownReason};
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::key_terms::{Timing, WaiterLimits};
 use crate::core::vocabulary::outcome_table::OutcomeTable;
@@ -38,9 +38,9 @@ fn answer(status: u16) -> Arc<StoredResponse> {
 /// report.
 fn written(key: &mut KeyState, pending: Pending) -> Decided {
     match &pending.step().change {
-        RecordChange::Keep => {}
-        RecordChange::Put(record) => key.remember(Some(record.clone())),
-        RecordChange::Delete => key.handle_deleting(),
+        KeyRecordChange::Keep => {}
+        KeyRecordChange::Put(record) => key.remember(Some(record.clone())),
+        KeyRecordChange::Delete => key.handle_deleting(),
     }
     key.handle_written(pending)
 }
@@ -105,7 +105,7 @@ fn a_claim_whose_alarm_cannot_be_set_is_withdrawn() {
     let withdrawn = key.handle_alarm_failed(decided.claimed()).expect("withdrawn");
     assert_eq!(key.live(), None, "its waiters are released");
     let withdrawn = written(&mut key, withdrawn);
-    assert_eq!(withdrawn.step.change, RecordChange::Delete);
+    assert_eq!(withdrawn.step.change, KeyRecordChange::Delete);
     assert!(
         matches!(&withdrawn.step.actions[..], [Action::Reject(p)] if p.kind == ProblemKind::StorageUnavailable)
     );
@@ -141,15 +141,15 @@ fn a_failed_outcome_write_still_answers_and_the_claim_holds_the_key() {
     let key = &mut claimed(&policy);
     let pending =
         key.handle_origin_finished(A, OriginResult::Responded(201), Some(answer(201)), &policy, T0 + 10);
-    assert!(matches!(pending.step().change, RecordChange::Put(Record::Completed(_))));
+    assert!(matches!(pending.step().change, KeyRecordChange::Put(KeyRecord::Completed(_))));
     let instead = key.handle_write_failed(pending, T0 + 10);
-    assert_eq!(instead.step.change, RecordChange::Keep);
+    assert_eq!(instead.step.change, KeyRecordChange::Keep);
     assert!(
         matches!(&instead.step.actions[..], [Action::Settle { attempt: A, origin_answered: true, answer }] if answer.status == 201)
     );
     assert_eq!(instead.decision, Some(Decision::Executed), "the log says what the origin did");
     assert_eq!(key.live(), None);
-    assert!(matches!(key.record(), Some(Record::InFlight(claim)) if claim.attempt == A));
+    assert!(matches!(key.record(), Some(KeyRecord::InFlight(claim)) if claim.attempt == A));
 }
 
 #[test]
@@ -159,7 +159,7 @@ fn an_outcome_written_is_remembered_and_ends_the_execution() {
     let pending = key.handle_origin_finished(A, OriginResult::TimedOut, None, &policy, T0 + 10);
     assert_eq!(written(key, pending).decision, Some(Decision::Unknown));
     assert_eq!(key.live(), None);
-    assert!(matches!(key.record(), Some(Record::Unknown(_))));
+    assert!(matches!(key.record(), Some(KeyRecord::Unknown(_))));
 }
 
 #[test]
@@ -183,15 +183,15 @@ fn the_alarm_keeps_a_running_claim_and_deletes_an_orphaned_one() {
     let key = &mut claimed(&policy);
     let late = T0 + TTL + 1;
     let pending = key.handle_alarm(late);
-    assert_eq!(pending.step().change, RecordChange::Keep);
+    assert_eq!(pending.step().change, KeyRecordChange::Keep);
     let mut restarted = KeyState::new();
     restarted.remember(key.record().cloned());
-    assert_eq!(restarted.handle_alarm(late).step().change, RecordChange::Delete);
+    assert_eq!(restarted.handle_alarm(late).step().change, KeyRecordChange::Delete);
 }
 
 #[test]
 fn a_job_send_that_cannot_be_scheduled_is_put_back() {
-    let before = Record::InFlight(InFlight {
+    let before = KeyRecord::InFlight(InFlight {
         reconcile: None,
         attempt: A,
         fingerprint: FP,
@@ -204,14 +204,14 @@ fn a_job_send_that_cannot_be_scheduled_is_put_back() {
     let mut key = KeyState::new();
     key.remember(Some(before.clone()));
     let pending = key.handle_job_unscheduled(B, Some(before.clone()));
-    assert_eq!(pending.step().change, RecordChange::Put(before.clone()));
+    assert_eq!(pending.step().change, KeyRecordChange::Put(before.clone()));
     written(&mut key, pending);
     assert_eq!(key.record(), Some(&before));
 }
 
 /// `A`'s answer, 201, completed at T0 and kept for the TTL.
-fn completed_201() -> Record {
-    Record::Completed(Completed {
+fn completed_201() -> KeyRecord {
+    KeyRecord::Completed(Completed {
         attempt: A,
         fingerprint: FP,
         completed_at: T0,
@@ -283,7 +283,7 @@ fn steps_that_interleave_keep_their_own_bookkeeping_and_decisions() {
     let outcome = written(key, outcome);
     assert_eq!(outcome.decision, Some(Decision::Executed));
     assert_eq!(key.live(), None, "the execution is over");
-    assert!(matches!(key.record(), Some(Record::Completed(done)) if done.attempt == A));
+    assert!(matches!(key.record(), Some(KeyRecord::Completed(done)) if done.attempt == A));
 }
 
 /// One lookup of an unknown outcome runs at a time; the retries that wait for it hold their
@@ -295,7 +295,7 @@ fn retries_waiting_on_a_running_lookup_are_capped_by_count_and_by_bytes() {
     let limits = WaiterLimits { max_waiters: 3, max_waiting_bytes: 250 };
     let retry = |body_bytes| LookupAsker::Retry { body_bytes };
     let mut key = KeyState::new();
-    key.remember(Some(Record::Unknown(Unknown {
+    key.remember(Some(KeyRecord::Unknown(Unknown {
         attempt: A,
         fingerprint: FP,
         origin_attempts: 1,
@@ -365,7 +365,7 @@ fn an_arrival_whose_lookup_could_not_be_sealed_claims_nothing() {
     key.remember(None);
     let pending = key.handle_arrival(arrival(&policy, A, false), T0);
     let refused = key.handle_lookup_unsealed(pending);
-    assert_eq!(refused.step().change, RecordChange::Keep, "nothing claimed");
+    assert_eq!(refused.step().change, KeyRecordChange::Keep, "nothing claimed");
     let [Action::Reject(problem)] = &refused.step().actions[..] else { panic!("{refused:?}") };
     assert_eq!((problem.status(), problem.retry_after), (503, Some(1)));
     assert!(problem.detail.contains("reconcile_url"), "{problem:?}");
@@ -390,7 +390,7 @@ fn an_arrival_whose_lookup_could_not_be_sealed_claims_nothing() {
     let pending = key.handle_arrival(job, T0);
     assert!(pending.step().actions.iter().any(|action| matches!(action, Action::Accepted { .. })));
     let refused = key.handle_lookup_unsealed(pending);
-    assert_eq!(refused.step().change, RecordChange::Keep, "no job claimed: {refused:?}");
+    assert_eq!(refused.step().change, KeyRecordChange::Keep, "no job claimed: {refused:?}");
     assert!(matches!(refused.step().actions[..], [Action::Reject(_)]), "{refused:?}");
 
     // A duplicate of a live execution joins it, lookup or not.
@@ -489,9 +489,9 @@ fn claimed_with_a_waiter(policy: &KeyTerms) -> (KeyState<u32>, Latch<u32>) {
 /// Storage (here, memory) follows a pending step's change, as before its report.
 fn remember_change(key: &mut KeyState<u32>, pending: &Pending) {
     match &pending.step().change {
-        RecordChange::Keep => {}
-        RecordChange::Put(record) => key.remember(Some(record.clone())),
-        RecordChange::Delete => key.handle_deleting(),
+        KeyRecordChange::Keep => {}
+        KeyRecordChange::Put(record) => key.remember(Some(record.clone())),
+        KeyRecordChange::Delete => key.handle_deleting(),
     }
 }
 

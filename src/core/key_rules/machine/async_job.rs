@@ -44,10 +44,10 @@
 
 use crate::core::vocabulary::decision::Decision;
 
-use super::{Action, RecordChange, Step};
+use super::{Action, KeyRecordChange, Step};
 use crate::core::formats::job::{AsyncJob, JobPhase, DEFAULT_MAX_SENDS};
+use crate::core::formats::key_record::{AttemptId, InFlight, KeyRecord, Unknown, UnknownReason};
 use crate::core::formats::reconciling::Reconciling;
-use crate::core::formats::record::{AttemptId, InFlight, Record, Unknown, UnknownReason};
 use crate::core::key_rules::reconcile::FIRST_DELAY_MS;
 use crate::core::primitives::time::Millis;
 use crate::core::vocabulary::config_error::ConfigError;
@@ -324,7 +324,7 @@ pub(super) fn claim(
         async_job: Some(job),
     };
     Step {
-        change: RecordChange::Put(Record::InFlight(claim)),
+        change: KeyRecordChange::Put(KeyRecord::InFlight(claim)),
         actions: vec![Action::SetAlarm(now), Action::Accepted { retry_after: 1 }],
     }
 }
@@ -334,7 +334,7 @@ pub(super) fn on_poll(claim: &InFlight, job: &AsyncJob, now: Millis) -> Step {
     let seconds = |at: Millis| at.saturating_sub(now).div_ceil(1_000).max(1);
     match job.phase {
         JobPhase::GaveUp => {
-            Step { change: RecordChange::Delete, actions: vec![Action::Reject(origin_unavailable())] }
+            Step { change: KeyRecordChange::Delete, actions: vec![Action::Reject(origin_unavailable())] }
         }
         JobPhase::Waiting => Step::keep(vec![Action::Accepted { retry_after: seconds(job.next_attempt_at) }]),
         JobPhase::Sending => {
@@ -384,7 +384,7 @@ fn send(claim: &InFlight, job: &AsyncJob, attempt: AttemptId, now: Millis) -> St
         async_job: Some(AsyncJob { phase: JobPhase::Sending, ..job.clone() }),
     };
     Step {
-        change: RecordChange::Put(Record::InFlight(next)),
+        change: KeyRecordChange::Put(KeyRecord::InFlight(next)),
         actions: vec![Action::SetAlarm(lease_until), Action::Forward { attempt }],
     }
 }
@@ -405,7 +405,10 @@ fn give_up(claim: &InFlight, job: &AsyncJob, now: Millis) -> Step {
         ..claim.clone()
     };
     let expires_at = next.expires_at;
-    Step { change: RecordChange::Put(Record::InFlight(next)), actions: vec![Action::SetAlarm(expires_at)] }
+    Step {
+        change: KeyRecordChange::Put(KeyRecord::InFlight(next)),
+        actions: vec![Action::SetAlarm(expires_at)],
+    }
 }
 
 /// The job ends with its outcome unknown: the key is held, the stored request dropped; on
@@ -417,7 +420,7 @@ fn hold_unknown(claim: &InFlight, job: &AsyncJob, reason: UnknownReason, now: Mi
         .as_ref()
         .map(|lookup| Reconciling { next_at: now.saturating_add(FIRST_DELAY_MS), ..lookup.clone() });
     let alarm = reconcile.as_ref().map_or(retained, |lookup| lookup.next_at.min(retained));
-    let unknown = Record::Unknown(Unknown {
+    let unknown = KeyRecord::Unknown(Unknown {
         reconcile,
         attempt: claim.attempt,
         fingerprint: claim.fingerprint,
@@ -426,7 +429,7 @@ fn hold_unknown(claim: &InFlight, job: &AsyncJob, reason: UnknownReason, now: Mi
         expires_at: retained,
         reason,
     });
-    Step { change: RecordChange::Put(unknown), actions: vec![Action::SetAlarm(alarm)] }
+    Step { change: KeyRecordChange::Put(unknown), actions: vec![Action::SetAlarm(alarm)] }
 }
 
 /// Rule 4: an attempt whose outcome is unknown. Sent again at once (an orphaned send found
@@ -494,7 +497,7 @@ pub(super) fn on_finished(
         ..claim.clone()
     };
     Some(Step {
-        change: RecordChange::Put(Record::InFlight(next)),
+        change: KeyRecordChange::Put(KeyRecord::InFlight(next)),
         actions: vec![Action::SetAlarm(next_attempt_at)],
     })
 }
@@ -502,12 +505,12 @@ pub(super) fn on_finished(
 /// The decision a job's step stands for, for the log line and the metric (`None`: the
 /// step is not one of the job's own: a stored answer or an unknown outcome is logged as
 /// for any request).
-pub fn job_decision(before: Option<&Record>, change: &RecordChange) -> Option<JobDecision> {
-    let job_of = |record: Option<&Record>| match record {
-        Some(Record::InFlight(InFlight { async_job: Some(job), .. })) => Some(job.phase),
+pub fn job_decision(before: Option<&KeyRecord>, change: &KeyRecordChange) -> Option<JobDecision> {
+    let job_of = |record: Option<&KeyRecord>| match record {
+        Some(KeyRecord::InFlight(InFlight { async_job: Some(job), .. })) => Some(job.phase),
         _ => None,
     };
-    let RecordChange::Put(after) = change else { return None };
+    let KeyRecordChange::Put(after) = change else { return None };
     let unknown_seen = after.async_job().is_some_and(|job| job.unknown_seen);
     match (job_of(before), job_of(Some(after))) {
         (None, Some(JobPhase::Waiting)) => Some(JobDecision::Accepted),

@@ -26,14 +26,14 @@ fn arrival(new_attempt: AttemptId, lookup: Option<Reconciling>, live_attempt: Op
     event
 }
 
-fn put(step: &Step) -> Record {
+fn put(step: &Step) -> KeyRecord {
     match &step.change {
-        RecordChange::Put(record) => record.clone(),
+        KeyRecordChange::Put(record) => record.clone(),
         other => panic!("expected a put, got {other:?}"),
     }
 }
 
-fn claimed() -> Record {
+fn claimed() -> KeyRecord {
     put(&step(None, arrival(A, Some(lookup()), None), T0))
 }
 
@@ -48,11 +48,11 @@ fn finished(result: OriginResult) -> Event {
     }
 }
 
-fn unknown_at(now: Millis) -> Record {
+fn unknown_at(now: Millis) -> KeyRecord {
     put(&step(Some(&claimed()), finished(OriginResult::TimedOut), now))
 }
 
-fn reconciled(record: &Record, attempt: AttemptId, verdict: Verdict, now: Millis) -> Step {
+fn reconciled(record: &KeyRecord, attempt: AttemptId, verdict: Verdict, now: Millis) -> Step {
     step(Some(record), Event::Reconciled { attempt, verdict, timing: timing(), jitter: 1.0 }, now)
 }
 
@@ -65,7 +65,7 @@ fn answer() -> StoredResponse {
 #[test]
 fn a_claim_stores_its_lookup_and_sets_its_alarm_for_the_end_of_its_lease() {
     let step = step(None, arrival(A, Some(lookup()), None), T0);
-    let Record::InFlight(claim) = put(&step) else { panic!() };
+    let KeyRecord::InFlight(claim) = put(&step) else { panic!() };
     assert_eq!(claim.reconcile, Some(lookup()));
     assert_eq!(step.actions, vec![Action::SetAlarm(T0 + LEASE), Action::Forward { attempt: A }]);
 }
@@ -80,22 +80,23 @@ fn a_final_answer_moves_the_alarm_to_its_expiry() {
         outcome: OutcomeTable::default(),
     };
     let done = step(Some(&claimed()), event, T0 + 10);
-    assert!(matches!(put(&done), Record::Completed(_)));
+    assert!(matches!(put(&done), KeyRecord::Completed(_)));
     assert_eq!(done.actions[0], Action::SetAlarm(T0 + 10 + TTL));
 }
 
 #[test]
 fn an_unknown_outcome_keeps_the_lookup_and_asks_from_the_alarm_a_second_later() {
     let now = T0 + 31_000;
-    let Record::Unknown(unknown) = unknown_at(now) else { panic!() };
+    let KeyRecord::Unknown(unknown) = unknown_at(now) else { panic!() };
     assert_eq!(unknown.reconcile, Some(Reconciling { next_at: now + FIRST_DELAY_MS, ..lookup() }));
     let timed_out = step(Some(&claimed()), finished(OriginResult::TimedOut), now);
     assert_eq!(timed_out.actions[0], Action::SetAlarm(now + FIRST_DELAY_MS));
     // Not due yet: the alarm looks again when it is; due: it asks.
-    let early = step(Some(&Record::Unknown(unknown.clone())), Event::Alarm { live_attempt: None }, now + 10);
+    let early =
+        step(Some(&KeyRecord::Unknown(unknown.clone())), Event::Alarm { live_attempt: None }, now + 10);
     assert_eq!(early.actions, vec![Action::SetAlarm(now + FIRST_DELAY_MS)]);
     let due =
-        step(Some(&Record::Unknown(unknown)), Event::Alarm { live_attempt: None }, now + FIRST_DELAY_MS);
+        step(Some(&KeyRecord::Unknown(unknown)), Event::Alarm { live_attempt: None }, now + FIRST_DELAY_MS);
     assert_eq!(due, Step::keep(vec![Action::Lookup { attempt: A }]));
 }
 
@@ -116,12 +117,12 @@ fn a_claim_whose_owner_died_is_looked_up_when_its_lease_ends_not_before() {
     assert!(!live.actions.iter().any(|action| matches!(action, Action::Lookup { .. })));
     let after = step(Some(&claim), Event::Alarm { live_attempt: None }, T0 + LEASE);
     assert_eq!(after.actions, vec![Action::Lookup { attempt: A }]);
-    let Record::Unknown(unknown) = put(&after) else { panic!() };
+    let KeyRecord::Unknown(unknown) = put(&after) else { panic!() };
     assert_eq!(unknown.reason, UnknownReason::OriginTimeout);
     assert_eq!(unknown.reconcile.map(|r| r.next_at), Some(T0 + LEASE));
     // Its outcome became unknown when the lease ended, however late the alarm noticed.
     let late = step(Some(&claim), Event::Alarm { live_attempt: None }, T0 + LEASE + 7_000);
-    let Record::Unknown(unknown) = put(&late) else { panic!() };
+    let KeyRecord::Unknown(unknown) = put(&late) else { panic!() };
     assert_eq!(unknown.since, T0 + LEASE);
 }
 
@@ -135,20 +136,20 @@ fn a_dead_claims_not_found_waits_the_origin_timeout_after_its_lease_as_a_timed_o
     for record in [&claim, &noticed] {
         for at in [T0 + LEASE, T0 + LEASE + ORIGIN_TIMEOUT - 1] {
             let early = reconciled(record, A, Verdict::NotExecuted, at);
-            let Record::Unknown(still) = put(&early) else { panic!("{record:?} at {at}: {early:?}") };
+            let KeyRecord::Unknown(still) = put(&early) else { panic!("{record:?} at {at}: {early:?}") };
             assert_eq!(still.since, T0 + LEASE);
             let next_at = still.reconcile.map(|r| r.next_at);
             assert_eq!(next_at, Some(T0 + LEASE + ORIGIN_TIMEOUT), "asked again when it can be believed");
             assert_eq!(early.actions, vec![Action::SetAlarm(T0 + LEASE + ORIGIN_TIMEOUT)]);
             // And then believed, not asked once more.
             let then = reconciled(&put(&early), A, Verdict::NotExecuted, T0 + LEASE + ORIGIN_TIMEOUT);
-            assert_eq!(then.change, RecordChange::Delete, "{then:?}");
+            assert_eq!(then.change, KeyRecordChange::Delete, "{then:?}");
         }
         let released = reconciled(record, A, Verdict::NotExecuted, T0 + LEASE + ORIGIN_TIMEOUT);
-        assert_eq!(released, Step { change: RecordChange::Delete, actions: vec![] });
+        assert_eq!(released, Step { change: KeyRecordChange::Delete, actions: vec![] });
         // A found answer is proof at once.
         let found = reconciled(record, A, Verdict::Executed(answer()), T0 + LEASE);
-        assert!(matches!(put(&found), Record::Completed(_)));
+        assert!(matches!(put(&found), KeyRecord::Completed(_)));
     }
 }
 
@@ -158,8 +159,8 @@ fn a_dead_claims_not_found_waits_the_origin_timeout_after_its_lease_as_a_timed_o
 #[test]
 fn a_lookup_of_a_claim_from_before_the_one_spelling_releases_nothing() {
     let since = T0 + 31_000;
-    let old = |record: Record| match record {
-        Record::Unknown(unknown) => Record::Unknown(Unknown {
+    let old = |record: KeyRecord| match record {
+        KeyRecord::Unknown(unknown) => KeyRecord::Unknown(Unknown {
             reconcile: unknown.reconcile.map(|r| Reconciling { spelling_known: false, ..r }),
             ..unknown
         }),
@@ -168,21 +169,21 @@ fn a_lookup_of_a_claim_from_before_the_one_spelling_releases_nothing() {
     let record = old(unknown_at(since));
     for at in [since + 30_000, since + TTL / 2] {
         let step = reconciled(&record, A, Verdict::NotExecuted, at);
-        let Record::Unknown(still) = put(&step) else { panic!("released: {step:?}") };
+        let KeyRecord::Unknown(still) = put(&step) else { panic!("released: {step:?}") };
         let next = still.reconcile.as_ref().map(|r| (r.asked, r.spelling_known));
         assert_eq!(next, Some((1, false)), "asked again later, as after any lookup that said nothing");
         assert!(still.reconcile.unwrap().next_at > at);
     }
     let executed = reconciled(&record, A, Verdict::Executed(answer()), since + 10);
-    assert!(matches!(put(&executed), Record::Completed(_)), "{executed:?}");
+    assert!(matches!(put(&executed), KeyRecord::Completed(_)), "{executed:?}");
     // A dead claim from before, likewise.
-    let Record::InFlight(claim) = claimed() else { panic!() };
-    let dead = Record::InFlight(InFlight {
+    let KeyRecord::InFlight(claim) = claimed() else { panic!() };
+    let dead = KeyRecord::InFlight(InFlight {
         reconcile: claim.reconcile.clone().map(|r| Reconciling { spelling_known: false, ..r }),
         ..claim
     });
     let step = reconciled(&dead, A, Verdict::NotExecuted, T0 + LEASE + 30_000);
-    assert!(matches!(put(&step), Record::Unknown(_)), "{step:?}");
+    assert!(matches!(put(&step), KeyRecord::Unknown(_)), "{step:?}");
 }
 
 #[test]
@@ -191,20 +192,20 @@ fn not_executed_releases_the_key_once_the_origin_had_its_timeout_again() {
     let record = unknown_at(since);
     // Sooner, the origin may still be working on a request it has not committed: asked again.
     let early = reconciled(&record, A, Verdict::NotExecuted, since + 1_000);
-    let Record::Unknown(still) = put(&early) else { panic!("{early:?}") };
+    let KeyRecord::Unknown(still) = put(&early) else { panic!("{early:?}") };
     // Asked again when a not-found can be believed, not later (nor sooner: it would be
     // too soon again).
     assert_eq!(still.reconcile.map(|r| (r.asked, r.next_at)), Some((1, since + 30_000)));
     assert_eq!(early.actions, vec![Action::SetAlarm(since + 30_000)]);
     let just_before = reconciled(&record, A, Verdict::NotExecuted, since + 29_999);
-    assert!(matches!(put(&just_before), Record::Unknown(_)), "{just_before:?}");
+    assert!(matches!(put(&just_before), KeyRecord::Unknown(_)), "{just_before:?}");
     let released = reconciled(&record, A, Verdict::NotExecuted, since + 30_000);
-    assert_eq!(released, Step { change: RecordChange::Delete, actions: vec![] });
+    assert_eq!(released, Step { change: KeyRecordChange::Delete, actions: vec![] });
     let again = step(None, arrival(B, Some(lookup()), None), since + 30_001);
     assert!(again.actions.contains(&Action::Forward { attempt: B }));
     // A found answer is proof at once.
     let found = reconciled(&record, A, Verdict::Executed(answer()), since + 1);
-    assert!(matches!(put(&found), Record::Completed(_)));
+    assert!(matches!(put(&found), KeyRecord::Completed(_)));
 }
 
 #[test]
@@ -212,12 +213,12 @@ fn executed_stores_the_lookups_answer_as_the_final_one() {
     let record = unknown_at(T0 + 31_000);
     let now = T0 + 32_000;
     let done = reconciled(&record, A, Verdict::Executed(answer()), now);
-    let Record::Completed(completed) = put(&done) else { panic!() };
+    let KeyRecord::Completed(completed) = put(&done) else { panic!() };
     assert_eq!(completed.attempt, A);
     assert_eq!(completed.fingerprint, FP);
     assert_eq!(*completed.response, answer());
     assert_eq!(done.actions, vec![Action::SetAlarm(now + TTL)]);
-    let replay = step(Some(&Record::Completed(completed)), arrival(B, Some(lookup()), None), now + 1);
+    let replay = step(Some(&KeyRecord::Completed(completed)), arrival(B, Some(lookup()), None), now + 1);
     assert_eq!(replay.actions, vec![Action::Replay(Arc::new(answer()))]);
 }
 
@@ -241,7 +242,7 @@ fn a_lookup_that_says_nothing_asks_again_later_with_backoff_until_expiry() {
     let late = reconciled(&record, A, Verdict::Unsure, expires_at - 1);
     assert_eq!(late.actions, vec![Action::SetAlarm(expires_at)]);
     let end = step(Some(&put(&late)), Event::Alarm { live_attempt: None }, expires_at);
-    assert_eq!(end.change, RecordChange::Delete);
+    assert_eq!(end.change, KeyRecordChange::Delete);
 }
 
 #[test]
@@ -290,16 +291,16 @@ fn retries_ask_at_once_the_first_time_then_only_when_the_backoff_says() {
 #[test]
 fn a_record_without_a_lookup_is_not_looked_up_and_a_verdict_for_it_schedules_nothing() {
     // An unknown outcome recorded before the route had a lookup, or a claim without one.
-    let Record::Unknown(unknown) = unknown_at(T0 + 31_000) else { panic!() };
-    let bare = Record::Unknown(Unknown { reconcile: None, ..unknown });
+    let KeyRecord::Unknown(unknown) = unknown_at(T0 + 31_000) else { panic!() };
+    let bare = KeyRecord::Unknown(Unknown { reconcile: None, ..unknown });
     assert_eq!(reconcile_first(Some(&bare), FP, None, T0 + 32_000), None);
-    let Record::InFlight(claim) = claimed() else { panic!() };
-    let plain = Record::InFlight(InFlight { reconcile: None, ..claim });
+    let KeyRecord::InFlight(claim) = claimed() else { panic!() };
+    let plain = KeyRecord::InFlight(InFlight { reconcile: None, ..claim });
     assert_eq!(reconcile_first(Some(&plain), FP, None, T0 + LEASE), None);
     // Should one be asked all the same, it changes nothing but a found answer.
     assert_eq!(reconciled(&bare, A, Verdict::Unsure, T0 + 32_000), Step::keep(vec![]));
     let done = reconciled(&bare, A, Verdict::Executed(answer()), T0 + 32_000);
-    assert!(matches!(put(&done), Record::Completed(_)));
+    assert!(matches!(put(&done), KeyRecord::Completed(_)));
 }
 
 #[test]
@@ -310,7 +311,7 @@ fn a_reforward_under_origin_deduplicates_keeps_the_lookup() {
         *max_origin_attempts = Some(3);
     }
     let again = step(Some(&record), event, T0 + 40_000);
-    let Record::InFlight(claim) = put(&again) else { panic!() };
+    let KeyRecord::InFlight(claim) = put(&again) else { panic!() };
     assert_eq!(claim.origin_attempts, 2);
     assert_eq!(claim.reconcile, Some(lookup()));
 }

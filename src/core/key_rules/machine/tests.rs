@@ -84,12 +84,12 @@ fn claim(attempt: AttemptId, at: Millis) -> InFlight {
     }
 }
 
-fn in_flight(attempt: AttemptId, at: Millis) -> Record {
-    Record::InFlight(claim(attempt, at))
+fn in_flight(attempt: AttemptId, at: Millis) -> KeyRecord {
+    KeyRecord::InFlight(claim(attempt, at))
 }
 
-fn completed(attempt: AttemptId, at: Millis, response: Arc<StoredResponse>) -> Record {
-    Record::Completed(Completed {
+fn completed(attempt: AttemptId, at: Millis, response: Arc<StoredResponse>) -> KeyRecord {
+    KeyRecord::Completed(Completed {
         attempt,
         fingerprint: FP,
         completed_at: at,
@@ -101,8 +101,8 @@ fn completed(attempt: AttemptId, at: Millis, response: Arc<StoredResponse>) -> R
     })
 }
 
-fn unknown(attempt: AttemptId, at: Millis, reason: UnknownReason) -> Record {
-    Record::Unknown(Unknown {
+fn unknown(attempt: AttemptId, at: Millis, reason: UnknownReason) -> KeyRecord {
+    KeyRecord::Unknown(Unknown {
         reconcile: None,
         attempt,
         fingerprint: FP,
@@ -141,7 +141,7 @@ fn responded(attempt: AttemptId, answer: &Arc<StoredResponse>) -> Event {
 
 /// The problem of a step that must keep the record and do nothing but answer with it.
 fn rejection(step: &Step) -> &Problem {
-    assert_eq!(step.change, RecordChange::Keep, "a rejection keeps the record: {step:?}");
+    assert_eq!(step.change, KeyRecordChange::Keep, "a rejection keeps the record: {step:?}");
     match step.actions.as_slice() {
         [Action::Reject(problem)] => problem,
         other => panic!("expected a single Reject, got {other:?}"),
@@ -155,7 +155,7 @@ fn settle_of(actions: &[Action]) -> (AttemptId, &Arc<StoredResponse>, bool) {
 
 /// [`rejection`] for property tests.
 fn rejection_of(step: &Step) -> Result<&Problem, TestCaseError> {
-    prop_assert_eq!(&step.change, &RecordChange::Keep);
+    prop_assert_eq!(&step.change, &KeyRecordChange::Keep);
     match step.actions.as_slice() {
         [Action::Reject(problem)] => Ok(problem),
         other => Err(TestCaseError::fail(format!("expected a single Reject, got {other:?}"))),
@@ -204,7 +204,7 @@ fn first_arrival_claims_then_forwards() {
     let expires_at = T0 + TTL;
     assert_eq!(
         step.change,
-        RecordChange::Put(Record::InFlight(InFlight {
+        KeyRecordChange::Put(KeyRecord::InFlight(InFlight {
             reconcile: None,
             attempt: A,
             fingerprint: FP,
@@ -236,7 +236,7 @@ fn a_claim_is_retained_at_least_until_its_lease_ends() {
         accept: None,
     };
     let step = step(None, event, T0);
-    let RecordChange::Put(Record::InFlight(claim)) = &step.change else { panic!("no claim: {step:?}") };
+    let KeyRecordChange::Put(KeyRecord::InFlight(claim)) = &step.change else { panic!("no claim: {step:?}") };
     assert_eq!(claim.lease_until, T0 + short.lease_ms());
     assert_eq!(claim.expires_at, claim.lease_until, "expires_at = max(now + ttl, lease_until)");
     assert_eq!(
@@ -249,7 +249,7 @@ fn a_claim_is_retained_at_least_until_its_lease_ends() {
 fn claim_times_saturate_instead_of_overflowing() {
     let now = u64::MAX - 5;
     let step = step(None, arrival(FP, A, None), now);
-    let RecordChange::Put(Record::InFlight(claim)) = &step.change else { panic!("no claim: {step:?}") };
+    let KeyRecordChange::Put(KeyRecord::InFlight(claim)) = &step.change else { panic!("no claim: {step:?}") };
     assert_eq!((claim.lease_until, claim.expires_at), (u64::MAX, u64::MAX));
 }
 
@@ -280,7 +280,7 @@ fn expired_records_of_every_kind_are_claimed_anew() {
                     };
                     assert_eq!(
                         step.change,
-                        RecordChange::Put(Record::InFlight(expected)),
+                        KeyRecordChange::Put(KeyRecord::InFlight(expected)),
                         "{record:?} at {now}"
                     );
                     assert_eq!(
@@ -299,7 +299,7 @@ fn a_record_is_held_until_the_millisecond_it_expires() {
         [in_flight(A, T0), completed(A, T0, response(201)), unknown(A, T0, UnknownReason::OriginTimeout)];
     for record in &records {
         let step = step(Some(record), arrival(FP, B, None), record.expires_at() - 1);
-        assert_eq!(step.change, RecordChange::Keep, "{record:?}");
+        assert_eq!(step.change, KeyRecordChange::Keep, "{record:?}");
         assert!(forwards(&step.actions).is_empty(), "{record:?}: {step:?}");
     }
 }
@@ -310,7 +310,7 @@ fn a_record_is_held_until_the_millisecond_it_expires() {
 
 #[test]
 fn a_reused_key_is_refused_in_every_state() {
-    let cases: [(&str, Record, Option<AttemptId>, Millis); 8] = [
+    let cases: [(&str, KeyRecord, Option<AttemptId>, Millis); 8] = [
         ("in flight, owner live", in_flight(A, T0), Some(A), T0 + 1),
         ("in flight, owner live, past expiry", in_flight(A, T0), Some(A), T0 + TTL + 1),
         ("in flight, orphaned within lease", in_flight(A, T0), None, T0 + 1),
@@ -346,7 +346,7 @@ fn a_completed_record_is_replayed_with_the_stored_response() {
     for now in [T0, T0 + 1, T0 + TTL - 1] {
         for live in [None, Some(A), Some(B)] {
             let step = step(Some(&record), arrival(FP, B, live), now);
-            assert_eq!(step.change, RecordChange::Keep);
+            assert_eq!(step.change, KeyRecordChange::Keep);
             match step.actions.as_slice() {
                 [Action::Replay(replayed)] => assert!(Arc::ptr_eq(replayed, &stored), "replays the same Arc"),
                 other => panic!("expected a Replay, got {other:?}"),
@@ -367,7 +367,7 @@ fn a_duplicate_joins_the_live_attempt() {
             step(Some(&record), arrival_with_waiters(FP, B, Some(A), DEFAULT_WAITERS_PER_KEY - 1), now);
         assert_eq!(
             step,
-            Step { change: RecordChange::Keep, actions: vec![Action::Join { attempt: A, wait_ms: WAIT }] }
+            Step { change: KeyRecordChange::Keep, actions: vec![Action::Join { attempt: A, wait_ms: WAIT }] }
         );
     }
 }
@@ -418,7 +418,9 @@ fn the_route_outcome_policy_decides_what_a_status_means() {
     // 520 and 524 through Cloudflare may have executed: held, and their callers get them.
     for status in [520, 524] {
         let step = finish(status, route_mode, false);
-        let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{status}: {step:?}") };
+        let KeyRecordChange::Put(KeyRecord::Unknown(held)) = &step.change else {
+            panic!("{status}: {step:?}")
+        };
         let expected =
             if status == 524 { UnknownReason::OriginTimeout } else { UnknownReason::ResetAfterSend };
         assert_eq!(held.reason, expected);
@@ -426,17 +428,17 @@ fn the_route_outcome_policy_decides_what_a_status_means() {
     }
     // 521..526 say that nothing was delivered: released.
     for status in [521, 522, 523, 525, 526] {
-        assert_eq!(finish(status, route_mode, false).change, RecordChange::Delete, "{status}");
+        assert_eq!(finish(status, route_mode, false).change, KeyRecordChange::Delete, "{status}");
     }
     // Outside route mode the same statuses are the origin's own final word.
     assert!(matches!(
         finish(521, OutcomeTable::default(), false).change,
-        RecordChange::Put(Record::Completed(_))
+        KeyRecordChange::Put(KeyRecord::Completed(_))
     ));
     // A release status without the origin's confirmation, where the route asks for it.
     let strict = OutcomeTable { release_requires_header: true, ..OutcomeTable::default() };
-    assert!(matches!(finish(503, strict, false).change, RecordChange::Put(Record::Unknown(_))));
-    assert_eq!(finish(503, strict, true).change, RecordChange::Delete);
+    assert!(matches!(finish(503, strict, false).change, KeyRecordChange::Put(KeyRecord::Unknown(_))));
+    assert_eq!(finish(503, strict, true).change, KeyRecordChange::Delete);
 }
 
 #[test]
@@ -450,7 +452,7 @@ fn an_oversized_answer_goes_to_its_caller_and_the_key_is_held() {
         outcome: OutcomeTable::default(),
     };
     let step = step(Some(&record), event, T0 + 10);
-    let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
+    let KeyRecordChange::Put(KeyRecord::Unknown(held)) = &step.change else { panic!("{step:?}") };
     assert_eq!(held.reason, UnknownReason::ResponseTooLarge { status: 200 });
     let Action::Settle { answer, origin_answered, .. } = &step.actions[0] else { panic!("{step:?}") };
     assert!(origin_answered, "the caller gets the streamed answer");
@@ -507,7 +509,9 @@ fn final_answers_are_stored_for_replay() {
     for status in [200, 201, 204, 302, 400, 402, 404, 422, 500, 502, 504] {
         let answer = response(status);
         let step = step(Some(&record), responded(A, &answer), now);
-        let RecordChange::Put(Record::Completed(done)) = &step.change else { panic!("{status}: {step:?}") };
+        let KeyRecordChange::Put(KeyRecord::Completed(done)) = &step.change else {
+            panic!("{status}: {step:?}")
+        };
         assert_eq!((done.attempt, done.fingerprint), (A, FP), "{status}");
         assert_eq!((done.completed_at, done.expires_at), (now, now + TTL), "{status}");
         assert!(Arc::ptr_eq(&done.response, &answer), "{status}: stores the origin's response");
@@ -526,7 +530,7 @@ fn final_answers_are_stored_for_replay() {
 #[test]
 fn only_an_outcome_past_the_claims_alarm_sets_the_alarm_again() {
     let record = in_flight(A, T0);
-    let Record::InFlight(claim) = &record else { unreachable!() };
+    let KeyRecord::InFlight(claim) = &record else { unreachable!() };
     let alarm = claim_alarm(claim, &timing());
     assert_eq!(alarm, T0 + LEASE + TTL);
     let within = step(Some(&record), responded(A, &response(201)), T0 + LEASE);
@@ -535,9 +539,9 @@ fn only_an_outcome_past_the_claims_alarm_sets_the_alarm_again() {
     let after = step(Some(&record), responded(A, &response(201)), late);
     assert_eq!(after.actions[0], Action::SetAlarm(late + TTL));
     // An alarm that fires before the record expires sets itself at the expiry.
-    let RecordChange::Put(done) = &after.change else { panic!("{after:?}") };
+    let KeyRecordChange::Put(done) = &after.change else { panic!("{after:?}") };
     let early = super::step(Some(done), Event::Alarm { live_attempt: None }, alarm);
-    assert_eq!(early, Step { change: RecordChange::Keep, actions: vec![Action::SetAlarm(late + TTL)] });
+    assert_eq!(early, Step { change: KeyRecordChange::Keep, actions: vec![Action::SetAlarm(late + TTL)] });
 }
 
 #[test]
@@ -546,7 +550,7 @@ fn answers_that_mean_not_executed_release_the_key() {
     for status in [408, 409, 425, 429, 503] {
         let answer = response(status);
         let step = step(Some(&record), responded(A, &answer), T0 + 2_000);
-        assert_eq!(step.change, RecordChange::Delete, "{status}");
+        assert_eq!(step.change, KeyRecordChange::Delete, "{status}");
         assert_eq!(step.actions.len(), 1, "{status}: {step:?}");
         let (attempt, settled, origin_answered) = settle_of(&step.actions);
         assert_eq!(attempt, A);
@@ -562,7 +566,7 @@ fn answers_that_mean_not_executed_release_the_key() {
 fn a_refused_connection_releases_the_key_with_origin_unreachable() {
     let record = in_flight(A, T0);
     let step = step(Some(&record), finished(A, OriginResult::ConnectRefused, None), T0 + 2_000);
-    assert_eq!(step.change, RecordChange::Delete);
+    assert_eq!(step.change, KeyRecordChange::Delete);
     assert_eq!(step.actions.len(), 1, "{step:?}");
     let (attempt, answer, origin_answered) = settle_of(&step.actions);
     assert_eq!(attempt, A);
@@ -584,7 +588,7 @@ fn a_timeout_or_reset_holds_the_key_as_unknown() {
         (OriginResult::ResetAfterSend, UnknownReason::ResetAfterSend),
     ] {
         let step = step(Some(&record), finished(A, result, None), now);
-        let expected = Record::Unknown(Unknown {
+        let expected = KeyRecord::Unknown(Unknown {
             reconcile: None,
             attempt: A,
             fingerprint: FP,
@@ -593,7 +597,7 @@ fn a_timeout_or_reset_holds_the_key_as_unknown() {
             expires_at: now + TTL,
             reason,
         });
-        assert_eq!(step.change, RecordChange::Put(expected.clone()), "{result:?}");
+        assert_eq!(step.change, KeyRecordChange::Put(expected.clone()), "{result:?}");
         let problem = outcome_unknown(reason);
         assert_eq!(
             step.actions,
@@ -622,7 +626,7 @@ fn a_timeout_or_reset_holds_the_key_as_unknown() {
 fn an_unknown_outcome_keeps_the_claims_expiry_when_that_is_later() {
     // With a TTL shorter than the lease, the claim outlives now + ttl.
     let short = Timing { ttl_ms: 1_000, ..timing() };
-    let record = Record::InFlight(InFlight { expires_at: T0 + short.lease_ms(), ..claim(A, T0) });
+    let record = KeyRecord::InFlight(InFlight { expires_at: T0 + short.lease_ms(), ..claim(A, T0) });
     let now = T0 + 5_000;
     let event = Event::OriginFinished {
         attempt: A,
@@ -632,7 +636,7 @@ fn an_unknown_outcome_keeps_the_claims_expiry_when_that_is_later() {
         outcome: OutcomeTable::default(),
     };
     let step = step(Some(&record), event, now);
-    let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
+    let KeyRecordChange::Put(KeyRecord::Unknown(held)) = &step.change else { panic!("{step:?}") };
     assert_eq!(held.expires_at, T0 + short.lease_ms());
     assert!(!step.actions.iter().any(|a| matches!(a, Action::SetAlarm(_))), "the claim's alarm covers it");
 }
@@ -645,13 +649,13 @@ fn a_response_too_large_to_store_is_held_as_unknown() {
     let fits = response_of_size(200, MAX_STORED_RESPONSE_BYTES);
     let step_fits = step(Some(&record), responded(A, &fits), now);
     assert!(
-        matches!(&step_fits.change, RecordChange::Put(Record::Completed(_))),
+        matches!(&step_fits.change, KeyRecordChange::Put(KeyRecord::Completed(_))),
         "exactly the limit is stored"
     );
 
     let big = response_of_size(200, MAX_STORED_RESPONSE_BYTES + 1);
     let step = step(Some(&record), responded(A, &big), now);
-    let expected = Record::Unknown(Unknown {
+    let expected = KeyRecord::Unknown(Unknown {
         reconcile: None,
         attempt: A,
         fingerprint: FP,
@@ -660,7 +664,7 @@ fn a_response_too_large_to_store_is_held_as_unknown() {
         expires_at: now + TTL,
         reason: UnknownReason::ResponseTooLarge { status: 200 },
     });
-    assert_eq!(step.change, RecordChange::Put(expected.clone()));
+    assert_eq!(step.change, KeyRecordChange::Put(expected.clone()));
     assert!(!step.actions.iter().any(|a| matches!(a, Action::SetAlarm(_))), "the claim's alarm covers it");
     let (attempt, answer, origin_answered) = settle_of(&step.actions);
     assert_eq!(attempt, A);
@@ -696,7 +700,7 @@ fn a_finisher_of_a_claim_that_is_not_current_only_settles() {
     for record in &records {
         for (result, answer) in &results {
             let step = step(record.as_ref(), finished(A, *result, answer.clone()), T0 + 2_000);
-            assert_eq!(step.change, RecordChange::Keep, "{record:?} / {result:?}");
+            assert_eq!(step.change, KeyRecordChange::Keep, "{record:?} / {result:?}");
             assert_eq!(step.actions.len(), 1, "{record:?} / {result:?}: {step:?}");
             assert_eq!(settle_of(&step.actions).0, A);
         }
@@ -725,13 +729,13 @@ fn a_failed_outcome_write_settles_and_the_key_stays_held() {
 
     // The outcome cannot be written; the runtime steps again.
     let first = step(Some(&record), responded(A, &answer), T0 + 2_000);
-    assert_ne!(first.change, RecordChange::Keep);
+    assert_ne!(first.change, KeyRecordChange::Keep);
     let failed = step(
         Some(&record),
         Event::OutcomeWriteFailed { attempt: A, answer: answer.clone(), origin_answered: true },
         T0 + 2_000,
     );
-    assert_eq!(failed.change, RecordChange::Keep);
+    assert_eq!(failed.change, KeyRecordChange::Keep);
     assert_eq!(failed.actions.len(), 1, "{failed:?}");
     let (attempt, settled, _) = settle_of(&failed.actions);
     assert_eq!(attempt, A);
@@ -754,14 +758,14 @@ fn a_failed_outcome_write_settles_and_the_key_stays_held() {
 fn a_failed_release_write_also_holds_the_key() {
     let record = in_flight(A, T0);
     let first = step(Some(&record), finished(A, OriginResult::ConnectRefused, None), T0 + 2_000);
-    assert_eq!(first.change, RecordChange::Delete);
+    assert_eq!(first.change, KeyRecordChange::Delete);
     let (_, answer, _) = settle_of(&first.actions);
     let failed = step(
         Some(&record),
         Event::OutcomeWriteFailed { attempt: A, answer: answer.clone(), origin_answered: true },
         T0 + 2_000,
     );
-    assert_eq!(failed.change, RecordChange::Keep);
+    assert_eq!(failed.change, KeyRecordChange::Keep);
     assert_eq!(settle_of(&failed.actions).1, answer);
     let retry = step(Some(&record), arrival(FP, B, None), T0 + 3_000);
     assert_eq!(rejection(&retry).kind, ProblemKind::InProgress);
@@ -801,7 +805,7 @@ fn an_alarm_before_expiry_reschedules() {
             let step = step(Some(record), Event::Alarm { live_attempt: None }, now);
             assert_eq!(
                 step,
-                Step { change: RecordChange::Keep, actions: vec![Action::SetAlarm(record.expires_at())] }
+                Step { change: KeyRecordChange::Keep, actions: vec![Action::SetAlarm(record.expires_at())] }
             );
         }
     }
@@ -814,12 +818,12 @@ fn an_alarm_at_or_after_expiry_forgets_the_key() {
     for record in &records {
         for now in [record.expires_at(), record.expires_at() + TTL] {
             let step = step(Some(record), Event::Alarm { live_attempt: None }, now);
-            assert_eq!(step, Step { change: RecordChange::Delete, actions: vec![] }, "{record:?}");
+            assert_eq!(step, Step { change: KeyRecordChange::Delete, actions: vec![] }, "{record:?}");
         }
     }
     assert_eq!(
         step(None, Event::Alarm { live_attempt: None }, T0),
-        Step { change: RecordChange::Delete, actions: vec![] }
+        Step { change: KeyRecordChange::Delete, actions: vec![] }
     );
 }
 
@@ -917,7 +921,7 @@ struct Sim {
     reconciles: bool,
     now: Millis,
     /// What storage holds.
-    stored: Option<Record>,
+    stored: Option<KeyRecord>,
     /// This instance's driver (memory: lost in a crash).
     key: KeyState,
     next_attempt: u64,
@@ -987,8 +991,8 @@ impl Sim {
         let live = self.live();
         let became_unknown = match &before {
             Some(record) if record.attempt() != attempt || record.is_expired(self.now) => None,
-            Some(Record::Unknown(unknown)) => Some(unknown.since),
-            Some(Record::InFlight(claim))
+            Some(KeyRecord::Unknown(unknown)) => Some(unknown.since),
+            Some(KeyRecord::InFlight(claim))
                 if claim.async_job.is_none() && live != Some(attempt) && self.now >= claim.lease_until =>
             {
                 Some(claim.lease_until)
@@ -996,13 +1000,13 @@ impl Sim {
             _ => None,
         };
         let Some(became_unknown) = became_unknown else {
-            prop_assert_eq!(&step.change, &RecordChange::Keep, "a verdict changed {:?}", before);
+            prop_assert_eq!(&step.change, &KeyRecordChange::Keep, "a verdict changed {:?}", before);
             self.write(pending, true)?;
             return Ok(());
         };
         let record = before.as_ref().expect("asked about a record");
         match &step.change {
-            RecordChange::Delete => {
+            KeyRecordChange::Delete => {
                 prop_assert_eq!(said, Said::NotExecuted);
                 prop_assert!(
                     self.now >= became_unknown + self.timing.origin_timeout_ms,
@@ -1011,13 +1015,13 @@ impl Sim {
                 );
                 self.held_until = None;
             }
-            RecordChange::Put(Record::Completed(done)) => {
+            KeyRecordChange::Put(KeyRecord::Completed(done)) => {
                 prop_assert_eq!(said, Said::Executed);
                 prop_assert_eq!((done.attempt, done.fingerprint), (attempt, record.fingerprint()));
                 prop_assert!(done.expires_at >= record.expires_at());
                 self.held_until = Some(done.expires_at);
             }
-            RecordChange::Put(Record::Unknown(unknown)) => {
+            KeyRecordChange::Put(KeyRecord::Unknown(unknown)) => {
                 prop_assert!(said != Said::Executed, "a found answer was not stored");
                 prop_assert_eq!((unknown.attempt, unknown.fingerprint), (attempt, record.fingerprint()));
                 prop_assert_eq!(unknown.since, became_unknown);
@@ -1026,7 +1030,7 @@ impl Sim {
                     prop_assert!(reconciling.next_at > self.now, "asked again later: {unknown:?}");
                 }
             }
-            RecordChange::Keep => prop_assert!(said != Said::Executed, "a found answer was not stored"),
+            KeyRecordChange::Keep => prop_assert!(said != Said::Executed, "a found answer was not stored"),
             other => return Err(TestCaseError::fail(format!("a verdict made {other:?} of {record:?}"))),
         }
         self.write(pending, true)?;
@@ -1054,9 +1058,9 @@ impl Sim {
     /// the driver, as the runtime does; returns the step the driver says to carry out.
     fn write(&mut self, pending: Pending, write_succeeds: bool) -> Result<Decided, TestCaseError> {
         let change = pending.step().change.clone();
-        if !write_succeeds && change != RecordChange::Keep {
+        if !write_succeeds && change != KeyRecordChange::Keep {
             // A failed deletion leaves the driver to read storage again.
-            if change == RecordChange::Delete {
+            if change == KeyRecordChange::Delete {
                 self.key.handle_deleting();
                 self.key.forget();
                 self.key.remember(self.stored.clone());
@@ -1064,12 +1068,12 @@ impl Sim {
             return Ok(self.key.handle_write_failed(pending, self.now));
         }
         match &change {
-            RecordChange::Keep => {}
-            RecordChange::Put(record) => {
+            KeyRecordChange::Keep => {}
+            KeyRecordChange::Put(record) => {
                 self.stored = Some(record.clone());
                 self.key.remember(Some(record.clone()));
             }
-            RecordChange::Delete => {
+            KeyRecordChange::Delete => {
                 self.stored = None;
                 self.key.handle_deleting();
             }
@@ -1087,7 +1091,7 @@ impl Sim {
                 Action::Forward { attempt } => {
                     prop_assert!(!self.forwarded.contains(attempt), "{attempt:?} forwarded twice");
                     prop_assert!(
-                        matches!(&self.stored, Some(Record::InFlight(c)) if c.attempt == *attempt),
+                        matches!(&self.stored, Some(KeyRecord::InFlight(c)) if c.attempt == *attempt),
                         "{attempt:?} forwarded without its claim stored: {:?}",
                         self.stored
                     );
@@ -1145,13 +1149,13 @@ impl Sim {
             Op::Alarm { write_fails, said } => {
                 let pending = self.key.handle_alarm(self.now);
                 let step = pending.step().clone();
-                let expires_at = before.as_ref().map_or(0, Record::expires_at);
+                let expires_at = before.as_ref().map_or(0, KeyRecord::expires_at);
                 let unexpired = before.as_ref().filter(|record| !record.is_expired(self.now));
                 let live = self.live();
                 match &before {
                     // Rule 9: a claim whose owner died, past its lease, is made unknown
                     // (since its lease's end) and looked up at once...
-                    Some(Record::InFlight(claim @ InFlight { reconcile: Some(reconciling), .. }))
+                    Some(KeyRecord::InFlight(claim @ InFlight { reconcile: Some(reconciling), .. }))
                         if live != Some(claim.attempt)
                             && self.now >= claim.lease_until
                             && unexpired.is_some() =>
@@ -1168,13 +1172,13 @@ impl Sim {
                         prop_assert_eq!(
                             &step,
                             &Step {
-                                change: RecordChange::Put(Record::Unknown(unknown)),
+                                change: KeyRecordChange::Put(KeyRecord::Unknown(unknown)),
                                 actions: vec![Action::Lookup { attempt: claim.attempt }]
                             }
                         )
                     }
                     // ...and an unknown outcome is looked up when due.
-                    Some(Record::Unknown(unknown @ Unknown { reconcile: Some(reconciling), .. }))
+                    Some(KeyRecord::Unknown(unknown @ Unknown { reconcile: Some(reconciling), .. }))
                         if unexpired.is_some() =>
                     {
                         let actions = if self.now >= reconciling.next_at {
@@ -1182,26 +1186,28 @@ impl Sim {
                         } else {
                             vec![Action::SetAlarm(reconciling.next_at.min(expires_at))]
                         };
-                        prop_assert_eq!(&step, &Step { change: RecordChange::Keep, actions })
+                        prop_assert_eq!(&step, &Step { change: KeyRecordChange::Keep, actions })
                     }
                     // A running execution keeps its claim, even past the claim's expiry.
-                    Some(Record::InFlight(claim)) if self.live() == Some(claim.attempt) => prop_assert_eq!(
-                        &step,
-                        &Step {
-                            change: RecordChange::Keep,
-                            actions: vec![Action::SetAlarm(
-                                (self.now + LEASE_MARGIN_MS).max(claim.expires_at)
-                            )]
-                        }
-                    ),
+                    Some(KeyRecord::InFlight(claim)) if self.live() == Some(claim.attempt) => {
+                        prop_assert_eq!(
+                            &step,
+                            &Step {
+                                change: KeyRecordChange::Keep,
+                                actions: vec![Action::SetAlarm(
+                                    (self.now + LEASE_MARGIN_MS).max(claim.expires_at)
+                                )]
+                            }
+                        )
+                    }
                     Some(record) if !record.is_expired(self.now) => prop_assert_eq!(
                         &step,
                         &Step {
-                            change: RecordChange::Keep,
+                            change: KeyRecordChange::Keep,
                             actions: vec![Action::SetAlarm(record.expires_at())]
                         }
                     ),
-                    _ => prop_assert_eq!(&step, &Step { change: RecordChange::Delete, actions: vec![] }),
+                    _ => prop_assert_eq!(&step, &Step { change: KeyRecordChange::Delete, actions: vec![] }),
                 }
                 let decided = self.write(pending, !write_fails)?;
                 let asked = decided.step.actions.iter().find_map(|action| match action {
@@ -1224,9 +1230,9 @@ impl Sim {
         }
 
         // A completed record never changes before it expires.
-        if let Some(Record::Completed(done)) = &before {
+        if let Some(KeyRecord::Completed(done)) = &before {
             if !before.as_ref().is_some_and(|r| r.is_expired(self.now)) {
-                let Some(Record::Completed(now_stored)) = &self.stored else {
+                let Some(KeyRecord::Completed(now_stored)) = &self.stored else {
                     return Err(TestCaseError::fail(format!("completed record replaced: {:?}", self.stored)));
                 };
                 prop_assert_eq!(now_stored, done);
@@ -1282,7 +1288,7 @@ impl Sim {
         if let Some(&attempt) = sent.first() {
             prop_assert_eq!(attempt, new_attempt);
             prop_assert!(
-                matches!(&step.change, RecordChange::Put(Record::InFlight(c)) if c.attempt == attempt && c.fingerprint == fingerprint),
+                matches!(&step.change, KeyRecordChange::Put(KeyRecord::InFlight(c)) if c.attempt == attempt && c.fingerprint == fingerprint),
                 "forward without a claim: {step:?}"
             );
             // Never while a record that has not expired exists...
@@ -1302,7 +1308,7 @@ impl Sim {
 
         // A held record: unexpired, or still being run by its live owner.
         let held = before.as_ref().filter(|r| {
-            !r.is_expired(self.now) || matches!(r, Record::InFlight(c) if self.live() == Some(c.attempt))
+            !r.is_expired(self.now) || matches!(r, KeyRecord::InFlight(c) if self.live() == Some(c.attempt))
         });
         if let Some(record) = held {
             prop_assert!(sent.is_empty(), "forwarded while {record:?} is held");
@@ -1312,22 +1318,22 @@ impl Sim {
             };
             if record.fingerprint() != fingerprint {
                 // A mismatched fingerprint never forwards and never changes the record.
-                prop_assert_eq!(&step.change, &RecordChange::Keep);
+                prop_assert_eq!(&step.change, &KeyRecordChange::Keep);
                 prop_assert_eq!(problem.map(|p| p.kind), Some(ProblemKind::KeyReused));
             } else {
-                let orphaned = matches!(record, Record::InFlight(c) if self.live() != Some(c.attempt));
-                if orphaned || matches!(record, Record::Unknown(_)) {
+                let orphaned = matches!(record, KeyRecord::InFlight(c) if self.live() != Some(c.attempt));
+                if orphaned || matches!(record, KeyRecord::Unknown(_)) {
                     // After an unknown outcome or an orphaned claim: no Forward until expiry.
                     let kind = problem.map(|p| p.kind);
                     prop_assert!(
                         matches!(kind, Some(ProblemKind::InProgress | ProblemKind::OutcomeUnknown)),
                         "{record:?} answered {step:?}"
                     );
-                    prop_assert_eq!(&step.change, &RecordChange::Keep);
+                    prop_assert_eq!(&step.change, &KeyRecordChange::Keep);
                 }
                 // A claim orphaned by a crash: in progress (with a Retry-After covering the
                 // rest of the lease) until its lease expires, outcome-unknown afterwards.
-                if let (Record::InFlight(c), true) = (record, orphaned) {
+                if let (KeyRecord::InFlight(c), true) = (record, orphaned) {
                     if self.now < c.lease_until {
                         prop_assert_eq!(problem.map(|p| p.kind), Some(ProblemKind::InProgress));
                         let retry_after_ms = problem.and_then(|p| p.retry_after).unwrap_or(0) * 1_000;
@@ -1339,7 +1345,7 @@ impl Sim {
             }
         }
 
-        if write_fails && step.change != RecordChange::Keep {
+        if write_fails && step.change != KeyRecordChange::Keep {
             let failed = self.write(pending, false)?.step;
             prop_assert!(forwards(&failed.actions).is_empty(), "a failed claim write forwarded: {failed:?}");
             prop_assert_eq!(rejection_of(&failed)?.kind, ProblemKind::StorageUnavailable);
@@ -1350,7 +1356,7 @@ impl Sim {
             let expires_at = self.now + self.timing.ttl_ms.max(self.timing.lease_ms());
             prop_assert_eq!(
                 step.change.clone(),
-                RecordChange::Put(Record::InFlight(InFlight {
+                KeyRecordChange::Put(KeyRecord::InFlight(InFlight {
                     reconcile: lookup,
                     attempt: new_attempt,
                     fingerprint,
@@ -1372,7 +1378,7 @@ impl Sim {
     /// Up to `waiters` duplicates of the live execution's claim arrive and join it; how
     /// many did (past the cap, the driver turns them away with 409).
     fn join_live(&mut self, waiters: usize) -> Result<usize, TestCaseError> {
-        let Some(Record::InFlight(claim)) = self.stored.clone() else { return Ok(0) };
+        let Some(KeyRecord::InFlight(claim)) = self.stored.clone() else { return Ok(0) };
         if self.live() != Some(claim.attempt) {
             return Ok(0);
         }
@@ -1430,7 +1436,7 @@ impl Sim {
             self.answers.insert(attempt, response.clone());
         }
         let claim = match &self.stored {
-            Some(Record::InFlight(claim)) if claim.attempt == attempt => Some(claim.clone()),
+            Some(KeyRecord::InFlight(claim)) if claim.attempt == attempt => Some(claim.clone()),
             _ => None,
         };
         let pending = self.key.handle_origin_finished(attempt, result, response, &self.policy, self.now);
@@ -1443,7 +1449,7 @@ impl Sim {
             // Fencing: a finisher of a claim that is not the stored one never changes the record.
             prop_assert_eq!(
                 &step.change,
-                &RecordChange::Keep,
+                &KeyRecordChange::Keep,
                 "a finisher of a stale claim changed the record"
             );
             prop_assert_eq!(step.actions.len(), 1);
@@ -1454,8 +1460,8 @@ impl Sim {
         // The outcome table, and how long the key is held afterwards.
         let ttl_end = self.now + self.timing.ttl_ms;
         let held_until = match (disposition(result, &OutcomeTable::default(), false), &step.change) {
-            (Disposition::Release, RecordChange::Delete) => None,
-            (Disposition::Final, RecordChange::Put(Record::Completed(done))) if !oversized => {
+            (Disposition::Release, KeyRecordChange::Delete) => None,
+            (Disposition::Final, KeyRecordChange::Put(KeyRecord::Completed(done))) if !oversized => {
                 prop_assert_eq!(done.attempt, attempt);
                 prop_assert!(
                     Arc::ptr_eq(&done.response, &self.answers[&attempt]),
@@ -1464,9 +1470,11 @@ impl Sim {
                 prop_assert_eq!(done.expires_at, ttl_end);
                 Some(ttl_end)
             }
-            (Disposition::Final | Disposition::Unknown, RecordChange::Put(Record::Unknown(unknown)))
-                if oversized
-                    || disposition(result, &OutcomeTable::default(), false) == Disposition::Unknown =>
+            (
+                Disposition::Final | Disposition::Unknown,
+                KeyRecordChange::Put(KeyRecord::Unknown(unknown)),
+            ) if oversized
+                || disposition(result, &OutcomeTable::default(), false) == Disposition::Unknown =>
             {
                 prop_assert_eq!(unknown.attempt, attempt);
                 prop_assert_eq!(unknown.expires_at, ttl_end.max(claim.expires_at));
@@ -1483,7 +1491,7 @@ impl Sim {
             // The claim stays stored and keeps holding the key.
             let answer = answer.clone();
             let failed = self.write(pending, false)?.step;
-            prop_assert_eq!(&failed.change, &RecordChange::Keep);
+            prop_assert_eq!(&failed.change, &KeyRecordChange::Keep);
             prop_assert_eq!(failed.actions.len(), 1);
             let (settled, failed_answer, failed_origin_answered) = settle_of_checked(&failed.actions)?;
             prop_assert_eq!(failed_origin_answered, origin_answered);
@@ -1518,7 +1526,7 @@ proptest! {
 #[test]
 fn an_alarm_never_deletes_a_claim_whose_execution_is_still_running() {
     let timing = Timing { ttl_ms: 1_000, duplicate_wait_ms: 1_000, origin_timeout_ms: 1_000 };
-    let claim = Record::InFlight(InFlight {
+    let claim = KeyRecord::InFlight(InFlight {
         reconcile: None,
         attempt: AttemptId(1),
         fingerprint: Digest256([1; 32]),
@@ -1532,16 +1540,16 @@ fn an_alarm_never_deletes_a_claim_whose_execution_is_still_running() {
     let live = step(Some(&claim), Event::Alarm { live_attempt: Some(AttemptId(1)) }, late);
     assert_eq!(
         live,
-        Step { change: RecordChange::Keep, actions: vec![Action::SetAlarm(late + LEASE_MARGIN_MS)] }
+        Step { change: KeyRecordChange::Keep, actions: vec![Action::SetAlarm(late + LEASE_MARGIN_MS)] }
     );
     let orphaned = step(Some(&claim), Event::Alarm { live_attempt: None }, late);
-    assert_eq!(orphaned.change, RecordChange::Delete);
+    assert_eq!(orphaned.change, KeyRecordChange::Delete);
 }
 
 #[test]
 fn a_response_status_without_its_answer_is_held_as_unknown() {
     let timing = Timing { ttl_ms: 60_000, duplicate_wait_ms: 1_000, origin_timeout_ms: 1_000 };
-    let claim = Record::InFlight(InFlight {
+    let claim = KeyRecord::InFlight(InFlight {
         reconcile: None,
         attempt: AttemptId(1),
         fingerprint: Digest256([1; 32]),
@@ -1560,7 +1568,7 @@ fn a_response_status_without_its_answer_is_held_as_unknown() {
             outcome: OutcomeTable::default(),
         };
         let next = step(Some(&claim), finished, 10);
-        assert!(matches!(next.change, RecordChange::Put(Record::Unknown(_))), "{status}: {next:?}");
+        assert!(matches!(next.change, KeyRecordChange::Put(KeyRecord::Unknown(_))), "{status}: {next:?}");
     }
 }
 
@@ -1584,8 +1592,8 @@ fn arrival_to_deduplicating_origin(max: u16, live_attempt: Option<AttemptId>) ->
     }
 }
 
-fn unknown_sent(times: u16, reason: UnknownReason) -> Record {
-    Record::Unknown(Unknown {
+fn unknown_sent(times: u16, reason: UnknownReason) -> KeyRecord {
+    KeyRecord::Unknown(Unknown {
         reconcile: None,
         attempt: A,
         fingerprint: FP,
@@ -1600,7 +1608,7 @@ fn unknown_sent(times: u16, reason: UnknownReason) -> Record {
 fn an_unknown_outcome_is_sent_again_to_an_origin_that_deduplicates() {
     let record = unknown_sent(1, UnknownReason::OriginTimeout);
     let step = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + 100);
-    let RecordChange::Put(Record::InFlight(claim)) = &step.change else { panic!("{step:?}") };
+    let KeyRecordChange::Put(KeyRecord::InFlight(claim)) = &step.change else { panic!("{step:?}") };
     assert_eq!(claim.attempt, B, "a new fenced attempt");
     assert_eq!(claim.origin_attempts, 2);
     assert_eq!(claim.fingerprint, FP);
@@ -1649,15 +1657,15 @@ fn an_orphaned_claim_is_sent_again_only_after_its_lease() {
     let live = step(Some(&record), arrival_to_deduplicating_origin(5, Some(A)), T0 + LEASE + 1);
     assert!(matches!(live.actions[..], [Action::Join { .. }]), "a live attempt is joined: {live:?}");
     let after = step(Some(&record), arrival_to_deduplicating_origin(5, None), T0 + LEASE);
-    let RecordChange::Put(Record::InFlight(claim)) = &after.change else { panic!("{after:?}") };
+    let KeyRecordChange::Put(KeyRecord::InFlight(claim)) = &after.change else { panic!("{after:?}") };
     assert_eq!((claim.attempt, claim.origin_attempts), (B, 2));
 }
 
 #[test]
 fn a_resent_attempt_that_stays_unknown_keeps_its_count() {
-    let claim = Record::InFlight(InFlight { origin_attempts: 3, ..claim(B, T0) });
+    let claim = KeyRecord::InFlight(InFlight { origin_attempts: 3, ..claim(B, T0) });
     let step = step(Some(&claim), finished(B, OriginResult::TimedOut, None), T0 + 10);
-    let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{step:?}") };
+    let KeyRecordChange::Put(KeyRecord::Unknown(held)) = &step.change else { panic!("{step:?}") };
     assert_eq!(held.origin_attempts, 3);
     // A different payload is still refused.
     let mut arrival = arrival_to_deduplicating_origin(5, None);
@@ -1673,10 +1681,12 @@ fn a_resent_attempt_that_stays_unknown_keeps_its_count() {
 /// and a re-send's 2xx or 5xx, are the key's answer as ever.
 #[test]
 fn a_resent_attempt_refused_as_a_client_error_stays_unknown() {
-    let resent = Record::InFlight(InFlight { origin_attempts: 2, ..claim(B, T0) });
+    let resent = KeyRecord::InFlight(InFlight { origin_attempts: 2, ..claim(B, T0) });
     for status in [400, 404, 422] {
         let step = step(Some(&resent), responded(B, &response(status)), T0 + 10);
-        let RecordChange::Put(Record::Unknown(held)) = &step.change else { panic!("{status}: {step:?}") };
+        let KeyRecordChange::Put(KeyRecord::Unknown(held)) = &step.change else {
+            panic!("{status}: {step:?}")
+        };
         assert_eq!((held.attempt, held.origin_attempts, held.reason), (B, 2, UnknownReason::ResetAfterSend));
         let (attempt, answer, origin_answered) = settle_of(&step.actions);
         assert_eq!((attempt, origin_answered), (B, false), "{status}: the origin's refusal is not passed on");
@@ -1684,7 +1694,7 @@ fn a_resent_attempt_refused_as_a_client_error_stays_unknown() {
         assert_eq!(problem_json(answer)["type"].as_str().map(|t| t.ends_with("outcome-unknown")), Some(true));
         // The next retry sends it again (the origin deduplicates), never replays the 4xx.
         let next = super::step(
-            Some(&Record::Unknown(held.clone())),
+            Some(&KeyRecord::Unknown(held.clone())),
             arrival_to_deduplicating_origin(5, None),
             T0 + 20,
         );
@@ -1693,14 +1703,14 @@ fn a_resent_attempt_refused_as_a_client_error_stays_unknown() {
     // A re-send's answer that is not a client error is stored.
     for status in [201, 500] {
         let step = step(Some(&resent), responded(B, &response(status)), T0 + 10);
-        assert!(matches!(&step.change, RecordChange::Put(Record::Completed(_))), "{status}: {step:?}");
+        assert!(matches!(&step.change, KeyRecordChange::Put(KeyRecord::Completed(_))), "{status}: {step:?}");
     }
     // A 4xx that releases (409, the origin's "still running") releases as before.
     let step = super::step(Some(&resent), responded(B, &response(409)), T0 + 10);
-    assert_eq!(step.change, RecordChange::Delete);
+    assert_eq!(step.change, KeyRecordChange::Delete);
     // A first attempt's 4xx is its answer.
     let first = super::step(Some(&in_flight(B, T0)), responded(B, &response(400)), T0 + 10);
-    assert!(matches!(&first.change, RecordChange::Put(Record::Completed(_))), "{first:?}");
+    assert!(matches!(&first.change, KeyRecordChange::Put(KeyRecord::Completed(_))), "{first:?}");
 }
 
 /// The fencing that the runtime asks again just before it writes an outcome it had to
@@ -1717,5 +1727,5 @@ fn an_outcome_is_written_only_over_its_own_claim() {
     assert!(!claim_is_current(Some(&unknown(old, 0, UnknownReason::OriginTimeout)), old));
     // And the step that would write it agrees: the new claim's record stays.
     let late = step(Some(&in_flight(new, 5)), responded(old, &response(201)), 10);
-    assert_eq!(late.change, RecordChange::Keep);
+    assert_eq!(late.change, KeyRecordChange::Keep);
 }

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use super::*;
 use crate::core::formats::fingerprint::Digest256;
-use crate::core::formats::record::{AttemptId, Record, StoredResponse};
+use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
 use crate::core::key_rules::key_state::{Arrival, KeyState};
-use crate::core::key_rules::machine::{self, Action, Event, RecordChange};
+use crate::core::key_rules::machine::{self, Action, Event, KeyRecordChange};
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::key_terms::{Timing, WaiterLimits};
@@ -84,7 +84,7 @@ fn a_storage_fault_before_the_claim_is_written_forwards_nothing() {
     };
     let pending = key.handle_arrival(arrival, T0);
     let failed = key.handle_write_failed(pending, T0);
-    assert_eq!(failed.step.change, RecordChange::Keep, "nothing stored: the key is untouched");
+    assert_eq!(failed.step.change, KeyRecordChange::Keep, "nothing stored: the key is untouched");
     assert!(!failed.step.actions.iter().any(|a| matches!(a, Action::Forward { .. })), "{failed:?}");
     let consequence = consequence(&Fault::storage(StorageOperation::Write, Stage::BeforeClaim));
     assert_eq!(consequence.key, KeyFate::Untouched);
@@ -120,13 +120,13 @@ fn a_fault_after_the_claim_and_before_the_send_releases_the_key() {
     };
     let pending = key.handle_arrival(arrival, T0);
     let record = match &pending.step().change {
-        RecordChange::Put(record) => record.clone(),
+        KeyRecordChange::Put(record) => record.clone(),
         other => panic!("a claim: {other:?}"),
     };
     key.remember(Some(record));
     let decided = key.handle_written(pending);
     let withdrawn = key.handle_alarm_failed(decided.claimed()).expect("withdrawn");
-    assert_eq!(withdrawn.step().change, RecordChange::Delete, "released");
+    assert_eq!(withdrawn.step().change, KeyRecordChange::Delete, "released");
     let fault = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
     assert_eq!(withdrawn.step().actions, vec![Action::Reject(fault.problem())]);
 }
@@ -154,14 +154,14 @@ fn a_storage_fault_after_the_forward_never_releases_the_key() {
             observing: false,
         };
         match &key.handle_arrival(arrival, T0).step().change {
-            RecordChange::Put(record @ Record::InFlight(_)) => record.clone(),
+            KeyRecordChange::Put(record @ KeyRecord::InFlight(_)) => record.clone(),
             other => panic!("a claim: {other:?}"),
         }
     };
     let answer = Arc::new(StoredResponse { status: 201, headers: vec![], body: b"{}".to_vec() });
     let event = Event::OutcomeWriteFailed { attempt: A, answer: answer.clone(), origin_answered: true };
     let step = machine::step(Some(&claim), event, T0 + 10);
-    assert_eq!(step.change, RecordChange::Keep, "the claim stays: held, never released");
+    assert_eq!(step.change, KeyRecordChange::Keep, "the claim stays: held, never released");
     assert_eq!(step.actions, vec![Action::Settle { attempt: A, answer, origin_answered: true }]);
 }
 

@@ -12,7 +12,7 @@ use super::*;
 use crate::core::edge_rules::config::Config;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
-use crate::core::formats::record::{Completed, StoredResponse};
+use crate::core::formats::key_record::{Completed, StoredResponse};
 use crate::core::key_rules::key_state::{Arrival, KeyState, Pending};
 use crate::core::key_rules::machine::{step, Event, Step};
 use crate::core::vocabulary::decision::Decision;
@@ -118,19 +118,19 @@ fn finished(attempt: AttemptId, result: OriginResult, retry_after_ms: Option<u64
     }
 }
 
-fn put(step: &Step) -> Record {
+fn put(step: &Step) -> KeyRecord {
     match &step.change {
-        RecordChange::Put(record) => record.clone(),
+        KeyRecordChange::Put(record) => record.clone(),
         other => panic!("expected a put, got {other:?}"),
     }
 }
 
-fn job(record: &Record) -> &AsyncJob {
+fn job(record: &KeyRecord) -> &AsyncJob {
     record.async_job().expect("a job")
 }
 
 /// Claims a job at T0 and lets the alarm send it: the record while the send runs.
-fn sending(max: Option<u16>) -> Record {
+fn sending(max: Option<u16>) -> KeyRecord {
     let claimed = put(&step(None, async_arrival(FP, 1, max), T0));
     let sent = step(Some(&claimed), Event::JobAlarm { live_attempt: None, new_attempt: AttemptId(2) }, T0);
     put(&sent)
@@ -145,9 +145,9 @@ fn jobs_and_requests_round_trip_and_every_truncation_is_refused() {
     let record = sending(Some(3));
     let bytes = record.encode();
     assert_eq!(bytes[2], 2, "a job is a version 2 record");
-    assert_eq!(Record::decode(&bytes), Ok(record.clone()));
+    assert_eq!(KeyRecord::decode(&bytes), Ok(record.clone()));
     for cut in 0..bytes.len() {
-        assert!(Record::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        assert!(KeyRecord::decode(&bytes[..cut]).is_err(), "cut at {cut}");
     }
     let request = StoredRequest {
         scope_salt: [9; 32],
@@ -170,12 +170,12 @@ fn jobs_and_requests_round_trip_and_every_truncation_is_refused() {
 
 #[test]
 fn a_job_and_an_attempt_count_are_written_in_one_order_only() {
-    let record = Record::InFlight(match sending(Some(3)) {
-        Record::InFlight(claim) => InFlight { origin_attempts: 2, ..claim },
+    let record = KeyRecord::InFlight(match sending(Some(3)) {
+        KeyRecord::InFlight(claim) => InFlight { origin_attempts: 2, ..claim },
         _ => unreachable!(),
     });
     let bytes = record.encode();
-    assert_eq!(Record::decode(&bytes), Ok(record.clone()));
+    assert_eq!(KeyRecord::decode(&bytes), Ok(record.clone()));
     // The same two extensions, the job first: refused, so that one record has one encoding.
     let job = job(&record).encode();
     let attempts_ext = [&[1u8][..], &2u32.to_be_bytes(), &2u16.to_be_bytes()].concat();
@@ -183,7 +183,7 @@ fn a_job_and_an_attempt_count_are_written_in_one_order_only() {
     let head = &bytes[..bytes.len() - attempts_ext.len() - job_ext.len()];
     assert_eq!([head, &attempts_ext, &job_ext].concat(), bytes);
     let swapped = [head, &job_ext, &attempts_ext].concat();
-    assert_eq!(Record::decode(&swapped), Err(crate::core::formats::record::DecodeError::BadField(1)));
+    assert_eq!(KeyRecord::decode(&swapped), Err(crate::core::formats::key_record::DecodeError::BadField(1)));
 }
 
 #[test]
@@ -323,7 +323,7 @@ fn a_body_too_large_for_a_job_is_served_synchronously_and_keeps_the_routes_looku
         *body_bytes = MAX_STORED_REQUEST_BODY_BYTES + 1;
     }
     let claimed = step(None, arrival, T0);
-    let Record::InFlight(claim) = put(&claimed) else { panic!("a claim: {claimed:?}") };
+    let KeyRecord::InFlight(claim) = put(&claimed) else { panic!("a claim: {claimed:?}") };
     assert!(claim.async_job.is_none(), "served synchronously: {claim:?}");
     assert_eq!(claim.reconcile.as_ref().map(|kept| &kept.sealed_lookup), Some(&lookup.sealed_lookup));
     assert!(claimed.actions.contains(&Action::Forward { attempt: AttemptId(1) }), "{claimed:?}");
@@ -367,22 +367,22 @@ fn a_jobs_unknown_outcome_keeps_the_routes_lookup_and_is_looked_up() {
     // A send that timed out, without ORIGIN_DEDUPLICATES: held unknown, looked up.
     let timed_out =
         step(Some(&sent_job), finished(AttemptId(2), OriginResult::TimedOut, None, 0.5), T0 + 3_000);
-    let Record::Unknown(unknown) = put(&timed_out) else { panic!("held unknown: {timed_out:?}") };
+    let KeyRecord::Unknown(unknown) = put(&timed_out) else { panic!("held unknown: {timed_out:?}") };
     let first = T0 + 3_000 + crate::core::key_rules::reconcile::FIRST_DELAY_MS;
     assert_eq!(unknown.reconcile.as_ref().map(|kept| kept.next_at), Some(first));
     assert!(timed_out.actions.contains(&Action::SetAlarm(first)), "{timed_out:?}");
-    let due = step(Some(&Record::Unknown(unknown.clone())), Event::Alarm { live_attempt: None }, first);
+    let due = step(Some(&KeyRecord::Unknown(unknown.clone())), Event::Alarm { live_attempt: None }, first);
     assert_eq!(due.actions, vec![Action::Lookup { attempt: AttemptId(2) }]);
 
     // A send orphaned by a restart, past its lease: held unknown with the lookup too.
     let lease_end = match &sent_job {
-        Record::InFlight(claim) => claim.lease_until,
+        KeyRecord::InFlight(claim) => claim.lease_until,
         other => panic!("{other:?}"),
     };
     let orphaned =
         step(Some(&sent_job), Event::JobAlarm { live_attempt: None, new_attempt: AttemptId(3) }, lease_end);
     let held = put(&orphaned);
-    assert!(matches!(held, Record::Unknown(_)), "{held:?}");
+    assert!(matches!(held, KeyRecord::Unknown(_)), "{held:?}");
     let next_at = held.reconciling().map(|kept| kept.next_at);
     assert_eq!(next_at, Some(lease_end + crate::core::key_rules::reconcile::FIRST_DELAY_MS));
     assert!(orphaned.actions.contains(&Action::SetAlarm(next_at.unwrap_or_default())), "{orphaned:?}");
@@ -448,7 +448,7 @@ fn an_async_arrival_claims_a_job_answers_202_and_sets_the_alarm_for_now() {
     // A poll, with or without the preference, is 202; another payload is 422.
     for poll in [async_arrival(FP, 9, None), plain_arrival(FP, 9, None, None)] {
         let polled = step(Some(&claimed), poll, T0 + 10);
-        assert_eq!(polled.change, RecordChange::Keep);
+        assert_eq!(polled.change, KeyRecordChange::Keep);
         assert_eq!(polled.actions, vec![Action::Accepted { retry_after: 1 }]);
     }
     let reused = step(Some(&claimed), plain_arrival(OTHER, 9, None, None), T0 + 10);
@@ -458,7 +458,7 @@ fn an_async_arrival_claims_a_job_answers_202_and_sets_the_alarm_for_now() {
 #[test]
 fn the_alarm_sends_under_a_fenced_attempt_with_a_lease() {
     let record = sending(None);
-    let Record::InFlight(claim) = &record else { panic!() };
+    let KeyRecord::InFlight(claim) = &record else { panic!() };
     assert_eq!(claim.attempt, AttemptId(2));
     assert_eq!(claim.origin_attempts, 1);
     assert_eq!(claim.lease_until, T0 + TIMEOUT + LEASE_MARGIN_MS);
@@ -494,7 +494,7 @@ fn not_executed_is_retried_after_a_jittered_backoff_that_honours_retry_after() {
     assert_eq!(job(&put(&honoured)).next_attempt_at, now + 9_000);
     // A stale attempt's end changes nothing (fencing).
     let stale = step(Some(&record), finished(AttemptId(7), OriginResult::Responded(201), None, 0.5), now);
-    assert_eq!(stale.change, RecordChange::Keep);
+    assert_eq!(stale.change, KeyRecordChange::Keep);
 }
 
 /// An origin that executes and answers 503 every time (a proxy's 503 after the origin ran)
@@ -533,9 +533,9 @@ fn every_job_is_sent_at_most_max_origin_attempts_times() {
 fn a_final_answer_is_stored_and_every_later_poll_replays_it() {
     let record = sending(None);
     let done = step(Some(&record), finished(AttemptId(2), OriginResult::Responded(201), None, 0.5), T0 + 500);
-    let Record::Completed(completed) = put(&done) else { panic!("completed") };
+    let KeyRecord::Completed(completed) = put(&done) else { panic!("completed") };
     assert_eq!(completed.response.status, 201);
-    let stored = Record::Completed(completed.clone());
+    let stored = KeyRecord::Completed(completed.clone());
     let poll = step(Some(&stored), async_arrival(FP, 9, None), T0 + 1_000);
     assert_eq!(poll.actions, vec![Action::Replay(completed.response.clone())]);
 }
@@ -551,7 +551,7 @@ fn the_deadline_gives_up_then_the_next_poll_gets_503_and_releases_the_key() {
     assert!(job(&after).sealed_request.is_empty(), "the request is not kept any longer");
     assert_eq!(job_decision(Some(&record), &gave_up.change), Some(JobDecision::GaveUp));
     let poll = step(Some(&after), plain_arrival(FP, 9, None, None), late + 1);
-    assert_eq!(poll.change, RecordChange::Delete);
+    assert_eq!(poll.change, KeyRecordChange::Delete);
     assert!(matches!(&poll.actions[..], [Action::Reject(p)]
         if p.kind == ProblemKind::OriginUnavailable && p.status() == 503 && p.detail.contains("never executed")));
     // A waiting job whose alarm comes after the deadline gives up too.
@@ -568,15 +568,15 @@ fn the_deadline_gives_up_then_the_next_poll_gets_503_and_releases_the_key() {
 fn an_unknown_outcome_is_held_without_the_option() {
     let record = sending(None);
     let held = step(Some(&record), finished(AttemptId(2), OriginResult::TimedOut, None, 0.5), T0 + 3_000);
-    assert!(matches!(put(&held), Record::Unknown(Unknown { reason: UnknownReason::OriginTimeout, .. })));
+    assert!(matches!(put(&held), KeyRecord::Unknown(Unknown { reason: UnknownReason::OriginTimeout, .. })));
     // An orphaned send (a restart) past its lease: held too, never sent again.
-    let Record::InFlight(claim) = &record else { panic!() };
+    let KeyRecord::InFlight(claim) = &record else { panic!() };
     let orphan = step(
         Some(&record),
         Event::JobAlarm { live_attempt: None, new_attempt: AttemptId(3) },
         claim.lease_until,
     );
-    assert!(matches!(put(&orphan), Record::Unknown(_)));
+    assert!(matches!(put(&orphan), KeyRecord::Unknown(_)));
     assert!(!orphan.actions.iter().any(|a| matches!(a, Action::Forward { .. })));
     // Within the lease, the alarm waits.
     let waits =
@@ -598,9 +598,9 @@ fn with_a_deduplicating_origin_an_unknown_outcome_is_sent_again_up_to_the_limit(
     assert_eq!(second.origin_attempts(), 2);
     // The second is lost too: the limit is reached, held unknown (never "never executed").
     let held = step(Some(&second), finished(AttemptId(3), OriginResult::Responded(503), None, 0.5), at + 10);
-    assert!(matches!(put(&held), Record::Unknown(Unknown { origin_attempts: 2, .. })));
+    assert!(matches!(put(&held), KeyRecord::Unknown(Unknown { origin_attempts: 2, .. })));
     // An orphaned send with attempts left is sent again at once: reforwarded.
-    let Record::InFlight(claim) = &record else { panic!() };
+    let KeyRecord::InFlight(claim) = &record else { panic!() };
     let orphan = step(
         Some(&record),
         Event::JobAlarm { live_attempt: None, new_attempt: AttemptId(4) },
@@ -612,7 +612,7 @@ fn with_a_deduplicating_origin_an_unknown_outcome_is_sent_again_up_to_the_limit(
 
 #[test]
 fn an_async_retry_of_an_unknown_key_becomes_a_job_where_the_origin_deduplicates() {
-    let unknown = Record::Unknown(Unknown {
+    let unknown = KeyRecord::Unknown(Unknown {
         reconcile: None,
         attempt: AttemptId(1),
         fingerprint: FP,
@@ -684,7 +684,7 @@ struct Sim {
     max: Option<u16>,
     policy: KeyTerms,
     now: Millis,
-    stored: Option<Record>,
+    stored: Option<KeyRecord>,
     key: KeyState,
     /// The attempts that the alarm sent as a job (the others were forwarded on arrival).
     job_sends: Vec<AttemptId>,
@@ -781,7 +781,7 @@ impl Sim {
             // The runtime's alarm: a key with a job runs it, any other is cleaned up.
             Op::Alarm => {
                 self.read();
-                if self.key.record().and_then(Record::async_job).is_some() {
+                if self.key.record().and_then(KeyRecord::async_job).is_some() {
                     let new_attempt = self.id();
                     self.key.handle_job_alarm(new_attempt, self.now)
                 } else {
@@ -820,12 +820,12 @@ impl Sim {
                     // names what became of the key. "Released" (certainly not executed)
                     // of a key held unknown would tell a consumer to send it again.
                     let change = &pending.step().change;
-                    if matches!(change, RecordChange::Put(Record::Unknown(_))) {
+                    if matches!(change, KeyRecordChange::Put(KeyRecord::Unknown(_))) {
                         prop_assert_eq!(pending.decision(), Some(Decision::Unknown), "held unknown");
                     }
                     if pending.decision() == Some(Decision::Released) {
                         prop_assert!(
-                            matches!(change, RecordChange::Delete),
+                            matches!(change, KeyRecordChange::Delete),
                             "released, yet kept: {:?}",
                             change
                         );
@@ -861,7 +861,7 @@ impl Sim {
                 if let Some(max) = self.max {
                     prop_assert!(self.sends <= max, "sent {} times, more than {max}", self.sends);
                 }
-                if let Some(job) = before.as_ref().and_then(Record::async_job) {
+                if let Some(job) = before.as_ref().and_then(KeyRecord::async_job) {
                     prop_assert!(self.now < job.deadline, "a job's attempt at or after its deadline");
                     // Rule 5: whatever the dedupe setting.
                     prop_assert!(self.sends <= MAX_SENDS, "a job sent {} times", self.sends);
@@ -873,21 +873,21 @@ impl Sim {
             }
         }
         match &step.change {
-            RecordChange::Keep => {}
-            RecordChange::Delete => {
+            KeyRecordChange::Keep => {}
+            KeyRecordChange::Delete => {
                 self.stored = None;
                 self.key.handle_deleting();
                 self.fresh();
             }
-            RecordChange::Put(record) => {
-                if let Record::Completed(Completed { response, .. }) = record {
+            KeyRecordChange::Put(record) => {
+                if let KeyRecord::Completed(Completed { response, .. }) = record {
                     if let Some(first) = &self.definitive {
                         prop_assert_eq!(first, response, "two definitive answers");
                     }
                     self.definitive = Some(response.clone());
                 }
                 if let Some(job) = record.async_job() {
-                    let Record::InFlight(claim) = record else { unreachable!() };
+                    let KeyRecord::InFlight(claim) = record else { unreachable!() };
                     prop_assert!(job.deadline <= claim.claimed_at + DEADLINE, "the deadline moved");
                     prop_assert!(job.deadline <= claim.expires_at, "a job outlives its record");
                     if job.phase == JobPhase::GaveUp {
@@ -939,7 +939,7 @@ fn a_job_held_unknown_after_a_refused_resend_is_decided_unknown_not_released() {
         sim.run(op).unwrap_or_else(|e| panic!("{e}"));
     }
     assert!(
-        matches!(sim.stored, Some(Record::Unknown(Unknown { origin_attempts: 2, .. }))),
+        matches!(sim.stored, Some(KeyRecord::Unknown(Unknown { origin_attempts: 2, .. }))),
         "{:?}",
         sim.stored
     );

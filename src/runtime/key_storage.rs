@@ -24,16 +24,16 @@ use super::settings;
 use super::storage::{self, sql_error, LegacyRow, StorageError, Stores};
 use crate::core::edge_rules::log::event_line;
 use crate::core::formats::fingerprint::Digest256;
-use crate::core::formats::record::{Completed, Record, StoredResponse};
+use crate::core::formats::key_record::{Completed, KeyRecord, StoredResponse};
 use crate::core::formats::seal::{refuses_unsealed, KeyRing};
 use worker::Env;
 
-/// An alarm whose `setAlarm` call is made ([`RecordStore::issue_alarm`]), to be awaited
-/// ([`RecordStore::confirm_alarm`]).
+/// An alarm whose `setAlarm` call is made ([`KeyStorage::issue_alarm`]), to be awaited
+/// ([`KeyStorage::confirm_alarm`]).
 pub(super) type IssuedAlarm<'a> = Pin<Box<dyn Future<Output = worker::Result<()>> + 'a>>;
 
 /// One object's storage (see the module doc).
-pub(super) struct RecordStore {
+pub(super) struct KeyStorage {
     state: State,
     env: Env,
     /// The object id as text, for log lines and as sealing's associated data.
@@ -62,7 +62,7 @@ pub(super) struct RecordStore {
 /// A record opened after it was read (its sealed answer, or its chunk rows checked): what
 /// the object keeps in memory, if storage still holds what was opened.
 pub(super) struct Opened {
-    record: Record,
+    record: KeyRecord,
     checked: Option<chunks::Checked>,
 }
 
@@ -70,15 +70,15 @@ impl Opened {
     /// Whether `current` (the record as the object knows it now) is still `opened_from`,
     /// the record that was opened: an alarm, a purge or another opener may have replaced it
     /// meanwhile.
-    pub fn still_stored(opened_from: &Record, current: Option<&Record>) -> bool {
-        matches!((opened_from, current), (Record::Completed(was), Some(Record::Completed(now)))
+    pub fn still_stored(opened_from: &KeyRecord, current: Option<&KeyRecord>) -> bool {
+        matches!((opened_from, current), (KeyRecord::Completed(was), Some(KeyRecord::Completed(now)))
             if now.sealed_answer == was.sealed_answer && now.chunks == was.chunks)
     }
 }
 
-impl RecordStore {
-    pub fn new(state: State, env: Env) -> RecordStore {
-        RecordStore {
+impl KeyStorage {
+    pub fn new(state: State, env: Env) -> KeyStorage {
+        KeyStorage {
             state,
             env,
             id: OnceCell::new(),
@@ -96,14 +96,14 @@ impl RecordStore {
     }
 
     /// Reads the stored record (synchronous: in the caller's turn).
-    pub fn load(&self) -> Result<Option<Record>, StorageError> {
+    pub fn load(&self) -> Result<Option<KeyRecord>, StorageError> {
         let stored = storage::load(self.stores(), &self.legacy_row)?;
         if stored.is_some() && self.legacy_row.get() == LegacyRow::Possible {
             // A key an older release stored (`runtime::storage`): the operator sees that such
             // keys are still retried, before a release stops reading their layout.
             console_log!("{}", event_line("legacy-record-read", self.object_id(), &[]));
         }
-        let in_clear = matches!(&stored, Some(Record::Completed(Completed { sealed_answer: None, .. })));
+        let in_clear = matches!(&stored, Some(KeyRecord::Completed(Completed { sealed_answer: None, .. })));
         self.read_in_clear.set(in_clear);
         Ok(stored)
     }
@@ -117,19 +117,19 @@ impl RecordStore {
     /// and rows (checked once per instance). `None` when there is nothing to open. A record
     /// that cannot be opened, or that is stored in the clear while sealing is required, is an
     /// error: never treated as absent.
-    pub async fn open(&self, record: &Record) -> Result<Option<Opened>, StorageError> {
+    pub async fn open(&self, record: &KeyRecord) -> Result<Option<Opened>, StorageError> {
         if self.refused_in_clear(record) {
             return Err(StorageError::Seal(
                 "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
                     .to_owned(),
             ));
         }
-        let Record::Completed(done) = record else { return Ok(None) };
+        let KeyRecord::Completed(done) = record else { return Ok(None) };
         if !self.needs_opening(record) {
             return Ok(None);
         }
         let ring = settings::get(&self.env).storage_keys.as_ref().ok().and_then(Option::as_ref);
-        let opened = |record, checked| Opened { record: Record::Completed(record), checked };
+        let opened = |record, checked| Opened { record: KeyRecord::Completed(record), checked };
         if done.chunks.is_some() {
             // Only a sealed head needs the scope's key (an unsealed answer is checked without it).
             let salt = match (&done.sealed_answer, self.scope_salt.get()) {
@@ -153,24 +153,24 @@ impl RecordStore {
         Ok(Some(opened(record, None)))
     }
 
-    /// Whether [`RecordStore::open`] has anything to do with `record`: open it, check its
+    /// Whether [`KeyStorage::open`] has anything to do with `record`: open it, check its
     /// chunk rows, or refuse it. When not, `open` answers `None` without awaiting, and a
     /// replay of it can be answered at once (`runtime::object`).
-    pub fn has_to_open(&self, record: &Record) -> bool {
+    pub fn has_to_open(&self, record: &KeyRecord) -> bool {
         self.refused_in_clear(record) || self.needs_opening(record)
     }
 
     /// Whether `record`, as storage held it, is in the clear while sealing is required. Only
     /// what storage held: an answer this instance opened is kept unsealed in memory.
-    fn refused_in_clear(&self, record: &Record) -> bool {
+    fn refused_in_clear(&self, record: &KeyRecord) -> bool {
         let settings = settings::get(&self.env);
         let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
         self.read_in_clear.get() && refuses_unsealed(ring_set, settings.storage_allow_unsealed, record)
     }
 
     /// Whether `record` holds a sealed answer, or chunk rows this instance has not checked.
-    fn needs_opening(&self, record: &Record) -> bool {
-        let Record::Completed(done) = record else { return false };
+    fn needs_opening(&self, record: &KeyRecord) -> bool {
+        let KeyRecord::Completed(done) = record else { return false };
         let checked = || self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
         done.sealed_answer.is_some()
             || done.chunks.as_ref().is_some_and(|manifest| checked() != Some(manifest.attempt))
@@ -178,7 +178,7 @@ impl RecordStore {
 
     /// Keeps what opening checked (a chunked answer's rows), once the object kept the
     /// opened record.
-    pub fn keep(&self, opened: Opened) -> Record {
+    pub fn keep(&self, opened: Opened) -> KeyRecord {
         if let Some(checked) = opened.checked {
             *self.chunk_check.borrow_mut() = Some(checked);
         }
@@ -193,11 +193,11 @@ impl RecordStore {
     /// record, in one transaction, and is kept as its head and manifest, not its body.
     pub async fn put(
         &self,
-        record: &Record,
+        record: &KeyRecord,
         still_current: impl Fn() -> bool,
-    ) -> Result<Record, StorageError> {
+    ) -> Result<KeyRecord, StorageError> {
         self.read_in_clear.set(false);
-        let Record::Completed(done) = record else {
+        let KeyRecord::Completed(done) = record else {
             storage::put(self.stores(), record, &self.legacy_row)?;
             return Ok(record.clone());
         };
@@ -245,7 +245,7 @@ impl RecordStore {
 
     /// `done` as it is stored when sealing is on: its answer sealed, bound to its attempt
     /// and fingerprint.
-    async fn sealed(&self, ring: &KeyRing, done: &Completed) -> Result<Record, StorageError> {
+    async fn sealed(&self, ring: &KeyRing, done: &Completed) -> Result<KeyRecord, StorageError> {
         let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
         let binding = (done.attempt, &done.fingerprint);
         let sealed = self
@@ -253,7 +253,11 @@ impl RecordStore {
             .seal(ring, &salt.0, self.object_id(), binding, &done.response)
             .await
             .map_err(|error| StorageError::Seal(error.to_string()))?;
-        Ok(Record::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: true, ..done.clone() }))
+        Ok(KeyRecord::Completed(Completed {
+            sealed_answer: Some(sealed),
+            sealed_bound: true,
+            ..done.clone()
+        }))
     }
 
     /// Deletes everything the key stored: the record, its chunk rows, every table and its
@@ -320,10 +324,10 @@ impl RecordStore {
     /// answer (`runtime::chunks`); `None` for an answer held whole in memory.
     pub fn chunk_source(
         &self,
-        current: Option<&Record>,
+        current: Option<&KeyRecord>,
         stored: &Arc<StoredResponse>,
     ) -> Option<chunks::Source> {
-        let Some(Record::Completed(done)) = current else { return None };
+        let Some(KeyRecord::Completed(done)) = current else { return None };
         let manifest = done.chunks.as_ref().filter(|_| Arc::ptr_eq(&done.response, stored))?;
         Some(chunks::Source::new(self.sql().clone(), manifest.clone(), self.chunk_check.borrow().as_ref()))
     }

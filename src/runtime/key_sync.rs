@@ -1,5 +1,5 @@
 //! The object's record kept in step: the key's driver (`core::key_rules::key_state`, what the object
-//! knows of its record) and storage (`runtime::record_store`) are read and changed together
+//! knows of its record) and storage (`runtime::key_storage`) are read and changed together
 //! here, so that no handler can change one without the other.
 //!
 //! - The record is read from storage once per object life, then from memory; a record past
@@ -10,14 +10,14 @@
 //! - A change is written to storage first, then to memory, and the driver is told whether
 //!   the write held (`handle_written`, `handle_write_failed`).
 
+use super::key_storage::Opened;
 use super::now_ms;
 use super::object::KeyObject;
-use super::record_store::Opened;
 use super::storage::StorageError;
 use crate::core::edge_rules::log::event_line;
-use crate::core::formats::record::{AttemptId, Record};
+use crate::core::formats::key_record::{AttemptId, KeyRecord};
 use crate::core::key_rules::key_state::{Decided, Pending};
-use crate::core::key_rules::machine::RecordChange;
+use crate::core::key_rules::machine::KeyRecordChange;
 use crate::core::vocabulary::fault::{FaultSource, StorageOperation};
 use worker::{console_error, console_log};
 
@@ -26,7 +26,7 @@ impl KeyObject {
     /// past its expiry is deleted here (one synchronous statement) and read as absent, so a
     /// record whose alarm was missed is gone the moment anything looks at it; a claim whose
     /// execution still runs in this instance is left to that execution.
-    pub(super) fn record(&self) -> std::result::Result<Option<Record>, StorageError> {
+    pub(super) fn record(&self) -> std::result::Result<Option<KeyRecord>, StorageError> {
         if !self.key.borrow().is_loaded() {
             let stored = self.store.load()?;
             self.key.borrow_mut().remember(stored);
@@ -55,7 +55,7 @@ impl KeyObject {
     /// Writes a record change to storage, then to memory. A claim's `Put` is synchronous,
     /// so it is in place before the caller awaits anything; only a completed answer that is
     /// sealed awaits (WebCrypto) before it is written.
-    pub(super) async fn apply(&self, change: &RecordChange) -> std::result::Result<(), StorageError> {
+    pub(super) async fn apply(&self, change: &KeyRecordChange) -> std::result::Result<(), StorageError> {
         self.apply_fenced(change, |object, attempt| object.claim_is_current(attempt)).await
     }
 
@@ -63,18 +63,18 @@ impl KeyObject {
     /// was sealed: whether the record it replaces is still current.
     async fn apply_fenced(
         &self,
-        change: &RecordChange,
+        change: &KeyRecordChange,
         still_current: fn(&KeyObject, AttemptId) -> bool,
     ) -> std::result::Result<(), StorageError> {
         match change {
-            RecordChange::Keep => Ok(()),
-            RecordChange::Put(record) => {
+            KeyRecordChange::Keep => Ok(()),
+            KeyRecordChange::Put(record) => {
                 let attempt = record.attempt();
                 let cached = self.store.put(record, || still_current(self, attempt)).await?;
                 self.key.borrow_mut().remember(Some(cached));
                 Ok(())
             }
-            RecordChange::Delete => {
+            KeyRecordChange::Delete => {
                 // Forgotten in memory in this turn, so that a request arriving while the
                 // deletion is confirmed finds no record (and claims anew: its claim's write
                 // is ordered after this deletion).
@@ -133,7 +133,7 @@ impl KeyObject {
         self.key.borrow().claim_is_current(attempt)
     }
 
-    pub(super) fn cached_record(&self) -> Option<Record> {
+    pub(super) fn cached_record(&self) -> Option<KeyRecord> {
         self.key.borrow().record().cloned()
     }
 }

@@ -143,34 +143,34 @@ pub struct Unknown {
 
 /// What a Durable Object keeps about its key.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Record {
+pub enum KeyRecord {
     InFlight(InFlight),
     Completed(Completed),
     Unknown(Unknown),
 }
 
-impl Record {
+impl KeyRecord {
     pub fn attempt(&self) -> AttemptId {
         match self {
-            Record::InFlight(r) => r.attempt,
-            Record::Completed(r) => r.attempt,
-            Record::Unknown(r) => r.attempt,
+            KeyRecord::InFlight(r) => r.attempt,
+            KeyRecord::Completed(r) => r.attempt,
+            KeyRecord::Unknown(r) => r.attempt,
         }
     }
 
     pub fn fingerprint(&self) -> Digest256 {
         match self {
-            Record::InFlight(r) => r.fingerprint,
-            Record::Completed(r) => r.fingerprint,
-            Record::Unknown(r) => r.fingerprint,
+            KeyRecord::InFlight(r) => r.fingerprint,
+            KeyRecord::Completed(r) => r.fingerprint,
+            KeyRecord::Unknown(r) => r.fingerprint,
         }
     }
 
     pub fn expires_at(&self) -> Millis {
         match self {
-            Record::InFlight(r) => r.expires_at,
-            Record::Completed(r) => r.expires_at,
-            Record::Unknown(r) => r.expires_at,
+            KeyRecord::InFlight(r) => r.expires_at,
+            KeyRecord::Completed(r) => r.expires_at,
+            KeyRecord::Unknown(r) => r.expires_at,
         }
     }
 
@@ -181,30 +181,30 @@ impl Record {
     /// The state's name, for logs and the inspect API.
     pub fn state_name(&self) -> &'static str {
         match self {
-            Record::InFlight(_) => "in-flight",
-            Record::Completed(_) => "completed",
-            Record::Unknown(_) => "unknown",
+            KeyRecord::InFlight(_) => "in-flight",
+            KeyRecord::Completed(_) => "completed",
+            KeyRecord::Unknown(_) => "unknown",
         }
     }
 
     /// How many times the key was sent to the origin, when the record says so.
     pub fn origin_attempts(&self) -> u16 {
         match self {
-            Record::InFlight(r) => r.origin_attempts,
-            Record::Unknown(r) => r.origin_attempts,
-            Record::Completed(_) => 1,
+            KeyRecord::InFlight(r) => r.origin_attempts,
+            KeyRecord::Unknown(r) => r.origin_attempts,
+            KeyRecord::Completed(_) => 1,
         }
     }
 
     /// Whether the record holds an answer that must be opened before it can be replayed.
     pub fn is_sealed(&self) -> bool {
-        matches!(self, Record::Completed(Completed { sealed_answer: Some(_), .. }))
+        matches!(self, KeyRecord::Completed(Completed { sealed_answer: Some(_), .. }))
     }
 
     /// The asynchronous job the record holds, if any.
     pub fn async_job(&self) -> Option<&AsyncJob> {
         match self {
-            Record::InFlight(InFlight { async_job: Some(job), .. }) => Some(job),
+            KeyRecord::InFlight(InFlight { async_job: Some(job), .. }) => Some(job),
             _ => None,
         }
     }
@@ -212,22 +212,21 @@ impl Record {
     /// The reconciliation the record holds, if any.
     pub fn reconciling(&self) -> Option<&Reconciling> {
         match self {
-            Record::InFlight(InFlight { reconcile, .. }) | Record::Unknown(Unknown { reconcile, .. }) => {
-                reconcile.as_ref()
-            }
-            Record::Completed(_) => None,
+            KeyRecord::InFlight(InFlight { reconcile, .. })
+            | KeyRecord::Unknown(Unknown { reconcile, .. }) => reconcile.as_ref(),
+            KeyRecord::Completed(_) => None,
         }
     }
 
     /// The chunk manifest of an answer whose body is stored in chunk rows.
     pub fn chunks(&self) -> Option<&ChunkManifest> {
         match self {
-            Record::Completed(Completed { chunks, .. }) => chunks.as_ref(),
+            KeyRecord::Completed(Completed { chunks, .. }) => chunks.as_ref(),
             _ => None,
         }
     }
 
-    /// The version [`Record::encode`] writes for this record.
+    /// The version [`KeyRecord::encode`] writes for this record.
     pub fn version(&self) -> u8 {
         if self.origin_attempts() != 1
             || self.is_sealed()
@@ -247,7 +246,8 @@ impl Record {
         if self.origin_attempts() != 1 {
             extensions.push((EXT_ORIGIN_ATTEMPTS, &attempts));
         }
-        if let Record::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: false, .. }) = self {
+        if let KeyRecord::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: false, .. }) = self
+        {
             extensions.push((EXT_SEALED_ANSWER, sealed));
         }
         let job = self.async_job().map(AsyncJob::encode);
@@ -258,7 +258,8 @@ impl Record {
         if let Some(manifest) = &manifest {
             extensions.push((EXT_CHUNKED_ANSWER, manifest));
         }
-        if let Record::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: true, .. }) = self {
+        if let KeyRecord::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: true, .. }) = self
+        {
             extensions.push((EXT_BOUND_SEALED_ANSWER, sealed));
         }
         let reconciling = self.reconciling().map(Reconciling::encode);
@@ -272,14 +273,14 @@ impl Record {
         out.raw(MAGIC);
         out.u8(self.version());
         match self {
-            Record::InFlight(r) => {
+            KeyRecord::InFlight(r) => {
                 out.u8(KIND_IN_FLIGHT);
                 put_common(&mut out, r.attempt, &r.fingerprint);
                 out.u64(r.claimed_at);
                 out.u64(r.lease_until);
                 out.u64(r.expires_at);
             }
-            Record::Completed(r) => {
+            KeyRecord::Completed(r) => {
                 out.u8(KIND_COMPLETED);
                 put_common(&mut out, r.attempt, &r.fingerprint);
                 out.u64(r.completed_at);
@@ -297,7 +298,7 @@ impl Record {
                     put_response(&mut out, &r.response);
                 }
             }
-            Record::Unknown(r) => {
+            KeyRecord::Unknown(r) => {
                 out.u8(KIND_UNKNOWN);
                 put_common(&mut out, r.attempt, &r.fingerprint);
                 out.u64(r.since);
@@ -321,14 +322,14 @@ impl Record {
         out.into_bytes()
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
-        Record::decode_skipping(bytes).map(|(record, _)| record)
+    pub fn decode(bytes: &[u8]) -> Result<KeyRecord, DecodeError> {
+        KeyRecord::decode_skipping(bytes).map(|(record, _)| record)
     }
 
-    /// [`Record::decode`], with how many skippable extensions it did not know and skipped.
+    /// [`KeyRecord::decode`], with how many skippable extensions it did not know and skipped.
     /// Such a record re-encodes without them (shorter, or as version 1 when none is left):
     /// that is what skippable means, a fact a newer release added that an older one may drop.
-    pub fn decode_skipping(bytes: &[u8]) -> Result<(Record, usize), DecodeError> {
+    pub fn decode_skipping(bytes: &[u8]) -> Result<(KeyRecord, usize), DecodeError> {
         let mut skipped = 0;
         let mut input = Reader::new(bytes);
         if input.take(2)? != MAGIC {
@@ -342,7 +343,7 @@ impl Record {
         let attempt = AttemptId(input.u64()?);
         let fingerprint = Digest256(input.array()?);
         let record = match kind {
-            KIND_IN_FLIGHT => Record::InFlight(InFlight {
+            KIND_IN_FLIGHT => KeyRecord::InFlight(InFlight {
                 reconcile: None,
                 attempt,
                 fingerprint,
@@ -356,7 +357,7 @@ impl Record {
                 let completed_at = input.u64()?;
                 let expires_at = input.u64()?;
                 let response = read_response(&mut input)?;
-                Record::Completed(Completed {
+                KeyRecord::Completed(Completed {
                     attempt,
                     fingerprint,
                     completed_at,
@@ -378,7 +379,7 @@ impl Record {
                     3 => UnknownReason::ResponseTooLarge { status },
                     other => return Err(DecodeError::BadField(other)),
                 };
-                Record::Unknown(Unknown {
+                KeyRecord::Unknown(Unknown {
                     reconcile: None,
                     attempt,
                     fingerprint,
@@ -409,14 +410,14 @@ impl Record {
                 }
                 seen.push(tag);
                 match (tag, &mut record) {
-                    (EXT_ORIGIN_ATTEMPTS, Record::InFlight(InFlight { origin_attempts, .. }))
-                    | (EXT_ORIGIN_ATTEMPTS, Record::Unknown(Unknown { origin_attempts, .. })) => {
+                    (EXT_ORIGIN_ATTEMPTS, KeyRecord::InFlight(InFlight { origin_attempts, .. }))
+                    | (EXT_ORIGIN_ATTEMPTS, KeyRecord::Unknown(Unknown { origin_attempts, .. })) => {
                         let bytes: [u8; 2] = value.try_into().map_err(|_| DecodeError::BadField(tag))?;
                         *origin_attempts = u16::from_be_bytes(bytes);
                     }
                     (
                         EXT_SEALED_ANSWER | EXT_BOUND_SEALED_ANSWER,
-                        Record::Completed(Completed { sealed_answer, sealed_bound, response, .. }),
+                        KeyRecord::Completed(Completed { sealed_answer, sealed_bound, response, .. }),
                     ) => {
                         // Nothing of a sealed answer is stored in the clear, and there is one.
                         let empty =
@@ -427,25 +428,29 @@ impl Record {
                         *sealed_answer = Some(value.to_vec());
                         *sealed_bound = tag == EXT_BOUND_SEALED_ANSWER;
                     }
-                    (EXT_ASYNC_JOB, Record::InFlight(InFlight { async_job, .. })) => {
+                    (EXT_ASYNC_JOB, KeyRecord::InFlight(InFlight { async_job, .. })) => {
                         *async_job = Some(AsyncJob::decode(value).ok_or(DecodeError::BadField(tag))?);
                     }
-                    (EXT_CHUNKED_ANSWER, Record::Completed(Completed { chunks, response, .. })) => {
+                    (EXT_CHUNKED_ANSWER, KeyRecord::Completed(Completed { chunks, response, .. })) => {
                         // The body is in the chunk rows, never also inline.
                         if !response.body.is_empty() {
                             return Err(DecodeError::BadField(tag));
                         }
                         *chunks = Some(ChunkManifest::decode(value).ok_or(DecodeError::BadField(tag))?);
                     }
-                    (EXT_RECONCILING, Record::InFlight(InFlight { reconcile, .. }))
-                    | (EXT_RECONCILING, Record::Unknown(Unknown { reconcile, .. })) => {
+                    (EXT_RECONCILING, KeyRecord::InFlight(InFlight { reconcile, .. }))
+                    | (EXT_RECONCILING, KeyRecord::Unknown(Unknown { reconcile, .. })) => {
                         *reconcile = Some(Reconciling::decode(value).ok_or(DecodeError::BadField(tag))?);
                     }
                     // A mark on the reconciliation (read after it: tags ascend), never alone.
-                    (EXT_SPELLING_KNOWN, Record::InFlight(InFlight { reconcile: Some(reconciling), .. }))
-                    | (EXT_SPELLING_KNOWN, Record::Unknown(Unknown { reconcile: Some(reconciling), .. }))
-                        if value.is_empty() =>
-                    {
+                    (
+                        EXT_SPELLING_KNOWN,
+                        KeyRecord::InFlight(InFlight { reconcile: Some(reconciling), .. }),
+                    )
+                    | (
+                        EXT_SPELLING_KNOWN,
+                        KeyRecord::Unknown(Unknown { reconcile: Some(reconciling), .. }),
+                    ) if value.is_empty() => {
                         reconciling.spelling_known = true;
                     }
                     (EXT_SPELLING_KNOWN, _) => return Err(DecodeError::BadField(tag)),
@@ -584,16 +589,16 @@ mod tests {
         Digest256([n; 32])
     }
 
-    /// Appends a length-prefixed value, as `Record::encode` writes an extension's.
+    /// Appends a length-prefixed value, as `KeyRecord::encode` writes an extension's.
     fn put_bytes(bytes: &mut Vec<u8>, value: &[u8]) {
         let mut out = Writer::new();
         out.bytes(value);
         bytes.extend_from_slice(&out.into_bytes());
     }
 
-    fn samples() -> Vec<Record> {
+    fn samples() -> Vec<KeyRecord> {
         vec![
-            Record::InFlight(InFlight {
+            KeyRecord::InFlight(InFlight {
                 reconcile: None,
                 attempt: AttemptId(7),
                 fingerprint: fp(1),
@@ -603,7 +608,7 @@ mod tests {
                 expires_at: 86_401_000,
                 async_job: None,
             }),
-            Record::Completed(Completed {
+            KeyRecord::Completed(Completed {
                 attempt: AttemptId(u64::MAX),
                 fingerprint: fp(2),
                 completed_at: 2_000,
@@ -620,7 +625,7 @@ mod tests {
                 sealed_bound: false,
                 chunks: None,
             }),
-            Record::Unknown(Unknown {
+            KeyRecord::Unknown(Unknown {
                 reconcile: None,
                 attempt: AttemptId(0),
                 fingerprint: fp(3),
@@ -629,7 +634,7 @@ mod tests {
                 expires_at: 6,
                 reason: UnknownReason::ResponseTooLarge { status: 200 },
             }),
-            Record::Unknown(Unknown {
+            KeyRecord::Unknown(Unknown {
                 reconcile: None,
                 attempt: AttemptId(1),
                 fingerprint: fp(4),
@@ -639,7 +644,7 @@ mod tests {
                 reason: UnknownReason::OriginTimeout,
             }),
             // Version 2: a sealed answer (the inline response is empty).
-            Record::Completed(Completed {
+            KeyRecord::Completed(Completed {
                 attempt: AttemptId(10),
                 fingerprint: fp(7),
                 completed_at: 2_000,
@@ -650,7 +655,7 @@ mod tests {
                 chunks: None,
             }),
             // Version 2: with the origin-attempts extension.
-            Record::InFlight(InFlight {
+            KeyRecord::InFlight(InFlight {
                 reconcile: None,
                 attempt: AttemptId(8),
                 fingerprint: fp(5),
@@ -660,7 +665,7 @@ mod tests {
                 expires_at: 86_401_000,
                 async_job: None,
             }),
-            Record::Unknown(Unknown {
+            KeyRecord::Unknown(Unknown {
                 reconcile: None,
                 attempt: AttemptId(9),
                 fingerprint: fp(6),
@@ -670,7 +675,7 @@ mod tests {
                 reason: UnknownReason::ResetAfterSend,
             }),
             // Version 2: a chunked answer, in the clear and sealed (tag 4).
-            Record::Completed(Completed {
+            KeyRecord::Completed(Completed {
                 attempt: AttemptId(11),
                 fingerprint: fp(8),
                 completed_at: 2_000,
@@ -684,7 +689,7 @@ mod tests {
                 sealed_bound: false,
                 chunks: Some(manifest()),
             }),
-            Record::Completed(Completed {
+            KeyRecord::Completed(Completed {
                 attempt: AttemptId(12),
                 fingerprint: fp(9),
                 completed_at: 2_000,
@@ -706,14 +711,14 @@ mod tests {
         let chunked = &samples()[7];
         assert_eq!(chunked.version(), 2);
         assert_eq!(chunked.chunks(), Some(&manifest()));
-        let Record::Completed(done) = chunked else { unreachable!() };
+        let KeyRecord::Completed(done) = chunked else { unreachable!() };
         // Even given the whole body, the record holds the head and the manifest only.
         let whole = StoredResponse { body: vec![0xab; 4096], ..(*done.response).clone() };
-        let bytes = Record::Completed(Completed { response: Arc::new(whole), ..done.clone() }).encode();
+        let bytes = KeyRecord::Completed(Completed { response: Arc::new(whole), ..done.clone() }).encode();
         assert!(bytes.len() < 512 && !bytes.windows(64).any(|w| w == [0xab; 64]), "{}", bytes.len());
-        assert_eq!(Record::decode(&bytes).as_ref(), Ok(chunked));
+        assert_eq!(KeyRecord::decode(&bytes).as_ref(), Ok(chunked));
         // A stored record with a body inline and tag 4 is refused, as is a bad manifest.
-        let mut both = Record::Completed(Completed {
+        let mut both = KeyRecord::Completed(Completed {
             response: Arc::new(StoredResponse { body: b"x".to_vec(), ..(*done.response).clone() }),
             chunks: None,
             ..done.clone()
@@ -723,18 +728,18 @@ mod tests {
         both.push(1);
         both.push(EXT_CHUNKED_ANSWER);
         put_bytes(&mut both, &manifest().encode());
-        assert_eq!(Record::decode(&both), Err(DecodeError::BadField(EXT_CHUNKED_ANSWER)));
+        assert_eq!(KeyRecord::decode(&both), Err(DecodeError::BadField(EXT_CHUNKED_ANSWER)));
         let mut bad = chunked.encode();
         let last = bad.len() - 1;
         bad.truncate(last);
-        assert!(Record::decode(&bad).is_err());
+        assert!(KeyRecord::decode(&bad).is_err());
         // Tag 4 on a record that is not a completed answer is not a known combination.
         let mut claim = samples()[0].encode();
         claim[2] = 2;
         claim.push(1);
         claim.push(EXT_CHUNKED_ANSWER);
         put_bytes(&mut claim, &manifest().encode());
-        assert_eq!(Record::decode(&claim), Err(DecodeError::UnknownExtension(EXT_CHUNKED_ANSWER)));
+        assert_eq!(KeyRecord::decode(&claim), Err(DecodeError::UnknownExtension(EXT_CHUNKED_ANSWER)));
     }
 
     #[test]
@@ -750,7 +755,7 @@ mod tests {
     #[test]
     fn records_round_trip() {
         for record in samples() {
-            assert_eq!(Record::decode(&record.encode()), Ok(record));
+            assert_eq!(KeyRecord::decode(&record.encode()), Ok(record));
         }
     }
 
@@ -759,11 +764,11 @@ mod tests {
         for record in samples() {
             let bytes = record.encode();
             for cut in 0..bytes.len() {
-                assert!(Record::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+                assert!(KeyRecord::decode(&bytes[..cut]).is_err(), "cut at {cut}");
             }
             let mut longer = bytes.clone();
             longer.push(0);
-            assert_eq!(Record::decode(&longer), Err(DecodeError::TrailingBytes));
+            assert_eq!(KeyRecord::decode(&longer), Err(DecodeError::TrailingBytes));
         }
     }
 
@@ -771,11 +776,11 @@ mod tests {
     fn unknown_versions_and_kinds_are_refused() {
         let mut bytes = samples()[0].encode();
         bytes[2] = 3;
-        assert_eq!(Record::decode(&bytes), Err(DecodeError::UnsupportedVersion(3)));
+        assert_eq!(KeyRecord::decode(&bytes), Err(DecodeError::UnsupportedVersion(3)));
         bytes[2] = 1;
         bytes[3] = 9;
-        assert_eq!(Record::decode(&bytes), Err(DecodeError::BadKind(9)));
-        assert_eq!(Record::decode(b"{}"), Err(DecodeError::NotARecord));
+        assert_eq!(KeyRecord::decode(&bytes), Err(DecodeError::BadKind(9)));
+        assert_eq!(KeyRecord::decode(b"{}"), Err(DecodeError::NotARecord));
     }
 
     #[test]
@@ -788,7 +793,7 @@ mod tests {
             assert_eq!(record.encode()[2], 2, "{record:?}");
         }
         // A version 1 record of an unknown outcome reads as sent once.
-        assert_eq!(Record::decode(&samples()[3].encode()).unwrap().origin_attempts(), 1);
+        assert_eq!(KeyRecord::decode(&samples()[3].encode()).unwrap().origin_attempts(), 1);
     }
 
     #[test]
@@ -802,7 +807,7 @@ mod tests {
             policy: Box::new(crate::core::format_fixtures::policy()),
             spelling_known: false,
         };
-        let unknown = Record::Unknown(Unknown {
+        let unknown = KeyRecord::Unknown(Unknown {
             attempt: AttemptId(5),
             fingerprint: Digest256([3; 32]),
             origin_attempts: 1,
@@ -813,19 +818,19 @@ mod tests {
         });
         let bytes = unknown.encode();
         assert_eq!(bytes[2], VERSION_2, "an extension makes it version 2");
-        assert_eq!(Record::decode(&bytes), Ok(unknown.clone()));
+        assert_eq!(KeyRecord::decode(&bytes), Ok(unknown.clone()));
         // Skippable: a release that does not know it reads the record as without it, and
         // holds the key unknown as it always did (never a second forward).
         assert_ne!(EXT_RECONCILING & EXT_SKIPPABLE, 0);
-        let Record::Unknown(plain) = unknown else { unreachable!() };
-        let without = Record::Unknown(Unknown { reconcile: None, ..plain.clone() });
+        let KeyRecord::Unknown(plain) = unknown else { unreachable!() };
+        let without = KeyRecord::Unknown(Unknown { reconcile: None, ..plain.clone() });
         assert_eq!(without.encode()[2], VERSION_1, "and without it, what the release before wrote");
         // The one spelling's mark (tag 135, after 134) round-trips; a record without it, as
         // the release before wrote every one, reads as from before the one spelling.
         let marked = Reconciling { spelling_known: true, ..reconciling.clone() };
-        let with_mark = Record::Unknown(Unknown { reconcile: Some(marked.clone()), ..plain.clone() });
+        let with_mark = KeyRecord::Unknown(Unknown { reconcile: Some(marked.clone()), ..plain.clone() });
         let marked_bytes = with_mark.encode();
-        assert_eq!(Record::decode(&marked_bytes), Ok(with_mark));
+        assert_eq!(KeyRecord::decode(&marked_bytes), Ok(with_mark));
         assert_eq!(marked_bytes.len(), bytes.len() + 5, "one more extension: its tag and empty value");
         assert!(marked_bytes.ends_with(&[EXT_SPELLING_KNOWN, 0, 0, 0, 0]), "after the reconciliation");
         assert_ne!(EXT_SPELLING_KNOWN & EXT_SKIPPABLE, 0, "a release before reads the record without it");
@@ -833,12 +838,12 @@ mod tests {
         let mut alone = samples()[3].encode();
         alone[2] = VERSION_2;
         alone.extend_from_slice(&[1, EXT_SPELLING_KNOWN, 0, 0, 0, 0]);
-        assert!(Record::decode(&alone).is_err());
+        assert!(KeyRecord::decode(&alone).is_err());
         // An unreadable reconciliation is a bad record, not an absent one.
-        let mut broken = Record::Unknown(Unknown { reconcile: Some(reconciling), ..plain }).encode();
+        let mut broken = KeyRecord::Unknown(Unknown { reconcile: Some(reconciling), ..plain }).encode();
         let at = broken.len() - 1;
         broken[at] ^= 0xff;
-        assert!(Record::decode(&broken).is_err());
+        assert!(KeyRecord::decode(&broken).is_err());
     }
 
     #[test]
@@ -853,15 +858,15 @@ mod tests {
             bytes.extend_from_slice(&0u32.to_be_bytes());
             bytes
         };
-        assert_eq!(Record::decode(&with(0x7f)), Err(DecodeError::UnknownExtension(0x7f)));
-        assert_eq!(Record::decode(&with(0x90)), Ok(samples()[5].clone()));
-        assert_eq!(Record::decode_skipping(&with(0x90)), Ok((samples()[5].clone(), 1)));
+        assert_eq!(KeyRecord::decode(&with(0x7f)), Err(DecodeError::UnknownExtension(0x7f)));
+        assert_eq!(KeyRecord::decode(&with(0x90)), Ok(samples()[5].clone()));
+        assert_eq!(KeyRecord::decode_skipping(&with(0x90)), Ok((samples()[5].clone(), 1)));
         // Skipped, it is not written again: a record whose only extension was skipped
         // re-encodes as version 1 (found by the fuzzer: a second encoding, by design).
         let only_skippable =
             [&[b'I', b'E', VERSION_2, KIND_IN_FLIGHT][..], &[0; 8 + 32 + 24], &[1, 0x81, 0, 0, 0, 0]]
                 .concat();
-        let (decoded, skipped) = Record::decode_skipping(&only_skippable).expect("decodes");
+        let (decoded, skipped) = KeyRecord::decode_skipping(&only_skippable).expect("decodes");
         assert_eq!(skipped, 1);
         assert_eq!(decoded.encode()[2], VERSION_1);
         assert_eq!(decoded.encode().len(), only_skippable.len() - 6);
@@ -872,13 +877,13 @@ mod tests {
         completed.push(EXT_ORIGIN_ATTEMPTS);
         completed.extend_from_slice(&2u32.to_be_bytes());
         completed.extend_from_slice(&3u16.to_be_bytes());
-        assert_eq!(Record::decode(&completed), Err(DecodeError::UnknownExtension(EXT_ORIGIN_ATTEMPTS)));
+        assert_eq!(KeyRecord::decode(&completed), Err(DecodeError::UnknownExtension(EXT_ORIGIN_ATTEMPTS)));
         // A malformed value is refused.
         let mut short = base.clone();
         let value_len_at = short.len() - 2 - 4;
         short[value_len_at..value_len_at + 4].copy_from_slice(&1u32.to_be_bytes());
         short.pop();
-        assert_eq!(Record::decode(&short), Err(DecodeError::BadField(EXT_ORIGIN_ATTEMPTS)));
+        assert_eq!(KeyRecord::decode(&short), Err(DecodeError::BadField(EXT_ORIGIN_ATTEMPTS)));
     }
 
     #[test]
@@ -888,16 +893,16 @@ mod tests {
         assert_eq!(sealed.version(), 2);
         let answer =
             StoredResponse { status: 201, headers: vec![("a".into(), "b".into())], body: b"secret".to_vec() };
-        let Record::Completed(done) = sealed else { unreachable!() };
+        let KeyRecord::Completed(done) = sealed else { unreachable!() };
         // Even given a plaintext response, the encoding writes only the envelope.
         let with_plaintext =
-            Record::Completed(Completed { response: Arc::new(answer.clone()), ..done.clone() });
+            KeyRecord::Completed(Completed { response: Arc::new(answer.clone()), ..done.clone() });
         let bytes = with_plaintext.encode();
         assert!(!bytes.windows(6).any(|w| w == b"secret"), "no answer byte in the clear");
         // A stored record with both is refused, as is a repeated extension.
-        let mut both = Record::Completed(Completed { sealed_answer: None, ..done.clone() }).encode();
+        let mut both = KeyRecord::Completed(Completed { sealed_answer: None, ..done.clone() }).encode();
         both[2] = 2;
-        let mut forged = Record::Completed(Completed {
+        let mut forged = KeyRecord::Completed(Completed {
             sealed_answer: None,
             response: Arc::new(answer.clone()),
             ..done.clone()
@@ -908,14 +913,14 @@ mod tests {
         forged.push(EXT_SEALED_ANSWER);
         forged.extend_from_slice(&3u32.to_be_bytes());
         forged.extend_from_slice(&[1, 2, 3]);
-        assert_eq!(Record::decode(&forged), Err(DecodeError::BadField(EXT_SEALED_ANSWER)));
+        assert_eq!(KeyRecord::decode(&forged), Err(DecodeError::BadField(EXT_SEALED_ANSWER)));
         both.push(2);
         for _ in 0..2 {
             both.push(EXT_SEALED_ANSWER);
             both.extend_from_slice(&1u32.to_be_bytes());
             both.push(9);
         }
-        assert_eq!(Record::decode(&both), Err(DecodeError::BadField(EXT_SEALED_ANSWER)));
+        assert_eq!(KeyRecord::decode(&both), Err(DecodeError::BadField(EXT_SEALED_ANSWER)));
         // The sealed plaintext is the response's own encoding.
         assert_eq!(StoredResponse::decode(&answer.encode()), Ok(answer));
     }
@@ -927,7 +932,7 @@ mod tests {
         // timestamps and the status.
         let at = 2 + 1 + 1 + 8 + 32 + 8 + 8 + 2;
         bytes[at..at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
-        assert_eq!(Record::decode(&bytes), Err(DecodeError::Truncated));
+        assert_eq!(KeyRecord::decode(&bytes), Err(DecodeError::Truncated));
     }
 
     /// Records written by earlier releases, as they are in production storage: each must
@@ -942,21 +947,21 @@ mod tests {
         let mut seen = Vec::new();
         for line in fixtures.lines().filter(|line| !line.starts_with('#')) {
             let (name, hex) = line.split_once(' ').unwrap();
-            let record = Record::decode(&unhex(hex)).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+            let record = KeyRecord::decode(&unhex(hex)).unwrap_or_else(|e| panic!("{name}: {e:?}"));
             assert_eq!(record.fingerprint(), Digest256([0x11; 32]), "{name}");
             match (name, &record) {
-                ("in_flight_v1", Record::InFlight(claim)) => {
+                ("in_flight_v1", KeyRecord::InFlight(claim)) => {
                     assert_eq!((claim.attempt, claim.origin_attempts), (AttemptId(0x0102030405060708), 1));
                     assert_eq!(claim.lease_until, 1_790_000_014_000);
                     assert!(claim.async_job.is_none());
                 }
-                ("in_flight_second_send", Record::InFlight(claim)) => assert_eq!(claim.origin_attempts, 2),
-                ("completed_v1", Record::Completed(done)) => {
+                ("in_flight_second_send", KeyRecord::InFlight(claim)) => assert_eq!(claim.origin_attempts, 2),
+                ("completed_v1", KeyRecord::Completed(done)) => {
                     assert_eq!(done.response.status, 201);
                     assert_eq!(done.response.body, br#"{"id":"ch_1","amount":1000}"#);
                     assert_eq!(done.expires_at, 1_790_086_401_000);
                 }
-                ("completed_sealed", Record::Completed(done)) => {
+                ("completed_sealed", KeyRecord::Completed(done)) => {
                     let envelope =
                         crate::core::formats::seal::Envelope::decode(done.sealed_answer.as_ref().unwrap())
                             .unwrap();
@@ -964,18 +969,18 @@ mod tests {
                     // Sealed before answers were bound to attempt and fingerprint (tag 2).
                     assert!(!done.sealed_bound);
                 }
-                ("completed_chunked", Record::Completed(done)) => {
+                ("completed_chunked", KeyRecord::Completed(done)) => {
                     let manifest = done.chunks.as_ref().unwrap();
                     assert_eq!((manifest.body_len, manifest.count(), manifest.attempt), (2_500_000, 3, 9));
                 }
-                ("unknown_timeout", Record::Unknown(unknown)) => {
+                ("unknown_timeout", KeyRecord::Unknown(unknown)) => {
                     assert_eq!(unknown.reason, UnknownReason::OriginTimeout)
                 }
-                ("unknown_too_large", Record::Unknown(unknown)) => {
+                ("unknown_too_large", KeyRecord::Unknown(unknown)) => {
                     assert_eq!(unknown.reason, UnknownReason::ResponseTooLarge { status: 200 });
                     assert_eq!(unknown.origin_attempts, 3);
                 }
-                ("job_waiting", Record::InFlight(claim)) => {
+                ("job_waiting", KeyRecord::InFlight(claim)) => {
                     let job = claim.async_job.as_ref().unwrap();
                     assert_eq!((job.phase, job.next_attempt_at), (JobPhase::Waiting, 1_790_000_003_000));
                     assert_eq!(job.sealed_request, vec![0x77; 24]);
@@ -985,7 +990,7 @@ mod tests {
                     // Its request was sealed before requests were bound: opened as it was.
                     assert!(!job.request_bound);
                 }
-                ("job_gave_up", Record::InFlight(claim)) => {
+                ("job_gave_up", KeyRecord::InFlight(claim)) => {
                     let job = claim.async_job.as_ref().unwrap();
                     assert_eq!(job.phase, JobPhase::GaveUp);
                     // Its origin deduplicated with MAX_ORIGIN_ATTEMPTS=3: that is its cap.
@@ -1006,6 +1011,6 @@ mod tests {
         let mut bytes = record.encode();
         bytes[2] = VERSION_2;
         bytes.push(0);
-        assert_eq!(Record::decode(&bytes), Err(DecodeError::BadField(0)));
+        assert_eq!(KeyRecord::decode(&bytes), Err(DecodeError::BadField(0)));
     }
 }

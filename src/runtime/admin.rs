@@ -13,17 +13,18 @@ use super::platform::Result;
 use super::{respond, settings};
 use crate::core::edge_rules::admin;
 use crate::core::edge_rules::admin::{
-    audit_line, parse_call, parse_lookup, refusals, token_matches, AdminCall, MAX_LOOKUP_BYTES,
-    OPERATOR_HEADER,
+    audit_line, parse_call, parse_lookup, refusals, token_matches, AdminCall, AdminOperation,
+    MAX_LOOKUP_BYTES, OPERATOR_HEADER,
 };
 use crate::core::edge_rules::config::Config;
 use crate::core::edge_rules::log::event_line;
 use crate::core::edge_rules::wire::ToObject;
 use crate::core::formats::key_record::KeyRecord;
+use crate::core::key_rules::key_state::Fence;
 use crate::core::key_rules::machine::KeyRecordChange;
 use crate::core::primitives::url::path_and_query_parts;
 use crate::core::vocabulary::fault::{Fault, Stage, StorageOperation};
-use worker::{console_error, console_log, Env};
+use worker::{console_log, Env};
 
 /// Answers one admin call, and writes its audit line.
 pub async fn call(req: Request, url: &str, env: &Env, config: &Config, token: &str) -> Result<Response> {
@@ -46,12 +47,9 @@ async fn answer(
     let method = req.method();
     // Named for the audit line before the token is checked, so refused calls say what they
     // tried.
-    let (attempted, attempted_id) = match parse_call(&config.admin_prefix, &method, path, query) {
-        AdminCall::Inspect { object_id, .. } => ("inspect", Some(object_id)),
-        AdminCall::Purge { object_id, .. } => ("purge", Some(object_id)),
-        AdminCall::Lookup { .. } => ("lookup", None),
-        AdminCall::NotFound | AdminCall::MethodNotAllowed => ("unknown", None),
-    };
+    let parsed = parse_call(&config.admin_prefix, &method, path, query);
+    let (attempted, attempted_id) = parsed.attempted();
+    let attempted_id = attempted_id.map(str::to_owned);
     let response = respond_to(req, url, env, config, token).await;
     match response {
         // A lookup's object id is known once its body was read.
@@ -78,10 +76,10 @@ async fn respond_to(
     }
     let (path, query) = path_and_query_parts(url);
     let (object_id, operation) = match parse_call(prefix, &req.method(), path, query) {
-        AdminCall::Inspect { object_id, reveal_fingerprint: false } => (object_id, "inspect"),
-        AdminCall::Inspect { object_id, reveal_fingerprint: true } => (object_id, "inspect-reveal"),
-        AdminCall::Purge { object_id, force: false } => (object_id, "purge"),
-        AdminCall::Purge { object_id, force: true } => (object_id, "purge-force"),
+        AdminCall::Inspect { object_id, reveal_fingerprint } => {
+            (object_id, AdminOperation::Inspect { reveal_fingerprint })
+        }
+        AdminCall::Purge { object_id, force } => (object_id, AdminOperation::Purge { force }),
         AdminCall::Lookup { reveal_fingerprint } => {
             // The object is named from the body as the Worker names it; its id is what the
             // answer and the audit line show, never the scope.
@@ -93,7 +91,7 @@ async fn respond_to(
             };
             let namespace = key_namespace(env, config.jurisdiction.as_deref())?;
             let object_id = namespace.id_from_name(&name)?.to_string();
-            (object_id, if reveal_fingerprint { "inspect-reveal" } else { "inspect" })
+            (object_id, AdminOperation::Inspect { reveal_fingerprint })
         }
         AdminCall::NotFound => {
             let response = respond::problem(&refusals::no_endpoint(prefix));
@@ -104,6 +102,7 @@ async fn respond_to(
             return response.map(|r| ("method-not-allowed", None, r));
         }
     };
+    let operation = operation.name();
     let envelope = ToObject::Admin(operation.to_owned()).encode();
     let to_object = envelope_request("https://admin.invalid/", "GET", &envelope, None)?;
     let namespace = key_namespace(env, config.jurisdiction.as_deref())?;
@@ -139,39 +138,28 @@ impl KeyObject {
             Ok(record) => record,
             Err(error) => {
                 let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
-                console_error!(
-                    "{}",
-                    fault.source.log_line(&self.subject(), "admin's read of the record", &error)
-                );
-                return respond::problem(&fault.problem());
+                return respond::problem(&self.logged(fault, "admin's read of the record", &error));
             }
         };
         let waiters = self.key.borrow().live().map(|live| live.waiters);
         let live = waiters.is_some();
-        let response = match operation {
-            "inspect" | "inspect-reveal" => {
-                let reveal = operation == "inspect-reveal";
+        let response = match AdminOperation::parse(operation) {
+            Some(AdminOperation::Inspect { reveal_fingerprint: reveal }) => {
                 let faults = settings::get(&self.env).fault_injection;
                 respond::json(&admin::inspection(&object_id, record.as_ref(), waiters, now, reveal, &faults))
             }
-            "purge" | "purge-force" => {
-                let force = operation == "purge-force";
+            Some(AdminOperation::Purge { force }) => {
                 if let Some(refusal) = admin::purge_refusal(record.as_ref(), live, now, force) {
                     respond::problem(&admin::refusals::purge_refused(refusal))
                 } else {
                     let job = record.as_ref().and_then(KeyRecord::async_job).is_some();
-                    match self.apply(&KeyRecordChange::Delete).await {
+                    match self.apply(&KeyRecordChange::Delete, Fence::Claim).await {
                         // A pending job's alarm is cancelled with it.
                         Ok(()) if job && !self.store.delete_alarm().await => {
                             // The record is deleted; only its alarm is left to fire on nothing.
                             let fault = Fault::storage(StorageOperation::Alarm, Stage::AfterStep);
-                            let subject = self.subject();
                             let detail = "the record is purged, its alarm left in place";
-                            console_error!(
-                                "{}",
-                                fault.source.log_line(&subject, "cancelling the job's alarm", detail)
-                            );
-                            respond::problem(&fault.problem())
+                            respond::problem(&self.logged(fault, "cancelling the job's alarm", detail))
                         }
                         Ok(()) => {
                             console_log!("{}", event_line("admin-purge", &object_id, &[("forced", force)]));
@@ -179,13 +167,12 @@ impl KeyObject {
                         }
                         Err(error) => {
                             let fault = Fault::storage(StorageOperation::Delete, Stage::BeforeClaim);
-                            console_error!("{}", fault.source.log_line(&self.subject(), "purge", &error));
-                            respond::problem(&fault.problem())
+                            respond::problem(&self.logged(fault, "purge", &error))
                         }
                     }
                 }
             }
-            _ => respond::problem(&admin::refusals::unknown_operation()),
+            None => respond::problem(&admin::refusals::unknown_operation()),
         };
         response
     }

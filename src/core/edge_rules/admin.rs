@@ -107,6 +107,46 @@ pub enum AdminCall {
     MethodNotAllowed,
 }
 
+impl AdminCall {
+    /// The call as its audit line names it before the token is checked (a refused call
+    /// says what it tried), with the object id it names, if it names one.
+    pub fn attempted(&self) -> (&'static str, Option<&str>) {
+        match self {
+            AdminCall::Inspect { object_id, .. } => ("inspect", Some(object_id)),
+            AdminCall::Purge { object_id, .. } => ("purge", Some(object_id)),
+            AdminCall::Lookup { .. } => ("lookup", None),
+            AdminCall::NotFound | AdminCall::MethodNotAllowed => ("unknown", None),
+        }
+    }
+}
+
+/// What the key's object is asked to do for an admin call, named in the call's envelope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdminOperation {
+    Inspect { reveal_fingerprint: bool },
+    Purge { force: bool },
+}
+
+impl AdminOperation {
+    /// Its name in the envelope and the audit line.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdminOperation::Inspect { reveal_fingerprint: false } => "inspect",
+            AdminOperation::Inspect { reveal_fingerprint: true } => "inspect-reveal",
+            AdminOperation::Purge { force: false } => "purge",
+            AdminOperation::Purge { force: true } => "purge-force",
+        }
+    }
+
+    /// The operation a name stands for (`None`: no such operation, refused).
+    pub fn parse(name: &str) -> Option<AdminOperation> {
+        let all = [false, true].into_iter().flat_map(|flag| {
+            [AdminOperation::Inspect { reveal_fingerprint: flag }, AdminOperation::Purge { force: flag }]
+        });
+        all.into_iter().find(|operation| operation.name() == name)
+    }
+}
+
 /// Whether `path` is under the admin prefix.
 pub fn is_admin_path(prefix: &str, path: &str) -> bool {
     path.starts_with(prefix) || path == prefix.trim_end_matches('/')
@@ -422,6 +462,23 @@ pub fn purge_refusal(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_admin_operation_is_named_as_the_envelope_and_the_audit_line_say() {
+        for operation in [
+            AdminOperation::Inspect { reveal_fingerprint: false },
+            AdminOperation::Inspect { reveal_fingerprint: true },
+            AdminOperation::Purge { force: false },
+            AdminOperation::Purge { force: true },
+        ] {
+            assert_eq!(AdminOperation::parse(operation.name()), Some(operation));
+        }
+        assert_eq!(AdminOperation::Purge { force: true }.name(), "purge-force");
+        assert_eq!(AdminOperation::parse("drop"), None);
+        let call = AdminCall::Purge { object_id: "ab".to_owned(), force: true };
+        assert_eq!(call.attempted(), ("purge", Some("ab")));
+        assert_eq!(AdminCall::MethodNotAllowed.attempted(), ("unknown", None));
+    }
     use crate::core::formats::fingerprint::Digest256;
     use crate::core::formats::key_record::{AttemptId, Completed, InFlight, StoredResponse};
     use std::sync::Arc;

@@ -65,7 +65,6 @@ use super::platform::{race, Either, Result};
 use super::reconcile::BeforeArrival;
 use super::respond::{self, Prepared};
 use super::settings;
-use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64};
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};
@@ -77,8 +76,10 @@ use crate::core::edge_rules::wire::{
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
 use crate::core::formats::reconciling::Reconciling;
-use crate::core::key_rules::key_state::{look_again_at, AlarmUnset, Arrival, Decided, KeyState, Pending};
-use crate::core::key_rules::machine::async_job::{accepted_response, ArrivalPlan, AsyncAccept};
+use crate::core::key_rules::key_state::{
+    look_again_at, refusal, AlarmUnset, Arrival, Decided, KeyState, Pending,
+};
+use crate::core::key_rules::machine::async_job::{accepted_response, ArrivalPlan, AsyncAccept, AsyncConfig};
 use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, Stage};
@@ -191,70 +192,85 @@ impl KeyObject {
             }
         };
         let now = now_ms();
-        let KeyCall { scope_salt, body_bytes, .. } = call;
-        let _ = self.store.scope_salt.set(scope_salt);
+        let _ = self.store.scope_salt.set(call.scope_salt);
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
-        if let Err(error) = self.open_sealed_record().await {
-            let log = self.request_log(Some(call.scope));
-            return self
-                .refuse_unreadable(Some(&req), &call, "opening the stored answer", error, log, received)
-                .await;
-        }
-        // Observe mode: the same record, opened the same way; nothing forwarded from here.
-        self.expire_observed(now);
-        let accept = match &call.step {
-            KeyStep::ObserveArrival => return self.observe_arrival(&req, &call, now).await,
-            KeyStep::ObserveOutcome { attempt, outcome } => {
-                return self.observe_outcome(&req, *attempt, outcome, &call.policy).await
-            }
-            KeyStep::Enforce { accept_async } => *accept_async,
-        };
         let mut log = self.request_log(Some(call.scope));
+        let arriving = |body, consumed| Start::Arrival { req: &req, call: &call, body, consumed };
+        let (decided, start) = match self.open_sealed_record().await {
+            Err(error) => {
+                let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+                (refusal(self.logged(fault, "opening the stored answer", &error)), arriving(None, false))
+            }
+            Ok(()) => {
+                // Observe mode: the same record, opened the same way; nothing forwarded from here.
+                self.expire_observed(now);
+                match &call.step {
+                    KeyStep::ObserveArrival => {
+                        (self.observe_arrival(&call, now).await, Start::Observed { unread: Some(&req) })
+                    }
+                    KeyStep::ObserveOutcome { attempt, outcome } => {
+                        log.decision = Decision::Unknown;
+                        let decided = self.observe_outcome(&req, *attempt, outcome, &call.policy).await;
+                        (decided, Start::Observed { unread: None })
+                    }
+                    KeyStep::Enforce { accept_async } => {
+                        let (decided, body, consumed) = self.arrival(&req, &call, *accept_async, now).await;
+                        (decided, arriving(body, consumed))
+                    }
+                }
+            }
+        };
+        let mut turn = Turn::new(start, log);
+        let done = self.carry_out(decided, &mut turn).await;
+        let Turn { mut log, answer, forwarded, .. } = turn;
+        if let Start::Observed { .. } = turn.start {
+            // Observing, the Worker answers and logs: it is told the decision.
+            return respond::observed_decision(done.decision.unwrap_or(log.decision), forwarded);
+        }
+        log.decision = done.decision.unwrap_or(log.decision);
+        let response = answer.unwrap_or_else(|| respond::traced_problem(&NO_ANSWER.problem(), &call.trace));
+        self.answer(response, &mut log, &call.trace, received)
+    }
+
+    /// An arrival's step, enforcing, written: decided on the record as it is after every
+    /// await that feeds it (the lookup of an unknown outcome, `runtime::reconcile`; the
+    /// sealing of a job's request, `async_job`), and written before any further await lets
+    /// other requests in (a forward is the live execution from then on, a join one of its
+    /// waiters). With the body where it was read already, and whether its stream was.
+    async fn arrival(
+        &self,
+        req: &web_sys::Request,
+        call: &KeyCall,
+        accept: Option<AsyncConfig>,
+        now: u64,
+    ) -> (Decided, Option<std::result::Result<JsValue, JsValue>>, bool) {
         // Served as a job or synchronously, and whether it reconciles: the core's plan.
-        let plan = ArrivalPlan::new(accept, body_bytes, call.reconcile.is_some());
-        // On a route with a lookup: an unknown outcome is looked up first (`runtime::reconcile`).
-        let before = self.reconcile_before_arrival(&req, &call, plan.reconcile, now).await;
+        let plan = ArrivalPlan::new(accept, call.body_bytes, call.reconcile.is_some());
+        let before = self.reconcile_before_arrival(req, call, plan.reconcile, now).await;
         let BeforeArrival { now, lookup, unsealed, body: mut read_early, refused } = before;
+        let mut consumed = read_early.is_some();
         if let Some(problem) = refused {
             // Past the cap of the retries waiting on a running lookup: nothing held.
-            body::drain(&req, Some(body_bytes)).await;
-            log.decision = Decision::Rejected(problem.kind);
-            return self.refuse(&problem, &mut log, &call.trace, received);
+            return (refusal(problem), read_early, consumed);
         }
-        // An arrival that asks for asynchronous acceptance brings its request read whole and
-        // sealed (`async_job`), before anything is decided: every await comes before the
-        // decision it feeds.
-        let mut consumed = read_early.is_some();
         let accept = match plan.accept {
             None => None,
-            Some(config) => match self.sealed_for_later(&req, read_early.take(), &call, config, now).await {
+            Some(config) => match self.sealed_for_later(req, read_early.take(), call, config, now).await {
                 Ok(accept) => Some(accept),
-                Err(problem) => {
-                    log.decision = Decision::Rejected(problem.kind);
-                    return self.refuse(&problem, &mut log, &call.trace, received);
-                }
+                Err(problem) => return (refusal(problem), None, true),
             },
         };
         consumed |= accept.is_some();
         if let Err(error) = self.record() {
-            let drain = (!consumed).then_some(&req);
-            return self.refuse_unreadable(drain, &call, "reading the record", error, log, received).await;
+            let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+            return (refusal(self.logged(fault, "reading the record", &error)), read_early, consumed);
         }
-        let mut pending = self.arrive(&call, accept, lookup, false, now);
+        let mut pending = self.arrive(call, accept, lookup, false, now);
         if unsealed {
             pending = self.key.borrow_mut().handle_lookup_unsealed(pending);
         }
-        // Written before any await that lets other requests in: a forward is the live
-        // execution from here, a join one of its waiters.
-        let decided = self.write(pending).await;
-        let start = Start::Arrival { req: &req, call: &call, body: read_early, consumed };
-        let mut turn = Turn::new(start, log);
-        let done = self.carry_out(decided, &mut turn).await;
-        let Turn { mut log, answer, .. } = turn;
-        log.decision = done.decision.unwrap_or(log.decision);
-        let response = answer.unwrap_or_else(|| respond::traced_problem(&NO_ANSWER.problem(), &call.trace));
-        self.answer(response, &mut log, &call.trace, received)
+        (self.write(pending).await, read_early, consumed)
     }
 
     /// [`KeyObject::replay`]'s arrival: `None` where it must go the whole way (`handle`).
@@ -417,7 +433,7 @@ impl KeyObject {
     /// step returned to join the loop.
     async fn forward(&self, attempt: AttemptId, turn: &mut Turn<'_>) -> Option<Decided> {
         let (req, call, read) = match &mut turn.start {
-            Start::Observed => {
+            Start::Observed { .. } => {
                 turn.forwarded = Some(attempt);
                 return None;
             }
@@ -488,17 +504,6 @@ impl KeyObject {
         }
     }
 
-    /// [`KeyObject::answer`] with `problem`, naming the request.
-    fn refuse(
-        &self,
-        problem: &Problem,
-        log: &mut RequestLog,
-        trace: &Trace,
-        received: u64,
-    ) -> Result<Response> {
-        self.answer(respond::traced_problem(problem, trace), log, trace, received)
-    }
-
     /// A key request's answer, after its line (with the answer's status, and the time the
     /// object took since it `received` the request) is written.
     fn answer(
@@ -512,25 +517,6 @@ impl KeyObject {
         log.answered_after(now_ms().saturating_sub(received));
         self.write_line(log, trace);
         response
-    }
-
-    /// The answer when the record cannot be read or opened: 503, nothing forwarded, the
-    /// body of `drain` drained (none where it was read already), and the decision logged
-    /// (an unreadable record must never pass quietly).
-    async fn refuse_unreadable(
-        &self,
-        drain: Option<&web_sys::Request>,
-        call: &KeyCall,
-        what: &str,
-        error: StorageError,
-        mut log: RequestLog,
-        received: u64,
-    ) -> Result<Response> {
-        let problem = self.logged(Fault::storage(error.operation(), Stage::BeforeClaim), what, &error);
-        if let Some(req) = drain {
-            body::drain(req, Some(call.body_bytes)).await;
-        }
-        self.refuse(&problem, &mut log, &call.trace, received)
     }
 
     /// Writes a request's line, naming the request (`core::vocabulary::trace::Trace`).
@@ -579,39 +565,30 @@ impl KeyObject {
         }
     }
 
-    /// Observe mode, a request's arrival: steps the machine as for a real request, writes
-    /// what it would write (the claim, the alarm) and answers with the decision, without
-    /// forwarding, replaying or waiting. A claim becomes the live execution until the
-    /// Worker brings its outcome ([`KeyObject::observe_outcome`]) or its lease ends.
-    async fn observe_arrival(&self, req: &web_sys::Request, call: &KeyCall, now: u64) -> Result<Response> {
+    /// Observe mode, a request's arrival: the machine stepped as for a real request, and
+    /// what it would write (the claim, the alarm) written; carried out without forwarding,
+    /// replaying or waiting, the decision is the answer. A claim becomes the live execution
+    /// until the Worker brings its outcome ([`KeyObject::observe_outcome`]) or its lease
+    /// ends.
+    async fn observe_arrival(&self, call: &KeyCall, now: u64) -> Decided {
         if let Err(error) = self.record() {
             let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
-            let problem = self.logged(fault, "reading the record", &error);
-            body::drain(req, None).await;
-            return respond::observed_decision(Decision::Rejected(problem.kind), None);
+            return refusal(self.logged(fault, "reading the record", &error));
         }
-        let pending = self.arrive(call, None, None, true, now);
-        // As for a real request, everything is in place before the first await. Enforcing
-        // would have waited on a live attempt; observing never does: what the step would
-        // answer is the decision it reports.
-        let decided = self.write(pending).await;
-        let mut turn = Turn::new(Start::Observed, self.request_log(None));
-        let done = self.carry_out(decided, &mut turn).await;
-        body::drain(req, None).await;
-        let decision = done.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
-        respond::observed_decision(decision, turn.forwarded)
+        // As for a real request, everything is in place before the first await.
+        self.write(self.arrive(call, None, None, true, now)).await
     }
 
     /// Observe mode, the origin's answer to a claimed request, as the Worker got it: recorded
     /// as enforcing would have recorded it (as an arrival's forward is), and anyone who
-    /// joined it woken. Answers with the decision (`executed`, `released` or `unknown`).
+    /// joined it woken. The decision (`executed`, `released` or `unknown`) is the answer.
     async fn observe_outcome(
         &self,
         req: &web_sys::Request,
         attempt: AttemptId,
         outcome: &ObservedOutcome,
         policy: &KeyTerms,
-    ) -> Result<Response> {
+    ) -> Decided {
         let (result, mut answer) = origin::reported(req, outcome, policy).await;
         let stored = match result {
             OriginResult::Responded(_) => answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new),
@@ -621,10 +598,7 @@ impl KeyObject {
             | OriginResult::ResetAfterSend => None,
         };
         let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
-        let decided = self.write(pending).await;
-        let mut turn = Turn::new(Start::Observed, self.request_log(None));
-        let done = self.carry_out(decided, &mut turn).await;
-        respond::observed_decision(done.decision.unwrap_or(Decision::Unknown), None)
+        self.write(pending).await
     }
 
     /// Forgets an observed claim whose lease has ended: its outcome will not come (the
@@ -680,8 +654,9 @@ pub(super) enum Start<'a> {
         body: Option<std::result::Result<JsValue, JsValue>>,
         consumed: bool,
     },
-    /// Observe mode: the Worker forwards and answers; the object records.
-    Observed,
+    /// Observe mode: the Worker forwards and answers; the object records, and answers with
+    /// the decision. An arrival's body is drained (`unread`).
+    Observed { unread: Option<&'a web_sys::Request> },
     /// The alarm (or a retry's lookup, whose step only sets alarms): nobody to answer; a
     /// job's send carries the request opened for it.
     Alarm { request: Option<StoredRequest> },
@@ -717,26 +692,34 @@ impl<'a> Turn<'a> {
     fn trace(&self) -> &Trace {
         match &self.start {
             Start::Arrival { call, .. } => &call.trace,
-            Start::Observed | Start::Alarm { .. } => &NO_TRACE,
+            Start::Observed { .. } | Start::Alarm { .. } => &NO_TRACE,
         }
     }
 
     fn body_bytes(&self) -> u64 {
         match &self.start {
             Start::Arrival { call, .. } => call.body_bytes,
-            Start::Observed | Start::Alarm { .. } => 0,
+            Start::Observed { .. } | Start::Alarm { .. } => 0,
         }
     }
 
     /// The request's body, where nothing forwards it: drained (a waiter holds no body),
     /// or, read already, let go.
     async fn let_go_of_body(&mut self) {
-        if let Start::Arrival { req, call, body, consumed } = &mut self.start {
-            drop(body.take());
-            if !*consumed {
-                *consumed = true;
-                body::drain(req, Some(call.body_bytes)).await;
+        match &mut self.start {
+            Start::Arrival { req, call, body, consumed } => {
+                drop(body.take());
+                if !*consumed {
+                    *consumed = true;
+                    body::drain(req, Some(call.body_bytes)).await;
+                }
             }
+            Start::Observed { unread } => {
+                if let Some(req) = unread.take() {
+                    body::drain(req, None).await;
+                }
+            }
+            Start::Alarm { .. } => {}
         }
     }
 

@@ -142,24 +142,13 @@ impl KeyObject {
         let turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &call.policy.limits);
         match turn {
             LookupTurn::Run(over) => {
-                // The claim's time, which the lookup answers from: the record's, not this retry's.
-                let claimed_at = self.key.borrow().record().and_then(|r| r.reconciling()).map(|r| r.bound_at);
-                match claimed_at {
-                    Some(claimed_at) => {
-                        let request = lookup_request(headers, reconcile, call.scope_salt);
-                        let policy = &call.policy;
-                        let verdict = self
-                            .look_up(attempt, over, claimed_at, &request, reconcile.not_found, policy)
-                            .await;
-                        // The verdict's step only sets alarms; should one fail, the next
-                        // alarm or retry mends it.
-                        let mut turn = Turn::new(Start::Alarm { request: None }, self.request_log(None));
-                        self.carry_out(verdict, &mut turn).await;
-                    }
-                    // No lookup kept: nothing to ask; the turn is given back.
-                    None => {
-                        self.key.borrow_mut().handle_lookup_over(attempt);
-                    }
+                let request = lookup_request(headers, reconcile, call.scope_salt);
+                let asked = self.look_up(attempt, over, &request, reconcile.not_found, &call.policy).await;
+                if let Some(verdict) = asked {
+                    // The verdict's step only sets alarms; should one fail, the next alarm
+                    // or retry mends it.
+                    let mut turn = Turn::new(Start::Alarm { request: None }, self.request_log(None));
+                    self.carry_out(verdict, &mut turn).await;
                 }
                 (None, None)
             }
@@ -198,9 +187,7 @@ impl KeyObject {
         let turn = self.key.borrow_mut().handle_lookup_turn(attempt, LookupAsker::Alarm, limits);
         match turn {
             LookupTurn::Run(over) => {
-                let (claimed_at, not_found, policy) =
-                    (reconciling.bound_at, reconciling.not_found, &reconciling.policy);
-                Some(self.look_up(attempt, over, claimed_at, &request, not_found, policy).await)
+                self.look_up(attempt, over, &request, reconciling.not_found, &reconciling.policy).await
             }
             // A retry's lookup runs: it sets what comes next.
             LookupTurn::Wait(running) => {
@@ -212,19 +199,25 @@ impl KeyObject {
         }
     }
 
-    /// One lookup of `attempt`'s outcome for the claim made at `claimed_at`, whose turn the
-    /// driver gave this caller ([`LookupTurn::Run`], in this same turn, with `over`): the
-    /// verdict stepped, written, logged and published; then its waiters are woken (`over`
-    /// let go). The verdict's step, to carry out (the alarm it asks for).
+    /// One lookup of `attempt`'s outcome, whose turn the driver gave this caller
+    /// ([`LookupTurn::Run`], in this same turn, with `over`): the verdict stepped, written,
+    /// logged and published; then its waiters are woken (`over` let go). The verdict's step,
+    /// to carry out (the alarm it asks for); `None` where the record keeps no lookup any
+    /// more, and nothing is asked.
     async fn look_up(
         &self,
         attempt: AttemptId,
         over: Setter<()>,
-        claimed_at: u64,
         request: &StoredRequest,
         not_found: u16,
         policy: &KeyTerms,
-    ) -> Decided {
+    ) -> Option<Decided> {
+        // The claim's time, which the lookup answers from: the record's, not a retry's.
+        let claimed_at = self.key.borrow().record().and_then(|r| r.reconciling()).map(|r| r.bound_at);
+        let Some(claimed_at) = claimed_at else {
+            self.key.borrow_mut().handle_lookup_over(attempt);
+            return None;
+        };
         let started = now_ms();
         let answer = match Headers::new() {
             Ok(headers) => {
@@ -255,7 +248,7 @@ impl KeyObject {
         }
         self.key.borrow_mut().handle_lookup_over(attempt);
         drop(over);
-        decided
+        Some(decided)
     }
 }
 

@@ -291,6 +291,19 @@ impl Decided {
     }
 }
 
+/// A step that only refuses: for an arrival refused before its step was decided (its
+/// record unreadable, its request not sealed, past the cap of a lookup's waiters), so that
+/// its answer, its line and its body's drain go the way every step's do.
+pub fn refusal(problem: Problem) -> Decided {
+    let decision = Some(Decision::Rejected(problem.kind));
+    Decided {
+        step: Step::keep(vec![Action::Reject(problem)]),
+        decision,
+        fails_alarm: None,
+        what: InProgress::Other,
+    }
+}
+
 /// The attempt a step's actions forward, if they do.
 fn forwarded_in(actions: &[Action]) -> Option<AttemptId> {
     actions.iter().find_map(|action| match action {

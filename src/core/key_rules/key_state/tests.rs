@@ -285,6 +285,17 @@ fn an_alarm_step_whose_alarm_or_write_fails_fails_the_alarm_run_an_outcome_does_
 }
 
 #[test]
+fn a_refusal_before_the_step_is_a_step_that_only_refuses() {
+    let problem = lookup_unsealed();
+    let mut refused = refusal(problem.clone());
+    assert_eq!(refused.decision, Some(Decision::Rejected(ProblemKind::StorageUnavailable)));
+    assert_eq!(refused.step.change, KeyRecordChange::Keep, "nothing written");
+    assert_eq!(refused.poll_action(), Some(Action::Reject(problem)));
+    assert_eq!(refused.poll_action(), None);
+    assert_eq!(refused.fails_alarm, None);
+}
+
+#[test]
 fn a_step_that_follows_an_action_is_carried_out_next_with_its_decision() {
     let policy = policy();
     let mut key = claimed(&policy);

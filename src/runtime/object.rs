@@ -62,7 +62,6 @@ use web_sys::Response;
 use super::key_storage::KeyStorage;
 use super::origin::{self, OriginAnswer, Outgoing};
 use super::platform::{race, Either, Result};
-use super::reconcile::BeforeArrival;
 use super::respond::{self, Prepared};
 use super::settings;
 use super::{body, metrics, outcome_queue};
@@ -247,13 +246,25 @@ impl KeyObject {
     ) -> (Decided, Option<std::result::Result<JsValue, JsValue>>, bool) {
         // Served as a job or synchronously, and whether it reconciles: the core's plan.
         let plan = ArrivalPlan::new(accept, call.body_bytes, call.reconcile.is_some());
-        let before = self.reconcile_before_arrival(req, call, plan.reconcile, now).await;
-        let BeforeArrival { now, lookup, unsealed, body: mut read_early, refused } = before;
-        let mut consumed = read_early.is_some();
-        if let Some(problem) = refused {
-            // Past the cap of the retries waiting on a running lookup: nothing held.
-            return (refusal(problem), read_early, consumed);
+        let (mut read_early, mut lookup, mut unsealed, mut now) = (None, None, false, now);
+        // On a route with a lookup (every arrival there, a job's included): an unknown
+        // outcome is looked up first, and the lookup sealed for a claim (`runtime::reconcile`).
+        if let Some(reconcile) = call.reconcile.as_ref().filter(|_| plan.reconcile) {
+            let headers = req.headers();
+            match self.reconcile_for_retry(req, &headers, call, reconcile).await {
+                Ok(body) => read_early = body,
+                // Past the cap of the retries waiting on a running lookup: nothing held.
+                Err(problem) => return (refusal(problem), None, false),
+            }
+            // The time the arrival is decided at, after those awaits: the sealed lookup is
+            // bound to it.
+            now = now_ms();
+            (lookup, unsealed) = match self.sealed_lookup(&headers, call, reconcile, now).await {
+                Ok(lookup) => (lookup, false),
+                Err(()) => (None, true),
+            };
         }
+        let mut consumed = read_early.is_some();
         let accept = match plan.accept {
             None => None,
             Some(config) => match self.sealed_for_later(req, read_early.take(), call, config, now).await {

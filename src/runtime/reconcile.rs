@@ -40,55 +40,12 @@ use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::problem::Problem;
 use worker::console_error;
 
-/// What the reconciliation before an arrival came to ([`KeyObject::reconcile_before_arrival`]).
-#[derive(Default)]
-pub(super) struct BeforeArrival {
-    /// The time the arrival is then decided at (after the awaits; a sealed lookup is bound
-    /// to it).
-    pub now: u64,
-    /// The route's lookup, sealed for a claim this arrival may make.
-    pub lookup: Option<Reconciling>,
-    /// The route's lookup could not be sealed (logged): the arrival may claim nothing.
-    pub unsealed: bool,
-    /// The request's body, read before it waited on a running lookup.
-    pub body: Option<std::result::Result<JsValue, JsValue>>,
-    /// The answer at once: past the cap of the retries waiting on a running lookup.
-    pub refused: Option<Problem>,
-}
-
 impl KeyObject {
-    /// Before an arrival that reconciles is decided (`core::key_rules::machine::async_job::ArrivalPlan`: every
-    /// arrival on a route with a lookup, a job's included): an unknown outcome is looked up
-    /// ([`Self::reconcile_for_retry`]), and the lookup is sealed for a claim
-    /// ([`Self::sealed_lookup`]).
-    pub(super) async fn reconcile_before_arrival(
-        &self,
-        req: &web_sys::Request,
-        call: &KeyCall,
-        reconciles: bool,
-        now: u64,
-    ) -> BeforeArrival {
-        let Some(reconcile) = call.reconcile.as_ref().filter(|_| reconciles) else {
-            return BeforeArrival { now, ..BeforeArrival::default() };
-        };
-        let headers = req.headers();
-        let (body, refused) = self.reconcile_for_retry(req, &headers, call, reconcile).await;
-        if refused.is_some() {
-            return BeforeArrival { now, body, refused, ..BeforeArrival::default() };
-        }
-        let now = now_ms();
-        let (lookup, unsealed) = match self.sealed_lookup(&headers, call, reconcile, now).await {
-            Ok(lookup) => (lookup, false),
-            Err(()) => (None, true),
-        };
-        BeforeArrival { now, lookup, unsealed, body, refused: None }
-    }
-
     /// The route's lookup, sealed for a claim this arrival may make: bound to the claim's
     /// time (`now`, which the arrival is then decided at) and fingerprint. `Ok(None)` where
     /// the key is held (no claim follows); `Err` where it cannot be sealed, which is logged
     /// here (the key's driver then lets the arrival claim nothing).
-    async fn sealed_lookup(
+    pub(super) async fn sealed_lookup(
         &self,
         headers: &Headers,
         call: &KeyCall,
@@ -125,18 +82,18 @@ impl KeyObject {
     /// owner is gone, past its lease), it is looked up once, with this request's scope
     /// headers, before the retry is decided; or the lookup running is waited for, the body
     /// read first (returned); or, past the waiters' caps, the problem to answer at once.
-    async fn reconcile_for_retry(
+    pub(super) async fn reconcile_for_retry(
         &self,
         req: &web_sys::Request,
         headers: &Headers,
         call: &KeyCall,
         reconcile: &ReconcileCall,
-    ) -> (Option<std::result::Result<JsValue, JsValue>>, Option<Problem>) {
+    ) -> std::result::Result<Option<std::result::Result<JsValue, JsValue>>, Problem> {
         if self.record().is_err() {
-            return (None, None);
+            return Ok(None);
         }
         let Some(attempt) = self.key.borrow().reconcile_first(call.fingerprint, now_ms()) else {
-            return (None, None);
+            return Ok(None);
         };
         let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
         let turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &call.policy.limits);
@@ -150,14 +107,14 @@ impl KeyObject {
                     let mut turn = Turn::new(Start::Alarm { request: None }, self.request_log(None));
                     self.carry_out(verdict, &mut turn).await;
                 }
-                (None, None)
+                Ok(None)
             }
             LookupTurn::Wait(running) => {
                 let body = body::read_whole(req).await;
                 running.wait().await;
-                (Some(body), None)
+                Ok(Some(body))
             }
-            LookupTurn::Full(problem) => (None, Some(problem)),
+            LookupTurn::Full(problem) => Err(problem),
         }
     }
 

@@ -9,7 +9,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::Request;
 
 use super::boundary;
-use super::platform::Result;
+use worker::Result;
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
 /// when it is larger than `limit`: [`start_read`], then [`taken`].
@@ -99,7 +99,7 @@ pub(super) async fn read_observed(
         (Some(body), Some(forward)) => ObservedBody::Read(body, Some(forward.into())),
         (None, Some(forward)) => ObservedBody::OverLimit(forward.into()),
         // Never: the helper always hands back the body to forward. Not forwarding it without.
-        (_, None) => return Err(super::platform::Error::Rust("the body to forward went missing".into())),
+        (_, None) => return Err(worker::Error::RustError("the body to forward went missing".into())),
     })
 }
 

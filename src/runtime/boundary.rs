@@ -43,7 +43,7 @@ extern "C" {
 
 /// `headers`, read whole. An error only where a header holds a line feed, which HTTP and
 /// `Headers` never let through: each caller then fails closed (nothing is forwarded on it).
-pub(super) fn header_lines(headers: &Headers) -> super::platform::Result<HeaderLines> {
+pub(super) fn header_lines(headers: &Headers) -> worker::Result<HeaderLines> {
     Ok(HeaderLines::new(header_lines_text(headers)?))
 }
 
@@ -52,7 +52,7 @@ pub(super) fn filtered_copy(
     headers: &Headers,
     lines: &HeaderLines,
     keep: impl Fn(&str) -> bool,
-) -> super::platform::Result<Headers> {
+) -> worker::Result<Headers> {
     Ok(headers_without_text(headers, &lines.refused_names(keep))?)
 }
 

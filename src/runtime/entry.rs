@@ -54,7 +54,7 @@ use super::boundary::{self, filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
 use super::identity;
 use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
-use super::platform::{Error, Result};
+use worker::{Error, Result};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
 use crate::core::edge_rules::edge::{self, CoveredPlan, Edge, RequestHead};

@@ -25,7 +25,6 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::CryptoKey;
 
 use super::now_ms;
-use super::platform::{message_of, race};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
@@ -136,7 +135,9 @@ async fn verify_under_keys(algorithm: Algorithm, keys: &[Jwk], signature: &[u8],
             Err(error) => console_error!(
                 "jwks: a {} key could not be imported: {}",
                 algorithm.jose_name(),
-                message_of(&error).unwrap_or_else(|| "an error".to_owned())
+                // A thrown string, or an error's (a `DOMException`'s) `message`.
+                error.as_string().or_else(|| js_sys::Reflect::get(&error, &"message".into()).ok()?.as_string())
+                    .unwrap_or_else(|| "an error".to_owned())
             ),
         }
     }
@@ -294,7 +295,7 @@ async fn url_keys(
                 // for a hang. Either way the cache is asked again.
                 Some(fetch) => {
                     let gave_up = Delay::from(Duration::from_millis(FETCH_LOST_AFTER_MS));
-                    race(JsFuture::from(fetch), gave_up).await;
+                    futures_util::future::select(JsFuture::from(fetch), gave_up).await;
                 }
                 // Never: the cache waits only for a fetch it handed out, which is kept.
                 None => return Err(Unverified::KeysUnavailable),

@@ -11,7 +11,7 @@ use web_sys::{Headers, Request, RequestInit, Response};
 
 use worker::{ObjectNamespace, Stub};
 
-use super::platform::{Error, Result};
+use worker::{Error, Result};
 use super::{bindings, boundary};
 use crate::core::edge_rules::routes::ObjectCallFailure;
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};

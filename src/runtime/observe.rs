@@ -42,7 +42,7 @@ use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::identify;
 use super::object_call::{cached_key_namespace, call_named};
-use super::platform::Result;
+use worker::Result;
 use super::{body, metrics, now_ms, origin};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge::CoveredPlan;
@@ -175,12 +175,12 @@ pub(super) async fn covered(
     ctx.wait_until(recording.run(forwarded_rx));
 
     let answered = match pending {
-        Ok(promise) => JsFuture::from(promise).await.map_err(super::platform::Error::from),
+        Ok(promise) => JsFuture::from(promise).await.map_err(worker::Error::from),
         Err(error) => Err(error),
     };
     let ms = now_ms().saturating_sub(started);
     let response =
-        match answered.and_then(|value| value.dyn_into::<Response>().map_err(super::platform::Error::from)) {
+        match answered.and_then(|value| value.dyn_into::<Response>().map_err(worker::Error::from)) {
             Ok(response) => response,
             Err(error) => {
                 handed.set(Forwarded::Failed { ms });

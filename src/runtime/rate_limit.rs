@@ -8,7 +8,7 @@
 
 use web_sys::Response;
 
-use super::platform::Result;
+use worker::Result;
 use super::{respond, settings};
 use crate::core::edge_rules::config::RateLimiterChoice;
 use crate::core::edge_rules::edge;

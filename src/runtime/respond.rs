@@ -11,7 +11,7 @@ use web_sys::{Blob, Headers, Response, ResponseInit};
 use super::chunks::Source;
 use super::metrics;
 use super::origin::{AnswerBody, OriginAnswer};
-use super::platform::Result;
+use worker::Result;
 use crate::core::edge_rules::headers::pass_to_caller;
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ANSWERED_PLAIN};

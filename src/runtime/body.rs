@@ -4,7 +4,8 @@
 //! forwards a larger body as it came. Every answer that does not use a body still reads
 //! it: the runtime drops a connection whose request body was left unread.
 
-use wasm_bindgen::{JsCast, JsValue};
+use js_sys::Uint8Array;
+use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::Request;
 
@@ -12,45 +13,38 @@ use super::boundary;
 use worker::Result;
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
-/// when it is larger than `limit`: [`start_read`], then [`taken`].
+/// when it is larger than `limit`. A `Content-Length` (then the body's length: HTTP framing)
+/// can only make the refusal come sooner, and such a body is read in one `arrayBuffer()`. A
+/// body without one is counted as it streams in, and past the limit the rest is read and
+/// thrown away, as far as `DRAIN_LIMIT_BYTES` beyond the limit. An error where it could not
+/// be read.
 pub(super) async fn read_within(
     req: &Request,
     content_length: Option<&str>,
     limit: u64,
 ) -> Result<Option<(Vec<u8>, JsValue)>> {
-    match start_read(req, content_length, limit) {
-        None => Ok(None),
-        Some(read) => taken(JsFuture::from(read).await?),
-    }
-}
-
-/// The read of a body up to `limit`, under way in one JavaScript call (`boundary.mjs`'s
-/// `readWithin`; its result goes to [`taken`]), or `None` when `content_length` (the
-/// request's `Content-Length`) already says the body is larger: it can only make the
-/// answer come sooner. A body without one is counted as it streams in, and past the
-/// limit the rest is read and thrown away, as far as `DRAIN_LIMIT_BYTES` beyond the limit.
-pub(super) fn start_read(req: &Request, content_length: Option<&str>, limit: u64) -> Option<js_sys::Promise> {
     let declared = declared_length(content_length);
     if declared.is_some_and(|length| length > limit) {
-        return None;
-    }
-    // The limits are settings of at most a few hundred MiB, exact as an f64.
-    Some(boundary::read_within(req, declared.is_some(), limit as f64, DRAIN_LIMIT_BYTES))
-}
-
-/// What [`start_read`]'s read came to: the body's bytes copied into Rust once, with the
-/// value to send on; `None` when it was larger than the limit; an error where it could
-/// not be read.
-pub(super) fn taken(read: JsValue) -> Result<Option<(Vec<u8>, JsValue)>> {
-    if read.is_null() {
         return Ok(None);
     }
-    let read: js_sys::Array = read.unchecked_into();
-    if read.length() == 1 {
-        return Err(read.get(0).into());
+    let Some(raw) = req.body() else { return Ok(Some((Vec::new(), Uint8Array::new_with_length(0).into()))) };
+    if declared.is_some() {
+        let buffer = JsFuture::from(req.array_buffer()?).await?;
+        return Ok(Some((Uint8Array::new(&buffer).to_vec(), buffer)));
     }
-    let bytes: js_sys::Uint8Array = read.get(0).unchecked_into();
-    Ok(Some((bytes.to_vec(), read.get(1))))
+    match boundary::read_up_to(&raw, limit, false).await? {
+        (Some(bytes), _) => {
+            let to_send = Uint8Array::from(&bytes[..]).into();
+            Ok(Some((bytes, to_send)))
+        }
+        (None, rest) => {
+            if let Some(rest) = rest {
+                // The limits are settings of at most a few hundred MiB, exact as an f64.
+                boundary::drain(&rest, limit as f64 + DRAIN_LIMIT_BYTES).await;
+            }
+            Ok(None)
+        }
+    }
 }
 
 /// The length a `Content-Length` value declares, when it is a number.
@@ -65,7 +59,7 @@ const DRAIN_LIMIT_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
 
 /// Reads and discards a refused request's body in the Worker, up to [`DRAIN_LIMIT_BYTES`].
 pub(super) async fn discard(req: &Request) {
-    boundary::drain_request(req, false, DRAIN_LIMIT_BYTES).await;
+    drain_request(req, false, DRAIN_LIMIT_BYTES).await;
 }
 
 /// A body in observe mode, where the request is forwarded whatever its size.
@@ -92,7 +86,7 @@ pub(super) async fn read_observed(
     let Some(raw) = req.body() else { return Ok(ObservedBody::Read(Vec::new(), None)) };
     if declared.is_some() {
         let buffer = JsFuture::from(req.array_buffer()?).await?;
-        let body = js_sys::Uint8Array::new(&buffer).to_vec();
+        let body = Uint8Array::new(&buffer).to_vec();
         return Ok(ObservedBody::Read(body, Some(buffer)));
     }
     Ok(match boundary::read_up_to(&raw, limit, true).await? {
@@ -117,12 +111,31 @@ pub(super) async fn read_whole(req: &Request) -> std::result::Result<JsValue, Js
 /// `arrayBuffer()` instead of a reader, a read per chunk and a release; it is
 /// dropped as soon as it is read, and a large body still never sits whole in a waiter.
 pub(super) async fn drain(req: &Request, declared_bytes: Option<u64>) {
-    // It never rejects.
-    let _ = JsFuture::from(start_drain(req, declared_bytes)).await;
+    let whole = declared_bytes.is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES);
+    drain_request(req, whole, f64::INFINITY).await;
 }
 
 /// [`drain`], under way: a promise that never rejects.
 pub(super) fn start_drain(req: &Request, declared_bytes: Option<u64>) -> js_sys::Promise {
-    let whole = declared_bytes.is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES);
-    boundary::drain_request_js(req, whole, f64::INFINITY)
+    // The same request (a handle to it, not `Request.clone()`).
+    let req = Clone::clone(req);
+    wasm_bindgen_futures::future_to_promise(async move {
+        drain(&req, declared_bytes).await;
+        Ok(JsValue::UNDEFINED)
+    })
+}
+
+/// The request body read to its end and dropped: with `whole` in one `arrayBuffer()`,
+/// otherwise (or should that fail) chunk by chunk up to `limit` bytes. It never fails.
+async fn drain_request(req: &Request, whole: bool, limit: f64) {
+    if whole {
+        if let Ok(read) = req.array_buffer() {
+            if JsFuture::from(read).await.is_ok() {
+                return;
+            }
+        }
+    }
+    if let Some(body) = req.body() {
+        boundary::drain(&body, limit).await;
+    }
 }

@@ -46,14 +46,13 @@
 //! it (`core::edge_rules::identify::key_call`).
 
 use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 use worker::{event, Context};
 
-use super::boundary::{self, filtered_copy, header_lines};
+use super::boundary::{filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
 use super::identity;
-use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
+use super::object_call::{cached_key_namespace, call_object, OBJECT_BINDING};
 use worker::{Error, Result};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
@@ -65,7 +64,7 @@ use crate::core::edge_rules::routes::{
     after_object_failure, object_unreachable, AfterObjectFailure, ObjectCallFailure,
 };
 use crate::core::edge_rules::scope::ScopeLog;
-use crate::core::edge_rules::wire::{ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
+use crate::core::edge_rules::wire::{ToObject, ENVELOPE_HEADER};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::url::{path_and_query, path_and_query_parts};
 use crate::core::vocabulary::decision::Decision;
@@ -92,11 +91,6 @@ fn internal_error(error: Error) -> JsValue {
     init.set_status(500);
     Response::new_with_opt_str_and_init(Some("INTERNAL SERVER ERROR"), &init)
         .map_or_else(|error| error, JsValue::from)
-}
-
-/// What a promise that never rejects came to (a rejection, should one come, is its value).
-async fn settled(promise: js_sys::Promise) -> JsValue {
-    JsFuture::from(promise).await.unwrap_or_else(|value| value)
 }
 
 async fn arrived(req: Request, env: Env, ctx: Context) -> Result<Response> {
@@ -177,11 +171,8 @@ impl CoveredRequest {
 
     async fn enforce(self) -> Result<Response> {
         let limit = self.plan.max_body_bytes;
-        let Some(read) = body::start_read(&self.req, self.lines.get("content-length").as_deref(), limit)
-        else {
-            return self.refuse(&edge::body_too_large(limit));
-        };
-        let Some((body, js_body)) = body::taken(settled(read).await)? else {
+        let read = body::read_within(&self.req, self.lines.get("content-length").as_deref(), limit).await?;
+        let Some((body, js_body)) = read else {
             return self.refuse(&edge::body_too_large(limit));
         };
         let (config, policy) = (self.config, &self.policy);
@@ -267,12 +258,10 @@ impl CoveredRequest {
         let short = &identified.name[..16];
         let failure = match namespace.get_by_name(&identified.name) {
             Err(error) => (ObjectCallFailure::BeforeSend, error.to_string()),
-            Ok(stub) => {
-                match classify(&boundary::call_object(&stub.into_rpc(), &to_object, ANSWERED_HEADER).await) {
-                    Ok((response, _)) => return Ok(response),
-                    Err(failure) => failure,
-                }
-            }
+            Ok(stub) => match call_object(stub, &to_object).await {
+                Ok(response) => return Ok(response),
+                Err(failure) => failure,
+            },
         };
         self.unanswered(short, identified.scope_log, wire_method, unprotected, failure).await
     }

@@ -34,9 +34,8 @@
 //!   `transactionSync`.
 //! - The runtime's error is `worker::Error` (its fault: [`AnswerFault`]), a race of two
 //!   futures `futures_util`'s `select`, the log `worker`'s `console_*!`, timers its `Delay`.
-//! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
-//!   per operation that reports what happened and decides nothing (`boundary.mjs`: headers,
-//!   bodies, streams, the object call). The origin's probe and exchange are `worker`'s
+//! - `boundary`: headers read whole, and request bodies and answers read up to a limit or
+//!   drained, as streams (`wasm-streams`). The origin's probe and exchange are `worker`'s
 //!   (`Socket`, `Fetch`), in `origin`.
 
 mod admin;

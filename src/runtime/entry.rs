@@ -45,20 +45,20 @@
 //! fail-open forward is kept, the lookup. The object's call is built as observe mode builds
 //! it (`core::edge_rules::identify::key_call`).
 
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 use worker::{event, Context};
 
 use super::boundary::{filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
 use super::identity;
-use super::object_call::{cached_key_namespace, call_object, OBJECT_BINDING};
-use worker::{Error, Result};
+use super::object_call::{cached_key_namespace, call_key, OBJECT_BINDING};
+use worker::Result;
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
 use crate::core::edge_rules::edge::{self, CoveredPlan, Edge, RequestHead};
 use crate::core::edge_rules::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
-use crate::core::edge_rules::identify::{identified, key_call, Arrived, Identified};
+use crate::core::edge_rules::identify::{key_call, Identified};
 use crate::core::edge_rules::log::{request_id, LineContext, RequestLog};
 use crate::core::edge_rules::routes::{
     after_object_failure, object_unreachable, AfterObjectFailure, ObjectCallFailure,
@@ -73,27 +73,10 @@ use crate::core::vocabulary::trace::Trace;
 use worker::{console_error, Env};
 
 /// The Worker's `fetch` (`worker`'s `#[event(fetch)]`, which `src/entry.mjs` calls): the
-/// answer to `req`, whatever happens; an error that reaches the top is logged and answered
-/// 500 with a plain body, as the macro would answer it.
+/// answer to `req`. An error that reaches the top is logged and answered 500 with a plain
+/// body by the macro.
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
-    match arrived(req, env, ctx).await {
-        Ok(answer) => Ok(answer),
-        Err(error) => internal_error(error).dyn_into::<Response>().map_err(worker::Error::from),
-    }
-}
-
-/// An error that reaches the top is logged and answered 500 with a plain body, as
-/// `worker`'s `#[event(fetch)]` answers it.
-fn internal_error(error: Error) -> JsValue {
-    console_error!("{}", error);
-    let init = web_sys::ResponseInit::new();
-    init.set_status(500);
-    Response::new_with_opt_str_and_init(Some("INTERNAL SERVER ERROR"), &init)
-        .map_or_else(|error| error, JsValue::from)
-}
-
-async fn arrived(req: Request, env: Env, ctx: Context) -> Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method();
     // The headers, read whole in one call: every decision below reads this copy.
     let lines = header_lines(&req.headers())?;
@@ -176,22 +159,15 @@ impl CoveredRequest {
             return self.refuse(&edge::body_too_large(limit));
         };
         let (config, policy) = (self.config, &self.policy);
-        let (scope, scope_log) = match identity::scope(&self.lines, config, policy, Some(&self.ctx)).await {
-            Ok(scope) => scope,
+        let path_and_query = path_and_query(&self.url);
+        let name_key = settings::get(&self.env).object_name_key.as_deref();
+        let (lines, method, key) = (&self.lines, &self.trace.method, &self.key);
+        let identified =
+            identity::identify(lines, method, &path_and_query, key, config, policy, &body, name_key, Some(&self.ctx));
+        let identified = match identified.await {
+            Ok(identified) => identified,
             Err(problem) => return self.refuse(&problem),
         };
-        let path_and_query = path_and_query(&self.url);
-        let arrived = Arrived {
-            headers: &self.lines,
-            method: &self.trace.method,
-            path_and_query: &path_and_query,
-            key: &self.key,
-            config,
-            policy,
-            body: &body,
-            name_key: settings::get(&self.env).object_name_key.as_deref(),
-        };
-        let identified = identified(&arrived, scope, scope_log);
         let body_bytes = body.len() as u64;
         // A waiting duplicate holds no copy of the body but the one its call carries.
         drop(body);
@@ -256,12 +232,9 @@ impl CoveredRequest {
         };
         // The object name is a hash: safe to log, unlike the key or the credential.
         let short = &identified.name[..16];
-        let failure = match namespace.get_by_name(&identified.name) {
-            Err(error) => (ObjectCallFailure::BeforeSend, error.to_string()),
-            Ok(stub) => match call_object(stub, &to_object).await {
-                Ok(response) => return Ok(response),
-                Err(failure) => failure,
-            },
+        let failure = match call_key(&namespace, &identified.name, &to_object).await {
+            Ok((response, _)) => return Ok(response),
+            Err(failure) => failure,
         };
         self.unanswered(short, identified.scope_log, wire_method, unprotected, failure).await
     }

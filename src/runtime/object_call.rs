@@ -133,6 +133,16 @@ pub(super) async fn call_named(
     let before = |error: Error| (ObjectCallFailure::BeforeSend, error.to_string());
     let request = envelope_request(target, "POST", &envelope, body.as_ref()).map_err(before)?;
     let namespace = cached_key_namespace(env, jurisdiction).map_err(before)?;
-    let stub = namespace.get_by_name(name).map_err(|error| before(error.into()))?;
-    call_object_marked(stub, &request).await.map(|(_, answered)| answered)
+    call_key(&namespace, name, &request).await.map(|(_, answered)| answered)
+}
+
+/// The call to the key's object named `name`, in either mode: its answer and mark, or the
+/// failure (a stub that could not be made was never sent anything).
+pub(super) async fn call_key(
+    namespace: &ObjectNamespace,
+    name: &str,
+    req: &Request,
+) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
+    let stub = namespace.get_by_name(name).map_err(|error| (ObjectCallFailure::BeforeSend, error.to_string()))?;
+    call_object_marked(stub, req).await
 }

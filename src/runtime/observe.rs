@@ -272,19 +272,16 @@ impl Observation {
         let short = cached_key_namespace(&env, jurisdiction.as_deref())
             .and_then(|namespace| Ok(namespace.id_from_name(&name)?.to_string()))
             .unwrap_or_else(|_| name[..16].to_owned());
-        let (mut decision, claimed) = match object(KeyStep::ObserveArrival, None).await {
-            Ok(Answered::Observed { decision, claimed }) => (decision, claimed),
-            Ok(Answered::Plain) => (Decision::Rejected(ProblemKind::StorageUnavailable), None),
-            Err((failure, error)) => {
-                console_error!(
-                    "object {}: not reached in observe mode ({}): {}; the request was forwarded anyway, unrecorded",
-                    short,
-                    failure,
-                    error
-                );
-                (observed::unreached(failure, on_unavailable), None)
-            }
-        };
+        let arrival = object(KeyStep::ObserveArrival, None).await;
+        if let Err((failure, error)) = &arrival {
+            console_error!(
+                "object {}: not reached in observe mode ({}): {}; the request was forwarded anyway, unrecorded",
+                short,
+                failure,
+                error
+            );
+        }
+        let (mut decision, claimed) = observed::after_arrival(arrival.as_ref().map_err(|(f, _)| *f), on_unavailable);
         let forwarded = forwarded.await;
         let (status, origin_status, ms) = observed::log_fields(&forwarded);
         // A body captured for no claim is simply dropped.
@@ -292,18 +289,16 @@ impl Observation {
             // The origin's answer (or failure) for the attempt the object claimed.
             let (outcome, body) = observed::reported_outcome(forwarded, origin_timeout_ms);
             let body = body.map(|bytes| JsValue::from(js_sys::Uint8Array::from(&bytes[..])));
-            decision = match object(KeyStep::ObserveOutcome { attempt, outcome }, body).await {
-                Ok(Answered::Observed { decision, .. }) => decision,
-                recorded => {
-                    // The claim stays: past its lease, enforce mode would hold the key.
-                    let error = match recorded {
-                        Err((_, error)) => error,
-                        _ => "the object answered without a decision".to_owned(),
-                    };
-                    console_error!("object {}: the observed outcome was not recorded: {}", short, error);
-                    Decision::Unknown
-                }
+            let recorded = object(KeyStep::ObserveOutcome { attempt, outcome }, body).await;
+            decision = observed::after_outcome(recorded.as_ref().ok());
+            let why = match recorded {
+                Ok(Answered::Observed { .. }) => None,
+                Ok(Answered::Plain) => Some("the object answered without a decision".to_owned()),
+                Err((_, error)) => Some(error),
             };
+            if let Some(why) = why {
+                console_error!("object {}: the observed outcome was not recorded: {}", short, why);
+            }
         }
         let log = RequestLog {
             origin_status,

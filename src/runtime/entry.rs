@@ -53,7 +53,6 @@ use super::boundary::{filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
 use super::identity;
 use super::object_call::{cached_key_namespace, call_key, OBJECT_BINDING};
-use worker::Result;
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
 use crate::core::edge_rules::edge::{self, CoveredPlan, Edge, RequestHead};
@@ -70,6 +69,7 @@ use crate::core::primitives::url::{path_and_query, path_and_query_parts};
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::trace::Trace;
+use worker::Result;
 use worker::{console_error, Env};
 
 /// The Worker's `fetch` (`worker`'s `#[event(fetch)]`, which `src/entry.mjs` calls): the
@@ -162,8 +162,17 @@ impl CoveredRequest {
         let path_and_query = path_and_query(&self.url);
         let name_key = settings::get(&self.env).object_name_key.as_deref();
         let (lines, method, key) = (&self.lines, &self.trace.method, &self.key);
-        let identified =
-            identity::identify(lines, method, &path_and_query, key, config, policy, &body, name_key, Some(&self.ctx));
+        let identified = identity::identify(
+            lines,
+            method,
+            &path_and_query,
+            key,
+            config,
+            policy,
+            &body,
+            name_key,
+            Some(&self.ctx),
+        );
         let identified = match identified.await {
             Ok(identified) => identified,
             Err(problem) => return self.refuse(&problem),

@@ -29,8 +29,8 @@ use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::edge_rules::jwks_cache::{
-    answer_status, declared_size, document, no_candidates, Document, FetchRequest, JwksCache, KeyQuery, Lookup,
-    FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
+    answer_status, declared_size, document, no_candidates, Document, FetchRequest, JwksCache, KeyQuery,
+    Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
 };
 use crate::core::edge_rules::scope::{self, ScopeConfig, ScopeLog, Start};
 use crate::core::edge_rules::verified_tokens::VerifiedTokens;
@@ -124,7 +124,9 @@ async fn verify_under_keys(algorithm: Algorithm, keys: &[Jwk], signature: &[u8],
                 "jwks: a {} key could not be imported: {}",
                 algorithm.jose_name(),
                 // A thrown string, or an error's (a `DOMException`'s) `message`.
-                error.as_string().or_else(|| js_sys::Reflect::get(&error, &"message".into()).ok()?.as_string())
+                error
+                    .as_string()
+                    .or_else(|| js_sys::Reflect::get(&error, &"message".into()).ok()?.as_string())
                     .unwrap_or_else(|| "an error".to_owned())
             ),
         }

@@ -13,11 +13,11 @@ use web_sys::{Headers, Request, RequestInit, Response, ResponseInit};
 
 use worker::{ObjectNamespace, Stub};
 
-use worker::{Error, Result};
 use super::bindings;
 use crate::core::edge_rules::routes::ObjectCallFailure;
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
 use worker::Env;
+use worker::{Error, Result};
 
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
@@ -70,7 +70,8 @@ async fn call_object_marked(
         .fetch_with_request(req)
         .map_err(|error| (ObjectCallFailure::BeforeSend, Error::from(error).to_string()))?;
     let answer = JsFuture::from(pending).await.map_err(|error| {
-        let flag = |name: &str| Reflect::get(&error, &name.into()).ok().and_then(|v| v.as_bool()) == Some(true);
+        let flag =
+            |name: &str| Reflect::get(&error, &name.into()).ok().and_then(|v| v.as_bool()) == Some(true);
         let failure = ObjectCallFailure::Rejected { overloaded: flag("overloaded"), remote: flag("remote") };
         (failure, Error::from(error).to_string())
     })?;
@@ -143,6 +144,7 @@ pub(super) async fn call_key(
     name: &str,
     req: &Request,
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
-    let stub = namespace.get_by_name(name).map_err(|error| (ObjectCallFailure::BeforeSend, error.to_string()))?;
+    let stub =
+        namespace.get_by_name(name).map_err(|error| (ObjectCallFailure::BeforeSend, error.to_string()))?;
     call_object_marked(stub, req).await
 }

@@ -42,7 +42,6 @@ use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::identify;
 use super::object_call::{cached_key_namespace, call_named};
-use worker::Result;
 use super::{body, metrics, now_ms, origin};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge::CoveredPlan;
@@ -60,6 +59,7 @@ use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::ProblemKind;
 use crate::core::vocabulary::trace::Trace;
 use worker::Context;
+use worker::Result;
 use worker::{console_error, Env};
 
 /// A request that enforce mode would have refused before any object: forwarded as it
@@ -179,14 +179,14 @@ pub(super) async fn covered(
         Err(error) => Err(error),
     };
     let ms = now_ms().saturating_sub(started);
-    let response =
-        match answered.and_then(|value| value.dyn_into::<Response>().map_err(worker::Error::from)) {
-            Ok(response) => response,
-            Err(error) => {
-                handed.set(Forwarded::Failed { ms });
-                return origin_or_problem(Err(error));
-            }
-        };
+    let response = match answered.and_then(|value| value.dyn_into::<Response>().map_err(worker::Error::from))
+    {
+        Ok(response) => response,
+        Err(error) => {
+            handed.set(Forwarded::Failed { ms });
+            return origin_or_problem(Err(error));
+        }
+    };
     let status = response.status();
     // Only the recording reads them: unreadable, it records none, and the caller still gets
     // the origin's answer.
@@ -281,7 +281,8 @@ impl Observation {
                 error
             );
         }
-        let (mut decision, claimed) = observed::after_arrival(arrival.as_ref().map_err(|(f, _)| *f), on_unavailable);
+        let (mut decision, claimed) =
+            observed::after_arrival(arrival.as_ref().map_err(|(f, _)| *f), on_unavailable);
         let forwarded = forwarded.await;
         let (status, origin_status, ms) = observed::log_fields(&forwarded);
         // A body captured for no claim is simply dropped.

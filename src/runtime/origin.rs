@@ -56,8 +56,8 @@
 
 use std::time::Duration;
 
-use wasm_bindgen::{JsCast, JsValue};
 use futures_util::future::{select, Either};
+use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
     self, AbortController, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit,
@@ -324,19 +324,23 @@ async fn forward(
     let body_cap = answer_body_cap(max_stored_bytes, &headers);
     let body = match response.body() {
         None => AnswerBody::Complete(Vec::new()),
-        Some(stream) => match select(std::pin::pin!(boundary::read_up_to(&stream, body_cap, false)), deadline.as_mut()).await {
-            Either::Left((Ok((Some(body), _)), _)) => AnswerBody::Complete(body),
-            Either::Left((Ok((None, Some(rest))), _)) => AnswerBody::Streamed(rest),
-            Either::Left((Ok((None, None)), _)) => {
-                broke_off(status, JsValue::from_str("an answer past its cap came without its stream"));
-                return ended(OriginVerdict::BrokeOff(status));
+        Some(stream) => {
+            match select(std::pin::pin!(boundary::read_up_to(&stream, body_cap, false)), deadline.as_mut())
+                .await
+            {
+                Either::Left((Ok((Some(body), _)), _)) => AnswerBody::Complete(body),
+                Either::Left((Ok((None, Some(rest))), _)) => AnswerBody::Streamed(rest),
+                Either::Left((Ok((None, None)), _)) => {
+                    broke_off(status, JsValue::from_str("an answer past its cap came without its stream"));
+                    return ended(OriginVerdict::BrokeOff(status));
+                }
+                Either::Left((Err(error), _)) => {
+                    broke_off(status, error);
+                    return ended(OriginVerdict::BrokeOff(status));
+                }
+                Either::Right(_) => return ended(OriginVerdict::TimedOut),
             }
-            Either::Left((Err(error), _)) => {
-                broke_off(status, error);
-                return ended(OriginVerdict::BrokeOff(status));
-            }
-            Either::Right(_) => return ended(OriginVerdict::TimedOut),
-        },
+        }
     };
     let verdict = match body {
         AnswerBody::Complete(_) => OriginVerdict::Answered(status),
@@ -350,11 +354,7 @@ async fn forward(
 /// it sent is what the engineer reconciling this key needs first (a 2xx most likely
 /// executed).
 fn broke_off(status: u16, error: JsValue) {
-    console_warn!(
-        "origin answered {} and its answer broke off: {}",
-        status,
-        worker::Error::from(error)
-    );
+    console_warn!("origin answered {} and its answer broke off: {}", status, worker::Error::from(error));
 }
 
 fn build_request(
@@ -404,14 +404,15 @@ async fn probe(target: &str, wait_ms: u64) -> Option<OriginVerdict> {
     let Ok(mut socket) = worker::Socket::builder().connect(host, port) else {
         return Some(OriginVerdict::NotSent);
     };
-    let verdict = match select(std::pin::pin!(socket.opened()), Delay::from(Duration::from_millis(wait_ms))).await {
-        Either::Left((Ok(_), _)) => None,
-        Either::Left((Err(_), _)) => return Some(OriginVerdict::NotSent),
-        Either::Right(_) => {
-            console_warn!("origin probe: no connection within {} ms", wait_ms);
-            Some(OriginVerdict::NotSent)
-        }
-    };
+    let verdict =
+        match select(std::pin::pin!(socket.opened()), Delay::from(Duration::from_millis(wait_ms))).await {
+            Either::Left((Ok(_), _)) => None,
+            Either::Left((Err(_), _)) => return Some(OriginVerdict::NotSent),
+            Either::Right(_) => {
+                console_warn!("origin probe: no connection within {} ms", wait_ms);
+                Some(OriginVerdict::NotSent)
+            }
+        };
     wasm_bindgen_futures::spawn_local(async move {
         let _ = socket.close().await;
     });

@@ -8,11 +8,11 @@
 
 use web_sys::Response;
 
-use worker::Result;
 use super::{respond, settings};
 use crate::core::edge_rules::config::RateLimiterChoice;
 use crate::core::edge_rules::edge;
 use crate::core::vocabulary::trace::Trace;
+use worker::Result;
 use worker::{console_error, Env};
 
 /// Asks the limiter `choice` names about `limit_keys` (`core::edge_rules::identify::Identified::

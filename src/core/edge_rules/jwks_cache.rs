@@ -342,8 +342,14 @@ mod tests {
         let cache = Some("max-age=60".to_owned());
         let read = super::document(b"{}".to_vec(), cache.clone());
         assert_eq!(read, Ok(Document { text: "{}".to_owned(), cache_control: cache }));
-        assert_eq!(super::document(vec![b' '; MAX_JWKS_BYTES], None).map(|d| d.text.len()), Ok(MAX_JWKS_BYTES));
-        assert_eq!(super::document(vec![b' '; MAX_JWKS_BYTES + 1], None), Err("larger than 262144 bytes".to_owned()));
+        assert_eq!(
+            super::document(vec![b' '; MAX_JWKS_BYTES], None).map(|d| d.text.len()),
+            Ok(MAX_JWKS_BYTES)
+        );
+        assert_eq!(
+            super::document(vec![b' '; MAX_JWKS_BYTES + 1], None),
+            Err("larger than 262144 bytes".to_owned())
+        );
         assert_eq!(super::document(vec![0xff, 0xfe], None), Err("not UTF-8".to_owned()));
     }
 

@@ -106,7 +106,10 @@ mod tests {
         let refused = Decision::Rejected(ProblemKind::StorageUnavailable);
         assert_eq!(after_arrival(Ok(&Answered::Plain), fail_open), (refused, None));
         // Unreached: what enforce mode would have decided, and never a claim.
-        assert_eq!(after_arrival(Err(ObjectCallFailure::BeforeSend), fail_open), (Decision::FailedOpen, None));
+        assert_eq!(
+            after_arrival(Err(ObjectCallFailure::BeforeSend), fail_open),
+            (Decision::FailedOpen, None)
+        );
         let after = ObjectCallFailure::UnmarkedAnswer;
         assert_eq!(after_arrival(Err(after), fail_open), (refused, None));
     }

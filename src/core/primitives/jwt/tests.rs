@@ -427,5 +427,8 @@ fn webcrypto_params_name_each_algorithm_with_its_hash_and_curve() {
     let ec_import: WebCryptoParams = &[("name", "ECDSA"), ("namedCurve", "P-256")];
     assert_eq!(params(Algorithm::Es256), (ec_import, &[("name", "ECDSA"), ("hash", "SHA-256")][..]));
     assert_eq!(params(Algorithm::EdDsa), (&[("name", "Ed25519")][..], &[("name", "Ed25519")][..]));
-    assert_eq!(params(Algorithm::Hs256), (&[("name", "HMAC"), ("hash", "SHA-256")][..], &[("name", "HMAC")][..]));
+    assert_eq!(
+        params(Algorithm::Hs256),
+        (&[("name", "HMAC"), ("hash", "SHA-256")][..], &[("name", "HMAC")][..])
+    );
 }

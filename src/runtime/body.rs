@@ -7,44 +7,31 @@
 use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::Request;
+use web_sys::{ReadableStream, Request};
 
 use super::boundary;
 use worker::Result;
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
-/// when it is larger than `limit`. A `Content-Length` (then the body's length: HTTP framing)
-/// can only make the refusal come sooner, and such a body is read in one `arrayBuffer()`. A
-/// body without one is counted as it streams in, and past the limit the rest is read and
-/// thrown away, as far as `DRAIN_LIMIT_BYTES` beyond the limit. An error where it could not
-/// be read.
+/// when it is larger than `limit` ([`read_observed`]); past the limit, a streamed body's
+/// rest is read and thrown away, as far as `DRAIN_LIMIT_BYTES` beyond the limit.
 pub(super) async fn read_within(
     req: &Request,
     content_length: Option<&str>,
     limit: u64,
 ) -> Result<Option<(Vec<u8>, JsValue)>> {
-    let declared = declared_length(content_length);
-    if declared.is_some_and(|length| length > limit) {
-        return Ok(None);
-    }
-    let Some(raw) = req.body() else { return Ok(Some((Vec::new(), Uint8Array::new_with_length(0).into()))) };
-    if declared.is_some() {
-        let buffer = JsFuture::from(req.array_buffer()?).await?;
-        return Ok(Some((Uint8Array::new(&buffer).to_vec(), buffer)));
-    }
-    match boundary::read_up_to(&raw, limit, false).await? {
-        (Some(bytes), _) => {
-            let to_send = Uint8Array::from(&bytes[..]).into();
-            Ok(Some((bytes, to_send)))
+    Ok(match read(req, content_length, limit, false).await? {
+        ObservedBody::Declared => None,
+        ObservedBody::OverLimit(rest) => {
+            // The limits are settings of at most a few hundred MiB, exact as an f64.
+            boundary::drain(&rest, limit as f64 + DRAIN_LIMIT_BYTES).await;
+            None
         }
-        (None, rest) => {
-            if let Some(rest) = rest {
-                // The limits are settings of at most a few hundred MiB, exact as an f64.
-                boundary::drain(&rest, limit as f64 + DRAIN_LIMIT_BYTES).await;
-            }
-            Ok(None)
+        ObservedBody::Read(bytes, to_send) => {
+            let to_send = to_send.unwrap_or_else(|| Uint8Array::from(&bytes[..]).into());
+            Some((bytes, to_send))
         }
-    }
+    })
 }
 
 /// The length a `Content-Length` value declares, when it is a number.
@@ -62,22 +49,38 @@ pub(super) async fn discard(req: &Request) {
     drain_request(req, false, DRAIN_LIMIT_BYTES).await;
 }
 
-/// A body in observe mode, where the request is forwarded whatever its size.
+/// A body read up to a limit (in observe mode, where the request is forwarded whatever its
+/// size).
 pub(super) enum ObservedBody {
     /// `Content-Length` says it is over the limit: the request goes on as it is, unread.
     Declared,
     /// A streamed body over the limit: what was read, then the rest (never buffered).
-    OverLimit(JsValue),
-    /// The body's bytes (for the fingerprint) and the value to forward: the same
+    OverLimit(ReadableStream),
+    /// The body's bytes (for the fingerprint) and the value to send on: the same
     /// `ArrayBuffer` for a declared length, a stream of the same chunks for a streamed body
-    /// (so it is forwarded streamed, as it came). `None` to forward: there was no body.
+    /// in observe mode (so it is forwarded streamed, as it came). `None`: there was no body,
+    /// or a streamed one to send on as bytes.
     Read(Vec<u8>, Option<JsValue>),
 }
 
+/// Observe mode's read of a body up to `limit`: a `Content-Length` (then the body's length:
+/// HTTP framing) can only make the answer come sooner, and such a body is read in one
+/// `arrayBuffer()`; a body without one is counted as it streams in.
 pub(super) async fn read_observed(
     req: &Request,
     content_length: Option<&str>,
     limit: u64,
+) -> Result<ObservedBody> {
+    read(req, content_length, limit, true).await
+}
+
+/// [`read_observed`], with a stream of a streamed body's chunks to send on when
+/// `forward_streamed`. An error where the body could not be read.
+async fn read(
+    req: &Request,
+    content_length: Option<&str>,
+    limit: u64,
+    forward_streamed: bool,
 ) -> Result<ObservedBody> {
     let declared = declared_length(content_length);
     if declared.is_some_and(|length| length > limit) {
@@ -89,11 +92,11 @@ pub(super) async fn read_observed(
         let body = Uint8Array::new(&buffer).to_vec();
         return Ok(ObservedBody::Read(body, Some(buffer)));
     }
-    Ok(match boundary::read_up_to(&raw, limit, true).await? {
-        (Some(body), Some(forward)) => ObservedBody::Read(body, Some(forward.into())),
-        (None, Some(forward)) => ObservedBody::OverLimit(forward.into()),
-        // Never: the helper always hands back the body to forward. Not forwarding it without.
-        (_, None) => return Err(worker::Error::RustError("the body to forward went missing".into())),
+    Ok(match boundary::read_up_to(&raw, limit, forward_streamed).await? {
+        (Some(body), forward) => ObservedBody::Read(body, forward.map(JsValue::from)),
+        (None, Some(rest)) => ObservedBody::OverLimit(rest),
+        // Never: past the limit the rest is always handed back. Not forwarding it without.
+        (None, None) => return Err(worker::Error::RustError("the body to forward went missing".into())),
     })
 }
 

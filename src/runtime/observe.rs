@@ -126,7 +126,7 @@ pub(super) async fn covered(
             }
             body::ObservedBody::OverLimit(stream) => {
                 let started = now_ms();
-                let forwarded = forward::as_it_came(&req, &target, Some(&stream))?;
+                let forwarded = forward::as_it_came(&req, &target, Some(stream.as_ref()))?;
                 let answer = origin_or_problem(forward::send(env, policy.origin_service, &forwarded).await);
                 log_refused_forward(env, ProblemKind::BodyTooLarge, &answer, started, &trace);
                 return answer;

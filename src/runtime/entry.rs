@@ -69,8 +69,7 @@ use crate::core::primitives::url::{path_and_query, path_and_query_parts};
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::trace::Trace;
-use worker::Result;
-use worker::{console_error, Env};
+use worker::{console_error, Env, Result};
 
 /// The Worker's `fetch` (`worker`'s `#[event(fetch)]`, which `src/entry.mjs` calls): the
 /// answer to `req`. An error that reaches the top is logged and answered 500 with a plain

@@ -16,8 +16,7 @@ use worker::{ObjectNamespace, Stub};
 use super::bindings;
 use crate::core::edge_rules::routes::ObjectCallFailure;
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
-use worker::Env;
-use worker::{Error, Result};
+use worker::{Env, Error, Result};
 
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";

@@ -58,9 +58,7 @@ use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::ProblemKind;
 use crate::core::vocabulary::trace::Trace;
-use worker::Context;
-use worker::Result;
-use worker::{console_error, Env};
+use worker::{console_error, Context, Env, Result};
 
 /// A request that enforce mode would have refused before any object: forwarded as it
 /// came, and logged with the refusal it would have had.

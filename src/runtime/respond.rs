@@ -19,8 +19,7 @@ use crate::core::key_rules::machine::problem_response;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::problem::Problem;
 use crate::core::vocabulary::trace::Trace;
-use worker::Env;
-use worker::Result;
+use worker::{Env, Result};
 
 /// The header that marks every answer that did not come from this request's own execution.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";

@@ -77,7 +77,7 @@ use worker::{console_error, Env, Result};
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method();
-    // The headers, read whole in one call: every decision below reads this copy.
+    // The headers, read whole once: every decision below reads this copy.
     let lines = header_lines(&req.headers())?;
     // Which request this is, on every log line and problem it gets (`core::vocabulary::trace::Trace`).
     let request_id = request_id(lines.get("cf-ray").as_deref(), random_u64);
@@ -101,9 +101,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     };
     // Where the request goes is the core's decision (`core::edge_rules::edge`); each arm carries it out.
     let edge = edge::decide(&head, config, |name| env.service(name).is_ok());
-    if let Edge::PassThrough(policy) | Edge::PassObserved(policy, _) | Edge::Covered { policy, .. } = &edge {
-        trace.route = policy.route.map(str::to_owned);
-    }
+    trace.route = edge.route().map(str::to_owned);
     match edge {
         Edge::Covered { policy, key, plan } if policy.mode == Mode::Enforce => {
             let request = CoveredRequest { req, env, ctx, lines, url, config, policy, key, plan, trace };

@@ -49,7 +49,6 @@ use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::key_call;
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::observed::{self, Forwarded};
-use crate::core::edge_rules::routes::Unavailable;
 use crate::core::edge_rules::wire::{Answered, KeyCall, KeyStep, ToObject};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::latch::{latch, Latch};
@@ -154,7 +153,6 @@ pub(super) async fn covered(
     // worked out in the recording, after the caller's answer: observing never delays it.
     let recording = Observation {
         env: env.clone(),
-        jurisdiction: config.jurisdiction.clone(),
         request: Observed {
             routed_path: normalised_path(path_and_query_parts(url).0).unwrap_or_default(),
             method,
@@ -166,8 +164,6 @@ pub(super) async fn covered(
         target,
         plan,
         trace,
-        on_unavailable: policy.on_unavailable,
-        origin_timeout_ms: policy.timing.origin_timeout_ms,
     };
     let (handed, forwarded_rx) = latch();
     ctx.wait_until(recording.run(forwarded_rx));
@@ -213,14 +209,11 @@ struct Observed {
 /// What the recording needs, owned: it runs after the caller's answer has gone.
 struct Observation {
     env: Env,
-    jurisdiction: Option<String>,
     request: Observed,
     /// The URL the object's requests carry (it reads only their headers).
     target: String,
     plan: CoveredPlan,
     trace: Trace,
-    on_unavailable: Unavailable,
-    origin_timeout_ms: u64,
 }
 
 impl Observation {
@@ -229,19 +222,12 @@ impl Observation {
     /// refuse (401, 503) is logged as that refusal, with the origin's status, and nothing is
     /// recorded.
     async fn run(self, forwarded: Latch<Forwarded>) {
-        let Observation {
-            env,
-            jurisdiction,
-            request,
-            target,
-            plan,
-            trace,
-            on_unavailable,
-            origin_timeout_ms,
-        } = self;
+        let Observation { env, request, target, plan, trace } = self;
         let settings = super::settings::get(&env);
         let Ok(config) = &settings.config else { return };
+        // The route's policy as the caller's side had it (the configuration is the isolate's).
         let policy = config.policy_for(&request.routed_path);
+        let jurisdiction = &config.jurisdiction;
         let Observed { method, path_and_query, key, headers, body, .. } = &request;
         let name_key = settings.object_name_key.as_deref();
         let identified =
@@ -280,13 +266,13 @@ impl Observation {
             );
         }
         let (mut decision, claimed) =
-            observed::after_arrival(arrival.as_ref().map_err(|(f, _)| *f), on_unavailable);
+            observed::after_arrival(arrival.as_ref().map_err(|(f, _)| *f), policy.on_unavailable);
         let forwarded = forwarded.await;
         let (status, origin_status, ms) = observed::log_fields(&forwarded);
         // A body captured for no claim is simply dropped.
         if let Some(attempt) = claimed {
             // The origin's answer (or failure) for the attempt the object claimed.
-            let (outcome, body) = observed::reported_outcome(forwarded, origin_timeout_ms);
+            let (outcome, body) = observed::reported_outcome(forwarded, policy.timing.origin_timeout_ms);
             let body = body.map(|bytes| JsValue::from(js_sys::Uint8Array::from(&bytes[..])));
             let recorded = object(KeyStep::ObserveOutcome { attempt, outcome }, body).await;
             decision = observed::after_outcome(recorded.as_ref().ok());

@@ -9,11 +9,11 @@ use std::cell::OnceCell;
 use js_sys::Reflect;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Headers, Request, RequestInit, Response, ResponseInit};
+use web_sys::{Headers, Request, RequestInit, Response};
 
 use worker::{ObjectNamespace, Stub};
 
-use super::bindings;
+use super::{bindings, respond};
 use crate::core::edge_rules::routes::ObjectCallFailure;
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
 use worker::{Env, Error, Result};
@@ -87,17 +87,13 @@ async fn call_object_marked(
     // object gave.
     let answered = Answered::decode(&mark).unwrap_or(Answered::Plain);
     // Rewrapped without the mark: a fetched answer's headers are immutable.
-    let rewrapped = (|| {
-        let copy = Headers::new_with_headers(&headers)?;
-        copy.delete(ANSWERED_HEADER)?;
-        let init = ResponseInit::new();
-        init.set_status(response.status());
-        init.set_headers(&copy);
-        Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)
-    })();
-    let rewrapped = rewrapped.map_err(|error| {
-        unmarked(format!("the object's answer could not be rewrapped: {}", Error::from(error)))
-    })?;
+    let rewrapped = Headers::new_with_headers(&headers)
+        .map_err(Error::from)
+        .and_then(|copy| {
+            copy.delete(ANSWERED_HEADER)?;
+            respond::rewrapped(&response, &copy)
+        })
+        .map_err(|error| unmarked(format!("the object's answer could not be rewrapped: {error}")))?;
     Ok((rewrapped, answered))
 }
 

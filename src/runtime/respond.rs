@@ -172,10 +172,13 @@ pub fn marked(response: Result<Response>) -> Result<Response> {
     }
     let copy = Headers::new_with_headers(&headers)?;
     copy.set(ANSWERED_HEADER, ANSWERED_PLAIN)?;
-    Ok(Response::new_with_opt_readable_stream_and_init(
-        response.body().as_ref(),
-        &init(response.status(), &copy),
-    )?)
+    rewrapped(&response, &copy)
+}
+
+/// `response`'s status and body around `headers`: a fetched answer's own are immutable.
+pub fn rewrapped(response: &Response, headers: &Headers) -> Result<Response> {
+    let init = init(response.status(), headers);
+    Ok(Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?)
 }
 
 /// Observe mode's answer to the Worker: 204, marked with the decision (and the claimed

@@ -32,11 +32,11 @@
 //! - `bindings`: the platform calls `worker` does not bind (one line each on why): a
 //!   namespace's jurisdiction, and the object storage's synchronous key-value API and
 //!   `transactionSync`.
-//! - The runtime's error is `worker::Error` (its fault: [`AnswerFault`]), a race of two
-//!   futures `futures_util`'s `select`, the log `worker`'s `console_*!`, timers its `Delay`.
 //! - `boundary`: headers read whole, and request bodies and answers read up to a limit or
 //!   drained, as streams (`wasm-streams`). The origin's probe and exchange are `worker`'s
 //!   (`Socket`, `Fetch`), in `origin`.
+//! - The runtime's error is `worker::Error` (its fault: [`AnswerFault`]), a race of two
+//!   futures `futures_util`'s `select`, the log `worker`'s `console_*!`, timers its `Delay`.
 
 mod admin;
 mod bindings;

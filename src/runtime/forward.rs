@@ -9,14 +9,13 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 
-use super::platform::Result;
 use super::{body, origin_auth, respond, settings};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge;
 use crate::core::edge_rules::origin_auth::Protection;
 use crate::core::primitives::url::path_and_query;
 use crate::core::vocabulary::trace::Trace;
-use worker::Env;
+use worker::{Env, Result};
 
 /// Any uncovered method: to the origin as it is, body streamed, no key needed. When the
 /// hop is signed, the body is read first (up to `MAX_BODY_BYTES`, 413 above) to digest it.
@@ -90,8 +89,8 @@ pub(super) async fn sign_passed(
 
 /// A forward whose signature could not be made: it is not sent (502, as for an origin that
 /// could not be reached).
-pub(super) fn not_signed() -> super::platform::Error {
-    super::platform::Error::Rust("the hop to the origin could not be signed".into())
+pub(super) fn not_signed() -> worker::Error {
+    worker::Error::RustError("the hop to the origin could not be signed".into())
 }
 
 /// A fail-open forward: the route chose availability over protection, and the object

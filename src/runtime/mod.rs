@@ -32,12 +32,11 @@
 //! - `bindings`: the platform calls `worker` does not bind (one line each on why): a
 //!   namespace's jurisdiction, and the object storage's synchronous key-value API and
 //!   `transactionSync`.
-//! - `platform`: no binding any more: the runtime's error (with its fault) and a race of two
-//!   futures; the log is `worker`'s `console_*!`, timers its `Delay`.
-//! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
-//!   per operation that reports what happened and decides nothing (`boundary.mjs`: headers,
-//!   bodies, streams, the object call). The origin's probe and exchange are `worker`'s
+//! - `boundary`: headers read whole, and request bodies and answers read up to a limit or
+//!   drained, as streams (`wasm-streams`). The origin's probe and exchange are `worker`'s
 //!   (`Socket`, `Fetch`), in `origin`.
+//! - The runtime's error is `worker::Error` (its fault: [`AnswerFault`]), a race of two
+//!   futures `futures_util`'s `select`, the log `worker`'s `console_*!`, timers its `Delay`.
 
 mod admin;
 mod bindings;
@@ -56,7 +55,6 @@ mod observe;
 mod origin;
 mod origin_auth;
 mod outcome_queue;
-pub(crate) mod platform;
 mod rate_limit;
 mod reconcile;
 mod respond;
@@ -64,6 +62,20 @@ mod seal;
 mod settings;
 mod settlement;
 mod storage;
+
+use crate::core::vocabulary::fault::{Fault, PlatformCall, Stage};
+
+/// A runtime error (`worker::Error`) as a fault (`core::vocabulary::fault`): where it reaches
+/// the object's answer, it is a platform call that threw after the key's step was carried out.
+trait AnswerFault {
+    fn fault(&self) -> Fault;
+}
+
+impl AnswerFault for worker::Error {
+    fn fault(&self) -> Fault {
+        Fault::platform(PlatformCall::Answer, Stage::AfterStep)
+    }
+}
 
 /// Milliseconds since the epoch. Only the runtime reads the clock; the core is handed it.
 fn now_ms() -> u64 {

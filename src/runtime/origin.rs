@@ -56,6 +56,7 @@
 
 use std::time::Duration;
 
+use futures_util::future::{select, Either};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
@@ -64,7 +65,6 @@ use web_sys::{
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
-use super::platform::{race, Either};
 use super::{body, origin_auth, settings};
 use crate::core::edge_rules::headers::{connection_tokens, forward_to_origin, store_for_replay};
 use crate::core::edge_rules::observed::Captured;
@@ -260,7 +260,7 @@ async fn forward(
             {
                 Ok(value) => Some(value),
                 Err(error) => {
-                    console_warn!("origin signature failed: {}", super::platform::Error::from(error));
+                    console_warn!("origin signature failed: {}", worker::Error::from(error));
                     return (OriginVerdict::NotSent.result(), None);
                 }
             }
@@ -297,15 +297,15 @@ async fn forward(
                 .map_err(JsValue::from),
         }
     };
-    let response = match race(fetched, deadline.as_mut()).await {
-        Either::Left(Ok(response)) => response,
+    let response = match select(std::pin::pin!(fetched), deadline.as_mut()).await {
+        Either::Left((Ok(response), _)) => response,
         // The fetch failed, perhaps after the request left (or what came back is not an
         // answer): the outcome is unknown.
-        Either::Left(Err(error)) => {
-            console_warn!("origin fetch failed: {}", super::platform::Error::from(error));
+        Either::Left((Err(error), _)) => {
+            console_warn!("origin fetch failed: {}", worker::Error::from(error));
             return ended(OriginVerdict::MaybeSent);
         }
-        Either::Right(()) => return ended(OriginVerdict::TimedOut),
+        Either::Right(_) => return ended(OriginVerdict::TimedOut),
     };
     let status = response.status();
     let headers = match header_lines(&response.headers()) {
@@ -324,19 +324,23 @@ async fn forward(
     let body_cap = answer_body_cap(max_stored_bytes, &headers);
     let body = match response.body() {
         None => AnswerBody::Complete(Vec::new()),
-        Some(stream) => match race(boundary::read_up_to(&stream, body_cap, false), deadline.as_mut()).await {
-            Either::Left(Ok((Some(body), _))) => AnswerBody::Complete(body),
-            Either::Left(Ok((None, Some(rest)))) => AnswerBody::Streamed(rest),
-            Either::Left(Ok((None, None))) => {
-                broke_off(status, JsValue::from_str("an answer past its cap came without its stream"));
-                return ended(OriginVerdict::BrokeOff(status));
+        Some(stream) => {
+            match select(std::pin::pin!(boundary::read_up_to(&stream, body_cap, false)), deadline.as_mut())
+                .await
+            {
+                Either::Left((Ok((Some(body), _)), _)) => AnswerBody::Complete(body),
+                Either::Left((Ok((None, Some(rest))), _)) => AnswerBody::Streamed(rest),
+                Either::Left((Ok((None, None)), _)) => {
+                    broke_off(status, JsValue::from_str("an answer past its cap came without its stream"));
+                    return ended(OriginVerdict::BrokeOff(status));
+                }
+                Either::Left((Err(error), _)) => {
+                    broke_off(status, error);
+                    return ended(OriginVerdict::BrokeOff(status));
+                }
+                Either::Right(_) => return ended(OriginVerdict::TimedOut),
             }
-            Either::Left(Err(error)) => {
-                broke_off(status, error);
-                return ended(OriginVerdict::BrokeOff(status));
-            }
-            Either::Right(()) => return ended(OriginVerdict::TimedOut),
-        },
+        }
     };
     let verdict = match body {
         AnswerBody::Complete(_) => OriginVerdict::Answered(status),
@@ -350,11 +354,7 @@ async fn forward(
 /// it sent is what the engineer reconciling this key needs first (a 2xx most likely
 /// executed).
 fn broke_off(status: u16, error: JsValue) {
-    console_warn!(
-        "origin answered {} and its answer broke off: {}",
-        status,
-        super::platform::Error::from(error)
-    );
+    console_warn!("origin answered {} and its answer broke off: {}", status, worker::Error::from(error));
 }
 
 fn build_request(
@@ -404,15 +404,15 @@ async fn probe(target: &str, wait_ms: u64) -> Option<OriginVerdict> {
     let Ok(mut socket) = worker::Socket::builder().connect(host, port) else {
         return Some(OriginVerdict::NotSent);
     };
-    let shown = race(socket.opened(), Delay::from(Duration::from_millis(wait_ms))).await;
-    let verdict = match shown {
-        Either::Left(Ok(_)) => None,
-        Either::Left(Err(_)) => return Some(OriginVerdict::NotSent),
-        Either::Right(()) => {
-            console_warn!("origin probe: no connection within {} ms", wait_ms);
-            Some(OriginVerdict::NotSent)
-        }
-    };
+    let verdict =
+        match select(std::pin::pin!(socket.opened()), Delay::from(Duration::from_millis(wait_ms))).await {
+            Either::Left((Ok(_), _)) => None,
+            Either::Left((Err(_), _)) => return Some(OriginVerdict::NotSent),
+            Either::Right(_) => {
+                console_warn!("origin probe: no connection within {} ms", wait_ms);
+                Some(OriginVerdict::NotSent)
+            }
+        };
     wasm_bindgen_futures::spawn_local(async move {
         let _ = socket.close().await;
     });
@@ -426,7 +426,7 @@ async fn probe(target: &str, wait_ms: u64) -> Option<OriginVerdict> {
 pub(super) fn split_answer(
     response: Response,
     cap: u64,
-) -> super::platform::Result<(Response, impl std::future::Future<Output = Captured>)> {
+) -> worker::Result<(Response, impl std::future::Future<Output = Captured>)> {
     if forward::has_websocket(&response) {
         return Ok((response, Capture::Done(Captured::Nothing).run()));
     }

@@ -96,8 +96,8 @@ fn is_internal(name: &str) -> bool {
         .is_some_and(|prefix| prefix.eq_ignore_ascii_case(INTERNAL_PREFIX.as_bytes()))
 }
 
-/// A request's headers read across the JS↔Wasm boundary in one call (`runtime::boundary`)
-/// rather than one call per header: each header as `name\nvalue\n`, as the runtime's
+/// A request's headers, read whole once (`runtime::boundary`) and then looked up here
+/// without crossing the JS↔Wasm boundary again: each header as `name\nvalue\n`, as the runtime's
 /// `Headers` iterates them (lowercase names; repeated lines joined with `", "`). A name
 /// cannot hold a line feed and the runtime refuses one in a value, so the text splits
 /// without escapes; a field left without its pair (never written by the runtime) is
@@ -252,7 +252,7 @@ mod tests {
 
     proptest::proptest! {
         /// Whatever headers the runtime iterates (lowercase token names, values of any byte
-        /// but a line feed, as `Headers` holds them), the text `headerLines` writes reads
+        /// but a line feed, as `Headers` holds them), the text `runtime::boundary` writes reads
         /// back as the same pairs, and `get` answers as `Headers.get` does.
         #[test]
         fn header_lines_read_back_what_the_runtime_wrote(

@@ -25,7 +25,7 @@ use super::storage::{self, sql_error, LegacyRow, StorageError, Stores};
 use crate::core::edge_rules::log::event_line;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::key_record::{Completed, KeyRecord, StoredResponse};
-use crate::core::formats::seal::{refuses_unsealed, KeyRing};
+use crate::core::formats::seal::{refuses_unsealed, KeyRing, SealContext};
 use worker::Env;
 
 /// An alarm whose `setAlarm` call is made ([`KeyStorage::issue_alarm`]), to be awaited
@@ -136,19 +136,15 @@ impl KeyStorage {
                 (Some(_), None) => return Err(no_scope_salt()),
                 (_, salt) => salt.map_or(&[][..], |salt| &salt.0[..]),
             };
-            let sealing =
-                chunks::Sealing { sealer: &self.sealer, ring, scope: salt, object_id: self.object_id() };
-            let (record, checked) = chunks::open(self.sql(), done, sealing).await?;
+            let (record, checked) = chunks::open(self.sql(), done, self.sealing(ring, salt)).await?;
             return Ok(Some(opened(record, Some(checked))));
         }
         let Some(sealed) = &done.sealed_answer else { return Ok(None) };
         let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
-        let binding = done.sealed_bound.then_some((done.attempt, &done.fingerprint));
-        let answer = self
-            .sealer
-            .open(ring, &salt.0, self.object_id(), binding, sealed)
-            .await
-            .map_err(|error| StorageError::Seal(error.to_string()))?;
+        let bound = done.sealed_bound.then_some((done.attempt.0, &done.fingerprint.0));
+        let context = SealContext::answer(&salt.0, self.object_id(), bound);
+        let answer = StoredResponse::decode(&self.sealer.open(ring, &context, sealed).await?)
+            .map_err(|error| StorageError::Seal(format!("the opened answer is unreadable: {error}")))?;
         let record = Completed { response: Arc::new(answer), sealed_answer: None, ..done.clone() };
         Ok(Some(opened(record, None)))
     }
@@ -211,13 +207,7 @@ impl KeyStorage {
             let sealing = match ring {
                 None => None,
                 Some(ring) => {
-                    let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
-                    Some(chunks::Sealing {
-                        sealer: &self.sealer,
-                        ring: Some(ring),
-                        scope: &salt.0,
-                        object_id: self.object_id(),
-                    })
+                    Some(self.sealing(Some(ring), &self.scope_salt.get().ok_or_else(no_scope_salt)?.0))
                 }
             };
             // CHUNK_WRITE_FAULT_INJECTION (tests only): this write fails half-way.
@@ -232,7 +222,15 @@ impl KeyStorage {
         }
         let sealed = match ring {
             None => None,
-            Some(ring) => Some(self.sealed(ring, done).await?),
+            Some(ring) => {
+                // Sealed bound to its attempt and fingerprint (record tag 5).
+                let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
+                let bound = Some((done.attempt.0, &done.fingerprint.0));
+                let context = SealContext::answer(&salt.0, self.object_id(), bound);
+                let sealed = self.sealer.seal(ring, &context, &done.response.encode()).await?;
+                let done = Completed { sealed_answer: Some(sealed), sealed_bound: true, ..done.clone() };
+                Some(KeyRecord::Completed(done))
+            }
         };
         // The sealing await let other requests in: write only if the claim is still the
         // live one, checked in the same turn as the write.
@@ -243,21 +241,9 @@ impl KeyStorage {
         Ok(record.clone())
     }
 
-    /// `done` as it is stored when sealing is on: its answer sealed, bound to its attempt
-    /// and fingerprint.
-    async fn sealed(&self, ring: &KeyRing, done: &Completed) -> Result<KeyRecord, StorageError> {
-        let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
-        let binding = (done.attempt, &done.fingerprint);
-        let sealed = self
-            .sealer
-            .seal(ring, &salt.0, self.object_id(), binding, &done.response)
-            .await
-            .map_err(|error| StorageError::Seal(error.to_string()))?;
-        Ok(KeyRecord::Completed(Completed {
-            sealed_answer: Some(sealed),
-            sealed_bound: true,
-            ..done.clone()
-        }))
+    /// What sealing this object's answers with `ring` needs (`runtime::chunks`).
+    fn sealing<'a>(&'a self, ring: Option<&'a KeyRing>, scope: &'a [u8]) -> chunks::Sealing<'a> {
+        chunks::Sealing { sealer: &self.sealer, ring, scope, object_id: self.object_id() }
     }
 
     /// Deletes everything the key stored: the record, its chunk rows, every table and its

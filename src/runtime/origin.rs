@@ -260,7 +260,7 @@ async fn forward(
             {
                 Ok(value) => Some(value),
                 Err(error) => {
-                    console_warn!("origin signature failed: {}", super::platform::Error::from(error));
+                    console_warn!("origin signature failed: {}", error);
                     return (OriginVerdict::NotSent.result(), None);
                 }
             }

@@ -82,6 +82,12 @@ impl StorageError {
     }
 }
 
+impl From<super::seal::SealError> for StorageError {
+    fn from(error: super::seal::SealError) -> StorageError {
+        StorageError::Seal(error.0)
+    }
+}
+
 impl std::fmt::Display for StorageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -281,6 +281,46 @@ pub fn request_associated_data(object_id: &str, record_version: u8) -> Vec<u8> {
     aad
 }
 
+/// What one seal is of: the derived key that seals and opens it (HKDF `salt` and `info`,
+/// rules 2 and 5) and what it is bound to (`aad`, rule 3). Every sealed value the worker
+/// stores is made from one of these; the runtime only runs the cipher with them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealContext {
+    pub salt: Vec<u8>,
+    pub info: &'static [u8],
+    pub aad: Vec<u8>,
+}
+
+impl SealContext {
+    /// A stored answer of the scope whose key salt is `scope`, in the object `object_id`.
+    /// `bound`: the record's attempt and fingerprint (record tag 5); `None` for an answer
+    /// an earlier release sealed (tag 2), which is opened as it was written.
+    pub fn answer(scope: &[u8], object_id: &str, bound: Option<(u64, &[u8; 32])>) -> SealContext {
+        let version = super::key_record::SEALED_RECORD_VERSION;
+        let aad = match bound {
+            Some((attempt, fingerprint)) => {
+                bound_answer_associated_data(object_id, version, attempt, fingerprint)
+            }
+            None => answer_associated_data(object_id, version),
+        };
+        SealContext { salt: scope.to_vec(), info: ANSWER_KEY_INFO, aad }
+    }
+
+    /// A job's stored request in the object `object_id`, with that id as salt (rule 5).
+    /// `bound`: the job's claim time and fingerprint (job version 2); `None` for a request
+    /// an earlier release sealed (job version 1).
+    pub fn request(object_id: &str, bound: Option<(u64, &[u8; 32])>) -> SealContext {
+        let version = super::key_record::SEALED_RECORD_VERSION;
+        let aad = match bound {
+            Some((claimed_at, fingerprint)) => {
+                bound_request_associated_data(object_id, version, claimed_at, fingerprint)
+            }
+            None => request_associated_data(object_id, version),
+        };
+        SealContext { salt: object_id.as_bytes().to_vec(), info: REQUEST_KEY_INFO, aad }
+    }
+}
+
 /// Standard base64 with padding (RFC 4648 §4), strictly: no whitespace, no URL alphabet,
 /// canonical padding and no stray bits under it (the `base64` crate's `STANDARD`).
 pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
@@ -407,6 +447,24 @@ mod tests {
         assert_ne!(request, answer, "a request never opens as an answer");
         assert_ne!(request, bound_request_associated_data("ab", 2, 9, &fp), "another job");
         assert_ne!(request, bound_request_associated_data("ab", 2, 7, &other));
+    }
+
+    #[test]
+    fn answers_use_the_scopes_key_and_requests_the_objects() {
+        let (fp, version) = ([3u8; 32], crate::core::formats::key_record::SEALED_RECORD_VERSION);
+        let answer = SealContext::answer(b"scope-salt", "ab", Some((7, &fp)));
+        assert_eq!((answer.salt.as_slice(), answer.info), (&b"scope-salt"[..], ANSWER_KEY_INFO));
+        assert_eq!(answer.aad, bound_answer_associated_data("ab", version, 7, &fp));
+        let legacy = SealContext::answer(b"scope-salt", "ab", None);
+        assert_eq!(legacy.aad, answer_associated_data("ab", version), "an earlier release's answer");
+        let request = SealContext::request("ab", Some((9, &fp)));
+        assert_eq!((request.salt.as_slice(), request.info), (&b"ab"[..], REQUEST_KEY_INFO));
+        assert_eq!(request.aad, bound_request_associated_data("ab", version, 9, &fp));
+        assert_eq!(SealContext::request("ab", None).aad, request_associated_data("ab", version));
+        // The bytes stored records were sealed with: a change here would leave them unopenable.
+        assert_eq!(version, 2);
+        assert_eq!(legacy.aad, b"idempotency-edge/answer\0ab\0\x02");
+        assert_eq!(&request.aad[..32], b"idempotency-edge/request-bound\0a");
     }
 
     #[test]

@@ -29,7 +29,7 @@ use worker::{SqlStorage, SqlStorageValue, Storage};
 use super::bindings::{self, SyncKv};
 
 use crate::core::formats::key_record::{DecodeError, KeyRecord};
-use crate::core::vocabulary::fault::StorageOperation;
+pub use crate::core::vocabulary::fault::StorageError;
 
 const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
 const TABLE_EXISTS: &str = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idempotency_record'";
@@ -57,46 +57,9 @@ pub struct Stores<'a> {
     pub kv: &'a SyncKv,
 }
 
-/// Why the record could not be read or written.
-#[derive(Debug)]
-pub enum StorageError {
-    Sql(String),
-    Corrupt(DecodeError),
-    /// A stored answer could not be sealed or opened (see `runtime::seal`).
-    Seal(String),
-    /// A chunked answer's rows are missing or do not match its record (`runtime::chunks`).
-    Chunks(String),
-    /// An outcome whose claim stopped being the live one while its answer was sealed (a
-    /// purge, then a new claim): not written, so the new claim's record stays.
-    Fenced,
-}
-
-impl StorageError {
-    /// What failed of a read of the record (`core::vocabulary::fault`): opening its sealed or chunked
-    /// answer, or reading the record itself.
-    pub fn operation(&self) -> StorageOperation {
-        match self {
-            StorageError::Seal(_) | StorageError::Chunks(_) => StorageOperation::Open,
-            StorageError::Sql(_) | StorageError::Corrupt(_) | StorageError::Fenced => StorageOperation::Read,
-        }
-    }
-}
-
 impl From<super::seal::SealError> for StorageError {
     fn from(error: super::seal::SealError) -> StorageError {
         StorageError::Seal(error.0)
-    }
-}
-
-impl std::fmt::Display for StorageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StorageError::Sql(message) => write!(f, "SQL error: {message}"),
-            StorageError::Corrupt(error) => write!(f, "stored record is unreadable: {error}"),
-            StorageError::Seal(error) => write!(f, "stored answer: {error}"),
-            StorageError::Chunks(error) => write!(f, "stored answer chunks: {error}"),
-            StorageError::Fenced => write!(f, "the claim is no longer the live one; outcome not written"),
-        }
     }
 }
 
@@ -116,8 +79,8 @@ pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<KeyRe
         // Anything but bytes is not a record: never read as absent (that would forward the
         // key again), an error the caller answers 503.
         let bytes = value.dyn_ref::<Uint8Array>().map(Uint8Array::to_vec);
-        let bytes = bytes.ok_or(StorageError::Corrupt(DecodeError::NotARecord))?;
-        return KeyRecord::decode(&bytes).map(Some).map_err(StorageError::Corrupt);
+        let bytes = bytes.ok_or(corrupt(DecodeError::NotARecord))?;
+        return KeyRecord::decode(&bytes).map(Some).map_err(corrupt);
     }
     if !legacy_table_exists(stores.sql)? {
         legacy.set(LegacyRow::Absent);
@@ -129,10 +92,8 @@ pub fn load(stores: Stores<'_>, legacy: &Cell<LegacyRow>) -> Result<Option<KeyRe
         return Ok(None);
     };
     match row.into_iter().next() {
-        Some(SqlStorageValue::Blob(bytes)) => {
-            KeyRecord::decode(&bytes).map(Some).map_err(StorageError::Corrupt)
-        }
-        _ => Err(StorageError::Corrupt(DecodeError::NotARecord)),
+        Some(SqlStorageValue::Blob(bytes)) => KeyRecord::decode(&bytes).map(Some).map_err(corrupt),
+        _ => Err(corrupt(DecodeError::NotARecord)),
     }
 }
 
@@ -191,6 +152,11 @@ fn remove_legacy_row(sql: &SqlStorage, legacy: &Cell<LegacyRow>) -> Result<(), S
 fn legacy_table_exists(sql: &SqlStorage) -> Result<bool, StorageError> {
     let cursor = sql.exec(TABLE_EXISTS, None).map_err(sql_error)?;
     Ok(cursor.raw().next().transpose().map_err(sql_error)?.is_some())
+}
+
+/// A record that does not decode.
+fn corrupt(error: DecodeError) -> StorageError {
+    StorageError::Corrupt(error.to_string())
 }
 
 /// A failed storage call as the log shows it (`Name: message`).

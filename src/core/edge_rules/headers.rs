@@ -53,6 +53,12 @@ pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
         .collect()
 }
 
+/// The tokens of the first `Connection` header (any case) in a message's header list.
+pub fn connection_tokens_in(headers: &[(String, String)]) -> Vec<String> {
+    let connection = headers.iter().find(|(name, _)| name.eq_ignore_ascii_case("connection"));
+    connection_tokens(connection.map(|(_, value)| value.as_str()))
+}
+
 /// The tokens of a request's `Connection` value that its forward to the origin honours
 /// (rule 4): every one but the names in `end_to_end` (any case), the headers the edge keyed,
 /// scoped and bound the request by (`core::edge_rules::config::Config::end_to_end_headers`).
@@ -159,6 +165,16 @@ mod tests {
             assert!(!store_for_replay(name, &tokens), "{name}");
             assert!(!pass_to_caller(name, &tokens), "{name}");
         }
+    }
+
+    #[test]
+    fn an_answers_connection_tokens_come_from_its_connection_header() {
+        let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+        };
+        let answer = pairs(&[("x-a", "1"), ("Connection", "close, X-Trace"), ("connection", "x-other")]);
+        assert_eq!(connection_tokens_in(&answer), ["close", "x-trace"]);
+        assert!(connection_tokens_in(&pairs(&[("x-connection", "x-a")])).is_empty());
     }
 
     #[test]

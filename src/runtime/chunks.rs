@@ -14,7 +14,6 @@
 //! transaction adds the rollback. `worker` 0.8.7 does not bind `transactionSync`;
 //! `runtime::bindings` does.
 
-use std::cell::Cell;
 use std::sync::Arc;
 
 use js_sys::{Reflect, Uint8Array};
@@ -23,8 +22,8 @@ use web_sys::CryptoKey;
 use worker::{console_error, SqlStorage};
 
 use super::boundary;
+use super::key_storage::{sql_error, KeyStorage, StorageError};
 use super::seal::{self, Sealer};
-use super::storage::{self, sql_error, LegacyRow, StorageError, Stores};
 use crate::core::formats::chunk_manifest::ChunkManifest;
 use crate::core::formats::chunks::{self, CHUNK_BYTES};
 use crate::core::formats::key_record::{Completed, KeyRecord};
@@ -166,8 +165,7 @@ fn fixed_length(stream: &web_sys::ReadableStream, len: u64) -> Option<web_sys::R
 /// head and the manifest, no body: `core::formats::chunks::chunked_records`) and the check
 /// that its rows now pass.
 pub async fn put(
-    stores: Stores<'_>,
-    legacy: &Cell<LegacyRow>,
+    store: &KeyStorage,
     done: &Completed,
     sealing: Option<Sealing<'_>>,
     still_current: impl Fn() -> bool,
@@ -210,7 +208,7 @@ pub async fn put(
         return Err(StorageError::Fenced);
     }
     // From here to the end of the transaction nothing is awaited.
-    let sql = stores.sql;
+    let sql = store.sql();
     let write = || -> Result<(), StorageError> {
         sql.exec(CREATE_TABLE, None).map_err(sql_error)?;
         sql.exec(CLEAR, None).map_err(sql_error)?;
@@ -223,10 +221,10 @@ pub async fn put(
                 return Err(StorageError::Sql("CHUNK_WRITE_FAULT_INJECTION: fails on purpose".to_owned()));
             }
         }
-        storage::put_encoded(stores, record, legacy)
+        store.put_encoded(record)
     };
     // A legacy row's removal, if any, is rolled back with the rest.
-    storage::in_transaction(stores.storage, write).inspect_err(|_| legacy.set(LegacyRow::Possible))?;
+    store.in_transaction(write)?;
     Ok((kept, Checked { attempt, opener }))
 }
 

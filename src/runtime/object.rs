@@ -51,6 +51,7 @@ use worker::{durable_object, DurableObject, State};
 
 use web_sys::Response;
 
+use super::key_storage::StorageError;
 use super::key_storage::{IssuedAlarm, KeyStorage};
 use super::origin::{self, OriginAnswer, Outgoing};
 use super::platform::Result;
@@ -58,7 +59,6 @@ use super::reconcile::BeforeArrival;
 use super::respond::{self, Prepared};
 use super::settings;
 use super::settlement::{self, Settlement, Settlements};
-use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64};
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};

@@ -27,9 +27,7 @@ use std::time::Duration;
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{
-    self, AbortController, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit,
-};
+use web_sys::{self, AbortController, Headers, Request, RequestRedirect, Response, ResponseInit};
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
@@ -306,12 +304,8 @@ fn build_request(
     if let Some(signature) = signature {
         origin_auth::apply(&outgoing, signature)?;
     }
-    let init = RequestInit::new();
-    init.set_method(method);
-    init.set_headers(&outgoing);
     // A proxy hands redirects to the client; following one would be a second request.
-    init.set_redirect(RequestRedirect::Manual);
-    init.set_body(body);
+    let init = forward::request_init(method, &outgoing, Some(body), RequestRedirect::Manual);
     init.set_signal(Some(signal));
     Request::new_with_str_and_init(target, &init)
 }

@@ -102,6 +102,19 @@ fn is_internal(name: &str) -> bool {
         .is_some_and(|prefix| prefix.eq_ignore_ascii_case(INTERNAL_PREFIX.as_bytes()))
 }
 
+/// `TRUSTED_CLIENT_IP`: the forwarding headers a forward carries, set from the connecting
+/// IP (`CF-Connecting-IP`, set by Cloudflare's edge and not by the client) and never from
+/// the client: each of the client's own is deleted (`None`), then, when the connecting IP is
+/// known, `X-Forwarded-For` and `X-Real-IP` carry it, in this order.
+pub fn client_ip_headers(connecting_ip: Option<&str>) -> Vec<(&'static str, Option<String>)> {
+    let mut edits: Vec<(&'static str, Option<String>)> =
+        ["x-forwarded-for", "forwarded", "x-real-ip"].into_iter().map(|name| (name, None)).collect();
+    if let Some(ip) = connecting_ip {
+        edits.extend(["x-forwarded-for", "x-real-ip"].into_iter().map(|name| (name, Some(ip.to_owned()))));
+    }
+    edits
+}
+
 /// A request's headers read across the JS↔Wasm boundary in one call (`runtime::boundary`)
 /// rather than one call per header: each header as `name\nvalue\n`, as the runtime's
 /// `Headers` iterates them (lowercase names; repeated lines joined with `", "`). A name
@@ -175,6 +188,18 @@ mod tests {
         let answer = pairs(&[("x-a", "1"), ("Connection", "close, X-Trace"), ("connection", "x-other")]);
         assert_eq!(connection_tokens_in(&answer), ["close", "x-trace"]);
         assert!(connection_tokens_in(&pairs(&[("x-connection", "x-a")])).is_empty());
+    }
+
+    #[test]
+    fn a_trusted_client_ip_replaces_every_forwarding_header_the_client_sent() {
+        let edits = client_ip_headers(Some("203.0.113.7"));
+        let deleted: Vec<&str> = edits.iter().filter(|(_, v)| v.is_none()).map(|(n, _)| *n).collect();
+        assert_eq!(deleted, ["x-forwarded-for", "forwarded", "x-real-ip"]);
+        let set: Vec<(&str, &str)> = edits.iter().filter_map(|(n, v)| Some((*n, v.as_deref()?))).collect();
+        assert_eq!(set, [("x-forwarded-for", "203.0.113.7"), ("x-real-ip", "203.0.113.7")]);
+        let last_delete = edits.iter().rposition(|(_, v)| v.is_none());
+        assert!(last_delete < edits.iter().position(|(_, v)| v.is_some()), "deleted before set");
+        assert!(client_ip_headers(None).iter().all(|(_, v)| v.is_none()), "no IP: none forwarded");
     }
 
     #[test]

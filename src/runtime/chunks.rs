@@ -266,11 +266,7 @@ pub async fn open(
 }
 /// Deletes every chunk row (synchronously; a missing table is nothing to delete).
 pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
-    match sql.exec(CLEAR, None).map_err(sql_error) {
-        Ok(_) => Ok(()),
-        Err(error) if error.to_string().contains("no such table") => Ok(()),
-        Err(error) => Err(error),
-    }
+    query(sql, CLEAR, Vec::new()).map(drop)
 }
 
 /// Row `index`'s bytes as the runtime returns them (an `ArrayBuffer`, viewed), or `None`.

@@ -8,15 +8,15 @@
 //! the clear, which chunked answer this instance has checked). Which record to write and
 //! when is the key's driver's (`core::key_rules::key_state`); the object (`runtime::object`) keeps the
 //! driver, and hands this store each change the driver asks for.
-
 //!
 //! ## The stored record
 //!
 //! The record is one value of the object's key-value store, and, read after it, the row
-//! of its own table that releases before this one wrote. This owns the record's key-value key and the legacy table's SQL. Every call is synchronous
-//! (SQLite-backed Durable Objects run SQL and their key-value API in the same turn), so a
-//! claim is written before the handler awaits anything, and the runtime's output gate holds
-//! the origin fetch until the write is durable.
+//! of its own table that releases before this one wrote. This owns the record's key-value
+//! key and the legacy table's SQL. Every record call is synchronous (SQLite-backed Durable
+//! Objects run SQL and their key-value API in the same turn), so a claim is written before
+//! the handler awaits anything, and the runtime's output gate holds the origin fetch until
+//! the write is durable.
 //!
 //! Two layouts, one record. This release writes the record as the value
 //! [`KV_KEY`] of the object's key-value store (`ctx.storage.kv`, a `Uint8Array` of the
@@ -48,7 +48,7 @@ use super::settings;
 use crate::core::edge_rules::log::event_line;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::key_record::{Completed, DecodeError, KeyRecord, StoredResponse};
-use crate::core::formats::seal::{refuses_unsealed, KeyRing, SealContext};
+use crate::core::formats::seal::{opening, KeyRing, Opening, SealContext};
 pub use crate::core::vocabulary::fault::StorageError;
 
 const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
@@ -94,7 +94,7 @@ pub(super) struct KeyStorage {
     /// The chunked answer whose rows this instance has checked (`runtime::chunks`).
     chunk_check: RefCell<Option<chunks::Checked>>,
     /// Whether the record as last read from storage held an answer in the clear (see
-    /// `core::formats::seal::refuses_unsealed`); cleared by every write of this instance.
+    /// `core::formats::seal::opening`); cleared by every write of this instance.
     read_in_clear: Cell<bool>,
     /// Whether a row of the legacy table may be stored (the record's two layouts, above).
     legacy_row: Cell<LegacyRow>,
@@ -204,15 +204,14 @@ impl KeyStorage {
     /// that cannot be opened, or that is stored in the clear while sealing is required, is an
     /// error: never treated as absent.
     pub async fn open(&self, record: &KeyRecord) -> Result<Option<Opened>, StorageError> {
-        if self.refused_in_clear(record) {
-            return Err(StorageError::Seal(
+        let KeyRecord::Completed(done) = record else { return Ok(None) };
+        match self.opening(record) {
+            Opening::Refuse => return Err(StorageError::Seal(
                 "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
                     .to_owned(),
-            ));
-        }
-        let KeyRecord::Completed(done) = record else { return Ok(None) };
-        if !self.needs_opening(record) {
-            return Ok(None);
+            )),
+            Opening::Nothing => return Ok(None),
+            Opening::Open => {}
         }
         let ring = settings::get(&self.env).storage_keys.as_ref().ok().and_then(Option::as_ref);
         let opened = |record, checked| Opened { record: KeyRecord::Completed(record), checked };
@@ -239,23 +238,16 @@ impl KeyStorage {
     /// chunk rows, or refuse it. When not, `open` answers `None` without awaiting, and a
     /// replay of it can be answered at once (`runtime::object`).
     pub fn has_to_open(&self, record: &KeyRecord) -> bool {
-        self.refused_in_clear(record) || self.needs_opening(record)
+        self.opening(record) != Opening::Nothing
     }
 
-    /// Whether `record`, as storage held it, is in the clear while sealing is required. Only
-    /// what storage held: an answer this instance opened is kept unsealed in memory.
-    fn refused_in_clear(&self, record: &KeyRecord) -> bool {
+    /// What `record` needs (`core::formats::seal::opening`), as storage held it and with
+    /// what this instance has checked.
+    fn opening(&self, record: &KeyRecord) -> Opening {
         let settings = settings::get(&self.env);
         let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
-        self.read_in_clear.get() && refuses_unsealed(ring_set, settings.storage_allow_unsealed, record)
-    }
-
-    /// Whether `record` holds a sealed answer, or chunk rows this instance has not checked.
-    fn needs_opening(&self, record: &KeyRecord) -> bool {
-        let KeyRecord::Completed(done) = record else { return false };
-        let checked = || self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
-        done.sealed_answer.is_some()
-            || done.chunks.as_ref().is_some_and(|manifest| checked() != Some(manifest.attempt))
+        let checked = self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
+        opening(record, self.read_in_clear.get(), ring_set, settings.storage_allow_unsealed, checked)
     }
 
     /// Keeps what opening checked (a chunked answer's rows), once the object kept the

@@ -55,6 +55,43 @@ pub fn refuses_unsealed(ring_set: bool, allow_unsealed: bool, record: &super::ke
         && matches!(record, KeyRecord::Completed(Completed { sealed_answer: None, .. }))
 }
 
+/// What a record read from storage needs before its answer can be replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opening {
+    /// Nothing: it is replayed at once.
+    Nothing,
+    /// Its sealed answer opened, or its chunk rows checked against their manifest
+    /// (`core::formats::chunks`, rule 2).
+    Open,
+    /// Refused (503, nothing forwarded): an answer in the clear while sealing is required
+    /// (rule 4).
+    Refuse,
+}
+
+/// What `record` needs ([`Opening`]). `read_in_clear`: whether the record as storage held
+/// it has its answer in the clear (an answer this object opened is kept unsealed in
+/// memory, and is not refused for that). `checked_chunks`: the attempt whose chunk rows
+/// this object life has checked already (they are checked once).
+pub fn opening(
+    record: &super::key_record::KeyRecord,
+    read_in_clear: bool,
+    ring_set: bool,
+    allow_unsealed: bool,
+    checked_chunks: Option<u64>,
+) -> Opening {
+    use super::key_record::KeyRecord;
+    if read_in_clear && refuses_unsealed(ring_set, allow_unsealed, record) {
+        return Opening::Refuse;
+    }
+    let KeyRecord::Completed(done) = record else { return Opening::Nothing };
+    let unchecked = done.chunks.as_ref().is_some_and(|manifest| checked_chunks != Some(manifest.attempt));
+    if done.sealed_answer.is_some() || unchecked {
+        Opening::Open
+    } else {
+        Opening::Nothing
+    }
+}
+
 /// HKDF `info` for the keys that seal stored answers.
 pub const ANSWER_KEY_INFO: &[u8] = b"idempotency-edge stored answer v1";
 
@@ -465,6 +502,51 @@ mod tests {
         assert_eq!(version, 2);
         assert_eq!(legacy.aad, b"idempotency-edge/answer\0ab\0\x02");
         assert_eq!(&request.aad[..32], b"idempotency-edge/request-bound\0a");
+    }
+
+    #[test]
+    fn a_record_is_opened_once_and_refused_in_the_clear_only_as_storage_held_it() {
+        use crate::core::formats::chunk_manifest::ChunkManifest;
+        use crate::core::formats::fingerprint::Digest256;
+        use crate::core::formats::key_record::{AttemptId, Completed, InFlight, KeyRecord, StoredResponse};
+        let done = Completed {
+            attempt: AttemptId(4),
+            fingerprint: Digest256([1; 32]),
+            completed_at: 0,
+            expires_at: 10,
+            response: std::sync::Arc::new(StoredResponse {
+                status: 201,
+                headers: vec![],
+                body: b"x".to_vec(),
+            }),
+            sealed_answer: None,
+            sealed_bound: false,
+            chunks: None,
+        };
+        let clear = KeyRecord::Completed(done.clone());
+        let sealed = KeyRecord::Completed(Completed { sealed_answer: Some(vec![1]), ..done.clone() });
+        let manifest = ChunkManifest { body_len: 1, chunk_len: 1, attempt: 4, digests: vec![[0; 32]] };
+        let chunked = KeyRecord::Completed(Completed { chunks: Some(manifest), ..done.clone() });
+        assert_eq!(opening(&clear, true, true, false, None), Opening::Refuse);
+        assert_eq!(opening(&clear, false, true, false, None), Opening::Nothing, "opened by this object");
+        assert_eq!(opening(&clear, true, true, true, None), Opening::Nothing, "allowed for a rollout");
+        assert_eq!(opening(&clear, true, false, false, None), Opening::Nothing, "no ring");
+        assert_eq!(opening(&sealed, false, true, false, Some(4)), Opening::Open, "opened on every read");
+        assert_eq!(opening(&chunked, true, false, false, None), Opening::Open);
+        assert_eq!(opening(&chunked, true, false, false, Some(3)), Opening::Open, "another attempt's rows");
+        assert_eq!(opening(&chunked, true, false, false, Some(4)), Opening::Nothing, "checked once");
+        assert_eq!(opening(&chunked, true, true, false, Some(4)), Opening::Refuse, "its head in the clear");
+        let claim = KeyRecord::InFlight(InFlight {
+            attempt: AttemptId(4),
+            fingerprint: Digest256([1; 32]),
+            origin_attempts: 1,
+            claimed_at: 0,
+            lease_until: 5,
+            expires_at: 10,
+            async_job: None,
+            reconcile: None,
+        });
+        assert_eq!(opening(&claim, true, true, false, None), Opening::Nothing, "nothing to open");
     }
 
     #[test]

@@ -134,11 +134,14 @@ pub enum ObservedOutcome {
     Reset,
 }
 
+/// A message's headers as (name, value) pairs, in order.
+pub type HeaderPairs = [(String, String)];
+
 impl ObservedOutcome {
     /// The answer's status and headers (its body is the call's), or, for an outcome that
     /// came without an answer to read, its origin result, as the object's own forward would
     /// classify it.
-    pub fn answer(&self) -> Result<(u16, &[(String, String)]), OriginResult> {
+    pub fn answer(&self) -> Result<(u16, &HeaderPairs), OriginResult> {
         match self {
             ObservedOutcome::Responded { status, headers } => Ok((*status, headers)),
             // The Worker read its copy only up to the stored-size cap.

@@ -34,7 +34,7 @@ use super::forward;
 use super::platform::{race, Either};
 use super::{body, origin_auth, settings};
 use crate::core::edge_rules::headers::{
-    connection_tokens, connection_tokens_in, forward_to_origin, store_for_replay,
+    connection_tokens, connection_tokens_in, forward_to_origin, stored_for_replay,
 };
 use crate::core::edge_rules::observed::Captured;
 use crate::core::edge_rules::origin_auth::{Protection, Signer};
@@ -63,14 +63,8 @@ impl OriginAnswer {
     /// not twice); `None` for one streamed past the cap.
     pub fn take_storable(&mut self) -> Option<StoredResponse> {
         let AnswerBody::Complete(body) = &mut self.body else { return None };
-        let body = std::mem::take(body);
-        let headers = self
-            .headers
-            .iter()
-            .filter(|(name, _)| store_for_replay(name, &self.connection_tokens))
-            .cloned()
-            .collect();
-        Some(StoredResponse { status: self.status, headers, body })
+        let headers = stored_for_replay(&self.headers, &self.connection_tokens);
+        Some(StoredResponse { status: self.status, headers, body: std::mem::take(body) })
     }
 }
 

@@ -89,6 +89,15 @@ pub fn store_for_replay(name: &str, connection_tokens: &[String]) -> bool {
         && !name.eq_ignore_ascii_case("content-length")
 }
 
+/// The headers of an origin answer (in order) that are stored for replay, given its
+/// `Connection` tokens ([`store_for_replay`]).
+pub fn stored_for_replay(
+    headers: &[(String, String)],
+    connection_tokens: &[String],
+) -> Vec<(String, String)> {
+    headers.iter().filter(|(name, _)| store_for_replay(name, connection_tokens)).cloned().collect()
+}
+
 /// Whether an origin response header is passed to the caller whose request executed.
 pub fn pass_to_caller(name: &str, connection_tokens: &[String]) -> bool {
     !is_hop_by_hop(name, connection_tokens) && !name.eq_ignore_ascii_case("content-length")
@@ -200,6 +209,24 @@ mod tests {
         let last_delete = edits.iter().rposition(|(_, v)| v.is_none());
         assert!(last_delete < edits.iter().position(|(_, v)| v.is_some()), "deleted before set");
         assert!(client_ip_headers(None).iter().all(|(_, v)| v.is_none()), "no IP: none forwarded");
+    }
+
+    #[test]
+    fn an_answer_is_stored_without_cookies_lengths_or_hop_by_hop_headers_in_order() {
+        let answer: Vec<(String, String)> = [
+            ("Content-Type", "application/json"),
+            ("Set-Cookie", "session=1"),
+            ("Content-Length", "12"),
+            ("X-Trace", "abc"),
+            ("Keep-Alive", "timeout=5"),
+            ("X-Request-Id", "r-1"),
+        ]
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+        let stored = stored_for_replay(&answer, &connection_tokens(Some("X-Trace")));
+        let names: Vec<&str> = stored.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["Content-Type", "X-Request-Id"]);
     }
 
     #[test]

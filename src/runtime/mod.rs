@@ -8,7 +8,6 @@
 //! - `object`: the Durable Object (`worker`'s `#[durable_object]`), single writer for one
 //!   (scope, key).
 //! - `observe`: observe mode's edge half: forward as the request came, record beside it.
-//! - `storage`: the object's one-row SQLite record.
 //! - `key_sync`: the object's record kept in step between the key's driver and storage.
 //! - `key_storage`: the object's storage as one piece: the record, its sealed answer,
 //!   chunk rows and the alarm, with the test-only storage faults.
@@ -61,7 +60,6 @@ mod respond;
 mod seal;
 mod settings;
 mod settlement;
-mod storage;
 
 use crate::core::vocabulary::fault::{Fault, PlatformCall, Stage};
 

@@ -51,13 +51,13 @@ use worker::{durable_object, DurableObject, Result, State};
 
 use web_sys::Response;
 
+use super::key_storage::StorageError;
 use super::key_storage::{IssuedAlarm, KeyStorage};
 use super::origin::{self, OriginAnswer, Outgoing};
 use super::reconcile::BeforeArrival;
 use super::respond::{self, Prepared};
 use super::settings;
 use super::settlement::{self, Settlement, Settlements};
-use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64, AnswerFault};
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};

@@ -49,23 +49,25 @@
 //! and every waiter is answered.
 
 use std::cell::{Cell, RefCell};
+use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::{select, Either};
+
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
-use worker::{durable_object, DurableObject, State};
+use worker::{durable_object, DurableObject, Result, State};
 
 use web_sys::Response;
 
 use super::key_storage::KeyStorage;
 use super::origin::{self, OriginAnswer, Outgoing};
-use super::platform::{race, Either, Result};
 use super::respond::{self, Prepared};
 use super::settings;
 use super::{body, metrics, outcome_queue};
-use super::{now_ms, random_u64};
+use super::{now_ms, random_u64, AnswerFault};
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::scope::ScopeLog;
@@ -396,9 +398,9 @@ impl KeyObject {
                         // execution ended without settling) gets the driver's 409.
                         let wait = async { settled?.wait().await };
                         let deadline = Delay::from(Duration::from_millis(wait_ms));
-                        let outcome = match race(wait, deadline).await {
-                            Either::Left(answer) => answer,
-                            Either::Right(()) => None,
+                        let outcome = match select(pin!(wait), deadline).await {
+                            Either::Left((answer, _)) => answer,
+                            Either::Right(((), _)) => None,
                         };
                         turn.log.wait_ms = Some(now_ms().saturating_sub(started));
                         let waited =

@@ -3,11 +3,12 @@
 //! and executed from the object's one alarm, which also does the expiry clean-up.
 //!
 //! Every await comes before the decision it feeds: an arrival reads and seals its request
-//! first (`sealed_for_later`), then goes the way every arrival goes (`KeyObject::handle`):
+//! first (`sealed_for_later`), then goes the way every arrival goes (`KeyObject::arrival`):
 //! the driver steps on the record as it is after those awaits (never a copy from before
 //! them), and the claim, with the sealed request, is written in the same turn. The alarm
-//! opens the stored request first, then steps on the fresh record, and claims the send
-//! durably (with its lease, and the alarm for that lease) before anything is sent. A send
+//! opens the stored request first (`job_step`), then steps on the fresh record, and claims
+//! the send durably (with its lease, and the alarm for that lease) before anything is
+//! sent: the send is the carry-out loop's `Forward` of an alarm's turn (`send_job`). A send
 //! is tied to no client connection: a restart mid-send leaves a claim whose lease ends, and
 //! the next alarm treats it as an unknown outcome (`core::key_rules::machine::async_job`, rule 4).
 //!

@@ -634,10 +634,16 @@ impl<A> KeyState<A> {
         Pending { what: InProgress::Other, step, decision: None }
     }
 
-    /// Rule 9 of `core::key_rules::machine` for an arrival on a route with a lookup: the attempt
-    /// whose unknown outcome is to be looked up before the arrival is decided, if any.
-    pub fn reconcile_first(&self, fingerprint: Digest256, now: Millis) -> Option<AttemptId> {
-        machine::reconcile_first(self.record(), fingerprint, self.live.map(|live| live.attempt), now)
+    /// Rule 9 of `core::key_rules::machine` for an arrival on a route with a lookup, before
+    /// anything else of it is decided: where an unknown outcome is to be looked up first, the
+    /// arrival's first step (`machine::lookup_before_arrival`: `Lookup`, then `Arrive`, which
+    /// decides it with [`KeyState::handle_arrival`] on the record as the verdict left it);
+    /// `None` where the arrival is decided at once. The `Lookup` is carried out with
+    /// [`KeyState::handle_lookup_turn`] for a [`LookupAsker::Retry`].
+    pub fn handle_retry(&mut self, fingerprint: Digest256, now: Millis) -> Option<Pending> {
+        let live = self.live.map(|live| live.attempt);
+        let step = machine::lookup_before_arrival(self.record(), fingerprint, live, now)?;
+        Some(Pending { what: InProgress::Other, step, decision: None })
     }
 
     /// A lookup of the unknown outcome of `attempt` answered (`core::key_rules::reconcile`). The
@@ -960,7 +966,7 @@ pub fn decision_of(actions: &[Action]) -> Option<Decision> {
         Action::Join { .. } => Some(Decision::Coalesced),
         Action::Reject(problem) => Some(Decision::Rejected(problem.kind)),
         Action::Accepted { .. } => Some(Decision::Accepted),
-        Action::SetAlarm(_) | Action::Settle { .. } | Action::Lookup { .. } => None,
+        Action::SetAlarm(_) | Action::Settle { .. } | Action::Lookup { .. } | Action::Arrive => None,
     })
 }
 

@@ -85,7 +85,7 @@ use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, Stage};
 use crate::core::vocabulary::key_terms::KeyTerms;
-use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
+use crate::core::vocabulary::outcome_table::OriginVerdict;
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::core::vocabulary::trace::Trace;
 use worker::{console_error, Delay, Env};
@@ -315,7 +315,7 @@ impl KeyObject {
         }
         let Ok(Ok(ToObject::Key(call))) = self.envelope(req) else { return None };
         let KeyCall { scope_salt, body_bytes, .. } = call;
-        if call.step != (KeyStep::Enforce { accept_async: None }) || call.reconcile.is_some() {
+        if !call.may_replay_at_once() {
             return None;
         }
         let _ = self.store.scope_salt.set(scope_salt);
@@ -577,8 +577,8 @@ impl KeyObject {
         self.expire_observed(now_ms());
         let runs = self.alarm_runs.get();
         self.alarm_runs.set(runs.saturating_add(1));
-        if runs < settings::get(&self.env).fault_injection.alarm_failures {
-            return Err(format!("ALARM_FAULT_INJECTION: run {} fails on purpose", runs + 1));
+        if let Some(why) = settings::get(&self.env).fault_injection.alarm_run_fails(runs) {
+            return Err(why);
         }
         let record = match self.record() {
             Ok(record) => record,
@@ -631,13 +631,8 @@ impl KeyObject {
         policy: &KeyTerms,
     ) -> Decided {
         let (result, mut answer) = origin::reported(req, outcome, policy).await;
-        let stored = match result {
-            OriginResult::Responded(_) => answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new),
-            OriginResult::Oversized(_)
-            | OriginResult::ConnectRefused
-            | OriginResult::TimedOut
-            | OriginResult::ResetAfterSend => None,
-        };
+        let stored = answer.as_mut().filter(|_| result.keeps_answer()).and_then(OriginAnswer::take_storable);
+        let stored = stored.map(Arc::new);
         let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
         self.write(pending).await
     }

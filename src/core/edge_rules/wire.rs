@@ -93,6 +93,15 @@ pub struct KeyCall {
     pub reconcile: Option<ReconcileCall>,
 }
 
+impl KeyCall {
+    /// Whether this call's arrival may be answered with a replay at once, without an await
+    /// before its answer (the object's hot path): it enforces, with no lookup to ask first
+    /// and no job to seal. Any other call goes the whole way, even where it ends replayed.
+    pub fn may_replay_at_once(&self) -> bool {
+        self.step == (KeyStep::Enforce { accept_async: None }) && self.reconcile.is_none()
+    }
+}
+
 /// What the object needs to look up an unknown outcome of this key (`core::key_rules::reconcile`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReconcileCall {
@@ -540,6 +549,23 @@ mod tests {
             },
             reconcile: None,
         })
+    }
+
+    /// Only a plain enforcing call takes the object's hot path: a lookup may have to be
+    /// asked first, a job's request sealed, and observing records rather than replays.
+    #[test]
+    fn only_a_plain_enforcing_call_may_be_replayed_at_once() {
+        let key_call = |step| match call(step) {
+            ToObject::Key(call) => call,
+            ToObject::Admin(_) => unreachable!(),
+        };
+        assert!(key_call(KeyStep::Enforce { accept_async: None }).may_replay_at_once());
+        let accept_async = Some(crate::core::key_rules::machine::async_job::AsyncConfig::default());
+        assert!(!key_call(KeyStep::Enforce { accept_async }).may_replay_at_once());
+        assert!(!key_call(KeyStep::ObserveArrival).may_replay_at_once());
+        let reconcile = Some(ReconcileCall { url: "http://127.0.0.1/k".into(), not_found: 404, scope_headers: vec![] });
+        let looked_up = KeyCall { reconcile, ..key_call(KeyStep::Enforce { accept_async: None }) };
+        assert!(!looked_up.may_replay_at_once());
     }
 
     /// A Worker of the release before (envelope version 1, no trace) still reaches the

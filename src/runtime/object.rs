@@ -86,7 +86,7 @@ use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, Stage};
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::OriginVerdict;
-use crate::core::vocabulary::problem::{Problem, ProblemKind};
+use crate::core::vocabulary::problem::Problem;
 use crate::core::vocabulary::trace::Trace;
 use worker::{console_error, Delay, Env};
 
@@ -185,10 +185,7 @@ impl KeyObject {
                 body::drain(&req, None).await;
                 let problem = error.problem();
                 let object = Some(self.object_id().to_owned());
-                metrics::write_point(
-                    &self.env,
-                    &RequestLog::new(object, Decision::Rejected(problem.kind), problem.status(), None),
-                );
+                metrics::write_point(&self.env, &RequestLog::refused(object, &problem));
                 return respond::problem(&problem);
             }
         };
@@ -431,14 +428,11 @@ impl KeyObject {
                             Either::Right(((), _)) => None,
                         };
                         turn.log.wait_ms = Some(now_ms().saturating_sub(started));
-                        let waited =
+                        let (decision, waited) =
                             self.key.borrow_mut().handle_waited(attempt, body_bytes, outcome, now_ms());
-                        let (decision, answer) = match waited {
-                            Ok(answer) => (Decision::Coalesced, answer.response()),
-                            Err(problem) => {
-                                let answer = respond::traced_problem(&problem, turn.trace());
-                                (Decision::Rejected(problem.kind), answer)
-                            }
+                        let answer = match waited {
+                            Ok(answer) => answer.response(),
+                            Err(problem) => respond::traced_problem(&problem, turn.trace()),
                         };
                         decided.decision = Some(decision);
                         turn.answer = Some(answer);
@@ -569,7 +563,7 @@ impl KeyObject {
     /// unavailable (what it is unless something better is decided), no status yet.
     pub(super) fn request_log(&self, scope: Option<ScopeLog>) -> RequestLog {
         let object = Some(self.object_id().to_owned());
-        RequestLog::new(object, Decision::Rejected(ProblemKind::StorageUnavailable), 0, scope)
+        RequestLog::undecided(object, scope)
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {

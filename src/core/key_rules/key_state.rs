@@ -482,22 +482,27 @@ impl<A> KeyState<A> {
     }
 
     /// [`KeyState::handle_wait_over`] with what the wait got (`answer`, `None` when it ran
-    /// out or the execution ended without settling): the answer to give (decided
-    /// `coalesced`), or the problem (409 while the claim runs; the driver's 409 where
-    /// nothing answered although the wait did not run out).
+    /// out or the execution ended without settling): the waiter's decision, and the answer
+    /// to give (decided `coalesced`), or the problem (409 while the claim runs; the driver's
+    /// 409 where nothing answered although the wait did not run out), decided rejected.
     pub fn handle_waited(
         &mut self,
         attempt: AttemptId,
         body_bytes: u64,
         answer: Option<A>,
         now: Millis,
-    ) -> Result<A, Problem> {
+    ) -> (Decision, Result<A, Problem>) {
         let over = self.handle_wait_over(attempt, body_bytes, answer.is_some(), now);
-        match (answer, over) {
+        let waited = match (answer, over) {
             (Some(answer), Ok(_)) => Ok(answer),
             (None, Ok(_)) => Err(Fault { source: FaultSource::NoAnswer, stage: Stage::AfterStep }.problem()),
             (Some(_) | None, Err(problem)) => Err(problem),
-        }
+        };
+        let decision = match &waited {
+            Ok(_) => Decision::Coalesced,
+            Err(problem) => Decision::Rejected(problem.kind),
+        };
+        (decision, waited)
     }
 
     // -- The running lookup ---------------------------------------------------------------

@@ -75,11 +75,13 @@ fn a_waiter_gets_the_answer_it_waited_for_or_a_409() {
     let mut key = claimed(&policy);
     let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
     written(&mut key, pending);
-    assert_eq!(key.handle_waited(A, 10, Some(()), T0 + 2), Ok(()));
+    assert_eq!(key.handle_waited(A, 10, Some(()), T0 + 2), (Decision::Coalesced, Ok(())));
     let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
     written(&mut key, pending);
-    let problem = key.handle_waited(A, 10, None, T0 + 5_001).expect_err("ran out");
+    let (decision, waited) = key.handle_waited(A, 10, None, T0 + 5_001);
+    let problem = waited.expect_err("ran out");
     assert_eq!(problem.kind, ProblemKind::InProgress);
+    assert_eq!(decision, Decision::Rejected(ProblemKind::InProgress));
     assert_eq!(key.live().map(|live| live.waiters), Some(0), "neither holds a place any more");
 }
 

@@ -50,10 +50,10 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 use worker::{event, Context};
 
-use super::boundary::{self, filtered_copy, header_lines};
+use super::boundary::{filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
 use super::identity;
-use super::object_call::{cached_key_namespace, classify, OBJECT_BINDING};
+use super::object_call::{cached_key_namespace, call_object_marked, ObjectCalls, OBJECT_BINDING};
 use super::platform::{Error, Result};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
@@ -65,7 +65,7 @@ use crate::core::edge_rules::routes::{
     after_object_failure, object_unreachable, AfterObjectFailure, ObjectCallFailure,
 };
 use crate::core::edge_rules::scope::ScopeLog;
-use crate::core::edge_rules::wire::{ToObject, ANSWERED_HEADER, ENVELOPE_HEADER};
+use crate::core::edge_rules::wire::{ToObject, ENVELOPE_HEADER};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::url::{path_and_query, path_and_query_parts};
 use crate::core::vocabulary::decision::Decision;
@@ -265,25 +265,26 @@ impl CoveredRequest {
         };
         // The object name is a hash: safe to log, unlike the key or the credential.
         let short = &identified.name[..16];
+        let calls = ObjectCalls::default();
         let failure = match namespace.get_by_name(&identified.name) {
             Err(error) => (ObjectCallFailure::BeforeSend, error.to_string()),
-            Ok(stub) => {
-                match classify(&boundary::call_object(&stub.into_rpc(), &to_object, ANSWERED_HEADER).await) {
-                    Ok((response, _)) => return Ok(response),
-                    Err(failure) => failure,
-                }
-            }
+            Ok(stub) => match call_object_marked(&calls, stub, &to_object).await {
+                Ok((response, _)) => return Ok(response),
+                Err(failure) => failure,
+            },
         };
-        self.unanswered(short, identified.scope_log, wire_method, unprotected, failure).await
+        let tried = (wire_method, calls.made());
+        self.unanswered(short, identified.scope_log, tried, unprotected, failure).await
     }
 
     /// The object did not answer: a fail-open forward where the core says the request
-    /// provably never left the Worker, 503 otherwise.
+    /// provably never left the Worker, 503 otherwise. The fail-open line says how many
+    /// object calls were made (0 when the stub could not be made).
     async fn unanswered(
         &self,
         short: &str,
         scope_log: ScopeLog,
-        wire_method: &'static str,
+        (wire_method, object_calls): (&'static str, u32),
         unprotected: Option<(String, Headers, JsValue)>,
         (failure, error): (ObjectCallFailure, String),
     ) -> Result<Response> {
@@ -300,8 +301,10 @@ impl CoveredRequest {
                     forward::fail_open(&self.env, &self.policy, wire_method, &target, &headers, &js_body)
                         .await;
                 let status = answer.as_ref().map_or(500, Response::status);
-                let log =
-                    RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log));
+                let log = RequestLog {
+                    object_calls: Some(object_calls),
+                    ..RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log))
+                };
                 metrics::write_point_in(
                     &self.env,
                     &log,

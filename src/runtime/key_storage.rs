@@ -22,7 +22,7 @@ use super::chunks;
 use super::seal::Sealer;
 use super::settings;
 use super::storage::{self, sql_error, LegacyRow, StorageError, Stores};
-use crate::core::edge_rules::log::event_line;
+use crate::core::edge_rules::log::{event_line, StorageCalls};
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::key_record::{Completed, KeyRecord, StoredResponse};
 use crate::core::formats::seal::{refuses_unsealed, KeyRing};
@@ -57,6 +57,16 @@ pub(super) struct KeyStorage {
     read_in_clear: Cell<bool>,
     /// Whether a row of the legacy table may be stored (`runtime::storage`'s two layouts).
     legacy_row: Cell<LegacyRow>,
+    /// Every call into storage this instance made, counted in [`KeyStorage::stores`]: what
+    /// a request's line reports is the difference across its handling.
+    calls: Cell<StorageCalls>,
+}
+
+/// Whether a call into storage reads or writes (an alarm set or deleted is a write).
+#[derive(Clone, Copy)]
+enum Access {
+    Read,
+    Write,
 }
 
 /// A record opened after it was read (its sealed answer, or its chunk rows checked): what
@@ -92,12 +102,18 @@ impl KeyStorage {
             chunk_check: RefCell::new(None),
             read_in_clear: Cell::new(false),
             legacy_row: Cell::new(LegacyRow::Possible),
+            calls: Cell::new(StorageCalls::default()),
         }
+    }
+
+    /// The storage calls this instance has made so far (see [`StorageCalls::since`]).
+    pub fn calls(&self) -> StorageCalls {
+        self.calls.get()
     }
 
     /// Reads the stored record (synchronous: in the caller's turn).
     pub fn load(&self) -> Result<Option<KeyRecord>, StorageError> {
-        let stored = storage::load(self.stores(), &self.legacy_row)?;
+        let stored = storage::load(self.stores(Access::Read), &self.legacy_row)?;
         if stored.is_some() && self.legacy_row.get() == LegacyRow::Possible {
             // A key an older release stored (`runtime::storage`): the operator sees that such
             // keys are still retried, before a release stops reading their layout.
@@ -110,7 +126,7 @@ impl KeyStorage {
 
     /// Deletes the record at once (synchronous), as for a record read past its expiry.
     pub fn delete_now(&self) -> Result<(), StorageError> {
-        storage::delete(self.stores(), &self.legacy_row)
+        storage::delete(self.stores(Access::Write), &self.legacy_row)
     }
 
     /// Opens `record` as read from storage: its sealed answer, or its chunked answer's head
@@ -138,7 +154,7 @@ impl KeyStorage {
             };
             let sealing =
                 chunks::Sealing { sealer: &self.sealer, ring, scope: salt, object_id: self.object_id() };
-            let (record, checked) = chunks::open(self.sql(), done, sealing).await?;
+            let (record, checked) = chunks::open(self.stores(Access::Read).sql, done, sealing).await?;
             return Ok(Some(opened(record, Some(checked))));
         }
         let Some(sealed) = &done.sealed_answer else { return Ok(None) };
@@ -198,7 +214,7 @@ impl KeyStorage {
     ) -> Result<KeyRecord, StorageError> {
         self.read_in_clear.set(false);
         let KeyRecord::Completed(done) = record else {
-            storage::put(self.stores(), record, &self.legacy_row)?;
+            storage::put(self.stores(Access::Write), record, &self.legacy_row)?;
             return Ok(record.clone());
         };
         let settings = settings::get(&self.env);
@@ -224,9 +240,15 @@ impl KeyStorage {
             let writes = self.chunk_writes.get();
             self.chunk_writes.set(writes.saturating_add(1));
             let fail_half_way = writes < settings.fault_injection.chunk_write_failures;
-            let (cached, checked) =
-                chunks::put(self.stores(), &self.legacy_row, done, sealing, still_current, fail_half_way)
-                    .await?;
+            let (cached, checked) = chunks::put(
+                self.stores(Access::Write),
+                &self.legacy_row,
+                done,
+                sealing,
+                still_current,
+                fail_half_way,
+            )
+            .await?;
             *self.chunk_check.borrow_mut() = Some(checked);
             return Ok(cached);
         }
@@ -239,7 +261,7 @@ impl KeyStorage {
         if !still_current() {
             return Err(StorageError::Fenced);
         }
-        storage::put(self.stores(), sealed.as_ref().unwrap_or(record), &self.legacy_row)?;
+        storage::put(self.stores(Access::Write), sealed.as_ref().unwrap_or(record), &self.legacy_row)?;
         Ok(record.clone())
     }
 
@@ -275,14 +297,14 @@ impl KeyStorage {
                 deletions + 1
             )));
         }
-        self.raw_storage().delete_all().await.map_err(sql_error)?;
+        self.stores(Access::Write).storage.delete_all().await.map_err(sql_error)?;
         self.legacy_row.set(LegacyRow::Absent);
         Ok(())
     }
 
     /// Cancels the alarm (a purged job's).
     pub async fn delete_alarm(&self) -> bool {
-        self.raw_storage().delete_alarm().await.is_ok()
+        self.stores(Access::Write).storage.delete_alarm().await.is_ok()
     }
 
     /// Sets the alarm (and tries once more if that fails); whether it is set.
@@ -296,7 +318,7 @@ impl KeyStorage {
     /// the two reach storage as one durable write.
     pub fn issue_alarm(&self, at: u64) -> IssuedAlarm<'_> {
         let when = ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
-        let mut pending: IssuedAlarm<'_> = Box::pin(self.raw_storage().set_alarm(when));
+        let mut pending: IssuedAlarm<'_> = Box::pin(self.stores(Access::Write).storage.set_alarm(when));
         // The first poll makes the call; what it answers is read when the alarm is confirmed
         // (a promise settles in a later turn, and its waker is the one of that await).
         if let Poll::Ready(done) = pending.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
@@ -329,7 +351,8 @@ impl KeyStorage {
     ) -> Option<chunks::Source> {
         let Some(KeyRecord::Completed(done)) = current else { return None };
         let manifest = done.chunks.as_ref().filter(|_| Arc::ptr_eq(&done.response, stored))?;
-        Some(chunks::Source::new(self.sql().clone(), manifest.clone(), self.chunk_check.borrow().as_ref()))
+        let sql = self.stores(Access::Read).sql.clone();
+        Some(chunks::Source::new(sql, manifest.clone(), self.chunk_check.borrow().as_ref()))
     }
 
     /// The object id as text (64 hex digits), read once.
@@ -342,17 +365,18 @@ impl KeyStorage {
         &self.object_id()[..16]
     }
 
-    pub fn sql(&self) -> &SqlStorage {
-        self.sql.get_or_init(|| self.raw_storage().sql())
-    }
-
-    fn raw_storage(&self) -> &Storage {
-        self.storage.get_or_init(|| self.state.storage())
-    }
-
-    fn stores(&self) -> Stores<'_> {
-        let kv = self.kv.get_or_init(|| bindings::sync_kv(self.raw_storage()));
-        Stores { storage: self.raw_storage(), sql: self.sql(), kv }
+    /// The one way to storage: every call counts here, as a read or a write (a record
+    /// operation of `runtime::storage` or `runtime::chunks`, the alarm, `deleteAll`).
+    fn stores(&self, access: Access) -> Stores<'_> {
+        let StorageCalls { reads, writes } = self.calls.get();
+        self.calls.set(match access {
+            Access::Read => StorageCalls { reads: reads.wrapping_add(1), writes },
+            Access::Write => StorageCalls { reads, writes: writes.wrapping_add(1) },
+        });
+        let storage = self.storage.get_or_init(|| self.state.storage());
+        let sql = self.sql.get_or_init(|| storage.sql());
+        let kv = self.kv.get_or_init(|| bindings::sync_kv(storage));
+        Stores { storage, sql, kv }
     }
 }
 

@@ -62,7 +62,7 @@ use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64};
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};
-use crate::core::edge_rules::log::{LineContext, RequestLog};
+use crate::core::edge_rules::log::{LineContext, RequestLog, StorageCalls};
 use crate::core::edge_rules::scope::ScopeLog;
 use crate::core::edge_rules::wire::{
     KeyCall, KeyStep, ObservedOutcome, ToObject, WireError, ENVELOPE_HEADER,
@@ -165,8 +165,10 @@ impl KeyObject {
 
 impl KeyObject {
     async fn handle(&self, req: web_sys::Request) -> Result<Response> {
-        // When the request reached the object: its line's `edge_ms` counts from here.
+        // When the request reached the object: its line's `edge_ms` counts from here, and
+        // so do its storage calls.
         let received = now_ms();
+        let calls = self.store.calls();
         // The one envelope the Worker sends (`core::edge_rules::wire`): an unknown version is a 503,
         // never a guess.
         let call = match self.envelope(&req)? {
@@ -192,7 +194,7 @@ impl KeyObject {
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
         if let Err(error) = self.open_sealed_record().await {
-            let log = self.request_log(Some(call.scope));
+            let log = self.request_log(Some(call.scope), calls);
             return self
                 .refuse_unreadable(Some(&req), &call, "opening the stored answer", error, log, received)
                 .await;
@@ -209,7 +211,7 @@ impl KeyObject {
         // An arrival that asks for asynchronous acceptance brings its request read whole and
         // sealed (`async_job`), before anything is decided: every await comes before the
         // decision it feeds.
-        let mut log = self.request_log(Some(call.scope));
+        let mut log = self.request_log(Some(call.scope), calls);
         // Served as a job or synchronously, and whether it reconciles: the core's plan.
         let plan = ArrivalPlan::new(accept, body_bytes, call.reconcile.is_some());
         // On a route with a lookup: an unknown outcome is looked up first (`runtime::reconcile`).
@@ -339,7 +341,7 @@ impl KeyObject {
         // Nothing to write: the step is reported at once, as `write` would after a `Keep`.
         let decided = self.key.borrow_mut().handle_written(pending);
         let drained = body::start_drain(req, Some(body_bytes));
-        let mut log = self.request_log(Some(call.scope));
+        let mut log = self.request_log(Some(call.scope), self.store.calls());
         log.decision = decided.decision.unwrap_or(log.decision);
         let response = self.prepared(&stored).response();
         Some((self.answer(response, &mut log, &call.trace, received), drained))
@@ -432,6 +434,9 @@ impl KeyObject {
     ) -> Result<Response> {
         log.status = response.as_ref().map_or(500, Response::status);
         log.answered_after(now_ms().saturating_sub(received));
+        // Until now `storage` held the count at arrival (`request_log`): the line says
+        // what was done since.
+        log.storage = log.storage.map(|before| self.store.calls().since(before));
         self.write_line(log, trace);
         response
     }
@@ -462,10 +467,15 @@ impl KeyObject {
     }
 
     /// The log line of a request to this object before its decision is known: storage
-    /// unavailable (what it is unless something better is decided), no status yet.
-    fn request_log(&self, scope: Option<ScopeLog>) -> RequestLog {
+    /// unavailable (what it is unless something better is decided), no status yet, and the
+    /// storage calls made before the request arrived (`calls`), which [`KeyObject::answer`]
+    /// turns into those made for it.
+    fn request_log(&self, scope: Option<ScopeLog>, calls: StorageCalls) -> RequestLog {
         let object = Some(self.object_id().to_owned());
-        RequestLog::new(object, Decision::Rejected(ProblemKind::StorageUnavailable), 0, scope)
+        RequestLog {
+            storage: Some(calls),
+            ..RequestLog::new(object, Decision::Rejected(ProblemKind::StorageUnavailable), 0, scope)
+        }
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {

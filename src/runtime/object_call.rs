@@ -4,7 +4,7 @@
 //! other failure is classified (`core::edge_rules::routes::ObjectCallFailure`) for the core to decide
 //! between failing open and 503.
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 
 use wasm_bindgen::{JsCast, JsValue};
 use web_sys::{Headers, Request, RequestInit, Response};
@@ -45,22 +45,38 @@ pub(super) fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Res
     Ok(namespace)
 }
 
+/// The calls to keys' objects the Worker made for one request (its line's `object_calls`),
+/// counted where every call is made ([`call_object_marked`]).
+#[derive(Default)]
+pub(super) struct ObjectCalls(Cell<u32>);
+
+impl ObjectCalls {
+    /// How many calls were made so far (sent, whatever came of them).
+    pub(super) fn made(&self) -> u32 {
+        self.0.get()
+    }
+}
+
 /// Sends `req` to the object behind `stub` and takes its answer: only one that carries the
 /// object's mark is the object's. A call that throws before it is sent, or that the
 /// platform refuses as `overloaded` (queued and never run), was not delivered; any other
-/// failure may have come after the object sent the request on.
+/// failure may have come after the object sent the request on. (An admin call: no line
+/// counts it.)
 pub(super) async fn call_object(
     stub: Stub,
     req: &Request,
 ) -> std::result::Result<Response, (ObjectCallFailure, String)> {
-    call_object_marked(stub, req).await.map(|(response, _)| response)
+    call_object_marked(&ObjectCalls::default(), stub, req).await.map(|(response, _)| response)
 }
 
-/// [`call_object`], with the mark the object put on its answer (observe mode's verdict).
-async fn call_object_marked(
+/// [`call_object`], counted in `calls`, with the mark the object put on its answer
+/// (observe mode's verdict). Every call the Worker makes to a key's object is made here.
+pub(super) async fn call_object_marked(
+    calls: &ObjectCalls,
     stub: Stub,
     req: &Request,
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
+    calls.0.set(calls.0.get().saturating_add(1));
     classify(&boundary::call_object(&stub.into_rpc(), req, ANSWERED_HEADER).await)
 }
 
@@ -112,8 +128,10 @@ pub(super) fn envelope_request(
 }
 
 /// Observe mode's call to the key's object named `name`: the envelope (and the origin's
-/// body, with an outcome), POSTed to `target`; the mark the object put on its answer.
+/// body, with an outcome), POSTed to `target`, counted in `calls`; the mark the object put
+/// on its answer.
 pub(super) async fn call_named(
+    calls: &ObjectCalls,
     env: &Env,
     jurisdiction: Option<&str>,
     name: &str,
@@ -125,5 +143,5 @@ pub(super) async fn call_named(
     let request = envelope_request(target, "POST", &envelope, body.as_ref()).map_err(before)?;
     let namespace = cached_key_namespace(env, jurisdiction).map_err(before)?;
     let stub = namespace.get_by_name(name).map_err(|error| before(error.into()))?;
-    call_object_marked(stub, &request).await.map(|(_, answered)| answered)
+    call_object_marked(calls, stub, &request).await.map(|(_, answered)| answered)
 }

@@ -41,7 +41,7 @@ use web_sys::{Request, Response};
 use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::identify;
-use super::object_call::{cached_key_namespace, call_named};
+use super::object_call::{cached_key_namespace, call_named, ObjectCalls};
 use super::platform::Result;
 use super::{body, metrics, now_ms, origin};
 use crate::core::edge_rules::config::{Config, PathConfig};
@@ -264,9 +264,10 @@ impl Observation {
         let name = identified.name;
         // The request's copy is not held while the object is called.
         drop(request);
+        let calls = ObjectCalls::default();
         let object = |step: KeyStep, body: Option<JsValue>| {
             let envelope = ToObject::Key(KeyCall { step, ..call.clone() }).encode();
-            call_named(&env, jurisdiction.as_deref(), &name, &target, envelope, body)
+            call_named(&calls, &env, jurisdiction.as_deref(), &name, &target, envelope, body)
         };
         // The object's id, as the object's own lines name it (and the admin API takes it).
         let short = cached_key_namespace(&env, jurisdiction.as_deref())
@@ -308,6 +309,7 @@ impl Observation {
         let log = RequestLog {
             origin_status,
             origin_ms: Some(ms),
+            object_calls: Some(calls.made()),
             ..RequestLog::new(Some(short), decision, status, Some(call.scope))
         };
         metrics::write_point_in(&env, &log, observed(&call.trace));

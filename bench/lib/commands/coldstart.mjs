@@ -24,7 +24,8 @@
 //   side too): the median of those differences, and in how many rounds the target paid more.
 //
 //   node bench/bench.mjs cold [build dir=build] [rounds=5] [other build dir ...]
-//        [--targets worker,worker-2,...] [--out FILE=target/bench/cold.json]
+//        [--targets worker,worker-2,...] [--state disk|tmpfs] [--out FILE=target/bench/cold.json]
+//   COLD_VARS='{"NAME":"value"}' adds `worker-vars`: the build with these variables too.
 //
 // Runs the built worker in ORIGIN_URL mode (as deployed), and the same build in route mode
 // (`worker-route`: no TCP probe). Writes every round and the summary to the JSON file. Not
@@ -40,7 +41,6 @@ import { cpuMs, settle, othersCpuSnapshot, othersCpuBetween } from "../proc.mjs"
 import { median, percentile, round } from "../stats.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
-const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-cold-"));
 // Flags first (`--targets a,b`, `--out FILE`), then the positional arguments.
 const argv = process.argv.slice(2);
 const flag = (name) => {
@@ -49,6 +49,12 @@ const flag = (name) => {
 };
 const onlyTargets = flag("--targets")?.split(",");
 const out = path.resolve(flag("--out") ?? path.join(ROOT, "target/bench/cold.json"));
+// `--state tmpfs`: the objects' SQLite files in /dev/shm, so that the disk's own time (a new
+// object's file created and synced, tens of ms on a busy virtio disk) is not in every warm
+// first attempt, where it hides the object's cold cost in its spread.
+const state = flag("--state") ?? "disk";
+if (!["disk", "tmpfs"].includes(state)) throw new Error(`--state disk|tmpfs, not ${state}`);
+const WORK = fs.mkdtempSync(path.join(state === "tmpfs" ? "/dev/shm" : os.tmpdir(), "idempotency-edge-cold-"));
 const [buildArg = "build", roundsArg = "5", ...otherBuilds] = argv;
 const build = path.resolve(buildArg);
 const rounds = Number(roundsArg);
@@ -92,10 +98,20 @@ for (const [i, dir] of otherBuilds.entries()) {
   console.log(`worker-${i + 2}: ${path.resolve(dir)}`);
   configs[`worker-${i + 2}`] = (file) => builtWorker(file, `cold-worker-${i + 2}`, originUrl, path.resolve(dir));
 }
+// COLD_VARS (JSON): one more target, `worker-vars`, the same build with these variables set
+// too, e.g. '{"LOG_DECISIONS":"problems"}' for the cold cost of a first attempt's line.
+if (process.env.COLD_VARS) {
+  const vars = JSON.parse(process.env.COLD_VARS);
+  console.log(`worker-vars: ${build} with ${JSON.stringify(vars)}`);
+  configs["worker-vars"] = (file) => {
+    builtWorker(file, "cold-worker-vars", originUrl);
+    return writeConfig(file, { base: fs.readFileSync(file, "utf8"), main: path.join(build, "worker/shim.mjs"), vars });
+  };
+}
 if (onlyTargets) {
   for (const name of Object.keys(configs)) if (!onlyTargets.includes(name)) delete configs[name];
   const unknown = onlyTargets.filter((name) => !(name in configs));
-  if (unknown.length) throw new Error(`unknown targets ${unknown.join(", ")}; known: passthrough, js-do-claim, js-do-claim-kept, worker, worker-route, worker-2, ...`);
+  if (unknown.length) throw new Error(`unknown targets ${unknown.join(", ")}; known: passthrough, js-do-claim, js-do-claim-kept, worker, worker-route, worker-vars (COLD_VARS), worker-2, ...`);
 }
 // The pass-through has no object: its first request is all Worker.
 const split = (name) => name !== "passthrough";
@@ -245,7 +261,7 @@ const result = {
     otherProcessesCpu: othersCpuBetween(others0, othersCpuSnapshot()),
   },
   source: { commit: git("rev-parse", "--short", "HEAD"), srcChanged: Boolean(git("status", "--porcelain", "src")) },
-  plan: { rounds, builds: { worker: build, ...Object.fromEntries(otherBuilds.map((dir, i) => [`worker-${i + 2}`, path.resolve(dir)])) }, targets: Object.keys(configs) },
+  plan: { rounds, state, builds: { worker: build, ...Object.fromEntries(otherBuilds.map((dir, i) => [`worker-${i + 2}`, path.resolve(dir)])) }, targets: Object.keys(configs) },
   raw: results,
   summary,
   pairedWithWorker: paired,

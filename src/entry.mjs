@@ -1,36 +1,31 @@
-// The Worker's JavaScript shim, in the manner of worker-build's `shim.js`: what workerd calls,
-// handed on to what the Rust crate exports through wasm-bindgen (the `fetch` of
-// `worker`'s `#[event(fetch)]` in `runtime::entry`, and the `KeyObject` Durable Object of its
-// `#[durable_object]` in `runtime::object`). scripts/build.sh bundles it with
-// wasm-bindgen's output into build/index.js.
+// The Worker's JavaScript entry module: what workerd calls, handed on to what the Rust crate
+// exports through wasm-bindgen (`worker`'s `#[event(fetch)]` in `runtime::entry`, and the
+// `KeyObject` of its `#[durable_object]` in `runtime::object`). scripts/build.sh bundles it
+// with wasm-bindgen's output into build/index.js. It decides nothing. What stays JavaScript,
+// each because the platform requires it and workers-rs cannot express it:
 //
-// The platform requires this JavaScript module, which Rust cannot express: workerd finds the
-// Worker as the module's default export (a `WorkerEntrypoint` class) and the Durable Object
-// as an exported class of that name, and wasm-bindgen's output has neither. It is our own
-// rather than worker-build's `shim.js` (which scripts/build.sh does not compile) for the two
-// things it does beyond that shim: it rejects every call in flight after a trap, and it
-// keeps the object's replay on its hot path (both below).
-//
-// It also owns recovery after a trap. The release build aborts on panic, which traps as a
-// `WebAssembly.RuntimeError` and leaves the instance's memory unusable. The panic hook
-// (`worker`'s `init`) sets `criticalError` on the shared init state; the next call here
-// resets the instance (wasm-bindgen's `--experimental-reset-state-function`), whose start
-// function bumps `instanceId`. A Durable Object whose Rust half belongs to an older instance builds a new
-// one, which starts empty and reads its key's record from storage on its first request: the
-// object holds nothing in memory that storage does not also hold (`core::key_state`), so a
-// reset loses live waiters but never a claim.
-//
-// A trap inside a Rust future leaves that call's promise unsettled for ever: the future is
-// polled from a microtask, and the trap ends the microtask, not the promise. An object call
-// left so would hold its caller until the client gave up, and workerd does not see the hang
-// while the Worker awaits the object. So every call in flight is rejected with the trap
-// (the Worker then answers as for any failed object call: 503, nothing forwarded), and so is
-// every other call into the same instance, whose memory the trap has made unusable.
-//
-// Plain classes with direct calls, not the per-call `Proxy` objects of worker-build's shim,
-// and the replay's hot path: the object answers a replay it can give at once without its
-// `fetch` (`KeyObject.replay`), and this module awaits the drain of its body. Every
-// decision is still the Rust side's.
+// 1. The module's shape. workerd finds the Worker as the default export (a
+//    `WorkerEntrypoint` class) and the Durable Object as an exported class of its name;
+//    wasm-bindgen's output has neither, which is why worker-build writes a `shim.js` too.
+//    Ours has plain classes with direct calls, not that shim's per-call `Proxy` objects.
+// 2. Recovery after a trap. The release build aborts on panic, which traps as a
+//    `WebAssembly.RuntimeError` and leaves the instance's memory unusable. The panic hook
+//    (`worker`'s `init`) sets `criticalError` on the shared init state; the next call here
+//    resets the instance (wasm-bindgen's `--experimental-reset-state-function`), whose start
+//    function bumps `instanceId`. A Durable Object whose Rust half belongs to an older
+//    instance builds a new one, which starts empty and reads its key's record from storage
+//    on its first request: the object holds nothing in memory that storage does not also
+//    hold (`core::key_state`), so a reset loses live waiters but never a claim.
+// 3. Every call in flight rejected after a trap, which worker-build's shim does not do. A
+//    trap inside a Rust future leaves that call's promise unsettled for ever: the future is
+//    polled from a microtask, and the trap ends the microtask, not the promise. An object
+//    call left so would hold its caller until the client gave up, and workerd does not see
+//    the hang while the Worker awaits the object. So every call in flight is rejected with
+//    the trap (the Worker then answers as for any failed object call: 503, nothing
+//    forwarded), and so is every other call into the same instance.
+// 4. The replay's hot path: the object answers a replay it can give at once without a Rust
+//    future (`KeyObject.replay`), and this module awaits the drain of its body; the `fetch`
+//    that `#[durable_object]` generates is always one.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import * as wasm from "./index.js";
 

@@ -9,7 +9,6 @@ use web_sys::{Request, Response};
 use super::now_ms;
 use super::object::KeyObject;
 use super::object_call::{call_object, envelope_request, key_namespace};
-use super::platform::Result;
 use super::{respond, settings};
 use crate::core::edge_rules::admin;
 use crate::core::edge_rules::admin::{
@@ -23,7 +22,7 @@ use crate::core::formats::key_record::KeyRecord;
 use crate::core::key_rules::machine::KeyRecordChange;
 use crate::core::primitives::url::path_and_query_parts;
 use crate::core::vocabulary::fault::{Fault, Stage, StorageOperation};
-use worker::{console_error, console_log, Env};
+use worker::{console_error, console_log, Env, Result};
 
 /// Answers one admin call, and writes its audit line.
 pub async fn call(req: Request, url: &str, env: &Env, config: &Config, token: &str) -> Result<Response> {

@@ -2,6 +2,11 @@
 //! bound here with `wasm-bindgen` on `worker`'s own types: the Worker's (a namespace's
 //! jurisdiction) and the Durable Object's (its storage's synchronous key-value API and
 //! `transactionSync`). Owns no decision.
+//!
+//! Not bound here, but below `worker`'s API: the Worker's call to a key's object is
+//! `worker_sys`'s stub `fetch` (`runtime::object_call`), because `Stub::fetch_with_request`
+//! answers a call that threw before it was sent and one the platform rejected as one error,
+//! without the rejection's `overloaded` and `remote` flags (no upstream issue found).
 
 use js_sys::Uint8Array;
 use wasm_bindgen::prelude::*;

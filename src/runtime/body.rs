@@ -4,53 +4,34 @@
 //! forwards a larger body as it came. Every answer that does not use a body still reads
 //! it: the runtime drops a connection whose request body was left unread.
 
-use wasm_bindgen::{JsCast, JsValue};
+use js_sys::Uint8Array;
+use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::Request;
+use web_sys::{ReadableStream, Request};
 
 use super::boundary;
-use super::platform::Result;
+use worker::Result;
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
-/// when it is larger than `limit`: [`start_read`], then [`taken`].
+/// when it is larger than `limit` ([`read_observed`]); past the limit, a streamed body's
+/// rest is read and thrown away, as far as `DRAIN_LIMIT_BYTES` beyond the limit.
 pub(super) async fn read_within(
     req: &Request,
     content_length: Option<&str>,
     limit: u64,
 ) -> Result<Option<(Vec<u8>, JsValue)>> {
-    match start_read(req, content_length, limit) {
-        None => Ok(None),
-        Some(read) => taken(JsFuture::from(read).await?),
-    }
-}
-
-/// The read of a body up to `limit`, under way in one JavaScript call (`boundary.mjs`'s
-/// `readWithin`; its result goes to [`taken`]), or `None` when `content_length` (the
-/// request's `Content-Length`) already says the body is larger: it can only make the
-/// answer come sooner. A body without one is counted as it streams in, and past the
-/// limit the rest is read and thrown away, as far as `DRAIN_LIMIT_BYTES` beyond the limit.
-pub(super) fn start_read(req: &Request, content_length: Option<&str>, limit: u64) -> Option<js_sys::Promise> {
-    let declared = declared_length(content_length);
-    if declared.is_some_and(|length| length > limit) {
-        return None;
-    }
-    // The limits are settings of at most a few hundred MiB, exact as an f64.
-    Some(boundary::read_within(req, declared.is_some(), limit as f64, DRAIN_LIMIT_BYTES))
-}
-
-/// What [`start_read`]'s read came to: the body's bytes copied into Rust once, with the
-/// value to send on; `None` when it was larger than the limit; an error where it could
-/// not be read.
-pub(super) fn taken(read: JsValue) -> Result<Option<(Vec<u8>, JsValue)>> {
-    if read.is_null() {
-        return Ok(None);
-    }
-    let read: js_sys::Array = read.unchecked_into();
-    if read.length() == 1 {
-        return Err(read.get(0).into());
-    }
-    let bytes: js_sys::Uint8Array = read.get(0).unchecked_into();
-    Ok(Some((bytes.to_vec(), read.get(1))))
+    Ok(match read(req, content_length, limit, false).await? {
+        ObservedBody::Declared => None,
+        ObservedBody::OverLimit(rest) => {
+            // The limits are settings of at most a few hundred MiB, exact as an f64.
+            boundary::drain(&rest, limit as f64 + DRAIN_LIMIT_BYTES).await;
+            None
+        }
+        ObservedBody::Read(bytes, to_send) => {
+            let to_send = to_send.unwrap_or_else(|| Uint8Array::from(&bytes[..]).into());
+            Some((bytes, to_send))
+        }
+    })
 }
 
 /// The length a `Content-Length` value declares, when it is a number.
@@ -65,25 +46,41 @@ const DRAIN_LIMIT_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
 
 /// Reads and discards a refused request's body in the Worker, up to [`DRAIN_LIMIT_BYTES`].
 pub(super) async fn discard(req: &Request) {
-    boundary::drain_request(req, false, DRAIN_LIMIT_BYTES).await;
+    drain_request(req, false, DRAIN_LIMIT_BYTES).await;
 }
 
-/// A body in observe mode, where the request is forwarded whatever its size.
+/// A body read up to a limit (in observe mode, where the request is forwarded whatever its
+/// size).
 pub(super) enum ObservedBody {
     /// `Content-Length` says it is over the limit: the request goes on as it is, unread.
     Declared,
     /// A streamed body over the limit: what was read, then the rest (never buffered).
-    OverLimit(JsValue),
-    /// The body's bytes (for the fingerprint) and the value to forward: the same
+    OverLimit(ReadableStream),
+    /// The body's bytes (for the fingerprint) and the value to send on: the same
     /// `ArrayBuffer` for a declared length, a stream of the same chunks for a streamed body
-    /// (so it is forwarded streamed, as it came). `None` to forward: there was no body.
+    /// in observe mode (so it is forwarded streamed, as it came). `None`: there was no body,
+    /// or a streamed one to send on as bytes.
     Read(Vec<u8>, Option<JsValue>),
 }
 
+/// Observe mode's read of a body up to `limit`: a `Content-Length` (then the body's length:
+/// HTTP framing) can only make the answer come sooner, and such a body is read in one
+/// `arrayBuffer()`; a body without one is counted as it streams in.
 pub(super) async fn read_observed(
     req: &Request,
     content_length: Option<&str>,
     limit: u64,
+) -> Result<ObservedBody> {
+    read(req, content_length, limit, true).await
+}
+
+/// [`read_observed`], with a stream of a streamed body's chunks to send on when
+/// `forward_streamed`. An error where the body could not be read.
+async fn read(
+    req: &Request,
+    content_length: Option<&str>,
+    limit: u64,
+    forward_streamed: bool,
 ) -> Result<ObservedBody> {
     let declared = declared_length(content_length);
     if declared.is_some_and(|length| length > limit) {
@@ -92,14 +89,14 @@ pub(super) async fn read_observed(
     let Some(raw) = req.body() else { return Ok(ObservedBody::Read(Vec::new(), None)) };
     if declared.is_some() {
         let buffer = JsFuture::from(req.array_buffer()?).await?;
-        let body = js_sys::Uint8Array::new(&buffer).to_vec();
+        let body = Uint8Array::new(&buffer).to_vec();
         return Ok(ObservedBody::Read(body, Some(buffer)));
     }
-    Ok(match boundary::read_up_to(&raw, limit, true).await? {
-        (Some(body), Some(forward)) => ObservedBody::Read(body, Some(forward.into())),
-        (None, Some(forward)) => ObservedBody::OverLimit(forward.into()),
-        // Never: the helper always hands back the body to forward. Not forwarding it without.
-        (_, None) => return Err(super::platform::Error::Rust("the body to forward went missing".into())),
+    Ok(match boundary::read_up_to(&raw, limit, forward_streamed).await? {
+        (Some(body), forward) => ObservedBody::Read(body, forward.map(JsValue::from)),
+        (None, Some(rest)) => ObservedBody::OverLimit(rest),
+        // Never: past the limit the rest is always handed back. Not forwarding it without.
+        (None, None) => return Err(worker::Error::RustError("the body to forward went missing".into())),
     })
 }
 
@@ -117,12 +114,31 @@ pub(super) async fn read_whole(req: &Request) -> std::result::Result<JsValue, Js
 /// `arrayBuffer()` instead of a reader, a read per chunk and a release; it is
 /// dropped as soon as it is read, and a large body still never sits whole in a waiter.
 pub(super) async fn drain(req: &Request, declared_bytes: Option<u64>) {
-    // It never rejects.
-    let _ = JsFuture::from(start_drain(req, declared_bytes)).await;
+    let whole = declared_bytes.is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES);
+    drain_request(req, whole, f64::INFINITY).await;
 }
 
 /// [`drain`], under way: a promise that never rejects.
 pub(super) fn start_drain(req: &Request, declared_bytes: Option<u64>) -> js_sys::Promise {
-    let whole = declared_bytes.is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES);
-    boundary::drain_request_js(req, whole, f64::INFINITY)
+    // The same request (a handle to it, not `Request.clone()`).
+    let req = Clone::clone(req);
+    wasm_bindgen_futures::future_to_promise(async move {
+        drain(&req, declared_bytes).await;
+        Ok(JsValue::UNDEFINED)
+    })
+}
+
+/// The request body read to its end and dropped: with `whole` in one `arrayBuffer()`,
+/// otherwise (or should that fail) chunk by chunk up to `limit` bytes. It never fails.
+async fn drain_request(req: &Request, whole: bool, limit: f64) {
+    if whole {
+        if let Ok(read) = req.array_buffer() {
+            if JsFuture::from(read).await.is_ok() {
+                return;
+            }
+        }
+    }
+    if let Some(body) = req.body() {
+        boundary::drain(&body, limit).await;
+    }
 }

@@ -14,21 +14,20 @@
 //! transaction adds the rollback. `worker` 0.8.7 does not bind `transactionSync`;
 //! `runtime::bindings` does.
 
-use std::cell::Cell;
 use std::sync::Arc;
 
-use js_sys::{Array, Reflect, Uint8Array};
+use js_sys::{Reflect, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 use web_sys::CryptoKey;
 use worker::{console_error, SqlStorage};
 
 use super::boundary;
+use super::key_storage::{sql_error, KeyStorage, StorageError};
 use super::seal::{self, Sealer};
-use super::storage::{self, sql_error, LegacyRow, StorageError, Stores};
 use crate::core::formats::chunk_manifest::ChunkManifest;
 use crate::core::formats::chunks::{self, CHUNK_BYTES};
-use crate::core::formats::key_record::{Completed, KeyRecord, StoredResponse, SEALED_RECORD_VERSION};
-use crate::core::formats::seal::{Envelope, KeyRing};
+use crate::core::formats::key_record::{Completed, KeyRecord};
+use crate::core::formats::seal::{Envelope, KeyRing, SealContext};
 
 const CREATE_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS idempotency_chunk (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL)";
@@ -45,11 +44,27 @@ pub struct Sealing<'a> {
     pub object_id: &'a str,
 }
 
+impl Sealing<'_> {
+    /// The opener of `manifest`'s chunks sealed under the ring key `key_id` (every chunk
+    /// of an answer is sealed with its head's key).
+    async fn opener(&self, key_id: String, manifest: &ChunkManifest) -> Result<Opener, StorageError> {
+        let context = chunks::chunk_seal(self.scope, self.object_id, manifest.attempt, 0, manifest.count());
+        let key = self.sealer.key(self.ring, &context, &key_id).await?;
+        Ok(Opener { key, key_id, scope: self.scope.to_vec(), object_id: self.object_id.to_owned() })
+    }
+
+    async fn seal(&self, context: &SealContext, plain: &[u8]) -> Result<Vec<u8>, StorageError> {
+        let ring = self.ring.ok_or_else(|| StorageError::Seal("no key ring to seal with".to_owned()))?;
+        Ok(self.sealer.seal(ring, context, plain).await?)
+    }
+}
+
 /// Opens sealed chunks of one record: the derived key and what each chunk is bound to.
 #[derive(Clone)]
 pub struct Opener {
     key: CryptoKey,
     key_id: String,
+    scope: Vec<u8>,
     object_id: String,
 }
 
@@ -98,7 +113,7 @@ impl Source {
     /// Chunk `index` of the body, checked against the manifest and opened.
     async fn chunk(&self, index: usize) -> Result<Uint8Array, StorageError> {
         let row = read_row(&self.sql, index)?.ok_or_else(|| fault(format!("chunk {index} is missing")))?;
-        if seal::sha256(&row).await.map_err(seal_fault)? != self.manifest.digests[index] {
+        if seal::sha256(&row).await? != self.manifest.digests[index] {
             return Err(fault(format!("chunk {index} does not match its digest")));
         }
         let plain = match &self.opener {
@@ -127,16 +142,9 @@ impl Opener {
         if key_id != self.key_id {
             return Err(fault(format!("chunk {index} is sealed under another key than its record")));
         }
-        let aad = chunks::chunk_associated_data(
-            &self.object_id,
-            SEALED_RECORD_VERSION,
-            manifest.attempt,
-            index,
-            manifest.count(),
-        );
-        seal::open_view(&self.key, &nonce, &aad, &row.subarray(at as u32, total as u32))
-            .await
-            .map_err(seal_fault)
+        let context =
+            chunks::chunk_seal(&self.scope, &self.object_id, manifest.attempt, index, manifest.count());
+        Ok(seal::open_view(&self.key, &nonce, &context.aad, &row.subarray(at as u32, total as u32)).await?)
     }
 }
 
@@ -144,22 +152,20 @@ impl Opener {
 /// `Content-Length`, as the original answer did, and a stream that ends short is an error
 /// rather than a shorter body. `None` where the runtime has no such stream.
 fn fixed_length(stream: &web_sys::ReadableStream, len: u64) -> Option<web_sys::ReadableStream> {
-    let get = |target: &JsValue, name: &str| Reflect::get(target, &JsValue::from_str(name)).ok();
-    let constructor: js_sys::Function = get(&js_sys::global(), "FixedLengthStream")?.dyn_into().ok()?;
-    let fixed = Reflect::construct(&constructor, &Array::of1(&JsValue::from_f64(len as f64))).ok()?;
+    let fixed = worker::worker_sys::FixedLengthStream::new(u32::try_from(len).ok()?).ok()?;
     // `pipeThrough` marks its pipe's promise as handled: a broken row aborts the pipe, which
     // errors the readable side (the replay breaks off) and leaves no unhandled rejection.
-    let pipe_through: js_sys::Function = get(stream, "pipeThrough")?.dyn_into().ok()?;
+    let pipe_through: js_sys::Function = Reflect::get(stream, &"pipeThrough".into()).ok()?.dyn_into().ok()?;
     pipe_through.call1(stream, &fixed).ok()?.dyn_into().ok()
 }
 
 /// Stores a completed answer whose body is over one row: the body in chunk rows, the
-/// record (status, headers and manifest, sealed when `sealing` has a ring) as its
-/// key-value value, in one transaction. Returns the record as this object keeps it in
-/// memory (the head and the manifest, no body) and the check that its rows now pass.
+/// record (status, headers and manifest, sealed when `sealing` is given) as its key-value
+/// value, in one transaction. Returns the record as this object keeps it in memory (the
+/// head and the manifest, no body: `core::formats::chunks::chunked_records`) and the check
+/// that its rows now pass.
 pub async fn put(
-    stores: Stores<'_>,
-    legacy: &Cell<LegacyRow>,
+    store: &KeyStorage,
     done: &Completed,
     sealing: Option<Sealing<'_>>,
     still_current: impl Fn() -> bool,
@@ -167,64 +173,42 @@ pub async fn put(
 ) -> Result<(KeyRecord, Checked), StorageError> {
     let body = &done.response.body;
     let ranges = chunks::plan(body.len(), CHUNK_BYTES);
-    let count = ranges.len();
-    let attempt = done.attempt.0;
+    let (count, attempt) = (ranges.len(), done.attempt.0);
     let mut rows: Vec<Uint8Array> = Vec::with_capacity(count);
-    let mut digests = Vec::with_capacity(count);
-    let mut opener = None;
-    match &sealing {
-        Some(Sealing { sealer, ring: Some(ring), scope, object_id }) => {
-            for (index, range) in ranges.into_iter().enumerate() {
-                let aad =
-                    chunks::chunk_associated_data(object_id, SEALED_RECORD_VERSION, attempt, index, count);
-                let sealed = sealer.seal_with(ring, scope, &aad, &body[range]).await.map_err(seal_fault)?;
-                let row = Uint8Array::from(sealed.as_slice());
-                digests.push(seal::sha256(&row).await.map_err(seal_fault)?);
-                rows.push(row);
+    // Unsealed, one copy of the body in JavaScript; each row is a view of it.
+    let whole = Uint8Array::from(if sealing.is_none() { body.as_slice() } else { &[] });
+    for (index, range) in ranges.into_iter().enumerate() {
+        rows.push(match &sealing {
+            Some(sealing) => {
+                let context = chunks::chunk_seal(sealing.scope, sealing.object_id, attempt, index, count);
+                Uint8Array::from(sealing.seal(&context, &body[range]).await?.as_slice())
             }
-            let key_id = ring.newest().id.clone();
-            let key = sealer.key_by_id(Some(ring), scope, &key_id).await.map_err(seal_fault)?;
-            opener = Some(Opener { key, key_id, object_id: (*object_id).to_owned() });
-        }
-        _ => {
-            // One copy of the body in JavaScript; each row is a view of it.
-            let whole = Uint8Array::from(body.as_slice());
-            for range in ranges {
-                let row = whole.subarray(range.start as u32, range.end as u32);
-                digests.push(seal::sha256(&row).await.map_err(seal_fault)?);
-                rows.push(row);
-            }
-        }
+            None => whole.subarray(range.start as u32, range.end as u32),
+        });
     }
-    let manifest =
-        ChunkManifest { body_len: body.len() as u64, chunk_len: CHUNK_BYTES as u32, attempt, digests };
-    let head = Arc::new(done.response.head());
-    let stored = match &sealing {
-        Some(Sealing { sealer, ring: Some(ring), scope, object_id }) => {
-            let aad = chunks::head_associated_data(object_id, SEALED_RECORD_VERSION, &manifest);
-            let sealed = sealer.seal_with(ring, scope, &aad, &head.encode()).await.map_err(seal_fault)?;
-            Completed {
-                response: Arc::new(StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() }),
-                sealed_answer: Some(sealed),
-                chunks: Some(manifest.clone()),
-                ..done.clone()
-            }
+    let mut digests = Vec::with_capacity(count);
+    for row in &rows {
+        digests.push(seal::sha256(row).await?);
+    }
+    let manifest = chunks::manifest(body.len(), attempt, digests);
+    let (sealed_head, opener) = match &sealing {
+        None => (None, None),
+        Some(sealing) => {
+            let context = chunks::head_seal(sealing.scope, sealing.object_id, &manifest);
+            let sealed = sealing.seal(&context, &done.response.head().encode()).await?;
+            let key_id = Envelope::decode(&sealed).map(|e| e.key_id).unwrap_or_default();
+            (Some(sealed), Some(sealing.opener(key_id, &manifest).await?))
         }
-        _ => Completed {
-            response: head.clone(),
-            sealed_answer: None,
-            chunks: Some(manifest.clone()),
-            ..done.clone()
-        },
     };
-    let record = KeyRecord::Completed(stored).encode();
+    let (stored, kept) = chunks::chunked_records(done, manifest, sealed_head);
+    let record = stored.encode();
     // Every await above let other requests in: the outcome is written only if its claim
     // is still the live one (a purge and a new claim may have come meanwhile).
     if !still_current() {
         return Err(StorageError::Fenced);
     }
     // From here to the end of the transaction nothing is awaited.
-    let sql = stores.sql;
+    let sql = store.sql();
     let write = || -> Result<(), StorageError> {
         sql.exec(CREATE_TABLE, None).map_err(sql_error)?;
         sql.exec(CLEAR, None).map_err(sql_error)?;
@@ -237,12 +221,11 @@ pub async fn put(
                 return Err(StorageError::Sql("CHUNK_WRITE_FAULT_INJECTION: fails on purpose".to_owned()));
             }
         }
-        storage::put_encoded(stores, record, legacy)
+        store.put_encoded(record)
     };
     // A legacy row's removal, if any, is rolled back with the rest.
-    storage::in_transaction(stores.storage, write).inspect_err(|_| legacy.set(LegacyRow::Possible))?;
-    let cached = Completed { response: head, sealed_answer: None, chunks: Some(manifest), ..done.clone() };
-    Ok((KeyRecord::Completed(cached), Checked { attempt, opener }))
+    store.in_transaction(write)?;
+    Ok((kept, Checked { attempt, opener }))
 }
 
 /// Opens a chunked record read from storage (its head, when sealed) and checks every row
@@ -257,28 +240,18 @@ pub async fn open(
     let (head, opener) = match &done.sealed_answer {
         None => (done.response.clone(), None),
         Some(sealed) => {
-            let aad = chunks::head_associated_data(sealing.object_id, SEALED_RECORD_VERSION, manifest);
-            let plain = sealing
-                .sealer
-                .open_with(sealing.ring, sealing.scope, &aad, sealed)
-                .await
-                .map_err(seal_fault)?;
-            let head = StoredResponse::decode(&plain)
-                .map_err(|error| StorageError::Seal(format!("the opened head is unreadable: {error}")))?;
-            if !head.body.is_empty() {
-                return Err(fault("the sealed head of a chunked answer has a body".to_owned()));
-            }
+            let context = chunks::head_seal(sealing.scope, sealing.object_id, manifest);
+            let plain = sealing.sealer.open(sealing.ring, &context, sealed).await?;
+            let head = chunks::opened_head(&plain).map_err(fault)?;
             let key_id = Envelope::decode(sealed).map(|e| e.key_id).unwrap_or_default();
-            let key =
-                sealing.sealer.key_by_id(sealing.ring, sealing.scope, &key_id).await.map_err(seal_fault)?;
-            (Arc::new(head), Some(Opener { key, key_id, object_id: sealing.object_id.to_owned() }))
+            (Arc::new(head), Some(sealing.opener(key_id, manifest).await?))
         }
     };
     let rows = count_rows(sql)?;
     let mut read = Vec::with_capacity(manifest.count());
     for index in 0..manifest.count() {
         read.push(match read_row(sql, index)? {
-            Some(row) => Some(seal::sha256(&row).await.map_err(seal_fault)?),
+            Some(row) => Some(seal::sha256(&row).await?),
             None => None,
         });
     }
@@ -291,14 +264,9 @@ pub async fn open(
     let opened = Completed { response: head, sealed_answer: None, ..done.clone() };
     Ok((opened, Checked { attempt: manifest.attempt, opener }))
 }
-
 /// Deletes every chunk row (synchronously; a missing table is nothing to delete).
 pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
-    match sql.exec(CLEAR, None).map_err(sql_error) {
-        Ok(_) => Ok(()),
-        Err(error) if error.to_string().contains("no such table") => Ok(()),
-        Err(error) => Err(error),
-    }
+    query(sql, CLEAR, Vec::new()).map(drop)
 }
 
 /// Row `index`'s bytes as the runtime returns them (an `ArrayBuffer`, viewed), or `None`.
@@ -331,8 +299,4 @@ fn query(sql: &SqlStorage, statement: &str, bindings: Vec<JsValue>) -> Result<Op
 
 fn fault(message: String) -> StorageError {
     StorageError::Chunks(message)
-}
-
-fn seal_fault(error: seal::SealError) -> StorageError {
-    StorageError::Seal(error.to_string())
 }

@@ -45,21 +45,19 @@
 //! fail-open forward is kept, the lookup. The object's call is built as observe mode builds
 //! it (`core::edge_rules::identify::key_call`).
 
-use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen::JsValue;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 use worker::{event, Context};
 
 use super::boundary::{filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
 use super::identity;
-use super::object_call::{cached_key_namespace, call_object_marked, ObjectCalls, OBJECT_BINDING};
-use super::platform::{Error, Result};
+use super::object_call::{cached_key_namespace, call_key, ObjectCalls, OBJECT_BINDING};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
 use crate::core::edge_rules::edge::{self, CoveredPlan, Edge, RequestHead};
 use crate::core::edge_rules::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
-use crate::core::edge_rules::identify::{identified, key_call, Arrived, Identified};
+use crate::core::edge_rules::identify::{key_call, Identified};
 use crate::core::edge_rules::log::{request_id, LineContext, RequestLog};
 use crate::core::edge_rules::routes::{
     after_object_failure, object_unreachable, AfterObjectFailure, ObjectCallFailure,
@@ -71,37 +69,15 @@ use crate::core::primitives::url::{path_and_query, path_and_query_parts};
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::trace::Trace;
-use worker::{console_error, Env};
+use worker::{console_error, Env, Result};
 
 /// The Worker's `fetch` (`worker`'s `#[event(fetch)]`, which `src/entry.mjs` calls): the
-/// answer to `req`, whatever happens; an error that reaches the top is logged and answered
-/// 500 with a plain body, as the macro would answer it.
+/// answer to `req`. An error that reaches the top is logged and answered 500 with a plain
+/// body by the macro.
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
-    match arrived(req, env, ctx).await {
-        Ok(answer) => Ok(answer),
-        Err(error) => internal_error(error).dyn_into::<Response>().map_err(worker::Error::from),
-    }
-}
-
-/// An error that reaches the top is logged and answered 500 with a plain body, as
-/// `worker`'s `#[event(fetch)]` answers it.
-fn internal_error(error: Error) -> JsValue {
-    console_error!("{}", error);
-    let init = web_sys::ResponseInit::new();
-    init.set_status(500);
-    Response::new_with_opt_str_and_init(Some("INTERNAL SERVER ERROR"), &init)
-        .map_or_else(|error| error, JsValue::from)
-}
-
-/// What a promise that never rejects came to (a rejection, should one come, is its value).
-async fn settled(promise: js_sys::Promise) -> JsValue {
-    JsFuture::from(promise).await.unwrap_or_else(|value| value)
-}
-
-async fn arrived(req: Request, env: Env, ctx: Context) -> Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method();
-    // The headers, read whole in one call: every decision below reads this copy.
+    // The headers, read whole once: every decision below reads this copy.
     let lines = header_lines(&req.headers())?;
     // Which request this is, on every log line and problem it gets (`core::vocabulary::trace::Trace`).
     let request_id = request_id(lines.get("cf-ray").as_deref(), random_u64);
@@ -125,9 +101,7 @@ async fn arrived(req: Request, env: Env, ctx: Context) -> Result<Response> {
     };
     // Where the request goes is the core's decision (`core::edge_rules::edge`); each arm carries it out.
     let edge = edge::decide(&head, config, |name| env.service(name).is_ok());
-    if let Edge::PassThrough(policy) | Edge::PassObserved(policy, _) | Edge::Covered { policy, .. } = &edge {
-        trace.route = policy.route.map(str::to_owned);
-    }
+    trace.route = edge.route().map(str::to_owned);
     match edge {
         Edge::Covered { policy, key, plan } if policy.mode == Mode::Enforce => {
             let request = CoveredRequest { req, env, ctx, lines, url, config, policy, key, plan, trace };
@@ -177,30 +151,29 @@ impl CoveredRequest {
 
     async fn enforce(self) -> Result<Response> {
         let limit = self.plan.max_body_bytes;
-        let Some(read) = body::start_read(&self.req, self.lines.get("content-length").as_deref(), limit)
-        else {
-            return self.refuse(&edge::body_too_large(limit));
-        };
-        let Some((body, js_body)) = body::taken(settled(read).await)? else {
+        let read = body::read_within(&self.req, self.lines.get("content-length").as_deref(), limit).await?;
+        let Some((body, js_body)) = read else {
             return self.refuse(&edge::body_too_large(limit));
         };
         let (config, policy) = (self.config, &self.policy);
-        let (scope, scope_log) = match identity::scope(&self.lines, config, policy, Some(&self.ctx)).await {
-            Ok(scope) => scope,
-            Err(problem) => return self.refuse(&problem),
-        };
         let path_and_query = path_and_query(&self.url);
-        let arrived = Arrived {
-            headers: &self.lines,
-            method: &self.trace.method,
-            path_and_query: &path_and_query,
-            key: &self.key,
+        let name_key = settings::get(&self.env).object_name_key.as_deref();
+        let (lines, method, key) = (&self.lines, &self.trace.method, &self.key);
+        let identified = identity::identify(
+            lines,
+            method,
+            &path_and_query,
+            key,
             config,
             policy,
-            body: &body,
-            name_key: settings::get(&self.env).object_name_key.as_deref(),
+            &body,
+            name_key,
+            Some(&self.ctx),
+        );
+        let identified = match identified.await {
+            Ok(identified) => identified,
+            Err(problem) => return self.refuse(&problem),
         };
-        let identified = identified(&arrived, scope, scope_log);
         let body_bytes = body.len() as u64;
         // A waiting duplicate holds no copy of the body but the one its call carries.
         drop(body);
@@ -266,12 +239,9 @@ impl CoveredRequest {
         // The object name is a hash: safe to log, unlike the key or the credential.
         let short = &identified.name[..16];
         let calls = ObjectCalls::default();
-        let failure = match namespace.get_by_name(&identified.name) {
-            Err(error) => (ObjectCallFailure::BeforeSend, error.to_string()),
-            Ok(stub) => match call_object_marked(&calls, stub, &to_object).await {
-                Ok((response, _)) => return Ok(response),
-                Err(failure) => failure,
-            },
+        let failure = match call_key(&calls, &namespace, &identified.name, &to_object).await {
+            Ok((response, _)) => return Ok(response),
+            Err(failure) => failure,
         };
         let tried = (wire_method, calls.made());
         self.unanswered(short, identified.scope_log, tried, unprotected, failure).await

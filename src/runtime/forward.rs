@@ -9,14 +9,14 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 
-use super::platform::Result;
 use super::{body, origin_auth, respond, settings};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge;
+use crate::core::edge_rules::headers::client_ip_headers;
 use crate::core::edge_rules::origin_auth::Protection;
 use crate::core::primitives::url::path_and_query;
 use crate::core::vocabulary::trace::Trace;
-use worker::Env;
+use worker::{Env, Result};
 
 /// Any uncovered method: to the origin as it is, body streamed, no key needed. When the
 /// hop is signed, the body is read first (up to `MAX_BODY_BYTES`, 413 above) to digest it.
@@ -57,13 +57,7 @@ pub(super) async fn pass_through(
         if let Err(error) = sign_passed(env, policy, &method, &target, &headers, body.as_ref()).await {
             return origin_or_problem(Err(error));
         }
-        let init = RequestInit::new();
-        init.set_method(&method);
-        init.set_headers(&headers);
-        init.set_redirect(forwarded.redirect());
-        if let Some(body) = &body {
-            init.set_body(body);
-        }
+        let init = request_init(&method, &headers, body.as_ref(), forwarded.redirect());
         forwarded = Request::new_with_str_and_init(&target, &init)?;
     }
     origin_or_problem(send(env, policy.origin_service, &forwarded).await)
@@ -90,8 +84,8 @@ pub(super) async fn sign_passed(
 
 /// A forward whose signature could not be made: it is not sent (502, as for an origin that
 /// could not be reached).
-pub(super) fn not_signed() -> super::platform::Error {
-    super::platform::Error::Rust("the hop to the origin could not be signed".into())
+pub(super) fn not_signed() -> worker::Error {
+    worker::Error::RustError("the hop to the origin could not be signed".into())
 }
 
 /// A fail-open forward: the route chose availability over protection, and the object
@@ -109,25 +103,19 @@ pub(super) async fn fail_open(
     if let Err(error) = sign_passed(env, policy, method, target, headers, Some(body)).await {
         return origin_or_problem(Err(error));
     }
-    let init = RequestInit::new();
-    init.set_method(method);
-    init.set_headers(headers);
-    init.set_body(body);
-    init.set_redirect(RequestRedirect::Manual);
+    let init = request_init(method, headers, Some(body), RequestRedirect::Manual);
     let forwarded = Request::new_with_str_and_init(target, &init)?;
     origin_or_problem(send(env, policy.origin_service, &forwarded).await)
 }
 
-/// `TRUSTED_CLIENT_IP`: the client's own forwarding headers are dropped, and the connecting
-/// IP (`CF-Connecting-IP`, set by Cloudflare's edge and not by the client) takes their place.
+/// `TRUSTED_CLIENT_IP`: the forwarding headers set as `core::edge_rules::headers::client_ip_headers`
+/// says, from the connecting IP.
 pub(super) fn replace_client_ip(headers: &Headers) -> Result<()> {
-    let connecting = headers.get("cf-connecting-ip")?;
-    for name in ["x-forwarded-for", "forwarded", "x-real-ip"] {
-        headers.delete(name)?;
-    }
-    if let Some(ip) = connecting {
-        headers.set("x-forwarded-for", &ip)?;
-        headers.set("x-real-ip", &ip)?;
+    for (name, value) in client_ip_headers(headers.get("cf-connecting-ip")?.as_deref()) {
+        match value {
+            Some(value) => headers.set(name, &value)?,
+            None => headers.delete(name)?,
+        }
     }
     Ok(())
 }
@@ -178,13 +166,24 @@ pub(super) fn rewrap(response: &Response, headers: &Headers) -> Result<Response>
 /// `new Request(target, { method, headers, body, redirect: "manual" })`: the request as it
 /// came, with the body that was read (or none).
 pub(super) fn as_it_came(req: &Request, target: &str, body: Option<&JsValue>) -> Result<Request> {
-    let init = RequestInit::new();
-    init.set_method(&req.method());
-    init.set_headers(&req.headers());
     // A proxy hands redirects to its caller.
-    init.set_redirect(RequestRedirect::Manual);
+    let init = request_init(&req.method(), &req.headers(), body, RequestRedirect::Manual);
+    Ok(Request::new_with_str_and_init(target, &init)?)
+}
+
+/// `{ method, headers, body, redirect }`, without a body for `None`.
+pub(super) fn request_init(
+    method: &str,
+    headers: &Headers,
+    body: Option<&JsValue>,
+    redirect: RequestRedirect,
+) -> RequestInit {
+    let init = RequestInit::new();
+    init.set_method(method);
+    init.set_headers(headers);
+    init.set_redirect(redirect);
     if let Some(body) = body {
         init.set_body(body);
     }
-    Ok(Request::new_with_str_and_init(target, &init)?)
+    init
 }

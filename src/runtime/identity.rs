@@ -8,7 +8,7 @@
 //! (`core::scope`, `core::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
 //! fresh, what a failed fetch or an unknown `kid` answers (`core::edge_rules::jwks_cache`); when a
 //! verified token may be reused (`core::verified_tokens`). This file only carries out what
-//! the core cannot: the JWKS fetch (`worker`'s `Fetch`, under a timeout signal, within a size bound),
+//! the core cannot: the JWKS fetch (`worker`'s `Fetch`, under a timeout signal),
 //! one fetch awaited by every request that waits for it (each through a promise of its own,
 //! see `Fetch`), and the signature check (no RSA or EC code is compiled into the Wasm).
 //!
@@ -25,12 +25,12 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::CryptoKey;
 
 use super::now_ms;
-use super::platform::{message_of, race};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::edge_rules::jwks_cache::{
-    answer_status, Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
+    answer_status, declared_size, document, no_candidates, Document, FetchRequest, JwksCache, KeyQuery,
+    Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
 };
 use crate::core::edge_rules::scope::{self, ScopeConfig, ScopeLog, Start};
 use crate::core::edge_rules::verified_tokens::VerifiedTokens;
@@ -43,9 +43,6 @@ use crate::core::vocabulary::problem::Problem;
 use worker::console_error;
 use worker::{Context, Delay};
 
-/// Largest JWKS document read.
-const MAX_JWKS_BYTES: usize = 256 * 1024;
-
 thread_local! {
     /// Imported verification keys, per isolate, by the key's public JWK (or "HS256" for the
     /// HS256 secret): an import costs more than a check. Past [`MAX_VERIFY_KEYS`] (rotation
@@ -56,7 +53,7 @@ thread_local! {
 const MAX_VERIFY_KEYS: usize = 64;
 
 /// WebCrypto's import and `verify` parameters of a JOSE algorithm the core accepts
-/// (`core::jwt::Algorithm`). ECDSA's signature is raw `r || s`, which is JWS's format too.
+/// (`core::primitives::jwt::Algorithm::webcrypto_params`), as objects.
 fn webcrypto_params(algorithm: Algorithm) -> (js_sys::Object, js_sys::Object) {
     let object = |pairs: &[(&str, &str)]| {
         let object = js_sys::Object::new();
@@ -65,17 +62,7 @@ fn webcrypto_params(algorithm: Algorithm) -> (js_sys::Object, js_sys::Object) {
         }
         object
     };
-    type Members = &'static [(&'static str, &'static str)];
-    let (import, check): (Members, Members) = match algorithm {
-        Algorithm::Rs256 => {
-            (&[("name", "RSASSA-PKCS1-v1_5"), ("hash", "SHA-256")], &[("name", "RSASSA-PKCS1-v1_5")])
-        }
-        Algorithm::Es256 => {
-            (&[("name", "ECDSA"), ("namedCurve", "P-256")], &[("name", "ECDSA"), ("hash", "SHA-256")])
-        }
-        Algorithm::EdDsa => (&[("name", "Ed25519")], &[("name", "Ed25519")]),
-        Algorithm::Hs256 => (&[("name", "HMAC"), ("hash", "SHA-256")], &[("name", "HMAC")]),
-    };
+    let (import, check) = algorithm.webcrypto_params();
     (object(import), object(check))
 }
 
@@ -136,7 +123,11 @@ async fn verify_under_keys(algorithm: Algorithm, keys: &[Jwk], signature: &[u8],
             Err(error) => console_error!(
                 "jwks: a {} key could not be imported: {}",
                 algorithm.jose_name(),
-                message_of(&error).unwrap_or_else(|| "an error".to_owned())
+                // A thrown string, or an error's (a `DOMException`'s) `message`.
+                error
+                    .as_string()
+                    .or_else(|| js_sys::Reflect::get(&error, &"message".into()).ok()?.as_string())
+                    .unwrap_or_else(|| "an error".to_owned())
             ),
         }
     }
@@ -154,7 +145,7 @@ async fn verify_under_secret(secret: &[u8], signature: &[u8], data: &[u8]) -> bo
 
 /// The scope of a covered request, with its log form, or the 401 problem refusing it: what
 /// the scope headers decide (`core::edge_rules::scope::start`), after a token's check when they name one.
-pub async fn scope(
+async fn scope(
     headers: &HeaderLines,
     config: &Config,
     policy: &PathConfig<'_>,
@@ -229,13 +220,7 @@ async fn candidate_keys(
     if !chosen.is_empty() {
         return Ok(chosen);
     }
-    // The most telling reason: no keys at all, then an unknown kid, then no key.
-    let rank = |reason: &Unverified| match reason {
-        Unverified::KeysUnavailable => 0,
-        Unverified::UnknownKid => 1,
-        _ => 2,
-    };
-    Err(failures.into_iter().min_by_key(rank).unwrap_or(Unverified::NoKey))
+    Err(no_candidates(failures))
 }
 
 /// The end of one JWKS fetch, awaited by every request that waits for it: a JavaScript
@@ -294,7 +279,7 @@ async fn url_keys(
                 // for a hang. Either way the cache is asked again.
                 Some(fetch) => {
                     let gave_up = Delay::from(Duration::from_millis(FETCH_LOST_AFTER_MS));
-                    race(JsFuture::from(fetch), gave_up).await;
+                    futures_util::future::select(JsFuture::from(fetch), gave_up).await;
                 }
                 // Never: the cache waits only for a fetch it handed out, which is kept.
                 None => return Err(Unverified::KeysUnavailable),
@@ -339,8 +324,8 @@ async fn fetch_jwks(url: String, request: FetchRequest) {
     }
 }
 
-/// `url`'s 200 answer, its text (of at most `MAX_JWKS_BYTES` of UTF-8) and `Cache-Control`,
-/// all of it within `FETCH_TIMEOUT_MS` (`worker`'s `Fetch` under a timeout signal, which
+/// `url`'s 200 answer as the document its size and text make (`core::edge_rules::jwks_cache::
+/// document`), all of it within `FETCH_TIMEOUT_MS` (`worker`'s `Fetch` under a timeout signal, which
 /// also ends the body's read); or why it is of no use, never the body's content. A
 /// redirect is never followed (`core::edge_rules::jwks_cache`, rule 7): what its status means is the
 /// core's (`answer_status`), and its body is let go unread.
@@ -367,21 +352,9 @@ async fn get_jwks(url: &str) -> std::result::Result<Document, String> {
         }
         answer_status(status)?;
     }
-    let too_large = || format!("larger than {MAX_JWKS_BYTES} bytes");
-    let declared = response.headers().get("content-length").ok().flatten();
-    if declared
-        .and_then(|length| length.trim().parse::<usize>().ok())
-        .is_some_and(|length| length > MAX_JWKS_BYTES)
-    {
-        return Err(too_large());
-    }
+    declared_size(response.headers().get("content-length").ok().flatten().as_deref())?;
     let cache_control = response.headers().get("cache-control").ok().flatten();
-    let bytes = response.bytes().await.map_err(failed)?;
-    if bytes.len() > MAX_JWKS_BYTES {
-        return Err(too_large());
-    }
-    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
-    Ok(Document { text, cache_control })
+    document(response.bytes().await.map_err(failed)?, cache_control)
 }
 
 /// Identifies a covered request, the same way in enforce and observe mode so that both

@@ -1,5 +1,5 @@
-//! The key object's storage, as one piece: the record (`storage`: its key-value value, and
-//! the legacy row read after it), its sealed answer (`seal`), a large answer's chunk rows
+//! The key object's storage, as one piece: the record (its key-value value, and the legacy
+//! row read after it), its sealed answer (`seal`), a large answer's chunk rows
 //! (`chunks`), the alarm, and the test-only storage faults (`DELETE_FAULT_INJECTION`,
 //! `CHUNK_WRITE_FAULT_INJECTION`).
 //!
@@ -8,6 +8,28 @@
 //! the clear, which chunked answer this instance has checked). Which record to write and
 //! when is the key's driver's (`core::key_rules::key_state`); the object (`runtime::object`) keeps the
 //! driver, and hands this store each change the driver asks for.
+//!
+//! ## The stored record
+//!
+//! The record is one value of the object's key-value store, and, read after it, the row
+//! of its own table that releases before this one wrote. This owns the record's key-value
+//! key and the legacy table's SQL. Every record call is synchronous (SQLite-backed Durable
+//! Objects run SQL and their key-value API in the same turn), so a claim is written before
+//! the handler awaits anything, and the runtime's output gate holds the origin fetch until
+//! the write is durable.
+//!
+//! Two layouts, one record. This release writes the record as the value
+//! [`KV_KEY`] of the object's key-value store (`ctx.storage.kv`, a `Uint8Array` of the
+//! `core::formats::key_record` bytes): workerd creates that store's table as a system query, which is
+//! not billed, where a table of the worker's own costs a billed `CREATE TABLE` (two rows
+//! written) on every new key. Earlier releases wrote one row of the table
+//! `idempotency_record`. Those from `032df08` on read the key-value value first and the
+//! row after it, so they are the ones this release may be rolled back to: an older one
+//! would not see a claim written here, would take the key for new and forward it again
+//! (docs/deploy.md, rule 6). This release reads both in the same order, for the keys
+//! those releases claimed, until their time to live has passed. A write here removes the
+//! row in the same transaction when one may exist, so the two layouts never both hold a
+//! record, and a row can never come back from under a deleted value.
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::future::Future;
@@ -15,18 +37,37 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use worker::{console_error, console_log, ScheduledTime, SqlStorage, State, Storage};
+use js_sys::Uint8Array;
+use wasm_bindgen::{JsCast, JsValue};
+use worker::{console_error, console_log, Env, ScheduledTime, SqlStorage, SqlStorageValue, State, Storage};
 
 use super::bindings::{self, SyncKv};
 use super::chunks;
 use super::seal::Sealer;
 use super::settings;
-use super::storage::{self, sql_error, LegacyRow, StorageError, Stores};
 use crate::core::edge_rules::log::{event_line, StorageCalls};
 use crate::core::formats::fingerprint::Digest256;
-use crate::core::formats::key_record::{Completed, KeyRecord, StoredResponse};
-use crate::core::formats::seal::{refuses_unsealed, KeyRing};
-use worker::Env;
+use crate::core::formats::key_record::{Completed, DecodeError, KeyRecord, StoredResponse};
+use crate::core::formats::seal::{opening, KeyRing, Opening, SealContext};
+pub use crate::core::vocabulary::fault::StorageError;
+
+const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
+const TABLE_EXISTS: &str = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idempotency_record'";
+const DELETE_ROW: &str = "DELETE FROM idempotency_record";
+
+/// The record's key in the object's key-value store (its value: the encoded record, as a
+/// `Uint8Array`).
+pub const KV_KEY: &str = "record";
+
+/// What this instance knows of a record in the legacy table (`idempotency_record`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LegacyRow {
+    /// None stored: the common case, where a write is one key-value `put`.
+    Absent,
+    /// One may be stored (an older release wrote it), or this instance has not read yet,
+    /// or a write that would have removed it failed: a write removes whatever is there.
+    Possible,
+}
 
 /// An alarm whose `setAlarm` call is made ([`KeyStorage::issue_alarm`]), to be awaited
 /// ([`KeyStorage::confirm_alarm`]).
@@ -53,11 +94,11 @@ pub(super) struct KeyStorage {
     /// The chunked answer whose rows this instance has checked (`runtime::chunks`).
     chunk_check: RefCell<Option<chunks::Checked>>,
     /// Whether the record as last read from storage held an answer in the clear (see
-    /// `core::formats::seal::refuses_unsealed`); cleared by every write of this instance.
+    /// `core::formats::seal::opening`); cleared by every write of this instance.
     read_in_clear: Cell<bool>,
-    /// Whether a row of the legacy table may be stored (`runtime::storage`'s two layouts).
+    /// Whether a row of the legacy table may be stored (the record's two layouts, above).
     legacy_row: Cell<LegacyRow>,
-    /// Every call into storage this instance made, counted in [`KeyStorage::stores`]: what
+    /// Every call into storage this instance made, counted in [`KeyStorage::count`]: what
     /// a request's line reports is the difference across its handling.
     calls: Cell<StorageCalls>,
 }
@@ -111,11 +152,22 @@ impl KeyStorage {
         self.calls.get()
     }
 
+    /// Counts one call into storage, as a read or a write: each operation below that reaches
+    /// storage (the record read, written or deleted, a chunked answer's rows, the alarm,
+    /// `deleteAll`) counts itself here, once.
+    fn count(&self, access: Access) {
+        let StorageCalls { reads, writes } = self.calls.get();
+        self.calls.set(match access {
+            Access::Read => StorageCalls { reads: reads.wrapping_add(1), writes },
+            Access::Write => StorageCalls { reads, writes: writes.wrapping_add(1) },
+        });
+    }
+
     /// Reads the stored record (synchronous: in the caller's turn).
     pub fn load(&self) -> Result<Option<KeyRecord>, StorageError> {
-        let stored = storage::load(self.stores(Access::Read), &self.legacy_row)?;
+        let stored = self.read()?;
         if stored.is_some() && self.legacy_row.get() == LegacyRow::Possible {
-            // A key an older release stored (`runtime::storage`): the operator sees that such
+            // A key an older release stored (the legacy row): the operator sees that such
             // keys are still retried, before a release stops reading their layout.
             console_log!("{}", event_line("legacy-record-read", self.object_id(), &[]));
         }
@@ -124,9 +176,56 @@ impl KeyStorage {
         Ok(stored)
     }
 
-    /// Deletes the record at once (synchronous), as for a record read past its expiry.
+    /// Reads the record: the key-value value if one is stored, else the legacy row. Whether
+    /// the legacy table exists is asked before it is read: a new object (every first
+    /// attempt) would otherwise meet "no such table" as a thrown JavaScript error, with its
+    /// stack trace built and turned into a string, on the path that creates objects.
+    /// `legacy_row` is set to what the read found: a record read with it left `Possible`
+    /// came from the row.
+    fn read(&self) -> Result<Option<KeyRecord>, StorageError> {
+        self.count(Access::Read);
+        let legacy = &self.legacy_row;
+        legacy.set(LegacyRow::Possible);
+        let value = self.kv().get(KV_KEY).map_err(sql_error)?;
+        if !value.is_undefined() {
+            // Each release's write removes the other layout in the same transaction (this one
+            // the row, the release before it the value), so a value means no row.
+            legacy.set(LegacyRow::Absent);
+            // Anything but bytes is not a record: never read as absent (that would forward the
+            // key again), an error the caller answers 503.
+            let bytes = value.dyn_ref::<Uint8Array>().map(Uint8Array::to_vec);
+            let bytes = bytes.ok_or(corrupt(DecodeError::NotARecord))?;
+            return KeyRecord::decode(&bytes).map(Some).map_err(corrupt);
+        }
+        if !self.legacy_table_exists()? {
+            legacy.set(LegacyRow::Absent);
+            return Ok(None);
+        }
+        let cursor = self.sql().exec(SELECT, None).map_err(sql_error)?;
+        let Some(row) = cursor.raw().next().transpose().map_err(sql_error)? else {
+            legacy.set(LegacyRow::Absent);
+            return Ok(None);
+        };
+        match row.into_iter().next() {
+            Some(SqlStorageValue::Blob(bytes)) => KeyRecord::decode(&bytes).map(Some).map_err(corrupt),
+            _ => Err(corrupt(DecodeError::NotARecord)),
+        }
+    }
+
+    /// Deletes the record (value and legacy row) and any chunk rows of a large answer at
+    /// once, synchronously, in one transaction (so nothing can read part of them after it),
+    /// as for a record read past its expiry. The alarm stays; the next alarm deletes
+    /// everything. A row is looked for whatever `legacy_row` says: a deletion must leave
+    /// nothing a later read could take for the key's record, even where a rollback past the
+    /// rule of docs/deploy.md left a row beside the value. Deletions are rare.
     pub fn delete_now(&self) -> Result<(), StorageError> {
-        storage::delete(self.stores(Access::Write), &self.legacy_row)
+        self.count(Access::Write);
+        self.legacy_row.set(LegacyRow::Possible);
+        self.in_transaction(|| {
+            self.remove_legacy_row()?;
+            self.kv().delete(KV_KEY).map_err(sql_error)?;
+            chunks::delete(self.sql())
+        })
     }
 
     /// Opens `record` as read from storage: its sealed answer, or its chunked answer's head
@@ -134,15 +233,14 @@ impl KeyStorage {
     /// that cannot be opened, or that is stored in the clear while sealing is required, is an
     /// error: never treated as absent.
     pub async fn open(&self, record: &KeyRecord) -> Result<Option<Opened>, StorageError> {
-        if self.refused_in_clear(record) {
-            return Err(StorageError::Seal(
+        let KeyRecord::Completed(done) = record else { return Ok(None) };
+        match self.opening(record) {
+            Opening::Refuse => return Err(StorageError::Seal(
                 "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
                     .to_owned(),
-            ));
-        }
-        let KeyRecord::Completed(done) = record else { return Ok(None) };
-        if !self.needs_opening(record) {
-            return Ok(None);
+            )),
+            Opening::Nothing => return Ok(None),
+            Opening::Open => {}
         }
         let ring = settings::get(&self.env).storage_keys.as_ref().ok().and_then(Option::as_ref);
         let opened = |record, checked| Opened { record: KeyRecord::Completed(record), checked };
@@ -152,19 +250,16 @@ impl KeyStorage {
                 (Some(_), None) => return Err(no_scope_salt()),
                 (_, salt) => salt.map_or(&[][..], |salt| &salt.0[..]),
             };
-            let sealing =
-                chunks::Sealing { sealer: &self.sealer, ring, scope: salt, object_id: self.object_id() };
-            let (record, checked) = chunks::open(self.stores(Access::Read).sql, done, sealing).await?;
+            self.count(Access::Read);
+            let (record, checked) = chunks::open(self.sql(), done, self.sealing(ring, salt)).await?;
             return Ok(Some(opened(record, Some(checked))));
         }
         let Some(sealed) = &done.sealed_answer else { return Ok(None) };
         let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
-        let binding = done.sealed_bound.then_some((done.attempt, &done.fingerprint));
-        let answer = self
-            .sealer
-            .open(ring, &salt.0, self.object_id(), binding, sealed)
-            .await
-            .map_err(|error| StorageError::Seal(error.to_string()))?;
+        let bound = done.sealed_bound.then_some((done.attempt.0, &done.fingerprint.0));
+        let context = SealContext::answer(&salt.0, self.object_id(), bound);
+        let answer = StoredResponse::decode(&self.sealer.open(ring, &context, sealed).await?)
+            .map_err(|error| StorageError::Seal(format!("the opened answer is unreadable: {error}")))?;
         let record = Completed { response: Arc::new(answer), sealed_answer: None, ..done.clone() };
         Ok(Some(opened(record, None)))
     }
@@ -173,23 +268,16 @@ impl KeyStorage {
     /// chunk rows, or refuse it. When not, `open` answers `None` without awaiting, and a
     /// replay of it can be answered at once (`runtime::object`).
     pub fn has_to_open(&self, record: &KeyRecord) -> bool {
-        self.refused_in_clear(record) || self.needs_opening(record)
+        self.opening(record) != Opening::Nothing
     }
 
-    /// Whether `record`, as storage held it, is in the clear while sealing is required. Only
-    /// what storage held: an answer this instance opened is kept unsealed in memory.
-    fn refused_in_clear(&self, record: &KeyRecord) -> bool {
+    /// What `record` needs (`core::formats::seal::opening`), as storage held it and with
+    /// what this instance has checked.
+    fn opening(&self, record: &KeyRecord) -> Opening {
         let settings = settings::get(&self.env);
         let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
-        self.read_in_clear.get() && refuses_unsealed(ring_set, settings.storage_allow_unsealed, record)
-    }
-
-    /// Whether `record` holds a sealed answer, or chunk rows this instance has not checked.
-    fn needs_opening(&self, record: &KeyRecord) -> bool {
-        let KeyRecord::Completed(done) = record else { return false };
-        let checked = || self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
-        done.sealed_answer.is_some()
-            || done.chunks.as_ref().is_some_and(|manifest| checked() != Some(manifest.attempt))
+        let checked = self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
+        opening(record, self.read_in_clear.get(), ring_set, settings.storage_allow_unsealed, checked)
     }
 
     /// Keeps what opening checked (a chunked answer's rows), once the object kept the
@@ -214,7 +302,7 @@ impl KeyStorage {
     ) -> Result<KeyRecord, StorageError> {
         self.read_in_clear.set(false);
         let KeyRecord::Completed(done) = record else {
-            storage::put(self.stores(Access::Write), record, &self.legacy_row)?;
+            self.put_record(record)?;
             return Ok(record.clone());
         };
         let settings = settings::get(&self.env);
@@ -227,59 +315,92 @@ impl KeyStorage {
             let sealing = match ring {
                 None => None,
                 Some(ring) => {
-                    let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
-                    Some(chunks::Sealing {
-                        sealer: &self.sealer,
-                        ring: Some(ring),
-                        scope: &salt.0,
-                        object_id: self.object_id(),
-                    })
+                    Some(self.sealing(Some(ring), &self.scope_salt.get().ok_or_else(no_scope_salt)?.0))
                 }
             };
             // CHUNK_WRITE_FAULT_INJECTION (tests only): this write fails half-way.
             let writes = self.chunk_writes.get();
             self.chunk_writes.set(writes.saturating_add(1));
             let fail_half_way = writes < settings.fault_injection.chunk_write_failures;
-            let (cached, checked) = chunks::put(
-                self.stores(Access::Write),
-                &self.legacy_row,
-                done,
-                sealing,
-                still_current,
-                fail_half_way,
-            )
-            .await?;
+            self.count(Access::Write);
+            let (cached, checked) = chunks::put(self, done, sealing, still_current, fail_half_way).await?;
             *self.chunk_check.borrow_mut() = Some(checked);
             return Ok(cached);
         }
         let sealed = match ring {
             None => None,
-            Some(ring) => Some(self.sealed(ring, done).await?),
+            Some(ring) => {
+                // Sealed bound to its attempt and fingerprint (record tag 5).
+                let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
+                let bound = Some((done.attempt.0, &done.fingerprint.0));
+                let context = SealContext::answer(&salt.0, self.object_id(), bound);
+                let sealed = self.sealer.seal(ring, &context, &done.response.encode()).await?;
+                let done = Completed { sealed_answer: Some(sealed), sealed_bound: true, ..done.clone() };
+                Some(KeyRecord::Completed(done))
+            }
         };
         // The sealing await let other requests in: write only if the claim is still the
         // live one, checked in the same turn as the write.
         if !still_current() {
             return Err(StorageError::Fenced);
         }
-        storage::put(self.stores(Access::Write), sealed.as_ref().unwrap_or(record), &self.legacy_row)?;
+        self.put_record(sealed.as_ref().unwrap_or(record))?;
         Ok(record.clone())
     }
 
-    /// `done` as it is stored when sealing is on: its answer sealed, bound to its attempt
-    /// and fingerprint.
-    async fn sealed(&self, ring: &KeyRing, done: &Completed) -> Result<KeyRecord, StorageError> {
-        let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
-        let binding = (done.attempt, &done.fingerprint);
-        let sealed = self
-            .sealer
-            .seal(ring, &salt.0, self.object_id(), binding, &done.response)
-            .await
-            .map_err(|error| StorageError::Seal(error.to_string()))?;
-        Ok(KeyRecord::Completed(Completed {
-            sealed_answer: Some(sealed),
-            sealed_bound: true,
-            ..done.clone()
-        }))
+    /// Writes the record: one key-value `put`, and, when a legacy row may be stored, the
+    /// row's removal in the same transaction (a claim whose value could not be written
+    /// keeps the row it would have replaced).
+    fn put_record(&self, record: &KeyRecord) -> Result<(), StorageError> {
+        self.count(Access::Write);
+        let encoded = record.encode();
+        if self.legacy_row.get() == LegacyRow::Absent {
+            return self.put_encoded(encoded);
+        }
+        self.in_transaction(|| self.put_encoded(encoded))
+    }
+
+    /// Writes an encoded record (see [`KeyStorage::put_record`]), removing a legacy row
+    /// unless there is none. Callers that may remove one run it in a transaction.
+    pub fn put_encoded(&self, record: Vec<u8>) -> Result<(), StorageError> {
+        self.remove_legacy_row()?;
+        self.kv().put(KV_KEY, &Uint8Array::from(record.as_slice())).map_err(sql_error)
+    }
+
+    /// Deletes the legacy row unless there is none.
+    fn remove_legacy_row(&self) -> Result<(), StorageError> {
+        if self.legacy_row.get() == LegacyRow::Possible {
+            if self.legacy_table_exists()? {
+                self.sql().exec(DELETE_ROW, None).map_err(sql_error)?;
+            }
+            self.legacy_row.set(LegacyRow::Absent);
+        }
+        Ok(())
+    }
+
+    /// Whether the legacy table exists (a read of the schema: no thrown error when it does
+    /// not).
+    fn legacy_table_exists(&self) -> Result<bool, StorageError> {
+        let cursor = self.sql().exec(TABLE_EXISTS, None).map_err(sql_error)?;
+        Ok(cursor.raw().next().transpose().map_err(sql_error)?.is_some())
+    }
+
+    /// Runs `write` in one transaction (`transactionSync`): every statement of it is rolled
+    /// back when it fails, and its error returned. The legacy row's removal is rolled back
+    /// with it, so a failed transaction leaves a legacy row possible again.
+    pub fn in_transaction(
+        &self,
+        write: impl FnOnce() -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        // `transactionSync` calls back once; the `Option` lets the write own what it moves.
+        let mut write = Some(write);
+        run_transaction(self.raw_storage(), &mut || write.take().map_or(Ok(()), |write| write()))
+            .inspect_err(|_| self.legacy_row.set(LegacyRow::Possible))
+    }
+
+    /// What sealing this object's answers with `ring` needs (`runtime::chunks`).
+    fn sealing<'a>(&'a self, ring: Option<&'a KeyRing>, scope: &'a [u8]) -> chunks::Sealing<'a> {
+        chunks::Sealing { sealer: &self.sealer, ring, scope, object_id: self.object_id() }
     }
 
     /// Deletes everything the key stored: the record, its chunk rows, every table and its
@@ -297,14 +418,16 @@ impl KeyStorage {
                 deletions + 1
             )));
         }
-        self.stores(Access::Write).storage.delete_all().await.map_err(sql_error)?;
+        self.count(Access::Write);
+        self.raw_storage().delete_all().await.map_err(sql_error)?;
         self.legacy_row.set(LegacyRow::Absent);
         Ok(())
     }
 
     /// Cancels the alarm (a purged job's).
     pub async fn delete_alarm(&self) -> bool {
-        self.stores(Access::Write).storage.delete_alarm().await.is_ok()
+        self.count(Access::Write);
+        self.raw_storage().delete_alarm().await.is_ok()
     }
 
     /// Sets the alarm (and tries once more if that fails); whether it is set.
@@ -317,8 +440,9 @@ impl KeyStorage {
     /// is made in this turn), without awaiting it: issued in the same turn as a record write,
     /// the two reach storage as one durable write.
     pub fn issue_alarm(&self, at: u64) -> IssuedAlarm<'_> {
+        self.count(Access::Write);
         let when = ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
-        let mut pending: IssuedAlarm<'_> = Box::pin(self.stores(Access::Write).storage.set_alarm(when));
+        let mut pending: IssuedAlarm<'_> = Box::pin(self.raw_storage().set_alarm(when));
         // The first poll makes the call; what it answers is read when the alarm is confirmed
         // (a promise settles in a later turn, and its waker is the one of that await).
         if let Poll::Ready(done) = pending.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
@@ -351,8 +475,8 @@ impl KeyStorage {
     ) -> Option<chunks::Source> {
         let Some(KeyRecord::Completed(done)) = current else { return None };
         let manifest = done.chunks.as_ref().filter(|_| Arc::ptr_eq(&done.response, stored))?;
-        let sql = self.stores(Access::Read).sql.clone();
-        Some(chunks::Source::new(sql, manifest.clone(), self.chunk_check.borrow().as_ref()))
+        self.count(Access::Read);
+        Some(chunks::Source::new(self.sql().clone(), manifest.clone(), self.chunk_check.borrow().as_ref()))
     }
 
     /// The object id as text (64 hex digits), read once.
@@ -365,21 +489,56 @@ impl KeyStorage {
         &self.object_id()[..16]
     }
 
-    /// The one way to storage: every call counts here, as a read or a write (a record
-    /// operation of `runtime::storage` or `runtime::chunks`, the alarm, `deleteAll`).
-    fn stores(&self, access: Access) -> Stores<'_> {
-        let StorageCalls { reads, writes } = self.calls.get();
-        self.calls.set(match access {
-            Access::Read => StorageCalls { reads: reads.wrapping_add(1), writes },
-            Access::Write => StorageCalls { reads, writes: writes.wrapping_add(1) },
-        });
-        let storage = self.storage.get_or_init(|| self.state.storage());
-        let sql = self.sql.get_or_init(|| storage.sql());
-        let kv = self.kv.get_or_init(|| bindings::sync_kv(storage));
-        Stores { storage, sql, kv }
+    pub fn sql(&self) -> &SqlStorage {
+        self.sql.get_or_init(|| self.raw_storage().sql())
+    }
+
+    fn raw_storage(&self) -> &Storage {
+        self.storage.get_or_init(|| self.state.storage())
+    }
+
+    fn kv(&self) -> &SyncKv {
+        self.kv.get_or_init(|| bindings::sync_kv(self.raw_storage()))
     }
 }
 
 fn no_scope_salt() -> StorageError {
     StorageError::Seal("no scope salt".to_owned())
+}
+
+impl From<super::seal::SealError> for StorageError {
+    fn from(error: super::seal::SealError) -> StorageError {
+        StorageError::Seal(error.0)
+    }
+}
+
+/// A record that does not decode.
+fn corrupt(error: DecodeError) -> StorageError {
+    StorageError::Corrupt(error.to_string())
+}
+
+/// A failed storage call as the log shows it (`Name: message`).
+pub fn sql_error(error: impl Into<worker::Error>) -> StorageError {
+    StorageError::Sql(error.into().to_string())
+}
+
+/// [`KeyStorage::in_transaction`]'s body, compiled once for every caller.
+fn run_transaction(
+    storage: &Storage,
+    write: &mut dyn FnMut() -> Result<(), StorageError>,
+) -> Result<(), StorageError> {
+    let mut failure = None;
+    let mut callback = || -> Result<JsValue, JsValue> {
+        write().map(|()| JsValue::UNDEFINED).map_err(|error| {
+            let thrown = JsValue::from(js_sys::Error::new(&error.to_string()));
+            failure = Some(error);
+            thrown
+        })
+    };
+    let outcome = bindings::transaction_sync(storage, &mut callback);
+    match (outcome, failure) {
+        (Ok(_), _) => Ok(()),
+        (Err(_), Some(error)) => Err(error),
+        (Err(thrown), None) => Err(sql_error(thrown)),
+    }
 }

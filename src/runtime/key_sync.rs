@@ -11,9 +11,9 @@
 //!   the write held (`handle_written`, `handle_write_failed`).
 
 use super::key_storage::Opened;
+use super::key_storage::StorageError;
 use super::now_ms;
 use super::object::KeyObject;
-use super::storage::StorageError;
 use crate::core::edge_rules::log::event_line;
 use crate::core::formats::key_record::{AttemptId, KeyRecord};
 use crate::core::key_rules::key_state::{Decided, Pending};

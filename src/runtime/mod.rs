@@ -8,7 +8,6 @@
 //! - `object`: the Durable Object (`worker`'s `#[durable_object]`), single writer for one
 //!   (scope, key).
 //! - `observe`: observe mode's edge half: forward as the request came, record beside it.
-//! - `storage`: the object's one-row SQLite record.
 //! - `key_sync`: the object's record kept in step between the key's driver and storage.
 //! - `key_storage`: the object's storage as one piece: the record, its sealed answer,
 //!   chunk rows and the alarm, with the test-only storage faults.
@@ -32,12 +31,11 @@
 //! - `bindings`: the platform calls `worker` does not bind (one line each on why): a
 //!   namespace's jurisdiction, and the object storage's synchronous key-value API and
 //!   `transactionSync`.
-//! - `platform`: no binding any more: the runtime's error (with its fault) and a race of two
-//!   futures; the log is `worker`'s `console_*!`, timers its `Delay`.
-//! - `*.mjs` beside these files: the JavaScript the runtime awaits its I/O through, one call
-//!   per operation that reports what happened and decides nothing (`boundary.mjs`: headers,
-//!   bodies, streams, the object call). The origin's probe and exchange are `worker`'s
+//! - `boundary`: headers read whole, and request bodies and answers read up to a limit or
+//!   drained, as streams (`wasm-streams`). The origin's probe and exchange are `worker`'s
 //!   (`Socket`, `Fetch`), in `origin`.
+//! - The runtime's error is `worker::Error` (its fault: [`AnswerFault`]), a race of two
+//!   futures `futures_util`'s `select`, the log `worker`'s `console_*!`, timers its `Delay`.
 
 mod admin;
 mod bindings;
@@ -56,14 +54,26 @@ mod observe;
 mod origin;
 mod origin_auth;
 mod outcome_queue;
-pub(crate) mod platform;
 mod rate_limit;
 mod reconcile;
 mod respond;
 mod seal;
 mod settings;
 mod settlement;
-mod storage;
+
+use crate::core::vocabulary::fault::{Fault, PlatformCall, Stage};
+
+/// A runtime error (`worker::Error`) as a fault (`core::vocabulary::fault`): where it reaches
+/// the object's answer, it is a platform call that threw after the key's step was carried out.
+trait AnswerFault {
+    fn fault(&self) -> Fault;
+}
+
+impl AnswerFault for worker::Error {
+    fn fault(&self) -> Fault {
+        Fault::platform(PlatformCall::Answer, Stage::AfterStep)
+    }
+}
 
 /// Milliseconds since the epoch. Only the runtime reads the clock; the core is handed it.
 fn now_ms() -> u64 {

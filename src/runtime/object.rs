@@ -47,20 +47,19 @@ use std::sync::Arc;
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
-use worker::{durable_object, DurableObject, State};
+use worker::{durable_object, DurableObject, Result, State};
 
 use web_sys::Response;
 
+use super::key_storage::StorageError;
 use super::key_storage::{IssuedAlarm, KeyStorage};
 use super::origin::{self, OriginAnswer, Outgoing};
-use super::platform::Result;
 use super::reconcile::BeforeArrival;
 use super::respond::{self, Prepared};
 use super::settings;
 use super::settlement::{self, Settlement, Settlements};
-use super::storage::StorageError;
 use super::{body, metrics, outcome_queue};
-use super::{now_ms, random_u64};
+use super::{now_ms, random_u64, AnswerFault};
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};
 use crate::core::edge_rules::log::{LineContext, RequestLog, StorageCalls};
 use crate::core::edge_rules::scope::ScopeLog;

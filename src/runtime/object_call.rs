@@ -1,21 +1,22 @@
 //! The Worker's call to a key's object: the namespace (in the configured jurisdiction),
-//! the stub, the call, and whether the answer is the object's own. Only an answer that
+//! the stub, the call (`stub.fetch`), and whether the answer is the object's own. Only an answer that
 //! carries the object's mark (`core::edge_rules::wire::ANSWERED_HEADER`) is one the object gave; any
 //! other failure is classified (`core::edge_rules::routes::ObjectCallFailure`) for the core to decide
 //! between failing open and 503.
 
 use std::cell::{Cell, OnceCell};
 
+use js_sys::Reflect;
 use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, Response};
 
 use worker::{ObjectNamespace, Stub};
 
-use super::platform::{Error, Result};
-use super::{bindings, boundary};
+use super::{bindings, respond};
 use crate::core::edge_rules::routes::ObjectCallFailure;
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
-use worker::Env;
+use worker::{Env, Error, Result};
 
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
@@ -71,41 +72,45 @@ pub(super) async fn call_object(
 
 /// [`call_object`], counted in `calls`, with the mark the object put on its answer
 /// (observe mode's verdict). Every call the Worker makes to a key's object is made here.
-pub(super) async fn call_object_marked(
+async fn call_object_marked(
     calls: &ObjectCalls,
     stub: Stub,
     req: &Request,
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
     calls.0.set(calls.0.get().saturating_add(1));
-    classify(&boundary::call_object(&stub.into_rpc(), req, ANSWERED_HEADER).await)
-}
-
-/// What came of a call to a key's object, as `boundary.mjs`'s `callObject` reports it
-/// (`outcome`, called with the mark [`ANSWERED_HEADER`]): the object's answer with its
-/// mark, or the failure for the core to classify. The call and its answer's mark are read
-/// in one JavaScript call; what they mean is decided here.
-pub(super) fn classify(
-    outcome: &js_sys::Array,
-) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
-    let described = |at: u32| Error::from(outcome.get(at)).to_string();
-    match outcome.get(0).as_f64() {
-        Some(0.0) => Err((ObjectCallFailure::BeforeSend, described(1))),
-        Some(1.0) => {
-            let flag = |at: u32| outcome.get(at).as_bool() == Some(true);
-            Err((ObjectCallFailure::Rejected { overloaded: flag(2), remote: flag(3) }, described(1)))
-        }
-        Some(3.0) => {
-            // The mark's presence is what proves the object answered. Its verdict matters
-            // to observe mode only; a value it cannot read (a live answer keeps the
-            // origin's own header of this name, should it send one) is a plain mark, never
-            // a reason to refuse an answer the object gave.
-            let mark = outcome.get(2).as_string().unwrap_or_default();
-            let answered = Answered::decode(&mark).unwrap_or(Answered::Plain);
-            Ok((outcome.get(1).unchecked_into(), answered))
-        }
-        // The platform answered, perhaps after the object ran.
-        _ => Err((ObjectCallFailure::UnmarkedAnswer, outcome.get(1).as_string().unwrap_or_default())),
-    }
+    let stub: worker::worker_sys::DurableObject = stub.into_rpc();
+    // `worker`'s `Stub::fetch_with_request` answers both failures as one error: whether the
+    // call was sent, and the rejection's flags, are what the core decides on.
+    let pending = stub
+        .fetch_with_request(req)
+        .map_err(|error| (ObjectCallFailure::BeforeSend, Error::from(error).to_string()))?;
+    let answer = JsFuture::from(pending).await.map_err(|error| {
+        let flag =
+            |name: &str| Reflect::get(&error, &name.into()).ok().and_then(|v| v.as_bool()) == Some(true);
+        let failure = ObjectCallFailure::Rejected { overloaded: flag("overloaded"), remote: flag("remote") };
+        (failure, Error::from(error).to_string())
+    })?;
+    // The platform answered, perhaps after the object ran.
+    let unmarked = |why: String| (ObjectCallFailure::UnmarkedAnswer, why);
+    let response: Response = answer.dyn_into().map_err(|_| unmarked("not a Response".into()))?;
+    let headers = response.headers();
+    let Some(mark) = headers.get(ANSWERED_HEADER).ok().flatten() else {
+        return Err(unmarked(format!("the object did not answer (the platform said {})", response.status())));
+    };
+    // The mark's presence is what proves the object answered. Its verdict matters to observe
+    // mode only; a value it cannot read (a live answer keeps the origin's own header of this
+    // name, should it send one) is a plain mark, never a reason to refuse an answer the
+    // object gave.
+    let answered = Answered::decode(&mark).unwrap_or(Answered::Plain);
+    // Rewrapped without the mark: a fetched answer's headers are immutable.
+    let rewrapped = Headers::new_with_headers(&headers)
+        .map_err(Error::from)
+        .and_then(|copy| {
+            copy.delete(ANSWERED_HEADER)?;
+            respond::rewrapped(&response, &copy)
+        })
+        .map_err(|error| unmarked(format!("the object's answer could not be rewrapped: {error}")))?;
+    Ok((rewrapped, answered))
 }
 
 /// A call that carries only an envelope (`core::edge_rules::wire`) and, perhaps, a body: `method` to
@@ -142,6 +147,19 @@ pub(super) async fn call_named(
     let before = |error: Error| (ObjectCallFailure::BeforeSend, error.to_string());
     let request = envelope_request(target, "POST", &envelope, body.as_ref()).map_err(before)?;
     let namespace = cached_key_namespace(env, jurisdiction).map_err(before)?;
-    let stub = namespace.get_by_name(name).map_err(|error| before(error.into()))?;
-    call_object_marked(calls, stub, &request).await.map(|(_, answered)| answered)
+    call_key(calls, &namespace, name, &request).await.map(|(_, answered)| answered)
+}
+
+/// The call to the key's object named `name`, in either mode, counted in `calls`: its
+/// answer and mark, or the failure (a stub that could not be made was never sent anything,
+/// nor counted).
+pub(super) async fn call_key(
+    calls: &ObjectCalls,
+    namespace: &ObjectNamespace,
+    name: &str,
+    req: &Request,
+) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
+    let stub =
+        namespace.get_by_name(name).map_err(|error| (ObjectCallFailure::BeforeSend, error.to_string()))?;
+    call_object_marked(calls, stub, req).await
 }

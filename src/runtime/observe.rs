@@ -42,7 +42,6 @@ use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::identify;
 use super::object_call::{cached_key_namespace, call_named, ObjectCalls};
-use super::platform::Result;
 use super::{body, metrics, now_ms, origin};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge::CoveredPlan;
@@ -50,7 +49,6 @@ use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::key_call;
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::observed::{self, Forwarded};
-use crate::core::edge_rules::routes::Unavailable;
 use crate::core::edge_rules::wire::{Answered, KeyCall, KeyStep, ToObject};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::latch::{latch, Latch};
@@ -59,8 +57,7 @@ use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::ProblemKind;
 use crate::core::vocabulary::trace::Trace;
-use worker::Context;
-use worker::{console_error, Env};
+use worker::{console_error, Context, Env, Result};
 
 /// A request that enforce mode would have refused before any object: forwarded as it
 /// came, and logged with the refusal it would have had.
@@ -126,7 +123,7 @@ pub(super) async fn covered(
             }
             body::ObservedBody::OverLimit(stream) => {
                 let started = now_ms();
-                let forwarded = forward::as_it_came(&req, &target, Some(&stream))?;
+                let forwarded = forward::as_it_came(&req, &target, Some(stream.as_ref()))?;
                 let answer = origin_or_problem(forward::send(env, policy.origin_service, &forwarded).await);
                 log_refused_forward(env, ProblemKind::BodyTooLarge, &answer, started, &trace);
                 return answer;
@@ -156,7 +153,6 @@ pub(super) async fn covered(
     // worked out in the recording, after the caller's answer: observing never delays it.
     let recording = Observation {
         env: env.clone(),
-        jurisdiction: config.jurisdiction.clone(),
         request: Observed {
             routed_path: normalised_path(path_and_query_parts(url).0).unwrap_or_default(),
             method,
@@ -168,25 +164,23 @@ pub(super) async fn covered(
         target,
         plan,
         trace,
-        on_unavailable: policy.on_unavailable,
-        origin_timeout_ms: policy.timing.origin_timeout_ms,
     };
     let (handed, forwarded_rx) = latch();
     ctx.wait_until(recording.run(forwarded_rx));
 
     let answered = match pending {
-        Ok(promise) => JsFuture::from(promise).await.map_err(super::platform::Error::from),
+        Ok(promise) => JsFuture::from(promise).await.map_err(worker::Error::from),
         Err(error) => Err(error),
     };
     let ms = now_ms().saturating_sub(started);
-    let response =
-        match answered.and_then(|value| value.dyn_into::<Response>().map_err(super::platform::Error::from)) {
-            Ok(response) => response,
-            Err(error) => {
-                handed.set(Forwarded::Failed { ms });
-                return origin_or_problem(Err(error));
-            }
-        };
+    let response = match answered.and_then(|value| value.dyn_into::<Response>().map_err(worker::Error::from))
+    {
+        Ok(response) => response,
+        Err(error) => {
+            handed.set(Forwarded::Failed { ms });
+            return origin_or_problem(Err(error));
+        }
+    };
     let status = response.status();
     // Only the recording reads them: unreadable, it records none, and the caller still gets
     // the origin's answer.
@@ -215,14 +209,11 @@ struct Observed {
 /// What the recording needs, owned: it runs after the caller's answer has gone.
 struct Observation {
     env: Env,
-    jurisdiction: Option<String>,
     request: Observed,
     /// The URL the object's requests carry (it reads only their headers).
     target: String,
     plan: CoveredPlan,
     trace: Trace,
-    on_unavailable: Unavailable,
-    origin_timeout_ms: u64,
 }
 
 impl Observation {
@@ -231,19 +222,12 @@ impl Observation {
     /// refuse (401, 503) is logged as that refusal, with the origin's status, and nothing is
     /// recorded.
     async fn run(self, forwarded: Latch<Forwarded>) {
-        let Observation {
-            env,
-            jurisdiction,
-            request,
-            target,
-            plan,
-            trace,
-            on_unavailable,
-            origin_timeout_ms,
-        } = self;
+        let Observation { env, request, target, plan, trace } = self;
         let settings = super::settings::get(&env);
         let Ok(config) = &settings.config else { return };
+        // The route's policy as the caller's side had it (the configuration is the isolate's).
         let policy = config.policy_for(&request.routed_path);
+        let jurisdiction = &config.jurisdiction;
         let Observed { method, path_and_query, key, headers, body, .. } = &request;
         let name_key = settings.object_name_key.as_deref();
         let identified =
@@ -273,38 +257,34 @@ impl Observation {
         let short = cached_key_namespace(&env, jurisdiction.as_deref())
             .and_then(|namespace| Ok(namespace.id_from_name(&name)?.to_string()))
             .unwrap_or_else(|_| name[..16].to_owned());
-        let (mut decision, claimed) = match object(KeyStep::ObserveArrival, None).await {
-            Ok(Answered::Observed { decision, claimed }) => (decision, claimed),
-            Ok(Answered::Plain) => (Decision::Rejected(ProblemKind::StorageUnavailable), None),
-            Err((failure, error)) => {
-                console_error!(
-                    "object {}: not reached in observe mode ({}): {}; the request was forwarded anyway, unrecorded",
-                    short,
-                    failure,
-                    error
-                );
-                (observed::unreached(failure, on_unavailable), None)
-            }
-        };
+        let arrival = object(KeyStep::ObserveArrival, None).await;
+        if let Err((failure, error)) = &arrival {
+            console_error!(
+                "object {}: not reached in observe mode ({}): {}; the request was forwarded anyway, unrecorded",
+                short,
+                failure,
+                error
+            );
+        }
+        let (mut decision, claimed) =
+            observed::after_arrival(arrival.as_ref().map_err(|(f, _)| *f), policy.on_unavailable);
         let forwarded = forwarded.await;
         let (status, origin_status, ms) = observed::log_fields(&forwarded);
         // A body captured for no claim is simply dropped.
         if let Some(attempt) = claimed {
             // The origin's answer (or failure) for the attempt the object claimed.
-            let (outcome, body) = observed::reported_outcome(forwarded, origin_timeout_ms);
+            let (outcome, body) = observed::reported_outcome(forwarded, policy.timing.origin_timeout_ms);
             let body = body.map(|bytes| JsValue::from(js_sys::Uint8Array::from(&bytes[..])));
-            decision = match object(KeyStep::ObserveOutcome { attempt, outcome }, body).await {
-                Ok(Answered::Observed { decision, .. }) => decision,
-                recorded => {
-                    // The claim stays: past its lease, enforce mode would hold the key.
-                    let error = match recorded {
-                        Err((_, error)) => error,
-                        _ => "the object answered without a decision".to_owned(),
-                    };
-                    console_error!("object {}: the observed outcome was not recorded: {}", short, error);
-                    Decision::Unknown
-                }
+            let recorded = object(KeyStep::ObserveOutcome { attempt, outcome }, body).await;
+            decision = observed::after_outcome(recorded.as_ref().ok());
+            let why = match recorded {
+                Ok(Answered::Observed { .. }) => None,
+                Ok(Answered::Plain) => Some("the object answered without a decision".to_owned()),
+                Err((_, error)) => Some(error),
             };
+            if let Some(why) = why {
+                console_error!("object {}: the observed outcome was not recorded: {}", short, why);
+            }
         }
         let log = RequestLog {
             origin_status,

@@ -1,77 +1,47 @@
-//! The origin fetch: one attempt, its answer bounded by the origin timeout (and the TCP
-//! probe before it by as much), reported as an `OriginResult` plus the answer when there
-//! is one.
+//! The origin fetch: one attempt as `core::key_rules::origin_attempt` plans it (a TCP probe
+//! first in `ORIGIN_URL` mode, then the exchange, both within the origin timeout), reported
+//! as an `OriginResult` plus the answer when there is one.
 //!
-//! Owns the mapping from the runtime's fetch failures to the core's results. When it cannot
-//! tell whether the request reached the origin, it says `ResetAfterSend` (unknown), never
-//! `ConnectRefused`: mistaking an executed payment for an unexecuted one would charge twice.
-//!
-//! workerd reports every failed fetch alike ("Network connection lost."), a refused connect
-//! and a reset after the request was sent included: both are the same kind of kj exception
-//! (DISCONNECTED: ECONNREFUSED and ECONNRESET map to it alike), which workerd's jsg turns
-//! into that one message, marked retryable, with no detail. So a fetch's error never says
-//! "not sent", and a second connect after a failed fetch says only whether the origin
-//! accepts connections now, not what became of the request: an origin that executed it and
-//! then crashed refuses that connect too. So, in `ORIGIN_URL` mode, the attempt first opens
-//! a plain TCP connection to the origin's host and port, before anything is sent: if that is
-//! refused, nothing was sent and the key can be released. Any later fetch failure is
-//! unknown. In route mode the origin sits behind Cloudflare, where outbound sockets may not
-//! connect, so there is no probe and every fetch failure is unknown.
-//!
-//! The probe waits as long as the fetch would wait for a connection of its own: the origin
-//! timeout. An origin whose accept queue is full drops new SYNs, which the kernel sends
-//! again after 1 s, 3 s, 7 s; a probe that gave up sooner (at a quarter of the timeout, 1 s
-//! of 4 s) released requests that the origin would have served, with 502
-//! `origin-unreachable` (3-8 of 100 new keys in a storm against Python's `http.server`,
-//! `reliability::storm_against_a_small_backlog_origin_has_no_false_origin_unreachable`). A
-//! probe that has not connected when the timeout is up releases the key, rightly: nothing
-//! was sent, and a fetch would not have connected in that time either (it would have left
-//! the key unknown), so a black-holed origin cannot hold a key.
-//!
-//! Once the probe connects, the fetch has the whole origin timeout of its own, because its
-//! own connect may wait for a dropped SYN too: taking the probe's wait out of it would turn
-//! a slow accept into a timeout, an unknown outcome, which is worse than a false refusal.
-//! So an attempt lasts at most twice the origin timeout, longer than the claim's lease
-//! (timeout + 10 s) when the timeout is over 10 s. That is safe: a live attempt keeps its
-//! key however long it runs (`core::key_rules::machine`, rule 3), and a lease only matters after the
-//! object restarted, which ended the attempt (the key then reads as unknown, or, with
-//! `ORIGIN_DEDUPLICATES`, is sent again to an origin that deduplicates it).
+//! Owns the mapping from the runtime's fetch failures to the core's typed verdict
+//! (`core::vocabulary::outcome_table::OriginVerdict`). When it cannot tell whether the
+//! request reached the origin, it says "maybe sent" (unknown), never "not sent": mistaking
+//! an executed payment for an unexecuted one would charge twice. Why a failed fetch never
+//! says "not sent", and why the probe waits as long as it does, is the core module's doc.
 //!
 //! Through a service binding (`ORIGIN_SERVICE`) the attempt is `env.<binding>.fetch(...)`:
 //! the same request, the same timeout and the same classification of the answer. There is
 //! no connection to refuse (nor to probe), so a thrown error is always unknown.
 //!
-//! With `ORIGIN_AUTH_SECRET` set, the request carries `Idempotency-Edge-Signature`
-//! (`core::edge_rules::origin_auth`), made just before it is sent; a client-sent header of that name
-//! never passes (it is replaced).
+//! With `ORIGIN_AUTH_SECRET` set, the request carries the hop's signature
+//! (`core::edge_rules::hop_signature`), made just before it is sent; a client-sent header
+//! of that name never passes (it is replaced).
 //!
 //! The answer's body is read as a stream, up to the stored-size cap. An answer over the cap
 //! is not read into memory: its caller gets it as a stream (what was read, then the rest),
 //! and the result says `Oversized`, so the key is held unknown.
 //!
 //! The probe is a `worker::Socket`, the exchange a `worker::Fetch` (or the service
-//! binding's fetch) with an abort signal, both raced against their deadline here; each end
-//! of an attempt is the core's typed verdict (`core::vocabulary::outcome_table::OriginVerdict`), and whatever
-//! cannot be placed is "maybe sent", never "not sent".
+//! binding's fetch) with an abort signal, both raced against their deadline here.
 
 use std::time::Duration;
 
+use futures_util::future::{select, Either};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{
-    self, AbortController, Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit,
-};
+use web_sys::{self, AbortController, Headers, Request, RequestRedirect, Response, ResponseInit};
 
 use super::boundary::{self, filtered_copy, header_lines};
 use super::forward;
-use super::platform::{race, Either};
 use super::{body, origin_auth, settings};
-use crate::core::edge_rules::headers::{connection_tokens, forward_to_origin, store_for_replay};
+use crate::core::edge_rules::headers::{
+    connection_tokens, connection_tokens_in, forward_to_origin, stored_for_replay,
+};
 use crate::core::edge_rules::observed::Captured;
 use crate::core::edge_rules::origin_auth::{Protection, Signer};
 use crate::core::edge_rules::wire::ObservedOutcome;
 use crate::core::formats::key_record::StoredResponse;
 use crate::core::key_rules::key_state::answer_body_cap;
+use crate::core::key_rules::origin_attempt::{self, AttemptPlan};
 use crate::core::primitives::url::host_and_port;
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
@@ -93,14 +63,8 @@ impl OriginAnswer {
     /// not twice); `None` for one streamed past the cap.
     pub fn take_storable(&mut self) -> Option<StoredResponse> {
         let AnswerBody::Complete(body) = &mut self.body else { return None };
-        let body = std::mem::take(body);
-        let headers = self
-            .headers
-            .iter()
-            .filter(|(name, _)| store_for_replay(name, &self.connection_tokens))
-            .cloned()
-            .collect();
-        Some(StoredResponse { status: self.status, headers, body })
+        let headers = stored_for_replay(&self.headers, &self.connection_tokens);
+        Some(StoredResponse { status: self.status, headers, body: std::mem::take(body) })
     }
 }
 
@@ -139,13 +103,11 @@ pub async fn send(
             }
         },
     };
-    let Outgoing { target, method, headers, body } = request;
-    let timeout_ms = policy.timing.origin_timeout_ms;
-    let settings = settings::get(env);
-    let signer = settings.signer();
+    let plan = origin_attempt::plan(probe_first, service.is_some(), policy.timing.origin_timeout_ms);
+    let signer = settings::get(env).signer();
     let cap = policy.max_stored_response_bytes;
-    forward(target, method, headers, body, timeout_ms, probe_first, cap, service, signer, policy.key_header())
-        .await
+    let (verdict, answer) = forward(request, plan, cap, service, signer, policy.key_header()).await;
+    (verdict.result(), answer)
 }
 
 /// A reconciliation's lookup (`core::key_rules::reconcile`): `GET url` with `headers` (the caller's
@@ -160,17 +122,18 @@ pub async fn look_up(
     policy: &KeyTerms,
 ) -> Option<(u16, Option<StoredResponse>)> {
     let outgoing = Outgoing { target: url, method: "GET", headers, body: &JsValue::NULL };
-    match send(env, outgoing, policy, false).await {
-        (OriginResult::Responded(status), Some(mut answer)) => Some((status, answer.take_storable())),
-        (OriginResult::Oversized(status), answer) => {
-            if let Some(AnswerBody::Streamed(stream)) = answer.map(|answer| answer.body) {
-                let _ = JsFuture::from(stream.cancel()).await;
-            }
-            Some((status, None))
+    let (result, answer) = send(env, outgoing, policy, false).await;
+    let (status, kept) = origin_attempt::looked_up(result)?;
+    let stored = match answer {
+        Some(mut answer) if kept => answer.take_storable(),
+        Some(OriginAnswer { body: AnswerBody::Streamed(stream), .. }) => {
+            let _ = JsFuture::from(stream.cancel()).await;
+            None
         }
-        (OriginResult::Responded(_), None)
-        | (OriginResult::ConnectRefused | OriginResult::TimedOut | OriginResult::ResetAfterSend, _) => None,
-    }
+        _ => None,
+    };
+    // An answer to keep comes with its body.
+    (!kept || stored.is_some()).then_some((status, stored))
 }
 
 /// The origin's answer to an observed request, as observe mode's Worker reports it (its
@@ -181,16 +144,12 @@ pub async fn reported(
     outcome: &ObservedOutcome,
     policy: &KeyTerms,
 ) -> (OriginResult, Option<OriginAnswer>) {
-    let ended = |result| async move {
-        body::drain(req, None).await;
-        (result, None)
-    };
-    let (status, headers) = match outcome {
-        ObservedOutcome::Responded { status, headers } => (*status, headers.clone()),
-        ObservedOutcome::Timeout => return ended(OriginResult::TimedOut).await,
-        // The Worker read its copy only up to the stored-size cap.
-        ObservedOutcome::Oversized { status } => return ended(OriginResult::Oversized(*status)).await,
-        ObservedOutcome::Reset => return ended(OriginResult::ResetAfterSend).await,
+    let (status, headers) = match outcome.answer() {
+        Ok((status, headers)) => (status, headers.to_vec()),
+        Err(result) => {
+            body::drain(req, None).await;
+            return (result, None);
+        }
     };
     let cap = answer_body_cap(policy.max_stored_response_bytes, &headers);
     let body = match req.body() {
@@ -210,80 +169,64 @@ pub async fn reported(
         boundary::drain(&stream, f64::INFINITY).await;
         return (OriginResult::Oversized(status), None);
     }
-    let connection = headers
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
-        .map(|(_, value)| value.as_str());
-    let connection_tokens = connection_tokens(connection);
+    let connection_tokens = connection_tokens_in(&headers);
     (OriginResult::Responded(status), Some(OriginAnswer { status, headers, connection_tokens, body }))
 }
 
-/// Sends one attempt and waits at most `timeout_ms` for the whole answer, body included: a
-/// body that stalls is a timeout like any other. With `probe_first` (and no `service`), a
-/// TCP probe may first wait up to `timeout_ms` for a connection; nothing is sent before it. `body` is the request body as the object
-/// received it (a JavaScript value: it never enters Wasm memory on this path). `service`
-/// is the binding to send through instead of the global `fetch`. `key_header` names the
-/// header whose value the signature's key line carries (the route's, in lower case).
-// One attempt's every input, each used once; a struct would only rename them.
-#[allow(clippy::too_many_arguments)]
+/// Sends one attempt as `plan` says: the probe first when it has one (nothing is sent
+/// before it connects), then the exchange, whose whole answer, body included, must come
+/// within its deadline (a body that stalls is a timeout like any other). The request body
+/// is a JavaScript value (it never enters Wasm memory on this path). `service` is the
+/// binding to send through instead of the global `fetch`. `key_header` names the header
+/// whose value the signature's key line carries (the route's, in lower case).
 async fn forward(
-    target: &str,
-    method: &str,
-    headers: &Headers,
-    body: &JsValue,
-    timeout_ms: u64,
-    probe_first: bool,
+    request: Outgoing<'_>,
+    plan: AttemptPlan,
     max_stored_bytes: u64,
     service: Option<Fetcher>,
     signer: Option<Signer<'_>>,
     key_header: &str,
-) -> (OriginResult, Option<OriginAnswer>) {
-    if probe_first && service.is_none() {
-        // Nothing is sent until the probe connects. It may wait as long as the fetch would
-        // wait for a connection of its own (the origin timeout): a full accept queue drops
-        // SYNs, which come again after 1 s, 3 s, 7 s, and giving up sooner would refuse a
-        // request the origin would have served. Refused, or not connected in that time, the
-        // origin took nothing and the key is released.
-        if let Some(verdict) = probe(target, timeout_ms).await {
-            return (verdict.result(), None);
+) -> (OriginVerdict, Option<OriginAnswer>) {
+    let Outgoing { target, method, headers, body } = request;
+    if let Some(wait_ms) = plan.probe_ms {
+        // Refused, or not connected in its wait, the origin took nothing and the key is
+        // released (`core::key_rules::origin_attempt`, rule 3).
+        if let Some(verdict) = probe(target, wait_ms).await {
+            return (verdict, None);
         }
     }
-    // Signed before anything is sent: a signature that cannot be made sends nothing.
+    // Signed before anything is sent: a signature that cannot be made sends nothing. A
+    // lookup (`look_up`) has no body: it is signed as one of none.
     let signature = match signer {
         None => None,
         Some(signer) => {
             let protected = Protection::Protected;
-            // A lookup (`look_up`) has no body: it is signed as one of none.
-            let signed_body = (!body.is_null()).then_some(body);
-            match origin_auth::sign_hop(signer, method, target, headers, key_header, protected, signed_body)
+            match origin_auth::sign_hop(signer, method, target, headers, key_header, protected, Some(body))
                 .await
             {
                 Ok(value) => Some(value),
                 Err(error) => {
-                    console_warn!("origin signature failed: {}", super::platform::Error::from(error));
-                    return (OriginVerdict::NotSent.result(), None);
+                    console_warn!("origin signature failed: {}", error);
+                    return (OriginVerdict::NotSent, None);
                 }
             }
         }
     };
-    let Ok(controller) = AbortController::new() else { return (OriginVerdict::NotSent.result(), None) };
-    let request = match build_request(target, method, headers, body, &controller.signal(), signature.as_ref())
-    {
-        Ok(request) => request,
+    let Ok(controller) = AbortController::new() else { return (OriginVerdict::NotSent, None) };
+    let signal = controller.signal();
+    let Ok(request) = build_request(target, method, headers, body, &signal, signature.as_ref()) else {
         // Nothing was sent.
-        Err(_) => return (OriginVerdict::NotSent.result(), None),
+        return (OriginVerdict::NotSent, None);
     };
     // Sent, and its answer read, within the one deadline: past it, the fetch is aborted
-    // (its body's read with it) and the attempt timed out. What each end means, sent or not,
-    // is the core's verdict.
-    let signal = controller.signal();
+    // (its body's read with it) and the attempt timed out.
     let ended = |verdict: OriginVerdict| {
         if verdict == OriginVerdict::TimedOut {
             controller.abort();
         }
-        (verdict.result(), None)
+        (verdict, None)
     };
-    let mut deadline = std::pin::pin!(Delay::from(Duration::from_millis(timeout_ms)));
+    let mut deadline = std::pin::pin!(Delay::from(Duration::from_millis(plan.exchange_ms)));
     let fetched = async {
         match &service {
             Some(service) => match service.fetch(&request) {
@@ -297,64 +240,49 @@ async fn forward(
                 .map_err(JsValue::from),
         }
     };
-    let response = match race(fetched, deadline.as_mut()).await {
-        Either::Left(Ok(response)) => response,
+    let response = match select(std::pin::pin!(fetched), deadline.as_mut()).await {
+        Either::Left((Ok(response), _)) => response,
         // The fetch failed, perhaps after the request left (or what came back is not an
         // answer): the outcome is unknown.
-        Either::Left(Err(error)) => {
-            console_warn!("origin fetch failed: {}", super::platform::Error::from(error));
+        Either::Left((Err(error), _)) => {
+            console_warn!("origin fetch failed: {}", worker::Error::from(error));
             return ended(OriginVerdict::MaybeSent);
         }
-        Either::Right(()) => return ended(OriginVerdict::TimedOut),
+        Either::Right(_) => return ended(OriginVerdict::TimedOut),
     };
     let status = response.status();
     let headers = match header_lines(&response.headers()) {
         Ok(lines) => lines.to_pairs(),
-        Err(error) => {
-            broke_off(status, error.into());
-            return ended(OriginVerdict::BrokeOff(status));
-        }
+        Err(error) => return ended(broke_off(status, error.into())),
     };
-    let connection = headers
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case("connection"))
-        .map(|(_, value)| value.as_str());
-    let connection_tokens = connection_tokens(connection);
     // The body's cap: the stored-size cap less the headers, as the core counts them.
     let body_cap = answer_body_cap(max_stored_bytes, &headers);
     let body = match response.body() {
         None => AnswerBody::Complete(Vec::new()),
-        Some(stream) => match race(boundary::read_up_to(&stream, body_cap, false), deadline.as_mut()).await {
-            Either::Left(Ok((Some(body), _))) => AnswerBody::Complete(body),
-            Either::Left(Ok((None, Some(rest)))) => AnswerBody::Streamed(rest),
-            Either::Left(Ok((None, None))) => {
-                broke_off(status, JsValue::from_str("an answer past its cap came without its stream"));
-                return ended(OriginVerdict::BrokeOff(status));
+        Some(stream) => {
+            match select(std::pin::pin!(read_capped(stream, body_cap)), deadline.as_mut()).await {
+                Either::Left((Ok(body), _)) => body,
+                Either::Left((Err(error), _)) => return ended(broke_off(status, error)),
+                Either::Right(_) => return ended(OriginVerdict::TimedOut),
             }
-            Either::Left(Err(error)) => {
-                broke_off(status, error);
-                return ended(OriginVerdict::BrokeOff(status));
-            }
-            Either::Right(()) => return ended(OriginVerdict::TimedOut),
-        },
+        }
     };
     let verdict = match body {
         AnswerBody::Complete(_) => OriginVerdict::Answered(status),
         AnswerBody::Streamed(_) => OriginVerdict::OverCap(status),
     };
-    (verdict.result(), Some(OriginAnswer { status, headers, connection_tokens, body }))
+    let connection_tokens = connection_tokens_in(&headers);
+    (verdict, Some(OriginAnswer { status, headers, connection_tokens, body }))
 }
 
 /// Logs an answer whose head came with `status` and which then broke off (`error`): the
 /// outcome is unknown (`OriginVerdict::BrokeOff`), but the origin did answer, and the status
 /// it sent is what the engineer reconciling this key needs first (a 2xx most likely
 /// executed).
-fn broke_off(status: u16, error: JsValue) {
-    console_warn!(
-        "origin answered {} and its answer broke off: {}",
-        status,
-        super::platform::Error::from(error)
-    );
+fn broke_off(status: u16, error: JsValue) -> OriginVerdict {
+    let error = worker::Error::from(error);
+    console_warn!("origin answered {} and its answer broke off: {}", status, error);
+    OriginVerdict::BrokeOff(status)
 }
 
 fn build_request(
@@ -372,12 +300,8 @@ fn build_request(
     if let Some(signature) = signature {
         origin_auth::apply(&outgoing, signature)?;
     }
-    let init = RequestInit::new();
-    init.set_method(method);
-    init.set_headers(&outgoing);
     // A proxy hands redirects to the client; following one would be a second request.
-    init.set_redirect(RequestRedirect::Manual);
-    init.set_body(body);
+    let init = forward::request_init(method, &outgoing, Some(body), RequestRedirect::Manual);
     init.set_signal(Some(signal));
     Request::new_with_str_and_init(target, &init)
 }
@@ -385,7 +309,7 @@ fn build_request(
 /// Reads `raw` (in JavaScript, `boundary::read_up_to`). Within `cap`, the bytes (copied into
 /// Wasm once); past it, a stream of the chunks read so far followed by the rest, which is
 /// never buffered here.
-pub(super) async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Result<AnswerBody, JsValue> {
+async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Result<AnswerBody, JsValue> {
     Ok(match boundary::read_up_to(&raw, cap, false).await? {
         (Some(body), _) => AnswerBody::Complete(body),
         (None, Some(rest)) => AnswerBody::Streamed(rest),
@@ -404,15 +328,15 @@ async fn probe(target: &str, wait_ms: u64) -> Option<OriginVerdict> {
     let Ok(mut socket) = worker::Socket::builder().connect(host, port) else {
         return Some(OriginVerdict::NotSent);
     };
-    let shown = race(socket.opened(), Delay::from(Duration::from_millis(wait_ms))).await;
-    let verdict = match shown {
-        Either::Left(Ok(_)) => None,
-        Either::Left(Err(_)) => return Some(OriginVerdict::NotSent),
-        Either::Right(()) => {
-            console_warn!("origin probe: no connection within {} ms", wait_ms);
-            Some(OriginVerdict::NotSent)
-        }
-    };
+    let verdict =
+        match select(std::pin::pin!(socket.opened()), Delay::from(Duration::from_millis(wait_ms))).await {
+            Either::Left((Ok(_), _)) => None,
+            Either::Left((Err(_), _)) => return Some(OriginVerdict::NotSent),
+            Either::Right(_) => {
+                console_warn!("origin probe: no connection within {} ms", wait_ms);
+                Some(OriginVerdict::NotSent)
+            }
+        };
     wasm_bindgen_futures::spawn_local(async move {
         let _ = socket.close().await;
     });
@@ -426,35 +350,27 @@ async fn probe(target: &str, wait_ms: u64) -> Option<OriginVerdict> {
 pub(super) fn split_answer(
     response: Response,
     cap: u64,
-) -> super::platform::Result<(Response, impl std::future::Future<Output = Captured>)> {
-    if forward::has_websocket(&response) {
-        return Ok((response, Capture::Done(Captured::Nothing).run()));
-    }
-    let Some(body) = response.body() else {
-        return Ok((response, Capture::Done(Captured::Whole(Vec::new())).run()));
-    };
-    let halves = body.tee();
-    let to_caller: web_sys::ReadableStream = halves.get(0).unchecked_into();
-    let init = ResponseInit::new();
-    init.set_status(response.status());
-    init.set_headers(&response.headers());
-    let answer = Response::new_with_opt_readable_stream_and_init(Some(&to_caller), &init)?;
-    Ok((answer, Capture::Read(halves.get(1).unchecked_into(), cap).run()))
-}
-
-/// What the recording's half of an answer holds: known already, or to be read.
-enum Capture {
-    Done(Captured),
-    Read(web_sys::ReadableStream, u64),
-}
-
-impl Capture {
-    async fn run(self) -> Captured {
-        match self {
-            Capture::Done(captured) => captured,
-            Capture::Read(half, cap) => capture(half, cap).await,
+) -> worker::Result<(Response, impl std::future::Future<Output = Captured>)> {
+    // The recording's half: what it holds when known already, else the stream to read.
+    let (answer, half) = match response.body() {
+        _ if forward::has_websocket(&response) => (response, Err(Captured::Nothing)),
+        None => (response, Err(Captured::Whole(Vec::new()))),
+        Some(body) => {
+            let halves = body.tee();
+            let to_caller: web_sys::ReadableStream = halves.get(0).unchecked_into();
+            let init = ResponseInit::new();
+            init.set_status(response.status());
+            init.set_headers(&response.headers());
+            let answer = Response::new_with_opt_readable_stream_and_init(Some(&to_caller), &init)?;
+            (answer, Ok(halves.get(1).unchecked_into()))
         }
-    }
+    };
+    Ok((answer, async move {
+        match half {
+            Err(captured) => captured,
+            Ok(half) => capture(half, cap).await,
+        }
+    }))
 }
 
 /// Reads `half` to its end, or cancels it past `cap` bytes.

@@ -8,12 +8,11 @@
 
 use web_sys::Response;
 
-use super::platform::Result;
 use super::{respond, settings};
 use crate::core::edge_rules::config::RateLimiterChoice;
 use crate::core::edge_rules::edge;
 use crate::core::vocabulary::trace::Trace;
-use worker::{console_error, Env};
+use worker::{console_error, Env, Result};
 
 /// Asks the limiter `choice` names about `limit_keys` (`core::edge_rules::identify::Identified::
 /// rate_limit_keys`), in order, up to the first key over: `None` to go on, or the answer

@@ -11,7 +11,6 @@ use web_sys::{Blob, Headers, Response, ResponseInit};
 use super::chunks::Source;
 use super::metrics;
 use super::origin::{AnswerBody, OriginAnswer};
-use super::platform::Result;
 use crate::core::edge_rules::headers::pass_to_caller;
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ANSWERED_PLAIN};
@@ -20,7 +19,7 @@ use crate::core::key_rules::machine::problem_response;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::problem::Problem;
 use crate::core::vocabulary::trace::Trace;
-use worker::Env;
+use worker::{Env, Result};
 
 /// The header that marks every answer that did not come from this request's own execution.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
@@ -40,22 +39,33 @@ pub fn refused(env: &Env, problem: &Problem, trace: &Trace) -> Result<Response> 
 
 /// A stored response, marked `Idempotent-Replayed: true` when `replayed`.
 pub fn stored(response: &StoredResponse, replayed: bool) -> Result<Response> {
+    build(response.status, &headers_of(response, replayed)?, &response.body)
+}
+
+/// `stored`'s headers, marked `Idempotent-Replayed: true` when `replayed`.
+fn headers_of(stored: &StoredResponse, replayed: bool) -> Result<Headers> {
     let headers = Headers::new()?;
-    for (name, value) in &response.headers {
+    for (name, value) in &stored.headers {
         headers.append(name, value)?;
     }
     if replayed {
         headers.set(REPLAYED_HEADER, "true")?;
     }
-    build(response.status, &headers, &response.body)
+    Ok(headers)
+}
+
+/// The status and headers of a response.
+fn init(status: u16, headers: &Headers) -> ResponseInit {
+    let init = ResponseInit::new();
+    init.set_status(status);
+    init.set_headers(headers);
+    init
 }
 
 /// A response from parts. Statuses that may not carry a body get none (the runtime throws
 /// otherwise).
 pub fn build(status: u16, headers: &Headers, body: &[u8]) -> Result<Response> {
-    let init = ResponseInit::new();
-    init.set_status(status);
-    init.set_headers(headers);
+    let init = init(status, headers);
     let response = if has_no_body(status) {
         Response::new_with_opt_str_and_init(None, &init)?
     } else {
@@ -109,10 +119,7 @@ impl Prepared {
         if let Some(chunks) = &self.chunks {
             return streamed(self.stored.status, headers, chunks);
         }
-        let init = ResponseInit::new();
-        init.set_status(self.stored.status);
-        init.set_headers(headers);
-        Ok(Response::new_with_opt_blob_and_init(body.as_ref(), &init)?)
+        Ok(Response::new_with_opt_blob_and_init(body.as_ref(), &init(self.stored.status, headers))?)
     }
 
     /// The answer for the caller whose request executed: `headers` (its own, cookies
@@ -120,10 +127,7 @@ impl Prepared {
     pub fn live(&self, headers: &Headers) -> Result<Response> {
         match &self.parts {
             Some((_, body)) if self.chunks.is_none() => {
-                let init = ResponseInit::new();
-                init.set_status(self.stored.status);
-                init.set_headers(headers);
-                Ok(Response::new_with_opt_blob_and_init(body.as_ref(), &init)?)
+                Ok(Response::new_with_opt_blob_and_init(body.as_ref(), &init(self.stored.status, headers))?)
             }
             _ => build(self.stored.status, headers, &self.stored.body),
         }
@@ -131,18 +135,12 @@ impl Prepared {
 }
 
 fn streamed(status: u16, headers: &Headers, chunks: &Source) -> Result<Response> {
-    let init = ResponseInit::new();
-    init.set_status(status);
-    init.set_headers(headers);
-    Ok(Response::new_with_opt_readable_stream_and_init(Some(&chunks.stream()), &init)?)
+    Ok(Response::new_with_opt_readable_stream_and_init(Some(&chunks.stream()), &init(status, headers))?)
 }
 
+/// A replay's headers, marked as the object's own.
 fn replay_headers(stored: &StoredResponse) -> Result<Headers> {
-    let headers = Headers::new()?;
-    for (name, value) in &stored.headers {
-        headers.append(name, value)?;
-    }
-    headers.set(REPLAYED_HEADER, "true")?;
+    let headers = headers_of(stored, true)?;
     headers.set(ANSWERED_HEADER, ANSWERED_PLAIN)?;
     Ok(headers)
 }
@@ -174,9 +172,12 @@ pub fn marked(response: Result<Response>) -> Result<Response> {
     }
     let copy = Headers::new_with_headers(&headers)?;
     copy.set(ANSWERED_HEADER, ANSWERED_PLAIN)?;
-    let init = ResponseInit::new();
-    init.set_status(response.status());
-    init.set_headers(&copy);
+    rewrapped(&response, &copy)
+}
+
+/// `response`'s status and body around `headers`: a fetched answer's own are immutable.
+pub fn rewrapped(response: &Response, headers: &Headers) -> Result<Response> {
+    let init = init(response.status(), headers);
     Ok(Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?)
 }
 
@@ -207,11 +208,9 @@ pub fn live(answer: OriginAnswer, prepared: &Prepared) -> Result<Response> {
     }
     match answer.body {
         AnswerBody::Complete(_) => prepared.live(&headers),
-        AnswerBody::Streamed(stream) => {
-            let init = ResponseInit::new();
-            init.set_status(answer.status);
-            init.set_headers(&headers);
-            Ok(Response::new_with_opt_readable_stream_and_init(Some(&stream), &init)?)
-        }
+        AnswerBody::Streamed(stream) => Ok(Response::new_with_opt_readable_stream_and_init(
+            Some(&stream),
+            &init(answer.status, &headers),
+        )?),
     }
 }

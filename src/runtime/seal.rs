@@ -8,7 +8,7 @@
 //! associated data differ.
 //!
 //! WebCrypto is called from here through `web-sys`'s `SubtleCrypto`; what is sealed, under
-//! which key and bound to what is decided here and in `core::formats::seal`. A byte slice
+//! which key and bound to what is `core::formats::seal::SealContext`'s. A byte slice
 //! from Wasm memory is handed to WebCrypto as a view, which it copies when it is called,
 //! before anything here awaits.
 
@@ -21,12 +21,7 @@ use web_sys::{AesDerivedKeyParams, AesGcmParams, CryptoKey, HkdfParams, SubtleCr
 
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
-use crate::core::formats::key_record::AttemptId;
-use crate::core::formats::key_record::{StoredResponse, SEALED_RECORD_VERSION};
-use crate::core::formats::seal::{
-    answer_associated_data, bound_answer_associated_data, bound_request_associated_data,
-    request_associated_data, Envelope, KeyRing, RingKey, ANSWER_KEY_INFO, NONCE_LEN, REQUEST_KEY_INFO,
-};
+use crate::core::formats::seal::{Envelope, KeyRing, RingKey, SealContext, NONCE_LEN};
 
 /// The WebCrypto step `what`, called (`step`) and awaited; what it threw or rejected with
 /// becomes a message naming the step and what WebCrypto said.
@@ -36,7 +31,7 @@ async fn named(what: &str, step: Result<Promise, JsValue>) -> Result<JsValue, Se
 }
 
 /// What WebCrypto threw, as its message alone.
-fn message_of(thrown: &JsValue) -> String {
+pub fn message_of(thrown: &JsValue) -> String {
     let message = thrown
         .as_string()
         .or_else(|| js_sys::Reflect::get(thrown, &JsValue::from_str("message")).ok()?.as_string());
@@ -50,6 +45,12 @@ fn crypto() -> Result<web_sys::Crypto, SealError> {
 
 fn subtle() -> Result<SubtleCrypto, SealError> {
     Ok(crypto()?.subtle())
+}
+
+/// Fills `bytes` with random bytes (a nonce).
+pub fn random(bytes: &mut [u8]) -> Result<(), SealError> {
+    let drawn = crypto()?.get_random_values_with_u8_array(bytes);
+    drawn.map(drop).map_err(|error| SealError(format!("drawing a nonce: {}", message_of(&error))))
 }
 
 /// `bytes` copied into JavaScript (for WebCrypto's parameters, which keep them).
@@ -101,115 +102,83 @@ pub struct Sealer {
 }
 
 impl Sealer {
-    /// Seals `answer` for the object `object_id` of scope `scope` under the ring's newest
-    /// key; returns the encoded envelope.
-    ///
-    /// The seal is bound to `binding`, the record's attempt and fingerprint (record tag 5).
+    /// Seals `plaintext` as `context` says under the ring's newest key; returns the encoded
+    /// envelope.
     pub async fn seal(
         &self,
         ring: &KeyRing,
-        scope: &[u8],
-        object_id: &str,
-        binding: (AttemptId, &Digest256),
-        answer: &StoredResponse,
+        context: &SealContext,
+        plaintext: &[u8],
     ) -> Result<Vec<u8>, SealError> {
-        let (attempt, fingerprint) = binding;
-        let aad = bound_answer_associated_data(object_id, SEALED_RECORD_VERSION, attempt.0, &fingerprint.0);
-        self.seal_bytes(ring, scope, ANSWER_KEY_INFO, &aad, &answer.encode()).await
+        let newest = ring.newest();
+        let key = self.derived_key(newest, context).await?;
+        let mut nonce = [0u8; NONCE_LEN];
+        random(&mut nonce)?;
+        let sealing = subtle()?.encrypt_with_object_and_u8_array(&gcm(&nonce, &context.aad), &key, plaintext);
+        let ciphertext = Uint8Array::new(&named("sealing", sealing).await?).to_vec();
+        Ok(Envelope { key_id: newest.id.clone(), nonce, ciphertext }.encode())
     }
 
-    /// Opens an envelope sealed by [`Sealer::seal`]. Any change to it, another object, an
-    /// unknown key id or a missing ring is an error: the caller answers 503.
-    ///
-    /// `binding`: the record's attempt and fingerprint for an answer sealed bound to them
-    /// (tag 5), `None` for one sealed by an earlier release (tag 2).
+    /// Opens an envelope sealed by [`Sealer::seal`] with the same `context`. Any change to
+    /// it, another object, an unknown key id or a missing ring is an error: the caller
+    /// answers 503.
     pub async fn open(
         &self,
         ring: Option<&KeyRing>,
-        scope: &[u8],
-        object_id: &str,
-        binding: Option<(AttemptId, &Digest256)>,
-        sealed: &[u8],
-    ) -> Result<StoredResponse, SealError> {
-        let aad = match binding {
-            Some((attempt, fingerprint)) => {
-                bound_answer_associated_data(object_id, SEALED_RECORD_VERSION, attempt.0, &fingerprint.0)
-            }
-            None => answer_associated_data(object_id, SEALED_RECORD_VERSION),
-        };
-        let plaintext = self.open_bytes(ring, scope, ANSWER_KEY_INFO, &aad, sealed).await?;
-        StoredResponse::decode(&plaintext)
-            .map_err(|error| SealError(format!("the opened answer is unreadable: {error}")))
-    }
-
-    /// Seals `plaintext` bound to `aad` under the ring's newest key, with the answer key of
-    /// `scope` (for the parts of a chunked answer, `runtime::chunks`); returns the envelope.
-    pub async fn seal_with(
-        &self,
-        ring: &KeyRing,
-        scope: &[u8],
-        aad: &[u8],
-        plaintext: &[u8],
-    ) -> Result<Vec<u8>, SealError> {
-        self.seal_bytes(ring, scope, ANSWER_KEY_INFO, aad, plaintext).await
-    }
-
-    /// Opens an envelope sealed by [`Sealer::seal_with`] with the same `aad`.
-    pub async fn open_with(
-        &self,
-        ring: Option<&KeyRing>,
-        scope: &[u8],
-        aad: &[u8],
+        context: &SealContext,
         sealed: &[u8],
     ) -> Result<Vec<u8>, SealError> {
-        self.open_bytes(ring, scope, ANSWER_KEY_INFO, aad, sealed).await
+        let envelope =
+            Envelope::decode(sealed).ok_or_else(|| SealError("the sealed value is malformed".to_owned()))?;
+        let key = self.key(ring, context, &envelope.key_id).await?;
+        let opening = subtle()?.decrypt_with_object_and_u8_array(
+            &gcm(&envelope.nonce, &context.aad),
+            &key,
+            &envelope.ciphertext,
+        );
+        Ok(Uint8Array::new(&named(OPENING, opening).await?).to_vec())
     }
 
-    /// The answer key of `scope` derived from the ring key named `key_id`.
-    pub async fn key_by_id(
+    /// The key of `context` derived from the ring key named `key_id`.
+    pub async fn key(
         &self,
         ring: Option<&KeyRing>,
-        scope: &[u8],
+        context: &SealContext,
         key_id: &str,
     ) -> Result<CryptoKey, SealError> {
-        let ring_key = ring_key(needed(ring)?, key_id)?;
-        self.derived_key(ring_key, scope, ANSWER_KEY_INFO).await
+        let ring = ring.ok_or_else(|| {
+            SealError("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
+        })?;
+        self.derived_key(ring_key(ring, key_id)?, context).await
     }
 
-    /// The key of `ring_key` derived with `salt` and `info`, made once per object.
-    async fn derived_key(
-        &self,
-        ring_key: &RingKey,
-        salt: &[u8],
-        info: &'static [u8],
-    ) -> Result<CryptoKey, SealError> {
-        let cached = |(id, with, _): &&(String, &[u8], CryptoKey)| *id == ring_key.id && *with == info;
+    /// The key of `ring_key` derived as `context` says, made once per object.
+    async fn derived_key(&self, ring_key: &RingKey, context: &SealContext) -> Result<CryptoKey, SealError> {
+        let cached =
+            |(id, info, _): &&(String, &[u8], CryptoKey)| *id == ring_key.id && *info == context.info;
         if let Some((_, _, key)) = self.derived.borrow().iter().find(cached) {
             return Ok(key.clone());
         }
-        let key = derive(&ring_key.secret, salt, info).await?;
-        self.derived.borrow_mut().push((ring_key.id.clone(), info, key.clone()));
+        let key = derive(&ring_key.secret, &context.salt, context.info).await?;
+        self.derived.borrow_mut().push((ring_key.id.clone(), context.info, key.clone()));
         Ok(key)
     }
 
-    /// Seals a job's request for the object `object_id` (the key derived with the object id
-    /// as salt: the alarm knows it without a request).
-    /// Bound to `binding`: the job's claim time and fingerprint (job version 2).
+    /// Seals a job's request for the object `object_id` (`SealContext::request`), bound to
+    /// the job's claim time and fingerprint.
     pub async fn seal_request(
         &self,
         ring: &KeyRing,
         object_id: &str,
-        binding: (u64, &Digest256),
+        (claimed_at, fingerprint): (u64, &Digest256),
         request: &StoredRequest,
     ) -> Result<Vec<u8>, SealError> {
-        let (claimed_at, fingerprint) = binding;
-        let aad = bound_request_associated_data(object_id, SEALED_RECORD_VERSION, claimed_at, &fingerprint.0);
-        self.seal_bytes(ring, object_id.as_bytes(), REQUEST_KEY_INFO, &aad, &request.encode()).await
+        let context = SealContext::request(object_id, Some((claimed_at, &fingerprint.0)));
+        self.seal(ring, &context, &request.encode()).await
     }
 
-    /// Opens a request sealed by [`Sealer::seal_request`].
-    /// `binding`: the job's claim time and fingerprint for a request sealed bound to them,
-    /// `None` for one sealed by an earlier release (job version 1).
+    /// Opens a request sealed by [`Sealer::seal_request`]; `binding` `None` for one sealed
+    /// by an earlier release (job version 1).
     pub async fn open_request(
         &self,
         ring: Option<&KeyRing>,
@@ -217,59 +186,11 @@ impl Sealer {
         binding: Option<(u64, &Digest256)>,
         sealed: &[u8],
     ) -> Result<StoredRequest, SealError> {
-        let aad = match binding {
-            Some((claimed_at, fingerprint)) => {
-                bound_request_associated_data(object_id, SEALED_RECORD_VERSION, claimed_at, &fingerprint.0)
-            }
-            None => request_associated_data(object_id, SEALED_RECORD_VERSION),
-        };
-        let plaintext = self.open_bytes(ring, object_id.as_bytes(), REQUEST_KEY_INFO, &aad, sealed).await?;
+        let context = SealContext::request(object_id, binding.map(|(at, fingerprint)| (at, &fingerprint.0)));
+        let plaintext = self.open(ring, &context, sealed).await?;
         StoredRequest::decode(&plaintext)
             .ok_or_else(|| SealError("the opened request is unreadable".to_owned()))
     }
-
-    /// Seals `plaintext` under the ring's newest key, derived with `salt` and `info`;
-    /// returns the encoded envelope.
-    async fn seal_bytes(
-        &self,
-        ring: &KeyRing,
-        salt: &[u8],
-        info: &'static [u8],
-        aad: &[u8],
-        plaintext: &[u8],
-    ) -> Result<Vec<u8>, SealError> {
-        let newest = ring.newest();
-        let key = self.derived_key(newest, salt, info).await?;
-        let mut nonce = [0u8; NONCE_LEN];
-        crypto()?
-            .get_random_values_with_u8_array(&mut nonce)
-            .map_err(|error| SealError(format!("drawing a nonce: {}", message_of(&error))))?;
-        let sealing = subtle()?.encrypt_with_object_and_u8_array(&gcm(&nonce, aad), &key, plaintext);
-        let ciphertext = Uint8Array::new(&named("sealing", sealing).await?).to_vec();
-        Ok(Envelope { key_id: newest.id.clone(), nonce, ciphertext }.encode())
-    }
-
-    async fn open_bytes(
-        &self,
-        ring: Option<&KeyRing>,
-        salt: &[u8],
-        info: &'static [u8],
-        aad: &[u8],
-        sealed: &[u8],
-    ) -> Result<Vec<u8>, SealError> {
-        let ring = needed(ring)?;
-        let envelope =
-            Envelope::decode(sealed).ok_or_else(|| SealError("the sealed value is malformed".to_owned()))?;
-        let key = self.derived_key(ring_key(ring, &envelope.key_id)?, salt, info).await?;
-        let params = gcm(&envelope.nonce, aad);
-        let opening = subtle()?.decrypt_with_object_and_u8_array(&params, &key, &envelope.ciphertext);
-        Ok(Uint8Array::new(&named(OPENING, opening).await?).to_vec())
-    }
-}
-
-/// The ring, which a sealed value needs to be opened.
-fn needed(ring: Option<&KeyRing>) -> Result<&KeyRing, SealError> {
-    ring.ok_or_else(|| SealError("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned()))
 }
 
 /// The ring key named `key_id`.
@@ -296,8 +217,9 @@ pub async fn open_view(
 /// The opening step's name in its failure: what a failure to open means.
 const OPENING: &str = "opening (a changed byte or the wrong key)";
 
-/// SHA-256 of `bytes`, by WebCrypto (the bytes stay in JavaScript).
-pub async fn sha256(bytes: &Uint8Array) -> Result<[u8; 32], SealError> {
+/// SHA-256 of `bytes` (an `ArrayBuffer` or a view), by WebCrypto (the bytes stay in
+/// JavaScript).
+pub async fn sha256(bytes: &js_sys::Object) -> Result<[u8; 32], SealError> {
     let digest = subtle()?.digest_with_str_and_buffer_source("SHA-256", bytes);
     let digest = Uint8Array::new(&named("digesting", digest).await?);
     let mut out = [0u8; 32];

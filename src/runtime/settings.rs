@@ -49,29 +49,21 @@ pub fn get(env: &Env) -> &'static Settings {
 /// The Rate Limiting binding.
 pub const RATE_LIMITER_BINDING: &str = "RATE_LIMITER";
 
-/// A value the environment holds: a string, or the JSON text of any other value (a
-/// `[vars]` number, boolean, array or table, which wrangler binds as JSON).
-enum Held {
-    Text(String),
-    Json(String),
-}
-
 fn load(env: &Env) -> Settings {
-    let values: Vec<(&'static str, Held)> = variable_names()
+    // Each value as a string, or (flagged) the JSON text of any other value: a `[vars]`
+    // number, boolean, array or table, which wrangler binds as itself.
+    let values: Vec<(&'static str, String, bool)> = variable_names()
         .filter_map(|name| {
             let value = held(env, name)?;
-            let held = match value.as_string() {
-                Some(text) => Held::Text(text),
-                None => Held::Json(js_sys::JSON::stringify(&value).ok()?.as_string()?),
-            };
-            Some((name, held))
+            match value.as_string() {
+                Some(text) => Some((name, text, false)),
+                None => Some((name, js_sys::JSON::stringify(&value).ok()?.as_string()?, true)),
+            }
         })
         .collect();
     let lookup = |name: &str| {
-        values.iter().find(|(n, _)| *n == name).map(|(_, held)| match held {
-            Held::Text(text) => EnvValue::Text(text),
-            Held::Json(json) => EnvValue::Json(json),
-        })
+        let (_, text, json) = values.iter().find(|(n, ..)| *n == name)?;
+        Some(if *json { EnvValue::Json(text) } else { EnvValue::Text(text) })
     };
     let names = environment_names(env);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();

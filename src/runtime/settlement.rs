@@ -13,8 +13,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::{select, Either};
+
 use super::chunks;
-use super::platform::{race, Either};
 use super::respond::Prepared;
 use crate::core::formats::key_record::StoredResponse;
 use crate::core::primitives::latch::Latch;
@@ -60,8 +61,8 @@ impl Settlements {
 /// ran out, nothing will settle it here, or the execution ended without settling.
 pub(super) async fn wait_for(settled: Option<Settlement>, wait_ms: u64) -> Option<Rc<Prepared>> {
     let settled = settled?;
-    match race(settled.wait(), Delay::from(Duration::from_millis(wait_ms))).await {
-        Either::Left(Some(answer)) => Some(answer),
+    match select(std::pin::pin!(settled.wait()), Delay::from(Duration::from_millis(wait_ms))).await {
+        Either::Left((Some(answer), _)) => Some(answer),
         _ => None,
     }
 }

@@ -280,7 +280,7 @@ fn async_with_the_origin_down_survives_a_sigkill_and_stores_no_credential_in_cle
         );
     }
     // The restart also changes the stored layout: the job as the releases before the
-    // key-value layout stored it (`runtime::storage`), which this one finishes in its own.
+    // key-value layout stored it (`runtime::key_storage`), which this one finishes in its own.
     assert_eq!(storage::move_records_to_the_legacy_table(w.persist_dir()), 1, "the job moved");
     w.restart(Readiness::AnyResponse).unwrap_or_else(|e| panic!("restart: {e}"));
     // Still pending after the restart: the stored job and its alarm survived.

@@ -262,7 +262,7 @@ fn sqlite(dir: &Path, body: &str) -> String {
 
 /// The largest answer kept whole in its record (`core::formats::chunks::INLINE_MAX_BYTES`, under
 /// the platform's 2 MB for a row), now that the record is one value of the object's
-/// key-value store (`runtime::storage`): stored without chunk rows, and replayed byte for
+/// key-value store (`runtime::key_storage`): stored without chunk rows, and replayed byte for
 /// byte after a restart, read back from that value.
 #[test]
 fn an_answer_just_under_one_row_is_kept_whole_in_its_record_and_replays_after_a_restart() {

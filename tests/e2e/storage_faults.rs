@@ -225,7 +225,7 @@ fn a_failed_release_write_holds_the_key_and_forwards_nothing_again() {
     logs::scan_for_leaks(&w, &[]).unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// The record's legacy layout (`runtime::storage`): releases before this layout wrote the
+/// The record's legacy layout (`runtime::key_storage`): releases before this layout wrote the
 /// record as the one row of their own table, and this release reads that row when the
 /// object's key-value store holds no record, for the keys they claimed. A record moved
 /// there (bytes unchanged) replays byte for byte; a row that is not a record is 503, never

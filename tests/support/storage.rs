@@ -10,7 +10,7 @@
 //! `_cf_METADATA` (alarm bookkeeping) and miniflare's `__miniflare_do_name` (the name the
 //! object was addressed by); `deleteAll()` drops them all and leaves an empty 4 KiB file.
 //! The record's legacy layout, which the worker reads after the key-value value
-//! (`runtime::storage`), is the one row of `idempotency_record`. `stored_record.py` reads
+//! (`runtime::key_storage`), is the one row of `idempotency_record`. `stored_record.py` reads
 //! and writes either.
 //!
 //! Each database is copied (with its WAL) to a temporary directory before it is read, so

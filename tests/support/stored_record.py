@@ -1,7 +1,7 @@
 # The key's stored record in one object's SQLite database, read and written from the
 # outside by the e2e tests (prepended to their Python scripts; see support::storage).
 #
-# Two layouts, as runtime::storage reads them: the `record` value of workerd's key-value
+# Two layouts, as runtime::key_storage reads them: the `record` value of workerd's key-value
 # table `_cf_KV`, which the worker writes (V8's serialization of a Uint8Array holding the
 # record's bytes), read first; else the one row of the table `idempotency_record`, which
 # earlier releases wrote (before the key-value layout).

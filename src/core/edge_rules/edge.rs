@@ -53,6 +53,19 @@ pub enum Edge<'c> {
     Covered { policy: PathConfig<'c>, key: IdempotencyKey, plan: CoveredPlan },
 }
 
+impl Edge<'_> {
+    /// The pattern of the route the request matched, for its trace (log lines and problems
+    /// name it); `None` for the admin API, a refusal before any route, or no route.
+    pub fn route(&self) -> Option<&str> {
+        match self {
+            Edge::PassThrough(policy) | Edge::PassObserved(policy, _) | Edge::Covered { policy, .. } => {
+                policy.route
+            }
+            Edge::Admin | Edge::Refuse(_) => None,
+        }
+    }
+}
+
 /// What the Worker does with a covered request, decided from its head before it acts: the
 /// body's limit, and, enforcing, the asynchronous acceptance it asks of the object, whether
 /// it keeps the request for a fail-open forward, and the lookup the object may make. The
@@ -279,6 +292,20 @@ mod tests {
         let no_admin =
             RequestHead { admin_enabled: false, ..head("GET", "/__idempotency/records/ab", &none) };
         assert_eq!(kind(&decide(&no_admin, &c, bound)), "pass");
+    }
+
+    #[test]
+    fn the_trace_names_the_route_a_request_matched() {
+        let c = config(r#"[{"pattern":"/v1/*"},{"pattern":"/obs/*","mode":"observe"}]"#, "");
+        let bound = |_: &str| true;
+        let (keyed, none) = (with(&[("idempotency-key", "k")]), with(&[]));
+        let route = |request: RequestHead<'_>| decide(&request, &c, bound).route().map(str::to_owned);
+        assert_eq!(route(head("POST", "/v1/charges", &keyed)), Some("/v1/*".to_owned()));
+        assert_eq!(route(head("GET", "/v1/charges", &none)), Some("/v1/*".to_owned()));
+        assert_eq!(route(head("POST", "/obs/x", &none)), Some("/obs/*".to_owned()));
+        assert_eq!(route(head("POST", "/other", &keyed)), None);
+        assert_eq!(route(head("POST", "/v1/charges", &none)), None, "refused before any route");
+        assert_eq!(route(head("GET", "/__idempotency/records/ab", &none)), None);
     }
 
     /// A key whose lookup would ask another URL is refused on a route that looks up by

@@ -53,6 +53,12 @@ pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
         .collect()
 }
 
+/// The tokens of the first `Connection` header (any case) in a message's header list.
+pub fn connection_tokens_in(headers: &[(String, String)]) -> Vec<String> {
+    let connection = headers.iter().find(|(name, _)| name.eq_ignore_ascii_case("connection"));
+    connection_tokens(connection.map(|(_, value)| value.as_str()))
+}
+
 /// The tokens of a request's `Connection` value that its forward to the origin honours
 /// (rule 4): every one but the names in `end_to_end` (any case), the headers the edge keyed,
 /// scoped and bound the request by (`core::edge_rules::config::Config::end_to_end_headers`).
@@ -83,6 +89,15 @@ pub fn store_for_replay(name: &str, connection_tokens: &[String]) -> bool {
         && !name.eq_ignore_ascii_case("content-length")
 }
 
+/// The headers of an origin answer (in order) that are stored for replay, given its
+/// `Connection` tokens ([`store_for_replay`]).
+pub fn stored_for_replay(
+    headers: &[(String, String)],
+    connection_tokens: &[String],
+) -> Vec<(String, String)> {
+    headers.iter().filter(|(name, _)| store_for_replay(name, connection_tokens)).cloned().collect()
+}
+
 /// Whether an origin response header is passed to the caller whose request executed.
 pub fn pass_to_caller(name: &str, connection_tokens: &[String]) -> bool {
     !is_hop_by_hop(name, connection_tokens) && !name.eq_ignore_ascii_case("content-length")
@@ -96,8 +111,21 @@ fn is_internal(name: &str) -> bool {
         .is_some_and(|prefix| prefix.eq_ignore_ascii_case(INTERNAL_PREFIX.as_bytes()))
 }
 
-/// A request's headers read across the JS↔Wasm boundary in one call (`runtime::boundary`)
-/// rather than one call per header: each header as `name\nvalue\n`, as the runtime's
+/// `TRUSTED_CLIENT_IP`: the forwarding headers a forward carries, set from the connecting
+/// IP (`CF-Connecting-IP`, set by Cloudflare's edge and not by the client) and never from
+/// the client: each of the client's own is deleted (`None`), then, when the connecting IP is
+/// known, `X-Forwarded-For` and `X-Real-IP` carry it, in this order.
+pub fn client_ip_headers(connecting_ip: Option<&str>) -> Vec<(&'static str, Option<String>)> {
+    let mut edits: Vec<(&'static str, Option<String>)> =
+        ["x-forwarded-for", "forwarded", "x-real-ip"].into_iter().map(|name| (name, None)).collect();
+    if let Some(ip) = connecting_ip {
+        edits.extend(["x-forwarded-for", "x-real-ip"].into_iter().map(|name| (name, Some(ip.to_owned()))));
+    }
+    edits
+}
+
+/// A request's headers, read whole once (`runtime::boundary`) and then looked up here
+/// without crossing the JS↔Wasm boundary again: each header as `name\nvalue\n`, as the runtime's
 /// `Headers` iterates them (lowercase names; repeated lines joined with `", "`). A name
 /// cannot hold a line feed and the runtime refuses one in a value, so the text splits
 /// without escapes; a field left without its pair (never written by the runtime) is
@@ -159,6 +187,46 @@ mod tests {
             assert!(!store_for_replay(name, &tokens), "{name}");
             assert!(!pass_to_caller(name, &tokens), "{name}");
         }
+    }
+
+    #[test]
+    fn an_answers_connection_tokens_come_from_its_connection_header() {
+        let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+        };
+        let answer = pairs(&[("x-a", "1"), ("Connection", "close, X-Trace"), ("connection", "x-other")]);
+        assert_eq!(connection_tokens_in(&answer), ["close", "x-trace"]);
+        assert!(connection_tokens_in(&pairs(&[("x-connection", "x-a")])).is_empty());
+    }
+
+    #[test]
+    fn a_trusted_client_ip_replaces_every_forwarding_header_the_client_sent() {
+        let edits = client_ip_headers(Some("203.0.113.7"));
+        let deleted: Vec<&str> = edits.iter().filter(|(_, v)| v.is_none()).map(|(n, _)| *n).collect();
+        assert_eq!(deleted, ["x-forwarded-for", "forwarded", "x-real-ip"]);
+        let set: Vec<(&str, &str)> = edits.iter().filter_map(|(n, v)| Some((*n, v.as_deref()?))).collect();
+        assert_eq!(set, [("x-forwarded-for", "203.0.113.7"), ("x-real-ip", "203.0.113.7")]);
+        let last_delete = edits.iter().rposition(|(_, v)| v.is_none());
+        assert!(last_delete < edits.iter().position(|(_, v)| v.is_some()), "deleted before set");
+        assert!(client_ip_headers(None).iter().all(|(_, v)| v.is_none()), "no IP: none forwarded");
+    }
+
+    #[test]
+    fn an_answer_is_stored_without_cookies_lengths_or_hop_by_hop_headers_in_order() {
+        let answer: Vec<(String, String)> = [
+            ("Content-Type", "application/json"),
+            ("Set-Cookie", "session=1"),
+            ("Content-Length", "12"),
+            ("X-Trace", "abc"),
+            ("Keep-Alive", "timeout=5"),
+            ("X-Request-Id", "r-1"),
+        ]
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+        let stored = stored_for_replay(&answer, &connection_tokens(Some("X-Trace")));
+        let names: Vec<&str> = stored.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["Content-Type", "X-Request-Id"]);
     }
 
     #[test]
@@ -252,7 +320,7 @@ mod tests {
 
     proptest::proptest! {
         /// Whatever headers the runtime iterates (lowercase token names, values of any byte
-        /// but a line feed, as `Headers` holds them), the text `headerLines` writes reads
+        /// but a line feed, as `Headers` holds them), the text `runtime::boundary` writes reads
         /// back as the same pairs, and `get` answers as `Headers.get` does.
         #[test]
         fn header_lines_read_back_what_the_runtime_wrote(

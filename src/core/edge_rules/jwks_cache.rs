@@ -44,7 +44,7 @@
 use std::rc::Rc;
 
 use super::scope::JWKS_RETRY_SECONDS;
-use crate::core::primitives::jwt::{max_age_seconds, parse_jwks, JwksSource, KeySet};
+use crate::core::primitives::jwt::{max_age_seconds, parse_jwks, JwksSource, KeySet, Unverified};
 
 /// How long a JWKS is fresh without a readable `Cache-Control` max-age.
 pub const DEFAULT_JWKS_TTL_SECONDS: u64 = 600;
@@ -124,6 +124,44 @@ pub fn answer_status(status: u16) -> Result<(), String> {
         )),
         _ => Err(format!("HTTP {status}")),
     }
+}
+
+/// Largest JWKS document read.
+pub const MAX_JWKS_BYTES: usize = 256 * 1024;
+
+/// Whether a 200 answer's `Content-Length` already says it is too large (checked before its
+/// body is read): `Err` with why, for the log.
+pub fn declared_size(content_length: Option<&str>) -> Result<(), String> {
+    match content_length.and_then(|length| length.trim().parse::<usize>().ok()) {
+        Some(length) if length > MAX_JWKS_BYTES => Err(too_large()),
+        _ => Ok(()),
+    }
+}
+
+/// A 200 answer's body (at most [`MAX_JWKS_BYTES`] of UTF-8) as the document, with its
+/// `Cache-Control`; or why it is of no use, never its content.
+pub fn document(body: Vec<u8>, cache_control: Option<String>) -> Result<Document, String> {
+    if body.len() > MAX_JWKS_BYTES {
+        return Err(too_large());
+    }
+    let text = String::from_utf8(body).map_err(|_| "not UTF-8".to_owned())?;
+    Ok(Document { text, cache_control })
+}
+
+fn too_large() -> String {
+    format!("larger than {MAX_JWKS_BYTES} bytes")
+}
+
+/// Why a token has no key to verify under, from why each key source (the inline JWKS, the
+/// JWKS URL) had none: the most telling, no keys at all first (transient, 503), then an
+/// unknown `kid`, then no key for the algorithm.
+pub fn no_candidates(failures: Vec<Unverified>) -> Unverified {
+    let rank = |reason: &Unverified| match reason {
+        Unverified::KeysUnavailable => 0,
+        Unverified::UnknownKid => 1,
+        _ => 2,
+    };
+    failures.into_iter().min_by_key(rank).unwrap_or(Unverified::NoKey)
 }
 
 /// One token's search for its keys, across the fetches it waits for: make one per token
@@ -293,6 +331,37 @@ mod tests {
 
     use super::*;
     use crate::core::primitives::jwt::base64url_encode;
+
+    #[test]
+    fn a_jwks_answer_is_refused_past_its_size_or_when_not_utf8() {
+        assert_eq!(declared_size(Some("262144")), Ok(()));
+        assert_eq!(declared_size(Some(" 262145 ")), Err("larger than 262144 bytes".to_owned()));
+        // No length, or one that is no number: the body's own size decides.
+        assert_eq!(declared_size(None), Ok(()));
+        assert_eq!(declared_size(Some("many")), Ok(()));
+        let cache = Some("max-age=60".to_owned());
+        let read = super::document(b"{}".to_vec(), cache.clone());
+        assert_eq!(read, Ok(Document { text: "{}".to_owned(), cache_control: cache }));
+        assert_eq!(
+            super::document(vec![b' '; MAX_JWKS_BYTES], None).map(|d| d.text.len()),
+            Ok(MAX_JWKS_BYTES)
+        );
+        assert_eq!(
+            super::document(vec![b' '; MAX_JWKS_BYTES + 1], None),
+            Err("larger than 262144 bytes".to_owned())
+        );
+        assert_eq!(super::document(vec![0xff, 0xfe], None), Err("not UTF-8".to_owned()));
+    }
+
+    #[test]
+    fn no_candidates_names_the_most_telling_reason() {
+        use Unverified::{KeysUnavailable, NoKey, UnknownKid};
+        assert_eq!(no_candidates(vec![NoKey, UnknownKid, KeysUnavailable]), KeysUnavailable);
+        assert_eq!(no_candidates(vec![NoKey, UnknownKid]), UnknownKid);
+        assert_eq!(no_candidates(vec![UnknownKid, NoKey]), UnknownKid);
+        assert_eq!(no_candidates(vec![NoKey]), NoKey);
+        assert_eq!(no_candidates(Vec::new()), NoKey);
+    }
 
     /// Any time: only differences matter.
     const T0: u64 = 1_700_000_000_000;

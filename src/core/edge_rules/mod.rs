@@ -10,6 +10,7 @@ pub mod config;
 pub mod edge;
 pub mod env_names;
 pub mod headers;
+pub mod hop_signature;
 pub mod identify;
 pub mod jwks_cache;
 pub mod log;

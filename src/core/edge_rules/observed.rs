@@ -9,8 +9,10 @@
 //! executed it).
 
 use super::routes::{after_object_failure, AfterObjectFailure, ObjectCallFailure, Unavailable};
-use super::wire::ObservedOutcome;
+use super::wire::{Answered, ObservedOutcome};
+use crate::core::formats::key_record::AttemptId;
 use crate::core::vocabulary::decision::Decision;
+use crate::core::vocabulary::problem::ProblemKind;
 
 /// What became of the forward, handed from the caller's side to the recording.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,10 +70,57 @@ pub fn unreached(failure: ObjectCallFailure, on_unavailable: Unavailable) -> Dec
     }
 }
 
+/// What the object's answer to an observed arrival says: the decision enforcing would have
+/// made and the attempt it claimed, if any. An answer without a decision is as a store that
+/// failed (nothing was recorded, nothing claimed); an object not reached is [`unreached`].
+pub fn after_arrival(
+    answer: Result<&Answered, ObjectCallFailure>,
+    on_unavailable: Unavailable,
+) -> (Decision, Option<AttemptId>) {
+    match answer {
+        Ok(Answered::Observed { decision, claimed }) => (*decision, *claimed),
+        Ok(Answered::Plain) => (Decision::Rejected(ProblemKind::StorageUnavailable), None),
+        Err(failure) => (unreached(failure, on_unavailable), None),
+    }
+}
+
+/// The decision once the claimed attempt's outcome was reported (`recorded`: the object's
+/// answer, `None` when it was not reached): the object's, or unknown when it was not
+/// recorded. The claim then stays: past its lease, enforce mode would hold the key.
+pub fn after_outcome(recorded: Option<&Answered>) -> Decision {
+    match recorded {
+        Some(Answered::Observed { decision, .. }) => *decision,
+        Some(Answered::Plain) | None => Decision::Unknown,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::vocabulary::problem::ProblemKind;
+
+    #[test]
+    fn an_arrival_is_the_objects_decision_or_a_refusal_when_it_recorded_none() {
+        let claimed = Answered::Observed { decision: Decision::Executed, claimed: Some(AttemptId(7)) };
+        let fail_open = Unavailable::FailOpen;
+        assert_eq!(after_arrival(Ok(&claimed), fail_open), (Decision::Executed, Some(AttemptId(7))));
+        let refused = Decision::Rejected(ProblemKind::StorageUnavailable);
+        assert_eq!(after_arrival(Ok(&Answered::Plain), fail_open), (refused, None));
+        // Unreached: what enforce mode would have decided, and never a claim.
+        assert_eq!(
+            after_arrival(Err(ObjectCallFailure::BeforeSend), fail_open),
+            (Decision::FailedOpen, None)
+        );
+        let after = ObjectCallFailure::UnmarkedAnswer;
+        assert_eq!(after_arrival(Err(after), fail_open), (refused, None));
+    }
+
+    #[test]
+    fn an_outcome_not_recorded_is_unknown() {
+        let replayed = Answered::Observed { decision: Decision::Replayed, claimed: None };
+        assert_eq!(after_outcome(Some(&replayed)), Decision::Replayed);
+        assert_eq!(after_outcome(Some(&Answered::Plain)), Decision::Unknown);
+        assert_eq!(after_outcome(None), Decision::Unknown);
+    }
 
     fn answered(body: Captured, ms: u64) -> Forwarded {
         Forwarded::Answered { status: 201, headers: vec![("a".into(), "b".into())], body, ms }

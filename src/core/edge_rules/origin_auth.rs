@@ -45,9 +45,10 @@
 //! body changes the HMAC. Every forward draws a new nonce, so the worker's own retries are
 //! never mistaken for replays.
 //!
-//! The runtime computes the HMAC and the digest with WebCrypto (`runtime::origin_auth`);
-//! this module builds the canonical string for it and holds the known-answer vectors that
-//! pin both implementations, and the documented Rust and Python verifiers, to one format.
+//! The runtime digests the body with WebCrypto (`runtime::origin_auth`) and
+//! `core::edge_rules::hop_signature` signs the hop in the configured format; this module
+//! builds the canonical string and the HMAC over it, and holds the known-answer vectors that
+//! pin it, and the documented Rust and Python verifiers, to one format.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};

@@ -29,7 +29,7 @@ use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::key_terms::{Timing, WaiterLimits};
-use crate::core::vocabulary::outcome_table::{OutcomeTable, StatusSet};
+use crate::core::vocabulary::outcome_table::{OriginResult, OutcomeTable, StatusSet};
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::core::vocabulary::trace::Trace;
 
@@ -132,6 +132,24 @@ pub enum ObservedOutcome {
     Timeout,
     /// The connection broke, or the Worker's copy of the answer did.
     Reset,
+}
+
+/// A message's headers as (name, value) pairs, in order.
+pub type HeaderPairs = [(String, String)];
+
+impl ObservedOutcome {
+    /// The answer's status and headers (its body is the call's), or, for an outcome that
+    /// came without an answer to read, its origin result, as the object's own forward would
+    /// classify it.
+    pub fn answer(&self) -> Result<(u16, &HeaderPairs), OriginResult> {
+        match self {
+            ObservedOutcome::Responded { status, headers } => Ok((*status, headers)),
+            // The Worker read its copy only up to the stored-size cap.
+            ObservedOutcome::Oversized { status } => Err(OriginResult::Oversized(*status)),
+            ObservedOutcome::Timeout => Err(OriginResult::TimedOut),
+            ObservedOutcome::Reset => Err(OriginResult::ResetAfterSend),
+        }
+    }
 }
 
 /// Why a call's envelope cannot be read.
@@ -526,6 +544,17 @@ mod tests {
 
     /// A Worker of the release before (envelope version 1, no trace) still reaches the
     /// object while a deploy rolls out: its calls are read, with an empty trace.
+    #[test]
+    fn observed_outcomes_without_an_answer_end_as_the_objects_forward_would() {
+        let headers = vec![("content-type".to_owned(), "text/plain".to_owned())];
+        let responded = ObservedOutcome::Responded { status: 201, headers: headers.clone() };
+        assert_eq!(responded.answer(), Ok((201, &headers[..])), "its body is read");
+        assert_eq!(ObservedOutcome::Oversized { status: 200 }.answer(), Err(OriginResult::Oversized(200)));
+        assert_eq!(ObservedOutcome::Timeout.answer(), Err(OriginResult::TimedOut));
+        // A broken copy is unknown, never "not sent": the request was forwarded.
+        assert_eq!(ObservedOutcome::Reset.answer(), Err(OriginResult::ResetAfterSend));
+    }
+
     #[test]
     fn a_version_1_envelope_is_read_with_an_empty_trace() {
         for sample in samples() {

@@ -30,7 +30,8 @@ use std::ops::Range;
 use sha2::{Digest, Sha256};
 
 use super::chunk_manifest::{ChunkManifest, RowDigest};
-use super::key_record::StoredResponse;
+use super::key_record::{Completed, KeyRecord, StoredResponse, SEALED_RECORD_VERSION};
+use super::seal::{SealContext, ANSWER_KEY_INFO};
 
 /// The largest answer kept in the record's own row (the encoded response: status, headers,
 /// body). SQLite-backed Durable Objects hold at most 2 MB per row; the rest is headroom for
@@ -100,6 +101,61 @@ pub fn chunk_associated_data(
     aad.extend_from_slice(&(index as u32).to_be_bytes());
     aad.extend_from_slice(&(count as u32).to_be_bytes());
     aad
+}
+
+/// The manifest of a body of `body_len` bytes in [`CHUNK_BYTES`] rows, written by
+/// `attempt`, whose stored rows digest to `digests` (in order).
+pub fn manifest(body_len: usize, attempt: u64, digests: Vec<RowDigest>) -> ChunkManifest {
+    ChunkManifest { body_len: body_len as u64, chunk_len: CHUNK_BYTES as u32, attempt, digests }
+}
+
+/// How a chunked answer's head is sealed (rule 4): with the answer key of the scope whose
+/// key salt is `scope`, bound by [`head_associated_data`].
+pub fn head_seal(scope: &[u8], object_id: &str, manifest: &ChunkManifest) -> SealContext {
+    let aad = head_associated_data(object_id, SEALED_RECORD_VERSION, manifest);
+    SealContext { salt: scope.to_vec(), info: ANSWER_KEY_INFO, aad }
+}
+
+/// How chunk `index` of `count` of `attempt`'s answer is sealed (rule 4): with the same key
+/// as its head, bound by [`chunk_associated_data`].
+pub fn chunk_seal(scope: &[u8], object_id: &str, attempt: u64, index: usize, count: usize) -> SealContext {
+    let aad = chunk_associated_data(object_id, SEALED_RECORD_VERSION, attempt, index, count);
+    SealContext { salt: scope.to_vec(), info: ANSWER_KEY_INFO, aad }
+}
+
+/// A chunked answer's two records: as stored (its head and manifest, the head in the clear
+/// or, with `sealed_head`, sealed in place of an empty answer) and as the object keeps it
+/// in memory (the head in the clear and the manifest). Neither holds the body (rule 1).
+pub fn chunked_records(
+    done: &Completed,
+    manifest: ChunkManifest,
+    sealed_head: Option<Vec<u8>>,
+) -> (KeyRecord, KeyRecord) {
+    let head = std::sync::Arc::new(done.response.head());
+    let stored_answer = match sealed_head {
+        Some(_) => std::sync::Arc::new(StoredResponse { status: 0, headers: Vec::new(), body: Vec::new() }),
+        None => head.clone(),
+    };
+    let chunks = Some(manifest);
+    let stored = Completed {
+        response: stored_answer,
+        sealed_answer: sealed_head,
+        chunks: chunks.clone(),
+        ..done.clone()
+    };
+    let kept = Completed { response: head, sealed_answer: None, chunks, ..done.clone() };
+    (KeyRecord::Completed(stored), KeyRecord::Completed(kept))
+}
+
+/// A sealed chunked answer's head, as opened: its status and headers. One that does not
+/// decode, or that carries a body (a head never does), is refused: the object answers 503.
+pub fn opened_head(plain: &[u8]) -> Result<StoredResponse, String> {
+    let head =
+        StoredResponse::decode(plain).map_err(|error| format!("the opened head is unreadable: {error}"))?;
+    if !head.body.is_empty() {
+        return Err("the sealed head of a chunked answer has a body".to_owned());
+    }
+    Ok(head)
 }
 
 #[cfg(test)]
@@ -196,6 +252,63 @@ mod tests {
         one_changed[3] = Some(&changed);
         assert!(!rows_match(&m, &read(&one_changed), false));
         assert!(!rows_match(&m, &read(&all[..3]), false), "a short read");
+    }
+
+    #[test]
+    fn chunked_records_never_hold_the_body() {
+        use crate::core::formats::fingerprint::Digest256;
+        use crate::core::formats::key_record::AttemptId;
+        let done = Completed {
+            attempt: AttemptId(7),
+            fingerprint: Digest256([1; 32]),
+            completed_at: 10,
+            expires_at: 20,
+            response: std::sync::Arc::new(StoredResponse {
+                status: 201,
+                headers: vec![("content-type".into(), "application/json".into())],
+                body: vec![5; 3 * CHUNK_BYTES],
+            }),
+            sealed_answer: None,
+            sealed_bound: false,
+            chunks: None,
+        };
+        let m = super::manifest(3 * CHUNK_BYTES, 7, vec![[0; 32]; 3]);
+        assert_eq!((m.body_len, m.chunk_len, m.count()), (3 * CHUNK_BYTES as u64, CHUNK_BYTES as u32, 3));
+        let head = done.response.head();
+        let completed = |record: KeyRecord| match record {
+            KeyRecord::Completed(done) => done,
+            other => panic!("not completed: {other:?}"),
+        };
+        let (stored, kept) = chunked_records(&done, m.clone(), None);
+        let (stored, kept) = (completed(stored), completed(kept));
+        assert_eq!((*stored.response).clone(), head, "in the clear: the head, no body");
+        assert_eq!((stored.sealed_answer, stored.chunks.as_ref()), (None, Some(&m)));
+        assert_eq!(((*kept.response).clone(), kept.chunks), (head.clone(), Some(m.clone())));
+        let (stored, kept) = chunked_records(&done, m.clone(), Some(vec![9; 40]));
+        let (stored, kept) = (completed(stored), completed(kept));
+        assert_eq!(
+            (stored.response.status, stored.response.headers.len(), stored.response.body.len()),
+            (0, 0, 0)
+        );
+        assert_eq!((stored.sealed_answer, stored.chunks), (Some(vec![9; 40]), Some(m.clone())));
+        assert_eq!(((*kept.response).clone(), kept.sealed_answer), (head.clone(), None), "kept opened");
+        assert_eq!((stored.attempt, stored.expires_at), (AttemptId(7), 20));
+        assert_eq!(opened_head(&head.encode()), Ok(head));
+        assert!(opened_head(&done.response.encode()).unwrap_err().contains("has a body"));
+        assert!(opened_head(b"\x01").unwrap_err().contains("unreadable"));
+    }
+
+    #[test]
+    fn heads_and_chunks_are_sealed_with_the_scopes_answer_key() {
+        let m = super::manifest(4096, 7, vec![[0; 32]]);
+        let head = head_seal(b"salt", "obj", &m);
+        assert_eq!(
+            (head.salt.as_slice(), head.info, head.aad.clone()),
+            (&b"salt"[..], ANSWER_KEY_INFO, head_associated_data("obj", SEALED_RECORD_VERSION, &m))
+        );
+        let chunk = chunk_seal(b"salt", "obj", 7, 1, 5);
+        assert_eq!((chunk.salt.as_slice(), chunk.info), (&b"salt"[..], ANSWER_KEY_INFO));
+        assert_eq!(chunk.aad, chunk_associated_data("obj", SEALED_RECORD_VERSION, 7, 1, 5));
     }
 
     #[test]

@@ -55,6 +55,43 @@ pub fn refuses_unsealed(ring_set: bool, allow_unsealed: bool, record: &super::ke
         && matches!(record, KeyRecord::Completed(Completed { sealed_answer: None, .. }))
 }
 
+/// What a record read from storage needs before its answer can be replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opening {
+    /// Nothing: it is replayed at once.
+    Nothing,
+    /// Its sealed answer opened, or its chunk rows checked against their manifest
+    /// (`core::formats::chunks`, rule 2).
+    Open,
+    /// Refused (503, nothing forwarded): an answer in the clear while sealing is required
+    /// (rule 4).
+    Refuse,
+}
+
+/// What `record` needs ([`Opening`]). `read_in_clear`: whether the record as storage held
+/// it has its answer in the clear (an answer this object opened is kept unsealed in
+/// memory, and is not refused for that). `checked_chunks`: the attempt whose chunk rows
+/// this object life has checked already (they are checked once).
+pub fn opening(
+    record: &super::key_record::KeyRecord,
+    read_in_clear: bool,
+    ring_set: bool,
+    allow_unsealed: bool,
+    checked_chunks: Option<u64>,
+) -> Opening {
+    use super::key_record::KeyRecord;
+    if read_in_clear && refuses_unsealed(ring_set, allow_unsealed, record) {
+        return Opening::Refuse;
+    }
+    let KeyRecord::Completed(done) = record else { return Opening::Nothing };
+    let unchecked = done.chunks.as_ref().is_some_and(|manifest| checked_chunks != Some(manifest.attempt));
+    if done.sealed_answer.is_some() || unchecked {
+        Opening::Open
+    } else {
+        Opening::Nothing
+    }
+}
+
 /// HKDF `info` for the keys that seal stored answers.
 pub const ANSWER_KEY_INFO: &[u8] = b"idempotency-edge stored answer v1";
 
@@ -281,6 +318,46 @@ pub fn request_associated_data(object_id: &str, record_version: u8) -> Vec<u8> {
     aad
 }
 
+/// What one seal is of: the derived key that seals and opens it (HKDF `salt` and `info`,
+/// rules 2 and 5) and what it is bound to (`aad`, rule 3). Every sealed value the worker
+/// stores is made from one of these; the runtime only runs the cipher with them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealContext {
+    pub salt: Vec<u8>,
+    pub info: &'static [u8],
+    pub aad: Vec<u8>,
+}
+
+impl SealContext {
+    /// A stored answer of the scope whose key salt is `scope`, in the object `object_id`.
+    /// `bound`: the record's attempt and fingerprint (record tag 5); `None` for an answer
+    /// an earlier release sealed (tag 2), which is opened as it was written.
+    pub fn answer(scope: &[u8], object_id: &str, bound: Option<(u64, &[u8; 32])>) -> SealContext {
+        let version = super::key_record::SEALED_RECORD_VERSION;
+        let aad = match bound {
+            Some((attempt, fingerprint)) => {
+                bound_answer_associated_data(object_id, version, attempt, fingerprint)
+            }
+            None => answer_associated_data(object_id, version),
+        };
+        SealContext { salt: scope.to_vec(), info: ANSWER_KEY_INFO, aad }
+    }
+
+    /// A job's stored request in the object `object_id`, with that id as salt (rule 5).
+    /// `bound`: the job's claim time and fingerprint (job version 2); `None` for a request
+    /// an earlier release sealed (job version 1).
+    pub fn request(object_id: &str, bound: Option<(u64, &[u8; 32])>) -> SealContext {
+        let version = super::key_record::SEALED_RECORD_VERSION;
+        let aad = match bound {
+            Some((claimed_at, fingerprint)) => {
+                bound_request_associated_data(object_id, version, claimed_at, fingerprint)
+            }
+            None => request_associated_data(object_id, version),
+        };
+        SealContext { salt: object_id.as_bytes().to_vec(), info: REQUEST_KEY_INFO, aad }
+    }
+}
+
 /// Standard base64 with padding (RFC 4648 §4), strictly: no whitespace, no URL alphabet,
 /// canonical padding and no stray bits under it (the `base64` crate's `STANDARD`).
 pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
@@ -407,6 +484,69 @@ mod tests {
         assert_ne!(request, answer, "a request never opens as an answer");
         assert_ne!(request, bound_request_associated_data("ab", 2, 9, &fp), "another job");
         assert_ne!(request, bound_request_associated_data("ab", 2, 7, &other));
+    }
+
+    #[test]
+    fn answers_use_the_scopes_key_and_requests_the_objects() {
+        let (fp, version) = ([3u8; 32], crate::core::formats::key_record::SEALED_RECORD_VERSION);
+        let answer = SealContext::answer(b"scope-salt", "ab", Some((7, &fp)));
+        assert_eq!((answer.salt.as_slice(), answer.info), (&b"scope-salt"[..], ANSWER_KEY_INFO));
+        assert_eq!(answer.aad, bound_answer_associated_data("ab", version, 7, &fp));
+        let legacy = SealContext::answer(b"scope-salt", "ab", None);
+        assert_eq!(legacy.aad, answer_associated_data("ab", version), "an earlier release's answer");
+        let request = SealContext::request("ab", Some((9, &fp)));
+        assert_eq!((request.salt.as_slice(), request.info), (&b"ab"[..], REQUEST_KEY_INFO));
+        assert_eq!(request.aad, bound_request_associated_data("ab", version, 9, &fp));
+        assert_eq!(SealContext::request("ab", None).aad, request_associated_data("ab", version));
+        // The bytes stored records were sealed with: a change here would leave them unopenable.
+        assert_eq!(version, 2);
+        assert_eq!(legacy.aad, b"idempotency-edge/answer\0ab\0\x02");
+        assert_eq!(&request.aad[..32], b"idempotency-edge/request-bound\0a");
+    }
+
+    #[test]
+    fn a_record_is_opened_once_and_refused_in_the_clear_only_as_storage_held_it() {
+        use crate::core::formats::chunk_manifest::ChunkManifest;
+        use crate::core::formats::fingerprint::Digest256;
+        use crate::core::formats::key_record::{AttemptId, Completed, InFlight, KeyRecord, StoredResponse};
+        let done = Completed {
+            attempt: AttemptId(4),
+            fingerprint: Digest256([1; 32]),
+            completed_at: 0,
+            expires_at: 10,
+            response: std::sync::Arc::new(StoredResponse {
+                status: 201,
+                headers: vec![],
+                body: b"x".to_vec(),
+            }),
+            sealed_answer: None,
+            sealed_bound: false,
+            chunks: None,
+        };
+        let clear = KeyRecord::Completed(done.clone());
+        let sealed = KeyRecord::Completed(Completed { sealed_answer: Some(vec![1]), ..done.clone() });
+        let manifest = ChunkManifest { body_len: 1, chunk_len: 1, attempt: 4, digests: vec![[0; 32]] };
+        let chunked = KeyRecord::Completed(Completed { chunks: Some(manifest), ..done.clone() });
+        assert_eq!(opening(&clear, true, true, false, None), Opening::Refuse);
+        assert_eq!(opening(&clear, false, true, false, None), Opening::Nothing, "opened by this object");
+        assert_eq!(opening(&clear, true, true, true, None), Opening::Nothing, "allowed for a rollout");
+        assert_eq!(opening(&clear, true, false, false, None), Opening::Nothing, "no ring");
+        assert_eq!(opening(&sealed, false, true, false, Some(4)), Opening::Open, "opened on every read");
+        assert_eq!(opening(&chunked, true, false, false, None), Opening::Open);
+        assert_eq!(opening(&chunked, true, false, false, Some(3)), Opening::Open, "another attempt's rows");
+        assert_eq!(opening(&chunked, true, false, false, Some(4)), Opening::Nothing, "checked once");
+        assert_eq!(opening(&chunked, true, true, false, Some(4)), Opening::Refuse, "its head in the clear");
+        let claim = KeyRecord::InFlight(InFlight {
+            attempt: AttemptId(4),
+            fingerprint: Digest256([1; 32]),
+            origin_attempts: 1,
+            claimed_at: 0,
+            lease_until: 5,
+            expires_at: 10,
+            async_job: None,
+            reconcile: None,
+        });
+        assert_eq!(opening(&claim, true, true, false, None), Opening::Nothing, "nothing to open");
     }
 
     #[test]

@@ -6,4 +6,5 @@
 
 pub mod key_state;
 pub mod machine;
+pub mod origin_attempt;
 pub mod reconcile;

@@ -42,6 +42,9 @@ const MIN_RSA_MODULUS_BYTES: usize = 256;
 /// Largest RSA modulus accepted, in bytes (8192 bits).
 const MAX_RSA_MODULUS_BYTES: usize = 1024;
 
+/// The members of a WebCrypto algorithm parameter object, as (name, value).
+pub type WebCryptoParams = &'static [(&'static str, &'static str)];
+
 /// A signature algorithm the worker verifies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algorithm {
@@ -65,6 +68,22 @@ impl Algorithm {
             "EdDSA" => Some(Algorithm::EdDsa),
             "HS256" => Some(Algorithm::Hs256),
             _ => None,
+        }
+    }
+
+    /// WebCrypto's parameters for this algorithm, as (member, value) pairs: the key import's
+    /// and the `verify` call's. ECDSA names its hash at `verify`, and its signature is raw
+    /// `r || s`, which is JWS's format too.
+    pub fn webcrypto_params(self) -> (WebCryptoParams, WebCryptoParams) {
+        match self {
+            Algorithm::Rs256 => {
+                (&[("name", "RSASSA-PKCS1-v1_5"), ("hash", "SHA-256")], &[("name", "RSASSA-PKCS1-v1_5")])
+            }
+            Algorithm::Es256 => {
+                (&[("name", "ECDSA"), ("namedCurve", "P-256")], &[("name", "ECDSA"), ("hash", "SHA-256")])
+            }
+            Algorithm::EdDsa => (&[("name", "Ed25519")], &[("name", "Ed25519")]),
+            Algorithm::Hs256 => (&[("name", "HMAC"), ("hash", "SHA-256")], &[("name", "HMAC")]),
         }
     }
 

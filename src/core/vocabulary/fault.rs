@@ -63,6 +63,47 @@ pub enum StorageOperation {
     Alarm,
 }
 
+/// Why the key's storage could not read, open or write the record, with the platform's
+/// own error text (it names no key or body): the detail of a [`FaultSource::Storage`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StorageError {
+    /// A storage call failed (`Name: message`, as the runtime threw it).
+    Sql(String),
+    /// The stored record is not one this release can read (never read as absent).
+    Corrupt(String),
+    /// A stored answer could not be sealed or opened (`core::formats::seal`).
+    Seal(String),
+    /// A chunked answer's rows are missing or do not match its record
+    /// (`core::formats::chunks`).
+    Chunks(String),
+    /// An outcome whose claim stopped being the live one while its answer was sealed (a
+    /// purge, then a new claim): not written, so the new claim's record stays.
+    Fenced,
+}
+
+impl StorageError {
+    /// What failed of a read of the record: opening its sealed or chunked answer, or
+    /// reading the record itself.
+    pub fn operation(&self) -> StorageOperation {
+        match self {
+            StorageError::Seal(_) | StorageError::Chunks(_) => StorageOperation::Open,
+            StorageError::Sql(_) | StorageError::Corrupt(_) | StorageError::Fenced => StorageOperation::Read,
+        }
+    }
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StorageError::Sql(message) => write!(f, "SQL error: {message}"),
+            StorageError::Corrupt(error) => write!(f, "stored record is unreadable: {error}"),
+            StorageError::Seal(error) => write!(f, "stored answer: {error}"),
+            StorageError::Chunks(error) => write!(f, "stored answer chunks: {error}"),
+            StorageError::Fenced => write!(f, "the claim is no longer the live one; outcome not written"),
+        }
+    }
+}
+
 /// What was asked of the platform.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlatformCall {

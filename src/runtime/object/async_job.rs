@@ -20,7 +20,6 @@ use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
 use web_sys::{Headers, Response};
 
-use super::super::platform::Result;
 use super::{body, metrics, now_ms, random_u64, settings, Carry, KeyObject};
 use crate::core::edge_rules::headers::forward_to_origin;
 use crate::core::edge_rules::log::RequestLog;
@@ -39,7 +38,7 @@ use crate::runtime::boundary::header_lines;
 use crate::runtime::origin::{self, AnswerBody, OriginAnswer, Outgoing};
 use crate::runtime::outcome_queue;
 use crate::runtime::respond;
-use worker::console_error;
+use worker::{console_error, Result};
 
 /// A job's request that could not be read whole (its body, its headers, the call's scope)
 /// before anything was claimed.

@@ -417,3 +417,18 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn webcrypto_params_name_each_algorithm_with_its_hash_and_curve() {
+    let params = |algorithm: Algorithm| algorithm.webcrypto_params();
+    let rsa: WebCryptoParams = &[("name", "RSASSA-PKCS1-v1_5"), ("hash", "SHA-256")];
+    assert_eq!(params(Algorithm::Rs256), (rsa, &[("name", "RSASSA-PKCS1-v1_5")][..]));
+    // ECDSA: the curve at import, the hash at verify (WebCrypto refuses it elsewhere).
+    let ec_import: WebCryptoParams = &[("name", "ECDSA"), ("namedCurve", "P-256")];
+    assert_eq!(params(Algorithm::Es256), (ec_import, &[("name", "ECDSA"), ("hash", "SHA-256")][..]));
+    assert_eq!(params(Algorithm::EdDsa), (&[("name", "Ed25519")][..], &[("name", "Ed25519")][..]));
+    assert_eq!(
+        params(Algorithm::Hs256),
+        (&[("name", "HMAC"), ("hash", "SHA-256")][..], &[("name", "HMAC")][..])
+    );
+}

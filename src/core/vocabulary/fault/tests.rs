@@ -254,3 +254,28 @@ fn the_log_line_keeps_what_failed_and_names_the_source() {
     let line = source.log_line("object 0a1b", "writing the claim", "SQL error: SQLITE_FULL");
     assert_eq!(line, "object 0a1b: writing the claim failed (fault: storage-write): SQL error: SQLITE_FULL");
 }
+
+#[test]
+fn a_records_storage_errors_say_what_failed_of_it() {
+    let open = [StorageError::Seal("opening".into()), StorageError::Chunks("chunk 2 is missing".into())];
+    for error in open {
+        assert_eq!(error.operation(), StorageOperation::Open, "{error}");
+        assert_eq!(FaultSource::Storage { operation: error.operation() }.label(), "storage-open");
+    }
+    let read = [
+        StorageError::Sql("Error: disk".into()),
+        StorageError::Corrupt("version 9".into()),
+        StorageError::Fenced,
+    ];
+    for error in read {
+        assert_eq!(error.operation(), StorageOperation::Read, "{error}");
+    }
+    assert_eq!(
+        StorageError::Corrupt("not a record".into()).to_string(),
+        "stored record is unreadable: not a record"
+    );
+    assert_eq!(StorageError::Chunks("x".into()).to_string(), "stored answer chunks: x");
+    // Whatever fails of a read, nothing was claimed: 503, the key untouched.
+    let fault = Fault::storage(StorageError::Fenced.operation(), Stage::BeforeClaim);
+    assert_eq!(consequence(&fault).key, KeyFate::Untouched);
+}

@@ -52,7 +52,7 @@ use worker::{event, Context};
 use super::boundary::{filtered_copy, header_lines};
 use super::forward::{self, pass_through, replace_client_ip};
 use super::identity;
-use super::object_call::{cached_key_namespace, call_key, ObjectCalls, OBJECT_BINDING};
+use super::object_call::{cached_key_namespace, call_key, OBJECT_BINDING};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
 use crate::core::edge_rules::edge::{self, CoveredPlan, Edge, RequestHead};
@@ -238,12 +238,12 @@ impl CoveredRequest {
         };
         // The object name is a hash: safe to log, unlike the key or the credential.
         let short = &identified.name[..16];
-        let calls = ObjectCalls::default();
+        let calls = std::cell::Cell::new(0);
         let failure = match call_key(&calls, &namespace, &identified.name, &to_object).await {
             Ok((response, _)) => return Ok(response),
             Err(failure) => failure,
         };
-        let tried = (wire_method, calls.made());
+        let tried = (wire_method, calls.get());
         self.unanswered(short, identified.scope_log, tried, unprotected, failure).await
     }
 

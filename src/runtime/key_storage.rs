@@ -45,7 +45,7 @@ use super::bindings::{self, SyncKv};
 use super::chunks;
 use super::seal::Sealer;
 use super::settings;
-use crate::core::edge_rules::log::{event_line, StorageCalls};
+use crate::core::edge_rules::log::{event_line, StorageAccess as Access, StorageCalls};
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::key_record::{Completed, DecodeError, KeyRecord, StoredResponse};
 use crate::core::formats::seal::{opening, KeyRing, Opening, SealContext};
@@ -103,13 +103,6 @@ pub(super) struct KeyStorage {
     calls: Cell<StorageCalls>,
 }
 
-/// Whether a call into storage reads or writes (an alarm set or deleted is a write).
-#[derive(Clone, Copy)]
-enum Access {
-    Read,
-    Write,
-}
-
 /// A record opened after it was read (its sealed answer, or its chunk rows checked): what
 /// the object keeps in memory, if storage still holds what was opened.
 pub(super) struct Opened {
@@ -156,11 +149,7 @@ impl KeyStorage {
     /// storage (the record read, written or deleted, a chunked answer's rows, the alarm,
     /// `deleteAll`) counts itself here, once.
     fn count(&self, access: Access) {
-        let StorageCalls { reads, writes } = self.calls.get();
-        self.calls.set(match access {
-            Access::Read => StorageCalls { reads: reads.wrapping_add(1), writes },
-            Access::Write => StorageCalls { reads, writes: writes.wrapping_add(1) },
-        });
+        self.calls.set(self.calls.get().and(access));
     }
 
     /// Reads the stored record (synchronous: in the caller's turn).

@@ -46,18 +46,6 @@ pub(super) fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Res
     Ok(namespace)
 }
 
-/// The calls to keys' objects the Worker made for one request (its line's `object_calls`),
-/// counted where every call is made ([`call_object_marked`]).
-#[derive(Default)]
-pub(super) struct ObjectCalls(Cell<u32>);
-
-impl ObjectCalls {
-    /// How many calls were made so far (sent, whatever came of them).
-    pub(super) fn made(&self) -> u32 {
-        self.0.get()
-    }
-}
-
 /// Sends `req` to the object behind `stub` and takes its answer: only one that carries the
 /// object's mark is the object's. A call that throws before it is sent, or that the
 /// platform refuses as `overloaded` (queued and never run), was not delivered; any other
@@ -67,17 +55,18 @@ pub(super) async fn call_object(
     stub: Stub,
     req: &Request,
 ) -> std::result::Result<Response, (ObjectCallFailure, String)> {
-    call_object_marked(&ObjectCalls::default(), stub, req).await.map(|(response, _)| response)
+    call_object_marked(&Cell::new(0), stub, req).await.map(|(response, _)| response)
 }
 
-/// [`call_object`], counted in `calls`, with the mark the object put on its answer
-/// (observe mode's verdict). Every call the Worker makes to a key's object is made here.
+/// [`call_object`], with the mark the object put on its answer (observe mode's verdict).
+/// Every call the Worker makes to a key's object is made here, and counted in `calls`: the
+/// request's calls so far, which its line says (`object_calls`).
 async fn call_object_marked(
-    calls: &ObjectCalls,
+    calls: &Cell<u32>,
     stub: Stub,
     req: &Request,
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
-    calls.0.set(calls.0.get().saturating_add(1));
+    calls.set(calls.get().saturating_add(1));
     let stub: worker::worker_sys::DurableObject = stub.into_rpc();
     // `worker`'s `Stub::fetch_with_request` answers both failures as one error: whether the
     // call was sent, and the rejection's flags, are what the core decides on.
@@ -136,7 +125,7 @@ pub(super) fn envelope_request(
 /// body, with an outcome), POSTed to `target`, counted in `calls`; the mark the object put
 /// on its answer.
 pub(super) async fn call_named(
-    calls: &ObjectCalls,
+    calls: &Cell<u32>,
     env: &Env,
     jurisdiction: Option<&str>,
     name: &str,
@@ -154,7 +143,7 @@ pub(super) async fn call_named(
 /// answer and mark, or the failure (a stub that could not be made was never sent anything,
 /// nor counted).
 pub(super) async fn call_key(
-    calls: &ObjectCalls,
+    calls: &Cell<u32>,
     namespace: &ObjectNamespace,
     name: &str,
     req: &Request,

@@ -41,7 +41,7 @@ use web_sys::{Request, Response};
 use super::boundary::header_lines;
 use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
 use super::identity::identify;
-use super::object_call::{cached_key_namespace, call_named, ObjectCalls};
+use super::object_call::{cached_key_namespace, call_named};
 use super::{body, metrics, now_ms, origin};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge::CoveredPlan;
@@ -248,7 +248,7 @@ impl Observation {
         let name = identified.name;
         // The request's copy is not held while the object is called.
         drop(request);
-        let calls = ObjectCalls::default();
+        let calls = std::cell::Cell::new(0);
         let object = |step: KeyStep, body: Option<JsValue>| {
             let envelope = ToObject::Key(KeyCall { step, ..call.clone() }).encode();
             call_named(&calls, &env, jurisdiction.as_deref(), &name, &target, envelope, body)
@@ -289,7 +289,7 @@ impl Observation {
         let log = RequestLog {
             origin_status,
             origin_ms: Some(ms),
-            object_calls: Some(calls.made()),
+            object_calls: Some(calls.get()),
             ..RequestLog::new(Some(short), decision, status, Some(call.scope))
         };
         metrics::write_point_in(&env, &log, observed(&call.trace));

@@ -52,7 +52,23 @@ pub struct StorageCalls {
     pub writes: u32,
 }
 
+/// Whether a call into storage reads or writes (an alarm set or deleted is a write).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StorageAccess {
+    Read,
+    Write,
+}
+
 impl StorageCalls {
+    /// These calls and one more, of `access`.
+    pub fn and(self, access: StorageAccess) -> StorageCalls {
+        let StorageCalls { reads, writes } = self;
+        match access {
+            StorageAccess::Read => StorageCalls { reads: reads.wrapping_add(1), writes },
+            StorageAccess::Write => StorageCalls { reads, writes: writes.wrapping_add(1) },
+        }
+    }
+
     /// What was done since `before` (a count taken earlier from the same counter).
     pub fn since(self, before: StorageCalls) -> StorageCalls {
         StorageCalls {
@@ -485,8 +501,9 @@ mod tests {
         assert_eq!(line.data_point().doubles[5..], [2.0, 1.0, 4.0]);
         // What a request did is the counter's difference across it, even past a wrap.
         let before = StorageCalls { reads: u32::MAX, writes: 7 };
-        let after = StorageCalls { reads: 1, writes: 9 };
-        assert_eq!(after.since(before), StorageCalls { reads: 2, writes: 2 });
+        let after = before.and(StorageAccess::Read).and(StorageAccess::Write).and(StorageAccess::Read);
+        assert_eq!(after, StorageCalls { reads: 1, writes: 8 });
+        assert_eq!(after.since(before), StorageCalls { reads: 2, writes: 1 });
     }
 
     #[test]

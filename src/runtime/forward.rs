@@ -7,7 +7,7 @@
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
+use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 
 use super::{body, origin_auth, respond, settings};
 use crate::core::edge_rules::config::{Config, PathConfig};
@@ -145,7 +145,7 @@ pub(super) fn start_send(env: &Env, service: Option<&str>, req: &Request) -> Res
 pub(super) fn origin_or_problem(result: Result<Response>) -> Result<Response> {
     match result {
         Ok(response) if has_websocket(&response) => Ok(response),
-        Ok(response) => rewrap(&response, &response.headers()),
+        Ok(response) => respond::rewrapped(&response, &response.headers()),
         Err(_) => respond::problem(&edge::pass_through_unreachable()),
     }
 }
@@ -153,14 +153,6 @@ pub(super) fn origin_or_problem(result: Result<Response>) -> Result<Response> {
 pub(super) fn has_websocket(response: &Response) -> bool {
     js_sys::Reflect::get(response, &JsValue::from_str("webSocket"))
         .is_ok_and(|socket| !socket.is_null() && !socket.is_undefined())
-}
-
-/// `new Response(response.body, { status, headers })`.
-pub(super) fn rewrap(response: &Response, headers: &Headers) -> Result<Response> {
-    let init = ResponseInit::new();
-    init.set_status(response.status());
-    init.set_headers(headers);
-    Ok(Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?)
 }
 
 /// `new Request(target, { method, headers, body, redirect: "manual" })`: the request as it

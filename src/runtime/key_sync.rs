@@ -15,8 +15,8 @@ use super::key_storage::StorageError;
 use super::now_ms;
 use super::object::KeyObject;
 use crate::core::edge_rules::log::event_line;
-use crate::core::formats::key_record::{AttemptId, KeyRecord};
-use crate::core::key_rules::key_state::{Decided, Pending};
+use crate::core::formats::key_record::KeyRecord;
+use crate::core::key_rules::key_state::{Decided, Fence, Pending};
 use crate::core::key_rules::machine::KeyRecordChange;
 use crate::core::vocabulary::fault::{FaultSource, StorageOperation};
 use worker::{console_error, console_log};
@@ -54,23 +54,18 @@ impl KeyObject {
 
     /// Writes a record change to storage, then to memory. A claim's `Put` is synchronous,
     /// so it is in place before the caller awaits anything; only a completed answer that is
-    /// sealed awaits (WebCrypto) before it is written.
-    pub(super) async fn apply(&self, change: &KeyRecordChange) -> std::result::Result<(), StorageError> {
-        self.apply_fenced(change, |object, attempt| object.claim_is_current(attempt)).await
-    }
-
-    /// [`KeyObject::apply`], with the fencing a completed answer is written under after it
-    /// was sealed: whether the record it replaces is still current.
-    async fn apply_fenced(
+    /// sealed awaits (WebCrypto) before it is written, and only while the record it
+    /// replaces is still current (`fence`, the driver's fencing).
+    pub(super) async fn apply(
         &self,
         change: &KeyRecordChange,
-        still_current: fn(&KeyObject, AttemptId) -> bool,
+        fence: Fence,
     ) -> std::result::Result<(), StorageError> {
         match change {
             KeyRecordChange::Keep => Ok(()),
             KeyRecordChange::Put(record) => {
                 let attempt = record.attempt();
-                let cached = self.store.put(record, || still_current(self, attempt)).await?;
+                let cached = self.store.put(record, || self.key.borrow().is_current(fence, attempt)).await?;
                 self.key.borrow_mut().remember(Some(cached));
                 Ok(())
             }
@@ -100,37 +95,17 @@ impl KeyObject {
     }
 
     /// Writes a pending step's record change and tells the driver how it went: the step
-    /// to carry out, and whether the write held (a failure is logged here).
-    pub(super) async fn write(&self, pending: Pending, what: &str) -> (Decided, bool) {
-        self.write_fenced(pending, what, |object, attempt| object.claim_is_current(attempt)).await
-    }
-
-    /// [`KeyObject::write`] of a lookup's verdict: fenced by the unknown outcome it settles.
-    pub(super) async fn write_verdict(&self, pending: Pending) -> (Decided, bool) {
-        let fence = |object: &KeyObject, attempt| object.key.borrow().lookup_is_current(attempt);
-        self.write_fenced(pending, "the reconciliation", fence).await
-    }
-
-    async fn write_fenced(
-        &self,
-        pending: Pending,
-        what: &str,
-        still_current: fn(&KeyObject, AttemptId) -> bool,
-    ) -> (Decided, bool) {
-        match self.apply_fenced(&pending.step().change, still_current).await {
-            Ok(()) => (self.key.borrow_mut().handle_written(pending), true),
+    /// to carry out (a failure is logged here; the driver decides what it leaves).
+    pub(super) async fn write(&self, pending: Pending) -> Decided {
+        match self.apply(&pending.step().change, pending.fence()).await {
+            Ok(()) => self.key.borrow_mut().handle_written(pending),
             Err(error) => {
-                // The key's driver decides what the failed write leaves (`core::vocabulary::fault`).
                 let source = FaultSource::Storage { operation: StorageOperation::Write };
-                console_error!("{}", source.log_line(&self.subject(), &format!("writing {what}"), &error));
-                (self.key.borrow_mut().handle_write_failed(pending, now_ms()), false)
+                let what = format!("writing {}", pending.describe());
+                console_error!("{}", source.log_line(&self.subject(), &what, &error));
+                self.key.borrow_mut().handle_write_failed(pending, now_ms())
             }
         }
-    }
-
-    /// Whether the record is still the claim of `attempt` (the driver's fencing).
-    pub(super) fn claim_is_current(&self, attempt: AttemptId) -> bool {
-        self.key.borrow().claim_is_current(attempt)
     }
 
     pub(super) fn cached_record(&self) -> Option<KeyRecord> {

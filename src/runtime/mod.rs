@@ -24,8 +24,6 @@
 //! - `respond`: core values (problems, stored responses) into `Response`s, and the stored
 //!   answer prepared once for replays.
 //! - `settings`: the configuration and bindings, read once per isolate.
-//! - `settlement`: the prepared replay, and a waiter's wait for the live execution's
-//!   answer against its deadline (who waits, and for what, is the key's driver's).
 //! - `seal`: stored answers sealed and opened with WebCrypto (`web-sys`'s `SubtleCrypto`).
 //! - `origin_auth`: the origin requests' signature, made with WebCrypto.
 //! - `bindings`: the platform calls `worker` does not bind (one line each on why): a
@@ -59,7 +57,6 @@ mod reconcile;
 mod respond;
 mod seal;
 mod settings;
-mod settlement;
 
 use crate::core::vocabulary::fault::{Fault, PlatformCall, Stage};
 

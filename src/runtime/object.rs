@@ -1,21 +1,28 @@
 //! The Durable Object for one (caller scope, idempotency key): the key's single writer.
 //!
-//! Every decision comes from the key's driver, `core::key_rules::key_state::KeyState`, which holds the
-//! record as this instance knows it and the live execution: this file loads, hands it what
-//! happened, writes the step it returns, and carries the step out. The driver also holds
-//! the live execution's waiters (they share its prepared answer). What stays here is what
-//! only the runtime has: the origin fetch, the prepared answers, and the calls into the
-//! key's storage (`runtime::key_storage`: the record, sealing, chunk rows, the alarm).
+//! Every decision comes from the key's driver, `core::key_rules::key_state::KeyState`, which
+//! holds the record as this instance knows it, the live execution and its waiters, and
+//! the running lookup. This file is load, feed the event, carry out each action: every
+//! path (an arrival, an observed arrival or outcome, the alarm, a job's send, a lookup)
+//! hands the driver what happened, writes the step it returns (`runtime::key_sync`), and
+//! gives it to one loop, [`KeyObject::carry_out`], which takes the step's actions one at a
+//! time, with one `match` over them and no arm for "the rest". What an action leads to
+//! (a forward's outcome, a lookup's verdict, a claim withdrawn because its alarm could not
+//! be set) is the driver's step again, written, and its actions join the same loop. The
+//! turn's [`Start`] says only who gets the answer and what a forward sends. What stays here
+//! is what only the runtime has: the origin fetch, the prepared answers, and the calls
+//! into the key's storage (`runtime::key_storage`: the record, sealing, chunk rows, the
+//! alarm).
 //!
 //! Order inside `fetch`, which is what makes duplicates safe:
-//! 1. Decide from the envelope (`core::edge_rules::wire`), the cached record (one synchronous SQL read the first time)
-//!    and the live execution, and write the claim, all before the first `.await`. Other
-//!    requests reach the object whenever the handler awaits, so whatever they must see has
-//!    to be in place by then.
-//! 2. Read the request body (every path reads it: the runtime drops a connection whose
-//!    request body was left unread). Only the execution keeps it, to forward it; every
-//!    other path drains it chunk by chunk, so a waiter holds no body.
-//! 3. Carry out the actions: forward, replay, join, reject.
+//! 1. Decide from the envelope (`core::edge_rules::wire`), the cached record (one
+//!    synchronous SQL read the first time) and the live execution, and write the claim, all
+//!    before the first `.await`. Other requests reach the object whenever the handler
+//!    awaits, so whatever they must see has to be in place by then.
+//! 2. Carry out the actions: set the alarm, forward (the request body read first), replay,
+//!    join, reject. Every path reads the body (the runtime drops a connection whose request
+//!    body was left unread): only a forward keeps it; every other path drains it chunk by
+//!    chunk, so a waiter holds no body.
 //!
 //! A replay of an answer already in memory takes none of those awaits but the drain:
 //! `replay` decides it in one turn, in the same order, and `src/entry.mjs` drains the body
@@ -42,8 +49,12 @@
 //! and every waiter is answered.
 
 use std::cell::{Cell, RefCell};
+use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::{select, Either};
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
@@ -51,33 +62,33 @@ use worker::{durable_object, DurableObject, Result, State};
 
 use web_sys::Response;
 
-use super::key_storage::StorageError;
-use super::key_storage::{IssuedAlarm, KeyStorage};
+use super::key_storage::KeyStorage;
 use super::origin::{self, OriginAnswer, Outgoing};
-use super::reconcile::BeforeArrival;
 use super::respond::{self, Prepared};
 use super::settings;
-use super::settlement::{self, Settlement, Settlements};
 use super::{body, metrics, outcome_queue};
 use super::{now_ms, random_u64, AnswerFault};
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};
-use crate::core::edge_rules::log::{LineContext, RequestLog, StorageCalls};
+use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::scope::ScopeLog;
 use crate::core::edge_rules::wire::{
     KeyCall, KeyStep, ObservedOutcome, ToObject, WireError, ENVELOPE_HEADER,
 };
+use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
 use crate::core::formats::reconciling::Reconciling;
-use crate::core::key_rules::key_state::{look_again_at, Arrival, Decided, KeyState, Pending};
-use crate::core::key_rules::machine::async_job::{ArrivalPlan, AsyncAccept};
+use crate::core::key_rules::key_state::{
+    look_again_at, refusal, AlarmUnset, Arrival, Decided, KeyState, Pending,
+};
+use crate::core::key_rules::machine::async_job::{accepted_response, ArrivalPlan, AsyncAccept, AsyncConfig};
 use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
-use crate::core::vocabulary::fault::{Fault, FaultSource, Stage, StorageOperation};
+use crate::core::vocabulary::fault::{Fault, FaultSource, Stage};
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::core::vocabulary::trace::Trace;
-use worker::{console_error, Env};
+use worker::{console_error, Delay, Env};
 
 mod async_job;
 
@@ -89,8 +100,9 @@ pub struct KeyObject {
     /// The key's driver: the record as this instance knows it, and the live execution
     /// with its waiters, who share its prepared answer.
     pub(super) key: RefCell<KeyState<Rc<Prepared>>>,
-    /// The stored answer prepared for replays.
-    pub(super) replays: Settlements,
+    /// The stored answer prepared for replays, made once per stored answer and shared by
+    /// every replay and waiter.
+    replays: RefCell<Option<Rc<Prepared>>>,
     /// The key's storage: record, sealing, chunk rows and alarm.
     pub(super) store: KeyStorage,
     /// Alarm runs of this instance so far (for `ALARM_FAULT_INJECTION`).
@@ -103,7 +115,7 @@ impl DurableObject for KeyObject {
             store: KeyStorage::new(state, env.clone()),
             env,
             key: RefCell::new(KeyState::default()),
-            replays: Settlements::default(),
+            replays: RefCell::new(None),
             alarm_runs: Cell::new(0),
         }
     }
@@ -113,11 +125,9 @@ impl DurableObject for KeyObject {
     /// which the Worker could not tell from a platform failure).
     async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
         let req = Clone::clone(req.inner());
-        let answer = self.handle(req).await.or_else(|error| {
-            let fault = error.fault();
-            console_error!("{}", fault.source.log_line(&self.subject(), "answering", &error));
-            respond::problem(&fault.problem())
-        });
+        let answered = self.handle(req).await;
+        let answer =
+            answered.or_else(|error| respond::problem(&self.logged(error.fault(), "answering", &error)));
         respond::marked(answer).map(worker::Response::from).map_err(|error| JsValue::from(error).into())
     }
 
@@ -152,11 +162,8 @@ impl KeyObject {
     /// is thrown, as `fetch` rejects with it.
     pub fn replay(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
         let Some((response, drained)) = self.replayed(&req) else { return Ok(JsValue::UNDEFINED) };
-        let answer = response.or_else(|error| {
-            let fault = error.fault();
-            console_error!("{}", fault.source.log_line(&self.subject(), "answering", &error));
-            respond::problem(&fault.problem())
-        });
+        let answer =
+            response.or_else(|error| respond::problem(&self.logged(error.fault(), "answering", &error)));
         let marked = respond::marked(answer).map_err(JsValue::from)?;
         Ok(js_sys::Array::of2(&marked.into(), &drained).into())
     }
@@ -188,129 +195,97 @@ impl KeyObject {
             }
         };
         let now = now_ms();
-        let KeyCall { scope_salt, ref policy, body_bytes, .. } = call;
-        let _ = self.store.scope_salt.set(scope_salt);
+        let _ = self.store.scope_salt.set(call.scope_salt);
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
-        if let Err(error) = self.open_sealed_record().await {
-            let log = self.request_log(Some(call.scope), calls);
-            return self
-                .refuse_unreadable(Some(&req), &call, "opening the stored answer", error, log, received)
-                .await;
-        }
-        // Observe mode: the same record, opened the same way; nothing forwarded from here.
-        self.expire_observed(now);
-        let accept = match &call.step {
-            KeyStep::ObserveArrival => return self.observe_arrival(&req, &call, now).await,
-            KeyStep::ObserveOutcome { attempt, outcome } => {
-                return self.observe_outcome(&req, *attempt, outcome, policy).await
+        let mut log = RequestLog { storage: Some(calls), ..self.request_log(Some(call.scope)) };
+        let arriving = |body, consumed| Start::Arrival { req: &req, call: &call, body, consumed };
+        let (decided, start) = match self.open_sealed_record().await {
+            Err(error) => {
+                let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+                (refusal(self.logged(fault, "opening the stored answer", &error)), arriving(None, false))
             }
-            KeyStep::Enforce { accept_async } => *accept_async,
+            Ok(()) => {
+                // Observe mode: the same record, opened the same way; nothing forwarded from here.
+                self.expire_observed(now);
+                match &call.step {
+                    KeyStep::ObserveArrival => {
+                        (self.observe_arrival(&call, now).await, Start::Observed { unread: Some(&req) })
+                    }
+                    KeyStep::ObserveOutcome { attempt, outcome } => {
+                        log.decision = Decision::Unknown;
+                        let decided = self.observe_outcome(&req, *attempt, outcome, &call.policy).await;
+                        (decided, Start::Observed { unread: None })
+                    }
+                    KeyStep::Enforce { accept_async } => {
+                        let (decided, body, consumed) = self.arrival(&req, &call, *accept_async, now).await;
+                        (decided, arriving(body, consumed))
+                    }
+                }
+            }
         };
-        // An arrival that asks for asynchronous acceptance brings its request read whole and
-        // sealed (`async_job`), before anything is decided: every await comes before the
-        // decision it feeds.
-        let mut log = self.request_log(Some(call.scope), calls);
-        // Served as a job or synchronously, and whether it reconciles: the core's plan.
-        let plan = ArrivalPlan::new(accept, body_bytes, call.reconcile.is_some());
-        // On a route with a lookup: an unknown outcome is looked up first (`runtime::reconcile`).
-        let before = self.reconcile_before_arrival(&req, &call, plan.reconcile, now).await;
-        let BeforeArrival { now, lookup, unsealed, body: mut read_early, refused } = before;
-        if let Some(problem) = refused {
-            // Past the cap of the retries waiting on a running lookup: nothing held.
-            body::drain(&req, Some(body_bytes)).await;
-            log.decision = Decision::Rejected(problem.kind);
-            return self.refuse(&problem, &mut log, &call.trace, received);
+        let mut turn = Turn::new(start, log);
+        let done = self.carry_out(decided, &mut turn).await;
+        let Turn { mut log, answer, forwarded, .. } = turn;
+        if let Start::Observed { .. } = turn.start {
+            // Observing, the Worker answers and logs: it is told the decision.
+            return respond::observed_decision(done.decision.unwrap_or(log.decision), forwarded);
         }
-        let read_before = read_early.is_some();
+        log.decision = done.decision.unwrap_or(log.decision);
+        let response = answer.unwrap_or_else(|| respond::traced_problem(&NO_ANSWER.problem(), &call.trace));
+        self.answer(response, &mut log, &call.trace, received)
+    }
+
+    /// An arrival's step, enforcing, written: decided on the record as it is after every
+    /// await that feeds it (the lookup of an unknown outcome, `runtime::reconcile`; the
+    /// sealing of a job's request, `async_job`), and written before any further await lets
+    /// other requests in (a forward is the live execution from then on, a join one of its
+    /// waiters). With the body where it was read already, and whether its stream was.
+    async fn arrival(
+        &self,
+        req: &web_sys::Request,
+        call: &KeyCall,
+        accept: Option<AsyncConfig>,
+        now: u64,
+    ) -> (Decided, Option<std::result::Result<JsValue, JsValue>>, bool) {
+        // Served as a job or synchronously, and whether it reconciles: the core's plan.
+        let plan = ArrivalPlan::new(accept, call.body_bytes, call.reconcile.is_some());
+        let (mut read_early, mut lookup, mut unsealed, mut now) = (None, None, false, now);
+        // On a route with a lookup (every arrival there, a job's included): an unknown
+        // outcome is looked up first, and the lookup sealed for a claim (`runtime::reconcile`).
+        if let Some(reconcile) = call.reconcile.as_ref().filter(|_| plan.reconcile) {
+            let headers = req.headers();
+            match self.reconcile_for_retry(req, &headers, call, reconcile).await {
+                Ok(body) => read_early = body,
+                // Past the cap of the retries waiting on a running lookup: nothing held.
+                Err(problem) => return (refusal(problem), None, false),
+            }
+            // The time the arrival is decided at, after those awaits: the sealed lookup is
+            // bound to it.
+            now = now_ms();
+            (lookup, unsealed) = match self.sealed_lookup(&headers, call, reconcile, now).await {
+                Ok(lookup) => (lookup, false),
+                Err(()) => (None, true),
+            };
+        }
+        let mut consumed = read_early.is_some();
         let accept = match plan.accept {
             None => None,
-            Some(config) => match self.sealed_for_later(&req, read_early.take(), &call, config, now).await {
+            Some(config) => match self.sealed_for_later(req, read_early.take(), call, config, now).await {
                 Ok(accept) => Some(accept),
-                Err(problem) => {
-                    log.decision = Decision::Rejected(problem.kind);
-                    return self.refuse(&problem, &mut log, &call.trace, received);
-                }
+                Err(problem) => return (refusal(problem), None, true),
             },
         };
-        let body_read = accept.is_some() || read_before;
+        consumed |= accept.is_some();
         if let Err(error) = self.record() {
-            return self
-                .refuse_unreadable(
-                    (!body_read).then_some(&req),
-                    &call,
-                    "reading the record",
-                    error,
-                    log,
-                    received,
-                )
-                .await;
+            let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
+            return (refusal(self.logged(fault, "reading the record", &error)), read_early, consumed);
         }
-        let accept_read = accept.is_some();
-        let mut pending = self.arrive(&call, accept, lookup, false, now);
+        let mut pending = self.arrive(call, accept, lookup, false, now);
         if unsealed {
             pending = self.key.borrow_mut().handle_lookup_unsealed(pending);
         }
-        let what = if accept_read { "the job's claim" } else { "the claim" };
-        let (decided, _) = self.write(pending, what).await;
-        let claimed = decided.claimed();
-        let carry = Carry::of(decided);
-
-        // Still before any await that lets other requests in: become the live execution, or take
-        // a place among its waiters; the alarm is issued too, to join the claim's durable write.
-        let execution = carry.forward;
-        let mut joined = carry.join.and_then(|(attempt, _)| self.key.borrow().waiters_of(attempt));
-        let alarms = self.issue_alarms(&carry.alarms);
-
-        // Reading the body is the first await. A failure matters only to an execution, which
-        // then forwards nothing and releases the key. The body stays a JavaScript value: the
-        // object forwards it and never looks inside. Any other request only drains its body.
-        let body = if execution.is_some() {
-            Some(match read_early.take() {
-                Some(read) => read,
-                None => body::read_whole(&req).await,
-            })
-        } else {
-            // A body read while waiting on a lookup is let go: it is not forwarded.
-            drop(read_early.take());
-            if !body_read {
-                body::drain(&req, Some(body_bytes)).await;
-            }
-            None
-        };
-        if !self.confirm_alarms(alarms).await {
-            let withdrawal = self.key.borrow_mut().handle_alarm_failed(claimed);
-            if let Some(withdrawal) = withdrawal {
-                // Nothing was sent: the waiters are released (409, the driver let them
-                // go), the claim (or the job, which without its alarm would never run)
-                // withdrawn; the caller may retry.
-                let (withdrawn, _) = self.write(withdrawal, "withdrawing the claim").await;
-                log.decision = withdrawn.decision.unwrap_or(log.decision);
-                let fault = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
-                return self.refuse(&fault.problem(), &mut log, &call.trace, received);
-            }
-        }
-        if let Some(decision) = carry.decision {
-            log.decision = decision;
-        }
-        // The caller's answer: the step's own (a replay, a refusal, a job's 202), else the
-        // forward's or the wait's. Settling only follows an origin result, and a lookup an
-        // alarm or a retry's reconciliation (above), never an arrival's step.
-        let response = match (carry.answer, execution, carry.join) {
-            (Some(answer), _, _) => Some(self.answer_of(answer, &call.trace)),
-            (None, Some(attempt), _) => {
-                let body = body.as_ref().and_then(|body| body.as_ref().ok());
-                let sent = Sending { attempt, policy, probe_first: call.probe_origin };
-                Some(self.execute(&req, body, sent, &mut log).await)
-            }
-            (None, None, Some((attempt, wait_ms))) => {
-                let waiting = Waiting { attempt, settled: joined.take(), body_bytes, wait_ms };
-                Some(self.wait(waiting, &call.trace, &mut log).await)
-            }
-            (None, None, None) => None,
-        };
-        let response = response.unwrap_or_else(|| respond::traced_problem(&NO_ANSWER.problem(), &call.trace));
-        self.answer(response, &mut log, &call.trace, received)
+        (self.write(pending).await, read_early, consumed)
     }
 
     /// [`KeyObject::replay`]'s arrival: `None` where it must go the whole way (`handle`).
@@ -340,7 +315,7 @@ impl KeyObject {
         // Nothing to write: the step is reported at once, as `write` would after a `Keep`.
         let decided = self.key.borrow_mut().handle_written(pending);
         let drained = body::start_drain(req, Some(body_bytes));
-        let mut log = self.request_log(Some(call.scope), self.store.calls());
+        let mut log = RequestLog { storage: Some(self.store.calls()), ..self.request_log(Some(call.scope)) };
         log.decision = decided.decision.unwrap_or(log.decision);
         let response = self.prepared(&stored).response();
         Some((self.answer(response, &mut log, &call.trace, received), drained))
@@ -381,45 +356,167 @@ impl KeyObject {
         self.key.borrow_mut().handle_arrival(arrival, now)
     }
 
-    /// A step's answer to its caller ([`CallerAnswer`]), naming the request.
-    fn answer_of(&self, answer: CallerAnswer, trace: &Trace) -> Result<Response> {
-        match answer {
-            CallerAnswer::Replay(stored) => self.prepared(&stored).response(),
-            CallerAnswer::Reject(problem) => respond::traced_problem(&problem, trace),
-            // A poll of the key's asynchronous job.
-            CallerAnswer::Accepted { retry_after } => async_job::accepted(retry_after),
+    /// The carry-out loop: the step's actions, handed out one at a time by the key's driver
+    /// (`Decided::poll_action`), each carried out here, in order, with no arm for "the
+    /// rest". What an action leads to (a forward's outcome, a lookup's verdict, a claim
+    /// withdrawn when its alarm cannot be set) is decided by the driver, written, and its
+    /// actions join this same loop. `turn` says what started it, and so who gets the
+    /// answer. Returns the step as it ended: its decision, and whether it fails the alarm.
+    pub(super) async fn carry_out(&self, mut decided: Decided, turn: &mut Turn<'_>) -> Decided {
+        while let Some(action) = decided.poll_action() {
+            match action {
+                Action::SetAlarm(at) => {
+                    if !self.store.set_alarm(at).await {
+                        // What the rest of the step then does is the driver's to say.
+                        let unset = self.key.borrow_mut().handle_alarm_unset(decided);
+                        decided = match unset {
+                            AlarmUnset::Carry(rest) => rest,
+                            AlarmUnset::Instead(pending) => self.write(pending).await,
+                        };
+                    }
+                }
+                Action::Forward { attempt } => {
+                    if let Some(outcome) = self.forward(attempt, turn).await {
+                        decided.follow(outcome);
+                    }
+                }
+                Action::Settle { attempt, answer, origin_answered } => {
+                    self.settle(attempt, &answer, origin_answered, turn)
+                }
+                Action::Lookup { attempt } => {
+                    if let Some(verdict) = self.look_up_stored(attempt, turn).await {
+                        decided.follow(verdict);
+                    }
+                }
+                Action::Join { attempt, wait_ms } => {
+                    // What it waits for is taken before any await: the execution may end
+                    // during one.
+                    let settled = self.key.borrow().waiters_of(attempt);
+                    if turn.answers() {
+                        turn.let_go_of_body().await;
+                        let body_bytes = turn.body_bytes();
+                        let started = now_ms();
+                        // At most `wait_ms`; a waiter released without an answer (the
+                        // execution ended without settling) gets the driver's 409.
+                        let wait = async { settled?.wait().await };
+                        let deadline = Delay::from(Duration::from_millis(wait_ms));
+                        let outcome = match select(pin!(wait), deadline).await {
+                            Either::Left((answer, _)) => answer,
+                            Either::Right(((), _)) => None,
+                        };
+                        turn.log.wait_ms = Some(now_ms().saturating_sub(started));
+                        let waited =
+                            self.key.borrow_mut().handle_waited(attempt, body_bytes, outcome, now_ms());
+                        let (decision, answer) = match waited {
+                            Ok(answer) => (Decision::Coalesced, answer.response()),
+                            Err(problem) => {
+                                let answer = respond::traced_problem(&problem, turn.trace());
+                                (Decision::Rejected(problem.kind), answer)
+                            }
+                        };
+                        decided.decision = Some(decision);
+                        turn.answer = Some(answer);
+                    }
+                }
+                Action::Replay(stored) => {
+                    if turn.answers() {
+                        turn.give(self.prepared(&stored).response()).await;
+                    }
+                }
+                Action::Reject(problem) => {
+                    if turn.answers() {
+                        let answer = respond::traced_problem(&problem, turn.trace());
+                        turn.give(answer).await;
+                    }
+                }
+                // A job's 202: its claim, or a poll of it.
+                Action::Accepted { retry_after } => {
+                    if turn.answers() {
+                        turn.give(respond::stored(&accepted_response(retry_after), false)).await;
+                    }
+                }
+            }
         }
+        turn.let_go_of_body().await;
+        decided.fails_alarm = decided.fails_alarm.or(turn.fails);
+        decided
     }
 
-    /// Issues a step's alarms in this turn, so that each joins the record write of the
-    /// same turn (one durable write); [`KeyObject::confirm_alarms`] awaits them.
-    pub(super) fn issue_alarms(&self, alarms: &[u64]) -> Vec<(u64, IssuedAlarm<'_>)> {
-        alarms.iter().map(|&at| (at, self.store.issue_alarm(at))).collect()
-    }
-
-    /// Awaits issued alarms (each tried once more if it failed); whether all are set.
-    pub(super) async fn confirm_alarms(&self, issued: Vec<(u64, IssuedAlarm<'_>)>) -> bool {
-        let mut all_set = true;
-        for (at, alarm) in issued {
-            all_set &= self.store.confirm_alarm(at, alarm).await;
+    /// A step's `Forward` of `attempt`: an arrival's request sent to the origin (its body
+    /// read first), or the alarm's job sent; observing, only noted (the Worker forwards).
+    /// The outcome is stepped and written, its decision logged and published, and the
+    /// step returned to join the loop.
+    async fn forward(&self, attempt: AttemptId, turn: &mut Turn<'_>) -> Option<Decided> {
+        let (req, call, read) = match &mut turn.start {
+            Start::Observed { .. } => {
+                turn.forwarded = Some(attempt);
+                return None;
+            }
+            Start::Alarm { request } => {
+                let request = request.take();
+                return self.send_job(attempt, request, turn).await;
+            }
+            Start::Arrival { req, call, body, consumed } => {
+                // The body stays a JavaScript value: the object forwards it and never looks
+                // inside. A failure to read it forwards nothing, and the key is released.
+                let read = match body.take() {
+                    Some(read) => read,
+                    None => body::read_whole(req).await,
+                };
+                *consumed = true;
+                (*req, *call, read)
+            }
+        };
+        let started = now_ms();
+        let (result, mut answer) = match read {
+            Ok(body) => {
+                let (target, headers) = (req.url(), req.headers());
+                let request =
+                    Outgoing { target: &target, method: &req.method(), headers: &headers, body: &body };
+                origin::send(&self.env, request, &call.policy, call.probe_origin).await
+            }
+            Err(_) => (OriginVerdict::NotSent.result(), None),
+        };
+        // The body moves into the stored answer: the caller's response shares it.
+        let stored = answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new);
+        turn.log.origin_status = answer.as_ref().map(|answer| answer.status);
+        turn.log.origin_ms = Some(now_ms().saturating_sub(started));
+        turn.live = answer;
+        let pending =
+            self.key.borrow_mut().handle_origin_finished(attempt, result, stored, &call.policy, now_ms());
+        let decided = self.write(pending).await;
+        if let Some(decision) = decided.decision {
+            outcome_queue::publish(&self.env, self.object_id(), decision, turn.log.origin_status, false);
         }
-        all_set
+        Some(decided)
     }
 
-    /// Sets a step's alarms now: [`KeyObject::issue_alarms`], then confirmed.
-    pub(super) async fn set_alarms(&self, alarms: &[u64]) -> bool {
-        self.confirm_alarms(self.issue_alarms(alarms)).await
-    }
-
-    /// [`KeyObject::answer`] with `problem`, naming the request.
-    fn refuse(
+    /// A step's `Settle`: whoever waits on `attempt` gets `answer` (one copy of the body for
+    /// the waiters and the caller alike), and an arrival's caller the origin's own answer
+    /// where it gave one. A job's send has nobody waiting.
+    fn settle(
         &self,
-        problem: &Problem,
-        log: &mut RequestLog,
-        trace: &Trace,
-        received: u64,
-    ) -> Result<Response> {
-        self.answer(respond::traced_problem(problem, trace), log, trace, received)
+        attempt: AttemptId,
+        answer: &Arc<StoredResponse>,
+        origin_answered: bool,
+        turn: &mut Turn<'_>,
+    ) {
+        if let Start::Alarm { .. } = turn.start {
+            return;
+        }
+        let prepared = self.prepared(answer);
+        self.key.borrow_mut().handle_settled(attempt, prepared.clone());
+        if turn.answers() {
+            turn.answer = Some(match (turn.live.take(), origin_answered) {
+                (Some(live), true) => respond::live(live, &prepared),
+                (Some(_) | None, _) => respond::stored(answer, false),
+            });
+        }
+        // A chunked answer is replayed from its rows from now on: the whole body the
+        // waiters shared is not kept for the rest of this instance's life.
+        if self.key.borrow().record().is_some_and(|record| record.chunks().is_some()) {
+            self.replays.take();
+        }
     }
 
     /// A key request's answer, after its line (with the answer's status, and the time the
@@ -433,31 +530,11 @@ impl KeyObject {
     ) -> Result<Response> {
         log.status = response.as_ref().map_or(500, Response::status);
         log.answered_after(now_ms().saturating_sub(received));
-        // Until now `storage` held the count at arrival (`request_log`): the line says
+        // Until now `storage` held the count at arrival (`handle`, `replayed`): the line says
         // what was done since.
         log.storage = log.storage.map(|before| self.store.calls().since(before));
         self.write_line(log, trace);
         response
-    }
-
-    /// The answer when the record cannot be read or opened: 503, nothing forwarded, the
-    /// body of `drain` drained (none where it was read already), and the decision logged
-    /// (an unreadable record must never pass quietly).
-    async fn refuse_unreadable(
-        &self,
-        drain: Option<&web_sys::Request>,
-        call: &KeyCall,
-        what: &str,
-        error: StorageError,
-        mut log: RequestLog,
-        received: u64,
-    ) -> Result<Response> {
-        let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
-        console_error!("{}", fault.source.log_line(&self.subject(), what, &error));
-        if let Some(req) = drain {
-            body::drain(req, Some(call.body_bytes)).await;
-        }
-        self.refuse(&fault.problem(), &mut log, &call.trace, received)
     }
 
     /// Writes a request's line, naming the request (`core::vocabulary::trace::Trace`).
@@ -466,15 +543,10 @@ impl KeyObject {
     }
 
     /// The log line of a request to this object before its decision is known: storage
-    /// unavailable (what it is unless something better is decided), no status yet, and the
-    /// storage calls made before the request arrived (`calls`), which [`KeyObject::answer`]
-    /// turns into those made for it.
-    fn request_log(&self, scope: Option<ScopeLog>, calls: StorageCalls) -> RequestLog {
+    /// unavailable (what it is unless something better is decided), no status yet.
+    pub(super) fn request_log(&self, scope: Option<ScopeLog>) -> RequestLog {
         let object = Some(self.object_id().to_owned());
-        RequestLog {
-            storage: Some(calls),
-            ..RequestLog::new(object, Decision::Rejected(ProblemKind::StorageUnavailable), 0, scope)
-        }
+        RequestLog::new(object, Decision::Rejected(ProblemKind::StorageUnavailable), 0, scope)
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {
@@ -494,138 +566,47 @@ impl KeyObject {
                 return Err(format!("could not read the record: {error}"));
             }
         };
-        if record.as_ref().and_then(KeyRecord::async_job).is_some() {
-            return self.run_job().await;
-        }
-        let pending = self.key.borrow_mut().handle_alarm(now_ms());
-        let (decided, written) = self.write(pending, "the clean-up").await;
-        if !written {
-            return Err("clean-up failed".to_owned());
-        }
-        let carry = Carry::of(decided);
-        if !self.set_alarms(&carry.alarms).await {
-            return Err("the next alarm could not be set".to_owned());
-        }
-        // An unknown outcome due to be looked up (`runtime::reconcile`).
-        if let Some(attempt) = carry.lookup {
-            self.reconcile_from_alarm(attempt).await?;
-        }
-        Ok(())
-    }
-    /// Runs the first attempt: forwards it, records the outcome, wakes the waiters and
-    /// answers the caller.
-    async fn execute(
-        &self,
-        req: &web_sys::Request,
-        body: Option<&JsValue>,
-        sending: Sending<'_>,
-        log: &mut RequestLog,
-    ) -> Result<Response> {
-        let Sending { attempt, policy, probe_first } = sending;
-        let started = now_ms();
-        let target = req.url();
-        let headers = req.headers();
-        let (result, mut answer) = match body {
-            Some(body) => {
-                let request = Outgoing { target: &target, method: &req.method(), headers: &headers, body };
-                origin::send(&self.env, request, policy, probe_first).await
-            }
-            // The body could not be read: nothing was sent, and the key is released.
-            None => (OriginVerdict::NotSent.result(), None),
+        // A key with a job opens its request first (`async_job`); any other is cleaned up,
+        // and an unknown outcome due is looked up (`runtime::reconcile`).
+        let (pending, request) = match record.as_ref().and_then(KeyRecord::async_job) {
+            Some(_) => self.job_step().await?,
+            None => (self.key.borrow_mut().handle_alarm(now_ms()), None),
         };
-        // The body moves into the stored answer: the caller's response shares it below.
-        let stored = answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new);
-        log.origin_status = answer.as_ref().map(|answer| answer.status);
-        log.origin_ms = Some(now_ms().saturating_sub(started));
-        let (decision, settled) = self.finish(attempt, result, stored, policy, "the outcome").await;
-        if let Some(decision) = decision {
-            log.decision = decision;
-            outcome_queue::publish(&self.env, self.object_id(), decision, log.origin_status, false);
+        let decided = self.write(pending).await;
+        if let Some(decision) = decided.decision {
+            self.log_job(decision, None, None);
         }
-        match settled {
-            Some(Settled { prepared, answer: shared, origin_answered }) => match (answer, origin_answered) {
-                (Some(answer), true) => respond::live(answer, &prepared),
-                _ => respond::stored(&shared, false),
-            },
-            // Should the step not settle (it always does), the waiters are released by the
-            // dropped sender and get 409.
-            None => respond::problem(&NO_ANSWER.problem()),
+        let mut turn = Turn::new(Start::Alarm { request }, self.request_log(None));
+        match self.carry_out(decided, &mut turn).await.fails_alarm {
+            Some(why) => Err(why.to_owned()),
+            None => Ok(()),
         }
     }
 
-    /// Records an attempt's outcome (the object's own forward, or the one observe mode
-    /// reports), wakes whoever waits on it (the driver holds them), and confirms the alarms
-    /// the step set.
-    /// The decision, and the answer it settled with (`None` if it settled nothing).
-    async fn finish(
-        &self,
-        attempt: AttemptId,
-        result: OriginResult,
-        stored: Option<Arc<StoredResponse>>,
-        policy: &KeyTerms,
-        what: &str,
-    ) -> (Option<Decision>, Option<Settled>) {
-        let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
-        let (decided, _) = self.write(pending, what).await;
-        let carry = Carry::of(decided);
-        // Issued in the same turn as the outcome write (one durable write), and confirmed
-        // once the waiters are woken.
-        let alarms = self.issue_alarms(&carry.alarms);
-        let settled = carry.settle.map(|Settling { attempt, answer, origin_answered }| {
-            // One copy of the body for the waiters and the caller alike.
-            let prepared = self.prepared(&answer);
-            self.key.borrow_mut().handle_settled(attempt, prepared.clone());
-            Settled { prepared, answer, origin_answered }
-        });
-        // The outcome was already sent and cannot be taken back. Should the alarm still
-        // fail, the claim's alarm stays in place (it fires at the claim's expiry, and moves
-        // itself to the record's), and an expired record is deleted when read.
-        self.confirm_alarms(alarms).await;
-        // A chunked answer is replayed from its rows from now on: the whole body the
-        // waiters shared is not kept for the rest of this instance's life.
-        if self.key.borrow().record().is_some_and(|record| record.chunks().is_some()) {
-            self.replays.forget_prepared();
-        }
-        (carry.decision, settled)
-    }
-
-    /// Observe mode, a request's arrival: steps the machine as for a real request, writes
-    /// what it would write (the claim, the alarm) and answers with the decision, without
-    /// forwarding, replaying or waiting. A claim becomes the live execution until the
-    /// Worker brings its outcome ([`KeyObject::observe_outcome`]) or its lease ends.
-    async fn observe_arrival(&self, req: &web_sys::Request, call: &KeyCall, now: u64) -> Result<Response> {
+    /// Observe mode, a request's arrival: the machine stepped as for a real request, and
+    /// what it would write (the claim, the alarm) written; carried out without forwarding,
+    /// replaying or waiting, the decision is the answer. A claim becomes the live execution
+    /// until the Worker brings its outcome ([`KeyObject::observe_outcome`]) or its lease
+    /// ends.
+    async fn observe_arrival(&self, call: &KeyCall, now: u64) -> Decided {
         if let Err(error) = self.record() {
             let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
-            console_error!("{}", fault.source.log_line(&self.subject(), "reading the record", &error));
-            body::drain(req, None).await;
-            return respond::observed_decision(Decision::Rejected(fault.problem().kind), None);
+            return refusal(self.logged(fault, "reading the record", &error));
         }
-        let pending = self.arrive(call, None, None, true, now);
-        let (decided, _) = self.write(pending, "the observed claim").await;
-        // As for a real request, everything is in place before the first await. Enforcing
-        // would have waited on a live attempt; observing never does: what the step would
-        // answer is the decision it reports.
-        let carry = Carry::of(decided);
-        let decision = carry.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
-        let alarms = self.issue_alarms(&carry.alarms);
-        body::drain(req, None).await;
-        // Observing, the Worker has forwarded already: nothing to fail closed on. A claim
-        // whose alarm could not be set is still deleted when read past its expiry.
-        self.confirm_alarms(alarms).await;
-        respond::observed_decision(decision, carry.forward)
+        // As for a real request, everything is in place before the first await.
+        self.write(self.arrive(call, None, None, true, now)).await
     }
 
     /// Observe mode, the origin's answer to a claimed request, as the Worker got it: recorded
-    /// as enforcing would have recorded it (as [`KeyObject::execute`] does after its own
-    /// forward), and anyone who joined it woken. Answers with the decision (`executed`,
-    /// `released` or `unknown`).
+    /// as enforcing would have recorded it (as an arrival's forward is), and anyone who
+    /// joined it woken. The decision (`executed`, `released` or `unknown`) is the answer.
     async fn observe_outcome(
         &self,
         req: &web_sys::Request,
         attempt: AttemptId,
         outcome: &ObservedOutcome,
         policy: &KeyTerms,
-    ) -> Result<Response> {
+    ) -> Decided {
         let (result, mut answer) = origin::reported(req, outcome, policy).await;
         let stored = match result {
             OriginResult::Responded(_) => answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new),
@@ -634,8 +615,8 @@ impl KeyObject {
             | OriginResult::TimedOut
             | OriginResult::ResetAfterSend => None,
         };
-        let (decision, _) = self.finish(attempt, result, stored, policy, "the observed outcome").await;
-        respond::observed_decision(decision.unwrap_or(Decision::Unknown), None)
+        let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
+        self.write(pending).await
     }
 
     /// Forgets an observed claim whose lease has ended: its outcome will not come (the
@@ -648,27 +629,14 @@ impl KeyObject {
 
     /// The stored answer prepared for replays, shared by every replay and waiter.
     fn prepared(&self, stored: &Arc<StoredResponse>) -> Rc<Prepared> {
-        self.replays.prepared(stored, || self.store.chunk_source(self.key.borrow().record(), stored))
-    }
-
-    /// A duplicate waits for the live execution's answer, at most `wait_ms`. Returns the
-    /// answer and whether it already carries the object's marker.
-    async fn wait(&self, waiting: Waiting, trace: &Trace, log: &mut RequestLog) -> Result<Response> {
-        let Waiting { attempt, settled, body_bytes, wait_ms } = waiting;
-        let started = now_ms();
-        let outcome = settlement::wait_for(settled, wait_ms).await;
-        log.wait_ms = Some(now_ms().saturating_sub(started));
-        let over = self.key.borrow_mut().handle_wait_over(attempt, body_bytes, outcome.is_some(), now_ms());
-        match (outcome, over) {
-            (Some(answer), Ok(decision)) => {
-                log.decision = decision;
-                answer.response()
+        let mut prepared = self.replays.borrow_mut();
+        match &*prepared {
+            Some(ready) if ready.is_for(stored) => ready.clone(),
+            Some(_) | None => {
+                // A chunked answer's body is read from its rows.
+                let chunks = self.store.chunk_source(self.key.borrow().record(), stored);
+                prepared.insert(Rc::new(Prepared::new(stored.clone(), chunks))).clone()
             }
-            (_, Err(problem)) => {
-                log.decision = Decision::Rejected(problem.kind);
-                respond::traced_problem(&problem, trace)
-            }
-            (None, Ok(_)) => respond::traced_problem(&NO_ANSWER.problem(), trace),
         }
     }
 
@@ -680,100 +648,109 @@ impl KeyObject {
         self.store.short_id()
     }
 
+    /// Logs `fault` (what was being done, and the detail): the problem it answers with.
+    pub(super) fn logged(&self, fault: Fault, what: &str, detail: impl std::fmt::Display) -> Problem {
+        console_error!("{}", fault.source.log_line(&self.subject(), what, detail));
+        fault.problem()
+    }
+
     /// This object as a log line names it (`object {short id}`).
     pub(super) fn subject(&self) -> String {
         format!("object {}", self.short_id())
     }
 }
 
-/// One attempt to send, as the envelope described it.
-struct Sending<'a> {
-    attempt: AttemptId,
-    policy: &'a KeyTerms,
-    /// Whether the origin may be probed with a TCP connect first (`KeyCall::probe_origin`).
-    probe_first: bool,
+/// What started a turn of the carry-out loop: who gets its answer, and what a `Forward`
+/// sends.
+pub(super) enum Start<'a> {
+    /// A request's arrival, enforcing: it gets the answer. Its body is read for a forward
+    /// and drained otherwise (`body`: read already, while it waited on a lookup;
+    /// `consumed`: the stream was read, for that or for a job).
+    Arrival {
+        req: &'a web_sys::Request,
+        call: &'a KeyCall,
+        body: Option<std::result::Result<JsValue, JsValue>>,
+        consumed: bool,
+    },
+    /// Observe mode: the Worker forwards and answers; the object records, and answers with
+    /// the decision. An arrival's body is drained (`unread`).
+    Observed { unread: Option<&'a web_sys::Request> },
+    /// The alarm (or a retry's lookup, whose step only sets alarms): nobody to answer; a
+    /// job's send carries the request opened for it.
+    Alarm { request: Option<StoredRequest> },
 }
 
-/// The answer an execution settled with, as its waiters got it.
-struct Settled {
-    prepared: Rc<Prepared>,
-    answer: Arc<StoredResponse>,
-    /// Whether the origin gave it (rather than a stored answer the outcome left in place).
-    origin_answered: bool,
+/// One turn of the carry-out loop: what started it, and what it has come to.
+pub(super) struct Turn<'a> {
+    pub start: Start<'a>,
+    /// The request's log line (an arrival's).
+    pub log: RequestLog,
+    /// The caller's answer (an arrival's).
+    pub answer: Option<Result<Response>>,
+    /// The origin's answer to the forward, for its caller.
+    live: Option<OriginAnswer>,
+    /// Observing: the attempt the claim would forward.
+    forwarded: Option<AttemptId>,
+    /// Why the alarm's run fails, where the runtime found it (a stored request or lookup
+    /// that could not be opened).
+    pub fails: Option<&'static str>,
 }
 
-/// A duplicate's place among an execution's waiters.
-pub(super) struct Waiting {
-    pub attempt: AttemptId,
-    /// What it waits for (`None` where nothing will settle it here).
-    pub settled: Option<Settlement>,
-    pub body_bytes: u64,
-    pub wait_ms: u64,
-}
+impl<'a> Turn<'a> {
+    pub fn new(start: Start<'a>, log: RequestLog) -> Turn<'a> {
+        Turn { start, log, answer: None, live: None, forwarded: None, fails: None }
+    }
 
-/// A step's actions as the object carries them out: each handed out once by the key's
-/// driver (`core::key_rules::key_state::Decided::poll_action`) and sorted here, in the one match over
-/// them, with no arm for "the rest"; every path (an arrival, an outcome, the alarm, a job,
-/// a lookup) then acts on the slots it has, and a new action fails to compile here until
-/// it has its own.
-#[derive(Default)]
-pub(super) struct Carry {
-    /// The decision for the log line.
-    pub decision: Option<Decision>,
-    /// `Forward`: the attempt to send, the key claimed for it.
-    pub forward: Option<AttemptId>,
-    /// `Join`: the live attempt to wait on, and for how long.
-    pub join: Option<(AttemptId, u64)>,
-    /// `SetAlarm`: when.
-    pub alarms: Vec<u64>,
-    /// `Replay`, `Reject`, `Accepted`: the caller's answer, given by the step itself.
-    pub answer: Option<CallerAnswer>,
-    /// `Settle`: the answer an attempt's waiters get.
-    pub settle: Option<Settling>,
-    /// `Lookup`: the attempt whose unknown outcome is to be looked up.
-    pub lookup: Option<AttemptId>,
-}
+    /// Whether this turn answers a caller (an arrival, enforcing).
+    fn answers(&self) -> bool {
+        matches!(self.start, Start::Arrival { .. })
+    }
 
-impl Carry {
-    pub fn of(mut decided: Decided) -> Carry {
-        let mut carry = Carry { decision: decided.decision, ..Carry::default() };
-        while let Some(action) = decided.poll_action() {
-            match action {
-                Action::Forward { attempt } => carry.forward = Some(attempt),
-                Action::Join { attempt, wait_ms } => carry.join = Some((attempt, wait_ms)),
-                Action::SetAlarm(at) => carry.alarms.push(at),
-                Action::Replay(stored) => carry.answer = Some(CallerAnswer::Replay(stored)),
-                Action::Reject(problem) => carry.answer = Some(CallerAnswer::Reject(problem)),
-                Action::Accepted { retry_after } => {
-                    carry.answer = Some(CallerAnswer::Accepted { retry_after })
-                }
-                Action::Settle { attempt, answer, origin_answered } => {
-                    carry.settle = Some(Settling { attempt, answer, origin_answered })
-                }
-                Action::Lookup { attempt } => carry.lookup = Some(attempt),
-            }
+    /// The request's name, for a problem's answer.
+    fn trace(&self) -> &Trace {
+        match &self.start {
+            Start::Arrival { call, .. } => &call.trace,
+            Start::Observed { .. } | Start::Alarm { .. } => &NO_TRACE,
         }
-        carry
+    }
+
+    fn body_bytes(&self) -> u64 {
+        match &self.start {
+            Start::Arrival { call, .. } => call.body_bytes,
+            Start::Observed { .. } | Start::Alarm { .. } => 0,
+        }
+    }
+
+    /// The request's body, where nothing forwards it: drained (a waiter holds no body),
+    /// or, read already, let go.
+    async fn let_go_of_body(&mut self) {
+        match &mut self.start {
+            Start::Arrival { req, call, body, consumed } => {
+                drop(body.take());
+                if !*consumed {
+                    *consumed = true;
+                    body::drain(req, Some(call.body_bytes)).await;
+                }
+            }
+            Start::Observed { unread } => {
+                if let Some(req) = unread.take() {
+                    body::drain(req, None).await;
+                }
+            }
+            Start::Alarm { .. } => {}
+        }
+    }
+
+    /// The step's own answer to the caller (a replay, a refusal, a job's 202), once the
+    /// body is let go.
+    async fn give(&mut self, answer: Result<Response>) {
+        self.let_go_of_body().await;
+        self.answer = Some(answer);
     }
 }
 
-/// The answer a step gives its caller itself.
-pub(super) enum CallerAnswer {
-    Replay(Arc<StoredResponse>),
-    Reject(Problem),
-    /// 202 for a job (its claim, or a poll of it), with when to poll again.
-    Accepted {
-        retry_after: u64,
-    },
-}
-
-/// An attempt's settling, as the step hands it out.
-pub(super) struct Settling {
-    pub attempt: AttemptId,
-    pub answer: Arc<StoredResponse>,
-    /// Whether the origin gave it (rather than a stored answer the outcome left in place).
-    pub origin_answered: bool,
-}
+/// The name of a turn with no request (the alarm's, observe mode's).
+static NO_TRACE: Trace = Trace { request_id: String::new(), method: String::new(), route: None };
 
 /// The fault of a step that gave no answer to send (the key's driver always gives one).
 const NO_ANSWER: Fault = Fault { source: FaultSource::NoAnswer, stage: Stage::AfterStep };

@@ -25,7 +25,7 @@
 use wasm_bindgen::JsValue;
 use web_sys::Headers;
 
-use super::object::{Carry, KeyObject};
+use super::object::{KeyObject, Start, Turn};
 use super::{body, metrics, now_ms, origin, outcome_queue, settings};
 use crate::core::edge_rules::log::RequestLog;
 use crate::core::edge_rules::wire::{KeyCall, ReconcileCall};
@@ -33,62 +33,19 @@ use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::AttemptId;
 use crate::core::formats::reconciling::Reconciling;
-use crate::core::key_rules::key_state::{look_again_at, LookupAsker, LookupTurn};
+use crate::core::key_rules::key_state::{look_again_at, Decided, LookupAsker, LookupTurn};
 use crate::core::key_rules::reconcile;
 use crate::core::primitives::latch::Setter;
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::problem::Problem;
 use worker::console_error;
 
-/// What the reconciliation before an arrival came to ([`KeyObject::reconcile_before_arrival`]).
-#[derive(Default)]
-pub(super) struct BeforeArrival {
-    /// The time the arrival is then decided at (after the awaits; a sealed lookup is bound
-    /// to it).
-    pub now: u64,
-    /// The route's lookup, sealed for a claim this arrival may make.
-    pub lookup: Option<Reconciling>,
-    /// The route's lookup could not be sealed (logged): the arrival may claim nothing.
-    pub unsealed: bool,
-    /// The request's body, read before it waited on a running lookup.
-    pub body: Option<std::result::Result<JsValue, JsValue>>,
-    /// The answer at once: past the cap of the retries waiting on a running lookup.
-    pub refused: Option<Problem>,
-}
-
 impl KeyObject {
-    /// Before an arrival that reconciles is decided (`core::key_rules::machine::async_job::ArrivalPlan`: every
-    /// arrival on a route with a lookup, a job's included): an unknown outcome is looked up
-    /// ([`Self::reconcile_for_retry`]), and the lookup is sealed for a claim
-    /// ([`Self::sealed_lookup`]).
-    pub(super) async fn reconcile_before_arrival(
-        &self,
-        req: &web_sys::Request,
-        call: &KeyCall,
-        reconciles: bool,
-        now: u64,
-    ) -> BeforeArrival {
-        let Some(reconcile) = call.reconcile.as_ref().filter(|_| reconciles) else {
-            return BeforeArrival { now, ..BeforeArrival::default() };
-        };
-        let headers = req.headers();
-        let (body, refused) = self.reconcile_for_retry(req, &headers, call, reconcile).await;
-        if refused.is_some() {
-            return BeforeArrival { now, body, refused, ..BeforeArrival::default() };
-        }
-        let now = now_ms();
-        let (lookup, unsealed) = match self.sealed_lookup(&headers, call, reconcile, now).await {
-            Ok(lookup) => (lookup, false),
-            Err(()) => (None, true),
-        };
-        BeforeArrival { now, lookup, unsealed, body, refused: None }
-    }
-
     /// The route's lookup, sealed for a claim this arrival may make: bound to the claim's
     /// time (`now`, which the arrival is then decided at) and fingerprint. `Ok(None)` where
     /// the key is held (no claim follows); `Err` where it cannot be sealed, which is logged
     /// here (the key's driver then lets the arrival claim nothing).
-    async fn sealed_lookup(
+    pub(super) async fn sealed_lookup(
         &self,
         headers: &Headers,
         call: &KeyCall,
@@ -109,16 +66,7 @@ impl KeyObject {
         let request = lookup_request(headers, reconcile, call.scope_salt);
         let binding = (now, &call.fingerprint);
         match self.store.sealer.seal_request(ring, self.object_id(), binding, &request).await {
-            Ok(sealed_lookup) => Ok(Some(Reconciling {
-                sealed_lookup,
-                bound_at: now,
-                not_found: reconcile.not_found,
-                asked: 0,
-                next_at: 0,
-                policy: Box::new(call.policy.clone()),
-                // The Worker forwards the key, and built this URL, in its one spelling.
-                spelling_known: true,
-            })),
+            Ok(sealed) => Ok(Some(reconcile::kept_for_claim(sealed, now, reconcile.not_found, &call.policy))),
             Err(error) => {
                 console_error!(
                     "object {}: sealing the lookup failed; nothing is claimed: {}",
@@ -134,102 +82,99 @@ impl KeyObject {
     /// owner is gone, past its lease), it is looked up once, with this request's scope
     /// headers, before the retry is decided; or the lookup running is waited for, the body
     /// read first (returned); or, past the waiters' caps, the problem to answer at once.
-    async fn reconcile_for_retry(
+    pub(super) async fn reconcile_for_retry(
         &self,
         req: &web_sys::Request,
         headers: &Headers,
         call: &KeyCall,
         reconcile: &ReconcileCall,
-    ) -> (Option<std::result::Result<JsValue, JsValue>>, Option<Problem>) {
+    ) -> std::result::Result<Option<std::result::Result<JsValue, JsValue>>, Problem> {
         if self.record().is_err() {
-            return (None, None);
+            return Ok(None);
         }
         let Some(attempt) = self.key.borrow().reconcile_first(call.fingerprint, now_ms()) else {
-            return (None, None);
+            return Ok(None);
         };
         let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
         let turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &call.policy.limits);
         match turn {
             LookupTurn::Run(over) => {
-                // The claim's time, which the lookup answers from: the record's, not this retry's.
-                let claimed_at = self.key.borrow().record().and_then(|r| r.reconciling()).map(|r| r.bound_at);
-                match claimed_at {
-                    Some(claimed_at) => {
-                        let request = lookup_request(headers, reconcile, call.scope_salt);
-                        let policy = &call.policy;
-                        self.look_up(attempt, over, claimed_at, &request, reconcile.not_found, policy).await;
-                    }
-                    // No lookup kept: nothing to ask; the turn is given back.
-                    None => {
-                        self.key.borrow_mut().handle_lookup_over(attempt);
-                    }
+                let request = lookup_request(headers, reconcile, call.scope_salt);
+                let asked = self.look_up(attempt, over, &request, reconcile.not_found, &call.policy).await;
+                if let Some(verdict) = asked {
+                    // The verdict's step only sets alarms; should one fail, the next alarm
+                    // or retry mends it.
+                    let mut turn = Turn::new(Start::Alarm { request: None }, self.request_log(None));
+                    self.carry_out(verdict, &mut turn).await;
                 }
-                (None, None)
+                Ok(None)
             }
             LookupTurn::Wait(running) => {
                 let body = body::read_whole(req).await;
                 running.wait().await;
-                (Some(body), None)
+                Ok(Some(body))
             }
-            LookupTurn::Full(problem) => (None, Some(problem)),
+            LookupTurn::Full(problem) => Err(problem),
         }
     }
 
-    /// The alarm's lookup of `attempt`'s unknown outcome, with the lookup the claim sealed.
-    /// An error is thrown to the platform, which retries the alarm.
-    pub(super) async fn reconcile_from_alarm(&self, attempt: AttemptId) -> std::result::Result<(), String> {
-        let Some(record) = self.cached_record() else { return Ok(()) };
-        let Some(reconciling) = record.reconciling() else { return Ok(()) };
+    /// A step's `Lookup` of `attempt`'s unknown outcome (the alarm's), with the lookup the
+    /// claim sealed: the verdict's step, written, to join the loop. A lookup that cannot be
+    /// opened fails the alarm's run (`turn`).
+    pub(super) async fn look_up_stored(&self, attempt: AttemptId, turn: &mut Turn<'_>) -> Option<Decided> {
+        let record = self.cached_record()?;
+        let reconciling = record.reconciling()?;
         let settings = settings::get(&self.env);
         let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
         let binding = Some((reconciling.bound_at, &record.fingerprint()));
         let opened =
             self.store.sealer.open_request(ring, self.object_id(), binding, &reconciling.sealed_lookup).await;
-        let request = match opened {
-            Ok(request) => request,
-            Err(error) => {
-                // Nothing is asked unopened; look again later (the key may come back into
-                // the ring), whatever becomes of the platform's retries.
-                self.store.set_alarm(look_again_at(now_ms())).await;
-                return Err(format!("the stored lookup cannot be opened: {error}"));
-            }
+        let Ok(request) = opened.inspect_err(|error| {
+            console_error!("object {}: the stored lookup cannot be opened: {}", self.short_id(), error);
+        }) else {
+            // Nothing is asked unopened; look again later (the key may come back into the
+            // ring), whatever becomes of the platform's retries.
+            self.store.set_alarm(look_again_at(now_ms())).await;
+            turn.fails = Some("the stored lookup cannot be opened");
+            return None;
         };
         // A reconciled answer is sealed under the caller's scope, which the lookup carries.
         let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
         let limits = &reconciling.policy.limits;
         let turn = self.key.borrow_mut().handle_lookup_turn(attempt, LookupAsker::Alarm, limits);
-        let over = match turn {
-            LookupTurn::Run(over) => over,
+        match turn {
+            LookupTurn::Run(over) => {
+                self.look_up(attempt, over, &request, reconciling.not_found, &reconciling.policy).await
+            }
             // A retry's lookup runs: it sets what comes next.
             LookupTurn::Wait(running) => {
                 running.wait().await;
-                return Ok(());
+                None
             }
             // The alarm is never refused a place; should it be, the next alarm asks again.
-            LookupTurn::Full(_) => return Ok(()),
-        };
-        let claimed_at = reconciling.bound_at;
-        let (not_found, policy) = (reconciling.not_found, &reconciling.policy);
-        if self.look_up(attempt, over, claimed_at, &request, not_found, policy).await {
-            Ok(())
-        } else {
-            Err("the reconciliation could not be recorded; the alarm runs again".to_owned())
+            LookupTurn::Full(_) => None,
         }
     }
 
-    /// One lookup of `attempt`'s outcome for the claim made at `claimed_at`, whose turn the
-    /// driver gave this caller ([`LookupTurn::Run`], in this same turn, with `over`): the
-    /// verdict stepped, written, logged and published, and the alarm it asks for set; then
-    /// its waiters are woken (`over` let go). Whether it all held.
+    /// One lookup of `attempt`'s outcome, whose turn the driver gave this caller
+    /// ([`LookupTurn::Run`], in this same turn, with `over`): the verdict stepped, written,
+    /// logged and published; then its waiters are woken (`over` let go). The verdict's step,
+    /// to carry out (the alarm it asks for); `None` where the record keeps no lookup any
+    /// more, and nothing is asked.
     async fn look_up(
         &self,
         attempt: AttemptId,
         over: Setter<()>,
-        claimed_at: u64,
         request: &StoredRequest,
         not_found: u16,
         policy: &KeyTerms,
-    ) -> bool {
+    ) -> Option<Decided> {
+        // The claim's time, which the lookup answers from: the record's, not a retry's.
+        let claimed_at = self.key.borrow().record().and_then(|r| r.reconciling()).map(|r| r.bound_at);
+        let Some(claimed_at) = claimed_at else {
+            self.key.borrow_mut().handle_lookup_over(attempt);
+            return None;
+        };
         let started = now_ms();
         let answer = match Headers::new() {
             Ok(headers) => {
@@ -246,10 +191,8 @@ impl KeyObject {
         let verdict = reconcile::verdict(answer, not_found);
         let jitter = js_sys::Math::random();
         let pending = self.key.borrow_mut().handle_reconciled(attempt, verdict, policy, jitter, now_ms());
-        let (decided, written) = self.write_verdict(pending).await;
-        let carry = Carry::of(decided);
-        let held = self.set_alarms(&carry.alarms).await && written;
-        if let Some(decision) = carry.decision {
+        let decided = self.write(pending).await;
+        if let Some(decision) = decided.decision {
             let object = Some(self.object_id().to_owned());
             let status = origin_status.unwrap_or(0);
             let log = RequestLog {
@@ -262,23 +205,12 @@ impl KeyObject {
         }
         self.key.borrow_mut().handle_lookup_over(attempt);
         drop(over);
-        held
+        Some(decided)
     }
 }
 
-/// The lookup as this request would send it: `GET` of the route's URL for the key, with
-/// the caller's scope headers as the request carries them.
+/// The lookup as this request would send it (`core::key_rules::reconcile::lookup_request`).
 fn lookup_request(headers: &Headers, reconcile: &ReconcileCall, scope_salt: Digest256) -> StoredRequest {
-    let headers = reconcile
-        .scope_headers
-        .iter()
-        .filter_map(|name| headers.get(name).ok().flatten().map(|value| (name.clone(), value)))
-        .collect();
-    StoredRequest {
-        scope_salt: scope_salt.0,
-        method: "GET".to_owned(),
-        target: reconcile.url.clone(),
-        headers,
-        body: Vec::new(),
-    }
+    let header = |name: &str| headers.get(name).ok().flatten();
+    reconcile::lookup_request(&reconcile.url, &reconcile.scope_headers, header, scope_salt.0)
 }

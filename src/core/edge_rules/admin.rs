@@ -107,6 +107,94 @@ pub enum AdminCall {
     MethodNotAllowed,
 }
 
+/// What the Worker does with an admin call, decided from its request line and its token
+/// alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AdminPlan {
+    /// Answer with this problem, reaching nothing; the audit line names the call `audited`,
+    /// and the object it named (a call refused for its token says what it tried).
+    Refuse { audited: &'static str, object_id: Option<String>, problem: Problem },
+    /// Ask the key's object for `operation`: the object with `object_id`, or, for a lookup
+    /// (`None`), the one its body names.
+    Ask { object_id: Option<String>, operation: AdminOperation },
+}
+
+impl AdminPlan {
+    /// The call as its audit line names it, and the object it names, if it names one.
+    pub fn audited(&self) -> (&'static str, Option<&str>) {
+        match self {
+            AdminPlan::Refuse { audited, object_id, .. } => (audited, object_id.as_deref()),
+            AdminPlan::Ask { object_id: None, .. } => ("lookup", None),
+            AdminPlan::Ask { object_id: Some(object_id), operation } => (operation.name(), Some(object_id)),
+        }
+    }
+}
+
+/// Plans an admin call. The token (`authorization`, the request's header, against
+/// `token`) is checked before anything else, so a refused call learns nothing about which
+/// paths or records exist.
+pub fn plan(
+    prefix: &str,
+    method: &str,
+    path: &str,
+    query: Option<&str>,
+    authorization: Option<&str>,
+    token: &str,
+) -> AdminPlan {
+    let call = parse_call(prefix, method, path, query);
+    if !token_matches(authorization, token) {
+        let object_id = match call {
+            AdminCall::Inspect { object_id, .. } | AdminCall::Purge { object_id, .. } => Some(object_id),
+            AdminCall::Lookup { .. } | AdminCall::NotFound | AdminCall::MethodNotAllowed => None,
+        };
+        return AdminPlan::Refuse { audited: "refused", object_id, problem: refusals::unauthorized() };
+    }
+    let ask = |object_id, operation| AdminPlan::Ask { object_id, operation };
+    match call {
+        AdminCall::Inspect { object_id, reveal_fingerprint } => {
+            ask(Some(object_id), AdminOperation::Inspect { reveal_fingerprint })
+        }
+        AdminCall::Purge { object_id, force } => ask(Some(object_id), AdminOperation::Purge { force }),
+        AdminCall::Lookup { reveal_fingerprint } => ask(None, AdminOperation::Inspect { reveal_fingerprint }),
+        AdminCall::NotFound => AdminPlan::Refuse {
+            audited: "not-found",
+            object_id: None,
+            problem: refusals::no_endpoint(prefix),
+        },
+        AdminCall::MethodNotAllowed => {
+            let problem = refusals::method_not_allowed();
+            AdminPlan::Refuse { audited: "method-not-allowed", object_id: None, problem }
+        }
+    }
+}
+
+/// What the key's object is asked to do for an admin call, named in the call's envelope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdminOperation {
+    Inspect { reveal_fingerprint: bool },
+    Purge { force: bool },
+}
+
+impl AdminOperation {
+    /// Its name in the envelope and the audit line.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdminOperation::Inspect { reveal_fingerprint: false } => "inspect",
+            AdminOperation::Inspect { reveal_fingerprint: true } => "inspect-reveal",
+            AdminOperation::Purge { force: false } => "purge",
+            AdminOperation::Purge { force: true } => "purge-force",
+        }
+    }
+
+    /// The operation a name stands for (`None`: no such operation, refused).
+    pub fn parse(name: &str) -> Option<AdminOperation> {
+        let all = [false, true].into_iter().flat_map(|flag| {
+            [AdminOperation::Inspect { reveal_fingerprint: flag }, AdminOperation::Purge { force: flag }]
+        });
+        all.into_iter().find(|operation| operation.name() == name)
+    }
+}
+
 /// Whether `path` is under the admin prefix.
 pub fn is_admin_path(prefix: &str, path: &str) -> bool {
     path.starts_with(prefix) || path == prefix.trim_end_matches('/')
@@ -422,6 +510,50 @@ pub fn purge_refusal(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_admin_operation_is_named_as_the_envelope_and_the_audit_line_say() {
+        for operation in [
+            AdminOperation::Inspect { reveal_fingerprint: false },
+            AdminOperation::Inspect { reveal_fingerprint: true },
+            AdminOperation::Purge { force: false },
+            AdminOperation::Purge { force: true },
+        ] {
+            assert_eq!(AdminOperation::parse(operation.name()), Some(operation));
+        }
+        assert_eq!(AdminOperation::Purge { force: true }.name(), "purge-force");
+        assert_eq!(AdminOperation::parse("drop"), None);
+    }
+
+    #[test]
+    fn an_admin_call_is_planned_token_first_and_audited_by_what_it_asks() {
+        let id = "a".repeat(64);
+        let path = format!("/admin/records/{id}");
+        let bearer = Some("Bearer s3cret");
+        let refused = plan("/admin/", "GET", "/admin/nothing", None, Some("Bearer wrong"), "s3cret");
+        let AdminPlan::Refuse { audited: "refused", problem, .. } = &refused else { panic!("{refused:?}") };
+        assert_eq!(problem.status(), 401, "not even the path is judged without the token");
+        let tried = plan("/admin/", "DELETE", &path, None, None, "s3cret");
+        assert_eq!(tried.audited(), ("refused", Some(id.as_str())), "a refused call says what it tried");
+        let stored = crate::core::key_rules::machine::problem_response(problem);
+        assert!(stored.headers.iter().any(|(name, value)| name == "www-authenticate" && value == "Bearer"));
+        let purge = plan("/admin/", "DELETE", &path, Some("force=true"), bearer, "s3cret");
+        assert_eq!(purge.audited(), ("purge-force", Some(id.as_str())));
+        let inspect = plan("/admin/", "GET", &path, Some("reveal=fingerprint"), bearer, "s3cret");
+        assert_eq!(
+            inspect,
+            AdminPlan::Ask {
+                object_id: Some(id.clone()),
+                operation: AdminOperation::Inspect { reveal_fingerprint: true }
+            }
+        );
+        let lookup = plan("/admin/", "POST", "/admin/lookup", None, bearer, "s3cret");
+        assert_eq!(lookup.audited(), ("lookup", None));
+        let missing = plan("/admin/", "GET", "/admin/nothing", None, bearer, "s3cret");
+        assert_eq!(missing.audited(), ("not-found", None));
+        let wrong_method = plan("/admin/", "PATCH", &path, None, bearer, "s3cret");
+        assert_eq!(wrong_method.audited(), ("method-not-allowed", None));
+    }
     use crate::core::formats::fingerprint::Digest256;
     use crate::core::formats::key_record::{AttemptId, Completed, InFlight, StoredResponse};
     use std::sync::Arc;

@@ -22,6 +22,8 @@
 //!    one the edge keyed. Honouring a client's say over which of these crosses is not worth
 //!    that; refusing the request would break a client over a header no recipient needs.
 
+use crate::core::key_rules::machine::async_job::prefer_for_origin;
+
 /// Prefix of the headers the Worker uses to talk to its Durable Object. Never forwarded.
 pub const INTERNAL_PREFIX: &str = "x-idempotency-edge-";
 
@@ -163,6 +165,18 @@ impl HeaderLines {
         Some(joined)
     }
 
+    /// A job's request headers as the origin gets them: end to end (the Worker's internal
+    /// headers dropped, [`forward_to_origin`]), and `respond-async` taken out of `Prefer`
+    /// (the edge honoured it; the origin must answer with its final answer).
+    pub fn for_job(&self) -> Vec<(String, String)> {
+        let kept = self.pairs().filter(|(name, _)| forward_to_origin(name, &[]));
+        kept.filter_map(|(name, value)| match name.eq_ignore_ascii_case("prefer") {
+            true => prefer_for_origin(value).map(|value| (name.to_owned(), value)),
+            false => Some((name.to_owned(), value.to_owned())),
+        })
+        .collect()
+    }
+
     /// The names of the headers that `keep` refuses, as one text (`name\n` each) for the
     /// runtime to delete from a copy in one call.
     pub fn refused_names(&self, keep: impl Fn(&str) -> bool) -> String {
@@ -178,6 +192,21 @@ impl HeaderLines {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jobs_headers_drop_internal_ones_and_respond_async() {
+        let lines = HeaderLines::new(
+            "content-type\napplication/json\nhost\ne.test\nprefer\nrespond-async, wait=5\nx-idempotency-edge-fingerprint\nf\n"
+                .to_owned(),
+        );
+        let kept = lines.for_job();
+        assert_eq!(kept[0], ("content-type".to_owned(), "application/json".to_owned()));
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        assert_eq!(kept[1].0, "prefer");
+        assert!(!kept[1].1.contains("respond-async"), "{kept:?}");
+        let only_async = HeaderLines::new("prefer\nrespond-async\n".to_owned());
+        assert!(only_async.for_job().is_empty());
+    }
 
     #[test]
     fn hop_by_hop_headers_never_cross() {

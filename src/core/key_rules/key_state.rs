@@ -18,10 +18,14 @@
 //! - expire-on-read: a record past its expiry, with no execution of its own running here,
 //!   is gone the moment anything reads it ([`KeyState::expired_on_read`]);
 //! - the live load an arrival is judged by (waiters, the bytes they brought);
-//! - a claim whose alarm cannot be set is withdrawn, nothing having been sent
-//!   ([`KeyState::handle_alarm_failed`]);
-//! - a job whose send could not be scheduled is put back as it was
-//!   ([`KeyState::handle_job_unscheduled`]);
+//! - what an alarm that cannot be set does to the rest of a step, by what the step was for
+//!   ([`KeyState::handle_alarm_unset`]): a claim is withdrawn, nothing having been sent; a
+//!   job whose send could not be scheduled is put back as it was; the alarm's own run
+//!   fails, so that the platform retries it ([`Decided::fails_alarm`]);
+//! - which write failures fail the alarm's run ([`KeyState::handle_write_failed`]), and
+//!   which fencing a write is made under ([`Pending::fence`]);
+//! - a job's send goes out only as the request that was opened for it
+//!   ([`KeyState::check_job_send`]);
 //! - an observed claim lives for its lease and no longer ([`KeyState::expire_observed`]);
 //! - a failed outcome write still answers the callers, the claim holding the key;
 //! - how much of an origin's answer may be stored ([`answer_body_cap`]);
@@ -132,7 +136,7 @@ pub fn lookup_waiters_full(reason: UnknownReason) -> Problem {
 
 /// What a pending step was for, so that its outcome (`handle_written` /
 /// `handle_write_failed`) is judged by what it meant to do.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 enum InProgress {
     Arrival {
         new_attempt: AttemptId,
@@ -143,10 +147,39 @@ enum InProgress {
         attempt: AttemptId,
         job: bool,
     },
-    /// A job's send, claimed from the alarm: a failed write sends nothing, and the
-    /// platform retries the alarm.
-    JobSend,
+    /// A job's send, claimed from the alarm over the record `before`: a failed write
+    /// sends nothing, and the platform retries the alarm.
+    JobSend {
+        before: Option<KeyRecord>,
+    },
+    /// A job put back as it was: its send's alarm could not be set.
+    PutBack,
+    /// A lookup's verdict, fenced by the unknown outcome it settles.
+    Verdict,
+    /// A claim withdrawn: its alarm could not be set.
+    Withdrawal,
+    /// The alarm's clean-up.
     Other,
+}
+
+/// Which record a write is fenced by: it is made only while that record is still current
+/// ([`KeyState::is_current`]), asked again after any await before the write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fence {
+    /// The claim of the attempt the written record is for (rule 4).
+    Claim,
+    /// The unknown outcome a lookup's verdict settles (rule 9).
+    Lookup,
+}
+
+/// What an alarm that could not be set does to the rest of its step
+/// ([`KeyState::handle_alarm_unset`]).
+#[derive(Debug)]
+pub enum AlarmUnset {
+    /// Carry on with the rest.
+    Carry(Decided),
+    /// Write this step and carry it out instead of the rest.
+    Instead(Pending),
 }
 
 /// A step whose record change is yet to be written. Handed back to
@@ -175,6 +208,29 @@ impl Pending {
         forwarded_in(&self.step.actions)
     }
 
+    /// Which record the write is fenced by.
+    pub fn fence(&self) -> Fence {
+        match self.what {
+            InProgress::Verdict => Fence::Lookup,
+            _ => Fence::Claim,
+        }
+    }
+
+    /// What the step writes, as a log line names it when the write fails.
+    pub fn describe(&self) -> &'static str {
+        match self.what {
+            InProgress::Arrival { observed_until: Some(_), .. } => "the observed claim",
+            InProgress::Arrival { .. } => "the claim",
+            InProgress::Outcome { job: false, .. } => "the outcome",
+            InProgress::Outcome { job: true, .. } => "the job's outcome",
+            InProgress::JobSend { .. } => "the job",
+            InProgress::PutBack => "putting the job back",
+            InProgress::Verdict => "the reconciliation",
+            InProgress::Withdrawal => "withdrawing the claim",
+            InProgress::Other => "the clean-up",
+        }
+    }
+
     /// The stored answer, when all this step does is replay it: nothing to write, so its
     /// report ([`KeyState::handle_written`]) follows at once, and nothing else to carry
     /// out. The runtime answers such an arrival without awaiting anything but the body's
@@ -192,6 +248,11 @@ impl Pending {
 pub struct Decided {
     pub step: Step,
     pub decision: Option<Decision>,
+    /// Why the alarm's run that carries this step out fails, if it does: the platform then
+    /// retries the alarm (a failed write of the alarm's clean-up, of a job's send or of a
+    /// lookup's verdict; an alarm that could not be set from the alarm).
+    pub fails_alarm: Option<&'static str>,
+    what: InProgress,
 }
 
 impl Decided {
@@ -201,8 +262,22 @@ impl Decided {
         (!self.step.actions.is_empty()).then(|| self.step.actions.remove(0))
     }
 
+    /// A step that followed from one of this step's actions (the outcome of its forward,
+    /// the verdict of its lookup), written: its actions are carried out next, before the
+    /// rest of this step's; its decision is the line's from now on, and a failure of
+    /// either fails the alarm's run.
+    pub fn follow(&mut self, next: Decided) {
+        let Decided { step, decision, fails_alarm, what } = next;
+        let rest = std::mem::replace(&mut self.step.actions, step.actions);
+        self.step.actions.extend(rest);
+        self.step.change = step.change;
+        self.decision = decision.or(self.decision);
+        self.fails_alarm = self.fails_alarm.or(fails_alarm);
+        self.what = what;
+    }
+
     /// What the step claimed, taken before its actions are handed out: what withdrawing
-    /// the claim needs should its alarm fail ([`KeyState::handle_alarm_failed`]).
+    /// the claim needs should its alarm fail ([`KeyState::handle_alarm_unset`]).
     pub fn claimed(&self) -> Claimed {
         let step = &self.step;
         let job = matches!(&step.change, KeyRecordChange::Put(record) if record.async_job().is_some())
@@ -213,6 +288,19 @@ impl Decided {
     /// The attempt the step forwards (and claimed the key for), if it does.
     pub fn forwarded(&self) -> Option<AttemptId> {
         forwarded_in(&self.step.actions)
+    }
+}
+
+/// A step that only refuses: for an arrival refused before its step was decided (its
+/// record unreadable, its request not sealed, past the cap of a lookup's waiters), so that
+/// its answer, its line and its body's drain go the way every step's do.
+pub fn refusal(problem: Problem) -> Decided {
+    let decision = Some(Decision::Rejected(problem.kind));
+    Decided {
+        step: Step::keep(vec![Action::Reject(problem)]),
+        decision,
+        fails_alarm: None,
+        what: InProgress::Other,
     }
 }
 
@@ -327,6 +415,14 @@ impl<A> KeyState<A> {
         machine::lookup_is_current(self.record(), attempt)
     }
 
+    /// Whether a write fenced by `fence` ([`Pending::fence`]) for `attempt` may still be made.
+    pub fn is_current(&self, fence: Fence, attempt: AttemptId) -> bool {
+        match fence {
+            Fence::Claim => self.claim_is_current(attempt),
+            Fence::Lookup => self.lookup_is_current(attempt),
+        }
+    }
+
     // -- The live execution ---------------------------------------------------------------
 
     pub fn live(&self) -> Option<&LiveAttempt> {
@@ -382,6 +478,25 @@ impl<A> KeyState<A> {
         match step.actions.into_iter().next() {
             Some(Action::Reject(problem)) => Err(problem),
             _ => Err(Fault { source: FaultSource::NoAnswer, stage: Stage::BeforeClaim }.problem()),
+        }
+    }
+
+    /// [`KeyState::handle_wait_over`] with what the wait got (`answer`, `None` when it ran
+    /// out or the execution ended without settling): the answer to give (decided
+    /// `coalesced`), or the problem (409 while the claim runs; the driver's 409 where
+    /// nothing answered although the wait did not run out).
+    pub fn handle_waited(
+        &mut self,
+        attempt: AttemptId,
+        body_bytes: u64,
+        answer: Option<A>,
+        now: Millis,
+    ) -> Result<A, Problem> {
+        let over = self.handle_wait_over(attempt, body_bytes, answer.is_some(), now);
+        match (answer, over) {
+            (Some(answer), Ok(_)) => Ok(answer),
+            (None, Ok(_)) => Err(Fault { source: FaultSource::NoAnswer, stage: Stage::AfterStep }.problem()),
+            (Some(_) | None, Err(problem)) => Err(problem),
         }
     }
 
@@ -549,7 +664,7 @@ impl<A> KeyState<A> {
             KeyRecordChange::Put(_) => Some(Decision::ReconcileFailed),
             KeyRecordChange::Keep => unsure.then_some(Decision::ReconcileFailed),
         };
-        Pending { what: InProgress::Other, step, decision }
+        Pending { what: InProgress::Verdict, step, decision }
     }
 
     /// The alarm fired on a key with a job: `new_attempt` is the id its send gets. The
@@ -562,7 +677,32 @@ impl<A> KeyState<A> {
             KeyRecordChange::Put(KeyRecord::Unknown(_)) => Some(Decision::Unknown),
             _ => None,
         });
-        Pending { what: InProgress::JobSend, step, decision }
+        Pending { what: InProgress::JobSend { before: self.record().cloned() }, step, decision }
+    }
+
+    /// What the alarm opens before a job's step: the job's sealed request, with the claim's
+    /// time and fingerprint it is bound to (`None` for a job written before requests were
+    /// bound). `None` where there is nothing to open (no job, or one that gave up).
+    pub fn job_request(&self) -> Option<(Vec<u8>, Option<SealBinding>)> {
+        let Some(KeyRecord::InFlight(claim)) = self.record() else { return None };
+        let job = claim.async_job.as_ref().filter(|job| !job.sealed_request.is_empty())?;
+        let binding = job.request_bound.then_some((claim.claimed_at, claim.fingerprint));
+        Some((job.sealed_request.clone(), binding))
+    }
+
+    /// Whether a job's step (`pending`, from [`KeyState::handle_job_alarm`]) may be written
+    /// and carried out, given the stored request that was opened for it (`opened`, the
+    /// sealed bytes, read before the step's awaits): a send goes out only as the request
+    /// the record still holds. Otherwise nothing is written or sent, and the platform
+    /// retries the alarm.
+    pub fn check_job_send(&self, pending: &Pending, opened: Option<&[u8]>) -> Result<(), &'static str> {
+        let stored = self.record().and_then(KeyRecord::async_job).map(|job| &job.sealed_request[..]);
+        match pending.forwarded() {
+            Some(_) if opened.is_none() || stored != opened => {
+                Err("the job changed while its request was opened; the alarm runs again")
+            }
+            _ => Ok(()),
+        }
     }
 
     /// A job's send finished (see [`Event::JobFinished`]).
@@ -606,7 +746,8 @@ impl<A> KeyState<A> {
     pub fn handle_written(&mut self, pending: Pending) -> Decided {
         let Pending { what, step, decision } = pending;
         self.carry_out(&what, &step);
-        Decided { step, decision }
+        let fails_alarm = (what == InProgress::PutBack).then_some(SEND_UNSCHEDULED);
+        Decided { step, decision, fails_alarm, what }
     }
 
     /// The pending step's record write failed. Returns the step to carry out instead:
@@ -615,8 +756,8 @@ impl<A> KeyState<A> {
     ///   keeps holding the key (it reads as unknown after its lease);
     /// - a job's outcome: nothing more; the claim and its alarm stay, and it reads as an
     ///   unknown outcome, never as "not executed";
-    /// - anything else (an alarm's clean-up, a job's send): nothing; the platform retries
-    ///   the alarm.
+    /// - anything else (an alarm's clean-up, a job's send, a lookup's verdict): nothing; the
+    ///   platform retries the alarm ([`Decided::fails_alarm`]).
     ///
     /// `now` is when the failure was seen.
     pub fn handle_write_failed(&mut self, pending: Pending, now: Millis) -> Decided {
@@ -648,52 +789,74 @@ impl<A> KeyState<A> {
             InProgress::Outcome { job: true, .. } => {
                 (Step::keep(Vec::new()), Some(Decision::Rejected(ProblemKind::StorageUnavailable)))
             }
-            InProgress::JobSend | InProgress::Other => (Step::keep(Vec::new()), None),
+            InProgress::JobSend { .. }
+            | InProgress::PutBack
+            | InProgress::Verdict
+            | InProgress::Withdrawal
+            | InProgress::Other => (Step::keep(Vec::new()), None),
         };
         self.carry_out(&what, &step);
-        Decided { step, decision }
-    }
-
-    /// An arrival's alarm could not be set, twice, after its claim was written. Where the
-    /// step claimed the key in enforce mode (a forward, or a job accepted), nothing was
-    /// sent yet, and without its alarm the record might never be deleted: the claim is
-    /// withdrawn (the key may be retried), its waiters released, and the caller gets 503.
-    /// Returns `None` where there is nothing to withdraw: observe mode has forwarded
-    /// already, and a record whose alarm is missing is still deleted when read past its
-    /// expiry.
-    pub fn handle_alarm_failed(&mut self, claimed: Claimed) -> Option<Pending> {
-        let Claimed { forwarded: claimed, job: job_claimed } = claimed;
-        let observed =
-            |attempt| self.live.is_some_and(|live| live.attempt == attempt && live.observed_until.is_some());
-        if claimed.is_some_and(observed) {
-            return None;
-        }
-        match claimed {
-            Some(attempt) => self.end(attempt),
-            None if job_claimed => {}
-            None => return None,
-        }
-        // The fault's consequence (`core::vocabulary::fault`): a claim, nothing sent, released.
-        let withdrawn = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
-        let step =
-            Step { change: KeyRecordChange::Delete, actions: vec![Action::Reject(withdrawn.problem())] };
-        Some(Pending {
-            what: InProgress::Other,
-            step,
-            decision: Some(Decision::Rejected(ProblemKind::StorageUnavailable)),
-        })
-    }
-
-    /// A job's send was claimed but its alarm could not be set: nothing was sent, and
-    /// without the alarm a restart would read the claim as an unknown outcome. The job is
-    /// put back as it was (`before`), and the platform retries the alarm.
-    pub fn handle_job_unscheduled(&mut self, attempt: AttemptId, before: Option<KeyRecord>) -> Pending {
-        self.end(attempt);
-        let change = match before {
-            Some(record) => KeyRecordChange::Put(record),
-            None => KeyRecordChange::Keep,
+        let fails_alarm = match &what {
+            InProgress::Arrival { .. } | InProgress::Outcome { .. } | InProgress::Withdrawal => None,
+            InProgress::JobSend { .. } => Some("writing the job failed"),
+            InProgress::PutBack => Some(SEND_UNSCHEDULED),
+            InProgress::Verdict => Some("the reconciliation could not be recorded; the alarm runs again"),
+            InProgress::Other => Some("clean-up failed"),
         };
-        Pending { what: InProgress::Other, step: Step { change, actions: Vec::new() }, decision: None }
+        Decided { step, decision, fails_alarm, what }
+    }
+
+    /// A step's `SetAlarm` could not be set (tried twice); `rest` is what is left of the
+    /// step. What that does depends on what the step was for:
+    /// - an arrival's claim in enforce mode (a forward, or a job accepted): nothing was sent
+    ///   yet, and without its alarm the record might never be deleted, so the claim is
+    ///   withdrawn (the key may be retried), its waiters released, and the caller gets 503;
+    /// - observe mode has forwarded already, and an outcome was sent and cannot be taken
+    ///   back: carry on (the claim's alarm stays in place, and a record whose alarm is
+    ///   missing is still deleted when read past its expiry);
+    /// - a job's send that is not out yet: the job is put back as it was, nothing sent
+    ///   (without the alarm, a restart would read the claim as an unknown outcome);
+    /// - any other alarm's step: carry on, and the alarm's run fails, so that the
+    ///   platform retries it.
+    pub fn handle_alarm_unset(&mut self, mut rest: Decided) -> AlarmUnset {
+        let next_alarm = Some("the next alarm could not be set");
+        match &rest.what {
+            InProgress::Arrival { observed_until: Some(_), .. } | InProgress::Outcome { job: false, .. } => {}
+            InProgress::Arrival { .. } => {
+                let Claimed { forwarded, job } = rest.claimed();
+                if let Some(attempt) = forwarded {
+                    self.end(attempt);
+                } else if !job {
+                    return AlarmUnset::Carry(rest);
+                }
+                // The fault's consequence (`core::vocabulary::fault`): a claim, nothing sent, released.
+                let withdrawn = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
+                let step = Step {
+                    change: KeyRecordChange::Delete,
+                    actions: vec![Action::Reject(withdrawn.problem())],
+                };
+                let decision = Some(Decision::Rejected(ProblemKind::StorageUnavailable));
+                return AlarmUnset::Instead(Pending { what: InProgress::Withdrawal, step, decision });
+            }
+            InProgress::JobSend { before } => match rest.forwarded() {
+                Some(attempt) => {
+                    let change = match before.clone() {
+                        Some(record) => KeyRecordChange::Put(record),
+                        None => KeyRecordChange::Keep,
+                    };
+                    self.end(attempt);
+                    let step = Step { change, actions: Vec::new() };
+                    return AlarmUnset::Instead(Pending { what: InProgress::PutBack, step, decision: None });
+                }
+                None => rest.fails_alarm = rest.fails_alarm.or(next_alarm),
+            },
+            InProgress::Outcome { job: true, .. }
+            | InProgress::PutBack
+            | InProgress::Verdict
+            | InProgress::Withdrawal
+            | InProgress::Other => rest.fails_alarm = rest.fails_alarm.or(next_alarm),
+        }
+        AlarmUnset::Carry(rest)
     }
 
     /// The send of `attempt` is over, whatever became of it: it stops being live.
@@ -716,7 +879,7 @@ impl<A> KeyState<A> {
                     let (answer, answered) = latch();
                     self.waiters = Some(Waiters { attempt: *attempt, answer, answered });
                 }
-                (Action::Forward { attempt }, InProgress::JobSend) => {
+                (Action::Forward { attempt }, InProgress::JobSend { .. }) => {
                     self.live = Some(LiveAttempt {
                         attempt: *attempt,
                         waiters: 0,
@@ -758,6 +921,12 @@ impl<A> KeyState<A> {
         }
     }
 }
+
+/// What a stored request is sealed to: the claim's time and fingerprint.
+pub type SealBinding = (Millis, Digest256);
+
+/// Why an alarm whose job was put back fails: the platform retries it.
+const SEND_UNSCHEDULED: &str = "the send's alarm could not be set; nothing was sent";
 
 /// How long an alarm that could not read what it works on (the record, a job's stored
 /// request, a claim's stored lookup) waits before it looks again, whatever becomes of the

@@ -743,7 +743,10 @@ pub fn problem_response(problem: &Problem) -> StoredResponse {
         headers.push(("retry-after".to_owned(), seconds.to_string()));
     }
     // RFC 9110 §15.5.2: a 401 names how to authenticate.
-    if matches!(problem.kind, ProblemKind::MissingCredential | ProblemKind::UnverifiedCredential) {
+    if matches!(
+        problem.kind,
+        ProblemKind::MissingCredential | ProblemKind::UnverifiedCredential | ProblemKind::Unauthorized
+    ) {
         headers.push(("www-authenticate".to_owned(), "Bearer".to_owned()));
     }
     StoredResponse { status: problem.status(), headers, body: problem.to_json() }

@@ -54,9 +54,12 @@
 //! execution, "not found" is final (the operation can no longer execute), it answers only
 //! for an execution at or after the claim's time, and only its own verdicts carry the marker.
 
+use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::StoredResponse;
+use crate::core::formats::reconciling::Reconciling;
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::time::Millis;
+use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
 
 /// The header on a replayed answer that a lookup gave, instead of the original reply.
@@ -222,6 +225,36 @@ pub fn lookup_headers(scope_headers: &[(String, String)], claimed_at: Millis) ->
     headers
 }
 
+/// The lookup as a retry would send it (rule 1): `GET` of `url` (the route's, with the
+/// key in it), with the caller's scope headers (`scope_headers`, lowercase names) as the
+/// request carries them (`header`), under the caller's scope salt. Sealed with a claim, or
+/// sent at once for a retry.
+pub fn lookup_request(
+    url: &str,
+    scope_headers: &[String],
+    header: impl Fn(&str) -> Option<String>,
+    scope_salt: [u8; 32],
+) -> StoredRequest {
+    let headers =
+        scope_headers.iter().filter_map(|name| header(name).map(|value| (name.clone(), value))).collect();
+    StoredRequest { scope_salt, method: "GET".to_owned(), target: url.to_owned(), headers, body: Vec::new() }
+}
+
+/// What a claim made at `now` keeps of its route's lookup, sealed (`sealed_lookup`, bound
+/// to `now` and the claim's fingerprint): not asked yet, and forwarded in the key's one
+/// spelling (the Worker built the lookup's URL, and forwards the key, in it).
+pub fn kept_for_claim(sealed_lookup: Vec<u8>, now: Millis, not_found: u16, policy: &KeyTerms) -> Reconciling {
+    Reconciling {
+        sealed_lookup,
+        bound_at: now,
+        not_found,
+        asked: 0,
+        next_at: 0,
+        policy: Box::new(policy.clone()),
+        spelling_known: true,
+    }
+}
+
 /// How long after its `asked`-th unsure lookup the alarm asks again: doubling from
 /// [`FIRST_DELAY_MS`], at most [`MAX_DELAY_MS`], times a jitter in `[0.5, 1]` drawn from
 /// `jitter` (a number in `[0, 1]`), so that keys that became unknown together do not ask
@@ -235,6 +268,22 @@ pub fn next_delay(asked: u16, jitter: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lookup_carries_only_the_scope_headers_the_request_has_and_no_body() {
+        let header = |name: &str| (name == "authorization").then(|| "Bearer t".to_owned());
+        let names = ["authorization".to_owned(), "x-tenant".to_owned()];
+        let request = lookup_request("https://o.test/v1?k=a", &names, header, [7; 32]);
+        assert_eq!(request.method, "GET");
+        assert_eq!(request.target, "https://o.test/v1?k=a");
+        assert_eq!(request.headers, vec![("authorization".to_owned(), "Bearer t".to_owned())]);
+        assert!(request.body.is_empty());
+        assert_eq!(request.scope_salt, [7; 32]);
+        let policy = crate::core::format_fixtures::policy();
+        let kept = kept_for_claim(vec![1, 2], 5, 404, &policy);
+        assert_eq!((kept.bound_at, kept.asked, kept.next_at, kept.not_found), (5, 0, 0, 404));
+        assert!(kept.spelling_known);
+    }
 
     #[test]
     fn templates_are_checked_and_filled() {

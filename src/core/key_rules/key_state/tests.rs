@@ -70,6 +70,20 @@ fn a_forward_becomes_live_once_its_claim_is_written_and_duplicates_join_it() {
 }
 
 #[test]
+fn a_waiter_gets_the_answer_it_waited_for_or_a_409() {
+    let policy = policy();
+    let mut key = claimed(&policy);
+    let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    written(&mut key, pending);
+    assert_eq!(key.handle_waited(A, 10, Some(()), T0 + 2), Ok(()));
+    let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
+    written(&mut key, pending);
+    let problem = key.handle_waited(A, 10, None, T0 + 5_001).expect_err("ran out");
+    assert_eq!(problem.kind, ProblemKind::InProgress);
+    assert_eq!(key.live().map(|live| live.waiters), Some(0), "neither holds a place any more");
+}
+
+#[test]
 fn a_wait_that_runs_out_is_409_and_leaves_the_waiters() {
     let policy = policy();
     let key = &mut claimed(&policy);
@@ -101,8 +115,10 @@ fn a_claim_whose_alarm_cannot_be_set_is_withdrawn() {
     let mut key = KeyState::new();
     key.remember(None);
     let pending = key.handle_arrival(arrival(&policy, A, false), T0);
-    let decided = written(&mut key, pending);
-    let withdrawn = key.handle_alarm_failed(decided.claimed()).expect("withdrawn");
+    let mut decided = written(&mut key, pending);
+    assert!(matches!(decided.poll_action(), Some(Action::SetAlarm(_))));
+    let AlarmUnset::Instead(withdrawn) = key.handle_alarm_unset(decided) else { panic!("withdrawn") };
+    assert_eq!(withdrawn.describe(), "withdrawing the claim");
     assert_eq!(key.live(), None, "its waiters are released");
     let withdrawn = written(&mut key, withdrawn);
     assert_eq!(withdrawn.step.change, KeyRecordChange::Delete);
@@ -119,11 +135,13 @@ fn an_observed_claim_keeps_its_claim_when_the_alarm_fails_and_lives_for_its_leas
     let mut key = KeyState::new();
     key.remember(None);
     let pending = key.handle_arrival(arrival(&policy, A, true), T0);
-    let decided = written(&mut key, pending);
-    assert!(
-        key.handle_alarm_failed(decided.claimed()).is_none(),
-        "observing, the Worker has forwarded already"
-    );
+    let mut decided = written(&mut key, pending);
+    assert!(matches!(decided.poll_action(), Some(Action::SetAlarm(_))));
+    let AlarmUnset::Carry(rest) = key.handle_alarm_unset(decided) else {
+        panic!("observing, the Worker has forwarded already")
+    };
+    assert_eq!(rest.step.actions, vec![Action::Forward { attempt: A }]);
+    assert_eq!(rest.fails_alarm, None);
     let until = T0 + policy.timing.lease_ms();
     assert_eq!(key.live().and_then(|live| live.observed_until), Some(until));
     // Observing never counts a waiter.
@@ -191,7 +209,134 @@ fn the_alarm_keeps_a_running_claim_and_deletes_an_orphaned_one() {
 
 #[test]
 fn a_job_send_that_cannot_be_scheduled_is_put_back() {
-    let before = KeyRecord::InFlight(InFlight {
+    let before = job_record(b"sealed");
+    let mut key = KeyState::new();
+    key.remember(Some(before.clone()));
+    let pending = key.handle_job_alarm(B, T0 + 1);
+    // The alarm step's own job: due, so it sends, under a new claim.
+    let Some(attempt) = pending.forwarded() else { panic!("a send: {pending:?}") };
+    assert_eq!(pending.describe(), "the job");
+    let mut decided = written(&mut key, pending);
+    assert!(matches!(decided.poll_action(), Some(Action::SetAlarm(_))));
+    let AlarmUnset::Instead(put_back) = key.handle_alarm_unset(decided) else { panic!("put back") };
+    assert_eq!(put_back.step().change, KeyRecordChange::Put(before.clone()));
+    assert!(put_back.step().actions.is_empty(), "nothing is sent");
+    let decided = written(&mut key, put_back);
+    assert_eq!(key.record(), Some(&before));
+    assert!(key.live().is_none_or(|live| live.attempt != attempt));
+    assert!(decided.fails_alarm.is_some(), "the platform retries the alarm");
+}
+
+#[test]
+fn a_job_is_sent_only_as_the_request_that_was_opened_for_it() {
+    let mut key = KeyState::new();
+    key.remember(Some(job_record(b"sealed")));
+    assert_eq!(key.job_request(), Some((b"sealed".to_vec(), Some((T0, FP)))), "bound to the claim");
+    let mut unbound = KeyState::new();
+    let Some(KeyRecord::InFlight(mut claim)) = Some(job_record(b"sealed")) else { unreachable!() };
+    if let Some(job) = claim.async_job.as_mut() {
+        job.request_bound = false;
+    }
+    unbound.remember(Some(KeyRecord::InFlight(claim.clone())));
+    assert_eq!(unbound.job_request(), Some((b"sealed".to_vec(), None)), "a job from before binding");
+    if let Some(job) = claim.async_job.as_mut() {
+        job.sealed_request.clear();
+    }
+    unbound.remember(Some(KeyRecord::InFlight(claim)));
+    assert_eq!(unbound.job_request(), None, "a job that gave up keeps no request");
+    let pending = key.handle_job_alarm(B, T0 + 1);
+    assert!(pending.forwarded().is_some());
+    assert_eq!(key.check_job_send(&pending, Some(b"sealed")), Ok(()));
+    assert!(key.check_job_send(&pending, Some(b"other")).is_err(), "the job changed meanwhile");
+    assert!(key.check_job_send(&pending, None).is_err(), "nothing was opened");
+    // A step that sends nothing needs no request.
+    let clean_up = key.handle_alarm(T0 + 1);
+    assert_eq!(key.check_job_send(&clean_up, None), Ok(()));
+}
+
+#[test]
+fn an_alarm_step_whose_alarm_or_write_fails_fails_the_alarm_run_an_outcome_does_not() {
+    let policy = policy();
+    // The alarm's clean-up: the next alarm unset.
+    let mut key = KeyState::new();
+    key.remember(Some(completed_201()));
+    let mut decided = written(&mut key, key_alarm(T0 + 1));
+    assert!(matches!(decided.poll_action(), Some(Action::SetAlarm(_))));
+    let AlarmUnset::Carry(rest) = key.handle_alarm_unset(decided) else { panic!() };
+    assert!(rest.fails_alarm.is_some());
+    // Its write failed.
+    let pending = key.handle_alarm(T0 + TTL + 1);
+    assert_eq!(pending.describe(), "the clean-up");
+    assert!(key.handle_write_failed(pending, T0 + TTL + 1).fails_alarm.is_some());
+    // A lookup's verdict is fenced by the unknown outcome, and a failed write of it fails the run.
+    let verdict = key.handle_reconciled(A, Verdict::Unsure, &policy, 0.5, T0);
+    assert_eq!(verdict.fence(), Fence::Lookup);
+    assert!(key.handle_write_failed(verdict, T0).fails_alarm.is_some());
+    // An enforce-mode outcome was sent already: its unset alarm fails nothing.
+    let mut key = claimed(&policy);
+    let pending =
+        key.handle_origin_finished(A, OriginResult::Responded(201), Some(answer(201)), &policy, T0 + TTL * 3);
+    assert_eq!(pending.fence(), Fence::Claim);
+    let mut decided = written(&mut key, pending);
+    assert!(matches!(decided.poll_action(), Some(Action::SetAlarm(_))), "{decided:?}");
+    let AlarmUnset::Carry(rest) = key.handle_alarm_unset(decided) else { panic!() };
+    assert_eq!(rest.fails_alarm, None);
+    assert!(matches!(&rest.step.actions[..], [Action::Settle { .. }]));
+}
+
+#[test]
+fn a_refusal_before_the_step_is_a_step_that_only_refuses() {
+    let problem = lookup_unsealed();
+    let mut refused = refusal(problem.clone());
+    assert_eq!(refused.decision, Some(Decision::Rejected(ProblemKind::StorageUnavailable)));
+    assert_eq!(refused.step.change, KeyRecordChange::Keep, "nothing written");
+    assert_eq!(refused.poll_action(), Some(Action::Reject(problem)));
+    assert_eq!(refused.poll_action(), None);
+    assert_eq!(refused.fails_alarm, None);
+}
+
+#[test]
+fn a_step_that_follows_an_action_is_carried_out_next_with_its_decision() {
+    let policy = policy();
+    let mut key = claimed(&policy);
+    let mut decided = Decided {
+        step: Step::keep(vec![Action::Forward { attempt: A }, Action::SetAlarm(T0)]),
+        decision: Some(Decision::Executed),
+        fails_alarm: None,
+        what: InProgress::Other,
+    };
+    assert_eq!(decided.poll_action(), Some(Action::Forward { attempt: A }));
+    let pending = key.handle_origin_finished(A, OriginResult::Responded(503), Some(answer(503)), &policy, T0);
+    let outcome = written(&mut key, pending);
+    decided.follow(outcome);
+    assert_eq!(decided.decision, Some(Decision::Released));
+    assert!(matches!(decided.poll_action(), Some(Action::Settle { attempt: A, .. })));
+    assert_eq!(decided.poll_action(), Some(Action::SetAlarm(T0)), "the rest comes after");
+    assert_eq!(decided.poll_action(), None);
+}
+
+fn key_alarm(now: Millis) -> Pending {
+    let mut key = KeyState::new();
+    key.remember(Some(completed_201()));
+    key.handle_alarm(now)
+}
+
+/// A job's claim, due at T0, whose request was sealed as `sealed`.
+fn job_record(sealed: &[u8]) -> KeyRecord {
+    use crate::core::formats::job::{AsyncJob, JobPhase};
+    let job = AsyncJob {
+        phase: JobPhase::Waiting,
+        deadline: T0 + TTL,
+        next_attempt_at: T0,
+        max_backoff_ms: 1_000,
+        unknown_seen: false,
+        probe_origin: false,
+        max_sends: 3,
+        request_bound: true,
+        policy: Box::new(policy()),
+        sealed_request: sealed.to_vec(),
+    };
+    KeyRecord::InFlight(InFlight {
         reconcile: None,
         attempt: A,
         fingerprint: FP,
@@ -199,14 +344,8 @@ fn a_job_send_that_cannot_be_scheduled_is_put_back() {
         claimed_at: T0,
         lease_until: T0,
         expires_at: T0 + TTL,
-        async_job: None,
-    });
-    let mut key = KeyState::new();
-    key.remember(Some(before.clone()));
-    let pending = key.handle_job_unscheduled(B, Some(before.clone()));
-    assert_eq!(pending.step().change, KeyRecordChange::Put(before.clone()));
-    written(&mut key, pending);
-    assert_eq!(key.record(), Some(&before));
+        async_job: Some(job),
+    })
 }
 
 /// `A`'s answer, 201, completed at T0 and kept for the TTL.
@@ -532,8 +671,13 @@ fn an_execution_that_ends_without_an_answer_releases_its_waiters() {
     let policy = policy();
     let (mut key, waiting) = claimed_with_a_waiter(&policy);
     let mut wait = Box::pin(waiting.wait());
-    let claim = Claimed { forwarded: Some(A), job: false };
-    let withdrawal = key.handle_alarm_failed(claim).expect("withdrawn");
+    let rest = Decided {
+        step: Step::keep(vec![Action::Forward { attempt: A }]),
+        decision: Some(Decision::Executed),
+        fails_alarm: None,
+        what: InProgress::Arrival { new_attempt: A, body_bytes: 10, observed_until: None },
+    };
+    let AlarmUnset::Instead(withdrawal) = key.handle_alarm_unset(rest) else { panic!("withdrawn") };
     assert_eq!(poll_once(&mut wait), Poll::Ready(None));
     assert!(key.waiters_of(A).is_none());
     drop(key.handle_written(withdrawal));

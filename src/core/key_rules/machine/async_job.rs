@@ -46,7 +46,9 @@ use crate::core::vocabulary::decision::Decision;
 
 use super::{Action, KeyRecordChange, Step};
 use crate::core::formats::job::{AsyncJob, JobPhase, DEFAULT_MAX_SENDS};
-use crate::core::formats::key_record::{AttemptId, InFlight, KeyRecord, Unknown, UnknownReason};
+use crate::core::formats::key_record::{
+    AttemptId, InFlight, KeyRecord, StoredResponse, Unknown, UnknownReason,
+};
 use crate::core::formats::reconciling::Reconciling;
 use crate::core::key_rules::reconcile::FIRST_DELAY_MS;
 use crate::core::primitives::time::Millis;
@@ -253,6 +255,26 @@ pub fn backoff_ms(sent: u16, jitter: f64, max_backoff_ms: u64, retry_after_ms: O
 }
 
 pub use idempotency_edge_protocol::retry_after::parse_retry_after;
+
+/// 202 Accepted for a job that runs (its claim, or a poll of it):
+/// `Preference-Applied: respond-async` (RFC 7240 §3) and when to poll again.
+pub fn accepted_response(retry_after: u64) -> StoredResponse {
+    let header = |name: &str, value: String| (name.to_owned(), value);
+    let headers = vec![
+        header("content-type", "application/json".to_owned()),
+        header("preference-applied", "respond-async".to_owned()),
+        header("retry-after", retry_after.to_string()),
+    ];
+    let body = format!("{{\"status\":\"pending\",\"retry_after\":{retry_after}}}").into_bytes();
+    StoredResponse { status: 202, headers, body }
+}
+
+/// The delay an origin's answer asks for in its `Retry-After` header (the first, whatever
+/// its case), in milliseconds from `now`.
+pub fn retry_after_in(headers: &[(String, String)], now: Millis) -> Option<u64> {
+    let value = headers.iter().find(|(name, _)| name.eq_ignore_ascii_case("retry-after"));
+    parse_retry_after(value.map(|(_, value)| value.as_str()), now)
+}
 
 /// How an enforced arrival is served, decided before anything is awaited (rule 7): as a job
 /// (`accept`, with the request sealed for later), or synchronously; and whether it

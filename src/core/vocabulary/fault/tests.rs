@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::*;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
-use crate::core::key_rules::key_state::{Arrival, KeyState};
+use crate::core::key_rules::key_state::{AlarmUnset, Arrival, KeyState};
 use crate::core::key_rules::machine::{self, Action, Event, KeyRecordChange};
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::key_terms::Mode;
@@ -124,8 +124,9 @@ fn a_fault_after_the_claim_and_before_the_send_releases_the_key() {
         other => panic!("a claim: {other:?}"),
     };
     key.remember(Some(record));
-    let decided = key.handle_written(pending);
-    let withdrawn = key.handle_alarm_failed(decided.claimed()).expect("withdrawn");
+    let mut decided = key.handle_written(pending);
+    assert!(matches!(decided.poll_action(), Some(Action::SetAlarm(_))));
+    let AlarmUnset::Instead(withdrawn) = key.handle_alarm_unset(decided) else { panic!("withdrawn") };
     assert_eq!(withdrawn.step().change, KeyRecordChange::Delete, "released");
     let fault = Fault::storage(StorageOperation::Alarm, Stage::Claimed);
     assert_eq!(withdrawn.step().actions, vec![Action::Reject(fault.problem())]);

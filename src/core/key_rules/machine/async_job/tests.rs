@@ -394,6 +394,28 @@ fn a_jobs_unknown_outcome_keeps_the_routes_lookup_and_is_looked_up() {
 }
 
 #[test]
+fn a_jobs_202_says_the_preference_was_applied_and_when_to_poll() {
+    let accepted = accepted_response(7);
+    assert_eq!(accepted.status, 202);
+    let header = |name: &str| accepted.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    assert_eq!(header("preference-applied"), Some("respond-async"));
+    assert_eq!(header("retry-after"), Some("7"));
+    assert_eq!(header("content-type"), Some("application/json"));
+    assert_eq!(accepted.body, br#"{"status":"pending","retry_after":7}"#);
+}
+
+#[test]
+fn an_answers_retry_after_is_found_whatever_its_case() {
+    let headers = |name: &str, value: &str| {
+        vec![("x-a".to_owned(), "1".to_owned()), (name.to_owned(), value.to_owned())]
+    };
+    assert_eq!(retry_after_in(&headers("Retry-After", "2"), 0), Some(2_000));
+    assert_eq!(retry_after_in(&headers("retry-after", "5"), 0), Some(5_000));
+    assert_eq!(retry_after_in(&headers("retry-afterx", "5"), 0), None);
+    assert_eq!(retry_after_in(&[], 0), None);
+}
+
+#[test]
 fn retry_after_is_read_in_delay_seconds() {
     let now = 1_793_021_280_000; // Mon, 26 Oct 2026 13:28:00 GMT
     assert_eq!(parse_retry_after(Some(" 3 "), now), Some(3_000));

@@ -26,8 +26,8 @@ export const COMMANDS = {
   ],
   cold: [
     "coldstart.mjs",
-    "cold start: a fresh isolate's first request minus the warm p50, against the pass-through and the plain-JS references",
-    "cold [build dir=build] [rounds=5] [other build dir ...]",
+    "cold start: a fresh isolate's first request minus the warm p50, whole and per side (the Worker's, the object's), against the pass-through and the plain-JS references; writes target/bench/cold.json",
+    "cold [build dir=build] [rounds=5] [other build dir ...] [--targets worker,worker-2,...] [--state disk|tmpfs] [--out FILE]",
   ],
   cost: [
     "cost.mjs",

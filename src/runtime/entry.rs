@@ -238,20 +238,23 @@ impl CoveredRequest {
         };
         // The object name is a hash: safe to log, unlike the key or the credential.
         let short = &identified.name[..16];
-        let failure = match call_key(&namespace, &identified.name, &to_object).await {
+        let calls = std::cell::Cell::new(0);
+        let failure = match call_key(&calls, &namespace, &identified.name, &to_object).await {
             Ok((response, _)) => return Ok(response),
             Err(failure) => failure,
         };
-        self.unanswered(short, identified.scope_log, wire_method, unprotected, failure).await
+        let tried = (wire_method, calls.get());
+        self.unanswered(short, identified.scope_log, tried, unprotected, failure).await
     }
 
     /// The object did not answer: a fail-open forward where the core says the request
-    /// provably never left the Worker, 503 otherwise.
+    /// provably never left the Worker, 503 otherwise. The fail-open line says how many
+    /// object calls were made (0 when the stub could not be made).
     async fn unanswered(
         &self,
         short: &str,
         scope_log: ScopeLog,
-        wire_method: &'static str,
+        (wire_method, object_calls): (&'static str, u32),
         unprotected: Option<(String, Headers, JsValue)>,
         (failure, error): (ObjectCallFailure, String),
     ) -> Result<Response> {
@@ -268,8 +271,10 @@ impl CoveredRequest {
                     forward::fail_open(&self.env, &self.policy, wire_method, &target, &headers, &js_body)
                         .await;
                 let status = answer.as_ref().map_or(500, Response::status);
-                let log =
-                    RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log));
+                let log = RequestLog {
+                    object_calls: Some(object_calls),
+                    ..RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log))
+                };
                 metrics::write_point_in(
                     &self.env,
                     &log,

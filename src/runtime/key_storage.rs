@@ -45,7 +45,7 @@ use super::bindings::{self, SyncKv};
 use super::chunks;
 use super::seal::Sealer;
 use super::settings;
-use crate::core::edge_rules::log::event_line;
+use crate::core::edge_rules::log::{event_line, StorageAccess as Access, StorageCalls};
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::key_record::{Completed, DecodeError, KeyRecord, StoredResponse};
 use crate::core::formats::seal::{opening, KeyRing, Opening, SealContext};
@@ -98,6 +98,9 @@ pub(super) struct KeyStorage {
     read_in_clear: Cell<bool>,
     /// Whether a row of the legacy table may be stored (the record's two layouts, above).
     legacy_row: Cell<LegacyRow>,
+    /// Every call into storage this instance made, counted in [`KeyStorage::count`]: what
+    /// a request's line reports is the difference across its handling.
+    calls: Cell<StorageCalls>,
 }
 
 /// A record opened after it was read (its sealed answer, or its chunk rows checked): what
@@ -133,7 +136,20 @@ impl KeyStorage {
             chunk_check: RefCell::new(None),
             read_in_clear: Cell::new(false),
             legacy_row: Cell::new(LegacyRow::Possible),
+            calls: Cell::new(StorageCalls::default()),
         }
+    }
+
+    /// The storage calls this instance has made so far (see [`StorageCalls::since`]).
+    pub fn calls(&self) -> StorageCalls {
+        self.calls.get()
+    }
+
+    /// Counts one call into storage, as a read or a write: each operation below that reaches
+    /// storage (the record read, written or deleted, a chunked answer's rows, the alarm,
+    /// `deleteAll`) counts itself here, once.
+    fn count(&self, access: Access) {
+        self.calls.set(self.calls.get().and(access));
     }
 
     /// Reads the stored record (synchronous: in the caller's turn).
@@ -156,6 +172,7 @@ impl KeyStorage {
     /// `legacy_row` is set to what the read found: a record read with it left `Possible`
     /// came from the row.
     fn read(&self) -> Result<Option<KeyRecord>, StorageError> {
+        self.count(Access::Read);
         let legacy = &self.legacy_row;
         legacy.set(LegacyRow::Possible);
         let value = self.kv().get(KV_KEY).map_err(sql_error)?;
@@ -191,6 +208,7 @@ impl KeyStorage {
     /// nothing a later read could take for the key's record, even where a rollback past the
     /// rule of docs/deploy.md left a row beside the value. Deletions are rare.
     pub fn delete_now(&self) -> Result<(), StorageError> {
+        self.count(Access::Write);
         self.legacy_row.set(LegacyRow::Possible);
         self.in_transaction(|| {
             self.remove_legacy_row()?;
@@ -221,6 +239,7 @@ impl KeyStorage {
                 (Some(_), None) => return Err(no_scope_salt()),
                 (_, salt) => salt.map_or(&[][..], |salt| &salt.0[..]),
             };
+            self.count(Access::Read);
             let (record, checked) = chunks::open(self.sql(), done, self.sealing(ring, salt)).await?;
             return Ok(Some(opened(record, Some(checked))));
         }
@@ -292,6 +311,7 @@ impl KeyStorage {
             let writes = self.chunk_writes.get();
             self.chunk_writes.set(writes.saturating_add(1));
             let fail_half_way = writes < settings.fault_injection.chunk_write_failures;
+            self.count(Access::Write);
             let (cached, checked) = chunks::put(self, done, sealing, still_current, fail_half_way).await?;
             *self.chunk_check.borrow_mut() = Some(checked);
             return Ok(cached);
@@ -321,6 +341,7 @@ impl KeyStorage {
     /// row's removal in the same transaction (a claim whose value could not be written
     /// keeps the row it would have replaced).
     fn put_record(&self, record: &KeyRecord) -> Result<(), StorageError> {
+        self.count(Access::Write);
         let encoded = record.encode();
         if self.legacy_row.get() == LegacyRow::Absent {
             return self.put_encoded(encoded);
@@ -386,6 +407,7 @@ impl KeyStorage {
                 deletions + 1
             )));
         }
+        self.count(Access::Write);
         self.raw_storage().delete_all().await.map_err(sql_error)?;
         self.legacy_row.set(LegacyRow::Absent);
         Ok(())
@@ -393,6 +415,7 @@ impl KeyStorage {
 
     /// Cancels the alarm (a purged job's).
     pub async fn delete_alarm(&self) -> bool {
+        self.count(Access::Write);
         self.raw_storage().delete_alarm().await.is_ok()
     }
 
@@ -406,6 +429,7 @@ impl KeyStorage {
     /// is made in this turn), without awaiting it: issued in the same turn as a record write,
     /// the two reach storage as one durable write.
     pub fn issue_alarm(&self, at: u64) -> IssuedAlarm<'_> {
+        self.count(Access::Write);
         let when = ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
         let mut pending: IssuedAlarm<'_> = Box::pin(self.raw_storage().set_alarm(when));
         // The first poll makes the call; what it answers is read when the alarm is confirmed
@@ -440,6 +464,7 @@ impl KeyStorage {
     ) -> Option<chunks::Source> {
         let Some(KeyRecord::Completed(done)) = current else { return None };
         let manifest = done.chunks.as_ref().filter(|_| Arc::ptr_eq(&done.response, stored))?;
+        self.count(Access::Read);
         Some(chunks::Source::new(self.sql().clone(), manifest.clone(), self.chunk_check.borrow().as_ref()))
     }
 

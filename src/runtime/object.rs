@@ -171,8 +171,10 @@ impl KeyObject {
 
 impl KeyObject {
     async fn handle(&self, req: web_sys::Request) -> Result<Response> {
-        // When the request reached the object: its line's `edge_ms` counts from here.
+        // When the request reached the object: its line's `edge_ms` counts from here, and
+        // so do its storage calls.
         let received = now_ms();
+        let calls = self.store.calls();
         // The one envelope the Worker sends (`core::edge_rules::wire`): an unknown version is a 503,
         // never a guess.
         let call = match self.envelope(&req)? {
@@ -193,7 +195,7 @@ impl KeyObject {
         let _ = self.store.scope_salt.set(call.scope_salt);
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
-        let mut log = self.request_log(Some(call.scope));
+        let mut log = RequestLog { storage: Some(calls), ..self.request_log(Some(call.scope)) };
         let arriving = |body, consumed| Start::Arrival { req: &req, call: &call, body, consumed };
         let (decided, start) = match self.open_sealed_record().await {
             Err(error) => {
@@ -328,7 +330,7 @@ impl KeyObject {
         // Nothing to write: the step is reported at once, as `write` would after a `Keep`.
         let decided = self.key.borrow_mut().handle_written(pending);
         let drained = body::start_drain(req, Some(body_bytes));
-        let mut log = self.request_log(Some(call.scope));
+        let mut log = RequestLog { storage: Some(self.store.calls()), ..self.request_log(Some(call.scope)) };
         log.decision = decided.decision.unwrap_or(log.decision);
         let response = self.prepared(&stored).response();
         Some((self.answer(response, &mut log, &call.trace, received), drained))
@@ -550,6 +552,9 @@ impl KeyObject {
     ) -> Result<Response> {
         log.status = response.as_ref().map_or(500, Response::status);
         log.answered_after(now_ms().saturating_sub(received));
+        // Until now `storage` held the count at arrival (`handle`, `replayed`): the line says
+        // what was done since.
+        log.storage = log.storage.map(|before| self.store.calls().since(before));
         self.write_line(log, trace);
         response
     }

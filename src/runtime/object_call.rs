@@ -4,7 +4,7 @@
 //! other failure is classified (`core::edge_rules::routes::ObjectCallFailure`) for the core to decide
 //! between failing open and 503.
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 
 use js_sys::Reflect;
 use wasm_bindgen::{JsCast, JsValue};
@@ -49,19 +49,24 @@ pub(super) fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Res
 /// Sends `req` to the object behind `stub` and takes its answer: only one that carries the
 /// object's mark is the object's. A call that throws before it is sent, or that the
 /// platform refuses as `overloaded` (queued and never run), was not delivered; any other
-/// failure may have come after the object sent the request on.
+/// failure may have come after the object sent the request on. (An admin call: no line
+/// counts it.)
 pub(super) async fn call_object(
     stub: Stub,
     req: &Request,
 ) -> std::result::Result<Response, (ObjectCallFailure, String)> {
-    call_object_marked(stub, req).await.map(|(response, _)| response)
+    call_object_marked(&Cell::new(0), stub, req).await.map(|(response, _)| response)
 }
 
 /// [`call_object`], with the mark the object put on its answer (observe mode's verdict).
+/// Every call the Worker makes to a key's object is made here, and counted in `calls`: the
+/// request's calls so far, which its line says (`object_calls`).
 async fn call_object_marked(
+    calls: &Cell<u32>,
     stub: Stub,
     req: &Request,
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
+    calls.set(calls.get().saturating_add(1));
     let stub: worker::worker_sys::DurableObject = stub.into_rpc();
     // `worker`'s `Stub::fetch_with_request` answers both failures as one error: whether the
     // call was sent, and the rejection's flags, are what the core decides on.
@@ -117,8 +122,10 @@ pub(super) fn envelope_request(
 }
 
 /// Observe mode's call to the key's object named `name`: the envelope (and the origin's
-/// body, with an outcome), POSTed to `target`; the mark the object put on its answer.
+/// body, with an outcome), POSTed to `target`, counted in `calls`; the mark the object put
+/// on its answer.
 pub(super) async fn call_named(
+    calls: &Cell<u32>,
     env: &Env,
     jurisdiction: Option<&str>,
     name: &str,
@@ -129,17 +136,19 @@ pub(super) async fn call_named(
     let before = |error: Error| (ObjectCallFailure::BeforeSend, error.to_string());
     let request = envelope_request(target, "POST", &envelope, body.as_ref()).map_err(before)?;
     let namespace = cached_key_namespace(env, jurisdiction).map_err(before)?;
-    call_key(&namespace, name, &request).await.map(|(_, answered)| answered)
+    call_key(calls, &namespace, name, &request).await.map(|(_, answered)| answered)
 }
 
-/// The call to the key's object named `name`, in either mode: its answer and mark, or the
-/// failure (a stub that could not be made was never sent anything).
+/// The call to the key's object named `name`, in either mode, counted in `calls`: its
+/// answer and mark, or the failure (a stub that could not be made was never sent anything,
+/// nor counted).
 pub(super) async fn call_key(
+    calls: &Cell<u32>,
     namespace: &ObjectNamespace,
     name: &str,
     req: &Request,
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
     let stub =
         namespace.get_by_name(name).map_err(|error| (ObjectCallFailure::BeforeSend, error.to_string()))?;
-    call_object_marked(stub, req).await
+    call_object_marked(calls, stub, req).await
 }

@@ -248,9 +248,10 @@ impl Observation {
         let name = identified.name;
         // The request's copy is not held while the object is called.
         drop(request);
+        let calls = std::cell::Cell::new(0);
         let object = |step: KeyStep, body: Option<JsValue>| {
             let envelope = ToObject::Key(KeyCall { step, ..call.clone() }).encode();
-            call_named(&env, jurisdiction.as_deref(), &name, &target, envelope, body)
+            call_named(&calls, &env, jurisdiction.as_deref(), &name, &target, envelope, body)
         };
         // The object's id, as the object's own lines name it (and the admin API takes it).
         let short = cached_key_namespace(&env, jurisdiction.as_deref())
@@ -288,6 +289,7 @@ impl Observation {
         let log = RequestLog {
             origin_status,
             origin_ms: Some(ms),
+            object_calls: Some(calls.get()),
             ..RequestLog::new(Some(short), decision, status, Some(call.scope))
         };
         metrics::write_point_in(&env, &log, observed(&call.trace));

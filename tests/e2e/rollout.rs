@@ -156,6 +156,8 @@ fn observe_mode_forwards_everything_and_logs_what_enforce_would_have_done() {
     assert_eq!(decision(line), ("executed".into(), String::new()), "{line}");
     assert_eq!((line["status"].as_u64(), line["origin_status"].as_u64()), (Some(201), Some(201)), "{line}");
     assert_eq!(line["route"], "/observed/*", "{line}");
+    // The Worker's own line counts its calls to the object: the arrival, then the outcome.
+    assert_eq!(line["object_calls"], 2, "{line}");
     let object = line["object"].as_str().expect("the line names the object").to_owned();
     let record = w.send(
         &Request::get(&format!("/__idempotency/records/{object}"))
@@ -174,7 +176,9 @@ fn observe_mode_forwards_everything_and_logs_what_enforce_would_have_done() {
     assert_untouched(&retry, 201);
     assert_ne!(retry.body, first.body, "a new execution, not a replay");
     assert_eq!(o.executions(&key), 2);
-    assert_eq!(decision(&expect("retry", 1)[0]), ("replayed".into(), String::new()));
+    let line = &expect("retry", 1)[0];
+    assert_eq!(decision(line), ("replayed".into(), String::new()));
+    assert_eq!(line["object_calls"], 1, "no claim, so no outcome to report: {line}");
 
     // The same key with another payload: forwarded, logged as key-reused.
     let mismatch = w.send(

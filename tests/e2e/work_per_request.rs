@@ -13,9 +13,13 @@
 //! `deleteAll()` removes at the end, when it drops the whole database, are reported apart and
 //! not counted as rows written.
 //!
-//! What it cannot count from outside, because nothing exposes it locally: the number of
-//! object calls per request, and storage reads. Neither the runtime's log lines nor its
-//! metrics data point carry a count of object calls or storage operations.
+//! Object calls and storage calls are counted by the worker itself, on the decision lines
+//! (`docs/operations.md`): the key's object writes one line per call it receives, with the
+//! storage reads and writes it made for that request (`storage_reads`, `storage_writes`,
+//! counted where `runtime::key_storage` reaches storage), and the Worker writes no line of
+//! its own for a request its object answered (a line it writes, fail-open or observe mode,
+//! says `object_calls`). Each request here carries a `cf-ray` of its own, which becomes its
+//! lines' `request_id`: the number of lines naming it is the number of object calls it made.
 
 use std::process::Command;
 use std::thread;
@@ -23,12 +27,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::support::logs;
 use crate::support::origin::Origin;
-use crate::support::requests::{new_key, new_path, payment};
+use crate::support::requests::{new_key, new_path, payment, unique};
 use crate::support::worker::{repo_root, require_build, Readiness, Worker, WorkerConfig};
 
 const TTL_SECONDS: u64 = 10;
 const MAX_ROWS_PER_KEY: u64 = 3;
+/// The storage writes a first attempt's object makes: its claim and the claim's alarm (one
+/// turn, one durable write), then its outcome (the alarm already set stays).
+const FIRST_ATTEMPT_WRITES: u64 = 3;
 
 /// What `bench/lib/rows_written.py` counted for the one key object of `w`, carrying on from
 /// its last call (the state file beside the instance).
@@ -107,6 +115,34 @@ fn start(origin: &Origin) -> Worker {
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// `request` named by a `cf-ray` of its own (which becomes its lines' `request_id`), and
+/// the name.
+fn named(request: &crate::support::http::Request, tag: &str) -> (crate::support::http::Request, String) {
+    let ray = unique(tag);
+    (request.clone().header("cf-ray", &ray), ray)
+}
+
+/// The decision lines naming `ray`, once its first is in the log and a second would have
+/// had time to follow (an object writes its line before it answers; no sentinel here: it
+/// would make a second key object).
+fn lines_named(w: &Worker, ray: &str) -> Vec<Value> {
+    logs::wait_for_line(w, &format!("naming {ray}"), |line| line["request_id"] == ray);
+    thread::sleep(Duration::from_millis(500));
+    logs::decision_lines(&w.log_contents()).into_iter().filter(|line| line["request_id"] == ray).collect()
+}
+
+/// What the one object call of a request named `ray` cost in storage, from its line: the
+/// request made exactly one object call (one line naming it, the object's, which counts its
+/// storage), and no line of the Worker's (which would carry `object_calls`).
+fn one_object_call(w: &Worker, ray: &str) -> (u64, u64, Value) {
+    let lines = lines_named(w, ray);
+    assert_eq!(lines.len(), 1, "one object call, so one line for the request {ray}: {lines:?}");
+    let line = lines.into_iter().next().unwrap();
+    assert!(line.get("object_calls").is_none(), "the object's line, not the Worker's: {line}");
+    let count = |field: &str| line[field].as_u64().unwrap_or_else(|| panic!("no {field} on {line}"));
+    (count("storage_reads"), count("storage_writes"), line)
+}
+
 fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !done() {
@@ -125,8 +161,9 @@ fn a_payment_costs_one_origin_request_one_write_before_it_and_at_most_three_rows
     let before = origin.total();
 
     // First attempt, held at the origin: what the object wrote before the forward.
+    let (first_req, first_ray) = named(&req, "FIRST");
     let gate = origin.gate();
-    let first = gate.on(req.clone()).start(w.addr).expect("send the first attempt");
+    let first = gate.on(first_req).start(w.addr).expect("send the first attempt");
     gate.expect_arrival("the first attempt");
     let at_forward = count(&w).expect("the key's object exists once its claim is made");
     assert_eq!(origin.total() - before, 1, "one origin request for a first attempt");
@@ -141,9 +178,16 @@ fn a_payment_costs_one_origin_request_one_write_before_it_and_at_most_three_rows
     assert!(!first.is_replayed());
     let settled = count(&w).unwrap();
     assert_eq!(origin.total() - before, 1, "nothing more reached the origin: {}", origin.total() - before);
+    // One object call; in it one read (a new object has no record in memory) and the
+    // writes of two turns: the claim with its alarm (the one durable write before the
+    // forward, counted above), then the outcome.
+    let (reads, writes, line) = one_object_call(&w, &first_ray);
+    assert_eq!(line["decision"], "executed", "{line}");
+    assert_eq!((reads, writes), (1, FIRST_ATTEMPT_WRITES), "storage calls of a first attempt: {line}");
 
     // A replay, answered from the object's memory: no origin request, no write.
-    let replay = w.send(&req);
+    let (replay_req, replay_ray) = named(&req, "REPLAY");
+    let replay = w.send(&replay_req);
     assert_eq!(replay.status, 201, "{replay:?}");
     assert!(replay.is_replayed(), "the retry is a replay: {replay:?}");
     let after_replay = count(&w).unwrap();
@@ -154,6 +198,10 @@ fn a_payment_costs_one_origin_request_one_write_before_it_and_at_most_three_rows
         settled.raw, after_replay.raw
     );
     assert_eq!(after_replay.rows_written, settled.rows_written);
+    // One object call, and no storage call at all: the answer was in memory.
+    let (reads, writes, line) = one_object_call(&w, &replay_ray);
+    assert_eq!(line["decision"], "replayed", "{line}");
+    assert_eq!((reads, writes), (0, 0), "a replay from memory calls no storage: {line}");
 
     // The key's life ends with its deletion; count every row written from the claim on.
     wait_until(

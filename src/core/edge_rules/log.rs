@@ -33,8 +33,50 @@ pub struct RequestLog {
     /// What the edge added: the time the key's object took from receiving the request to
     /// answering it, less `origin_ms` and `wait_ms` (`edge_ms`).
     pub edge_ms: Option<u64>,
+    /// The calls to the key's object the Worker made for the request; only on a line the
+    /// Worker writes (the object's own line is one call's).
+    pub object_calls: Option<u32>,
+    /// The key's storage operations the object made while it handled the request:
+    /// reads and writes (`StorageCalls`); only on a line the object writes.
+    pub storage: Option<StorageCalls>,
     /// How the scope was reached; absent for requests refused before a scope.
     pub scope: Option<ScopeLog>,
+}
+
+/// What a key's object asked of its storage for one request: `reads` (the record, a large
+/// answer's rows) and `writes` (a record written or deleted, an alarm set, everything
+/// deleted). Each is one call into the storage API; several writes of one turn reach the
+/// disk as one durable write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StorageCalls {
+    pub reads: u32,
+    pub writes: u32,
+}
+
+/// Whether a call into storage reads or writes (an alarm set or deleted is a write).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StorageAccess {
+    Read,
+    Write,
+}
+
+impl StorageCalls {
+    /// These calls and one more, of `access`.
+    pub fn and(self, access: StorageAccess) -> StorageCalls {
+        let StorageCalls { reads, writes } = self;
+        match access {
+            StorageAccess::Read => StorageCalls { reads: reads.wrapping_add(1), writes },
+            StorageAccess::Write => StorageCalls { reads, writes: writes.wrapping_add(1) },
+        }
+    }
+
+    /// What was done since `before` (a count taken earlier from the same counter).
+    pub fn since(self, before: StorageCalls) -> StorageCalls {
+        StorageCalls {
+            reads: self.reads.wrapping_sub(before.reads),
+            writes: self.writes.wrapping_sub(before.writes),
+        }
+    }
 }
 
 /// Where a line was written: the mode, and the route pattern that matched (observe-mode
@@ -112,6 +154,8 @@ impl RequestLog {
             origin_ms: None,
             wait_ms: None,
             edge_ms: None,
+            object_calls: None,
+            storage: None,
             scope,
         }
     }
@@ -184,7 +228,10 @@ impl RequestLog {
             | Field::OriginStatus
             | Field::OriginMs
             | Field::WaitMs
-            | Field::EdgeMs => "",
+            | Field::EdgeMs
+            | Field::ObjectCalls
+            | Field::StorageReads
+            | Field::StorageWrites => "",
         }
     }
 
@@ -201,6 +248,10 @@ impl RequestLog {
             Field::OriginMs => millis(self.origin_ms),
             Field::WaitMs => millis(self.wait_ms),
             Field::EdgeMs => millis(self.edge_ms),
+            // -1: not counted (a line the other side wrote, or one from before the count).
+            Field::ObjectCalls => Value::Number(self.object_calls.map_or(-1.0, f64::from)),
+            Field::StorageReads => Value::Number(self.storage.map_or(-1.0, |calls| f64::from(calls.reads))),
+            Field::StorageWrites => Value::Number(self.storage.map_or(-1.0, |calls| f64::from(calls.writes))),
             Field::Decision | Field::Problem | Field::Mode | Field::Scope | Field::Unverified => {
                 Value::Text(self.token(field, context))
             }
@@ -230,6 +281,9 @@ impl RequestLog {
             origin_ms: self.origin_ms,
             wait_ms: self.wait_ms,
             edge_ms: self.edge_ms,
+            object_calls: self.object_calls,
+            storage_reads: self.storage.map(|calls| calls.reads),
+            storage_writes: self.storage.map(|calls| calls.writes),
             scope: self.scope.map(|scope| scope.kind.slug()),
             unverified: self.scope.and_then(|scope| scope.unverified).map(|reason| reason.slug()),
             route: context.route(),
@@ -260,6 +314,12 @@ struct Line<'a> {
     wait_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     edge_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object_calls: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    storage_reads: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    storage_writes: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     scope: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -317,6 +377,8 @@ mod tests {
             origin_ms: Some(42),
             wait_ms: None,
             edge_ms: None,
+            object_calls: None,
+            storage: None,
             scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
@@ -339,6 +401,8 @@ mod tests {
                 origin_ms: Some(0),
                 wait_ms: Some(u64::MAX),
                 edge_ms: None,
+                object_calls: None,
+                storage: None,
                 scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
             },
             RequestLog {
@@ -349,6 +413,8 @@ mod tests {
                 origin_ms: None,
                 wait_ms: None,
                 edge_ms: None,
+                object_calls: None,
+                storage: None,
                 scope: None,
             },
         ];
@@ -378,6 +444,8 @@ mod tests {
             origin_ms: Some(42),
             wait_ms: None,
             edge_ms: None,
+            object_calls: None,
+            storage: None,
             scope: None,
         };
         assert_eq!(
@@ -397,6 +465,8 @@ mod tests {
             origin_ms: Some(u64::MAX),
             wait_ms: Some(7),
             edge_ms: None,
+            object_calls: None,
+            storage: None,
             scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
         };
         let trace =
@@ -423,6 +493,32 @@ mod tests {
         assert_eq!(line.edge_ms, Some(0), "never below zero");
     }
 
+    /// The work a request cost is on its line: the object's storage calls on the object's
+    /// line, the Worker's object calls on the Worker's; a count is written even when it is
+    /// 0 (a replay from memory), and left out when the side writing the line did not count.
+    #[test]
+    fn a_line_carries_the_work_counted_for_its_request() {
+        let mut line = RequestLog::new(Some("ab".into()), Decision::Replayed, 201, None);
+        assert!(!line.to_json().contains("storage") && !line.to_json().contains("object_calls"));
+        line.storage = Some(StorageCalls { reads: 0, writes: 0 });
+        assert_eq!(
+            line.to_json(),
+            r#"{"event":"idempotency","object":"ab","decision":"replayed","status":201,"storage_reads":0,"storage_writes":0}"#
+        );
+        line.storage = Some(StorageCalls { reads: 1, writes: 4 });
+        line.object_calls = Some(2);
+        line.edge_ms = Some(3);
+        assert!(line
+            .to_json()
+            .ends_with(r#""edge_ms":3,"object_calls":2,"storage_reads":1,"storage_writes":4}"#));
+        assert_eq!(line.data_point().doubles[5..], [2.0, 1.0, 4.0]);
+        // What a request did is the counter's difference across it, even past a wrap.
+        let before = StorageCalls { reads: u32::MAX, writes: 7 };
+        let after = before.and(StorageAccess::Read).and(StorageAccess::Write).and(StorageAccess::Read);
+        assert_eq!(after, StorageCalls { reads: 1, writes: 8 });
+        assert_eq!(after.since(before), StorageCalls { reads: 2, writes: 1 });
+    }
+
     #[test]
     fn a_line_before_its_decision_is_a_storage_failure_and_a_refusal_names_its_problem() {
         let undecided = RequestLog::undecided(Some("abc".into()), None);
@@ -443,6 +539,8 @@ mod tests {
             origin_ms: None,
             wait_ms: None,
             edge_ms: None,
+            object_calls: None,
+            storage: None,
             scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
@@ -460,6 +558,8 @@ mod tests {
             origin_ms: None,
             wait_ms: Some(5_000),
             edge_ms: None,
+            object_calls: None,
+            storage: None,
             scope: Some(ScopeLog { kind: ScopeKind::Claim, unverified: None }),
         };
         let point = line.data_point();
@@ -479,7 +579,7 @@ mod tests {
                 String::new(),
             ]
         );
-        assert_eq!(point.doubles, [409.0, 0.0, -1.0, 5_000.0, -1.0]);
+        assert_eq!(point.doubles, [409.0, 0.0, -1.0, 5_000.0, -1.0, -1.0, -1.0, -1.0]);
     }
 
     /// A failure a caller reports can be traced to its line: the request id,
@@ -495,6 +595,8 @@ mod tests {
             origin_ms: None,
             wait_ms: None,
             edge_ms: None,
+            object_calls: None,
+            storage: None,
             scope: None,
         };
         let trace = Trace {
@@ -539,6 +641,8 @@ mod tests {
             origin_ms: Some(3),
             wait_ms: None,
             edge_ms: None,
+            object_calls: None,
+            storage: None,
             scope: None,
         };
         let observed =
@@ -598,6 +702,8 @@ mod tests {
             origin_ms: None,
             wait_ms: None,
             edge_ms: None,
+            object_calls: None,
+            storage: None,
             scope: None,
         };
         let value: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();

@@ -43,10 +43,13 @@ pub enum Field {
     OriginMs,
     WaitMs,
     EdgeMs,
+    ObjectCalls,
+    StorageReads,
+    StorageWrites,
 }
 
 impl Field {
-    pub const ALL: [Field; 15] = [
+    pub const ALL: [Field; 18] = [
         Field::Decision,
         Field::Problem,
         Field::Object,
@@ -62,6 +65,9 @@ impl Field {
         Field::OriginMs,
         Field::WaitMs,
         Field::EdgeMs,
+        Field::ObjectCalls,
+        Field::StorageReads,
+        Field::StorageWrites,
     ];
 
     /// The field's name in the log line (`docs/operations.md`, "Log lines").
@@ -82,12 +88,25 @@ impl Field {
             Field::OriginMs => "origin_ms",
             Field::WaitMs => "wait_ms",
             Field::EdgeMs => "edge_ms",
+            Field::ObjectCalls => "object_calls",
+            Field::StorageReads => "storage_reads",
+            Field::StorageWrites => "storage_writes",
         }
     }
 
     /// Whether the field is a number (a `double` column); the others are text.
     pub const fn is_number(self) -> bool {
-        matches!(self, Field::Status | Field::OriginStatus | Field::OriginMs | Field::WaitMs | Field::EdgeMs)
+        matches!(
+            self,
+            Field::Status
+                | Field::OriginStatus
+                | Field::OriginMs
+                | Field::WaitMs
+                | Field::EdgeMs
+                | Field::ObjectCalls
+                | Field::StorageReads
+                | Field::StorageWrites
+        )
     }
 
     /// Whether the field is one of a closed set of `'static` tokens (a decision, a problem
@@ -119,7 +138,10 @@ impl Field {
             | Field::OriginStatus
             | Field::OriginMs
             | Field::WaitMs
-            | Field::EdgeMs => None,
+            | Field::EdgeMs
+            | Field::ObjectCalls
+            | Field::StorageReads
+            | Field::StorageWrites => None,
         }
     }
 }
@@ -164,8 +186,10 @@ pub const BLOBS: [Column; 10] = [
     },
 ];
 
-/// `double1` … `double5`, in order.
-pub const DOUBLES: [Column; 5] = [
+/// `double1` … `double8`, in order. The counts (`double6` … `double8`) are what a request
+/// cost in the calls the platform bills: summed over rows (weighted by the sampling), they
+/// give object requests and storage operations per decision, beside the latencies.
+pub const DOUBLES: [Column; 8] = [
     Column { name: "double1", field: Field::Status, meaning: "status sent to the caller" },
     Column { name: "double2", field: Field::OriginStatus, meaning: "origin status (0: no origin answer)" },
     Column { name: "double3", field: Field::OriginMs, meaning: "origin latency in ms (-1: not forwarded)" },
@@ -174,6 +198,21 @@ pub const DOUBLES: [Column; 5] = [
         name: "double5",
         field: Field::EdgeMs,
         meaning: "the time the key's object took to answer in ms, less the origin's time and a duplicate's wait: what the edge added (-1: not measured)",
+    },
+    Column {
+        name: "double6",
+        field: Field::ObjectCalls,
+        meaning: "calls to the key's object the Worker made (-1: a line the object wrote, where it is one call)",
+    },
+    Column {
+        name: "double7",
+        field: Field::StorageReads,
+        meaning: "the key's storage reads the object made for the request (-1: a line the Worker wrote)",
+    },
+    Column {
+        name: "double8",
+        field: Field::StorageWrites,
+        meaning: "the key's storage writes the object made for the request (-1: a line the Worker wrote)",
     },
 ];
 

@@ -370,6 +370,41 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    use crate::core::formats::fingerprint::Digest256;
+    use crate::core::formats::key_record::{AttemptId, Completed, InFlight, KeyRecord, StoredResponse};
+
+    /// A completed record of `attempt` whose answer is stored in the clear.
+    fn answered_in_the_clear(attempt: u64) -> Completed {
+        Completed {
+            attempt: AttemptId(attempt),
+            fingerprint: Digest256([1; 32]),
+            completed_at: 0,
+            expires_at: 10,
+            response: std::sync::Arc::new(StoredResponse {
+                status: 201,
+                headers: vec![],
+                body: b"x".to_vec(),
+            }),
+            sealed_answer: None,
+            sealed_bound: false,
+            chunks: None,
+        }
+    }
+
+    /// A claim of `attempt`, which holds no answer.
+    fn claimed(attempt: u64) -> KeyRecord {
+        KeyRecord::InFlight(InFlight {
+            attempt: AttemptId(attempt),
+            fingerprint: Digest256([1; 32]),
+            origin_attempts: 1,
+            claimed_at: 0,
+            lease_until: 5,
+            expires_at: 10,
+            async_job: None,
+            reconcile: None,
+        })
+    }
+
     const KEY_A: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
     const KEY_B: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
 
@@ -428,40 +463,14 @@ mod tests {
 
     #[test]
     fn an_answer_in_the_clear_is_refused_while_a_ring_is_set_unless_allowed() {
-        use crate::core::formats::fingerprint::Digest256;
-        use crate::core::formats::key_record::{AttemptId, Completed, InFlight, KeyRecord, StoredResponse};
-        let clear = KeyRecord::Completed(Completed {
-            attempt: AttemptId(1),
-            fingerprint: Digest256([1; 32]),
-            completed_at: 0,
-            expires_at: 10,
-            response: std::sync::Arc::new(StoredResponse {
-                status: 201,
-                headers: vec![],
-                body: b"x".to_vec(),
-            }),
-            sealed_answer: None,
-            sealed_bound: false,
-            chunks: None,
+        let done = answered_in_the_clear(1);
+        let clear = KeyRecord::Completed(done.clone());
+        let sealed = KeyRecord::Completed(Completed {
+            sealed_answer: Some(vec![1, b'k', 0]),
+            sealed_bound: true,
+            ..done
         });
-        let sealed = match &clear {
-            KeyRecord::Completed(done) => KeyRecord::Completed(Completed {
-                sealed_answer: Some(vec![1, b'k', 0]),
-                sealed_bound: true,
-                ..done.clone()
-            }),
-            _ => unreachable!(),
-        };
-        let claim = KeyRecord::InFlight(InFlight {
-            reconcile: None,
-            attempt: AttemptId(1),
-            fingerprint: Digest256([1; 32]),
-            origin_attempts: 1,
-            claimed_at: 0,
-            lease_until: 5,
-            expires_at: 10,
-            async_job: None,
-        });
+        let claim = claimed(1);
         assert!(refuses_unsealed(true, false, &clear));
         assert!(!refuses_unsealed(true, true, &clear), "allowed for the rollout");
         assert!(!refuses_unsealed(false, false, &clear), "no ring: nothing is sealed");
@@ -507,22 +516,7 @@ mod tests {
     #[test]
     fn a_record_is_opened_once_and_refused_in_the_clear_only_as_storage_held_it() {
         use crate::core::formats::chunk_manifest::ChunkManifest;
-        use crate::core::formats::fingerprint::Digest256;
-        use crate::core::formats::key_record::{AttemptId, Completed, InFlight, KeyRecord, StoredResponse};
-        let done = Completed {
-            attempt: AttemptId(4),
-            fingerprint: Digest256([1; 32]),
-            completed_at: 0,
-            expires_at: 10,
-            response: std::sync::Arc::new(StoredResponse {
-                status: 201,
-                headers: vec![],
-                body: b"x".to_vec(),
-            }),
-            sealed_answer: None,
-            sealed_bound: false,
-            chunks: None,
-        };
+        let done = answered_in_the_clear(4);
         let clear = KeyRecord::Completed(done.clone());
         let sealed = KeyRecord::Completed(Completed { sealed_answer: Some(vec![1]), ..done.clone() });
         let manifest = ChunkManifest { body_len: 1, chunk_len: 1, attempt: 4, digests: vec![[0; 32]] };
@@ -536,16 +530,7 @@ mod tests {
         assert_eq!(opening(&chunked, true, false, false, Some(3)), Opening::Open, "another attempt's rows");
         assert_eq!(opening(&chunked, true, false, false, Some(4)), Opening::Nothing, "checked once");
         assert_eq!(opening(&chunked, true, true, false, Some(4)), Opening::Refuse, "its head in the clear");
-        let claim = KeyRecord::InFlight(InFlight {
-            attempt: AttemptId(4),
-            fingerprint: Digest256([1; 32]),
-            origin_attempts: 1,
-            claimed_at: 0,
-            lease_until: 5,
-            expires_at: 10,
-            async_job: None,
-            reconcile: None,
-        });
+        let claim = claimed(4);
         assert_eq!(opening(&claim, true, true, false, None), Opening::Nothing, "nothing to open");
     }
 

@@ -8,7 +8,7 @@
 //! network: nothing is sent to the SQL API.
 
 use super::*;
-use crate::core::edge_rules::log::{LineContext, RequestLog};
+use crate::core::edge_rules::log::{LineContext, RequestLog, StorageCalls};
 use crate::core::edge_rules::scope::ScopeLog;
 use crate::core::primitives::jwt::Unverified;
 use crate::core::vocabulary::decision::Decision;
@@ -37,6 +37,8 @@ fn every_field_lands_in_the_column_the_schema_names() {
         origin_ms: Some(203),
         wait_ms: Some(204),
         edge_ms: Some(205),
+        object_calls: Some(206),
+        storage: Some(StorageCalls { reads: 207, writes: 208 }),
         scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
     };
     let trace = Trace { request_id: "8f1c2a3b4d5e6f70-AMS".into(), method: "PATCH".into(), route: None };
@@ -65,6 +67,9 @@ fn every_field_lands_in_the_column_the_schema_names() {
         Field::OriginMs => 203.0,
         Field::WaitMs => 204.0,
         Field::EdgeMs => 205.0,
+        Field::ObjectCalls => 206.0,
+        Field::StorageReads => 207.0,
+        Field::StorageWrites => 208.0,
         _ => unreachable!("{field:?} is text"),
     };
     let point = line.data_point_in(context);
@@ -84,6 +89,8 @@ fn every_field_lands_in_the_column_the_schema_names() {
         origin_ms: None,
         wait_ms: None,
         edge_ms: None,
+        object_calls: None,
+        storage: None,
         scope: None,
     }
     .data_point();
@@ -105,6 +112,11 @@ fn every_field_lands_in_the_column_the_schema_names() {
     assert_eq!(
         (number(Field::OriginStatus), number(Field::OriginMs), number(Field::WaitMs)),
         (0.0, -1.0, -1.0)
+    );
+    // A count the line does not carry is -1, never 0 (0 is a count: a replay's storage).
+    assert_eq!(
+        (number(Field::ObjectCalls), number(Field::StorageReads), number(Field::StorageWrites)),
+        (-1.0, -1.0, -1.0)
     );
 }
 
@@ -802,7 +814,7 @@ fn the_query_check_refuses_what_the_worker_does_not_write() {
         ("blob2 = 'key_reused'", "never holds 'key_reused'"),
         ("blob4 = 'observed'", "never holds 'observed'"),
         ("blob11 = ''", "blob11 is never written"),
-        ("double7 > 0", "double7 is never written"),
+        ("double9 > 0", "double9 is never written"),
         ("double1 = '409'", "holds a number"),
         ("blob1 = 1", "holds text"),
         ("blob2 LIKE 'key%'", "LIKE"),

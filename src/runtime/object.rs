@@ -408,7 +408,7 @@ impl KeyObject {
                 // The arrival whose lookup came first, decided on the record as it is now.
                 Action::Arrive => {
                     if let Start::Arrival { req, call, body, consumed } = &mut turn.start {
-                        let (arrived, read, read_now) = self.arrival(*req, *call, body.take(), now_ms()).await;
+                        let (arrived, read, read_now) = self.arrival(req, call, body.take(), now_ms()).await;
                         (*body, *consumed) = (read, *consumed || read_now);
                         decided.follow(arrived);
                     }

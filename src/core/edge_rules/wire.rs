@@ -563,7 +563,8 @@ mod tests {
         let accept_async = Some(crate::core::key_rules::machine::async_job::AsyncConfig::default());
         assert!(!key_call(KeyStep::Enforce { accept_async }).may_replay_at_once());
         assert!(!key_call(KeyStep::ObserveArrival).may_replay_at_once());
-        let reconcile = Some(ReconcileCall { url: "http://127.0.0.1/k".into(), not_found: 404, scope_headers: vec![] });
+        let reconcile =
+            Some(ReconcileCall { url: "http://127.0.0.1/k".into(), not_found: 404, scope_headers: vec![] });
         let looked_up = KeyCall { reconcile, ..key_call(KeyStep::Enforce { accept_async: None }) };
         assert!(!looked_up.may_replay_at_once());
     }

@@ -735,13 +735,20 @@ fn a_retry_of_an_unknown_outcome_looks_it_up_first_then_is_decided_on_the_verdic
     };
     let trusted = since + policy.timing.origin_timeout_ms;
     // (verdict, when it comes) → what the retry is then decided.
-    let cases: [(Verdict, Millis, fn(&[Action]) -> bool); 4] = [
+    type Then = fn(&[Action]) -> bool;
+    let cases: [(Verdict, Millis, Then); 4] = [
         (executed(), since + 1, |actions| matches!(actions, [Action::Replay(done)] if done.status == 201)),
         (Verdict::NotExecuted, trusted, |actions| actions.contains(&Action::Forward { attempt: B })),
-        (Verdict::NotExecuted, trusted - 1, |actions| {
-            matches!(actions, [Action::Reject(problem)] if problem.status() == 502)
-        }),
-        (Verdict::Unsure, trusted, |actions| matches!(actions, [Action::Reject(problem)] if problem.status() == 502)),
+        (
+            Verdict::NotExecuted,
+            trusted - 1,
+            |actions| matches!(actions, [Action::Reject(problem)] if problem.status() == 502),
+        ),
+        (
+            Verdict::Unsure,
+            trusted,
+            |actions| matches!(actions, [Action::Reject(problem)] if problem.status() == 502),
+        ),
     ];
     for (verdict, now, then) in cases {
         let label = format!("{verdict:?} at {now}");

@@ -80,7 +80,7 @@ use crate::core::formats::reconciling::Reconciling;
 use crate::core::key_rules::key_state::{
     look_again_at, refusal, AlarmUnset, Arrival, Decided, KeyState, Pending,
 };
-use crate::core::key_rules::machine::async_job::{accepted_response, ArrivalPlan, AsyncAccept};
+use crate::core::key_rules::machine::async_job::{accepted_response, AsyncAccept};
 use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, Stage};
@@ -266,12 +266,8 @@ impl KeyObject {
         read_early: Option<std::result::Result<JsValue, JsValue>>,
         now: u64,
     ) -> (Decided, Option<std::result::Result<JsValue, JsValue>>, bool) {
-        let accept = match call.step {
-            KeyStep::Enforce { accept_async } => accept_async,
-            KeyStep::ObserveArrival | KeyStep::ObserveOutcome { .. } => None,
-        };
         // Served as a job or synchronously, and whether it reconciles: the core's plan.
-        let plan = ArrivalPlan::new(accept, call.body_bytes, call.reconcile.is_some());
+        let plan = call.arrival_plan();
         let (mut read_early, mut lookup, mut unsealed) = (read_early, None, false);
         // On a route with a lookup (every arrival there, a job's included): the lookup is
         // sealed for a claim (`runtime::reconcile`), bound to the time the arrival is

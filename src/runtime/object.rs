@@ -80,13 +80,13 @@ use crate::core::formats::reconciling::Reconciling;
 use crate::core::key_rules::key_state::{
     look_again_at, refusal, AlarmUnset, Arrival, Decided, KeyState, Pending,
 };
-use crate::core::key_rules::machine::async_job::{accepted_response, ArrivalPlan, AsyncAccept, AsyncConfig};
+use crate::core::key_rules::machine::async_job::{accepted_response, AsyncAccept};
 use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, Stage};
 use crate::core::vocabulary::key_terms::KeyTerms;
-use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
-use crate::core::vocabulary::problem::{Problem, ProblemKind};
+use crate::core::vocabulary::outcome_table::OriginVerdict;
+use crate::core::vocabulary::problem::Problem;
 use crate::core::vocabulary::trace::Trace;
 use worker::{console_error, Delay, Env};
 
@@ -187,10 +187,7 @@ impl KeyObject {
                 body::drain(&req, None).await;
                 let problem = error.problem();
                 let object = Some(self.object_id().to_owned());
-                metrics::write_point(
-                    &self.env,
-                    &RequestLog::new(object, Decision::Rejected(problem.kind), problem.status(), None),
-                );
+                metrics::write_point(&self.env, &RequestLog::refused(object, &problem));
                 return respond::problem(&problem);
             }
         };
@@ -217,8 +214,8 @@ impl KeyObject {
                         let decided = self.observe_outcome(&req, *attempt, outcome, &call.policy).await;
                         (decided, Start::Observed { unread: None })
                     }
-                    KeyStep::Enforce { accept_async } => {
-                        let (decided, body, consumed) = self.arrival(&req, &call, *accept_async, now).await;
+                    KeyStep::Enforce { .. } => {
+                        let (decided, body, consumed) = self.arrival_or_lookup(&req, &call, now).await;
                         (decided, arriving(body, consumed))
                     }
                 }
@@ -236,33 +233,47 @@ impl KeyObject {
         self.answer(response, &mut log, &call.trace, received)
     }
 
+    /// An arrival's first step, enforcing, written. On a route with a lookup, a retry that
+    /// finds the key's outcome unknown (or its claim's owner gone) looks it up first: the
+    /// driver's step is `Lookup`, then `Arrive`, carried out in the loop
+    /// (`runtime::reconcile`, then [`KeyObject::arrival`]). Any other arrival is decided at
+    /// once ([`KeyObject::arrival`]).
+    async fn arrival_or_lookup(
+        &self,
+        req: &web_sys::Request,
+        call: &KeyCall,
+        now: u64,
+    ) -> (Decided, Option<std::result::Result<JsValue, JsValue>>, bool) {
+        if call.reconcile.is_some() && self.record().is_ok() {
+            let first = self.key.borrow_mut().handle_retry(call.fingerprint, now);
+            if let Some(pending) = first {
+                return (self.write(pending).await, None, false);
+            }
+        }
+        self.arrival(req, call, None, now).await
+    }
+
     /// An arrival's step, enforcing, written: decided on the record as it is after every
-    /// await that feeds it (the lookup of an unknown outcome, `runtime::reconcile`; the
-    /// sealing of a job's request, `async_job`), and written before any further await lets
-    /// other requests in (a forward is the live execution from then on, a join one of its
-    /// waiters). With the body where it was read already, and whether its stream was.
+    /// await that feeds it (its lookup's verdict, when one came first; the sealing of the
+    /// route's lookup and of a job's request, `async_job`), and written before any further
+    /// await lets other requests in (a forward is the live execution from then on, a join
+    /// one of its waiters). `read_early`: the body, read while the arrival waited on a
+    /// lookup. With the body where it was read already, and whether its stream was.
     async fn arrival(
         &self,
         req: &web_sys::Request,
         call: &KeyCall,
-        accept: Option<AsyncConfig>,
+        read_early: Option<std::result::Result<JsValue, JsValue>>,
         now: u64,
     ) -> (Decided, Option<std::result::Result<JsValue, JsValue>>, bool) {
         // Served as a job or synchronously, and whether it reconciles: the core's plan.
-        let plan = ArrivalPlan::new(accept, call.body_bytes, call.reconcile.is_some());
-        let (mut read_early, mut lookup, mut unsealed, mut now) = (None, None, false, now);
-        // On a route with a lookup (every arrival there, a job's included): an unknown
-        // outcome is looked up first, and the lookup sealed for a claim (`runtime::reconcile`).
+        let plan = call.arrival_plan();
+        let (mut read_early, mut lookup, mut unsealed) = (read_early, None, false);
+        // On a route with a lookup (every arrival there, a job's included): the lookup is
+        // sealed for a claim (`runtime::reconcile`), bound to the time the arrival is
+        // decided at.
         if let Some(reconcile) = call.reconcile.as_ref().filter(|_| plan.reconcile) {
             let headers = req.headers();
-            match self.reconcile_for_retry(req, &headers, call, reconcile).await {
-                Ok(body) => read_early = body,
-                // Past the cap of the retries waiting on a running lookup: nothing held.
-                Err(problem) => return (refusal(problem), None, false),
-            }
-            // The time the arrival is decided at, after those awaits: the sealed lookup is
-            // bound to it.
-            now = now_ms();
             (lookup, unsealed) = match self.sealed_lookup(&headers, call, reconcile, now).await {
                 Ok(lookup) => (lookup, false),
                 Err(()) => (None, true),
@@ -299,7 +310,7 @@ impl KeyObject {
         }
         let Ok(Ok(ToObject::Key(call))) = self.envelope(req) else { return None };
         let KeyCall { scope_salt, body_bytes, .. } = call;
-        if call.step != (KeyStep::Enforce { accept_async: None }) || call.reconcile.is_some() {
+        if !call.may_replay_at_once() {
             return None;
         }
         let _ = self.store.scope_salt.set(scope_salt);
@@ -383,9 +394,19 @@ impl KeyObject {
                 Action::Settle { attempt, answer, origin_answered } => {
                     self.settle(attempt, &answer, origin_answered, turn)
                 }
-                Action::Lookup { attempt } => {
-                    if let Some(verdict) = self.look_up_stored(attempt, turn).await {
-                        decided.follow(verdict);
+                Action::Lookup { attempt } => match self.carry_out_lookup(attempt, turn).await {
+                    Ok(Some(verdict)) => decided.follow(verdict),
+                    Ok(None) => {}
+                    // Past the cap of the retries waiting on a running lookup: the arrival
+                    // is answered at once instead, holding nothing.
+                    Err(problem) => decided = refusal(problem),
+                },
+                // The arrival whose lookup came first, decided on the record as it is now.
+                Action::Arrive => {
+                    if let Start::Arrival { req, call, body, consumed } = &mut turn.start {
+                        let (arrived, read, read_now) = self.arrival(req, call, body.take(), now_ms()).await;
+                        (*body, *consumed) = (read, *consumed || read_now);
+                        decided.follow(arrived);
                     }
                 }
                 Action::Join { attempt, wait_ms } => {
@@ -405,14 +426,11 @@ impl KeyObject {
                             Either::Right(((), _)) => None,
                         };
                         turn.log.wait_ms = Some(now_ms().saturating_sub(started));
-                        let waited =
+                        let (decision, waited) =
                             self.key.borrow_mut().handle_waited(attempt, body_bytes, outcome, now_ms());
-                        let (decision, answer) = match waited {
-                            Ok(answer) => (Decision::Coalesced, answer.response()),
-                            Err(problem) => {
-                                let answer = respond::traced_problem(&problem, turn.trace());
-                                (Decision::Rejected(problem.kind), answer)
-                            }
+                        let answer = match waited {
+                            Ok(answer) => answer.response(),
+                            Err(problem) => respond::traced_problem(&problem, turn.trace()),
                         };
                         decided.decision = Some(decision);
                         turn.answer = Some(answer);
@@ -546,7 +564,7 @@ impl KeyObject {
     /// unavailable (what it is unless something better is decided), no status yet.
     pub(super) fn request_log(&self, scope: Option<ScopeLog>) -> RequestLog {
         let object = Some(self.object_id().to_owned());
-        RequestLog::new(object, Decision::Rejected(ProblemKind::StorageUnavailable), 0, scope)
+        RequestLog::undecided(object, scope)
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {
@@ -554,8 +572,8 @@ impl KeyObject {
         self.expire_observed(now_ms());
         let runs = self.alarm_runs.get();
         self.alarm_runs.set(runs.saturating_add(1));
-        if runs < settings::get(&self.env).fault_injection.alarm_failures {
-            return Err(format!("ALARM_FAULT_INJECTION: run {} fails on purpose", runs + 1));
+        if let Some(why) = settings::get(&self.env).fault_injection.alarm_run_fails(runs) {
+            return Err(why);
         }
         let record = match self.record() {
             Ok(record) => record,
@@ -608,13 +626,8 @@ impl KeyObject {
         policy: &KeyTerms,
     ) -> Decided {
         let (result, mut answer) = origin::reported(req, outcome, policy).await;
-        let stored = match result {
-            OriginResult::Responded(_) => answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new),
-            OriginResult::Oversized(_)
-            | OriginResult::ConnectRefused
-            | OriginResult::TimedOut
-            | OriginResult::ResetAfterSend => None,
-        };
+        let stored = answer.as_mut().filter(|_| result.keeps_answer()).and_then(OriginAnswer::take_storable);
+        let stored = stored.map(Arc::new);
         let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
         self.write(pending).await
     }
@@ -675,8 +688,7 @@ pub(super) enum Start<'a> {
     /// Observe mode: the Worker forwards and answers; the object records, and answers with
     /// the decision. An arrival's body is drained (`unread`).
     Observed { unread: Option<&'a web_sys::Request> },
-    /// The alarm (or a retry's lookup, whose step only sets alarms): nobody to answer; a
-    /// job's send carries the request opened for it.
+    /// The alarm: nobody to answer; a job's send carries the request opened for it.
     Alarm { request: Option<StoredRequest> },
 }
 

@@ -1,9 +1,12 @@
 //! The object's half of reconciliation (`core::key_rules::reconcile` has the rules; the key's driver,
 //! `core::key_rules::key_state`, every decision): the lookup sealed with a claim, the lookup a retry
-//! makes at once when it finds the outcome unknown, and the one the alarm makes.
+//! makes at once when it finds the outcome unknown, and the one the alarm makes (each a
+//! `Lookup` action, [`KeyObject::carry_out_lookup`]).
 //!
-//! Every await comes before the decision it feeds: a retry's lookup runs, and its verdict
-//! is written, before the retry itself is decided on the record as it then is. One lookup
+//! Every await comes before the decision it feeds: a retry's lookup is the first step of
+//! its arrival (`core::key_rules::key_state::KeyState::handle_retry`: `Lookup`, then
+//! `Arrive`), so it runs, and its verdict is written, before the retry itself is decided on
+//! the record as it then is, in the object's one carry-out loop. One lookup
 //! runs per unknown outcome at a time: the key's driver gives the turns, and what the
 //! waiters wait for (`core::key_rules::key_state::KeyState::handle_lookup_turn`). A retry
 //! that arrives while one runs reads its body (the one
@@ -22,7 +25,6 @@
 //! Never logged: the lookup's URL (it holds the key), its headers (credentials) or its
 //! answer. The line says the object, the decision and the lookup's status.
 
-use wasm_bindgen::JsValue;
 use web_sys::Headers;
 
 use super::object::{KeyObject, Start, Turn};
@@ -78,41 +80,33 @@ impl KeyObject {
         }
     }
 
-    /// A retry on a route with a lookup: if the key's outcome is unknown (or its claim's
-    /// owner is gone, past its lease), it is looked up once, with this request's scope
-    /// headers, before the retry is decided; or the lookup running is waited for, the body
-    /// read first (returned); or, past the waiters' caps, the problem to answer at once.
-    pub(super) async fn reconcile_for_retry(
+    /// A step's `Lookup` of `attempt`'s unknown outcome. A retry's (the first step of its
+    /// arrival, `Turn`'s start an arrival): asked once with this request's scope headers, or
+    /// the lookup running waited for, the body read first (kept in `turn` for the arrival
+    /// that follows); past the waiters' caps, `Err`: the problem to answer at once instead
+    /// of the arrival. The alarm's: [`KeyObject::look_up_stored`]. The verdict's step,
+    /// written, to join the loop.
+    pub(super) async fn carry_out_lookup(
         &self,
-        req: &web_sys::Request,
-        headers: &Headers,
-        call: &KeyCall,
-        reconcile: &ReconcileCall,
-    ) -> std::result::Result<Option<std::result::Result<JsValue, JsValue>>, Problem> {
-        if self.record().is_err() {
-            return Ok(None);
-        }
-        let Some(attempt) = self.key.borrow().reconcile_first(call.fingerprint, now_ms()) else {
-            return Ok(None);
+        attempt: AttemptId,
+        turn: &mut Turn<'_>,
+    ) -> std::result::Result<Option<Decided>, Problem> {
+        let Start::Arrival { req, call, body, consumed } = &mut turn.start else {
+            return Ok(self.look_up_stored(attempt, turn).await);
         };
+        let Some(reconcile) = call.reconcile.as_ref() else { return Ok(None) };
         let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
-        let turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &call.policy.limits);
-        match turn {
+        let lookup_turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &call.policy.limits);
+        match lookup_turn {
             LookupTurn::Run(over) => {
-                let request = lookup_request(headers, reconcile, call.scope_salt);
-                let asked = self.look_up(attempt, over, &request, reconcile.not_found, &call.policy).await;
-                if let Some(verdict) = asked {
-                    // The verdict's step only sets alarms; should one fail, the next alarm
-                    // or retry mends it.
-                    let mut turn = Turn::new(Start::Alarm { request: None }, self.request_log(None));
-                    self.carry_out(verdict, &mut turn).await;
-                }
-                Ok(None)
+                let request = lookup_request(&req.headers(), reconcile, call.scope_salt);
+                Ok(self.look_up(attempt, over, &request, reconcile.not_found, &call.policy).await)
             }
             LookupTurn::Wait(running) => {
-                let body = body::read_whole(req).await;
+                *body = Some(body::read_whole(req).await);
+                *consumed = true;
                 running.wait().await;
-                Ok(Some(body))
+                Ok(None)
             }
             LookupTurn::Full(problem) => Err(problem),
         }
@@ -121,7 +115,7 @@ impl KeyObject {
     /// A step's `Lookup` of `attempt`'s unknown outcome (the alarm's), with the lookup the
     /// claim sealed: the verdict's step, written, to join the loop. A lookup that cannot be
     /// opened fails the alarm's run (`turn`).
-    pub(super) async fn look_up_stored(&self, attempt: AttemptId, turn: &mut Turn<'_>) -> Option<Decided> {
+    async fn look_up_stored(&self, attempt: AttemptId, turn: &mut Turn<'_>) -> Option<Decided> {
         let record = self.cached_record()?;
         let reconciling = record.reconciling()?;
         let settings = settings::get(&self.env);

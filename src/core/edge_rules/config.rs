@@ -586,6 +586,14 @@ impl FaultInjection {
         })
     }
 
+    /// Why the alarm's `run` (0 for an instance's first) fails on purpose: the first
+    /// `ALARM_FAULT_INJECTION` runs of each instance do, so that the platform's retries of
+    /// a failed alarm are exercised. `None` for a run that goes ahead.
+    pub fn alarm_run_fails(&self, run: u32) -> Option<String> {
+        (run < self.alarm_failures)
+            .then(|| format!("{VAR_ALARM_FAULT_INJECTION}: run {} fails on purpose", run.saturating_add(1)))
+    }
+
     /// Whether a request whose `PANIC_TEST_HEADER` value `header` gives panics at `site`:
     /// only while `PANIC_FAULT_INJECTION` is set, never otherwise, whatever the header says.
     /// The header is read only then, so that no request pays for reading it otherwise.
@@ -628,6 +636,17 @@ mod tests {
 
     fn parse(vars: &[(&'static str, &'static str)]) -> Result<Config, ConfigError> {
         Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
+    }
+
+    #[test]
+    fn only_the_first_injected_alarm_runs_fail() {
+        let none = FaultInjection::default();
+        assert_eq!(none.alarm_run_fails(0), None);
+        let two = FaultInjection { alarm_failures: 2, ..FaultInjection::default() };
+        assert_eq!(two.alarm_run_fails(0).as_deref(), Some("ALARM_FAULT_INJECTION: run 1 fails on purpose"));
+        assert_eq!(two.alarm_run_fails(1).as_deref(), Some("ALARM_FAULT_INJECTION: run 2 fails on purpose"));
+        assert_eq!(two.alarm_run_fails(2), None);
+        assert_eq!(two.alarm_run_fails(u32::MAX), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use super::metrics_schema::{self, Field};
 use super::scope::ScopeLog;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::core::vocabulary::trace::Trace;
 
 /// One log line.
@@ -157,6 +158,19 @@ impl RequestLog {
             storage: None,
             scope,
         }
+    }
+
+    /// The line of a request to `object` before its decision is known: storage
+    /// unavailable, which is what it is unless something better is decided (a failure
+    /// before the decision answers 503), and no status yet.
+    pub fn undecided(object: Option<String>, scope: Option<ScopeLog>) -> RequestLog {
+        RequestLog::new(object, Decision::Rejected(ProblemKind::StorageUnavailable), 0, scope)
+    }
+
+    /// The line of a request refused with `problem` before anything about its key was
+    /// decided: rejected, naming the problem, with the problem's status.
+    pub fn refused(object: Option<String>, problem: &Problem) -> RequestLog {
+        RequestLog::new(object, Decision::Rejected(problem.kind), problem.status(), None)
     }
 
     /// The object answered `elapsed_ms` after it received the request: what the edge
@@ -333,7 +347,6 @@ impl<'a> LineContext<'a> {
 mod tests {
     use super::*;
     use crate::core::vocabulary::outcome_table::Disposition;
-    use crate::core::vocabulary::problem::ProblemKind;
 
     #[test]
     fn an_event_line_names_its_event_and_object_and_only_its_facts() {
@@ -504,6 +517,16 @@ mod tests {
         let after = before.and(StorageAccess::Read).and(StorageAccess::Write).and(StorageAccess::Read);
         assert_eq!(after, StorageCalls { reads: 1, writes: 8 });
         assert_eq!(after.since(before), StorageCalls { reads: 2, writes: 1 });
+    }
+
+    #[test]
+    fn a_line_before_its_decision_is_a_storage_failure_and_a_refusal_names_its_problem() {
+        let undecided = RequestLog::undecided(Some("abc".into()), None);
+        assert_eq!(undecided.decision, Decision::Rejected(ProblemKind::StorageUnavailable));
+        assert_eq!((undecided.status, undecided.object.as_deref()), (0, Some("abc")));
+        let problem = Problem::new(ProblemKind::KeyReused, "another payload");
+        let refused = RequestLog::refused(None, &problem);
+        assert_eq!((refused.decision, refused.status), (Decision::Rejected(ProblemKind::KeyReused), 422));
     }
 
     #[test]

@@ -20,7 +20,7 @@
 use super::scope::ScopeLog;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::key_record::AttemptId;
-use crate::core::key_rules::machine::async_job::AsyncConfig;
+use crate::core::key_rules::machine::async_job::{ArrivalPlan, AsyncConfig};
 use crate::core::primitives::codec::{CodecError, Reader, Writer};
 use crate::core::primitives::jwt::{base64url_decode, base64url_encode};
 use crate::core::primitives::key::IDEMPOTENCY_KEY;
@@ -91,6 +91,26 @@ pub struct KeyCall {
     pub trace: Trace,
     /// The route's lookup for unknown outcomes (`core::key_rules::reconcile`), filled for this key.
     pub reconcile: Option<ReconcileCall>,
+}
+
+impl KeyCall {
+    /// Whether this call's arrival may be answered with a replay at once, without an await
+    /// before its answer (the object's hot path): it enforces, with no lookup to ask first
+    /// and no job to seal. Any other call goes the whole way, even where it ends replayed.
+    pub fn may_replay_at_once(&self) -> bool {
+        self.step == (KeyStep::Enforce { accept_async: None }) && self.reconcile.is_none()
+    }
+
+    /// How this call's arrival is served (`core::key_rules::machine::async_job::ArrivalPlan`):
+    /// as a job where an enforcing call asks for one and its body fits, and with the
+    /// route's lookup where it has one. An observed arrival is never a job.
+    pub fn arrival_plan(&self) -> ArrivalPlan {
+        let accept = match self.step {
+            KeyStep::Enforce { accept_async } => accept_async,
+            KeyStep::ObserveArrival | KeyStep::ObserveOutcome { .. } => None,
+        };
+        ArrivalPlan::new(accept, self.body_bytes, self.reconcile.is_some())
+    }
 }
 
 /// What the object needs to look up an unknown outcome of this key (`core::key_rules::reconcile`).
@@ -540,6 +560,48 @@ mod tests {
             },
             reconcile: None,
         })
+    }
+
+    /// Only a plain enforcing call takes the object's hot path: a lookup may have to be
+    /// asked first, a job's request sealed, and observing records rather than replays.
+    #[test]
+    fn only_a_plain_enforcing_call_may_be_replayed_at_once() {
+        let key_call = |step| match call(step) {
+            ToObject::Key(call) => call,
+            ToObject::Admin(_) => unreachable!(),
+        };
+        assert!(key_call(KeyStep::Enforce { accept_async: None }).may_replay_at_once());
+        let accept_async = Some(crate::core::key_rules::machine::async_job::AsyncConfig::default());
+        assert!(!key_call(KeyStep::Enforce { accept_async }).may_replay_at_once());
+        assert!(!key_call(KeyStep::ObserveArrival).may_replay_at_once());
+        let reconcile =
+            Some(ReconcileCall { url: "http://127.0.0.1/k".into(), not_found: 404, scope_headers: vec![] });
+        let looked_up = KeyCall { reconcile, ..key_call(KeyStep::Enforce { accept_async: None }) };
+        assert!(!looked_up.may_replay_at_once());
+    }
+
+    /// A job only where an enforcing call asks for one with a body that fits; the lookup
+    /// wherever the route has one.
+    #[test]
+    fn an_arrivals_plan_follows_its_call() {
+        use crate::core::key_rules::machine::async_job::MAX_STORED_REQUEST_BODY_BYTES;
+        let key_call = |step| match call(step) {
+            ToObject::Key(call) => call,
+            ToObject::Admin(_) => unreachable!(),
+        };
+        let config = crate::core::key_rules::machine::async_job::AsyncConfig::default();
+        let job = key_call(KeyStep::Enforce { accept_async: Some(config) });
+        assert_eq!(job.arrival_plan(), ArrivalPlan { accept: Some(config), reconcile: false });
+        let too_large = KeyCall { body_bytes: MAX_STORED_REQUEST_BODY_BYTES + 1, ..job.clone() };
+        assert_eq!(too_large.arrival_plan().accept, None);
+        let reconcile =
+            Some(ReconcileCall { url: "http://127.0.0.1/k".into(), not_found: 404, scope_headers: vec![] });
+        let looked_up = KeyCall { reconcile, ..job };
+        assert_eq!(looked_up.arrival_plan(), ArrivalPlan { accept: Some(config), reconcile: true });
+        assert_eq!(
+            key_call(KeyStep::ObserveArrival).arrival_plan(),
+            ArrivalPlan { accept: None, reconcile: false }
+        );
     }
 
     /// A Worker of the release before (envelope version 1, no trace) still reaches the

@@ -482,22 +482,27 @@ impl<A> KeyState<A> {
     }
 
     /// [`KeyState::handle_wait_over`] with what the wait got (`answer`, `None` when it ran
-    /// out or the execution ended without settling): the answer to give (decided
-    /// `coalesced`), or the problem (409 while the claim runs; the driver's 409 where
-    /// nothing answered although the wait did not run out).
+    /// out or the execution ended without settling): the waiter's decision, and the answer
+    /// to give (decided `coalesced`), or the problem (409 while the claim runs; the driver's
+    /// 409 where nothing answered although the wait did not run out), decided rejected.
     pub fn handle_waited(
         &mut self,
         attempt: AttemptId,
         body_bytes: u64,
         answer: Option<A>,
         now: Millis,
-    ) -> Result<A, Problem> {
+    ) -> (Decision, Result<A, Problem>) {
         let over = self.handle_wait_over(attempt, body_bytes, answer.is_some(), now);
-        match (answer, over) {
+        let waited = match (answer, over) {
             (Some(answer), Ok(_)) => Ok(answer),
             (None, Ok(_)) => Err(Fault { source: FaultSource::NoAnswer, stage: Stage::AfterStep }.problem()),
             (Some(_) | None, Err(problem)) => Err(problem),
-        }
+        };
+        let decision = match &waited {
+            Ok(_) => Decision::Coalesced,
+            Err(problem) => Decision::Rejected(problem.kind),
+        };
+        (decision, waited)
     }
 
     // -- The running lookup ---------------------------------------------------------------
@@ -634,10 +639,16 @@ impl<A> KeyState<A> {
         Pending { what: InProgress::Other, step, decision: None }
     }
 
-    /// Rule 9 of `core::key_rules::machine` for an arrival on a route with a lookup: the attempt
-    /// whose unknown outcome is to be looked up before the arrival is decided, if any.
-    pub fn reconcile_first(&self, fingerprint: Digest256, now: Millis) -> Option<AttemptId> {
-        machine::reconcile_first(self.record(), fingerprint, self.live.map(|live| live.attempt), now)
+    /// Rule 9 of `core::key_rules::machine` for an arrival on a route with a lookup, before
+    /// anything else of it is decided: where an unknown outcome is to be looked up first, the
+    /// arrival's first step (`machine::lookup_before_arrival`: `Lookup`, then `Arrive`, which
+    /// decides it with [`KeyState::handle_arrival`] on the record as the verdict left it);
+    /// `None` where the arrival is decided at once. The `Lookup` is carried out with
+    /// [`KeyState::handle_lookup_turn`] for a [`LookupAsker::Retry`].
+    pub fn handle_retry(&mut self, fingerprint: Digest256, now: Millis) -> Option<Pending> {
+        let live = self.live.map(|live| live.attempt);
+        let step = machine::lookup_before_arrival(self.record(), fingerprint, live, now)?;
+        Some(Pending { what: InProgress::Other, step, decision: None })
     }
 
     /// A lookup of the unknown outcome of `attempt` answered (`core::key_rules::reconcile`). The
@@ -960,7 +971,7 @@ pub fn decision_of(actions: &[Action]) -> Option<Decision> {
         Action::Join { .. } => Some(Decision::Coalesced),
         Action::Reject(problem) => Some(Decision::Rejected(problem.kind)),
         Action::Accepted { .. } => Some(Decision::Accepted),
-        Action::SetAlarm(_) | Action::Settle { .. } | Action::Lookup { .. } => None,
+        Action::SetAlarm(_) | Action::Settle { .. } | Action::Lookup { .. } | Action::Arrive => None,
     })
 }
 

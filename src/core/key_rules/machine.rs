@@ -162,6 +162,9 @@ pub enum Action {
     /// Ask the origin's lookup whether the unknown outcome of `attempt` executed, then step
     /// with [`Event::Reconciled`] (rule 9).
     Lookup { attempt: AttemptId },
+    /// Decide the arrival that asked for the lookup before it (rule 9's "once at once for a
+    /// retry"), on the record as the lookup's verdict left it, without asking again.
+    Arrive,
 }
 
 /// The result of one event.
@@ -271,6 +274,19 @@ pub fn step(record: Option<&KeyRecord>, event: Event, now: Millis) -> Step {
         },
         Event::Reconciled { attempt, verdict, timing, jitter } => on_reconciled(record, attempt, verdict, timing, jitter, now),
     }
+}
+
+/// Rule 9 for a retry, as the first step of its arrival: where [`reconcile_first`] names an
+/// attempt, the arrival looks it up, then is decided on the record the verdict leaves
+/// (nothing written before); otherwise `None`, and the arrival is decided at once.
+pub fn lookup_before_arrival(
+    record: Option<&KeyRecord>,
+    fingerprint: Digest256,
+    live_attempt: Option<AttemptId>,
+    now: Millis,
+) -> Option<Step> {
+    let attempt = reconcile_first(record, fingerprint, live_attempt, now)?;
+    Some(Step::keep(vec![Action::Lookup { attempt }, Action::Arrive]))
 }
 
 /// Rule 9 for a retry: the attempt whose outcome a lookup should settle before the arrival

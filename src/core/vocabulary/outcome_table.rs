@@ -65,6 +65,21 @@ pub enum OriginResult {
     ResetAfterSend,
 }
 
+impl OriginResult {
+    /// Whether the origin's answer is kept as the key's stored one (for replay and
+    /// waiters): only a complete answer is; one over the cap went to its caller alone, and
+    /// a failure has none.
+    pub fn keeps_answer(self) -> bool {
+        match self {
+            OriginResult::Responded(_) => true,
+            OriginResult::Oversized(_)
+            | OriginResult::ConnectRefused
+            | OriginResult::TimedOut
+            | OriginResult::ResetAfterSend => false,
+        }
+    }
+}
+
 /// The sent-or-not verdict of one exchange with the origin, as its I/O saw it: the one
 /// typed value between the runtime's fetch (and probe) and the outcome table. Only
 /// [`OriginVerdict::NotSent`] releases a key: whatever the runtime cannot place is
@@ -244,6 +259,14 @@ mod tests {
     use super::*;
     use Disposition::*;
     use OriginResult::*;
+
+    #[test]
+    fn only_a_complete_answer_is_kept() {
+        assert!(Responded(500).keeps_answer());
+        for result in [Oversized(200), ConnectRefused, TimedOut, ResetAfterSend] {
+            assert!(!result.keeps_answer(), "{result:?}");
+        }
+    }
 
     #[test]
     fn only_a_verdict_that_nothing_left_releases_the_key() {

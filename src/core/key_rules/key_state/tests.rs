@@ -75,11 +75,13 @@ fn a_waiter_gets_the_answer_it_waited_for_or_a_409() {
     let mut key = claimed(&policy);
     let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
     written(&mut key, pending);
-    assert_eq!(key.handle_waited(A, 10, Some(()), T0 + 2), Ok(()));
+    assert_eq!(key.handle_waited(A, 10, Some(()), T0 + 2), (Decision::Coalesced, Ok(())));
     let pending = key.handle_arrival(arrival(&policy, B, false), T0 + 1);
     written(&mut key, pending);
-    let problem = key.handle_waited(A, 10, None, T0 + 5_001).expect_err("ran out");
+    let (decision, waited) = key.handle_waited(A, 10, None, T0 + 5_001);
+    let problem = waited.expect_err("ran out");
     assert_eq!(problem.kind, ProblemKind::InProgress);
+    assert_eq!(decision, Decision::Rejected(ProblemKind::InProgress));
     assert_eq!(key.live().map(|live| live.waiters), Some(0), "neither holds a place any more");
 }
 
@@ -691,4 +693,99 @@ fn an_execution_that_ends_without_an_answer_releases_its_waiters() {
     let mut wait = Box::pin(waiting.wait());
     assert_eq!(key.expire_observed(T0 + policy.timing.lease_ms()), Some(A));
     assert_eq!(poll_once(&mut wait), Poll::Ready(None));
+}
+
+/// A retry on a route with a lookup, of a key whose outcome is unknown: its arrival's
+/// first step is the lookup (`Lookup`, then `Arrive`, nothing written), and the arrival is
+/// decided after the verdict, on the record it left: "executed" replays the answer the
+/// lookup brought, "not executed" (believed only once the origin had its timeout again)
+/// releases the key, so the retry is the first execution, and anything else leaves the
+/// outcome unknown (502), never forwarded again. A retry of another payload, or of a key
+/// with nothing to look up, is decided at once.
+#[test]
+fn a_retry_of_an_unknown_outcome_looks_it_up_first_then_is_decided_on_the_verdict() {
+    use crate::core::key_rules::reconcile::RECONCILED_HEADER;
+    let policy = policy();
+    let since = T0 + 100;
+    let unknown_key = || {
+        let mut key = KeyState::new();
+        let reconciling = Reconciling {
+            sealed_lookup: vec![7; 40],
+            bound_at: T0,
+            not_found: 404,
+            asked: 0,
+            next_at: 0,
+            policy: Box::new(policy.clone()),
+            spelling_known: true,
+        };
+        key.remember(Some(KeyRecord::Unknown(Unknown {
+            attempt: A,
+            fingerprint: FP,
+            origin_attempts: 1,
+            since,
+            expires_at: T0 + TTL,
+            reason: UnknownReason::ResetAfterSend,
+            reconcile: Some(reconciling),
+        })));
+        key
+    };
+    let executed = || {
+        let headers = vec![(RECONCILED_HEADER.to_owned(), "true".to_owned())];
+        Verdict::Executed(StoredResponse { status: 201, headers, body: b"{}".to_vec() })
+    };
+    let trusted = since + policy.timing.origin_timeout_ms;
+    // (verdict, when it comes) → what the retry is then decided.
+    type Then = fn(&[Action]) -> bool;
+    let cases: [(Verdict, Millis, Then); 4] = [
+        (executed(), since + 1, |actions| matches!(actions, [Action::Replay(done)] if done.status == 201)),
+        (Verdict::NotExecuted, trusted, |actions| actions.contains(&Action::Forward { attempt: B })),
+        (
+            Verdict::NotExecuted,
+            trusted - 1,
+            |actions| matches!(actions, [Action::Reject(problem)] if problem.status() == 502),
+        ),
+        (
+            Verdict::Unsure,
+            trusted,
+            |actions| matches!(actions, [Action::Reject(problem)] if problem.status() == 502),
+        ),
+    ];
+    for (verdict, now, then) in cases {
+        let label = format!("{verdict:?} at {now}");
+        let mut key = unknown_key();
+        let first = key.handle_retry(FP, now).expect("a lookup first");
+        assert_eq!((first.decision(), &first.step().change), (None, &KeyRecordChange::Keep), "{label}");
+        let mut decided = written(&mut key, first);
+        assert_eq!(decided.poll_action(), Some(Action::Lookup { attempt: A }), "{label}");
+        let pending = key.handle_reconciled(A, verdict, &policy, 1.0, now);
+        decided.follow(written(&mut key, pending));
+        // The verdict's own actions (an alarm for the next lookup) come before the arrival.
+        while let Some(action) = decided.poll_action() {
+            match action {
+                Action::SetAlarm(_) => {}
+                Action::Arrive => break,
+                other => panic!("{label}: {other:?} before the arrival"),
+            }
+        }
+        assert_eq!(decided.poll_action(), None, "{label}");
+        let pending = key.handle_arrival(arrival(&policy, B, false), now);
+        let arrived = written(&mut key, pending);
+        assert!(then(&arrived.step.actions), "{label}: {arrived:?}");
+        let forwards = arrived.forwarded().is_some();
+        assert_eq!(forwards, arrived.decision == Some(Decision::Executed), "{label}");
+        assert!(key.handle_retry(FP, now).is_none() || !forwards, "{label}: asked again at once");
+    }
+
+    // Another payload is refused as ever, and a replay or a key with no lookup asks nothing.
+    let mut key = unknown_key();
+    assert!(key.handle_retry(Digest256([2; 32]), since + 1).is_none());
+    assert!(key.handle_retry(FP, T0 + TTL).is_none(), "expired");
+    let mut done = KeyState::new();
+    done.remember(Some(completed_201()));
+    assert!(done.handle_retry(FP, T0 + 1).is_none());
+    let mut plain = unknown_key();
+    if let Some(KeyRecord::Unknown(unknown)) = plain.record().cloned() {
+        plain.remember(Some(KeyRecord::Unknown(Unknown { reconcile: None, ..unknown })));
+    }
+    assert!(plain.handle_retry(FP, since + 1).is_none(), "a record kept no lookup");
 }

@@ -1113,9 +1113,17 @@ impl Sim {
         match op {
             Op::Arrive { fingerprint, waiters, write_fails, said } => {
                 let fingerprint = Sim::fingerprint(*fingerprint);
-                // On a route with a lookup, an unknown outcome is looked up first.
+                // On a route with a lookup, an unknown outcome is looked up first: the
+                // arrival's first step is `Lookup`, then `Arrive`, nothing written.
                 if self.reconciles {
-                    if let Some(attempt) = self.key.reconcile_first(fingerprint, self.now) {
+                    if let Some(pending) = self.key.handle_retry(fingerprint, self.now) {
+                        prop_assert_eq!(&pending.step().change, &KeyRecordChange::Keep);
+                        let mut decided = self.key.handle_written(pending);
+                        let Some(Action::Lookup { attempt }) = decided.poll_action() else {
+                            return Err(TestCaseError::fail("a retry's lookup is not its first action"));
+                        };
+                        prop_assert_eq!(decided.poll_action(), Some(Action::Arrive));
+                        prop_assert_eq!(decided.poll_action(), None);
                         self.look_up(attempt, *said)?;
                     }
                 }

@@ -29,8 +29,8 @@ use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::edge_rules::jwks_cache::{
-    answer_status, declared_size, document, no_candidates, Document, FetchRequest, JwksCache, KeyQuery,
-    Lookup, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
+    self, answer_status, declared_size, document, Document, FetchRequest, JwksCache, KeyQuery, Lookup,
+    FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
 };
 use crate::core::edge_rules::scope::{self, ScopeConfig, ScopeLog, Start};
 use crate::core::edge_rules::verified_tokens::VerifiedTokens;
@@ -195,32 +195,20 @@ async fn verify(
     }
 }
 
-/// The keys `token` may verify under, from the inline JWKS and the JWKS URL.
+/// The keys `token` may verify under, from the inline JWKS and the JWKS URL, as
+/// `core::edge_rules::jwks_cache::candidate_keys` chooses them.
 async fn candidate_keys(
     config: &ScopeConfig,
     algorithm: Algorithm,
     kid: Option<&str>,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<Vec<Jwk>, Unverified> {
-    let mut chosen: Vec<Jwk> = Vec::new();
-    let mut failures: Vec<Unverified> = Vec::new();
-    let mut take = |set: &KeySet, failures: &mut Vec<Unverified>| match jwt::candidates(set, algorithm, kid) {
-        Ok(keys) => chosen.extend(keys.into_iter().cloned()),
-        Err(reason) => failures.push(reason),
+    let url = match &config.jwks_url {
+        Some(url) => Some(url_keys(url, kid, keep_alive).await),
+        None => None,
     };
-    if let Some(inline) = &config.jwks {
-        take(inline, &mut failures);
-    }
-    if let Some(url) = &config.jwks_url {
-        match url_keys(url, kid, keep_alive).await {
-            Ok(set) => take(&set, &mut failures),
-            Err(reason) => failures.push(reason),
-        }
-    }
-    if !chosen.is_empty() {
-        return Ok(chosen);
-    }
-    Err(no_candidates(failures))
+    let url = url.as_ref().map(|keys| keys.as_deref().map_err(|reason| *reason));
+    jwks_cache::candidate_keys(config.jwks.as_ref(), url, algorithm, kid)
 }
 
 /// The end of one JWKS fetch, awaited by every request that waits for it: a JavaScript

@@ -49,7 +49,7 @@ use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::key_call;
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::observed::{self, Forwarded};
-use crate::core::edge_rules::wire::{Answered, KeyCall, KeyStep, ToObject};
+use crate::core::edge_rules::wire::{KeyCall, KeyStep, ToObject};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::latch::{latch, Latch};
 use crate::core::primitives::url::{normalised_path, path_and_query, path_and_query_parts};
@@ -276,13 +276,10 @@ impl Observation {
             let (outcome, body) = observed::reported_outcome(forwarded, policy.timing.origin_timeout_ms);
             let body = body.map(|bytes| JsValue::from(js_sys::Uint8Array::from(&bytes[..])));
             let recorded = object(KeyStep::ObserveOutcome { attempt, outcome }, body).await;
-            decision = observed::after_outcome(recorded.as_ref().ok());
-            let why = match recorded {
-                Ok(Answered::Observed { .. }) => None,
-                Ok(Answered::Plain) => Some("the object answered without a decision".to_owned()),
-                Err((_, error)) => Some(error),
-            };
-            if let Some(why) = why {
+            let not_recorded;
+            (decision, not_recorded) =
+                observed::after_outcome(recorded.as_ref().map_err(|(_, e)| e.as_str()));
+            if let Some(why) = not_recorded {
                 console_error!("object {}: the observed outcome was not recorded: {}", short, why);
             }
         }

@@ -44,7 +44,9 @@
 use std::rc::Rc;
 
 use super::scope::JWKS_RETRY_SECONDS;
-use crate::core::primitives::jwt::{max_age_seconds, parse_jwks, JwksSource, KeySet, Unverified};
+use crate::core::primitives::jwt::{
+    candidates, max_age_seconds, parse_jwks, Algorithm, Jwk, JwksSource, KeySet, Unverified,
+};
 
 /// How long a JWKS is fresh without a readable `Cache-Control` max-age.
 pub const DEFAULT_JWKS_TTL_SECONDS: u64 = 600;
@@ -162,6 +164,30 @@ pub fn no_candidates(failures: Vec<Unverified>) -> Unverified {
         _ => 2,
     };
     failures.into_iter().min_by_key(rank).unwrap_or(Unverified::NoKey)
+}
+
+/// The keys a token signed with `algorithm` (naming `kid`) may verify under, in the order
+/// they are tried: the inline JWKS's (`inline`) first, then the JWKS URL's (`url`: its keys,
+/// or why it has none; `None` when no URL is set). When neither source has one, why not
+/// ([`no_candidates`]).
+pub fn candidate_keys(
+    inline: Option<&KeySet>,
+    url: Option<Result<&KeySet, Unverified>>,
+    algorithm: Algorithm,
+    kid: Option<&str>,
+) -> Result<Vec<Jwk>, Unverified> {
+    let mut chosen: Vec<Jwk> = Vec::new();
+    let mut failures: Vec<Unverified> = Vec::new();
+    for set in inline.map(Ok).into_iter().chain(url) {
+        match set.and_then(|set| candidates(set, algorithm, kid)) {
+            Ok(keys) => chosen.extend(keys.into_iter().cloned()),
+            Err(reason) => failures.push(reason),
+        }
+    }
+    if !chosen.is_empty() {
+        return Ok(chosen);
+    }
+    Err(no_candidates(failures))
 }
 
 /// One token's search for its keys, across the fetches it waits for: make one per token
@@ -361,6 +387,37 @@ mod tests {
         assert_eq!(no_candidates(vec![UnknownKid, NoKey]), UnknownKid);
         assert_eq!(no_candidates(vec![NoKey]), NoKey);
         assert_eq!(no_candidates(Vec::new()), NoKey);
+    }
+
+    /// A set with these kids (Ed25519 keys, so EdDSA tokens use them).
+    fn key_set(kids: &[&str]) -> KeySet {
+        let keys: Vec<_> = kids.iter().map(|kid| ed_key(kid)).collect();
+        parse_jwks(&json!({ "keys": keys }).to_string(), JwksSource::Fetched).expect("a usable set")
+    }
+
+    fn kids_of(keys: &[Jwk]) -> Vec<&str> {
+        keys.iter().filter_map(|key| key.kid.as_deref()).collect()
+    }
+
+    #[test]
+    fn candidate_keys_are_the_inline_ones_then_the_urls() {
+        use Unverified::{KeysUnavailable, NoKey, UnknownKid};
+        let (inline, url) = (key_set(&["a", "b"]), key_set(&["c"]));
+        let both = candidate_keys(Some(&inline), Some(Ok(&url)), Algorithm::EdDsa, None).unwrap();
+        assert_eq!(kids_of(&both), ["a", "b", "c"]);
+        // A kid picks its key wherever it is; the source without it is no failure then.
+        let one = candidate_keys(Some(&inline), Some(Ok(&url)), Algorithm::EdDsa, Some("c")).unwrap();
+        assert_eq!(kids_of(&one), ["c"]);
+        // A URL without keys leaves the inline ones in use.
+        let some = candidate_keys(Some(&inline), Some(Err(KeysUnavailable)), Algorithm::EdDsa, None);
+        assert_eq!(kids_of(&some.unwrap()), ["a", "b"]);
+        assert_eq!(kids_of(&candidate_keys(None, Some(Ok(&url)), Algorithm::EdDsa, None).unwrap()), ["c"]);
+        // No source with a key: the most telling reason.
+        let none = candidate_keys(Some(&inline), Some(Err(KeysUnavailable)), Algorithm::EdDsa, Some("x"));
+        assert_eq!(none, Err(KeysUnavailable));
+        assert_eq!(candidate_keys(Some(&inline), None, Algorithm::EdDsa, Some("x")), Err(UnknownKid));
+        assert_eq!(candidate_keys(Some(&inline), Some(Ok(&url)), Algorithm::Rs256, None), Err(NoKey));
+        assert_eq!(candidate_keys(None, None, Algorithm::EdDsa, None), Err(NoKey));
     }
 
     /// Any time: only differences matter.

@@ -85,12 +85,14 @@ pub fn after_arrival(
 }
 
 /// The decision once the claimed attempt's outcome was reported (`recorded`: the object's
-/// answer, `None` when it was not reached): the object's, or unknown when it was not
-/// recorded. The claim then stays: past its lease, enforce mode would hold the key.
-pub fn after_outcome(recorded: Option<&Answered>) -> Decision {
+/// answer, or why it was not reached): the object's, or unknown when it was not recorded,
+/// with why not, for the log. The claim then stays: past its lease, enforce mode would hold
+/// the key.
+pub fn after_outcome(recorded: Result<&Answered, &str>) -> (Decision, Option<String>) {
     match recorded {
-        Some(Answered::Observed { decision, .. }) => *decision,
-        Some(Answered::Plain) | None => Decision::Unknown,
+        Ok(Answered::Observed { decision, .. }) => (*decision, None),
+        Ok(Answered::Plain) => (Decision::Unknown, Some("the object answered without a decision".to_owned())),
+        Err(why) => (Decision::Unknown, Some(why.to_owned())),
     }
 }
 
@@ -117,9 +119,11 @@ mod tests {
     #[test]
     fn an_outcome_not_recorded_is_unknown() {
         let replayed = Answered::Observed { decision: Decision::Replayed, claimed: None };
-        assert_eq!(after_outcome(Some(&replayed)), Decision::Replayed);
-        assert_eq!(after_outcome(Some(&Answered::Plain)), Decision::Unknown);
-        assert_eq!(after_outcome(None), Decision::Unknown);
+        assert_eq!(after_outcome(Ok(&replayed)), (Decision::Replayed, None));
+        let plain = after_outcome(Ok(&Answered::Plain));
+        assert_eq!(plain, (Decision::Unknown, Some("the object answered without a decision".to_owned())));
+        let unreached = after_outcome(Err("the stub threw"));
+        assert_eq!(unreached, (Decision::Unknown, Some("the stub threw".to_owned())));
     }
 
     fn answered(body: Captured, ms: u64) -> Forwarded {

@@ -405,18 +405,7 @@ mod tests {
                 storage: None,
                 scope: Some(ScopeLog { kind: ScopeKind::Credential, unverified: Some(Unverified::Expired) }),
             },
-            RequestLog {
-                object: None,
-                decision: Decision::Rejected(ProblemKind::BodyTooLarge),
-                status: 413,
-                origin_status: None,
-                origin_ms: None,
-                wait_ms: None,
-                edge_ms: None,
-                object_calls: None,
-                storage: None,
-                scope: None,
-            },
+            RequestLog::new(None, Decision::Rejected(ProblemKind::BodyTooLarge), 413, None),
         ];
         for line in lines {
             let expected = serde_json::json!({

@@ -81,19 +81,7 @@ fn every_field_lands_in_the_column_the_schema_names() {
         assert_eq!(*double, expected_number(column.field), "{}", column.name);
     }
     // And an absent field is what the schema says: empty text, 0 or -1.
-    let bare = RequestLog {
-        object: None,
-        decision: Decision::Executed,
-        status: 201,
-        origin_status: None,
-        origin_ms: None,
-        wait_ms: None,
-        edge_ms: None,
-        object_calls: None,
-        storage: None,
-        scope: None,
-    }
-    .data_point();
+    let bare = RequestLog::new(None, Decision::Executed, 201, None).data_point();
     let absent = |field: Field| bare.blobs[BLOBS.iter().position(|c| c.field == field).unwrap()].clone();
     for field in [
         Field::Problem,

@@ -78,7 +78,7 @@ use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
 use crate::core::formats::reconciling::Reconciling;
 use crate::core::key_rules::key_state::{
-    look_again_at, refusal, AlarmUnset, Arrival, Decided, KeyState, Pending,
+    look_again_at, refusal, AlarmUnset, Arrival, CallerAnswer, Decided, KeyState, Pending,
 };
 use crate::core::key_rules::machine::async_job::{accepted_response, AsyncAccept};
 use crate::core::key_rules::machine::Action;
@@ -510,8 +510,8 @@ impl KeyObject {
     }
 
     /// A step's `Settle`: whoever waits on `attempt` gets `answer` (one copy of the body for
-    /// the waiters and the caller alike), and an arrival's caller the origin's own answer
-    /// where it gave one. A job's send has nobody waiting.
+    /// the waiters and the caller alike), and an arrival's caller the answer the driver
+    /// says (`KeyState::handle_settled`), which also says whether memory keeps it.
     fn settle(
         &self,
         attempt: AttemptId,
@@ -519,21 +519,16 @@ impl KeyObject {
         origin_answered: bool,
         turn: &mut Turn<'_>,
     ) {
-        if let Start::Alarm { .. } = turn.start {
-            return;
-        }
         let prepared = self.prepared(answer);
-        self.key.borrow_mut().handle_settled(attempt, prepared.clone());
-        if turn.answers() {
-            turn.answer = Some(match (turn.live.take(), origin_answered) {
-                (Some(live), true) => respond::live(live, &prepared),
-                (Some(_) | None, _) => respond::stored(answer, false),
-            });
-        }
-        // A chunked answer is replayed from its rows from now on: the whole body the
-        // waiters shared is not kept for the rest of this instance's life.
-        if self.key.borrow().record().is_some_and(|record| record.chunks().is_some()) {
+        let settled = self.key.borrow_mut().handle_settled(attempt, prepared.clone(), origin_answered);
+        if !settled.keep_in_memory {
             self.replays.take();
+        }
+        if turn.answers() {
+            turn.answer = Some(match (settled.caller, turn.live.take()) {
+                (CallerAnswer::Live, Some(live)) => respond::live(live, &prepared),
+                (CallerAnswer::Live, None) | (CallerAnswer::Settled, _) => respond::stored(answer, false),
+            });
         }
     }
 
@@ -592,7 +587,7 @@ impl KeyObject {
         };
         let decided = self.write(pending).await;
         if let Some(decision) = decided.decision {
-            self.log_job(decision, None, None);
+            self.log_background(decision, None, None, true);
         }
         let mut turn = Turn::new(Start::Alarm { request }, self.request_log(None));
         match self.carry_out(decided, &mut turn).await.fails_alarm {

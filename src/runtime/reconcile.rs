@@ -28,14 +28,13 @@
 use web_sys::Headers;
 
 use super::object::{KeyObject, Start, Turn};
-use super::{body, metrics, now_ms, origin, outcome_queue, settings};
-use crate::core::edge_rules::log::RequestLog;
+use super::{body, now_ms, origin, settings};
 use crate::core::edge_rules::wire::{KeyCall, ReconcileCall};
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::AttemptId;
 use crate::core::formats::reconciling::Reconciling;
-use crate::core::key_rules::key_state::{look_again_at, Decided, LookupAsker, LookupTurn};
+use crate::core::key_rules::key_state::{Decided, LookupAsker, LookupTurn};
 use crate::core::key_rules::reconcile;
 use crate::core::primitives::latch::Setter;
 use crate::core::vocabulary::key_terms::KeyTerms;
@@ -118,20 +117,10 @@ impl KeyObject {
     async fn look_up_stored(&self, attempt: AttemptId, turn: &mut Turn<'_>) -> Option<Decided> {
         let record = self.cached_record()?;
         let reconciling = record.reconciling()?;
-        let settings = settings::get(&self.env);
-        let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
         let binding = Some((reconciling.bound_at, &record.fingerprint()));
         let opened =
-            self.store.sealer.open_request(ring, self.object_id(), binding, &reconciling.sealed_lookup).await;
-        let Ok(request) = opened.inspect_err(|error| {
-            console_error!("object {}: the stored lookup cannot be opened: {}", self.short_id(), error);
-        }) else {
-            // Nothing is asked unopened; look again later (the key may come back into the
-            // ring), whatever becomes of the platform's retries.
-            self.store.set_alarm(look_again_at(now_ms())).await;
-            turn.fails = Some("the stored lookup cannot be opened");
-            return None;
-        };
+            self.open_stored(&reconciling.sealed_lookup, binding, "the stored lookup cannot be opened");
+        let request = opened.await.map_err(|why| turn.fails = Some(why)).ok()?;
         // A reconciled answer is sealed under the caller's scope, which the lookup carries.
         let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
         let limits = &reconciling.policy.limits;
@@ -187,15 +176,7 @@ impl KeyObject {
         let pending = self.key.borrow_mut().handle_reconciled(attempt, verdict, policy, jitter, now_ms());
         let decided = self.write(pending).await;
         if let Some(decision) = decided.decision {
-            let object = Some(self.object_id().to_owned());
-            let status = origin_status.unwrap_or(0);
-            let log = RequestLog {
-                origin_status,
-                origin_ms: Some(origin_ms),
-                ..RequestLog::new(object, decision, status, None)
-            };
-            metrics::write_point(&self.env, &log);
-            outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, false);
+            self.log_background(decision, origin_status, Some(origin_ms), false);
         }
         self.key.borrow_mut().handle_lookup_over(attempt);
         drop(over);

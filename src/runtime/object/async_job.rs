@@ -37,6 +37,7 @@ use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::runtime::boundary::header_lines;
 use crate::runtime::origin::{self, AnswerBody, OriginAnswer, Outgoing};
 use crate::runtime::outcome_queue;
+use worker::console_error;
 
 /// A job's request that could not be read whole (its body, its headers, the call's scope)
 /// before anything was claimed.
@@ -102,18 +103,9 @@ impl KeyObject {
         let mut opened = None;
         let to_open = self.key.borrow().job_request();
         if let Some((sealed, binding)) = to_open {
-            let settings = settings::get(&self.env);
-            let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
             let binding = binding.as_ref().map(|(claimed_at, fingerprint)| (*claimed_at, fingerprint));
-            match self.store.sealer.open_request(ring, self.object_id(), binding, &sealed).await {
-                Ok(request) => opened = Some((sealed, request)),
-                Err(error) => {
-                    // Nothing is sent unopened; look again later, whatever becomes of the
-                    // platform's retries (the key may come back into the ring).
-                    self.store.set_alarm(look_again_at(now_ms())).await;
-                    return Err(format!("the stored request cannot be opened: {error}"));
-                }
-            }
+            let request = self.open_stored(&sealed, binding, "the stored request cannot be opened").await?;
+            opened = Some((sealed, request));
         }
         // Fresh: whatever happened while the request was opened (a poll, a purge).
         self.record().map_err(|error| format!("could not read the record: {error}"))?;
@@ -172,12 +164,41 @@ impl KeyObject {
         // as an unknown outcome, never as "not executed".
         let decided = self.write(pending).await;
         let decision = decided.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
-        self.log_job(decision, origin_status, Some(origin_ms));
+        self.log_background(decision, origin_status, Some(origin_ms), true);
         Some(decided)
     }
 
-    /// The job's log line and data point: the decision and the origin's status, no more.
-    pub(super) fn log_job(&self, decision: Decision, origin_status: Option<u16>, origin_ms: Option<u64>) {
+    /// A stored request (a job's, or a claim's lookup) opened for the alarm. Nothing is
+    /// sent unopened: where it cannot be, the alarm looks again later (the key may come
+    /// back into the ring), whatever becomes of the platform's retries, and its run fails
+    /// with `why`.
+    pub(in crate::runtime) async fn open_stored(
+        &self,
+        sealed: &[u8],
+        binding: Option<(u64, &Digest256)>,
+        why: &'static str,
+    ) -> std::result::Result<StoredRequest, &'static str> {
+        let settings = settings::get(&self.env);
+        let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
+        match self.store.sealer.open_request(ring, self.object_id(), binding, sealed).await {
+            Ok(request) => Ok(request),
+            Err(error) => {
+                console_error!("object {}: {}: {}", self.short_id(), why, error);
+                self.store.set_alarm(look_again_at(now_ms())).await;
+                Err(why)
+            }
+        }
+    }
+
+    /// The line and data point of work the alarm or a lookup did with no caller (a job's
+    /// send, a lookup's verdict): the decision and the origin's status, no more.
+    pub(in crate::runtime) fn log_background(
+        &self,
+        decision: Decision,
+        origin_status: Option<u16>,
+        origin_ms: Option<u64>,
+        job: bool,
+    ) {
         let object = Some(self.object_id().to_owned());
         let log = RequestLog {
             origin_status,
@@ -185,6 +206,6 @@ impl KeyObject {
             ..RequestLog::new(object, decision, origin_status.unwrap_or(0), None)
         };
         metrics::write_point(&self.env, &log);
-        outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, true);
+        outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, job);
     }
 }

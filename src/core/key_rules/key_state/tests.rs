@@ -660,10 +660,43 @@ fn the_waiters_of_an_execution_get_the_answer_its_settle_hands_over() {
     assert!(key.waiters_of(A).is_none(), "settling: nobody joins any more");
     assert_eq!(poll_once(&mut wait), Poll::Pending, "still waiting for the prepared answer");
     match decided.poll_action() {
-        Some(Action::Settle { attempt: A, .. }) => key.handle_settled(A, 201),
+        Some(Action::Settle { attempt: A, origin_answered, .. }) => {
+            let settled = key.handle_settled(A, 201, origin_answered);
+            assert_eq!(settled, Settled { caller: CallerAnswer::Live, keep_in_memory: true });
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(poll_once(&mut wait), Poll::Ready(Some(201)));
+}
+
+/// Carrying out a `Settle`: the caller whose request executed gets the origin's own answer
+/// only where the origin gave the one the key settled on; and an answer stored in chunk
+/// rows is not kept in memory once its waiters have it (it is replayed from its rows).
+#[test]
+fn a_settle_says_which_answer_the_caller_gets_and_what_stays_in_memory() {
+    let policy = policy();
+    // The origin timed out: the caller gets the settled problem, like every waiter.
+    let mut key = claimed(&policy);
+    let pending = key.handle_origin_finished(A, OriginResult::TimedOut, None, &policy, T0 + 10);
+    let mut decided = written(&mut key, pending);
+    let Some(Action::Settle { attempt: A, origin_answered, .. }) = decided.poll_action() else { panic!() };
+    let settled = key.handle_settled(A, (), origin_answered);
+    assert_eq!(settled, Settled { caller: CallerAnswer::Settled, keep_in_memory: true });
+    // A chunked answer, stored: the caller gets the origin's, and memory lets it go.
+    let mut key = claimed(&policy);
+    let KeyRecord::Completed(done) = completed_201() else { unreachable!() };
+    let manifest = crate::core::formats::chunk_manifest::ChunkManifest {
+        body_len: 5 << 20,
+        chunk_len: 1 << 20,
+        attempt: 1,
+        digests: vec![[3; 32]; 5],
+    };
+    key.remember(Some(KeyRecord::Completed(Completed { chunks: Some(manifest), ..done })));
+    let settled = key.handle_settled(A, (), true);
+    assert_eq!(settled, Settled { caller: CallerAnswer::Live, keep_in_memory: false });
+    // The key released (nothing stored): the answer may stay.
+    key.remember(None);
+    assert!(key.handle_settled(A, (), true).keep_in_memory);
 }
 
 /// An execution that ends without an answer (its claim withdrawn, an observed claim's

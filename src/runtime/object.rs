@@ -203,8 +203,10 @@ impl KeyObject {
                 (refusal(self.logged(fault, "opening the stored answer", &error)), arriving(None, false))
             }
             Ok(()) => {
-                // Observe mode: the same record, opened the same way; nothing forwarded from here.
-                self.expire_observed(now);
+                // Observe mode: the same record, opened the same way; nothing forwarded from
+                // here. An observed claim whose lease ended is forgotten (its outcome will
+                // not come), and whoever joined it released.
+                self.key.borrow_mut().expire_observed(now);
                 match &call.step {
                     KeyStep::ObserveArrival => {
                         (self.observe_arrival(&call, now).await, Start::Observed { unread: Some(&req) })
@@ -320,7 +322,7 @@ impl KeyObject {
         }
         let now = now_ms();
         let received = now;
-        self.expire_observed(now);
+        self.key.borrow_mut().expire_observed(now);
         let pending = self.arrive(&call, None, None, false, now);
         let stored = pending.replay_only()?.clone();
         // Nothing to write: the step is reported at once, as `write` would after a `Keep`.
@@ -415,7 +417,7 @@ impl KeyObject {
                     let settled = self.key.borrow().waiters_of(attempt);
                     if turn.answers() {
                         turn.let_go_of_body().await;
-                        let body_bytes = turn.body_bytes();
+                        let body_bytes = turn.caller().map_or(0, |call| call.body_bytes);
                         let started = now_ms();
                         // At most `wait_ms`; a waiter released without an answer (the
                         // execution ended without settling) gets the driver's 409.
@@ -546,45 +548,34 @@ impl KeyObject {
         // Until now `storage` held the count at arrival (`handle`, `replayed`): the line says
         // what was done since.
         log.storage = log.storage.map(|before| self.store.calls().since(before));
-        self.write_line(log, trace);
+        // The line names the request (`core::vocabulary::trace::Trace`).
+        metrics::write_point_in(&self.env, log, LineContext { trace: Some(trace), ..LineContext::default() });
         response
     }
 
-    /// Writes a request's line, naming the request (`core::vocabulary::trace::Trace`).
-    pub(super) fn write_line(&self, log: &RequestLog, trace: &Trace) {
-        metrics::write_point_in(&self.env, log, LineContext { trace: Some(trace), ..LineContext::default() });
-    }
-
-    /// The log line of a request to this object before its decision is known: storage
-    /// unavailable (what it is unless something better is decided), no status yet.
+    /// The log line of a request to this object before its decision is known
+    /// (`RequestLog::undecided`).
     pub(super) fn request_log(&self, scope: Option<ScopeLog>) -> RequestLog {
-        let object = Some(self.object_id().to_owned());
-        RequestLog::undecided(object, scope)
+        RequestLog::undecided(Some(self.object_id().to_owned()), scope)
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {
         // An observed claim whose outcome never came ends with its lease (`KeyState`).
-        self.expire_observed(now_ms());
+        self.key.borrow_mut().expire_observed(now_ms());
         let runs = self.alarm_runs.get();
         self.alarm_runs.set(runs.saturating_add(1));
         if let Some(why) = settings::get(&self.env).fault_injection.alarm_run_fails(runs) {
             return Err(why);
         }
-        let record = match self.record() {
-            Ok(record) => record,
-            Err(error) => {
-                // A corrupt record is still a record: keep it (never forward unprotected),
-                // and look again later, whatever becomes of the platform's retries.
-                self.store.set_alarm(look_again_at(now_ms())).await;
-                return Err(format!("could not read the record: {error}"));
-            }
-        };
-        // A key with a job opens its request first (`async_job`); any other is cleaned up,
-        // and an unknown outcome due is looked up (`runtime::reconcile`).
-        let (pending, request) = match record.as_ref().and_then(KeyRecord::async_job) {
-            Some(_) => self.job_step().await?,
-            None => (self.key.borrow_mut().handle_alarm(now_ms()), None),
-        };
+        if let Err(error) = self.record() {
+            // A corrupt record is still a record: keep it (never forward unprotected),
+            // and look again later, whatever becomes of the platform's retries.
+            self.store.set_alarm(look_again_at(now_ms())).await;
+            return Err(format!("could not read the record: {error}"));
+        }
+        // A job's request is opened first (`async_job`); the driver then steps the key as
+        // its job, or cleans it up and looks up an unknown outcome due (`runtime::reconcile`).
+        let (pending, request) = self.alarm_step().await?;
         let decided = self.write(pending).await;
         if let Some(decision) = decided.decision {
             self.log_background(decision, None, None, true);
@@ -625,14 +616,6 @@ impl KeyObject {
         let stored = stored.map(Arc::new);
         let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
         self.write(pending).await
-    }
-
-    /// Forgets an observed claim whose lease has ended: its outcome will not come (the
-    /// Worker's background work was cut short), and its record says what enforcing would
-    /// say of it.
-    pub(super) fn expire_observed(&self, now: u64) {
-        // Whoever joined it is released with it (the driver holds them).
-        self.key.borrow_mut().expire_observed(now);
     }
 
     /// The stored answer prepared for replays, shared by every replay and waiter.
@@ -708,24 +691,21 @@ impl<'a> Turn<'a> {
         Turn { start, log, answer: None, live: None, forwarded: None, fails: None }
     }
 
-    /// Whether this turn answers a caller (an arrival, enforcing).
+    /// The call of the caller this turn answers (an arrival, enforcing), if it answers one.
+    fn caller(&self) -> Option<&KeyCall> {
+        match &self.start {
+            Start::Arrival { call, .. } => Some(call),
+            Start::Observed { .. } | Start::Alarm { .. } => None,
+        }
+    }
+
     fn answers(&self) -> bool {
-        matches!(self.start, Start::Arrival { .. })
+        self.caller().is_some()
     }
 
     /// The request's name, for a problem's answer.
     fn trace(&self) -> &Trace {
-        match &self.start {
-            Start::Arrival { call, .. } => &call.trace,
-            Start::Observed { .. } | Start::Alarm { .. } => &NO_TRACE,
-        }
-    }
-
-    fn body_bytes(&self) -> u64 {
-        match &self.start {
-            Start::Arrival { call, .. } => call.body_bytes,
-            Start::Observed { .. } | Start::Alarm { .. } => 0,
-        }
+        self.caller().map_or(&NO_TRACE, |call| &call.trace)
     }
 
     /// The request's body, where nothing forwards it: drained (a waiter holds no body),

@@ -669,6 +669,17 @@ impl<A> KeyState<A> {
         Pending { what: InProgress::Other, step, decision: None }
     }
 
+    /// The alarm fired, on the record as it is once whatever the alarm opened first (a
+    /// job's request, [`KeyState::job_request`]) is open: a key with a job steps as its job
+    /// ([`KeyState::handle_job_alarm`], `new_attempt` the id its send gets); any other is
+    /// cleaned up, and an unknown outcome due is looked up ([`KeyState::handle_alarm`]).
+    pub fn handle_alarm_run(&mut self, new_attempt: AttemptId, now: Millis) -> Pending {
+        match self.record().and_then(KeyRecord::async_job) {
+            Some(_) => self.handle_job_alarm(new_attempt, now),
+            None => self.handle_alarm(now),
+        }
+    }
+
     /// Rule 9 of `core::key_rules::machine` for an arrival on a route with a lookup, before
     /// anything else of it is decided: where an unknown outcome is to be looked up first, the
     /// arrival's first step (`machine::lookup_before_arrival`: `Lookup`, then `Arrive`, which

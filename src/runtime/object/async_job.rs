@@ -6,7 +6,7 @@
 //! first (`sealed_for_later`), then goes the way every arrival goes (`KeyObject::arrival`):
 //! the driver steps on the record as it is after those awaits (never a copy from before
 //! them), and the claim, with the sealed request, is written in the same turn. The alarm
-//! opens the stored request first (`job_step`), then steps on the fresh record, and claims
+//! opens the stored request first (`alarm_step`), then steps on the fresh record, and claims
 //! the send durably (with its lease, and the alarm for that lease) before anything is
 //! sent: the send is the carry-out loop's `Forward` of an alarm's turn (`send_job`). A send
 //! is tied to no client connection: a restart mid-send leaves a claim whose lease ends, and
@@ -95,11 +95,10 @@ impl KeyObject {
         }
     }
 
-    /// The alarm's step for a key with a job: its stored request opened first (an await),
-    /// then the step decided on the fresh record, and checked by the driver: a send goes
-    /// out only as the request that was opened. An error is thrown to the platform, which
-    /// retries the alarm.
-    pub(super) async fn job_step(&self) -> std::result::Result<(Pending, Option<StoredRequest>), String> {
+    /// The alarm's step: a job's stored request opened first (an await), then the step
+    /// decided on the fresh record, and checked by the driver: a send goes out only as the
+    /// request that was opened. An error is thrown to the platform, which retries the alarm.
+    pub(super) async fn alarm_step(&self) -> std::result::Result<(Pending, Option<StoredRequest>), String> {
         let mut opened = None;
         let to_open = self.key.borrow().job_request();
         if let Some((sealed, binding)) = to_open {
@@ -109,7 +108,7 @@ impl KeyObject {
         }
         // Fresh: whatever happened while the request was opened (a poll, a purge).
         self.record().map_err(|error| format!("could not read the record: {error}"))?;
-        let pending = self.key.borrow_mut().handle_job_alarm(AttemptId(random_u64()), now_ms());
+        let pending = self.key.borrow_mut().handle_alarm_run(AttemptId(random_u64()), now_ms());
         let sealed = opened.as_ref().map(|(sealed, _)| &sealed[..]);
         self.key.borrow().check_job_send(&pending, sealed)?;
         Ok((pending, opened.map(|(_, request)| request)))

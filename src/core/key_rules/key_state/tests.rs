@@ -209,6 +209,21 @@ fn the_alarm_keeps_a_running_claim_and_deletes_an_orphaned_one() {
     assert_eq!(restarted.handle_alarm(late).step().change, KeyRecordChange::Delete);
 }
 
+/// The alarm's run steps a key with a job as its job (a send, here), and cleans up any
+/// other (an answer past its expiry is deleted), with no decision of its own.
+#[test]
+fn the_alarm_runs_a_job_or_cleans_up() {
+    let mut key = KeyState::new();
+    key.remember(Some(job_record(b"sealed")));
+    let pending = key.handle_alarm_run(B, T0 + 1);
+    assert_eq!((pending.forwarded(), pending.describe()), (Some(B), "the job"));
+    let mut key = KeyState::new();
+    key.remember(Some(completed_201()));
+    let pending = key.handle_alarm_run(B, T0 + TTL + 1);
+    assert_eq!(pending.step().change, KeyRecordChange::Delete);
+    assert_eq!((pending.forwarded(), pending.decision(), pending.describe()), (None, None, "the clean-up"));
+}
+
 #[test]
 fn a_job_send_that_cannot_be_scheduled_is_put_back() {
     let before = job_record(b"sealed");

@@ -217,7 +217,18 @@ impl KeyObject {
                         (decided, Start::Observed { unread: None })
                     }
                     KeyStep::Enforce { .. } => {
-                        let (decided, body, consumed) = self.arrival_or_lookup(&req, &call, now).await;
+                        // On a route with a lookup, a retry that finds the key's outcome
+                        // unknown (or its claim's owner gone) looks it up first: the driver's
+                        // step is `Lookup`, then `Arrive`, carried out in the loop
+                        // (`runtime::reconcile`, then [`KeyObject::arrival`]). Any other
+                        // arrival is decided at once.
+                        let retry = call.reconcile.is_some() && self.record().is_ok();
+                        let first = retry.then(|| self.key.borrow_mut().handle_retry(call.fingerprint, now));
+                        let (mut body, mut consumed) = (None, false);
+                        let decided = match first.flatten() {
+                            Some(pending) => self.write(pending).await,
+                            None => self.arrival(&req, &call, &mut body, &mut consumed, now).await,
+                        };
                         (decided, arriving(body, consumed))
                     }
                 }
@@ -235,70 +246,53 @@ impl KeyObject {
         self.answer(response, &mut log, &call.trace, received)
     }
 
-    /// An arrival's first step, enforcing, written. On a route with a lookup, a retry that
-    /// finds the key's outcome unknown (or its claim's owner gone) looks it up first: the
-    /// driver's step is `Lookup`, then `Arrive`, carried out in the loop
-    /// (`runtime::reconcile`, then [`KeyObject::arrival`]). Any other arrival is decided at
-    /// once ([`KeyObject::arrival`]).
-    async fn arrival_or_lookup(
-        &self,
-        req: &web_sys::Request,
-        call: &KeyCall,
-        now: u64,
-    ) -> (Decided, Option<std::result::Result<JsValue, JsValue>>, bool) {
-        if call.reconcile.is_some() && self.record().is_ok() {
-            let first = self.key.borrow_mut().handle_retry(call.fingerprint, now);
-            if let Some(pending) = first {
-                return (self.write(pending).await, None, false);
-            }
-        }
-        self.arrival(req, call, None, now).await
-    }
-
     /// An arrival's step, enforcing, written: decided on the record as it is after every
     /// await that feeds it (its lookup's verdict, when one came first; the sealing of the
     /// route's lookup and of a job's request, `async_job`), and written before any further
     /// await lets other requests in (a forward is the live execution from then on, a join
-    /// one of its waiters). `read_early`: the body, read while the arrival waited on a
-    /// lookup. With the body where it was read already, and whether its stream was.
+    /// one of its waiters). `body`: the request's body where it was read already (while the
+    /// arrival waited on a lookup), left there for a forward; `consumed`: whether its
+    /// stream was read (for that, or for a job).
     async fn arrival(
         &self,
         req: &web_sys::Request,
         call: &KeyCall,
-        read_early: Option<std::result::Result<JsValue, JsValue>>,
+        body: &mut Option<std::result::Result<JsValue, JsValue>>,
+        consumed: &mut bool,
         now: u64,
-    ) -> (Decided, Option<std::result::Result<JsValue, JsValue>>, bool) {
+    ) -> Decided {
         // Served as a job or synchronously, and whether it reconciles: the core's plan.
         let plan = call.arrival_plan();
-        let (mut read_early, mut lookup, mut unsealed) = (read_early, None, false);
+        let (mut lookup, mut unsealed) = (None, false);
         // On a route with a lookup (every arrival there, a job's included): the lookup is
         // sealed for a claim (`runtime::reconcile`), bound to the time the arrival is
         // decided at.
         if let Some(reconcile) = call.reconcile.as_ref().filter(|_| plan.reconcile) {
-            let headers = req.headers();
-            (lookup, unsealed) = match self.sealed_lookup(&headers, call, reconcile, now).await {
+            (lookup, unsealed) = match self.sealed_lookup(&req.headers(), call, reconcile, now).await {
                 Ok(lookup) => (lookup, false),
                 Err(()) => (None, true),
             };
         }
-        let mut consumed = read_early.is_some();
         let accept = match plan.accept {
             None => None,
-            Some(config) => match self.sealed_for_later(req, read_early.take(), call, config, now).await {
-                Ok(accept) => Some(accept),
-                Err(problem) => return (refusal(problem), None, true),
-            },
+            Some(config) => {
+                // A job's request is read whole (unless it was already) and sealed.
+                *consumed = true;
+                match self.sealed_for_later(req, body.take(), call, config, now).await {
+                    Ok(accept) => Some(accept),
+                    Err(problem) => return refusal(problem),
+                }
+            }
         };
-        consumed |= accept.is_some();
         if let Err(error) = self.record() {
             let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
-            return (refusal(self.logged(fault, "reading the record", &error)), read_early, consumed);
+            return refusal(self.logged(fault, "reading the record", &error));
         }
         let mut pending = self.arrive(call, accept, lookup, false, now);
         if unsealed {
             pending = self.key.borrow_mut().handle_lookup_unsealed(pending);
         }
-        (self.write(pending).await, read_early, consumed)
+        self.write(pending).await
     }
 
     /// [`KeyObject::replay`]'s arrival: `None` where it must go the whole way (`handle`).
@@ -406,9 +400,7 @@ impl KeyObject {
                 // The arrival whose lookup came first, decided on the record as it is now.
                 Action::Arrive => {
                     if let Start::Arrival { req, call, body, consumed } = &mut turn.start {
-                        let (arrived, read, read_now) = self.arrival(req, call, body.take(), now_ms()).await;
-                        (*body, *consumed) = (read, *consumed || read_now);
-                        decided.follow(arrived);
+                        decided.follow(self.arrival(req, call, body, consumed, now_ms()).await);
                     }
                 }
                 Action::Join { attempt, wait_ms } => {

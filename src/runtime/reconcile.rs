@@ -79,63 +79,50 @@ impl KeyObject {
         }
     }
 
-    /// A step's `Lookup` of `attempt`'s unknown outcome. A retry's (the first step of its
-    /// arrival, `Turn`'s start an arrival): asked once with this request's scope headers, or
-    /// the lookup running waited for, the body read first (kept in `turn` for the arrival
-    /// that follows); past the waiters' caps, `Err`: the problem to answer at once instead
-    /// of the arrival. The alarm's: [`KeyObject::look_up_stored`]. The verdict's step,
-    /// written, to join the loop.
+    /// A step's `Lookup` of `attempt`'s unknown outcome: a retry's (the first step of its
+    /// arrival, `Turn`'s start an arrival), asked with this request's scope headers; or the
+    /// alarm's, with the lookup the claim sealed (one that cannot be opened fails the
+    /// alarm's run). The driver gives the turn: ask once, or wait for the lookup running (a
+    /// retry reads its body first, kept in `turn` for the arrival that follows), or, past
+    /// the waiters' caps, `Err`: the problem to answer at once instead of the arrival. The
+    /// verdict's step, written, to join the loop.
     pub(super) async fn carry_out_lookup(
         &self,
         attempt: AttemptId,
         turn: &mut Turn<'_>,
     ) -> std::result::Result<Option<Decided>, Problem> {
-        let Start::Arrival { req, call, body, consumed } = &mut turn.start else {
-            return Ok(self.look_up_stored(attempt, turn).await);
-        };
-        let Some(reconcile) = call.reconcile.as_ref() else { return Ok(None) };
-        let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
-        let lookup_turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &call.policy.limits);
-        match lookup_turn {
-            LookupTurn::Run(over) => {
+        let (asker, request, not_found, policy) = match &turn.start {
+            Start::Arrival { req, call, .. } => {
+                let Some(reconcile) = call.reconcile.as_ref() else { return Ok(None) };
                 let request = lookup_request(&req.headers(), reconcile, call.scope_salt);
-                Ok(self.look_up(attempt, over, &request, reconcile.not_found, &call.policy).await)
+                let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
+                (asker, request, reconcile.not_found, Box::new(call.policy.clone()))
             }
+            Start::Observed { .. } | Start::Alarm { .. } => {
+                let Some(record) = self.cached_record() else { return Ok(None) };
+                let Some(reconciling) = record.reconciling() else { return Ok(None) };
+                let binding = Some((reconciling.bound_at, &record.fingerprint()));
+                let what = "the stored lookup cannot be opened";
+                let opened = self.open_stored(&reconciling.sealed_lookup, binding, what).await;
+                let Ok(request) = opened.map_err(|why| turn.fails = Some(why)) else { return Ok(None) };
+                // A reconciled answer is sealed under the caller's scope, which the lookup carries.
+                let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
+                (LookupAsker::Alarm, request, reconciling.not_found, reconciling.policy.clone())
+            }
+        };
+        let lookup_turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &policy.limits);
+        match lookup_turn {
+            LookupTurn::Run(over) => Ok(self.look_up(attempt, over, &request, not_found, &policy).await),
             LookupTurn::Wait(running) => {
-                *body = Some(body::read_whole(req).await);
-                *consumed = true;
+                if let Start::Arrival { req, body, consumed, .. } = &mut turn.start {
+                    *body = Some(body::read_whole(req).await);
+                    *consumed = true;
+                }
                 running.wait().await;
                 Ok(None)
             }
+            // Never for the alarm, which is not counted.
             LookupTurn::Full(problem) => Err(problem),
-        }
-    }
-
-    /// A step's `Lookup` of `attempt`'s unknown outcome (the alarm's), with the lookup the
-    /// claim sealed: the verdict's step, written, to join the loop. A lookup that cannot be
-    /// opened fails the alarm's run (`turn`).
-    async fn look_up_stored(&self, attempt: AttemptId, turn: &mut Turn<'_>) -> Option<Decided> {
-        let record = self.cached_record()?;
-        let reconciling = record.reconciling()?;
-        let binding = Some((reconciling.bound_at, &record.fingerprint()));
-        let opened =
-            self.open_stored(&reconciling.sealed_lookup, binding, "the stored lookup cannot be opened");
-        let request = opened.await.map_err(|why| turn.fails = Some(why)).ok()?;
-        // A reconciled answer is sealed under the caller's scope, which the lookup carries.
-        let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
-        let limits = &reconciling.policy.limits;
-        let turn = self.key.borrow_mut().handle_lookup_turn(attempt, LookupAsker::Alarm, limits);
-        match turn {
-            LookupTurn::Run(over) => {
-                self.look_up(attempt, over, &request, reconciling.not_found, &reconciling.policy).await
-            }
-            // A retry's lookup runs: it sets what comes next.
-            LookupTurn::Wait(running) => {
-                running.wait().await;
-                None
-            }
-            // The alarm is never refused a place; should it be, the next alarm asks again.
-            LookupTurn::Full(_) => None,
         }
     }
 

@@ -57,23 +57,20 @@ impl KeyObject {
             return Ok(None);
         }
         let settings = settings::get(&self.env);
-        let Ok(Some(ring)) = &settings.storage_keys else {
-            console_error!(
-                "object {}: no STORAGE_ENCRYPTION_KEYS to seal the lookup; nothing is claimed",
-                self.short_id()
-            );
-            return Err(());
+        let sealed = match &settings.storage_keys {
+            Ok(Some(ring)) => {
+                let request = lookup_request(headers, reconcile, call.scope_salt);
+                let binding = (now, &call.fingerprint);
+                let sealed = self.store.sealer.seal_request(ring, self.object_id(), binding, &request).await;
+                sealed.map_err(|error| error.to_string())
+            }
+            Ok(None) | Err(_) => Err("no STORAGE_ENCRYPTION_KEYS".to_owned()),
         };
-        let request = lookup_request(headers, reconcile, call.scope_salt);
-        let binding = (now, &call.fingerprint);
-        match self.store.sealer.seal_request(ring, self.object_id(), binding, &request).await {
+        match sealed {
             Ok(sealed) => Ok(Some(reconcile::kept_for_claim(sealed, now, reconcile.not_found, &call.policy))),
-            Err(error) => {
-                console_error!(
-                    "object {}: sealing the lookup failed; nothing is claimed: {}",
-                    self.short_id(),
-                    error
-                );
+            Err(why) => {
+                let id = self.short_id();
+                console_error!("object {id}: the lookup cannot be sealed; nothing is claimed: {why}");
                 Err(())
             }
         }

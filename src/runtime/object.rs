@@ -407,9 +407,8 @@ impl KeyObject {
                     // What it waits for is taken before any await: the execution may end
                     // during one.
                     let settled = self.key.borrow().waiters_of(attempt);
-                    if turn.answers() {
+                    if let Some(body_bytes) = turn.caller().map(|call| call.body_bytes) {
                         turn.let_go_of_body().await;
-                        let body_bytes = turn.caller().map_or(0, |call| call.body_bytes);
                         let started = now_ms();
                         // At most `wait_ms`; a waiter released without an answer (the
                         // execution ended without settling) gets the driver's 409.
@@ -430,22 +429,11 @@ impl KeyObject {
                         turn.answer = Some(answer);
                     }
                 }
-                Action::Replay(stored) => {
-                    if turn.answers() {
-                        turn.give(self.prepared(&stored).response()).await;
-                    }
-                }
-                Action::Reject(problem) => {
-                    if turn.answers() {
-                        let answer = respond::traced_problem(&problem, turn.trace());
-                        turn.give(answer).await;
-                    }
-                }
+                Action::Replay(stored) => turn.give(|_| self.prepared(&stored).response()).await,
+                Action::Reject(problem) => turn.give(|trace| respond::traced_problem(&problem, trace)).await,
                 // A job's 202: its claim, or a poll of it.
                 Action::Accepted { retry_after } => {
-                    if turn.answers() {
-                        turn.give(respond::stored(&accepted_response(retry_after), false)).await;
-                    }
+                    turn.give(|_| respond::stored(&accepted_response(retry_after), false)).await
                 }
             }
         }
@@ -518,7 +506,7 @@ impl KeyObject {
         if !settled.keep_in_memory {
             self.replays.take();
         }
-        if turn.answers() {
+        if turn.caller().is_some() {
             turn.answer = Some(match (settled.caller, turn.live.take()) {
                 (CallerAnswer::Live, Some(live)) => respond::live(live, &prepared),
                 (CallerAnswer::Live, None) | (CallerAnswer::Settled, _) => respond::stored(answer, false),
@@ -691,10 +679,6 @@ impl<'a> Turn<'a> {
         }
     }
 
-    fn answers(&self) -> bool {
-        self.caller().is_some()
-    }
-
     /// The request's name, for a problem's answer.
     fn trace(&self) -> &Trace {
         self.caller().map_or(&NO_TRACE, |call| &call.trace)
@@ -720,11 +704,15 @@ impl<'a> Turn<'a> {
         }
     }
 
-    /// The step's own answer to the caller (a replay, a refusal, a job's 202), once the
-    /// body is let go.
-    async fn give(&mut self, answer: Result<Response>) {
-        self.let_go_of_body().await;
-        self.answer = Some(answer);
+    /// The step's own answer to the caller (a replay, a refusal, a job's 202), made for the
+    /// request's name before the body is let go (an await, during which the record may
+    /// change); nothing where the turn answers no caller.
+    async fn give(&mut self, answer: impl FnOnce(&Trace) -> Result<Response>) {
+        if self.caller().is_some() {
+            let answer = answer(self.trace());
+            self.let_go_of_body().await;
+            self.answer = Some(answer);
+        }
     }
 }
 

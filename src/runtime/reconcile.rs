@@ -136,16 +136,11 @@ impl KeyObject {
         not_found: u16,
         policy: &KeyTerms,
     ) -> Option<Decided> {
-        // The claim's time, which the lookup answers from: the record's, not a retry's.
-        let claimed_at = self.key.borrow().record().and_then(|r| r.reconciling()).map(|r| r.bound_at);
-        let Some(claimed_at) = claimed_at else {
-            self.key.borrow_mut().handle_lookup_over(attempt);
-            return None;
-        };
+        let lookup_headers = self.key.borrow_mut().lookup_headers(attempt, &request.headers)?;
         let started = now_ms();
         let answer = match Headers::new() {
             Ok(headers) => {
-                for (name, value) in reconcile::lookup_headers(&request.headers, claimed_at) {
+                for (name, value) in lookup_headers {
                     let _ = headers.append(&name, &value);
                 }
                 origin::look_up(&self.env, &request.target, &headers, policy).await

@@ -576,6 +576,23 @@ impl<A> KeyState<A> {
         LookupTurn::Wait(over)
     }
 
+    /// The headers of the lookup of `attempt` this caller runs ([`LookupTurn::Run`]): the
+    /// request's scope headers with the claim's time, the record's (the one it was sealed
+    /// at), never a retry's (`core::key_rules::reconcile::lookup_headers`). `None` where the
+    /// record keeps no lookup any more: nothing is asked, and the lookup is over.
+    pub fn lookup_headers(
+        &mut self,
+        attempt: AttemptId,
+        scope_headers: &[(String, String)],
+    ) -> Option<Vec<(String, String)>> {
+        let claimed_at = self.record().and_then(KeyRecord::reconciling).map(|lookup| lookup.bound_at);
+        let Some(claimed_at) = claimed_at else {
+            self.handle_lookup_over(attempt);
+            return None;
+        };
+        Some(super::reconcile::lookup_headers(scope_headers, claimed_at))
+    }
+
     /// The lookup of `attempt` is over (its verdict written or not): its waiters are woken
     /// and decided on the record as it then is, and hold no place any more.
     pub fn handle_lookup_over(&mut self, attempt: AttemptId) {

@@ -824,6 +824,23 @@ fn a_retry_of_an_unknown_outcome_looks_it_up_first_then_is_decided_on_the_verdic
         assert!(key.handle_retry(FP, now).is_none() || !forwards, "{label}: asked again at once");
     }
 
+    // The lookup is sent with the claim's time, the record's, whoever runs it; where the
+    // record keeps no lookup any more, nothing is asked and the lookup is over.
+    use crate::core::key_rules::reconcile::CLAIMED_AT_HEADER;
+    let mut key = unknown_key();
+    let LookupTurn::Run(_over) = key.handle_lookup_turn(A, LookupAsker::Alarm, &policy.limits) else {
+        panic!()
+    };
+    let scope =
+        vec![("x-account".to_owned(), "acct_1".to_owned()), (CLAIMED_AT_HEADER.to_owned(), "1".to_owned())];
+    let expected =
+        vec![("x-account".to_owned(), "acct_1".to_owned()), (CLAIMED_AT_HEADER.to_owned(), T0.to_string())];
+    assert_eq!(key.lookup_headers(A, &scope), Some(expected));
+    assert!(key.running_lookup().is_some(), "still running");
+    key.remember(Some(completed_201()));
+    assert_eq!(key.lookup_headers(A, &scope), None);
+    assert!(key.running_lookup().is_none(), "over: nothing asked");
+
     // Another payload is refused as ever, and a replay or a key with no lookup asks nothing.
     let mut key = unknown_key();
     assert!(key.handle_retry(Digest256([2; 32]), since + 1).is_none());

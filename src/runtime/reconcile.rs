@@ -138,16 +138,8 @@ impl KeyObject {
     ) -> Option<Decided> {
         let lookup_headers = self.key.borrow_mut().lookup_headers(attempt, &request.headers)?;
         let started = now_ms();
-        let answer = match Headers::new() {
-            Ok(headers) => {
-                for (name, value) in lookup_headers {
-                    let _ = headers.append(&name, &value);
-                }
-                origin::look_up(&self.env, &request.target, &headers, policy).await
-            }
-            // Nothing asked: as a lookup that got no answer.
-            Err(_) => None,
-        };
+        let headers = worker::Headers::from_iter(&lookup_headers).0;
+        let answer = origin::look_up(&self.env, &request.target, &headers, policy).await;
         let origin_ms = now_ms().saturating_sub(started);
         let origin_status = answer.as_ref().map(|(status, _)| *status);
         let verdict = reconcile::verdict(answer, not_found);

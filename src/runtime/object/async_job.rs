@@ -19,7 +19,6 @@ use std::sync::Arc;
 
 use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
-use web_sys::Headers;
 
 use super::{body, metrics, now_ms, random_u64, settings, KeyObject, Turn};
 use crate::core::edge_rules::log::RequestLog;
@@ -124,7 +123,7 @@ impl KeyObject {
         turn: &mut Turn<'_>,
     ) -> Option<Decided> {
         let job = self.cached_record().as_ref().and_then(KeyRecord::async_job).cloned();
-        let (Some(job), Some(request), Ok(headers)) = (job, request, Headers::new()) else {
+        let (Some(job), Some(request)) = (job, request) else {
             self.key.borrow_mut().handle_send_over(attempt);
             turn.fails = Some("the job is gone");
             return None;
@@ -132,9 +131,7 @@ impl KeyObject {
         let policy = &job.policy;
         // The answer is sealed under the caller's scope, which the request carries.
         let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
-        for (name, value) in &request.headers {
-            let _ = headers.append(name, value);
-        }
+        let headers = worker::Headers::from_iter(&request.headers).0;
         let body: JsValue = Uint8Array::from(&request.body[..]).into();
         let started = now_ms();
         let outgoing =

@@ -58,16 +58,14 @@ use futures_util::future::{select, Either};
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
-use worker::{durable_object, DurableObject, Result, State};
+use worker::{console_error, durable_object, Delay, DurableObject, Env, Result, State};
 
 use web_sys::Response;
 
 use super::key_storage::KeyStorage;
 use super::origin::{self, OriginAnswer, Outgoing};
 use super::respond::{self, Prepared};
-use super::settings;
-use super::{body, metrics, outcome_queue};
-use super::{now_ms, random_u64, AnswerFault};
+use super::{body, metrics, now_ms, outcome_queue, random_u64, settings, AnswerFault};
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::scope::ScopeLog;
@@ -88,7 +86,6 @@ use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::OriginVerdict;
 use crate::core::vocabulary::problem::Problem;
 use crate::core::vocabulary::trace::Trace;
-use worker::{console_error, Delay, Env};
 
 mod async_job;
 

@@ -205,10 +205,7 @@ impl KeyStorage {
     pub async fn open(&self, record: &KeyRecord) -> Result<Option<Opened>, StorageError> {
         let KeyRecord::Completed(done) = record else { return Ok(None) };
         match self.opening(record) {
-            Opening::Refuse => return Err(StorageError::Seal(
-                "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
-                    .to_owned(),
-            )),
+            Opening::Refuse => return Err(StorageError::stored_in_clear()),
             Opening::Nothing => return Ok(None),
             Opening::Open => {}
         }
@@ -217,7 +214,7 @@ impl KeyStorage {
         if done.chunks.is_some() {
             // Only a sealed head needs the scope's key (an unsealed answer is checked without it).
             let salt = match (&done.sealed_answer, self.scope_salt.get()) {
-                (Some(_), None) => return Err(no_scope_salt()),
+                (Some(_), None) => return Err(StorageError::no_scope_salt()),
                 (_, salt) => salt.map_or(&[][..], |salt| &salt.0[..]),
             };
             self.count(Access::Read);
@@ -225,7 +222,7 @@ impl KeyStorage {
             return Ok(Some(opened(record, Some(checked))));
         }
         let Some(sealed) = &done.sealed_answer else { return Ok(None) };
-        let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
+        let salt = self.scope_salt.get().ok_or_else(StorageError::no_scope_salt)?;
         let bound = done.sealed_bound.then_some((done.attempt.0, &done.fingerprint.0));
         let context = SealContext::answer(&salt.0, self.object_id(), bound);
         let answer = StoredResponse::decode(&self.sealer.open(ring, &context, sealed).await?)
@@ -282,12 +279,14 @@ impl KeyStorage {
             Err(problem) => return Err(StorageError::Seal(problem.detail.clone())),
         };
         if crate::core::formats::chunks::needs_chunks(&done.response) {
-            let sealing = match ring {
-                None => None,
-                Some(ring) => {
-                    Some(self.sealing(Some(ring), &self.scope_salt.get().ok_or_else(no_scope_salt)?.0))
-                }
-            };
+            let sealing =
+                match ring {
+                    None => None,
+                    Some(ring) => Some(self.sealing(
+                        Some(ring),
+                        &self.scope_salt.get().ok_or_else(StorageError::no_scope_salt)?.0,
+                    )),
+                };
             // CHUNK_WRITE_FAULT_INJECTION (tests only): this write fails half-way.
             let writes = self.chunk_writes.get();
             self.chunk_writes.set(writes.saturating_add(1));
@@ -301,7 +300,7 @@ impl KeyStorage {
             None => None,
             Some(ring) => {
                 // Sealed bound to its attempt and fingerprint (record tag 5).
-                let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
+                let salt = self.scope_salt.get().ok_or_else(StorageError::no_scope_salt)?;
                 let bound = Some((done.attempt.0, &done.fingerprint.0));
                 let context = SealContext::answer(&salt.0, self.object_id(), bound);
                 let sealed = self.sealer.seal(ring, &context, &done.response.encode()).await?;
@@ -470,10 +469,6 @@ impl KeyStorage {
     fn kv(&self) -> &SyncKv {
         self.kv.get_or_init(|| bindings::sync_kv(self.raw_storage()))
     }
-}
-
-fn no_scope_salt() -> StorageError {
-    StorageError::Seal("no scope salt".to_owned())
 }
 
 impl From<super::seal::SealError> for StorageError {

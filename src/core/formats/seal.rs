@@ -190,6 +190,17 @@ impl KeyRing {
     }
 }
 
+/// The key of `ring` (`None`: `STORAGE_ENCRYPTION_KEYS` is not set) that opens what was sealed
+/// under `key_id`, or why there is none (the caller answers 503). The id comes from stored
+/// bytes: the error quotes it as JSON, and the log shows it as text.
+pub fn opening_key<'r>(ring: Option<&'r KeyRing>, key_id: &str) -> Result<&'r RingKey, String> {
+    let ring = ring.ok_or("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set")?;
+    ring.by_id(key_id).ok_or_else(|| {
+        let quoted = Value::from(key_id);
+        format!("no key with id {quoted} in STORAGE_ENCRYPTION_KEYS")
+    })
+}
+
 /// A sealed value as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Envelope {
@@ -438,6 +449,19 @@ mod tests {
         assert_eq!(ring.by_id("2026-06").unwrap().secret[..4], [0, 1, 2, 3]);
         assert!(ring.by_id("2025-01").is_none());
         assert!(!format!("{ring:?}").contains("secret"), "Debug never shows a key");
+    }
+
+    #[test]
+    fn a_sealed_value_opens_only_with_its_keys_id_in_a_set_ring() {
+        let ring = KeyRing::parse(&format!(
+            r#"[{{"id":"2026-12","key":"{KEY_B}"}},{{"id":"2026-06","key":"{KEY_A}"}}]"#
+        ));
+        let ring = ring.unwrap();
+        assert_eq!(opening_key(Some(&ring), "2026-06").map(|key| &key.id[..]), Ok("2026-06"));
+        let unset = opening_key(None, "2026-06").unwrap_err();
+        assert!(unset.contains("STORAGE_ENCRYPTION_KEYS is not set"), "{unset}");
+        let unknown = opening_key(Some(&ring), "a\"\nb").unwrap_err();
+        assert_eq!(unknown, r#"no key with id "a\"\nb" in STORAGE_ENCRYPTION_KEYS"#, "quoted, one line");
     }
 
     #[test]

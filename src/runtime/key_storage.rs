@@ -50,7 +50,7 @@ use crate::core::edge_rules::log::{event_line, StorageAccess as Access, StorageC
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::key_record::{Completed, KeyRecord, StoredResponse};
 use crate::core::formats::record_layout::{self, legacy_sql, LegacyRow, Stored, KV_KEY};
-use crate::core::formats::seal::{opening, KeyRing, Opening, SealContext};
+use crate::core::formats::seal::{self, opening, KeyRing, Opening};
 pub use crate::core::vocabulary::fault::StorageError;
 
 /// An alarm whose `setAlarm` call is made ([`KeyStorage::issue_alarm`]), to be awaited
@@ -223,11 +223,8 @@ impl KeyStorage {
         }
         let Some(sealed) = &done.sealed_answer else { return Ok(None) };
         let salt = self.scope_salt.get().ok_or_else(StorageError::no_scope_salt)?;
-        let bound = done.sealed_bound.then_some((done.attempt.0, &done.fingerprint.0));
-        let context = SealContext::answer(&salt.0, self.object_id(), bound);
-        let answer = StoredResponse::decode(&self.sealer.open(ring, &context, sealed).await?)
-            .map_err(|error| StorageError::Seal(format!("the opened answer is unreadable: {error}")))?;
-        let record = Completed { response: Arc::new(answer), sealed_answer: None, ..done.clone() };
+        let context = seal::answer_opening(&salt.0, self.object_id(), done);
+        let record = seal::opened_answer(done, &self.sealer.open(ring, &context, sealed).await?)?;
         Ok(Some(opened(record, None)))
     }
 
@@ -301,11 +298,9 @@ impl KeyStorage {
             Some(ring) => {
                 // Sealed bound to its attempt and fingerprint (record tag 5).
                 let salt = self.scope_salt.get().ok_or_else(StorageError::no_scope_salt)?;
-                let bound = Some((done.attempt.0, &done.fingerprint.0));
-                let context = SealContext::answer(&salt.0, self.object_id(), bound);
+                let context = seal::answer_seal(&salt.0, self.object_id(), done);
                 let sealed = self.sealer.seal(ring, &context, &done.response.encode()).await?;
-                let done = Completed { sealed_answer: Some(sealed), sealed_bound: true, ..done.clone() };
-                Some(KeyRecord::Completed(done))
+                Some(seal::with_sealed_answer(done, sealed))
             }
         };
         // The sealing await let other requests in: write only if the claim is still the

@@ -2,9 +2,10 @@
 //! record in one transaction, checking them before the first replay, and replaying them as
 //! a stream that reads one row at a time.
 //!
-//! Owns the chunk table's SQL. Rows cross into JavaScript once and stay there: a replay
-//! reads a row, digests it (and opens it, when sealed) with WebCrypto and hands it to the
-//! response stream, so no replay copies the body into Wasm memory or holds it whole.
+//! Runs the chunk table's SQL (`core::formats::chunks::sql`). Rows cross into JavaScript
+//! once and stay there: a replay reads a row, digests it (and opens it, when sealed) with
+//! WebCrypto and hands it to the response stream, so no replay copies the body into Wasm
+//! memory or holds it whole.
 //!
 //! Atomicity: the rows, the deletion of any older rows and the record (its key-value value)
 //! are written inside `ctx.storage.transactionSync(...)`, which commits them together or,

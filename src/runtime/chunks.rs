@@ -2,9 +2,10 @@
 //! record in one transaction, checking them before the first replay, and replaying them as
 //! a stream that reads one row at a time.
 //!
-//! Owns the chunk table's SQL. Rows cross into JavaScript once and stay there: a replay
-//! reads a row, digests it (and opens it, when sealed) with WebCrypto and hands it to the
-//! response stream, so no replay copies the body into Wasm memory or holds it whole.
+//! Runs the chunk table's SQL (`core::formats::chunks::sql`). Rows cross into JavaScript
+//! once and stay there: a replay reads a row, digests it (and opens it, when sealed) with
+//! WebCrypto and hands it to the response stream, so no replay copies the body into Wasm
+//! memory or holds it whole.
 //!
 //! Atomicity: the rows, the deletion of any older rows and the record (its key-value value)
 //! are written inside `ctx.storage.transactionSync(...)`, which commits them together or,
@@ -25,16 +26,9 @@ use super::boundary;
 use super::key_storage::{sql_error, KeyStorage, StorageError};
 use super::seal::{self, Sealer};
 use crate::core::formats::chunk_manifest::ChunkManifest;
-use crate::core::formats::chunks::{self, CHUNK_BYTES};
+use crate::core::formats::chunks::{self, chunk_fault as fault, sql, CHUNK_BYTES};
 use crate::core::formats::key_record::{Completed, KeyRecord};
 use crate::core::formats::seal::{Envelope, KeyRing, SealContext};
-
-const CREATE_TABLE: &str =
-    "CREATE TABLE IF NOT EXISTS idempotency_chunk (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL)";
-const INSERT: &str = "INSERT INTO idempotency_chunk (seq, bytes) VALUES (?, ?)";
-const CLEAR: &str = "DELETE FROM idempotency_chunk";
-const SELECT_ONE: &str = "SELECT bytes FROM idempotency_chunk WHERE seq = ?";
-const COUNT: &str = "SELECT count(*) AS n FROM idempotency_chunk";
 
 /// What sealing needs: the ring, the scope's salt and the object.
 pub struct Sealing<'a> {
@@ -112,18 +106,12 @@ impl Source {
 
     /// Chunk `index` of the body, checked against the manifest and opened.
     async fn chunk(&self, index: usize) -> Result<Uint8Array, StorageError> {
-        let row = read_row(&self.sql, index)?.ok_or_else(|| fault(format!("chunk {index} is missing")))?;
-        if seal::sha256(&row).await? != self.manifest.digests[index] {
-            return Err(fault(format!("chunk {index} does not match its digest")));
-        }
+        let row = chunks::checked_row(&self.manifest, index, digested_row(&self.sql, index).await?)?;
         let plain = match &self.opener {
             None => row,
             Some(opener) => opener.open(&self.manifest, index, &row).await?,
         };
-        let range = self.manifest.range(index);
-        if u64::from(plain.length()) != range.end - range.start {
-            return Err(fault(format!("chunk {index} has the wrong length")));
-        }
+        chunks::check_len(&self.manifest, index, plain.length().into())?;
         Ok(plain)
     }
 }
@@ -137,11 +125,7 @@ impl Opener {
     ) -> Result<Uint8Array, StorageError> {
         let total = row.length() as usize;
         let head = row.subarray(0, total.min(Envelope::MAX_HEADER_LEN) as u32).to_vec();
-        let (key_id, nonce, at) = Envelope::decode_header(&head, total)
-            .ok_or_else(|| fault(format!("chunk {index} is not a sealed envelope")))?;
-        if key_id != self.key_id {
-            return Err(fault(format!("chunk {index} is sealed under another key than its record")));
-        }
+        let (nonce, at) = chunks::chunk_envelope(&head, total, &self.key_id, index)?;
         let context =
             chunks::chunk_seal(&self.scope, &self.object_id, manifest.attempt, index, manifest.count());
         Ok(seal::open_view(&self.key, &nonce, &context.aad, &row.subarray(at as u32, total as u32)).await?)
@@ -210,14 +194,15 @@ pub async fn put(
     // From here to the end of the transaction nothing is awaited.
     let sql = store.sql();
     let write = || -> Result<(), StorageError> {
-        sql.exec(CREATE_TABLE, None).map_err(sql_error)?;
-        sql.exec(CLEAR, None).map_err(sql_error)?;
+        sql.exec(sql::CREATE_TABLE, None).map_err(sql_error)?;
+        sql.exec(sql::CLEAR, None).map_err(sql_error)?;
         for (index, row) in rows.iter().enumerate() {
             // The row as JavaScript holds it (`exec_raw`): no copy through Wasm memory.
-            sql.exec_raw(INSERT, vec![JsValue::from(index as f64), JsValue::from(row)]).map_err(sql_error)?;
+            sql.exec_raw(sql::INSERT, vec![JsValue::from(index as f64), JsValue::from(row)])
+                .map_err(sql_error)?;
             // CHUNK_WRITE_FAULT_INJECTION (tests only): a throw after some rows are written,
             // which must roll every statement of the transaction back.
-            if fail_half_way && index + 1 == rows.len().div_ceil(2) {
+            if fail_half_way && chunks::fails_after_row(index, rows.len()) {
                 return Err(StorageError::Sql("CHUNK_WRITE_FAULT_INJECTION: fails on purpose".to_owned()));
             }
         }
@@ -250,28 +235,30 @@ pub async fn open(
     let rows = count_rows(sql)?;
     let mut read = Vec::with_capacity(manifest.count());
     for index in 0..manifest.count() {
-        read.push(match read_row(sql, index)? {
-            Some(row) => Some(seal::sha256(&row).await?),
-            None => None,
-        });
+        read.push(digested_row(sql, index).await?.map(|(_, digest)| digest));
     }
-    if !chunks::rows_match(manifest, &read, rows != manifest.count()) {
-        return Err(fault(format!(
-            "the stored chunks do not match the record ({rows} rows for {} chunks, or a changed row)",
-            manifest.count()
-        )));
-    }
+    chunks::check_rows(manifest, &read, rows)?;
     let opened = Completed { response: head, sealed_answer: None, ..done.clone() };
     Ok((opened, Checked { attempt: manifest.attempt, opener }))
 }
 /// Deletes every chunk row (synchronously; a missing table is nothing to delete).
 pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
-    query(sql, CLEAR, Vec::new()).map(drop)
+    query(sql, sql::CLEAR, Vec::new()).map(drop)
+}
+
+/// Row `index` ([`read_row`]) with the SHA-256 of its stored bytes, or `None`.
+async fn digested_row(
+    sql: &SqlStorage,
+    index: usize,
+) -> Result<Option<(Uint8Array, [u8; 32])>, StorageError> {
+    let Some(row) = read_row(sql, index)? else { return Ok(None) };
+    let digest = seal::sha256(&row).await?;
+    Ok(Some((row, digest)))
 }
 
 /// Row `index`'s bytes as the runtime returns them (an `ArrayBuffer`, viewed), or `None`.
 fn read_row(sql: &SqlStorage, index: usize) -> Result<Option<Uint8Array>, StorageError> {
-    let Some(row) = query(sql, SELECT_ONE, vec![JsValue::from(index as f64)])? else { return Ok(None) };
+    let Some(row) = query(sql, sql::SELECT_ONE, vec![JsValue::from(index as f64)])? else { return Ok(None) };
     let bytes = Reflect::get(&row, &JsValue::from_str("bytes")).map_err(sql_error)?;
     if let Some(buffer) = bytes.dyn_ref::<js_sys::ArrayBuffer>() {
         return Ok(Some(Uint8Array::new(buffer)));
@@ -280,7 +267,7 @@ fn read_row(sql: &SqlStorage, index: usize) -> Result<Option<Uint8Array>, Storag
 }
 
 fn count_rows(sql: &SqlStorage) -> Result<usize, StorageError> {
-    let n = query(sql, COUNT, Vec::new())?
+    let n = query(sql, sql::COUNT, Vec::new())?
         .and_then(|row| Reflect::get(&row, &JsValue::from_str("n")).ok())
         .and_then(|n| n.as_f64())
         .unwrap_or(0.0);
@@ -295,8 +282,4 @@ fn query(sql: &SqlStorage, statement: &str, bindings: Vec<JsValue>) -> Result<Op
         Err(error) if error.to_string().contains("no such table") => Ok(None),
         Err(error) => Err(error),
     }
-}
-
-fn fault(message: String) -> StorageError {
-    StorageError::Chunks(message)
 }

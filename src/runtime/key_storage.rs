@@ -12,8 +12,9 @@
 //! ## The stored record
 //!
 //! The record is one value of the object's key-value store, and, read after it, the row
-//! of its own table that releases before this one wrote. This owns the record's key-value
-//! key and the legacy table's SQL. Every record call is synchronous (SQLite-backed Durable
+//! of its own table that releases before this one wrote (`core::formats::record_layout`
+//! holds the record's key-value key, the legacy table's SQL and the order of the read).
+//! Every record call is synchronous (SQLite-backed Durable
 //! Objects run SQL and their key-value API in the same turn), so a claim is written before
 //! the handler awaits anything, and the runtime's output gate holds the origin fetch until
 //! the write is durable.
@@ -47,27 +48,10 @@ use super::seal::Sealer;
 use super::settings;
 use crate::core::edge_rules::log::{event_line, StorageAccess as Access, StorageCalls};
 use crate::core::formats::fingerprint::Digest256;
-use crate::core::formats::key_record::{Completed, DecodeError, KeyRecord, StoredResponse};
-use crate::core::formats::seal::{opening, KeyRing, Opening, SealContext};
+use crate::core::formats::key_record::{Completed, KeyRecord, StoredResponse};
+use crate::core::formats::record_layout::{self, legacy_sql, LegacyRow, Stored, KV_KEY};
+use crate::core::formats::seal::{self, opening, KeyRing, Opening};
 pub use crate::core::vocabulary::fault::StorageError;
-
-const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
-const TABLE_EXISTS: &str = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idempotency_record'";
-const DELETE_ROW: &str = "DELETE FROM idempotency_record";
-
-/// The record's key in the object's key-value store (its value: the encoded record, as a
-/// `Uint8Array`).
-pub const KV_KEY: &str = "record";
-
-/// What this instance knows of a record in the legacy table (`idempotency_record`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LegacyRow {
-    /// None stored: the common case, where a write is one key-value `put`.
-    Absent,
-    /// One may be stored (an older release wrote it), or this instance has not read yet,
-    /// or a write that would have removed it failed: a write removes whatever is there.
-    Possible,
-}
 
 /// An alarm whose `setAlarm` call is made ([`KeyStorage::issue_alarm`]), to be awaited
 /// ([`KeyStorage::confirm_alarm`]).
@@ -165,40 +149,37 @@ impl KeyStorage {
         Ok(stored)
     }
 
-    /// Reads the record: the key-value value if one is stored, else the legacy row. Whether
-    /// the legacy table exists is asked before it is read: a new object (every first
-    /// attempt) would otherwise meet "no such table" as a thrown JavaScript error, with its
-    /// stack trace built and turned into a string, on the path that creates objects.
-    /// `legacy_row` is set to what the read found: a record read with it left `Possible`
-    /// came from the row.
+    /// Reads the record: the key-value value if one is stored, else the legacy row
+    /// (`core::formats::record_layout::read`). `legacy_row` is set to what the read found: a
+    /// record read with it left `Possible` came from the row.
     fn read(&self) -> Result<Option<KeyRecord>, StorageError> {
         self.count(Access::Read);
-        let legacy = &self.legacy_row;
-        legacy.set(LegacyRow::Possible);
+        self.legacy_row.set(LegacyRow::Possible);
         let value = self.kv().get(KV_KEY).map_err(sql_error)?;
-        if !value.is_undefined() {
-            // Each release's write removes the other layout in the same transaction (this one
-            // the row, the release before it the value), so a value means no row.
-            legacy.set(LegacyRow::Absent);
-            // Anything but bytes is not a record: never read as absent (that would forward the
-            // key again), an error the caller answers 503.
-            let bytes = value.dyn_ref::<Uint8Array>().map(Uint8Array::to_vec);
-            let bytes = bytes.ok_or(corrupt(DecodeError::NotARecord))?;
-            return KeyRecord::decode(&bytes).map(Some).map_err(corrupt);
-        }
-        if !self.legacy_table_exists()? {
-            legacy.set(LegacyRow::Absent);
-            return Ok(None);
-        }
-        let cursor = self.sql().exec(SELECT, None).map_err(sql_error)?;
-        let Some(row) = cursor.raw().next().transpose().map_err(sql_error)? else {
-            legacy.set(LegacyRow::Absent);
-            return Ok(None);
+        let value = match value.dyn_ref::<Uint8Array>() {
+            _ if value.is_undefined() => Stored::Absent,
+            Some(bytes) => Stored::Bytes(bytes.to_vec()),
+            None => Stored::NotBytes,
         };
-        match row.into_iter().next() {
-            Some(SqlStorageValue::Blob(bytes)) => KeyRecord::decode(&bytes).map(Some).map_err(corrupt),
-            _ => Err(corrupt(DecodeError::NotARecord)),
+        let (legacy, read) = record_layout::read(value, || self.read_legacy_row());
+        self.legacy_row.set(legacy);
+        read
+    }
+
+    /// The legacy row, if any. Whether the legacy table exists is asked before it is read: a
+    /// new object (every first attempt) would otherwise meet "no such table" as a thrown
+    /// JavaScript error, with its stack trace built and turned into a string, on the path
+    /// that creates objects.
+    fn read_legacy_row(&self) -> Result<Stored, StorageError> {
+        if !self.legacy_table_exists()? {
+            return Ok(Stored::Absent);
         }
+        let cursor = self.sql().exec(legacy_sql::SELECT, None).map_err(sql_error)?;
+        Ok(match cursor.raw().next().transpose().map_err(sql_error)?.map(|row| row.into_iter().next()) {
+            None => Stored::Absent,
+            Some(Some(SqlStorageValue::Blob(bytes))) => Stored::Bytes(bytes),
+            Some(_) => Stored::NotBytes,
+        })
     }
 
     /// Deletes the record (value and legacy row) and any chunk rows of a large answer at
@@ -224,10 +205,7 @@ impl KeyStorage {
     pub async fn open(&self, record: &KeyRecord) -> Result<Option<Opened>, StorageError> {
         let KeyRecord::Completed(done) = record else { return Ok(None) };
         match self.opening(record) {
-            Opening::Refuse => return Err(StorageError::Seal(
-                "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
-                    .to_owned(),
-            )),
+            Opening::Refuse => return Err(StorageError::stored_in_clear()),
             Opening::Nothing => return Ok(None),
             Opening::Open => {}
         }
@@ -236,7 +214,7 @@ impl KeyStorage {
         if done.chunks.is_some() {
             // Only a sealed head needs the scope's key (an unsealed answer is checked without it).
             let salt = match (&done.sealed_answer, self.scope_salt.get()) {
-                (Some(_), None) => return Err(no_scope_salt()),
+                (Some(_), None) => return Err(StorageError::no_scope_salt()),
                 (_, salt) => salt.map_or(&[][..], |salt| &salt.0[..]),
             };
             self.count(Access::Read);
@@ -244,12 +222,9 @@ impl KeyStorage {
             return Ok(Some(opened(record, Some(checked))));
         }
         let Some(sealed) = &done.sealed_answer else { return Ok(None) };
-        let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
-        let bound = done.sealed_bound.then_some((done.attempt.0, &done.fingerprint.0));
-        let context = SealContext::answer(&salt.0, self.object_id(), bound);
-        let answer = StoredResponse::decode(&self.sealer.open(ring, &context, sealed).await?)
-            .map_err(|error| StorageError::Seal(format!("the opened answer is unreadable: {error}")))?;
-        let record = Completed { response: Arc::new(answer), sealed_answer: None, ..done.clone() };
+        let salt = self.scope_salt.get().ok_or_else(StorageError::no_scope_salt)?;
+        let context = seal::answer_opening(&salt.0, self.object_id(), done);
+        let record = seal::opened_answer(done, &self.sealer.open(ring, &context, sealed).await?)?;
         Ok(Some(opened(record, None)))
     }
 
@@ -301,12 +276,14 @@ impl KeyStorage {
             Err(problem) => return Err(StorageError::Seal(problem.detail.clone())),
         };
         if crate::core::formats::chunks::needs_chunks(&done.response) {
-            let sealing = match ring {
-                None => None,
-                Some(ring) => {
-                    Some(self.sealing(Some(ring), &self.scope_salt.get().ok_or_else(no_scope_salt)?.0))
-                }
-            };
+            let sealing =
+                match ring {
+                    None => None,
+                    Some(ring) => Some(self.sealing(
+                        Some(ring),
+                        &self.scope_salt.get().ok_or_else(StorageError::no_scope_salt)?.0,
+                    )),
+                };
             // CHUNK_WRITE_FAULT_INJECTION (tests only): this write fails half-way.
             let writes = self.chunk_writes.get();
             self.chunk_writes.set(writes.saturating_add(1));
@@ -320,12 +297,10 @@ impl KeyStorage {
             None => None,
             Some(ring) => {
                 // Sealed bound to its attempt and fingerprint (record tag 5).
-                let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
-                let bound = Some((done.attempt.0, &done.fingerprint.0));
-                let context = SealContext::answer(&salt.0, self.object_id(), bound);
+                let salt = self.scope_salt.get().ok_or_else(StorageError::no_scope_salt)?;
+                let context = seal::answer_seal(&salt.0, self.object_id(), done);
                 let sealed = self.sealer.seal(ring, &context, &done.response.encode()).await?;
-                let done = Completed { sealed_answer: Some(sealed), sealed_bound: true, ..done.clone() };
-                Some(KeyRecord::Completed(done))
+                Some(seal::with_sealed_answer(done, sealed))
             }
         };
         // The sealing await let other requests in: write only if the claim is still the
@@ -343,7 +318,7 @@ impl KeyStorage {
     fn put_record(&self, record: &KeyRecord) -> Result<(), StorageError> {
         self.count(Access::Write);
         let encoded = record.encode();
-        if self.legacy_row.get() == LegacyRow::Absent {
+        if !self.legacy_row.get().removed_by_write() {
             return self.put_encoded(encoded);
         }
         self.in_transaction(|| self.put_encoded(encoded))
@@ -358,9 +333,9 @@ impl KeyStorage {
 
     /// Deletes the legacy row unless there is none.
     fn remove_legacy_row(&self) -> Result<(), StorageError> {
-        if self.legacy_row.get() == LegacyRow::Possible {
+        if self.legacy_row.get().removed_by_write() {
             if self.legacy_table_exists()? {
-                self.sql().exec(DELETE_ROW, None).map_err(sql_error)?;
+                self.sql().exec(legacy_sql::DELETE_ROW, None).map_err(sql_error)?;
             }
             self.legacy_row.set(LegacyRow::Absent);
         }
@@ -370,7 +345,7 @@ impl KeyStorage {
     /// Whether the legacy table exists (a read of the schema: no thrown error when it does
     /// not).
     fn legacy_table_exists(&self) -> Result<bool, StorageError> {
-        let cursor = self.sql().exec(TABLE_EXISTS, None).map_err(sql_error)?;
+        let cursor = self.sql().exec(legacy_sql::TABLE_EXISTS, None).map_err(sql_error)?;
         Ok(cursor.raw().next().transpose().map_err(sql_error)?.is_some())
     }
 
@@ -491,19 +466,10 @@ impl KeyStorage {
     }
 }
 
-fn no_scope_salt() -> StorageError {
-    StorageError::Seal("no scope salt".to_owned())
-}
-
 impl From<super::seal::SealError> for StorageError {
     fn from(error: super::seal::SealError) -> StorageError {
         StorageError::Seal(error.0)
     }
-}
-
-/// A record that does not decode.
-fn corrupt(error: DecodeError) -> StorageError {
-    StorageError::Corrupt(error.to_string())
 }
 
 /// A failed storage call as the log shows it (`Name: message`).

@@ -92,6 +92,23 @@ impl StorageError {
     }
 }
 
+impl StorageError {
+    /// An answer stored in the clear while sealing is required
+    /// (`core::formats::seal::Opening::Refuse`): never replayed, the caller answers 503.
+    pub fn stored_in_clear() -> StorageError {
+        StorageError::Seal(
+            "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
+                .to_owned(),
+        )
+    }
+
+    /// An answer to seal or open before the caller scope's key salt is known (the first key
+    /// request brings it): never stored or read in the clear instead.
+    pub fn no_scope_salt() -> StorageError {
+        StorageError::Seal("no scope salt".to_owned())
+    }
+}
+
 impl fmt::Display for StorageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -280,3 +280,12 @@ fn a_records_storage_errors_say_what_failed_of_it() {
     let fault = Fault::storage(StorageError::Fenced.operation(), Stage::BeforeClaim);
     assert_eq!(consequence(&fault).key, KeyFate::Untouched);
 }
+
+#[test]
+fn answers_that_cannot_be_opened_as_sealing_requires_are_open_faults() {
+    for error in [StorageError::stored_in_clear(), StorageError::no_scope_salt()] {
+        assert_eq!(error.operation(), StorageOperation::Open, "{error}");
+    }
+    let in_clear = StorageError::stored_in_clear().to_string();
+    assert!(in_clear.contains("STORAGE_ENCRYPTION_KEYS") && in_clear.contains("STORAGE_ALLOW_UNSEALED"));
+}

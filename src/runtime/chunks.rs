@@ -193,7 +193,7 @@ pub async fn put(
     }
     // From here to the end of the transaction nothing is awaited.
     let sql = store.sql();
-    let write = || -> Result<(), StorageError> {
+    let mut write = || -> Result<(), StorageError> {
         sql.exec(sql::CREATE_TABLE, None).map_err(sql_error)?;
         sql.exec(sql::CLEAR, None).map_err(sql_error)?;
         for (index, row) in rows.iter().enumerate() {
@@ -206,10 +206,10 @@ pub async fn put(
                 return Err(StorageError::Sql("CHUNK_WRITE_FAULT_INJECTION: fails on purpose".to_owned()));
             }
         }
-        store.put_encoded(record)
+        store.put_encoded(&record)
     };
     // A legacy row's removal, if any, is rolled back with the rest.
-    store.in_transaction(write)?;
+    store.in_transaction(&mut write)?;
     Ok((kept, Checked { attempt, opener }))
 }
 
@@ -279,7 +279,7 @@ fn count_rows(sql: &SqlStorage) -> Result<usize, StorageError> {
 fn query(sql: &SqlStorage, statement: &str, bindings: Vec<JsValue>) -> Result<Option<JsValue>, StorageError> {
     match sql.exec_raw(statement, bindings).map_err(sql_error) {
         Ok(mut cursor) => Iterator::next(&mut cursor).transpose().map_err(sql_error),
-        Err(error) if error.to_string().contains("no such table") => Ok(None),
+        Err(StorageError::Sql(error)) if sql::no_table(&error) => Ok(None),
         Err(error) => Err(error),
     }
 }

@@ -171,6 +171,13 @@ pub mod sql {
     pub const SELECT_ONE: &str = "SELECT bytes FROM idempotency_chunk WHERE seq = ?";
     /// Its one column is `n`.
     pub const COUNT: &str = "SELECT count(*) AS n FROM idempotency_chunk";
+
+    /// Whether a statement failed (`error`, as the runtime threw it) only because the chunk
+    /// table does not exist: it is created with the first chunked answer, so without it
+    /// there are no rows to read or delete.
+    pub fn no_table(error: &str) -> bool {
+        error.contains("no such table")
+    }
 }
 
 /// Row `index` as read for a replay (`None`: missing), with the digest of its stored bytes,
@@ -272,6 +279,13 @@ mod tests {
         for (i, range) in ranges.iter().enumerate() {
             assert_eq!(m.range(i), range.start as u64..range.end as u64);
         }
+    }
+
+    #[test]
+    fn only_a_missing_chunk_table_reads_as_no_rows() {
+        assert!(sql::no_table("Error: no such table: idempotency_chunk: SQLITE_ERROR"));
+        assert!(!sql::no_table("Error: database or disk is full: SQLITE_FULL"));
+        assert!(!sql::no_table("Error: no such column: bytes: SQLITE_ERROR"));
     }
 
     #[test]

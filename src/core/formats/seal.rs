@@ -29,6 +29,7 @@
 
 use serde_json::Value;
 
+use super::fingerprint::Digest256;
 use super::key_record::{Completed, KeyRecord, StoredResponse};
 use crate::core::primitives::codec::{Reader, Writer};
 use crate::core::vocabulary::fault::StorageError;
@@ -397,6 +398,38 @@ pub fn opened_answer(done: &Completed, plain: &[u8]) -> Result<Completed, Storag
     Ok(Completed { response: std::sync::Arc::new(answer), sealed_answer: None, ..done.clone() })
 }
 
+/// How an answer is stored: `None` in the clear (no ring set), else sealed under `ring` in
+/// the scope whose key salt is `salt`. A ring that did not parse (`Err`, its problem's
+/// detail) is never a reason to store in the clear what the operator asked to seal, nor is
+/// a salt not known yet (the first key request brings it): both are faults.
+pub fn answer_sealing<'a>(
+    ring: Result<Option<&'a KeyRing>, &str>,
+    salt: Option<&'a Digest256>,
+) -> Result<Option<(&'a KeyRing, &'a [u8])>, StorageError> {
+    match ring.map_err(|detail| StorageError::Seal(detail.to_owned()))? {
+        None => Ok(None),
+        Some(ring) => Ok(Some((ring, &salt.ok_or_else(StorageError::no_scope_salt)?.0))),
+    }
+}
+
+/// The scope's key salt that opening `done` as read needs: a sealed answer or head needs
+/// it, as known (`salt`) or a fault; an answer in the clear (a chunked one's rows are still
+/// checked) needs none, and is given the salt if known, else an empty one.
+pub fn opening_scope<'a>(done: &Completed, salt: Option<&'a Digest256>) -> Result<&'a [u8], StorageError> {
+    match (&done.sealed_answer, salt) {
+        (Some(_), None) => Err(StorageError::no_scope_salt()),
+        (_, salt) => Ok(salt.map_or(&[][..], |salt| &salt.0[..])),
+    }
+}
+
+/// Whether `current` (the record as the object knows it once opening is done) is still
+/// `opened_from`, the record that was opened: an alarm, a purge or another opener may have
+/// replaced it meanwhile, and only then is the opened record kept in its place.
+pub fn still_stored(opened_from: &KeyRecord, current: Option<&KeyRecord>) -> bool {
+    matches!((opened_from, current), (KeyRecord::Completed(was), Some(KeyRecord::Completed(now)))
+        if now.sealed_answer == was.sealed_answer && now.chunks == was.chunks)
+}
+
 /// Standard base64 with padding (RFC 4648 §4), strictly: no whitespace, no URL alphabet,
 /// canonical padding and no stray bits under it (the `base64` crate's `STANDARD`).
 pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
@@ -606,6 +639,50 @@ mod tests {
         assert_eq!(opening(&chunked, true, true, false, Some(4)), Opening::Refuse, "its head in the clear");
         let claim = claimed(4);
         assert_eq!(opening(&claim, true, true, false, None), Opening::Nothing, "nothing to open");
+    }
+
+    #[test]
+    fn an_answer_is_sealed_when_a_ring_is_set_and_never_stored_in_the_clear_for_a_fault() {
+        let ring = KeyRing::parse(&format!(r#"[{{"id":"k","key":"{KEY_A}"}}]"#)).unwrap();
+        let salt = Digest256([9; 32]);
+        assert_eq!(answer_sealing(Ok(None), None), Ok(None), "no ring: in the clear, no salt needed");
+        assert_eq!(answer_sealing(Ok(Some(&ring)), Some(&salt)), Ok(Some((&ring, &salt.0[..]))));
+        assert_eq!(answer_sealing(Ok(Some(&ring)), None), Err(StorageError::no_scope_salt()));
+        let invalid = answer_sealing(Err("STORAGE_ENCRYPTION_KEYS is invalid"), Some(&salt));
+        assert_eq!(invalid, Err(StorageError::Seal("STORAGE_ENCRYPTION_KEYS is invalid".to_owned())));
+    }
+
+    #[test]
+    fn only_a_sealed_answer_needs_the_scope_salt_to_be_opened() {
+        let salt = Digest256([9; 32]);
+        let clear = answered_in_the_clear(4);
+        let sealed = Completed { sealed_answer: Some(vec![1]), ..clear.clone() };
+        assert_eq!(opening_scope(&sealed, Some(&salt)), Ok(&salt.0[..]));
+        assert_eq!(opening_scope(&sealed, None), Err(StorageError::no_scope_salt()));
+        assert_eq!(opening_scope(&clear, Some(&salt)), Ok(&salt.0[..]));
+        assert_eq!(opening_scope(&clear, None), Ok(&[][..]), "rows in the clear are checked without it");
+    }
+
+    #[test]
+    fn an_opened_record_is_kept_only_while_storage_still_holds_what_was_opened() {
+        let done = Completed { sealed_answer: Some(vec![1]), ..answered_in_the_clear(4) };
+        let opened_from = KeyRecord::Completed(done.clone());
+        assert!(still_stored(&opened_from, Some(&opened_from)));
+        let opened = KeyRecord::Completed(Completed { sealed_answer: None, ..done.clone() });
+        assert!(!still_stored(&opened_from, Some(&opened)), "another opener kept its opened record");
+        let resealed = KeyRecord::Completed(Completed { sealed_answer: Some(vec![2]), ..done.clone() });
+        assert!(!still_stored(&opened_from, Some(&resealed)));
+        let manifest = crate::core::formats::chunk_manifest::ChunkManifest {
+            body_len: 3,
+            chunk_len: 2,
+            attempt: 4,
+            digests: vec![[0; 32]; 2],
+        };
+        let chunked = KeyRecord::Completed(Completed { chunks: Some(manifest), ..done.clone() });
+        assert!(!still_stored(&opened_from, Some(&chunked)));
+        assert!(!still_stored(&opened_from, Some(&claimed(5))), "a purge and a new claim");
+        assert!(!still_stored(&opened_from, None), "deleted meanwhile");
+        assert!(!still_stored(&claimed(4), Some(&claimed(4))), "only an answer is opened");
     }
 
     #[test]

@@ -109,6 +109,21 @@ impl StorageError {
     }
 }
 
+/// What a transaction (`transactionSync`) comes to: done when nothing was `thrown`; when
+/// its write failed (the callback threw that failure, which rolled every statement back),
+/// that failure as the write reported it; else what the runtime threw (say, a failed
+/// commit), as `Name: message`.
+pub fn transaction_outcome(
+    thrown: Option<String>,
+    write_failed: Option<StorageError>,
+) -> Result<(), StorageError> {
+    match (thrown, write_failed) {
+        (None, _) => Ok(()),
+        (Some(_), Some(failure)) => Err(failure),
+        (Some(thrown), None) => Err(StorageError::Sql(thrown)),
+    }
+}
+
 impl fmt::Display for StorageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -39,9 +39,10 @@ pub struct Sealing<'a> {
 }
 
 impl Sealing<'_> {
-    /// The opener of `manifest`'s chunks sealed under the ring key `key_id` (every chunk
-    /// of an answer is sealed with its head's key).
-    async fn opener(&self, key_id: String, manifest: &ChunkManifest) -> Result<Opener, StorageError> {
+    /// The opener of `manifest`'s chunks, whose head is `sealed_head`: every chunk of an
+    /// answer is sealed under its head's ring key.
+    async fn opener(&self, sealed_head: &[u8], manifest: &ChunkManifest) -> Result<Opener, StorageError> {
+        let key_id = Envelope::decode(sealed_head).map(|envelope| envelope.key_id).unwrap_or_default();
         let context = chunks::chunk_seal(self.scope, self.object_id, manifest.attempt, 0, manifest.count());
         let key = self.sealer.key(self.ring, &context, &key_id).await?;
         Ok(Opener { key, key_id, scope: self.scope.to_vec(), object_id: self.object_id.to_owned() })
@@ -158,30 +159,27 @@ pub async fn put(
     let body = &done.response.body;
     let ranges = chunks::plan(body.len(), CHUNK_BYTES);
     let (count, attempt) = (ranges.len(), done.attempt.0);
-    let mut rows: Vec<Uint8Array> = Vec::with_capacity(count);
+    let (mut rows, mut digests) = (Vec::with_capacity(count), Vec::with_capacity(count));
     // Unsealed, one copy of the body in JavaScript; each row is a view of it.
     let whole = Uint8Array::from(if sealing.is_none() { body.as_slice() } else { &[] });
     for (index, range) in ranges.into_iter().enumerate() {
-        rows.push(match &sealing {
+        let row = match &sealing {
             Some(sealing) => {
                 let context = chunks::chunk_seal(sealing.scope, sealing.object_id, attempt, index, count);
                 Uint8Array::from(sealing.seal(&context, &body[range]).await?.as_slice())
             }
             None => whole.subarray(range.start as u32, range.end as u32),
-        });
-    }
-    let mut digests = Vec::with_capacity(count);
-    for row in &rows {
-        digests.push(seal::sha256(row).await?);
+        };
+        digests.push(seal::sha256(&row).await?);
+        rows.push(row);
     }
     let manifest = chunks::manifest(body.len(), attempt, digests);
-    let (sealed_head, opener) = match &sealing {
+    let (opener, sealed_head) = match &sealing {
         None => (None, None),
         Some(sealing) => {
             let context = chunks::head_seal(sealing.scope, sealing.object_id, &manifest);
             let sealed = sealing.seal(&context, &done.response.head().encode()).await?;
-            let key_id = Envelope::decode(&sealed).map(|e| e.key_id).unwrap_or_default();
-            (Some(sealed), Some(sealing.opener(key_id, &manifest).await?))
+            (Some(sealing.opener(&sealed, &manifest).await?), Some(sealed))
         }
     };
     let (stored, kept) = chunks::chunked_records(done, manifest, sealed_head);
@@ -228,8 +226,7 @@ pub async fn open(
             let context = chunks::head_seal(sealing.scope, sealing.object_id, manifest);
             let plain = sealing.sealer.open(sealing.ring, &context, sealed).await?;
             let head = chunks::opened_head(&plain).map_err(fault)?;
-            let key_id = Envelope::decode(sealed).map(|e| e.key_id).unwrap_or_default();
-            (Arc::new(head), Some(sealing.opener(key_id, manifest).await?))
+            (Arc::new(head), Some(sealing.opener(sealed, manifest).await?))
         }
     };
     let rows = count_rows(sql)?;
@@ -267,11 +264,9 @@ fn read_row(sql: &SqlStorage, index: usize) -> Result<Option<Uint8Array>, Storag
 }
 
 fn count_rows(sql: &SqlStorage) -> Result<usize, StorageError> {
-    let n = query(sql, sql::COUNT, Vec::new())?
-        .and_then(|row| Reflect::get(&row, &JsValue::from_str("n")).ok())
-        .and_then(|n| n.as_f64())
-        .unwrap_or(0.0);
-    Ok(n as usize)
+    let n =
+        query(sql, sql::COUNT, Vec::new())?.and_then(|row| Reflect::get(&row, &"n".into()).ok()?.as_f64());
+    Ok(n.unwrap_or(0.0) as usize)
 }
 
 /// Runs a query and returns its first row as a JavaScript object (`worker`'s `SqlCursor` as

@@ -108,9 +108,8 @@ impl KeyStorage {
         self.calls.set(self.calls.get().and(access));
     }
 
-    /// Reads the stored record (synchronous: in the caller's turn).
-    /// The key-value value first, the legacy row only without one
-    /// (`core::formats::record_layout::read`, which says what the read learns).
+    /// Reads the stored record, synchronously (in the caller's turn): the key-value value
+    /// first, the legacy row only without one (`core::formats::record_layout::read`).
     pub fn load(&self) -> Result<Option<KeyRecord>, StorageError> {
         self.count(Access::Read);
         let value =

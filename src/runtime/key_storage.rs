@@ -171,17 +171,16 @@ impl KeyStorage {
             Opening::Nothing => return Ok(None),
             Opening::Open => {}
         }
-        let ring = self.ring();
         let opened = |record, checked| Opened { record: KeyRecord::Completed(record), checked };
         let salt = seal::opening_scope(done, self.scope_salt.get())?;
         if done.chunks.is_some() {
             self.count(Access::Read);
-            let (record, checked) = chunks::open(self.sql(), done, self.sealing(ring, salt)).await?;
+            let (record, checked) = chunks::open(self, done, salt).await?;
             return Ok(Some(opened(record, Some(checked))));
         }
         let Some(sealed) = &done.sealed_answer else { return Ok(None) };
         let context = seal::answer_opening(salt, self.object_id(), done);
-        let record = seal::opened_answer(done, &self.sealer.open(ring, &context, sealed).await?)?;
+        let record = seal::opened_answer(done, &self.sealer.open(self.ring(), &context, sealed).await?)?;
         Ok(Some(opened(record, None)))
     }
 
@@ -230,7 +229,6 @@ impl KeyStorage {
         let keys = settings.storage_keys.as_ref().map(Option::as_ref).map_err(|error| error.detail.as_str());
         let sealing = seal::answer_sealing(keys, self.scope_salt.get())?;
         if crate::core::formats::chunks::needs_chunks(&done.response) {
-            let sealing = sealing.map(|(ring, salt)| self.sealing(Some(ring), salt));
             // CHUNK_WRITE_FAULT_INJECTION (tests only): this write fails half-way.
             let fail_half_way = settings.fault_injection.chunk_write_fails(next(&self.chunk_writes));
             self.count(Access::Write);
@@ -343,11 +341,6 @@ impl KeyStorage {
         let plaintext = self.sealer.open(self.ring(), &context, sealed).await?;
         StoredRequest::decode(&plaintext)
             .ok_or_else(|| SealError("the opened request is unreadable".to_owned()))
-    }
-
-    /// What sealing this object's answers with `ring` needs (`runtime::chunks`).
-    fn sealing<'a>(&'a self, ring: Option<&'a KeyRing>, scope: &'a [u8]) -> chunks::Sealing<'a> {
-        chunks::Sealing { sealer: &self.sealer, ring, scope, object_id: self.object_id() }
     }
 
     /// Deletes everything the key stored: the record, its chunk rows, every table and its

@@ -387,8 +387,7 @@ impl KeyStorage {
         current: Option<&KeyRecord>,
         stored: &Arc<StoredResponse>,
     ) -> Option<chunks::Source> {
-        let Some(KeyRecord::Completed(done)) = current else { return None };
-        let manifest = done.chunks.as_ref().filter(|_| Arc::ptr_eq(&done.response, stored))?;
+        let manifest = current?.chunks_of(stored)?;
         self.count(Access::Read);
         Some(chunks::Source::new(self.sql().clone(), manifest.clone(), self.chunk_check.borrow().as_ref()))
     }

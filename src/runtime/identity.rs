@@ -249,12 +249,7 @@ async fn url_keys(
         });
         if lost {
             // Once per lost fetch: its own request can no longer say what became of it.
-            console_error!(
-                "jwks: the fetch of SCOPE_JWKS_URL did not end within {} s (its request was cut short?); \
-                 given up: tokens use the last good keys, if any, until the next fetch in {} s",
-                FETCH_LOST_AFTER_MS / 1_000,
-                scope::JWKS_RETRY_SECONDS
-            );
+            console_error!("{}", jwks_cache::lost_fetch_line());
         }
         match lookup {
             Lookup::Found(keys) => return Ok(keys),
@@ -305,10 +300,7 @@ async fn fetch_jwks(url: String, request: FetchRequest) {
     let handled = URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));
     if let Err(why) = handled {
         // The URL is configuration, not a secret; the body is never logged.
-        console_error!(
-            "jwks: fetching SCOPE_JWKS_URL failed ({}); tokens are unverified until it succeeds",
-            why
-        );
+        console_error!("{}", jwks_cache::failed_fetch_line(&why));
     }
 }
 
@@ -321,13 +313,13 @@ async fn get_jwks(url: &str) -> std::result::Result<Document, String> {
     let timeout = web_sys::AbortSignal::timeout_with_u32(FETCH_TIMEOUT_MS as u32);
     let failed = |error: worker::Error| {
         if timeout.aborted() {
-            format!("no answer within {} s", FETCH_TIMEOUT_MS / 1_000)
+            jwks_cache::timed_out()
         } else {
             error.to_string()
         }
     };
     let headers = worker::Headers::new();
-    headers.set("accept", "application/jwk-set+json, application/json").map_err(failed)?;
+    headers.set("accept", jwks_cache::ACCEPT).map_err(failed)?;
     let mut init = worker::RequestInit::new();
     init.with_headers(headers).with_redirect(worker::RequestRedirect::Manual);
     let request = worker::Request::new_with_init(url, &init).map_err(failed)?;

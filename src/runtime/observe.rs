@@ -47,13 +47,12 @@ use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge::CoveredPlan;
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::key_call;
-use crate::core::edge_rules::log::{LineContext, RequestLog};
+use crate::core::edge_rules::log::LineContext;
 use crate::core::edge_rules::observed::{self, Forwarded};
 use crate::core::edge_rules::wire::{KeyCall, KeyStep, ToObject};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::latch::{latch, Latch};
 use crate::core::primitives::url::{normalised_path, path_and_query, path_and_query_parts};
-use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::ProblemKind;
 use crate::core::vocabulary::trace::Trace;
@@ -79,10 +78,7 @@ pub(super) async fn passed(
 /// The line of a request that enforce mode would have refused (`kind`): the status its
 /// caller got from the origin instead, and how long the origin took.
 fn log_refusal(env: &Env, kind: ProblemKind, status: u16, origin_ms: u64, trace: &Trace) {
-    let log = RequestLog {
-        origin_ms: Some(origin_ms),
-        ..RequestLog::new(None, Decision::Rejected(kind), status, None)
-    };
+    let log = observed::refusal_line(kind, status, origin_ms);
     metrics::write_point_in(env, &log, observed(trace));
 }
 
@@ -269,7 +265,7 @@ impl Observation {
         let (mut decision, claimed) =
             observed::after_arrival(arrival.as_ref().map_err(|(f, _)| *f), policy.on_unavailable);
         let forwarded = forwarded.await;
-        let (status, origin_status, ms) = observed::log_fields(&forwarded);
+        let fields = observed::log_fields(&forwarded);
         // A body captured for no claim is simply dropped.
         if let Some(attempt) = claimed {
             // The origin's answer (or failure) for the attempt the object claimed.
@@ -283,12 +279,7 @@ impl Observation {
                 console_error!("object {}: the observed outcome was not recorded: {}", short, why);
             }
         }
-        let log = RequestLog {
-            origin_status,
-            origin_ms: Some(ms),
-            object_calls: Some(calls.get()),
-            ..RequestLog::new(Some(short), decision, status, Some(call.scope))
-        };
+        let log = observed::recorded_line(short, decision, fields, calls.get(), call.scope);
         metrics::write_point_in(&env, &log, observed(&call.trace));
     }
 }

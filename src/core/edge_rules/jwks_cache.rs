@@ -116,6 +116,31 @@ pub struct Document {
     pub cache_control: Option<String>,
 }
 
+/// What the JWKS fetch asks for (`Accept`): a JWK set, or any JSON.
+pub const ACCEPT: &str = "application/jwk-set+json, application/json";
+
+/// Why a fetch with no answer within [`FETCH_TIMEOUT_MS`] failed, for the log.
+pub fn timed_out() -> String {
+    format!("no answer within {} s", FETCH_TIMEOUT_MS / 1_000)
+}
+
+/// The log line of a fetch the cache gave up as lost (rule 6), written once per lost fetch:
+/// its own request can no longer say what became of it.
+pub fn lost_fetch_line() -> String {
+    format!(
+        "jwks: the fetch of SCOPE_JWKS_URL did not end within {} s (its request was cut short?); \
+         given up: tokens use the last good keys, if any, until the next fetch in {} s",
+        FETCH_LOST_AFTER_MS / 1_000,
+        JWKS_RETRY_SECONDS
+    )
+}
+
+/// The log line of a failed fetch, saying `why` (never the body's content; the URL is
+/// configuration, named by its variable).
+pub fn failed_fetch_line(why: &str) -> String {
+    format!("jwks: fetching SCOPE_JWKS_URL failed ({why}); tokens are unverified until it succeeds")
+}
+
 /// What the JWKS URL's answer with `status` is (rule 7): `Ok` for a 200, whose body is the
 /// document to read; otherwise why the fetch failed, for the log (never the body).
 pub fn answer_status(status: u16) -> Result<(), String> {
@@ -377,6 +402,17 @@ mod tests {
             Err("larger than 262144 bytes".to_owned())
         );
         assert_eq!(super::document(vec![0xff, 0xfe], None), Err("not UTF-8".to_owned()));
+    }
+
+    #[test]
+    fn the_fetchs_log_lines_name_the_variable_the_reason_and_the_delays() {
+        assert_eq!(timed_out(), "no answer within 5 s");
+        let failed = failed_fetch_line("HTTP 500");
+        assert!(failed.starts_with("jwks: fetching SCOPE_JWKS_URL failed (HTTP 500);"), "{failed}");
+        let lost = lost_fetch_line();
+        assert!(lost.contains("did not end within 10 s"), "{lost}");
+        assert!(lost.contains("until the next fetch in 30 s"), "{lost}");
+        assert!(ACCEPT.starts_with("application/jwk-set+json"));
     }
 
     #[test]

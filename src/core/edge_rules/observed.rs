@@ -8,7 +8,9 @@
 //! said; a body that broke off, or a failed forward, is a reset (the origin may have
 //! executed it).
 
+use super::log::RequestLog;
 use super::routes::{after_object_failure, AfterObjectFailure, ObjectCallFailure, Unavailable};
+use super::scope::ScopeLog;
 use super::wire::{Answered, ObservedOutcome};
 use crate::core::formats::key_record::AttemptId;
 use crate::core::vocabulary::decision::Decision;
@@ -42,6 +44,29 @@ pub fn log_fields(forwarded: &Forwarded) -> (u16, Option<u16>, u64) {
     match forwarded {
         Forwarded::Answered { status, ms, .. } => (*status, Some(*status), *ms),
         Forwarded::Failed { ms } => (502, None, *ms),
+    }
+}
+
+/// The line of a request enforce mode would have refused (`kind`) before any object: the
+/// status its caller got from the origin instead, and how long the origin took.
+pub fn refusal_line(kind: ProblemKind, status: u16, origin_ms: u64) -> RequestLog {
+    RequestLog { origin_ms: Some(origin_ms), ..RequestLog::new(None, Decision::Rejected(kind), status, None) }
+}
+
+/// The line of a recorded request: the `decision` enforce mode would have made (by
+/// `object`, after `object_calls` calls), and the forward's [`log_fields`].
+pub fn recorded_line(
+    object: String,
+    decision: Decision,
+    (status, origin_status, origin_ms): (u16, Option<u16>, u64),
+    object_calls: u32,
+    scope: ScopeLog,
+) -> RequestLog {
+    RequestLog {
+        origin_status,
+        origin_ms: Some(origin_ms),
+        object_calls: Some(object_calls),
+        ..RequestLog::new(Some(object), decision, status, Some(scope))
     }
 }
 
@@ -164,6 +189,24 @@ mod tests {
             reported_outcome(answered(Captured::TooLarge, 10), 4_000),
             (ObservedOutcome::Oversized { status: 201 }, None)
         );
+    }
+
+    #[test]
+    fn a_refusal_line_names_the_refusal_and_the_origins_status_and_time() {
+        let line = refusal_line(ProblemKind::BodyTooLarge, 201, 12);
+        assert_eq!(line.decision, Decision::Rejected(ProblemKind::BodyTooLarge));
+        assert_eq!((line.status, line.origin_status, line.origin_ms), (201, None, Some(12)));
+        assert_eq!((line.object, line.object_calls, line.scope), (None, None, None));
+    }
+
+    #[test]
+    fn a_recorded_line_carries_the_decision_the_forward_and_the_calls() {
+        let scope = ScopeLog { kind: crate::core::edge_rules::scope::ScopeKind::Anonymous, unverified: None };
+        let fields = log_fields(&Forwarded::Failed { ms: 9 });
+        let line = recorded_line("ab12".to_owned(), Decision::Unknown, fields, 2, scope);
+        assert_eq!((line.object.as_deref(), line.decision), (Some("ab12"), Decision::Unknown));
+        assert_eq!((line.status, line.origin_status, line.origin_ms), (502, None, Some(9)));
+        assert_eq!((line.object_calls, line.scope), (Some(2), Some(scope)));
     }
 
     #[test]

@@ -29,41 +29,24 @@ use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::edge_rules::jwks_cache::{
-    self, answer_status, declared_size, document, Document, FetchRequest, JwksCache, KeyQuery, Lookup,
-    FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
+    self, answer_head, document, Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS,
+    FETCH_TIMEOUT_MS,
 };
-use crate::core::edge_rules::scope::{self, ScopeConfig, ScopeLog, Start};
-use crate::core::edge_rules::verified_tokens::VerifiedTokens;
-use crate::core::formats::fingerprint::Scope;
-use crate::core::primitives::jwt::{
-    self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity,
-};
+use crate::core::edge_rules::scope::{self, ScopeConfig, Start};
+use crate::core::edge_rules::verified_tokens::{ImportedKeys, KeySource, Verification, VerifiedTokens};
+use crate::core::primitives::jwt::{self, Algorithm, Identity, Jwk, KeySet, Unverified};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::vocabulary::problem::Problem;
 use worker::console_error;
 use worker::{Context, Delay};
 
-thread_local! {
-    /// Imported verification keys, per isolate, by the key's public JWK (or "HS256" for the
-    /// HS256 secret): an import costs more than a check. Past [`MAX_VERIFY_KEYS`] (rotation
-    /// leaves old keys behind) the cache starts again.
-    static VERIFY_KEYS: RefCell<Vec<(String, CryptoKey)>> = const { RefCell::new(Vec::new()) };
-}
-
-const MAX_VERIFY_KEYS: usize = 64;
-
-/// WebCrypto's import and `verify` parameters of a JOSE algorithm the core accepts
-/// (`core::primitives::jwt::Algorithm::webcrypto_params`), as objects.
+/// WebCrypto's import and `verify` parameters of `algorithm` (`Algorithm::webcrypto_json`).
 fn webcrypto_params(algorithm: Algorithm) -> (js_sys::Object, js_sys::Object) {
-    let object = |pairs: &[(&str, &str)]| {
-        let object = js_sys::Object::new();
-        for (name, value) in pairs {
-            let _ = js_sys::Reflect::set(&object, &JsValue::from_str(name), &JsValue::from_str(value));
-        }
-        object
+    let (import, check) = algorithm.webcrypto_json();
+    let parsed = |json: String| {
+        js_sys::JSON::parse(&json).map_or_else(|_| js_sys::Object::new(), JsCast::unchecked_into)
     };
-    let (import, check) = algorithm.webcrypto_params();
-    (object(import), object(check))
+    (parsed(import), parsed(check))
 }
 
 fn subtle() -> std::result::Result<web_sys::SubtleCrypto, JsValue> {
@@ -71,29 +54,21 @@ fn subtle() -> std::result::Result<web_sys::SubtleCrypto, JsValue> {
 }
 
 /// The verification key `id` names, imported from `key_data` (a JWK object, or the raw
-/// secret) once per isolate.
+/// secret) once per isolate (`core::edge_rules::verified_tokens::ImportedKeys`).
 async fn verify_key(
     id: &str,
     algorithm: Algorithm,
     format: &str,
     key_data: &js_sys::Object,
 ) -> std::result::Result<CryptoKey, JsValue> {
-    if let Some(key) =
-        VERIFY_KEYS.with(|keys| keys.borrow().iter().find(|(n, _)| n == id).map(|(_, k)| k.clone()))
-    {
+    if let Some(key) = IMPORTED_KEYS.with(|keys| keys.borrow().get(id)) {
         return Ok(key);
     }
     let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
     let imported =
         subtle()?.import_key_with_object(format, key_data, &webcrypto_params(algorithm).0, false, &usages)?;
     let key: CryptoKey = JsFuture::from(imported).await?.unchecked_into();
-    VERIFY_KEYS.with(|keys| {
-        let mut keys = keys.borrow_mut();
-        if keys.len() >= MAX_VERIFY_KEYS {
-            keys.clear();
-        }
-        keys.push((id.to_owned(), key.clone()));
-    });
+    IMPORTED_KEYS.with(|keys| keys.borrow_mut().keep(id, key.clone()));
     Ok(key)
 }
 
@@ -143,56 +118,28 @@ async fn verify_under_secret(secret: &[u8], signature: &[u8], data: &[u8]) -> bo
     }
 }
 
-/// The scope of a covered request, with its log form, or the 401 problem refusing it: what
-/// the scope headers decide (`core::edge_rules::scope::start`), after a token's check when they name one.
-async fn scope(
-    headers: &HeaderLines,
-    config: &Config,
-    policy: &PathConfig<'_>,
-    keep_alive: Option<&Context>,
-) -> std::result::Result<(Scope, ScopeLog), Problem> {
-    let values = header_values(headers, &config.scope.headers);
-    let pairs = named_values(&config.scope.headers, &values);
-    let token = match scope::start(&config.scope, &policy.scope, &pairs) {
-        Start::Decided(scope, log) => return Ok((scope, log)),
-        Start::Refused(problem) => return Err(problem),
-        Start::Verify(token) => token,
-    };
-    // A route without a claim has no key to verify under.
-    let verified = match policy.scope.claim {
-        Some(claim) => verify(token, &config.scope, claim, keep_alive).await,
-        None => Err(Unverified::NoKey),
-    };
-    scope::finish(&config.scope, &pairs, verified)
-}
-
-/// Verifies `token` and returns the identity it states, or why it does not verify.
+/// Verifies `token` and returns the identity it states, or why it does not verify: the
+/// memo and the key source are `core::edge_rules::verified_tokens`'s, the check WebCrypto's.
 async fn verify(
     token: &str,
     config: &ScopeConfig,
     claim: &jwt::ClaimPath,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<Identity, Unverified> {
-    let id = verification_id(claim, token);
-    if let Some(identity) = VERIFIED.with(|memo| memo.borrow_mut().recall(&id, now_ms())) {
-        return Ok(identity);
-    }
-    let (token, identity) = jwt::prepare(token, &config.validation, claim, now_ms() / 1_000)?;
-    let signing_input = token.signing_input;
-    let verified = if token.algorithm == Algorithm::Hs256 {
-        let secret = config.hs256_secret.as_ref().ok_or(Unverified::NoKey)?;
-        verify_under_secret(secret.bytes(), &token.signature, signing_input).await
-    } else {
-        let keys = candidate_keys(config, token.algorithm, token.kid.as_deref(), keep_alive).await?;
-        verify_under_keys(token.algorithm, &keys, &token.signature, signing_input).await
+    let pending = match VERIFIED.with(|memo| memo.borrow_mut().begin(token, config, claim, now_ms()))? {
+        Verification::Recalled(identity) => return Ok(identity),
+        Verification::Check(pending) => pending,
     };
-    if verified {
-        let validity = Validity::of(&token.claims, &config.validation);
-        VERIFIED.with(|memo| memo.borrow_mut().remember(id, identity.clone(), validity, now_ms()));
-        Ok(identity)
-    } else {
-        Err(Unverified::Signature)
-    }
+    let (algorithm, signature, data) =
+        (pending.algorithm(), &pending.token.signature, pending.token.signing_input);
+    let verified = match pending.keys {
+        KeySource::Secret(secret) => verify_under_secret(secret, signature, data).await,
+        KeySource::Jwks => {
+            let keys = candidate_keys(config, algorithm, pending.token.kid.as_deref(), keep_alive).await?;
+            verify_under_keys(algorithm, &keys, signature, data).await
+        }
+    };
+    VERIFIED.with(|memo| memo.borrow_mut().end(pending, verified, &config.validation, now_ms()))
 }
 
 /// The keys `token` may verify under, from the inline JWKS and the JWKS URL, as
@@ -226,6 +173,7 @@ type Fetch = js_sys::Promise;
 
 thread_local! {
     static VERIFIED: RefCell<VerifiedTokens> = RefCell::new(VerifiedTokens::default());
+    static IMPORTED_KEYS: RefCell<ImportedKeys<CryptoKey>> = RefCell::new(ImportedKeys::default());
     static URL_KEYS: RefCell<JwksCache> = RefCell::new(JwksCache::default());
     /// The last fetch the cache handed out: the one under way while the cache has one.
     static URL_FETCH: RefCell<Option<Fetch>> = const { RefCell::new(None) };
@@ -307,17 +255,11 @@ async fn fetch_jwks(url: String, request: FetchRequest) {
 /// `url`'s 200 answer as the document its size and text make (`core::edge_rules::jwks_cache::
 /// document`), all of it within `FETCH_TIMEOUT_MS` (`worker`'s `Fetch` under a timeout signal, which
 /// also ends the body's read); or why it is of no use, never the body's content. A
-/// redirect is never followed (`core::edge_rules::jwks_cache`, rule 7): what its status means is the
-/// core's (`answer_status`), and its body is let go unread.
+/// redirect is never followed (`core::edge_rules::jwks_cache`, rule 7): whether the body is read
+/// is the core's (`answer_head`), and a body not read is let go.
 async fn get_jwks(url: &str) -> std::result::Result<Document, String> {
     let timeout = web_sys::AbortSignal::timeout_with_u32(FETCH_TIMEOUT_MS as u32);
-    let failed = |error: worker::Error| {
-        if timeout.aborted() {
-            jwks_cache::timed_out()
-        } else {
-            error.to_string()
-        }
-    };
+    let failed = |error: worker::Error| jwks_cache::fetch_failed(timeout.aborted(), &error.to_string());
     let headers = worker::Headers::new();
     headers.set("accept", jwks_cache::ACCEPT).map_err(failed)?;
     let mut init = worker::RequestInit::new();
@@ -325,14 +267,13 @@ async fn get_jwks(url: &str) -> std::result::Result<Document, String> {
     let request = worker::Request::new_with_init(url, &init).map_err(failed)?;
     let signal = worker::AbortSignal::from(timeout.clone());
     let mut response = worker::Fetch::Request(request).send_with_signal(&signal).await.map_err(failed)?;
-    let status = response.status_code();
-    if status != 200 {
+    let length = response.headers().get("content-length").ok().flatten();
+    if let Err(why) = answer_head(response.status_code(), length.as_deref()) {
         if let worker::ResponseBody::Stream(body) = response.body() {
             let _ = body.cancel();
         }
-        answer_status(status)?;
+        return Err(why);
     }
-    declared_size(response.headers().get("content-length").ok().flatten().as_deref())?;
     let cache_control = response.headers().get("cache-control").ok().flatten();
     document(response.bytes().await.map_err(failed)?, cache_control)
 }
@@ -353,7 +294,21 @@ pub async fn identify(
     name_key: Option<&[u8]>,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<Identified, Problem> {
-    let (scope, scope_log) = self::scope(headers, config, policy, keep_alive).await?;
+    // What the scope headers decide (`core::edge_rules::scope::start`), after a token's
+    // check when they name one; a route without a claim has no key to verify under.
+    let values = header_values(headers, &config.scope.headers);
+    let pairs = named_values(&config.scope.headers, &values);
+    let (scope, scope_log) = match scope::start(&config.scope, &policy.scope, &pairs) {
+        Start::Decided(scope, log) => (scope, log),
+        Start::Refused(problem) => return Err(problem),
+        Start::Verify(token) => {
+            let verified = match policy.scope.claim {
+                Some(claim) => verify(token, &config.scope, claim, keep_alive).await,
+                None => Err(Unverified::NoKey),
+            };
+            scope::finish(&config.scope, &pairs, verified)?
+        }
+    };
     let request = Arrived { headers, method, path_and_query, key, config, policy, body, name_key };
     Ok(identified(&request, scope, scope_log))
 }

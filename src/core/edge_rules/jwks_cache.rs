@@ -153,6 +153,24 @@ pub fn answer_status(status: u16) -> Result<(), String> {
     }
 }
 
+/// Why a fetch failed, from the runtime's `error`: a timeout when its signal had fired
+/// ([`timed_out`]), since the error the aborted fetch throws says only that it was aborted.
+pub fn fetch_failed(timed_out_signal: bool, error: &str) -> String {
+    if timed_out_signal {
+        timed_out()
+    } else {
+        error.to_owned()
+    }
+}
+
+/// Whether the answer's body is to be read as the JWKS: a 200 ([`answer_status`]) whose
+/// `Content-Length` does not already say it is too large ([`declared_size`]); otherwise
+/// why not, and its body is let go unread.
+pub fn answer_head(status: u16, content_length: Option<&str>) -> Result<(), String> {
+    answer_status(status)?;
+    declared_size(content_length)
+}
+
 /// Largest JWKS document read.
 pub const MAX_JWKS_BYTES: usize = 256 * 1024;
 
@@ -413,6 +431,27 @@ mod tests {
         assert!(lost.contains("did not end within 10 s"), "{lost}");
         assert!(lost.contains("until the next fetch in 30 s"), "{lost}");
         assert!(ACCEPT.starts_with("application/jwk-set+json"));
+    }
+
+    #[test]
+    fn only_a_200_of_an_acceptable_declared_size_is_read() {
+        assert_eq!(answer_head(200, None), Ok(()));
+        assert_eq!(answer_head(200, Some(&MAX_JWKS_BYTES.to_string())), Ok(()));
+        assert_eq!(answer_head(200, Some(&(MAX_JWKS_BYTES + 1).to_string())), Err(too_large()));
+        assert_eq!(answer_head(500, Some("10")), Err("HTTP 500".to_owned()));
+        let redirect = answer_head(302, None).unwrap_err();
+        assert!(redirect.contains("a redirect, not followed"), "{redirect}");
+        // The status is judged first: a large error page is an HTTP error, not a size.
+        assert_eq!(answer_head(404, Some(&(MAX_JWKS_BYTES * 2).to_string())), Err("HTTP 404".to_owned()));
+    }
+
+    #[test]
+    fn a_fetch_aborted_by_its_timeout_says_so_and_any_other_failure_says_its_error() {
+        assert_eq!(fetch_failed(true, "AbortError: The operation was aborted"), "no answer within 5 s");
+        assert_eq!(
+            fetch_failed(false, "TypeError: Network connection lost."),
+            "TypeError: Network connection lost."
+        );
     }
 
     #[test]

@@ -53,6 +53,21 @@ pub fn refusal_line(kind: ProblemKind, status: u16, origin_ms: u64) -> RequestLo
     RequestLog { origin_ms: Some(origin_ms), ..RequestLog::new(None, Decision::Rejected(kind), status, None) }
 }
 
+/// The error line of an object not reached in observe mode (`failure`, with the platform's
+/// `error`): the request was forwarded anyway, and nothing was recorded.
+pub fn not_reached_line(object: &str, failure: ObjectCallFailure, error: &str) -> String {
+    format!(
+        "object {object}: not reached in observe mode ({failure}): {error}; \
+         the request was forwarded anyway, unrecorded"
+    )
+}
+
+/// The error line of an observed outcome the object did not record, saying why
+/// ([`after_outcome`]).
+pub fn not_recorded_line(object: &str, why: &str) -> String {
+    format!("object {object}: the observed outcome was not recorded: {why}")
+}
+
 /// The line of a recorded request: the `decision` enforce mode would have made (by
 /// `object`, after `object_calls` calls), and the forward's [`log_fields`].
 pub fn recorded_line(
@@ -188,6 +203,19 @@ mod tests {
         assert_eq!(
             reported_outcome(answered(Captured::TooLarge, 10), 4_000),
             (ObservedOutcome::Oversized { status: 201 }, None)
+        );
+    }
+
+    #[test]
+    fn the_error_lines_name_the_object_the_failure_and_what_became_of_the_request() {
+        assert_eq!(
+            not_reached_line("ab12", ObjectCallFailure::BeforeSend, "no stub"),
+            "object ab12: not reached in observe mode (the call could not be made): no stub; \
+             the request was forwarded anyway, unrecorded"
+        );
+        assert_eq!(
+            not_recorded_line("ab12", "the object answered without a decision"),
+            "object ab12: the observed outcome was not recorded: the object answered without a decision"
         );
     }
 

@@ -6,8 +6,10 @@
 //!
 //! Every decision is the core's: which token, which claims, which keys, which scope
 //! (`core::scope`, `core::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
-//! fresh, what a failed fetch or an unknown `kid` answers (`core::edge_rules::jwks_cache`); when a
-//! verified token may be reused (`core::verified_tokens`). This file only carries out what
+//! fresh, what a failed fetch or an unknown `kid` answers, whether an answer's body is read
+//! (`core::edge_rules::jwks_cache`); when a verified token may be reused, whether a token is
+//! checked under the HS256 secret or the JWKS keys, and how many imported keys are kept
+//! (`core::edge_rules::verified_tokens`). This file only carries out what
 //! the core cannot: the JWKS fetch (`worker`'s `Fetch`, under a timeout signal),
 //! one fetch awaited by every request that waits for it (each through a promise of its own,
 //! see `Fetch`), and the signature check (no RSA or EC code is compiled into the Wasm).
@@ -29,7 +31,7 @@ use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::edge_rules::jwks_cache::{
-    self, answer_head, document, Document, FetchRequest, JwksCache, KeyQuery, Lookup, FETCH_LOST_AFTER_MS,
+    self, answer_head, document, Document, FetchRequest, JwksCache, KeyQuery, FETCH_LOST_AFTER_MS,
     FETCH_TIMEOUT_MS,
 };
 use crate::core::edge_rules::scope::{self, ScopeConfig, Start};
@@ -135,27 +137,18 @@ async fn verify(
     let verified = match pending.keys {
         KeySource::Secret(secret) => verify_under_secret(secret, signature, data).await,
         KeySource::Jwks => {
-            let keys = candidate_keys(config, algorithm, pending.token.kid.as_deref(), keep_alive).await?;
+            // The inline JWKS's and the URL's, as `core::edge_rules::jwks_cache::candidate_keys` chooses.
+            let kid = pending.token.kid.as_deref();
+            let url = match &config.jwks_url {
+                Some(url) => Some(url_keys(url, kid, keep_alive).await),
+                None => None,
+            };
+            let url = url.as_ref().map(|keys| keys.as_deref().map_err(|reason| *reason));
+            let keys = jwks_cache::candidate_keys(config.jwks.as_ref(), url, algorithm, kid)?;
             verify_under_keys(algorithm, &keys, signature, data).await
         }
     };
     VERIFIED.with(|memo| memo.borrow_mut().end(pending, verified, &config.validation, now_ms()))
-}
-
-/// The keys `token` may verify under, from the inline JWKS and the JWKS URL, as
-/// `core::edge_rules::jwks_cache::candidate_keys` chooses them.
-async fn candidate_keys(
-    config: &ScopeConfig,
-    algorithm: Algorithm,
-    kid: Option<&str>,
-    keep_alive: Option<&Context>,
-) -> std::result::Result<Vec<Jwk>, Unverified> {
-    let url = match &config.jwks_url {
-        Some(url) => Some(url_keys(url, kid, keep_alive).await),
-        None => None,
-    };
-    let url = url.as_ref().map(|keys| keys.as_deref().map_err(|reason| *reason));
-    jwks_cache::candidate_keys(config.jwks.as_ref(), url, algorithm, kid)
 }
 
 /// The end of one JWKS fetch, awaited by every request that waits for it: a JavaScript
@@ -199,11 +192,9 @@ async fn url_keys(
             // Once per lost fetch: its own request can no longer say what became of it.
             console_error!("{}", jwks_cache::lost_fetch_line());
         }
-        match lookup {
-            Lookup::Found(keys) => return Ok(keys),
-            Lookup::UnknownKid => return Err(Unverified::UnknownKid),
-            Lookup::Unavailable => return Err(Unverified::KeysUnavailable),
-            Lookup::Wait => match awaited_fetch(url, keep_alive) {
+        match lookup.keys() {
+            Some(keys) => return keys,
+            None => match awaited_fetch(url, keep_alive) {
                 // It never rejects. A fetch whose request was cancelled never ends, so the
                 // wait stops when the cache gives it up (rule 6 of `core::edge_rules::jwks_cache`); its
                 // timer is also this request's own I/O, so the runtime never takes the wait

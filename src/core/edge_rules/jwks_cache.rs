@@ -273,6 +273,20 @@ pub enum Lookup {
     Wait,
 }
 
+impl Lookup {
+    /// What this answer means to a token's verification: the keys to choose from, or why
+    /// there are none (an unknown `kid`, or no keys at hand: transient); `None` to wait for
+    /// the fetch and look up again.
+    pub fn keys(self) -> Option<Result<Rc<KeySet>, Unverified>> {
+        match self {
+            Lookup::Found(keys) => Some(Ok(keys)),
+            Lookup::UnknownKid => Some(Err(Unverified::UnknownKid)),
+            Lookup::Unavailable => Some(Err(Unverified::KeysUnavailable)),
+            Lookup::Wait => None,
+        }
+    }
+}
+
 impl JwksCache {
     /// The keys for `query` at `now_ms`, or a fetch to wait for first (rules 1, 3, 4).
     pub fn lookup(&mut self, query: &mut KeyQuery<'_>, now_ms: u64) -> Lookup {
@@ -431,6 +445,17 @@ mod tests {
         assert!(lost.contains("did not end within 10 s"), "{lost}");
         assert!(lost.contains("until the next fetch in 30 s"), "{lost}");
         assert!(ACCEPT.starts_with("application/jwk-set+json"));
+    }
+
+    #[test]
+    fn a_lookup_is_keys_a_reason_or_a_wait() {
+        let keys = Rc::new(KeySet::default());
+        assert_eq!(Lookup::Found(keys.clone()).keys(), Some(Ok(keys)));
+        assert_eq!(Lookup::UnknownKid.keys(), Some(Err(Unverified::UnknownKid)));
+        // No keys at hand is transient (the caller is asked to retry), an unknown kid is not.
+        assert_eq!(Lookup::Unavailable.keys(), Some(Err(Unverified::KeysUnavailable)));
+        assert!(Unverified::KeysUnavailable.is_transient() && !Unverified::UnknownKid.is_transient());
+        assert_eq!(Lookup::Wait.keys(), None);
     }
 
     #[test]

@@ -55,48 +55,51 @@ fn subtle() -> std::result::Result<web_sys::SubtleCrypto, JsValue> {
     Ok(js_sys::global().unchecked_into::<web_sys::WorkerGlobalScope>().crypto()?.subtle())
 }
 
-/// The verification key `id` names, imported from `key_data` (a JWK object, or the raw
-/// secret) once per isolate (`core::edge_rules::verified_tokens::ImportedKeys`).
-async fn verify_key(
-    id: &str,
+/// Whether `signature` over `data` verifies under the key `id` names, imported from
+/// `key_data` (a JWK object, or the raw secret) once per isolate
+/// (`core::edge_rules::verified_tokens::ImportedKeys`): `Err` when it cannot be imported;
+/// any error of the check itself counts as a failed check.
+async fn check_under(
+    (id, format, key_data): (&str, &str, JsValue),
     algorithm: Algorithm,
-    format: &str,
-    key_data: &js_sys::Object,
-) -> std::result::Result<CryptoKey, JsValue> {
-    if let Some(key) = IMPORTED_KEYS.with(|keys| keys.borrow().get(id)) {
-        return Ok(key);
-    }
-    let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
-    let imported =
-        subtle()?.import_key_with_object(format, key_data, &webcrypto_params(algorithm).0, false, &usages)?;
-    let key: CryptoKey = JsFuture::from(imported).await?.unchecked_into();
-    IMPORTED_KEYS.with(|keys| keys.borrow_mut().keep(id, key.clone()));
-    Ok(key)
-}
-
-/// Whether `signature` over `data` verifies under `key`; any error counts as a failed check.
-async fn checked(algorithm: Algorithm, key: &CryptoKey, signature: &[u8], data: &[u8]) -> bool {
+    signature: &[u8],
+    data: &[u8],
+) -> std::result::Result<bool, JsValue> {
+    let key = match IMPORTED_KEYS.with(|keys| keys.borrow().get(id)) {
+        Some(key) => key,
+        None => {
+            let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
+            let (params, key_data) = (webcrypto_params(algorithm).0, key_data.unchecked_into());
+            let imported = subtle()?.import_key_with_object(format, &key_data, &params, false, &usages)?;
+            let key: CryptoKey = JsFuture::from(imported).await?.unchecked_into();
+            IMPORTED_KEYS.with(|keys| keys.borrow_mut().keep(id, key.clone()));
+            key
+        }
+    };
     let params = webcrypto_params(algorithm).1;
     // WebCrypto copies the bytes when called: the views of the Wasm memory are not kept.
-    let Ok(check) = subtle().and_then(|subtle| {
-        subtle.verify_with_object_and_u8_array_and_u8_array(&params, key, signature, data)
-    }) else {
-        return false;
+    let check = async {
+        JsFuture::from(
+            subtle()?.verify_with_object_and_u8_array_and_u8_array(&params, &key, signature, data)?,
+        )
+        .await
     };
-    JsFuture::from(check).await.is_ok_and(|valid| valid.as_bool() == Some(true))
+    Ok(check.await.is_ok_and(|valid| valid.as_bool() == Some(true)))
 }
 
 /// Whether `signature` over `data` verifies under one of `keys`. A key that cannot be
 /// imported is logged (its algorithm and WebCrypto's message) and skipped.
 async fn verify_under_keys(algorithm: Algorithm, keys: &[Jwk], signature: &[u8], data: &[u8]) -> bool {
     for jwk in keys {
-        let imported = match js_sys::JSON::parse(&jwk.import_json) {
-            Ok(key_data) => verify_key(&jwk.import_json, algorithm, "jwk", key_data.unchecked_ref()).await,
+        let checked = match js_sys::JSON::parse(&jwk.import_json) {
+            Ok(key_data) => {
+                check_under((&jwk.import_json, "jwk", key_data), algorithm, signature, data).await
+            }
             Err(error) => Err(error),
         };
-        match imported {
-            Ok(key) if checked(algorithm, &key, signature, data).await => return true,
-            Ok(_) => {}
+        match checked {
+            Ok(true) => return true,
+            Ok(false) => {}
             Err(error) => console_error!(
                 "jwks: a {} key could not be imported: {}",
                 algorithm.jose_name(),
@@ -109,15 +112,6 @@ async fn verify_under_keys(algorithm: Algorithm, keys: &[Jwk], signature: &[u8],
         }
     }
     false
-}
-
-/// Whether the HS256 `signature` over `data` verifies under `secret`.
-async fn verify_under_secret(secret: &[u8], signature: &[u8], data: &[u8]) -> bool {
-    let raw = js_sys::Uint8Array::from(secret);
-    match verify_key("HS256", Algorithm::Hs256, "raw", &raw).await {
-        Ok(key) => checked(Algorithm::Hs256, &key, signature, data).await,
-        Err(_) => false,
-    }
 }
 
 /// Verifies `token` and returns the identity it states, or why it does not verify: the
@@ -135,7 +129,11 @@ async fn verify(
     let (algorithm, signature, data) =
         (pending.algorithm(), &pending.token.signature, pending.token.signing_input);
     let verified = match pending.keys {
-        KeySource::Secret(secret) => verify_under_secret(secret, signature, data).await,
+        KeySource::Secret(secret) => {
+            // One HS256 secret per isolate: imported once, under that name.
+            let raw = js_sys::Uint8Array::from(secret).into();
+            check_under(("HS256", "raw", raw), algorithm, signature, data).await.unwrap_or(false)
+        }
         KeySource::Jwks => {
             // The inline JWKS's and the URL's, as `core::edge_rules::jwks_cache::candidate_keys` chooses.
             let kid = pending.token.kid.as_deref();

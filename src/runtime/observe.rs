@@ -214,8 +214,7 @@ impl Observation {
         let identified =
             // The recording runs in `waitUntil` already: a fetch it starts outlives the caller.
             identify(&headers, &method, &path_and_query, &key, config, &policy, &body, name_key, None).await;
-        // A handler cut short hands nothing over: as a broken connection.
-        let forwarded = async { forwarded.take().await.unwrap_or(Forwarded::Failed { ms: 0 }) };
+        let forwarded = async { Forwarded::handed(forwarded.take().await) };
         let identified = match identified {
             Ok(identified) => identified,
             Err(problem) => {

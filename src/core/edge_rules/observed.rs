@@ -25,6 +25,14 @@ pub enum Forwarded {
     Failed { ms: u64 },
 }
 
+impl Forwarded {
+    /// What the caller's side `handed` over: a handler cut short hands nothing, which is
+    /// recorded as a broken connection (the origin may have executed it), never as no forward.
+    pub fn handed(handed: Option<Forwarded>) -> Forwarded {
+        handed.unwrap_or(Forwarded::Failed { ms: 0 })
+    }
+}
+
 /// What the recording gets of the origin's body: read as it comes, and only up to what
 /// could be stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,6 +225,17 @@ mod tests {
             not_recorded_line("ab12", "the object answered without a decision"),
             "object ab12: the observed outcome was not recorded: the object answered without a decision"
         );
+    }
+
+    #[test]
+    fn nothing_handed_over_is_a_failed_forward_and_so_an_unknown_outcome() {
+        let nothing = Forwarded::handed(None);
+        assert_eq!(nothing, Forwarded::Failed { ms: 0 });
+        // The origin may have executed it: a reset, which the object holds as unknown.
+        assert_eq!(reported_outcome(nothing, 30_000), (ObservedOutcome::Reset, None));
+        assert_eq!(log_fields(&Forwarded::handed(None)).0, 502);
+        let answered = answered(Captured::Nothing, 7);
+        assert_eq!(Forwarded::handed(Some(answered.clone())), answered);
     }
 
     #[test]

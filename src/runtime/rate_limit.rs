@@ -8,9 +8,10 @@
 
 use web_sys::Response;
 
-use super::{respond, settings};
+use super::respond;
 use crate::core::edge_rules::config::RateLimiterChoice;
 use crate::core::edge_rules::edge;
+use crate::core::edge_rules::env_names::RATE_LIMITER_BINDING;
 use crate::core::vocabulary::trace::Trace;
 use worker::{console_error, Env, Result};
 
@@ -25,7 +26,7 @@ pub(super) async fn check(
 ) -> Option<Result<Response>> {
     let limiter = match choice {
         None => return None,
-        Some(RateLimiterChoice::Default) => env.rate_limiter(settings::RATE_LIMITER_BINDING).ok()?,
+        Some(RateLimiterChoice::Default) => env.rate_limiter(RATE_LIMITER_BINDING).ok()?,
         Some(RateLimiterChoice::Named(name)) => match env.rate_limiter(name) {
             Ok(limiter) => limiter,
             Err(_) => return Some(respond::refused(env, &edge::rate_limiter_unbound(name), trace)),

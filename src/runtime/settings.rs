@@ -12,11 +12,9 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use worker::{console_error, Env};
 
-use crate::core::edge_rules::env_names::variable_names;
+use crate::core::edge_rules::env_names::{variable_names, VERSION_BINDING};
+use crate::core::edge_rules::metrics_schema::BINDING as METRICS_BINDING;
 use crate::core::edge_rules::settings::Settings;
-
-/// The optional Analytics Engine binding (its columns: `core::edge_rules::metrics_schema`).
-pub const METRICS_BINDING: &str = crate::core::edge_rules::metrics_schema::BINDING;
 
 thread_local! {
     // Leaked once per isolate (per Wasm instance), so that a request's state can borrow
@@ -24,9 +22,6 @@ thread_local! {
     static SETTINGS: OnceCell<&'static Settings> = const { OnceCell::new() };
     static VERSION: OnceCell<Option<Rc<str>>> = const { OnceCell::new() };
 }
-
-/// The version-metadata binding (`[version_metadata]` in wrangler.toml), when bound.
-pub const VERSION_BINDING: &str = "CF_VERSION_METADATA";
 
 /// The worker's version, as the version-metadata binding names it (its `id`), read once
 /// per isolate; `None` where the binding is not declared.
@@ -44,9 +39,6 @@ pub fn worker_version(env: &Env) -> Option<Rc<str>> {
 pub fn get(env: &Env) -> &'static Settings {
     SETTINGS.with(|cell| *cell.get_or_init(|| Box::leak(Box::new(load(env)))))
 }
-
-/// The Rate Limiting binding.
-pub const RATE_LIMITER_BINDING: &str = "RATE_LIMITER";
 
 fn load(env: &Env) -> Settings {
     // Each value as a string, or (flagged) the JSON text of any other value: a `[vars]`

@@ -31,8 +31,7 @@ use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::edge_rules::jwks_cache::{
-    self, answer_head, document, Document, FetchRequest, JwksCache, KeyQuery, FETCH_LOST_AFTER_MS,
-    FETCH_TIMEOUT_MS,
+    self, answer_head, document, Document, JwksCache, KeyQuery, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
 };
 use crate::core::edge_rules::scope::{self, ScopeConfig, Start};
 use crate::core::edge_rules::verified_tokens::{ImportedKeys, KeySource, Verification, VerifiedTokens};
@@ -217,8 +216,15 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
         let mut slot = slot.borrow_mut();
         if let Some(request) = URL_KEYS.with(|cache| cache.borrow_mut().poll_fetch()) {
             let url = url.to_owned();
+            // Reports to the cache, once; why the answer was of no use is logged (the URL is
+            // configuration, not a secret; the body is never logged).
             let fetch = wasm_bindgen_futures::future_to_promise(async move {
-                fetch_jwks(url, request).await;
+                let fetched = get_jwks(&url).await;
+                let handled =
+                    URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));
+                if let Err(why) = handled {
+                    console_error!("{}", jwks_cache::failed_fetch_line(&why));
+                }
                 Ok(JsValue::UNDEFINED)
             });
             if let Some(ctx) = keep_alive {
@@ -229,16 +235,6 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
         }
         slot.clone()
     })
-}
-
-/// Fetches the JWKS and reports it to the cache, once; why it was of no use is logged.
-async fn fetch_jwks(url: String, request: FetchRequest) {
-    let fetched = get_jwks(&url).await;
-    let handled = URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));
-    if let Err(why) = handled {
-        // The URL is configuration, not a secret; the body is never logged.
-        console_error!("{}", jwks_cache::failed_fetch_line(&why));
-    }
 }
 
 /// `url`'s 200 answer as the document its size and text make (`core::edge_rules::jwks_cache::

@@ -280,17 +280,14 @@ pub async fn identify(
     keep_alive: Option<&Context>,
 ) -> std::result::Result<Identified, Problem> {
     // What the scope headers decide (`core::edge_rules::scope::start`), after a token's
-    // check when they name one; a route without a claim has no key to verify under.
+    // check, for the route's claim, when they name one.
     let values = header_values(headers, &config.scope.headers);
     let pairs = named_values(&config.scope.headers, &values);
     let (scope, scope_log) = match scope::start(&config.scope, &policy.scope, &pairs) {
         Start::Decided(scope, log) => (scope, log),
         Start::Refused(problem) => return Err(problem),
-        Start::Verify(token) => {
-            let verified = match policy.scope.claim {
-                Some(claim) => verify(token, &config.scope, claim, keep_alive).await,
-                None => Err(Unverified::NoKey),
-            };
+        Start::Verify(token, claim) => {
+            let verified = verify(token, &config.scope, claim, keep_alive).await;
             scope::finish(&config.scope, &pairs, verified)?
         }
     };

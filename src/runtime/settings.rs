@@ -42,10 +42,13 @@ pub fn get(env: &Env) -> &'static Settings {
 
 fn load(env: &Env) -> Settings {
     // Each value as a string, or (flagged) the JSON text of any other value: a `[vars]`
-    // number, boolean, array or table, which wrangler binds as itself.
+    // number, boolean, array or table, which wrangler binds as itself
+    // (`IDEMPOTENCY_TTL_SECONDS = 86400`). So not `worker`'s `env.var`, which refuses
+    // anything but a string.
     let held: Vec<(&str, String, bool)> = variable_names()
         .filter_map(|name| {
-            let value = held(env, name)?;
+            let value = js_sys::Reflect::get(env, &JsValue::from_str(name)).ok();
+            let value = value.filter(|value| !value.is_undefined())?;
             match value.as_string() {
                 Some(text) => Some((name, text, false)),
                 None => Some((name, js_sys::JSON::stringify(&value).ok()?.as_string()?, true)),
@@ -62,12 +65,4 @@ fn load(env: &Env) -> Settings {
         console_error!("{}", line);
     }
     settings
-}
-
-/// What the environment holds under `name`, as it is. Not `worker`'s `env.var`, which
-/// refuses anything but a string: wrangler binds a `[vars]` number, boolean or table as
-/// itself (`IDEMPOTENCY_TTL_SECONDS = 86400`), which `load` reads as JSON.
-fn held(env: &Env, name: &str) -> Option<JsValue> {
-    let value = js_sys::Reflect::get(env, &JsValue::from_str(name)).ok()?;
-    (!value.is_undefined()).then_some(value)
 }

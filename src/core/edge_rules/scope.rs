@@ -306,6 +306,28 @@ pub fn rate_limit_keys(
     }
 }
 
+/// What the limiter's answer for one of the [`rate_limit_keys`] means (`Ok(within)`, or the
+/// limiter's error).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfterLimit {
+    /// Within the limit: ask about the next key.
+    Next,
+    /// Over it: refused (429), and the keys after it are not counted.
+    Over,
+    /// The limiter failed: the request goes on, and this line says so. The limiter guards
+    /// against floods, not the idempotency promise.
+    LetThrough(String),
+}
+
+/// [`AfterLimit`] of the limiter's answer for one key.
+pub fn after_limit(answer: Result<bool, String>) -> AfterLimit {
+    match answer {
+        Ok(true) => AfterLimit::Next,
+        Ok(false) => AfterLimit::Over,
+        Err(error) => AfterLimit::LetThrough(format!("rate limiter failed, request let through: {error}")),
+    }
+}
+
 /// The rate limit's key for a scope bound to a replay credential: one digest of both, so
 /// that the key's length does not grow and neither part can be read back.
 fn bound_limit_key(scope_salt: &Digest256, binding: &Digest256) -> Digest256 {

@@ -273,6 +273,16 @@ fn scope_logs_round_trip() {
 }
 
 #[test]
+fn a_key_within_the_limit_goes_on_one_over_refuses_and_a_failed_limiter_lets_through() {
+    assert_eq!(after_limit(Ok(true)), AfterLimit::Next);
+    assert_eq!(after_limit(Ok(false)), AfterLimit::Over);
+    assert_eq!(
+        after_limit(Err("binding threw".to_owned())),
+        AfterLimit::LetThrough("rate limiter failed, request let through: binding threw".to_owned())
+    );
+}
+
+#[test]
 fn unverified_scopes_are_rate_limited_per_ip_too() {
     use crate::core::formats::fingerprint::Digest256;
     let ip = Some("203.0.113.7");

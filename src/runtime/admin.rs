@@ -3,7 +3,6 @@
 //! record. The rules are in `core::edge_rules::admin`. Every call, a refused one too, writes one audit line
 //! (`core::edge_rules::admin::audit_line`) naming the operator from `X-Operator`, never the token.
 
-use serde_json::json;
 use web_sys::{Request, Response};
 
 use super::now_ms;
@@ -12,12 +11,12 @@ use super::object_call::{call_object, envelope_request, key_namespace};
 use super::{respond, settings};
 use crate::core::edge_rules::admin;
 use crate::core::edge_rules::admin::{
-    audit_line, parse_lookup, refusals, AdminOperation, AdminPlan, MAX_LOOKUP_BYTES, OPERATOR_HEADER,
+    audit_line, parse_lookup, refusals, AdminOperation, AdminPlan, AtObject, MAX_LOOKUP_BYTES,
+    OPERATOR_HEADER,
 };
 use crate::core::edge_rules::config::Config;
 use crate::core::edge_rules::log::event_line;
 use crate::core::edge_rules::wire::ToObject;
-use crate::core::formats::key_record::KeyRecord;
 use crate::core::key_rules::key_state::Fence;
 use crate::core::key_rules::machine::KeyRecordChange;
 use crate::core::primitives::url::path_and_query_parts;
@@ -101,7 +100,7 @@ impl KeyObject {
     /// Inspects or purges the record for the admin API (`core::edge_rules::admin` has the rules).
     pub(super) async fn admin(&self, operation: &str) -> Result<Response> {
         let now = now_ms();
-        self.expire_observed(now);
+        self.key.borrow_mut().expire_observed(now);
         let object_id = self.object_id().to_owned();
         let record = match self.record() {
             Ok(record) => record,
@@ -111,38 +110,28 @@ impl KeyObject {
             }
         };
         let waiters = self.key.borrow().live().map(|live| live.waiters);
-        let live = waiters.is_some();
-        let response = match AdminOperation::parse(operation) {
-            Some(AdminOperation::Inspect { reveal_fingerprint: reveal }) => {
-                let faults = settings::get(&self.env).fault_injection;
-                respond::json(&admin::inspection(&object_id, record.as_ref(), waiters, now, reveal, &faults))
-            }
-            Some(AdminOperation::Purge { force }) => {
-                if let Some(refusal) = admin::purge_refusal(record.as_ref(), live, now, force) {
-                    respond::problem(&admin::refusals::purge_refused(refusal))
-                } else {
-                    let job = record.as_ref().and_then(KeyRecord::async_job).is_some();
-                    match self.apply(&KeyRecordChange::Delete, Fence::Claim).await {
-                        // A pending job's alarm is cancelled with it.
-                        Ok(()) if job && !self.store.delete_alarm().await => {
-                            // The record is deleted; only its alarm is left to fire on nothing.
-                            let fault = Fault::storage(StorageOperation::Alarm, Stage::AfterStep);
-                            let detail = "the record is purged, its alarm left in place";
-                            respond::problem(&self.logged(fault, "cancelling the job's alarm", detail))
-                        }
-                        Ok(()) => {
-                            console_log!("{}", event_line("admin-purge", &object_id, &[("forced", force)]));
-                            respond::json(&json!({"object_id": object_id, "purged": true}))
-                        }
-                        Err(error) => {
-                            let fault = Fault::storage(StorageOperation::Delete, Stage::BeforeClaim);
-                            respond::problem(&self.logged(fault, "purge", &error))
-                        }
+        let faults = settings::get(&self.env).fault_injection;
+        match admin::at_object(operation, &object_id, record.as_ref(), waiters, now, &faults) {
+            AtObject::Show(view) => respond::json(&view),
+            AtObject::Refuse(problem) => respond::problem(&problem),
+            AtObject::Purge { force, cancel_alarm } => {
+                match self.apply(&KeyRecordChange::Delete, Fence::Claim).await {
+                    Ok(()) if cancel_alarm && !self.store.delete_alarm().await => {
+                        // The record is deleted; only its alarm is left to fire on nothing.
+                        let fault = Fault::storage(StorageOperation::Alarm, Stage::AfterStep);
+                        let detail = "the record is purged, its alarm left in place";
+                        respond::problem(&self.logged(fault, "cancelling the job's alarm", detail))
+                    }
+                    Ok(()) => {
+                        console_log!("{}", event_line("admin-purge", &object_id, &[("forced", force)]));
+                        respond::json(&admin::purged(&object_id))
+                    }
+                    Err(error) => {
+                        let fault = Fault::storage(StorageOperation::Delete, Stage::BeforeClaim);
+                        respond::problem(&self.logged(fault, "purge", &error))
                     }
                 }
             }
-            None => respond::problem(&admin::refusals::unknown_operation()),
-        };
-        response
+        }
     }
 }

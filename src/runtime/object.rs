@@ -58,16 +58,14 @@ use futures_util::future::{select, Either};
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
-use worker::{durable_object, DurableObject, Result, State};
+use worker::{console_error, durable_object, Delay, DurableObject, Env, Result, State};
 
 use web_sys::Response;
 
 use super::key_storage::KeyStorage;
 use super::origin::{self, OriginAnswer, Outgoing};
 use super::respond::{self, Prepared};
-use super::settings;
-use super::{body, metrics, outcome_queue};
-use super::{now_ms, random_u64, AnswerFault};
+use super::{body, metrics, now_ms, outcome_queue, random_u64, settings, AnswerFault};
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::scope::ScopeLog;
@@ -78,7 +76,7 @@ use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
 use crate::core::formats::reconciling::Reconciling;
 use crate::core::key_rules::key_state::{
-    look_again_at, refusal, AlarmUnset, Arrival, Decided, KeyState, Pending,
+    look_again_at, refusal, AlarmUnset, Arrival, CallerAnswer, Decided, KeyState, Pending,
 };
 use crate::core::key_rules::machine::async_job::{accepted_response, AsyncAccept};
 use crate::core::key_rules::machine::Action;
@@ -88,7 +86,6 @@ use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::OriginVerdict;
 use crate::core::vocabulary::problem::Problem;
 use crate::core::vocabulary::trace::Trace;
-use worker::{console_error, Delay, Env};
 
 mod async_job;
 
@@ -203,8 +200,10 @@ impl KeyObject {
                 (refusal(self.logged(fault, "opening the stored answer", &error)), arriving(None, false))
             }
             Ok(()) => {
-                // Observe mode: the same record, opened the same way; nothing forwarded from here.
-                self.expire_observed(now);
+                // Observe mode: the same record, opened the same way; nothing forwarded from
+                // here. An observed claim whose lease ended is forgotten (its outcome will
+                // not come), and whoever joined it released.
+                self.key.borrow_mut().expire_observed(now);
                 match &call.step {
                     KeyStep::ObserveArrival => {
                         (self.observe_arrival(&call, now).await, Start::Observed { unread: Some(&req) })
@@ -215,7 +214,18 @@ impl KeyObject {
                         (decided, Start::Observed { unread: None })
                     }
                     KeyStep::Enforce { .. } => {
-                        let (decided, body, consumed) = self.arrival_or_lookup(&req, &call, now).await;
+                        // On a route with a lookup, a retry that finds the key's outcome
+                        // unknown (or its claim's owner gone) looks it up first: the driver's
+                        // step is `Lookup`, then `Arrive`, carried out in the loop
+                        // (`runtime::reconcile`, then [`KeyObject::arrival`]). Any other
+                        // arrival is decided at once.
+                        let retry = call.reconcile.is_some() && self.record().is_ok();
+                        let first = retry.then(|| self.key.borrow_mut().handle_retry(call.fingerprint, now));
+                        let (mut body, mut consumed) = (None, false);
+                        let decided = match first.flatten() {
+                            Some(pending) => self.write(pending).await,
+                            None => self.arrival(&req, &call, &mut body, &mut consumed, now).await,
+                        };
                         (decided, arriving(body, consumed))
                     }
                 }
@@ -233,70 +243,53 @@ impl KeyObject {
         self.answer(response, &mut log, &call.trace, received)
     }
 
-    /// An arrival's first step, enforcing, written. On a route with a lookup, a retry that
-    /// finds the key's outcome unknown (or its claim's owner gone) looks it up first: the
-    /// driver's step is `Lookup`, then `Arrive`, carried out in the loop
-    /// (`runtime::reconcile`, then [`KeyObject::arrival`]). Any other arrival is decided at
-    /// once ([`KeyObject::arrival`]).
-    async fn arrival_or_lookup(
-        &self,
-        req: &web_sys::Request,
-        call: &KeyCall,
-        now: u64,
-    ) -> (Decided, Option<std::result::Result<JsValue, JsValue>>, bool) {
-        if call.reconcile.is_some() && self.record().is_ok() {
-            let first = self.key.borrow_mut().handle_retry(call.fingerprint, now);
-            if let Some(pending) = first {
-                return (self.write(pending).await, None, false);
-            }
-        }
-        self.arrival(req, call, None, now).await
-    }
-
     /// An arrival's step, enforcing, written: decided on the record as it is after every
     /// await that feeds it (its lookup's verdict, when one came first; the sealing of the
     /// route's lookup and of a job's request, `async_job`), and written before any further
     /// await lets other requests in (a forward is the live execution from then on, a join
-    /// one of its waiters). `read_early`: the body, read while the arrival waited on a
-    /// lookup. With the body where it was read already, and whether its stream was.
+    /// one of its waiters). `body`: the request's body where it was read already (while the
+    /// arrival waited on a lookup), left there for a forward; `consumed`: whether its
+    /// stream was read (for that, or for a job).
     async fn arrival(
         &self,
         req: &web_sys::Request,
         call: &KeyCall,
-        read_early: Option<std::result::Result<JsValue, JsValue>>,
+        body: &mut Option<std::result::Result<JsValue, JsValue>>,
+        consumed: &mut bool,
         now: u64,
-    ) -> (Decided, Option<std::result::Result<JsValue, JsValue>>, bool) {
+    ) -> Decided {
         // Served as a job or synchronously, and whether it reconciles: the core's plan.
         let plan = call.arrival_plan();
-        let (mut read_early, mut lookup, mut unsealed) = (read_early, None, false);
+        let (mut lookup, mut unsealed) = (None, false);
         // On a route with a lookup (every arrival there, a job's included): the lookup is
         // sealed for a claim (`runtime::reconcile`), bound to the time the arrival is
         // decided at.
         if let Some(reconcile) = call.reconcile.as_ref().filter(|_| plan.reconcile) {
-            let headers = req.headers();
-            (lookup, unsealed) = match self.sealed_lookup(&headers, call, reconcile, now).await {
+            (lookup, unsealed) = match self.sealed_lookup(&req.headers(), call, reconcile, now).await {
                 Ok(lookup) => (lookup, false),
                 Err(()) => (None, true),
             };
         }
-        let mut consumed = read_early.is_some();
         let accept = match plan.accept {
             None => None,
-            Some(config) => match self.sealed_for_later(req, read_early.take(), call, config, now).await {
-                Ok(accept) => Some(accept),
-                Err(problem) => return (refusal(problem), None, true),
-            },
+            Some(config) => {
+                // A job's request is read whole (unless it was already) and sealed.
+                *consumed = true;
+                match self.sealed_for_later(req, body.take(), call, config, now).await {
+                    Ok(accept) => Some(accept),
+                    Err(problem) => return refusal(problem),
+                }
+            }
         };
-        consumed |= accept.is_some();
         if let Err(error) = self.record() {
             let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
-            return (refusal(self.logged(fault, "reading the record", &error)), read_early, consumed);
+            return refusal(self.logged(fault, "reading the record", &error));
         }
         let mut pending = self.arrive(call, accept, lookup, false, now);
         if unsealed {
             pending = self.key.borrow_mut().handle_lookup_unsealed(pending);
         }
-        (self.write(pending).await, read_early, consumed)
+        self.write(pending).await
     }
 
     /// [`KeyObject::replay`]'s arrival: `None` where it must go the whole way (`handle`).
@@ -320,7 +313,7 @@ impl KeyObject {
         }
         let now = now_ms();
         let received = now;
-        self.expire_observed(now);
+        self.key.borrow_mut().expire_observed(now);
         let pending = self.arrive(&call, None, None, false, now);
         let stored = pending.replay_only()?.clone();
         // Nothing to write: the step is reported at once, as `write` would after a `Keep`.
@@ -404,18 +397,15 @@ impl KeyObject {
                 // The arrival whose lookup came first, decided on the record as it is now.
                 Action::Arrive => {
                     if let Start::Arrival { req, call, body, consumed } = &mut turn.start {
-                        let (arrived, read, read_now) = self.arrival(req, call, body.take(), now_ms()).await;
-                        (*body, *consumed) = (read, *consumed || read_now);
-                        decided.follow(arrived);
+                        decided.follow(self.arrival(req, call, body, consumed, now_ms()).await);
                     }
                 }
                 Action::Join { attempt, wait_ms } => {
                     // What it waits for is taken before any await: the execution may end
                     // during one.
                     let settled = self.key.borrow().waiters_of(attempt);
-                    if turn.answers() {
+                    if let Some(body_bytes) = turn.caller().map(|call| call.body_bytes) {
                         turn.let_go_of_body().await;
-                        let body_bytes = turn.body_bytes();
                         let started = now_ms();
                         // At most `wait_ms`; a waiter released without an answer (the
                         // execution ended without settling) gets the driver's 409.
@@ -436,22 +426,11 @@ impl KeyObject {
                         turn.answer = Some(answer);
                     }
                 }
-                Action::Replay(stored) => {
-                    if turn.answers() {
-                        turn.give(self.prepared(&stored).response()).await;
-                    }
-                }
-                Action::Reject(problem) => {
-                    if turn.answers() {
-                        let answer = respond::traced_problem(&problem, turn.trace());
-                        turn.give(answer).await;
-                    }
-                }
+                Action::Replay(stored) => turn.give(|_| self.prepared(&stored).response()).await,
+                Action::Reject(problem) => turn.give(|trace| respond::traced_problem(&problem, trace)).await,
                 // A job's 202: its claim, or a poll of it.
                 Action::Accepted { retry_after } => {
-                    if turn.answers() {
-                        turn.give(respond::stored(&accepted_response(retry_after), false)).await;
-                    }
+                    turn.give(|_| respond::stored(&accepted_response(retry_after), false)).await
                 }
             }
         }
@@ -510,8 +489,8 @@ impl KeyObject {
     }
 
     /// A step's `Settle`: whoever waits on `attempt` gets `answer` (one copy of the body for
-    /// the waiters and the caller alike), and an arrival's caller the origin's own answer
-    /// where it gave one. A job's send has nobody waiting.
+    /// the waiters and the caller alike), and an arrival's caller the answer the driver
+    /// says (`KeyState::handle_settled`), which also says whether memory keeps it.
     fn settle(
         &self,
         attempt: AttemptId,
@@ -519,21 +498,16 @@ impl KeyObject {
         origin_answered: bool,
         turn: &mut Turn<'_>,
     ) {
-        if let Start::Alarm { .. } = turn.start {
-            return;
-        }
         let prepared = self.prepared(answer);
-        self.key.borrow_mut().handle_settled(attempt, prepared.clone());
-        if turn.answers() {
-            turn.answer = Some(match (turn.live.take(), origin_answered) {
-                (Some(live), true) => respond::live(live, &prepared),
-                (Some(_) | None, _) => respond::stored(answer, false),
-            });
-        }
-        // A chunked answer is replayed from its rows from now on: the whole body the
-        // waiters shared is not kept for the rest of this instance's life.
-        if self.key.borrow().record().is_some_and(|record| record.chunks().is_some()) {
+        let settled = self.key.borrow_mut().handle_settled(attempt, prepared.clone(), origin_answered);
+        if !settled.keep_in_memory {
             self.replays.take();
+        }
+        if turn.caller().is_some() {
+            turn.answer = Some(match (settled.caller, turn.live.take()) {
+                (CallerAnswer::Live, Some(live)) => respond::live(live, &prepared),
+                (CallerAnswer::Live, None) | (CallerAnswer::Settled, _) => respond::stored(answer, false),
+            });
         }
     }
 
@@ -551,48 +525,37 @@ impl KeyObject {
         // Until now `storage` held the count at arrival (`handle`, `replayed`): the line says
         // what was done since.
         log.storage = log.storage.map(|before| self.store.calls().since(before));
-        self.write_line(log, trace);
+        // The line names the request (`core::vocabulary::trace::Trace`).
+        metrics::write_point_in(&self.env, log, LineContext { trace: Some(trace), ..LineContext::default() });
         response
     }
 
-    /// Writes a request's line, naming the request (`core::vocabulary::trace::Trace`).
-    pub(super) fn write_line(&self, log: &RequestLog, trace: &Trace) {
-        metrics::write_point_in(&self.env, log, LineContext { trace: Some(trace), ..LineContext::default() });
-    }
-
-    /// The log line of a request to this object before its decision is known: storage
-    /// unavailable (what it is unless something better is decided), no status yet.
+    /// The log line of a request to this object before its decision is known
+    /// (`RequestLog::undecided`).
     pub(super) fn request_log(&self, scope: Option<ScopeLog>) -> RequestLog {
-        let object = Some(self.object_id().to_owned());
-        RequestLog::undecided(object, scope)
+        RequestLog::undecided(Some(self.object_id().to_owned()), scope)
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), String> {
         // An observed claim whose outcome never came ends with its lease (`KeyState`).
-        self.expire_observed(now_ms());
+        self.key.borrow_mut().expire_observed(now_ms());
         let runs = self.alarm_runs.get();
         self.alarm_runs.set(runs.saturating_add(1));
         if let Some(why) = settings::get(&self.env).fault_injection.alarm_run_fails(runs) {
             return Err(why);
         }
-        let record = match self.record() {
-            Ok(record) => record,
-            Err(error) => {
-                // A corrupt record is still a record: keep it (never forward unprotected),
-                // and look again later, whatever becomes of the platform's retries.
-                self.store.set_alarm(look_again_at(now_ms())).await;
-                return Err(format!("could not read the record: {error}"));
-            }
-        };
-        // A key with a job opens its request first (`async_job`); any other is cleaned up,
-        // and an unknown outcome due is looked up (`runtime::reconcile`).
-        let (pending, request) = match record.as_ref().and_then(KeyRecord::async_job) {
-            Some(_) => self.job_step().await?,
-            None => (self.key.borrow_mut().handle_alarm(now_ms()), None),
-        };
+        if let Err(error) = self.record() {
+            // A corrupt record is still a record: keep it (never forward unprotected),
+            // and look again later, whatever becomes of the platform's retries.
+            self.store.set_alarm(look_again_at(now_ms())).await;
+            return Err(format!("could not read the record: {error}"));
+        }
+        // A job's request is opened first (`async_job`); the driver then steps the key as
+        // its job, or cleans it up and looks up an unknown outcome due (`runtime::reconcile`).
+        let (pending, request) = self.alarm_step().await?;
         let decided = self.write(pending).await;
         if let Some(decision) = decided.decision {
-            self.log_job(decision, None, None);
+            self.log_background(decision, None, None, true);
         }
         let mut turn = Turn::new(Start::Alarm { request }, self.request_log(None));
         match self.carry_out(decided, &mut turn).await.fails_alarm {
@@ -630,14 +593,6 @@ impl KeyObject {
         let stored = stored.map(Arc::new);
         let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
         self.write(pending).await
-    }
-
-    /// Forgets an observed claim whose lease has ended: its outcome will not come (the
-    /// Worker's background work was cut short), and its record says what enforcing would
-    /// say of it.
-    pub(super) fn expire_observed(&self, now: u64) {
-        // Whoever joined it is released with it (the driver holds them).
-        self.key.borrow_mut().expire_observed(now);
     }
 
     /// The stored answer prepared for replays, shared by every replay and waiter.
@@ -713,24 +668,17 @@ impl<'a> Turn<'a> {
         Turn { start, log, answer: None, live: None, forwarded: None, fails: None }
     }
 
-    /// Whether this turn answers a caller (an arrival, enforcing).
-    fn answers(&self) -> bool {
-        matches!(self.start, Start::Arrival { .. })
+    /// The call of the caller this turn answers (an arrival, enforcing), if it answers one.
+    fn caller(&self) -> Option<&KeyCall> {
+        match &self.start {
+            Start::Arrival { call, .. } => Some(call),
+            Start::Observed { .. } | Start::Alarm { .. } => None,
+        }
     }
 
     /// The request's name, for a problem's answer.
     fn trace(&self) -> &Trace {
-        match &self.start {
-            Start::Arrival { call, .. } => &call.trace,
-            Start::Observed { .. } | Start::Alarm { .. } => &NO_TRACE,
-        }
-    }
-
-    fn body_bytes(&self) -> u64 {
-        match &self.start {
-            Start::Arrival { call, .. } => call.body_bytes,
-            Start::Observed { .. } | Start::Alarm { .. } => 0,
-        }
+        self.caller().map_or(&NO_TRACE, |call| &call.trace)
     }
 
     /// The request's body, where nothing forwards it: drained (a waiter holds no body),
@@ -753,11 +701,15 @@ impl<'a> Turn<'a> {
         }
     }
 
-    /// The step's own answer to the caller (a replay, a refusal, a job's 202), once the
-    /// body is let go.
-    async fn give(&mut self, answer: Result<Response>) {
-        self.let_go_of_body().await;
-        self.answer = Some(answer);
+    /// The step's own answer to the caller (a replay, a refusal, a job's 202), made for the
+    /// request's name before the body is let go (an await, during which the record may
+    /// change); nothing where the turn answers no caller.
+    async fn give(&mut self, answer: impl FnOnce(&Trace) -> Result<Response>) {
+        if self.caller().is_some() {
+            let answer = answer(self.trace());
+            self.let_go_of_body().await;
+            self.answer = Some(answer);
+        }
     }
 }
 

@@ -28,14 +28,13 @@
 use web_sys::Headers;
 
 use super::object::{KeyObject, Start, Turn};
-use super::{body, metrics, now_ms, origin, outcome_queue, settings};
-use crate::core::edge_rules::log::RequestLog;
+use super::{body, now_ms, origin, settings};
 use crate::core::edge_rules::wire::{KeyCall, ReconcileCall};
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::AttemptId;
 use crate::core::formats::reconciling::Reconciling;
-use crate::core::key_rules::key_state::{look_again_at, Decided, LookupAsker, LookupTurn};
+use crate::core::key_rules::key_state::{Decided, LookupAsker, LookupTurn};
 use crate::core::key_rules::reconcile;
 use crate::core::primitives::latch::Setter;
 use crate::core::vocabulary::key_terms::KeyTerms;
@@ -58,95 +57,69 @@ impl KeyObject {
             return Ok(None);
         }
         let settings = settings::get(&self.env);
-        let Ok(Some(ring)) = &settings.storage_keys else {
-            console_error!(
-                "object {}: no STORAGE_ENCRYPTION_KEYS to seal the lookup; nothing is claimed",
-                self.short_id()
-            );
-            return Err(());
+        let sealed = match &settings.storage_keys {
+            Ok(Some(ring)) => {
+                let request = lookup_request(headers, reconcile, call.scope_salt);
+                let binding = (now, &call.fingerprint);
+                let sealed = self.store.sealer.seal_request(ring, self.object_id(), binding, &request).await;
+                sealed.map_err(|error| error.to_string())
+            }
+            Ok(None) | Err(_) => Err("no STORAGE_ENCRYPTION_KEYS".to_owned()),
         };
-        let request = lookup_request(headers, reconcile, call.scope_salt);
-        let binding = (now, &call.fingerprint);
-        match self.store.sealer.seal_request(ring, self.object_id(), binding, &request).await {
+        match sealed {
             Ok(sealed) => Ok(Some(reconcile::kept_for_claim(sealed, now, reconcile.not_found, &call.policy))),
-            Err(error) => {
-                console_error!(
-                    "object {}: sealing the lookup failed; nothing is claimed: {}",
-                    self.short_id(),
-                    error
-                );
+            Err(why) => {
+                let id = self.short_id();
+                console_error!("object {id}: the lookup cannot be sealed; nothing is claimed: {why}");
                 Err(())
             }
         }
     }
 
-    /// A step's `Lookup` of `attempt`'s unknown outcome. A retry's (the first step of its
-    /// arrival, `Turn`'s start an arrival): asked once with this request's scope headers, or
-    /// the lookup running waited for, the body read first (kept in `turn` for the arrival
-    /// that follows); past the waiters' caps, `Err`: the problem to answer at once instead
-    /// of the arrival. The alarm's: [`KeyObject::look_up_stored`]. The verdict's step,
-    /// written, to join the loop.
+    /// A step's `Lookup` of `attempt`'s unknown outcome: a retry's (the first step of its
+    /// arrival, `Turn`'s start an arrival), asked with this request's scope headers; or the
+    /// alarm's, with the lookup the claim sealed (one that cannot be opened fails the
+    /// alarm's run). The driver gives the turn: ask once, or wait for the lookup running (a
+    /// retry reads its body first, kept in `turn` for the arrival that follows), or, past
+    /// the waiters' caps, `Err`: the problem to answer at once instead of the arrival. The
+    /// verdict's step, written, to join the loop.
     pub(super) async fn carry_out_lookup(
         &self,
         attempt: AttemptId,
         turn: &mut Turn<'_>,
     ) -> std::result::Result<Option<Decided>, Problem> {
-        let Start::Arrival { req, call, body, consumed } = &mut turn.start else {
-            return Ok(self.look_up_stored(attempt, turn).await);
-        };
-        let Some(reconcile) = call.reconcile.as_ref() else { return Ok(None) };
-        let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
-        let lookup_turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &call.policy.limits);
-        match lookup_turn {
-            LookupTurn::Run(over) => {
+        let (asker, request, not_found, policy) = match &turn.start {
+            Start::Arrival { req, call, .. } => {
+                let Some(reconcile) = call.reconcile.as_ref() else { return Ok(None) };
                 let request = lookup_request(&req.headers(), reconcile, call.scope_salt);
-                Ok(self.look_up(attempt, over, &request, reconcile.not_found, &call.policy).await)
+                let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
+                (asker, request, reconcile.not_found, Box::new(call.policy.clone()))
             }
+            Start::Observed { .. } | Start::Alarm { .. } => {
+                let Some(record) = self.cached_record() else { return Ok(None) };
+                let Some(reconciling) = record.reconciling() else { return Ok(None) };
+                let binding = Some((reconciling.bound_at, &record.fingerprint()));
+                let what = "the stored lookup cannot be opened";
+                let opened = self.open_stored(&reconciling.sealed_lookup, binding, what).await;
+                let Ok(request) = opened.map_err(|why| turn.fails = Some(why)) else { return Ok(None) };
+                // A reconciled answer is sealed under the caller's scope, which the lookup carries.
+                let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
+                (LookupAsker::Alarm, request, reconciling.not_found, reconciling.policy.clone())
+            }
+        };
+        let lookup_turn = self.key.borrow_mut().handle_lookup_turn(attempt, asker, &policy.limits);
+        match lookup_turn {
+            LookupTurn::Run(over) => Ok(self.look_up(attempt, over, &request, not_found, &policy).await),
             LookupTurn::Wait(running) => {
-                *body = Some(body::read_whole(req).await);
-                *consumed = true;
+                if let Start::Arrival { req, body, consumed, .. } = &mut turn.start {
+                    *body = Some(body::read_whole(req).await);
+                    *consumed = true;
+                }
                 running.wait().await;
                 Ok(None)
             }
+            // Never for the alarm, which is not counted.
             LookupTurn::Full(problem) => Err(problem),
-        }
-    }
-
-    /// A step's `Lookup` of `attempt`'s unknown outcome (the alarm's), with the lookup the
-    /// claim sealed: the verdict's step, written, to join the loop. A lookup that cannot be
-    /// opened fails the alarm's run (`turn`).
-    async fn look_up_stored(&self, attempt: AttemptId, turn: &mut Turn<'_>) -> Option<Decided> {
-        let record = self.cached_record()?;
-        let reconciling = record.reconciling()?;
-        let settings = settings::get(&self.env);
-        let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
-        let binding = Some((reconciling.bound_at, &record.fingerprint()));
-        let opened =
-            self.store.sealer.open_request(ring, self.object_id(), binding, &reconciling.sealed_lookup).await;
-        let Ok(request) = opened.inspect_err(|error| {
-            console_error!("object {}: the stored lookup cannot be opened: {}", self.short_id(), error);
-        }) else {
-            // Nothing is asked unopened; look again later (the key may come back into the
-            // ring), whatever becomes of the platform's retries.
-            self.store.set_alarm(look_again_at(now_ms())).await;
-            turn.fails = Some("the stored lookup cannot be opened");
-            return None;
-        };
-        // A reconciled answer is sealed under the caller's scope, which the lookup carries.
-        let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
-        let limits = &reconciling.policy.limits;
-        let turn = self.key.borrow_mut().handle_lookup_turn(attempt, LookupAsker::Alarm, limits);
-        match turn {
-            LookupTurn::Run(over) => {
-                self.look_up(attempt, over, &request, reconciling.not_found, &reconciling.policy).await
-            }
-            // A retry's lookup runs: it sets what comes next.
-            LookupTurn::Wait(running) => {
-                running.wait().await;
-                None
-            }
-            // The alarm is never refused a place; should it be, the next alarm asks again.
-            LookupTurn::Full(_) => None,
         }
     }
 
@@ -163,23 +136,10 @@ impl KeyObject {
         not_found: u16,
         policy: &KeyTerms,
     ) -> Option<Decided> {
-        // The claim's time, which the lookup answers from: the record's, not a retry's.
-        let claimed_at = self.key.borrow().record().and_then(|r| r.reconciling()).map(|r| r.bound_at);
-        let Some(claimed_at) = claimed_at else {
-            self.key.borrow_mut().handle_lookup_over(attempt);
-            return None;
-        };
+        let lookup_headers = self.key.borrow_mut().lookup_headers(attempt, &request.headers)?;
         let started = now_ms();
-        let answer = match Headers::new() {
-            Ok(headers) => {
-                for (name, value) in reconcile::lookup_headers(&request.headers, claimed_at) {
-                    let _ = headers.append(&name, &value);
-                }
-                origin::look_up(&self.env, &request.target, &headers, policy).await
-            }
-            // Nothing asked: as a lookup that got no answer.
-            Err(_) => None,
-        };
+        let headers = worker::Headers::from_iter(&lookup_headers).0;
+        let answer = origin::look_up(&self.env, &request.target, &headers, policy).await;
         let origin_ms = now_ms().saturating_sub(started);
         let origin_status = answer.as_ref().map(|(status, _)| *status);
         let verdict = reconcile::verdict(answer, not_found);
@@ -187,15 +147,7 @@ impl KeyObject {
         let pending = self.key.borrow_mut().handle_reconciled(attempt, verdict, policy, jitter, now_ms());
         let decided = self.write(pending).await;
         if let Some(decision) = decided.decision {
-            let object = Some(self.object_id().to_owned());
-            let status = origin_status.unwrap_or(0);
-            let log = RequestLog {
-                origin_status,
-                origin_ms: Some(origin_ms),
-                ..RequestLog::new(object, decision, status, None)
-            };
-            metrics::write_point(&self.env, &log);
-            outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, false);
+            self.log_background(decision, origin_status, Some(origin_ms), false);
         }
         self.key.borrow_mut().handle_lookup_over(attempt);
         drop(over);

@@ -507,6 +507,45 @@ pub fn purge_refusal(
     }
 }
 
+/// What the key's object does for an admin call (`runtime::admin`'s object half), on its
+/// record as read, with its live execution's waiters (`None`: none runs).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AtObject {
+    /// Answer with this view ([`inspection`]).
+    Show(Value),
+    /// Answer with this problem: an unknown operation, or a purge refused ([`purge_refusal`]).
+    Refuse(Problem),
+    /// Delete the record, then answer [`purged`]. `cancel_alarm`: a job's alarm goes with
+    /// it, so that it never fires on nothing.
+    Purge { force: bool, cancel_alarm: bool },
+}
+
+/// What the object named by `object_id` does for `operation` ([`AtObject`]).
+pub fn at_object(
+    operation: &str,
+    object_id: &str,
+    record: Option<&KeyRecord>,
+    waiters: Option<usize>,
+    now: Millis,
+    faults: &FaultInjection,
+) -> AtObject {
+    match AdminOperation::parse(operation) {
+        Some(AdminOperation::Inspect { reveal_fingerprint }) => {
+            AtObject::Show(inspection(object_id, record, waiters, now, reveal_fingerprint, faults))
+        }
+        Some(AdminOperation::Purge { force }) => match purge_refusal(record, waiters.is_some(), now, force) {
+            Some(why) => AtObject::Refuse(refusals::purge_refused(why)),
+            None => AtObject::Purge { force, cancel_alarm: record.and_then(KeyRecord::async_job).is_some() },
+        },
+        None => AtObject::Refuse(refusals::unknown_operation()),
+    }
+}
+
+/// The answer to a purge that was carried out.
+pub fn purged(object_id: &str) -> Value {
+    json!({"object_id": object_id, "purged": true})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -677,6 +716,21 @@ mod tests {
         assert!(purge_refusal(Some(&done), false, 20, false).is_some(), "a completed record needs force");
         assert_eq!(purge_refusal(Some(&done), false, 20, true), None);
         assert_eq!(purge_refusal(Some(&done), false, 1_000, false), None, "an expired one does not");
+        // What the object does for each call, as the envelope names it.
+        let faults = FaultInjection::default();
+        let at = |operation, record, waiters| at_object(operation, ID, record, waiters, 20, &faults);
+        assert_eq!(at("inspect", Some(&done), None), AtObject::Show(quiet));
+        assert!(
+            matches!(at("purge", Some(&done), None), AtObject::Refuse(p) if p.kind == ProblemKind::InProgress)
+        );
+        assert_eq!(
+            at("purge-force", Some(&done), None),
+            AtObject::Purge { force: true, cancel_alarm: false }
+        );
+        assert!(matches!(at("purge", None, Some(1)), AtObject::Refuse(_)), "an execution runs");
+        assert_eq!(at("purge", None, None), AtObject::Purge { force: false, cancel_alarm: false });
+        assert!(matches!(at("drop", None, None), AtObject::Refuse(p) if p.kind == ProblemKind::NotFound));
+        assert_eq!(purged(ID), json!({"object_id": ID, "purged": true}));
     }
 
     #[test]
@@ -724,5 +778,23 @@ mod tests {
         assert!(purge_refusal(Some(&claim), false, 1_000, false).is_none());
         assert!(purge_refusal(None, false, 0, false).is_none());
         assert!(purge_refusal(None, true, 0, false).is_some());
+        // A job waiting for its next send is purged without force, and its alarm with it.
+        let job = crate::core::formats::job::AsyncJob {
+            phase: JobPhase::Waiting,
+            deadline: 1_000,
+            next_attempt_at: 500,
+            max_backoff_ms: 100,
+            unknown_seen: false,
+            probe_origin: false,
+            max_sends: 3,
+            request_bound: true,
+            policy: Box::new(crate::core::format_fixtures::policy()),
+            sealed_request: vec![1],
+        };
+        let KeyRecord::InFlight(claim) = claim else { unreachable!() };
+        let waiting = KeyRecord::InFlight(InFlight { async_job: Some(job), ..claim });
+        let faults = FaultInjection::default();
+        let purge = at_object("purge", ID, Some(&waiting), None, 50, &faults);
+        assert_eq!(purge, AtObject::Purge { force: false, cancel_alarm: true });
     }
 }

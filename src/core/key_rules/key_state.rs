@@ -243,6 +243,26 @@ impl Pending {
     }
 }
 
+/// How a step's `Settle` is carried out in this instance ([`KeyState::handle_settled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settled {
+    /// Which answer the caller whose request executed gets (waiters always get the
+    /// settled one, marked replayed).
+    pub caller: CallerAnswer,
+    /// Whether the answer prepared for the waiters stays in memory for later replays.
+    pub keep_in_memory: bool,
+}
+
+/// The answer the caller whose request executed gets ([`Settled::caller`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallerAnswer {
+    /// The origin's own answer, as it came (the runtime's, where it holds one; otherwise
+    /// the settled answer).
+    Live,
+    /// The settled answer, unmarked: the origin gave none, or not the one the key keeps.
+    Settled,
+}
+
 /// A step to carry out, with the decision for the request's log line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decided {
@@ -464,11 +484,21 @@ impl<A> KeyState<A> {
 
     /// The runtime carried out a step's `Settle` for `attempt` with the answer as its
     /// waiters share it: every one of them gets it (a clone each), and the setter goes.
-    pub fn handle_settled(&mut self, attempt: AttemptId, answer: A) {
+    /// `origin_answered` is the `Settle`'s own. Returns which answer the caller whose
+    /// request executed gets, and whether the shared answer stays in memory for replays.
+    pub fn handle_settled(&mut self, attempt: AttemptId, answer: A, origin_answered: bool) -> Settled {
         let settling = self.settling.take_if(|waiters| waiters.attempt == attempt);
         if let Some(waiters) = settling {
             waiters.answer.set(answer);
         }
+        // A chunked answer is replayed from its rows from now on: the whole body the
+        // waiters shared is not kept for the rest of this instance's life.
+        let keep_in_memory = self.record().is_none_or(|record| record.chunks().is_none());
+        // The origin's own answer (its headers, cookies included; a body too large to
+        // store streamed as it came) goes to its caller; where the origin gave none, or
+        // what it gave is not what the key settled on, the settled answer does.
+        let caller = if origin_answered { CallerAnswer::Live } else { CallerAnswer::Settled };
+        Settled { caller, keep_in_memory }
     }
 
     /// A waiter on `attempt` is done waiting: its answer came (`settled`: `Ok`, decided
@@ -557,6 +587,23 @@ impl<A> KeyState<A> {
         running.waiters += 1;
         running.waiting_bytes = bytes;
         LookupTurn::Wait(over)
+    }
+
+    /// The headers of the lookup of `attempt` this caller runs ([`LookupTurn::Run`]): the
+    /// request's scope headers with the claim's time, the record's (the one it was sealed
+    /// at), never a retry's (`core::key_rules::reconcile::lookup_headers`). `None` where the
+    /// record keeps no lookup any more: nothing is asked, and the lookup is over.
+    pub fn lookup_headers(
+        &mut self,
+        attempt: AttemptId,
+        scope_headers: &[(String, String)],
+    ) -> Option<Vec<(String, String)>> {
+        let claimed_at = self.record().and_then(KeyRecord::reconciling).map(|lookup| lookup.bound_at);
+        let Some(claimed_at) = claimed_at else {
+            self.handle_lookup_over(attempt);
+            return None;
+        };
+        Some(super::reconcile::lookup_headers(scope_headers, claimed_at))
     }
 
     /// The lookup of `attempt` is over (its verdict written or not): its waiters are woken
@@ -650,6 +697,17 @@ impl<A> KeyState<A> {
         let live_attempt = self.live.map(|live| live.attempt);
         let step = machine::step(self.record(), Event::Alarm { live_attempt }, now);
         Pending { what: InProgress::Other, step, decision: None }
+    }
+
+    /// The alarm fired, on the record as it is once whatever the alarm opened first (a
+    /// job's request, [`KeyState::job_request`]) is open: a key with a job steps as its job
+    /// ([`KeyState::handle_job_alarm`], `new_attempt` the id its send gets); any other is
+    /// cleaned up, and an unknown outcome due is looked up ([`KeyState::handle_alarm`]).
+    pub fn handle_alarm_run(&mut self, new_attempt: AttemptId, now: Millis) -> Pending {
+        match self.record().and_then(KeyRecord::async_job) {
+            Some(_) => self.handle_job_alarm(new_attempt, now),
+            None => self.handle_alarm(now),
+        }
     }
 
     /// Rule 9 of `core::key_rules::machine` for an arrival on a route with a lookup, before

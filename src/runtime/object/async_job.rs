@@ -6,7 +6,7 @@
 //! first (`sealed_for_later`), then goes the way every arrival goes (`KeyObject::arrival`):
 //! the driver steps on the record as it is after those awaits (never a copy from before
 //! them), and the claim, with the sealed request, is written in the same turn. The alarm
-//! opens the stored request first (`job_step`), then steps on the fresh record, and claims
+//! opens the stored request first (`alarm_step`), then steps on the fresh record, and claims
 //! the send durably (with its lease, and the alarm for that lease) before anything is
 //! sent: the send is the carry-out loop's `Forward` of an alarm's turn (`send_job`). A send
 //! is tied to no client connection: a restart mid-send leaves a claim whose lease ends, and
@@ -19,7 +19,6 @@ use std::sync::Arc;
 
 use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
-use web_sys::Headers;
 
 use super::{body, metrics, now_ms, random_u64, settings, KeyObject, Turn};
 use crate::core::edge_rules::log::RequestLog;
@@ -37,6 +36,7 @@ use crate::core::vocabulary::problem::{Problem, ProblemKind};
 use crate::runtime::boundary::header_lines;
 use crate::runtime::origin::{self, AnswerBody, OriginAnswer, Outgoing};
 use crate::runtime::outcome_queue;
+use worker::console_error;
 
 /// A job's request that could not be read whole (its body, its headers, the call's scope)
 /// before anything was claimed.
@@ -94,30 +94,20 @@ impl KeyObject {
         }
     }
 
-    /// The alarm's step for a key with a job: its stored request opened first (an await),
-    /// then the step decided on the fresh record, and checked by the driver: a send goes
-    /// out only as the request that was opened. An error is thrown to the platform, which
-    /// retries the alarm.
-    pub(super) async fn job_step(&self) -> std::result::Result<(Pending, Option<StoredRequest>), String> {
+    /// The alarm's step: a job's stored request opened first (an await), then the step
+    /// decided on the fresh record, and checked by the driver: a send goes out only as the
+    /// request that was opened. An error is thrown to the platform, which retries the alarm.
+    pub(super) async fn alarm_step(&self) -> std::result::Result<(Pending, Option<StoredRequest>), String> {
         let mut opened = None;
         let to_open = self.key.borrow().job_request();
         if let Some((sealed, binding)) = to_open {
-            let settings = settings::get(&self.env);
-            let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
             let binding = binding.as_ref().map(|(claimed_at, fingerprint)| (*claimed_at, fingerprint));
-            match self.store.sealer.open_request(ring, self.object_id(), binding, &sealed).await {
-                Ok(request) => opened = Some((sealed, request)),
-                Err(error) => {
-                    // Nothing is sent unopened; look again later, whatever becomes of the
-                    // platform's retries (the key may come back into the ring).
-                    self.store.set_alarm(look_again_at(now_ms())).await;
-                    return Err(format!("the stored request cannot be opened: {error}"));
-                }
-            }
+            let request = self.open_stored(&sealed, binding, "the stored request cannot be opened").await?;
+            opened = Some((sealed, request));
         }
         // Fresh: whatever happened while the request was opened (a poll, a purge).
         self.record().map_err(|error| format!("could not read the record: {error}"))?;
-        let pending = self.key.borrow_mut().handle_job_alarm(AttemptId(random_u64()), now_ms());
+        let pending = self.key.borrow_mut().handle_alarm_run(AttemptId(random_u64()), now_ms());
         let sealed = opened.as_ref().map(|(sealed, _)| &sealed[..]);
         self.key.borrow().check_job_send(&pending, sealed)?;
         Ok((pending, opened.map(|(_, request)| request)))
@@ -133,7 +123,7 @@ impl KeyObject {
         turn: &mut Turn<'_>,
     ) -> Option<Decided> {
         let job = self.cached_record().as_ref().and_then(KeyRecord::async_job).cloned();
-        let (Some(job), Some(request), Ok(headers)) = (job, request, Headers::new()) else {
+        let (Some(job), Some(request)) = (job, request) else {
             self.key.borrow_mut().handle_send_over(attempt);
             turn.fails = Some("the job is gone");
             return None;
@@ -141,9 +131,7 @@ impl KeyObject {
         let policy = &job.policy;
         // The answer is sealed under the caller's scope, which the request carries.
         let _ = self.store.scope_salt.set(Digest256(request.scope_salt));
-        for (name, value) in &request.headers {
-            let _ = headers.append(name, value);
-        }
+        let headers = worker::Headers::from_iter(&request.headers).0;
         let body: JsValue = Uint8Array::from(&request.body[..]).into();
         let started = now_ms();
         let outgoing =
@@ -172,12 +160,41 @@ impl KeyObject {
         // as an unknown outcome, never as "not executed".
         let decided = self.write(pending).await;
         let decision = decided.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
-        self.log_job(decision, origin_status, Some(origin_ms));
+        self.log_background(decision, origin_status, Some(origin_ms), true);
         Some(decided)
     }
 
-    /// The job's log line and data point: the decision and the origin's status, no more.
-    pub(super) fn log_job(&self, decision: Decision, origin_status: Option<u16>, origin_ms: Option<u64>) {
+    /// A stored request (a job's, or a claim's lookup) opened for the alarm. Nothing is
+    /// sent unopened: where it cannot be, the alarm looks again later (the key may come
+    /// back into the ring), whatever becomes of the platform's retries, and its run fails
+    /// with `why`.
+    pub(in crate::runtime) async fn open_stored(
+        &self,
+        sealed: &[u8],
+        binding: Option<(u64, &Digest256)>,
+        why: &'static str,
+    ) -> std::result::Result<StoredRequest, &'static str> {
+        let settings = settings::get(&self.env);
+        let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
+        match self.store.sealer.open_request(ring, self.object_id(), binding, sealed).await {
+            Ok(request) => Ok(request),
+            Err(error) => {
+                console_error!("object {}: {}: {}", self.short_id(), why, error);
+                self.store.set_alarm(look_again_at(now_ms())).await;
+                Err(why)
+            }
+        }
+    }
+
+    /// The line and data point of work the alarm or a lookup did with no caller (a job's
+    /// send, a lookup's verdict): the decision and the origin's status, no more.
+    pub(in crate::runtime) fn log_background(
+        &self,
+        decision: Decision,
+        origin_status: Option<u16>,
+        origin_ms: Option<u64>,
+        job: bool,
+    ) {
         let object = Some(self.object_id().to_owned());
         let log = RequestLog {
             origin_status,
@@ -185,6 +202,6 @@ impl KeyObject {
             ..RequestLog::new(object, decision, origin_status.unwrap_or(0), None)
         };
         metrics::write_point(&self.env, &log);
-        outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, true);
+        outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, job);
     }
 }

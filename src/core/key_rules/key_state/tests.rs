@@ -227,6 +227,21 @@ fn the_alarm_keeps_a_running_claim_and_deletes_an_orphaned_one() {
     assert_eq!(restarted.handle_alarm(late).step().change, KeyRecordChange::Delete);
 }
 
+/// The alarm's run steps a key with a job as its job (a send, here), and cleans up any
+/// other (an answer past its expiry is deleted), with no decision of its own.
+#[test]
+fn the_alarm_runs_a_job_or_cleans_up() {
+    let mut key = KeyState::new();
+    key.remember(Some(job_record(b"sealed")));
+    let pending = key.handle_alarm_run(B, T0 + 1);
+    assert_eq!((pending.forwarded(), pending.describe()), (Some(B), "the job"));
+    let mut key = KeyState::new();
+    key.remember(Some(completed_201()));
+    let pending = key.handle_alarm_run(B, T0 + TTL + 1);
+    assert_eq!(pending.step().change, KeyRecordChange::Delete);
+    assert_eq!((pending.forwarded(), pending.decision(), pending.describe()), (None, None, "the clean-up"));
+}
+
 #[test]
 fn a_job_send_that_cannot_be_scheduled_is_put_back() {
     let before = job_record(b"sealed");
@@ -678,10 +693,43 @@ fn the_waiters_of_an_execution_get_the_answer_its_settle_hands_over() {
     assert!(key.waiters_of(A).is_none(), "settling: nobody joins any more");
     assert_eq!(poll_once(&mut wait), Poll::Pending, "still waiting for the prepared answer");
     match decided.poll_action() {
-        Some(Action::Settle { attempt: A, .. }) => key.handle_settled(A, 201),
+        Some(Action::Settle { attempt: A, origin_answered, .. }) => {
+            let settled = key.handle_settled(A, 201, origin_answered);
+            assert_eq!(settled, Settled { caller: CallerAnswer::Live, keep_in_memory: true });
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(poll_once(&mut wait), Poll::Ready(Some(201)));
+}
+
+/// Carrying out a `Settle`: the caller whose request executed gets the origin's own answer
+/// only where the origin gave the one the key settled on; and an answer stored in chunk
+/// rows is not kept in memory once its waiters have it (it is replayed from its rows).
+#[test]
+fn a_settle_says_which_answer_the_caller_gets_and_what_stays_in_memory() {
+    let policy = policy();
+    // The origin timed out: the caller gets the settled problem, like every waiter.
+    let mut key = claimed(&policy);
+    let pending = key.handle_origin_finished(A, OriginResult::TimedOut, None, &policy, T0 + 10);
+    let mut decided = written(&mut key, pending);
+    let Some(Action::Settle { attempt: A, origin_answered, .. }) = decided.poll_action() else { panic!() };
+    let settled = key.handle_settled(A, (), origin_answered);
+    assert_eq!(settled, Settled { caller: CallerAnswer::Settled, keep_in_memory: true });
+    // A chunked answer, stored: the caller gets the origin's, and memory lets it go.
+    let mut key = claimed(&policy);
+    let KeyRecord::Completed(done) = completed_201() else { unreachable!() };
+    let manifest = crate::core::formats::chunk_manifest::ChunkManifest {
+        body_len: 5 << 20,
+        chunk_len: 1 << 20,
+        attempt: 1,
+        digests: vec![[3; 32]; 5],
+    };
+    key.remember(Some(KeyRecord::Completed(Completed { chunks: Some(manifest), ..done })));
+    let settled = key.handle_settled(A, (), true);
+    assert_eq!(settled, Settled { caller: CallerAnswer::Live, keep_in_memory: false });
+    // The key released (nothing stored): the answer may stay.
+    key.remember(None);
+    assert!(key.handle_settled(A, (), true).keep_in_memory);
 }
 
 /// An execution that ends without an answer (its claim withdrawn, an observed claim's
@@ -793,6 +841,23 @@ fn a_retry_of_an_unknown_outcome_looks_it_up_first_then_is_decided_on_the_verdic
         assert_eq!(forwards, arrived.decision == Some(Decision::Executed), "{label}");
         assert!(key.handle_retry(FP, now).is_none() || !forwards, "{label}: asked again at once");
     }
+
+    // The lookup is sent with the claim's time, the record's, whoever runs it; where the
+    // record keeps no lookup any more, nothing is asked and the lookup is over.
+    use crate::core::key_rules::reconcile::CLAIMED_AT_HEADER;
+    let mut key = unknown_key();
+    let LookupTurn::Run(_over) = key.handle_lookup_turn(A, LookupAsker::Alarm, &policy.limits) else {
+        panic!()
+    };
+    let scope =
+        vec![("x-account".to_owned(), "acct_1".to_owned()), (CLAIMED_AT_HEADER.to_owned(), "1".to_owned())];
+    let expected =
+        vec![("x-account".to_owned(), "acct_1".to_owned()), (CLAIMED_AT_HEADER.to_owned(), T0.to_string())];
+    assert_eq!(key.lookup_headers(A, &scope), Some(expected));
+    assert!(key.running_lookup().is_some(), "still running");
+    key.remember(Some(completed_201()));
+    assert_eq!(key.lookup_headers(A, &scope), None);
+    assert!(key.running_lookup().is_none(), "over: nothing asked");
 
     // Another payload is refused as ever, and a replay or a key with no lookup asks nothing.
     let mut key = unknown_key();

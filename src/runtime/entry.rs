@@ -66,7 +66,6 @@ use crate::core::edge_rules::scope::ScopeLog;
 use crate::core::edge_rules::wire::{ToObject, ENVELOPE_HEADER};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::url::{path_and_query, path_and_query_parts};
-use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::trace::Trace;
 use worker::{console_error, Env, Result};
@@ -271,10 +270,7 @@ impl CoveredRequest {
                     forward::fail_open(&self.env, &self.policy, wire_method, &target, &headers, &js_body)
                         .await;
                 let status = answer.as_ref().map_or(500, Response::status);
-                let log = RequestLog {
-                    object_calls: Some(object_calls),
-                    ..RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log))
-                };
+                let log = RequestLog::failed_open(short.to_owned(), object_calls, status, scope_log);
                 metrics::write_point_in(
                     &self.env,
                     &log,

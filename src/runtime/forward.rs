@@ -125,7 +125,8 @@ pub(super) async fn send(env: &Env, service: Option<&str>, req: &Request) -> Res
     Ok(JsFuture::from(start_send(env, service, req)?).await?.dyn_into()?)
 }
 
-/// [`send`] without waiting: the request is on its way when this returns.
+/// [`send`] without waiting: the request is on its way when this returns (`worker`'s
+/// `Fetch::send` and `Fetcher::fetch_request` start it only when first polled).
 pub(super) fn start_send(env: &Env, service: Option<&str>, req: &Request) -> Result<js_sys::Promise> {
     match service {
         Some(name) => {

@@ -135,7 +135,7 @@ pub async fn look_up(
 
 /// The origin's answer to an observed request, as observe mode's Worker reports it (its
 /// body, up to the stored-size cap, in `req`), classified as this object's own forward
-/// would classify it. Whatever is not kept of the body is read and dropped.
+/// would classify it (`AttemptEnd`). Whatever is not kept of the body is read and dropped.
 pub async fn reported(
     req: &Request,
     outcome: &ObservedOutcome,
@@ -157,17 +157,18 @@ pub async fn reported(
             // here.
             Err(_) => {
                 body::drain(req, None).await;
-                return (OriginResult::ResetAfterSend, None);
+                return (AttemptEnd::BrokeOff(status).verdict().result(), None);
             }
         },
     };
     if let AnswerBody::Streamed(stream) = body {
         // Too large to store: read the rest and drop it.
         boundary::drain(&stream, f64::INFINITY).await;
-        return (OriginResult::Oversized(status), None);
+        return (AttemptEnd::Read { status, within_cap: false }.verdict().result(), None);
     }
     let connection_tokens = connection_tokens_in(&headers);
-    (OriginResult::Responded(status), Some(OriginAnswer { status, headers, connection_tokens, body }))
+    let answer = OriginAnswer { status, headers, connection_tokens, body };
+    (AttemptEnd::Read { status, within_cap: true }.verdict().result(), Some(answer))
 }
 
 /// Sends one attempt as `plan` says: the probe first when it has one (nothing is sent
@@ -347,6 +348,8 @@ pub(super) fn split_answer(
             let init = ResponseInit::new();
             init.set_status(response.status());
             init.set_headers(&response.headers());
+            // Built here, not with `worker`'s `ResponseBuilder`, whose conversion panics
+            // where the runtime refuses a response.
             let answer = Response::new_with_opt_readable_stream_and_init(Some(&to_caller), &init)?;
             (answer, Ok(halves.get(1).unchecked_into()))
         }

@@ -35,10 +35,11 @@
 //! log line instead, and the request goes to the origin exactly as it came (`observe`).
 //! With `ORIGIN_SERVICE` (or a route's `origin_service`) the origin is another Worker,
 //! reached through that service binding, for every method; a missing binding is 500.
-
 //!
 //! It works on the runtime's own `Request` and `Response` objects (`web_sys`), and reads of
-//! a request only what a decision needs.
+//! a request only what a decision needs: `worker`'s wrappers read a request's method, URL,
+//! headers and `cf` (and a response's, and build another) at every conversion, crossings
+//! that a replay, which passes through here, would pay.
 //!
 //! What the Worker does with a covered request is decided before it acts
 //! (`core::edge_rules::edge::CoveredPlan`): the body's limit, asynchronous acceptance, whether a

@@ -4,6 +4,10 @@
 //! `TRUSTED_CLIENT_IP`, goes through the route's service binding when it names one, and
 //! answers 502 problem+json when the origin cannot be reached. Redirects go back to the
 //! caller: following one would be a second request.
+//!
+//! On `web_sys`'s `Request` and `Response`: these forward the client's request and body
+//! stream as they came, and `worker`'s conversions rebuild a `Response` at each crossing,
+//! unwrapping the runtime's refusal of one (a panic, which resets the instance).
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;

@@ -157,8 +157,10 @@ def count_object(path, work, before=None):
             # Commits folded in since the last call: at least one, how many is not known.
             transactions += 1 if changed(delta) else 0
         else:
-            # The history is whole when the database file itself holds no row yet.
-            complete = all(len(rows) == 0 for rows in base.values())
+            # The history is whole when the database file itself holds no row yet; rows of
+            # local-only tables (miniflare's name of the object, which it may write before the
+            # object's first turn) are never counted, so they do not make it partial.
+            complete = all(len(rows) == 0 for table, rows in base.items() if table not in LOCAL_ONLY)
         previous = base
         done = 0
     for end in offsets[done:]:

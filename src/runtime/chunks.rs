@@ -2,9 +2,10 @@
 //! record in one transaction, checking them before the first replay, and replaying them as
 //! a stream that reads one row at a time.
 //!
-//! Owns the chunk table's SQL. Rows cross into JavaScript once and stay there: a replay
-//! reads a row, digests it (and opens it, when sealed) with WebCrypto and hands it to the
-//! response stream, so no replay copies the body into Wasm memory or holds it whole.
+//! Runs the chunk table's SQL (`core::formats::chunks::sql`). Rows cross into JavaScript
+//! once and stay there: a replay reads a row, digests it (and opens it, when sealed) with
+//! WebCrypto and hands it to the response stream, so no replay copies the body into Wasm
+//! memory or holds it whole.
 //!
 //! Atomicity: the rows, the deletion of any older rows and the record (its key-value value)
 //! are written inside `ctx.storage.transactionSync(...)`, which commits them together or,
@@ -25,16 +26,9 @@ use super::boundary;
 use super::key_storage::{sql_error, KeyStorage, StorageError};
 use super::seal::{self, Sealer};
 use crate::core::formats::chunk_manifest::ChunkManifest;
-use crate::core::formats::chunks::{self, CHUNK_BYTES};
+use crate::core::formats::chunks::{self, chunk_fault as fault, sql, CHUNK_BYTES};
 use crate::core::formats::key_record::{Completed, KeyRecord};
 use crate::core::formats::seal::{Envelope, KeyRing, SealContext};
-
-const CREATE_TABLE: &str =
-    "CREATE TABLE IF NOT EXISTS idempotency_chunk (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL)";
-const INSERT: &str = "INSERT INTO idempotency_chunk (seq, bytes) VALUES (?, ?)";
-const CLEAR: &str = "DELETE FROM idempotency_chunk";
-const SELECT_ONE: &str = "SELECT bytes FROM idempotency_chunk WHERE seq = ?";
-const COUNT: &str = "SELECT count(*) AS n FROM idempotency_chunk";
 
 /// What sealing needs: the ring, the scope's salt and the object.
 pub struct Sealing<'a> {
@@ -45,9 +39,10 @@ pub struct Sealing<'a> {
 }
 
 impl Sealing<'_> {
-    /// The opener of `manifest`'s chunks sealed under the ring key `key_id` (every chunk
-    /// of an answer is sealed with its head's key).
-    async fn opener(&self, key_id: String, manifest: &ChunkManifest) -> Result<Opener, StorageError> {
+    /// The opener of `manifest`'s chunks, whose head is `sealed_head`: every chunk of an
+    /// answer is sealed under its head's ring key.
+    async fn opener(&self, sealed_head: &[u8], manifest: &ChunkManifest) -> Result<Opener, StorageError> {
+        let key_id = Envelope::decode(sealed_head).map(|envelope| envelope.key_id).unwrap_or_default();
         let context = chunks::chunk_seal(self.scope, self.object_id, manifest.attempt, 0, manifest.count());
         let key = self.sealer.key(self.ring, &context, &key_id).await?;
         Ok(Opener { key, key_id, scope: self.scope.to_vec(), object_id: self.object_id.to_owned() })
@@ -112,18 +107,12 @@ impl Source {
 
     /// Chunk `index` of the body, checked against the manifest and opened.
     async fn chunk(&self, index: usize) -> Result<Uint8Array, StorageError> {
-        let row = read_row(&self.sql, index)?.ok_or_else(|| fault(format!("chunk {index} is missing")))?;
-        if seal::sha256(&row).await? != self.manifest.digests[index] {
-            return Err(fault(format!("chunk {index} does not match its digest")));
-        }
+        let row = chunks::checked_row(&self.manifest, index, digested_row(&self.sql, index).await?)?;
         let plain = match &self.opener {
             None => row,
             Some(opener) => opener.open(&self.manifest, index, &row).await?,
         };
-        let range = self.manifest.range(index);
-        if u64::from(plain.length()) != range.end - range.start {
-            return Err(fault(format!("chunk {index} has the wrong length")));
-        }
+        chunks::check_len(&self.manifest, index, plain.length().into())?;
         Ok(plain)
     }
 }
@@ -137,11 +126,7 @@ impl Opener {
     ) -> Result<Uint8Array, StorageError> {
         let total = row.length() as usize;
         let head = row.subarray(0, total.min(Envelope::MAX_HEADER_LEN) as u32).to_vec();
-        let (key_id, nonce, at) = Envelope::decode_header(&head, total)
-            .ok_or_else(|| fault(format!("chunk {index} is not a sealed envelope")))?;
-        if key_id != self.key_id {
-            return Err(fault(format!("chunk {index} is sealed under another key than its record")));
-        }
+        let (nonce, at) = chunks::chunk_envelope(&head, total, &self.key_id, index)?;
         let context =
             chunks::chunk_seal(&self.scope, &self.object_id, manifest.attempt, index, manifest.count());
         Ok(seal::open_view(&self.key, &nonce, &context.aad, &row.subarray(at as u32, total as u32)).await?)
@@ -174,30 +159,27 @@ pub async fn put(
     let body = &done.response.body;
     let ranges = chunks::plan(body.len(), CHUNK_BYTES);
     let (count, attempt) = (ranges.len(), done.attempt.0);
-    let mut rows: Vec<Uint8Array> = Vec::with_capacity(count);
+    let (mut rows, mut digests) = (Vec::with_capacity(count), Vec::with_capacity(count));
     // Unsealed, one copy of the body in JavaScript; each row is a view of it.
     let whole = Uint8Array::from(if sealing.is_none() { body.as_slice() } else { &[] });
     for (index, range) in ranges.into_iter().enumerate() {
-        rows.push(match &sealing {
+        let row = match &sealing {
             Some(sealing) => {
                 let context = chunks::chunk_seal(sealing.scope, sealing.object_id, attempt, index, count);
                 Uint8Array::from(sealing.seal(&context, &body[range]).await?.as_slice())
             }
             None => whole.subarray(range.start as u32, range.end as u32),
-        });
-    }
-    let mut digests = Vec::with_capacity(count);
-    for row in &rows {
-        digests.push(seal::sha256(row).await?);
+        };
+        digests.push(seal::sha256(&row).await?);
+        rows.push(row);
     }
     let manifest = chunks::manifest(body.len(), attempt, digests);
-    let (sealed_head, opener) = match &sealing {
+    let (opener, sealed_head) = match &sealing {
         None => (None, None),
         Some(sealing) => {
             let context = chunks::head_seal(sealing.scope, sealing.object_id, &manifest);
             let sealed = sealing.seal(&context, &done.response.head().encode()).await?;
-            let key_id = Envelope::decode(&sealed).map(|e| e.key_id).unwrap_or_default();
-            (Some(sealed), Some(sealing.opener(key_id, &manifest).await?))
+            (Some(sealing.opener(&sealed, &manifest).await?), Some(sealed))
         }
     };
     let (stored, kept) = chunks::chunked_records(done, manifest, sealed_head);
@@ -209,22 +191,23 @@ pub async fn put(
     }
     // From here to the end of the transaction nothing is awaited.
     let sql = store.sql();
-    let write = || -> Result<(), StorageError> {
-        sql.exec(CREATE_TABLE, None).map_err(sql_error)?;
-        sql.exec(CLEAR, None).map_err(sql_error)?;
+    let mut write = || -> Result<(), StorageError> {
+        sql.exec(sql::CREATE_TABLE, None).map_err(sql_error)?;
+        sql.exec(sql::CLEAR, None).map_err(sql_error)?;
         for (index, row) in rows.iter().enumerate() {
             // The row as JavaScript holds it (`exec_raw`): no copy through Wasm memory.
-            sql.exec_raw(INSERT, vec![JsValue::from(index as f64), JsValue::from(row)]).map_err(sql_error)?;
+            sql.exec_raw(sql::INSERT, vec![JsValue::from(index as f64), JsValue::from(row)])
+                .map_err(sql_error)?;
             // CHUNK_WRITE_FAULT_INJECTION (tests only): a throw after some rows are written,
             // which must roll every statement of the transaction back.
-            if fail_half_way && index + 1 == rows.len().div_ceil(2) {
+            if fail_half_way && chunks::fails_after_row(index, rows.len()) {
                 return Err(StorageError::Sql("CHUNK_WRITE_FAULT_INJECTION: fails on purpose".to_owned()));
             }
         }
-        store.put_encoded(record)
+        store.put_encoded(&record)
     };
     // A legacy row's removal, if any, is rolled back with the rest.
-    store.in_transaction(write)?;
+    store.in_transaction(&mut write)?;
     Ok((kept, Checked { attempt, opener }))
 }
 
@@ -243,35 +226,36 @@ pub async fn open(
             let context = chunks::head_seal(sealing.scope, sealing.object_id, manifest);
             let plain = sealing.sealer.open(sealing.ring, &context, sealed).await?;
             let head = chunks::opened_head(&plain).map_err(fault)?;
-            let key_id = Envelope::decode(sealed).map(|e| e.key_id).unwrap_or_default();
-            (Arc::new(head), Some(sealing.opener(key_id, manifest).await?))
+            (Arc::new(head), Some(sealing.opener(sealed, manifest).await?))
         }
     };
     let rows = count_rows(sql)?;
     let mut read = Vec::with_capacity(manifest.count());
     for index in 0..manifest.count() {
-        read.push(match read_row(sql, index)? {
-            Some(row) => Some(seal::sha256(&row).await?),
-            None => None,
-        });
+        read.push(digested_row(sql, index).await?.map(|(_, digest)| digest));
     }
-    if !chunks::rows_match(manifest, &read, rows != manifest.count()) {
-        return Err(fault(format!(
-            "the stored chunks do not match the record ({rows} rows for {} chunks, or a changed row)",
-            manifest.count()
-        )));
-    }
+    chunks::check_rows(manifest, &read, rows)?;
     let opened = Completed { response: head, sealed_answer: None, ..done.clone() };
     Ok((opened, Checked { attempt: manifest.attempt, opener }))
 }
 /// Deletes every chunk row (synchronously; a missing table is nothing to delete).
 pub fn delete(sql: &SqlStorage) -> Result<(), StorageError> {
-    query(sql, CLEAR, Vec::new()).map(drop)
+    query(sql, sql::CLEAR, Vec::new()).map(drop)
+}
+
+/// Row `index` ([`read_row`]) with the SHA-256 of its stored bytes, or `None`.
+async fn digested_row(
+    sql: &SqlStorage,
+    index: usize,
+) -> Result<Option<(Uint8Array, [u8; 32])>, StorageError> {
+    let Some(row) = read_row(sql, index)? else { return Ok(None) };
+    let digest = seal::sha256(&row).await?;
+    Ok(Some((row, digest)))
 }
 
 /// Row `index`'s bytes as the runtime returns them (an `ArrayBuffer`, viewed), or `None`.
 fn read_row(sql: &SqlStorage, index: usize) -> Result<Option<Uint8Array>, StorageError> {
-    let Some(row) = query(sql, SELECT_ONE, vec![JsValue::from(index as f64)])? else { return Ok(None) };
+    let Some(row) = query(sql, sql::SELECT_ONE, vec![JsValue::from(index as f64)])? else { return Ok(None) };
     let bytes = Reflect::get(&row, &JsValue::from_str("bytes")).map_err(sql_error)?;
     if let Some(buffer) = bytes.dyn_ref::<js_sys::ArrayBuffer>() {
         return Ok(Some(Uint8Array::new(buffer)));
@@ -280,11 +264,9 @@ fn read_row(sql: &SqlStorage, index: usize) -> Result<Option<Uint8Array>, Storag
 }
 
 fn count_rows(sql: &SqlStorage) -> Result<usize, StorageError> {
-    let n = query(sql, COUNT, Vec::new())?
-        .and_then(|row| Reflect::get(&row, &JsValue::from_str("n")).ok())
-        .and_then(|n| n.as_f64())
-        .unwrap_or(0.0);
-    Ok(n as usize)
+    let n =
+        query(sql, sql::COUNT, Vec::new())?.and_then(|row| Reflect::get(&row, &"n".into()).ok()?.as_f64());
+    Ok(n.unwrap_or(0.0) as usize)
 }
 
 /// Runs a query and returns its first row as a JavaScript object (`worker`'s `SqlCursor` as
@@ -292,11 +274,7 @@ fn count_rows(sql: &SqlStorage) -> Result<usize, StorageError> {
 fn query(sql: &SqlStorage, statement: &str, bindings: Vec<JsValue>) -> Result<Option<JsValue>, StorageError> {
     match sql.exec_raw(statement, bindings).map_err(sql_error) {
         Ok(mut cursor) => Iterator::next(&mut cursor).transpose().map_err(sql_error),
-        Err(error) if error.to_string().contains("no such table") => Ok(None),
+        Err(StorageError::Sql(error)) if sql::no_table(&error) => Ok(None),
         Err(error) => Err(error),
     }
-}
-
-fn fault(message: String) -> StorageError {
-    StorageError::Chunks(message)
 }

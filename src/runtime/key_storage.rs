@@ -12,30 +12,15 @@
 //! ## The stored record
 //!
 //! The record is one value of the object's key-value store, and, read after it, the row
-//! of its own table that releases before this one wrote. This owns the record's key-value
-//! key and the legacy table's SQL. Every record call is synchronous (SQLite-backed Durable
-//! Objects run SQL and their key-value API in the same turn), so a claim is written before
-//! the handler awaits anything, and the runtime's output gate holds the origin fetch until
-//! the write is durable.
-//!
-//! Two layouts, one record. This release writes the record as the value
-//! [`KV_KEY`] of the object's key-value store (`ctx.storage.kv`, a `Uint8Array` of the
-//! `core::formats::key_record` bytes): workerd creates that store's table as a system query, which is
-//! not billed, where a table of the worker's own costs a billed `CREATE TABLE` (two rows
-//! written) on every new key. Earlier releases wrote one row of the table
-//! `idempotency_record`. Those from `032df08` on read the key-value value first and the
-//! row after it, so they are the ones this release may be rolled back to: an older one
-//! would not see a claim written here, would take the key for new and forward it again
-//! (docs/deploy.md, rule 6). This release reads both in the same order, for the keys
-//! those releases claimed, until their time to live has passed. A write here removes the
-//! row in the same transaction when one may exist, so the two layouts never both hold a
-//! record, and a row can never come back from under a deleted value.
+//! of its own table that releases before this one wrote: `core::formats::record_layout`
+//! says why there are two layouts, and holds the record's key-value key, the legacy
+//! table's SQL, the order of the read and what a read learns. Every record call is
+//! synchronous (SQLite-backed Durable Objects run SQL and their key-value API in the same
+//! turn), so a claim is written before the handler awaits anything, and the runtime's
+//! output gate holds the origin fetch until the write is durable.
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 
 use js_sys::Uint8Array;
 use wasm_bindgen::{JsCast, JsValue};
@@ -47,31 +32,11 @@ use super::seal::Sealer;
 use super::settings;
 use crate::core::edge_rules::log::{event_line, StorageAccess as Access, StorageCalls};
 use crate::core::formats::fingerprint::Digest256;
-use crate::core::formats::key_record::{Completed, DecodeError, KeyRecord, StoredResponse};
-use crate::core::formats::seal::{opening, KeyRing, Opening, SealContext};
+use crate::core::formats::key_record::{KeyRecord, StoredResponse};
+use crate::core::formats::record_layout::{self, legacy_sql, LegacyRow, Stored, KV_KEY};
+use crate::core::formats::seal::{self, opening, KeyRing, Opening};
+use crate::core::vocabulary::fault::transaction_outcome;
 pub use crate::core::vocabulary::fault::StorageError;
-
-const SELECT: &str = "SELECT record FROM idempotency_record WHERE id = 1";
-const TABLE_EXISTS: &str = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idempotency_record'";
-const DELETE_ROW: &str = "DELETE FROM idempotency_record";
-
-/// The record's key in the object's key-value store (its value: the encoded record, as a
-/// `Uint8Array`).
-pub const KV_KEY: &str = "record";
-
-/// What this instance knows of a record in the legacy table (`idempotency_record`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LegacyRow {
-    /// None stored: the common case, where a write is one key-value `put`.
-    Absent,
-    /// One may be stored (an older release wrote it), or this instance has not read yet,
-    /// or a write that would have removed it failed: a write removes whatever is there.
-    Possible,
-}
-
-/// An alarm whose `setAlarm` call is made ([`KeyStorage::issue_alarm`]), to be awaited
-/// ([`KeyStorage::confirm_alarm`]).
-pub(super) type IssuedAlarm<'a> = Pin<Box<dyn Future<Output = worker::Result<()>> + 'a>>;
 
 /// One object's storage (see the module doc).
 pub(super) struct KeyStorage {
@@ -104,20 +69,11 @@ pub(super) struct KeyStorage {
 }
 
 /// A record opened after it was read (its sealed answer, or its chunk rows checked): what
-/// the object keeps in memory, if storage still holds what was opened.
+/// the object keeps in memory, if storage still holds what was opened
+/// (`core::formats::seal::still_stored`).
 pub(super) struct Opened {
     record: KeyRecord,
     checked: Option<chunks::Checked>,
-}
-
-impl Opened {
-    /// Whether `current` (the record as the object knows it now) is still `opened_from`,
-    /// the record that was opened: an alarm, a purge or another opener may have replaced it
-    /// meanwhile.
-    pub fn still_stored(opened_from: &KeyRecord, current: Option<&KeyRecord>) -> bool {
-        matches!((opened_from, current), (KeyRecord::Completed(was), Some(KeyRecord::Completed(now)))
-            if now.sealed_answer == was.sealed_answer && now.chunks == was.chunks)
-    }
 }
 
 impl KeyStorage {
@@ -152,53 +108,39 @@ impl KeyStorage {
         self.calls.set(self.calls.get().and(access));
     }
 
-    /// Reads the stored record (synchronous: in the caller's turn).
+    /// Reads the stored record, synchronously (in the caller's turn): the key-value value
+    /// first, the legacy row only without one (`core::formats::record_layout::read`).
     pub fn load(&self) -> Result<Option<KeyRecord>, StorageError> {
-        let stored = self.read()?;
-        if stored.is_some() && self.legacy_row.get() == LegacyRow::Possible {
-            // A key an older release stored (the legacy row): the operator sees that such
-            // keys are still retried, before a release stops reading their layout.
+        self.count(Access::Read);
+        let value =
+            self.kv().get(KV_KEY).map_err(sql_error).map(|value| match value.dyn_ref::<Uint8Array>() {
+                _ if value.is_undefined() => Stored::Absent,
+                Some(bytes) => Stored::Bytes(bytes.to_vec()),
+                None => Stored::NotBytes,
+            });
+        let read = record_layout::read(value, || self.read_legacy_row());
+        if read.from_legacy_row() {
             console_log!("{}", event_line("legacy-record-read", self.object_id(), &[]));
         }
-        let in_clear = matches!(&stored, Some(KeyRecord::Completed(Completed { sealed_answer: None, .. })));
-        self.read_in_clear.set(in_clear);
-        Ok(stored)
+        self.legacy_row.set(read.legacy_row);
+        self.read_in_clear.set(read.in_clear());
+        read.record
     }
 
-    /// Reads the record: the key-value value if one is stored, else the legacy row. Whether
-    /// the legacy table exists is asked before it is read: a new object (every first
-    /// attempt) would otherwise meet "no such table" as a thrown JavaScript error, with its
-    /// stack trace built and turned into a string, on the path that creates objects.
-    /// `legacy_row` is set to what the read found: a record read with it left `Possible`
-    /// came from the row.
-    fn read(&self) -> Result<Option<KeyRecord>, StorageError> {
-        self.count(Access::Read);
-        let legacy = &self.legacy_row;
-        legacy.set(LegacyRow::Possible);
-        let value = self.kv().get(KV_KEY).map_err(sql_error)?;
-        if !value.is_undefined() {
-            // Each release's write removes the other layout in the same transaction (this one
-            // the row, the release before it the value), so a value means no row.
-            legacy.set(LegacyRow::Absent);
-            // Anything but bytes is not a record: never read as absent (that would forward the
-            // key again), an error the caller answers 503.
-            let bytes = value.dyn_ref::<Uint8Array>().map(Uint8Array::to_vec);
-            let bytes = bytes.ok_or(corrupt(DecodeError::NotARecord))?;
-            return KeyRecord::decode(&bytes).map(Some).map_err(corrupt);
-        }
+    /// The legacy row, if any. Whether the legacy table exists is asked before it is read: a
+    /// new object (every first attempt) would otherwise meet "no such table" as a thrown
+    /// JavaScript error, with its stack trace built and turned into a string, on the path
+    /// that creates objects.
+    fn read_legacy_row(&self) -> Result<Stored, StorageError> {
         if !self.legacy_table_exists()? {
-            legacy.set(LegacyRow::Absent);
-            return Ok(None);
+            return Ok(Stored::Absent);
         }
-        let cursor = self.sql().exec(SELECT, None).map_err(sql_error)?;
-        let Some(row) = cursor.raw().next().transpose().map_err(sql_error)? else {
-            legacy.set(LegacyRow::Absent);
-            return Ok(None);
-        };
-        match row.into_iter().next() {
-            Some(SqlStorageValue::Blob(bytes)) => KeyRecord::decode(&bytes).map(Some).map_err(corrupt),
-            _ => Err(corrupt(DecodeError::NotARecord)),
-        }
+        let cursor = self.sql().exec(legacy_sql::SELECT, None).map_err(sql_error)?;
+        Ok(match cursor.raw().next().transpose().map_err(sql_error)?.map(|row| row.into_iter().next()) {
+            None => Stored::Absent,
+            Some(Some(SqlStorageValue::Blob(bytes))) => Stored::Bytes(bytes),
+            Some(_) => Stored::NotBytes,
+        })
     }
 
     /// Deletes the record (value and legacy row) and any chunk rows of a large answer at
@@ -210,7 +152,7 @@ impl KeyStorage {
     pub fn delete_now(&self) -> Result<(), StorageError> {
         self.count(Access::Write);
         self.legacy_row.set(LegacyRow::Possible);
-        self.in_transaction(|| {
+        self.in_transaction(&mut || {
             self.remove_legacy_row()?;
             self.kv().delete(KV_KEY).map_err(sql_error)?;
             chunks::delete(self.sql())
@@ -224,32 +166,21 @@ impl KeyStorage {
     pub async fn open(&self, record: &KeyRecord) -> Result<Option<Opened>, StorageError> {
         let KeyRecord::Completed(done) = record else { return Ok(None) };
         match self.opening(record) {
-            Opening::Refuse => return Err(StorageError::Seal(
-                "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
-                    .to_owned(),
-            )),
+            Opening::Refuse => return Err(StorageError::stored_in_clear()),
             Opening::Nothing => return Ok(None),
             Opening::Open => {}
         }
         let ring = settings::get(&self.env).storage_keys.as_ref().ok().and_then(Option::as_ref);
         let opened = |record, checked| Opened { record: KeyRecord::Completed(record), checked };
+        let salt = seal::opening_scope(done, self.scope_salt.get())?;
         if done.chunks.is_some() {
-            // Only a sealed head needs the scope's key (an unsealed answer is checked without it).
-            let salt = match (&done.sealed_answer, self.scope_salt.get()) {
-                (Some(_), None) => return Err(no_scope_salt()),
-                (_, salt) => salt.map_or(&[][..], |salt| &salt.0[..]),
-            };
             self.count(Access::Read);
             let (record, checked) = chunks::open(self.sql(), done, self.sealing(ring, salt)).await?;
             return Ok(Some(opened(record, Some(checked))));
         }
         let Some(sealed) = &done.sealed_answer else { return Ok(None) };
-        let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
-        let bound = done.sealed_bound.then_some((done.attempt.0, &done.fingerprint.0));
-        let context = SealContext::answer(&salt.0, self.object_id(), bound);
-        let answer = StoredResponse::decode(&self.sealer.open(ring, &context, sealed).await?)
-            .map_err(|error| StorageError::Seal(format!("the opened answer is unreadable: {error}")))?;
-        let record = Completed { response: Arc::new(answer), sealed_answer: None, ..done.clone() };
+        let context = seal::answer_opening(salt, self.object_id(), done);
+        let record = seal::opened_answer(done, &self.sealer.open(ring, &context, sealed).await?)?;
         Ok(Some(opened(record, None)))
     }
 
@@ -295,37 +226,24 @@ impl KeyStorage {
             return Ok(record.clone());
         };
         let settings = settings::get(&self.env);
-        let ring = match &settings.storage_keys {
-            Ok(ring) => ring.as_ref(),
-            // Never store in the clear what the operator asked to seal.
-            Err(problem) => return Err(StorageError::Seal(problem.detail.clone())),
-        };
+        let keys = settings.storage_keys.as_ref().map(Option::as_ref).map_err(|error| error.detail.as_str());
+        let sealing = seal::answer_sealing(keys, self.scope_salt.get())?;
         if crate::core::formats::chunks::needs_chunks(&done.response) {
-            let sealing = match ring {
-                None => None,
-                Some(ring) => {
-                    Some(self.sealing(Some(ring), &self.scope_salt.get().ok_or_else(no_scope_salt)?.0))
-                }
-            };
+            let sealing = sealing.map(|(ring, salt)| self.sealing(Some(ring), salt));
             // CHUNK_WRITE_FAULT_INJECTION (tests only): this write fails half-way.
-            let writes = self.chunk_writes.get();
-            self.chunk_writes.set(writes.saturating_add(1));
-            let fail_half_way = writes < settings.fault_injection.chunk_write_failures;
+            let fail_half_way = settings.fault_injection.chunk_write_fails(next(&self.chunk_writes));
             self.count(Access::Write);
             let (cached, checked) = chunks::put(self, done, sealing, still_current, fail_half_way).await?;
             *self.chunk_check.borrow_mut() = Some(checked);
             return Ok(cached);
         }
-        let sealed = match ring {
+        let sealed = match sealing {
             None => None,
-            Some(ring) => {
+            Some((ring, salt)) => {
                 // Sealed bound to its attempt and fingerprint (record tag 5).
-                let salt = self.scope_salt.get().ok_or_else(no_scope_salt)?;
-                let bound = Some((done.attempt.0, &done.fingerprint.0));
-                let context = SealContext::answer(&salt.0, self.object_id(), bound);
+                let context = seal::answer_seal(salt, self.object_id(), done);
                 let sealed = self.sealer.seal(ring, &context, &done.response.encode()).await?;
-                let done = Completed { sealed_answer: Some(sealed), sealed_bound: true, ..done.clone() };
-                Some(KeyRecord::Completed(done))
+                Some(seal::with_sealed_answer(done, sealed))
             }
         };
         // The sealing await let other requests in: write only if the claim is still the
@@ -343,24 +261,24 @@ impl KeyStorage {
     fn put_record(&self, record: &KeyRecord) -> Result<(), StorageError> {
         self.count(Access::Write);
         let encoded = record.encode();
-        if self.legacy_row.get() == LegacyRow::Absent {
-            return self.put_encoded(encoded);
+        if !self.legacy_row.get().removed_by_write() {
+            return self.put_encoded(&encoded);
         }
-        self.in_transaction(|| self.put_encoded(encoded))
+        self.in_transaction(&mut || self.put_encoded(&encoded))
     }
 
     /// Writes an encoded record (see [`KeyStorage::put_record`]), removing a legacy row
     /// unless there is none. Callers that may remove one run it in a transaction.
-    pub fn put_encoded(&self, record: Vec<u8>) -> Result<(), StorageError> {
+    pub fn put_encoded(&self, record: &[u8]) -> Result<(), StorageError> {
         self.remove_legacy_row()?;
-        self.kv().put(KV_KEY, &Uint8Array::from(record.as_slice())).map_err(sql_error)
+        self.kv().put(KV_KEY, &Uint8Array::from(record)).map_err(sql_error)
     }
 
     /// Deletes the legacy row unless there is none.
     fn remove_legacy_row(&self) -> Result<(), StorageError> {
-        if self.legacy_row.get() == LegacyRow::Possible {
+        if self.legacy_row.get().removed_by_write() {
             if self.legacy_table_exists()? {
-                self.sql().exec(DELETE_ROW, None).map_err(sql_error)?;
+                self.sql().exec(legacy_sql::DELETE_ROW, None).map_err(sql_error)?;
             }
             self.legacy_row.set(LegacyRow::Absent);
         }
@@ -370,20 +288,28 @@ impl KeyStorage {
     /// Whether the legacy table exists (a read of the schema: no thrown error when it does
     /// not).
     fn legacy_table_exists(&self) -> Result<bool, StorageError> {
-        let cursor = self.sql().exec(TABLE_EXISTS, None).map_err(sql_error)?;
+        let cursor = self.sql().exec(legacy_sql::TABLE_EXISTS, None).map_err(sql_error)?;
         Ok(cursor.raw().next().transpose().map_err(sql_error)?.is_some())
     }
 
     /// Runs `write` in one transaction (`transactionSync`): every statement of it is rolled
-    /// back when it fails, and its error returned. The legacy row's removal is rolled back
-    /// with it, so a failed transaction leaves a legacy row possible again.
+    /// back when it fails, and its error returned (`core::vocabulary::fault::
+    /// transaction_outcome`). The legacy row's removal is rolled back with it, so a failed
+    /// transaction leaves a legacy row possible again.
     pub fn in_transaction(
         &self,
-        write: impl FnOnce() -> Result<(), StorageError>,
+        write: &mut dyn FnMut() -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
-        // `transactionSync` calls back once; the `Option` lets the write own what it moves.
-        let mut write = Some(write);
-        run_transaction(self.raw_storage(), &mut || write.take().map_or(Ok(()), |write| write()))
+        let mut failure = None;
+        let mut callback = || -> Result<JsValue, JsValue> {
+            write().map(|()| JsValue::UNDEFINED).map_err(|error| {
+                let thrown = JsValue::from(js_sys::Error::new(&error.to_string()));
+                failure = Some(error);
+                thrown
+            })
+        };
+        let thrown = bindings::transaction_sync(self.raw_storage(), &mut callback).err();
+        transaction_outcome(thrown.map(|thrown| worker::Error::from(thrown).to_string()), failure)
             .inspect_err(|_| self.legacy_row.set(LegacyRow::Possible))
     }
 
@@ -398,14 +324,8 @@ impl KeyStorage {
         self.read_in_clear.set(false);
         // Until `deleteAll()` has succeeded, a legacy row may still be there.
         self.legacy_row.set(LegacyRow::Possible);
-        let deletions = self.deletions.get();
-        self.deletions.set(deletions.saturating_add(1));
-        if deletions < settings::get(&self.env).fault_injection.delete_failures {
-            // As a `deleteAll()` that fails without deleting anything.
-            return Err(StorageError::Sql(format!(
-                "DELETE_FAULT_INJECTION: deletion {} fails on purpose",
-                deletions + 1
-            )));
+        if let Some(why) = settings::get(&self.env).fault_injection.deletion_fails(next(&self.deletions)) {
+            return Err(StorageError::Sql(why));
         }
         self.count(Access::Write);
         self.raw_storage().delete_all().await.map_err(sql_error)?;
@@ -419,40 +339,20 @@ impl KeyStorage {
         self.raw_storage().delete_alarm().await.is_ok()
     }
 
-    /// Sets the alarm (and tries once more if that fails); whether it is set.
+    /// Sets the alarm, and once more in the same request if that fails; whether it is set.
+    /// A caller that cannot do without it fails closed. `setAlarm` is called when this is
+    /// first polled, in the caller's turn, so that a record written in the same turn and the
+    /// alarm reach storage as one durable write.
     pub async fn set_alarm(&self, at: u64) -> bool {
-        let alarm = self.issue_alarm(at);
-        self.confirm_alarm(at, alarm).await
-    }
-
-    /// Calls `setAlarm` now (`worker`'s `Storage::set_alarm`, polled once so that its call
-    /// is made in this turn), without awaiting it: issued in the same turn as a record write,
-    /// the two reach storage as one durable write.
-    pub fn issue_alarm(&self, at: u64) -> IssuedAlarm<'_> {
-        self.count(Access::Write);
-        let when = ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
-        let mut pending: IssuedAlarm<'_> = Box::pin(self.raw_storage().set_alarm(when));
-        // The first poll makes the call; what it answers is read when the alarm is confirmed
-        // (a promise settles in a later turn, and its waker is the one of that await).
-        if let Poll::Ready(done) = pending.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            pending = Box::pin(std::future::ready(done));
+        for again in [true, false] {
+            self.count(Access::Write);
+            let when = ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
+            // What the runtime threw, as `Name: message`.
+            let Err(error) = self.raw_storage().set_alarm(when).await else { return true };
+            let failed = if again { "failed, trying again" } else { "failed twice" };
+            console_error!("object {}: setting the alarm {failed}: {}", self.short_id(), error);
         }
-        pending
-    }
-
-    /// Awaits an issued alarm; when it failed, sets it once more in the same request.
-    /// Whether the alarm is set. A caller that cannot do without it fails closed.
-    pub async fn confirm_alarm(&self, at: u64, alarm: IssuedAlarm<'_>) -> bool {
-        // What the runtime threw, as `Name: message`.
-        let Err(error) = alarm.await else { return true };
-        console_error!("object {}: setting the alarm failed, trying again: {}", self.short_id(), error);
-        match self.issue_alarm(at).await {
-            Ok(()) => true,
-            Err(error) => {
-                console_error!("object {}: setting the alarm failed twice: {}", self.short_id(), error);
-                false
-            }
-        }
+        false
     }
 
     /// Where a replay of `stored` reads its body from, when it is `current`'s chunked
@@ -491,8 +391,11 @@ impl KeyStorage {
     }
 }
 
-fn no_scope_salt() -> StorageError {
-    StorageError::Seal("no scope salt".to_owned())
+/// Counts one more of an instance's operations in `counter`; how many came before it.
+fn next(counter: &Cell<u32>) -> u32 {
+    let before = counter.get();
+    counter.set(before.saturating_add(1));
+    before
 }
 
 impl From<super::seal::SealError> for StorageError {
@@ -501,33 +404,7 @@ impl From<super::seal::SealError> for StorageError {
     }
 }
 
-/// A record that does not decode.
-fn corrupt(error: DecodeError) -> StorageError {
-    StorageError::Corrupt(error.to_string())
-}
-
 /// A failed storage call as the log shows it (`Name: message`).
 pub fn sql_error(error: impl Into<worker::Error>) -> StorageError {
     StorageError::Sql(error.into().to_string())
-}
-
-/// [`KeyStorage::in_transaction`]'s body, compiled once for every caller.
-fn run_transaction(
-    storage: &Storage,
-    write: &mut dyn FnMut() -> Result<(), StorageError>,
-) -> Result<(), StorageError> {
-    let mut failure = None;
-    let mut callback = || -> Result<JsValue, JsValue> {
-        write().map(|()| JsValue::UNDEFINED).map_err(|error| {
-            let thrown = JsValue::from(js_sys::Error::new(&error.to_string()));
-            failure = Some(error);
-            thrown
-        })
-    };
-    let outcome = bindings::transaction_sync(storage, &mut callback);
-    match (outcome, failure) {
-        (Ok(_), _) => Ok(()),
-        (Err(_), Some(error)) => Err(error),
-        (Err(thrown), None) => Err(sql_error(thrown)),
-    }
 }

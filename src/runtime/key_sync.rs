@@ -10,12 +10,12 @@
 //! - A change is written to storage first, then to memory, and the driver is told whether
 //!   the write held (`handle_written`, `handle_write_failed`).
 
-use super::key_storage::Opened;
 use super::key_storage::StorageError;
 use super::now_ms;
 use super::object::KeyObject;
 use crate::core::edge_rules::log::event_line;
 use crate::core::formats::key_record::KeyRecord;
+use crate::core::formats::seal::still_stored;
 use crate::core::key_rules::key_state::{Decided, Fence, Pending};
 use crate::core::key_rules::machine::KeyRecordChange;
 use crate::core::vocabulary::fault::{FaultSource, StorageOperation};
@@ -46,7 +46,7 @@ impl KeyObject {
         let Some(record) = self.record()? else { return Ok(()) };
         let Some(opened) = self.store.open(&record).await? else { return Ok(()) };
         let mut key = self.key.borrow_mut();
-        if Opened::still_stored(&record, key.record()) {
+        if still_stored(&record, key.record()) {
             key.remember(Some(self.store.keep(opened)));
         }
         Ok(())
@@ -75,12 +75,9 @@ impl KeyObject {
                 // is ordered after this deletion).
                 self.key.borrow_mut().handle_deleting();
                 let deleted = self.store.delete_all().await;
-                let still_absent = self.key.borrow().is_loaded() && self.key.borrow().record().is_none();
-                if deleted.is_err() && still_absent {
-                    // The record (a claim) may still be in storage: read it again rather
-                    // than believe it gone, so the key stays held and is never claimed and
-                    // forwarded again by this instance.
-                    self.key.borrow_mut().forget();
+                // The record (a claim) may still be in storage: read it again rather than
+                // believe it gone (`KeyState::handle_delete_failed`).
+                if deleted.is_err() && self.key.borrow_mut().handle_delete_failed() {
                     if let Err(error) = self.record() {
                         let source = FaultSource::Storage { operation: error.operation() };
                         console_error!(

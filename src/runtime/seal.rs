@@ -21,7 +21,7 @@ use web_sys::{AesDerivedKeyParams, AesGcmParams, CryptoKey, HkdfParams, SubtleCr
 
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
-use crate::core::formats::seal::{Envelope, KeyRing, RingKey, SealContext, NONCE_LEN};
+use crate::core::formats::seal::{opening_key, Envelope, KeyRing, RingKey, SealContext, NONCE_LEN};
 
 /// The WebCrypto step `what`, called (`step`) and awaited; what it threw or rejected with
 /// becomes a message naming the step and what WebCrypto said.
@@ -146,10 +146,7 @@ impl Sealer {
         context: &SealContext,
         key_id: &str,
     ) -> Result<CryptoKey, SealError> {
-        let ring = ring.ok_or_else(|| {
-            SealError("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set".to_owned())
-        })?;
-        self.derived_key(ring_key(ring, key_id)?, context).await
+        self.derived_key(opening_key(ring, key_id).map_err(SealError)?, context).await
     }
 
     /// The key of `ring_key` derived as `context` says, made once per object.
@@ -191,15 +188,6 @@ impl Sealer {
         StoredRequest::decode(&plaintext)
             .ok_or_else(|| SealError("the opened request is unreadable".to_owned()))
     }
-}
-
-/// The ring key named `key_id`.
-fn ring_key<'r>(ring: &'r KeyRing, key_id: &str) -> Result<&'r RingKey, SealError> {
-    ring.by_id(key_id).ok_or_else(|| {
-        // Quoted as JSON: the id comes from stored bytes, and the log shows it as text.
-        let quoted = serde_json::Value::from(key_id);
-        SealError(format!("no key with id {quoted} in STORAGE_ENCRYPTION_KEYS"))
-    })
 }
 
 /// Opens the sealed bytes `ciphertext` (AES-GCM output) with `key`, bound to `aad`. The bytes

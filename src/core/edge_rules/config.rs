@@ -594,6 +594,21 @@ impl FaultInjection {
             .then(|| format!("{VAR_ALARM_FAULT_INJECTION}: run {} fails on purpose", run.saturating_add(1)))
     }
 
+    /// Why an instance's record `deletion` (0 for its first) fails on purpose, as a
+    /// `deleteAll()` that deletes nothing: the first `DELETE_FAULT_INJECTION` do. `None` for
+    /// one that goes ahead.
+    pub fn deletion_fails(&self, deletion: u32) -> Option<String> {
+        (deletion < self.delete_failures).then(|| {
+            format!("{VAR_DELETE_FAULT_INJECTION}: deletion {} fails on purpose", deletion.saturating_add(1))
+        })
+    }
+
+    /// Whether an instance's chunked answer `write` (0 for its first) fails half-way on
+    /// purpose: the first `CHUNK_WRITE_FAULT_INJECTION` do.
+    pub fn chunk_write_fails(&self, write: u32) -> bool {
+        write < self.chunk_write_failures
+    }
+
     /// Whether a request whose `PANIC_TEST_HEADER` value `header` gives panics at `site`:
     /// only while `PANIC_FAULT_INJECTION` is set, never otherwise, whatever the header says.
     /// The header is read only then, so that no request pays for reading it otherwise.
@@ -647,6 +662,20 @@ mod tests {
         assert_eq!(two.alarm_run_fails(1).as_deref(), Some("ALARM_FAULT_INJECTION: run 2 fails on purpose"));
         assert_eq!(two.alarm_run_fails(2), None);
         assert_eq!(two.alarm_run_fails(u32::MAX), None);
+    }
+
+    #[test]
+    fn only_the_first_injected_deletions_and_chunk_writes_fail() {
+        let none = FaultInjection::default();
+        assert_eq!((none.deletion_fails(0), none.chunk_write_fails(0)), (None, false));
+        let one = FaultInjection { delete_failures: 1, chunk_write_failures: 2, ..FaultInjection::default() };
+        assert_eq!(
+            one.deletion_fails(0).as_deref(),
+            Some("DELETE_FAULT_INJECTION: deletion 1 fails on purpose")
+        );
+        assert_eq!(one.deletion_fails(1), None);
+        assert!(one.chunk_write_fails(0) && one.chunk_write_fails(1));
+        assert!(!one.chunk_write_fails(2));
     }
 
     #[test]

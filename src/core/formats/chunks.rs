@@ -31,7 +31,8 @@ use sha2::{Digest, Sha256};
 
 use super::chunk_manifest::{ChunkManifest, RowDigest};
 use super::key_record::{Completed, KeyRecord, StoredResponse, SEALED_RECORD_VERSION};
-use super::seal::{SealContext, ANSWER_KEY_INFO};
+use super::seal::{Envelope, SealContext, ANSWER_KEY_INFO, NONCE_LEN};
+use crate::core::vocabulary::fault::StorageError;
 
 /// The largest answer kept in the record's own row (the encoded response: status, headers,
 /// body). SQLite-backed Durable Objects hold at most 2 MB per row; the rest is headroom for
@@ -158,6 +159,97 @@ pub fn opened_head(plain: &[u8]) -> Result<StoredResponse, String> {
     Ok(head)
 }
 
+/// The chunk table's SQL (`runtime::chunks` runs it): one row per chunk, `seq` its index
+/// from 0, `bytes` the stored (sealed, when sealing) row.
+pub mod sql {
+    pub const CREATE_TABLE: &str =
+        "CREATE TABLE IF NOT EXISTS idempotency_chunk (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL)";
+    /// Bound to the row's index, then its bytes.
+    pub const INSERT: &str = "INSERT INTO idempotency_chunk (seq, bytes) VALUES (?, ?)";
+    pub const CLEAR: &str = "DELETE FROM idempotency_chunk";
+    /// Bound to the row's index; its one column is `bytes`.
+    pub const SELECT_ONE: &str = "SELECT bytes FROM idempotency_chunk WHERE seq = ?";
+    /// Its one column is `n`.
+    pub const COUNT: &str = "SELECT count(*) AS n FROM idempotency_chunk";
+
+    /// Whether a statement failed (`error`, as the runtime threw it) only because the chunk
+    /// table does not exist: it is created with the first chunked answer, so without it
+    /// there are no rows to read or delete.
+    pub fn no_table(error: &str) -> bool {
+        error.contains("no such table")
+    }
+}
+
+/// Row `index` as read for a replay (`None`: missing), with the digest of its stored bytes,
+/// checked against the manifest (rule 2): the row, or the error that breaks the replay off.
+pub fn checked_row<R>(
+    manifest: &ChunkManifest,
+    index: usize,
+    read: Option<(R, RowDigest)>,
+) -> Result<R, StorageError> {
+    match read {
+        None => Err(chunk_fault(format!("chunk {index} is missing"))),
+        Some((_, digest)) if manifest.digests.get(index) != Some(&digest) => {
+            Err(chunk_fault(format!("chunk {index} does not match its digest")))
+        }
+        Some((row, _)) => Ok(row),
+    }
+}
+
+/// Checks that chunk `index`, as replayed (opened, when sealed), is `len` bytes: its range of
+/// the body. A sealed row streamed without opening it is longer, so it never passes.
+pub fn check_len(manifest: &ChunkManifest, index: usize, len: u64) -> Result<(), StorageError> {
+    let range = manifest.range(index);
+    if len != range.end - range.start {
+        return Err(chunk_fault(format!("chunk {index} has the wrong length")));
+    }
+    Ok(())
+}
+
+/// A sealed chunk's nonce and where its ciphertext starts, from the first bytes `head` of a
+/// row of `total` bytes. Every chunk is sealed with its head's key (`key_id`, rule 4): a row
+/// that is no envelope, or is sealed under another key, is refused.
+pub fn chunk_envelope(
+    head: &[u8],
+    total: usize,
+    key_id: &str,
+    index: usize,
+) -> Result<([u8; NONCE_LEN], usize), StorageError> {
+    let (sealed_under, nonce, at) = Envelope::decode_header(head, total)
+        .ok_or_else(|| chunk_fault(format!("chunk {index} is not a sealed envelope")))?;
+    if sealed_under != key_id {
+        return Err(chunk_fault(format!("chunk {index} is sealed under another key than its record")));
+    }
+    Ok((nonce, at))
+}
+
+/// Checks every stored row (`read`, in order, `rows` in the table) against the manifest before
+/// the first replay ([`rows_match`]): anything missing, extra or changed is an error.
+pub fn check_rows(
+    manifest: &ChunkManifest,
+    read: &[Option<RowDigest>],
+    rows: usize,
+) -> Result<(), StorageError> {
+    if !rows_match(manifest, read, rows != manifest.count()) {
+        return Err(chunk_fault(format!(
+            "the stored chunks do not match the record ({rows} rows for {} chunks, or a changed row)",
+            manifest.count()
+        )));
+    }
+    Ok(())
+}
+
+/// Where `CHUNK_WRITE_FAULT_INJECTION` (tests only) throws in a write of `count` rows: after
+/// row `index`, half-way, so that rows are written before the transaction rolls back.
+pub fn fails_after_row(index: usize, count: usize) -> bool {
+    index + 1 == count.div_ceil(2)
+}
+
+/// A chunked answer that cannot be replayed as stored: the object answers 503.
+pub fn chunk_fault(message: String) -> StorageError {
+    StorageError::Chunks(message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +279,13 @@ mod tests {
         for (i, range) in ranges.iter().enumerate() {
             assert_eq!(m.range(i), range.start as u64..range.end as u64);
         }
+    }
+
+    #[test]
+    fn only_a_missing_chunk_table_reads_as_no_rows() {
+        assert!(sql::no_table("Error: no such table: idempotency_chunk: SQLITE_ERROR"));
+        assert!(!sql::no_table("Error: database or disk is full: SQLITE_FULL"));
+        assert!(!sql::no_table("Error: no such column: bytes: SQLITE_ERROR"));
     }
 
     #[test]
@@ -334,6 +433,58 @@ mod tests {
         changed.digests[0][0] ^= 1;
         assert_ne!(head, head_associated_data("obj", 2, &changed), "the head binds every digest");
         assert_ne!(head, head_associated_data("obk", 2, &m));
+    }
+
+    #[test]
+    fn a_replayed_row_passes_only_with_its_digest_and_length() {
+        let rows: Vec<Vec<u8>> = vec![vec![1; 10], vec![2; 10], vec![3; 5]];
+        let m = ChunkManifest {
+            body_len: 25,
+            chunk_len: 10,
+            attempt: 1,
+            digests: rows.iter().map(|r| row_digest(r)).collect(),
+        };
+        let read = |i: usize| Some((i, row_digest(&rows[i])));
+        assert_eq!(checked_row(&m, 2, read(2)), Ok(2));
+        let missing = checked_row::<usize>(&m, 1, None).unwrap_err();
+        assert_eq!(missing, StorageError::Chunks("chunk 1 is missing".into()));
+        assert!(checked_row(&m, 0, read(1)).unwrap_err().to_string().contains("chunk 0 does not match"));
+        assert!(checked_row(&m, 3, read(2)).is_err(), "a row past the manifest");
+        assert_eq!(check_len(&m, 0, 10), Ok(()));
+        assert_eq!(check_len(&m, 2, 5), Ok(()), "the last chunk is shorter");
+        assert!(check_len(&m, 2, 10).is_err());
+        assert!(check_len(&m, 0, 10 + 16 + 13).is_err(), "a sealed row, not opened");
+    }
+
+    #[test]
+    fn a_chunk_opens_only_as_an_envelope_under_its_heads_key() {
+        let envelope = Envelope { key_id: "k1".into(), nonce: [4; NONCE_LEN], ciphertext: vec![0; 20] };
+        let bytes = envelope.encode();
+        let head = &bytes[..bytes.len().min(Envelope::MAX_HEADER_LEN)];
+        assert_eq!(chunk_envelope(head, bytes.len(), "k1", 3), Ok(([4; NONCE_LEN], 1 + 2 + NONCE_LEN)));
+        let other = chunk_envelope(head, bytes.len(), "k2", 3).unwrap_err();
+        assert!(other.to_string().contains("chunk 3 is sealed under another key"), "{other}");
+        let plain = chunk_envelope(b"", 0, "k1", 0).unwrap_err();
+        assert!(plain.to_string().contains("chunk 0 is not a sealed envelope"));
+        assert!(chunk_envelope(head, 1 + 2 + NONCE_LEN + 15, "k1", 0).is_err(), "shorter than a tag");
+    }
+
+    #[test]
+    fn the_rows_are_checked_as_a_whole_and_the_fault_says_how_many() {
+        let m = manifest(2048, 1024);
+        let all: Vec<_> = m.digests.iter().copied().map(Some).collect();
+        assert_eq!(check_rows(&m, &all, 2), Ok(()));
+        let extra = check_rows(&m, &all, 3).unwrap_err();
+        assert_eq!(extra.operation(), crate::core::vocabulary::fault::StorageOperation::Open);
+        assert!(extra.to_string().contains("(3 rows for 2 chunks"), "{extra}");
+        assert!(check_rows(&m, &[all[0], None], 1).is_err());
+    }
+
+    #[test]
+    fn the_injected_write_fault_comes_half_way() {
+        assert!(fails_after_row(0, 1) && fails_after_row(0, 2) && fails_after_row(1, 3));
+        assert!(!fails_after_row(2, 3) && !fails_after_row(0, 3));
+        assert_eq!((0..6).filter(|&i| fails_after_row(i, 6)).collect::<Vec<_>>(), vec![2]);
     }
 
     proptest! {

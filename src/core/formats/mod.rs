@@ -15,5 +15,6 @@ pub mod job;
 pub mod key_record;
 pub mod keyed_name;
 pub mod reconciling;
+pub mod record_layout;
 pub mod seal;
 pub mod stored_terms;

@@ -29,7 +29,10 @@
 
 use serde_json::Value;
 
+use super::fingerprint::Digest256;
+use super::key_record::{Completed, KeyRecord, StoredResponse};
 use crate::core::primitives::codec::{Reader, Writer};
+use crate::core::vocabulary::fault::StorageError;
 
 /// The variable (a secret) holding the key ring.
 pub const VAR_STORAGE_ENCRYPTION_KEYS: &str = "STORAGE_ENCRYPTION_KEYS";
@@ -188,6 +191,17 @@ impl KeyRing {
     pub fn by_id(&self, id: &str) -> Option<&RingKey> {
         self.keys.iter().find(|key| key.id == id)
     }
+}
+
+/// The key of `ring` (`None`: `STORAGE_ENCRYPTION_KEYS` is not set) that opens what was sealed
+/// under `key_id`, or why there is none (the caller answers 503). The id comes from stored
+/// bytes: the error quotes it as JSON, and the log shows it as text.
+pub fn opening_key<'r>(ring: Option<&'r KeyRing>, key_id: &str) -> Result<&'r RingKey, String> {
+    let ring = ring.ok_or("the record is sealed but STORAGE_ENCRYPTION_KEYS is not set")?;
+    ring.by_id(key_id).ok_or_else(|| {
+        let quoted = Value::from(key_id);
+        format!("no key with id {quoted} in STORAGE_ENCRYPTION_KEYS")
+    })
 }
 
 /// A sealed value as stored.
@@ -358,6 +372,64 @@ impl SealContext {
     }
 }
 
+/// How `done`'s whole (not chunked) answer is sealed by this release: bound to its attempt
+/// and fingerprint too (record tag 5), in the scope whose key salt is `scope`.
+pub fn answer_seal(scope: &[u8], object_id: &str, done: &Completed) -> SealContext {
+    SealContext::answer(scope, object_id, Some((done.attempt.0, &done.fingerprint.0)))
+}
+
+/// How `done`'s sealed answer, as read from storage, is opened: as it was sealed, bound
+/// (tag 5) or, by an earlier release, to its object and version only (tag 2).
+pub fn answer_opening(scope: &[u8], object_id: &str, done: &Completed) -> SealContext {
+    let bound = done.sealed_bound.then_some((done.attempt.0, &done.fingerprint.0));
+    SealContext::answer(scope, object_id, bound)
+}
+
+/// `done` as stored with its answer sealed into `sealed` by [`answer_seal`] (tag 5).
+pub fn with_sealed_answer(done: &Completed, sealed: Vec<u8>) -> KeyRecord {
+    KeyRecord::Completed(Completed { sealed_answer: Some(sealed), sealed_bound: true, ..done.clone() })
+}
+
+/// `done` with its sealed answer opened (`plain`), as the object keeps it. An opened answer
+/// that does not decode is a fault (the caller answers 503), never an empty answer.
+pub fn opened_answer(done: &Completed, plain: &[u8]) -> Result<Completed, StorageError> {
+    let answer = StoredResponse::decode(plain)
+        .map_err(|error| StorageError::Seal(format!("the opened answer is unreadable: {error}")))?;
+    Ok(Completed { response: std::sync::Arc::new(answer), sealed_answer: None, ..done.clone() })
+}
+
+/// How an answer is stored: `None` in the clear (no ring set), else sealed under `ring` in
+/// the scope whose key salt is `salt`. A ring that did not parse (`Err`, its problem's
+/// detail) is never a reason to store in the clear what the operator asked to seal, nor is
+/// a salt not known yet (the first key request brings it): both are faults.
+pub fn answer_sealing<'a>(
+    ring: Result<Option<&'a KeyRing>, &str>,
+    salt: Option<&'a Digest256>,
+) -> Result<Option<(&'a KeyRing, &'a [u8])>, StorageError> {
+    match ring.map_err(|detail| StorageError::Seal(detail.to_owned()))? {
+        None => Ok(None),
+        Some(ring) => Ok(Some((ring, &salt.ok_or_else(StorageError::no_scope_salt)?.0))),
+    }
+}
+
+/// The scope's key salt that opening `done` as read needs: a sealed answer or head needs
+/// it, as known (`salt`) or a fault; an answer in the clear (a chunked one's rows are still
+/// checked) needs none, and is given the salt if known, else an empty one.
+pub fn opening_scope<'a>(done: &Completed, salt: Option<&'a Digest256>) -> Result<&'a [u8], StorageError> {
+    match (&done.sealed_answer, salt) {
+        (Some(_), None) => Err(StorageError::no_scope_salt()),
+        (_, salt) => Ok(salt.map_or(&[][..], |salt| &salt.0[..])),
+    }
+}
+
+/// Whether `current` (the record as the object knows it once opening is done) is still
+/// `opened_from`, the record that was opened: an alarm, a purge or another opener may have
+/// replaced it meanwhile, and only then is the opened record kept in its place.
+pub fn still_stored(opened_from: &KeyRecord, current: Option<&KeyRecord>) -> bool {
+    matches!((opened_from, current), (KeyRecord::Completed(was), Some(KeyRecord::Completed(now)))
+        if now.sealed_answer == was.sealed_answer && now.chunks == was.chunks)
+}
+
 /// Standard base64 with padding (RFC 4648 §4), strictly: no whitespace, no URL alphabet,
 /// canonical padding and no stray bits under it (the `base64` crate's `STANDARD`).
 pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
@@ -371,7 +443,7 @@ mod tests {
     use proptest::prelude::*;
 
     use crate::core::formats::fingerprint::Digest256;
-    use crate::core::formats::key_record::{AttemptId, Completed, InFlight, KeyRecord, StoredResponse};
+    use crate::core::formats::key_record::{AttemptId, InFlight};
 
     /// A completed record of `attempt` whose answer is stored in the clear.
     fn answered_in_the_clear(attempt: u64) -> Completed {
@@ -438,6 +510,41 @@ mod tests {
         assert_eq!(ring.by_id("2026-06").unwrap().secret[..4], [0, 1, 2, 3]);
         assert!(ring.by_id("2025-01").is_none());
         assert!(!format!("{ring:?}").contains("secret"), "Debug never shows a key");
+    }
+
+    #[test]
+    fn a_sealed_value_opens_only_with_its_keys_id_in_a_set_ring() {
+        let ring = KeyRing::parse(&format!(
+            r#"[{{"id":"2026-12","key":"{KEY_B}"}},{{"id":"2026-06","key":"{KEY_A}"}}]"#
+        ));
+        let ring = ring.unwrap();
+        assert_eq!(opening_key(Some(&ring), "2026-06").map(|key| &key.id[..]), Ok("2026-06"));
+        let unset = opening_key(None, "2026-06").unwrap_err();
+        assert!(unset.contains("STORAGE_ENCRYPTION_KEYS is not set"), "{unset}");
+        let unknown = opening_key(Some(&ring), "a\"\nb").unwrap_err();
+        assert_eq!(unknown, r#"no key with id "a\"\nb" in STORAGE_ENCRYPTION_KEYS"#, "quoted, one line");
+    }
+
+    #[test]
+    fn a_whole_answer_opens_as_it_was_sealed_and_only_readable_bytes_open() {
+        let done = answered_in_the_clear(7);
+        let sealing = answer_seal(b"salt", "obj", &done);
+        let bound = bound_answer_associated_data("obj", 2, 7, &[1; 32]);
+        assert_eq!(
+            (sealing.salt.as_slice(), sealing.info, &sealing.aad),
+            (&b"salt"[..], ANSWER_KEY_INFO, &bound)
+        );
+        let KeyRecord::Completed(stored) = with_sealed_answer(&done, vec![9; 40]) else {
+            panic!("not completed")
+        };
+        assert_eq!((stored.sealed_answer.as_deref(), stored.sealed_bound), (Some(&[9u8; 40][..]), true));
+        assert_eq!(answer_opening(b"salt", "obj", &stored), sealing, "opened with what sealed it");
+        let earlier = Completed { sealed_bound: false, ..stored.clone() };
+        assert_eq!(answer_opening(b"salt", "obj", &earlier).aad, answer_associated_data("obj", 2), "tag 2");
+        let opened = opened_answer(&stored, &done.response.encode()).unwrap();
+        assert_eq!((opened.response.clone(), opened.sealed_answer), (done.response.clone(), None));
+        let unreadable = opened_answer(&stored, b"\x01").unwrap_err();
+        assert!(matches!(&unreadable, StorageError::Seal(m) if m.contains("unreadable")), "{unreadable}");
     }
 
     #[test]
@@ -532,6 +639,50 @@ mod tests {
         assert_eq!(opening(&chunked, true, true, false, Some(4)), Opening::Refuse, "its head in the clear");
         let claim = claimed(4);
         assert_eq!(opening(&claim, true, true, false, None), Opening::Nothing, "nothing to open");
+    }
+
+    #[test]
+    fn an_answer_is_sealed_when_a_ring_is_set_and_never_stored_in_the_clear_for_a_fault() {
+        let ring = KeyRing::parse(&format!(r#"[{{"id":"k","key":"{KEY_A}"}}]"#)).unwrap();
+        let salt = Digest256([9; 32]);
+        assert_eq!(answer_sealing(Ok(None), None), Ok(None), "no ring: in the clear, no salt needed");
+        assert_eq!(answer_sealing(Ok(Some(&ring)), Some(&salt)), Ok(Some((&ring, &salt.0[..]))));
+        assert_eq!(answer_sealing(Ok(Some(&ring)), None), Err(StorageError::no_scope_salt()));
+        let invalid = answer_sealing(Err("STORAGE_ENCRYPTION_KEYS is invalid"), Some(&salt));
+        assert_eq!(invalid, Err(StorageError::Seal("STORAGE_ENCRYPTION_KEYS is invalid".to_owned())));
+    }
+
+    #[test]
+    fn only_a_sealed_answer_needs_the_scope_salt_to_be_opened() {
+        let salt = Digest256([9; 32]);
+        let clear = answered_in_the_clear(4);
+        let sealed = Completed { sealed_answer: Some(vec![1]), ..clear.clone() };
+        assert_eq!(opening_scope(&sealed, Some(&salt)), Ok(&salt.0[..]));
+        assert_eq!(opening_scope(&sealed, None), Err(StorageError::no_scope_salt()));
+        assert_eq!(opening_scope(&clear, Some(&salt)), Ok(&salt.0[..]));
+        assert_eq!(opening_scope(&clear, None), Ok(&[][..]), "rows in the clear are checked without it");
+    }
+
+    #[test]
+    fn an_opened_record_is_kept_only_while_storage_still_holds_what_was_opened() {
+        let done = Completed { sealed_answer: Some(vec![1]), ..answered_in_the_clear(4) };
+        let opened_from = KeyRecord::Completed(done.clone());
+        assert!(still_stored(&opened_from, Some(&opened_from)));
+        let opened = KeyRecord::Completed(Completed { sealed_answer: None, ..done.clone() });
+        assert!(!still_stored(&opened_from, Some(&opened)), "another opener kept its opened record");
+        let resealed = KeyRecord::Completed(Completed { sealed_answer: Some(vec![2]), ..done.clone() });
+        assert!(!still_stored(&opened_from, Some(&resealed)));
+        let manifest = crate::core::formats::chunk_manifest::ChunkManifest {
+            body_len: 3,
+            chunk_len: 2,
+            attempt: 4,
+            digests: vec![[0; 32]; 2],
+        };
+        let chunked = KeyRecord::Completed(Completed { chunks: Some(manifest), ..done.clone() });
+        assert!(!still_stored(&opened_from, Some(&chunked)));
+        assert!(!still_stored(&opened_from, Some(&claimed(5))), "a purge and a new claim");
+        assert!(!still_stored(&opened_from, None), "deleted meanwhile");
+        assert!(!still_stored(&claimed(4), Some(&claimed(4))), "only an answer is opened");
     }
 
     #[test]

@@ -394,6 +394,19 @@ impl<A> KeyState<A> {
         self.record = None;
     }
 
+    /// A deletion reported by [`KeyState::handle_deleting`] failed: the record (a claim) may
+    /// still be stored. Unless a request claimed anew meanwhile (its record is the one
+    /// known now), the record is forgotten, and the caller reads it again at once (`true`):
+    /// the key stays held, and is never claimed and forwarded again on the belief that it
+    /// is gone.
+    pub fn handle_delete_failed(&mut self) -> bool {
+        let still_absent = self.is_loaded() && self.record().is_none();
+        if still_absent {
+            self.forget();
+        }
+        still_absent
+    }
+
     /// Expire-on-read: whether the record this instance knows is past its expiry with no
     /// execution of its own running here. The caller deletes it from storage, then reports
     /// [`KeyState::handle_deleting`]; a claim whose execution still runs here is

@@ -92,6 +92,38 @@ impl StorageError {
     }
 }
 
+impl StorageError {
+    /// An answer stored in the clear while sealing is required
+    /// (`core::formats::seal::Opening::Refuse`): never replayed, the caller answers 503.
+    pub fn stored_in_clear() -> StorageError {
+        StorageError::Seal(
+            "an answer is stored in the clear while STORAGE_ENCRYPTION_KEYS is set (STORAGE_ALLOW_UNSEALED is not true)"
+                .to_owned(),
+        )
+    }
+
+    /// An answer to seal or open before the caller scope's key salt is known (the first key
+    /// request brings it): never stored or read in the clear instead.
+    pub fn no_scope_salt() -> StorageError {
+        StorageError::Seal("no scope salt".to_owned())
+    }
+}
+
+/// What a transaction (`transactionSync`) comes to: done when nothing was `thrown`; when
+/// its write failed (the callback threw that failure, which rolled every statement back),
+/// that failure as the write reported it; else what the runtime threw (say, a failed
+/// commit), as `Name: message`.
+pub fn transaction_outcome(
+    thrown: Option<String>,
+    write_failed: Option<StorageError>,
+) -> Result<(), StorageError> {
+    match (thrown, write_failed) {
+        (None, _) => Ok(()),
+        (Some(_), Some(failure)) => Err(failure),
+        (Some(thrown), None) => Err(StorageError::Sql(thrown)),
+    }
+}
+
 impl fmt::Display for StorageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

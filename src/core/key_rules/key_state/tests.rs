@@ -198,6 +198,24 @@ fn a_record_past_its_expiry_is_gone_when_read_unless_its_execution_runs_here() {
 }
 
 #[test]
+fn a_failed_deletion_is_read_again_unless_a_new_claim_came_meanwhile() {
+    let policy = policy();
+    let key = &mut claimed(&policy);
+    let stored = key.record().cloned();
+    let mut deleting = KeyState::new();
+    deleting.remember(stored.clone());
+    deleting.handle_deleting();
+    assert!(deleting.handle_delete_failed(), "the claim may still be stored: read it again");
+    assert!(!deleting.is_loaded(), "not believed gone");
+    let mut reclaimed = KeyState::new();
+    reclaimed.remember(stored.clone());
+    reclaimed.handle_deleting();
+    reclaimed.remember(stored.clone());
+    assert!(!reclaimed.handle_delete_failed(), "a new claim's write is ordered after the deletion");
+    assert_eq!(reclaimed.record(), stored.as_ref());
+}
+
+#[test]
 fn the_alarm_keeps_a_running_claim_and_deletes_an_orphaned_one() {
     let policy = policy();
     let key = &mut claimed(&policy);

@@ -280,3 +280,22 @@ fn a_records_storage_errors_say_what_failed_of_it() {
     let fault = Fault::storage(StorageError::Fenced.operation(), Stage::BeforeClaim);
     assert_eq!(consequence(&fault).key, KeyFate::Untouched);
 }
+
+#[test]
+fn answers_that_cannot_be_opened_as_sealing_requires_are_open_faults() {
+    for error in [StorageError::stored_in_clear(), StorageError::no_scope_salt()] {
+        assert_eq!(error.operation(), StorageOperation::Open, "{error}");
+    }
+    let in_clear = StorageError::stored_in_clear().to_string();
+    assert!(in_clear.contains("STORAGE_ENCRYPTION_KEYS") && in_clear.contains("STORAGE_ALLOW_UNSEALED"));
+}
+
+#[test]
+fn a_failed_transaction_reports_its_writes_own_failure_else_what_the_runtime_threw() {
+    assert_eq!(transaction_outcome(None, None), Ok(()));
+    let own = StorageError::Sql("CHUNK_WRITE_FAULT_INJECTION: fails on purpose".to_owned());
+    let thrown = Some("Error: CHUNK_WRITE_FAULT_INJECTION: fails on purpose".to_owned());
+    assert_eq!(transaction_outcome(thrown, Some(own.clone())), Err(own), "not the thrown copy of it");
+    let commit = Some("Error: SQLITE_FULL".to_owned());
+    assert_eq!(transaction_outcome(commit, None), Err(StorageError::Sql("Error: SQLITE_FULL".to_owned())));
+}

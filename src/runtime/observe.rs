@@ -227,8 +227,8 @@ impl Observation {
         // neither forwards nor looks up.
         let call = key_call(config, &policy, &plan, &identified, body.len() as u64, trace);
         let name = identified.name;
-        // The request's copy is not held while the object is called.
-        drop((headers, body));
+        // The request's copy (its key included) is not held while the object is called.
+        drop((headers, body, method, path_and_query, key, routed_path));
         let calls = std::cell::Cell::new(0);
         let object = |step: KeyStep, body: Option<JsValue>| {
             let envelope = ToObject::Key(KeyCall { step, ..call.clone() }).encode();

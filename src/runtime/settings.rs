@@ -29,7 +29,11 @@ pub fn worker_version(env: &Env) -> Option<Rc<str>> {
     VERSION.with(|cell| {
         cell.get_or_init(|| {
             let metadata = env.get_binding::<worker::WorkerVersionMetadata>(VERSION_BINDING).ok()?;
-            Some(Rc::from(metadata.id().as_str()))
+            // Read as a value, not through worker's `id()`: that getter traps the instance on
+            // a binding of this name without a string `id` (a `[vars]` table, say), and this
+            // runs for every request's line.
+            let id = js_sys::Reflect::get(metadata.as_ref(), &"id".into()).ok()?.as_string()?;
+            Some(Rc::from(id))
         })
         .clone()
     })

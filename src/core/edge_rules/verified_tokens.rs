@@ -330,6 +330,13 @@ mod tests {
             Verification::Recalled(identity) => assert_eq!(identity, expected),
             other => panic!("{other:?}"),
         }
+        // Remembered for the claim it was read for: read for another route's claim, the
+        // same token is checked again, never recalled into the first claim's identity.
+        let other_claim = ClaimPath::parse("exp").unwrap();
+        match memo.begin(&hs, &config, &other_claim, NOW_MS + 1).unwrap() {
+            Verification::Check(pending) => assert_eq!(pending.algorithm(), Algorithm::Hs256),
+            other => panic!("another claim is not recalled: {other:?}"),
+        }
         // Remembered within the token's own `exp` (plus the leeway), not past it.
         let past_exp = (NOW_S + 361) * 1_000;
         assert_eq!(memo.begin(&hs, &config, &claim, past_exp).unwrap_err(), Unverified::Expired);

@@ -10,6 +10,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{ReadableStream, Request};
 
 use super::boundary;
+use crate::core::edge_rules::edge::{declared_body, DeclaredBody};
 use worker::Result;
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
@@ -32,11 +33,6 @@ pub(super) async fn read_within(
             Some((bytes, to_send))
         }
     })
-}
-
-/// The length a `Content-Length` value declares, when it is a number.
-fn declared_length(content_length: Option<&str>) -> Option<u64> {
-    content_length.and_then(|value| value.trim().parse::<u64>().ok())
 }
 
 /// Most bytes read and thrown away after a rejection. Answering before the request body is
@@ -82,12 +78,12 @@ async fn read(
     limit: u64,
     forward_streamed: bool,
 ) -> Result<ObservedBody> {
-    let declared = declared_length(content_length);
-    if declared.is_some_and(|length| length > limit) {
+    let declared = declared_body(content_length, limit);
+    if declared == DeclaredBody::OverLimit {
         return Ok(ObservedBody::Declared);
     }
     let Some(raw) = req.body() else { return Ok(ObservedBody::Read(Vec::new(), None)) };
-    if declared.is_some() {
+    if declared == DeclaredBody::Within {
         let buffer = JsFuture::from(req.array_buffer()?).await?;
         let body = Uint8Array::new(&buffer).to_vec();
         return Ok(ObservedBody::Read(body, Some(buffer)));

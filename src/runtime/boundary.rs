@@ -1,6 +1,6 @@
 //! The runtime's reads of headers and streams, on `web-sys` and `wasm-streams` (both in the
 //! build through `worker`): a `Headers` read whole into `core::edge_rules::headers::HeaderLines`
-//! and a copy of one without some names; a replay's chunk rows as a stream pulled one row at
+//! and a copy of one with the core's edits; a replay's chunk rows as a stream pulled one row at
 //! a time; a stream read up to a limit (past it, passed on as it came, never buffered) or
 //! read and thrown away. Owns no decision: the callers say which names, which limits.
 
@@ -11,7 +11,7 @@ use wasm_bindgen_futures::JsFuture;
 use wasm_streams::readable::{IntoStream, ReadableStream as Readable};
 use web_sys::{Headers, ReadableStream};
 
-use crate::core::edge_rules::headers::HeaderLines;
+use crate::core::edge_rules::headers::{HeaderEdit, HeaderLines};
 
 /// `headers`, read whole, in the order `Headers` iterates them (lowercase names, repeated
 /// lines joined with ", ", each Set-Cookie on its own). An error where a header holds a line
@@ -31,15 +31,14 @@ pub(super) fn header_lines(headers: &Headers) -> worker::Result<HeaderLines> {
     Ok(HeaderLines::new(text))
 }
 
-/// A copy of `headers` (read whole as `lines`) without the names `keep` refuses.
-pub(super) fn filtered_copy(
-    headers: &Headers,
-    lines: &HeaderLines,
-    keep: impl Fn(&str) -> bool,
-) -> worker::Result<Headers> {
+/// A copy of `headers` with `edits` applied in order (`core::edge_rules::headers::forward_edits`).
+pub(super) fn edited_copy(headers: &Headers, edits: &[HeaderEdit<'_>]) -> worker::Result<Headers> {
     let copy = Headers::new_with_headers(headers)?;
-    for name in lines.refused_names(keep).lines() {
-        copy.delete(name)?;
+    for (name, value) in edits {
+        match value {
+            Some(value) => copy.set(name, value)?,
+            None => copy.delete(name)?,
+        }
     }
     Ok(copy)
 }

@@ -35,10 +35,11 @@
 //! log line instead, and the request goes to the origin exactly as it came (`observe`).
 //! With `ORIGIN_SERVICE` (or a route's `origin_service`) the origin is another Worker,
 //! reached through that service binding, for every method; a missing binding is 500.
-
 //!
 //! It works on the runtime's own `Request` and `Response` objects (`web_sys`), and reads of
-//! a request only what a decision needs.
+//! a request only what a decision needs: `worker`'s wrappers read a request's method, URL,
+//! headers and `cf` (and a response's, and build another) at every conversion, crossings
+//! that a replay, which passes through here, would pay.
 //!
 //! What the Worker does with a covered request is decided before it acts
 //! (`core::edge_rules::edge::CoveredPlan`): the body's limit, asynchronous acceptance, whether a
@@ -49,14 +50,14 @@ use wasm_bindgen::JsValue;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
 use worker::{event, Context};
 
-use super::boundary::{filtered_copy, header_lines};
-use super::forward::{self, pass_through, replace_client_ip};
+use super::boundary::{edited_copy, header_lines};
+use super::forward::{self, pass_through};
 use super::identity;
 use super::object_call::{cached_key_namespace, call_key, OBJECT_BINDING};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
 use crate::core::edge_rules::edge::{self, CoveredPlan, Edge, RequestHead};
-use crate::core::edge_rules::headers::{forward_to_origin, honoured_connection_tokens, HeaderLines};
+use crate::core::edge_rules::headers::{forward_edits, HeaderLines};
 use crate::core::edge_rules::identify::{key_call, Identified};
 use crate::core::edge_rules::log::{request_id, LineContext, RequestLog};
 use crate::core::edge_rules::routes::{
@@ -66,7 +67,6 @@ use crate::core::edge_rules::scope::ScopeLog;
 use crate::core::edge_rules::wire::{ToObject, ENVELOPE_HEADER};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::url::{path_and_query, path_and_query_parts};
-use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::trace::Trace;
 use worker::{console_error, Env, Result};
@@ -195,17 +195,16 @@ impl CoveredRequest {
         path_and_query: &str,
     ) -> Result<Response> {
         let (config, policy, lines) = (self.config, &self.policy, &self.lines);
-        // A client's `Connection` never takes the key or the caller off the forward
-        // (`core::edge_rules::headers`, rule 4).
-        let end_to_end = config.end_to_end_headers(policy);
-        let tokens = honoured_connection_tokens(lines.get("connection").as_deref(), &end_to_end);
-        let outgoing = filtered_copy(&self.req.headers(), lines, |name| forward_to_origin(name, &tokens))?;
-        // One spelling of the key at the origin, whatever this request's (`core::primitives::key` rule
-        // 6): the first attempt, every re-send and a fail-open forward carry it.
-        outgoing.set(policy.key_header.lowercase, &self.key.forwarded())?;
-        if settings::get(&self.env).trusted_client_ip {
-            replace_client_ip(&outgoing)?;
-        }
+        // The end-to-end headers, the key in one spelling whatever this request's, and the
+        // client IP rule (`core::edge_rules::headers`, rule 5): the first attempt, every
+        // re-send and a fail-open forward carry them.
+        let (end_to_end, key) = (config.end_to_end_headers(policy), self.key.forwarded());
+        let trusted_client_ip = settings::get(&self.env).trusted_client_ip;
+        let key_line = Some((policy.key_header.lowercase, key.as_str()));
+        let outgoing = edited_copy(
+            &self.req.headers(),
+            &forward_edits(lines, &end_to_end, key_line, trusted_client_ip),
+        )?;
         // The target and the end-to-end headers, kept for a fail-open forward.
         let target = config.target_for(policy, &self.url, path_and_query);
         let keep_headers =
@@ -271,10 +270,7 @@ impl CoveredRequest {
                     forward::fail_open(&self.env, &self.policy, wire_method, &target, &headers, &js_body)
                         .await;
                 let status = answer.as_ref().map_or(500, Response::status);
-                let log = RequestLog {
-                    object_calls: Some(object_calls),
-                    ..RequestLog::new(Some(short.to_owned()), Decision::FailedOpen, status, Some(scope_log))
-                };
+                let log = RequestLog::failed_open(short.to_owned(), object_calls, status, scope_log);
                 metrics::write_point_in(
                     &self.env,
                     &log,

@@ -4,6 +4,10 @@
 //! `TRUSTED_CLIENT_IP`, goes through the route's service binding when it names one, and
 //! answers 502 problem+json when the origin cannot be reached. Redirects go back to the
 //! caller: following one would be a second request.
+//!
+//! On `web_sys`'s `Request` and `Response`: these forward the client's request and body
+//! stream as they came, and `worker`'s conversions rebuild a `Response` at each crossing,
+//! unwrapping the runtime's refusal of one (a panic, which resets the instance).
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -125,7 +129,8 @@ pub(super) async fn send(env: &Env, service: Option<&str>, req: &Request) -> Res
     Ok(JsFuture::from(start_send(env, service, req)?).await?.dyn_into()?)
 }
 
-/// [`send`] without waiting: the request is on its way when this returns.
+/// [`send`] without waiting: the request is on its way when this returns (`worker`'s
+/// `Fetch::send` and `Fetcher::fetch_request` start it only when first polled).
 pub(super) fn start_send(env: &Env, service: Option<&str>, req: &Request) -> Result<js_sys::Promise> {
     match service {
         Some(name) => {

@@ -6,8 +6,10 @@
 //!
 //! Every decision is the core's: which token, which claims, which keys, which scope
 //! (`core::scope`, `core::jwt`); when to fetch `SCOPE_JWKS_URL`, how long its keys are
-//! fresh, what a failed fetch or an unknown `kid` answers (`core::edge_rules::jwks_cache`); when a
-//! verified token may be reused (`core::verified_tokens`). This file only carries out what
+//! fresh, what a failed fetch or an unknown `kid` answers, whether an answer's body is read
+//! (`core::edge_rules::jwks_cache`); when a verified token may be reused, whether a token is
+//! checked under the HS256 secret or the JWKS keys, and how many imported keys are kept
+//! (`core::edge_rules::verified_tokens`). This file only carries out what
 //! the core cannot: the JWKS fetch (`worker`'s `Fetch`, under a timeout signal),
 //! one fetch awaited by every request that waits for it (each through a promise of its own,
 //! see `Fetch`), and the signature check (no RSA or EC code is compiled into the Wasm).
@@ -29,97 +31,74 @@ use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::edge_rules::jwks_cache::{
-    self, answer_status, declared_size, document, Document, FetchRequest, JwksCache, KeyQuery, Lookup,
-    FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
+    self, answer_head, document, Document, JwksCache, KeyQuery, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
 };
-use crate::core::edge_rules::scope::{self, ScopeConfig, ScopeLog, Start};
-use crate::core::edge_rules::verified_tokens::VerifiedTokens;
-use crate::core::formats::fingerprint::Scope;
-use crate::core::primitives::jwt::{
-    self, verification_id, Algorithm, Identity, Jwk, KeySet, Unverified, Validity,
-};
+use crate::core::edge_rules::scope::{self, ScopeConfig, Start};
+use crate::core::edge_rules::verified_tokens::{ImportedKeys, KeySource, Verification, VerifiedTokens};
+use crate::core::primitives::jwt::{self, Algorithm, Identity, Jwk, KeySet, Unverified};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::vocabulary::problem::Problem;
 use worker::console_error;
 use worker::{Context, Delay};
 
-thread_local! {
-    /// Imported verification keys, per isolate, by the key's public JWK (or "HS256" for the
-    /// HS256 secret): an import costs more than a check. Past [`MAX_VERIFY_KEYS`] (rotation
-    /// leaves old keys behind) the cache starts again.
-    static VERIFY_KEYS: RefCell<Vec<(String, CryptoKey)>> = const { RefCell::new(Vec::new()) };
-}
-
-const MAX_VERIFY_KEYS: usize = 64;
-
-/// WebCrypto's import and `verify` parameters of a JOSE algorithm the core accepts
-/// (`core::primitives::jwt::Algorithm::webcrypto_params`), as objects.
+/// WebCrypto's import and `verify` parameters of `algorithm` (`Algorithm::webcrypto_json`).
 fn webcrypto_params(algorithm: Algorithm) -> (js_sys::Object, js_sys::Object) {
-    let object = |pairs: &[(&str, &str)]| {
-        let object = js_sys::Object::new();
-        for (name, value) in pairs {
-            let _ = js_sys::Reflect::set(&object, &JsValue::from_str(name), &JsValue::from_str(value));
-        }
-        object
+    let (import, check) = algorithm.webcrypto_json();
+    let parsed = |json: String| {
+        js_sys::JSON::parse(&json).map_or_else(|_| js_sys::Object::new(), JsCast::unchecked_into)
     };
-    let (import, check) = algorithm.webcrypto_params();
-    (object(import), object(check))
+    (parsed(import), parsed(check))
 }
 
 fn subtle() -> std::result::Result<web_sys::SubtleCrypto, JsValue> {
     Ok(js_sys::global().unchecked_into::<web_sys::WorkerGlobalScope>().crypto()?.subtle())
 }
 
-/// The verification key `id` names, imported from `key_data` (a JWK object, or the raw
-/// secret) once per isolate.
-async fn verify_key(
-    id: &str,
+/// Whether `signature` over `data` verifies under the key `id` names, imported from
+/// `key_data` (a JWK object, or the raw secret) once per isolate
+/// (`core::edge_rules::verified_tokens::ImportedKeys`): `Err` when it cannot be imported;
+/// any error of the check itself counts as a failed check.
+async fn check_under(
+    (id, format, key_data): (&str, &str, JsValue),
     algorithm: Algorithm,
-    format: &str,
-    key_data: &js_sys::Object,
-) -> std::result::Result<CryptoKey, JsValue> {
-    if let Some(key) =
-        VERIFY_KEYS.with(|keys| keys.borrow().iter().find(|(n, _)| n == id).map(|(_, k)| k.clone()))
-    {
-        return Ok(key);
-    }
-    let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
-    let imported =
-        subtle()?.import_key_with_object(format, key_data, &webcrypto_params(algorithm).0, false, &usages)?;
-    let key: CryptoKey = JsFuture::from(imported).await?.unchecked_into();
-    VERIFY_KEYS.with(|keys| {
-        let mut keys = keys.borrow_mut();
-        if keys.len() >= MAX_VERIFY_KEYS {
-            keys.clear();
+    signature: &[u8],
+    data: &[u8],
+) -> std::result::Result<bool, JsValue> {
+    let key = match IMPORTED_KEYS.with(|keys| keys.borrow().get(id)) {
+        Some(key) => key,
+        None => {
+            let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
+            let (params, key_data) = (webcrypto_params(algorithm).0, key_data.unchecked_into());
+            let imported = subtle()?.import_key_with_object(format, &key_data, &params, false, &usages)?;
+            let key: CryptoKey = JsFuture::from(imported).await?.unchecked_into();
+            IMPORTED_KEYS.with(|keys| keys.borrow_mut().keep(id, key.clone()));
+            key
         }
-        keys.push((id.to_owned(), key.clone()));
-    });
-    Ok(key)
-}
-
-/// Whether `signature` over `data` verifies under `key`; any error counts as a failed check.
-async fn checked(algorithm: Algorithm, key: &CryptoKey, signature: &[u8], data: &[u8]) -> bool {
+    };
     let params = webcrypto_params(algorithm).1;
     // WebCrypto copies the bytes when called: the views of the Wasm memory are not kept.
-    let Ok(check) = subtle().and_then(|subtle| {
-        subtle.verify_with_object_and_u8_array_and_u8_array(&params, key, signature, data)
-    }) else {
-        return false;
+    let check = async {
+        JsFuture::from(
+            subtle()?.verify_with_object_and_u8_array_and_u8_array(&params, &key, signature, data)?,
+        )
+        .await
     };
-    JsFuture::from(check).await.is_ok_and(|valid| valid.as_bool() == Some(true))
+    Ok(check.await.is_ok_and(|valid| valid.as_bool() == Some(true)))
 }
 
 /// Whether `signature` over `data` verifies under one of `keys`. A key that cannot be
 /// imported is logged (its algorithm and WebCrypto's message) and skipped.
 async fn verify_under_keys(algorithm: Algorithm, keys: &[Jwk], signature: &[u8], data: &[u8]) -> bool {
     for jwk in keys {
-        let imported = match js_sys::JSON::parse(&jwk.import_json) {
-            Ok(key_data) => verify_key(&jwk.import_json, algorithm, "jwk", key_data.unchecked_ref()).await,
+        let checked = match js_sys::JSON::parse(&jwk.import_json) {
+            Ok(key_data) => {
+                check_under((&jwk.import_json, "jwk", key_data), algorithm, signature, data).await
+            }
             Err(error) => Err(error),
         };
-        match imported {
-            Ok(key) if checked(algorithm, &key, signature, data).await => return true,
-            Ok(_) => {}
+        match checked {
+            Ok(true) => return true,
+            Ok(false) => {}
             Err(error) => console_error!(
                 "jwks: a {} key could not be imported: {}",
                 algorithm.jose_name(),
@@ -134,81 +113,39 @@ async fn verify_under_keys(algorithm: Algorithm, keys: &[Jwk], signature: &[u8],
     false
 }
 
-/// Whether the HS256 `signature` over `data` verifies under `secret`.
-async fn verify_under_secret(secret: &[u8], signature: &[u8], data: &[u8]) -> bool {
-    let raw = js_sys::Uint8Array::from(secret);
-    match verify_key("HS256", Algorithm::Hs256, "raw", &raw).await {
-        Ok(key) => checked(Algorithm::Hs256, &key, signature, data).await,
-        Err(_) => false,
-    }
-}
-
-/// The scope of a covered request, with its log form, or the 401 problem refusing it: what
-/// the scope headers decide (`core::edge_rules::scope::start`), after a token's check when they name one.
-async fn scope(
-    headers: &HeaderLines,
-    config: &Config,
-    policy: &PathConfig<'_>,
-    keep_alive: Option<&Context>,
-) -> std::result::Result<(Scope, ScopeLog), Problem> {
-    let values = header_values(headers, &config.scope.headers);
-    let pairs = named_values(&config.scope.headers, &values);
-    let token = match scope::start(&config.scope, &policy.scope, &pairs) {
-        Start::Decided(scope, log) => return Ok((scope, log)),
-        Start::Refused(problem) => return Err(problem),
-        Start::Verify(token) => token,
-    };
-    // A route without a claim has no key to verify under.
-    let verified = match policy.scope.claim {
-        Some(claim) => verify(token, &config.scope, claim, keep_alive).await,
-        None => Err(Unverified::NoKey),
-    };
-    scope::finish(&config.scope, &pairs, verified)
-}
-
-/// Verifies `token` and returns the identity it states, or why it does not verify.
+/// Verifies `token` and returns the identity it states, or why it does not verify: the
+/// memo and the key source are `core::edge_rules::verified_tokens`'s, the check WebCrypto's.
 async fn verify(
     token: &str,
     config: &ScopeConfig,
     claim: &jwt::ClaimPath,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<Identity, Unverified> {
-    let id = verification_id(claim, token);
-    if let Some(identity) = VERIFIED.with(|memo| memo.borrow_mut().recall(&id, now_ms())) {
-        return Ok(identity);
-    }
-    let (token, identity) = jwt::prepare(token, &config.validation, claim, now_ms() / 1_000)?;
-    let signing_input = token.signing_input;
-    let verified = if token.algorithm == Algorithm::Hs256 {
-        let secret = config.hs256_secret.as_ref().ok_or(Unverified::NoKey)?;
-        verify_under_secret(secret.bytes(), &token.signature, signing_input).await
-    } else {
-        let keys = candidate_keys(config, token.algorithm, token.kid.as_deref(), keep_alive).await?;
-        verify_under_keys(token.algorithm, &keys, &token.signature, signing_input).await
+    let pending = match VERIFIED.with(|memo| memo.borrow_mut().begin(token, config, claim, now_ms()))? {
+        Verification::Recalled(identity) => return Ok(identity),
+        Verification::Check(pending) => pending,
     };
-    if verified {
-        let validity = Validity::of(&token.claims, &config.validation);
-        VERIFIED.with(|memo| memo.borrow_mut().remember(id, identity.clone(), validity, now_ms()));
-        Ok(identity)
-    } else {
-        Err(Unverified::Signature)
-    }
-}
-
-/// The keys `token` may verify under, from the inline JWKS and the JWKS URL, as
-/// `core::edge_rules::jwks_cache::candidate_keys` chooses them.
-async fn candidate_keys(
-    config: &ScopeConfig,
-    algorithm: Algorithm,
-    kid: Option<&str>,
-    keep_alive: Option<&Context>,
-) -> std::result::Result<Vec<Jwk>, Unverified> {
-    let url = match &config.jwks_url {
-        Some(url) => Some(url_keys(url, kid, keep_alive).await),
-        None => None,
+    let (algorithm, signature, data) =
+        (pending.algorithm(), &pending.token.signature, pending.token.signing_input);
+    let verified = match pending.keys {
+        KeySource::Secret(secret) => {
+            // One HS256 secret per isolate: imported once, under that name.
+            let raw = js_sys::Uint8Array::from(secret).into();
+            check_under(("HS256", "raw", raw), algorithm, signature, data).await.unwrap_or(false)
+        }
+        KeySource::Jwks => {
+            // The inline JWKS's and the URL's, as `core::edge_rules::jwks_cache::candidate_keys` chooses.
+            let kid = pending.token.kid.as_deref();
+            let url = match &config.jwks_url {
+                Some(url) => Some(url_keys(url, kid, keep_alive).await),
+                None => None,
+            };
+            let url = url.as_ref().map(|keys| keys.as_deref().map_err(|reason| *reason));
+            let keys = jwks_cache::candidate_keys(config.jwks.as_ref(), url, algorithm, kid)?;
+            verify_under_keys(algorithm, &keys, signature, data).await
+        }
     };
-    let url = url.as_ref().map(|keys| keys.as_deref().map_err(|reason| *reason));
-    jwks_cache::candidate_keys(config.jwks.as_ref(), url, algorithm, kid)
+    VERIFIED.with(|memo| memo.borrow_mut().end(pending, verified, &config.validation, now_ms()))
 }
 
 /// The end of one JWKS fetch, awaited by every request that waits for it: a JavaScript
@@ -226,6 +163,7 @@ type Fetch = js_sys::Promise;
 
 thread_local! {
     static VERIFIED: RefCell<VerifiedTokens> = RefCell::new(VerifiedTokens::default());
+    static IMPORTED_KEYS: RefCell<ImportedKeys<CryptoKey>> = RefCell::new(ImportedKeys::default());
     static URL_KEYS: RefCell<JwksCache> = RefCell::new(JwksCache::default());
     /// The last fetch the cache handed out: the one under way while the cache has one.
     static URL_FETCH: RefCell<Option<Fetch>> = const { RefCell::new(None) };
@@ -249,18 +187,11 @@ async fn url_keys(
         });
         if lost {
             // Once per lost fetch: its own request can no longer say what became of it.
-            console_error!(
-                "jwks: the fetch of SCOPE_JWKS_URL did not end within {} s (its request was cut short?); \
-                 given up: tokens use the last good keys, if any, until the next fetch in {} s",
-                FETCH_LOST_AFTER_MS / 1_000,
-                scope::JWKS_RETRY_SECONDS
-            );
+            console_error!("{}", jwks_cache::lost_fetch_line());
         }
-        match lookup {
-            Lookup::Found(keys) => return Ok(keys),
-            Lookup::UnknownKid => return Err(Unverified::UnknownKid),
-            Lookup::Unavailable => return Err(Unverified::KeysUnavailable),
-            Lookup::Wait => match awaited_fetch(url, keep_alive) {
+        match lookup.keys() {
+            Some(keys) => return keys,
+            None => match awaited_fetch(url, keep_alive) {
                 // It never rejects. A fetch whose request was cancelled never ends, so the
                 // wait stops when the cache gives it up (rule 6 of `core::edge_rules::jwks_cache`); its
                 // timer is also this request's own I/O, so the runtime never takes the wait
@@ -285,8 +216,15 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
         let mut slot = slot.borrow_mut();
         if let Some(request) = URL_KEYS.with(|cache| cache.borrow_mut().poll_fetch()) {
             let url = url.to_owned();
+            // Reports to the cache, once; why the answer was of no use is logged (the URL is
+            // configuration, not a secret; the body is never logged).
             let fetch = wasm_bindgen_futures::future_to_promise(async move {
-                fetch_jwks(url, request).await;
+                let fetched = get_jwks(&url).await;
+                let handled =
+                    URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));
+                if let Err(why) = handled {
+                    console_error!("{}", jwks_cache::failed_fetch_line(&why));
+                }
                 Ok(JsValue::UNDEFINED)
             });
             if let Some(ctx) = keep_alive {
@@ -299,48 +237,28 @@ fn awaited_fetch(url: &str, keep_alive: Option<&Context>) -> Option<Fetch> {
     })
 }
 
-/// Fetches the JWKS and reports it to the cache, once; why it was of no use is logged.
-async fn fetch_jwks(url: String, request: FetchRequest) {
-    let fetched = get_jwks(&url).await;
-    let handled = URL_KEYS.with(|cache| cache.borrow_mut().handle_fetched(now_ms(), request, fetched));
-    if let Err(why) = handled {
-        // The URL is configuration, not a secret; the body is never logged.
-        console_error!(
-            "jwks: fetching SCOPE_JWKS_URL failed ({}); tokens are unverified until it succeeds",
-            why
-        );
-    }
-}
-
 /// `url`'s 200 answer as the document its size and text make (`core::edge_rules::jwks_cache::
 /// document`), all of it within `FETCH_TIMEOUT_MS` (`worker`'s `Fetch` under a timeout signal, which
 /// also ends the body's read); or why it is of no use, never the body's content. A
-/// redirect is never followed (`core::edge_rules::jwks_cache`, rule 7): what its status means is the
-/// core's (`answer_status`), and its body is let go unread.
+/// redirect is never followed (`core::edge_rules::jwks_cache`, rule 7): whether the body is read
+/// is the core's (`answer_head`), and a body not read is let go.
 async fn get_jwks(url: &str) -> std::result::Result<Document, String> {
     let timeout = web_sys::AbortSignal::timeout_with_u32(FETCH_TIMEOUT_MS as u32);
-    let failed = |error: worker::Error| {
-        if timeout.aborted() {
-            format!("no answer within {} s", FETCH_TIMEOUT_MS / 1_000)
-        } else {
-            error.to_string()
-        }
-    };
+    let failed = |error: worker::Error| jwks_cache::fetch_failed(timeout.aborted(), &error.to_string());
     let headers = worker::Headers::new();
-    headers.set("accept", "application/jwk-set+json, application/json").map_err(failed)?;
+    headers.set("accept", jwks_cache::ACCEPT).map_err(failed)?;
     let mut init = worker::RequestInit::new();
     init.with_headers(headers).with_redirect(worker::RequestRedirect::Manual);
     let request = worker::Request::new_with_init(url, &init).map_err(failed)?;
     let signal = worker::AbortSignal::from(timeout.clone());
     let mut response = worker::Fetch::Request(request).send_with_signal(&signal).await.map_err(failed)?;
-    let status = response.status_code();
-    if status != 200 {
+    let length = response.headers().get("content-length").ok().flatten();
+    if let Err(why) = answer_head(response.status_code(), length.as_deref()) {
         if let worker::ResponseBody::Stream(body) = response.body() {
             let _ = body.cancel();
         }
-        answer_status(status)?;
+        return Err(why);
     }
-    declared_size(response.headers().get("content-length").ok().flatten().as_deref())?;
     let cache_control = response.headers().get("cache-control").ok().flatten();
     document(response.bytes().await.map_err(failed)?, cache_control)
 }
@@ -361,7 +279,18 @@ pub async fn identify(
     name_key: Option<&[u8]>,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<Identified, Problem> {
-    let (scope, scope_log) = self::scope(headers, config, policy, keep_alive).await?;
+    // What the scope headers decide (`core::edge_rules::scope::start`), after a token's
+    // check, for the route's claim, when they name one.
+    let values = header_values(headers, &config.scope.headers);
+    let pairs = named_values(&config.scope.headers, &values);
+    let (scope, scope_log) = match scope::start(&config.scope, &policy.scope, &pairs) {
+        Start::Decided(scope, log) => (scope, log),
+        Start::Refused(problem) => return Err(problem),
+        Start::Verify(token, claim) => {
+            let verified = verify(token, &config.scope, claim, keep_alive).await;
+            scope::finish(&config.scope, &pairs, verified)?
+        }
+    };
     let request = Arrived { headers, method, path_and_query, key, config, policy, body, name_key };
     Ok(identified(&request, scope, scope_log))
 }

@@ -4,8 +4,9 @@
 use wasm_bindgen::JsValue;
 use worker::AnalyticsEngineDataPointBuilder;
 
-use super::settings::{self, METRICS_BINDING};
+use super::settings;
 use crate::core::edge_rules::log::{LineContext, RequestLog};
+use crate::core::edge_rules::metrics_schema::BINDING as METRICS_BINDING;
 use worker::{console_log, Env};
 
 /// Logs the line and, when the binding exists, writes its data point.

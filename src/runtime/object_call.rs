@@ -9,7 +9,7 @@ use std::cell::{Cell, OnceCell};
 use js_sys::Reflect;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Headers, Request, RequestInit, Response};
+use web_sys::{Headers, Request, Response};
 
 use worker::{ObjectNamespace, Stub};
 
@@ -110,15 +110,11 @@ pub(super) fn envelope_request(
     envelope: &str,
     body: Option<&JsValue>,
 ) -> Result<Request> {
-    let headers = Headers::new()?;
-    headers.set(ENVELOPE_HEADER, envelope)?;
-    let init = RequestInit::new();
-    init.set_method(method);
-    init.set_headers(&headers);
-    if let Some(body) = body {
-        init.set_body(body);
-    }
-    Ok(Request::new_with_str_and_init(target, &init)?)
+    let mut init = worker::RequestInit::new();
+    init.with_method(method.to_owned().into()).with_body(body.cloned());
+    init.headers.set(ENVELOPE_HEADER, envelope)?;
+    // The same request (a handle to it, not `Request.clone()`, which would tee its body).
+    Ok(Clone::clone(worker::Request::new_with_init(target, &init)?.inner()))
 }
 
 /// Observe mode's call to the key's object named `name`: the envelope (and the origin's

@@ -47,13 +47,12 @@ use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge::CoveredPlan;
 use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::key_call;
-use crate::core::edge_rules::log::{LineContext, RequestLog};
+use crate::core::edge_rules::log::LineContext;
 use crate::core::edge_rules::observed::{self, Forwarded};
 use crate::core::edge_rules::wire::{KeyCall, KeyStep, ToObject};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::latch::{latch, Latch};
 use crate::core::primitives::url::{normalised_path, path_and_query, path_and_query_parts};
-use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::ProblemKind;
 use crate::core::vocabulary::trace::Trace;
@@ -72,24 +71,16 @@ pub(super) async fn passed(
 ) -> Result<Response> {
     let started = now_ms();
     let answer = pass_through(req, url, env, config, policy, trace).await;
-    log_refused_forward(env, kind, &answer, started, trace);
+    log_refusal(env, kind, &answer, started, trace);
     answer
 }
 
 /// The line of a request that enforce mode would have refused (`kind`): the status its
-/// caller got from the origin instead, and how long the origin took.
-fn log_refusal(env: &Env, kind: ProblemKind, status: u16, origin_ms: u64, trace: &Trace) {
-    let log = RequestLog {
-        origin_ms: Some(origin_ms),
-        ..RequestLog::new(None, Decision::Rejected(kind), status, None)
-    };
-    metrics::write_point_in(env, &log, observed(trace));
-}
-
-/// [`log_refusal`] for a forward the Worker made and has the answer of.
-fn log_refused_forward(env: &Env, kind: ProblemKind, answer: &Result<Response>, started: u64, trace: &Trace) {
+/// caller got from the origin instead (`answer`), and how long the origin took.
+fn log_refusal(env: &Env, kind: ProblemKind, answer: &Result<Response>, started: u64, trace: &Trace) {
     let status = answer.as_ref().map_or(500, Response::status);
-    log_refusal(env, kind, status, now_ms().saturating_sub(started), trace);
+    let log = observed::refusal_line(kind, status, now_ms().saturating_sub(started));
+    metrics::write_point_in(env, &log, observed(trace));
 }
 
 /// An observe-mode line about the request `trace` names (its route included).
@@ -125,7 +116,7 @@ pub(super) async fn covered(
                 let started = now_ms();
                 let forwarded = forward::as_it_came(&req, &target, Some(stream.as_ref()))?;
                 let answer = origin_or_problem(forward::send(env, policy.origin_service, &forwarded).await);
-                log_refused_forward(env, ProblemKind::BodyTooLarge, &answer, started, &trace);
+                log_refusal(env, ProblemKind::BodyTooLarge, &answer, started, &trace);
                 return answer;
             }
             body::ObservedBody::Read(body, forward_body) => (body, forward_body),
@@ -153,14 +144,12 @@ pub(super) async fn covered(
     // worked out in the recording, after the caller's answer: observing never delays it.
     let recording = Observation {
         env: env.clone(),
-        request: Observed {
-            routed_path: normalised_path(path_and_query_parts(url).0).unwrap_or_default(),
-            method,
-            path_and_query,
-            key,
-            headers: lines,
-            body,
-        },
+        routed_path: normalised_path(path_and_query_parts(url).0).unwrap_or_default(),
+        method,
+        path_and_query,
+        key,
+        headers: lines,
+        body,
         target,
         plan,
         trace,
@@ -168,13 +157,10 @@ pub(super) async fn covered(
     let (handed, forwarded_rx) = latch();
     ctx.wait_until(recording.run(forwarded_rx));
 
-    let answered = match pending {
-        Ok(promise) => JsFuture::from(promise).await.map_err(worker::Error::from),
-        Err(error) => Err(error),
-    };
+    let answered = async { Ok::<_, worker::Error>(JsFuture::from(pending?).await?.dyn_into::<Response>()?) };
+    let answered = answered.await;
     let ms = now_ms().saturating_sub(started);
-    let response = match answered.and_then(|value| value.dyn_into::<Response>().map_err(worker::Error::from))
-    {
+    let response = match answered {
         Ok(response) => response,
         Err(error) => {
             handed.set(Forwarded::Failed { ms });
@@ -194,9 +180,10 @@ pub(super) async fn covered(
     Ok(answer)
 }
 
-/// The observed request as the recording identifies it: owned, since it runs after the
-/// caller's answer has gone.
-struct Observed {
+/// What the recording needs, the observed request as it identifies it included, owned: it
+/// runs after the caller's answer has gone.
+struct Observation {
+    env: Env,
     /// The normalised path its route was chosen by.
     routed_path: String,
     method: String,
@@ -204,12 +191,6 @@ struct Observed {
     key: IdempotencyKey,
     headers: HeaderLines,
     body: Vec<u8>,
-}
-
-/// What the recording needs, owned: it runs after the caller's answer has gone.
-struct Observation {
-    env: Env,
-    request: Observed,
     /// The URL the object's requests carry (it reads only their headers).
     target: String,
     plan: CoveredPlan,
@@ -222,32 +203,32 @@ impl Observation {
     /// refuse (401, 503) is logged as that refusal, with the origin's status, and nothing is
     /// recorded.
     async fn run(self, forwarded: Latch<Forwarded>) {
-        let Observation { env, request, target, plan, trace } = self;
+        let Observation { env, routed_path, method, path_and_query, key, headers, body, target, plan, trace } =
+            self;
         let settings = super::settings::get(&env);
         let Ok(config) = &settings.config else { return };
         // The route's policy as the caller's side had it (the configuration is the isolate's).
-        let policy = config.policy_for(&request.routed_path);
+        let policy = config.policy_for(&routed_path);
         let jurisdiction = &config.jurisdiction;
-        let Observed { method, path_and_query, key, headers, body, .. } = &request;
         let name_key = settings.object_name_key.as_deref();
         let identified =
             // The recording runs in `waitUntil` already: a fetch it starts outlives the caller.
-            identify(headers, method, path_and_query, key, config, &policy, body, name_key, None).await;
-        // A handler cut short hands nothing over: as a broken connection.
-        let forwarded = async { forwarded.take().await.unwrap_or(Forwarded::Failed { ms: 0 }) };
+            identify(&headers, &method, &path_and_query, &key, config, &policy, &body, name_key, None).await;
+        let forwarded = async { Forwarded::handed(forwarded.take().await) };
         let identified = match identified {
             Ok(identified) => identified,
             Err(problem) => {
                 let (status, _, ms) = observed::log_fields(&forwarded.await);
-                return log_refusal(&env, problem.kind, status, ms, &trace);
+                let log = observed::refusal_line(problem.kind, status, ms);
+                return metrics::write_point_in(&env, &log, observed(&trace));
             }
         };
         // As enforce mode builds it (`core::edge_rules::identify::key_call`): observing, the object
         // neither forwards nor looks up.
         let call = key_call(config, &policy, &plan, &identified, body.len() as u64, trace);
         let name = identified.name;
-        // The request's copy is not held while the object is called.
-        drop(request);
+        // The request's copy (its key included) is not held while the object is called.
+        drop((headers, body, method, path_and_query, key, routed_path));
         let calls = std::cell::Cell::new(0);
         let object = |step: KeyStep, body: Option<JsValue>| {
             let envelope = ToObject::Key(KeyCall { step, ..call.clone() }).encode();
@@ -259,17 +240,12 @@ impl Observation {
             .unwrap_or_else(|_| name[..16].to_owned());
         let arrival = object(KeyStep::ObserveArrival, None).await;
         if let Err((failure, error)) = &arrival {
-            console_error!(
-                "object {}: not reached in observe mode ({}): {}; the request was forwarded anyway, unrecorded",
-                short,
-                failure,
-                error
-            );
+            console_error!("{}", observed::not_reached_line(&short, *failure, error));
         }
         let (mut decision, claimed) =
             observed::after_arrival(arrival.as_ref().map_err(|(f, _)| *f), policy.on_unavailable);
         let forwarded = forwarded.await;
-        let (status, origin_status, ms) = observed::log_fields(&forwarded);
+        let fields = observed::log_fields(&forwarded);
         // A body captured for no claim is simply dropped.
         if let Some(attempt) = claimed {
             // The origin's answer (or failure) for the attempt the object claimed.
@@ -280,15 +256,10 @@ impl Observation {
             (decision, not_recorded) =
                 observed::after_outcome(recorded.as_ref().map_err(|(_, e)| e.as_str()));
             if let Some(why) = not_recorded {
-                console_error!("object {}: the observed outcome was not recorded: {}", short, why);
+                console_error!("{}", observed::not_recorded_line(&short, &why));
             }
         }
-        let log = RequestLog {
-            origin_status,
-            origin_ms: Some(ms),
-            object_calls: Some(calls.get()),
-            ..RequestLog::new(Some(short), decision, status, Some(call.scope))
-        };
+        let log = observed::recorded_line(short, decision, fields, calls.get(), call.scope);
         metrics::write_point_in(&env, &log, observed(&call.trace));
     }
 }

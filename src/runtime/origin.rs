@@ -2,11 +2,11 @@
 //! first in `ORIGIN_URL` mode, then the exchange, both within the origin timeout), reported
 //! as an `OriginResult` plus the answer when there is one.
 //!
-//! Owns the mapping from the runtime's fetch failures to the core's typed verdict
-//! (`core::vocabulary::outcome_table::OriginVerdict`). When it cannot tell whether the
-//! request reached the origin, it says "maybe sent" (unknown), never "not sent": mistaking
-//! an executed payment for an unexecuted one would charge twice. Why a failed fetch never
-//! says "not sent", and why the probe waits as long as it does, is the core module's doc.
+//! Reports how the attempt ended (`core::key_rules::origin_attempt::AttemptEnd`); the core
+//! turns that into the typed verdict (`core::vocabulary::outcome_table::OriginVerdict`), in
+//! which only an end before the fetch was called is "not sent": mistaking an executed
+//! payment for an unexecuted one would charge twice. Why a failed fetch never says "not
+//! sent", and why the probe waits as long as it does, is the core module's doc.
 //!
 //! Through a service binding (`ORIGIN_SERVICE`) the attempt is `env.<binding>.fetch(...)`:
 //! the same request, the same timeout and the same classification of the answer. There is
@@ -30,23 +30,20 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{self, AbortController, Headers, Request, RequestRedirect, Response, ResponseInit};
 
-use super::boundary::{self, filtered_copy, header_lines};
+use super::boundary::{self, edited_copy, header_lines};
 use super::forward;
 use super::{body, origin_auth, settings};
-use crate::core::edge_rules::headers::{
-    connection_tokens, connection_tokens_in, forward_to_origin, stored_for_replay,
-};
+use crate::core::edge_rules::headers::{connection_tokens_in, forward_edits, stored_for_replay};
 use crate::core::edge_rules::observed::Captured;
 use crate::core::edge_rules::origin_auth::{Protection, Signer};
 use crate::core::edge_rules::wire::ObservedOutcome;
 use crate::core::formats::key_record::StoredResponse;
 use crate::core::key_rules::key_state::answer_body_cap;
-use crate::core::key_rules::origin_attempt::{self, AttemptPlan};
+use crate::core::key_rules::origin_attempt::{self, AttemptEnd, AttemptPlan};
 use crate::core::primitives::url::host_and_port;
 use crate::core::vocabulary::key_terms::KeyTerms;
-use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
-use worker::worker_sys::Fetcher;
-use worker::{console_error, console_warn, Delay, Env};
+use crate::core::vocabulary::outcome_table::OriginResult;
+use worker::{console_error, console_warn, Delay, Env, Fetcher, ResponseBody};
 
 /// The origin's answer.
 pub struct OriginAnswer {
@@ -96,18 +93,18 @@ pub async fn send(
     let service = match policy.origin_service.as_deref() {
         None => None,
         Some(name) => match env.service(name) {
-            Ok(service) => Some(service.into_rpc::<Fetcher>()),
+            Ok(service) => Some(service),
             Err(error) => {
                 console_error!("the origin service binding {} is unusable: {}", name, error);
-                return (OriginVerdict::NotSent.result(), None);
+                return (AttemptEnd::NotBuilt.verdict().result(), None);
             }
         },
     };
     let plan = origin_attempt::plan(probe_first, service.is_some(), policy.timing.origin_timeout_ms);
     let signer = settings::get(env).signer();
     let cap = policy.max_stored_response_bytes;
-    let (verdict, answer) = forward(request, plan, cap, service, signer, policy.key_header()).await;
-    (verdict.result(), answer)
+    let (end, answer) = forward(request, plan, cap, service, signer, policy.key_header()).await;
+    (end.verdict().result(), answer)
 }
 
 /// A reconciliation's lookup (`core::key_rules::reconcile`): `GET url` with `headers` (the caller's
@@ -138,7 +135,7 @@ pub async fn look_up(
 
 /// The origin's answer to an observed request, as observe mode's Worker reports it (its
 /// body, up to the stored-size cap, in `req`), classified as this object's own forward
-/// would classify it. Whatever is not kept of the body is read and dropped.
+/// would classify it (`AttemptEnd`). Whatever is not kept of the body is read and dropped.
 pub async fn reported(
     req: &Request,
     outcome: &ObservedOutcome,
@@ -160,17 +157,18 @@ pub async fn reported(
             // here.
             Err(_) => {
                 body::drain(req, None).await;
-                return (OriginResult::ResetAfterSend, None);
+                return (AttemptEnd::BrokeOff(status).verdict().result(), None);
             }
         },
     };
     if let AnswerBody::Streamed(stream) = body {
         // Too large to store: read the rest and drop it.
         boundary::drain(&stream, f64::INFINITY).await;
-        return (OriginResult::Oversized(status), None);
+        return (AttemptEnd::Read { status, within_cap: false }.verdict().result(), None);
     }
     let connection_tokens = connection_tokens_in(&headers);
-    (OriginResult::Responded(status), Some(OriginAnswer { status, headers, connection_tokens, body }))
+    let answer = OriginAnswer { status, headers, connection_tokens, body };
+    (AttemptEnd::Read { status, within_cap: true }.verdict().result(), Some(answer))
 }
 
 /// Sends one attempt as `plan` says: the probe first when it has one (nothing is sent
@@ -178,7 +176,8 @@ pub async fn reported(
 /// within its deadline (a body that stalls is a timeout like any other). The request body
 /// is a JavaScript value (it never enters Wasm memory on this path). `service` is the
 /// binding to send through instead of the global `fetch`. `key_header` names the header
-/// whose value the signature's key line carries (the route's, in lower case).
+/// whose value the signature's key line carries (the route's, in lower case). How it ended
+/// is the core's to read (`core::key_rules::origin_attempt::AttemptEnd`).
 async fn forward(
     request: Outgoing<'_>,
     plan: AttemptPlan,
@@ -186,13 +185,11 @@ async fn forward(
     service: Option<Fetcher>,
     signer: Option<Signer<'_>>,
     key_header: &str,
-) -> (OriginVerdict, Option<OriginAnswer>) {
+) -> (AttemptEnd, Option<OriginAnswer>) {
     let Outgoing { target, method, headers, body } = request;
     if let Some(wait_ms) = plan.probe_ms {
-        // Refused, or not connected in its wait, the origin took nothing and the key is
-        // released (`core::key_rules::origin_attempt`, rule 3).
-        if let Some(verdict) = probe(target, wait_ms).await {
-            return (verdict, None);
+        if let Some(end) = probe(target, wait_ms).await {
+            return (end, None);
         }
     }
     // Signed before anything is sent: a signature that cannot be made sends nothing. A
@@ -207,84 +204,77 @@ async fn forward(
                 Ok(value) => Some(value),
                 Err(error) => {
                     console_warn!("origin signature failed: {}", error);
-                    return (OriginVerdict::NotSent, None);
+                    return (AttemptEnd::NotBuilt, None);
                 }
             }
         }
     };
-    let Ok(controller) = AbortController::new() else { return (OriginVerdict::NotSent, None) };
+    let Ok(controller) = AbortController::new() else { return (AttemptEnd::NotBuilt, None) };
     let signal = controller.signal();
     let Ok(request) = build_request(target, method, headers, body, &signal, signature.as_ref()) else {
-        // Nothing was sent.
-        return (OriginVerdict::NotSent, None);
+        return (AttemptEnd::NotBuilt, None);
     };
     // Sent, and its answer read, within the one deadline: past it, the fetch is aborted
     // (its body's read with it) and the attempt timed out.
-    let ended = |verdict: OriginVerdict| {
-        if verdict == OriginVerdict::TimedOut {
+    let ended = |end: AttemptEnd| {
+        if end == AttemptEnd::DeadlinePassed {
             controller.abort();
         }
-        (verdict, None)
+        (end, None)
     };
     let mut deadline = std::pin::pin!(Delay::from(Duration::from_millis(plan.exchange_ms)));
     let fetched = async {
+        let request = worker::Request::from(request);
         match &service {
-            Some(service) => match service.fetch(&request) {
-                Ok(promise) => JsFuture::from(promise).await.and_then(|value| value.dyn_into::<Response>()),
-                Err(error) => Err(error),
-            },
-            None => worker::Fetch::Request(worker::Request::from(Clone::clone(&request)))
-                .send_with_signal(&worker::AbortSignal::from(signal))
-                .await
-                .map(Response::from)
-                .map_err(JsValue::from),
+            Some(service) => service.fetch_request(request).await,
+            None => worker::Fetch::Request(request).send_with_signal(&signal.into()).await,
         }
     };
     let response = match select(std::pin::pin!(fetched), deadline.as_mut()).await {
         Either::Left((Ok(response), _)) => response,
-        // The fetch failed, perhaps after the request left (or what came back is not an
-        // answer): the outcome is unknown.
         Either::Left((Err(error), _)) => {
-            console_warn!("origin fetch failed: {}", worker::Error::from(error));
-            return ended(OriginVerdict::MaybeSent);
+            console_warn!("origin fetch failed: {}", error);
+            return ended(AttemptEnd::FetchFailed);
         }
-        Either::Right(_) => return ended(OriginVerdict::TimedOut),
+        Either::Right(_) => return ended(AttemptEnd::DeadlinePassed),
     };
-    let status = response.status();
-    let headers = match header_lines(&response.headers()) {
+    let status = response.status_code();
+    let headers = match header_lines(&response.headers().0) {
         Ok(lines) => lines.to_pairs(),
         Err(error) => return ended(broke_off(status, error.into())),
     };
     // The body's cap: the stored-size cap less the headers, as the core counts them.
     let body_cap = answer_body_cap(max_stored_bytes, &headers);
     let body = match response.body() {
-        None => AnswerBody::Complete(Vec::new()),
-        Some(stream) => {
-            match select(std::pin::pin!(read_capped(stream, body_cap)), deadline.as_mut()).await {
+        ResponseBody::Stream(stream) => {
+            match select(std::pin::pin!(read_capped(stream.clone(), body_cap)), deadline.as_mut()).await {
                 Either::Left((Ok(body), _)) => body,
                 Either::Left((Err(error), _)) => return ended(broke_off(status, error)),
-                Either::Right(_) => return ended(OriginVerdict::TimedOut),
+                Either::Right(_) => return ended(AttemptEnd::DeadlinePassed),
             }
         }
+        // A fetched answer's body is a stream or none.
+        ResponseBody::Empty | ResponseBody::Body(_) => AnswerBody::Complete(Vec::new()),
     };
-    let verdict = match body {
-        AnswerBody::Complete(_) => OriginVerdict::Answered(status),
-        AnswerBody::Streamed(_) => OriginVerdict::OverCap(status),
-    };
+    let within_cap = matches!(body, AnswerBody::Complete(_));
     let connection_tokens = connection_tokens_in(&headers);
-    (verdict, Some(OriginAnswer { status, headers, connection_tokens, body }))
+    let answer = OriginAnswer { status, headers, connection_tokens, body };
+    (AttemptEnd::Read { status, within_cap }, Some(answer))
 }
 
 /// Logs an answer whose head came with `status` and which then broke off (`error`): the
-/// outcome is unknown (`OriginVerdict::BrokeOff`), but the origin did answer, and the status
-/// it sent is what the engineer reconciling this key needs first (a 2xx most likely
-/// executed).
-fn broke_off(status: u16, error: JsValue) -> OriginVerdict {
+/// outcome is unknown, but the origin did answer, and the status it sent is what the
+/// engineer reconciling this key needs first (a 2xx most likely executed).
+fn broke_off(status: u16, error: JsValue) -> AttemptEnd {
     let error = worker::Error::from(error);
     console_warn!("origin answered {} and its answer broke off: {}", status, error);
-    OriginVerdict::BrokeOff(status)
+    AttemptEnd::BrokeOff(status)
 }
 
+/// The request as the origin gets it: the end-to-end headers (`core::edge_rules::headers`,
+/// rule 5), the hop's signature, redirects handed back (following one would be a second
+/// request). `web_sys`'s `RequestInit`: `worker`'s has no abort signal, which a service
+/// binding's fetch needs on the request itself.
 fn build_request(
     target: &str,
     method: &str,
@@ -294,13 +284,10 @@ fn build_request(
     signature: Option<&origin_auth::SignatureHeaders>,
 ) -> Result<Request, JsValue> {
     let lines = header_lines(headers).map_err(JsValue::from)?;
-    let tokens = connection_tokens(lines.get("connection").as_deref());
-    let outgoing =
-        filtered_copy(headers, &lines, |name| forward_to_origin(name, &tokens)).map_err(JsValue::from)?;
+    let outgoing = edited_copy(headers, &forward_edits(&lines, &[], None, false)).map_err(JsValue::from)?;
     if let Some(signature) = signature {
         origin_auth::apply(&outgoing, signature)?;
     }
-    // A proxy hands redirects to the client; following one would be a second request.
     let init = forward::request_init(method, &outgoing, Some(body), RequestRedirect::Manual);
     init.set_signal(Some(signal));
     Request::new_with_str_and_init(target, &init)
@@ -318,29 +305,29 @@ async fn read_capped(raw: web_sys::ReadableStream, cap: u64) -> Result<AnswerBod
 }
 
 /// Opens a TCP connection to the target's host and port (`worker::Socket`), waiting at
-/// most `wait_ms`, and closes it. Sends no byte. `None` when it opened; otherwise the
-/// verdict (nothing sent): refused, failed before a connection existed, or not connected
-/// in time, which is safe either way: nothing is sent after it. A socket that opened, or
-/// was given up on, is closed at once (a late connection is closed as soon as it opens, so
-/// it does not linger at the origin); closing is best effort, nothing was sent on it.
-async fn probe(target: &str, wait_ms: u64) -> Option<OriginVerdict> {
-    let Some((host, port)) = host_and_port(target) else { return Some(OriginVerdict::NotSent) };
+/// most `wait_ms`, and closes it. Sends no byte. `None` when it opened; otherwise how the
+/// probe ended (the core says nothing was sent: nothing is sent after it). A socket that
+/// opened, or was given up on, is closed at once (a late connection is closed as soon as it
+/// opens, so it does not linger at the origin); closing is best effort, nothing was sent on
+/// it.
+async fn probe(target: &str, wait_ms: u64) -> Option<AttemptEnd> {
+    let Some((host, port)) = host_and_port(target) else { return Some(AttemptEnd::ProbeFailed) };
     let Ok(mut socket) = worker::Socket::builder().connect(host, port) else {
-        return Some(OriginVerdict::NotSent);
+        return Some(AttemptEnd::ProbeFailed);
     };
-    let verdict =
-        match select(std::pin::pin!(socket.opened()), Delay::from(Duration::from_millis(wait_ms))).await {
-            Either::Left((Ok(_), _)) => None,
-            Either::Left((Err(_), _)) => return Some(OriginVerdict::NotSent),
-            Either::Right(_) => {
-                console_warn!("origin probe: no connection within {} ms", wait_ms);
-                Some(OriginVerdict::NotSent)
-            }
-        };
+    let end = match select(std::pin::pin!(socket.opened()), Delay::from(Duration::from_millis(wait_ms))).await
+    {
+        Either::Left((Ok(_), _)) => None,
+        Either::Left((Err(_), _)) => return Some(AttemptEnd::ProbeFailed),
+        Either::Right(_) => {
+            console_warn!("origin probe: no connection within {} ms", wait_ms);
+            Some(AttemptEnd::ProbeTimedOut)
+        }
+    };
     wasm_bindgen_futures::spawn_local(async move {
         let _ = socket.close().await;
     });
-    verdict
+    end
 }
 
 /// Observe mode's split of the origin's answer (`ReadableStream.tee`): the answer for the
@@ -361,6 +348,8 @@ pub(super) fn split_answer(
             let init = ResponseInit::new();
             init.set_status(response.status());
             init.set_headers(&response.headers());
+            // Built here, not with `worker`'s `ResponseBuilder`, whose conversion panics
+            // where the runtime refuses a response.
             let answer = Response::new_with_opt_readable_stream_and_init(Some(&to_caller), &init)?;
             (answer, Ok(halves.get(1).unchecked_into()))
         }

@@ -35,16 +35,11 @@ pub fn publish(
     let object = object_id.to_owned();
     wasm_bindgen_futures::spawn_local(async move {
         // The message is the core's JSON text, sent as the JSON value it spells.
-        let sent = match (queue, js_sys::JSON::parse(&message)) {
-            (Ok(queue), Ok(body)) => {
-                queue
-                    .send_raw(RawMessageBuilder::new(body).build_with_content_type(QueueContentType::Json))
-                    .await
-            }
-            (Err(error), _) => Err(error),
-            (_, Err(error)) => Err(error.into()),
+        let sent = async {
+            let body = RawMessageBuilder::new(js_sys::JSON::parse(&message)?);
+            queue?.send_raw(body.build_with_content_type(QueueContentType::Json)).await
         };
-        if let Err(error) = sent {
+        if let Err(error) = sent.await {
             console_error!("{} {}", event_line("outcome-publish-failed", &object, &[]), error);
         }
     });

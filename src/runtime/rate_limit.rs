@@ -1,6 +1,7 @@
 //! The Worker's rate limit for covered requests (`RATE_LIMITER`, a Workers Rate Limiting
 //! binding, or the one a route names), checked before any object exists. Which keys are
-//! limited, and in which order, is the core's (`core::edge_rules::scope::rate_limit_keys`); this file
+//! limited, in which order, and what each answer means is the core's
+//! (`core::edge_rules::scope::rate_limit_keys`, `after_limit`); this file
 //! asks the binding (`worker`'s `RateLimiter`) about them in that order, and stops at the
 //! first key over: the keys after it are not counted.
 //! The limiter guards against floods, not the idempotency promise: one that fails lets the
@@ -8,9 +9,11 @@
 
 use web_sys::Response;
 
-use super::{respond, settings};
+use super::respond;
 use crate::core::edge_rules::config::RateLimiterChoice;
 use crate::core::edge_rules::edge;
+use crate::core::edge_rules::env_names::RATE_LIMITER_BINDING;
+use crate::core::edge_rules::scope::{after_limit, AfterLimit};
 use crate::core::vocabulary::trace::Trace;
 use worker::{console_error, Env, Result};
 
@@ -25,20 +28,19 @@ pub(super) async fn check(
 ) -> Option<Result<Response>> {
     let limiter = match choice {
         None => return None,
-        Some(RateLimiterChoice::Default) => env.rate_limiter(settings::RATE_LIMITER_BINDING).ok()?,
+        Some(RateLimiterChoice::Default) => env.rate_limiter(RATE_LIMITER_BINDING).ok()?,
         Some(RateLimiterChoice::Named(name)) => match env.rate_limiter(name) {
             Ok(limiter) => limiter,
             Err(_) => return Some(respond::refused(env, &edge::rate_limiter_unbound(name), trace)),
         },
     };
     for key in limit_keys {
-        match limiter.limit(key).await {
-            Ok(outcome) if outcome.success => {}
-            Ok(_) => return Some(respond::refused(env, &edge::rate_limited(), trace)),
-            // The limiter is a guard against floods, not a part of the idempotency promise: a
-            // limiter that fails lets the request on, and says so.
-            Err(error) => {
-                console_error!("rate limiter failed, request let through: {}", error);
+        let answer = limiter.limit(key).await.map(|outcome| outcome.success);
+        match after_limit(answer.map_err(|error| error.to_string())) {
+            AfterLimit::Next => {}
+            AfterLimit::Over => return Some(respond::refused(env, &edge::rate_limited(), trace)),
+            AfterLimit::LetThrough(line) => {
+                console_error!("{}", line);
                 return None;
             }
         }

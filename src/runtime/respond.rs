@@ -1,7 +1,11 @@
-//! Turns core values into the runtime's `Response`s. Owns no decision.
+//! Turns core values into the runtime's `Response`s. Owns no decision: which headers an
+//! answer from the store carries, and which statuses carry a body, are
+//! `core::edge_rules::headers`'s (rule 6).
 //!
-//! Works on the raw `web_sys` types: a response built here goes back to the runtime as it
-//! is, with no conversion that would read it back and build another `Response`.
+//! Works on the raw `web_sys` types where a response is built from a body held in Rust or
+//! in JavaScript: `worker`'s `ResponseBuilder` takes a body only as an owned `Vec` (one more
+//! copy) and reads a `Response` back into a new one on every conversion. The answers built
+//! without such a body (admin views, observe mode's verdict) are `worker`'s.
 
 use std::sync::Arc;
 
@@ -11,7 +15,7 @@ use web_sys::{Blob, Headers, Response, ResponseInit};
 use super::chunks::Source;
 use super::metrics;
 use super::origin::{AnswerBody, OriginAnswer};
-use crate::core::edge_rules::headers::pass_to_caller;
+use crate::core::edge_rules::headers::{carries_body, pass_to_caller, replay_headers};
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ANSWERED_PLAIN};
 use crate::core::formats::key_record::{AttemptId, StoredResponse};
@@ -19,10 +23,7 @@ use crate::core::key_rules::machine::problem_response;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::problem::Problem;
 use crate::core::vocabulary::trace::Trace;
-use worker::{Env, Result};
-
-/// The header that marks every answer that did not come from this request's own execution.
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+use worker::{Env, ResponseBuilder, Result};
 
 /// A problem+json response.
 pub fn problem(problem: &Problem) -> Result<Response> {
@@ -44,12 +45,14 @@ pub fn stored(response: &StoredResponse, replayed: bool) -> Result<Response> {
 
 /// `stored`'s headers, marked `Idempotent-Replayed: true` when `replayed`.
 fn headers_of(stored: &StoredResponse, replayed: bool) -> Result<Headers> {
+    headers_from(&replay_headers(&stored.headers, replayed, None))
+}
+
+/// A `Headers` of `lines`, in order.
+fn headers_from(lines: &[(&str, &str)]) -> Result<Headers> {
     let headers = Headers::new()?;
-    for (name, value) in &stored.headers {
+    for (name, value) in lines {
         headers.append(name, value)?;
-    }
-    if replayed {
-        headers.set(REPLAYED_HEADER, "true")?;
     }
     Ok(headers)
 }
@@ -66,17 +69,13 @@ fn init(status: u16, headers: &Headers) -> ResponseInit {
 /// otherwise).
 pub fn build(status: u16, headers: &Headers, body: &[u8]) -> Result<Response> {
     let init = init(status, headers);
-    let response = if has_no_body(status) {
+    let response = if !carries_body(status) {
         Response::new_with_opt_str_and_init(None, &init)?
     } else {
         let body = js_sys::Uint8Array::from(body);
         Response::new_with_opt_buffer_source_and_init(Some(&body), &init)?
     };
     Ok(response)
-}
-
-fn has_no_body(status: u16) -> bool {
-    matches!(status, 101 | 204 | 205 | 304)
 }
 
 /// A stored answer made ready for replays once per object life: the headers (with
@@ -110,7 +109,7 @@ impl Prepared {
     pub fn response(&self) -> Result<Response> {
         let Some((headers, body)) = &self.parts else {
             let response = match &self.chunks {
-                Some(chunks) => streamed(self.stored.status, &replay_headers(&self.stored)?, chunks)?,
+                Some(chunks) => streamed(self.stored.status, &marked_replay_headers(&self.stored)?, chunks)?,
                 None => stored(&self.stored, true)?,
             };
             response.headers().set(ANSWERED_HEADER, ANSWERED_PLAIN)?;
@@ -139,15 +138,13 @@ fn streamed(status: u16, headers: &Headers, chunks: &Source) -> Result<Response>
 }
 
 /// A replay's headers, marked as the object's own.
-fn replay_headers(stored: &StoredResponse) -> Result<Headers> {
-    let headers = headers_of(stored, true)?;
-    headers.set(ANSWERED_HEADER, ANSWERED_PLAIN)?;
-    Ok(headers)
+fn marked_replay_headers(stored: &StoredResponse) -> Result<Headers> {
+    headers_from(&replay_headers(&stored.headers, true, Some((ANSWERED_HEADER, ANSWERED_PLAIN))))
 }
 
 fn prepare(stored: &StoredResponse, with_body: bool) -> Result<(Headers, Option<Blob>)> {
-    let headers = replay_headers(stored)?;
-    let body = if has_no_body(stored.status) || !with_body {
+    let headers = marked_replay_headers(stored)?;
+    let body = if !carries_body(stored.status) || !with_body {
         None
     } else {
         let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(stored.body.as_slice()));
@@ -184,16 +181,13 @@ pub fn rewrapped(response: &Response, headers: &Headers) -> Result<Response> {
 /// Observe mode's answer to the Worker: 204, marked with the decision (and the claimed
 /// attempt).
 pub fn observed_decision(decision: Decision, claimed: Option<AttemptId>) -> Result<Response> {
-    let headers = Headers::new()?;
-    headers.set(ANSWERED_HEADER, &Answered::Observed { decision, claimed }.encode())?;
-    build(204, &headers, &[])
+    let mark = Answered::Observed { decision, claimed }.encode();
+    Ok(ResponseBuilder::new().with_status(204).with_header(ANSWERED_HEADER, &mark)?.empty().into())
 }
 
 /// 200 with `value` as JSON (the admin API's views).
 pub fn json(value: &serde_json::Value) -> Result<Response> {
-    let headers = Headers::new()?;
-    headers.set("content-type", "application/json")?;
-    build(200, &headers, value.to_string().as_bytes())
+    Ok(worker::Response::from_json(value)?.into())
 }
 
 /// The origin's answer for the caller whose request executed: every end-to-end header,

@@ -12,11 +12,9 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use worker::{console_error, Env};
 
-use crate::core::edge_rules::env_names::variable_names;
-use crate::core::edge_rules::settings::{EnvFacts, EnvValue, Settings};
-
-/// The optional Analytics Engine binding (its columns: `core::edge_rules::metrics_schema`).
-pub const METRICS_BINDING: &str = crate::core::edge_rules::metrics_schema::BINDING;
+use crate::core::edge_rules::env_names::{variable_names, VERSION_BINDING};
+use crate::core::edge_rules::metrics_schema::BINDING as METRICS_BINDING;
+use crate::core::edge_rules::settings::Settings;
 
 thread_local! {
     // Leaked once per isolate (per Wasm instance), so that a request's state can borrow
@@ -25,17 +23,17 @@ thread_local! {
     static VERSION: OnceCell<Option<Rc<str>>> = const { OnceCell::new() };
 }
 
-/// The version-metadata binding (`[version_metadata]` in wrangler.toml), when bound.
-pub const VERSION_BINDING: &str = "CF_VERSION_METADATA";
-
 /// The worker's version, as the version-metadata binding names it (its `id`), read once
 /// per isolate; `None` where the binding is not declared.
 pub fn worker_version(env: &Env) -> Option<Rc<str>> {
     VERSION.with(|cell| {
         cell.get_or_init(|| {
-            let metadata = held(env, VERSION_BINDING)?;
-            let id = js_sys::Reflect::get(&metadata, &JsValue::from_str("id")).ok()?.as_string()?;
-            Some(Rc::from(id.as_str()))
+            let metadata = env.get_binding::<worker::WorkerVersionMetadata>(VERSION_BINDING).ok()?;
+            // Read as a value, not through worker's `id()`: that getter traps the instance on
+            // a binding of this name without a string `id` (a `[vars]` table, say), and this
+            // runs for every request's line.
+            let id = js_sys::Reflect::get(metadata.as_ref(), &"id".into()).ok()?.as_string()?;
+            Some(Rc::from(id))
         })
         .clone()
     })
@@ -46,53 +44,29 @@ pub fn get(env: &Env) -> &'static Settings {
     SETTINGS.with(|cell| *cell.get_or_init(|| Box::leak(Box::new(load(env)))))
 }
 
-/// The Rate Limiting binding.
-pub const RATE_LIMITER_BINDING: &str = "RATE_LIMITER";
-
 fn load(env: &Env) -> Settings {
     // Each value as a string, or (flagged) the JSON text of any other value: a `[vars]`
-    // number, boolean, array or table, which wrangler binds as itself.
-    let values: Vec<(&'static str, String, bool)> = variable_names()
+    // number, boolean, array or table, which wrangler binds as itself
+    // (`IDEMPOTENCY_TTL_SECONDS = 86400`). So not `worker`'s `env.var`, which refuses
+    // anything but a string.
+    let held: Vec<(&str, String, bool)> = variable_names()
         .filter_map(|name| {
-            let value = held(env, name)?;
+            let value = js_sys::Reflect::get(env, &JsValue::from_str(name)).ok();
+            let value = value.filter(|value| !value.is_undefined())?;
             match value.as_string() {
                 Some(text) => Some((name, text, false)),
                 None => Some((name, js_sys::JSON::stringify(&value).ok()?.as_string()?, true)),
             }
         })
         .collect();
-    let lookup = |name: &str| {
-        let (_, text, json) = values.iter().find(|(n, ..)| *n == name)?;
-        Some(if *json { EnvValue::Json(text) } else { EnvValue::Text(text) })
-    };
-    let names = environment_names(env);
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let settings = Settings::from_env(lookup, &EnvFacts { names: &names, metrics_bound: metrics_bound(env) });
+    // Every name the environment holds, for the core's misspelling check: `Object.keys(env)`.
+    let object: &js_sys::Object = AsRef::<JsValue>::as_ref(env).unchecked_ref();
+    let names = js_sys::Object::keys(object).iter().filter_map(|key| key.as_string()).collect();
+    let metrics_bound = env.analytics_engine(METRICS_BINDING).is_ok();
+    let settings = Settings::from_held(&held, names, metrics_bound);
     // Once per isolate (settings are loaded once): test-only failures are never silent.
     if let Some(line) = settings.fault_injection.line() {
         console_error!("{}", line);
     }
     settings
-}
-
-/// What the environment holds under `name`, as it is. Not `worker`'s `env.var`, which
-/// refuses anything but a string: wrangler binds a `[vars]` number, boolean or table as
-/// itself (`IDEMPOTENCY_TTL_SECONDS = 86400`), which `load` reads as JSON.
-fn held(env: &Env, name: &str) -> Option<JsValue> {
-    let value = js_sys::Reflect::get(env, &JsValue::from_str(name)).ok()?;
-    (!value.is_undefined()).then_some(value)
-}
-
-/// Every name the environment holds, sorted (for the core's misspelling check).
-/// `Object.keys(env)`.
-fn environment_names(env: &Env) -> Vec<String> {
-    let object: &js_sys::Object = AsRef::<JsValue>::as_ref(env).unchecked_ref();
-    let mut names: Vec<String> =
-        js_sys::Object::keys(object).iter().filter_map(|key| key.as_string()).collect();
-    names.sort();
-    names
-}
-
-fn metrics_bound(env: &Env) -> bool {
-    env.analytics_engine(METRICS_BINDING).is_ok()
 }

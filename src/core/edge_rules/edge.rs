@@ -182,6 +182,28 @@ pub fn decide<'c>(
     }
 }
 
+/// What a request's `Content-Length` says of its body against a limit. It can only make a
+/// refusal come sooner: a body is counted as it arrives whatever the header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeclaredBody {
+    /// A length over the limit: refused (or, observing, forwarded as it came) unread.
+    OverLimit,
+    /// A length within the limit: HTTP framing holds the body to it, so it is read in one
+    /// piece.
+    Within,
+    /// No length, or one that is not a number: the body is counted as it streams in.
+    Undeclared,
+}
+
+/// What `content_length` declares against `limit` ([`DeclaredBody`]).
+pub fn declared_body(content_length: Option<&str>, limit: u64) -> DeclaredBody {
+    match content_length.and_then(|value| value.trim().parse::<u64>().ok()) {
+        Some(length) if length > limit => DeclaredBody::OverLimit,
+        Some(_) => DeclaredBody::Within,
+        None => DeclaredBody::Undeclared,
+    }
+}
+
 /// A body over `MAX_BODY_BYTES`, found while reading it.
 pub fn body_too_large(limit: u64) -> Problem {
     Problem::new(ProblemKind::BodyTooLarge, format!("The request body is larger than {limit} bytes."))
@@ -232,6 +254,16 @@ pub fn method_on_the_wire(method: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_declared_length_only_makes_a_refusal_come_sooner() {
+        assert_eq!(declared_body(Some("11"), 10), DeclaredBody::OverLimit);
+        assert_eq!(declared_body(Some(" 10 "), 10), DeclaredBody::Within);
+        assert_eq!(declared_body(Some("0"), 10), DeclaredBody::Within);
+        for unread in [None, Some(""), Some("-1"), Some("ten"), Some("1e3")] {
+            assert_eq!(declared_body(unread, 10), DeclaredBody::Undeclared, "{unread:?}");
+        }
+    }
 
     fn config(routes: &str, mode: &str) -> Config {
         let vars = [("IDEMPOTENCY_ROUTES", routes), ("MODE", mode), ("ORIGIN_SERVICE", "")];

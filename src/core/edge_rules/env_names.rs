@@ -82,12 +82,17 @@ pub const NAMES: [(&str, NameKind); 46] = [
     (VAR_DELETE_FAULT_INJECTION, NameKind::TestOnly),
     (VAR_CHUNK_WRITE_FAULT_INJECTION, NameKind::TestOnly),
     (VAR_PANIC_FAULT_INJECTION, NameKind::TestOnly),
-    ("RATE_LIMITER", NameKind::Binding),
+    (RATE_LIMITER_BINDING, NameKind::Binding),
     ("IDEMPOTENCY_KEYS", NameKind::Binding),
-    ("IDEMPOTENCY_METRICS", NameKind::Binding),
-    ("CF_VERSION_METADATA", NameKind::Binding),
+    (super::metrics_schema::BINDING, NameKind::Binding),
+    (VERSION_BINDING, NameKind::Binding),
     (super::outcome_events::OUTCOME_QUEUE_BINDING, NameKind::Binding),
 ];
+
+/// The Rate Limiting binding a route's rate limit uses unless it names another.
+pub const RATE_LIMITER_BINDING: &str = "RATE_LIMITER";
+/// The version-metadata binding (`[version_metadata]` in wrangler.toml), when bound.
+pub const VERSION_BINDING: &str = "CF_VERSION_METADATA";
 
 /// Every name the worker knows.
 pub fn known_names() -> impl Iterator<Item = &'static str> {

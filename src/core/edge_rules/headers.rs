@@ -21,8 +21,18 @@
 //!    or look up; dropping a scope header would have it execute for another account than the
 //!    one the edge keyed. Honouring a client's say over which of these crosses is not worth
 //!    that; refusing the request would break a client over a header no recipient needs.
+//! 5. A forward's headers are the request's with the edits of [`forward_edits`]: what must
+//!    not cross deleted, the key set in its one spelling, the client IP rule applied.
+//! 6. A replay carries the stored headers, then `Idempotent-Replayed: true` and the object's
+//!    mark, each in place of any stored header of its name ([`replay_headers`]); a status
+//!    that carries no body (101, 204, 205, 304) gets none ([`carries_body`]).
+
+use std::borrow::Cow;
 
 use crate::core::key_rules::machine::async_job::prefer_for_origin;
+
+/// The header that marks every answer that did not come from this request's own execution.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// Prefix of the headers the Worker uses to talk to its Durable Object. Never forwarded.
 pub const INTERNAL_PREFIX: &str = "x-idempotency-edge-";
@@ -126,6 +136,54 @@ pub fn client_ip_headers(connecting_ip: Option<&str>) -> Vec<(&'static str, Opti
     edits
 }
 
+/// One edit of a copy of a request's headers: the name set to the value, or deleted (`None`).
+pub type HeaderEdit<'a> = (&'a str, Option<Cow<'a, str>>);
+
+/// The edits that turn a request's headers (read whole as `lines`) into its forward's, in
+/// the order the runtime applies them to a copy (rule 5): every header that must not cross
+/// deleted (rules 1, 2, and 4 for the names in `end_to_end`), then the key set in its one
+/// spelling (`key`: the route's key header and the value, `core::primitives::key` rule 6),
+/// then with `trusted_client_ip` the forwarding headers replaced ([`client_ip_headers`]).
+pub fn forward_edits<'a>(
+    lines: &'a HeaderLines,
+    end_to_end: &[&str],
+    key: Option<(&'a str, &'a str)>,
+    trusted_client_ip: bool,
+) -> Vec<HeaderEdit<'a>> {
+    let tokens = honoured_connection_tokens(lines.get("connection").as_deref(), end_to_end);
+    let refused = lines.pairs().filter(|(name, _)| !forward_to_origin(name, &tokens));
+    let mut edits: Vec<HeaderEdit<'a>> = refused.map(|(name, _)| (name, None)).collect();
+    edits.extend(key.map(|(name, value)| (name, Some(Cow::Borrowed(value)))));
+    if trusted_client_ip {
+        let connecting_ip = lines.get("cf-connecting-ip");
+        let replaced = client_ip_headers(connecting_ip.as_deref()).into_iter();
+        edits.extend(replaced.map(|(name, value)| (name, value.map(Cow::Owned))));
+    }
+    edits
+}
+
+/// A stored answer's headers as an answer from the store carries them (rule 6): the stored
+/// ones in order, then `Idempotent-Replayed: true` when `replayed` and the object's `mark`
+/// (`core::edge_rules::wire::ANSWERED_HEADER` and its plain value) when given, each in
+/// place of any stored header of its name.
+pub fn replay_headers<'a>(
+    stored: &'a [(String, String)],
+    replayed: bool,
+    mark: Option<(&'a str, &'a str)>,
+) -> Vec<(&'a str, &'a str)> {
+    let added = [replayed.then_some((REPLAYED_HEADER, "true")), mark];
+    let added = || added.into_iter().flatten();
+    let replaced = |name: &str| added().any(|(set, _)| set.eq_ignore_ascii_case(name));
+    let kept = stored.iter().filter(|(name, _)| !replaced(name));
+    kept.map(|(name, value)| (name.as_str(), value.as_str())).chain(added()).collect()
+}
+
+/// Whether an answer with `status` may carry a body (rule 6): the runtime throws on a body
+/// for 101, 204, 205 and 304.
+pub fn carries_body(status: u16) -> bool {
+    !matches!(status, 101 | 204 | 205 | 304)
+}
+
 /// A request's headers, read whole once (`runtime::boundary`) and then looked up here
 /// without crossing the JS↔Wasm boundary again: each header as `name\nvalue\n`, as the runtime's
 /// `Headers` iterates them (lowercase names; repeated lines joined with `", "`). A name
@@ -206,6 +264,72 @@ mod tests {
         assert!(!kept[1].1.contains("respond-async"), "{kept:?}");
         let only_async = HeaderLines::new("prefer\nrespond-async\n".to_owned());
         assert!(only_async.for_job().is_empty());
+    }
+
+    #[test]
+    fn a_forward_drops_what_must_not_cross_then_sets_the_key_then_the_client_ip() {
+        let lines = HeaderLines::new(
+            "connection\nidempotency-key, x-trace\ncontent-length\n3\ncf-connecting-ip\n203.0.113.7\nhost\ne.test\nidempotency-key\nk1\nx-forwarded-for\n10.0.0.1\nx-idempotency-edge-call\nc\nx-trace\nt\ncontent-type\ntext/plain\n"
+                .to_owned(),
+        );
+        let edits = forward_edits(&lines, &["Idempotency-Key"], Some(("idempotency-key", "\"k1\"")), true);
+        let deleted: Vec<&str> = edits
+            .iter()
+            .take(5)
+            .map(|(name, value)| {
+                assert!(value.is_none(), "{name}");
+                *name
+            })
+            .collect();
+        // The client's `Connection` cannot take the key off (rule 4); its other token is honoured.
+        assert_eq!(deleted, ["connection", "content-length", "host", "x-idempotency-edge-call", "x-trace"]);
+        assert_eq!(
+            edits[5],
+            ("idempotency-key", Some(Cow::Borrowed("\"k1\""))),
+            "the key in its one spelling"
+        );
+        let client: Vec<(&str, Option<&str>)> = edits[6..].iter().map(|(n, v)| (*n, v.as_deref())).collect();
+        assert_eq!(client[..3], [("x-forwarded-for", None), ("forwarded", None), ("x-real-ip", None)]);
+        assert_eq!(
+            client[3..],
+            [("x-forwarded-for", Some("203.0.113.7")), ("x-real-ip", Some("203.0.113.7"))]
+        );
+        // Without the key or the client IP rule, only deletions; the client's forwarding headers stay.
+        let plain = forward_edits(&lines, &[], None, false);
+        assert!(plain.iter().all(|(name, value)| value.is_none() && *name != "x-forwarded-for"));
+        assert!(plain.iter().any(|(name, _)| *name == "idempotency-key"), "a named token is hop-by-hop here");
+    }
+
+    #[test]
+    fn a_replay_is_marked_once_in_place_of_stored_marks() {
+        let stored: Vec<(String, String)> =
+            [("content-type", "application/json"), ("Idempotent-Replayed", "false"), ("x-b", "2")]
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect();
+        use crate::core::edge_rules::wire::{ANSWERED_HEADER, ANSWERED_PLAIN};
+        let replay = replay_headers(&stored, true, Some((ANSWERED_HEADER, ANSWERED_PLAIN)));
+        assert_eq!(
+            replay,
+            [
+                ("content-type", "application/json"),
+                ("x-b", "2"),
+                (REPLAYED_HEADER, "true"),
+                (ANSWERED_HEADER, ANSWERED_PLAIN)
+            ]
+        );
+        assert_eq!(replay_headers(&stored, false, None).len(), 3, "unmarked: as stored");
+        assert_eq!(replay_headers(&stored, true, None).last(), Some(&(REPLAYED_HEADER, "true")));
+    }
+
+    #[test]
+    fn only_statuses_that_may_carry_a_body_get_one() {
+        for status in [101, 204, 205, 304] {
+            assert!(!carries_body(status), "{status}");
+        }
+        for status in [200, 201, 202, 206, 301, 400, 409, 422, 500, 503] {
+            assert!(carries_body(status), "{status}");
+        }
     }
 
     #[test]

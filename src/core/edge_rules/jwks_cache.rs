@@ -116,6 +116,31 @@ pub struct Document {
     pub cache_control: Option<String>,
 }
 
+/// What the JWKS fetch asks for (`Accept`): a JWK set, or any JSON.
+pub const ACCEPT: &str = "application/jwk-set+json, application/json";
+
+/// Why a fetch with no answer within [`FETCH_TIMEOUT_MS`] failed, for the log.
+pub fn timed_out() -> String {
+    format!("no answer within {} s", FETCH_TIMEOUT_MS / 1_000)
+}
+
+/// The log line of a fetch the cache gave up as lost (rule 6), written once per lost fetch:
+/// its own request can no longer say what became of it.
+pub fn lost_fetch_line() -> String {
+    format!(
+        "jwks: the fetch of SCOPE_JWKS_URL did not end within {} s (its request was cut short?); \
+         given up: tokens use the last good keys, if any, until the next fetch in {} s",
+        FETCH_LOST_AFTER_MS / 1_000,
+        JWKS_RETRY_SECONDS
+    )
+}
+
+/// The log line of a failed fetch, saying `why` (never the body's content; the URL is
+/// configuration, named by its variable).
+pub fn failed_fetch_line(why: &str) -> String {
+    format!("jwks: fetching SCOPE_JWKS_URL failed ({why}); tokens are unverified until it succeeds")
+}
+
 /// What the JWKS URL's answer with `status` is (rule 7): `Ok` for a 200, whose body is the
 /// document to read; otherwise why the fetch failed, for the log (never the body).
 pub fn answer_status(status: u16) -> Result<(), String> {
@@ -126,6 +151,24 @@ pub fn answer_status(status: u16) -> Result<(), String> {
         )),
         _ => Err(format!("HTTP {status}")),
     }
+}
+
+/// Why a fetch failed, from the runtime's `error`: a timeout when its signal had fired
+/// ([`timed_out`]), since the error the aborted fetch throws says only that it was aborted.
+pub fn fetch_failed(timed_out_signal: bool, error: &str) -> String {
+    if timed_out_signal {
+        timed_out()
+    } else {
+        error.to_owned()
+    }
+}
+
+/// Whether the answer's body is to be read as the JWKS: a 200 ([`answer_status`]) whose
+/// `Content-Length` does not already say it is too large ([`declared_size`]); otherwise
+/// why not, and its body is let go unread.
+pub fn answer_head(status: u16, content_length: Option<&str>) -> Result<(), String> {
+    answer_status(status)?;
+    declared_size(content_length)
 }
 
 /// Largest JWKS document read.
@@ -228,6 +271,20 @@ pub enum Lookup {
     /// A fetch is scheduled or under way: start what [`JwksCache::poll_fetch`] hands out,
     /// wait for the fetch to be reported, then look up again with the same query.
     Wait,
+}
+
+impl Lookup {
+    /// What this answer means to a token's verification: the keys to choose from, or why
+    /// there are none (an unknown `kid`, or no keys at hand: transient); `None` to wait for
+    /// the fetch and look up again.
+    pub fn keys(self) -> Option<Result<Rc<KeySet>, Unverified>> {
+        match self {
+            Lookup::Found(keys) => Some(Ok(keys)),
+            Lookup::UnknownKid => Some(Err(Unverified::UnknownKid)),
+            Lookup::Unavailable => Some(Err(Unverified::KeysUnavailable)),
+            Lookup::Wait => None,
+        }
+    }
 }
 
 impl JwksCache {
@@ -377,6 +434,49 @@ mod tests {
             Err("larger than 262144 bytes".to_owned())
         );
         assert_eq!(super::document(vec![0xff, 0xfe], None), Err("not UTF-8".to_owned()));
+    }
+
+    #[test]
+    fn the_fetchs_log_lines_name_the_variable_the_reason_and_the_delays() {
+        assert_eq!(timed_out(), "no answer within 5 s");
+        let failed = failed_fetch_line("HTTP 500");
+        assert!(failed.starts_with("jwks: fetching SCOPE_JWKS_URL failed (HTTP 500);"), "{failed}");
+        let lost = lost_fetch_line();
+        assert!(lost.contains("did not end within 10 s"), "{lost}");
+        assert!(lost.contains("until the next fetch in 30 s"), "{lost}");
+        assert!(ACCEPT.starts_with("application/jwk-set+json"));
+    }
+
+    #[test]
+    fn a_lookup_is_keys_a_reason_or_a_wait() {
+        let keys = Rc::new(KeySet::default());
+        assert_eq!(Lookup::Found(keys.clone()).keys(), Some(Ok(keys)));
+        assert_eq!(Lookup::UnknownKid.keys(), Some(Err(Unverified::UnknownKid)));
+        // No keys at hand is transient (the caller is asked to retry), an unknown kid is not.
+        assert_eq!(Lookup::Unavailable.keys(), Some(Err(Unverified::KeysUnavailable)));
+        assert!(Unverified::KeysUnavailable.is_transient() && !Unverified::UnknownKid.is_transient());
+        assert_eq!(Lookup::Wait.keys(), None);
+    }
+
+    #[test]
+    fn only_a_200_of_an_acceptable_declared_size_is_read() {
+        assert_eq!(answer_head(200, None), Ok(()));
+        assert_eq!(answer_head(200, Some(&MAX_JWKS_BYTES.to_string())), Ok(()));
+        assert_eq!(answer_head(200, Some(&(MAX_JWKS_BYTES + 1).to_string())), Err(too_large()));
+        assert_eq!(answer_head(500, Some("10")), Err("HTTP 500".to_owned()));
+        let redirect = answer_head(302, None).unwrap_err();
+        assert!(redirect.contains("a redirect, not followed"), "{redirect}");
+        // The status is judged first: a large error page is an HTTP error, not a size.
+        assert_eq!(answer_head(404, Some(&(MAX_JWKS_BYTES * 2).to_string())), Err("HTTP 404".to_owned()));
+    }
+
+    #[test]
+    fn a_fetch_aborted_by_its_timeout_says_so_and_any_other_failure_says_its_error() {
+        assert_eq!(fetch_failed(true, "AbortError: The operation was aborted"), "no answer within 5 s");
+        assert_eq!(
+            fetch_failed(false, "TypeError: Network connection lost."),
+            "TypeError: Network connection lost."
+        );
     }
 
     #[test]

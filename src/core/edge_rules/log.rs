@@ -173,6 +173,16 @@ impl RequestLog {
         RequestLog::new(object, Decision::Rejected(problem.kind), problem.status(), None)
     }
 
+    /// The line of a request forwarded without protection because its object was not
+    /// reached (`object_calls` tried) and provably never had it: failed open, with the
+    /// status its caller got.
+    pub fn failed_open(object: String, object_calls: u32, status: u16, scope: ScopeLog) -> RequestLog {
+        RequestLog {
+            object_calls: Some(object_calls),
+            ..RequestLog::new(Some(object), Decision::FailedOpen, status, Some(scope))
+        }
+    }
+
     /// The object answered `elapsed_ms` after it received the request: what the edge
     /// added (`edge_ms`) is that time less the origin's and the wait's, never below zero
     /// (each is measured on its own clock reading, so they may overlap by a millisecond).
@@ -347,6 +357,16 @@ impl<'a> LineContext<'a> {
 mod tests {
     use super::*;
     use crate::core::vocabulary::outcome_table::Disposition;
+
+    #[test]
+    fn a_failed_open_line_says_so_with_the_calls_tried_and_no_origin_figures() {
+        let scope = ScopeLog { kind: crate::core::edge_rules::scope::ScopeKind::Claim, unverified: None };
+        let line = RequestLog::failed_open("ab12".to_owned(), 2, 201, scope);
+        assert_eq!(line.decision, Decision::FailedOpen);
+        assert_eq!((line.object.as_deref(), line.status, line.object_calls), (Some("ab12"), 201, Some(2)));
+        assert_eq!(line.scope, Some(scope));
+        assert_eq!((line.origin_status, line.origin_ms, line.storage), (None, None, None));
+    }
 
     #[test]
     fn an_event_line_names_its_event_and_object_and_only_its_facts() {

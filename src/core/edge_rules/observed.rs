@@ -8,7 +8,9 @@
 //! said; a body that broke off, or a failed forward, is a reset (the origin may have
 //! executed it).
 
+use super::log::RequestLog;
 use super::routes::{after_object_failure, AfterObjectFailure, ObjectCallFailure, Unavailable};
+use super::scope::ScopeLog;
 use super::wire::{Answered, ObservedOutcome};
 use crate::core::formats::key_record::AttemptId;
 use crate::core::vocabulary::decision::Decision;
@@ -21,6 +23,14 @@ pub enum Forwarded {
     Answered { status: u16, headers: Vec<(String, String)>, body: Captured, ms: u64 },
     /// The fetch failed (the caller got 502).
     Failed { ms: u64 },
+}
+
+impl Forwarded {
+    /// What the caller's side `handed` over: a handler cut short hands nothing, which is
+    /// recorded as a broken connection (the origin may have executed it), never as no forward.
+    pub fn handed(handed: Option<Forwarded>) -> Forwarded {
+        handed.unwrap_or(Forwarded::Failed { ms: 0 })
+    }
 }
 
 /// What the recording gets of the origin's body: read as it comes, and only up to what
@@ -42,6 +52,44 @@ pub fn log_fields(forwarded: &Forwarded) -> (u16, Option<u16>, u64) {
     match forwarded {
         Forwarded::Answered { status, ms, .. } => (*status, Some(*status), *ms),
         Forwarded::Failed { ms } => (502, None, *ms),
+    }
+}
+
+/// The line of a request enforce mode would have refused (`kind`) before any object: the
+/// status its caller got from the origin instead, and how long the origin took.
+pub fn refusal_line(kind: ProblemKind, status: u16, origin_ms: u64) -> RequestLog {
+    RequestLog { origin_ms: Some(origin_ms), ..RequestLog::new(None, Decision::Rejected(kind), status, None) }
+}
+
+/// The error line of an object not reached in observe mode (`failure`, with the platform's
+/// `error`): the request was forwarded anyway, and nothing was recorded.
+pub fn not_reached_line(object: &str, failure: ObjectCallFailure, error: &str) -> String {
+    format!(
+        "object {object}: not reached in observe mode ({failure}): {error}; \
+         the request was forwarded anyway, unrecorded"
+    )
+}
+
+/// The error line of an observed outcome the object did not record, saying why
+/// ([`after_outcome`]).
+pub fn not_recorded_line(object: &str, why: &str) -> String {
+    format!("object {object}: the observed outcome was not recorded: {why}")
+}
+
+/// The line of a recorded request: the `decision` enforce mode would have made (by
+/// `object`, after `object_calls` calls), and the forward's [`log_fields`].
+pub fn recorded_line(
+    object: String,
+    decision: Decision,
+    (status, origin_status, origin_ms): (u16, Option<u16>, u64),
+    object_calls: u32,
+    scope: ScopeLog,
+) -> RequestLog {
+    RequestLog {
+        origin_status,
+        origin_ms: Some(origin_ms),
+        object_calls: Some(object_calls),
+        ..RequestLog::new(Some(object), decision, status, Some(scope))
     }
 }
 
@@ -164,6 +212,48 @@ mod tests {
             reported_outcome(answered(Captured::TooLarge, 10), 4_000),
             (ObservedOutcome::Oversized { status: 201 }, None)
         );
+    }
+
+    #[test]
+    fn the_error_lines_name_the_object_the_failure_and_what_became_of_the_request() {
+        assert_eq!(
+            not_reached_line("ab12", ObjectCallFailure::BeforeSend, "no stub"),
+            "object ab12: not reached in observe mode (the call could not be made): no stub; \
+             the request was forwarded anyway, unrecorded"
+        );
+        assert_eq!(
+            not_recorded_line("ab12", "the object answered without a decision"),
+            "object ab12: the observed outcome was not recorded: the object answered without a decision"
+        );
+    }
+
+    #[test]
+    fn nothing_handed_over_is_a_failed_forward_and_so_an_unknown_outcome() {
+        let nothing = Forwarded::handed(None);
+        assert_eq!(nothing, Forwarded::Failed { ms: 0 });
+        // The origin may have executed it: a reset, which the object holds as unknown.
+        assert_eq!(reported_outcome(nothing, 30_000), (ObservedOutcome::Reset, None));
+        assert_eq!(log_fields(&Forwarded::handed(None)).0, 502);
+        let answered = answered(Captured::Nothing, 7);
+        assert_eq!(Forwarded::handed(Some(answered.clone())), answered);
+    }
+
+    #[test]
+    fn a_refusal_line_names_the_refusal_and_the_origins_status_and_time() {
+        let line = refusal_line(ProblemKind::BodyTooLarge, 201, 12);
+        assert_eq!(line.decision, Decision::Rejected(ProblemKind::BodyTooLarge));
+        assert_eq!((line.status, line.origin_status, line.origin_ms), (201, None, Some(12)));
+        assert_eq!((line.object, line.object_calls, line.scope), (None, None, None));
+    }
+
+    #[test]
+    fn a_recorded_line_carries_the_decision_the_forward_and_the_calls() {
+        let scope = ScopeLog { kind: crate::core::edge_rules::scope::ScopeKind::Anonymous, unverified: None };
+        let fields = log_fields(&Forwarded::Failed { ms: 9 });
+        let line = recorded_line("ab12".to_owned(), Decision::Unknown, fields, 2, scope);
+        assert_eq!((line.object.as_deref(), line.decision), (Some("ab12"), Decision::Unknown));
+        assert_eq!((line.status, line.origin_status, line.origin_ms), (502, None, Some(9)));
+        assert_eq!((line.object_calls, line.scope), (Some(2), Some(scope)));
     }
 
     #[test]

@@ -306,6 +306,28 @@ pub fn rate_limit_keys(
     }
 }
 
+/// What the limiter's answer for one of the [`rate_limit_keys`] means (`Ok(within)`, or the
+/// limiter's error).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfterLimit {
+    /// Within the limit: ask about the next key.
+    Next,
+    /// Over it: refused (429), and the keys after it are not counted.
+    Over,
+    /// The limiter failed: the request goes on, and this line says so. The limiter guards
+    /// against floods, not the idempotency promise.
+    LetThrough(String),
+}
+
+/// [`AfterLimit`] of the limiter's answer for one key.
+pub fn after_limit(answer: Result<bool, String>) -> AfterLimit {
+    match answer {
+        Ok(true) => AfterLimit::Next,
+        Ok(false) => AfterLimit::Over,
+        Err(error) => AfterLimit::LetThrough(format!("rate limiter failed, request let through: {error}")),
+    }
+}
+
 /// The rate limit's key for a scope bound to a replay credential: one digest of both, so
 /// that the key's length does not grow and neither part can be read back.
 fn bound_limit_key(scope_salt: &Digest256, binding: &Digest256) -> Digest256 {
@@ -358,14 +380,14 @@ pub type ScopeHeaders<'a> = [(&'a str, Option<&'a [u8]>)];
 pub enum Start<'a> {
     /// Decided without a token.
     Decided(Scope, ScopeLog),
-    /// Verify this token, then call [`finish`].
-    Verify(&'a str),
+    /// Verify this token for the route's claim (it names one), then call [`finish`].
+    Verify(&'a str, &'a ClaimPath),
     Refused(Problem),
 }
 
 /// Decides what the scope headers alone decide (rules 1–3), or hands back the token to
 /// verify (rule 4). `headers` must hold every configured header, the credential first.
-pub fn start<'a>(config: &ScopeConfig, policy: &ScopeRule<'_>, headers: &ScopeHeaders<'a>) -> Start<'a> {
+pub fn start<'a>(config: &ScopeConfig, policy: &ScopeRule<'a>, headers: &ScopeHeaders<'a>) -> Start<'a> {
     let (credential, extras) = match headers.split_first() {
         Some(((_, value), extras)) => (*value, extras),
         None => (None, headers),
@@ -381,12 +403,12 @@ pub fn start<'a>(config: &ScopeConfig, policy: &ScopeRule<'_>, headers: &ScopeHe
         let log = ScopeLog { kind: ScopeKind::Anonymous, unverified: None };
         return Start::Decided(Scope::anonymous(&fields(extras)), log);
     };
-    if policy.claim.is_none() {
+    let Some(claim) = policy.claim else {
         let log = ScopeLog { kind: ScopeKind::Credential, unverified: None };
         return Start::Decided(Scope::credential(credential, &fields(extras)), log);
-    }
+    };
     match bearer_token(credential) {
-        Some(token) => Start::Verify(token),
+        Some(token) => Start::Verify(token, claim),
         None => match finish(config, headers, Err(Unverified::Malformed)) {
             Ok((scope, log)) => Start::Decided(scope, log),
             Err(problem) => Start::Refused(problem),

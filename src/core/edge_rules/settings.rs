@@ -112,6 +112,20 @@ impl Settings {
         self.origin_auth_secret.as_deref().map(|secret| Signer { secret, format: self.origin_auth_format })
     }
 
+    /// [`Settings::from_env`] over what the runtime read: each variable's `held` value
+    /// (its name, its text, and whether the text is the JSON of a value that is no string),
+    /// and every name the environment holds, in any order: sorted here, so the misspelling
+    /// check names the same one whatever order the platform lists them in.
+    pub fn from_held(held: &[(&str, String, bool)], mut names: Vec<String>, metrics_bound: bool) -> Settings {
+        names.sort();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let lookup = |name: &str| {
+            let (_, text, json) = held.iter().find(|(held, ..)| *held == name)?;
+            Some(if *json { EnvValue::Json(text) } else { EnvValue::Text(text) })
+        };
+        Settings::from_env(lookup, &EnvFacts { names: &names, metrics_bound })
+    }
+
     /// Parses the environment. `lookup` returns what a name holds (`None` when unset).
     pub fn from_env<'a>(lookup: impl Fn(&str) -> Option<EnvValue<'a>>, facts: &EnvFacts<'_>) -> Settings {
         let mut others: Vec<SettingError> = variable_names()
@@ -270,6 +284,25 @@ mod tests {
     fn settings(values: &[(&'static str, EnvValue<'static>)]) -> Settings {
         let names: Vec<&'static str> = values.iter().map(|(name, _)| *name).collect();
         Settings::from_env(|name| values.iter().find(|(n, _)| *n == name).map(|(_, v)| *v), &facts(&names))
+    }
+
+    #[test]
+    fn held_values_are_read_as_text_or_json_and_names_in_sorted_order() {
+        let held = |json: bool| vec![("MAX_ORIGIN_ATTEMPTS", "3".to_owned(), json)];
+        let names =
+            || vec!["ORIGIN_URLL".to_owned(), "MAX_ORIGIN_ATTEMPTS".to_owned(), "ADMIN_TOKN".to_owned()];
+        for json in [false, true] {
+            let s = Settings::from_held(&held(json), names(), true);
+            assert_eq!(s.config.as_ref().unwrap().max_origin_attempts, 3, "json: {json}");
+            assert!(s.metrics_bound);
+            // The first misspelling in sorted order, whatever the order given.
+            assert_eq!(s.problems().iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["ADMIN_TOKN"]);
+        }
+        let null = |json: bool| {
+            Settings::from_held(&[("MAX_ORIGIN_ATTEMPTS", "null".to_owned(), json)], vec![], false)
+        };
+        assert!(null(true).problems()[0].detail.contains("it is null"), "{:?}", null(true).problems());
+        assert!(!null(false).problems()[0].detail.contains("it is null"), "{:?}", null(false).problems());
     }
 
     #[test]

@@ -13,10 +13,16 @@
 //!    one that was never seen.
 //! 3. At most [`MAX_VERIFIED_TOKENS`] are kept; one more starts the memo again (cheaper
 //!    than tracking age, and a miss costs only a signature check).
+//! 4. A token not recalled is checked under the HS256 secret when it is signed HS256 (no
+//!    secret: no key), and under the JWKS keys otherwise ([`VerifiedTokens::begin`]); only
+//!    a signature that verified is remembered ([`VerifiedTokens::end`]).
 
 use std::collections::HashMap;
 
-use crate::core::primitives::jwt::{Identity, Validity};
+use super::scope::ScopeConfig;
+use crate::core::primitives::jwt::{
+    self, verification_id, Algorithm, ClaimPath, Identity, Token, Unverified, Validation, Validity,
+};
 
 /// How long a verification is reused, at most.
 pub const VERIFIED_TOKEN_TTL_MS: u64 = 600_000;
@@ -37,7 +43,113 @@ struct Remembered {
     until_ms: u64,
 }
 
+/// Imported verification keys kept per isolate (an import costs more than a check), by the
+/// key's public JWK, or by `"HS256"` for the one HS256 secret: at most [`MAX_IMPORTED_KEYS`]
+/// (rotation leaves old keys behind); one more starts the list again, like the memo (rule 3).
+#[derive(Debug)]
+pub struct ImportedKeys<K> {
+    keys: Vec<(String, K)>,
+}
+
+/// Imported keys kept per isolate; past this the list starts again.
+pub const MAX_IMPORTED_KEYS: usize = 64;
+
+impl<K> Default for ImportedKeys<K> {
+    fn default() -> Self {
+        ImportedKeys { keys: Vec::new() }
+    }
+}
+
+impl<K: Clone> ImportedKeys<K> {
+    /// The key imported under `id`, if it is kept.
+    pub fn get(&self, id: &str) -> Option<K> {
+        self.keys.iter().find(|(kept, _)| kept == id).map(|(_, key)| key.clone())
+    }
+
+    /// Keeps `key`, imported under `id`.
+    pub fn keep(&mut self, id: &str, key: K) {
+        if self.keys.len() >= MAX_IMPORTED_KEYS {
+            self.keys.clear();
+        }
+        self.keys.push((id.to_owned(), key));
+    }
+}
+
+/// What a token's signature is checked under (rule 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeySource<'c> {
+    /// The HS256 secret (`SCOPE_JWT_HS256_SECRET`), as raw HMAC key bytes.
+    Secret(&'c [u8]),
+    /// The keys `core::edge_rules::jwks_cache::candidate_keys` chooses.
+    Jwks,
+}
+
+/// A token's verification, as [`VerifiedTokens::begin`] starts it.
+#[derive(Debug)]
+pub enum Verification<'a> {
+    /// It verified before and may be reused: no signature check.
+    Recalled(Identity),
+    /// Check its signature under `keys`, then hand the result to [`VerifiedTokens::end`].
+    Check(Pending<'a>),
+}
+
+/// A token whose claims hold and whose signature is to be checked.
+#[derive(Debug)]
+pub struct Pending<'a> {
+    id: [u8; 32],
+    identity: Identity,
+    pub token: Token<'a>,
+    pub keys: KeySource<'a>,
+}
+
+impl Pending<'_> {
+    pub fn algorithm(&self) -> Algorithm {
+        self.token.algorithm
+    }
+}
+
 impl VerifiedTokens {
+    /// How `token` (read for `claim`) is verified at `now_ms` (rules 1, 2 and 4): recalled,
+    /// or checked under the key source its algorithm names; or why it cannot verify
+    /// (its structure, its claims, no secret for HS256), before any crypto.
+    pub fn begin<'a>(
+        &mut self,
+        token: &'a str,
+        config: &'a ScopeConfig,
+        claim: &ClaimPath,
+        now_ms: u64,
+    ) -> Result<Verification<'a>, Unverified> {
+        let id = verification_id(claim, token);
+        if let Some(identity) = self.recall(&id, now_ms) {
+            return Ok(Verification::Recalled(identity));
+        }
+        let (token, identity) = jwt::prepare(token, &config.validation, claim, now_ms / 1_000)?;
+        let keys = match token.algorithm {
+            Algorithm::Hs256 => {
+                KeySource::Secret(config.hs256_secret.as_ref().ok_or(Unverified::NoKey)?.bytes())
+            }
+            Algorithm::Rs256 | Algorithm::Es256 | Algorithm::EdDsa => KeySource::Jwks,
+        };
+        Ok(Verification::Check(Pending { id, identity, token, keys }))
+    }
+
+    /// The identity of `pending` once its signature was checked at `now_ms` (`verified`),
+    /// remembered for reuse under `rules`; a signature that did not verify is refused.
+    pub fn end(
+        &mut self,
+        pending: Pending<'_>,
+        verified: bool,
+        rules: &Validation,
+        now_ms: u64,
+    ) -> Result<Identity, Unverified> {
+        if !verified {
+            return Err(Unverified::Signature);
+        }
+        let validity = Validity::of(&pending.token.claims, rules);
+        self.remember(pending.id, pending.identity.clone(), validity, now_ms);
+        Ok(pending.identity)
+    }
+
     /// The identity of the token `id` if it verified before and may be reused at `now_ms`
     /// (rule 2); one that may not is forgotten.
     pub fn recall(&mut self, id: &[u8; 32], now_ms: u64) -> Option<Identity> {
@@ -64,7 +176,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::core::primitives::jwt::{ClaimPath, ClaimValue, Validation};
+    use crate::core::primitives::jwt::ClaimValue;
 
     const NOW_S: u64 = 1_700_000_000;
     const NOW_MS: u64 = NOW_S * 1_000;
@@ -126,6 +238,108 @@ mod tests {
         memo.remember(id(MAX_VERIFIED_TOKENS), identity("acct_new"), long_lived, NOW_MS);
         assert!((0..MAX_VERIFIED_TOKENS).all(|n| memo.recall(&id(n), NOW_MS).is_none()));
         assert_eq!(memo.recall(&id(MAX_VERIFIED_TOKENS), NOW_MS), Some(identity("acct_new")));
+    }
+
+    #[test]
+    fn imported_keys_are_found_by_id_and_start_again_when_full() {
+        let mut keys = ImportedKeys::default();
+        for n in 0..MAX_IMPORTED_KEYS {
+            keys.keep(&format!("k{n}"), n);
+        }
+        assert_eq!(keys.get("k0"), Some(0));
+        assert_eq!(keys.get(&format!("k{}", MAX_IMPORTED_KEYS - 1)), Some(MAX_IMPORTED_KEYS - 1));
+        assert_eq!(keys.get("HS256"), None);
+        keys.keep("HS256", 99);
+        assert_eq!((keys.get("k0"), keys.get("HS256")), (None, Some(99)), "started again");
+    }
+
+    /// The scope configuration of `vars` (a claim of `sub`, plus these).
+    fn scope_config(vars: &[(&'static str, &str)]) -> ScopeConfig {
+        let mut all = vec![(crate::core::edge_rules::scope::VAR_JWT_CLAIM, "sub")];
+        all.extend_from_slice(vars);
+        let lookup = |name: &str| all.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+        crate::core::edge_rules::config::Config::from_vars(lookup).unwrap().scope
+    }
+
+    /// A token signed (with a dummy signature of the right length) under `alg`.
+    fn token(alg: &str, subject: &str) -> String {
+        use crate::core::primitives::jwt::base64url_encode as b64;
+        let header = json!({"alg": alg, "typ": "JWT", "kid": "k1"}).to_string();
+        let claims = json!({"sub": subject, "exp": NOW_S + 300}).to_string();
+        let signature = vec![
+            7u8;
+            if alg == "RS256" {
+                256
+            } else if alg == "HS256" {
+                32
+            } else {
+                64
+            }
+        ];
+        format!("{}.{}.{}", b64(header.as_bytes()), b64(claims.as_bytes()), b64(&signature))
+    }
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn an_hs256_token_is_checked_under_the_secret_and_others_under_the_jwks() {
+        let claim = ClaimPath::parse("sub").unwrap();
+        let with_secret = scope_config(&[(crate::core::edge_rules::scope::VAR_JWT_HS256_SECRET, SECRET)]);
+        let mut memo = VerifiedTokens::default();
+        let hs = token("HS256", "acct_1");
+        match memo.begin(&hs, &with_secret, &claim, NOW_MS) {
+            Ok(Verification::Check(pending)) => {
+                assert_eq!(pending.keys, KeySource::Secret(SECRET.as_bytes()));
+                assert_eq!(pending.algorithm(), Algorithm::Hs256);
+            }
+            other => panic!("{other:?}"),
+        }
+        for alg in ["RS256", "ES256", "EdDSA"] {
+            let other = token(alg, "acct_1");
+            match memo.begin(&other, &with_secret, &claim, NOW_MS) {
+                Ok(Verification::Check(pending)) => assert_eq!(pending.keys, KeySource::Jwks, "{alg}"),
+                other => panic!("{alg}: {other:?}"),
+            }
+        }
+        // Without the secret an HS256 token has no key, whatever the JWKS holds.
+        let without =
+            scope_config(&[(crate::core::edge_rules::scope::VAR_JWKS_URL, "https://idp.example/jwks")]);
+        assert_eq!(memo.begin(&hs, &without, &claim, NOW_MS).unwrap_err(), Unverified::NoKey);
+        // The claims are checked first: an expired token is refused before any key is chosen.
+        let later = (NOW_S + 10_000) * 1_000;
+        assert_eq!(memo.begin(&hs, &with_secret, &claim, later).unwrap_err(), Unverified::Expired);
+    }
+
+    #[test]
+    fn only_a_signature_that_verified_is_remembered_and_then_recalled() {
+        let claim = ClaimPath::parse("sub").unwrap();
+        let config = scope_config(&[(crate::core::edge_rules::scope::VAR_JWT_HS256_SECRET, SECRET)]);
+        let mut memo = VerifiedTokens::default();
+        let hs = token("HS256", "acct_1");
+        let begin = |memo: &mut VerifiedTokens| match memo.begin(&hs, &config, &claim, NOW_MS).unwrap() {
+            Verification::Check(pending) => Some(pending),
+            Verification::Recalled(_) => None,
+        };
+        let failed = begin(&mut memo).expect("first seen: checked");
+        assert_eq!(memo.end(failed, false, &config.validation, NOW_MS), Err(Unverified::Signature));
+        let passed = begin(&mut memo).expect("a failed check is not remembered");
+        let expected =
+            Identity { issuer: None, claim_path: claim.clone(), value: ClaimValue::String("acct_1".into()) };
+        assert_eq!(memo.end(passed, true, &config.validation, NOW_MS), Ok(expected.clone()));
+        match memo.begin(&hs, &config, &claim, NOW_MS + 1).unwrap() {
+            Verification::Recalled(identity) => assert_eq!(identity, expected),
+            other => panic!("{other:?}"),
+        }
+        // Remembered for the claim it was read for: read for another route's claim, the
+        // same token is checked again, never recalled into the first claim's identity.
+        let other_claim = ClaimPath::parse("exp").unwrap();
+        match memo.begin(&hs, &config, &other_claim, NOW_MS + 1).unwrap() {
+            Verification::Check(pending) => assert_eq!(pending.algorithm(), Algorithm::Hs256),
+            other => panic!("another claim is not recalled: {other:?}"),
+        }
+        // Remembered within the token's own `exp` (plus the leeway), not past it.
+        let past_exp = (NOW_S + 361) * 1_000;
+        assert_eq!(memo.begin(&hs, &config, &claim, past_exp).unwrap_err(), Unverified::Expired);
     }
 
     /// The rules above, as a hash map keeps them (the memo's layout before it became a

@@ -37,8 +37,46 @@
 //!    rule 3), and a lease only matters after the object restarted, which ended the attempt
 //!    (the key then reads as unknown, or, with `ORIGIN_DEDUPLICATES`, is sent again to an
 //!    origin that deduplicates it).
+//! 5. How an attempt ended becomes its verdict here ([`AttemptEnd::verdict`]): only an end
+//!    before anything was handed to the fetch is "not sent".
 
-use crate::core::vocabulary::outcome_table::OriginResult;
+use crate::core::vocabulary::outcome_table::{OriginResult, OriginVerdict};
+
+/// How one attempt ended, as the runtime's probe, fetch and body read saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptEnd {
+    /// The probe could not be made (no host and port in the target, no socket), was
+    /// refused, or failed before a connection existed.
+    ProbeFailed,
+    /// The probe did not connect within its wait (rule 3).
+    ProbeTimedOut,
+    /// The request could not be signed or built: the fetch was never called.
+    NotBuilt,
+    /// The fetch threw, or what came back was not an answer (rule 1).
+    FetchFailed,
+    /// The deadline passed before the whole answer came, its head or its body (rule 4).
+    DeadlinePassed,
+    /// The answer's head came with this status, then its headers or body could not be read.
+    BrokeOff(u16),
+    /// The whole answer came with this status, its body within the stored-size cap or not.
+    Read { status: u16, within_cap: bool },
+}
+
+impl AttemptEnd {
+    /// The attempt's sent-or-not verdict (rule 5).
+    pub fn verdict(self) -> OriginVerdict {
+        match self {
+            AttemptEnd::ProbeFailed | AttemptEnd::ProbeTimedOut | AttemptEnd::NotBuilt => {
+                OriginVerdict::NotSent
+            }
+            AttemptEnd::FetchFailed => OriginVerdict::MaybeSent,
+            AttemptEnd::DeadlinePassed => OriginVerdict::TimedOut,
+            AttemptEnd::BrokeOff(status) => OriginVerdict::BrokeOff(status),
+            AttemptEnd::Read { status, within_cap: true } => OriginVerdict::Answered(status),
+            AttemptEnd::Read { status, within_cap: false } => OriginVerdict::OverCap(status),
+        }
+    }
+}
 
 /// How long each part of one attempt may wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +115,27 @@ mod tests {
         assert_eq!(plan(true, true, 4_000), AttemptPlan { probe_ms: None, exchange_ms: 4_000 });
         assert_eq!(plan(false, false, 4_000), AttemptPlan { probe_ms: None, exchange_ms: 4_000 });
         assert_eq!(plan(false, true, 30_000).exchange_ms, 30_000, "the exchange keeps the whole timeout");
+    }
+
+    /// Only an end before the fetch was called releases the key: once the request was handed
+    /// to the fetch, whatever happened is never "not sent".
+    #[test]
+    fn only_an_attempt_that_never_reached_the_fetch_is_not_sent() {
+        let before = [AttemptEnd::ProbeFailed, AttemptEnd::ProbeTimedOut, AttemptEnd::NotBuilt];
+        for end in before {
+            assert_eq!(end.verdict(), OriginVerdict::NotSent, "{end:?}");
+        }
+        let after = [
+            (AttemptEnd::FetchFailed, OriginVerdict::MaybeSent),
+            (AttemptEnd::DeadlinePassed, OriginVerdict::TimedOut),
+            (AttemptEnd::BrokeOff(201), OriginVerdict::BrokeOff(201)),
+            (AttemptEnd::Read { status: 200, within_cap: true }, OriginVerdict::Answered(200)),
+            (AttemptEnd::Read { status: 200, within_cap: false }, OriginVerdict::OverCap(200)),
+        ];
+        for (end, verdict) in after {
+            assert_eq!(end.verdict(), verdict, "{end:?}");
+            assert_ne!(end.verdict().result(), OriginResult::ConnectRefused, "{end:?} released the key");
+        }
     }
 
     #[test]

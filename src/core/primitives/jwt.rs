@@ -87,6 +87,17 @@ impl Algorithm {
         }
     }
 
+    /// [`Algorithm::webcrypto_params`] as the JSON objects WebCrypto takes: the import's and
+    /// the `verify` call's.
+    pub fn webcrypto_json(self) -> (String, String) {
+        let object = |pairs: WebCryptoParams| {
+            let members = pairs.iter().map(|(name, value)| ((*name).to_owned(), Value::from(*value)));
+            Value::Object(members.collect()).to_string()
+        };
+        let (import, check) = self.webcrypto_params();
+        (object(import), object(check))
+    }
+
     pub fn jose_name(self) -> &'static str {
         match self {
             Algorithm::Rs256 => "RS256",

@@ -179,7 +179,11 @@ fn a_token_verifies_into_its_claim_scope_or_is_refused() {
     let p = policy(&config, false);
     let headers =
         [("authorization", Some(&b"bEaReR  eyJ.token.x "[..])), ("stripe-account", Some(&b"acct_A"[..]))];
-    assert_eq!(start(&config, &p, &headers), Start::Verify("eyJ.token.x"));
+    assert_eq!(start(&config, &p, &headers), Start::Verify("eyJ.token.x", config.claim.as_ref().unwrap()));
+    // Verified for the route's own claim, when it names another than SCOPE_JWT_CLAIM.
+    let account_claim = ClaimPath::parse("account").unwrap();
+    let route = ScopeRule { claim: Some(&account_claim), anonymous_allowed: false };
+    assert_eq!(start(&config, &route, &headers), Start::Verify("eyJ.token.x", &account_claim));
     let (verified, log) = finish(&config, &headers, Ok(identity("acct_1"))).unwrap();
     assert_eq!(log, ScopeLog { kind: ScopeKind::Claim, unverified: None });
     let account = [ScopeField { name: "stripe-account", value: Some(b"acct_A") }];
@@ -266,6 +270,16 @@ fn scope_logs_round_trip() {
     {
         assert_eq!(ScopeLog::decode(bad), None, "{bad}");
     }
+}
+
+#[test]
+fn a_key_within_the_limit_goes_on_one_over_refuses_and_a_failed_limiter_lets_through() {
+    assert_eq!(after_limit(Ok(true)), AfterLimit::Next);
+    assert_eq!(after_limit(Ok(false)), AfterLimit::Over);
+    assert_eq!(
+        after_limit(Err("binding threw".to_owned())),
+        AfterLimit::LetThrough("rate limiter failed, request let through: binding threw".to_owned())
+    );
 }
 
 #[test]

@@ -432,3 +432,37 @@ fn webcrypto_params_name_each_algorithm_with_its_hash_and_curve() {
         (&[("name", "HMAC"), ("hash", "SHA-256")][..], &[("name", "HMAC")][..])
     );
 }
+
+#[test]
+fn webcrypto_json_spells_the_params_as_objects() {
+    assert_eq!(
+        Algorithm::Es256.webcrypto_json(),
+        (
+            r#"{"name":"ECDSA","namedCurve":"P-256"}"#.to_owned(),
+            r#"{"hash":"SHA-256","name":"ECDSA"}"#.to_owned()
+        )
+    );
+    assert_eq!(
+        Algorithm::Hs256.webcrypto_json(),
+        (r#"{"hash":"SHA-256","name":"HMAC"}"#.to_owned(), r#"{"name":"HMAC"}"#.to_owned())
+    );
+    for algorithm in [Algorithm::Rs256, Algorithm::Es256, Algorithm::EdDsa, Algorithm::Hs256] {
+        let (import, check) = algorithm.webcrypto_json();
+        let read = |text: &str| serde_json::from_str::<Map<String, Value>>(text).unwrap();
+        let pairs = |map: Map<String, Value>| -> Vec<(String, String)> {
+            map.into_iter().map(|(k, v)| (k, v.as_str().unwrap().to_owned())).collect()
+        };
+        let (want_import, want_check) = algorithm.webcrypto_params();
+        let owned = |p: WebCryptoParams| -> Vec<(String, String)> {
+            let mut v: Vec<_> = p.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+            v.sort();
+            v
+        };
+        let sorted = |mut v: Vec<(String, String)>| {
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(pairs(read(&import))), owned(want_import));
+        assert_eq!(sorted(pairs(read(&check))), owned(want_check));
+    }
+}

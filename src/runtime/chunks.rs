@@ -24,34 +24,26 @@ use worker::{console_error, SqlStorage};
 
 use super::boundary;
 use super::key_storage::{sql_error, KeyStorage, StorageError};
-use super::seal::{self, Sealer};
+use super::seal;
 use crate::core::formats::chunk_manifest::ChunkManifest;
 use crate::core::formats::chunks::{self, chunk_fault as fault, sql, CHUNK_BYTES};
 use crate::core::formats::key_record::{Completed, KeyRecord};
-use crate::core::formats::seal::{Envelope, KeyRing, SealContext};
+use crate::core::formats::seal::{Envelope, KeyRing};
 
-/// What sealing needs: the ring, the scope's salt and the object.
-pub struct Sealing<'a> {
-    pub sealer: &'a Sealer,
-    pub ring: Option<&'a KeyRing>,
-    pub scope: &'a [u8],
-    pub object_id: &'a str,
-}
-
-impl Sealing<'_> {
-    /// The opener of `manifest`'s chunks, whose head is `sealed_head`: every chunk of an
-    /// answer is sealed under its head's ring key.
-    async fn opener(&self, sealed_head: &[u8], manifest: &ChunkManifest) -> Result<Opener, StorageError> {
-        let key_id = Envelope::decode(sealed_head).map(|envelope| envelope.key_id).unwrap_or_default();
-        let context = chunks::chunk_seal(self.scope, self.object_id, manifest.attempt, 0, manifest.count());
-        let key = self.sealer.key(self.ring, &context, &key_id).await?;
-        Ok(Opener { key, key_id, scope: self.scope.to_vec(), object_id: self.object_id.to_owned() })
-    }
-
-    async fn seal(&self, context: &SealContext, plain: &[u8]) -> Result<Vec<u8>, StorageError> {
-        let ring = self.ring.ok_or_else(|| StorageError::Seal("no key ring to seal with".to_owned()))?;
-        Ok(self.sealer.seal(ring, context, plain).await?)
-    }
+/// The opener of `manifest`'s chunks in `store`, sealed under the caller scope's salt
+/// `scope`, whose head is `sealed_head`: every chunk of an answer is sealed under its head's
+/// ring key.
+async fn opener(
+    store: &KeyStorage,
+    scope: &[u8],
+    sealed_head: &[u8],
+    manifest: &ChunkManifest,
+) -> Result<Opener, StorageError> {
+    let key_id = Envelope::decode(sealed_head).map(|envelope| envelope.key_id).unwrap_or_default();
+    let object_id = store.object_id();
+    let context = chunks::chunk_seal(scope, object_id, manifest.attempt, 0, manifest.count());
+    let key = store.sealer.key(store.ring(), &context, &key_id).await?;
+    Ok(Opener { key, key_id, scope: scope.to_vec(), object_id: object_id.to_owned() })
 }
 
 /// Opens sealed chunks of one record: the derived key and what each chunk is bound to.
@@ -145,14 +137,15 @@ fn fixed_length(stream: &web_sys::ReadableStream, len: u64) -> Option<web_sys::R
 }
 
 /// Stores a completed answer whose body is over one row: the body in chunk rows, the
-/// record (status, headers and manifest, sealed when `sealing` is given) as its key-value
+/// record (status, headers and manifest, sealed when `sealing`, the ring and the caller
+/// scope's salt, is given) as its key-value
 /// value, in one transaction. Returns the record as this object keeps it in memory (the
 /// head and the manifest, no body: `core::formats::chunks::chunked_records`) and the check
 /// that its rows now pass.
 pub async fn put(
     store: &KeyStorage,
     done: &Completed,
-    sealing: Option<Sealing<'_>>,
+    sealing: Option<(&KeyRing, &[u8])>,
     still_current: impl Fn() -> bool,
     fail_half_way: bool,
 ) -> Result<(KeyRecord, Checked), StorageError> {
@@ -164,9 +157,9 @@ pub async fn put(
     let whole = Uint8Array::from(if sealing.is_none() { body.as_slice() } else { &[] });
     for (index, range) in ranges.into_iter().enumerate() {
         let row = match &sealing {
-            Some(sealing) => {
-                let context = chunks::chunk_seal(sealing.scope, sealing.object_id, attempt, index, count);
-                Uint8Array::from(sealing.seal(&context, &body[range]).await?.as_slice())
+            Some((ring, scope)) => {
+                let context = chunks::chunk_seal(scope, store.object_id(), attempt, index, count);
+                Uint8Array::from(store.sealer.seal(ring, &context, &body[range]).await?.as_slice())
             }
             None => whole.subarray(range.start as u32, range.end as u32),
         };
@@ -176,10 +169,10 @@ pub async fn put(
     let manifest = chunks::manifest(body.len(), attempt, digests);
     let (opener, sealed_head) = match &sealing {
         None => (None, None),
-        Some(sealing) => {
-            let context = chunks::head_seal(sealing.scope, sealing.object_id, &manifest);
-            let sealed = sealing.seal(&context, &done.response.head().encode()).await?;
-            (Some(sealing.opener(&sealed, &manifest).await?), Some(sealed))
+        Some((ring, scope)) => {
+            let context = chunks::head_seal(scope, store.object_id(), &manifest);
+            let sealed = store.sealer.seal(ring, &context, &done.response.head().encode()).await?;
+            (Some(opener(store, scope, &sealed, &manifest).await?), Some(sealed))
         }
     };
     let (stored, kept) = chunks::chunked_records(done, manifest, sealed_head);
@@ -214,21 +207,23 @@ pub async fn put(
 /// Opens a chunked record read from storage (its head, when sealed) and checks every row
 /// against the manifest. Returns the record as this object keeps it (head opened, no body)
 /// and the check. Anything missing, extra or changed is an error: the caller answers 503.
+/// `scope`: the caller scope's salt its head is sealed under.
 pub async fn open(
-    sql: &SqlStorage,
+    store: &KeyStorage,
     done: &Completed,
-    sealing: Sealing<'_>,
+    scope: &[u8],
 ) -> Result<(Completed, Checked), StorageError> {
     let manifest = done.chunks.as_ref().ok_or_else(|| fault("not a chunked answer".to_owned()))?;
     let (head, opener) = match &done.sealed_answer {
         None => (done.response.clone(), None),
         Some(sealed) => {
-            let context = chunks::head_seal(sealing.scope, sealing.object_id, manifest);
-            let plain = sealing.sealer.open(sealing.ring, &context, sealed).await?;
+            let context = chunks::head_seal(scope, store.object_id(), manifest);
+            let plain = store.sealer.open(store.ring(), &context, sealed).await?;
             let head = chunks::opened_head(&plain).map_err(fault)?;
-            (Arc::new(head), Some(sealing.opener(sealed, manifest).await?))
+            (Arc::new(head), Some(opener(store, scope, sealed, manifest).await?))
         }
     };
+    let sql = store.sql();
     let rows = count_rows(sql)?;
     let mut read = Vec::with_capacity(manifest.count());
     for index in 0..manifest.count() {

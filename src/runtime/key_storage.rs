@@ -28,13 +28,14 @@ use worker::{console_error, console_log, Env, ScheduledTime, SqlStorage, SqlStor
 
 use super::bindings::{self, SyncKv};
 use super::chunks;
-use super::seal::Sealer;
+use super::seal::{SealError, Sealer};
 use super::settings;
 use crate::core::edge_rules::log::{event_line, StorageAccess as Access, StorageCalls};
 use crate::core::formats::fingerprint::Digest256;
+use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{KeyRecord, StoredResponse};
 use crate::core::formats::record_layout::{self, legacy_sql, LegacyRow, Stored, KV_KEY};
-use crate::core::formats::seal::{self, opening, KeyRing, Opening};
+use crate::core::formats::seal::{self, opening, KeyRing, Opening, SealContext};
 use crate::core::vocabulary::fault::transaction_outcome;
 pub use crate::core::vocabulary::fault::StorageError;
 
@@ -170,17 +171,16 @@ impl KeyStorage {
             Opening::Nothing => return Ok(None),
             Opening::Open => {}
         }
-        let ring = settings::get(&self.env).storage_keys.as_ref().ok().and_then(Option::as_ref);
         let opened = |record, checked| Opened { record: KeyRecord::Completed(record), checked };
         let salt = seal::opening_scope(done, self.scope_salt.get())?;
         if done.chunks.is_some() {
             self.count(Access::Read);
-            let (record, checked) = chunks::open(self.sql(), done, self.sealing(ring, salt)).await?;
+            let (record, checked) = chunks::open(self, done, salt).await?;
             return Ok(Some(opened(record, Some(checked))));
         }
         let Some(sealed) = &done.sealed_answer else { return Ok(None) };
         let context = seal::answer_opening(salt, self.object_id(), done);
-        let record = seal::opened_answer(done, &self.sealer.open(ring, &context, sealed).await?)?;
+        let record = seal::opened_answer(done, &self.sealer.open(self.ring(), &context, sealed).await?)?;
         Ok(Some(opened(record, None)))
     }
 
@@ -195,7 +195,7 @@ impl KeyStorage {
     /// what this instance has checked.
     fn opening(&self, record: &KeyRecord) -> Opening {
         let settings = settings::get(&self.env);
-        let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
+        let ring_set = self.ring().is_some();
         let checked = self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
         opening(record, self.read_in_clear.get(), ring_set, settings.storage_allow_unsealed, checked)
     }
@@ -229,7 +229,6 @@ impl KeyStorage {
         let keys = settings.storage_keys.as_ref().map(Option::as_ref).map_err(|error| error.detail.as_str());
         let sealing = seal::answer_sealing(keys, self.scope_salt.get())?;
         if crate::core::formats::chunks::needs_chunks(&done.response) {
-            let sealing = sealing.map(|(ring, salt)| self.sealing(Some(ring), salt));
             // CHUNK_WRITE_FAULT_INJECTION (tests only): this write fails half-way.
             let fail_half_way = settings.fault_injection.chunk_write_fails(next(&self.chunk_writes));
             self.count(Access::Write);
@@ -313,9 +312,35 @@ impl KeyStorage {
             .inspect_err(|_| self.legacy_row.set(LegacyRow::Possible))
     }
 
-    /// What sealing this object's answers with `ring` needs (`runtime::chunks`).
-    fn sealing<'a>(&'a self, ring: Option<&'a KeyRing>, scope: &'a [u8]) -> chunks::Sealing<'a> {
-        chunks::Sealing { sealer: &self.sealer, ring, scope, object_id: self.object_id() }
+    /// The ring of `STORAGE_ENCRYPTION_KEYS`, where it is set (and valid).
+    pub fn ring(&self) -> Option<&'static KeyRing> {
+        settings::get(&self.env).storage_keys.as_ref().ok().and_then(Option::as_ref)
+    }
+
+    /// Seals `request` (a job's, or a claim's lookup) for this object, bound to its claim's
+    /// time and fingerprint (`SealContext::request`), under the ring's newest key.
+    pub async fn seal_request(
+        &self,
+        (claimed_at, fingerprint): (u64, &Digest256),
+        request: &StoredRequest,
+    ) -> Result<Vec<u8>, SealError> {
+        let ring = self.ring().ok_or_else(|| SealError("no STORAGE_ENCRYPTION_KEYS".to_owned()))?;
+        let context = SealContext::request(self.object_id(), Some((claimed_at, &fingerprint.0)));
+        self.sealer.seal(ring, &context, &request.encode()).await
+    }
+
+    /// Opens a request sealed by [`KeyStorage::seal_request`]; `binding` `None` for one
+    /// sealed by an earlier release (job version 1).
+    pub async fn open_request(
+        &self,
+        binding: Option<(u64, &Digest256)>,
+        sealed: &[u8],
+    ) -> Result<StoredRequest, SealError> {
+        let context =
+            SealContext::request(self.object_id(), binding.map(|(at, fingerprint)| (at, &fingerprint.0)));
+        let plaintext = self.sealer.open(self.ring(), &context, sealed).await?;
+        StoredRequest::decode(&plaintext)
+            .ok_or_else(|| SealError("the opened request is unreadable".to_owned()))
     }
 
     /// Deletes everything the key stored: the record, its chunk rows, every table and its
@@ -362,8 +387,7 @@ impl KeyStorage {
         current: Option<&KeyRecord>,
         stored: &Arc<StoredResponse>,
     ) -> Option<chunks::Source> {
-        let Some(KeyRecord::Completed(done)) = current else { return None };
-        let manifest = done.chunks.as_ref().filter(|_| Arc::ptr_eq(&done.response, stored))?;
+        let manifest = current?.chunks_of(stored)?;
         self.count(Access::Read);
         Some(chunks::Source::new(self.sql().clone(), manifest.clone(), self.chunk_check.borrow().as_ref()))
     }
@@ -398,8 +422,8 @@ fn next(counter: &Cell<u32>) -> u32 {
     before
 }
 
-impl From<super::seal::SealError> for StorageError {
-    fn from(error: super::seal::SealError) -> StorageError {
+impl From<SealError> for StorageError {
+    fn from(error: SealError) -> StorageError {
         StorageError::Seal(error.0)
     }
 }

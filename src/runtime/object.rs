@@ -69,9 +69,7 @@ use super::{body, metrics, now_ms, outcome_queue, random_u64, settings, AnswerFa
 use crate::core::edge_rules::config::{PanicSite, PANIC_TEST_HEADER};
 use crate::core::edge_rules::log::{LineContext, RequestLog};
 use crate::core::edge_rules::scope::ScopeLog;
-use crate::core::edge_rules::wire::{
-    KeyCall, KeyStep, ObservedOutcome, ToObject, WireError, ENVELOPE_HEADER,
-};
+use crate::core::edge_rules::wire::{KeyCall, KeyStep, ToObject, WireError, ENVELOPE_HEADER};
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
 use crate::core::formats::reconciling::Reconciling;
@@ -82,7 +80,6 @@ use crate::core::key_rules::machine::async_job::{accepted_response, AsyncAccept}
 use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, Stage};
-use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::OriginVerdict;
 use crate::core::vocabulary::problem::Problem;
 use crate::core::vocabulary::trace::Trace;
@@ -205,28 +202,37 @@ impl KeyObject {
                 // not come), and whoever joined it released.
                 self.key.borrow_mut().expire_observed(now);
                 match &call.step {
-                    KeyStep::ObserveArrival => {
-                        (self.observe_arrival(&call, now).await, Start::Observed { unread: Some(&req) })
-                    }
+                    // The origin's answer to an observed claim, as the Worker got it: recorded
+                    // as an arrival's forward is, and anyone who joined it woken.
                     KeyStep::ObserveOutcome { attempt, outcome } => {
                         log.decision = Decision::Unknown;
-                        let decided = self.observe_outcome(&req, *attempt, outcome, &call.policy).await;
-                        (decided, Start::Observed { unread: None })
+                        let (result, mut answer) = origin::reported(&req, outcome, &call.policy).await;
+                        let stored = answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new);
+                        let pending = self.key.borrow_mut().handle_origin_finished(
+                            *attempt,
+                            result,
+                            stored,
+                            &call.policy,
+                            now_ms(),
+                        );
+                        (self.write(pending).await, Start::Observed { unread: None })
                     }
-                    KeyStep::Enforce { .. } => {
+                    KeyStep::Enforce { .. } | KeyStep::ObserveArrival => {
                         // On a route with a lookup, a retry that finds the key's outcome
                         // unknown (or its claim's owner gone) looks it up first: the driver's
                         // step is `Lookup`, then `Arrive`, carried out in the loop
                         // (`runtime::reconcile`, then [`KeyObject::arrival`]). Any other
-                        // arrival is decided at once.
-                        let retry = call.reconcile.is_some() && self.record().is_ok();
+                        // arrival, an observed one included, is decided at once.
+                        let plan = call.arrival_plan();
+                        let retry = plan.reconcile && self.record().is_ok();
                         let first = retry.then(|| self.key.borrow_mut().handle_retry(call.fingerprint, now));
                         let (mut body, mut consumed) = (None, false);
                         let decided = match first.flatten() {
                             Some(pending) => self.write(pending).await,
                             None => self.arrival(&req, &call, &mut body, &mut consumed, now).await,
                         };
-                        (decided, arriving(body, consumed))
+                        let observed = Start::Observed { unread: Some(&req) };
+                        (decided, if plan.observing { observed } else { arriving(body, consumed) })
                     }
                 }
             }
@@ -243,13 +249,16 @@ impl KeyObject {
         self.answer(response, &mut log, &call.trace, received)
     }
 
-    /// An arrival's step, enforcing, written: decided on the record as it is after every
+    /// An arrival's step, written: decided on the record as it is after every
     /// await that feeds it (its lookup's verdict, when one came first; the sealing of the
     /// route's lookup and of a job's request, `async_job`), and written before any further
     /// await lets other requests in (a forward is the live execution from then on, a join
     /// one of its waiters). `body`: the request's body where it was read already (while the
     /// arrival waited on a lookup), left there for a forward; `consumed`: whether its
-    /// stream was read (for that, or for a job).
+    /// stream was read (for that, or for a job). Observing, it is stepped as for a real
+    /// request and what it would write (the claim, the alarm) written; the carry-out then
+    /// forwards, replays and waits for nothing, and the decision is the answer. A claim is
+    /// the live execution until the Worker brings its outcome or its lease ends.
     async fn arrival(
         &self,
         req: &web_sys::Request,
@@ -285,7 +294,7 @@ impl KeyObject {
             let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
             return refusal(self.logged(fault, "reading the record", &error));
         }
-        let mut pending = self.arrive(call, accept, lookup, false, now);
+        let mut pending = self.arrive(call, accept, lookup, plan.observing, now);
         if unsealed {
             pending = self.key.borrow_mut().handle_lookup_unsealed(pending);
         }
@@ -567,37 +576,6 @@ impl KeyObject {
             Some(why) => Err(why.to_owned()),
             None => Ok(()),
         }
-    }
-
-    /// Observe mode, a request's arrival: the machine stepped as for a real request, and
-    /// what it would write (the claim, the alarm) written; carried out without forwarding,
-    /// replaying or waiting, the decision is the answer. A claim becomes the live execution
-    /// until the Worker brings its outcome ([`KeyObject::observe_outcome`]) or its lease
-    /// ends.
-    async fn observe_arrival(&self, call: &KeyCall, now: u64) -> Decided {
-        if let Err(error) = self.record() {
-            let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
-            return refusal(self.logged(fault, "reading the record", &error));
-        }
-        // As for a real request, everything is in place before the first await.
-        self.write(self.arrive(call, None, None, true, now)).await
-    }
-
-    /// Observe mode, the origin's answer to a claimed request, as the Worker got it: recorded
-    /// as enforcing would have recorded it (as an arrival's forward is), and anyone who
-    /// joined it woken. The decision (`executed`, `released` or `unknown`) is the answer.
-    async fn observe_outcome(
-        &self,
-        req: &web_sys::Request,
-        attempt: AttemptId,
-        outcome: &ObservedOutcome,
-        policy: &KeyTerms,
-    ) -> Decided {
-        let (result, mut answer) = origin::reported(req, outcome, policy).await;
-        let stored = answer.as_mut().filter(|_| result.keeps_answer()).and_then(OriginAnswer::take_storable);
-        let stored = stored.map(Arc::new);
-        let pending = self.key.borrow_mut().handle_origin_finished(attempt, result, stored, policy, now_ms());
-        self.write(pending).await
     }
 
     /// The stored answer prepared for replays, shared by every replay and waiter.

@@ -28,7 +28,7 @@
 use web_sys::Headers;
 
 use super::object::{KeyObject, Start, Turn};
-use super::{body, now_ms, origin, settings};
+use super::{body, now_ms, origin};
 use crate::core::edge_rules::wire::{KeyCall, ReconcileCall};
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
@@ -56,17 +56,8 @@ impl KeyObject {
         if !matches!(self.record(), Ok(None)) {
             return Ok(None);
         }
-        let settings = settings::get(&self.env);
-        let sealed = match &settings.storage_keys {
-            Ok(Some(ring)) => {
-                let request = lookup_request(headers, reconcile, call.scope_salt);
-                let binding = (now, &call.fingerprint);
-                let sealed = self.store.sealer.seal_request(ring, self.object_id(), binding, &request).await;
-                sealed.map_err(|error| error.to_string())
-            }
-            Ok(None) | Err(_) => Err("no STORAGE_ENCRYPTION_KEYS".to_owned()),
-        };
-        match sealed {
+        let request = lookup_request(headers, reconcile, call.scope_salt);
+        match self.store.seal_request((now, &call.fingerprint), &request).await {
             Ok(sealed) => Ok(Some(reconcile::kept_for_claim(sealed, now, reconcile.not_found, &call.policy))),
             Err(why) => {
                 let id = self.short_id();

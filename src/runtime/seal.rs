@@ -19,8 +19,6 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AesDerivedKeyParams, AesGcmParams, CryptoKey, HkdfParams, SubtleCrypto};
 
-use crate::core::formats::fingerprint::Digest256;
-use crate::core::formats::job::StoredRequest;
 use crate::core::formats::seal::{opening_key, Envelope, KeyRing, RingKey, SealContext, NONCE_LEN};
 
 /// The WebCrypto step `what`, called (`step`) and awaited; what it threw or rejected with
@@ -159,34 +157,6 @@ impl Sealer {
         let key = derive(&ring_key.secret, &context.salt, context.info).await?;
         self.derived.borrow_mut().push((ring_key.id.clone(), context.info, key.clone()));
         Ok(key)
-    }
-
-    /// Seals a job's request for the object `object_id` (`SealContext::request`), bound to
-    /// the job's claim time and fingerprint.
-    pub async fn seal_request(
-        &self,
-        ring: &KeyRing,
-        object_id: &str,
-        (claimed_at, fingerprint): (u64, &Digest256),
-        request: &StoredRequest,
-    ) -> Result<Vec<u8>, SealError> {
-        let context = SealContext::request(object_id, Some((claimed_at, &fingerprint.0)));
-        self.seal(ring, &context, &request.encode()).await
-    }
-
-    /// Opens a request sealed by [`Sealer::seal_request`]; `binding` `None` for one sealed
-    /// by an earlier release (job version 1).
-    pub async fn open_request(
-        &self,
-        ring: Option<&KeyRing>,
-        object_id: &str,
-        binding: Option<(u64, &Digest256)>,
-        sealed: &[u8],
-    ) -> Result<StoredRequest, SealError> {
-        let context = SealContext::request(object_id, binding.map(|(at, fingerprint)| (at, &fingerprint.0)));
-        let plaintext = self.open(ring, &context, sealed).await?;
-        StoredRequest::decode(&plaintext)
-            .ok_or_else(|| SealError("the opened request is unreadable".to_owned()))
     }
 }
 

@@ -103,13 +103,15 @@ impl KeyCall {
 
     /// How this call's arrival is served (`core::key_rules::machine::async_job::ArrivalPlan`):
     /// as a job where an enforcing call asks for one and its body fits, and with the
-    /// route's lookup where it has one. An observed arrival is never a job.
+    /// route's lookup where it has one. An observed arrival is never a job, and looks
+    /// nothing up.
     pub fn arrival_plan(&self) -> ArrivalPlan {
-        let accept = match self.step {
-            KeyStep::Enforce { accept_async } => accept_async,
-            KeyStep::ObserveArrival | KeyStep::ObserveOutcome { .. } => None,
-        };
-        ArrivalPlan::new(accept, self.body_bytes, self.reconcile.is_some())
+        match self.step {
+            KeyStep::Enforce { accept_async } => {
+                ArrivalPlan::new(accept_async, self.body_bytes, self.reconcile.is_some())
+            }
+            KeyStep::ObserveArrival | KeyStep::ObserveOutcome { .. } => ArrivalPlan::observed(),
+        }
     }
 }
 
@@ -591,17 +593,17 @@ mod tests {
         };
         let config = crate::core::key_rules::machine::async_job::AsyncConfig::default();
         let job = key_call(KeyStep::Enforce { accept_async: Some(config) });
-        assert_eq!(job.arrival_plan(), ArrivalPlan { accept: Some(config), reconcile: false });
+        let enforced = |accept, reconcile| ArrivalPlan { accept, reconcile, observing: false };
+        assert_eq!(job.arrival_plan(), enforced(Some(config), false));
         let too_large = KeyCall { body_bytes: MAX_STORED_REQUEST_BODY_BYTES + 1, ..job.clone() };
         assert_eq!(too_large.arrival_plan().accept, None);
         let reconcile =
             Some(ReconcileCall { url: "http://127.0.0.1/k".into(), not_found: 404, scope_headers: vec![] });
-        let looked_up = KeyCall { reconcile, ..job };
-        assert_eq!(looked_up.arrival_plan(), ArrivalPlan { accept: Some(config), reconcile: true });
-        assert_eq!(
-            key_call(KeyStep::ObserveArrival).arrival_plan(),
-            ArrivalPlan { accept: None, reconcile: false }
-        );
+        let looked_up = KeyCall { reconcile: reconcile.clone(), ..job };
+        assert_eq!(looked_up.arrival_plan(), enforced(Some(config), true));
+        // Observed, even on a route with a lookup: recorded, never sealed or looked up.
+        let observed = KeyCall { reconcile, ..key_call(KeyStep::ObserveArrival) };
+        assert_eq!(observed.arrival_plan(), ArrivalPlan { accept: None, reconcile: false, observing: true });
     }
 
     /// A Worker of the release before (envelope version 1, no trace) still reaches the

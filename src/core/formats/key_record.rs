@@ -226,6 +226,16 @@ impl KeyRecord {
         }
     }
 
+    /// The manifest a replay of `answer` reads its body's rows by: this record's chunked
+    /// answer's, where `answer` is that very answer (the same one, not an equal copy: an
+    /// answer held whole, as a waiter's or a caller's is, is replayed from memory).
+    pub fn chunks_of(&self, answer: &Arc<StoredResponse>) -> Option<&ChunkManifest> {
+        match self {
+            KeyRecord::Completed(done) if Arc::ptr_eq(&done.response, answer) => done.chunks.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The version [`KeyRecord::encode`] writes for this record.
     pub fn version(&self) -> u8 {
         if self.origin_attempts() != 1
@@ -704,6 +714,20 @@ mod tests {
 
     fn manifest() -> ChunkManifest {
         ChunkManifest { body_len: 5 << 20, chunk_len: 1 << 20, attempt: 11, digests: vec![[3; 32]; 5] }
+    }
+
+    /// Only the record's own chunked answer is read from rows; an equal copy, an answer of a
+    /// record held whole, or a record with no answer is not.
+    #[test]
+    fn a_replay_reads_rows_only_for_the_records_own_chunked_answer() {
+        let chunked = &samples()[7];
+        let KeyRecord::Completed(done) = chunked else { unreachable!() };
+        assert_eq!(chunked.chunks_of(&done.response), Some(&manifest()));
+        assert_eq!(chunked.chunks_of(&Arc::new((*done.response).clone())), None, "an equal copy");
+        let whole = &samples()[1];
+        let KeyRecord::Completed(held) = whole else { unreachable!() };
+        assert_eq!(whole.chunks_of(&held.response), None, "held whole");
+        assert_eq!(samples()[0].chunks_of(&done.response), None, "a claim");
     }
 
     #[test]

@@ -666,8 +666,10 @@ impl<A> KeyState<A> {
     }
 
     /// The attempt forwarded by this instance finished. `response` is the origin's answer
-    /// as it would be stored, when it gave one. The decision for the log follows from the
-    /// result, whatever becomes of the write.
+    /// as it would be stored, when it gave one; it is taken only where the result keeps an
+    /// answer (`OriginResult::keeps_answer`): an answer over the cap, or a broken one, says
+    /// nothing, its headers included. The decision for the log follows from the result,
+    /// whatever becomes of the write.
     pub fn handle_origin_finished(
         &mut self,
         attempt: AttemptId,
@@ -676,6 +678,7 @@ impl<A> KeyState<A> {
         policy: &KeyTerms,
         now: Millis,
     ) -> Pending {
+        let response = response.filter(|_| result.keeps_answer());
         let (_, disposition) = machine::classify(result, response.as_deref(), &policy.outcome);
         let event = Event::OriginFinished {
             attempt,
@@ -799,6 +802,7 @@ impl<A> KeyState<A> {
         jitter: f64,
         now: Millis,
     ) -> Pending {
+        let response = response.filter(|_| result.keeps_answer());
         let (_, disposition) = machine::classify(result, response.as_deref(), &policy.outcome);
         let event = Event::JobFinished {
             attempt,

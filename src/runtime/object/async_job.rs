@@ -20,7 +20,7 @@ use std::sync::Arc;
 use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
 
-use super::{body, metrics, now_ms, random_u64, settings, KeyObject, Turn};
+use super::{body, metrics, now_ms, random_u64, KeyObject, Turn};
 use crate::core::edge_rules::log::RequestLog;
 use crate::core::edge_rules::wire::KeyCall;
 use crate::core::formats::fingerprint::Digest256;
@@ -65,10 +65,11 @@ impl KeyObject {
             Ok(buffer) => Uint8Array::new(&buffer).to_vec(),
             Err(_) => return Err(UNREADABLE_REQUEST.problem()),
         };
-        let settings = settings::get(&self.env);
         // The Worker refuses this configuration; an object never stores a request unsealed
         // whatever it is handed.
-        let Ok(Some(ring)) = &settings.storage_keys else { return Err(no_key_ring_to_seal_requests()) };
+        if self.store.ring().is_none() {
+            return Err(no_key_ring_to_seal_requests());
+        }
         let Some(salt) = self.store.scope_salt.get() else { return Err(UNREADABLE_REQUEST.problem()) };
         let request = StoredRequest {
             scope_salt: salt.0,
@@ -79,8 +80,7 @@ impl KeyObject {
             headers: header_lines(headers).map_err(|_| UNREADABLE_REQUEST.problem())?.for_job(),
             body,
         };
-        let binding = (now, &call.fingerprint);
-        match self.store.sealer.seal_request(ring, self.object_id(), binding, &request).await {
+        match self.store.seal_request((now, &call.fingerprint), &request).await {
             Ok(sealed_request) => Ok(AsyncAccept {
                 sealed_request,
                 policy: call.policy.clone(),
@@ -174,9 +174,7 @@ impl KeyObject {
         binding: Option<(u64, &Digest256)>,
         why: &'static str,
     ) -> std::result::Result<StoredRequest, &'static str> {
-        let settings = settings::get(&self.env);
-        let ring = settings.storage_keys.as_ref().ok().and_then(Option::as_ref);
-        match self.store.sealer.open_request(ring, self.object_id(), binding, sealed).await {
+        match self.store.open_request(binding, sealed).await {
             Ok(request) => Ok(request),
             Err(error) => {
                 console_error!("object {}: {}: {}", self.short_id(), why, error);

@@ -182,6 +182,28 @@ fn an_outcome_written_is_remembered_and_ends_the_execution() {
     assert!(matches!(key.record(), Some(KeyRecord::Unknown(_))));
 }
 
+/// Only a result that keeps an answer takes it: an answer over the cap says nothing, not
+/// even the release its headers confirm (the Worker's observed copy and a forward alike).
+#[test]
+fn an_answer_counts_only_with_a_result_that_keeps_it() {
+    let mut policy = policy();
+    policy.outcome.release_requires_header = true;
+    let released = Arc::new(StoredResponse {
+        status: 409,
+        headers: vec![("Idempotency-Released".into(), "true".into())],
+        body: vec![],
+    });
+    let oversized = OriginResult::Oversized(409);
+    let key = &mut claimed(&policy);
+    let pending = key.handle_origin_finished(A, oversized, Some(released.clone()), &policy, T0 + 10);
+    assert_eq!(pending.decision(), Some(Decision::Unknown), "never released on an answer not kept");
+    assert!(matches!(pending.step().change, KeyRecordChange::Put(KeyRecord::Unknown(_))));
+    let key = &mut claimed(&policy);
+    let pending =
+        key.handle_origin_finished(A, OriginResult::Responded(409), Some(released), &policy, T0 + 10);
+    assert_eq!(pending.step().change, KeyRecordChange::Delete, "a kept answer's headers count");
+}
+
 #[test]
 fn a_record_past_its_expiry_is_gone_when_read_unless_its_execution_runs_here() {
     let policy = policy();

@@ -282,11 +282,13 @@ pub fn retry_after_in(headers: &[(String, String)], now: Millis) -> Option<u64> 
 /// and a claim it makes keeps the route's lookup, sealed. Every arrival on a route with a
 /// lookup reconciles, a job (rule 9) and a request that preferred `respond-async` with a
 /// body too large for a job alike: each execution can become unknown, and must then be
-/// looked up.
+/// looked up. An observed arrival (`observing`) is neither: the Worker forwards it, so there
+/// is nothing to seal for later and nothing the object would look up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArrivalPlan {
     pub accept: Option<AsyncConfig>,
     pub reconcile: bool,
+    pub observing: bool,
 }
 
 impl ArrivalPlan {
@@ -295,7 +297,12 @@ impl ArrivalPlan {
     /// `route_has_lookup`: the route names a `reconcile_url`.
     pub fn new(accept_async: Option<AsyncConfig>, body_bytes: u64, route_has_lookup: bool) -> ArrivalPlan {
         let accept = accept_async.filter(|_| body_bytes <= MAX_STORED_REQUEST_BODY_BYTES);
-        ArrivalPlan { accept, reconcile: route_has_lookup }
+        ArrivalPlan { accept, reconcile: route_has_lookup, observing: false }
+    }
+
+    /// An observed arrival's plan: recorded as enforcing would, never a job, no lookup.
+    pub fn observed() -> ArrivalPlan {
+        ArrivalPlan { accept: None, reconcile: false, observing: true }
     }
 }
 

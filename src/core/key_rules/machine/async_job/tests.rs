@@ -296,11 +296,19 @@ fn prefer_respond_async_is_read_as_rfc_7240_says() {
 fn a_body_too_large_for_a_job_is_served_synchronously_and_keeps_the_routes_lookup() {
     let config = accept(None).config;
     let small = ArrivalPlan::new(Some(config), MAX_STORED_REQUEST_BODY_BYTES, true);
-    assert_eq!(small, ArrivalPlan { accept: Some(config), reconcile: true }, "a job, with its lookup");
+    assert_eq!(
+        small,
+        ArrivalPlan { accept: Some(config), reconcile: true, observing: false },
+        "a job, with its lookup"
+    );
     let large = ArrivalPlan::new(Some(config), MAX_STORED_REQUEST_BODY_BYTES + 1, true);
-    assert_eq!(large, ArrivalPlan { accept: None, reconcile: true }, "synchronous: it reconciles");
+    assert_eq!(
+        large,
+        ArrivalPlan { accept: None, reconcile: true, observing: false },
+        "synchronous: it reconciles"
+    );
     let plain = ArrivalPlan::new(None, 10, true);
-    assert_eq!(plain, ArrivalPlan { accept: None, reconcile: true });
+    assert_eq!(plain, ArrivalPlan { accept: None, reconcile: true, observing: false });
     for (accept, bytes) in [(Some(config), 10), (Some(config), u64::MAX), (None, 10)] {
         assert!(!ArrivalPlan::new(accept, bytes, false).reconcile, "no lookup on the route: none");
     }

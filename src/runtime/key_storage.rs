@@ -1,6 +1,7 @@
 //! The key object's storage, as one piece: the record (its key-value value, and the legacy
 //! row read after it), its sealed answer (`seal`), a large answer's chunk rows
-//! (`chunks`), the alarm, and the test-only storage faults (`DELETE_FAULT_INJECTION`,
+//! (`chunks`), a job's or a claim's lookup's stored request (`seal_request`, `open_request`),
+//! the alarm, and the test-only storage faults (`DELETE_FAULT_INJECTION`,
 //! `CHUNK_WRITE_FAULT_INJECTION`).
 //!
 //! It reads, opens, seals and writes what it is handed, and remembers only what storage
@@ -195,7 +196,7 @@ impl KeyStorage {
     /// what this instance has checked.
     fn opening(&self, record: &KeyRecord) -> Opening {
         let settings = settings::get(&self.env);
-        let ring_set = self.ring().is_some();
+        let ring_set = matches!(settings.storage_keys, Ok(Some(_)));
         let checked = self.chunk_check.borrow().as_ref().map(|checked| checked.attempt);
         opening(record, self.read_in_clear.get(), ring_set, settings.storage_allow_unsealed, checked)
     }

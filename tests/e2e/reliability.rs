@@ -113,8 +113,9 @@ fn assert_still_serves(w: &Worker, after: &str) {
 /// instance), so this also covers "panic or instance reset".
 #[test]
 fn sigkill_mid_flight_then_restart_never_executes_again() {
-    // A long lease, so that the restart certainly ends inside it, even on a loaded machine.
-    const ORIGIN_TIMEOUT_SECONDS: u64 = 50;
+    // A long lease, so that the restart certainly ends inside it, even on a loaded machine
+    // (in the whole suite this test runs beside the storm below: a restart took 75 s there).
+    const ORIGIN_TIMEOUT_SECONDS: u64 = 110;
     // LEASE_MARGIN_MS in src/core/key_rules/machine.rs.
     let lease = Duration::from_secs(ORIGIN_TIMEOUT_SECONDS + 10);
     let o = origin();

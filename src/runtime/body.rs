@@ -10,12 +10,12 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{ReadableStream, Request};
 
 use super::boundary;
-use crate::core::edge_rules::edge::{declared_body, DeclaredBody};
+use crate::core::edge_rules::edge::{declared_body, drain_limit, drains_whole, DeclaredBody};
 use worker::Result;
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
 /// when it is larger than `limit` ([`read_observed`]); past the limit, a streamed body's
-/// rest is read and thrown away, as far as `DRAIN_LIMIT_BYTES` beyond the limit.
+/// rest is read and thrown away, as far as `core::edge_rules::edge::drain_limit` says.
 pub(super) async fn read_within(
     req: &Request,
     content_length: Option<&str>,
@@ -25,7 +25,7 @@ pub(super) async fn read_within(
         ObservedBody::Declared => None,
         ObservedBody::OverLimit(rest) => {
             // The limits are settings of at most a few hundred MiB, exact as an f64.
-            boundary::drain(&rest, limit as f64 + DRAIN_LIMIT_BYTES).await;
+            boundary::drain(&rest, drain_limit(limit) as f64).await;
             None
         }
         ObservedBody::Read(bytes, to_send) => {
@@ -35,14 +35,9 @@ pub(super) async fn read_within(
     })
 }
 
-/// Most bytes read and thrown away after a rejection. Answering before the request body is
-/// consumed makes workerd drop the connection (a proxy in front then fails the next request
-/// on it), so the rest is read, but not without end.
-const DRAIN_LIMIT_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
-
-/// Reads and discards a refused request's body in the Worker, up to [`DRAIN_LIMIT_BYTES`].
+/// Reads and discards a refused request's body in the Worker, up to `edge::drain_limit`.
 pub(super) async fn discard(req: &Request) {
-    drain_request(req, false, DRAIN_LIMIT_BYTES).await;
+    drain_request(req, false, drain_limit(0) as f64).await;
 }
 
 /// A body read up to a limit (in observe mode, where the request is forwarded whatever its
@@ -96,22 +91,16 @@ async fn read(
     })
 }
 
-/// The largest declared body [`drain`] reads in one call.
-const DRAIN_WHOLE_BYTES: u64 = 64 * 1024;
-
 /// The request body as one `ArrayBuffer`.
 pub(super) async fn read_whole(req: &Request) -> std::result::Result<JsValue, JsValue> {
     JsFuture::from(req.array_buffer()?).await
 }
 
 /// Reads the request body to its end and keeps none of it: each chunk stays a JavaScript
-/// value and is dropped at once (the runtime drops a connection whose body is left unread).
-/// A body the Worker declared small (`KeyCall::body_bytes`) is read with one
-/// `arrayBuffer()` instead of a reader, a read per chunk and a release; it is
-/// dropped as soon as it is read, and a large body still never sits whole in a waiter.
+/// value and is dropped at once (the runtime drops a connection whose body is left unread);
+/// a small one in one read (`core::edge_rules::edge::drains_whole`).
 pub(super) async fn drain(req: &Request, declared_bytes: Option<u64>) {
-    let whole = declared_bytes.is_some_and(|bytes| bytes <= DRAIN_WHOLE_BYTES);
-    drain_request(req, whole, f64::INFINITY).await;
+    drain_request(req, drains_whole(declared_bytes), f64::INFINITY).await;
 }
 
 /// [`drain`], under way: a promise that never rejects.

@@ -7,13 +7,11 @@
 //! WebCrypto and hands it to the response stream, so no replay copies the body into Wasm
 //! memory or holds it whole.
 //!
-//! Atomicity: the rows, the deletion of any older rows and the record (its key-value value)
-//! are written inside `ctx.storage.transactionSync(...)`, which commits them together or,
-//! should any statement throw, rolls every one back (the record then stays the claim, and
-//! the key is held as a failed outcome write). The same writes in one synchronous turn
-//! would also be coalesced into one durable write by the output gate; the explicit
-//! transaction adds the rollback. `worker` 0.8.7 does not bind `transactionSync`;
-//! `runtime::bindings` does.
+//! Atomicity (rule 3 there): the rows, the deletion of any older rows and the record (its
+//! key-value value) are written inside `ctx.storage.transactionSync(...)`, which rolls every
+//! statement back should one throw. The same writes in one synchronous turn would also be
+//! coalesced into one durable write by the output gate; the explicit transaction adds the
+//! rollback. `worker` 0.8.7 does not bind `transactionSync`; `runtime::bindings` does.
 
 use std::sync::Arc;
 
@@ -71,9 +69,8 @@ pub struct Source {
 }
 
 impl Source {
-    /// The opener comes from this instance's check of the same answer. Were a sealed
-    /// answer ever streamed without one, each row would fail its length check (a sealed row
-    /// is longer than its plaintext), so no ciphertext is ever sent as the body.
+    /// The opener comes from this instance's check of the same answer (without one, a
+    /// sealed row fails `core::formats::chunks::check_len`: no ciphertext is sent).
     pub fn new(sql: SqlStorage, manifest: ChunkManifest, checked: Option<&Checked>) -> Source {
         let opener = checked.filter(|c| c.attempt == manifest.attempt).and_then(|c| c.opener.clone());
         Source { sql, manifest, opener }
@@ -138,10 +135,8 @@ fn fixed_length(stream: &web_sys::ReadableStream, len: u64) -> Option<web_sys::R
 
 /// Stores a completed answer whose body is over one row: the body in chunk rows, the
 /// record (status, headers and manifest, sealed when `sealing`, the ring and the caller
-/// scope's salt, is given) as its key-value
-/// value, in one transaction. Returns the record as this object keeps it in memory (the
-/// head and the manifest, no body: `core::formats::chunks::chunked_records`) and the check
-/// that its rows now pass.
+/// scope's salt, is given) as its key-value value, in one transaction. Returns the record as
+/// this object keeps it (`core::formats::chunks::chunked_records`) and the check its rows pass.
 pub async fn put(
     store: &KeyStorage,
     done: &Completed,
@@ -204,10 +199,9 @@ pub async fn put(
     Ok((kept, Checked { attempt, opener }))
 }
 
-/// Opens a chunked record read from storage (its head, when sealed) and checks every row
-/// against the manifest. Returns the record as this object keeps it (head opened, no body)
-/// and the check. Anything missing, extra or changed is an error: the caller answers 503.
-/// `scope`: the caller scope's salt its head is sealed under.
+/// Opens a chunked record read from storage (its head, when sealed, under the caller scope's
+/// salt `scope`) and checks every row (`core::formats::chunks::check_rows`). Returns the
+/// record as this object keeps it (head opened, no body) and the check.
 pub async fn open(
     store: &KeyStorage,
     done: &Completed,

@@ -12,13 +12,10 @@
 //!
 //! ## The stored record
 //!
-//! The record is one value of the object's key-value store, and, read after it, the row
-//! of its own table that releases before this one wrote: `core::formats::record_layout`
-//! says why there are two layouts, and holds the record's key-value key, the legacy
-//! table's SQL, the order of the read and what a read learns. Every record call is
-//! synchronous (SQLite-backed Durable Objects run SQL and their key-value API in the same
-//! turn), so a claim is written before the handler awaits anything, and the runtime's
-//! output gate holds the origin fetch until the write is durable.
+//! Its two layouts, their keys and SQL, and what a read learns: `core::formats::record_layout`.
+//! Every record call is synchronous (SQLite-backed Durable Objects run SQL and their
+//! key-value API in the same turn), so a claim is written before the handler awaits
+//! anything, and the runtime's output gate holds the origin fetch until the write is durable.
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::sync::Arc;
@@ -162,9 +159,8 @@ impl KeyStorage {
     }
 
     /// Opens `record` as read from storage: its sealed answer, or its chunked answer's head
-    /// and rows (checked once per instance). `None` when there is nothing to open. A record
-    /// that cannot be opened, or that is stored in the clear while sealing is required, is an
-    /// error: never treated as absent.
+    /// and rows (checked once per instance). `None` when there is nothing to open; an error
+    /// for one that cannot be opened or is refused (`core::formats::seal`, rule 4).
     pub async fn open(&self, record: &KeyRecord) -> Result<Option<Opened>, StorageError> {
         let KeyRecord::Completed(done) = record else { return Ok(None) };
         match self.opening(record) {

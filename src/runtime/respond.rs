@@ -35,17 +35,12 @@ pub fn problem(problem: &Problem) -> Result<Response> {
 pub fn refused(env: &Env, problem: &Problem, trace: &Trace) -> Result<Response> {
     let log = RequestLog::new(None, Decision::Rejected(problem.kind), problem.status(), None);
     metrics::write_point_in(env, &log, LineContext { trace: Some(trace), ..LineContext::default() });
-    self::problem(&problem.clone().for_request(Some(trace)))
+    traced_problem(problem, trace)
 }
 
 /// A stored response, marked `Idempotent-Replayed: true` when `replayed`.
 pub fn stored(response: &StoredResponse, replayed: bool) -> Result<Response> {
-    build(response.status, &headers_of(response, replayed)?, &response.body)
-}
-
-/// `stored`'s headers, marked `Idempotent-Replayed: true` when `replayed`.
-fn headers_of(stored: &StoredResponse, replayed: bool) -> Result<Headers> {
-    headers_from(&replay_headers(&stored.headers, replayed, None))
+    build(response.status, &headers_from(&replay_headers(&response.headers, replayed, None))?, &response.body)
 }
 
 /// A `Headers` of `lines`, in order.
@@ -88,15 +83,15 @@ pub fn build(status: u16, headers: &Headers, body: &[u8]) -> Result<Response> {
 /// stream over its chunk rows, so no replay holds the body whole.
 pub struct Prepared {
     stored: Arc<StoredResponse>,
-    /// `None` when the runtime refused to build them; every response is then built from
-    /// `stored` as before.
-    parts: Option<(Headers, Option<Blob>)>,
+    /// Why the runtime refused to build them (stored headers it does not take): building
+    /// each response from `stored` would fail the same way, so every replay fails with it.
+    parts: std::result::Result<(Headers, Option<Blob>), String>,
     chunks: Option<Source>,
 }
 
 impl Prepared {
     pub fn new(stored: Arc<StoredResponse>, chunks: Option<Source>) -> Prepared {
-        let parts = prepare(&stored, chunks.is_none()).ok();
+        let parts = prepare(&stored, chunks.is_none()).map_err(|error| error.to_string());
         Prepared { stored, parts, chunks }
     }
 
@@ -107,14 +102,7 @@ impl Prepared {
 
     /// One replay of the answer, marked as the object's own.
     pub fn response(&self) -> Result<Response> {
-        let Some((headers, body)) = &self.parts else {
-            let response = match &self.chunks {
-                Some(chunks) => streamed(self.stored.status, &marked_replay_headers(&self.stored)?, chunks)?,
-                None => stored(&self.stored, true)?,
-            };
-            response.headers().set(ANSWERED_HEADER, ANSWERED_PLAIN)?;
-            return Ok(response);
-        };
+        let (headers, body) = self.parts.as_ref().map_err(|error| worker::Error::RustError(error.clone()))?;
         if let Some(chunks) = &self.chunks {
             return streamed(self.stored.status, headers, chunks);
         }
@@ -125,7 +113,7 @@ impl Prepared {
     /// included) around the same body the waiters share.
     pub fn live(&self, headers: &Headers) -> Result<Response> {
         match &self.parts {
-            Some((_, body)) if self.chunks.is_none() => {
+            Ok((_, body)) if self.chunks.is_none() => {
                 Ok(Response::new_with_opt_blob_and_init(body.as_ref(), &init(self.stored.status, headers))?)
             }
             _ => build(self.stored.status, headers, &self.stored.body),
@@ -137,13 +125,10 @@ fn streamed(status: u16, headers: &Headers, chunks: &Source) -> Result<Response>
     Ok(Response::new_with_opt_readable_stream_and_init(Some(&chunks.stream()), &init(status, headers))?)
 }
 
-/// A replay's headers, marked as the object's own.
-fn marked_replay_headers(stored: &StoredResponse) -> Result<Headers> {
-    headers_from(&replay_headers(&stored.headers, true, Some((ANSWERED_HEADER, ANSWERED_PLAIN))))
-}
-
+/// A replay's headers, marked as the object's own, and its body (none for a chunked one).
 fn prepare(stored: &StoredResponse, with_body: bool) -> Result<(Headers, Option<Blob>)> {
-    let headers = marked_replay_headers(stored)?;
+    let headers =
+        headers_from(&replay_headers(&stored.headers, true, Some((ANSWERED_HEADER, ANSWERED_PLAIN))))?;
     let body = if !carries_body(stored.status) || !with_body {
         None
     } else {

@@ -3,14 +3,10 @@
 //! is compiled into the Wasm.
 //!
 //! One [`Sealer`] lives in each key's object, whose scope never changes, so the derived
-//! keys are cached there, one per ring key and purpose. Stored answers and stored requests
-//! (`core::key_rules::machine::async_job`) share the same sealing: only the HKDF salt and info and the
-//! associated data differ.
-//!
-//! WebCrypto is called from here through `web-sys`'s `SubtleCrypto`; what is sealed, under
-//! which key and bound to what is `core::formats::seal::SealContext`'s. A byte slice
-//! from Wasm memory is handed to WebCrypto as a view, which it copies when it is called,
-//! before anything here awaits.
+//! keys are cached there, one per ring key and purpose. What is sealed, under which key and
+//! bound to what is `core::formats::seal::SealContext`'s. A byte slice from Wasm memory is
+//! handed to WebCrypto as a view, which it copies when it is called, before anything here
+//! awaits.
 
 use std::cell::RefCell;
 
@@ -51,15 +47,11 @@ pub fn random(bytes: &mut [u8]) -> Result<(), SealError> {
     drawn.map(drop).map_err(|error| SealError(format!("drawing a nonce: {}", message_of(&error))))
 }
 
-/// `bytes` copied into JavaScript (for WebCrypto's parameters, which keep them).
-fn js_bytes(bytes: &[u8]) -> Uint8Array {
-    Uint8Array::from(bytes)
-}
-
-/// The AES-256-GCM parameters of one operation: `nonce` and associated data `aad`.
+/// The AES-256-GCM parameters of one operation: `nonce` and associated data `aad` (copied
+/// into JavaScript: the parameters keep them).
 fn gcm(nonce: &[u8], aad: &[u8]) -> AesGcmParams {
-    let params = AesGcmParams::new("AES-GCM", &js_bytes(nonce));
-    params.set_additional_data(&js_bytes(aad));
+    let params = AesGcmParams::new("AES-GCM", &Uint8Array::from(nonce));
+    params.set_additional_data(&Uint8Array::from(aad));
     params
 }
 
@@ -67,9 +59,10 @@ fn gcm(nonce: &[u8], aad: &[u8]) -> AesGcmParams {
 async fn derive(secret: &[u8], salt: &[u8], info: &[u8]) -> Result<CryptoKey, SealError> {
     let subtle = subtle()?;
     let usages = Array::of1(&JsValue::from_str("deriveKey"));
-    let import = subtle.import_key_with_str("raw", &js_bytes(secret), "HKDF", false, &usages);
+    let import = subtle.import_key_with_str("raw", &Uint8Array::from(secret), "HKDF", false, &usages);
     let base: CryptoKey = named("importing a storage key", import).await?.unchecked_into();
-    let params = HkdfParams::new_with_str("HKDF", "SHA-256", &js_bytes(info), &js_bytes(salt));
+    let params =
+        HkdfParams::new_with_str("HKDF", "SHA-256", &Uint8Array::from(info), &Uint8Array::from(salt));
     let usages = Array::of2(&JsValue::from_str("encrypt"), &JsValue::from_str("decrypt"));
     let derive = subtle.derive_key_with_object_and_object(
         &params,
@@ -179,11 +172,6 @@ const OPENING: &str = "opening (a changed byte or the wrong key)";
 /// JavaScript).
 pub async fn sha256(bytes: &js_sys::Object) -> Result<[u8; 32], SealError> {
     let digest = subtle()?.digest_with_str_and_buffer_source("SHA-256", bytes);
-    let digest = Uint8Array::new(&named("digesting", digest).await?);
-    let mut out = [0u8; 32];
-    if digest.length() != 32 {
-        return Err(SealError("digesting: not 32 bytes".to_owned()));
-    }
-    digest.copy_to(&mut out);
-    Ok(out)
+    let digest = Uint8Array::new(&named("digesting", digest).await?).to_vec();
+    digest.try_into().map_err(|_| SealError("digesting: not 32 bytes".to_owned()))
 }

@@ -204,6 +204,22 @@ pub fn declared_body(content_length: Option<&str>, limit: u64) -> DeclaredBody {
     }
 }
 
+/// Most bytes of a refused request's body read and thrown away, beyond the `read` bytes
+/// already read. Answering before the request body is consumed makes workerd drop the
+/// connection (a proxy in front then fails the next request on it), so the rest is read, but
+/// not without end.
+pub fn drain_limit(read: u64) -> u64 {
+    read.saturating_add(8 * 1024 * 1024)
+}
+
+/// Whether a body waiting on a key's object, whose length the Worker declared
+/// (`KeyCall::body_bytes`), is read and dropped with one `arrayBuffer()` rather than a reader,
+/// a read per chunk and a release: at most 64 KiB, so a large body never sits whole in a
+/// waiter. `None`: not declared, read chunk by chunk.
+pub fn drains_whole(declared_bytes: Option<u64>) -> bool {
+    declared_bytes.is_some_and(|bytes| bytes <= 64 * 1024)
+}
+
 /// A body over `MAX_BODY_BYTES`, found while reading it.
 pub fn body_too_large(limit: u64) -> Problem {
     Problem::new(ProblemKind::BodyTooLarge, format!("The request body is larger than {limit} bytes."))
@@ -254,6 +270,21 @@ pub fn method_on_the_wire(method: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_body_is_drained_8_mib_past_what_was_read() {
+        assert_eq!(drain_limit(0), 8 << 20);
+        assert_eq!(drain_limit(10), (8 << 20) + 10);
+        assert_eq!(drain_limit(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn only_a_small_declared_body_is_drained_whole() {
+        assert!(drains_whole(Some(0)));
+        assert!(drains_whole(Some(64 * 1024)));
+        assert!(!drains_whole(Some(64 * 1024 + 1)));
+        assert!(!drains_whole(None));
+    }
 
     #[test]
     fn a_declared_length_only_makes_a_refusal_come_sooner() {

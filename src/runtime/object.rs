@@ -190,57 +190,44 @@ impl KeyObject {
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
         let mut log = RequestLog { storage: Some(calls), ..self.request_log(Some(call.scope)) };
-        let arriving = |body, consumed| Start::Arrival { req: &req, call: &call, body, consumed };
-        let (decided, start) = match self.open_sealed_record().await {
+        let (decided, observing) = match self.open_sealed_record().await {
             Err(error) => {
                 let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
-                (refusal(self.logged(fault, "opening the stored answer", &error)), arriving(None, false))
+                (refusal(self.logged(fault, "opening the stored answer", &error)), false)
             }
             Ok(()) => {
                 // Observe mode: the same record, opened the same way; nothing forwarded from
                 // here. An observed claim whose lease ended is forgotten (its outcome will
                 // not come), and whoever joined it released.
                 self.key.borrow_mut().expire_observed(now);
-                match &call.step {
+                let plan = call.arrival_plan();
+                let pending = match &call.step {
                     // The origin's answer to an observed claim, as the Worker got it: recorded
                     // as an arrival's forward is, and anyone who joined it woken.
                     KeyStep::ObserveOutcome { attempt, outcome } => {
                         log.decision = Decision::Unknown;
                         let (result, mut answer) = origin::reported(&req, outcome, &call.policy).await;
                         let stored = answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new);
-                        let pending = self.key.borrow_mut().handle_origin_finished(
-                            *attempt,
-                            result,
-                            stored,
-                            &call.policy,
-                            now_ms(),
-                        );
-                        (self.write(pending).await, Start::Observed { unread: None })
+                        let (policy, now) = (&call.policy, now_ms());
+                        self.key.borrow_mut().handle_origin_finished(*attempt, result, stored, policy, now)
                     }
+                    // The driver's first step (`KeyState::handle_call`): a retry's lookup
+                    // (`runtime::reconcile`), then `Arrive` ([`KeyObject::arrival`]), in the loop.
                     KeyStep::Enforce { .. } | KeyStep::ObserveArrival => {
-                        // On a route with a lookup, a retry that finds the key's outcome
-                        // unknown (or its claim's owner gone) looks it up first: the driver's
-                        // step is `Lookup`, then `Arrive`, carried out in the loop
-                        // (`runtime::reconcile`, then [`KeyObject::arrival`]). Any other
-                        // arrival, an observed one included, is decided at once.
-                        let plan = call.arrival_plan();
-                        let retry = plan.reconcile && self.record().is_ok();
-                        let first = retry.then(|| self.key.borrow_mut().handle_retry(call.fingerprint, now));
-                        let (mut body, mut consumed) = (None, false);
-                        let decided = match first.flatten() {
-                            Some(pending) => self.write(pending).await,
-                            None => self.arrival(&req, &call, &mut body, &mut consumed, now).await,
-                        };
-                        let observed = Start::Observed { unread: Some(&req) };
-                        (decided, if plan.observing { observed } else { arriving(body, consumed) })
+                        let reconciles = plan.reconcile && self.record().is_ok();
+                        self.key.borrow_mut().handle_call(reconciles, call.fingerprint, now)
                     }
-                }
+                };
+                (self.write(pending).await, plan.observing)
             }
         };
+        // An observed outcome's body was read for its answer.
+        let consumed = matches!(call.step, KeyStep::ObserveOutcome { .. });
+        let start = Start::Arrival { req: &req, call: &call, body: None, consumed, observing };
         let mut turn = Turn::new(start, log);
         let done = self.carry_out(decided, &mut turn).await;
         let Turn { mut log, answer, forwarded, .. } = turn;
-        if let Start::Observed { .. } = turn.start {
+        if observing {
             // Observing, the Worker answers and logs: it is told the decision.
             return respond::observed_decision(done.decision.unwrap_or(log.decision), forwarded);
         }
@@ -249,16 +236,14 @@ impl KeyObject {
         self.answer(response, &mut log, &call.trace, received)
     }
 
-    /// An arrival's step, written: decided on the record as it is after every
+    /// An arrival's step (`Arrive`), written: decided on the record as it is after every
     /// await that feeds it (its lookup's verdict, when one came first; the sealing of the
     /// route's lookup and of a job's request, `async_job`), and written before any further
     /// await lets other requests in (a forward is the live execution from then on, a join
     /// one of its waiters). `body`: the request's body where it was read already (while the
     /// arrival waited on a lookup), left there for a forward; `consumed`: whether its
-    /// stream was read (for that, or for a job). Observing, it is stepped as for a real
-    /// request and what it would write (the claim, the alarm) written; the carry-out then
-    /// forwards, replays and waits for nothing, and the decision is the answer. A claim is
-    /// the live execution until the Worker brings its outcome or its lease ends.
+    /// stream was read (for that, or for a job). Observed, it is stepped as for a real
+    /// request (`KeyState::handle_arrival`).
     async fn arrival(
         &self,
         req: &web_sys::Request,
@@ -405,7 +390,7 @@ impl KeyObject {
                 },
                 // The arrival whose lookup came first, decided on the record as it is now.
                 Action::Arrive => {
-                    if let Start::Arrival { req, call, body, consumed } = &mut turn.start {
+                    if let Start::Arrival { req, call, body, consumed, .. } = &mut turn.start {
                         decided.follow(self.arrival(req, call, body, consumed, now_ms()).await);
                     }
                 }
@@ -454,7 +439,7 @@ impl KeyObject {
     /// step returned to join the loop.
     async fn forward(&self, attempt: AttemptId, turn: &mut Turn<'_>) -> Option<Decided> {
         let (req, call, read) = match &mut turn.start {
-            Start::Observed { .. } => {
+            Start::Arrival { observing: true, .. } => {
                 turn.forwarded = Some(attempt);
                 return None;
             }
@@ -462,7 +447,7 @@ impl KeyObject {
                 let request = request.take();
                 return self.send_job(attempt, request, turn).await;
             }
-            Start::Arrival { req, call, body, consumed } => {
+            Start::Arrival { req, call, body, consumed, .. } => {
                 // The body stays a JavaScript value: the object forwards it and never looks
                 // inside. A failure to read it forwards nothing, and the key is released.
                 let read = match body.take() {
@@ -614,18 +599,17 @@ impl KeyObject {
 /// What started a turn of the carry-out loop: who gets its answer, and what a `Forward`
 /// sends.
 pub(super) enum Start<'a> {
-    /// A request's arrival, enforcing: it gets the answer. Its body is read for a forward
-    /// and drained otherwise (`body`: read already, while it waited on a lookup;
-    /// `consumed`: the stream was read, for that or for a job).
+    /// A request's arrival: enforcing, it gets the answer; `observing`, the Worker forwards
+    /// and answers, and the object records and answers with the decision. Its body is read
+    /// for a forward and drained otherwise (`body`: read already, while it waited on a
+    /// lookup; `consumed`: the stream was read, for that, for a job or for an outcome).
     Arrival {
         req: &'a web_sys::Request,
         call: &'a KeyCall,
         body: Option<std::result::Result<JsValue, JsValue>>,
         consumed: bool,
+        observing: bool,
     },
-    /// Observe mode: the Worker forwards and answers; the object records, and answers with
-    /// the decision. An arrival's body is drained (`unread`).
-    Observed { unread: Option<&'a web_sys::Request> },
     /// The alarm: nobody to answer; a job's send carries the request opened for it.
     Alarm { request: Option<StoredRequest> },
 }
@@ -654,8 +638,8 @@ impl<'a> Turn<'a> {
     /// The call of the caller this turn answers (an arrival, enforcing), if it answers one.
     fn caller(&self) -> Option<&KeyCall> {
         match &self.start {
-            Start::Arrival { call, .. } => Some(call),
-            Start::Observed { .. } | Start::Alarm { .. } => None,
+            Start::Arrival { call, observing: false, .. } => Some(call),
+            Start::Arrival { observing: true, .. } | Start::Alarm { .. } => None,
         }
     }
 
@@ -668,16 +652,11 @@ impl<'a> Turn<'a> {
     /// or, read already, let go.
     async fn let_go_of_body(&mut self) {
         match &mut self.start {
-            Start::Arrival { req, call, body, consumed } => {
+            Start::Arrival { req, call, body, consumed, observing } => {
                 drop(body.take());
                 if !*consumed {
                     *consumed = true;
-                    body::drain(req, Some(call.body_bytes)).await;
-                }
-            }
-            Start::Observed { unread } => {
-                if let Some(req) = unread.take() {
-                    body::drain(req, None).await;
+                    body::drain(req, (!*observing).then_some(call.body_bytes)).await;
                 }
             }
             Start::Alarm { .. } => {}

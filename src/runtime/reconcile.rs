@@ -86,7 +86,7 @@ impl KeyObject {
                 let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
                 (asker, request, reconcile.not_found, Box::new(call.policy.clone()))
             }
-            Start::Observed { .. } | Start::Alarm { .. } => {
+            Start::Alarm { .. } => {
                 let Some(record) = self.cached_record() else { return Ok(None) };
                 let Some(reconciling) = record.reconciling() else { return Ok(None) };
                 let binding = Some((reconciling.bound_at, &record.fingerprint()));

@@ -725,6 +725,17 @@ impl<A> KeyState<A> {
         Some(Pending { what: InProgress::Other, step, decision: None })
     }
 
+    /// An arrival's first step, before anything of it is decided: on a route with a lookup
+    /// (`reconciles`, and its record readable), a retry that finds its outcome to look up
+    /// first gets [`KeyState::handle_retry`]'s `Lookup`, then `Arrive`; any other arrival,
+    /// an observed one included, `Arrive` alone. Nothing is written either way.
+    pub fn handle_call(&mut self, reconciles: bool, fingerprint: Digest256, now: Millis) -> Pending {
+        let first = reconciles.then(|| self.handle_retry(fingerprint, now)).flatten();
+        let arrive =
+            || Pending { what: InProgress::Other, step: Step::keep(vec![Action::Arrive]), decision: None };
+        first.unwrap_or_else(arrive)
+    }
+
     /// A lookup of the unknown outcome of `attempt` answered (`core::key_rules::reconcile`). The
     /// decision is `reconciled-executed`, `reconciled-not-executed` or `reconcile-failed`
     /// (also for a "not found" the machine does not believe yet), whatever becomes of the

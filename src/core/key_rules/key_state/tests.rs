@@ -894,3 +894,38 @@ fn a_retry_of_an_unknown_outcome_looks_it_up_first_then_is_decided_on_the_verdic
     }
     assert!(plain.handle_retry(FP, since + 1).is_none(), "a record kept no lookup");
 }
+
+/// An arrival's first step: where it reconciles and its outcome is to be looked up, the
+/// lookup, then the arrival; otherwise (no lookup on the route, an unreadable record,
+/// another payload, a key with nothing to look up) the arrival alone. Nothing is written.
+#[test]
+fn an_arrivals_first_step_looks_up_only_where_it_reconciles() {
+    let since = T0 + 100;
+    let mut key = KeyState::new();
+    key.remember(Some(KeyRecord::Unknown(Unknown {
+        attempt: A,
+        fingerprint: FP,
+        origin_attempts: 1,
+        since,
+        expires_at: T0 + TTL,
+        reason: UnknownReason::ResetAfterSend,
+        reconcile: Some(Reconciling {
+            sealed_lookup: vec![7; 40],
+            bound_at: T0,
+            not_found: 404,
+            asked: 0,
+            next_at: 0,
+            policy: Box::new(policy()),
+            spelling_known: true,
+        }),
+    })));
+    let actions = |pending: Pending| {
+        assert_eq!((pending.decision(), &pending.step().change), (None, &KeyRecordChange::Keep));
+        pending.step().actions.clone()
+    };
+    let first = actions(key.handle_call(true, FP, since + 1));
+    assert_eq!(first, vec![Action::Lookup { attempt: A }, Action::Arrive]);
+    assert_eq!(actions(key.handle_call(false, FP, since + 1)), vec![Action::Arrive]);
+    assert_eq!(actions(key.handle_call(true, Digest256([2; 32]), since + 1)), vec![Action::Arrive]);
+    assert_eq!(actions(KeyState::<()>::default().handle_call(true, FP, since + 1)), vec![Action::Arrive]);
+}

@@ -1,18 +1,11 @@
 //! The Durable Object for one (caller scope, idempotency key): the key's single writer.
 //!
-//! Every decision comes from the key's driver, `core::key_rules::key_state::KeyState`, which
-//! holds the record as this instance knows it, the live execution and its waiters, and
-//! the running lookup. This file is load, feed the event, carry out each action: every
-//! path (an arrival, an observed arrival or outcome, the alarm, a job's send, a lookup)
-//! hands the driver what happened, writes the step it returns (`runtime::key_sync`), and
-//! gives it to one loop, [`KeyObject::carry_out`], which takes the step's actions one at a
-//! time, with one `match` over them and no arm for "the rest". What an action leads to
-//! (a forward's outcome, a lookup's verdict, a claim withdrawn because its alarm could not
-//! be set) is the driver's step again, written, and its actions join the same loop. The
-//! turn's [`Start`] says only who gets the answer and what a forward sends. What stays here
-//! is what only the runtime has: the origin fetch, the prepared answers, and the calls
-//! into the key's storage (`runtime::key_storage`: the record, sealing, chunk rows, the
-//! alarm).
+//! Every decision comes from the key's driver, `core::key_rules::key_state::KeyState` (its
+//! doc says how the runtime feeds it events, writes its steps and carries them out). This
+//! file is load, feed the event, write the step (`runtime::key_sync`), and carry out its
+//! actions in one loop, [`KeyObject::carry_out`]: one `match`, no arm for "the rest". What
+//! stays here is what only the runtime has: the origin fetch, the prepared answers, and
+//! the key's storage (`runtime::key_storage`: the record, sealing, chunk rows, the alarm).
 //!
 //! Order inside `fetch`, which is what makes duplicates safe:
 //! 1. Decide from the envelope (`core::edge_rules::wire`), the cached record (one
@@ -32,17 +25,9 @@
 //! place (`fetch`) whatever path made the answer, errors included: the Worker treats an
 //! unmarked answer as one the object may not have given, and never fails open on it.
 //!
-//! In observe mode (`core::vocabulary::key_terms::Mode`) the object forwards nothing: the Worker forwards
-//! every request itself and tells the object about it in two calls. `arrival` steps the
-//! machine as for a real request (the claim is written, a duplicate is told it would have
-//! been coalesced or replayed, a mismatch that it would have been refused) and answers
-//! with the decision; `outcome` brings the origin's answer, which is recorded as enforcing
-//! would have recorded it (stored for replay, released or held unknown). So a route that
-//! later switches to enforce finds its keys' records already right. An observed claim is
-//! live in this instance until its outcome comes or its lease ends.
-//!
-//! Asynchronous acceptance (`core::key_rules::machine::async_job`) lives in the child module `async_job`: the
-//! request is sealed and stored with the claim, and executed from the alarm.
+//! Observe mode's two calls (`core::vocabulary::key_terms::Mode` says what each records)
+//! go through the same loop; the object forwards nothing and answers with the decision.
+//! Asynchronous acceptance's half is the child module `async_job`.
 //!
 //! The execution runs inside the first caller's handler. If that caller disconnects, the
 //! handler still runs to the end (the runtime keeps driving it), so the outcome is recorded
@@ -119,10 +104,7 @@ impl DurableObject for KeyObject {
     /// which the Worker could not tell from a platform failure).
     async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
         let req = Clone::clone(req.inner());
-        let answered = self.handle(req).await;
-        let answer =
-            answered.or_else(|error| respond::problem(&self.logged(error.fault(), "answering", &error)));
-        respond::marked(answer).map(worker::Response::from).map_err(|error| JsValue::from(error).into())
+        self.marked(self.handle(req).await).map(worker::Response::from).map_err(Into::into)
     }
 
     /// The runtime's `alarm` on the object. A failure is thrown, never swallowed: the
@@ -156,14 +138,19 @@ impl KeyObject {
     /// is thrown, as `fetch` rejects with it.
     pub fn replay(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
         let Some((response, drained)) = self.replayed(&req) else { return Ok(JsValue::UNDEFINED) };
-        let answer =
-            response.or_else(|error| respond::problem(&self.logged(error.fault(), "answering", &error)));
-        let marked = respond::marked(answer).map_err(JsValue::from)?;
-        Ok(js_sys::Array::of2(&marked.into(), &drained).into())
+        Ok(js_sys::Array::of2(&self.marked(response)?.into(), &drained).into())
     }
 }
 
 impl KeyObject {
+    /// An answer as it leaves the object (`fetch`, `replay`): marked, and an error a marked
+    /// problem, logged.
+    fn marked(&self, answer: Result<Response>) -> std::result::Result<Response, JsValue> {
+        let answer =
+            answer.or_else(|error| respond::problem(&self.logged(error.fault(), "answering", &error)));
+        respond::marked(answer).map_err(JsValue::from)
+    }
+
     async fn handle(&self, req: web_sys::Request) -> Result<Response> {
         // When the request reached the object: its line's `edge_ms` counts from here, and
         // so do its storage calls.
@@ -553,9 +540,7 @@ impl KeyObject {
         // its job, or cleans it up and looks up an unknown outcome due (`runtime::reconcile`).
         let (pending, request) = self.alarm_step().await?;
         let decided = self.write(pending).await;
-        if let Some(decision) = decided.decision {
-            self.log_background(decision, None, None, true);
-        }
+        self.log_background(decided.decision, None, None, true);
         let mut turn = Turn::new(Start::Alarm { request }, self.request_log(None));
         match self.carry_out(decided, &mut turn).await.fails_alarm {
             Some(why) => Err(why.to_owned()),

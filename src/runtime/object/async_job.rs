@@ -159,7 +159,7 @@ impl KeyObject {
         // A failed write keeps the claim, with its lease and its alarm: afterwards it reads
         // as an unknown outcome, never as "not executed".
         let decided = self.write(pending).await;
-        let decision = decided.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
+        let decision = decided.decision.or(Some(Decision::Rejected(ProblemKind::StorageUnavailable)));
         self.log_background(decision, origin_status, Some(origin_ms), true);
         Some(decided)
     }
@@ -185,20 +185,16 @@ impl KeyObject {
     }
 
     /// The line and data point of work the alarm or a lookup did with no caller (a job's
-    /// send, a lookup's verdict): the decision and the origin's status, no more.
+    /// send, a lookup's verdict, `RequestLog::background`), once it has a decision.
     pub(in crate::runtime) fn log_background(
         &self,
-        decision: Decision,
+        decision: Option<Decision>,
         origin_status: Option<u16>,
         origin_ms: Option<u64>,
         job: bool,
     ) {
-        let object = Some(self.object_id().to_owned());
-        let log = RequestLog {
-            origin_status,
-            origin_ms,
-            ..RequestLog::new(object, decision, origin_status.unwrap_or(0), None)
-        };
+        let Some(decision) = decision else { return };
+        let log = RequestLog::background(self.object_id().to_owned(), decision, origin_status, origin_ms);
         metrics::write_point(&self.env, &log);
         outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, job);
     }

@@ -59,7 +59,7 @@ use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
 use crate::core::formats::reconciling::Reconciling;
 use crate::core::key_rules::key_state::{
-    look_again_at, refusal, AlarmUnset, Arrival, CallerAnswer, Decided, KeyState, Pending,
+    look_again_at, refusal, AlarmUnset, Arrival, CallerAnswer, Decided, KeyState,
 };
 use crate::core::key_rules::machine::async_job::{accepted_response, AsyncAccept};
 use crate::core::key_rules::machine::Action;
@@ -266,7 +266,8 @@ impl KeyObject {
             let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
             return refusal(self.logged(fault, "reading the record", &error));
         }
-        let mut pending = self.arrive(call, accept, lookup, plan.observing, now);
+        let arrival = self.arriving(call, accept, lookup, plan.observing);
+        let mut pending = self.key.borrow_mut().handle_arrival(arrival, now);
         if unsealed {
             pending = self.key.borrow_mut().handle_lookup_unsealed(pending);
         }
@@ -283,23 +284,18 @@ impl KeyObject {
             return None;
         }
         let Ok(Ok(ToObject::Key(call))) = self.envelope(req) else { return None };
-        let KeyCall { scope_salt, body_bytes, .. } = call;
         if !call.may_replay_at_once() {
             return None;
         }
-        let _ = self.store.scope_salt.set(scope_salt);
+        let _ = self.store.scope_salt.set(call.scope_salt);
         let record = self.record().ok()??;
         if self.store.has_to_open(&record) {
             return None;
         }
-        let now = now_ms();
-        let received = now;
-        self.key.borrow_mut().expire_observed(now);
-        let pending = self.arrive(&call, None, None, false, now);
-        let stored = pending.replay_only()?.clone();
-        // Nothing to write: the step is reported at once, as `write` would after a `Keep`.
-        let decided = self.key.borrow_mut().handle_written(pending);
-        let drained = body::start_drain(req, Some(body_bytes));
+        let received = now_ms();
+        let (stored, decided) =
+            self.key.borrow_mut().handle_replay(self.arriving(&call, None, None, false), received)?;
+        let drained = body::start_drain(req, Some(call.body_bytes));
         let mut log = RequestLog { storage: Some(self.store.calls()), ..self.request_log(Some(call.scope)) };
         log.decision = decided.decision.unwrap_or(log.decision);
         let response = self.prepared(&stored).response();
@@ -317,19 +313,17 @@ impl KeyObject {
         Ok(ToObject::decode(headers.get(ENVELOPE_HEADER)?.as_deref()))
     }
 
-    /// The one place an arrival is built and handed to the key's driver: the request as
-    /// the envelope describes it, the id a claim it makes gets (drawn here, at random),
-    /// its job's sealed request and its route's sealed lookup, if any, and whether it is
-    /// observed.
-    fn arrive(
+    /// The one place an arrival is built for the key's driver: the request as the envelope
+    /// describes it, the id a claim it makes gets (drawn here, at random), its job's sealed
+    /// request and its route's sealed lookup, if any, and whether it is observed.
+    fn arriving<'a>(
         &self,
-        call: &KeyCall,
+        call: &'a KeyCall,
         accept: Option<AsyncAccept>,
         lookup: Option<Reconciling>,
         observing: bool,
-        now: u64,
-    ) -> Pending {
-        let arrival = Arrival {
+    ) -> Arrival<'a> {
+        Arrival {
             fingerprint: call.fingerprint,
             new_attempt: AttemptId(random_u64()),
             policy: &call.policy,
@@ -337,8 +331,7 @@ impl KeyObject {
             accept,
             observing,
             lookup,
-        };
-        self.key.borrow_mut().handle_arrival(arrival, now)
+        }
     }
 
     /// The carry-out loop: the step's actions, handed out one at a time by the key's driver

@@ -644,6 +644,22 @@ impl<A> KeyState<A> {
         Pending { what: InProgress::Arrival { new_attempt, body_bytes, observed_until }, step, decision }
     }
 
+    /// An arrival answered at once (the runtime's replay path), once an observed claim past
+    /// its lease is forgotten: where its step replays and writes nothing
+    /// ([`Pending::replay_only`]), the step reported as written (there is nothing to write),
+    /// with the answer to replay and the line's decision; `None` where the arrival must go
+    /// the whole way, its step dropped.
+    pub fn handle_replay(
+        &mut self,
+        arrival: Arrival<'_>,
+        now: Millis,
+    ) -> Option<(Arc<StoredResponse>, Decided)> {
+        self.expire_observed(now);
+        let pending = self.handle_arrival(arrival, now);
+        let stored = pending.replay_only()?.clone();
+        Some((stored, self.handle_written(pending)))
+    }
+
     /// The arrival's step (`pending`, not yet written) was decided without the route's
     /// lookup, which could not be sealed (no key ring, or WebCrypto refused; the runtime
     /// logs why). A claim without it could never be looked up once its outcome became

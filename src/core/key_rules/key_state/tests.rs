@@ -455,6 +455,24 @@ fn only_a_step_that_replays_and_writes_nothing_is_replay_only() {
     assert_eq!(mismatch.replay_only(), None);
 }
 
+/// The replay path's step: a replay that writes nothing is reported at once, with its
+/// answer; anything else (a claim, another payload, an answer past its expiry) is `None`.
+#[test]
+fn an_arrival_is_replayed_at_once_only_where_its_step_replays_and_writes_nothing() {
+    let policy = policy();
+    let mut key = KeyState::new();
+    key.remember(Some(completed_201()));
+    let (stored, decided) = key.handle_replay(arrival(&policy, B, false), T0 + 1).expect("replayed");
+    assert_eq!((stored.status, decided.decision), (201, Some(Decision::Replayed)));
+    let other = Arrival { fingerprint: Digest256([2; 32]), ..arrival(&policy, B, false) };
+    assert!(key.handle_replay(other, T0 + 1).is_none(), "another payload is refused the whole way");
+    assert!(key.handle_replay(arrival(&policy, B, false), T0 + TTL + 1).is_none(), "expired");
+    let mut absent = KeyState::new();
+    absent.remember(None);
+    assert!(absent.handle_replay(arrival(&policy, A, false), T0).is_none(), "a claim");
+    assert!(absent.live().is_none(), "a claim not taken writes nothing and runs nothing");
+}
+
 #[test]
 fn the_stored_size_cap_counts_the_headers() {
     let policy = policy();

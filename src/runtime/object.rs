@@ -114,11 +114,7 @@ impl DurableObject for KeyObject {
         match self.on_alarm().await {
             Ok(()) => worker::Response::empty(),
             Err(error) => {
-                console_error!(
-                    "object {}: alarm failed, the platform retries it: {}",
-                    self.short_id(),
-                    error
-                );
+                console_error!("{}: alarm failed, the platform retries it: {error}", self.subject());
                 Err(JsValue::from(js_sys::Error::new(&format!("alarm failed: {error}"))).into())
             }
         }
@@ -164,7 +160,7 @@ impl KeyObject {
             Err(error) => {
                 // Never silent: a Worker and an object that cannot read each other refuse
                 // every request until the deploy settles.
-                console_error!("object {}: the call's envelope is unreadable: {}", self.short_id(), error);
+                console_error!("{}: the call's envelope is unreadable: {error}", self.subject());
                 body::drain(&req, None).await;
                 let problem = error.problem();
                 let object = Some(self.object_id().to_owned());
@@ -558,10 +554,6 @@ impl KeyObject {
         self.store.object_id()
     }
 
-    pub(super) fn short_id(&self) -> &str {
-        self.store.short_id()
-    }
-
     /// Logs `fault` (what was being done, and the detail): the problem it answers with.
     pub(super) fn logged(&self, fault: Fault, what: &str, detail: impl std::fmt::Display) -> Problem {
         console_error!("{}", fault.source.log_line(&self.subject(), what, detail));
@@ -570,7 +562,7 @@ impl KeyObject {
 
     /// This object as a log line names it (`object {short id}`).
     pub(super) fn subject(&self) -> String {
-        format!("object {}", self.short_id())
+        format!("object {}", self.store.short_id())
     }
 }
 

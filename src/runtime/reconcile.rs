@@ -49,8 +49,7 @@ impl KeyObject {
         match self.store.seal_request((now, &call.fingerprint), &request).await {
             Ok(sealed) => Ok(Some(reconcile::kept_for_claim(sealed, now, reconcile.not_found, &call.policy))),
             Err(why) => {
-                let id = self.short_id();
-                console_error!("object {id}: the lookup cannot be sealed; nothing is claimed: {why}");
+                console_error!("{}: the lookup cannot be sealed; nothing is claimed: {why}", self.subject());
                 Err(())
             }
         }

@@ -8,9 +8,8 @@
 //! them), and the claim, with the sealed request, is written in the same turn. The alarm
 //! opens the stored request first (`alarm_step`), then steps on the fresh record, and claims
 //! the send durably (with its lease, and the alarm for that lease) before anything is
-//! sent: the send is the carry-out loop's `Forward` of an alarm's turn (`send_job`). A send
-//! is tied to no client connection: a restart mid-send leaves a claim whose lease ends, and
-//! the next alarm treats it as an unknown outcome (`core::key_rules::machine::async_job`, rule 4).
+//! sent: the send is the carry-out loop's `Forward` of an alarm's turn (`send_job`), tied to
+//! no client connection (a send a restart orphans: `core::key_rules::machine::async_job` rule 4).
 //!
 //! Never logged: the request, its headers or body, the key. The log line names the object
 //! id digest and the decision only.
@@ -177,7 +176,7 @@ impl KeyObject {
         match self.store.open_request(binding, sealed).await {
             Ok(request) => Ok(request),
             Err(error) => {
-                console_error!("object {}: {}: {}", self.short_id(), why, error);
+                console_error!("{}: {why}: {error}", self.subject());
                 self.store.set_alarm(look_again_at(now_ms())).await;
                 Err(why)
             }

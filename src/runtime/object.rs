@@ -57,11 +57,10 @@ use crate::core::edge_rules::scope::ScopeLog;
 use crate::core::edge_rules::wire::{KeyCall, KeyStep, ToObject, WireError, ENVELOPE_HEADER};
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
-use crate::core::formats::reconciling::Reconciling;
 use crate::core::key_rules::key_state::{
-    look_again_at, refusal, AlarmUnset, Arrival, CallerAnswer, Decided, KeyState,
+    look_again_at, refusal, AlarmUnset, CallerAnswer, Decided, KeyState,
 };
-use crate::core::key_rules::machine::async_job::{accepted_response, AsyncAccept};
+use crate::core::key_rules::machine::async_job::accepted_response;
 use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, Stage};
@@ -262,7 +261,7 @@ impl KeyObject {
             let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
             return refusal(self.logged(fault, "reading the record", &error));
         }
-        let arrival = self.arriving(call, accept, lookup, plan.observing);
+        let arrival = call.arrival(AttemptId(random_u64()), accept, lookup);
         let mut pending = self.key.borrow_mut().handle_arrival(arrival, now);
         if unsealed {
             pending = self.key.borrow_mut().handle_lookup_unsealed(pending);
@@ -289,8 +288,10 @@ impl KeyObject {
             return None;
         }
         let received = now_ms();
-        let (stored, decided) =
-            self.key.borrow_mut().handle_replay(self.arriving(&call, None, None, false), received)?;
+        let (stored, decided) = self
+            .key
+            .borrow_mut()
+            .handle_replay(call.arrival(AttemptId(random_u64()), None, None), received)?;
         let drained = body::start_drain(req, Some(call.body_bytes));
         let mut log = RequestLog { storage: Some(self.store.calls()), ..self.request_log(Some(call.scope)) };
         log.decision = decided.decision.unwrap_or(log.decision);
@@ -307,27 +308,6 @@ impl KeyObject {
             panic!("PANIC_FAULT_INJECTION: the object panics on purpose");
         }
         Ok(ToObject::decode(headers.get(ENVELOPE_HEADER)?.as_deref()))
-    }
-
-    /// The one place an arrival is built for the key's driver: the request as the envelope
-    /// describes it, the id a claim it makes gets (drawn here, at random), its job's sealed
-    /// request and its route's sealed lookup, if any, and whether it is observed.
-    fn arriving<'a>(
-        &self,
-        call: &'a KeyCall,
-        accept: Option<AsyncAccept>,
-        lookup: Option<Reconciling>,
-        observing: bool,
-    ) -> Arrival<'a> {
-        Arrival {
-            fingerprint: call.fingerprint,
-            new_attempt: AttemptId(random_u64()),
-            policy: &call.policy,
-            body_bytes: call.body_bytes,
-            accept,
-            observing,
-            lookup,
-        }
     }
 
     /// The carry-out loop: the step's actions, handed out one at a time by the key's driver

@@ -69,7 +69,8 @@ pub struct LiveAttempt {
     pub observed_until: Option<Millis>,
 }
 
-/// A covered request's arrival, as the envelope describes it (`core::edge_rules::wire::KeyCall::arrival` builds it).
+/// A covered request's arrival, as the envelope describes it
+/// (`core::edge_rules::wire::KeyCall::arrival` builds it).
 #[derive(Debug)]
 pub struct Arrival<'a> {
     pub fingerprint: Digest256,

@@ -448,11 +448,6 @@ impl KeyObject {
         origin_answered: bool,
         turn: &mut Turn<'_>,
     ) {
-        // A job's send has nobody waiting on it: preparing its answer would copy a chunked
-        // body into JavaScript only to drop it.
-        if let Start::Alarm { .. } = turn.start {
-            return;
-        }
         let prepared = self.prepared(answer);
         let settled = self.key.borrow_mut().handle_settled(attempt, prepared.clone(), origin_answered);
         if !settled.keep_in_memory {

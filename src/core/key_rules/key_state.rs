@@ -841,7 +841,10 @@ impl<A> KeyState<A> {
             retry_after_ms,
             jitter,
         };
-        let step = machine::step(self.record(), event, now);
+        let mut step = machine::step(self.record(), event, now);
+        // Nobody waits on a job's send (a duplicate meanwhile is told it is in progress):
+        // its outcome settles no caller, so the runtime prepares no answer for it.
+        step.actions.retain(|action| !matches!(action, Action::Settle { .. }));
         // A job that ends held unknown is `unknown` whatever this attempt's answer was: a
         // refusal after an earlier send whose outcome is unknown does not release the key,
         // and its line and published outcome must not say "released".

@@ -284,6 +284,31 @@ fn a_job_send_that_cannot_be_scheduled_is_put_back() {
     assert!(decided.fails_alarm.is_some(), "the platform retries the alarm");
 }
 
+/// Nobody waits on a job's send: its outcome, stored or held unknown, settles no caller,
+/// and the attempt is over all the same.
+#[test]
+fn a_jobs_outcome_settles_nobody() {
+    let policy = policy();
+    for (result, answer) in
+        [(OriginResult::Responded(201), Some(answer(201))), (OriginResult::TimedOut, None)]
+    {
+        let mut key = KeyState::new();
+        key.remember(Some(job_record(b"sealed")));
+        let pending = key.handle_job_alarm(B, T0 + 1);
+        let attempt = pending.forwarded().expect("a send");
+        written(&mut key, pending);
+        let pending = key.handle_job_finished(attempt, result, answer, &policy, None, 0.5, T0 + 10);
+        assert!(pending.step().change != KeyRecordChange::Keep, "{result:?}: the outcome is recorded");
+        let actions = &pending.step().actions;
+        assert!(
+            !actions.iter().any(|action| matches!(action, Action::Settle { .. })),
+            "{result:?}: {actions:?}"
+        );
+        written(&mut key, pending);
+        assert!(key.live().is_none(), "{result:?}: the send is over");
+    }
+}
+
 #[test]
 fn a_job_is_sent_only_as_the_request_that_was_opened_for_it() {
     let mut key = KeyState::new();

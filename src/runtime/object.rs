@@ -126,7 +126,7 @@ impl KeyObject {
     /// A replay answered at once, where the arrival needs no await before its answer: its
     /// envelope asks to enforce, with no lookup and no asynchronous acceptance, the record
     /// is in memory with nothing to open, and the key's driver decides a replay that writes
-    /// nothing (`core::key_rules::key_state::Pending::replay_only`). Returns `[answer, drained]` (the
+    /// nothing (`core::key_rules::key_state::KeyState::handle_replay`). Returns `[answer, drained]` (the
     /// marked answer, and the drain of the request's body under way, which `src/entry.mjs`
     /// awaits before it answers), or `undefined`, having changed nothing a request could
     /// see, for `fetch` to take the arrival the whole way. An answer that cannot be marked
@@ -230,7 +230,7 @@ impl KeyObject {
         &self,
         req: &web_sys::Request,
         call: &KeyCall,
-        body: &mut Option<std::result::Result<JsValue, JsValue>>,
+        body: &mut Option<JsResult>,
         consumed: &mut bool,
         now: u64,
     ) -> Decided {
@@ -250,8 +250,8 @@ impl KeyObject {
             None => None,
             Some(config) => {
                 // A job's request is read whole (unless it was already) and sealed.
-                *consumed = true;
-                match self.sealed_for_later(req, body.take(), call, config, now).await {
+                let read = read_body(req, body, consumed).await;
+                match self.sealed_for_later(req, read, call, config, now).await {
                     Ok(accept) => Some(accept),
                     Err(problem) => return refusal(problem),
                 }
@@ -310,12 +310,10 @@ impl KeyObject {
         Ok(ToObject::decode(headers.get(ENVELOPE_HEADER)?.as_deref()))
     }
 
-    /// The carry-out loop: the step's actions, handed out one at a time by the key's driver
-    /// (`Decided::poll_action`), each carried out here, in order, with no arm for "the
-    /// rest". What an action leads to (a forward's outcome, a lookup's verdict, a claim
-    /// withdrawn when its alarm cannot be set) is decided by the driver, written, and its
-    /// actions join this same loop. `turn` says what started it, and so who gets the
-    /// answer. Returns the step as it ended: its decision, and whether it fails the alarm.
+    /// The carry-out loop: the step's actions, as the key's driver hands them out
+    /// (`Decided::poll_action`, `Decided::follow`), each carried out here, in order. `turn`
+    /// says what started it, and so who gets the answer. Returns the step as it ended: its
+    /// decision, and whether it fails the alarm.
     pub(super) async fn carry_out(&self, mut decided: Decided, turn: &mut Turn<'_>) -> Decided {
         while let Some(action) = decided.poll_action() {
             match action {
@@ -406,12 +404,7 @@ impl KeyObject {
             Start::Arrival { req, call, body, consumed, .. } => {
                 // The body stays a JavaScript value: the object forwards it and never looks
                 // inside. A failure to read it forwards nothing, and the key is released.
-                let read = match body.take() {
-                    Some(read) => read,
-                    None => body::read_whole(req).await,
-                };
-                *consumed = true;
-                (*req, *call, read)
+                (*req, *call, read_body(req, body, consumed).await)
             }
         };
         let started = now_ms();
@@ -551,7 +544,7 @@ pub(super) enum Start<'a> {
     Arrival {
         req: &'a web_sys::Request,
         call: &'a KeyCall,
-        body: Option<std::result::Result<JsValue, JsValue>>,
+        body: Option<JsResult>,
         consumed: bool,
         observing: bool,
     },
@@ -619,6 +612,19 @@ impl<'a> Turn<'a> {
         }
     }
 }
+
+/// An arrival's body, read once: the read it kept while it waited on a lookup, or read
+/// whole now.
+async fn read_body(req: &web_sys::Request, body: &mut Option<JsResult>, consumed: &mut bool) -> JsResult {
+    *consumed = true;
+    match body.take() {
+        Some(read) => read,
+        None => body::read_whole(req).await,
+    }
+}
+
+/// A body's read: the `ArrayBuffer`, or the error reading it.
+pub(super) type JsResult = std::result::Result<JsValue, JsValue>;
 
 /// The name of a turn with no request (the alarm's, observe mode's).
 static NO_TRACE: Trace = Trace { request_id: String::new(), method: String::new(), route: None };

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
 
-use super::{body, metrics, now_ms, random_u64, KeyObject, Turn};
+use super::{metrics, now_ms, random_u64, JsResult, KeyObject, Turn};
 use crate::core::edge_rules::log::RequestLog;
 use crate::core::edge_rules::wire::KeyCall;
 use crate::core::formats::fingerprint::Digest256;
@@ -43,23 +43,18 @@ const UNREADABLE_REQUEST: Fault =
     Fault { source: FaultSource::Platform { what: PlatformCall::Request }, stage: Stage::BeforeClaim };
 
 impl KeyObject {
-    /// An arrival that asks for asynchronous acceptance: its request read whole (unless it
-    /// was read already, `read`: while it waited on a lookup) and sealed, bound to the
-    /// claim's time (`now`) and fingerprint, ready to be stored with the claim. The problem
-    /// to answer when it cannot be (nothing is claimed then).
+    /// An arrival that asks for asynchronous acceptance: its request (its body's `read`)
+    /// sealed, bound to the claim's time (`now`) and fingerprint, ready to be stored with
+    /// the claim. The problem to answer when it cannot be (nothing is claimed then).
     pub(super) async fn sealed_for_later(
         &self,
         req: &web_sys::Request,
-        read: Option<std::result::Result<JsValue, JsValue>>,
+        read: JsResult,
         call: &KeyCall,
         config: AsyncConfig,
         now: u64,
     ) -> std::result::Result<AsyncAccept, Problem> {
         let headers = &req.headers();
-        let read = match read {
-            Some(read) => read,
-            None => body::read_whole(req).await,
-        };
         let body = match read {
             Ok(buffer) => Uint8Array::new(&buffer).to_vec(),
             Err(_) => return Err(UNREADABLE_REQUEST.problem()),

@@ -57,9 +57,7 @@ use crate::core::edge_rules::scope::ScopeLog;
 use crate::core::edge_rules::wire::{KeyCall, KeyStep, ToObject, WireError, ENVELOPE_HEADER};
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
-use crate::core::key_rules::key_state::{
-    look_again_at, refusal, AlarmUnset, CallerAnswer, Decided, KeyState,
-};
+use crate::core::key_rules::key_state::{refusal, AlarmUnset, CallerAnswer, Decided, KeyState};
 use crate::core::key_rules::machine::async_job::accepted_response;
 use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
@@ -477,32 +475,6 @@ impl KeyObject {
     /// (`RequestLog::undecided`).
     pub(super) fn request_log(&self, scope: Option<ScopeLog>) -> RequestLog {
         RequestLog::undecided(Some(self.object_id().to_owned()), scope)
-    }
-
-    async fn on_alarm(&self) -> std::result::Result<(), String> {
-        // An observed claim whose outcome never came ends with its lease (`KeyState`).
-        self.key.borrow_mut().expire_observed(now_ms());
-        let runs = self.alarm_runs.get();
-        self.alarm_runs.set(runs.saturating_add(1));
-        if let Some(why) = settings::get(&self.env).fault_injection.alarm_run_fails(runs) {
-            return Err(why);
-        }
-        if let Err(error) = self.record() {
-            // A corrupt record is still a record: keep it (never forward unprotected),
-            // and look again later, whatever becomes of the platform's retries.
-            self.store.set_alarm(look_again_at(now_ms())).await;
-            return Err(format!("could not read the record: {error}"));
-        }
-        // A job's request is opened first (`async_job`); the driver then steps the key as
-        // its job, or cleans it up and looks up an unknown outcome due (`runtime::reconcile`).
-        let (pending, request) = self.alarm_step().await?;
-        let decided = self.write(pending).await;
-        self.log_background(decided.decision, None, None, true);
-        let mut turn = Turn::new(Start::Alarm { request }, self.request_log(None));
-        match self.carry_out(decided, &mut turn).await.fails_alarm {
-            Some(why) => Err(why.to_owned()),
-            None => Ok(()),
-        }
     }
 
     /// The stored answer prepared for replays, shared by every replay and waiter.

@@ -6,7 +6,7 @@
 //! first (`sealed_for_later`), then goes the way every arrival goes (`KeyObject::arrival`):
 //! the driver steps on the record as it is after those awaits (never a copy from before
 //! them), and the claim, with the sealed request, is written in the same turn. The alarm
-//! opens the stored request first (`alarm_step`), then steps on the fresh record, and claims
+//! opens the stored request first (`on_alarm`), then steps on the fresh record, and claims
 //! the send durably (with its lease, and the alarm for that lease) before anything is
 //! sent: the send is the carry-out loop's `Forward` of an alarm's turn (`send_job`), tied to
 //! no client connection (a send a restart orphans: `core::key_rules::machine::async_job` rule 4).
@@ -19,13 +19,13 @@ use std::sync::Arc;
 use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
 
-use super::{metrics, now_ms, random_u64, JsResult, KeyObject, Turn};
+use super::{metrics, now_ms, random_u64, settings, JsResult, KeyObject, Start, Turn};
 use crate::core::edge_rules::log::RequestLog;
 use crate::core::edge_rules::wire::KeyCall;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{AttemptId, KeyRecord};
-use crate::core::key_rules::key_state::{look_again_at, Decided, Pending};
+use crate::core::key_rules::key_state::{look_again_at, Decided};
 use crate::core::key_rules::machine::async_job::{
     no_key_ring_to_seal_requests, retry_after_in, AsyncAccept, AsyncConfig,
 };
@@ -88,10 +88,25 @@ impl KeyObject {
         }
     }
 
-    /// The alarm's step: a job's stored request opened first (an await), then the step
-    /// decided on the fresh record, and checked by the driver: a send goes out only as the
-    /// request that was opened. An error is thrown to the platform, which retries the alarm.
-    pub(super) async fn alarm_step(&self) -> std::result::Result<(Pending, Option<StoredRequest>), String> {
+    /// The alarm's run: a job's stored request opened first (an await), then the step
+    /// decided on the fresh record and checked by the driver (a send goes out only as the
+    /// request that was opened), written and carried out: the key stepped as its job, or
+    /// cleaned up and an unknown outcome due looked up (`runtime::reconcile`). An error is
+    /// thrown to the platform, which retries the alarm.
+    pub(super) async fn on_alarm(&self) -> std::result::Result<(), String> {
+        // An observed claim whose outcome never came ends with its lease (`KeyState`).
+        self.key.borrow_mut().expire_observed(now_ms());
+        let runs = self.alarm_runs.get();
+        self.alarm_runs.set(runs.saturating_add(1));
+        if let Some(why) = settings::get(&self.env).fault_injection.alarm_run_fails(runs) {
+            return Err(why);
+        }
+        if let Err(error) = self.record() {
+            // A corrupt record is still a record: keep it (never forward unprotected),
+            // and look again later, whatever becomes of the platform's retries.
+            self.store.set_alarm(look_again_at(now_ms())).await;
+            return Err(format!("could not read the record: {error}"));
+        }
         let mut opened = None;
         let to_open = self.key.borrow().job_request();
         if let Some((sealed, binding)) = to_open {
@@ -104,7 +119,11 @@ impl KeyObject {
         let pending = self.key.borrow_mut().handle_alarm_run(AttemptId(random_u64()), now_ms());
         let sealed = opened.as_ref().map(|(sealed, _)| &sealed[..]);
         self.key.borrow().check_job_send(&pending, sealed)?;
-        Ok((pending, opened.map(|(_, request)| request)))
+        let decided = self.write(pending).await;
+        self.log_background(decided.decision, None, None, true);
+        let mut turn =
+            Turn::new(Start::Alarm { request: opened.map(|(_, request)| request) }, self.request_log(None));
+        self.carry_out(decided, &mut turn).await.fails_alarm.map_or(Ok(()), |why| Err(why.to_owned()))
     }
 
     /// A job's `Forward`: its request sent as `attempt` (a send has no waiters: a duplicate

@@ -177,13 +177,11 @@ impl KeyObject {
             }
             Ok(()) => {
                 // Observe mode: the same record, opened the same way; nothing forwarded from
-                // here. An observed claim whose lease ended is forgotten (its outcome will
-                // not come), and whoever joined it released.
+                // here (`KeyState::expire_observed` first).
                 self.key.borrow_mut().expire_observed(now);
                 let plan = call.arrival_plan();
                 let pending = match &call.step {
-                    // The origin's answer to an observed claim, as the Worker got it: recorded
-                    // as an arrival's forward is, and anyone who joined it woken.
+                    // The origin's answer to an observed claim, as the Worker got it.
                     KeyStep::ObserveOutcome { attempt, outcome } => {
                         log.decision = Decision::Unknown;
                         let (result, mut answer) = origin::reported(&req, outcome, &call.policy).await;
@@ -235,9 +233,8 @@ impl KeyObject {
         // Served as a job or synchronously, and whether it reconciles: the core's plan.
         let plan = call.arrival_plan();
         let (mut lookup, mut unsealed) = (None, false);
-        // On a route with a lookup (every arrival there, a job's included): the lookup is
-        // sealed for a claim (`runtime::reconcile`), bound to the time the arrival is
-        // decided at.
+        // The route's lookup, sealed for a claim (`runtime::reconcile`), bound to the time
+        // the arrival is decided at.
         if let Some(reconcile) = call.reconcile.as_ref().filter(|_| plan.reconcile) {
             (lookup, unsealed) = match self.sealed_lookup(&req.headers(), call, reconcile, now).await {
                 Ok(lookup) => (lookup, false),
@@ -336,8 +333,7 @@ impl KeyObject {
                 Action::Lookup { attempt } => match self.carry_out_lookup(attempt, turn).await {
                     Ok(Some(verdict)) => decided.follow(verdict),
                     Ok(None) => {}
-                    // Past the cap of the retries waiting on a running lookup: the arrival
-                    // is answered at once instead, holding nothing.
+                    // Past the lookup's waiters' caps: answered at once, holding nothing.
                     Err(problem) => decided = refusal(problem),
                 },
                 // The arrival whose lookup came first, decided on the record as it is now.
@@ -353,8 +349,7 @@ impl KeyObject {
                     if let Some(body_bytes) = turn.caller().map(|call| call.body_bytes) {
                         turn.let_go_of_body().await;
                         let started = now_ms();
-                        // At most `wait_ms`; a waiter released without an answer (the
-                        // execution ended without settling) gets the driver's 409.
+                        // At most `wait_ms` (what a waiter then gets: `KeyState::handle_waited`).
                         let wait = async { settled?.wait().await };
                         let deadline = Delay::from(Duration::from_millis(wait_ms));
                         let outcome = match select(pin!(wait), deadline).await {

@@ -22,10 +22,8 @@ use crate::core::vocabulary::fault::{FaultSource, StorageOperation};
 use worker::{console_error, console_log};
 
 impl KeyObject {
-    /// The record, read from storage the first time and from memory afterwards. A record
-    /// past its expiry is deleted here (one synchronous statement) and read as absent, so a
-    /// record whose alarm was missed is gone the moment anything looks at it; a claim whose
-    /// execution still runs in this instance is left to that execution.
+    /// The record, read from storage the first time and from memory afterwards; one past
+    /// its expiry (`KeyState::expired_on_read` says) is deleted here and read as absent.
     pub(super) fn record(&self) -> std::result::Result<Option<KeyRecord>, StorageError> {
         if !self.key.borrow().is_loaded() {
             let stored = self.store.load()?;

@@ -1,18 +1,11 @@
 //! The Durable Object for one (caller scope, idempotency key): the key's single writer.
 //!
-//! Every decision comes from the key's driver, `core::key_rules::key_state::KeyState`, which
-//! holds the record as this instance knows it, the live execution and its waiters, and
-//! the running lookup. This file is load, feed the event, carry out each action: every
-//! path (an arrival, an observed arrival or outcome, the alarm, a job's send, a lookup)
-//! hands the driver what happened, writes the step it returns (`runtime::key_sync`), and
-//! gives it to one loop, [`KeyObject::carry_out`], which takes the step's actions one at a
-//! time, with one `match` over them and no arm for "the rest". What an action leads to
-//! (a forward's outcome, a lookup's verdict, a claim withdrawn because its alarm could not
-//! be set) is the driver's step again, written, and its actions join the same loop. The
-//! turn's [`Start`] says only who gets the answer and what a forward sends. What stays here
-//! is what only the runtime has: the origin fetch, the prepared answers, and the calls
-//! into the key's storage (`runtime::key_storage`: the record, sealing, chunk rows, the
-//! alarm).
+//! Every decision comes from the key's driver, `core::key_rules::key_state::KeyState` (its
+//! doc says how the runtime feeds it events, writes its steps and carries them out). This
+//! file is load, feed the event, write the step (`runtime::key_sync`), and carry out its
+//! actions in one loop, [`KeyObject::carry_out`]: one `match`, no arm for "the rest". What
+//! stays here is what only the runtime has: the origin fetch, the prepared answers, and
+//! the key's storage (`runtime::key_storage`: the record, sealing, chunk rows, the alarm).
 //!
 //! Order inside `fetch`, which is what makes duplicates safe:
 //! 1. Decide from the envelope (`core::edge_rules::wire`), the cached record (one
@@ -32,17 +25,9 @@
 //! place (`fetch`) whatever path made the answer, errors included: the Worker treats an
 //! unmarked answer as one the object may not have given, and never fails open on it.
 //!
-//! In observe mode (`core::vocabulary::key_terms::Mode`) the object forwards nothing: the Worker forwards
-//! every request itself and tells the object about it in two calls. `arrival` steps the
-//! machine as for a real request (the claim is written, a duplicate is told it would have
-//! been coalesced or replayed, a mismatch that it would have been refused) and answers
-//! with the decision; `outcome` brings the origin's answer, which is recorded as enforcing
-//! would have recorded it (stored for replay, released or held unknown). So a route that
-//! later switches to enforce finds its keys' records already right. An observed claim is
-//! live in this instance until its outcome comes or its lease ends.
-//!
-//! Asynchronous acceptance (`core::key_rules::machine::async_job`) lives in the child module `async_job`: the
-//! request is sealed and stored with the claim, and executed from the alarm.
+//! Observe mode's two calls (`core::vocabulary::key_terms::Mode` says what each records)
+//! go through the same loop; the object forwards nothing and answers with the decision.
+//! Asynchronous acceptance's half is the child module `async_job`.
 //!
 //! The execution runs inside the first caller's handler. If that caller disconnects, the
 //! handler still runs to the end (the runtime keeps driving it), so the outcome is recorded
@@ -72,11 +57,8 @@ use crate::core::edge_rules::scope::ScopeLog;
 use crate::core::edge_rules::wire::{KeyCall, KeyStep, ToObject, WireError, ENVELOPE_HEADER};
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse};
-use crate::core::formats::reconciling::Reconciling;
-use crate::core::key_rules::key_state::{
-    look_again_at, refusal, AlarmUnset, Arrival, CallerAnswer, Decided, KeyState, Pending,
-};
-use crate::core::key_rules::machine::async_job::{accepted_response, AsyncAccept};
+use crate::core::key_rules::key_state::{refusal, AlarmUnset, CallerAnswer, Decided, KeyState};
+use crate::core::key_rules::machine::async_job::accepted_response;
 use crate::core::key_rules::machine::Action;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, Stage};
@@ -119,10 +101,7 @@ impl DurableObject for KeyObject {
     /// which the Worker could not tell from a platform failure).
     async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
         let req = Clone::clone(req.inner());
-        let answered = self.handle(req).await;
-        let answer =
-            answered.or_else(|error| respond::problem(&self.logged(error.fault(), "answering", &error)));
-        respond::marked(answer).map(worker::Response::from).map_err(|error| JsValue::from(error).into())
+        self.marked(self.handle(req).await).map(worker::Response::from).map_err(Into::into)
     }
 
     /// The runtime's `alarm` on the object. A failure is thrown, never swallowed: the
@@ -132,11 +111,7 @@ impl DurableObject for KeyObject {
         match self.on_alarm().await {
             Ok(()) => worker::Response::empty(),
             Err(error) => {
-                console_error!(
-                    "object {}: alarm failed, the platform retries it: {}",
-                    self.short_id(),
-                    error
-                );
+                console_error!("{}: alarm failed, the platform retries it: {error}", self.subject());
                 Err(JsValue::from(js_sys::Error::new(&format!("alarm failed: {error}"))).into())
             }
         }
@@ -149,21 +124,26 @@ impl KeyObject {
     /// A replay answered at once, where the arrival needs no await before its answer: its
     /// envelope asks to enforce, with no lookup and no asynchronous acceptance, the record
     /// is in memory with nothing to open, and the key's driver decides a replay that writes
-    /// nothing (`core::key_rules::key_state::Pending::replay_only`). Returns `[answer, drained]` (the
+    /// nothing (`core::key_rules::key_state::KeyState::handle_replay`). Returns `[answer, drained]` (the
     /// marked answer, and the drain of the request's body under way, which `src/entry.mjs`
     /// awaits before it answers), or `undefined`, having changed nothing a request could
     /// see, for `fetch` to take the arrival the whole way. An answer that cannot be marked
     /// is thrown, as `fetch` rejects with it.
     pub fn replay(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
         let Some((response, drained)) = self.replayed(&req) else { return Ok(JsValue::UNDEFINED) };
-        let answer =
-            response.or_else(|error| respond::problem(&self.logged(error.fault(), "answering", &error)));
-        let marked = respond::marked(answer).map_err(JsValue::from)?;
-        Ok(js_sys::Array::of2(&marked.into(), &drained).into())
+        Ok(js_sys::Array::of2(&self.marked(response)?.into(), &drained).into())
     }
 }
 
 impl KeyObject {
+    /// An answer as it leaves the object (`fetch`, `replay`): marked, and an error a marked
+    /// problem, logged.
+    fn marked(&self, answer: Result<Response>) -> std::result::Result<Response, JsValue> {
+        let answer =
+            answer.or_else(|error| respond::problem(&self.logged(error.fault(), "answering", &error)));
+        respond::marked(answer).map_err(JsValue::from)
+    }
+
     async fn handle(&self, req: web_sys::Request) -> Result<Response> {
         // When the request reached the object: its line's `edge_ms` counts from here, and
         // so do its storage calls.
@@ -177,7 +157,7 @@ impl KeyObject {
             Err(error) => {
                 // Never silent: a Worker and an object that cannot read each other refuse
                 // every request until the deploy settles.
-                console_error!("object {}: the call's envelope is unreadable: {}", self.short_id(), error);
+                console_error!("{}: the call's envelope is unreadable: {error}", self.subject());
                 body::drain(&req, None).await;
                 let problem = error.problem();
                 let object = Some(self.object_id().to_owned());
@@ -190,57 +170,42 @@ impl KeyObject {
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
         let mut log = RequestLog { storage: Some(calls), ..self.request_log(Some(call.scope)) };
-        let arriving = |body, consumed| Start::Arrival { req: &req, call: &call, body, consumed };
-        let (decided, start) = match self.open_sealed_record().await {
+        let (decided, observing) = match self.open_sealed_record().await {
             Err(error) => {
                 let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
-                (refusal(self.logged(fault, "opening the stored answer", &error)), arriving(None, false))
+                (refusal(self.logged(fault, "opening the stored answer", &error)), false)
             }
             Ok(()) => {
                 // Observe mode: the same record, opened the same way; nothing forwarded from
-                // here. An observed claim whose lease ended is forgotten (its outcome will
-                // not come), and whoever joined it released.
+                // here (`KeyState::expire_observed` first).
                 self.key.borrow_mut().expire_observed(now);
-                match &call.step {
-                    // The origin's answer to an observed claim, as the Worker got it: recorded
-                    // as an arrival's forward is, and anyone who joined it woken.
+                let plan = call.arrival_plan();
+                let pending = match &call.step {
+                    // The origin's answer to an observed claim, as the Worker got it.
                     KeyStep::ObserveOutcome { attempt, outcome } => {
                         log.decision = Decision::Unknown;
                         let (result, mut answer) = origin::reported(&req, outcome, &call.policy).await;
                         let stored = answer.as_mut().and_then(OriginAnswer::take_storable).map(Arc::new);
-                        let pending = self.key.borrow_mut().handle_origin_finished(
-                            *attempt,
-                            result,
-                            stored,
-                            &call.policy,
-                            now_ms(),
-                        );
-                        (self.write(pending).await, Start::Observed { unread: None })
+                        let (policy, now) = (&call.policy, now_ms());
+                        self.key.borrow_mut().handle_origin_finished(*attempt, result, stored, policy, now)
                     }
+                    // The driver's first step (`KeyState::handle_call`): a retry's lookup
+                    // (`runtime::reconcile`), then `Arrive` ([`KeyObject::arrival`]), in the loop.
                     KeyStep::Enforce { .. } | KeyStep::ObserveArrival => {
-                        // On a route with a lookup, a retry that finds the key's outcome
-                        // unknown (or its claim's owner gone) looks it up first: the driver's
-                        // step is `Lookup`, then `Arrive`, carried out in the loop
-                        // (`runtime::reconcile`, then [`KeyObject::arrival`]). Any other
-                        // arrival, an observed one included, is decided at once.
-                        let plan = call.arrival_plan();
-                        let retry = plan.reconcile && self.record().is_ok();
-                        let first = retry.then(|| self.key.borrow_mut().handle_retry(call.fingerprint, now));
-                        let (mut body, mut consumed) = (None, false);
-                        let decided = match first.flatten() {
-                            Some(pending) => self.write(pending).await,
-                            None => self.arrival(&req, &call, &mut body, &mut consumed, now).await,
-                        };
-                        let observed = Start::Observed { unread: Some(&req) };
-                        (decided, if plan.observing { observed } else { arriving(body, consumed) })
+                        let reconciles = plan.reconcile && self.record().is_ok();
+                        self.key.borrow_mut().handle_call(reconciles, call.fingerprint, now)
                     }
-                }
+                };
+                (self.write(pending).await, plan.observing)
             }
         };
+        // An observed outcome's body was read for its answer.
+        let consumed = matches!(call.step, KeyStep::ObserveOutcome { .. });
+        let start = Start::Arrival { req: &req, call: &call, body: None, consumed, observing };
         let mut turn = Turn::new(start, log);
         let done = self.carry_out(decided, &mut turn).await;
         let Turn { mut log, answer, forwarded, .. } = turn;
-        if let Start::Observed { .. } = turn.start {
+        if observing {
             // Observing, the Worker answers and logs: it is told the decision.
             return respond::observed_decision(done.decision.unwrap_or(log.decision), forwarded);
         }
@@ -249,30 +214,27 @@ impl KeyObject {
         self.answer(response, &mut log, &call.trace, received)
     }
 
-    /// An arrival's step, written: decided on the record as it is after every
+    /// An arrival's step (`Arrive`), written: decided on the record as it is after every
     /// await that feeds it (its lookup's verdict, when one came first; the sealing of the
     /// route's lookup and of a job's request, `async_job`), and written before any further
     /// await lets other requests in (a forward is the live execution from then on, a join
     /// one of its waiters). `body`: the request's body where it was read already (while the
     /// arrival waited on a lookup), left there for a forward; `consumed`: whether its
-    /// stream was read (for that, or for a job). Observing, it is stepped as for a real
-    /// request and what it would write (the claim, the alarm) written; the carry-out then
-    /// forwards, replays and waits for nothing, and the decision is the answer. A claim is
-    /// the live execution until the Worker brings its outcome or its lease ends.
+    /// stream was read (for that, or for a job). Observed, it is stepped as for a real
+    /// request (`KeyState::handle_arrival`).
     async fn arrival(
         &self,
         req: &web_sys::Request,
         call: &KeyCall,
-        body: &mut Option<std::result::Result<JsValue, JsValue>>,
+        body: &mut Option<JsResult>,
         consumed: &mut bool,
         now: u64,
     ) -> Decided {
         // Served as a job or synchronously, and whether it reconciles: the core's plan.
         let plan = call.arrival_plan();
         let (mut lookup, mut unsealed) = (None, false);
-        // On a route with a lookup (every arrival there, a job's included): the lookup is
-        // sealed for a claim (`runtime::reconcile`), bound to the time the arrival is
-        // decided at.
+        // The route's lookup, sealed for a claim (`runtime::reconcile`), bound to the time
+        // the arrival is decided at.
         if let Some(reconcile) = call.reconcile.as_ref().filter(|_| plan.reconcile) {
             (lookup, unsealed) = match self.sealed_lookup(&req.headers(), call, reconcile, now).await {
                 Ok(lookup) => (lookup, false),
@@ -283,8 +245,8 @@ impl KeyObject {
             None => None,
             Some(config) => {
                 // A job's request is read whole (unless it was already) and sealed.
-                *consumed = true;
-                match self.sealed_for_later(req, body.take(), call, config, now).await {
+                let read = read_body(req, body, consumed).await;
+                match self.sealed_for_later(req, read, call, config, now).await {
                     Ok(accept) => Some(accept),
                     Err(problem) => return refusal(problem),
                 }
@@ -294,7 +256,8 @@ impl KeyObject {
             let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
             return refusal(self.logged(fault, "reading the record", &error));
         }
-        let mut pending = self.arrive(call, accept, lookup, plan.observing, now);
+        let arrival = call.arrival(AttemptId(random_u64()), accept, lookup);
+        let mut pending = self.key.borrow_mut().handle_arrival(arrival, now);
         if unsealed {
             pending = self.key.borrow_mut().handle_lookup_unsealed(pending);
         }
@@ -311,23 +274,20 @@ impl KeyObject {
             return None;
         }
         let Ok(Ok(ToObject::Key(call))) = self.envelope(req) else { return None };
-        let KeyCall { scope_salt, body_bytes, .. } = call;
         if !call.may_replay_at_once() {
             return None;
         }
-        let _ = self.store.scope_salt.set(scope_salt);
+        let _ = self.store.scope_salt.set(call.scope_salt);
         let record = self.record().ok()??;
         if self.store.has_to_open(&record) {
             return None;
         }
-        let now = now_ms();
-        let received = now;
-        self.key.borrow_mut().expire_observed(now);
-        let pending = self.arrive(&call, None, None, false, now);
-        let stored = pending.replay_only()?.clone();
-        // Nothing to write: the step is reported at once, as `write` would after a `Keep`.
-        let decided = self.key.borrow_mut().handle_written(pending);
-        let drained = body::start_drain(req, Some(body_bytes));
+        let received = now_ms();
+        let (stored, decided) = self
+            .key
+            .borrow_mut()
+            .handle_replay(call.arrival(AttemptId(random_u64()), None, None), received)?;
+        let drained = body::start_drain(req, Some(call.body_bytes));
         let mut log = RequestLog { storage: Some(self.store.calls()), ..self.request_log(Some(call.scope)) };
         log.decision = decided.decision.unwrap_or(log.decision);
         let response = self.prepared(&stored).response();
@@ -345,36 +305,10 @@ impl KeyObject {
         Ok(ToObject::decode(headers.get(ENVELOPE_HEADER)?.as_deref()))
     }
 
-    /// The one place an arrival is built and handed to the key's driver: the request as
-    /// the envelope describes it, the id a claim it makes gets (drawn here, at random),
-    /// its job's sealed request and its route's sealed lookup, if any, and whether it is
-    /// observed.
-    fn arrive(
-        &self,
-        call: &KeyCall,
-        accept: Option<AsyncAccept>,
-        lookup: Option<Reconciling>,
-        observing: bool,
-        now: u64,
-    ) -> Pending {
-        let arrival = Arrival {
-            fingerprint: call.fingerprint,
-            new_attempt: AttemptId(random_u64()),
-            policy: &call.policy,
-            body_bytes: call.body_bytes,
-            accept,
-            observing,
-            lookup,
-        };
-        self.key.borrow_mut().handle_arrival(arrival, now)
-    }
-
-    /// The carry-out loop: the step's actions, handed out one at a time by the key's driver
-    /// (`Decided::poll_action`), each carried out here, in order, with no arm for "the
-    /// rest". What an action leads to (a forward's outcome, a lookup's verdict, a claim
-    /// withdrawn when its alarm cannot be set) is decided by the driver, written, and its
-    /// actions join this same loop. `turn` says what started it, and so who gets the
-    /// answer. Returns the step as it ended: its decision, and whether it fails the alarm.
+    /// The carry-out loop: the step's actions, as the key's driver hands them out
+    /// (`Decided::poll_action`, `Decided::follow`), each carried out here, in order. `turn`
+    /// says what started it, and so who gets the answer. Returns the step as it ended: its
+    /// decision, and whether it fails the alarm.
     pub(super) async fn carry_out(&self, mut decided: Decided, turn: &mut Turn<'_>) -> Decided {
         while let Some(action) = decided.poll_action() {
             match action {
@@ -399,13 +333,12 @@ impl KeyObject {
                 Action::Lookup { attempt } => match self.carry_out_lookup(attempt, turn).await {
                     Ok(Some(verdict)) => decided.follow(verdict),
                     Ok(None) => {}
-                    // Past the cap of the retries waiting on a running lookup: the arrival
-                    // is answered at once instead, holding nothing.
+                    // Past the lookup's waiters' caps: answered at once, holding nothing.
                     Err(problem) => decided = refusal(problem),
                 },
                 // The arrival whose lookup came first, decided on the record as it is now.
                 Action::Arrive => {
-                    if let Start::Arrival { req, call, body, consumed } = &mut turn.start {
+                    if let Start::Arrival { req, call, body, consumed, .. } = &mut turn.start {
                         decided.follow(self.arrival(req, call, body, consumed, now_ms()).await);
                     }
                 }
@@ -416,8 +349,7 @@ impl KeyObject {
                     if let Some(body_bytes) = turn.caller().map(|call| call.body_bytes) {
                         turn.let_go_of_body().await;
                         let started = now_ms();
-                        // At most `wait_ms`; a waiter released without an answer (the
-                        // execution ended without settling) gets the driver's 409.
+                        // At most `wait_ms` (what a waiter then gets: `KeyState::handle_waited`).
                         let wait = async { settled?.wait().await };
                         let deadline = Delay::from(Duration::from_millis(wait_ms));
                         let outcome = match select(pin!(wait), deadline).await {
@@ -454,7 +386,7 @@ impl KeyObject {
     /// step returned to join the loop.
     async fn forward(&self, attempt: AttemptId, turn: &mut Turn<'_>) -> Option<Decided> {
         let (req, call, read) = match &mut turn.start {
-            Start::Observed { .. } => {
+            Start::Arrival { observing: true, .. } => {
                 turn.forwarded = Some(attempt);
                 return None;
             }
@@ -462,15 +394,10 @@ impl KeyObject {
                 let request = request.take();
                 return self.send_job(attempt, request, turn).await;
             }
-            Start::Arrival { req, call, body, consumed } => {
+            Start::Arrival { req, call, body, consumed, .. } => {
                 // The body stays a JavaScript value: the object forwards it and never looks
                 // inside. A failure to read it forwards nothing, and the key is released.
-                let read = match body.take() {
-                    Some(read) => read,
-                    None => body::read_whole(req).await,
-                };
-                *consumed = true;
-                (*req, *call, read)
+                (*req, *call, read_body(req, body, consumed).await)
             }
         };
         let started = now_ms();
@@ -507,11 +434,6 @@ impl KeyObject {
         origin_answered: bool,
         turn: &mut Turn<'_>,
     ) {
-        // A job's send has nobody waiting on it: preparing its answer would copy a chunked
-        // body into JavaScript only to drop it.
-        if let Start::Alarm { .. } = turn.start {
-            return;
-        }
         let prepared = self.prepared(answer);
         let settled = self.key.borrow_mut().handle_settled(attempt, prepared.clone(), origin_answered);
         if !settled.keep_in_memory {
@@ -550,34 +472,6 @@ impl KeyObject {
         RequestLog::undecided(Some(self.object_id().to_owned()), scope)
     }
 
-    async fn on_alarm(&self) -> std::result::Result<(), String> {
-        // An observed claim whose outcome never came ends with its lease (`KeyState`).
-        self.key.borrow_mut().expire_observed(now_ms());
-        let runs = self.alarm_runs.get();
-        self.alarm_runs.set(runs.saturating_add(1));
-        if let Some(why) = settings::get(&self.env).fault_injection.alarm_run_fails(runs) {
-            return Err(why);
-        }
-        if let Err(error) = self.record() {
-            // A corrupt record is still a record: keep it (never forward unprotected),
-            // and look again later, whatever becomes of the platform's retries.
-            self.store.set_alarm(look_again_at(now_ms())).await;
-            return Err(format!("could not read the record: {error}"));
-        }
-        // A job's request is opened first (`async_job`); the driver then steps the key as
-        // its job, or cleans it up and looks up an unknown outcome due (`runtime::reconcile`).
-        let (pending, request) = self.alarm_step().await?;
-        let decided = self.write(pending).await;
-        if let Some(decision) = decided.decision {
-            self.log_background(decision, None, None, true);
-        }
-        let mut turn = Turn::new(Start::Alarm { request }, self.request_log(None));
-        match self.carry_out(decided, &mut turn).await.fails_alarm {
-            Some(why) => Err(why.to_owned()),
-            None => Ok(()),
-        }
-    }
-
     /// The stored answer prepared for replays, shared by every replay and waiter.
     fn prepared(&self, stored: &Arc<StoredResponse>) -> Rc<Prepared> {
         let mut prepared = self.replays.borrow_mut();
@@ -595,10 +489,6 @@ impl KeyObject {
         self.store.object_id()
     }
 
-    pub(super) fn short_id(&self) -> &str {
-        self.store.short_id()
-    }
-
     /// Logs `fault` (what was being done, and the detail): the problem it answers with.
     pub(super) fn logged(&self, fault: Fault, what: &str, detail: impl std::fmt::Display) -> Problem {
         console_error!("{}", fault.source.log_line(&self.subject(), what, detail));
@@ -607,25 +497,24 @@ impl KeyObject {
 
     /// This object as a log line names it (`object {short id}`).
     pub(super) fn subject(&self) -> String {
-        format!("object {}", self.short_id())
+        format!("object {}", self.store.short_id())
     }
 }
 
 /// What started a turn of the carry-out loop: who gets its answer, and what a `Forward`
 /// sends.
 pub(super) enum Start<'a> {
-    /// A request's arrival, enforcing: it gets the answer. Its body is read for a forward
-    /// and drained otherwise (`body`: read already, while it waited on a lookup;
-    /// `consumed`: the stream was read, for that or for a job).
+    /// A request's arrival: enforcing, it gets the answer; `observing`, the Worker forwards
+    /// and answers, and the object records and answers with the decision. Its body is read
+    /// for a forward and drained otherwise (`body`: read already, while it waited on a
+    /// lookup; `consumed`: the stream was read, for that, for a job or for an outcome).
     Arrival {
         req: &'a web_sys::Request,
         call: &'a KeyCall,
-        body: Option<std::result::Result<JsValue, JsValue>>,
+        body: Option<JsResult>,
         consumed: bool,
+        observing: bool,
     },
-    /// Observe mode: the Worker forwards and answers; the object records, and answers with
-    /// the decision. An arrival's body is drained (`unread`).
-    Observed { unread: Option<&'a web_sys::Request> },
     /// The alarm: nobody to answer; a job's send carries the request opened for it.
     Alarm { request: Option<StoredRequest> },
 }
@@ -654,8 +543,8 @@ impl<'a> Turn<'a> {
     /// The call of the caller this turn answers (an arrival, enforcing), if it answers one.
     fn caller(&self) -> Option<&KeyCall> {
         match &self.start {
-            Start::Arrival { call, .. } => Some(call),
-            Start::Observed { .. } | Start::Alarm { .. } => None,
+            Start::Arrival { call, observing: false, .. } => Some(call),
+            Start::Arrival { observing: true, .. } | Start::Alarm { .. } => None,
         }
     }
 
@@ -668,16 +557,11 @@ impl<'a> Turn<'a> {
     /// or, read already, let go.
     async fn let_go_of_body(&mut self) {
         match &mut self.start {
-            Start::Arrival { req, call, body, consumed } => {
+            Start::Arrival { req, call, body, consumed, observing } => {
                 drop(body.take());
                 if !*consumed {
                     *consumed = true;
-                    body::drain(req, Some(call.body_bytes)).await;
-                }
-            }
-            Start::Observed { unread } => {
-                if let Some(req) = unread.take() {
-                    body::drain(req, None).await;
+                    body::drain(req, (!*observing).then_some(call.body_bytes)).await;
                 }
             }
             Start::Alarm { .. } => {}
@@ -695,6 +579,19 @@ impl<'a> Turn<'a> {
         }
     }
 }
+
+/// An arrival's body, read once: the read it kept while it waited on a lookup, or read
+/// whole now.
+async fn read_body(req: &web_sys::Request, body: &mut Option<JsResult>, consumed: &mut bool) -> JsResult {
+    *consumed = true;
+    match body.take() {
+        Some(read) => read,
+        None => body::read_whole(req).await,
+    }
+}
+
+/// A body's read: the `ArrayBuffer`, or the error reading it.
+pub(super) type JsResult = std::result::Result<JsValue, JsValue>;
 
 /// The name of a turn with no request (the alarm's, observe mode's).
 static NO_TRACE: Trace = Trace { request_id: String::new(), method: String::new(), route: None };

@@ -1,26 +1,15 @@
-//! The object's half of reconciliation (`core::key_rules::reconcile` has the rules; the key's driver,
-//! `core::key_rules::key_state`, every decision): the lookup sealed with a claim, the lookup a retry
-//! makes at once when it finds the outcome unknown, and the one the alarm makes (each a
-//! `Lookup` action, [`KeyObject::carry_out_lookup`]).
+//! The object's half of reconciliation (`core::key_rules::reconcile` has the rules; the key's
+//! driver, `core::key_rules::key_state`, every decision: who runs a lookup and who waits,
+//! within which caps, and what an arrival whose lookup could not be sealed gets): the lookup
+//! sealed with a claim, the one a retry makes at once when it finds the outcome unknown, and
+//! the one the alarm makes (each a `Lookup` action, [`KeyObject::carry_out_lookup`]).
 //!
 //! Every await comes before the decision it feeds: a retry's lookup is the first step of
-//! its arrival (`core::key_rules::key_state::KeyState::handle_retry`: `Lookup`, then
-//! `Arrive`), so it runs, and its verdict is written, before the retry itself is decided on
-//! the record as it then is, in the object's one carry-out loop. One lookup
-//! runs per unknown outcome at a time: the key's driver gives the turns, and what the
-//! waiters wait for (`core::key_rules::key_state::KeyState::handle_lookup_turn`). A retry
-//! that arrives while one runs reads its body (the one
-//! that forwards once the key is released needs it, and a body left unread would hold the
-//! connection) and waits for it instead of asking again, within the waiters' caps by count
-//! and by bytes; past either, it is answered at once with the driver's 502
-//! `outcome-unknown`, its body drained.
-//!
-//! A route's lookup that cannot be sealed for a claim is logged, and the arrival claims
-//! nothing (`core::key_rules::key_state::KeyState::handle_lookup_unsealed`: 503): never a claim that
-//! could not be looked up.
-//!
-//! The lookup carries the claim's time (`core::key_rules::reconcile::lookup_headers`), and only an
-//! answer with the lookup's own marker is a verdict (`core::key_rules::reconcile::verdict`).
+//! its arrival (`KeyState::handle_call`: `Lookup`, then `Arrive`), so it runs, and its
+//! verdict is written, before the retry itself is decided on the record as it then is, in
+//! the object's one carry-out loop. A retry that waits on a running lookup reads its body
+//! first (the one that forwards once the key is released needs it, and a body left unread
+//! would hold the connection).
 //!
 //! Never logged: the lookup's URL (it holds the key), its headers (credentials) or its
 //! answer. The line says the object, the decision and the lookup's status.
@@ -60,8 +49,7 @@ impl KeyObject {
         match self.store.seal_request((now, &call.fingerprint), &request).await {
             Ok(sealed) => Ok(Some(reconcile::kept_for_claim(sealed, now, reconcile.not_found, &call.policy))),
             Err(why) => {
-                let id = self.short_id();
-                console_error!("object {id}: the lookup cannot be sealed; nothing is claimed: {why}");
+                console_error!("{}: the lookup cannot be sealed; nothing is claimed: {why}", self.subject());
                 Err(())
             }
         }
@@ -86,7 +74,7 @@ impl KeyObject {
                 let asker = LookupAsker::Retry { body_bytes: call.body_bytes };
                 (asker, request, reconcile.not_found, Box::new(call.policy.clone()))
             }
-            Start::Observed { .. } | Start::Alarm { .. } => {
+            Start::Alarm { .. } => {
                 let Some(record) = self.cached_record() else { return Ok(None) };
                 let Some(reconciling) = record.reconciling() else { return Ok(None) };
                 let binding = Some((reconciling.bound_at, &record.fingerprint()));
@@ -137,9 +125,7 @@ impl KeyObject {
         let jitter = js_sys::Math::random();
         let pending = self.key.borrow_mut().handle_reconciled(attempt, verdict, policy, jitter, now_ms());
         let decided = self.write(pending).await;
-        if let Some(decision) = decided.decision {
-            self.log_background(decision, origin_status, Some(origin_ms), false);
-        }
+        self.log_background(decided.decision, origin_status, Some(origin_ms), false);
         self.key.borrow_mut().handle_lookup_over(attempt);
         drop(over);
         Some(decided)

@@ -599,6 +599,17 @@ mod tests {
 
     /// The lookup finds the object the Worker named for the same caller and key, for each
     /// kind of scope, and says what is wrong with a body that cannot.
+    /// The runtime hands over the body whole: the core alone refuses one over the cap.
+    #[test]
+    fn a_lookup_body_over_its_cap_is_refused_whatever_it_holds() {
+        let body =
+            format!(r#"{{"key":"order-1","anonymous":true,"pad":"{}"}}"#, " ".repeat(MAX_LOOKUP_BYTES));
+        let refused = parse_lookup(body.as_bytes(), &[], None).unwrap_err();
+        assert_eq!((refused.kind, refused.status()), (ProblemKind::InvalidLookup, 400));
+        let fits = br#"{"key":"order-1","anonymous":true}"#;
+        assert!(parse_lookup(fits, &[], None).is_ok());
+    }
+
     #[test]
     fn a_lookup_names_the_object_the_worker_named() {
         let headers = vec!["authorization".to_owned(), "x-tenant".to_owned()];

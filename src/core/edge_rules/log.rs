@@ -167,6 +167,19 @@ impl RequestLog {
         RequestLog::new(object, Decision::Rejected(ProblemKind::StorageUnavailable), 0, scope)
     }
 
+    /// The line of work an object did with no caller (a job's send, a lookup's verdict, the
+    /// alarm's clean-up): the decision, and the origin's status (the line's status too, 0
+    /// where the origin gave none) and time; no more.
+    pub fn background(
+        object: String,
+        decision: Decision,
+        origin_status: Option<u16>,
+        origin_ms: Option<u64>,
+    ) -> RequestLog {
+        let status = origin_status.unwrap_or(0);
+        RequestLog { origin_status, origin_ms, ..RequestLog::new(Some(object), decision, status, None) }
+    }
+
     /// The line of a request refused with `problem` before anything about its key was
     /// decided: rejected, naming the problem, with the problem's status.
     pub fn refused(object: Option<String>, problem: &Problem) -> RequestLog {
@@ -366,6 +379,15 @@ mod tests {
         assert_eq!((line.object.as_deref(), line.status, line.object_calls), (Some("ab12"), 201, Some(2)));
         assert_eq!(line.scope, Some(scope));
         assert_eq!((line.origin_status, line.origin_ms, line.storage), (None, None, None));
+    }
+
+    #[test]
+    fn a_background_line_takes_the_origins_status_as_its_own_and_names_no_caller() {
+        let line = RequestLog::background("ab12".to_owned(), Decision::Executed, Some(201), Some(7));
+        assert_eq!((line.status, line.origin_status, line.origin_ms), (201, Some(201), Some(7)));
+        assert_eq!((line.object.as_deref(), line.scope, line.wait_ms), (Some("ab12"), None, None));
+        let unanswered = RequestLog::background("ab12".to_owned(), Decision::Executed, None, None);
+        assert_eq!((unanswered.status, unanswered.origin_status), (0, None));
     }
 
     #[test]

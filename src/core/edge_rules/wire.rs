@@ -20,7 +20,9 @@
 use super::scope::ScopeLog;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::key_record::AttemptId;
-use crate::core::key_rules::machine::async_job::{ArrivalPlan, AsyncConfig};
+use crate::core::formats::reconciling::Reconciling;
+use crate::core::key_rules::key_state::Arrival;
+use crate::core::key_rules::machine::async_job::{ArrivalPlan, AsyncAccept, AsyncConfig};
 use crate::core::primitives::codec::{CodecError, Reader, Writer};
 use crate::core::primitives::jwt::{base64url_decode, base64url_encode};
 use crate::core::primitives::key::IDEMPOTENCY_KEY;
@@ -99,6 +101,21 @@ impl KeyCall {
     /// and no job to seal. Any other call goes the whole way, even where it ends replayed.
     pub fn may_replay_at_once(&self) -> bool {
         self.step == (KeyStep::Enforce { accept_async: None }) && self.reconcile.is_none()
+    }
+
+    /// This call's arrival for the key's driver, the one place one is built: the request as
+    /// the envelope describes it, `new_attempt` the id a claim it makes gets (the runtime
+    /// draws it), its job's sealed request and its route's sealed lookup, if any, and
+    /// observed where its plan says so.
+    pub fn arrival(
+        &self,
+        new_attempt: AttemptId,
+        accept: Option<AsyncAccept>,
+        lookup: Option<Reconciling>,
+    ) -> Arrival<'_> {
+        let (fingerprint, policy, body_bytes) = (self.fingerprint, &self.policy, self.body_bytes);
+        let observing = self.arrival_plan().observing;
+        Arrival { fingerprint, new_attempt, policy, body_bytes, accept, lookup, observing }
     }
 
     /// How this call's arrival is served (`core::key_rules::machine::async_job::ArrivalPlan`):
@@ -580,6 +597,22 @@ mod tests {
             Some(ReconcileCall { url: "http://127.0.0.1/k".into(), not_found: 404, scope_headers: vec![] });
         let looked_up = KeyCall { reconcile, ..key_call(KeyStep::Enforce { accept_async: None }) };
         assert!(!looked_up.may_replay_at_once());
+    }
+
+    /// An arrival carries its call's request, the attempt drawn for it, and is observed
+    /// only where the call observes.
+    #[test]
+    fn a_calls_arrival_carries_its_request_and_observes_only_when_the_call_does() {
+        let key_call = |step| match call(step) {
+            ToObject::Key(call) => call,
+            ToObject::Admin(_) => unreachable!(),
+        };
+        let enforced = KeyCall { body_bytes: 77, ..key_call(KeyStep::Enforce { accept_async: None }) };
+        let arrival = enforced.arrival(AttemptId(7), None, None);
+        let carried = (arrival.fingerprint, arrival.new_attempt, arrival.body_bytes, arrival.observing);
+        assert_eq!(carried, (enforced.fingerprint, AttemptId(7), 77, false));
+        assert!(std::ptr::eq(arrival.policy, &enforced.policy));
+        assert!(key_call(KeyStep::ObserveArrival).arrival(AttemptId(7), None, None).observing);
     }
 
     /// A job only where an enforcing call asks for one with a body that fits; the lookup

@@ -69,7 +69,8 @@ pub struct LiveAttempt {
     pub observed_until: Option<Millis>,
 }
 
-/// A covered request's arrival, as the envelope describes it.
+/// A covered request's arrival, as the envelope describes it
+/// (`core::edge_rules::wire::KeyCall::arrival` builds it).
 #[derive(Debug)]
 pub struct Arrival<'a> {
     pub fingerprint: Digest256,
@@ -644,6 +645,22 @@ impl<A> KeyState<A> {
         Pending { what: InProgress::Arrival { new_attempt, body_bytes, observed_until }, step, decision }
     }
 
+    /// An arrival answered at once (the runtime's replay path), once an observed claim past
+    /// its lease is forgotten: where its step replays and writes nothing
+    /// ([`Pending::replay_only`]), the step reported as written (there is nothing to write),
+    /// with the answer to replay and the line's decision; `None` where the arrival must go
+    /// the whole way, its step dropped.
+    pub fn handle_replay(
+        &mut self,
+        arrival: Arrival<'_>,
+        now: Millis,
+    ) -> Option<(Arc<StoredResponse>, Decided)> {
+        self.expire_observed(now);
+        let pending = self.handle_arrival(arrival, now);
+        let stored = pending.replay_only()?.clone();
+        Some((stored, self.handle_written(pending)))
+    }
+
     /// The arrival's step (`pending`, not yet written) was decided without the route's
     /// lookup, which could not be sealed (no key ring, or WebCrypto refused; the runtime
     /// logs why). A claim without it could never be looked up once its outcome became
@@ -723,6 +740,17 @@ impl<A> KeyState<A> {
         let live = self.live.map(|live| live.attempt);
         let step = machine::lookup_before_arrival(self.record(), fingerprint, live, now)?;
         Some(Pending { what: InProgress::Other, step, decision: None })
+    }
+
+    /// An arrival's first step, before anything of it is decided: on a route with a lookup
+    /// (`reconciles`, and its record readable), a retry that finds its outcome to look up
+    /// first gets [`KeyState::handle_retry`]'s `Lookup`, then `Arrive`; any other arrival,
+    /// an observed one included, `Arrive` alone. Nothing is written either way.
+    pub fn handle_call(&mut self, reconciles: bool, fingerprint: Digest256, now: Millis) -> Pending {
+        let first = reconciles.then(|| self.handle_retry(fingerprint, now)).flatten();
+        let arrive =
+            || Pending { what: InProgress::Other, step: Step::keep(vec![Action::Arrive]), decision: None };
+        first.unwrap_or_else(arrive)
     }
 
     /// A lookup of the unknown outcome of `attempt` answered (`core::key_rules::reconcile`). The
@@ -813,7 +841,10 @@ impl<A> KeyState<A> {
             retry_after_ms,
             jitter,
         };
-        let step = machine::step(self.record(), event, now);
+        let mut step = machine::step(self.record(), event, now);
+        // Nobody waits on a job's send (a duplicate meanwhile is told it is in progress):
+        // its outcome settles no caller, so the runtime prepares no answer for it.
+        step.actions.retain(|action| !matches!(action, Action::Settle { .. }));
         // A job that ends held unknown is `unknown` whatever this attempt's answer was: a
         // refusal after an earlier send whose outcome is unknown does not release the key,
         // and its line and published outcome must not say "released".

@@ -16,6 +16,15 @@ use crate::core::primitives::key::IDEMPOTENCY_KEY;
 /// The key's object still keeps the key's record, and each request's log line names the
 /// decision that `Enforce` would have made, marked `"mode":"observe"`. It is the first step
 /// of a rollout, as a Content-Security-Policy is first deployed report-only.
+///
+/// Observing, the key's object forwards nothing: the Worker forwards every request itself
+/// and tells the object about it in two calls (`core::edge_rules::wire::KeyStep`). The
+/// arrival steps the key as a real request would (the claim is written, a duplicate is told
+/// it would have been coalesced or replayed, a mismatch that it would have been refused);
+/// the outcome brings the origin's answer, recorded as enforcing would have recorded it
+/// (stored for replay, released or held unknown). So a route that later switches to
+/// `Enforce` finds its keys' records already right. An observed claim is live in its
+/// object until its outcome comes or its lease ends (`core::key_rules::key_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Mode {
     #[default]

@@ -6,11 +6,10 @@
 //! first (`sealed_for_later`), then goes the way every arrival goes (`KeyObject::arrival`):
 //! the driver steps on the record as it is after those awaits (never a copy from before
 //! them), and the claim, with the sealed request, is written in the same turn. The alarm
-//! opens the stored request first (`alarm_step`), then steps on the fresh record, and claims
+//! opens the stored request first (`on_alarm`), then steps on the fresh record, and claims
 //! the send durably (with its lease, and the alarm for that lease) before anything is
-//! sent: the send is the carry-out loop's `Forward` of an alarm's turn (`send_job`). A send
-//! is tied to no client connection: a restart mid-send leaves a claim whose lease ends, and
-//! the next alarm treats it as an unknown outcome (`core::key_rules::machine::async_job`, rule 4).
+//! sent: the send is the carry-out loop's `Forward` of an alarm's turn (`send_job`), tied to
+//! no client connection (a send a restart orphans: `core::key_rules::machine::async_job` rule 4).
 //!
 //! Never logged: the request, its headers or body, the key. The log line names the object
 //! id digest and the decision only.
@@ -20,13 +19,13 @@ use std::sync::Arc;
 use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
 
-use super::{body, metrics, now_ms, random_u64, KeyObject, Turn};
+use super::{metrics, now_ms, random_u64, settings, JsResult, KeyObject, Start, Turn};
 use crate::core::edge_rules::log::RequestLog;
 use crate::core::edge_rules::wire::KeyCall;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::job::StoredRequest;
 use crate::core::formats::key_record::{AttemptId, KeyRecord};
-use crate::core::key_rules::key_state::{look_again_at, Decided, Pending};
+use crate::core::key_rules::key_state::{look_again_at, Decided};
 use crate::core::key_rules::machine::async_job::{
     no_key_ring_to_seal_requests, retry_after_in, AsyncAccept, AsyncConfig,
 };
@@ -44,23 +43,18 @@ const UNREADABLE_REQUEST: Fault =
     Fault { source: FaultSource::Platform { what: PlatformCall::Request }, stage: Stage::BeforeClaim };
 
 impl KeyObject {
-    /// An arrival that asks for asynchronous acceptance: its request read whole (unless it
-    /// was read already, `read`: while it waited on a lookup) and sealed, bound to the
-    /// claim's time (`now`) and fingerprint, ready to be stored with the claim. The problem
-    /// to answer when it cannot be (nothing is claimed then).
+    /// An arrival that asks for asynchronous acceptance: its request (its body's `read`)
+    /// sealed, bound to the claim's time (`now`) and fingerprint, ready to be stored with
+    /// the claim. The problem to answer when it cannot be (nothing is claimed then).
     pub(super) async fn sealed_for_later(
         &self,
         req: &web_sys::Request,
-        read: Option<std::result::Result<JsValue, JsValue>>,
+        read: JsResult,
         call: &KeyCall,
         config: AsyncConfig,
         now: u64,
     ) -> std::result::Result<AsyncAccept, Problem> {
         let headers = &req.headers();
-        let read = match read {
-            Some(read) => read,
-            None => body::read_whole(req).await,
-        };
         let body = match read {
             Ok(buffer) => Uint8Array::new(&buffer).to_vec(),
             Err(_) => return Err(UNREADABLE_REQUEST.problem()),
@@ -94,10 +88,25 @@ impl KeyObject {
         }
     }
 
-    /// The alarm's step: a job's stored request opened first (an await), then the step
-    /// decided on the fresh record, and checked by the driver: a send goes out only as the
-    /// request that was opened. An error is thrown to the platform, which retries the alarm.
-    pub(super) async fn alarm_step(&self) -> std::result::Result<(Pending, Option<StoredRequest>), String> {
+    /// The alarm's run: a job's stored request opened first (an await), then the step
+    /// decided on the fresh record and checked by the driver (a send goes out only as the
+    /// request that was opened), written and carried out: the key stepped as its job, or
+    /// cleaned up and an unknown outcome due looked up (`runtime::reconcile`). An error is
+    /// thrown to the platform, which retries the alarm.
+    pub(super) async fn on_alarm(&self) -> std::result::Result<(), String> {
+        // An observed claim whose outcome never came ends with its lease (`KeyState`).
+        self.key.borrow_mut().expire_observed(now_ms());
+        let runs = self.alarm_runs.get();
+        self.alarm_runs.set(runs.saturating_add(1));
+        if let Some(why) = settings::get(&self.env).fault_injection.alarm_run_fails(runs) {
+            return Err(why);
+        }
+        if let Err(error) = self.record() {
+            // A corrupt record is still a record: keep it (never forward unprotected),
+            // and look again later, whatever becomes of the platform's retries.
+            self.store.set_alarm(look_again_at(now_ms())).await;
+            return Err(format!("could not read the record: {error}"));
+        }
         let mut opened = None;
         let to_open = self.key.borrow().job_request();
         if let Some((sealed, binding)) = to_open {
@@ -110,7 +119,11 @@ impl KeyObject {
         let pending = self.key.borrow_mut().handle_alarm_run(AttemptId(random_u64()), now_ms());
         let sealed = opened.as_ref().map(|(sealed, _)| &sealed[..]);
         self.key.borrow().check_job_send(&pending, sealed)?;
-        Ok((pending, opened.map(|(_, request)| request)))
+        let decided = self.write(pending).await;
+        self.log_background(decided.decision, None, None, true);
+        let mut turn =
+            Turn::new(Start::Alarm { request: opened.map(|(_, request)| request) }, self.request_log(None));
+        self.carry_out(decided, &mut turn).await.fails_alarm.map_or(Ok(()), |why| Err(why.to_owned()))
     }
 
     /// A job's `Forward`: its request sent as `attempt` (a send has no waiters: a duplicate
@@ -159,7 +172,7 @@ impl KeyObject {
         // A failed write keeps the claim, with its lease and its alarm: afterwards it reads
         // as an unknown outcome, never as "not executed".
         let decided = self.write(pending).await;
-        let decision = decided.decision.unwrap_or(Decision::Rejected(ProblemKind::StorageUnavailable));
+        let decision = decided.decision.or(Some(Decision::Rejected(ProblemKind::StorageUnavailable)));
         self.log_background(decision, origin_status, Some(origin_ms), true);
         Some(decided)
     }
@@ -177,7 +190,7 @@ impl KeyObject {
         match self.store.open_request(binding, sealed).await {
             Ok(request) => Ok(request),
             Err(error) => {
-                console_error!("object {}: {}: {}", self.short_id(), why, error);
+                console_error!("{}: {why}: {error}", self.subject());
                 self.store.set_alarm(look_again_at(now_ms())).await;
                 Err(why)
             }
@@ -185,20 +198,16 @@ impl KeyObject {
     }
 
     /// The line and data point of work the alarm or a lookup did with no caller (a job's
-    /// send, a lookup's verdict): the decision and the origin's status, no more.
+    /// send, a lookup's verdict, `RequestLog::background`), once it has a decision.
     pub(in crate::runtime) fn log_background(
         &self,
-        decision: Decision,
+        decision: Option<Decision>,
         origin_status: Option<u16>,
         origin_ms: Option<u64>,
         job: bool,
     ) {
-        let object = Some(self.object_id().to_owned());
-        let log = RequestLog {
-            origin_status,
-            origin_ms,
-            ..RequestLog::new(object, decision, origin_status.unwrap_or(0), None)
-        };
+        let Some(decision) = decision else { return };
+        let log = RequestLog::background(self.object_id().to_owned(), decision, origin_status, origin_ms);
         metrics::write_point(&self.env, &log);
         outcome_queue::publish(&self.env, self.object_id(), decision, origin_status, job);
     }

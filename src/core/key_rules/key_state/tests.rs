@@ -284,6 +284,31 @@ fn a_job_send_that_cannot_be_scheduled_is_put_back() {
     assert!(decided.fails_alarm.is_some(), "the platform retries the alarm");
 }
 
+/// Nobody waits on a job's send: its outcome, stored or held unknown, settles no caller,
+/// and the attempt is over all the same.
+#[test]
+fn a_jobs_outcome_settles_nobody() {
+    let policy = policy();
+    for (result, answer) in
+        [(OriginResult::Responded(201), Some(answer(201))), (OriginResult::TimedOut, None)]
+    {
+        let mut key = KeyState::new();
+        key.remember(Some(job_record(b"sealed")));
+        let pending = key.handle_job_alarm(B, T0 + 1);
+        let attempt = pending.forwarded().expect("a send");
+        written(&mut key, pending);
+        let pending = key.handle_job_finished(attempt, result, answer, &policy, None, 0.5, T0 + 10);
+        assert!(pending.step().change != KeyRecordChange::Keep, "{result:?}: the outcome is recorded");
+        let actions = &pending.step().actions;
+        assert!(
+            !actions.iter().any(|action| matches!(action, Action::Settle { .. })),
+            "{result:?}: {actions:?}"
+        );
+        written(&mut key, pending);
+        assert!(key.live().is_none(), "{result:?}: the send is over");
+    }
+}
+
 #[test]
 fn a_job_is_sent_only_as_the_request_that_was_opened_for_it() {
     let mut key = KeyState::new();
@@ -453,6 +478,24 @@ fn only_a_step_that_replays_and_writes_nothing_is_replay_only() {
     let mismatch = expired.handle_arrival(other, T0 + 1);
     assert!(mismatch.step().actions.iter().any(|action| matches!(action, Action::Reject(_))));
     assert_eq!(mismatch.replay_only(), None);
+}
+
+/// The replay path's step: a replay that writes nothing is reported at once, with its
+/// answer; anything else (a claim, another payload, an answer past its expiry) is `None`.
+#[test]
+fn an_arrival_is_replayed_at_once_only_where_its_step_replays_and_writes_nothing() {
+    let policy = policy();
+    let mut key = KeyState::new();
+    key.remember(Some(completed_201()));
+    let (stored, decided) = key.handle_replay(arrival(&policy, B, false), T0 + 1).expect("replayed");
+    assert_eq!((stored.status, decided.decision), (201, Some(Decision::Replayed)));
+    let other = Arrival { fingerprint: Digest256([2; 32]), ..arrival(&policy, B, false) };
+    assert!(key.handle_replay(other, T0 + 1).is_none(), "another payload is refused the whole way");
+    assert!(key.handle_replay(arrival(&policy, B, false), T0 + TTL + 1).is_none(), "expired");
+    let mut absent = KeyState::new();
+    absent.remember(None);
+    assert!(absent.handle_replay(arrival(&policy, A, false), T0).is_none(), "a claim");
+    assert!(absent.live().is_none(), "a claim not taken writes nothing and runs nothing");
 }
 
 #[test]
@@ -893,6 +936,41 @@ fn a_retry_of_an_unknown_outcome_looks_it_up_first_then_is_decided_on_the_verdic
         plain.remember(Some(KeyRecord::Unknown(Unknown { reconcile: None, ..unknown })));
     }
     assert!(plain.handle_retry(FP, since + 1).is_none(), "a record kept no lookup");
+}
+
+/// An arrival's first step: where it reconciles and its outcome is to be looked up, the
+/// lookup, then the arrival; otherwise (no lookup on the route, an unreadable record,
+/// another payload, a key with nothing to look up) the arrival alone. Nothing is written.
+#[test]
+fn an_arrivals_first_step_looks_up_only_where_it_reconciles() {
+    let since = T0 + 100;
+    let mut key = KeyState::new();
+    key.remember(Some(KeyRecord::Unknown(Unknown {
+        attempt: A,
+        fingerprint: FP,
+        origin_attempts: 1,
+        since,
+        expires_at: T0 + TTL,
+        reason: UnknownReason::ResetAfterSend,
+        reconcile: Some(Reconciling {
+            sealed_lookup: vec![7; 40],
+            bound_at: T0,
+            not_found: 404,
+            asked: 0,
+            next_at: 0,
+            policy: Box::new(policy()),
+            spelling_known: true,
+        }),
+    })));
+    let actions = |pending: Pending| {
+        assert_eq!((pending.decision(), &pending.step().change), (None, &KeyRecordChange::Keep));
+        pending.step().actions.clone()
+    };
+    let first = actions(key.handle_call(true, FP, since + 1));
+    assert_eq!(first, vec![Action::Lookup { attempt: A }, Action::Arrive]);
+    assert_eq!(actions(key.handle_call(false, FP, since + 1)), vec![Action::Arrive]);
+    assert_eq!(actions(key.handle_call(true, Digest256([2; 32]), since + 1)), vec![Action::Arrive]);
+    assert_eq!(actions(KeyState::<()>::default().handle_call(true, FP, since + 1)), vec![Action::Arrive]);
 }
 
 /// Two steps settle before the runtime hands over the first one's answer (an attempt left

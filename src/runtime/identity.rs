@@ -27,8 +27,6 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::CryptoKey;
 
 use super::now_ms;
-use crate::core::edge_rules::config::{Config, PathConfig};
-use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::edge_rules::jwks_cache::{
     self, answer_head, document, Document, JwksCache, KeyQuery, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
@@ -36,7 +34,6 @@ use crate::core::edge_rules::jwks_cache::{
 use crate::core::edge_rules::scope::{self, ScopeConfig, Start};
 use crate::core::edge_rules::verified_tokens::{ImportedKeys, KeySource, Verification, VerifiedTokens};
 use crate::core::primitives::jwt::{self, Algorithm, Identity, Jwk, KeySet, Unverified};
-use crate::core::primitives::key::IdempotencyKey;
 use crate::core::vocabulary::problem::Problem;
 use worker::console_error;
 use worker::{Context, Delay};
@@ -267,23 +264,16 @@ async fn get_jwks(url: &str) -> std::result::Result<Document, String> {
 /// reach the same object: the caller's scope (a 401 problem when the
 /// request may not be scoped), the payload fingerprint and the object name (keyed with
 /// `OBJECT_NAME_KEY` when set).
-#[allow(clippy::too_many_arguments)]
 pub async fn identify(
-    headers: &HeaderLines,
-    method: &str,
-    path_and_query: &str,
-    key: &IdempotencyKey,
-    config: &Config,
-    policy: &PathConfig<'_>,
-    body: &[u8],
-    name_key: Option<&[u8]>,
+    request: Arrived<'_>,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<Identified, Problem> {
+    let config = request.config;
     // What the scope headers decide (`core::edge_rules::scope::start`), after a token's
     // check, for the route's claim, when they name one.
-    let values = header_values(headers, &config.scope.headers);
+    let values = header_values(request.headers, &config.scope.headers);
     let pairs = named_values(&config.scope.headers, &values);
-    let (scope, scope_log) = match scope::start(&config.scope, &policy.scope, &pairs) {
+    let (scope, scope_log) = match scope::start(&config.scope, &request.policy.scope, &pairs) {
         Start::Decided(scope, log) => (scope, log),
         Start::Refused(problem) => return Err(problem),
         Start::Verify(token, claim) => {
@@ -291,6 +281,5 @@ pub async fn identify(
             scope::finish(&config.scope, &pairs, verified)?
         }
     };
-    let request = Arrived { headers, method, path_and_query, key, config, policy, body, name_key };
     Ok(identified(&request, scope, scope_log))
 }

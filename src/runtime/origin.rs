@@ -28,7 +28,7 @@ use std::time::Duration;
 use futures_util::future::{select, Either};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{self, AbortController, Headers, Request, RequestRedirect, Response, ResponseInit};
+use web_sys::{self, AbortController, Headers, Request, Response, ResponseInit};
 
 use super::boundary::{self, edited_copy, header_lines};
 use super::forward;
@@ -273,8 +273,8 @@ fn broke_off(status: u16, error: JsValue) -> AttemptEnd {
 
 /// The request as the origin gets it: the end-to-end headers (`core::edge_rules::headers`,
 /// rule 5), the hop's signature, redirects handed back (following one would be a second
-/// request). `web_sys`'s `RequestInit`: `worker`'s has no abort signal, which a service
-/// binding's fetch needs on the request itself.
+/// request), and the abort signal on the request itself (a service binding's fetch takes
+/// no other).
 fn build_request(
     target: &str,
     method: &str,
@@ -288,9 +288,7 @@ fn build_request(
     if let Some(signature) = signature {
         origin_auth::apply(&outgoing, signature)?;
     }
-    let init = forward::request_init(method, &outgoing, Some(body), RequestRedirect::Manual);
-    init.set_signal(Some(signal));
-    Request::new_with_str_and_init(target, &init)
+    forward::request(method, target, &outgoing, Some(body), Some(signal))
 }
 
 /// Reads `raw` (in JavaScript, `boundary::read_up_to`). Within `cap`, the bytes (copied into

@@ -101,11 +101,8 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     }
 }
 
-/// A covered request in enforce mode on its way through the Worker: read its body within
-/// the plan's limit, identify it (scope, fingerprint, object name), ask the rate limiter,
-/// call its key's object, and answer with what the object answered, or as
-/// `core::routes::after_object_failure` says when the object could not answer. Every
-/// choice it carries out is the core's: `core::edge_rules::edge::CoveredPlan` and `core::edge_rules::identify`.
+/// A covered request in enforce mode on its way through the Worker (the module doc says
+/// its steps).
 struct CoveredRequest {
     req: Request,
     env: Env,

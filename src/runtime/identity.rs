@@ -56,7 +56,7 @@ fn subtle() -> std::result::Result<web_sys::SubtleCrypto, JsValue> {
 /// (`core::edge_rules::verified_tokens::ImportedKeys`): `Err` when it cannot be imported;
 /// any error of the check itself counts as a failed check.
 async fn check_under(
-    (id, format, key_data): (&str, &str, JsValue),
+    (id, format, key_data): (&str, &str, std::result::Result<JsValue, JsValue>),
     algorithm: Algorithm,
     signature: &[u8],
     data: &[u8],
@@ -65,7 +65,7 @@ async fn check_under(
         Some(key) => key,
         None => {
             let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
-            let (params, key_data) = (webcrypto_params(algorithm).0, key_data.unchecked_into());
+            let (params, key_data) = (webcrypto_params(algorithm).0, key_data?.unchecked_into());
             let imported = subtle()?.import_key_with_object(format, &key_data, &params, false, &usages)?;
             let key: CryptoKey = JsFuture::from(imported).await?.unchecked_into();
             IMPORTED_KEYS.with(|keys| keys.borrow_mut().keep(id, key.clone()));
@@ -87,23 +87,15 @@ async fn check_under(
 /// imported is logged (its algorithm and WebCrypto's message) and skipped.
 async fn verify_under_keys(algorithm: Algorithm, keys: &[Jwk], signature: &[u8], data: &[u8]) -> bool {
     for jwk in keys {
-        let checked = match js_sys::JSON::parse(&jwk.import_json) {
-            Ok(key_data) => {
-                check_under((&jwk.import_json, "jwk", key_data), algorithm, signature, data).await
-            }
-            Err(error) => Err(error),
-        };
-        match checked {
+        let key_data = js_sys::JSON::parse(&jwk.import_json);
+        match check_under((&jwk.import_json, "jwk", key_data), algorithm, signature, data).await {
             Ok(true) => return true,
             Ok(false) => {}
+            // A thrown string, or an error's (a `DOMException`'s) name and message.
             Err(error) => console_error!(
                 "jwks: a {} key could not be imported: {}",
                 algorithm.jose_name(),
-                // A thrown string, or an error's (a `DOMException`'s) `message`.
-                error
-                    .as_string()
-                    .or_else(|| js_sys::Reflect::get(&error, &"message".into()).ok()?.as_string())
-                    .unwrap_or_else(|| "an error".to_owned())
+                worker::Error::from(error)
             ),
         }
     }
@@ -127,7 +119,7 @@ async fn verify(
     let verified = match pending.keys {
         KeySource::Secret(secret) => {
             // One HS256 secret per isolate: imported once, under that name.
-            let raw = js_sys::Uint8Array::from(secret).into();
+            let raw = Ok(js_sys::Uint8Array::from(secret).into());
             check_under(("HS256", "raw", raw), algorithm, signature, data).await.unwrap_or(false)
         }
         KeySource::Jwks => {

@@ -1,16 +1,10 @@
 //! The origin fetch: one attempt as `core::key_rules::origin_attempt` plans it (a TCP probe
 //! first in `ORIGIN_URL` mode, then the exchange, both within the origin timeout), reported
-//! as an `OriginResult` plus the answer when there is one.
-//!
-//! Reports how the attempt ended (`core::key_rules::origin_attempt::AttemptEnd`); the core
-//! turns that into the typed verdict (`core::vocabulary::outcome_table::OriginVerdict`), in
-//! which only an end before the fetch was called is "not sent": mistaking an executed
-//! payment for an unexecuted one would charge twice. Why a failed fetch never says "not
-//! sent", and why the probe waits as long as it does, is the core module's doc.
-//!
-//! Through a service binding (`ORIGIN_SERVICE`) the attempt is `env.<binding>.fetch(...)`:
-//! the same request, the same timeout and the same classification of the answer. There is
-//! no connection to refuse (nor to probe), so a thrown error is always unknown.
+//! as an `OriginResult` plus the answer when there is one. How the attempt ended
+//! (`AttemptEnd`) becomes the core's typed verdict; why only an end before the fetch was
+//! called is "not sent" (never through a service binding), and why the probe waits as long
+//! as it does, is that module's doc. Through a service binding (`ORIGIN_SERVICE`) the
+//! attempt is `env.<binding>.fetch(...)`, with the same request and timeout.
 //!
 //! With `ORIGIN_AUTH_SECRET` set, the request carries the hop's signature
 //! (`core::edge_rules::hop_signature`), made just before it is sent; a client-sent header
@@ -362,13 +356,11 @@ pub(super) fn split_answer(
 
 /// Reads `half` to its end, or cancels it past `cap` bytes.
 async fn capture(half: web_sys::ReadableStream, cap: u64) -> Captured {
-    match boundary::read_up_to(&half, cap, false).await {
-        Ok((Some(bytes), _)) => Captured::Whole(bytes),
-        Ok((None, rest)) => {
-            if let Some(rest) = rest {
-                // Cancelling it cancels the half it reads the rest from.
-                let _ = JsFuture::from(rest.cancel()).await;
-            }
+    match read_capped(half, cap).await {
+        Ok(AnswerBody::Complete(bytes)) => Captured::Whole(bytes),
+        Ok(AnswerBody::Streamed(rest)) => {
+            // Cancelling it cancels the half it reads the rest from.
+            let _ = JsFuture::from(rest.cancel()).await;
             Captured::TooLarge
         }
         Err(_) => Captured::Broken,

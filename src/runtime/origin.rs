@@ -20,9 +20,9 @@
 use std::time::Duration;
 
 use futures_util::future::{select, Either};
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{self, AbortController, Headers, Request, Response, ResponseInit};
+use web_sys::{self, AbortController, Headers, Request, Response};
 
 use super::boundary::{self, edited_copy, header_lines};
 use super::forward;
@@ -322,31 +322,21 @@ async fn probe(target: &str, wait_ms: u64) -> Option<AttemptEnd> {
     end
 }
 
-/// Observe mode's split of the origin's answer (`ReadableStream.tee`): the answer for the
-/// caller, with the origin's status, headers and body as they come, and the recording's
-/// half, read beside it up to `cap` bytes (past it, cancelled: `tee` never holds a large
-/// answer). A WebSocket's answer is passed on whole, with nothing to capture.
+/// Observe mode's split of the origin's answer (`Response.clone`, which tees its body): the
+/// answer for the caller, as the origin gave it, and the recording's copy, read beside it up
+/// to `cap` bytes (past it, cancelled: the tee never holds a large answer). A WebSocket's
+/// answer is passed on whole, with nothing to capture.
 pub(super) fn split_answer(
     response: Response,
     cap: u64,
 ) -> worker::Result<(Response, impl std::future::Future<Output = Captured>)> {
     // The recording's half: what it holds when known already, else the stream to read.
-    let (answer, half) = match response.body() {
-        _ if forward::has_websocket(&response) => (response, Err(Captured::Nothing)),
-        None => (response, Err(Captured::Whole(Vec::new()))),
-        Some(body) => {
-            let halves = body.tee();
-            let to_caller: web_sys::ReadableStream = halves.get(0).unchecked_into();
-            let init = ResponseInit::new();
-            init.set_status(response.status());
-            init.set_headers(&response.headers());
-            // Built here, not with `worker`'s `ResponseBuilder`, whose conversion panics
-            // where the runtime refuses a response.
-            let answer = Response::new_with_opt_readable_stream_and_init(Some(&to_caller), &init)?;
-            (answer, Ok(halves.get(1).unchecked_into()))
-        }
+    let half = match response.body() {
+        _ if forward::has_websocket(&response) => Err(Captured::Nothing),
+        None => Err(Captured::Whole(Vec::new())),
+        Some(_) => response.clone()?.body().ok_or(Captured::Whole(Vec::new())),
     };
-    Ok((answer, async move {
+    Ok((response, async move {
         match half {
             Err(captured) => captured,
             Ok(half) => capture(half, cap).await,

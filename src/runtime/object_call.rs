@@ -13,7 +13,7 @@ use web_sys::{Headers, Request, Response};
 
 use worker::{ObjectNamespace, Stub};
 
-use super::{bindings, respond};
+use super::{bindings, forward, respond};
 use crate::core::edge_rules::routes::ObjectCallFailure;
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
 use worker::{Env, Error, Result};
@@ -98,11 +98,9 @@ pub(super) fn envelope_request(
     envelope: &str,
     body: Option<&JsValue>,
 ) -> Result<Request> {
-    let mut init = worker::RequestInit::new();
-    init.with_method(method.to_owned().into()).with_body(body.cloned());
-    init.headers.set(ENVELOPE_HEADER, envelope)?;
-    // The same request (a handle to it, not `Request.clone()`, which would tee its body).
-    Ok(Clone::clone(worker::Request::new_with_init(target, &init)?.inner()))
+    let headers = Headers::new()?;
+    headers.set(ENVELOPE_HEADER, envelope)?;
+    Ok(forward::request(method, target, &headers, body, None)?)
 }
 
 /// Observe mode's call to the key's object named `name`: the envelope (and the origin's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The performance benchmark (issue 4): installs the toolchain if needed, builds the worker
+# The performance benchmark: installs the toolchain if needed, builds the worker
 # (a no-op when build/ is current), then runs `node bench/bench.mjs run`, which starts a loopback origin,
 # the worker and a pass-through baseline in local workerd, measures, prints a table and
 # writes target/bench/latest.json. Takes about 13 minutes on 2 cores. docs/performance.md

@@ -113,7 +113,7 @@ inline=(--one-caller-inline-max-function-size 20)
 # offset field. The two differ only where `p + c` wraps past 4 GiB, which no pointer of this
 # program does (its memory is tens of MiB; Rust's stack sits at the bottom and grows down
 # without wrapping): a wrapped access would trap instead of reading low memory. -975 bytes,
-# -390 gzipped (issue 23).
+# -390 gzipped.
 assume=(--low-memory-unused)
 mkdir -p target/wasm-names
 "$wasm_opt" "$stage/index_bg.wasm" -o target/wasm-names/index_bg.wasm "${features[@]}" "${assume[@]}" -Oz "${inline[@]}" --debuginfo

@@ -9,7 +9,7 @@
 //             CREATE TABLE IF NOT EXISTS + INSERT of the claim and an alarm before the
 //             origin, INSERT of the outcome and an alarm after; replays answer from memory.
 //   "do-claim" what hono-idempotency does on its hot path, with the object making the origin
-//             call (issue 17's reference, `js-do-claim`): the KV API of a SQLite-backed
+//             call (the first reference, `js-do-claim`): the KV API of a SQLite-backed
 //             object, a durable claim (`storage.put`) before the origin (the output gate
 //             holds the fetch until it is confirmed), the outcome `put` after, one alarm at
 //             expiry, and replays from the object (memory, else one `storage.get`).

@@ -103,7 +103,7 @@ fn inspect_and_purge_a_record_by_the_object_id_in_the_logs() {
 
     // Look the record up by what a customer can tell: the key and the credential it was
     // sent with (in a JSON body, never the URL). The answer is the same view, naming the
-    // object id and never the scope (issue 24.5).
+    // object id and never the scope.
     let lookup = |body: String| {
         w.send(
             &admin("POST", "/__idempotency/lookup", Some(TOKEN))

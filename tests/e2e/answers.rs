@@ -159,7 +159,7 @@ fn scoped_worker() -> &'static Worker {
 
 /// With `SCOPE_HEADER: X-Api-Key` the caller is that header: two API keys are two scopes.
 /// `Authorization` is not part of the scope, but it is the default replay credential
-/// (`REPLAY_CREDENTIAL_HEADERS`, issue 20.2): a request under the same `X-Api-Key` with
+/// (`REPLAY_CREDENTIAL_HEADERS`): a request under the same `X-Api-Key` with
 /// another `Authorization` gets neither the answer nor an execution.
 #[test]
 fn a_custom_scope_header_names_the_caller() {

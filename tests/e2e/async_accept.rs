@@ -1,4 +1,4 @@
-//! End-to-end tests of asynchronous acceptance (issue 13, `ASYNC_ACCEPT=prefer`, RFC 7240
+//! End-to-end tests of asynchronous acceptance (`ASYNC_ACCEPT=prefer`, RFC 7240
 //! `Prefer: respond-async`), in real workerd in front of an origin that deduplicates by key
 //! (`support::dedup_origin`), which can be overloaded on purpose (`x-test-fail-first`) or
 //! taken down (connections refused):
@@ -157,7 +157,7 @@ fn async_two_503s_then_success_answers_202_at_once_and_the_poll_ends_in_201() {
     let other = request("POST", &path).header("Idempotency-Key", &key).json(r#"{"amount":1}"#);
     assert_problem(&w.send(&other), 422, "key-reused");
     assert_eq!(o.received(&key), 3);
-    // The instance is this test's alone, so its lines are this key's (issue 21.4): the
+    // The instance is this test's alone, so its lines are this key's: the
     // job's object logged its acceptance, both retries and the execution.
     let accepted = wait_for_line(w, "accepted", |line| line["decision"] == "accepted");
     let object = accepted["object"].as_str().unwrap_or_default().to_owned();
@@ -182,7 +182,7 @@ fn the_async_deadline_gives_503_origin_unavailable_then_the_key_is_released() {
     assert!(gave_up.text().contains("never executed"), "{}", gave_up.text());
     let arrivals = o.arrivals(&key);
     assert!(arrivals.len() >= 2, "it was retried: {arrivals:?}");
-    // No attempt starts at or after the deadline (issue 21): each arrived before it, give or
+    // No attempt starts at or after the deadline: each arrived before it, give or
     // take the moment a request takes to reach the origin on loopback.
     let late: Vec<_> = arrivals.iter().filter(|&&at| at > deadline + Duration::from_secs(3)).collect();
     assert!(late.is_empty(), "{} attempt(s) after the deadline", late.len());
@@ -198,7 +198,7 @@ fn the_async_deadline_gives_503_origin_unavailable_then_the_key_is_released() {
 
 /// An origin that executes and answers 503 every time (a proxy's 503 after the origin ran):
 /// without `ORIGIN_DEDUPLICATES`, the job is still sent at most `MAX_ORIGIN_ATTEMPTS` times,
-/// then gives up (issue 20.4; before, it was sent until its deadline).
+/// then gives up.
 #[test]
 fn an_async_job_is_sent_at_most_max_origin_attempts_times_without_origin_deduplicates() {
     crate::support::worker::require_build();
@@ -416,7 +416,7 @@ fn a_body_too_large_to_store_is_forwarded_at_once_without_the_preference() {
 
 /// A SIGKILL while the job's send is at the origin: after the restart the job's alarm finds
 /// the send orphaned, and without `ORIGIN_DEDUPLICATES` it is held unknown, never sent again
-/// (issue 21: counted at the origin).
+/// (counted at the origin).
 #[test]
 fn an_async_job_killed_mid_send_is_held_unknown_and_never_sent_again() {
     crate::support::worker::require_build();

@@ -1,4 +1,4 @@
-//! End-to-end tests of stored answers sealed at rest (issue 14, `STORAGE_ENCRYPTION_KEYS`),
+//! End-to-end tests of stored answers sealed at rest (`STORAGE_ENCRYPTION_KEYS`),
 //! in real workerd, looking at the SQLite files `--persist-to` leaves from the outside:
 //! - no byte of an answer's body is in any file, and the answer still replays byte for byte
 //!   after a restart (opened from storage); without keys the same check finds the bytes;
@@ -7,7 +7,7 @@
 //! - a changed byte of a sealed answer is 503, never a second forward;
 //! - an invalid key ring is 500 `invalid-config` naming the secret, never its value;
 //! - an older attempt's sealed answer written back into a newer record is 503, never that
-//!   answer and never a forward (issue 20.7: the seal binds attempt and fingerprint);
+//!   answer and never a forward (the seal binds attempt and fingerprint);
 //! - an answer stored in the clear is 503 once a key ring is set, unless
 //!   `STORAGE_ALLOW_UNSEALED=true` (the rollout of sealing).
 
@@ -262,7 +262,7 @@ fn an_answer_stored_in_the_clear_is_503_once_a_key_ring_is_set_unless_allowed() 
     assert_eq!(origin().executions(&key), 1);
 }
 
-/// Tampering of every kind gives 503 and forwards nothing (issue 21.1): a changed key id, a
+/// Tampering of every kind gives 503 and forwards nothing: a changed key id, a
 /// changed nonce, a sealed record moved into another key's object, and (after a restart) a
 /// ring that holds another key under the same id.
 #[test]

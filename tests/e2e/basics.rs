@@ -986,7 +986,7 @@ fn test_origin_holds_requests_at_a_gate_until_released() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Traceable failures (issue 24.5)
+// Traceable failures
 
 /// A caller's failure can be traced to its log line: a problem's `instance` names the
 /// request, and the request's line carries the same id, the method and the route. Both for

@@ -1,5 +1,5 @@
 //! End-to-end tests of the boundaries where one key could reach the origin twice, in real
-//! workerd in front of a real loopback origin (issue 10):
+//! workerd in front of a real loopback origin:
 //! - fail-open only on proof of non-delivery: an object that dies mid-flight and an
 //!   unreadable record give 503 on a fail-open route, never a second forward;
 //! - the outcome table knows where an answer came from: route mode's Cloudflare 52x,
@@ -362,7 +362,7 @@ fn two_hundred_duplicates_of_a_one_mib_body_execute_once() {
     let executed: Vec<&Response> = answers.iter().filter(|r| r.status == marker).collect();
     assert!(!executed.is_empty(), "someone got the answer");
     let original = executed.iter().find(|r| !r.is_replayed()).expect("the first caller's live answer");
-    // Pinned by the object's own lines (issue 21.1): every duplicate has one, and at most
+    // Pinned by the object's own lines: every duplicate has one, and at most
     // 15 waited, as MAX_WAITING_BYTES (16 MiB by default) allows for bodies of 1 MiB and
     // 22 bytes; past that each was turned away (409), or came after the answer (replayed).
     let executed_line = wait_for_line(w, "the execution", |line| line["origin_status"] == marker);
@@ -507,7 +507,7 @@ fn a_black_holed_origin_releases_the_key_once_the_probe_gives_up() {
 }
 
 // ---------------------------------------------------------------------------------------
-// A replay goes only to the caller who made the original (issue 20.2).
+// A replay goes only to the caller who made the original.
 
 fn signed(path: &str, key: &str, key_id: &str, authorization: &str) -> Request {
     Request::post(path)
@@ -580,7 +580,7 @@ fn an_origin_refusal_of_the_caller_never_becomes_the_keys_answer() {
 }
 
 /// A retry storm on one key of a fail-open route while the origin holds the first attempt:
-/// the origin executes it once (issue 20.1). An object is overloaded only by its own key's
+/// the origin executes it once. An object is overloaded only by its own key's
 /// duplicates, so even the platform's `overloaded` must not fail open; local workerd runs
 /// objects in-process and never raises it, so that decision is proven in the core
 /// (`only_a_provably_undelivered_call_may_fail_open`) and this test holds the behaviour

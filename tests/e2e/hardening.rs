@@ -1,4 +1,4 @@
-//! End-to-end tests of issue 14's hardening, in real workerd (`wrangler dev`, local mode):
+//! End-to-end tests of the hardening, in real workerd (`wrangler dev`, local mode):
 //!
 //! - the signed origin hop (`ORIGIN_AUTH_SECRET`), checked by an origin that verifies every
 //!   request with the documented rules and refuses replayed and altered ones;
@@ -648,7 +648,7 @@ fn over_the_rate_limit_is_429_with_retry_after_and_creates_no_object() {
 }
 
 /// A client that sends a new random `Authorization` with every request is still one
-/// client: a credential's scope is counted per `CF-Connecting-IP` too (issue 20.5).
+/// client: a credential's scope is counted per `CF-Connecting-IP` too.
 #[test]
 fn a_new_random_credential_per_request_does_not_dodge_the_rate_limit() {
     let w = hardened();
@@ -670,7 +670,7 @@ fn a_new_random_credential_per_request_does_not_dodge_the_rate_limit() {
 
 /// One caller over the limit limits only itself: another credential from another IP is
 /// still served, while the limited credential stays limited from a new IP (its scope is
-/// counted on its own, issue 21.2).
+/// counted on its own).
 #[test]
 fn one_caller_over_the_limit_does_not_limit_another() {
     let w = hardened();
@@ -718,7 +718,7 @@ fn anonymous_callers_are_limited_per_ip() {
     assert_eq!(send("127.0.0.5").status, 429, "the first IP stays limited");
 }
 
-/// One IP cannot hold another caller at the rate limit by sending its key id (issue 46.6).
+/// One IP cannot hold another caller at the rate limit by sending its key id.
 /// With a key id for `SCOPE_HEADER`, anyone may send the victim's key id: the IP is asked
 /// first, so a client over its own IP's limit spends nothing more, and the scope's count
 /// is kept per replay credential, so a stranger who moves to a new IP spends only its own.
@@ -824,7 +824,7 @@ fn a_record_read_past_its_expiry_is_deleted() {
     assert_eq!(o.seen_at(&marker).len(), seen_before, "reading executed nothing");
 }
 
-/// A test-only fault-injection variable never degrades a worker unseen (issue 20.7): every
+/// A test-only fault-injection variable never degrades a worker unseen: every
 /// isolate start logs an error line naming it, and the admin view shows it.
 #[test]
 fn a_fault_injection_variable_is_logged_and_shown_to_the_operator() {

@@ -1,4 +1,4 @@
-//! End-to-end tests of the caller's scope (issue 11): keys scoped by a verified JWT claim,
+//! End-to-end tests of the caller's scope: keys scoped by a verified JWT claim,
 //! tokens that cannot be verified refused (401, or 503 while the keys cannot be had: issue
 //! 20.3), opaque credentials scoped by their hash, anonymous callers and on-behalf-of
 //! headers, in real workerd in
@@ -375,7 +375,7 @@ fn assert_replay_of(replay: &Response, execution: &str) {
 
 /// Sends `request` (a new key, from the caller under test) with a marker status no other
 /// request to `w` gets, and checks that its own decision line names `scope`: never a line
-/// another test's request could have written (issue 21.4).
+/// another test's request could have written.
 fn assert_scope_logged(w: &Worker, request: Request, scope: &str) {
     let marker = w.next_marker_status();
     let r = w.send(&request.header("x-test-status", marker.to_string()));
@@ -420,7 +420,7 @@ fn two_subjects_using_one_key_get_two_executions() {
     assert_eq!(o.executions(&key), 2);
 }
 
-/// A claim path walks one way only (issue 46.10). A token that holds a top-level member
+/// A claim path walks one way only. A token that holds a top-level member
 /// literally named `org.id` beside its own nested `org.id` is scoped by the nested one where
 /// the route's claim is `org.id`: it cannot take another organisation's scope, and gets its
 /// own execution, not the other's answer. A JSON pointer names either: `/org/id` the nested
@@ -470,7 +470,7 @@ fn a_claim_named_with_dots_never_stands_in_for_the_nested_path() {
 }
 
 /// A verified claim is the caller, wherever it calls from: one subject over the limit does
-/// not limit another subject calling from the same address (issue 21.2).
+/// not limit another subject calling from the same address.
 #[test]
 fn one_verified_subject_over_the_limit_does_not_limit_another_at_the_same_ip() {
     let w = limited_worker();
@@ -490,7 +490,7 @@ fn one_verified_subject_over_the_limit_does_not_limit_another_at_the_same_ip() {
 
 /// A token that does not verify is refused (401, the reason named) and forwards nothing:
 /// whatever it claims, it never reaches the victim's records, and it never becomes a scope
-/// of its own (issue 20.3).
+/// of its own.
 #[test]
 fn unverified_tokens_never_get_another_callers_answer() {
     let w = jwt_worker();
@@ -536,7 +536,7 @@ fn unverified_tokens_never_get_another_callers_answer() {
     assert_replay_of(&retry, &victims_execution);
 }
 
-/// Two numeric subjects that one `f64` cannot tell apart (issue 20.6): both refused,
+/// Two numeric subjects that one `f64` cannot tell apart: both refused,
 /// neither sharing the other's scope; a whole number within 64 bits still verifies.
 #[test]
 fn numeric_subjects_past_64_bits_are_refused_not_merged() {
@@ -707,7 +707,7 @@ fn a_token_that_verified_before_is_refused_once_it_expires() {
     let w = required_worker();
     let o = origin();
     let mut short_lived = claims(&unique("acct"));
-    // Long enough for two requests on a loaded machine (issue 21: no window under 10 s).
+    // Long enough for two requests on a loaded machine (no window under 10 s).
     let exp = now() + 12;
     short_lived["exp"] = json!(exp);
     let token = bearer(&mint(Signing::Es256, &short_lived));
@@ -820,7 +820,7 @@ fn a_jwks_url_that_is_down_refuses_tokens_with_503_and_forwards_nothing() {
     assert_eq!(o.executions(&key), 1);
 }
 
-/// A JWKS URL that answers with a redirect (issue 46.10): the redirect is not followed, even
+/// A JWKS URL that answers with a redirect: the redirect is not followed, even
 /// to a server that holds the keys, so the fetch failed: tokens are 503
 /// `identity-unavailable` and nothing is forwarded. (An https URL redirected to plain http is
 /// the case this closes; local workerd serves no https, so any redirect stands for it.)
@@ -863,8 +863,8 @@ fn a_jwks_url_that_redirects_is_a_failed_fetch_and_is_not_followed() {
 
 /// Two isolates that disagree about the keys, one after the other on one persist folder:
 /// the first cannot reach the JWKS, the second can. One key sent to each is executed once
-/// (before issue 20.3 the first put it in the credential's scope and the second in the
-/// claim's: two executions).
+/// (were the first to put it in the credential's scope and the second in the claim's, it
+/// would execute twice).
 #[test]
 fn isolates_that_disagree_about_the_keys_execute_a_key_once() {
     let nothing_listens = format!("http://127.0.0.1:{}/jwks.json", free_port());
@@ -915,7 +915,7 @@ fn logs_hold_no_token_claim_value_or_key() {
 /// `SCOPE_JWT_REQUIRED` with a JWKS URL that is down, or that accepts the connection and
 /// never answers: a token is refused 503 `identity-unavailable` (the worker gives up on
 /// the fetch after its own timeout, well within the client's patience) and nothing is
-/// forwarded (issue 21).
+/// forwarded.
 #[test]
 fn required_tokens_with_the_jwks_down_or_hanging_are_503_and_forward_nothing() {
     // A JWKS server that takes connections and never answers (held until the test ends).

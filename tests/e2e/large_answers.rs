@@ -1,4 +1,4 @@
-//! End-to-end tests of large answers (issue 15): an answer over one SQLite row (about
+//! End-to-end tests of large answers: an answer over one SQLite row (about
 //! 1.9 MB) is stored in chunk rows with its record in one transaction, and replayed by
 //! streaming them (`core::formats::chunks`, `runtime::chunks`). In real workerd, against the test
 //! origin's `x-test-answer-bytes` answers (pseudo-random bytes, different per execution, so
@@ -370,7 +370,7 @@ fn a_large_answer_observed_is_recorded_in_chunks_and_replays_once_enforced() {
 
 /// Observe mode, an answer over the stored-size cap: the caller still gets every byte,
 /// while the Worker's copy for the object is read only up to the cap and then cancelled
-/// (issue 20.7: `tee` never holds a large answer); the object records it as too large to
+/// (`tee` never holds a large answer); the object records it as too large to
 /// replay, as enforce mode would, so the key is held unknown once the route enforces.
 #[test]
 fn an_observed_answer_over_the_cap_reaches_its_caller_whole_and_is_held_unknown() {
@@ -399,7 +399,7 @@ fn an_observed_answer_over_the_cap_reaches_its_caller_whole_and_is_held_unknown(
 /// A write of chunk rows that fails half-way through its transaction
 /// (`CHUNK_WRITE_FAULT_INJECTION`, test-only) leaves no row behind: the record stays the
 /// claim, held as a failed outcome write (409, then unknown), the caller still got the whole
-/// answer, and nothing is forwarded again (issue 21.2).
+/// answer, and nothing is forwarded again.
 #[test]
 fn a_chunk_write_that_fails_mid_transaction_leaves_no_row_and_forwards_nothing() {
     let w =

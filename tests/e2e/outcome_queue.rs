@@ -1,4 +1,4 @@
-//! `OUTCOME_QUEUE` (issue 25.2): the key's object publishes the outcomes a caller may never
+//! `OUTCOME_QUEUE`: the key's object publishes the outcomes a caller may never
 //! come back for to a Cloudflare Queue. Here the queue is local workerd's, and its consumer
 //! is a second worker in the same `wrangler dev` that prints every message it gets.
 //!

@@ -1,4 +1,4 @@
-//! End-to-end tests of outcomes that resolve themselves (issue 13, `ORIGIN_DEDUPLICATES`), in
+//! End-to-end tests of outcomes that resolve themselves (`ORIGIN_DEDUPLICATES`), in
 //! real workerd in front of an origin that honours `Idempotency-Key` itself, as Stripe-like
 //! APIs do: it executes a key once, answers 409 while that execution runs, and replays the
 //! stored answer afterwards.
@@ -142,7 +142,7 @@ fn a_shaped_fingerprint_with_an_origin_that_deduplicates_is_invalid_config() {
 
 /// A SIGKILL while the origin executes the first attempt: the claim is orphaned, every
 /// retry during its lease is answered 409 and reaches nothing, and exactly one re-send goes
-/// out after the lease, which the origin answers with its stored answer (issue 21: counted
+/// out after the lease, which the origin answers with its stored answer (counted
 /// at the origin, with arrival times, not only its executions, which this origin keeps at
 /// one whatever the worker does).
 #[test]

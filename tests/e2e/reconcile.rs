@@ -1,4 +1,4 @@
-//! Reconciliation of unknown outcomes (issue 25.1, route option `reconcile_url`): an origin
+//! Reconciliation of unknown outcomes (route option `reconcile_url`): an origin
 //! that answers "did operation X happen?" settles what would otherwise stay
 //! `outcome-unknown` until the TTL. The test origin (`support::ledger_origin`) keeps a
 //! ledger and offers the lookup as a payment API would: it verifies the edge's signature on

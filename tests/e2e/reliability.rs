@@ -1,4 +1,4 @@
-//! Reliability and security, end to end (issue 3): the built worker in real workerd
+//! Reliability and security, end to end: the built worker in real workerd
 //! (`wrangler dev`, local mode) in front of a real loopback origin, under faults, load and
 //! hostile input. `docs/reliability.md` explains what each test proves.
 //!
@@ -107,7 +107,7 @@ fn assert_still_serves(w: &Worker, after: &str) {
 // ---------------------------------------------------------------------------------------
 // Faults
 
-/// Issue 3, faults 1 and 2: workerd dies (SIGKILL of wrangler and workerd together) while
+/// Workerd dies (SIGKILL of wrangler and workerd together) while
 /// the first attempt is at the origin, and starts again on the same state. The in-memory
 /// execution and its waiters are gone, exactly as after a panic (which resets the Wasm
 /// instance), so this also covers "panic or instance reset".
@@ -192,13 +192,13 @@ fn sigkill_mid_flight_then_restart_never_executes_again() {
     assert!(log.matches("Ready on").count() >= 2, "the log should show two starts of wrangler");
 }
 
-/// Issue 3, fault 3: the origin sends its headers and part of the body, then stalls. The
+/// The origin sends its headers and part of the body, then stalls. The
 /// body is part of the answer, so the origin timeout covers it: the caller gets 502
 /// outcome-unknown while the origin still stalls, and the key is never forwarded again.
 /// The stall lasts until the test releases a gate, so the order of events is observed, not
 /// timed: the 502 comes while the origin still holds the half-sent answer, and the origin
 /// sees the worker close the connection.
-/// Issue 20: a completed key is never executed again after a crash, however often. A
+/// A completed key is never executed again after a crash, however often. A
 /// sealed instance (`STORAGE_ENCRYPTION_KEYS`, the ring's order changed on each restart,
 /// as an operator rotating keys does) completes a new key, then is SIGKILLed while new keys
 /// are in flight on it, and restarted, twenty times, while another instance takes load
@@ -428,7 +428,7 @@ fn an_answer_that_breaks_off_mid_body_is_outcome_unknown_and_its_status_is_logge
     assert_eq!(o.executions(&key), 1, "an unknown outcome is never forwarded again");
 }
 
-/// Issue 3, fault 3: 503 with Retry-After is passed on as the origin sent it (header
+/// 503 with Retry-After is passed on as the origin sent it (header
 /// included) and releases the key. (429 with Retry-After: `tests/e2e.rs`,
 /// `status_429_keeps_retry_after_and_releases_the_key`.)
 #[test]
@@ -456,7 +456,7 @@ fn status_503_passes_retry_after_on_and_releases_the_key() {
 /// One storm request: which key, and its answer or why none came.
 type Answer = (usize, Result<Response, String>);
 
-/// Issue 3, storm: 200 keys × 10 duplicates, shuffled, 32 connections at once, origin
+/// Storm: 200 keys × 10 duplicates, shuffled, 32 connections at once, origin
 /// delay 50 ms. Exactly one execution per key, one answer per key, no 5xx, nothing lost.
 #[test]
 fn storm_of_duplicates_executes_each_key_exactly_once() {
@@ -552,7 +552,7 @@ fn storm_of_duplicates_executes_each_key_exactly_once() {
     assert!(failures.is_empty(), "storm failures (TEST_SEED={seed:#x}):\n{}", failures.join("\n"));
 }
 
-/// Issue 23.2: a storm of new keys against an origin with a small listen backlog (Python's
+/// A storm of new keys against an origin with a small listen backlog (Python's
 /// `http.server`, whose default backlog is 5): 100 new keys x 5 duplicates, shuffled, 25 at
 /// a time, origin timeout 4 s. The full accept queue drops SYNs, which the kernel sends
 /// again after 1 s, 3 s, 7 s; the origin serves every request in the end. The TCP probe must
@@ -730,7 +730,7 @@ fn is_unreachable(r: &Response) -> bool {
 // ---------------------------------------------------------------------------------------
 // Bounded storage, read from the SQLite files that `wrangler dev --persist-to` leaves
 
-/// Issue 3, bounded storage: keys that were only released or refused leave nothing, and
+/// Bounded storage: keys that were only released or refused leave nothing, and
 /// everything else is gone from the object's SQLite file after the TTL and the alarm.
 #[test]
 fn storage_is_empty_after_ttl_and_released_or_refused_keys_leave_nothing() {
@@ -1134,7 +1134,7 @@ fn one_key_under_different_scopes_executes_separately_and_never_crosses() {
     }
 }
 
-/// Issue 3, logs: workerd's captured output holds no raw key, no Authorization value and
+/// Logs: workerd's captured output holds no raw key, no Authorization value and
 /// no body, whatever the request did; and no panic was ever reported. Read once a sentinel
 /// line sent after everything else is in the log.
 #[test]

@@ -1,4 +1,4 @@
-//! End-to-end tests of the rollout features (issue 15), in real workerd in front of a real
+//! End-to-end tests of the rollout features, in real workerd in front of a real
 //! loopback origin:
 //! - observe mode: every request reaches the origin as it came and its caller gets the
 //!   origin's answer untouched, while the log names what enforce mode would have done;

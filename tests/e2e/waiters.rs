@@ -195,7 +195,7 @@ fn past_the_waiter_cap_a_duplicate_gets_409_at_once() {
 
 /// `MAX_WAITING_BYTES`: the body bytes that duplicates waiting on one execution may bring
 /// in. Past it a duplicate gets 409 with `Retry-After` at once, instead of waiting, and
-/// nothing is forwarded; the duplicate that fit still gets the answer (issue 21).
+/// nothing is forwarded; the duplicate that fit still gets the answer.
 #[test]
 fn a_duplicate_past_max_waiting_bytes_gets_409_at_once_and_the_others_still_wait() {
     crate::support::worker::require_build();

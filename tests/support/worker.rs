@@ -316,7 +316,7 @@ pub fn rate_limit_toml(binding: &str, namespace_id: u32, limit: u32) -> String {
 /// a new instance meanwhile, it would have made the restarted instance fail to bind, and
 /// its readiness probe (and then the test's retry) reach the other instance, another
 /// state folder with no record of the key, which executed the retry a second time: the
-/// double execution issue 20 saw after a crash. [`Worker::wait_ready`] also checks that
+/// double execution a crash once led to. [`Worker::wait_ready`] also checks that
 /// this incarnation's own log says it serves the port.
 ///
 /// Why below the kernel's ephemeral range: a port there is never handed out by a bind to
@@ -356,8 +356,7 @@ pub fn free_port() -> u16 {
 /// taken between `free_port`'s probe and this bind.
 ///
 /// Why: `free_port` only finds a port free a moment ago. A fresh-clone CI run once saw an
-/// origin's bind fail with "Address already in use" right after its probe (issue 23's
-/// stop 39), which failed a test without anything being wrong with the worker. The port
+/// origin's bind fail with "Address already in use" right after its probe, which failed a test without anything being wrong with the worker. The port
 /// taken stays reserved, and the line printed says which it was and what held it.
 pub fn bind_free_port() -> TcpListener {
     const ATTEMPTS: u32 = 5;

@@ -1,4 +1,4 @@
-// Cold start (issue 17, and issue 50's per-side target): the first request to a fresh
+// Cold start, whole and per side: the first request to a fresh
 // isolate, against the pass-through, js-do-claim and js-do-claim-kept (js-do-claim with the
 // worker's guarantees, in plain JS). Each round starts every target in a new workerd process
 // (new state directory) once or twice:

@@ -1,4 +1,4 @@
-// How small the Wasm would be if it held only the core's decisions (issue 23.3): the shipped
+// How small the Wasm would be if it held only the core's decisions: the shipped
 // code with everything the runtime does taken out, and what the runtime calls into the core
 // kept, measured rather than estimated from names.
 //

@@ -1,4 +1,4 @@
-// Counts the JS↔Wasm crossings of one replay and of one first attempt (issues 22 and 23):
+// Counts the JS↔Wasm crossings of one replay and of one first attempt:
 // every call from Wasm into wasm-bindgen's imports (Wasm→JS) and every call of a Wasm export
 // (JS→Wasm, including `__wbindgen_malloc`, closure invokes and frees), per request.
 //

@@ -1,4 +1,4 @@
-// Which Wasm functions a fresh isolate runs by the end of its first request (issue 23.4), and
+// Which Wasm functions a fresh isolate runs by the end of its first request, and
 // how many bytes of code that is: V8 compiles a Wasm function whole on its first call, so this
 // is the code a cold start compiles. Measured, interleaved, the cold start moves with it
 // (docs/decisions/0004-wasm-size-on-a-stable-toolchain.md).

@@ -1,4 +1,4 @@
-// A V8 CPU profile of a fresh isolate's first request (issue 23.4): what the first request
+// A V8 CPU profile of a fresh isolate's first request: what the first request
 // pays that a warm one does not. Starts the worker (named copy of the Wasm, as
 // `bench.mjs profile named` does) in a new workerd, profiles its first request, then one warm
 // request (a new key, after 20 others), and prints both: busy time and the top functions by

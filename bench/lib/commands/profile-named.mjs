@@ -1,4 +1,4 @@
-// V8 CPU profiles of the worker's isolate with Rust function names (issue 17): the same
+// V8 CPU profiles of the worker's isolate with Rust function names: the same
 // profiles as `bench.mjs run` takes (first attempts and replays at c16, over workerd's own
 // inspector), but of the named copy of the Wasm that scripts/build.sh keeps in
 // target/wasm-names/ (the shipped Wasm has no `name` section, so its frames are only

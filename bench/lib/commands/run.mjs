@@ -49,7 +49,7 @@ const MEMORY_ONLY = flag("--memory-only");
 const NO_MEMORY = flag("--no-memory");
 const RUNS = Number(option("--runs", QUICK ? 1 : 3));
 const LADDER = !flag("--no-ladder");
-// Bursts per target (issue 17 asks for 10, to compare the max with the median).
+// Bursts per target: 10, to compare the max with the median.
 const BURSTS = Number(option("--bursts", RUNS));
 // Where workerd keeps the Durable Objects' SQLite files: "disk" (target/bench/state) or
 // "tmpfs" (/dev/shm), to tell the runtime's cost from this machine's disk.
@@ -689,7 +689,7 @@ async function largeBodyBursts(origin) {
 }
 
 /**
- * Memory under duplicates (issue 10): 200 concurrent requests of one key, each with a 1 MiB
+ * Memory under duplicates: 200 concurrent requests of one key, each with a 1 MiB
  * body, while the origin holds the first for 1 s. RSS of the worker's workerd before, at the
  * peak (sampled every 50 ms) and 3 s after, on a fresh instance. (The burst on an answer of
  * 5 MiB that was measured here is `largeAnswerMemory`: it is stored now.)
@@ -742,7 +742,7 @@ async function duplicateMemory(origin) {
 }
 
 /**
- * Large answers (issue 15), on a fresh instance: one 5 MiB answer, over one SQLite row and so
+ * Large answers, on a fresh instance: one 5 MiB answer, over one SQLite row and so
  * stored in 1 MiB chunk rows. A burst of 100 while the origin holds the first 300 ms (99 wait
  * on it and share its one prepared copy), then a burst of 100 replays of the stored answer
  * (each streamed from the chunk rows). RSS of the worker's workerd before, at the peak
@@ -766,7 +766,7 @@ async function largeAnswerMemory(origin) {
       }
     };
     {
-      // One 5 MiB answer (issue 15: over one SQLite row, so stored in 1 MiB chunk rows):
+      // One 5 MiB answer (over one SQLite row, so stored in 1 MiB chunk rows):
       // a burst of 100 while the origin holds the first 300 ms (99 wait on it and share the
       // one prepared copy), then a burst of 100 replays of the stored answer (each streamed
       // from the chunk rows).
@@ -1169,7 +1169,7 @@ async function main() {
         firstCpuPerKey: perKey(a) / perKey(b),
       };
     };
-    // Issue 17: the worker against js-do-claim (the reference design in plain JS), same run.
+    // The worker against js-do-claim (the reference design in plain JS), same run.
     if (s.first["js-do-claim"] && s.memory?.["js-do-claim"]) {
       const r17 = ratios("worker", "js-do-claim");
       const b = s.burst.worker;
@@ -1198,7 +1198,7 @@ async function main() {
     // What the worker's guarantees cost, whatever the language: js-do-claim-kept is
     // js-do-claim plus the work the worker keeps on every request (the key checked, the
     // fingerprint, the scope, the headers filtered, the envelope, the mark, the probe before
-    // a first forward, a decision line), in plain JS. The same ratios as the issue 17 table,
+    // a first forward, a decision line), in plain JS. The same ratios as the js-do-claim table,
     // of the worker against it and of it against js-do-claim.
     if (s.first["js-do-claim-kept"] && s.memory?.["js-do-claim-kept"] && s.memory?.["js-do-claim"]) {
       const workerToKept = ratios("worker", "js-do-claim-kept");

@@ -984,8 +984,12 @@ impl<A> KeyState<A> {
                     }
                 }
                 (Action::Settle { attempt, .. }, _) => {
-                    // Kept for the answer the runtime prepares; no new waiter joins it.
-                    self.settling = self.waiters.take_if(|waiters| waiters.attempt == *attempt);
+                    // Kept for the answer the runtime prepares; no new waiter joins it. A
+                    // settle with no waiters of its own (a send left running elsewhere)
+                    // leaves another settle's waiters for their answer.
+                    if let Some(waiters) = self.waiters.take_if(|waiters| waiters.attempt == *attempt) {
+                        self.settling = Some(waiters);
+                    }
                     self.end(*attempt);
                 }
                 _ => {}

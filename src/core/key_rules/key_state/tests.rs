@@ -894,3 +894,29 @@ fn a_retry_of_an_unknown_outcome_looks_it_up_first_then_is_decided_on_the_verdic
     }
     assert!(plain.handle_retry(FP, since + 1).is_none(), "a record kept no lookup");
 }
+
+/// Two steps settle before the runtime hands over the first one's answer (an attempt left
+/// running elsewhere, a job's send after a purge, finishes inside the first step's await):
+/// the first execution's waiters still get its answer, not the 409 of waiters released
+/// without one.
+#[test]
+fn a_second_settle_before_the_first_is_carried_out_keeps_the_first_ones_waiters() {
+    let policy = policy();
+    let (mut key, waiting) = claimed_with_a_waiter(&policy);
+    let mut wait = Box::pin(waiting.wait());
+    let pending =
+        key.handle_origin_finished(A, OriginResult::Responded(201), Some(answer(201)), &policy, T0 + 10);
+    remember_change(&mut key, &pending);
+    let mut first = key.handle_written(pending);
+    let other = AttemptId(9);
+    let pending =
+        key.handle_origin_finished(other, OriginResult::Responded(200), Some(answer(200)), &policy, T0 + 11);
+    remember_change(&mut key, &pending);
+    let mut second = key.handle_written(pending);
+    assert!(matches!(second.poll_action(), Some(Action::Settle { attempt, .. }) if attempt == other));
+    key.handle_settled(other, 200, true);
+    assert_eq!(poll_once(&mut wait), Poll::Pending, "the first execution's waiters still wait");
+    assert!(matches!(first.poll_action(), Some(Action::Settle { attempt: A, .. })));
+    key.handle_settled(A, 201, true);
+    assert_eq!(poll_once(&mut wait), Poll::Ready(Some(201)));
+}

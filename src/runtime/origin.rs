@@ -29,15 +29,15 @@ use super::forward;
 use super::{body, origin_auth, settings};
 use crate::core::edge_rules::headers::{connection_tokens_in, forward_edits, stored_for_replay};
 use crate::core::edge_rules::observed::Captured;
-use crate::core::edge_rules::origin_auth::{Protection, Signer};
+use crate::core::edge_rules::origin_auth::Protection;
 use crate::core::edge_rules::wire::ObservedOutcome;
 use crate::core::formats::key_record::StoredResponse;
 use crate::core::key_rules::key_state::answer_body_cap;
-use crate::core::key_rules::origin_attempt::{self, AttemptEnd, AttemptPlan};
+use crate::core::key_rules::origin_attempt::{self, AttemptEnd};
 use crate::core::primitives::url::host_and_port;
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::OriginResult;
-use worker::{console_error, console_warn, Delay, Env, Fetcher, ResponseBody};
+use worker::{console_error, console_warn, Delay, Env, ResponseBody};
 
 /// The origin's answer.
 pub struct OriginAnswer {
@@ -75,29 +75,14 @@ pub struct Outgoing<'a> {
     pub body: &'a JsValue,
 }
 
-/// Sends one attempt of a key's object to the origin, through the route's service binding
-/// when it names one: a binding that cannot be used sends nothing (the attempt is
-/// released, and the line says which binding).
+/// Sends one attempt of a key's object to the origin ([`forward`]), as the core's verdict.
 pub async fn send(
     env: &Env,
     request: Outgoing<'_>,
     policy: &KeyTerms,
     probe_first: bool,
 ) -> (OriginResult, Option<OriginAnswer>) {
-    let service = match policy.origin_service.as_deref() {
-        None => None,
-        Some(name) => match env.service(name) {
-            Ok(service) => Some(service),
-            Err(error) => {
-                console_error!("the origin service binding {} is unusable: {}", name, error);
-                return (AttemptEnd::NotBuilt.verdict().result(), None);
-            }
-        },
-    };
-    let plan = origin_attempt::plan(probe_first, service.is_some(), policy.timing.origin_timeout_ms);
-    let signer = settings::get(env).signer();
-    let cap = policy.max_stored_response_bytes;
-    let (end, answer) = forward(request, plan, cap, service, signer, policy.key_header()).await;
+    let (end, answer) = forward(env, request, policy, probe_first).await;
     (end.verdict().result(), answer)
 }
 
@@ -165,21 +150,30 @@ pub async fn reported(
     (AttemptEnd::Read { status, within_cap: true }.verdict().result(), Some(answer))
 }
 
-/// Sends one attempt as `plan` says: the probe first when it has one (nothing is sent
-/// before it connects), then the exchange, whose whole answer, body included, must come
-/// within its deadline (a body that stalls is a timeout like any other). The request body
-/// is a JavaScript value (it never enters Wasm memory on this path). `service` is the
-/// binding to send through instead of the global `fetch`. `key_header` names the header
-/// whose value the signature's key line carries (the route's, in lower case). How it ended
-/// is the core's to read (`core::key_rules::origin_attempt::AttemptEnd`).
+/// Sends one attempt as `core::key_rules::origin_attempt::plan` says, through the route's
+/// service binding when it names one (a binding that cannot be used sends nothing: the
+/// attempt is released, and the line says which binding): the probe first when it has one
+/// (nothing is sent before it connects), then the exchange, whose whole answer, body
+/// included, must come within its deadline (a body that stalls is a timeout like any
+/// other). The request body is a JavaScript value (it never enters Wasm memory on this
+/// path). How it ended is the core's to read (`core::key_rules::origin_attempt::AttemptEnd`).
 async fn forward(
+    env: &Env,
     request: Outgoing<'_>,
-    plan: AttemptPlan,
-    max_stored_bytes: u64,
-    service: Option<Fetcher>,
-    signer: Option<Signer<'_>>,
-    key_header: &str,
+    policy: &KeyTerms,
+    probe_first: bool,
 ) -> (AttemptEnd, Option<OriginAnswer>) {
+    let service = match policy.origin_service.as_deref() {
+        None => None,
+        Some(name) => match env.service(name) {
+            Ok(service) => Some(service),
+            Err(error) => {
+                console_error!("the origin service binding {} is unusable: {}", name, error);
+                return (AttemptEnd::NotBuilt, None);
+            }
+        },
+    };
+    let plan = origin_attempt::plan(probe_first, service.is_some(), policy.timing.origin_timeout_ms);
     let Outgoing { target, method, headers, body } = request;
     if let Some(wait_ms) = plan.probe_ms {
         if let Some(end) = probe(target, wait_ms).await {
@@ -188,10 +182,10 @@ async fn forward(
     }
     // Signed before anything is sent: a signature that cannot be made sends nothing. A
     // lookup (`look_up`) has no body: it is signed as one of none.
-    let signature = match signer {
+    let signature = match settings::get(env).signer() {
         None => None,
         Some(signer) => {
-            let protected = Protection::Protected;
+            let (key_header, protected) = (policy.key_header(), Protection::Protected);
             match origin_auth::sign_hop(signer, method, target, headers, key_header, protected, Some(body))
                 .await
             {
@@ -238,7 +232,7 @@ async fn forward(
         Err(error) => return ended(broke_off(status, error.into())),
     };
     // The body's cap: the stored-size cap less the headers, as the core counts them.
-    let body_cap = answer_body_cap(max_stored_bytes, &headers);
+    let body_cap = answer_body_cap(policy.max_stored_response_bytes, &headers);
     let body = match response.body() {
         ResponseBody::Stream(stream) => {
             match select(std::pin::pin!(read_capped(stream.clone(), body_cap)), deadline.as_mut()).await {

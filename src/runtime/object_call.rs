@@ -13,6 +13,7 @@ use web_sys::{Headers, Request, Response};
 
 use worker::{ObjectNamespace, Stub};
 
+use super::boundary::edited_copy;
 use super::{bindings, forward, respond};
 use crate::core::edge_rules::routes::ObjectCallFailure;
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
@@ -80,12 +81,8 @@ pub(super) async fn call_object(
     // object gave.
     let answered = Answered::decode(&mark).unwrap_or(Answered::Plain);
     // Rewrapped without the mark: a fetched answer's headers are immutable.
-    let rewrapped = Headers::new_with_headers(&headers)
-        .map_err(Error::from)
-        .and_then(|copy| {
-            copy.delete(ANSWERED_HEADER)?;
-            respond::rewrapped(&response, &copy)
-        })
+    let rewrapped = edited_copy(&headers, &[(ANSWERED_HEADER, None)])
+        .and_then(|copy| respond::rewrapped(&response, &copy))
         .map_err(|error| unmarked(format!("the object's answer could not be rewrapped: {error}")))?;
     Ok((rewrapped, answered))
 }

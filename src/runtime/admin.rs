@@ -81,8 +81,8 @@ async fn ask(
     let Ok(stub) = namespace.id_from_string(&object_id).and_then(|id| id.get_stub()) else {
         return respond::problem(&refusals::no_such_object()).map(|r| ("not-found", None, r));
     };
-    let response = match call_object(stub, &to_object).await {
-        Ok(response) => Ok(response),
+    let response = match call_object(&Default::default(), stub, &to_object).await {
+        Ok((response, _)) => Ok(response),
         Err(_) => respond::problem(&refusals::object_unreachable()),
     };
     response.map(|r| (operation.name(), Some(object_id), r))

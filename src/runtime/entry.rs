@@ -1,40 +1,16 @@
 //! The Worker's fetch handler: the edge in front of the origin.
 //!
-//! Owns the request's way to its key's object. For a covered request (POST, PATCH) it:
-//! 1. loads the configuration (an invalid variable is a 500 naming it; nothing forwarded);
-//! 2. parses the key, from `Idempotency-Key` or the route's `key_header` (400 when missing
-//!    or malformed);
-//! 3. reads the body up to `MAX_BODY_BYTES`, counting a streamed body as it arrives and
-//!    never trusting `Content-Length` alone (413 above it);
-//! 4. computes the scope (`identity`: 401 when a credential is missing, or a required
-//!    token does not verify), the object name and the fingerprint;
-//! 5. hands the object the origin URL, the end-to-end headers, the body bytes, the
-//!    fingerprint and the timing, so the object repeats none of this work.
-//!
-//! Rejections in steps 1–3 happen before any object exists, and so does the rate limit
-//! (`runtime::rate_limit`: 429 with `Retry-After`).
-//!
-//! Every forward the Worker makes itself (pass-through and fail-open) is signed like the
-//! object's (`ORIGIN_AUTH_SECRET`, `runtime::origin_auth`), and with `TRUSTED_CLIENT_IP`
-//! the client's own `X-Forwarded-For`, `Forwarded` and `X-Real-IP` are replaced by the
-//! connecting IP. With `OBJECT_NAME_KEY` the object name is keyed (`core::formats::keyed_name`). Any other method passes
-//! through to the origin untouched, except that a method-override header on it is refused
-//! (the origin might execute it as a covered method without a key). On a method that a
-//! route could cover, a path that origins may read as another path is refused, and route
-//! patterns match the normalised path (`core::primitives::url::normalised_path`).
-//!
-//! If the object cannot be reached, the answer is 503 and nothing is forwarded. A route with
-//! `on_object_unavailable: "fail-open"` forwards without protection only when the request
-//! provably never left the Worker: the stub could not be made, or the call threw before it
-//! was sent (`core::edge_rules::routes::after_object_failure`). Any other failure is 503 on every route:
-//! a running object that dies may have sent the request on, and an `overloaded` object is
-//! one whose key's duplicates already run or ran (failing open would execute a retry storm). A missing binding or an
-//! unsupported jurisdiction is a configuration error: 500 everywhere.
-//!
-//! On a route in observe mode (`MODE`, route option `mode`), every refusal above becomes a
-//! log line instead, and the request goes to the origin exactly as it came (`observe`).
-//! With `ORIGIN_SERVICE` (or a route's `origin_service`) the origin is another Worker,
-//! reached through that service binding, for every method; a missing binding is 500.
+//! Where a request goes (the admin API, a refusal before any body is read, a pass-through,
+//! observe mode, a covered key) is `core::edge_rules::edge::decide`'s, from the request's
+//! head; each arm here carries it out (`forward`, `observe`, `admin`). A covered request in
+//! enforce mode has its body read within the plan's limit (`runtime::body`: a streamed body
+//! is counted as it arrives, `Content-Length` is never trusted alone), is identified
+//! (`identity`: scope, object name, fingerprint), passes the rate limit
+//! (`runtime::rate_limit`), and goes to its key's object with everything the object needs
+//! (the origin URL, the end-to-end headers, the body, the fingerprint, the timing), so the
+//! object repeats none of this work. When the object cannot answer, failing open or 503 is
+//! `core::edge_rules::routes::after_object_failure`'s; a namespace that cannot be used is a
+//! configuration error (500).
 //!
 //! It works on the runtime's own `Request` and `Response` objects (`web_sys`), and reads of
 //! a request only what a decision needs: `worker`'s wrappers read a request's method, URL,
@@ -47,21 +23,21 @@
 //! it (`core::edge_rules::identify::key_call`).
 
 use wasm_bindgen::JsValue;
-use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
+use web_sys::{Headers, Request, Response};
 use worker::{event, Context};
 
 use super::boundary::{edited_copy, header_lines};
 use super::forward::{self, pass_through};
 use super::identity;
-use super::object_call::{cached_key_namespace, call_key, OBJECT_BINDING};
+use super::object_call::{call_key, key_namespace, OBJECT_BINDING};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
 use crate::core::edge_rules::edge::{self, CoveredPlan, Edge, RequestHead};
 use crate::core::edge_rules::headers::{forward_edits, HeaderLines};
-use crate::core::edge_rules::identify::{key_call, Identified};
+use crate::core::edge_rules::identify::{key_call, Arrived, Identified};
 use crate::core::edge_rules::log::{request_id, LineContext, RequestLog};
 use crate::core::edge_rules::routes::{
-    after_object_failure, object_unreachable, AfterObjectFailure, ObjectCallFailure,
+    after_object_failure, unanswered_line, AfterObjectFailure, ObjectCallFailure,
 };
 use crate::core::edge_rules::scope::ScopeLog;
 use crate::core::edge_rules::wire::{ToObject, ENVELOPE_HEADER};
@@ -117,7 +93,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         }
         Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy, &trace).await,
         Edge::PassObserved(policy, kind) => {
-            observe::passed(req, &url, &env, config, &policy, kind, &trace).await
+            observe::passed(&env, kind, &trace, pass_through(req, &url, &env, config, &policy, &trace)).await
         }
         Edge::Covered { policy, key, plan } => {
             observe::covered(req, &url, &env, &ctx, config, &policy, key, plan, trace).await
@@ -125,11 +101,8 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     }
 }
 
-/// A covered request in enforce mode on its way through the Worker: read its body within
-/// the plan's limit, identify it (scope, fingerprint, object name), ask the rate limiter,
-/// call its key's object, and answer with what the object answered, or as
-/// `core::routes::after_object_failure` says when the object could not answer. Every
-/// choice it carries out is the core's: `core::edge_rules::edge::CoveredPlan` and `core::edge_rules::identify`.
+/// A covered request in enforce mode on its way through the Worker (the module doc says
+/// its steps).
 struct CoveredRequest {
     req: Request,
     env: Env,
@@ -158,18 +131,18 @@ impl CoveredRequest {
         let (config, policy) = (self.config, &self.policy);
         let path_and_query = path_and_query(&self.url);
         let name_key = settings::get(&self.env).object_name_key.as_deref();
-        let (lines, method, key) = (&self.lines, &self.trace.method, &self.key);
-        let identified = identity::identify(
-            lines,
+        let (headers, method, key) = (&self.lines, self.trace.method.as_str(), &self.key);
+        let request = Arrived {
+            headers,
             method,
-            &path_and_query,
+            path_and_query: &path_and_query,
             key,
             config,
             policy,
-            &body,
+            body: &body,
             name_key,
-            Some(&self.ctx),
-        );
+        };
+        let identified = identity::identify(request, Some(&self.ctx));
         let identified = match identified.await {
             Ok(identified) => identified,
             Err(problem) => return self.refuse(&problem),
@@ -215,20 +188,15 @@ impl CoveredRequest {
         outgoing.set(ENVELOPE_HEADER, &ToObject::Key(call).encode())?;
         let wire_method = edge::method_on_the_wire(&self.trace.method);
         // One JavaScript copy of the body serves the object call and a fail-open forward.
-        let init = RequestInit::new();
-        init.set_method(wire_method);
-        init.set_headers(&outgoing);
-        init.set_body(&js_body);
         // The object's answer is the caller's, a redirect included: following its `Location`
-        // would send the request to the object again (and again), and end in a 503.
-        init.set_redirect(RequestRedirect::Manual);
-        // The object's request URL is where the first attempt goes.
-        let to_object = Request::new_with_str_and_init(&target, &init)?;
+        // would send the request to the object again (and again), and end in a 503. The
+        // object's request URL is where the first attempt goes.
+        let to_object = forward::request(wire_method, &target, &outgoing, Some(&js_body), None)?;
         // The request holds its own copy of the body; keep this one only for a fail-open
         // forward, so that a waiting duplicate holds no second copy.
         let unprotected = keep_headers.map(|headers| (target, headers, js_body));
 
-        let namespace = match cached_key_namespace(&self.env, config.jurisdiction.as_deref()) {
+        let namespace = match key_namespace(&self.env, config.jurisdiction.as_deref()) {
             Ok(namespace) => namespace,
             Err(error) => {
                 console_error!("configuration: the Durable Object namespace is unusable: {}", error);
@@ -257,36 +225,19 @@ impl CoveredRequest {
         unprotected: Option<(String, Headers, JsValue)>,
         (failure, error): (ObjectCallFailure, String),
     ) -> Result<Response> {
-        match (after_object_failure(failure, self.policy.on_unavailable), unprotected) {
-            (AfterObjectFailure::FailOpen, Some((target, headers, js_body))) => {
-                // The route chose availability over protection, and the object never had the
-                // request, so nothing can have been sent for this attempt.
-                console_error!(
-                    "object {}: not reached ({}); failing open, forwarding without protection",
-                    short,
-                    error
-                );
-                let answer =
-                    forward::fail_open(&self.env, &self.policy, wire_method, &target, &headers, &js_body)
-                        .await;
-                let status = answer.as_ref().map_or(500, Response::status);
-                let log = RequestLog::failed_open(short.to_owned(), object_calls, status, scope_log);
-                metrics::write_point_in(
-                    &self.env,
-                    &log,
-                    LineContext { trace: Some(&self.trace), ..LineContext::default() },
-                );
-                answer
-            }
-            (decision, _) => {
-                console_error!("object {}: unavailable ({}): {}", short, failure, error);
-                let problem = match decision {
-                    AfterObjectFailure::Refuse(problem) => problem,
-                    // A fail-open decision always has its forward at hand (see `unprotected`).
-                    AfterObjectFailure::FailOpen => object_unreachable(),
-                };
-                self.refuse(&problem)
-            }
-        }
+        let decision = after_object_failure(failure, self.policy.on_unavailable);
+        let fail_open = unprotected.filter(|_| decision == AfterObjectFailure::FailOpen);
+        console_error!("{}", unanswered_line(short, failure, &error, fail_open.is_some()));
+        let Some((target, headers, js_body)) = fail_open else { return self.refuse(&decision.problem()) };
+        // The route chose availability over protection, and the object never had the
+        // request, so nothing can have been sent for this attempt.
+        let bodies = (Some(&js_body), Some(&js_body));
+        let sent = forward::unprotected(&self.env, &self.policy, wire_method, &target, &headers, bodies);
+        let answer = forward::origin_or_problem(forward::answer(sent.await).await);
+        let status = answer.as_ref().map_or(500, Response::status);
+        let log = RequestLog::failed_open(short.to_owned(), object_calls, status, scope_log);
+        let context = LineContext { trace: Some(&self.trace), ..LineContext::default() };
+        metrics::write_point_in(&self.env, &log, context);
+        answer
     }
 }

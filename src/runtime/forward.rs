@@ -11,8 +11,9 @@
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response};
+use web_sys::{AbortSignal, Headers, Request, RequestInit, RequestRedirect, Response};
 
+use super::boundary::edited_copy;
 use super::{body, origin_auth, respond, settings};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge;
@@ -34,103 +35,69 @@ pub(super) async fn pass_through(
 ) -> Result<Response> {
     let settings = settings::get(env);
     let target = config.target_for(policy, url, &path_and_query(url));
-    let untouched = settings.origin_auth_secret.is_none() && !settings.trusted_client_ip;
-    if untouched && target == url {
-        return origin_or_problem(send(env, policy.origin_service, &req).await);
+    let signed = settings.origin_auth_secret.is_some();
+    if !signed && !settings.trusted_client_ip && target == url {
+        return origin_or_problem(answer(start_send(env, policy.origin_service, &req)).await);
     }
-    // `new Request(url, request)`: the same method, headers and body stream, another URL.
-    let init: &RequestInit = req.unchecked_ref();
-    let mut forwarded = Request::new_with_str_and_init(&target, init)?;
-    if settings.trusted_client_ip {
-        replace_client_ip(&forwarded.headers())?;
-    }
-    if settings.origin_auth_secret.is_some() {
-        let body = match forwarded.body() {
-            None => None,
-            Some(_) => {
-                let declared = forwarded.headers().get("content-length")?;
-                match body::read_within(&forwarded, declared.as_deref(), config.max_body_bytes).await? {
-                    Some((_, js_body)) => Some(js_body),
-                    None => {
-                        return respond::refused(env, &edge::body_too_large(config.max_body_bytes), trace)
-                    }
-                }
+    let body = match req.body() {
+        Some(_) if signed => {
+            let declared = req.headers().get("content-length")?;
+            match body::read_within(&req, declared.as_deref(), config.max_body_bytes).await? {
+                Some((_, js_body)) => Some(js_body),
+                None => return respond::refused(env, &edge::body_too_large(config.max_body_bytes), trace),
             }
-        };
-        let (method, headers) = (forwarded.method(), forwarded.headers());
-        if let Err(error) = sign_passed(env, policy, &method, &target, &headers, body.as_ref()).await {
-            return origin_or_problem(Err(error));
         }
-        let init = request_init(&method, &headers, body.as_ref(), forwarded.redirect());
-        forwarded = Request::new_with_str_and_init(&target, &init)?;
-    }
-    origin_or_problem(send(env, policy.origin_service, &forwarded).await)
+        // Unsigned, the body streams on as it came.
+        stream => stream.map(JsValue::from),
+    };
+    let headers = client_headers(env, &req.headers())?;
+    let sent =
+        unprotected(env, policy, &req.method(), &target, &headers, (body.as_ref(), body.as_ref())).await;
+    origin_or_problem(answer(sent).await)
 }
 
-/// Signs a forward the Worker makes itself (`Protection::Passed`: no object protects it)
-/// onto `headers`, when `ORIGIN_AUTH_SECRET` is set: the key line is the route's key header.
-/// An error when it cannot be signed: the forward is then not sent.
-pub(super) async fn sign_passed(
+/// A copy of the client's `headers` to forward, the forwarding headers replaced as
+/// `core::edge_rules::headers::client_ip_headers` says under `TRUSTED_CLIENT_IP`.
+pub(super) fn client_headers(env: &Env, headers: &Headers) -> Result<Headers> {
+    let edits = match settings::get(env).trusted_client_ip {
+        true => client_ip_headers(headers.get("cf-connecting-ip")?.as_deref()),
+        false => Vec::new(),
+    };
+    edited_copy(headers, &edits)
+}
+
+/// Sends a forward the Worker makes itself (`Protection::Passed`: no object protects it),
+/// `method` with `headers` and the first of `bodies` to `target`, signed onto `headers` over
+/// the second (the body as read) when `ORIGIN_AUTH_SECRET` is set, the key line being the
+/// route's key header. An error when it cannot be signed: it is then not sent.
+pub(super) async fn unprotected(
     env: &Env,
     policy: &PathConfig<'_>,
     method: &str,
     target: &str,
     headers: &Headers,
-    body: Option<&JsValue>,
-) -> Result<()> {
-    let Some(signer) = settings::get(env).signer() else { return Ok(()) };
-    let key_header = policy.key_header.lowercase;
-    let signed = origin_auth::sign_hop(signer, method, target, headers, key_header, Protection::Passed, body);
-    let signature = signed.await.map_err(|_| not_signed())?;
-    origin_auth::apply(headers, &signature)?;
-    Ok(())
-}
-
-/// A forward whose signature could not be made: it is not sent (502, as for an origin that
-/// could not be reached).
-pub(super) fn not_signed() -> worker::Error {
-    worker::Error::RustError("the hop to the origin could not be signed".into())
-}
-
-/// A fail-open forward: the route chose availability over protection, and the object
-/// provably never had the request (`core::edge_rules::routes::after_object_failure`), so nothing was
-/// sent for this attempt. `headers` are the request's end-to-end headers (the client IP
-/// rule applied); the hop is signed as `Passed`.
-pub(super) async fn fail_open(
-    env: &Env,
-    policy: &PathConfig<'_>,
-    method: &str,
-    target: &str,
-    headers: &Headers,
-    body: &JsValue,
-) -> Result<Response> {
-    if let Err(error) = sign_passed(env, policy, method, target, headers, Some(body)).await {
-        return origin_or_problem(Err(error));
+    (body, signed_body): (Option<&JsValue>, Option<&JsValue>),
+) -> Result<js_sys::Promise> {
+    if let Some(signer) = settings::get(env).signer() {
+        let key_header = policy.key_header.lowercase;
+        let signed = origin_auth::sign_hop(
+            signer,
+            method,
+            target,
+            headers,
+            key_header,
+            Protection::Passed,
+            signed_body,
+        );
+        let not_signed = |_| worker::Error::RustError("the hop to the origin could not be signed".into());
+        origin_auth::apply(headers, &signed.await.map_err(not_signed)?)?;
     }
-    let init = request_init(method, headers, Some(body), RequestRedirect::Manual);
-    let forwarded = Request::new_with_str_and_init(target, &init)?;
-    origin_or_problem(send(env, policy.origin_service, &forwarded).await)
+    start_send(env, policy.origin_service, &request(method, target, headers, body, None)?)
 }
 
-/// `TRUSTED_CLIENT_IP`: the forwarding headers set as `core::edge_rules::headers::client_ip_headers`
-/// says, from the connecting IP.
-pub(super) fn replace_client_ip(headers: &Headers) -> Result<()> {
-    for (name, value) in client_ip_headers(headers.get("cf-connecting-ip")?.as_deref()) {
-        match value {
-            Some(value) => headers.set(name, &value)?,
-            None => headers.delete(name)?,
-        }
-    }
-    Ok(())
-}
-
-/// Sends `req` to the origin: through the named service binding, or the global `fetch`.
-pub(super) async fn send(env: &Env, service: Option<&str>, req: &Request) -> Result<Response> {
-    Ok(JsFuture::from(start_send(env, service, req)?).await?.dyn_into()?)
-}
-
-/// [`send`] without waiting: the request is on its way when this returns (`worker`'s
-/// `Fetch::send` and `Fetcher::fetch_request` start it only when first polled).
+/// Sends `req` to the origin without waiting: through the named service binding, or the
+/// global `fetch`. The request is on its way when this returns (`worker`'s `Fetch::send`
+/// and `Fetcher::fetch_request` start it only when first polled).
 pub(super) fn start_send(env: &Env, service: Option<&str>, req: &Request) -> Result<js_sys::Promise> {
     match service {
         Some(name) => {
@@ -142,6 +109,11 @@ pub(super) fn start_send(env: &Env, service: Option<&str>, req: &Request) -> Res
             Ok(global.fetch_with_request(req))
         }
     }
+}
+
+/// The answer to a request [`start_send`] sent, or why none came.
+pub(super) async fn answer(sent: Result<js_sys::Promise>) -> Result<Response> {
+    Ok(JsFuture::from(sent?).await?.dyn_into()?)
 }
 
 /// A pass-through answer, or 502 problem+json when the origin could not be reached. The
@@ -160,27 +132,25 @@ pub(super) fn has_websocket(response: &Response) -> bool {
         .is_ok_and(|socket| !socket.is_null() && !socket.is_undefined())
 }
 
-/// `new Request(target, { method, headers, body, redirect: "manual" })`: the request as it
-/// came, with the body that was read (or none).
-pub(super) fn as_it_came(req: &Request, target: &str, body: Option<&JsValue>) -> Result<Request> {
-    // A proxy hands redirects to its caller.
-    let init = request_init(&req.method(), &req.headers(), body, RequestRedirect::Manual);
-    Ok(Request::new_with_str_and_init(target, &init)?)
-}
-
-/// `{ method, headers, body, redirect }`, without a body for `None`.
-pub(super) fn request_init(
+/// `new Request(target, { method, headers, body, redirect: "manual", signal })`, without a
+/// body for `None`: a proxy hands redirects to its caller. `web_sys`'s `RequestInit`:
+/// `worker`'s has no abort signal, which a service binding's fetch needs on the request itself.
+pub(super) fn request(
     method: &str,
+    target: &str,
     headers: &Headers,
     body: Option<&JsValue>,
-    redirect: RequestRedirect,
-) -> RequestInit {
+    signal: Option<&AbortSignal>,
+) -> std::result::Result<Request, JsValue> {
     let init = RequestInit::new();
     init.set_method(method);
     init.set_headers(headers);
-    init.set_redirect(redirect);
+    init.set_redirect(RequestRedirect::Manual);
     if let Some(body) = body {
         init.set_body(body);
     }
-    init
+    if signal.is_some() {
+        init.set_signal(signal);
+    }
+    Request::new_with_str_and_init(target, &init)
 }

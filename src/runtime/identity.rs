@@ -27,8 +27,6 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::CryptoKey;
 
 use super::now_ms;
-use crate::core::edge_rules::config::{Config, PathConfig};
-use crate::core::edge_rules::headers::HeaderLines;
 use crate::core::edge_rules::identify::{header_values, identified, named_values, Arrived, Identified};
 use crate::core::edge_rules::jwks_cache::{
     self, answer_head, document, Document, JwksCache, KeyQuery, FETCH_LOST_AFTER_MS, FETCH_TIMEOUT_MS,
@@ -36,7 +34,6 @@ use crate::core::edge_rules::jwks_cache::{
 use crate::core::edge_rules::scope::{self, ScopeConfig, Start};
 use crate::core::edge_rules::verified_tokens::{ImportedKeys, KeySource, Verification, VerifiedTokens};
 use crate::core::primitives::jwt::{self, Algorithm, Identity, Jwk, KeySet, Unverified};
-use crate::core::primitives::key::IdempotencyKey;
 use crate::core::vocabulary::problem::Problem;
 use worker::console_error;
 use worker::{Context, Delay};
@@ -59,7 +56,7 @@ fn subtle() -> std::result::Result<web_sys::SubtleCrypto, JsValue> {
 /// (`core::edge_rules::verified_tokens::ImportedKeys`): `Err` when it cannot be imported;
 /// any error of the check itself counts as a failed check.
 async fn check_under(
-    (id, format, key_data): (&str, &str, JsValue),
+    (id, format, key_data): (&str, &str, std::result::Result<JsValue, JsValue>),
     algorithm: Algorithm,
     signature: &[u8],
     data: &[u8],
@@ -68,7 +65,7 @@ async fn check_under(
         Some(key) => key,
         None => {
             let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
-            let (params, key_data) = (webcrypto_params(algorithm).0, key_data.unchecked_into());
+            let (params, key_data) = (webcrypto_params(algorithm).0, key_data?.unchecked_into());
             let imported = subtle()?.import_key_with_object(format, &key_data, &params, false, &usages)?;
             let key: CryptoKey = JsFuture::from(imported).await?.unchecked_into();
             IMPORTED_KEYS.with(|keys| keys.borrow_mut().keep(id, key.clone()));
@@ -90,23 +87,15 @@ async fn check_under(
 /// imported is logged (its algorithm and WebCrypto's message) and skipped.
 async fn verify_under_keys(algorithm: Algorithm, keys: &[Jwk], signature: &[u8], data: &[u8]) -> bool {
     for jwk in keys {
-        let checked = match js_sys::JSON::parse(&jwk.import_json) {
-            Ok(key_data) => {
-                check_under((&jwk.import_json, "jwk", key_data), algorithm, signature, data).await
-            }
-            Err(error) => Err(error),
-        };
-        match checked {
+        let key_data = js_sys::JSON::parse(&jwk.import_json);
+        match check_under((&jwk.import_json, "jwk", key_data), algorithm, signature, data).await {
             Ok(true) => return true,
             Ok(false) => {}
+            // A thrown string, or an error's (a `DOMException`'s) name and message.
             Err(error) => console_error!(
                 "jwks: a {} key could not be imported: {}",
                 algorithm.jose_name(),
-                // A thrown string, or an error's (a `DOMException`'s) `message`.
-                error
-                    .as_string()
-                    .or_else(|| js_sys::Reflect::get(&error, &"message".into()).ok()?.as_string())
-                    .unwrap_or_else(|| "an error".to_owned())
+                worker::Error::from(error)
             ),
         }
     }
@@ -130,7 +119,7 @@ async fn verify(
     let verified = match pending.keys {
         KeySource::Secret(secret) => {
             // One HS256 secret per isolate: imported once, under that name.
-            let raw = js_sys::Uint8Array::from(secret).into();
+            let raw = Ok(js_sys::Uint8Array::from(secret).into());
             check_under(("HS256", "raw", raw), algorithm, signature, data).await.unwrap_or(false)
         }
         KeySource::Jwks => {
@@ -267,23 +256,16 @@ async fn get_jwks(url: &str) -> std::result::Result<Document, String> {
 /// reach the same object: the caller's scope (a 401 problem when the
 /// request may not be scoped), the payload fingerprint and the object name (keyed with
 /// `OBJECT_NAME_KEY` when set).
-#[allow(clippy::too_many_arguments)]
 pub async fn identify(
-    headers: &HeaderLines,
-    method: &str,
-    path_and_query: &str,
-    key: &IdempotencyKey,
-    config: &Config,
-    policy: &PathConfig<'_>,
-    body: &[u8],
-    name_key: Option<&[u8]>,
+    request: Arrived<'_>,
     keep_alive: Option<&Context>,
 ) -> std::result::Result<Identified, Problem> {
+    let config = request.config;
     // What the scope headers decide (`core::edge_rules::scope::start`), after a token's
     // check, for the route's claim, when they name one.
-    let values = header_values(headers, &config.scope.headers);
+    let values = header_values(request.headers, &config.scope.headers);
     let pairs = named_values(&config.scope.headers, &values);
-    let (scope, scope_log) = match scope::start(&config.scope, &policy.scope, &pairs) {
+    let (scope, scope_log) = match scope::start(&config.scope, &request.policy.scope, &pairs) {
         Start::Decided(scope, log) => (scope, log),
         Start::Refused(problem) => return Err(problem),
         Start::Verify(token, claim) => {
@@ -291,6 +273,5 @@ pub async fn identify(
             scope::finish(&config.scope, &pairs, verified)?
         }
     };
-    let request = Arrived { headers, method, path_and_query, key, config, policy, body, name_key };
     Ok(identified(&request, scope, scope_log))
 }

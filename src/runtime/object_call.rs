@@ -13,7 +13,8 @@ use web_sys::{Headers, Request, Response};
 
 use worker::{ObjectNamespace, Stub};
 
-use super::{bindings, respond};
+use super::boundary::edited_copy;
+use super::{bindings, forward, respond};
 use crate::core::edge_rules::routes::ObjectCallFailure;
 use crate::core::edge_rules::wire::{Answered, ANSWERED_HEADER, ENVELOPE_HEADER};
 use worker::{Env, Error, Result};
@@ -21,47 +22,35 @@ use worker::{Env, Error, Result};
 /// The Durable Object namespace binding (wrangler.toml).
 pub(super) const OBJECT_BINDING: &str = "IDEMPOTENCY_KEYS";
 
-/// The key objects' namespace, restricted to the configured jurisdiction if any
-/// (`env.IDEMPOTENCY_KEYS.jurisdiction("eu")`).
-pub(super) fn key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
-    let namespace = env.durable_object(OBJECT_BINDING)?;
-    let Some(jurisdiction) = jurisdiction else { return Ok(namespace) };
-    Ok(bindings::jurisdiction(&namespace, jurisdiction)?)
-}
-
 thread_local! {
     static NAMESPACE: OnceCell<ObjectNamespace> = const { OnceCell::new() };
 }
 
-/// [`key_namespace`], looked up once per isolate (bindings, like variables, cannot change
-/// while an isolate lives). A failed lookup is not kept: it is tried again next time.
-pub(super) fn cached_key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
+/// The key objects' namespace, restricted to the configured jurisdiction if any
+/// (`env.IDEMPOTENCY_KEYS.jurisdiction("eu")`), looked up once per isolate (bindings, like
+/// variables, cannot change while an isolate lives). A failed lookup is not kept: it is
+/// tried again next time.
+pub(super) fn key_namespace(env: &Env, jurisdiction: Option<&str>) -> Result<ObjectNamespace> {
     if let Some(namespace) = NAMESPACE.with(|cell| cell.get().cloned()) {
         return Ok(namespace);
     }
-    let namespace = key_namespace(env, jurisdiction)?;
+    let mut namespace = env.durable_object(OBJECT_BINDING)?;
+    if let Some(jurisdiction) = jurisdiction {
+        namespace = bindings::jurisdiction(&namespace, jurisdiction)?;
+    }
     NAMESPACE.with(|cell| {
         let _ = cell.set(namespace.clone());
     });
     Ok(namespace)
 }
 
-/// Sends `req` to the object behind `stub` and takes its answer: only one that carries the
-/// object's mark is the object's. A call that throws before it is sent, or that the
-/// platform refuses as `overloaded` (queued and never run), was not delivered; any other
-/// failure may have come after the object sent the request on. (An admin call: no line
-/// counts it.)
+/// Sends `req` to the object behind `stub` and takes its answer and the mark the object put
+/// on it (observe mode's verdict): only an answer that carries the mark is the object's. A
+/// call that throws before it is sent, or that the platform refuses as `overloaded` (queued
+/// and never run), was not delivered; any other failure may have come after the object
+/// sent the request on. Every call the Worker makes to a key's object is made here, and
+/// counted in `calls`: the request's calls so far, which its line says (`object_calls`).
 pub(super) async fn call_object(
-    stub: Stub,
-    req: &Request,
-) -> std::result::Result<Response, (ObjectCallFailure, String)> {
-    call_object_marked(&Cell::new(0), stub, req).await.map(|(response, _)| response)
-}
-
-/// [`call_object`], with the mark the object put on its answer (observe mode's verdict).
-/// Every call the Worker makes to a key's object is made here, and counted in `calls`: the
-/// request's calls so far, which its line says (`object_calls`).
-async fn call_object_marked(
     calls: &Cell<u32>,
     stub: Stub,
     req: &Request,
@@ -92,12 +81,8 @@ async fn call_object_marked(
     // object gave.
     let answered = Answered::decode(&mark).unwrap_or(Answered::Plain);
     // Rewrapped without the mark: a fetched answer's headers are immutable.
-    let rewrapped = Headers::new_with_headers(&headers)
-        .map_err(Error::from)
-        .and_then(|copy| {
-            copy.delete(ANSWERED_HEADER)?;
-            respond::rewrapped(&response, &copy)
-        })
+    let rewrapped = edited_copy(&headers, &[(ANSWERED_HEADER, None)])
+        .and_then(|copy| respond::rewrapped(&response, &copy))
         .map_err(|error| unmarked(format!("the object's answer could not be rewrapped: {error}")))?;
     Ok((rewrapped, answered))
 }
@@ -110,11 +95,9 @@ pub(super) fn envelope_request(
     envelope: &str,
     body: Option<&JsValue>,
 ) -> Result<Request> {
-    let mut init = worker::RequestInit::new();
-    init.with_method(method.to_owned().into()).with_body(body.cloned());
-    init.headers.set(ENVELOPE_HEADER, envelope)?;
-    // The same request (a handle to it, not `Request.clone()`, which would tee its body).
-    Ok(Clone::clone(worker::Request::new_with_init(target, &init)?.inner()))
+    let headers = Headers::new()?;
+    headers.set(ENVELOPE_HEADER, envelope)?;
+    Ok(forward::request(method, target, &headers, body, None)?)
 }
 
 /// Observe mode's call to the key's object named `name`: the envelope (and the origin's
@@ -131,7 +114,7 @@ pub(super) async fn call_named(
 ) -> std::result::Result<Answered, (ObjectCallFailure, String)> {
     let before = |error: Error| (ObjectCallFailure::BeforeSend, error.to_string());
     let request = envelope_request(target, "POST", &envelope, body.as_ref()).map_err(before)?;
-    let namespace = cached_key_namespace(env, jurisdiction).map_err(before)?;
+    let namespace = key_namespace(env, jurisdiction).map_err(before)?;
     call_key(calls, &namespace, name, &request).await.map(|(_, answered)| answered)
 }
 
@@ -146,5 +129,5 @@ pub(super) async fn call_key(
 ) -> std::result::Result<(Response, Answered), (ObjectCallFailure, String)> {
     let stub =
         namespace.get_by_name(name).map_err(|error| (ObjectCallFailure::BeforeSend, error.to_string()))?;
-    call_object_marked(calls, stub, req).await
+    call_object(calls, stub, req).await
 }

@@ -1,6 +1,9 @@
 //! Observe mode's edge half: every covered request goes to the origin exactly as it came,
 //! its caller gets the origin's answer exactly as it was given, and the key's record is
-//! kept beside it, so that the log says what enforce mode would have done.
+//! kept beside it, so that the log says what enforce mode would have done. What is reported
+//! to the object, logged, and taken for enforce mode's answer when the object cannot be
+//! reached is `core::edge_rules::observed`'s; a refusal that enforce mode would give before
+//! any object is only logged (`core::edge_rules::edge::Edge::PassObserved`).
 //!
 //! Rules:
 //! 1. The Worker forwards, never the object. The origin call starts before the object is
@@ -13,40 +16,29 @@
 //!    switched to enforce replays the keys it observed).
 //! 3. Identifying the caller (which may fetch a JWKS) happens in the recording, after the
 //!    caller's answer: observing never delays a request.
-//! 4. A refusal that enforce mode would give before any object (no key, a malformed key, a
-//!    body over `MAX_BODY_BYTES`, an ambiguous path, a method-override header) is only
-//!    logged.
-//! 5. The object is told twice: at `arrival` (it claims, or says replayed, coalesced or
-//!    refused, and forwards nothing) and, for a claim, with the `outcome` (the origin's
-//!    answer, a failure, or a timeout: an answer later than the route's origin timeout is
-//!    recorded as enforce mode would have recorded it, unknown).
-//! 6. When the object cannot be reached, the request has been forwarded anyway: a log
-//!    line says so, and the structured line carries what enforce mode would have answered
-//!    (503 `storage-unavailable`, or `failed-open` on a fail-open route when the object
-//!    provably never had the request).
+//! 4. The object is told twice: at `arrival` (it claims, or says replayed, coalesced or
+//!    refused, and forwards nothing) and, for a claim, with the `outcome`.
 //!
 //! With `ORIGIN_AUTH_SECRET` the forward is signed like every other (`runtime::origin_auth`),
 //! and `TRUSTED_CLIENT_IP` applies; a streamed body over `MAX_BODY_BYTES` is forwarded
 //! unsigned (it is never read whole), so an origin that checks signatures refuses it, as
-//! enforce mode would (413).
-//!
-//! A failed forward cannot be told apart from a reset here (probing first would delay the
-//! forward), so it is recorded as unknown; its caller gets 502 `origin-unreachable`, as
-//! for a method that is passed through.
+//! enforce mode would (413). A failed forward cannot be told apart from a reset here
+//! (probing first would delay the forward).
 
-use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
+use std::future::Future;
+
+use wasm_bindgen::JsValue;
 use web_sys::{Request, Response};
 
 use super::boundary::header_lines;
-use super::forward::{self, origin_or_problem, pass_through, replace_client_ip, start_send};
+use super::forward::{self, answer, origin_or_problem, pass_through, start_send};
 use super::identity::identify;
-use super::object_call::{cached_key_namespace, call_named};
+use super::object_call::{call_named, key_namespace};
 use super::{body, metrics, now_ms, origin};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge::CoveredPlan;
 use crate::core::edge_rules::headers::HeaderLines;
-use crate::core::edge_rules::identify::key_call;
+use crate::core::edge_rules::identify::{key_call, Arrived};
 use crate::core::edge_rules::log::LineContext;
 use crate::core::edge_rules::observed::{self, Forwarded};
 use crate::core::edge_rules::wire::{KeyCall, KeyStep, ToObject};
@@ -58,29 +50,21 @@ use crate::core::vocabulary::problem::ProblemKind;
 use crate::core::vocabulary::trace::Trace;
 use worker::{console_error, Context, Env, Result};
 
-/// A request that enforce mode would have refused before any object: forwarded as it
-/// came, and logged with the refusal it would have had.
+/// `forward`'s answer to a request that enforce mode would have refused (`kind`) before any
+/// object: forwarded as it came, and logged with that refusal, the status its caller got
+/// from the origin instead, and how long the origin took.
 pub(super) async fn passed(
-    req: Request,
-    url: &str,
     env: &Env,
-    config: &Config,
-    policy: &PathConfig<'_>,
     kind: ProblemKind,
     trace: &Trace,
+    forward: impl Future<Output = Result<Response>>,
 ) -> Result<Response> {
     let started = now_ms();
-    let answer = pass_through(req, url, env, config, policy, trace).await;
-    log_refusal(env, kind, &answer, started, trace);
-    answer
-}
-
-/// The line of a request that enforce mode would have refused (`kind`): the status its
-/// caller got from the origin instead (`answer`), and how long the origin took.
-fn log_refusal(env: &Env, kind: ProblemKind, answer: &Result<Response>, started: u64, trace: &Trace) {
+    let answer = forward.await;
     let status = answer.as_ref().map_or(500, Response::status);
     let log = observed::refusal_line(kind, status, now_ms().saturating_sub(started));
     metrics::write_point_in(env, &log, observed(trace));
+    answer
 }
 
 /// An observe-mode line about the request `trace` names (its route included).
@@ -110,35 +94,30 @@ pub(super) async fn covered(
     let (body, forward_body) =
         match body::read_observed(&req, declared_length.as_deref(), plan.max_body_bytes).await? {
             body::ObservedBody::Declared => {
-                return passed(req, url, env, config, policy, ProblemKind::BodyTooLarge, &trace).await
+                let forward = pass_through(req, url, env, config, policy, &trace);
+                return passed(env, ProblemKind::BodyTooLarge, &trace, forward).await;
             }
             body::ObservedBody::OverLimit(stream) => {
-                let started = now_ms();
-                let forwarded = forward::as_it_came(&req, &target, Some(stream.as_ref()))?;
-                let answer = origin_or_problem(forward::send(env, policy.origin_service, &forwarded).await);
-                log_refusal(env, ProblemKind::BodyTooLarge, &answer, started, &trace);
-                return answer;
+                let forwarded = forward::request(&method, &target, &req.headers(), Some(&stream), None)?;
+                let forward = async {
+                    origin_or_problem(answer(start_send(env, policy.origin_service, &forwarded)).await)
+                };
+                return passed(env, ProblemKind::BodyTooLarge, &trace, forward).await;
             }
             body::ObservedBody::Read(body, forward_body) => (body, forward_body),
         };
 
     // The forward goes first: nothing below waits for the object (but for its signature).
-    let forwarded = forward::as_it_came(&req, &target, forward_body.as_ref())?;
-    let settings = super::settings::get(env);
-    if settings.trusted_client_ip {
-        replace_client_ip(&forwarded.headers())?;
-    }
-    if settings.origin_auth_secret.is_some() {
-        // Observed, the request is sent on unprotected (`Passed`), its body as read.
-        let bytes: JsValue = js_sys::Uint8Array::from(&body[..]).into();
-        let (method, headers) = (req.method(), forwarded.headers());
-        let signed = forward::sign_passed(env, policy, &method, &target, &headers, Some(&bytes));
-        if let Err(error) = signed.await {
-            return origin_or_problem(Err(error));
-        }
-    }
+    // Observed, the request is sent on unprotected (`Passed`), signed over its body as read.
+    let headers = forward::client_headers(env, &req.headers())?;
+    let signed_body =
+        super::settings::get(env).signer().map(|_| JsValue::from(js_sys::Uint8Array::from(&body[..])));
     let started = now_ms();
-    let pending = start_send(env, policy.origin_service, &forwarded);
+    let bodies = (forward_body.as_ref(), signed_body.as_ref());
+    let pending = match forward::unprotected(env, policy, &method, &target, &headers, bodies).await {
+        Ok(pending) => pending,
+        Err(error) => return origin_or_problem(Err(error)),
+    };
 
     // Who the caller is (which may fetch a JWKS) and everything the object needs are
     // worked out in the recording, after the caller's answer: observing never delays it.
@@ -157,8 +136,7 @@ pub(super) async fn covered(
     let (handed, forwarded_rx) = latch();
     ctx.wait_until(recording.run(forwarded_rx));
 
-    let answered = async { Ok::<_, worker::Error>(JsFuture::from(pending?).await?.dyn_into::<Response>()?) };
-    let answered = answered.await;
+    let answered = answer(Ok(pending)).await;
     let ms = now_ms().saturating_sub(started);
     let response = match answered {
         Ok(response) => response,
@@ -211,9 +189,18 @@ impl Observation {
         let policy = config.policy_for(&routed_path);
         let jurisdiction = &config.jurisdiction;
         let name_key = settings.object_name_key.as_deref();
-        let identified =
-            // The recording runs in `waitUntil` already: a fetch it starts outlives the caller.
-            identify(&headers, &method, &path_and_query, &key, config, &policy, &body, name_key, None).await;
+        let request = Arrived {
+            headers: &headers,
+            method: &method,
+            path_and_query: &path_and_query,
+            key: &key,
+            config,
+            policy: &policy,
+            body: &body,
+            name_key,
+        };
+        // The recording runs in `waitUntil` already: a fetch it starts outlives the caller.
+        let identified = identify(request, None).await;
         let forwarded = async { Forwarded::handed(forwarded.take().await) };
         let identified = match identified {
             Ok(identified) => identified,
@@ -235,7 +222,7 @@ impl Observation {
             call_named(&calls, &env, jurisdiction.as_deref(), &name, &target, envelope, body)
         };
         // The object's id, as the object's own lines name it (and the admin API takes it).
-        let short = cached_key_namespace(&env, jurisdiction.as_deref())
+        let short = key_namespace(&env, jurisdiction.as_deref())
             .and_then(|namespace| Ok(namespace.id_from_name(&name)?.to_string()))
             .unwrap_or_else(|_| name[..16].to_owned());
         let arrival = object(KeyStep::ObserveArrival, None).await;

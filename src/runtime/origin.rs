@@ -1,16 +1,10 @@
 //! The origin fetch: one attempt as `core::key_rules::origin_attempt` plans it (a TCP probe
 //! first in `ORIGIN_URL` mode, then the exchange, both within the origin timeout), reported
-//! as an `OriginResult` plus the answer when there is one.
-//!
-//! Reports how the attempt ended (`core::key_rules::origin_attempt::AttemptEnd`); the core
-//! turns that into the typed verdict (`core::vocabulary::outcome_table::OriginVerdict`), in
-//! which only an end before the fetch was called is "not sent": mistaking an executed
-//! payment for an unexecuted one would charge twice. Why a failed fetch never says "not
-//! sent", and why the probe waits as long as it does, is the core module's doc.
-//!
-//! Through a service binding (`ORIGIN_SERVICE`) the attempt is `env.<binding>.fetch(...)`:
-//! the same request, the same timeout and the same classification of the answer. There is
-//! no connection to refuse (nor to probe), so a thrown error is always unknown.
+//! as an `OriginResult` plus the answer when there is one. How the attempt ended
+//! (`AttemptEnd`) becomes the core's typed verdict; why only an end before the fetch was
+//! called is "not sent" (never through a service binding), and why the probe waits as long
+//! as it does, is that module's doc. Through a service binding (`ORIGIN_SERVICE`) the
+//! attempt is `env.<binding>.fetch(...)`, with the same request and timeout.
 //!
 //! With `ORIGIN_AUTH_SECRET` set, the request carries the hop's signature
 //! (`core::edge_rules::hop_signature`), made just before it is sent; a client-sent header
@@ -26,24 +20,24 @@
 use std::time::Duration;
 
 use futures_util::future::{select, Either};
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{self, AbortController, Headers, Request, RequestRedirect, Response, ResponseInit};
+use web_sys::{self, AbortController, Headers, Request, Response};
 
 use super::boundary::{self, edited_copy, header_lines};
 use super::forward;
 use super::{body, origin_auth, settings};
 use crate::core::edge_rules::headers::{connection_tokens_in, forward_edits, stored_for_replay};
 use crate::core::edge_rules::observed::Captured;
-use crate::core::edge_rules::origin_auth::{Protection, Signer};
+use crate::core::edge_rules::origin_auth::Protection;
 use crate::core::edge_rules::wire::ObservedOutcome;
 use crate::core::formats::key_record::StoredResponse;
 use crate::core::key_rules::key_state::answer_body_cap;
-use crate::core::key_rules::origin_attempt::{self, AttemptEnd, AttemptPlan};
+use crate::core::key_rules::origin_attempt::{self, AttemptEnd};
 use crate::core::primitives::url::host_and_port;
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::outcome_table::OriginResult;
-use worker::{console_error, console_warn, Delay, Env, Fetcher, ResponseBody};
+use worker::{console_error, console_warn, Delay, Env, ResponseBody};
 
 /// The origin's answer.
 pub struct OriginAnswer {
@@ -81,29 +75,14 @@ pub struct Outgoing<'a> {
     pub body: &'a JsValue,
 }
 
-/// Sends one attempt of a key's object to the origin, through the route's service binding
-/// when it names one: a binding that cannot be used sends nothing (the attempt is
-/// released, and the line says which binding).
+/// Sends one attempt of a key's object to the origin ([`forward`]), as the core's verdict.
 pub async fn send(
     env: &Env,
     request: Outgoing<'_>,
     policy: &KeyTerms,
     probe_first: bool,
 ) -> (OriginResult, Option<OriginAnswer>) {
-    let service = match policy.origin_service.as_deref() {
-        None => None,
-        Some(name) => match env.service(name) {
-            Ok(service) => Some(service),
-            Err(error) => {
-                console_error!("the origin service binding {} is unusable: {}", name, error);
-                return (AttemptEnd::NotBuilt.verdict().result(), None);
-            }
-        },
-    };
-    let plan = origin_attempt::plan(probe_first, service.is_some(), policy.timing.origin_timeout_ms);
-    let signer = settings::get(env).signer();
-    let cap = policy.max_stored_response_bytes;
-    let (end, answer) = forward(request, plan, cap, service, signer, policy.key_header()).await;
+    let (end, answer) = forward(env, request, policy, probe_first).await;
     (end.verdict().result(), answer)
 }
 
@@ -171,21 +150,30 @@ pub async fn reported(
     (AttemptEnd::Read { status, within_cap: true }.verdict().result(), Some(answer))
 }
 
-/// Sends one attempt as `plan` says: the probe first when it has one (nothing is sent
-/// before it connects), then the exchange, whose whole answer, body included, must come
-/// within its deadline (a body that stalls is a timeout like any other). The request body
-/// is a JavaScript value (it never enters Wasm memory on this path). `service` is the
-/// binding to send through instead of the global `fetch`. `key_header` names the header
-/// whose value the signature's key line carries (the route's, in lower case). How it ended
-/// is the core's to read (`core::key_rules::origin_attempt::AttemptEnd`).
+/// Sends one attempt as `core::key_rules::origin_attempt::plan` says, through the route's
+/// service binding when it names one (a binding that cannot be used sends nothing: the
+/// attempt is released, and the line says which binding): the probe first when it has one
+/// (nothing is sent before it connects), then the exchange, whose whole answer, body
+/// included, must come within its deadline (a body that stalls is a timeout like any
+/// other). The request body is a JavaScript value (it never enters Wasm memory on this
+/// path). How it ended is the core's to read (`core::key_rules::origin_attempt::AttemptEnd`).
 async fn forward(
+    env: &Env,
     request: Outgoing<'_>,
-    plan: AttemptPlan,
-    max_stored_bytes: u64,
-    service: Option<Fetcher>,
-    signer: Option<Signer<'_>>,
-    key_header: &str,
+    policy: &KeyTerms,
+    probe_first: bool,
 ) -> (AttemptEnd, Option<OriginAnswer>) {
+    let service = match policy.origin_service.as_deref() {
+        None => None,
+        Some(name) => match env.service(name) {
+            Ok(service) => Some(service),
+            Err(error) => {
+                console_error!("the origin service binding {} is unusable: {}", name, error);
+                return (AttemptEnd::NotBuilt, None);
+            }
+        },
+    };
+    let plan = origin_attempt::plan(probe_first, service.is_some(), policy.timing.origin_timeout_ms);
     let Outgoing { target, method, headers, body } = request;
     if let Some(wait_ms) = plan.probe_ms {
         if let Some(end) = probe(target, wait_ms).await {
@@ -194,10 +182,10 @@ async fn forward(
     }
     // Signed before anything is sent: a signature that cannot be made sends nothing. A
     // lookup (`look_up`) has no body: it is signed as one of none.
-    let signature = match signer {
+    let signature = match settings::get(env).signer() {
         None => None,
         Some(signer) => {
-            let protected = Protection::Protected;
+            let (key_header, protected) = (policy.key_header(), Protection::Protected);
             match origin_auth::sign_hop(signer, method, target, headers, key_header, protected, Some(body))
                 .await
             {
@@ -244,7 +232,7 @@ async fn forward(
         Err(error) => return ended(broke_off(status, error.into())),
     };
     // The body's cap: the stored-size cap less the headers, as the core counts them.
-    let body_cap = answer_body_cap(max_stored_bytes, &headers);
+    let body_cap = answer_body_cap(policy.max_stored_response_bytes, &headers);
     let body = match response.body() {
         ResponseBody::Stream(stream) => {
             match select(std::pin::pin!(read_capped(stream.clone(), body_cap)), deadline.as_mut()).await {
@@ -273,8 +261,8 @@ fn broke_off(status: u16, error: JsValue) -> AttemptEnd {
 
 /// The request as the origin gets it: the end-to-end headers (`core::edge_rules::headers`,
 /// rule 5), the hop's signature, redirects handed back (following one would be a second
-/// request). `web_sys`'s `RequestInit`: `worker`'s has no abort signal, which a service
-/// binding's fetch needs on the request itself.
+/// request), and the abort signal on the request itself (a service binding's fetch takes
+/// no other).
 fn build_request(
     target: &str,
     method: &str,
@@ -288,9 +276,7 @@ fn build_request(
     if let Some(signature) = signature {
         origin_auth::apply(&outgoing, signature)?;
     }
-    let init = forward::request_init(method, &outgoing, Some(body), RequestRedirect::Manual);
-    init.set_signal(Some(signal));
-    Request::new_with_str_and_init(target, &init)
+    forward::request(method, target, &outgoing, Some(body), Some(signal))
 }
 
 /// Reads `raw` (in JavaScript, `boundary::read_up_to`). Within `cap`, the bytes (copied into
@@ -330,31 +316,21 @@ async fn probe(target: &str, wait_ms: u64) -> Option<AttemptEnd> {
     end
 }
 
-/// Observe mode's split of the origin's answer (`ReadableStream.tee`): the answer for the
-/// caller, with the origin's status, headers and body as they come, and the recording's
-/// half, read beside it up to `cap` bytes (past it, cancelled: `tee` never holds a large
-/// answer). A WebSocket's answer is passed on whole, with nothing to capture.
+/// Observe mode's split of the origin's answer (`Response.clone`, which tees its body): the
+/// answer for the caller, as the origin gave it, and the recording's copy, read beside it up
+/// to `cap` bytes (past it, cancelled: the tee never holds a large answer). A WebSocket's
+/// answer is passed on whole, with nothing to capture.
 pub(super) fn split_answer(
     response: Response,
     cap: u64,
 ) -> worker::Result<(Response, impl std::future::Future<Output = Captured>)> {
     // The recording's half: what it holds when known already, else the stream to read.
-    let (answer, half) = match response.body() {
-        _ if forward::has_websocket(&response) => (response, Err(Captured::Nothing)),
-        None => (response, Err(Captured::Whole(Vec::new()))),
-        Some(body) => {
-            let halves = body.tee();
-            let to_caller: web_sys::ReadableStream = halves.get(0).unchecked_into();
-            let init = ResponseInit::new();
-            init.set_status(response.status());
-            init.set_headers(&response.headers());
-            // Built here, not with `worker`'s `ResponseBuilder`, whose conversion panics
-            // where the runtime refuses a response.
-            let answer = Response::new_with_opt_readable_stream_and_init(Some(&to_caller), &init)?;
-            (answer, Ok(halves.get(1).unchecked_into()))
-        }
+    let half = match response.body() {
+        _ if forward::has_websocket(&response) => Err(Captured::Nothing),
+        None => Err(Captured::Whole(Vec::new())),
+        Some(_) => response.clone()?.body().ok_or(Captured::Whole(Vec::new())),
     };
-    Ok((answer, async move {
+    Ok((response, async move {
         match half {
             Err(captured) => captured,
             Ok(half) => capture(half, cap).await,
@@ -364,13 +340,11 @@ pub(super) fn split_answer(
 
 /// Reads `half` to its end, or cancels it past `cap` bytes.
 async fn capture(half: web_sys::ReadableStream, cap: u64) -> Captured {
-    match boundary::read_up_to(&half, cap, false).await {
-        Ok((Some(bytes), _)) => Captured::Whole(bytes),
-        Ok((None, rest)) => {
-            if let Some(rest) = rest {
-                // Cancelling it cancels the half it reads the rest from.
-                let _ = JsFuture::from(rest.cancel()).await;
-            }
+    match read_capped(half, cap).await {
+        Ok(AnswerBody::Complete(bytes)) => Captured::Whole(bytes),
+        Ok(AnswerBody::Streamed(rest)) => {
+            // Cancelling it cancels the half it reads the rest from.
+            let _ = JsFuture::from(rest.cancel()).await;
             Captured::TooLarge
         }
         Err(_) => Captured::Broken,

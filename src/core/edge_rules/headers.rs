@@ -127,11 +127,13 @@ fn is_internal(name: &str) -> bool {
 /// IP (`CF-Connecting-IP`, set by Cloudflare's edge and not by the client) and never from
 /// the client: each of the client's own is deleted (`None`), then, when the connecting IP is
 /// known, `X-Forwarded-For` and `X-Real-IP` carry it, in this order.
-pub fn client_ip_headers(connecting_ip: Option<&str>) -> Vec<(&'static str, Option<String>)> {
-    let mut edits: Vec<(&'static str, Option<String>)> =
+pub fn client_ip_headers(connecting_ip: Option<&str>) -> Vec<HeaderEdit<'static>> {
+    let mut edits: Vec<HeaderEdit<'static>> =
         ["x-forwarded-for", "forwarded", "x-real-ip"].into_iter().map(|name| (name, None)).collect();
     if let Some(ip) = connecting_ip {
-        edits.extend(["x-forwarded-for", "x-real-ip"].into_iter().map(|name| (name, Some(ip.to_owned()))));
+        edits.extend(
+            ["x-forwarded-for", "x-real-ip"].into_iter().map(|name| (name, Some(Cow::Owned(ip.to_owned())))),
+        );
     }
     edits
 }
@@ -156,8 +158,7 @@ pub fn forward_edits<'a>(
     edits.extend(key.map(|(name, value)| (name, Some(Cow::Borrowed(value)))));
     if trusted_client_ip {
         let connecting_ip = lines.get("cf-connecting-ip");
-        let replaced = client_ip_headers(connecting_ip.as_deref()).into_iter();
-        edits.extend(replaced.map(|(name, value)| (name, value.map(Cow::Owned))));
+        edits.extend(client_ip_headers(connecting_ip.as_deref()));
     }
     edits
 }

@@ -192,6 +192,29 @@ pub fn after_object_failure(failure: ObjectCallFailure, on_unavailable: Unavaila
     }
 }
 
+impl AfterObjectFailure {
+    /// The caller's answer when no fail-open forward is made: the refusal, or, for a
+    /// fail-open decision whose forward is not at hand, 503 as for any object not reached.
+    pub fn problem(self) -> Problem {
+        match self {
+            AfterObjectFailure::Refuse(problem) => problem,
+            AfterObjectFailure::FailOpen => object_unreachable(),
+        }
+    }
+}
+
+/// The error line of the object `object` (its name's short hash, never the key) not
+/// reached (`failure`, with the platform's `error`) in enforce mode: failing open, or
+/// refused as unavailable.
+pub fn unanswered_line(object: &str, failure: ObjectCallFailure, error: &str, failing_open: bool) -> String {
+    match failing_open {
+        true => {
+            format!("object {object}: not reached ({error}); failing open, forwarding without protection")
+        }
+        false => format!("object {object}: unavailable ({failure}): {error}"),
+    }
+}
+
 /// 503 `storage-unavailable` for a key whose object could not be reached.
 pub fn object_unreachable() -> Problem {
     Fault { source: FaultSource::ObjectCall { route_fails_open: false }, stage: Stage::BeforeClaim }.problem()
@@ -639,6 +662,25 @@ mod tests {
                 AfterObjectFailure::FailOpen => panic!("a fail-closed route failed open: {failure:?}"),
             }
         }
+    }
+
+    #[test]
+    fn an_unanswered_object_is_logged_by_its_short_name_and_refused_with_503() {
+        let failure = ObjectCallFailure::BeforeSend;
+        assert_eq!(
+            unanswered_line("0123abcd", failure, "no stub", true),
+            "object 0123abcd: not reached (no stub); failing open, forwarding without protection"
+        );
+        assert_eq!(
+            unanswered_line("0123abcd", ObjectCallFailure::UnmarkedAnswer, "reset", false),
+            "object 0123abcd: unavailable (an answer without the object's mark): reset"
+        );
+        // A fail-open decision without its forward at hand is answered as fail-closed.
+        let problem = AfterObjectFailure::FailOpen.problem();
+        assert_eq!((problem.status(), problem.retry_after), (503, Some(1)));
+        assert_eq!(problem, object_unreachable());
+        let refused = after_object_failure(failure, Unavailable::FailClosed);
+        assert_eq!(refused.clone().problem(), object_unreachable());
     }
 
     #[test]

@@ -11,7 +11,8 @@ use super::object_call::{call_object, envelope_request, key_namespace};
 use super::{respond, settings};
 use crate::core::edge_rules::admin;
 use crate::core::edge_rules::admin::{
-    audit_line, parse_lookup, refusals, AdminOperation, AdminPlan, AtObject, OPERATOR_HEADER,
+    audit_line, parse_lookup, refusals, AdminOperation, AdminPlan, AtObject, MAX_LOOKUP_BYTES,
+    OPERATOR_HEADER,
 };
 use crate::core::edge_rules::config::Config;
 use crate::core::edge_rules::log::event_line;
@@ -64,9 +65,7 @@ async fn ask(
         None => {
             // The object is named from the body as the Worker names it; its id is what the
             // answer and the audit line show, never the scope.
-            // Read whole (`worker`'s wrapper; the call is the operator's): the core refuses
-            // one over `MAX_LOOKUP_BYTES`.
-            let body = worker::Request::from(Clone::clone(req)).bytes().await?;
+            let body = read_lookup(req).await?;
             let name_key = settings::get(env).object_name_key.clone();
             match parse_lookup(&body, &config.scope.headers, name_key.as_deref()) {
                 Ok(name) => namespace.id_from_name(&name)?.to_string(),
@@ -86,6 +85,16 @@ async fn ask(
         Err(_) => respond::problem(&refusals::object_unreachable()),
     };
     response.map(|r| (operation.name(), Some(object_id), r))
+}
+
+/// A lookup's body, at most `MAX_LOOKUP_BYTES` copied into Wasm memory (one more, so that
+/// the core refuses a longer one): the rest stays in JavaScript's buffer, which is
+/// collected, where Wasm memory, once grown, is kept for the isolate's life.
+async fn read_lookup(req: &Request) -> Result<Vec<u8>> {
+    let buffer = wasm_bindgen_futures::JsFuture::from(req.array_buffer()?).await?;
+    let bytes = js_sys::Uint8Array::new(&buffer);
+    let len = bytes.length().min(MAX_LOOKUP_BYTES as u32 + 1);
+    Ok(bytes.subarray(0, len).to_vec())
 }
 
 impl KeyObject {

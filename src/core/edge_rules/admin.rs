@@ -597,9 +597,7 @@ mod tests {
     use crate::core::formats::key_record::{AttemptId, Completed, InFlight, StoredResponse};
     use std::sync::Arc;
 
-    /// The lookup finds the object the Worker named for the same caller and key, for each
-    /// kind of scope, and says what is wrong with a body that cannot.
-    /// The runtime hands over the body whole: the core alone refuses one over the cap.
+    /// The runtime hands over at most one byte past the cap: the core refuses such a body.
     #[test]
     fn a_lookup_body_over_its_cap_is_refused_whatever_it_holds() {
         let body =
@@ -610,6 +608,8 @@ mod tests {
         assert!(parse_lookup(fits, &[], None).is_ok());
     }
 
+    /// The lookup finds the object the Worker named for the same caller and key, for each
+    /// kind of scope, and says what is wrong with a body that cannot.
     #[test]
     fn a_lookup_names_the_object_the_worker_named() {
         let headers = vec!["authorization".to_owned(), "x-tenant".to_owned()];

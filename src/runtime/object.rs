@@ -170,10 +170,11 @@ impl KeyObject {
         // A sealed answer is opened first (an await): the decision below reads the record as
         // it is after that, never a copy from before it.
         let mut log = RequestLog { storage: Some(calls), ..self.request_log(Some(call.scope)) };
-        let (decided, observing) = match self.open_sealed_record().await {
+        // `consumed`: an observed outcome's body was read for its answer.
+        let (decided, observing, consumed) = match self.open_sealed_record().await {
             Err(error) => {
                 let fault = Fault::storage(error.operation(), Stage::BeforeClaim);
-                (refusal(self.logged(fault, "opening the stored answer", &error)), false)
+                (refusal(self.logged(fault, "opening the stored answer", &error)), false, false)
             }
             Ok(()) => {
                 // Observe mode: the same record, opened the same way; nothing forwarded from
@@ -196,11 +197,10 @@ impl KeyObject {
                         self.key.borrow_mut().handle_call(reconciles, call.fingerprint, now)
                     }
                 };
-                (self.write(pending).await, plan.observing)
+                let consumed = matches!(call.step, KeyStep::ObserveOutcome { .. });
+                (self.write(pending).await, plan.observing, consumed)
             }
         };
-        // An observed outcome's body was read for its answer.
-        let consumed = matches!(call.step, KeyStep::ObserveOutcome { .. });
         let start = Start::Arrival { req: &req, call: &call, body: None, consumed, observing };
         let mut turn = Turn::new(start, log);
         let done = self.carry_out(decided, &mut turn).await;
@@ -371,7 +371,7 @@ impl KeyObject {
                 Action::Reject(problem) => turn.give(|trace| respond::traced_problem(&problem, trace)).await,
                 // A job's 202: its claim, or a poll of it.
                 Action::Accepted { retry_after } => {
-                    turn.give(|_| respond::stored(&accepted_response(retry_after), false)).await
+                    turn.give(|_| respond::stored(&accepted_response(retry_after))).await
                 }
             }
         }
@@ -442,7 +442,7 @@ impl KeyObject {
         if turn.caller().is_some() {
             turn.answer = Some(match (settled.caller, turn.live.take()) {
                 (CallerAnswer::Live, Some(live)) => respond::live(live, &prepared),
-                (CallerAnswer::Live, None) | (CallerAnswer::Settled, _) => respond::stored(answer, false),
+                (CallerAnswer::Live, None) | (CallerAnswer::Settled, _) => respond::stored(answer),
             });
         }
     }

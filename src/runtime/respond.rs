@@ -27,7 +27,7 @@ use worker::{Env, ResponseBuilder, Result};
 
 /// A problem+json response.
 pub fn problem(problem: &Problem) -> Result<Response> {
-    stored(&problem_response(problem), false)
+    stored(&problem_response(problem))
 }
 
 /// A problem+json response for a request refused before it reached a key's object, with
@@ -38,9 +38,10 @@ pub fn refused(env: &Env, problem: &Problem, trace: &Trace) -> Result<Response> 
     traced_problem(problem, trace)
 }
 
-/// A stored response, marked `Idempotent-Replayed: true` when `replayed`.
-pub fn stored(response: &StoredResponse, replayed: bool) -> Result<Response> {
-    build(response.status, &headers_from(&replay_headers(&response.headers, replayed, None))?, &response.body)
+/// A stored response as the caller whose request made it gets it (never marked replayed:
+/// replays go through `Prepared`).
+pub fn stored(response: &StoredResponse) -> Result<Response> {
+    build(response.status, &headers_from(&replay_headers(&response.headers, false, None))?, &response.body)
 }
 
 /// A `Headers` of `lines`, in order.

@@ -1016,7 +1016,7 @@ impl<A> KeyState<A> {
                 }
                 (Action::Settle { attempt, .. }, _) => {
                     // Kept for the answer the runtime prepares; no new waiter joins it. A
-                    // settle with no waiters of its own (a send left running elsewhere)
+                    // settle with no waiters of its own (an older execution left running by a purge)
                     // leaves another settle's waiters for their answer.
                     if let Some(waiters) = self.waiters.take_if(|waiters| waiters.attempt == *attempt) {
                         self.settling = Some(waiters);

@@ -973,8 +973,8 @@ fn an_arrivals_first_step_looks_up_only_where_it_reconciles() {
     assert_eq!(actions(KeyState::<()>::default().handle_call(true, FP, since + 1)), vec![Action::Arrive]);
 }
 
-/// Two steps settle before the runtime hands over the first one's answer (an attempt left
-/// running elsewhere, a job's send after a purge, finishes inside the first step's await):
+/// Two steps settle before the runtime hands over the first one's answer (an older
+/// execution, left running by a forced purge, finishes inside the first step's await):
 /// the first execution's waiters still get its answer, not the 409 of waiters released
 /// without one.
 #[test]

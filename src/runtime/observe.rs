@@ -10,7 +10,7 @@
 //!    called, and the caller's answer never waits for the object: the recording runs in
 //!    `ctx.waitUntil`, after the answer has gone.
 //! 2. The answer is the origin's status, headers and body. Its body is split in two
-//!    (`ReadableStream.tee`): one half for the caller, the other read at once beside it, up
+//!    (`Response.clone`, which tees it): one half for the caller, the other read at once beside it, up
 //!    to the stored-size cap (past it, cancelled: `tee` never holds a large answer), and
 //!    handed to the object, which stores it for replay as enforce mode would (so a route
 //!    switched to enforce replays the keys it observed).
@@ -98,7 +98,8 @@ pub(super) async fn covered(
                 return passed(env, ProblemKind::BodyTooLarge, &trace, forward).await;
             }
             body::ObservedBody::OverLimit(stream) => {
-                let forwarded = forward::request(&method, &target, &req.headers(), Some(&stream), None)?;
+                let headers = forward::client_headers(env, &req.headers())?;
+                let forwarded = forward::request(&method, &target, &headers, Some(&stream), None)?;
                 let forward = async {
                     origin_or_problem(answer(start_send(env, policy.origin_service, &forwarded)).await)
                 };
@@ -112,12 +113,14 @@ pub(super) async fn covered(
     let headers = forward::client_headers(env, &req.headers())?;
     let signed_body =
         super::settings::get(env).signer().map(|_| JsValue::from(js_sys::Uint8Array::from(&body[..])));
-    let started = now_ms();
     let bodies = (forward_body.as_ref(), signed_body.as_ref());
     let pending = match forward::unprotected(env, policy, &method, &target, &headers, bodies).await {
         Ok(pending) => pending,
         Err(error) => return origin_or_problem(Err(error)),
     };
+    // The origin's time starts once the request is on its way, as enforce mode's deadline
+    // does (after signing).
+    let started = now_ms();
 
     // Who the caller is (which may fetch a JWKS) and everything the object needs are
     // worked out in the recording, after the caller's answer: observing never delays it.

@@ -608,6 +608,35 @@ fn client_sent_forwarding_headers_are_replaced_by_the_connecting_ip() {
     assert_eq!(forwarded_for, Some("127.0.0.1"), "the test connects from loopback: {headers:?}");
 }
 
+/// Observe mode's forward of a streamed body over `MAX_BODY_BYTES` (never read whole, so
+/// sent unsigned) carries the connecting IP too, never an address the client chose.
+#[test]
+fn an_observed_streamed_body_over_the_limit_carries_no_client_sent_address() {
+    let (w, o) = (hardened(), verifying_origin());
+    let marker = unique("xff-observed");
+    let over_the_limit = "x".repeat(1_048_576 + 4096);
+    let r = w.send(
+        &Request::post(&format!("/v1/observed/{marker}"))
+            .header("Idempotency-Key", &unique("k"))
+            .header("Authorization", CALLER)
+            .header("X-Forwarded-For", "203.0.113.67")
+            .header("X-Real-IP", "203.0.113.67")
+            .header("Forwarded", "for=203.0.113.67")
+            .json(&over_the_limit)
+            .chunked()
+            .timeout(Duration::from_secs(120)),
+    );
+    let seen = o.seen_at(&marker);
+    assert_eq!(seen.len(), 1, "forwarded once, whatever the origin answered ({}): {r:?}", r.status);
+    let headers = &seen[0].headers;
+    assert!(
+        !headers.iter().any(|(_, v)| v.contains("203.0.113.67")),
+        "no client-sent address reaches the origin: {headers:?}"
+    );
+    assert_eq!(header_value(headers, "forwarded"), None, "{headers:?}");
+    assert_eq!(header_value(headers, "x-forwarded-for"), Some("127.0.0.1"), "{headers:?}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Rate limits and keyed names.
 

@@ -21,7 +21,7 @@ use crate::core::edge_rules::headers::client_ip_headers;
 use crate::core::edge_rules::origin_auth::Protection;
 use crate::core::primitives::url::path_and_query;
 use crate::core::vocabulary::trace::Trace;
-use worker::{Env, Result};
+use worker::{console_error, Env, Result};
 
 /// Any uncovered method: to the origin as it is, body streamed, no key needed. When the
 /// hop is signed, the body is read first (up to `MAX_BODY_BYTES`, 413 above) to digest it.
@@ -123,7 +123,12 @@ pub(super) fn origin_or_problem(result: Result<Response>) -> Result<Response> {
     match result {
         Ok(response) if has_websocket(&response) => Ok(response),
         Ok(response) => respond::rewrapped(&response, &response.headers()),
-        Err(_) => respond::problem(&edge::pass_through_unreachable()),
+        Err(error) => {
+            // The forward failed before an answer: not sent, or sent and broken off. Said
+            // here, or a 502 would come with no line at all.
+            console_error!("a forward the Worker makes itself failed: {}", error);
+            respond::problem(&edge::pass_through_unreachable())
+        }
     }
 }
 

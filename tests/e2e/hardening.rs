@@ -617,7 +617,7 @@ fn an_observed_streamed_body_over_the_limit_carries_no_client_sent_address() {
     let over_the_limit = "x".repeat(1_048_576 + 4096);
     let r = w.send(
         &Request::post(&format!("/v1/observed/{marker}"))
-            .header("Idempotency-Key", &unique("k"))
+            .header("Idempotency-Key", unique("k"))
             .header("Authorization", CALLER)
             .header("X-Forwarded-For", "203.0.113.67")
             .header("X-Real-IP", "203.0.113.67")

@@ -833,14 +833,17 @@ fn an_execution_that_ends_without_an_answer_releases_its_waiters() {
 /// releases the key, so the retry is the first execution, and anything else leaves the
 /// outcome unknown (502), never forwarded again. A retry of another payload, or of a key
 /// with nothing to look up, is decided at once.
-#[test]
-fn a_retry_of_an_unknown_outcome_looks_it_up_first_then_is_decided_on_the_verdict() {
-    use crate::core::key_rules::reconcile::RECONCILED_HEADER;
-    let policy = policy();
-    let since = T0 + 100;
-    let unknown_key = || {
-        let mut key = KeyState::new();
-        let reconciling = Reconciling {
+/// `A`'s outcome, unknown since `since` (its connection reset after the send), on a route
+/// with a lookup that has not been asked yet.
+fn unknown_with_a_lookup(since: Millis, policy: &KeyTerms) -> KeyRecord {
+    KeyRecord::Unknown(Unknown {
+        attempt: A,
+        fingerprint: FP,
+        origin_attempts: 1,
+        since,
+        expires_at: T0 + TTL,
+        reason: UnknownReason::ResetAfterSend,
+        reconcile: Some(Reconciling {
             sealed_lookup: vec![7; 40],
             bound_at: T0,
             not_found: 404,
@@ -848,16 +851,18 @@ fn a_retry_of_an_unknown_outcome_looks_it_up_first_then_is_decided_on_the_verdic
             next_at: 0,
             policy: Box::new(policy.clone()),
             spelling_known: true,
-        };
-        key.remember(Some(KeyRecord::Unknown(Unknown {
-            attempt: A,
-            fingerprint: FP,
-            origin_attempts: 1,
-            since,
-            expires_at: T0 + TTL,
-            reason: UnknownReason::ResetAfterSend,
-            reconcile: Some(reconciling),
-        })));
+        }),
+    })
+}
+
+#[test]
+fn a_retry_of_an_unknown_outcome_looks_it_up_first_then_is_decided_on_the_verdict() {
+    use crate::core::key_rules::reconcile::RECONCILED_HEADER;
+    let policy = policy();
+    let since = T0 + 100;
+    let unknown_key = || {
+        let mut key = KeyState::new();
+        key.remember(Some(unknown_with_a_lookup(since, &policy)));
         key
     };
     let executed = || {
@@ -945,23 +950,7 @@ fn a_retry_of_an_unknown_outcome_looks_it_up_first_then_is_decided_on_the_verdic
 fn an_arrivals_first_step_looks_up_only_where_it_reconciles() {
     let since = T0 + 100;
     let mut key = KeyState::new();
-    key.remember(Some(KeyRecord::Unknown(Unknown {
-        attempt: A,
-        fingerprint: FP,
-        origin_attempts: 1,
-        since,
-        expires_at: T0 + TTL,
-        reason: UnknownReason::ResetAfterSend,
-        reconcile: Some(Reconciling {
-            sealed_lookup: vec![7; 40],
-            bound_at: T0,
-            not_found: 404,
-            asked: 0,
-            next_at: 0,
-            policy: Box::new(policy()),
-            spelling_known: true,
-        }),
-    })));
+    key.remember(Some(unknown_with_a_lookup(since, &policy())));
     let actions = |pending: Pending| {
         assert_eq!((pending.decision(), &pending.step().change), (None, &KeyRecordChange::Keep));
         pending.step().actions.clone()

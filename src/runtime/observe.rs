@@ -20,9 +20,9 @@
 //!    refused, and forwards nothing) and, for a claim, with the `outcome`.
 //!
 //! With `ORIGIN_AUTH_SECRET` the forward is signed like every other (`runtime::origin_auth`),
-//! and `TRUSTED_CLIENT_IP` applies; a streamed body over `MAX_BODY_BYTES` is forwarded
-//! unsigned (it is never read whole), so an origin that checks signatures refuses it, as
-//! enforce mode would (413). A failed forward cannot be told apart from a reset here
+//! and `TRUSTED_CLIENT_IP` applies; a body over `MAX_BODY_BYTES`, declared or streamed, is
+//! forwarded unsigned (it is never read whole), so an origin that checks signatures refuses
+//! it, as enforce mode would (413), and one that does not yet check them serves it. A failed forward cannot be told apart from a reset here
 //! (probing first would delay the forward).
 
 use std::future::Future;
@@ -31,7 +31,7 @@ use wasm_bindgen::JsValue;
 use web_sys::{Request, Response};
 
 use super::boundary::header_lines;
-use super::forward::{self, answer, origin_or_problem, pass_through, start_send};
+use super::forward::{self, answer, origin_or_problem, start_send};
 use super::identity::identify;
 use super::object_call::{call_named, key_namespace};
 use super::{body, metrics, now_ms, origin};
@@ -67,6 +67,25 @@ pub(super) async fn passed(
     answer
 }
 
+/// A covered request whose body is over `MAX_BODY_BYTES`: sent on with `body` (the request's
+/// own stream, or what was read followed by the rest), unsigned, and logged as enforce mode's
+/// `body-too-large` would have been.
+async fn over_the_limit(
+    env: &Env,
+    req: &Request,
+    target: &str,
+    policy: &PathConfig<'_>,
+    trace: &Trace,
+    body: Option<web_sys::ReadableStream>,
+) -> Result<Response> {
+    let headers = forward::client_headers(env, &req.headers())?;
+    let body = body.map(JsValue::from);
+    let forwarded = forward::request(&req.method(), target, &headers, body.as_ref(), None)?;
+    let forward =
+        async { origin_or_problem(answer(start_send(env, policy.origin_service, &forwarded)).await) };
+    passed(env, ProblemKind::BodyTooLarge, trace, forward).await
+}
+
 /// An observe-mode line about the request `trace` names (its route included).
 fn observed(trace: &Trace) -> LineContext<'_> {
     LineContext { mode: Mode::Observe, trace: Some(trace), ..LineContext::default() }
@@ -91,19 +110,16 @@ pub(super) async fn covered(
     let path_and_query = path_and_query(url);
     let target = config.target_for(policy, url, &path_and_query);
     let declared_length = lines.get("content-length");
+    // A body over the limit goes on as it came, unsigned (it is never read whole, so it
+    // has no digest): unread when its `Content-Length` said so, else what was read and then
+    // the rest.
     let (body, forward_body) =
         match body::read_observed(&req, declared_length.as_deref(), plan.max_body_bytes).await? {
             body::ObservedBody::Declared => {
-                let forward = pass_through(req, url, env, config, policy, &trace);
-                return passed(env, ProblemKind::BodyTooLarge, &trace, forward).await;
+                return over_the_limit(env, &req, &target, policy, &trace, req.body()).await
             }
             body::ObservedBody::OverLimit(stream) => {
-                let headers = forward::client_headers(env, &req.headers())?;
-                let forwarded = forward::request(&method, &target, &headers, Some(&stream), None)?;
-                let forward = async {
-                    origin_or_problem(answer(start_send(env, policy.origin_service, &forwarded)).await)
-                };
-                return passed(env, ProblemKind::BodyTooLarge, &trace, forward).await;
+                return over_the_limit(env, &req, &target, policy, &trace, Some(stream)).await
             }
             body::ObservedBody::Read(body, forward_body) => (body, forward_body),
         };

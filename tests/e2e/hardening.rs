@@ -637,6 +637,32 @@ fn an_observed_streamed_body_over_the_limit_carries_no_client_sent_address() {
     assert_eq!(header_value(headers, "x-forwarded-for"), Some("127.0.0.1"), "{headers:?}");
 }
 
+/// Observe mode never answers for the origin: a body whose `Content-Length` is over
+/// `MAX_BODY_BYTES` is forwarded as it came, unsigned (it is never read whole), and the
+/// caller gets the origin's answer; an origin that checks every signature refuses it.
+#[test]
+fn an_observed_declared_body_over_the_limit_reaches_the_origin_unsigned() {
+    let (w, o) = (hardened(), verifying_origin());
+    let marker = unique("observed-declared");
+    let over_the_limit = "x".repeat(1_048_576 + 4096);
+    let r = w.send(
+        &Request::post(&format!("/v1/observed/{marker}"))
+            .header("Idempotency-Key", unique("k"))
+            .header("Authorization", CALLER)
+            .json(&over_the_limit)
+            .timeout(Duration::from_secs(120)),
+    );
+    let seen = o.seen_at(&marker);
+    assert_eq!(seen.len(), 1, "forwarded once: {r:?}");
+    assert_eq!(
+        seen[0].verdict.clone().err().as_deref(),
+        Some("Missing"),
+        "sent unsigned: {:?}",
+        seen[0].verdict
+    );
+    assert_eq!(r.status, 401, "the origin's own refusal, not the edge's 413: {r:?}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Rate limits and keyed names.
 

@@ -33,7 +33,7 @@ use super::object_call::{call_key, key_namespace, OBJECT_BINDING};
 use super::{admin, body, metrics, observe, random_u64, rate_limit, respond, settings};
 use crate::core::edge_rules::config::{Config, PanicSite, PathConfig, PANIC_TEST_HEADER};
 use crate::core::edge_rules::edge::{self, CoveredPlan, Edge, RequestHead};
-use crate::core::edge_rules::headers::{forward_edits, HeaderLines};
+use crate::core::edge_rules::headers::{client_forward_edits, HeaderLines};
 use crate::core::edge_rules::identify::{key_call, Arrived, Identified};
 use crate::core::edge_rules::log::{request_id, LineContext, RequestLog};
 use crate::core::edge_rules::routes::{
@@ -176,7 +176,7 @@ impl CoveredRequest {
         let key_line = Some((policy.key_header.lowercase, key.as_str()));
         let outgoing = edited_copy(
             &self.req.headers(),
-            &forward_edits(lines, &end_to_end, key_line, trusted_client_ip),
+            &client_forward_edits(lines, &end_to_end, key_line, trusted_client_ip),
         )?;
         // The target and the end-to-end headers, kept for a fail-open forward.
         let target = config.target_for(policy, &self.url, path_and_query);

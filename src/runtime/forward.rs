@@ -17,7 +17,7 @@ use super::boundary::edited_copy;
 use super::{body, origin_auth, respond, settings};
 use crate::core::edge_rules::config::{Config, PathConfig};
 use crate::core::edge_rules::edge;
-use crate::core::edge_rules::headers::client_ip_headers;
+use crate::core::edge_rules::headers::passed_edits;
 use crate::core::edge_rules::origin_auth::Protection;
 use crate::core::primitives::url::path_and_query;
 use crate::core::vocabulary::trace::Trace;
@@ -56,14 +56,12 @@ pub(super) async fn pass_through(
     origin_or_problem(answer(sent).await)
 }
 
-/// A copy of the client's `headers` to forward, the forwarding headers replaced as
-/// `core::edge_rules::headers::client_ip_headers` says under `TRUSTED_CLIENT_IP`.
+/// A copy of the client's `headers` to forward, edited as `core::edge_rules::headers::passed_edits`
+/// says (the client's claim time dropped, the forwarding headers under `TRUSTED_CLIENT_IP`).
 pub(super) fn client_headers(env: &Env, headers: &Headers) -> Result<Headers> {
-    let edits = match settings::get(env).trusted_client_ip {
-        true => client_ip_headers(headers.get("cf-connecting-ip")?.as_deref()),
-        false => Vec::new(),
-    };
-    edited_copy(headers, &edits)
+    let trusted_client_ip = settings::get(env).trusted_client_ip;
+    let connecting_ip = if trusted_client_ip { headers.get("cf-connecting-ip")? } else { None };
+    edited_copy(headers, &passed_edits(trusted_client_ip, connecting_ip.as_deref()))
 }
 
 /// Sends a forward the Worker makes itself (`Protection::Passed`: no object protects it),

@@ -608,6 +608,30 @@ fn client_sent_forwarding_headers_are_replaced_by_the_connecting_ip() {
     assert_eq!(forwarded_for, Some("127.0.0.1"), "the test connects from loopback: {headers:?}");
 }
 
+/// Only the edge sets a claim's time, on its lookups: one a client sends never reaches the
+/// origin under the edge's signature, on a covered request or a passed-through one.
+#[test]
+fn a_clients_own_claim_time_never_reaches_the_origin() {
+    let (w, o) = (hardened(), verifying_origin());
+    let marker = unique("claimed-at");
+    let covered = w
+        .send(&payment(&format!("/v1/charges/{marker}"), &unique("k")).header("Idempotency-Claimed-At", "1"));
+    assert_eq!(covered.status, 201, "{covered:?}");
+    let passed = w.send(
+        &Request::get(&format!("/v1/charges/{marker}/lookup"))
+            .header("Authorization", CALLER)
+            .header("Idempotency-Claimed-At", "1")
+            .timeout(Duration::from_secs(120)),
+    );
+    assert_eq!(passed.status, 200, "{passed:?}");
+    let seen = o.seen_at(&marker);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for request in &seen {
+        assert!(request.verdict.is_ok(), "signed and verified: {request:?}");
+        assert_eq!(header_value(&request.headers, "idempotency-claimed-at"), None, "{request:?}");
+    }
+}
+
 /// Observe mode's forward of a streamed body over `MAX_BODY_BYTES` (never read whole, so
 /// sent unsigned) carries the connecting IP too, never an address the client chose.
 #[test]

@@ -8,7 +8,11 @@
 //!    proxy, in either direction.
 //! 2. Towards the origin, `Host` and `Content-Length` are left for the runtime to set, and
 //!    the worker's own internal headers are dropped. `Idempotency-Key` is forwarded, so an
-//!    origin that honours keys can deduplicate too.
+//!    origin that honours keys can deduplicate too. A client's own `Idempotency-Claimed-At`
+//!    is dropped from every forward whose headers the edge edits (every signed one; an
+//!    unsigned pass-through goes as it came): the edge alone sets it, on the lookups it
+//!    sends, and the hop's signature would otherwise cover a claim time the client chose ([`client_forward_edits`],
+//!    [`passed_edits`]).
 //! 3. A stored response keeps its end-to-end headers except `Set-Cookie` (a session cookie
 //!    for the first caller must not be handed to whoever retries) and `Content-Length`
 //!    (recomputed from the stored body).
@@ -30,6 +34,7 @@
 use std::borrow::Cow;
 
 use crate::core::key_rules::machine::async_job::prefer_for_origin;
+use crate::core::key_rules::reconcile::CLAIMED_AT_HEADER;
 
 /// The header that marks every answer that did not come from this request's own execution.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
@@ -159,6 +164,31 @@ pub fn forward_edits<'a>(
     if trusted_client_ip {
         let connecting_ip = lines.get("cf-connecting-ip");
         edits.extend(client_ip_headers(connecting_ip.as_deref()));
+    }
+    edits
+}
+
+/// [`forward_edits`] for a client's request on its way to the key's object (rule 2): a
+/// client's own `Idempotency-Claimed-At` deleted too, where it sent one.
+pub fn client_forward_edits<'a>(
+    lines: &'a HeaderLines,
+    end_to_end: &[&str],
+    key: Option<(&'a str, &'a str)>,
+    trusted_client_ip: bool,
+) -> Vec<HeaderEdit<'a>> {
+    let mut edits = forward_edits(lines, end_to_end, key, trusted_client_ip);
+    let claim_times = lines.pairs().filter(|(name, _)| name.eq_ignore_ascii_case(CLAIMED_AT_HEADER));
+    edits.extend(claim_times.map(|(name, _)| (name, None)));
+    edits
+}
+
+/// The edits of a forward the Worker makes itself (pass-through, observe mode, failing open;
+/// rule 2): a client's `Idempotency-Claimed-At` deleted, then with `trusted_client_ip` the
+/// forwarding headers replaced from `connecting_ip` ([`client_ip_headers`]).
+pub fn passed_edits(trusted_client_ip: bool, connecting_ip: Option<&str>) -> Vec<HeaderEdit<'static>> {
+    let mut edits: Vec<HeaderEdit<'static>> = vec![(CLAIMED_AT_HEADER, None)];
+    if trusted_client_ip {
+        edits.extend(client_ip_headers(connecting_ip));
     }
     edits
 }
@@ -299,6 +329,22 @@ mod tests {
         let plain = forward_edits(&lines, &[], None, false);
         assert!(plain.iter().all(|(name, value)| value.is_none() && *name != "x-forwarded-for"));
         assert!(plain.iter().any(|(name, _)| *name == "idempotency-key"), "a named token is hop-by-hop here");
+    }
+
+    /// Only the edge sets a claim's time, on its lookups: a client's own never reaches the
+    /// origin, whichever forward carries the request; the lookups' own filter keeps theirs.
+    #[test]
+    fn a_clients_claim_time_is_never_forwarded() {
+        let lines = HeaderLines::new("idempotency-claimed-at\n1\ncontent-type\ntext/plain\n".to_owned());
+        let edits = client_forward_edits(&lines, &[], None, false);
+        assert_eq!(edits, [("idempotency-claimed-at", None)]);
+        let none_sent = HeaderLines::new("content-type\ntext/plain\n".to_owned());
+        assert!(client_forward_edits(&none_sent, &[], None, false).is_empty(), "nothing to delete");
+        assert!(forward_edits(&lines, &[], None, false).is_empty(), "the object's own sends keep it");
+        assert_eq!(passed_edits(false, None), [("idempotency-claimed-at", None)]);
+        let trusted = passed_edits(true, Some("203.0.113.7"));
+        assert_eq!(trusted[0], ("idempotency-claimed-at", None));
+        assert_eq!(trusted[1..], client_ip_headers(Some("203.0.113.7"))[..]);
     }
 
     #[test]

@@ -464,8 +464,8 @@ impl<A> KeyState<A> {
     }
 
     /// Ends an observed claim whose lease is over (the Worker's background work was cut
-    /// short): its record says what enforcing would say of it. Returns the attempt ended,
-    /// whose waiters the runtime releases.
+    /// short): its record says what enforcing would say of it. Returns the attempt ended;
+    /// its waiters are released with no answer (their latch's setter goes).
     pub fn expire_observed(&mut self, now: Millis) -> Option<AttemptId> {
         let live = self.live?;
         if live.observed_until.is_some_and(|until| now >= until) {
@@ -645,8 +645,8 @@ impl<A> KeyState<A> {
         Pending { what: InProgress::Arrival { new_attempt, body_bytes, observed_until }, step, decision }
     }
 
-    /// An arrival answered at once (the runtime's replay path), once an observed claim past
-    /// its lease is forgotten: where its step replays and writes nothing
+    /// An arrival answered at once (the runtime's replay path): where its step replays and
+    /// writes nothing
     /// ([`Pending::replay_only`]), the step reported as written (there is nothing to write),
     /// with the answer to replay and the line's decision; `None` where the arrival must go
     /// the whole way, its step dropped.
@@ -655,7 +655,8 @@ impl<A> KeyState<A> {
         arrival: Arrival<'_>,
         now: Millis,
     ) -> Option<(Arc<StoredResponse>, Decided)> {
-        self.expire_observed(now);
+        // An observed claim past its lease is left for the whole way to end
+        // (`expire_observed`): while it is live the record is not final, so nothing replays.
         let pending = self.handle_arrival(arrival, now);
         let stored = pending.replay_only()?.clone();
         Some((stored, self.handle_written(pending)))

@@ -4,8 +4,10 @@
 //! joined; then the attempt ends, and every waiter's answer is checked, and that none is
 //! left waiting in the object.
 //!
-//! Instance: `waiters_worker()`, duplicate wait 60 s (longer than the 3 s origin timeout, so
-//! that waiters see a timeout end the attempt), with the admin API.
+//! Instance: `waiters_worker()`, duplicate wait 60 s (longer than the origin timeout, so
+//! that waiters see a timeout end the attempt), with the admin API. The origin timeout
+//! (`ORIGIN_TIMEOUT`) must outlast the duplicates' joining, or a held attempt meant to be
+//! released would time out first: on a loaded machine that took more than 3 s.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -19,6 +21,9 @@ use crate::support::requests::{new_key, new_path, payment};
 use crate::support::worker::{shared, Readiness, Worker, WorkerConfig};
 
 const WAITERS: usize = 4;
+/// The worker's origin timeout: what the timed-out case waits for, and the time every
+/// duplicate has to join a held attempt.
+const ORIGIN_TIMEOUT: Duration = Duration::from_secs(15);
 const TOKEN: &str = "e2e-waiters-admin-token-91b2-0123456789abcdef";
 
 fn origin() -> &'static Origin {
@@ -32,7 +37,7 @@ fn waiters_worker() -> &'static Worker {
         let vars = [
             ("ORIGIN_URL", origin().url()),
             ("DUPLICATE_WAIT_SECONDS", "60".to_string()),
-            ("ORIGIN_TIMEOUT_SECONDS", "3".to_string()),
+            ("ORIGIN_TIMEOUT_SECONDS", ORIGIN_TIMEOUT.as_secs().to_string()),
             ("ADMIN_TOKEN", TOKEN.to_string()),
         ]
         .into_iter()
@@ -75,8 +80,9 @@ fn run(end: End) -> (Response, Vec<Response>, String, String) {
     let waiting: Vec<_> = (0..WAITERS).map(|_| req.start(w.addr).expect("send a duplicate")).collect();
     wait_for_waiters(w, &object, WAITERS as u64, admin);
     if end == End::Timeout {
-        // The origin keeps holding: the worker's 3 s origin timeout ends the attempt.
-        assert!(gate.wait_abandoned(1, Duration::from_secs(60)), "the worker gave up on the origin");
+        // The origin keeps holding: the worker's origin timeout ends the attempt.
+        let within = ORIGIN_TIMEOUT + Duration::from_secs(60);
+        assert!(gate.wait_abandoned(1, within), "the worker gave up on the origin");
     } else {
         gate.release();
     }

@@ -23,7 +23,8 @@ use crate::support::http::{Request, Response};
 use crate::support::origin::Origin;
 use crate::support::requests::unique;
 use crate::support::worker::{
-    free_port, repo_root, send_past_dev_proxy, shared as instance, Readiness, Worker, WorkerConfig,
+    built_module, free_port, repo_root, send_past_dev_proxy, shared as instance, Readiness, Worker,
+    WorkerConfig,
 };
 
 const CALLER: &str = "Bearer test-caller";
@@ -354,8 +355,7 @@ fn a_route_switched_from_observe_to_enforce_replays_what_was_observed() {
     // Deploy the same worker in enforce mode, on the same storage.
     w.crash();
     let config = w.dir().join("wrangler.toml");
-    let enforcing =
-        toml("enforce").replace("{MAIN}", &repo_root().join("build/worker/shim.mjs").display().to_string());
+    let enforcing = toml("enforce").replace("{MAIN}", &built_module().display().to_string());
     fs::write(&config, enforcing).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
     w.restart(Readiness::OriginAnswers).unwrap_or_else(|e| panic!("restart in enforce mode: {e}"));
     let retry = w.send(&payment(&path, &key));
@@ -454,7 +454,7 @@ fn start_with_payments(name: &str, vars: Vec<(String, String)>) -> Result<Worker
              [[durable_objects.bindings]]\nname = \"IDEMPOTENCY_KEYS\"\nclass_name = \"KeyObject\"\n\n\
              [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"KeyObject\"]\n\n\
              [[services]]\nbinding = \"PAYMENTS\"\nservice = \"{origin_name}\"\n",
-            repo_root().join("build/worker/shim.mjs").display()
+            built_module().display()
         ),
     )
     .map_err(|e| e.to_string())?;

@@ -278,6 +278,18 @@ fn newest_source(root: &Path) -> std::time::SystemTime {
 /// Ports handed out by [`free_port`] in this process: never handed out twice.
 static RESERVED_PORTS: Mutex<Vec<u16>> = Mutex::new(Vec::new());
 
+/// The built worker's module, which instances run unbundled (`--no-bundle`).
+///
+/// Why unbundled: the build already bundled it (`scripts/build.sh`), and a bundling
+/// `wrangler dev` keeps an esbuild watcher that costs an idle instance about 4 % of a core.
+/// With a suite's worth of instances alive at once, that alone loaded a 2-core machine past
+/// the tests' own timing. Unbundled, wrangler also leaves out its dev middleware, which a
+/// deployed worker never has. The module's directory holds its Wasm, which wrangler
+/// attaches by its default rules.
+pub fn built_module() -> PathBuf {
+    repo_root().join("build/index.js")
+}
+
 /// A `wrangler.toml` for the built worker with its key object (SQLite-backed), named after
 /// `name` and this test process, and `extra` appended (bindings such as `[[ratelimits]]`).
 /// `{MAIN}` is filled in by [`Worker::start_with_config`].
@@ -565,7 +577,7 @@ impl Worker {
     }
 
     /// Starts the built worker under a wrangler configuration of the test's own (written to
-    /// the instance's directory; `{MAIN}` in it is replaced by the built shim's path).
+    /// the instance's directory; `{MAIN}` in it is replaced by [`built_module`]'s path).
     pub fn start_with_config(config: WorkerConfig, wrangler_toml: &str) -> Result<Worker, String> {
         Worker::start_with(config, Some(wrangler_toml), &[], &[], None, None)
     }
@@ -692,6 +704,7 @@ impl Worker {
             "--persist-to".into(),
             state.display().to_string(),
             "--show-interactive-dev-session=false".into(),
+            "--no-bundle".into(),
         ]);
         // The repository's configuration, without its `[build]` table: `require_build` has
         // built already, and wrangler runs a custom build again (and reloads the worker)
@@ -714,7 +727,7 @@ impl Worker {
             }
         };
         if let Some(toml) = wrangler_toml {
-            let main = root.join("build/worker/shim.mjs");
+            let main = built_module();
             let file = dir.join("wrangler.toml");
             fs::write(&file, toml.replace("{MAIN}", &main.display().to_string()))
                 .map_err(|e| format!("write {}: {e}", file.display()))?;

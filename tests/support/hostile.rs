@@ -9,6 +9,7 @@ use super::assert::{check_problem, is_problem};
 use super::http::{send_raw, Request, Response};
 use super::origin::Origin;
 use super::requests::{request, secret, unique, DEFAULT_CREDENTIAL};
+use super::worker::past_dev_proxy;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -64,10 +65,15 @@ impl BadInput {
         result
     }
 
+    /// Sends the case, past wrangler dev's proxy's own 503 (`past_dev_proxy`): the worker
+    /// never had that request, and a hostile case is refused without a claim, so sending it
+    /// again changes nothing the check counts.
     pub fn send(&self, addr: SocketAddr) -> std::io::Result<Response> {
         match &self.wire {
-            Wire::Request(r) => r.send(addr),
-            Wire::Raw(bytes) => send_raw(addr, bytes, Duration::from_secs(60)),
+            Wire::Request(r) => past_dev_proxy(addr, self.label, || r.send(addr)),
+            Wire::Raw(bytes) => {
+                past_dev_proxy(addr, self.label, || send_raw(addr, bytes, Duration::from_secs(60)))
+            }
         }
     }
 }

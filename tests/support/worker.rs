@@ -1000,17 +1000,26 @@ impl Worker {
 /// hold only the worker's address; [`Worker::send`] is the same for a test that holds the
 /// worker.
 pub fn send_past_dev_proxy(addr: SocketAddr, request: &Request) -> std::io::Result<Response> {
-    let mut answer = request.send(addr)?;
+    past_dev_proxy(addr, &format!("{} {}", request.method, request.path), || request.send(addr))
+}
+
+/// [`send_past_dev_proxy`] for any way of sending (`what` names the request on stderr):
+/// `send` again, twice at most, while the answer is the dev proxy's own 503.
+pub fn past_dev_proxy(
+    addr: SocketAddr,
+    what: &str,
+    send: impl Fn() -> std::io::Result<Response>,
+) -> std::io::Result<Response> {
+    let mut answer = send()?;
     for _ in 0..2 {
         if !is_dev_proxy_503(&answer) {
             break;
         }
         eprintln!(
-            "worker at {addr}: wrangler dev's proxy answered {} {} with 503 \"Your worker restarted mid-request\"; sending it again",
-            request.method, request.path
+            "worker at {addr}: wrangler dev's proxy answered {what} with 503 \"Your worker restarted mid-request\"; sending it again"
         );
         thread::sleep(Duration::from_millis(200));
-        answer = request.send(addr)?;
+        answer = send()?;
     }
     Ok(answer)
 }

@@ -14,13 +14,15 @@ nonce it has seen.
                                 `not-executed`
   GET  /__verdicts              what it concluded of every request (not signed: the test's)
 
-Prints its port on the first line of stdout. Usage: signature_origin.py SECRET
+Prints its port on the first line of stdout, and exits when its stdin closes (the test
+process that started it ended, however it ended). Usage: signature_origin.py SECRET
 """
 
 import base64
 import datetime
 import hashlib
 import json
+import os
 import socket
 import sys
 import threading
@@ -152,6 +154,12 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(201, charge)
 
 
+def exit_with_the_test_process():
+    sys.stdin.read()
+    os._exit(0)
+
+
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)
+threading.Thread(target=exit_with_the_test_process, daemon=True).start()
 server.serve_forever()

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use super::http::Request;
@@ -15,6 +15,10 @@ use super::worker::repo_root;
 pub struct SignatureOrigin {
     child: Child,
     addr: SocketAddr,
+    /// The origin's stdin, never written: it exits when this closes, which the test
+    /// process's end does even where nothing drops this value (a shared origin in a
+    /// `static`).
+    _alive: ChildStdin,
 }
 
 /// What the origin concluded of one request.
@@ -40,7 +44,7 @@ impl SignatureOrigin {
             .arg(root.join("tests/support/signature_origin.py"))
             .arg(secret)
             .env("PYTHONPATH", root.join(".tools/python"))
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -58,7 +62,8 @@ impl SignatureOrigin {
                  http-message-signatures under .tools/python; run ./scripts/setup.sh"
             );
         };
-        SignatureOrigin { child, addr: SocketAddr::from(([127, 0, 0, 1], port)) }
+        let alive = child.stdin.take().expect("piped stdin");
+        SignatureOrigin { child, addr: SocketAddr::from(([127, 0, 0, 1], port)), _alive: alive }
     }
 
     /// `http://127.0.0.1:PORT`, for `ORIGIN_URL`.

@@ -9,7 +9,7 @@
 // `js-do-claim-kept-quiet-lean`, `js-do-sql`, `js-do`) to set the worker against plain JS in
 // the same process. DIR_A and DIR_B are otherwise build directories (index.js, index_bg.wasm, worker/shim.mjs), e.g. a
 // copy of build/ from two commits. Prints per build: median req/s, median p50 and median
-// workerd CPU per request. For `burst` (100 concurrent requests for one new key, origin
+// workerd CPU per request, and each round's p99. For `burst` (100 concurrent requests for one new key, origin
 // delay 300 ms) the p50 column is the last response − 300 ms and the CPU column the first
 // response − 300 ms. Set AB_BODY=524288 for a 512 KiB answer in the burst.
 // AB_JWT=a, b or both: that target scopes keys by a verified claim (SCOPE_JWT_CLAIM=sub, an
@@ -149,7 +149,7 @@ for (let r = -1; r < rounds; r++) {
     // This process: the load generator and wrangler's DevEnv, which receives the worker's log
     // lines (console.log) from workerd; the lines' cost outside the isolate shows here.
     const self = process.cpuUsage(self0);
-    if (r >= 0) results[name].push({ rps: out.rps, p50: out.p50, cpu: (cpuMs(t.pid) - cpu0) / out.requests, node: (self.user + self.system) / 1000 / out.requests });
+    if (r >= 0) results[name].push({ rps: out.rps, p50: out.p50, p99: out.p99, cpu: (cpuMs(t.pid) - cpu0) / out.requests, node: (self.user + self.system) / 1000 / out.requests });
     for (const [status, count] of Object.entries(out.statuses)) answered[name][status] = (answered[name][status] ?? 0) + count;
   }
 }
@@ -160,6 +160,7 @@ for (const [name, dir] of [["a", dirA], ["b", dirB]]) {
   console.log(
     `${name.toUpperCase()} ${dir}: req/s ${median(rs.map((x) => x.rps)).toFixed(0)}  p50 ${median(rs.map((x) => x.p50)).toFixed(2)} ms  ` +
       `CPU ${median(rs.map((x) => x.cpu)).toFixed(3)} ms/req  (rounds: ${rs.map((x) => x.cpu.toFixed(2)).join(" ")})` +
+      (rs[0]?.p99 != null ? `  p99 median ${median(rs.map((x) => x.p99)).toFixed(1)} ms (rounds: ${rs.map((x) => x.p99.toFixed(0)).join(" ")})` : "") +
       (rs[0]?.node != null ? `  node (load + log receiver) ${median(rs.map((x) => x.node)).toFixed(3)} ms/req` : ""),
   );
   const statuses = Object.entries(answered[name]);

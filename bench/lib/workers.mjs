@@ -42,8 +42,12 @@ export function writeConfig(file, { from, base, main, vars = {} }) {
   return file;
 }
 
-/** Starts one worker; resolves { name, host, port, proxyUrl, pid, dispose }. */
-export async function startWorker({ name, config, persistDir, registryDir }) {
+/**
+ * Starts one worker; resolves { name, host, port, proxyUrl, pid, dispose }. `logLevel`
+ * (default "error") is wrangler's: "log" passes the worker's own lines on to this process's
+ * console.
+ */
+export async function startWorker({ name, config, persistDir, registryDir, logLevel = "error" }) {
   fs.rmSync(persistDir, { recursive: true, force: true });
   fs.mkdirSync(persistDir, { recursive: true });
   const devEnv = new unstable_DevEnv();
@@ -62,7 +66,7 @@ export async function startWorker({ name, config, persistDir, registryDir }) {
       inspector: false,
       watch: false,
       liveReload: false,
-      logLevel: "error",
+      logLevel,
       persist: persistDir,
       server: { hostname: "127.0.0.1", port: 0 },
       enableContainers: false,

@@ -14,7 +14,11 @@
 //   request: tests/e2e/work_per_request.rs checks what can be seen of that from outside)
 //   plus one per alarm the run left pending (each fires once, at the key's deletion);
 // - object duration: per request, the client's latency through the worker, which contains
-//   the object's call: an upper bound of the object's wall time (workerd reports none);
+//   the object's call: an upper bound of the object's wall time (workerd reports none).
+//   Beside it, for the worker, the object's own clock: each decision line's `edge_ms` (the
+//   object's time from the request's arrival to its answer, less the origin's and a wait's;
+//   docs/operations.md), read from the lines the worker writes during the run. It leaves out
+//   what the platform adds around the object's handler, so it is a lower bound;
 // - rows written: every row the objects' SQLite databases gained, changed or lost, read
 //   from their WAL history under the state directory (bench/lib/rows_written.py); the
 //   wholesale deletion at the end of a key's life (deleteAll) is shown apart, and the run
@@ -29,6 +33,7 @@ import { writeConfig, startWorker, startBenchOrigin } from "../workers.mjs";
 import { pool, send } from "../load.mjs";
 import { cpuMs, settle } from "../proc.mjs";
 import { perPayment, priceMillion, rowsOf, workerHoldsFetch } from "../cost.mjs";
+import { percentile } from "../stats.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const OUT_DIR = path.join(ROOT, "target", "bench");
@@ -88,13 +93,20 @@ async function measure(name, originMs, origin) {
   fs.rmSync(work, { recursive: true, force: true });
   const persist = path.join(work, "state");
   const stateFile = path.join(work, "rows.json");
-  const t = await startWorker({ name, config: config(name, work, `http://127.0.0.1:${origin.port}`), persistDir: persist });
+  // The worker's decision lines reach this process through wrangler's logger (console.log),
+  // kept here for their `edge_ms` and not printed.
+  const lines = [];
+  const consoleLog = console.log;
+  const ownLines = name === "worker";
+  if (ownLines) console.log = (...parts) => lines.push(parts.map(String).join(" "));
+  const t = await startWorker({ name, config: config(name, work, `http://127.0.0.1:${origin.port}`), persistDir: persist, logLevel: ownLines ? "log" : "error" });
   try {
     const agent = pool(CONNECTIONS);
     // Warm the isolate (its compile and first-request costs are not a payment's), then
     // count from the rows that warm-up left.
     for (let i = 0; i < 4; i++) await send(agent, t, payment(`${RUN_ID}-warm-${name}-${originMs}-${i}`, 0));
     await settle([t.pid]);
+    const measuredFrom = lines.length;
     const base = rowsOf(await rows(persist, stateFile));
     const alarms0 = (await rows(persist, stateFile)).alarms;
     const cpu0 = cpuMs(t.pid);
@@ -147,6 +159,7 @@ async function measure(name, originMs, origin) {
       target: name,
       originMs,
       totals,
+      objectOwnMs: ownLines ? objectOwnMs(lines.slice(measuredFrom)) : null,
       // What each key's deletion will remove (deleteAll drops the object's database whole).
       rowsDroppedAtDeletionPerKey: report.objects.length ? counted.stored / report.objects.length : 0,
       storedRowsPerKey: KEYS ? (counted.live - base.live) / KEYS : 0,
@@ -156,7 +169,27 @@ async function measure(name, originMs, origin) {
     };
   } finally {
     await t.dispose();
+    console.log = consoleLog;
   }
+}
+
+/**
+ * The object's own time beyond the origin (`edge_ms`) in the worker's decision lines, for
+ * first attempts (`executed`) and replays (`replayed`): { n, p50, p90, p99, max } each.
+ * `lines` are the measured stretch's (the warm-up's come before it).
+ */
+function objectOwnMs(lines) {
+  const by = { executed: [], replayed: [] };
+  for (const line of lines) {
+    if (!line.startsWith('{"event":"idempotency"')) continue;
+    const fields = JSON.parse(line);
+    if (fields.decision in by && Number.isFinite(fields.edge_ms)) by[fields.decision].push(fields.edge_ms);
+  }
+  const summary = (values) => {
+    const sorted = values.sort((a, b) => a - b);
+    return { n: sorted.length, p50: percentile(sorted, 50), p90: percentile(sorted, 90), p99: percentile(sorted, 99), max: sorted.at(-1) ?? null };
+  };
+  return { first: summary(by.executed), replay: summary(by.replayed) };
 }
 
 const usd = (x) => `$${x < 1 ? x.toFixed(4) : x.toFixed(2)}`;
@@ -198,6 +231,16 @@ async function main() {
       results.map((m) => [m.target, m.originMs, num(m.perPayment.workerRequests), num(m.perPayment.workerCpuMs), num(m.perPayment.objectRequests), num(m.perPayment.objectWallMs, 1), num(m.perPayment.rowsWritten), num(m.rowsDroppedAtDeletionPerKey), m.problems.length ? m.problems.join("; ") : "none"]),
     ),
   );
+  const own = results.filter((m) => m.objectOwnMs);
+  if (own.length) {
+    out.push("\nThe object's own time beyond the origin (edge_ms of its decision lines, ms; a lower bound of its wall time beyond the origin)");
+    out.push(
+      table(
+        ["target", "origin ms", "first attempts n", "p50", "p90", "p99", "max", "replays n", "p50", "p99"],
+        own.map(({ target, originMs, objectOwnMs: { first, replay } }) => [target, originMs, first.n, first.p50, first.p90, first.p99, first.max, replay.n, replay.p50, replay.p99]),
+      ),
+    );
+  }
   out.push("\nPrice per million payments, USD");
   out.push(
     table(

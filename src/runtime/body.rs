@@ -14,15 +14,19 @@ use crate::core::edge_rules::edge::{declared_body, drain_limit, drains_whole, De
 use worker::Result;
 
 /// The body (in Rust for the fingerprint, and as the JavaScript value to send on), or `None`
-/// when it is larger than `limit` ([`read_observed`]); past the limit, a streamed body's
-/// rest is read and thrown away, as far as `core::edge_rules::edge::drain_limit` says.
+/// when it is larger than `limit` ([`read_observed`]); a refused body, declared over the
+/// limit or streamed past it, is first read and thrown away as far as
+/// `core::edge_rules::edge::drain_limit` says, so that the refusal reaches its client.
 pub(super) async fn read_within(
     req: &Request,
     content_length: Option<&str>,
     limit: u64,
 ) -> Result<Option<(Vec<u8>, JsValue)>> {
     Ok(match read(req, content_length, limit, false).await? {
-        ObservedBody::Declared => None,
+        ObservedBody::Declared => {
+            discard(req).await;
+            None
+        }
         ObservedBody::OverLimit(rest) => {
             // The limits are settings of at most a few hundred MiB, exact as an f64.
             boundary::drain(&rest, drain_limit(limit) as f64).await;
@@ -43,7 +47,8 @@ pub(super) async fn discard(req: &Request) {
 /// A body read up to a limit (in observe mode, where the request is forwarded whatever its
 /// size).
 pub(super) enum ObservedBody {
-    /// `Content-Length` says it is over the limit: the request goes on as it is, unread.
+    /// `Content-Length` says it is over the limit: nothing was read (observe mode forwards
+    /// the request as it came; [`read_within`] reads and drops the body before the refusal).
     Declared,
     /// A streamed body over the limit: what was read, then the rest (never buffered).
     OverLimit(ReadableStream),

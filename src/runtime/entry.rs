@@ -64,7 +64,10 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     }
     let config = match settings.serving_config() {
         Ok(config) => config,
-        Err(error) => return respond::refused(&env, &error.problem(), &trace),
+        Err(error) => {
+            body::discard(&req).await;
+            return respond::refused(&env, &error.problem(), &trace);
+        }
     };
     let url = req.url();
     let (path, _) = path_and_query_parts(&url);

@@ -704,6 +704,27 @@ fn body_over_limit_with_content_length_is_413() {
     assert_eq!(o.executions(&key), 1);
 }
 
+/// A body far over the limit, declared by its `Content-Length`, gets the 413 problem and
+/// not a reset connection: the Worker reads the refused body (as far as the core's drain
+/// limit) before it answers. Answered with most of the body unread, the runtime closes the
+/// connection under a client still sending it, and the client sees the reset, not the 413.
+#[test]
+fn a_large_declared_body_over_the_limit_gets_its_413_not_a_reset() {
+    let w = limits_worker();
+    let o = origin();
+    for _ in 0..3 {
+        let (key, path) = (new_key(), new_path());
+        let r = w.send_once(
+            &request("POST", &path)
+                .header("Idempotency-Key", &key)
+                .header("Content-Type", "text/plain")
+                .body(vec![b'x'; 4 * 1024 * 1024]),
+        );
+        assert_problem(&r, 413, "body-too-large");
+        assert_eq!(o.executions_at(&path), 0);
+    }
+}
+
 #[test]
 fn chunked_body_over_limit_is_413() {
     // Its own instance: a worker that answers without consuming the rest of a request body
@@ -940,7 +961,10 @@ fn invalid_configuration_answers_500_naming_the_variable_and_forwards_nothing() 
     let w = misconfigured_worker();
     let o = origin();
     let path = new_path();
-    for request in [payment(&path, &new_key()), request("GET", &path)] {
+    // A large body too: the refusal reads it first, so that its client gets the 500 and not
+    // a connection closed under the body it is still sending.
+    let large = request("POST", &path).header("Content-Type", "text/plain").body(vec![b'x'; 4 * 1024 * 1024]);
+    for request in [payment(&path, &new_key()), large, request("GET", &path)] {
         let r = w.send(&request);
         assert_problem(&r, 500, "invalid-config");
         let detail = r.json()["detail"].as_str().unwrap_or_default().to_string();

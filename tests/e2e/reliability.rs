@@ -905,9 +905,9 @@ fn lying_or_broken_framing_never_forwards_more_than_the_declared_body() {
     assert_still_serves(w, "a lying small Content-Length");
 
     // Declares more than the limit, sends 3 bytes and ends the stream. The worker refuses
-    // on the declared length before reading; under `wrangler dev` its dev-only middleware
-    // first tries to drain the body, fails, and its proxy answers 503 text/plain ("Your
-    // worker restarted mid-request"). Either way nothing is forwarded.
+    // on the declared length, after reading what comes of the body, which ends short; then
+    // wrangler dev's proxy may answer 503 text/plain ("Your worker restarted mid-request")
+    // for the broken request. Either way nothing is forwarded.
     let path = new_path();
     let raw = format!(
         "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {DEFAULT_CREDENTIAL}\r\nIdempotency-Key: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\nabc",

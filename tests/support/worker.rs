@@ -1,4 +1,5 @@
-//! Runs the built worker in real workerd through `wrangler dev` (local mode).
+//! Runs the built worker in real workerd through `wrangler dev` (local mode), unbundled
+//! ([`built_module`] says why): the module `scripts/build.sh` made, the one a deploy bundles.
 //!
 //! Each instance gets its own ports, its own `--persist-to` directory and a log file with
 //! wrangler's stdout and stderr. A bash supervisor starts wrangler with `setsid` (so wrangler

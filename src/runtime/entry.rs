@@ -44,6 +44,7 @@ use crate::core::edge_rules::wire::{ToObject, ENVELOPE_HEADER};
 use crate::core::primitives::key::IdempotencyKey;
 use crate::core::primitives::url::{path_and_query, path_and_query_parts};
 use crate::core::vocabulary::key_terms::Mode;
+use crate::core::vocabulary::problem::Problem;
 use crate::core::vocabulary::trace::Trace;
 use worker::{console_error, Env, Result};
 
@@ -64,10 +65,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     }
     let config = match settings.serving_config() {
         Ok(config) => config,
-        Err(error) => {
-            body::discard(&req).await;
-            return respond::refused(&env, &error.problem(), &trace);
-        }
+        Err(error) => return refused_unread(&req, &env, &error.problem(), &trace).await,
     };
     let url = req.url();
     let (path, _) = path_and_query_parts(&url);
@@ -90,10 +88,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
             let token = settings.admin_token.as_deref().unwrap_or_default();
             admin::call(req, &url, &env, config, token).await
         }
-        Edge::Refuse(problem) => {
-            body::discard(&req).await;
-            respond::refused(&env, &problem, &trace)
-        }
+        Edge::Refuse(problem) => refused_unread(&req, &env, &problem, &trace).await,
         Edge::PassThrough(policy) => pass_through(req, &url, &env, config, &policy, &trace).await,
         Edge::PassObserved(policy, kind) => {
             observe::passed(&env, kind, &trace, pass_through(req, &url, &env, config, &policy, &trace)).await
@@ -102,6 +97,13 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
             observe::covered(req, &url, &env, &ctx, config, &policy, key, plan, trace).await
         }
     }
+}
+
+/// A refusal before the request's body was read: the body is read and dropped first
+/// (`body::discard`, not without end), so that the answer reaches a client still sending it.
+async fn refused_unread(req: &Request, env: &Env, problem: &Problem, trace: &Trace) -> Result<Response> {
+    body::discard(req).await;
+    respond::refused(env, problem, trace)
 }
 
 /// A covered request in enforce mode on its way through the Worker (the module doc says
@@ -121,7 +123,7 @@ struct CoveredRequest {
 
 impl CoveredRequest {
     /// A refusal before the object was called (nothing forwarded).
-    fn refuse(&self, problem: &crate::core::vocabulary::problem::Problem) -> Result<Response> {
+    fn refuse(&self, problem: &Problem) -> Result<Response> {
         respond::refused(&self.env, problem, &self.trace)
     }
 

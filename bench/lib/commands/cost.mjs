@@ -99,8 +99,9 @@ async function measure(name, originMs, origin) {
   const consoleLog = console.log;
   const ownLines = name === "worker";
   if (ownLines) console.log = (...parts) => lines.push(parts.map(String).join(" "));
-  const t = await startWorker({ name, config: config(name, work, `http://127.0.0.1:${origin.port}`), persistDir: persist, logLevel: ownLines ? "log" : "error" });
+  let t;
   try {
+    t = await startWorker({ name, config: config(name, work, `http://127.0.0.1:${origin.port}`), persistDir: persist, logLevel: ownLines ? "log" : "error" });
     const agent = pool(CONNECTIONS);
     // Warm the isolate (its compile and first-request costs are not a payment's), then
     // count from the rows that warm-up left.
@@ -168,8 +169,11 @@ async function measure(name, originMs, origin) {
       problems: [...new Set(problems)],
     };
   } finally {
-    await t.dispose();
-    console.log = consoleLog;
+    try {
+      await t?.dispose();
+    } finally {
+      console.log = consoleLog;
+    }
   }
 }
 

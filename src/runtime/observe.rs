@@ -169,7 +169,7 @@ pub(super) async fn covered(
     // the origin's answer.
     let answer_headers = header_lines(&response.headers()).map(|lines| lines.to_pairs()).unwrap_or_default();
     let cap = config.key_terms(policy).max_stored_response_bytes;
-    let (answer, captured) = origin::split_answer(response, cap)?;
+    let (answer, captured) = origin::split_answer(response, cap);
     ctx.wait_until(async move {
         let body = captured.await;
         handed.set(Forwarded::Answered { status, headers: answer_headers, body, ms });

@@ -319,23 +319,28 @@ async fn probe(target: &str, wait_ms: u64) -> Option<AttemptEnd> {
 /// Observe mode's split of the origin's answer (`Response.clone`, which tees its body): the
 /// answer for the caller, as the origin gave it, and the recording's copy, read beside it up
 /// to `cap` bytes (past it, cancelled: the tee never holds a large answer). A WebSocket's
-/// answer is passed on whole, with nothing to capture.
+/// answer is passed on whole, with nothing to capture. The caller's half is never lost to
+/// the recording: where the copy cannot be made, the caller still gets the answer the
+/// origin gave, and the recording a broken body (an unknown outcome).
 pub(super) fn split_answer(
     response: Response,
     cap: u64,
-) -> worker::Result<(Response, impl std::future::Future<Output = Captured>)> {
+) -> (Response, impl std::future::Future<Output = Captured>) {
     // The recording's half: what it holds when known already, else the stream to read.
     let half = match response.body() {
         _ if forward::has_websocket(&response) => Err(Captured::Nothing),
         None => Err(Captured::Whole(Vec::new())),
-        Some(_) => response.clone()?.body().ok_or(Captured::Whole(Vec::new())),
+        Some(_) => match response.clone() {
+            Ok(copy) => copy.body().ok_or(Captured::Whole(Vec::new())),
+            Err(_) => Err(Captured::Broken),
+        },
     };
-    Ok((response, async move {
+    (response, async move {
         match half {
             Err(captured) => captured,
             Ok(half) => capture(half, cap).await,
         }
-    }))
+    })
 }
 
 /// Reads `half` to its end, or cancels it past `cap` bytes.

@@ -256,9 +256,8 @@ export function drawResult(result) {
       },
     });
   }
-  if (Array.isArray(summary.targets) && summary.targets.length) y += targetsTable(out, y, "Targets", summary.targets);
-  if (Array.isArray(summary.targetsIssue17) && summary.targetsIssue17.length) {
-    y += targetsTable(out, y, "Issue 17 targets (against js-do-claim)", summary.targetsIssue17);
+  if (Array.isArray(summary.targets) && summary.targets.length) {
+    y += targetsTable(out, y, "Targets (against the direct call and js-do-claim-kept)", summary.targets);
   }
   if (Array.isArray(summary.guarantees) && summary.guarantees.length) {
     const title = "The guarantees' price (js-do-claim-kept: js-do-claim with the worker's guarantees, in plain JS)";

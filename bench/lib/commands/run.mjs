@@ -29,6 +29,7 @@ import { drawResult } from "../svg.mjs";
 import { cpuMs, rssKiB, settle, othersCpuSnapshot, othersCpuBetween } from "../proc.mjs";
 import { median, round } from "../stats.mjs";
 import { latencySummary } from "../latency.mjs";
+import { currentTargets } from "../targets.mjs";
 import { sections, withoutNameSection, codeBreakdown, dataStrings, WASM_OPT_FEATURES } from "../wasm.mjs";
 import { startProfiledWorker, summarizeProfile, varsOf } from "../profile.mjs";
 import crypto from "node:crypto";
@@ -972,17 +973,13 @@ function report(result) {
   out.push("\nBundle (gzip -9)");
   out.push(table(["file", "raw bytes", "gzip bytes"], result.bundle.files.map((x) => [x.file, x.raw, x.gzip])));
   for (const w of result.bundle.whatIf) out.push(`  what if: ${w.variant}: ${w.raw ?? "–"} raw, ${w.gzip ?? "–"} gzip ${w.error ?? ""}`);
-  out.push("\nTargets (worker against pass-through, same run; median of per-run ratios)");
+  out.push(`\nTargets (the worker against the direct call and js-do-claim-kept, same run; ratios are medians of per-run ratios; cold start and cost: \`bench cold\`, \`bench cost\`)`);
   out.push(
     table(
       ["target", "measured", "goal", "met"],
       s.targets.map((x) => [x.name, x.measured, x.goal, x.met ? "yes" : "NO"]),
     ),
   );
-  if (s.targetsIssue17) {
-    out.push("\nIssue 17 targets (worker against js-do-claim, same run; median of per-run ratios)");
-    out.push(table(["target", "measured", "goal", "met"], s.targetsIssue17.map((x) => [x.name, x.measured, x.goal, x.met ? "yes" : "NO"])));
-  }
   if (s.guarantees) {
     out.push("\nThe guarantees' price (js-do-claim-kept: js-do-claim with the worker's guarantees, in plain JS; median of per-run ratios)");
     out.push(table(["figure", "worker / js-do-claim-kept", "js-do-claim-kept / js-do-claim"], s.guarantees.map((x) => [x.name, x.workerToKept, x.keptToClaim])));
@@ -1137,27 +1134,11 @@ async function main() {
     };
     s.ratios = Object.fromEntries(Object.entries(ratio).map(([k, v]) => [k, round(v, 3)]));
     const wasmGz = result.bundle.files.find((x) => x.file.endsWith(".wasm")).gzip;
-    const workerBurst = s.burst.worker;
-    s.targets = [
-      { name: "first attempts c16 req/s ≥ 0.25× pass-through", measured: `${f(ratio.firstC16Rps, 3)}×`, goal: "≥ 0.25×", met: ratio.firstC16Rps >= 0.25 },
-      { name: "first attempts c1 p50 ≤ 3× pass-through", measured: `${f(ratio.firstC1P50, 2)}×`, goal: "≤ 3×", met: ratio.firstC1P50 <= 3 },
-      { name: "replays c16 req/s ≥ 1.0× pass-through", measured: `${f(ratio.replayC16Rps, 3)}×`, goal: "≥ 1.0×", met: ratio.replayC16Rps >= 1 },
-      {
-        name: "burst: 1 execution, last response ≤ origin + 40 ms",
-        measured: `${workerBurst.executions} exec, +${f(workerBurst.lastMinusOriginMs, 1)} ms`,
-        goal: "1, ≤ +40 ms",
-        met: workerBurst.executionsPerRun.every((e) => e === 1) && workerBurst.lastMinusOriginMs <= 40,
-      },
-      {
-        name: "mixed: executions = distinct keys",
-        measured: String(s.mixed.worker.allRunsExecutionsEqualKeys),
-        goal: "true",
-        met: s.mixed.worker.allRunsExecutionsEqualKeys,
-      },
-      { name: "bundle: Wasm ≤ 150 KB gzipped", measured: `${(wasmGz / 1000).toFixed(1)} KB`, goal: "≤ 150 KB", met: wasmGz <= 150_000 },
-    ];
-    // CPU per key: first attempts at c16 (until idle) plus the memory phase's deferred CPU per key.
-    const perKey = (name) => s.first[name].c16.cpuPerRequestMs + s.memory[name].deferredCpuPerKeyMs;
+    // CPU per key: first attempts at c16 (until idle), plus the memory phase's deferred CPU per
+    // key when it ran (`--no-memory` leaves the deferred work out, and the row says so).
+    const deferred = (name) => s.memory?.[name]?.deferredCpuPerKeyMs;
+    const withDeferred = ["worker", "js-do-claim-kept", "js-do-claim"].every((name) => Number.isFinite(deferred(name)));
+    const perKey = (name) => s.first[name].c16.cpuPerRequestMs + (withDeferred ? deferred(name) : 0);
     // Target `a` against target `b`, same run: the median of per-run ratios, and CPU per key.
     const ratios = (a, b) => {
       const at = (r, phase, c, name) => raw[phase][c][r][name];
@@ -1165,42 +1146,19 @@ async function main() {
         firstC16Rps: perRun((r) => at(r, "first", "c16", a).rps / at(r, "first", "c16", b).rps),
         firstC1P50: perRun((r) => at(r, "first", "c1", a).p50 / at(r, "first", "c1", b).p50),
         replayC16Rps: perRun((r) => at(r, "replay", "c16", a).rps / at(r, "replay", "c16", b).rps),
+        replayC16P99: perRun((r) => at(r, "replay", "c16", a).p99 / at(r, "replay", "c16", b).p99),
         replayC16Cpu: perRun((r) => at(r, "replay", "c16", a).cpuPerRequestMs / at(r, "replay", "c16", b).cpuPerRequestMs),
         firstCpuPerKey: perKey(a) / perKey(b),
       };
     };
-    // The worker against js-do-claim (the reference design in plain JS), same run.
-    if (s.first["js-do-claim"] && s.memory?.["js-do-claim"]) {
-      const r17 = ratios("worker", "js-do-claim");
-      const b = s.burst.worker;
-      const bMedian = b.lastResponseMs;
-      s.ratiosIssue17 = Object.fromEntries(Object.entries(r17).map(([k, v]) => [k, round(v, 3)]));
-      s.targetsIssue17 = [
-        { name: "replays c16 req/s ≥ js-do-claim", measured: `${f(r17.replayC16Rps, 2)}×`, goal: "≥ 1×", met: r17.replayC16Rps >= 1 },
-        { name: "replay CPU ms/req c16 ≤ js-do-claim", measured: `${f(r17.replayC16Cpu, 2)}×`, goal: "≤ 1×", met: r17.replayC16Cpu <= 1 },
-        { name: "first attempts c16 req/s ≥ js-do-claim", measured: `${f(r17.firstC16Rps, 2)}×`, goal: "≥ 1×", met: r17.firstC16Rps >= 1 },
-        { name: "first attempts c1 p50 ≤ 1.1× js-do-claim", measured: `${f(r17.firstC1P50, 2)}×`, goal: "≤ 1.1×", met: r17.firstC1P50 <= 1.1 },
-        {
-          name: "CPU per key incl. deferred ≤ js-do-claim",
-          measured: `${f(perKey("worker"))} / ${f(perKey("js-do-claim"))} ms = ${f(r17.firstCpuPerKey, 2)}×`,
-          goal: "≤ 1×",
-          met: r17.firstCpuPerKey <= 1,
-        },
-        {
-          name: `burst: max of ${BURSTS} ≤ 1.3× median, no 409`,
-          measured: `${f(b.lastResponseMaxMs, 0)} / ${f(bMedian, 0)} ms = ${f(b.lastResponseMaxMs / bMedian, 2)}×`,
-          goal: "≤ 1.3×",
-          met: b.lastResponseMaxMs <= 1.3 * bMedian && b.statusesPerRun.every((x) => !x["409"]),
-        },
-        { name: "bundle: Wasm ≤ 100 KB gzipped", measured: `${(wasmGz / 1000).toFixed(1)} KB`, goal: "≤ 100 KB", met: wasmGz <= 100_000 },
-      ];
-    }
+    s.ratiosToKept = Object.fromEntries(Object.entries(ratios("worker", "js-do-claim-kept")).map(([k, v]) => [k, round(v, 3)]));
+    s.targets = currentTargets(s, ratios("worker", "js-do-claim-kept"), { wasmGz, withDeferred, perKey });
     // What the worker's guarantees cost, whatever the language: js-do-claim-kept is
     // js-do-claim plus the work the worker keeps on every request (the key checked, the
     // fingerprint, the scope, the headers filtered, the envelope, the mark, the probe before
-    // a first forward, a decision line), in plain JS. The same ratios as the js-do-claim table,
-    // of the worker against it and of it against js-do-claim.
-    if (s.first["js-do-claim-kept"] && s.memory?.["js-do-claim-kept"] && s.memory?.["js-do-claim"]) {
+    // a first forward, a decision line), in plain JS: the worker against it, and it against
+    // js-do-claim.
+    {
       const workerToKept = ratios("worker", "js-do-claim-kept");
       const keptToClaim = ratios("js-do-claim-kept", "js-do-claim");
       const rounded = (r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, round(v, 3)]));
@@ -1210,7 +1168,8 @@ async function main() {
         ["replay CPU ms/req c16", "replayC16Cpu"],
         ["first attempts c16 req/s", "firstC16Rps"],
         ["first attempts c1 p50", "firstC1P50"],
-        ["CPU per key incl. deferred", "firstCpuPerKey"],
+        [withDeferred ? "CPU per key incl. deferred" : "CPU per key c16 (deferred not measured)", "firstCpuPerKey"],
+        ["replays c16 p99", "replayC16P99"],
       ].map(([name, k]) => ({ name, workerToKept: `${f(workerToKept[k], 2)}×`, keptToClaim: `${f(keptToClaim[k], 2)}×` }));
     }
     result.summary = s;

@@ -53,3 +53,11 @@ test("a burst with a 409 or a second execution, or a Wasm over the limit, is not
   rows = byName(currentTargets(s, null, { wasmGz: 1, withDeferred: false, perKey }));
   assert.equal(rows["burst of duplicates: 1 execution, every duplicate answered"].met, false);
 });
+
+test("mixed traffic that does not match says whether a key ran twice or requests were refused", () => {
+  const s = summary({ c1: lat(2.5, 9, 2), c16: lat(3, 10, 3) });
+  s.mixed.worker = { allRunsExecutionsEqualKeys: false, keysExecutedMoreThanOnceMax: 0, statusesPerRun: [{ 201: 10 }, { 201: 5, 503: 4 }] };
+  const row = currentTargets(s, null, { wasmGz: 1, withDeferred: false, perKey }).find((r) => r.name.startsWith("mixed"));
+  assert.equal(row.met, false);
+  assert.equal(row.measured, "false: 0 keys executed twice; refused per run: none / 4 × 503");
+});

@@ -86,9 +86,17 @@ export function currentTargets(s, toKept, { wasmGz, withDeferred, perKey }) {
   }
   const mixed = s.mixed?.worker;
   if (mixed) {
+    // Where they differ, whether a key ran twice or requests were refused (a refusal
+    // executes nothing) tells a broken guarantee from a failure that failed closed.
+    const refused = (mixed.statusesPerRun ?? []).map((statuses) =>
+      Object.entries(statuses).filter(([code]) => !code.startsWith("2")).map(([code, n]) => `${n} × ${code}`).join(", "),
+    );
+    const detail = mixed.allRunsExecutionsEqualKeys
+      ? ""
+      : `: ${mixed.keysExecutedMoreThanOnceMax ?? "?"} keys executed twice; refused per run: ${refused.map((x) => x || "none").join(" / ")}`;
     rows.push({
       name: "mixed traffic: executions = distinct keys",
-      measured: String(mixed.allRunsExecutionsEqualKeys),
+      measured: `${mixed.allRunsExecutionsEqualKeys}${detail}`,
       goal: "true",
       met: mixed.allRunsExecutionsEqualKeys,
     });

@@ -1113,6 +1113,8 @@ async function main() {
       s.mixed[name] = {
         ...summarize(runs, ["rps", "p50", "p99", "newKeys", "retries", "executions", "replayed", "conflicts409", "cpuPerRequestMs"]),
         allRunsExecutionsEqualKeys: runs.every((x) => x.executionsEqualDistinctKeys),
+        keysExecutedMoreThanOnceMax: Math.max(...runs.map((x) => x.keysExecutedMoreThanOnce)),
+        statusesPerRun: runs.map((x) => x.statuses),
       };
     }
     s.memory = raw.memory;

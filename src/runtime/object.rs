@@ -350,7 +350,7 @@ impl KeyObject {
                         turn.let_go_of_body().await;
                         let started = now_ms();
                         // At most `wait_ms` (what a waiter then gets: `KeyState::handle_waited`).
-                        let wait = async { settled?.wait().await };
+                        let wait = async { settled?.await.ok() };
                         let deadline = Delay::from(Duration::from_millis(wait_ms));
                         let outcome = match select(pin!(wait), deadline).await {
                             Either::Left((answer, _)) => answer,

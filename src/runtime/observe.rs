@@ -27,6 +27,8 @@
 
 use std::future::Future;
 
+use futures_channel::oneshot;
+
 use wasm_bindgen::JsValue;
 use web_sys::{Request, Response};
 
@@ -43,7 +45,6 @@ use crate::core::edge_rules::log::LineContext;
 use crate::core::edge_rules::observed::{self, Forwarded};
 use crate::core::edge_rules::wire::{KeyCall, KeyStep, ToObject};
 use crate::core::primitives::key::IdempotencyKey;
-use crate::core::primitives::latch::{latch, Latch};
 use crate::core::primitives::url::{normalised_path, path_and_query, path_and_query_parts};
 use crate::core::vocabulary::key_terms::Mode;
 use crate::core::vocabulary::problem::ProblemKind;
@@ -152,7 +153,7 @@ pub(super) async fn covered(
         plan,
         trace,
     };
-    let (handed, forwarded_rx) = latch();
+    let (handed, forwarded_rx) = oneshot::channel();
     ctx.wait_until(recording.run(forwarded_rx));
 
     let answered = answer(Ok(pending)).await;
@@ -160,7 +161,8 @@ pub(super) async fn covered(
     let response = match answered {
         Ok(response) => response,
         Err(error) => {
-            handed.set(Forwarded::Failed { ms });
+            // The recording may be gone already: then nobody needs to know.
+            let _ = handed.send(Forwarded::Failed { ms });
             return origin_or_problem(Err(error));
         }
     };
@@ -172,7 +174,7 @@ pub(super) async fn covered(
     let (answer, captured) = origin::split_answer(response, cap);
     ctx.wait_until(async move {
         let body = captured.await;
-        handed.set(Forwarded::Answered { status, headers: answer_headers, body, ms });
+        let _ = handed.send(Forwarded::Answered { status, headers: answer_headers, body, ms });
     });
     Ok(answer)
 }
@@ -199,7 +201,7 @@ impl Observation {
     /// arrival and, for a claim, of the outcome; writes the line. A caller enforce mode would
     /// refuse (401, 503) is logged as that refusal, with the origin's status, and nothing is
     /// recorded.
-    async fn run(self, forwarded: Latch<Forwarded>) {
+    async fn run(self, forwarded: oneshot::Receiver<Forwarded>) {
         let Observation { env, routed_path, method, path_and_query, key, headers, body, target, plan, trace } =
             self;
         let settings = super::settings::get(&env);
@@ -220,7 +222,7 @@ impl Observation {
         };
         // The recording runs in `waitUntil` already: a fetch it starts outlives the caller.
         let identified = identify(request, None).await;
-        let forwarded = async { Forwarded::handed(forwarded.take().await) };
+        let forwarded = async { Forwarded::handed(forwarded.await.ok()) };
         let identified = match identified {
             Ok(identified) => identified,
             Err(problem) => {

@@ -14,6 +14,7 @@
 //! Never logged: the lookup's URL (it holds the key), its headers (credentials) or its
 //! answer. The line says the object, the decision and the lookup's status.
 
+use futures_channel::oneshot;
 use web_sys::Headers;
 
 use super::object::{KeyObject, Start, Turn};
@@ -25,7 +26,6 @@ use crate::core::formats::key_record::AttemptId;
 use crate::core::formats::reconciling::Reconciling;
 use crate::core::key_rules::key_state::{Decided, LookupAsker, LookupTurn};
 use crate::core::key_rules::reconcile;
-use crate::core::primitives::latch::Setter;
 use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::problem::Problem;
 use worker::console_error;
@@ -94,7 +94,8 @@ impl KeyObject {
                     *body = Some(body::read_whole(req).await);
                     *consumed = true;
                 }
-                running.wait().await;
+                // Its end, whatever it was: this arrival is decided on the record as it is then.
+                let _ = running.await;
                 Ok(None)
             }
             // Never for the alarm, which is not counted.
@@ -110,7 +111,7 @@ impl KeyObject {
     async fn look_up(
         &self,
         attempt: AttemptId,
-        over: Setter<()>,
+        over: oneshot::Sender<()>,
         request: &StoredRequest,
         not_found: u16,
         policy: &KeyTerms,

@@ -41,13 +41,15 @@
 
 use std::sync::Arc;
 
+use futures_channel::oneshot;
+use futures_util::future::{FutureExt, Shared};
+
 use super::machine::async_job::{job_decision, AsyncAccept};
 use super::machine::{self, outcome_unknown, Action, Event, KeyRecordChange, Step};
 use super::reconcile::Verdict;
 use crate::core::formats::fingerprint::Digest256;
 use crate::core::formats::key_record::{AttemptId, KeyRecord, StoredResponse, Unknown, UnknownReason};
 use crate::core::formats::reconciling::Reconciling;
-use crate::core::primitives::latch::{latch, Latch, Setter};
 use crate::core::primitives::time::Millis;
 use crate::core::vocabulary::decision::Decision;
 use crate::core::vocabulary::fault::{Fault, FaultSource, Stage, StorageOperation};
@@ -55,6 +57,17 @@ use crate::core::vocabulary::key_terms::KeyTerms;
 use crate::core::vocabulary::key_terms::WaiterLimits;
 use crate::core::vocabulary::outcome_table::OriginResult;
 use crate::core::vocabulary::problem::{Problem, ProblemKind};
+
+/// What a waiter awaits (a clone each of it): the value its sender sends, or `Err` once the
+/// sender is gone without one, which releases every waiter. A waiter that gives up (its
+/// deadline passed) is dropped, and `Shared` lets go of its waker.
+pub type Awaited<T> = Shared<oneshot::Receiver<T>>;
+
+/// A new hand-over: the sending half, kept by whoever answers, and the waiters' half.
+fn handover<T: Clone>() -> (oneshot::Sender<T>, Awaited<T>) {
+    let (sender, receiver) = oneshot::channel();
+    (sender, receiver.shared())
+}
 
 /// The execution this instance is running for its key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,11 +114,11 @@ pub struct RunningLookup {
 #[derive(Debug)]
 pub enum LookupTurn {
     /// Ask the origin; report the end with [`KeyState::handle_lookup_over`], and drop the
-    /// setter then: that wakes whoever waits for this lookup.
-    Run(Setter<()>),
+    /// sender then: that wakes whoever waits for this lookup.
+    Run(oneshot::Sender<()>),
     /// Wait for the lookup that runs (a retry reads its body first) to end, then be decided
     /// on the record as it is then.
-    Wait(Latch<()>),
+    Wait(Awaited<()>),
     /// Past the waiters' cap: answer this problem at once (502 `outcome-unknown`), the
     /// body drained, nothing looked up or forwarded.
     Full(Problem),
@@ -342,13 +355,13 @@ pub struct Claimed {
     pub job: bool,
 }
 
-/// The live execution's waiters: what they wait for, and the setter that answers them.
+/// The live execution's waiters: what they wait for, and the sender that answers them.
 /// Dropped with the execution, which releases them (`None`: the driver's 409).
 #[derive(Debug)]
 struct Waiters<A> {
     attempt: AttemptId,
-    answer: Setter<A>,
-    answered: Latch<A>,
+    answer: oneshot::Sender<A>,
+    answered: Awaited<A>,
 }
 
 /// The in-memory state of one key in one object instance. `A` is the answer an
@@ -366,8 +379,8 @@ pub struct KeyState<A = ()> {
     settling: Option<Waiters<A>>,
     /// The lookup of an unknown outcome running now, with its waiters.
     lookup: Option<RunningLookup>,
-    /// What those waiters wait for: the running lookup's end (its setter is the runner's).
-    lookup_over: Option<Latch<()>>,
+    /// What those waiters wait for: the running lookup's end (its sender is the runner's).
+    lookup_over: Option<Awaited<()>>,
 }
 
 impl<A> Default for KeyState<A> {
@@ -383,7 +396,7 @@ impl KeyState {
     }
 }
 
-impl<A> KeyState<A> {
+impl<A: Clone> KeyState<A> {
     // -- The record as this instance knows it -------------------------------------------
 
     /// Whether storage has been read (or written) by this instance.
@@ -465,7 +478,7 @@ impl<A> KeyState<A> {
 
     /// Ends an observed claim whose lease is over (the Worker's background work was cut
     /// short): its record says what enforcing would say of it. Returns the attempt ended;
-    /// its waiters are released with no answer (their latch's setter goes).
+    /// its waiters are released with no answer (their sender goes).
     pub fn expire_observed(&mut self, now: Millis) -> Option<AttemptId> {
         let live = self.live?;
         if live.observed_until.is_some_and(|until| now >= until) {
@@ -478,19 +491,20 @@ impl<A> KeyState<A> {
     /// What a waiter on `attempt` (a step's `Join`) waits for: the execution's answer, or
     /// `None` where nothing here will answer it (no execution of its own runs here, or a
     /// job's send, which keeps no waiters).
-    pub fn waiters_of(&self, attempt: AttemptId) -> Option<Latch<A>> {
+    pub fn waiters_of(&self, attempt: AttemptId) -> Option<Awaited<A>> {
         let waiters = self.waiters.as_ref().filter(|waiters| waiters.attempt == attempt)?;
         Some(waiters.answered.clone())
     }
 
     /// The runtime carried out a step's `Settle` for `attempt` with the answer as its
-    /// waiters share it: every one of them gets it (a clone each), and the setter goes.
+    /// waiters share it: every one of them gets it (a clone each), and the sender goes.
     /// `origin_answered` is the `Settle`'s own. Returns which answer the caller whose
     /// request executed gets, and whether the shared answer stays in memory for replays.
     pub fn handle_settled(&mut self, attempt: AttemptId, answer: A, origin_answered: bool) -> Settled {
         let settling = self.settling.take_if(|waiters| waiters.attempt == attempt);
         if let Some(waiters) = settling {
-            waiters.answer.set(answer);
+            // A send with nobody left waiting finds no receiver: nothing to hand over.
+            let _ = waiters.answer.send(answer);
         }
         // A chunked answer is replayed from its rows from now on: the whole body the
         // waiters shared is not kept for the rest of this instance's life.
@@ -570,11 +584,11 @@ impl<A> KeyState<A> {
     ) -> LookupTurn {
         let Some(running) = self.lookup.as_mut().filter(|running| running.attempt == attempt) else {
             self.lookup = Some(RunningLookup { attempt, waiters: 0, waiting_bytes: 0 });
-            let (over, done) = latch();
+            let (over, done) = handover();
             self.lookup_over = Some(done);
             return LookupTurn::Run(over);
         };
-        let over = self.lookup_over.clone().unwrap_or_else(|| latch().1);
+        let over = self.lookup_over.clone().unwrap_or_else(|| handover().1);
         let LookupAsker::Retry { body_bytes } = asker else { return LookupTurn::Wait(over) };
         let bytes = running.waiting_bytes.saturating_add(body_bytes);
         if !limits.admits(running.waiters) || bytes > limits.max_waiting_bytes {
@@ -994,7 +1008,7 @@ impl<A> KeyState<A> {
                         waiting_bytes: 0,
                         observed_until: *observed_until,
                     });
-                    let (answer, answered) = latch();
+                    let (answer, answered) = handover();
                     self.waiters = Some(Waiters { attempt: *attempt, answer, answered });
                 }
                 (Action::Forward { attempt }, InProgress::JobSend { .. }) => {

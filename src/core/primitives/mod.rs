@@ -11,7 +11,6 @@ pub mod codec;
 pub mod hex;
 pub mod jwt;
 pub mod key;
-pub mod latch;
 pub mod names;
 pub mod time;
 pub mod url;

@@ -689,7 +689,6 @@ fn a_step_says_what_it_claimed_before_its_actions_are_handed_out() {
 /// wait for.
 #[test]
 fn the_waiters_on_a_lookup_wake_when_its_runner_lets_go() {
-    use std::future::Future;
     use std::task::{Context, Poll, Waker};
     let limits = WaiterLimits { max_waiters: 3, max_waiting_bytes: 250 };
     let mut key = KeyState::new();
@@ -702,17 +701,17 @@ fn the_waiters_on_a_lookup_wake_when_its_runner_lets_go() {
         panic!("the second waits")
     };
     let mut context = Context::from_waker(Waker::noop());
-    let mut wait = Box::pin(done.wait());
-    assert_eq!(wait.as_mut().poll(&mut context), Poll::Pending);
+    let mut wait = done;
+    assert_eq!(wait.poll_unpin(&mut context), Poll::Pending);
     key.handle_lookup_over(A);
     drop(over);
-    assert_eq!(wait.as_mut().poll(&mut context), Poll::Ready(None));
+    assert!(matches!(wait.poll_unpin(&mut context), Poll::Ready(Err(_))), "released with no value");
     assert!(key.running_lookup().is_none());
     assert!(matches!(key.handle_lookup_turn(A, LookupAsker::Alarm, &limits), LookupTurn::Run(_)));
 }
 
 /// A key claimed by `A` whose waiters share a number, with one duplicate joined.
-fn claimed_with_a_waiter(policy: &KeyTerms) -> (KeyState<u32>, Latch<u32>) {
+fn claimed_with_a_waiter(policy: &KeyTerms) -> (KeyState<u32>, Awaited<u32>) {
     let mut key = KeyState::<u32>::default();
     key.remember(None);
     let pending = key.handle_arrival(arrival(policy, A, false), T0);
@@ -734,12 +733,11 @@ fn remember_change(key: &mut KeyState<u32>, pending: &Pending) {
     }
 }
 
-/// A waiter's wait, polled once.
-fn poll_once(wait: &mut std::pin::Pin<Box<crate::core::primitives::latch::Wait<u32>>>) -> Poll<Option<u32>> {
-    wait.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+/// A waiter's wait, polled once: the value, or `None` once it was released without one.
+fn poll_once(wait: &mut Awaited<u32>) -> Poll<Option<u32>> {
+    wait.poll_unpin(&mut Context::from_waker(Waker::noop())).map(Result::ok)
 }
 
-use std::future::Future as _;
 use std::task::{Context, Poll, Waker};
 
 /// The execution's waiters live in the driver: a step that settles the attempt keeps them
@@ -748,7 +746,7 @@ use std::task::{Context, Poll, Waker};
 fn the_waiters_of_an_execution_get_the_answer_its_settle_hands_over() {
     let policy = policy();
     let (mut key, waiting) = claimed_with_a_waiter(&policy);
-    let mut wait = Box::pin(waiting.wait());
+    let mut wait = waiting.clone();
     assert_eq!(poll_once(&mut wait), Poll::Pending);
     assert!(key.waiters_of(B).is_none(), "only the live attempt has waiters");
     let pending =
@@ -803,7 +801,7 @@ fn a_settle_says_which_answer_the_caller_gets_and_what_stays_in_memory() {
 fn an_execution_that_ends_without_an_answer_releases_its_waiters() {
     let policy = policy();
     let (mut key, waiting) = claimed_with_a_waiter(&policy);
-    let mut wait = Box::pin(waiting.wait());
+    let mut wait = waiting.clone();
     let rest = Decided {
         step: Step::keep(vec![Action::Forward { attempt: A }]),
         decision: Some(Decision::Executed),
@@ -821,7 +819,7 @@ fn an_execution_that_ends_without_an_answer_releases_its_waiters() {
     remember_change(&mut key, &pending);
     key.handle_written(pending);
     let waiting = key.waiters_of(A).expect("an observed claim keeps its waiters for its outcome");
-    let mut wait = Box::pin(waiting.wait());
+    let mut wait = waiting.clone();
     assert_eq!(key.expire_observed(T0 + policy.timing.lease_ms()), Some(A));
     assert_eq!(poll_once(&mut wait), Poll::Ready(None));
 }
@@ -970,7 +968,7 @@ fn an_arrivals_first_step_looks_up_only_where_it_reconciles() {
 fn a_second_settle_before_the_first_is_carried_out_keeps_the_first_ones_waiters() {
     let policy = policy();
     let (mut key, waiting) = claimed_with_a_waiter(&policy);
-    let mut wait = Box::pin(waiting.wait());
+    let mut wait = waiting.clone();
     let pending =
         key.handle_origin_finished(A, OriginResult::Responded(201), Some(answer(201)), &policy, T0 + 10);
     remember_change(&mut key, &pending);

@@ -29,6 +29,18 @@ for (const need of [cargoWasm, path.join(ROOT, "build/index_bg.wasm")]) {
     process.exit(2);
   }
 }
+// The counting glue is made from cargo's Wasm and runs with the shipped one: both must come
+// from the same source, or the glue's import names (each carries a hash) miss the shipped
+// Wasm's and workerd refuses the module with a LinkError that names neither file. The names
+// are read as text from the binaries (Node 20 cannot compile this Wasm to ask it); cargo's
+// also holds them in its name section, so only the shipped Wasm's must all be found there.
+const wbgNames = (file) => new Set(fs.readFileSync(file, "latin1").match(/__wbg_\w+_[0-9a-f]{16}/g) ?? []);
+const cargoNames = wbgNames(cargoWasm);
+const unmatched = [...wbgNames(path.join(ROOT, "build/index_bg.wasm"))].filter((name) => !cargoNames.has(name));
+if (unmatched.length) {
+  console.error(`crossings: build/index_bg.wasm and cargo's Wasm come from different sources (${unmatched[0]} is not in cargo's); run \`FORCE_BUILD=1 bash scripts/build.sh\` first`);
+  process.exit(2);
+}
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "idempotency-edge-crossings-"));
 const glue = path.join(work, "glue");
 execFileSync("wasm-bindgen", [cargoWasm, "--out-dir", glue, "--out-name", "index", "--target", "module", "--no-typescript",

@@ -176,6 +176,15 @@ fn an_object_that_dies_mid_flight_on_a_fail_open_route_is_never_forwarded_again(
     // The edge lives on: its caller gets 503, not a second, unprotected forward.
     let cut = first.finish().expect("the edge answers its caller");
     assert_problem(&cut, 503, "storage-unavailable");
+    // Its line names the object it was for and the call it tried, as the edge's error line
+    // about that object does: the engineer reading either finds the other.
+    let refused = wait_for_line(edge, "of the refused first attempt", |line| {
+        line["status"] == 503 && line["object_calls"] == 1
+    });
+    assert_eq!(refused["decision"], "rejected", "{refused}");
+    let object = refused["object"].as_str().unwrap_or_else(|| panic!("the line names no object: {refused}"));
+    assert_eq!(object.len(), 16, "the object name's short hash, never the key: {refused}");
+    wait_for_text(edge, &format!("object {object}: unavailable"));
     gate.release();
 
     // The claim outlived the process: after a restart a retry waits out the lease. Until

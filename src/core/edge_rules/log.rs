@@ -196,6 +196,16 @@ impl RequestLog {
         }
     }
 
+    /// The line of a request refused because its object was not reached (`object_calls`
+    /// tried): the refusal, named by the object it was for, so that the Worker's error line
+    /// about that object and this request's line can be told to belong together.
+    pub fn not_reached(object: String, object_calls: u32, problem: &Problem, scope: ScopeLog) -> RequestLog {
+        RequestLog {
+            object_calls: Some(object_calls),
+            ..RequestLog::new(Some(object), Decision::Rejected(problem.kind), problem.status(), Some(scope))
+        }
+    }
+
     /// The object answered `elapsed_ms` after it received the request: what the edge
     /// added (`edge_ms`) is that time less the origin's and the wait's, never below zero
     /// (each is measured on its own clock reading, so they may overlap by a millisecond).
@@ -377,6 +387,17 @@ mod tests {
         let line = RequestLog::failed_open("ab12".to_owned(), 2, 201, scope);
         assert_eq!(line.decision, Decision::FailedOpen);
         assert_eq!((line.object.as_deref(), line.status, line.object_calls), (Some("ab12"), 201, Some(2)));
+        assert_eq!(line.scope, Some(scope));
+        assert_eq!((line.origin_status, line.origin_ms, line.storage), (None, None, None));
+    }
+
+    #[test]
+    fn a_refusal_for_an_object_not_reached_names_the_object_and_the_calls_tried() {
+        let scope = ScopeLog { kind: crate::core::edge_rules::scope::ScopeKind::Claim, unverified: None };
+        let problem = Problem::new(ProblemKind::StorageUnavailable, "the object was not reached");
+        let line = RequestLog::not_reached("ab12".to_owned(), 1, &problem, scope);
+        assert_eq!(line.decision, Decision::Rejected(ProblemKind::StorageUnavailable));
+        assert_eq!((line.object.as_deref(), line.status, line.object_calls), (Some("ab12"), 503, Some(1)));
         assert_eq!(line.scope, Some(scope));
         assert_eq!((line.origin_status, line.origin_ms, line.storage), (None, None, None));
     }

@@ -17,3 +17,8 @@ export function round(x, digits = 2) {
   const f = 10 ** digits;
   return Math.round(x * f) / f;
 }
+
+/** `x` with `digits` decimals for a table, or "–" for a figure that is missing. */
+export function fixed(x, digits = 2) {
+  return Number.isFinite(x) ? x.toFixed(digits) : "–";
+}

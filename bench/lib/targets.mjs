@@ -3,7 +3,8 @@
 // same guarantees in plain JavaScript (`js-do-claim-kept`). Cold start and cost per payment
 // have their own commands (`bench cold`, `bench cost`). Pure: figures in, rows out.
 
-const f = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : "–");
+import { fixed as f } from "./stats.mjs";
+
 const ms = (x) => `${f(x)} ms`;
 const times = (x) => `${f(x)}×`;
 

@@ -233,13 +233,11 @@ impl CoveredRequest {
         let decision = after_object_failure(failure, self.policy.on_unavailable);
         let fail_open = unprotected.filter(|_| decision == AfterObjectFailure::FailOpen);
         console_error!("{}", unanswered_line(short, failure, &error, fail_open.is_some()));
-        let context = LineContext { trace: Some(&self.trace), ..LineContext::default() };
         let Some((target, headers, js_body)) = fail_open else {
             // Refused: the line names the object its error line above names.
             let problem = decision.problem();
             let log = RequestLog::not_reached(short.to_owned(), object_calls, &problem, scope_log);
-            metrics::write_point_in(&self.env, &log, context);
-            return respond::traced_problem(&problem, &self.trace);
+            return respond::refused_as(&self.env, &log, &problem, &self.trace);
         };
         // The route chose availability over protection, and the object never had the
         // request, so nothing can have been sent for this attempt.
@@ -248,6 +246,7 @@ impl CoveredRequest {
         let answer = forward::origin_or_problem(forward::answer(sent.await).await);
         let status = answer.as_ref().map_or(500, Response::status);
         let log = RequestLog::failed_open(short.to_owned(), object_calls, status, scope_log);
+        let context = LineContext { trace: Some(&self.trace), ..LineContext::default() };
         metrics::write_point_in(&self.env, &log, context);
         answer
     }

@@ -34,7 +34,13 @@ pub fn problem(problem: &Problem) -> Result<Response> {
 /// its log line (no object: none exists for it); both name the request (`trace`).
 pub fn refused(env: &Env, problem: &Problem, trace: &Trace) -> Result<Response> {
     let log = RequestLog::new(None, Decision::Rejected(problem.kind), problem.status(), None);
-    metrics::write_point_in(env, &log, LineContext { trace: Some(trace), ..LineContext::default() });
+    refused_as(env, &log, problem, trace)
+}
+
+/// A refusal with the log line `log` says (one that names the object it was for, say),
+/// written before the problem is answered; both name the request (`trace`).
+pub fn refused_as(env: &Env, log: &RequestLog, problem: &Problem, trace: &Trace) -> Result<Response> {
+    metrics::write_point_in(env, log, LineContext { trace: Some(trace), ..LineContext::default() });
     traced_problem(problem, trace)
 }
 
